@@ -1,0 +1,21 @@
+# Kinetics-400: MMAction2's lists as they are (labels index shared/data/label_map_k400.txt);
+# check them with tools/data/kinetics/check_annotations.py. Test: 1 clip x 3 crops.
+_base_ = ['./video_8x32.py']
+train_dataloader = dict(dataset=dict(
+    ann_file='data/kinetics400/kinetics400_train_list_videos.txt',
+    data_prefix=dict(video='data/kinetics400/videos_train')))
+val_dataloader = dict(dataset=dict(
+    ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
+    data_prefix=dict(video='data/kinetics400/videos_val')))
+test_dataloader = dict(dataset=dict(
+    ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
+    data_prefix=dict(video='data/kinetics400/videos_val'),
+    pipeline=[
+        dict(type='DecordInit', io_backend='disk'),
+        dict(type='SampleFrames', clip_len=8, frame_interval=32, num_clips=1, test_mode=True),
+        dict(type='DecordDecode'),
+        dict(type='Resize', scale=(-1, 224)),
+        dict(type='ThreeCrop', crop_size=224),
+        dict(type='FormatShape', input_format='NCTHW'),
+        dict(type='PackActionInputs'),
+    ]))

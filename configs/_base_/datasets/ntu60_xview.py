@@ -1,0 +1,11 @@
+# NTU RGB+D 60, cross-view (the paper's "CV"): 60 classes, top-1.
+# Lists: python tools/data/ntu60/build_annotations.py --video-dir data/ntu60/videos \
+#            --out-dir data/ntu60/xview --protocol xview
+_base_ = ['./video_8x32.py']
+data_root = 'data/ntu60/videos'
+train_dataloader = dict(
+    dataset=dict(ann_file='data/ntu60/xview/train.txt', data_prefix=dict(video=data_root)))
+val_dataloader = dict(
+    dataset=dict(ann_file='data/ntu60/xview/test.txt', data_prefix=dict(video=data_root)))
+test_dataloader = dict(
+    dataset=dict(ann_file='data/ntu60/xview/test.txt', data_prefix=dict(video=data_root)))

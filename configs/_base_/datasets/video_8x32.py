@@ -1,0 +1,48 @@
+# Shared video pipelines: 8 frames, interval 32; train RandomRescale(256, 320) -> RandomCrop 224
+# -> Flip 0.5; val/test 224 centre crop (Kinetics test overrides with three crops).
+dataset_type = 'VideoDataset'
+clip_len, frame_interval, crop_size = 8, 32, 224
+file_client_args = dict(io_backend='disk')
+
+train_pipeline = [
+    dict(type='DecordInit', **file_client_args),
+    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1),
+    dict(type='DecordDecode'),
+    dict(type='RandomRescale', scale_range=(256, 320)),
+    dict(type='RandomCrop', size=crop_size),
+    dict(type='Flip', flip_ratio=0.5),
+    dict(type='FormatShape', input_format='NCTHW'),
+    dict(type='PackActionInputs'),
+]
+val_pipeline = [
+    dict(type='DecordInit', **file_client_args),
+    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1,
+         test_mode=True),
+    dict(type='DecordDecode'),
+    dict(type='Resize', scale=(-1, crop_size)),
+    dict(type='CenterCrop', crop_size=crop_size),
+    dict(type='FormatShape', input_format='NCTHW'),
+    dict(type='PackActionInputs'),
+]
+test_pipeline = val_pipeline
+
+# top-1, top-5 and mean class accuracy (acc/top1, acc/top5, acc/mean1)
+val_evaluator = dict(type='AccMetric', metric_list=('top_k_accuracy', 'mean_class_accuracy'))
+test_evaluator = val_evaluator
+
+# Dataset configs inheriting this file set `ann_file` / `data_prefix` of each loader.
+train_dataloader = dict(
+    batch_size=8, num_workers=8, persistent_workers=True,
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None),
+                 pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=8, num_workers=8, persistent_workers=True,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None),
+                 pipeline=val_pipeline, test_mode=True))
+test_dataloader = dict(
+    batch_size=1, num_workers=8, persistent_workers=True,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None),
+                 pipeline=test_pipeline, test_mode=True))

@@ -1,0 +1,24 @@
+# SPEC §4: SGD lr 0.005, momentum 0.9, wd 1e-4, 15 epochs, lr x0.1 at epochs 11 and 14,
+# batch 8 per GPU. AMP on GPU, plain optimizer on CPU (dna_mm's AutoAmpOptimWrapper).
+train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=15, val_begin=1, val_interval=1)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+
+optim_wrapper = dict(
+    type='AutoAmpOptimWrapper',
+    optimizer=dict(type='SGD', lr=0.005, momentum=0.9, weight_decay=1e-4, nesterov=True),
+    paramwise_cfg=dict(
+        custom_keys={
+            '.backbone.cls_token': dict(decay_mult=0.0),
+            '.backbone.pos_embed': dict(decay_mult=0.0),
+            '.backbone.time_embed': dict(decay_mult=0.0),
+            '.alpha': dict(decay_mult=0.0),
+        }),
+    clip_grad=dict(max_norm=40, norm_type=2))
+
+param_scheduler = [
+    dict(type='MultiStepLR', begin=0, end=15, by_epoch=True, milestones=[11, 14], gamma=0.1)
+]
+
+# base_batch_size = 8 GPUs x 8 clips; `--auto-scale-lr` rescales lr to the actual batch.
+auto_scale_lr = dict(enable=False, base_batch_size=64)

@@ -1,0 +1,15 @@
+"""dna_mm: DnA (Denoising Attention) for video understanding and detection on OpenMMLab.
+
+``import dna_mm`` registers the attention family in MMEngine's root ``MODELS`` registry (found
+from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMAction2's, the
+``dna_vit_*`` timm models, and makes every mmengine checkpoint load a ``weights_only`` load.
+"""
+from .utils import install_safe_checkpoint_loading
+
+install_safe_checkpoint_loading()
+
+from . import models  # noqa: E402  (first: the converters import the attention)
+from . import converters, engine, evaluation  # noqa: E402
+
+__version__ = '0.1.0'
+__all__ = ["converters", "engine", "evaluation", "models", "__version__"]

@@ -1,0 +1,4 @@
+"""Helpers shared by ``tools/train.py`` and ``tools/test.py``."""
+from .config import format_metrics, prepare_cfg
+
+__all__ = ['prepare_cfg', 'format_metrics']

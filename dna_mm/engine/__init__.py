@@ -1,0 +1,4 @@
+"""Training-engine pieces registered with MMEngine (optimizer wrappers, hooks)."""
+from .optim_wrapper import auto_amp_optim_wrapper
+
+__all__ = ["auto_amp_optim_wrapper"]

@@ -1,0 +1,4 @@
+"""Evaluation helpers registered with MMEngine."""
+from .dump import DumpPredictions
+
+__all__ = ["DumpPredictions"]

@@ -1,0 +1,46 @@
+"""``DumpPredictions``: per-video predictions to a CSV file (video, label, prediction, score).
+
+Added by ``tools/test.py --dump preds.csv``; for MMAction2's pickle use ``--dump preds.pkl``.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import os.path as osp
+from typing import Any, Sequence
+
+from mmengine.evaluator import BaseMetric
+from mmengine.registry import METRICS
+
+
+@METRICS.register_module()
+class DumpPredictions(BaseMetric):
+    """Write one CSV row per video: ``video, label, pred, score, top5``.
+
+    Args:
+        out_file_path: Destination ``.csv``.
+    """
+
+    def __init__(self, out_file_path: str, collect_device: str = 'cpu') -> None:
+        super().__init__(collect_device=collect_device)
+        if not out_file_path.endswith('.csv'):
+            raise ValueError(f'DumpPredictions writes CSV; got out_file_path={out_file_path!r}')
+        self.out_file_path = out_file_path
+
+    def process(self, data_batch: Any, data_samples: Sequence[dict]) -> None:
+        for sample in data_samples:
+            score = sample['pred_score'].float().cpu()
+            top = score.topk(min(5, score.numel()))
+            self.results.append(dict(
+                video=sample.get('filename', sample.get('frame_dir', '')),
+                label=int(sample['gt_label'].item()), pred=int(top.indices[0]),
+                score=round(float(top.values[0]), 6),
+                top5=' '.join(str(int(i)) for i in top.indices)))
+
+    def compute_metrics(self, results: list) -> dict:
+        os.makedirs(osp.dirname(osp.abspath(self.out_file_path)), exist_ok=True)
+        with open(self.out_file_path, 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=['video', 'label', 'pred', 'score', 'top5'])
+            writer.writeheader()
+            writer.writerows(results)
+        return {}

@@ -1,0 +1,9 @@
+"""Models: the attention family (root ``MODELS``), backbones (``mmaction`` / timm)."""
+from .attention import (CogAttention, CogCrossAttention, DiffAttention, DiffCrossAttention,
+                        DnAAttention, DnACrossAttention, SoftmaxAttention, SoftmaxCrossAttention,
+                        build_attention)
+from . import backbones  # noqa: E402  (after .attention: backbones use the converters)
+
+__all__ = ['DnAAttention', 'DnACrossAttention', 'SoftmaxAttention', 'SoftmaxCrossAttention',
+           'DiffAttention', 'DiffCrossAttention', 'CogAttention', 'CogCrossAttention',
+           'build_attention', 'backbones']

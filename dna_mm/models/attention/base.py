@@ -1,0 +1,157 @@
+"""Common interface of the attention family.
+
+Every module maps tokens ``x [B, M, C]`` to ``[B, M, C]``:
+
+* self-attention: ``forward(x)``, queries, keys and values all from ``x`` (``M = N``);
+* cross-attention: ``forward(x, context=ctx)``, queries from ``x [B, M, C]``, keys and values
+  from ``ctx [B, N, C]`` with the *same* projection weights.
+
+``attn_mask`` is broadcastable to ``[B, H, M, N]`` (``bool``: ``True`` = attend; float: additive
+logit bias). ``return_attn=True`` takes the eager path and also returns a dict of the
+normalised maps ``[B, H, M, N]`` (keys documented per module).
+
+The constructor accepts timm's attention keywords (``dim`` positionally, ``qk_norm``,
+``scale_norm``, ``proj_bias``, ``norm_layer``), so each module is usable as timm's
+``attn_layer``, and mmcv's ``batch_first`` (always ``True`` here).
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .functional import causal_mask
+
+AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
+
+
+class AttentionBase(nn.Module):
+    """Multi-head attention skeleton: ``qkv = Linear(C, 3C)``, ``proj = Linear(C, C)``.
+
+    Subclasses implement :meth:`attend` on head-split tensors.
+
+    Args:
+        embed_dims: Token width ``C``.
+        num_heads: Number of heads ``H``; ``C`` must be divisible by it.
+        qkv_bias: Bias in the query/key/value projections (and the extra DnA projections).
+        attn_drop: Dropout on the normalised attention maps (every branch).
+        proj_drop: Dropout after the output projection.
+        proj_bias: Bias in the output projection.
+        fused_attn: Use ``scaled_dot_product_attention`` when no maps are requested.
+        qk_norm, scale_norm, norm_layer: timm keywords; only the defaults are supported.
+        batch_first: mmcv keyword; only ``True`` is supported.
+        device, dtype: Factory keywords for the parameters (timm passes them).
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int = 8,
+                 qkv_bias: bool = True,
+                 attn_drop: float = 0.0,
+                 proj_drop: float = 0.0,
+                 proj_bias: bool = True,
+                 fused_attn: bool = True,
+                 qk_norm: bool = False,
+                 scale_norm: bool = False,
+                 norm_layer: Optional[type] = None,
+                 batch_first: bool = True,
+                 device: Optional[torch.device] = None,
+                 dtype: Optional[torch.dtype] = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if embed_dims <= 0 or num_heads <= 0 or embed_dims % num_heads:
+            raise ValueError(f'{name}: embed_dims ({embed_dims}) must be a positive multiple of '
+                             f'num_heads ({num_heads})')
+        if not 0.0 <= attn_drop < 1.0 or not 0.0 <= proj_drop < 1.0:
+            raise ValueError(f'{name}: attn_drop and proj_drop must be in [0, 1), got '
+                             f'{attn_drop}, {proj_drop}')
+        if qk_norm or scale_norm:
+            raise ValueError(f'{name}: qk_norm / scale_norm are not supported')
+        if not batch_first:
+            raise ValueError(f'{name}: only batch_first=True ([B, N, C] tokens) is supported')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.head_dim = embed_dims // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.fused_attn = fused_attn
+        self.batch_first = True
+        self.factory_kwargs = dict(device=device, dtype=dtype)
+        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias, **self.factory_kwargs)
+        self.attn_drop_p = attn_drop
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(embed_dims, embed_dims, bias=proj_bias, **self.factory_kwargs)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def split_heads(self, t: Tensor) -> Tensor:
+        """``[B, N, H·d] → [B, H, N, d]``."""
+        b, n, _ = t.shape
+        return t.reshape(b, n, self.num_heads, -1).transpose(1, 2)
+
+    def merge_heads(self, t: Tensor) -> Tensor:
+        """``[B, H, N, d] → [B, N, H·d]``."""
+        b, _, n, _ = t.shape
+        return t.transpose(1, 2).reshape(b, n, -1)
+
+    def project_qkv(self, x: Tensor, context: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries from ``x``, keys/values from ``context`` (or ``x``), each ``[B, H, ·, d]``."""
+        c = self.embed_dims
+        if context is None:
+            q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × [B, N, C]
+        else:
+            w, b = self.qkv.weight, self.qkv.bias
+            q = F.linear(x, w[:c], None if b is None else b[:c])  # [B, M, C]
+            k, v = F.linear(context, w[c:], None if b is None else b[c:]).chunk(2, dim=-1)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    @property
+    def dropout_p(self) -> float:
+        return self.attn_drop_p if self.training else 0.0
+
+    # -- interface ---------------------------------------------------------------------------
+    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
+               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
+        """Head-merged attention output ``[B, M, C]`` (before ``proj``) and the maps."""
+        raise NotImplementedError
+
+    def forward(self,
+                x: Tensor,
+                attn_mask: Optional[Tensor] = None,
+                context: Optional[Tensor] = None,
+                return_attn: bool = False,
+                is_causal: bool = False) -> AttnOutput:
+        """``x [B, M, C]`` (+ ``context [B, N, C]``) → ``[B, M, C]`` (+ maps if asked)."""
+        if x.dim() != 3 or x.shape[-1] != self.embed_dims:
+            raise ValueError(f'{type(self).__name__}: expected x of shape [B, N, {self.embed_dims}],'
+                             f' got {list(x.shape)}')
+        if context is not None and (context.dim() != 3 or context.shape[0] != x.shape[0]
+                                    or context.shape[-1] != self.embed_dims):
+            raise ValueError(f'{type(self).__name__}: expected context of shape '
+                             f'[{x.shape[0]}, N, {self.embed_dims}], got {list(context.shape)}')
+        if is_causal:
+            n = x.shape[1] if context is None else context.shape[1]
+            causal = causal_mask(x.shape[1], n, x.device)
+            attn_mask = causal if attn_mask is None else _and_masks(attn_mask, causal)
+        out, maps = self.attend(x, context, attn_mask, return_attn)  # [B, M, C]
+        out = self.proj_drop(self.proj(out))
+        return (out, maps) if return_attn else out
+
+    def extra_repr(self) -> str:
+        return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, fused_attn={self.fused_attn}'
+
+
+class CrossAttentionMixin:
+    """Cross-attention form: ``forward(query [B, M, C], context [B, N, C], attn_mask=None)``."""
+
+    def forward(self, query: Tensor, context: Tensor, attn_mask: Optional[Tensor] = None,
+                return_attn: bool = False) -> AttnOutput:
+        return super().forward(query, attn_mask=attn_mask, context=context,  # type: ignore[misc]
+                               return_attn=return_attn)
+
+
+def _and_masks(mask: Tensor, causal: Tensor) -> Tensor:
+    if mask.dtype == torch.bool:
+        return mask & causal
+    return mask.masked_fill(~causal, float('-inf'))

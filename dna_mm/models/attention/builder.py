@@ -1,0 +1,62 @@
+"""Build an attention module of the family from a config, per layer.
+
+``cfg`` is an MMEngine config dict (``type`` = a registered name below) or one of the short
+names ``'softmax' | 'dna' | 'diff' | 'cog'``. Layer-dependent defaults:
+
+* ``DiffAttention``: ``layer_index`` (sets ``λ_init``) is filled in from the layer's depth;
+* ``CogAttention``: the first and last layer use ``SoftmaxAttention`` (the authors' setting)
+  unless the config says ``softmax_first_last=False``.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Union
+
+from mmengine.registry import MODELS
+from torch import nn
+
+SHORT_NAMES = {
+    'softmax': 'SoftmaxAttention',
+    'dna': 'DnAAttention',
+    'diff': 'DiffAttention',
+    'cog': 'CogAttention',
+}
+ATTENTION_TYPES = ('SoftmaxAttention', 'DnAAttention', 'DiffAttention', 'CogAttention',
+                   'SoftmaxCrossAttention', 'DnACrossAttention', 'DiffCrossAttention',
+                   'CogCrossAttention')
+
+AttnCfg = Union[str, dict]
+
+
+def attention_cfg(cfg: AttnCfg) -> dict:
+    """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)``."""
+    cfg = dict(type=cfg) if isinstance(cfg, str) else copy.deepcopy(dict(cfg))
+    if 'type' not in cfg:
+        raise KeyError(f'attention config {cfg} has no "type"')
+    cfg['type'] = SHORT_NAMES.get(cfg['type'], cfg['type'])
+    if isinstance(cfg['type'], str) and cfg['type'] not in ATTENTION_TYPES:
+        raise ValueError(f'attention type {cfg["type"]!r} is not one of {sorted(SHORT_NAMES)} '
+                         f'or {list(ATTENTION_TYPES)}')
+    return cfg
+
+
+def build_attention(cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int = 0,
+                    num_layers: int = 1, **default_args) -> nn.Module:
+    """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model."""
+    cfg = attention_cfg(cfg)
+    kind = cfg['type'] if isinstance(cfg['type'], str) else cfg['type'].__name__
+    if kind.startswith('Cog') and cfg.pop('softmax_first_last', True) \
+            and layer_index in (0, num_layers - 1):
+        cfg = {k: v for k, v in cfg.items() if k in _COMMON_KEYS}
+        cfg['type'] = kind.replace('Cog', 'Softmax')
+    if kind.startswith('Diff'):
+        cfg.setdefault('layer_index', layer_index)
+    cfg.setdefault('embed_dims', embed_dims)
+    cfg.setdefault('num_heads', num_heads)
+    for key, value in default_args.items():
+        cfg.setdefault(key, value)
+    return MODELS.build(cfg)
+
+
+_COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn',
+                'embed_dims', 'num_heads')

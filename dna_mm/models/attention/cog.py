@@ -1,0 +1,44 @@
+"""Cog attention (Lv et al., arXiv 2411.07176): signed weights that can subtract tokens.
+
+    S = s Q K^T + b,   W = sign(S) ⊙ softmax(|S|),   out = W V
+
+Keys excluded by the mask (``False`` / ``-inf``) get weight 0. There is no SDPA form of
+``sign(S) ⊙ softmax(|S|)``, so this module always computes the map explicitly. The authors
+keep plain softmax attention in the first and last layer; :func:`.builder.build_attention`
+does the same by default. Maps: ``{'attn': W}``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from mmengine.registry import MODELS
+from torch import Tensor
+
+from . import functional as AF
+from .base import AttentionBase, CrossAttentionMixin
+
+
+@MODELS.register_module()
+class CogAttention(AttentionBase):
+    """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored)."""
+
+    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
+               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v = self.project_qkv(x, context)
+        s = (q * self.scale) @ k.transpose(-2, -1)  # [B, H, M, N]
+        bias = AF.additive_bias(attn_mask, s.dtype)
+        if bias is not None:
+            excluded = torch.isneginf(bias)
+            s = s + bias.masked_fill(excluded, 0.0)
+            mag = s.abs().masked_fill(excluded, float('-inf'))
+        else:
+            mag = s.abs()
+        w = torch.sign(s) * mag.float().softmax(dim=-1).to(s.dtype)
+        out = self.attn_drop(w) @ v
+        return self.merge_heads(out), ({'attn': w} if return_attn else {})
+
+
+@MODELS.register_module()
+class CogCrossAttention(CrossAttentionMixin, CogAttention):
+    """Cog cross-attention: queries ``[B, M, C]``, context ``[B, N, C]``."""

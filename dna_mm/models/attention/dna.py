@@ -1,0 +1,114 @@
+"""DnA: Denoising Attention (softmax branch + α-weighted softmin branch sharing the keys).
+
+Per head ``h``, with ``s = d ** -0.5`` on both branches (SPEC §1):
+
+=============  ====================================================================  ===========
+variant        formula                                                               extra params
+=============  ====================================================================  ===========
+``apm``        ``[softmax(s Q K^T) + softmin(s Q K^T)] V``                      (A±)    0
+``apm_alpha``  ``[softmax(s Q K^T) + α_h softmin(s Q K^T)] V``                  (Â±)    H
+``qpm_v``      ``[softmax(s Q+ K^T) + α_h softmin(s Q- K^T)] V``                (Q±V)   C² + C + H
+``q_vpm``      ``softmax(s Q K^T) V+ + α_h softmin(s Q K^T) V-``                (QV±)   C² + C + H
+``qpm_vpm``    ``softmax(s Q+ K^T) V+ + α_h softmin(s Q- K^T) V-``             (Q±V±)  2C² + 2C + H
+=============  ====================================================================  ===========
+
+``α`` is one unconstrained learnable scalar per head, initialised to 0.5; the branches are
+added. Fast path: each branch is one ``scaled_dot_product_attention`` call, the softmin
+branch as SDPA on ``-Q-`` with the bias negated (see :mod:`.functional`). Eager path
+(``return_attn=True`` or ``fused_attn=False``): explicit maps, returned as
+``{'pos': softmax map, 'neg': softmin map}`` (``[B, H, M, N]``, before dropout).
+
+Parameter layout: ``qkv`` = ``Linear(C, 3C)`` with chunks ``[Q+, K, V+]`` (exactly timm's
+``Attention.qkv``, so softmax checkpoints load unchanged), ``q_neg`` = ``Q-`` and ``v_neg`` =
+``V-`` (``Linear(C, C)`` each, where the variant has them), ``alpha [H]``, ``proj``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from mmengine.registry import MODELS
+from torch import Tensor, nn
+
+from . import functional as AF
+from .base import AttentionBase, CrossAttentionMixin
+
+#: canonical variant name → (separate Q-, separate V-, learnable α)
+DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
+    'apm': (False, False, False),
+    'apm_alpha': (False, False, True),
+    'qpm_v': (True, False, True),
+    'q_vpm': (False, True, True),
+    'qpm_vpm': (True, True, True),
+}
+#: the paper's names, accepted as aliases
+DNA_VARIANT_ALIASES: dict[str, str] = {
+    'A±': 'apm', 'Â±': 'apm_alpha', 'Q±V': 'qpm_v', 'QV±': 'q_vpm', 'Q±V±': 'qpm_vpm',
+}
+
+
+def canonical_variant(variant: str) -> str:
+    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; a clear error for anything else."""
+    name = DNA_VARIANT_ALIASES.get(variant, variant)
+    if name not in DNA_VARIANTS:
+        raise ValueError(f'unknown DnA variant {variant!r}; expected one of '
+                         f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}')
+    return name
+
+
+@MODELS.register_module()
+class DnAAttention(AttentionBase):
+    """DnA self-attention (default variant ``qpm_vpm``, the paper's Q±V±).
+
+    Args:
+        embed_dims: Token width ``C``.
+        num_heads: Number of heads ``H``.
+        qkv_bias: Bias in ``qkv``, ``q_neg`` and ``v_neg``.
+        variant: One of :data:`DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
+        alpha_init: Initial value of every ``α_h``.
+        **kwargs: See :class:`~dna_mm.models.attention.base.AttentionBase`.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int = 8, qkv_bias: bool = True,
+                 variant: str = 'qpm_vpm', alpha_init: float = 0.5, **kwargs) -> None:
+        super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
+        self.variant = canonical_variant(variant)
+        sep_q, sep_v, learn_alpha = DNA_VARIANTS[self.variant]
+        dd = self.factory_kwargs
+        self.q_neg = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if sep_q else None
+        self.v_neg = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if sep_v else None
+        self.alpha = (nn.Parameter(torch.full((num_heads,), float(alpha_init), **dd))
+                      if learn_alpha else None)
+
+    def project_neg(self, x: Tensor, context: Optional[Tensor], q: Tensor,
+                    v: Tensor) -> tuple[Tensor, Tensor]:
+        """``Q-`` (from ``x``) and ``V-`` (from the context), or the shared ``Q``/``V``."""
+        q_neg = q if self.q_neg is None else self.split_heads(self.q_neg(x))
+        src = x if context is None else context
+        v_neg = v if self.v_neg is None else self.split_heads(self.v_neg(src))
+        return q_neg, v_neg
+
+    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
+               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v = self.project_qkv(x, context)        # [B, H, M, d], [B, H, N, d] × 2
+        q_neg, v_neg = self.project_neg(x, context, q, v)
+        if self.fused_attn and not return_attn:
+            pos = AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p)
+            neg = AF.sdpa(q_neg, k, v_neg, attn_mask, self.scale, self.dropout_p, negative=True)
+            maps: dict[str, Tensor] = {}
+        else:
+            pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
+            neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop, negative=True)
+            maps = {'pos': a_pos, 'neg': a_neg}
+        if self.alpha is not None:
+            neg = neg * self.alpha.to(neg.dtype).view(1, -1, 1, 1)
+        return self.merge_heads(pos + neg), maps  # [B, M, C]
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, variant={self.variant!r}'
+
+
+@MODELS.register_module()
+class DnACrossAttention(CrossAttentionMixin, DnAAttention):
+    """DnA cross-attention: ``Q±`` from ``query [B, M, C]``, ``K, V±`` from ``context [B, N, C]``
+    (learnable probes as in VisCoP). Same parameters and arguments as :class:`DnAAttention`."""

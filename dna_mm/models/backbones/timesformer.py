@@ -1,0 +1,210 @@
+"""TimeSformer whose temporal and spatial attentions are chosen by config (DnA, softmax, ...).
+
+Subclass of MMAction2's :class:`~mmaction.models.backbones.TimeSformer`: same constructor
+arguments and parameter names outside the attention modules, so a stock TimeSformer state
+dict converts with :func:`dna_mm.converters.softmax_to_dna` (after
+:func:`~dna_mm.converters.rename_mha`) and loads with ``strict=True``.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from mmaction.models.backbones import TimeSformer
+from mmaction.registry import MODELS
+from mmengine import ConfigDict
+from mmengine.logging import MMLogger, print_log
+from mmengine.model.weight_init import trunc_normal_
+from mmengine.runner.checkpoint import _load_checkpoint
+from timm.layers import resample_abs_pos_embed
+from torch import Tensor, nn
+
+from ...converters import dna_to_softmax, softmax_to_dna, to_timesformer
+from ..attention import DnAAttention
+from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
+
+AttnCfg = Union[str, dict]
+
+
+def _layer_cfgs(attention_type: str, embed_dims: int, num_heads: int, num_frames: int,
+                num_layers: int, temporal_attn: AttnCfg, spatial_attn: AttnCfg,
+                drop_path_rate: float, attn_drop: float) -> ConfigDict:
+    """MMAction2's default layer configs with the attention wrappers swapped in."""
+    dpr = np.linspace(0, drop_path_rate, num_layers)
+    layers = []
+    for i in range(num_layers):
+        drop = dict(type='DropPath', drop_prob=float(dpr[i]))
+        common = dict(embed_dims=embed_dims, num_heads=num_heads, attn_drop=attn_drop,
+                      layer_index=i, num_layers=num_layers, dropout_layer=drop, _scope_='mmaction')
+        if attention_type == 'divided_space_time':
+            ln = dict(type='LN', eps=1e-6)
+            layers.append(dict(
+                type='BaseTransformerLayer',
+                attn_cfgs=[dict(type='DividedTemporalAttention', attn_cfg=temporal_attn,
+                                num_frames=num_frames, norm_cfg=ln, **common),
+                           dict(type='DividedSpatialAttention', attn_cfg=spatial_attn,
+                                num_frames=num_frames, norm_cfg=ln, **common)],
+                ffn_cfgs=dict(type='FFNWithNorm', embed_dims=embed_dims,
+                              feedforward_channels=embed_dims * 4, num_fcs=2,
+                              act_cfg=dict(type='GELU'), dropout_layer=drop, norm_cfg=ln,
+                              _scope_='mmaction'),
+                operation_order=('self_attn', 'self_attn', 'ffn')))
+        else:
+            layers.append(dict(
+                type='BaseTransformerLayer',
+                attn_cfgs=[dict(type='TokenAttention', attn_cfg=spatial_attn, **common)],
+                ffn_cfgs=dict(type='FFN', embed_dims=embed_dims,
+                              feedforward_channels=embed_dims * 4, num_fcs=2,
+                              act_cfg=dict(type='GELU'), dropout_layer=drop),
+                operation_order=('norm', 'self_attn', 'norm', 'ffn'),
+                norm_cfg=dict(type='LN', eps=1e-6), batch_first=True))
+    return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers,
+                      num_layers=num_layers)
+
+
+@MODELS.register_module()
+class DnATimeSformer(TimeSformer):
+    """TimeSformer with configurable attention (default: DnA Q±V± in both temporal and spatial
+    attention of every divided space-time block).
+
+    Args:
+        num_frames, img_size, patch_size, embed_dims, num_heads, num_transformer_layers,
+            in_channels, dropout_ratio, attention_type, norm_cfg: As MMAction2's TimeSformer.
+        temporal_attn: Attention of the temporal step (``divided_space_time`` only): a short
+            name (``'dna' | 'softmax' | 'diff' | 'cog'``) or a config such as
+            ``dict(type='DnAAttention', variant='qpm_v')``.
+        spatial_attn: Attention of the spatial step (the only attention for
+            ``joint_space_time`` / ``space_only``).
+        drop_path_rate: Stochastic-depth rate of the last layer (linear from 0; MMAction2: 0.1).
+        attn_drop: Dropout on the attention maps.
+        pretrained: Local checkpoint to initialise from: MMAction2's ImageNet ViT file, a timm
+            ViT, the authors' DnA ViT / TimeSformer, or a softmax / DnA TimeSformer (MMAction2
+            or dna_mm). DnA attentions missing a negative branch get one
+            (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
+        q_neg_scale, v_neg_scale: Scales of that initialisation (authors: ``1e-4``, ``-1e-4``).
+        transformer_layers: Explicit layer configs (overrides the attention arguments).
+    """
+
+    def __init__(self,
+                 num_frames: int,
+                 img_size: int,
+                 patch_size: int,
+                 pretrained: Optional[str] = None,
+                 embed_dims: int = 768,
+                 num_heads: int = 12,
+                 num_transformer_layers: int = 12,
+                 in_channels: int = 3,
+                 dropout_ratio: float = 0.,
+                 transformer_layers: Optional[Union[dict, list]] = None,
+                 attention_type: str = 'divided_space_time',
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 temporal_attn: AttnCfg = 'dna',
+                 spatial_attn: AttnCfg = 'dna',
+                 drop_path_rate: float = 0.1,
+                 attn_drop: float = 0.,
+                 q_neg_scale: float = 1e-4,
+                 v_neg_scale: float = -1e-4,
+                 **kwargs) -> None:
+        if attention_type not in self.supported_attention_types:
+            raise ValueError(f'attention_type must be one of {self.supported_attention_types}, '
+                             f'got {attention_type!r}')
+        if transformer_layers is None:
+            transformer_layers = _layer_cfgs(attention_type, embed_dims, num_heads, num_frames,
+                                             num_transformer_layers, temporal_attn, spatial_attn,
+                                             drop_path_rate, attn_drop)
+        super().__init__(num_frames, img_size, patch_size, pretrained=pretrained,
+                         embed_dims=embed_dims, num_heads=num_heads,
+                         num_transformer_layers=num_transformer_layers, in_channels=in_channels,
+                         dropout_ratio=dropout_ratio, transformer_layers=transformer_layers,
+                         attention_type=attention_type, norm_cfg=norm_cfg, **kwargs)
+        self.q_neg_scale = q_neg_scale
+        self.v_neg_scale = v_neg_scale
+
+    def init_weights(self, pretrained: Optional[str] = None) -> None:
+        """Truncated-normal CLS / position embeddings, then the optional checkpoint."""
+        trunc_normal_(self.pos_embed, std=.02)
+        trunc_normal_(self.cls_token, std=.02)
+        if pretrained:
+            self.pretrained = pretrained
+        if isinstance(self.pretrained, str):
+            load_pretrained(self, self.pretrained, self.q_neg_scale, self.v_neg_scale)
+
+
+def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_scale: float = 1e-4,
+                     v_neg_scale: float = -1e-4) -> tuple['OrderedDict[str, Tensor]', list[str]]:
+    """Fit every attention's keys in ``sd`` to the attention class in ``model``.
+
+    DnA targets without a negative branch in ``sd`` get one (:func:`softmax_to_dna`, with the
+    module's variant and heads); non-DnA targets drop a negative branch present in ``sd``.
+    Returns the new state dict and the keys it generated.
+    """
+    out = OrderedDict(sd)
+    generated: list[str] = []
+    for name, module in model.named_modules():
+        p = f'{name}.' if name else ''
+        if not hasattr(module, 'qkv') or p + 'qkv.weight' not in out:
+            continue
+        sub = OrderedDict((k, v) for k, v in out.items() if k.startswith(p)
+                          and '.' not in k[len(p):].replace('.weight', '').replace('.bias', ''))
+        if isinstance(module, DnAAttention):
+            new = softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
+        else:
+            new = dna_to_softmax(sub)
+        for k in set(sub) - set(new):
+            del out[k]
+        for k in set(new) - set(sub):
+            out[k] = new[k]
+            generated.append(k)
+    return out, generated
+
+
+def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> list[str]:
+    """Resample ``pos_embed`` (spatial grid) and ``time_embed`` (frames) to the model's size."""
+    resized = []
+    pos = sd.get('pos_embed')
+    if pos is not None and pos.shape != model.pos_embed.shape:
+        grid = [s // p for s, p in zip(model.patch_embed.img_size, model.patch_embed.patch_size)]
+        sd['pos_embed'] = resample_abs_pos_embed(pos, grid, num_prefix_tokens=1)
+        resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
+    time = sd.get('time_embed')
+    if time is not None and hasattr(model, 'time_embed') and time.shape != model.time_embed.shape:
+        sd['time_embed'] = F.interpolate(time.transpose(1, 2), size=model.num_frames,
+                                         mode='linear', align_corners=False).transpose(1, 2)
+        resized.append(f'time_embed {list(time.shape)} -> {list(sd["time_embed"].shape)}')
+    return resized
+
+
+def load_pretrained(model: TimeSformer, filename: str, q_neg_scale: float = 1e-4,
+                    v_neg_scale: float = -1e-4) -> dict[str, list[str]]:
+    """Load any supported checkpoint into ``model`` (non-strict) and log a report.
+
+    Raises:
+        ValueError: a key present in both has a different shape (after resampling the
+            position / time embeddings); the message names the key and both shapes.
+    """
+    logger = MMLogger.get_current_instance()
+    checkpoint = _load_checkpoint(filename, map_location='cpu')
+    sd, layout = to_timesformer(checkpoint, model.attention_type)
+    sd, generated = adapt_attentions(model, sd, q_neg_scale, v_neg_scale)
+    resized = _resize_embeddings(model, sd)
+    own = model.state_dict()
+    for key, value in sd.items():
+        if key in own and own[key].shape != value.shape:
+            raise ValueError(f'{filename}: shape mismatch for {key}: checkpoint '
+                             f'{list(value.shape)}, model {list(own[key].shape)}')
+    result = model.load_state_dict(sd, strict=False)
+    report = dict(generated=sorted(generated), resized=resized,
+                  missing=sorted(result.missing_keys), unexpected=sorted(result.unexpected_keys))
+    lines = [f'loaded {filename} (layout: {layout}): {len(sd) - len(report["unexpected"])} '
+             f'tensors; generated {len(generated)} negative-branch tensors; '
+             f'missing {len(report["missing"])}; unexpected {len(report["unexpected"])}']
+    for title in ('resized', 'missing', 'unexpected', 'generated'):
+        keys = report[title]
+        if keys:
+            shown = ', '.join(keys[:8]) + (f', ... ({len(keys) - 8} more)' if len(keys) > 8 else '')
+            lines.append(f'  {title}: {shown}')
+    print_log('\n'.join(lines), logger=logger)
+    return report

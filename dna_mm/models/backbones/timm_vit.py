@@ -1,0 +1,95 @@
+"""timm ViTs with DnA attention: ``dna_vit_{tiny,small,base}_patch16_224``.
+
+Built on timm's :class:`~timm.models.vision_transformer.VisionTransformer`, so every key of a
+timm ViT checkpoint maps 1:1 except the attention's negative branch. After ``import dna_mm``::
+
+    timm.create_model('dna_vit_base_patch16_224', dna_variant='qpm_vpm', num_classes=400)
+    # a softmax timm ViT or the authors' DnA ViT as initialisation (local file, no download):
+    timm.create_model('dna_vit_base_patch16_224', pretrained=True,
+                      pretrained_cfg_overlay=dict(file='vit_base_patch16_224.pth'))
+
+Pretrained files go through :func:`checkpoint_filter_fn`: the authors' layouts are mapped by
+:func:`~dna_mm.converters.official_to_dna_mm`, softmax attentions get a negative branch by
+:func:`~dna_mm.converters.softmax_to_dna` (``Q- = 1e-4 Q``, ``V- = -1e-4 V``, ``α = 0.5``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models.vision_transformer import VisionTransformer
+from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
+from timm.models.vision_transformer import init_weights_vit_timm
+
+from ...converters import official_to_dna_mm, softmax_to_dna
+from ..attention.dna import DnAAttention, canonical_variant
+
+
+class DnAVisionTransformer(VisionTransformer):
+    """timm ``VisionTransformer`` whose blocks use :class:`DnAAttention`.
+
+    Args:
+        dna_variant: DnA variant of every block (default ``'qpm_vpm'``, the paper's Q±V±).
+        alpha_init: Initial ``α``.
+        *args, **kwargs: timm ``VisionTransformer`` arguments.
+    """
+
+    def __init__(self, *args: Any, dna_variant: str = 'qpm_vpm', alpha_init: float = 0.5,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault('qkv_bias', True)
+        super().__init__(*args, attn_layer=DnAAttention, **kwargs)
+        self.dna_variant = canonical_variant(dna_variant)
+        if self.dna_variant != 'qpm_vpm' or alpha_init != 0.5:
+            for block in self.blocks:
+                old: DnAAttention = block.attn
+                block.attn = DnAAttention(
+                    old.embed_dims, old.num_heads, qkv_bias=old.qkv.bias is not None,
+                    variant=self.dna_variant, alpha_init=alpha_init, attn_drop=old.attn_drop_p,
+                    proj_drop=old.proj_drop.p)
+                block.attn.apply(init_weights_vit_timm)
+
+
+def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
+    """timm's ViT filter (prefixes, position-embedding resize, ...) then the DnA mapping."""
+    state_dict = state_dict.get('model', state_dict.get('state_dict', state_dict))
+    state_dict = vit_filter_fn(official_to_dna_mm(state_dict), model)
+    return softmax_to_dna(state_dict, variant=model.dna_variant,
+                          num_heads=model.blocks[0].attn.num_heads)
+
+
+def _create(name: str, pretrained: bool, **kwargs: Any) -> DnAVisionTransformer:
+    return build_model_with_cfg(DnAVisionTransformer, name, pretrained,
+                                pretrained_filter_fn=checkpoint_filter_fn, **kwargs)
+
+
+# No hosted weights: ``pretrained=True`` needs ``pretrained_cfg_overlay=dict(file=...)``.
+default_cfgs = generate_default_cfgs({
+    f'dna_vit_{size}_patch16_224': dict(
+        num_classes=1000, input_size=(3, 224, 224), mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+        first_conv='patch_embed.proj', classifier='head', license='apache-2.0')
+    for size in ('tiny', 'small', 'base')})
+
+
+@register_model
+def dna_vit_tiny_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
+    """DnA ViT-Ti/16 (192 wide, 12 blocks, 3 heads)."""
+    return _create('dna_vit_tiny_patch16_224', pretrained,
+                   **dict(dict(patch_size=16, embed_dim=192, depth=12, num_heads=3), **kwargs))
+
+
+@register_model
+def dna_vit_small_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
+    """DnA ViT-S/16 (384 wide, 12 blocks, 6 heads)."""
+    return _create('dna_vit_small_patch16_224', pretrained,
+                   **dict(dict(patch_size=16, embed_dim=384, depth=12, num_heads=6), **kwargs))
+
+
+@register_model
+def dna_vit_base_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
+    """DnA ViT-B/16 (768 wide, 12 blocks, 12 heads): 100.7M parameters with Q±V±."""
+    return _create('dna_vit_base_patch16_224', pretrained,
+                   **dict(dict(patch_size=16, embed_dim=768, depth=12, num_heads=12), **kwargs))
+
+
+__all__ = ['DnAVisionTransformer', 'checkpoint_filter_fn', 'dna_vit_tiny_patch16_224',
+           'dna_vit_small_patch16_224', 'dna_vit_base_patch16_224']

@@ -1,0 +1,1 @@
+"""Building blocks that wrap the attention family for host frameworks."""

@@ -1,0 +1,26 @@
+"""dna_mm: DnA (Denoising Attention) for video understanding and detection on OpenMMLab."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+
+def read_requirements(name: str) -> list[str]:
+    """Pinned requirement lines of ``requirements/<name>.txt`` (comments dropped)."""
+    lines = (HERE / 'requirements' / name).read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith('#')]
+
+
+setup(
+    name='dna_mm',
+    version='0.1.0',
+    description='DnA (Denoising Attention) for video understanding and detection on OpenMMLab',
+    long_description=(HERE / 'README.md').read_text() if (HERE / 'README.md').exists() else '',
+    long_description_content_type='text/markdown',
+    packages=find_packages(include=['dna_mm', 'dna_mm.*']),
+    python_requires='>=3.11,<3.12',
+    install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
+    extras_require={'tests': read_requirements('tests.txt')},
+    license='Apache-2.0',
+)

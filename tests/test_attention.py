@@ -1,0 +1,248 @@
+"""The attention family against plain-formula references, fast vs eager, masks, dtypes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dna_mm.models import (CogAttention, DiffAttention, DnAAttention, DnACrossAttention,
+                           SoftmaxAttention, SoftmaxCrossAttention, build_attention)
+from dna_mm.models.attention import DNA_VARIANTS, DiffCrossAttention, CogCrossAttention
+
+C, H = 32, 4
+
+
+def _heads(t: torch.Tensor) -> torch.Tensor:
+    b, n, _ = t.shape
+    return t.reshape(b, n, H, -1).transpose(1, 2)
+
+
+def _lin(x, layer, rows=slice(None)):
+    w = layer.weight.double()[rows]
+    b = None if layer.bias is None else layer.bias.double()[rows]
+    return F.linear(x, w, b)
+
+
+def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None) -> torch.Tensor:
+    """The SPEC §1 formula written out in float64, one softmax and one softmin."""
+    x = x.double()
+    ctx = x if ctx is None else ctx.double()
+    s = (C // H) ** -0.5
+    q = _heads(_lin(x, m.qkv, slice(0, C)))
+    k = _heads(_lin(ctx, m.qkv, slice(C, 2 * C)))
+    v = _heads(_lin(ctx, m.qkv, slice(2 * C, 3 * C)))
+    qn = q if m.q_neg is None else _heads(_lin(x, m.q_neg))
+    vn = v if m.v_neg is None else _heads(_lin(ctx, m.v_neg))
+    alpha = torch.ones(H, dtype=torch.float64) if m.alpha is None else m.alpha.double()
+    zp = s * q @ k.transpose(-1, -2)
+    zn = s * qn @ k.transpose(-1, -2)
+    if bias is not None:
+        zp, zn = zp + bias.double(), zn + bias.double()
+    a_pos = torch.softmax(zp, -1)
+    a_neg = torch.softmax(-zn, -1)  # softmin of the whole biased logits
+    out = a_pos @ v + alpha.view(1, H, 1, 1) * (a_neg @ vn)
+    out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], C)
+    return _lin(out, m.proj)
+
+
+def reference_softmax(m, x, ctx=None, bias=None):
+    x = x.double()
+    ctx = x if ctx is None else ctx.double()
+    q = _heads(_lin(x, m.qkv, slice(0, C)))
+    k = _heads(_lin(ctx, m.qkv, slice(C, 2 * C)))
+    v = _heads(_lin(ctx, m.qkv, slice(2 * C, 3 * C)))
+    z = (C // H) ** -0.5 * q @ k.transpose(-1, -2)
+    if bias is not None:
+        z = z + bias.double()
+    out = (torch.softmax(z, -1) @ v).transpose(1, 2).reshape(x.shape[0], x.shape[1], C)
+    return _lin(out, m.proj)
+
+
+def reference_cog(m, x):
+    x = x.double()
+    q, k, v = (_heads(_lin(x, m.qkv, slice(i * C, (i + 1) * C))) for i in range(3))
+    sc = (C // H) ** -0.5 * q @ k.transpose(-1, -2)
+    w = torch.sign(sc) * torch.softmax(sc.abs(), -1)
+    return _lin((w @ v).transpose(1, 2).reshape(x.shape[0], x.shape[1], C), m.proj)
+
+
+def _perturbed(m: torch.nn.Module) -> torch.nn.Module:
+    """Random α so a wrong head order or sign cannot hide behind α = 0.5 everywhere."""
+    if getattr(m, 'alpha', None) is not None:
+        with torch.no_grad():
+            m.alpha.uniform_(-1.0, 1.0)
+    return m.eval()
+
+
+@pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
+def test_dna_variants_match_formula(variant: str) -> None:
+    m = _perturbed(DnAAttention(C, H, variant=variant))
+    x = torch.randn(2, 7, C)
+    ref = reference_dna(m, x)
+    for fused in (True, False):
+        m.fused_attn = fused
+        torch.testing.assert_close(m(x).double(), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_paper_aliases_and_bad_variant() -> None:
+    assert DnAAttention(C, H, variant='Q±V').variant == 'qpm_v'
+    with pytest.raises(ValueError, match='unknown DnA variant'):
+        DnAAttention(C, H, variant='q+v+')
+    with pytest.raises(ValueError, match='multiple of num_heads'):
+        DnAAttention(30, 4)
+
+
+def test_variant_parameter_counts() -> None:
+    base = sum(p.numel() for p in SoftmaxAttention(C, H).parameters())
+    extra = {v: sum(p.numel() for p in DnAAttention(C, H, variant=v).parameters()) - base
+             for v in DNA_VARIANTS}
+    assert extra == {'apm': 0, 'apm_alpha': H, 'qpm_v': C * C + C + H, 'q_vpm': C * C + C + H,
+                     'qpm_vpm': 2 * C * C + 2 * C + H}
+
+
+def test_alpha_init_and_branches_differ() -> None:
+    m = DnAAttention(C, H)
+    assert torch.equal(m.alpha, torch.full((H,), 0.5))
+    _, maps = m(torch.randn(1, 5, C), return_attn=True)
+    assert set(maps) == {'pos', 'neg'}
+    # softmin of the same logits reverses the ranking of the softmax map
+    m2 = DnAAttention(C, H, variant='apm')
+    _, maps = m2(torch.randn(1, 5, C), return_attn=True)
+    assert torch.equal(maps['pos'].argmax(-1), maps['neg'].argmin(-1))
+
+
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention])
+def test_fast_and_eager_agree_with_gradients(cls) -> None:
+    m = _perturbed(cls(C, H))
+    x = torch.randn(2, 9, C, requires_grad=True)
+    bias = torch.randn(1, H, 9, 9)
+    outs, grads = [], []
+    for fused in (True, False):
+        m.fused_attn = fused
+        m.zero_grad()
+        x.grad = None
+        y = m(x, attn_mask=bias)
+        y.pow(2).sum().backward()
+        outs.append(y.detach())
+        grads.append([x.grad.clone()] + [p.grad.clone() for p in m.parameters()])
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+    for g_fast, g_eager in zip(*grads):
+        torch.testing.assert_close(g_fast, g_eager, atol=1e-5, rtol=1e-5)
+
+
+def test_bias_is_negated_for_the_softmin_branch() -> None:
+    m = _perturbed(DnAAttention(C, H))
+    x = torch.randn(2, 6, C)
+    bias = torch.randn(2, H, 6, 6) * 3
+    ref = reference_dna(m, x, bias=bias)
+    for fused in (True, False):
+        m.fused_attn = fused
+        torch.testing.assert_close(m(x, attn_mask=bias).double(), ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(SoftmaxAttention(C, H).eval()(x, attn_mask=bias).double(),
+                               reference_softmax(SoftmaxAttention(C, H).eval(), x, bias=bias),
+                               atol=1, rtol=1)  # shapes / broadcast only (different weights)
+
+
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
+def test_key_mask_excludes_keys_in_every_branch(cls) -> None:
+    """Changing a masked key's token must not change any output (bool and -inf masks)."""
+    m = _perturbed(cls(C, H))
+    x = torch.randn(2, 6, C)
+    keep = torch.tensor([True, True, True, True, False, False])
+    bool_mask = keep.view(1, 1, 1, 6)
+    float_mask = torch.zeros(1, 1, 1, 6).masked_fill(~bool_mask, float('-inf'))
+    x2 = x.clone()
+    x2[:, 4:] = torch.randn(2, 2, C) * 5
+    for fused in (True, False):
+        m.fused_attn = fused
+        y_bool = m(x, attn_mask=bool_mask)
+        y_float = m(x, attn_mask=float_mask)
+        torch.testing.assert_close(y_bool, y_float, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(m(x2, attn_mask=bool_mask)[:, :4], y_bool[:, :4],
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_causal_mask_matches_explicit_mask() -> None:
+    m = _perturbed(DnAAttention(C, H))
+    x = torch.randn(1, 5, C)
+    explicit = torch.ones(5, 5, dtype=torch.bool).tril()
+    torch.testing.assert_close(m(x, is_causal=True), m(x, attn_mask=explicit))
+
+
+@pytest.mark.parametrize('cls', [SoftmaxCrossAttention, DnACrossAttention, DiffCrossAttention,
+                                 CogCrossAttention])
+def test_cross_attention_shapes(cls) -> None:
+    m = _perturbed(cls(C, H))
+    probes, ctx = torch.randn(3, 4, C), torch.randn(3, 11, C)
+    out, maps = m(probes, ctx, return_attn=True)
+    assert out.shape == (3, 4, C)
+    assert all(a.shape == (3, H, 4, 11) for a in maps.values())
+    torch.testing.assert_close(m(probes, ctx), out, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match='context'):
+        m(probes, torch.randn(2, 11, C))
+
+
+def test_dna_cross_attention_matches_formula() -> None:
+    m = _perturbed(DnACrossAttention(C, H))
+    probes, ctx = torch.randn(2, 3, C), torch.randn(2, 8, C)
+    torch.testing.assert_close(m(probes, ctx).double(), reference_dna(m, probes, ctx),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_diff_matches_timm_reference() -> None:
+    from timm.layers.diff_attention import DiffAttention as TimmDiff
+    ours = DiffAttention(C, H, layer_index=3).eval()
+    theirs = TimmDiff(C, H, qkv_bias=True, depth=3).eval()
+    theirs.load_state_dict(ours.state_dict(), strict=True)
+    x = torch.randn(2, 7, C)
+    for fused in (True, False):
+        ours.fused_attn = fused
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+    assert math.isclose(ours.lambda_init, 0.8 - 0.6 * math.exp(-0.9))
+
+
+def test_cog_matches_formula_and_builder_keeps_softmax_at_the_ends() -> None:
+    m = CogAttention(C, H).eval()
+    x = torch.randn(2, 6, C)
+    torch.testing.assert_close(m(x).double(), reference_cog(m, x), atol=1e-5, rtol=1e-5)
+    kinds = [type(build_attention('cog', C, H, layer_index=i, num_layers=4)).__name__
+             for i in range(4)]
+    assert kinds == ['SoftmaxAttention', 'CogAttention', 'CogAttention', 'SoftmaxAttention']
+    every = build_attention(dict(type='cog', softmax_first_last=False), C, H, 0, 4)
+    assert isinstance(every, CogAttention)
+    diff = build_attention('diff', C, H, layer_index=5, num_layers=12)
+    assert diff.layer_index == 5
+    with pytest.raises(ValueError, match='attention type'):
+        build_attention('linear', C, H)
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('fused', [True, False])
+def test_autocast_with_large_logits_is_finite(dtype, fused) -> None:
+    m = DnAAttention(64, 2, fused_attn=fused)
+    with torch.no_grad():  # q·k / sqrt(d) of magnitude ~50
+        m.qkv.weight.mul_(20)
+        m.q_neg.weight.mul_(20)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    with torch.autocast('cpu', dtype=dtype):
+        y, maps = m(x, return_attn=True) if not fused else (m(x), {})
+        logits = (m.split_heads(m.qkv(x)[..., :64]) @ m.split_heads(m.qkv(x)[..., 64:128])
+                  .transpose(-1, -2)) * m.scale
+    assert logits.abs().max() > 50
+    assert torch.isfinite(y).all()
+    y.float().sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize('scope', ['mmaction', 'mmdet'])
+def test_registry_builds_from_both_scopes(scope) -> None:
+    import importlib
+    registry = importlib.import_module(f'{scope}.registry').MODELS
+    for name in ('DnAAttention', 'DnACrossAttention', 'SoftmaxAttention', 'DiffAttention',
+                 'CogAttention'):
+        m = registry.build(dict(type=name, embed_dims=C, num_heads=H))
+        assert type(m).__name__ == name
+    m = registry.build(dict(type='DnAAttention', embed_dims=C, num_heads=H, variant='QV±'))
+    assert m.variant == 'q_vpm' and m.q_neg is None

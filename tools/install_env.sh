@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Create (or complete) the project environment in .venv/ on a fresh machine.
+#
+#   bash tools/install_env.sh          # what `make install` runs
+#
+# Steps: venv -> build tools + torch/torchvision (index builds) -> mmcv with compiled ops
+# (cached wheel, or built from the sdist once and cached) -> the rest of the stack, pinned by
+# requirements/lock.txt -> dna_mm in editable mode.  Each step is skipped when already done.
+#
+# Cache: ${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-<mmcv>-torch<torch>-<pytag>/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+CACHE=${DNA_MM_CACHE:-$HOME/.cache/dna_mm}
+MMCV_VERSION=$(sed -n 's/^mmcv==\(.*\)$/\1/p' requirements/runtime.txt)
+TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/torch.txt)
+
+log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
+
+"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
+import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
+PY
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV with $PYTHON"
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip --disable-pip-version-check)
+CONSTRAINTS=(-c requirements/lock.txt)
+
+log "build tools, torch $TORCH_VERSION"
+"${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/build.txt -r requirements/torch.txt
+
+if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_VERSION')" 2>/dev/null; then
+  PYTAG=$("$PY" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
+  WHEEL_DIR="$CACHE/wheels/mmcv-$MMCV_VERSION-torch$TORCH_VERSION-$PYTAG"
+  WHEEL=$(ls "$WHEEL_DIR"/mmcv-*.whl 2>/dev/null | head -n 1 || true)
+  if [ -z "$WHEEL" ]; then
+    log "no cached mmcv wheel in $WHEEL_DIR: building mmcv $MMCV_VERSION from the sdist (~10 min on 2 cores)"
+    BUILD=$(mktemp -d)
+    trap 'rm -rf "$BUILD"' EXIT
+    "${PIP[@]}" download -q --no-deps --no-binary :all: --no-build-isolation -d "$BUILD" "mmcv==$MMCV_VERSION"
+    tar -xzf "$BUILD"/mmcv-*.tar.gz -C "$BUILD"
+    SRC=$(ls -d "$BUILD"/mmcv-*/ | head -n 1)
+    # torch >= 2.10 headers need C++20; mmcv 2.0/2.1 ask for C++14/17.
+    sed -i -E "s/-std=c\+\+1[47]/-std=c++20/g" "$SRC/setup.py"
+    start=$(date +%s)
+    MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} "${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$SRC"
+    log "mmcv built in $(( $(date +%s) - start )) s"
+    mkdir -p "$WHEEL_DIR"
+    cp "$BUILD"/dist/mmcv-*.whl "$WHEEL_DIR/"
+    WHEEL=$(ls "$WHEEL_DIR"/mmcv-*.whl | head -n 1)
+  else
+    log "reusing cached $WHEEL"
+  fi
+  "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "$WHEEL"
+fi
+
+log "OpenMMLab stack + test tools"
+"${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/tests.txt
+"${PIP[@]}" install -q --no-deps --no-build-isolation -e .
+"$PY" -c "import mmcv.ops, mmaction.models, mmdet.models, decord, timm, dna_mm" \
+  || { echo "install_env: the environment in $VENV does not import; see above" >&2; exit 1; }
+touch "$VENV/.dna_mm_installed"
+log "environment ready in $VENV"

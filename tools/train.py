@@ -1,0 +1,66 @@
+#!/usr/bin/env python
+"""Train a recognizer (MMAction2's ``tools/train.py`` flags, plus CPU-aware defaults).
+
+    python tools/train.py configs/timesformer_dna_ntu60.py [--work-dir DIR] [--resume [CKPT]]
+        [--amp] [--no-validate] [--auto-scale-lr] [--seed N] [--cfg-options k=v ...]
+        [--launcher {none,pytorch,slurm,mpi}]
+
+Without CUDA, distributed runs use gloo and AMP falls back to full precision (logged).
+``--resume`` with no value continues from the latest checkpoint in the work dir.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from mmengine.config import Config, DictAction
+from mmengine.runner import Runner
+
+from dna_mm.apis import prepare_cfg
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description='Train an action recognizer (dna_mm)')
+    p.add_argument('config', help='train config file path')
+    p.add_argument('--work-dir', help='the dir to save logs and models')
+    p.add_argument('--resume', nargs='?', type=str, const='auto',
+                   help='resume from CKPT, or (no value) from the latest checkpoint in work-dir')
+    p.add_argument('--amp', action='store_true', help='automatic mixed precision (CUDA only)')
+    p.add_argument('--no-validate', action='store_true', help='skip validation during training')
+    p.add_argument('--auto-scale-lr', action='store_true',
+                   help='scale the lr by actual / base batch size')
+    p.add_argument('--seed', type=int, default=None, help='random seed')
+    p.add_argument('--diff-rank-seed', action='store_true', help='different seeds per rank')
+    p.add_argument('--deterministic', action='store_true', help='deterministic CUDNN')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction,
+                   help='override config settings, key=value (e.g. train_cfg.max_epochs=1)')
+    p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
+    p.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = p.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.no_validate:
+        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    if args.amp:
+        cfg.optim_wrapper.type = 'AutoAmpOptimWrapper'
+        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        cfg.resume, cfg.load_from = True, args.resume
+    if args.auto_scale_lr:
+        cfg.auto_scale_lr.enable = True
+    if cfg.get('randomness') is None:
+        cfg.randomness = dict(seed=args.seed, diff_rank_seed=args.diff_rank_seed,
+                              deterministic=args.deterministic)
+    cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
+    Runner.from_cfg(cfg).train()
+
+
+if __name__ == '__main__':
+    main()
