@@ -5,6 +5,7 @@ import os.path as osp
 from typing import Optional
 
 import torch
+import torch.distributed as dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 
@@ -15,7 +16,9 @@ def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
 
     * ``cfg_options`` are merged last-but-one (before the device adaptation);
     * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>``;
-    * without CUDA: ``nccl`` → ``gloo`` for distributed runs.
+    * without CUDA, for distributed runs: ``gloo`` instead of ``nccl``, the process group
+      initialised here (mmengine's ``pytorch`` launcher would call ``torch.cuda.set_device``)
+      and DDP without ``device_ids``.
     """
     cfg.launcher = launcher
     if cfg_options:
@@ -24,12 +27,15 @@ def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
-    if not torch.cuda.is_available():
+    if launcher != 'none' and not torch.cuda.is_available():
         dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
-        if dist_cfg.get('backend', 'nccl') == 'nccl':
-            dist_cfg['backend'] = 'gloo'
-            if launcher != 'none':
-                print_log('no CUDA: distributed backend nccl -> gloo', logger='current')
+        dist_cfg['backend'] = 'gloo'
+        cfg.setdefault('model_wrapper_cfg', dict(type='MMDistributedDataParallel'))
+        cfg.model_wrapper_cfg['device_ids'] = None
+        if launcher == 'pytorch' and not dist.is_initialized():
+            dist.init_process_group('gloo')  # env:// (torchrun)
+            print_log(f'no CUDA: gloo process group, rank {dist.get_rank()} of '
+                      f'{dist.get_world_size()}', logger='current')
     return cfg
 
 

@@ -29,11 +29,12 @@ class DumpPredictions(BaseMetric):
 
     def process(self, data_batch: Any, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
-            score = sample['pred_score'].float().cpu()
+            score = sample['pred_scores']['item'].float().cpu()  # [num_classes]
             top = score.topk(min(5, score.numel()))
+            label = sample['gt_labels']['item']
             self.results.append(dict(
                 video=sample.get('filename', sample.get('frame_dir', '')),
-                label=int(sample['gt_label'].item()), pred=int(top.indices[0]),
+                label=' '.join(str(int(v)) for v in label.flatten()), pred=int(top.indices[0]),
                 score=round(float(top.values[0]), 6),
                 top5=' '.join(str(int(i)) for i in top.indices)))
 

@@ -1,8 +1,11 @@
 """Safe checkpoint loading for torch >= 2.6 (``weights_only=True``, never switched off).
 
 mmengine 0.10.7 pickles a few non-tensor objects into its checkpoints (the message hub's
-``HistoryBuffer`` log history, numpy scalars/arrays in it). :func:`allow_mmengine_globals`
-allow-lists exactly those with :func:`torch.serialization.add_safe_globals`, and
+``HistoryBuffer`` log history, numpy scalars/arrays in it, and ``HistoryBuffer``'s statistics
+methods, which pickle stores as ``getattr(HistoryBuffer, 'min')``). :func:`allow_mmengine_globals`
+allow-lists exactly those with :func:`torch.serialization.add_safe_globals`; ``getattr`` is
+*not* allowed: the name resolves to :func:`restricted_getattr`, which serves only those
+``HistoryBuffer`` methods (a free ``getattr`` would let a pickle reach arbitrary code). And
 :func:`load_checkpoint_file` replaces mmengine's local-file loader so that every load made
 through mmengine (``Runner.resume``, ``load_checkpoint``, ``init_cfg=Pretrained``) is a
 ``weights_only`` load that
@@ -39,7 +42,20 @@ def _numpy_globals() -> list[Any]:
             *dtype_classes]
 
 
-MMENGINE_SAFE_GLOBALS: list[Any] = [HistoryBuffer, *_numpy_globals()]
+def restricted_getattr(obj: Any, name: str) -> Any:
+    """``getattr`` as seen by a ``weights_only`` unpickler: only ``HistoryBuffer``'s statistics
+    methods (``min``, ``max``, ``current``, ``mean``) can be fetched."""
+    if obj is HistoryBuffer and name in HISTORY_BUFFER_METHODS:
+        return getattr(obj, name)
+    raise UnsafeCheckpointError(f'checkpoint pickle asks for getattr({obj!r}, {name!r}); only '
+                                f'HistoryBuffer.{{{", ".join(HISTORY_BUFFER_METHODS)}}} are allowed')
+
+
+HISTORY_BUFFER_METHODS = ('min', 'max', 'current', 'mean')
+MMENGINE_SAFE_GLOBALS: list[Any] = [
+    HistoryBuffer, *_numpy_globals(),
+    (restricted_getattr, 'builtins.getattr'), (restricted_getattr, '__builtin__.getattr'),
+]
 
 
 def allow_mmengine_globals() -> None:

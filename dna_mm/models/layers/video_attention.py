@@ -23,6 +23,7 @@ from mmaction.models.common.transformer import (DividedSpatialAttentionWithNorm,
                                                 DividedTemporalAttentionWithNorm)
 from mmaction.registry import MODELS
 from mmcv.cnn.bricks.transformer import MultiheadAttention
+from mmengine.registry import MODELS as ROOT_MODELS
 from torch import Tensor
 
 from ..attention import build_attention
@@ -94,10 +95,12 @@ class DividedSpatialAttention(DividedSpatialAttentionWithNorm):
         return identity + torch.cat((cls_res, res), dim=1)
 
 
-@MODELS.register_module()
+@ROOT_MODELS.register_module()
 class TokenAttention(MultiheadAttention):
-    """mmcv ``MultiheadAttention`` with a family attention inside (``joint_space_time`` /
-    ``space_only``); ``identity + dropout_layer(proj_drop(attn(query)))``."""
+    """Drop-in for mmcv's ``MultiheadAttention`` in any ``BaseTransformerLayer`` (MMAction2,
+    MMDetection, ...), with a family attention inside: ``identity + dropout_layer(proj_drop(
+    attn(query)))``. Registered in the root registry. ``nn.MultiheadAttention`` checkpoints map
+    with :func:`dna_mm.converters.rename_mha` / ``softmax_to_dna``."""
 
     def __init__(self, embed_dims: int, num_heads: int, attn_cfg='dna', attn_drop: float = 0.,
                  layer_index: int = 0, num_layers: int = 1, **kwargs) -> None:

@@ -1,0 +1,245 @@
+"""TimeSformer with configurable attention: conversion, pretrained layouts, configs, tools."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+import socket
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from mmaction.registry import MODELS
+from mmaction.utils import register_all_modules
+from mmengine.config import Config
+
+import dna_mm
+from conftest import DEMO_CONFIG, REPO, run_cmd, run_tool, tiny_run_options
+from dna_mm.converters import softmax_to_dna
+from dna_mm.models import DiffAttention, DnAAttention, SoftmaxAttention
+
+register_all_modules()
+TINY = dict(num_frames=4, img_size=32, patch_size=8, embed_dims=32, num_heads=2,
+            num_transformer_layers=2)
+LAYER = 'transformer_layers.layers'
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
+
+
+def _stock(attention_type: str = 'divided_space_time', **kw):
+    model = MODELS.build(dict(type='TimeSformer', attention_type=attention_type, **{**TINY, **kw}))
+    model.init_weights()
+    for m in model.modules():  # non-zero temporal_fc, so the temporal path counts
+        if hasattr(m, 'temporal_fc'):
+            torch.nn.init.normal_(m.temporal_fc.weight, std=0.2)
+    return model.eval()
+
+
+def _ours(attention_type: str = 'divided_space_time', **kw):
+    return MODELS.build(dict(type='DnATimeSformer', attention_type=attention_type,
+                             **{**TINY, **kw})).eval()
+
+
+@pytest.mark.parametrize('attention_type', ['divided_space_time', 'joint_space_time', 'space_only'])
+def test_stock_timesformer_converts_to_dna(attention_type) -> None:
+    stock, ours = _stock(attention_type), _ours(attention_type)
+    ours.load_state_dict(softmax_to_dna(stock.state_dict(), num_heads=2), strict=True)
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        assert _rel(ours(x), stock(x)) < 1e-3
+    n_attn = sum(isinstance(m, DnAAttention) for m in ours.modules())
+    assert n_attn == (4 if attention_type == 'divided_space_time' else 2)
+
+
+def test_attention_choice_per_step() -> None:
+    m = _ours(temporal_attn='softmax', spatial_attn=dict(type='DnAAttention', variant='qpm_v'))
+    layer = m.transformer_layers.layers[0]
+    assert isinstance(layer.attentions[0].attn, SoftmaxAttention)
+    assert isinstance(layer.attentions[1].attn, DnAAttention)
+    assert layer.attentions[1].attn.variant == 'qpm_v'
+    diff = _ours(temporal_attn='diff', spatial_attn='diff')
+    assert [l.attentions[1].attn.layer_index for l in diff.transformer_layers.layers] == [0, 1]
+    cog = _ours(spatial_attn='cog', num_transformer_layers=3)
+    assert [type(l.attentions[1].attn).__name__ for l in cog.transformer_layers.layers] == \
+        ['SoftmaxAttention', 'CogAttention', 'SoftmaxAttention']
+    with pytest.raises(ValueError, match='attention type'):
+        _ours(spatial_attn='linear')
+    with pytest.raises(ValueError, match='attention_type'):
+        _ours(attention_type='divided')
+
+
+def test_timesformer_b_parameter_counts() -> None:
+    full = dict(num_frames=8, img_size=224, patch_size=16)
+    dna = sum(p.numel() for p in MODELS.build(dict(type='DnATimeSformer', **full)).parameters())
+    soft = sum(p.numel() for p in MODELS.build(dict(type='DnATimeSformer', temporal_attn='softmax',
+                                                      spatial_attn='softmax', **full)).parameters())
+    stock = sum(p.numel() for p in MODELS.build(dict(type='TimeSformer', **full)).parameters())
+    assert soft == stock
+    assert abs((dna - soft) - 28.3e6) < 0.1e6, dna - soft  # 24 × (2C² + 2C + H)
+
+
+def _load_log(model, path, caplog) -> str:
+    model.init_weights(str(path))
+    return caplog.text
+
+
+def test_pretrained_mmaction_vit_layout(tmp_path) -> None:
+    vit = _stock('space_only')  # MMAction2's ViT file layout: norms.0/1, one attention per layer
+    sd = {k: v for k, v in vit.state_dict().items() if k != 'time_embed'}
+    torch.save({'state_dict': sd}, tmp_path / 'vit.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'vit.pth'))
+    w = vit.state_dict()[f'{LAYER}.0.attentions.0.attn.in_proj_weight']
+    got = ours.state_dict()
+    for j in (0, 1):  # temporal starts as a copy of spatial
+        assert torch.equal(got[f'{LAYER}.0.attentions.{j}.attn.qkv.weight'], w)
+        torch.testing.assert_close(got[f'{LAYER}.0.attentions.{j}.attn.q_neg.weight'], 1e-4 * w[:32])
+        assert torch.equal(got[f'{LAYER}.0.attentions.{j}.norm.weight'],
+                           vit.state_dict()[f'{LAYER}.0.norms.0.weight'])
+    assert got[f'{LAYER}.1.attentions.0.temporal_fc.weight'].abs().sum() == 0
+    assert f'{LAYER}.0.attentions.0.temporal_fc.weight' in report['missing']
+    assert 'time_embed' in report['missing'] and not report['unexpected']
+    assert len(report['generated']) == 2 * 2 * 5
+
+
+def test_pretrained_timm_vit_with_resized_position_embedding(tmp_path) -> None:
+    from timm.models.vision_transformer import VisionTransformer
+    vit = VisionTransformer(img_size=64, patch_size=8, embed_dim=32, depth=2, num_heads=2,
+                            num_classes=7)
+    torch.save(vit.state_dict(), tmp_path / 'timm.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'timm.pth'))
+    got, ref = ours.state_dict(), vit.state_dict()
+    assert torch.equal(got[f'{LAYER}.1.attentions.1.attn.qkv.weight'], ref['blocks.1.attn.qkv.weight'])
+    assert torch.equal(got[f'{LAYER}.1.ffns.0.layers.0.0.weight'], ref['blocks.1.mlp.fc1.weight'])
+    assert torch.equal(got[f'{LAYER}.1.ffns.0.norm.weight'], ref['blocks.1.norm2.weight'])
+    assert torch.equal(got['patch_embed.projection.weight'], ref['patch_embed.proj.weight'])
+    assert report['resized'] and got['pos_embed'].shape == (1, 17, 32)
+    assert not report['unexpected']
+
+
+def _to_fb_layout(sd: dict) -> 'OrderedDict[str, torch.Tensor]':
+    """dna_mm keys → the facebookresearch / authors' DnA TimeSformer layout (``model.`` prefix,
+    ``neg_scalers``), written independently of the converter."""
+    table = [('attentions.0.norm.', 'temporal_norm1.'), ('attentions.0.attn.', 'temporal_attn.'),
+             ('attentions.0.temporal_fc.', 'temporal_fc.'), ('attentions.1.norm.', 'norm1.'),
+             ('attentions.1.attn.', 'attn.'), ('ffns.0.norm.', 'norm2.'),
+             ('ffns.0.layers.0.0.', 'mlp.fc1.'), ('ffns.0.layers.1.', 'mlp.fc2.')]
+    out = OrderedDict()
+    for k, v in sd.items():
+        m = re.match(rf'{LAYER}\.(\d+)\.(.*)', k)
+        if m:
+            rest = m.group(2)
+            for a, b in table:
+                if rest.startswith(a):
+                    rest = b + rest[len(a):]
+            k = f'blocks.{m.group(1)}.{rest}'.replace('.alpha', '.neg_scalers')
+        k = k.replace('patch_embed.projection.', 'patch_embed.proj.')
+        out['model.' + k] = v
+    out['model.head.weight'] = torch.zeros(3, 32)
+    return out
+
+
+def test_pretrained_authors_dna_timesformer_layout(tmp_path) -> None:
+    src = _ours()
+    with torch.no_grad():
+        for m in src.modules():
+            if isinstance(m, DnAAttention):
+                m.alpha.uniform_(-1, 1)
+            if hasattr(m, 'temporal_fc'):
+                m.temporal_fc.weight.normal_(std=0.2)
+    torch.save({'model_state': _to_fb_layout(src.state_dict())}, tmp_path / 'authors.pyth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors.pyth'))
+    assert not report['missing'] and not report['unexpected'] and not report['generated']
+    x = torch.randn(1, 3, 4, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), src(x))
+
+
+def test_pretrained_softmax_timesformer_recognizer_checkpoint(tmp_path) -> None:
+    stock = _stock()
+    ckpt = {'meta': {}, 'state_dict': {**{f'backbone.{k}': v for k, v in stock.state_dict().items()},
+                                       'cls_head.fc_cls.weight': torch.zeros(5, 32)}}
+    torch.save(ckpt, tmp_path / 'softmax_k400.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'softmax_k400.pth'))
+    assert not report['missing'] and not report['unexpected']
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        assert _rel(ours(x), stock(x)) < 1e-3
+
+
+def test_pretrained_shape_mismatch_names_the_key(tmp_path) -> None:
+    torch.save(_stock(embed_dims=64, num_heads=2).state_dict(), tmp_path / 'wide.pth')
+    with pytest.raises(ValueError, match=r'wide\.pth: shape mismatch for .*cls_token|shape mismatch'):
+        dna_mm.models.backbones.load_pretrained(_ours(), str(tmp_path / 'wide.pth'))
+    torch.save({'foo.bar': torch.zeros(1)}, tmp_path / 'alien.pth')
+    with pytest.raises(ValueError, match='unrecognised checkpoint layout'):
+        dna_mm.models.backbones.load_pretrained(_ours(), str(tmp_path / 'alien.pth'))
+
+
+CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.py") if "_base_" not in p.parts)
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_config_parses_and_builds(path: Path) -> None:
+    cfg = Config.fromfile(str(path))
+    assert cfg.custom_imports['imports'] == ['dna_mm']
+    cfg.model.backbone.update(embed_dims=32, num_heads=2, num_transformer_layers=2, pretrained=None)
+    cfg.model.cls_head.in_channels = 32
+    model = MODELS.build(cfg.model)
+    attn = model.backbone.transformer_layers.layers[1].attentions[-1].attn
+    kind = next(k for k in ('dna', 'softmax', 'diff') if f'_{k}_' in path.stem)
+    expected = {'dna': DnAAttention, 'softmax': SoftmaxAttention, 'diff': DiffAttention}
+    assert isinstance(attn, expected[kind])
+    assert cfg.optim_wrapper.type == 'AutoAmpOptimWrapper'
+    metrics = cfg.test_evaluator.get('metric_list', ('top_k_accuracy', 'mean_class_accuracy'))
+    assert 'mean_class_accuracy' in metrics and 'top_k_accuracy' in metrics
+    if 'smarthome_cs' in path.stem:
+        assert cfg.model.cls_head.num_classes == 31
+    if 'smarthome_cv' in path.stem:
+        assert cfg.model.cls_head.num_classes == 19
+    if 'ntu60' in path.stem:
+        assert cfg.model.cls_head.num_classes == 60
+
+
+@pytest.mark.parametrize('attn', ['dna', 'softmax'])
+def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> None:
+    opts = tiny_run_options(tiny_video_set, attn)
+    run_tool(['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--seed', '0',
+              '--cfg-options', *opts])
+    ckpt = tmp_path / 'epoch_1.pth'
+    assert ckpt.exists()
+    out = run_tool(['tools/test.py', DEMO_CONFIG, str(ckpt), '--work-dir', str(tmp_path),
+                    '--dump', str(tmp_path / 'preds.csv'), '--cfg-options', *opts]).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
+    assert re.search(r'top-1: [\d.]+ .*top-5: [\d.]+ .*mCA: [\d.]+', line)
+    rows = list(csv.DictReader(open(tmp_path / 'preds.csv')))
+    assert len(rows) == 4 and {'video', 'label', 'pred', 'score', 'top5'} <= set(rows[0])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
+    env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(_free_port()), 'OMP_NUM_THREADS': '1'}
+    opts = tiny_run_options(tiny_video_set)
+    run_cmd(['bash', 'tools/dist_train.sh', DEMO_CONFIG, '2', '--work-dir', str(tmp_path),
+             '--cfg-options', *opts], env=env)
+    assert (tmp_path / 'epoch_1.pth').exists()
+    env['PORT'] = str(_free_port())
+    out = run_cmd(['bash', 'tools/dist_test.sh', DEMO_CONFIG, str(tmp_path / 'epoch_1.pth'), '2',
+                   '--work-dir', str(tmp_path), '--cfg-options', *opts], env=env).stdout
+    assert out.count('Test results:') == 1  # printed by rank 0 only
+    logs = list(tmp_path.glob('*/*.log'))
+    assert any('world_size: 2' in p.read_text() or 'Distributed training: True' in p.read_text()
+               for p in logs)
