@@ -111,10 +111,22 @@ class AttentionBase(nn.Module):
         return self.attn_drop_p if self.training else 0.0
 
     # -- interface ---------------------------------------------------------------------------
+    def project(self, x: Tensor, context: Optional[Tensor]) -> dict[str, Tensor]:
+        """Head-split projections, the keyword arguments of :meth:`core`."""
+        q, k, v = self.project_qkv(x, context)
+        return dict(q=q, k=k, v=v)
+
+    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
+             return_attn: bool = False, **heads: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """The attention itself on head-split tensors: ``[B, H, M, d]`` out, and the maps."""
+        raise NotImplementedError
+
     def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
                return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
         """Head-merged attention output ``[B, M, C]`` (before ``proj``) and the maps."""
-        raise NotImplementedError
+        out, maps = self.core(**self.project(x, context), attn_mask=attn_mask,
+                              return_attn=return_attn)
+        return self.merge_heads(out), maps
 
     def forward(self,
                 x: Tensor,

@@ -23,9 +23,8 @@ from .base import AttentionBase, CrossAttentionMixin
 class CogAttention(AttentionBase):
     """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored)."""
 
-    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
-        q, k, v = self.project_qkv(x, context)
+    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
+             return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
         s = (q * self.scale) @ k.transpose(-2, -1)  # [B, H, M, N]
         bias = AF.additive_bias(attn_mask, s.dtype)
         if bias is not None:
@@ -35,8 +34,7 @@ class CogAttention(AttentionBase):
         else:
             mag = s.abs()
         w = torch.sign(s) * mag.float().softmax(dim=-1).to(s.dtype)
-        out = self.attn_drop(w) @ v
-        return self.merge_heads(out), ({'attn': w} if return_attn else {})
+        return self.attn_drop(w) @ v, ({'attn': w} if return_attn else {})
 
 
 @MODELS.register_module()

@@ -51,9 +51,8 @@ class DiffAttention(AttentionBase):
         return (torch.exp(torch.dot(self.lambda_q1, self.lambda_k1).float())
                 - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2).float()) + self.lambda_init)
 
-    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
-        q, k, v = self.project_qkv(x, context)  # [B, H, M, d], [B, H, N, d] × 2
+    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
+             return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
         q1, q2 = q.chunk(2, dim=-1)             # [B, H, M, d/2] × 2
         k1, k2 = k.chunk(2, dim=-1)
         scale = (self.head_dim // 2) ** -0.5
@@ -66,8 +65,7 @@ class DiffAttention(AttentionBase):
             o1, a1 = AF.eager(q1, k1, v, attn_mask, scale, self.attn_drop)
             o2, a2 = AF.eager(q2, k2, v, attn_mask, scale, self.attn_drop)
             out, maps = o1 - lam * o2, {'pos': a1, 'neg': a2}
-        out = self.sub_norm(out) * (1 - self.lambda_init)  # [B, H, M, d]
-        return self.merge_heads(out), maps
+        return self.sub_norm(out) * (1 - self.lambda_init), maps  # [B, H, M, d]
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, layer_index={self.layer_index}'

@@ -80,18 +80,20 @@ class DnAAttention(AttentionBase):
         self.alpha = (nn.Parameter(torch.full((num_heads,), float(alpha_init), **dd))
                       if learn_alpha else None)
 
-    def project_neg(self, x: Tensor, context: Optional[Tensor], q: Tensor,
-                    v: Tensor) -> tuple[Tensor, Tensor]:
-        """``Q-`` (from ``x``) and ``V-`` (from the context), or the shared ``Q``/``V``."""
+    def project(self, x: Tensor, context: Optional[Tensor]) -> dict[str, Tensor]:
+        """``Q+, K, V+`` and ``Q-`` (from ``x``), ``V-`` (from the context), or the shared
+        ``Q`` / ``V`` where the variant has no separate projection."""
+        q, k, v = self.project_qkv(x, context)        # [B, H, M, d], [B, H, N, d] × 2
         q_neg = q if self.q_neg is None else self.split_heads(self.q_neg(x))
         src = x if context is None else context
         v_neg = v if self.v_neg is None else self.split_heads(self.v_neg(src))
-        return q_neg, v_neg
+        return dict(q=q, k=k, v=v, q_neg=q_neg, v_neg=v_neg)
 
-    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
-        q, k, v = self.project_qkv(x, context)        # [B, H, M, d], [B, H, N, d] × 2
-        q_neg, v_neg = self.project_neg(x, context, q, v)
+    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
+             return_attn: bool = False, q_neg: Optional[Tensor] = None,
+             v_neg: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
+        q_neg = q if q_neg is None else q_neg
+        v_neg = v if v_neg is None else v_neg
         if self.fused_attn and not return_attn:
             pos = AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p)
             neg = AF.sdpa(q_neg, k, v_neg, attn_mask, self.scale, self.dropout_p, negative=True)
@@ -100,9 +102,9 @@ class DnAAttention(AttentionBase):
             pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
             neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop, negative=True)
             maps = {'pos': a_pos, 'neg': a_neg}
-        if self.alpha is not None:
-            neg = neg * self.alpha.to(neg.dtype).view(1, -1, 1, 1)
-        return self.merge_heads(pos + neg), maps  # [B, M, C]
+        if self.alpha is None:
+            return pos + neg, maps  # [B, H, M, d]
+        return torch.addcmul(pos, neg, self.alpha.to(neg.dtype).view(1, -1, 1, 1)), maps
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, variant={self.variant!r}'

@@ -17,13 +17,12 @@ from .base import AttentionBase, CrossAttentionMixin
 class SoftmaxAttention(AttentionBase):
     """Standard multi-head self-attention. Arguments: see :class:`.base.AttentionBase`."""
 
-    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
-        q, k, v = self.project_qkv(x, context)  # [B, H, M, d], [B, H, N, d] × 2
+    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
+             return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
         if self.fused_attn and not return_attn:
-            return self.merge_heads(AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p)), {}
+            return AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p), {}
         out, attn = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
-        return self.merge_heads(out), {'attn': attn}
+        return out, {'attn': attn}
 
 
 @MODELS.register_module()
