@@ -19,6 +19,7 @@ setup(
     long_description=(HERE / 'README.md').read_text() if (HERE / 'README.md').exists() else '',
     long_description_content_type='text/markdown',
     packages=find_packages(include=['dna_mm', 'dna_mm.*']),
+    package_data={'dna_mm.datasets': ['label_maps/*.txt']},
     python_requires='>=3.11,<3.12',
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
     extras_require={'tests': read_requirements('tests.txt')},

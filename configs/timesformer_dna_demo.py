@@ -1,17 +1,18 @@
 # The embedded demo: a tiny TimeSformer-DnA on the synthetic motion clips that `make demo`
-# generates under data/demo (4 classes: the red target stays still or moves horizontally,
-# vertically or diagonally among
-# moving distractors and noise). Trains on 2 CPU cores in a few minutes.
+# generates under data/demo (4 classes: a red target stays still or moves horizontally,
+# vertically or diagonally, among moving distractors and noise). Trains on 2 CPU cores in a
+# few minutes.
 #   python tools/demo.py            # generate (cached), train, test
 _base_ = ['./timesformer_dna_k400.py']
 
 data_root = 'data/demo'
+num_classes = 4
 clip_len, frame_interval, size = 8, 2, 32
 
 model = dict(
     backbone=dict(pretrained=None, num_frames=clip_len, img_size=size, patch_size=8,
                   embed_dims=96, num_heads=4, num_transformer_layers=3, drop_path_rate=0.0),
-    cls_head=dict(num_classes=4, in_channels=96, dropout_ratio=0.0))
+    cls_head=dict(num_classes=num_classes, in_channels=96, dropout_ratio=0.0))
 
 # The classes are flip-invariant, but the demo keeps the pipeline minimal.
 train_pipeline = [
@@ -32,18 +33,16 @@ test_pipeline = [
     dict(type='PackActionInputs'),
 ]
 loader = dict(batch_size=8, num_workers=2, persistent_workers=False)
+dataset = dict(num_classes=num_classes, data_prefix=dict(video=f'{data_root}/videos'))
 train_dataloader = dict(
     **loader,
-    dataset=dict(ann_file=f'{data_root}/train.txt', data_prefix=dict(video=f'{data_root}/videos'),
-                 pipeline=train_pipeline))
+    dataset=dict(**dataset, ann_file=f'{data_root}/train.txt', pipeline=train_pipeline))
 val_dataloader = dict(
     **loader,
-    dataset=dict(ann_file=f'{data_root}/test.txt', data_prefix=dict(video=f'{data_root}/videos'),
-                 pipeline=test_pipeline))
+    dataset=dict(**dataset, ann_file=f'{data_root}/test.txt', pipeline=test_pipeline))
 test_dataloader = dict(
     **loader,
-    dataset=dict(ann_file=f'{data_root}/test.txt', data_prefix=dict(video=f'{data_root}/videos'),
-                 pipeline=test_pipeline))
+    dataset=dict(**dataset, ann_file=f'{data_root}/test.txt', pipeline=test_pipeline))
 
 max_epochs = 20
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)

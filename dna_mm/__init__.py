@@ -9,7 +9,7 @@ from .utils import install_safe_checkpoint_loading
 install_safe_checkpoint_loading()
 
 from . import models  # noqa: E402  (first: the converters import the attention)
-from . import converters, engine, evaluation  # noqa: E402
+from . import converters, datasets, engine, evaluation  # noqa: E402
 
 __version__ = '0.1.0'
-__all__ = ["converters", "engine", "evaluation", "models", "__version__"]
+__all__ = ["converters", "datasets", "engine", "evaluation", "models", "__version__"]

@@ -32,7 +32,7 @@ def measure(path: str, batch: int, reps: int, device: str) -> tuple[int, float]:
     optim = build_optim_wrapper(model, cfg.optim_wrapper)
     frames, size = cfg.model.backbone.num_frames, cfg.model.backbone.img_size
     inputs = torch.randn(batch, 1, 3, frames, size, size, device=device)
-    samples = [ActionDataSample().set_gt_label(i % cfg.model.cls_head.num_classes)
+    samples = [ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes])
                for i in range(batch)]
     times = []
     for _ in range(reps + 1):

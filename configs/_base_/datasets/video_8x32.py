@@ -1,6 +1,8 @@
 # Shared video pipelines: 8 frames, interval 32; train RandomRescale(256, 320) -> RandomCrop 224
 # -> Flip 0.5; val/test 224 centre crop (Kinetics test overrides with three crops).
-dataset_type = 'VideoDataset'
+# MMAction2's VideoDataset + build-time checks (missing files, labels vs num_classes) and
+# corrupt-video tolerance in training (dna_mm.datasets.RobustVideoDataset).
+dataset_type = 'RobustVideoDataset'
 clip_len, frame_interval, crop_size = 8, 32, 224
 file_client_args = dict(io_backend='disk')
 

@@ -1,0 +1,5 @@
+"""Video data: robust MMAction2 dataset, protocol split rules, the embedded demo set."""
+from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
+from .video_dataset import RobustVideoDataset
+
+__all__ = ['RobustVideoDataset', 'ProtocolError', 'label_map', 'smarthome_splits', 'ntu60_splits']

@@ -1,0 +1,231 @@
+"""Split rules of Toyota Smarthome and NTU RGB+D 60 (SPEC §3), as pure functions.
+
+Both builders (``tools/data/{smarthome,ntu60}/build_annotations.py``) are thin CLIs over
+:func:`smarthome_splits` / :func:`ntu60_splits`: they take file names (paths relative to
+the video directory) and return ``{split: [(relative_path, label), ...]}``.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import PurePath
+from typing import Iterable, Optional
+
+
+def label_map(name: str) -> list[str]:
+    """Class names of a shipped label map (``smarthome_cs_classes``, ``label_map_ntu60``, ...)."""
+    text = resources.files(__package__).joinpath('label_maps', f'{name}.txt').read_text()
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class ProtocolError(ValueError):
+    """A file name or annotation that does not fit the protocol."""
+
+
+@dataclass
+class SplitResult:
+    """Annotation entries per split, plus what was left out and why."""
+    splits: dict[str, list[tuple[str, int]]]
+    classes: list[str]
+    dropped: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        lines = []
+        for split, items in self.splits.items():
+            present = sorted({label for _, label in items})
+            missing = [self.classes[i] for i in range(len(self.classes)) if i not in present]
+            lines.append(f'{split:5s}: {len(items):6d} videos, {len(present)}/{len(self.classes)} '
+                         f'classes' + (f' (missing: {", ".join(missing)})' if missing else ''))
+        for reason, n in sorted(self.dropped.items()):
+            lines.append(f'left out: {n} videos ({reason})')
+        return '\n'.join(lines)
+
+
+# ---- Toyota Smarthome --------------------------------------------------------------------
+SMARTHOME_RE = re.compile(r'(?P<activity>.+)_p(?P<subject>\d{2})_r(?P<rep>\d{2})'
+                          r'_v(?P<video>\d{2})_c(?P<camera>\d{2})\.mp4')
+SMARTHOME_STRAY = 'Pour.Fromcup'
+SMARTHOME_CS = {'train': {3, 4, 6, 7, 9, 12, 13, 15, 17}, 'val': {19, 25},
+                'test': {2, 10, 11, 14, 16, 18, 20}}
+SMARTHOME_CV = {'CV1': {'train': {1}, 'val': {5}, 'test': {2}},
+                'CV2': {'train': {1, 3, 4, 6, 7}, 'val': {5}, 'test': {2}}}
+
+
+def parse_smarthome(path: str) -> dict:
+    """``Cook.Cleandishes_p02_r00_v02_c03.mp4`` → activity, subject, rep, video, camera."""
+    m = SMARTHOME_RE.fullmatch(PurePath(path).name)
+    if not m:
+        raise ProtocolError(f'{path}: not a Toyota Smarthome file name '
+                            '(expected <Activity>_pNN_rNN_vNN_cNN.mp4)')
+    d = m.groupdict()
+    return dict(d, **{k: int(d[k]) for k in ('subject', 'rep', 'video', 'camera')})
+
+
+def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
+    """Toyota Smarthome CS (31 classes, by subject) or CV1 / CV2 (19 classes, by camera)."""
+    protocol = protocol.upper()
+    if protocol not in ('CS', 'CV1', 'CV2'):
+        raise ProtocolError(f'unknown Smarthome protocol {protocol!r}; expected CS, CV1 or CV2')
+    all_classes = label_map('smarthome_cs_classes')
+    classes = all_classes if protocol == 'CS' else label_map('smarthome_cv_classes')
+    index = {name: i for i, name in enumerate(classes)}
+    rules, key = ((SMARTHOME_CS, 'subject') if protocol == 'CS'
+                  else (SMARTHOME_CV[protocol], 'camera'))
+    result = SplitResult({s: [] for s in ('train', 'val', 'test')}, classes)
+    for path in sorted(paths):
+        meta = parse_smarthome(path)
+        activity = meta['activity']
+        if activity == SMARTHOME_STRAY:
+            result.dropped[f'{SMARTHOME_STRAY} is not one of the classes'] += 1
+            continue
+        if activity not in all_classes:
+            raise ProtocolError(f'{path}: unknown Smarthome activity {activity!r}')
+        if activity not in index:
+            result.dropped[f'activity outside the {len(classes)} {protocol} classes'] += 1
+            continue
+        split = next((s for s, ids in rules.items() if meta[key] in ids), None)
+        if split is None:
+            result.dropped[f'{key} not in any {protocol} split'] += 1
+            continue
+        result.splits[split].append((path, index[activity]))
+    return result
+
+
+# ---- NTU RGB+D 60 ------------------------------------------------------------------------
+NTU_RE = re.compile(r'S(?P<setup>\d{3})C(?P<camera>\d{3})P(?P<performer>\d{3})'
+                    r'R(?P<replication>\d{3})A(?P<action>\d{3})(?:_rgb)?\.(?:avi|mp4)')
+NTU_XSUB_TRAIN = {1, 2, 4, 5, 8, 9, 13, 14, 15, 16, 17, 18, 19, 25, 27, 28, 31, 34, 35, 38}
+NTU_XVIEW_TRAIN = {2, 3}
+
+
+def parse_ntu(path: str) -> dict:
+    """``S001C002P003R002A013_rgb.avi`` (or a re-encoded ``.mp4``) → ids and sample name."""
+    m = NTU_RE.fullmatch(PurePath(path).name)
+    if not m:
+        raise ProtocolError(f'{path}: not an NTU RGB+D file name '
+                            '(expected SsssCcccPpppRrrrAaaa_rgb.avi or .mp4)')
+    d = {k: int(v) for k, v in m.groupdict().items()}
+    d['sample'] = PurePath(path).name[:20]
+    if not 1 <= d['action'] <= 60:
+        raise ProtocolError(f'{path}: action A{d["action"]:03d} is not one of NTU RGB+D 60\'s '
+                            '60 actions (an NTU-120 file?)')
+    return d
+
+
+def ntu60_splits(paths: Iterable[str], protocol: str,
+                 exclude: Optional[set[str]] = None) -> SplitResult:
+    """NTU RGB+D 60 X-Sub (by performer) or X-View (train cameras 2, 3; test camera 1)."""
+    protocol = protocol.lower()
+    if protocol not in ('xsub', 'xview'):
+        raise ProtocolError(f'unknown NTU60 protocol {protocol!r}; expected xsub or xview')
+    result = SplitResult({'train': [], 'test': []}, label_map('label_map_ntu60'))
+    seen: dict[str, str] = {}
+    for path in sorted(paths):
+        meta = parse_ntu(path)
+        if meta['sample'] in seen:
+            raise ProtocolError(f'{path}: sample {meta["sample"]} also given as {seen[meta["sample"]]}')
+        seen[meta['sample']] = path
+        if exclude and meta['sample'] in exclude:
+            result.dropped['listed in ntu60_samples_with_missing_skeletons'] += 1
+            continue
+        train = (meta['performer'] in NTU_XSUB_TRAIN if protocol == 'xsub'
+                 else meta['camera'] in NTU_XVIEW_TRAIN)
+        result.splits['train' if train else 'test'].append((path, meta['action'] - 1))
+    return result
+
+
+def write_lists(result: SplitResult, out_dir: str) -> list[str]:
+    """``<out_dir>/<split>.txt`` with ``path label`` lines; returns the files written."""
+    from pathlib import Path
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for split, items in result.splits.items():
+        f = out / f'{split}.txt'
+        f.write_text(''.join(f'{p} {label}\n' for p, label in items))
+        written.append(str(f))
+    (out / 'classes.txt').write_text('\n'.join(result.classes) + '\n')
+    return written
+
+
+def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Video files under ``video_dir`` (recursive), as sorted paths relative to it."""
+    from pathlib import Path
+    root = Path(video_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f'video directory {video_dir} does not exist')
+    found = sorted(str(p.relative_to(root)) for p in root.rglob('*')
+                   if p.is_file() and p.suffix.lower() in suffixes)
+    if not found:
+        raise FileNotFoundError(f'no {"/".join(suffixes)} files under {video_dir}')
+    return found
+
+
+def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
+    """Shared CLI of the two builders: scan, split, report, write."""
+    import argparse
+    import sys
+    smarthome = dataset == 'smarthome'
+    p = argparse.ArgumentParser(
+        description=f'Write MMAction2 VideoDataset lists for '
+                    f'{"Toyota Smarthome" if smarthome else "NTU RGB+D 60"} (SPEC §3).')
+    p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
+    p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')
+    p.add_argument('--protocol', required=True,
+                   choices=['CS', 'CV1', 'CV2'] if smarthome else ['xsub', 'xview'])
+    if not smarthome:
+        p.add_argument('--exclude-missing-skeletons', action='store_true',
+                       help='drop the 302 samples without skeletons (off by default)')
+    args = p.parse_args(argv)
+    try:
+        paths = find_videos(args.video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
+        if smarthome:
+            result = smarthome_splits(paths, args.protocol)
+        else:
+            exclude = set(label_map('ntu60_samples_with_missing_skeletons')) \
+                if args.exclude_missing_skeletons else None
+            result = ntu60_splits(paths, args.protocol, exclude)
+    except (ProtocolError, FileNotFoundError) as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    files = write_lists(result, args.out_dir)
+    print(f'{dataset} {args.protocol}: {len(paths)} videos found in {args.video_dir}')
+    print(result.summary())
+    print('wrote ' + ', '.join(files))
+    return 0
+
+
+@dataclass
+class ListReport:
+    """What :func:`check_video_list` found in an annotation list."""
+    entries: int = 0
+    missing: list[str] = field(default_factory=list)
+    bad_labels: list[tuple[int, str]] = field(default_factory=list)   # (line, text)
+    malformed: list[tuple[int, str]] = field(default_factory=list)    # (line, text)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.bad_labels or self.malformed)
+
+
+def check_video_list(ann_file: str, video_dir: str, num_classes: int) -> ListReport:
+    """Check an MMAction2 ``path label`` list: files on disk, labels in ``[0, num_classes)``."""
+    import os.path as osp
+    report = ListReport()
+    with open(ann_file) as f:
+        for lineno, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 2:
+                report.malformed.append((lineno, line.rstrip('\n')))
+                continue
+            report.entries += 1
+            path, label = fields
+            if not (label.isdigit() and int(label) < num_classes):
+                report.bad_labels.append((lineno, label))
+            if not osp.isfile(osp.join(video_dir, path)):
+                report.missing.append(path)
+    return report
