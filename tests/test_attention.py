@@ -1,6 +1,7 @@
 """The attention family against plain-formula references, fast vs eager, masks, dtypes."""
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -113,7 +114,8 @@ def test_alpha_init_and_branches_differ() -> None:
     assert torch.equal(maps['pos'].argmax(-1), maps['neg'].argmin(-1))
 
 
-@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention])
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DiffAttention] + [
+    functools.partial(DnAAttention, variant=v) for v in sorted(DNA_VARIANTS)])
 def test_fast_and_eager_agree_with_gradients(cls) -> None:
     m = _perturbed(cls(C, H))
     x = torch.randn(2, 9, C, requires_grad=True)
@@ -246,3 +248,22 @@ def test_registry_builds_from_both_scopes(scope) -> None:
         assert type(m).__name__ == name
     m = registry.build(dict(type='DnAAttention', embed_dims=C, num_heads=H, variant='QV±'))
     assert m.variant == 'q_vpm' and m.q_neg is None
+
+
+@pytest.mark.parametrize('variant,millions', [('qpm_vpm', 100.7), ('qpm_v', 93.6), ('q_vpm', 93.6),
+                                              ('apm_alpha', 86.6), ('apm', 86.6)])
+def test_timm_vit_b_parameter_counts(variant, millions) -> None:
+    """SPEC §1's table (ViT-B/16, 224², 1000 classes); built on the meta device."""
+    import timm
+    with torch.device('meta'):
+        model = timm.create_model('dna_vit_base_patch16_224', dna_variant=variant)
+    assert abs(sum(p.numel() for p in model.parameters()) / 1e6 - millions) < 0.1
+    assert all(type(b.attn) is DnAAttention and b.attn.variant == variant for b in model.blocks)
+
+
+def test_usable_as_timm_attn_layer() -> None:
+    from timm.models.vision_transformer import VisionTransformer
+    vit = VisionTransformer(img_size=32, patch_size=8, embed_dim=C, depth=2, num_heads=H,
+                            num_classes=3, attn_layer=DnAAttention)
+    assert isinstance(vit.blocks[1].attn, DnAAttention)
+    assert vit(torch.randn(2, 3, 32, 32)).shape == (2, 3)
