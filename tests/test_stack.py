@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dna_mm
-from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
+from conftest import DEMO_CONFIG, run_tool, tiny_run_options
 
 
 def test_recognizer3d_with_small_timesformer_forward() -> None:

@@ -10,7 +10,6 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
-import timm
 import torch
 from mmaction.registry import MODELS
 from mmaction.utils import register_all_modules

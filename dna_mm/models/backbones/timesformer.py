@@ -11,7 +11,6 @@ from collections import OrderedDict
 from typing import Optional, Union
 
 import numpy as np
-import torch
 import torch.nn.functional as F
 from mmaction.models.backbones import TimeSformer
 from mmaction.registry import MODELS
@@ -147,8 +146,9 @@ def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_sca
         p = f'{name}.' if name else ''
         if not hasattr(module, 'qkv') or p + 'qkv.weight' not in out:
             continue
-        sub = OrderedDict((k, v) for k, v in out.items() if k.startswith(p)
-                          and '.' not in k[len(p):].replace('.weight', '').replace('.bias', ''))
+        # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
+        sub = OrderedDict((k, v) for k, v in out.items()
+                          if k.startswith(p) and k[len(p):].count('.') <= 1)
         if isinstance(module, DnAAttention):
             new = softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
         else:
