@@ -58,3 +58,23 @@ def run_tool(args: list[str], timeout: int = 600, **kwargs):
     """Run a repo Python tool with this interpreter (see :func:`run_cmd`)."""
     import sys
     return run_cmd([sys.executable, *args], timeout=timeout, **kwargs)
+
+
+def tiny_runner(work_dir, root, max_epochs: int, resume: bool = False, deterministic: bool = False):
+    """An in-process mmengine ``Runner`` for the tiny demo run (no validation, a checkpoint
+    per epoch). ``deterministic``: fixed frame sampling and seed, for comparing runs."""
+    import argparse
+
+    from mmengine.config import Config, DictAction
+    from mmengine.runner import Runner
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(root, epochs=max_epochs)]).o)
+    cfg.work_dir, cfg.resume, cfg.val_cfg = str(work_dir), resume, None
+    cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=1)
+    if deterministic:
+        cfg.train_dataloader.dataset.pipeline[1]['test_mode'] = True  # SampleFrames
+        cfg.randomness = dict(seed=0)
+    return Runner.from_cfg(cfg)

@@ -1,7 +1,6 @@
 """Video data: protocol builders, the K400 checker, the demo set, robust loading, resume."""
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +11,8 @@ import pytest
 import torch
 from mmaction.registry import DATASETS
 from mmaction.utils import register_all_modules
-from mmengine.config import Config, DictAction
 
-from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options, tiny_runner
 from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits
 from dna_mm.datasets.synthetic import CLASSES, MotionDatasetSpec, ensure_motion_dataset
 
@@ -203,26 +201,14 @@ def test_training_survives_a_corrupt_video(tiny_video_set, tmp_path) -> None:
     assert (tmp_path / 'w' / 'epoch_2.pth').exists()
 
 
-def _runner(work_dir: Path, root: Path, max_epochs: int, resume: bool = False):
-    from mmengine.runner import Runner
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--o', nargs='+', action=DictAction)
-    cfg = Config.fromfile(DEMO_CONFIG)
-    cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(root, epochs=max_epochs)]).o)
-    cfg.train_dataloader.dataset.pipeline[1]['test_mode'] = True  # deterministic frames
-    cfg.work_dir, cfg.resume, cfg.val_cfg = str(work_dir), resume, None
-    cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=1)
-    cfg.randomness = dict(seed=0)
-    return Runner.from_cfg(cfg)
-
 
 def test_resume_gives_the_losses_of_an_uninterrupted_run(tiny_video_set, tmp_path) -> None:
-    straight = _runner(tmp_path / 'a', tiny_video_set, max_epochs=3)
+    straight = tiny_runner(tmp_path / 'a', tiny_video_set, 3, deterministic=True)
     straight.train()
     ref = straight.message_hub.get_scalar('train/loss').data[0][-4:]  # epoch 3
-    _runner(tmp_path / 'b', tiny_video_set, max_epochs=1).train()     # "interrupted" after 1
-    resumed = _runner(tmp_path / 'b', tiny_video_set, max_epochs=3, resume=True)
+    tiny_runner(tmp_path / 'b', tiny_video_set, 1, deterministic=True).train()     # "interrupted" after 1
+    resumed = tiny_runner(tmp_path / 'b', tiny_video_set, 3, resume=True,
+                          deterministic=True)
     resumed.train()
     got = resumed.message_hub.get_scalar('train/loss').data[0][-4:]
     assert len(ref) == 4

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dna_mm
-from conftest import DEMO_CONFIG, run_tool, tiny_run_options
+from conftest import DEMO_CONFIG, run_tool, tiny_run_options, tiny_runner
 
 
 def test_recognizer3d_with_small_timesformer_forward() -> None:
@@ -76,25 +76,11 @@ def test_stock_mmaction_train_script_with_custom_imports(tiny_video_set, tmp_pat
     assert any(k.endswith('attn.q_neg.weight') for k in weights)  # dna_mm's modules were used
 
 
-def _runner(work_dir: Path, root: Path, max_epochs: int, resume: bool = False):
-    import argparse
-
-    from mmengine.config import Config, DictAction
-    from mmengine.runner import Runner
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--o', nargs='+', action=DictAction)
-    cfg = Config.fromfile(DEMO_CONFIG)
-    cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(root, epochs=max_epochs)]).o)
-    cfg.work_dir, cfg.resume, cfg.val_cfg = str(work_dir), resume, None
-    cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=1)
-    return Runner.from_cfg(cfg)
-
 
 def test_resume_continues_from_an_mmengine_checkpoint(tiny_video_set, tmp_path) -> None:
-    runner = _runner(tmp_path, tiny_video_set, max_epochs=1)
+    runner = tiny_runner(tmp_path, tiny_video_set, 1)
     runner.train()
-    resumed = _runner(tmp_path, tiny_video_set, max_epochs=2, resume=True)
+    resumed = tiny_runner(tmp_path, tiny_video_set, 2, resume=True)
     resumed.train()
     assert resumed.epoch == 2 and (tmp_path / 'epoch_2.pth').exists()
     assert resumed.iter == 8  # 4 iterations per epoch, continued, not restarted
