@@ -6,11 +6,6 @@ _base_ = [
 ]
 # Initialisation: the Kinetics-400 DnA TimeSformer.
 # Any supported layout loads (softmax checkpoints get a negative branch, see README).
-num_classes = 60
 model = dict(
     backbone=dict(pretrained='checkpoints/timesformer_dna_k400.pth'),
-    cls_head=dict(num_classes=num_classes))
-# labels are checked against num_classes when the datasets are built
-train_dataloader = dict(dataset=dict(num_classes=num_classes))
-val_dataloader = dict(dataset=dict(num_classes=num_classes))
-test_dataloader = dict(dataset=dict(num_classes=num_classes))
+    cls_head=dict(num_classes={{_base_.num_classes}}))

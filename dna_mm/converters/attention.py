@@ -26,39 +26,37 @@ def _prefixes(sd: StateDict, suffix: str) -> list[str]:
     return [k[: len(k) - len(suffix)] for k in sd if k == suffix or k.endswith('.' + suffix)]
 
 
+def _rename_attention_keys(state_dict: StateDict, anchor: str,
+                           table: tuple[tuple[str, str], ...]) -> 'OrderedDict[str, Tensor]':
+    """Rename, next to every key ending in ``anchor``, the sibling keys per ``table``
+    (``(old, new)``; an ``old`` ending in ``.`` renames a sub-module prefix)."""
+    prefixes = set(_prefixes(state_dict, anchor))
+    out: OrderedDict[str, Tensor] = OrderedDict()
+    for key, value in state_dict.items():
+        p = max((p for p in prefixes if key.startswith(p)), key=len, default=None)
+        if p is not None:
+            rest = key[len(p):]
+            for old, new in table:
+                if rest == old or (old.endswith('.') and rest.startswith(old)):
+                    key = p + new + rest[len(old):]
+                    break
+        out[key] = value
+    return out
+
+
+_MHA_TO_TIMM = (('in_proj_weight', 'qkv.weight'), ('in_proj_bias', 'qkv.bias'), ('out_proj.', 'proj.'))
+
+
 def rename_mha(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
     """``nn.MultiheadAttention`` keys → timm-style: ``in_proj_weight/bias`` → ``qkv.weight/bias``,
     ``out_proj.*`` → ``proj.*`` (only next to an ``in_proj_weight``)."""
-    prefixes = set(_prefixes(state_dict, 'in_proj_weight'))
-    out: OrderedDict[str, Tensor] = OrderedDict()
-    for key, value in state_dict.items():
-        for p in prefixes:
-            if key.startswith(p):
-                rest = key[len(p):]
-                if rest in ('in_proj_weight', 'in_proj_bias'):
-                    key = p + 'qkv.' + rest[len('in_proj_'):]
-                elif rest.startswith('out_proj.'):
-                    key = p + 'proj.' + rest[len('out_proj.'):]
-                break
-        out[key] = value
-    return out
+    return _rename_attention_keys(state_dict, 'in_proj_weight', _MHA_TO_TIMM)
 
 
 def _to_mha(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
     """Inverse of :func:`rename_mha` for the attentions found by their ``qkv.weight``."""
-    prefixes = set(_prefixes(state_dict, 'qkv.weight'))
-    out: OrderedDict[str, Tensor] = OrderedDict()
-    for key, value in state_dict.items():
-        for p in prefixes:
-            if key.startswith(p):
-                rest = key[len(p):]
-                if rest in ('qkv.weight', 'qkv.bias'):
-                    key = p + 'in_proj_' + rest[len('qkv.'):]
-                elif rest.startswith('proj.'):
-                    key = p + 'out_proj.' + rest[len('proj.'):]
-                break
-        out[key] = value
-    return out
+    return _rename_attention_keys(state_dict, 'qkv.weight',
+                                  tuple((new, old) for old, new in _MHA_TO_TIMM))
 
 
 def softmax_to_dna(state_dict: StateDict,

@@ -1,13 +1,17 @@
 # Kinetics-400: MMAction2's lists as they are (labels index shared/data/label_map_k400.txt);
 # check them with tools/data/kinetics/check_annotations.py. Test: 1 clip x 3 crops.
 _base_ = ['./video_8x32.py']
+num_classes = 400  # labels are checked against it when the datasets are built
 train_dataloader = dict(dataset=dict(
+    num_classes=num_classes,
     ann_file='data/kinetics400/kinetics400_train_list_videos.txt',
     data_prefix=dict(video='data/kinetics400/videos_train')))
 val_dataloader = dict(dataset=dict(
+    num_classes=num_classes,
     ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
     data_prefix=dict(video='data/kinetics400/videos_val')))
 test_dataloader = dict(dataset=dict(
+    num_classes=num_classes,
     ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
     data_prefix=dict(video='data/kinetics400/videos_val'),
     pipeline=[

@@ -2,10 +2,14 @@
 # Lists: python tools/data/ntu60/build_annotations.py --video-dir data/ntu60/videos \
 #            --out-dir data/ntu60/xview --protocol xview
 _base_ = ['./video_8x32.py']
+num_classes = 60  # labels are checked against it when the datasets are built
 data_root = 'data/ntu60/videos'
 train_dataloader = dict(
-    dataset=dict(ann_file='data/ntu60/xview/train.txt', data_prefix=dict(video=data_root)))
+    dataset=dict(ann_file='data/ntu60/xview/train.txt', data_prefix=dict(video=data_root),
+                 num_classes=num_classes))
 val_dataloader = dict(
-    dataset=dict(ann_file='data/ntu60/xview/test.txt', data_prefix=dict(video=data_root)))
+    dataset=dict(ann_file='data/ntu60/xview/test.txt', data_prefix=dict(video=data_root),
+                 num_classes=num_classes))
 test_dataloader = dict(
-    dataset=dict(ann_file='data/ntu60/xview/test.txt', data_prefix=dict(video=data_root)))
+    dataset=dict(ann_file='data/ntu60/xview/test.txt', data_prefix=dict(video=data_root),
+                 num_classes=num_classes))

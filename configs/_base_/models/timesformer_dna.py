@@ -1,6 +1,5 @@
 # TimeSformer-B/16, divided space-time, DnA (Q±V±) in both the temporal and the spatial
 # attention of every block. Baselines override `temporal_attn` / `spatial_attn`.
-num_classes = 400
 model = dict(
     type='Recognizer3D',
     backbone=dict(
@@ -22,7 +21,7 @@ model = dict(
         norm_cfg=dict(type='LN', eps=1e-6)),
     cls_head=dict(
         type='TimeSformerHead',
-        num_classes=num_classes,
+        num_classes=400,
         in_channels=768,
         dropout_ratio=0.5,
         average_clips='prob'),

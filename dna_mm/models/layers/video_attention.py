@@ -35,13 +35,13 @@ def _attention(attn_cfg, embed_dims: int, num_heads: int, attn_drop: float, laye
                            num_layers=num_layers, attn_drop=attn_drop)
 
 
-@MODELS.register_module()
-class DividedTemporalAttention(DividedTemporalAttentionWithNorm):
-    """Temporal attention of a divided space-time block.
+class _DividedAttention:
+    """Shared constructor: MMAction2's wrapper, then its ``nn.MultiheadAttention`` swapped for
+    a family attention.
 
     Args:
         embed_dims, num_heads, num_frames, attn_drop, proj_drop, dropout_layer, norm_cfg,
-            init_cfg: As MMAction2's ``DividedTemporalAttentionWithNorm``.
+            init_cfg: As MMAction2's ``Divided*AttentionWithNorm``.
         attn_cfg: The attention (``'dna'``, ``dict(type='DnAAttention', variant=...)``, ...).
         layer_index, num_layers: Depth of this layer / of the model (per-layer defaults of
             the family, e.g. Diff's ``λ_init``, Cog's softmax first and last layer).
@@ -53,6 +53,11 @@ class DividedTemporalAttention(DividedTemporalAttentionWithNorm):
         kwargs.pop('batch_first', None)
         super().__init__(embed_dims, num_heads, num_frames, attn_drop=attn_drop, **kwargs)
         self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
+
+
+@MODELS.register_module()
+class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNorm):
+    """Temporal attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
 
     def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
                 residual: Optional[Tensor] = None, **kwargs) -> Tensor:
@@ -67,16 +72,8 @@ class DividedTemporalAttention(DividedTemporalAttentionWithNorm):
 
 
 @MODELS.register_module()
-class DividedSpatialAttention(DividedSpatialAttentionWithNorm):
-    """Spatial attention of a divided space-time block (arguments as
-    :class:`DividedTemporalAttention`)."""
-
-    def __init__(self, embed_dims: int, num_heads: int, num_frames: int, attn_cfg='dna',
-                 attn_drop: float = 0., layer_index: int = 0, num_layers: int = 1,
-                 **kwargs) -> None:
-        kwargs.pop('batch_first', None)
-        super().__init__(embed_dims, num_heads, num_frames, attn_drop=attn_drop, **kwargs)
-        self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
+class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm):
+    """Spatial attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
 
     def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
                 residual: Optional[Tensor] = None, **kwargs) -> Tensor:
