@@ -17,7 +17,7 @@ import sys
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from dna_mm.apis import format_metrics, prepare_cfg
+from dna_mm.apis import format_metrics, prepare_cfg, shutdown_distributed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,10 +52,13 @@ def main(argv: list[str] | None = None) -> dict:
                                 else [evaluators]), dump]
     cfg.load_from = args.checkpoint
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
-    runner = Runner.from_cfg(cfg)
-    metrics = runner.test()
-    if runner.rank == 0:
-        print(format_metrics(metrics), flush=True)
+    try:
+        runner = Runner.from_cfg(cfg)
+        metrics = runner.test()
+        if runner.rank == 0:
+            print(format_metrics(metrics), flush=True)
+    finally:
+        shutdown_distributed()
     return metrics
 
 

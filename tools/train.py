@@ -16,7 +16,7 @@ import os
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from dna_mm.apis import prepare_cfg
+from dna_mm.apis import prepare_cfg, shutdown_distributed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> None:
         cfg.randomness = dict(seed=args.seed, diff_rank_seed=args.diff_rank_seed,
                               deterministic=args.deterministic)
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
-    Runner.from_cfg(cfg).train()
+    try:
+        Runner.from_cfg(cfg).train()
+    finally:
+        shutdown_distributed()
 
 
 if __name__ == '__main__':

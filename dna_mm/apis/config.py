@@ -45,3 +45,14 @@ def format_metrics(metrics: dict) -> str:
     parts = [f'{label}: {100 * metrics[key]:.2f}' for key, label in names.items() if key in metrics]
     parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
     return 'Test results: ' + '  '.join(parts)
+
+
+def shutdown_distributed() -> None:
+    """Destroy the default process group, if any, once every rank is done.
+
+    mmengine leaves it to interpreter exit, where gloo's threads can abort the process
+    ("terminate called without an active exception") after a successful run.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

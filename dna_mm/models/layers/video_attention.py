@@ -1,4 +1,4 @@
-"""MMAction2 attention wrappers whose inner attention is any member of the family.
+"""MMAction2 / mmcv attention wrappers whose inner attention is any member of the family.
 
 They keep MMAction2's parameter names outside the attention (``norm``, ``temporal_fc``,
 ``attn.*`` for the attention itself) and its token layout ``[B, 1 + P·T, C]``
@@ -8,8 +8,9 @@ They keep MMAction2's parameter names outside the attention (``norm``, ``tempora
   zero-initialised ``temporal_fc``; residual inside.
 * :class:`DividedSpatialAttention`: attention over ``[(B·T), 1 + P, C]`` with the CLS token
   repeated per frame and averaged back; residual inside.
-* :class:`TokenAttention`: mmcv ``MultiheadAttention`` replacement for ``joint_space_time`` /
-  ``space_only`` layers (norms live in the ``BaseTransformerLayer``).
+* :class:`TokenAttention`: drop-in for mmcv's ``MultiheadAttention`` (``joint_space_time`` /
+  ``space_only`` layers here; registered in the root registry, so any ``BaseTransformerLayer``
+  of MMAction2 or MMDetection can use it). Norms live in the ``BaseTransformerLayer``.
 
 ``attn_cfg`` is any config accepted by :func:`~dna_mm.models.attention.build_attention`.
 """
