@@ -242,3 +242,33 @@ def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
     logs = list(tmp_path.glob('*/*.log'))
     assert any('world_size: 2' in p.read_text() or 'Distributed training: True' in p.read_text()
                for p in logs)
+
+
+def test_pretrained_authors_dna_vit_layout(tmp_path) -> None:
+    """The authors' DnA ViT (timm blocks, one ``qqkvv`` = [Q+, Q-, K, V+, V-], ``neg_scalers``)."""
+    from dna_mm.models.backbones.timm_vit import DnAVisionTransformer
+    vit = DnAVisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2)
+    sd = OrderedDict()
+    for k, v in vit.state_dict().items():  # write the authors' layout by hand
+        m = re.match(r'(blocks\.\d+\.attn\.)(qkv|q_neg|v_neg|alpha)(\.weight|\.bias)?$', k)
+        if not m:
+            sd[k] = v
+        elif m.group(2) == 'alpha':
+            sd[m.group(1) + 'neg_scalers'] = torch.rand(1, 2, 1, 1)
+        elif m.group(2) == 'qkv':
+            p, s = m.group(1), m.group(3)
+            q, kk, vv = v.chunk(3)
+            sd[f'{p}qqkvv{s}'] = torch.cat([q, vit.state_dict()[f'{p}q_neg{s}'], kk, vv,
+                                            vit.state_dict()[f'{p}v_neg{s}']])
+    torch.save({'model': sd}, tmp_path / 'authors_vit.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors_vit.pth'))
+    assert not report['generated'] and not report['unexpected']
+    got = ours.state_dict()
+    for j in (0, 1):
+        assert torch.equal(got[f'{LAYER}.1.attentions.{j}.attn.q_neg.weight'],
+                           vit.state_dict()['blocks.1.attn.q_neg.weight'])
+        assert torch.equal(got[f'{LAYER}.1.attentions.{j}.attn.qkv.weight'],
+                           vit.state_dict()['blocks.1.attn.qkv.weight'])
+        assert torch.equal(got[f'{LAYER}.1.attentions.{j}.attn.alpha'],
+                           sd['blocks.1.attn.neg_scalers'].flatten())
