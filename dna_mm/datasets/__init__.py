@@ -1,4 +1,4 @@
-"""Video data: robust MMAction2 dataset, protocol split rules, the embedded demo set."""
+"""Video data: robust MMAction2 dataset, protocol split rules (+ their CLI), the embedded demo set."""
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
 from .video_dataset import RobustVideoDataset
 

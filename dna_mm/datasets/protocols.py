@@ -163,40 +163,6 @@ def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
     return found
 
 
-def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
-    """Shared CLI of the two builders: scan, split, report, write."""
-    import argparse
-    import sys
-    smarthome = dataset == 'smarthome'
-    p = argparse.ArgumentParser(
-        description=f'Write MMAction2 VideoDataset lists for '
-                    f'{"Toyota Smarthome" if smarthome else "NTU RGB+D 60"} (SPEC §3).')
-    p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
-    p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')
-    p.add_argument('--protocol', required=True,
-                   choices=['CS', 'CV1', 'CV2'] if smarthome else ['xsub', 'xview'])
-    if not smarthome:
-        p.add_argument('--exclude-missing-skeletons', action='store_true',
-                       help='drop the 302 samples without skeletons (off by default)')
-    args = p.parse_args(argv)
-    try:
-        paths = find_videos(args.video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
-        if smarthome:
-            result = smarthome_splits(paths, args.protocol)
-        else:
-            exclude = set(label_map('ntu60_samples_with_missing_skeletons')) \
-                if args.exclude_missing_skeletons else None
-            result = ntu60_splits(paths, args.protocol, exclude)
-    except (ProtocolError, FileNotFoundError) as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
-    files = write_lists(result, args.out_dir)
-    print(f'{dataset} {args.protocol}: {len(paths)} videos found in {args.video_dir}')
-    print(result.summary())
-    print('wrote ' + ', '.join(files))
-    return 0
-
-
 @dataclass
 class ListReport:
     """What :func:`check_video_list` found in an annotation list."""

@@ -9,7 +9,7 @@ that does not parse stops the build with a message naming it.
 """
 import sys
 
-from dna_mm.datasets.protocols import build_cli
+from dna_mm.datasets.cli import build_cli
 
 if __name__ == '__main__':
     sys.exit(build_cli('ntu60'))
