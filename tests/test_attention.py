@@ -134,6 +134,26 @@ def test_fast_and_eager_agree_with_gradients(cls) -> None:
         torch.testing.assert_close(g_fast, g_eager, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
+def test_core_on_formula_heads_fast_equals_eager(variant: str) -> None:
+    """``core()`` (the formula's heads, used by analyses and the benchmark) takes its own fast
+    branch (sign and α on activations); it must agree with the maps path, gradients included."""
+    m = _perturbed(DnAAttention(C, H, variant=variant))
+    x = torch.randn(2, 7, C)
+    bias = torch.randn(1, H, 7, 7)
+    results = []
+    for return_attn in (False, True):
+        heads = {k: t.detach().requires_grad_() for k, t in m.project(x, None).items()}
+        m.zero_grad()
+        out = m.core(**heads, attn_mask=bias, return_attn=return_attn)[0]
+        out.pow(2).sum().backward()
+        results.append([out.detach()] + [t.grad for t in heads.values()]
+                       + [p.grad for p in m.parameters() if p.grad is not None])
+    assert len(results[0]) == len(results[1])
+    for fast, eager in zip(*results):
+        torch.testing.assert_close(fast, eager, atol=1e-5, rtol=1e-5)
+
+
 def test_bias_is_negated_for_the_softmin_branch() -> None:
     m = _perturbed(DnAAttention(C, H))
     x = torch.randn(2, 6, C)

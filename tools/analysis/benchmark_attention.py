@@ -1,23 +1,31 @@
 #!/usr/bin/env python
 """fwd+bwd time and peak memory of the attention family at TimeSformer-B shapes.
 
-    python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 10] [--out FILE.md]
+    python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 15] [--out FILE.md]
 
 Shapes (12 heads of 64, C = 768; batch = one 8-frame clip at 224²):
 spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]``.
 Two scopes: ``core`` (the attention on precomputed head tensors: what DnA changes; the
 floor for two branches is 2.0×) and ``module`` (projections included: what a model pays).
-Methods: softmax (SDPA), DnA Q±V± fast (two SDPA calls), DnA eager (explicit maps, the
-authors' formulation), Diff (SDPA), Cog (explicit: no SDPA form).
+Methods: softmax (SDPA), DnA Q±V± fast (two SDPA calls; its core starts from the heads the
+fused path builds, ``-Q-`` and ``α V-`` with sign and α folded into the projection weights),
+DnA eager (explicit maps, the authors' formulation), Diff (SDPA), Cog (explicit: no SDPA
+form). Optional (``--methods``): ``dna_fast_formula`` = the fast core on the formula's heads
+``Q-, V-``, paying the sign and α as passes over the activations.
 
-Each (device, shape, method) runs in a fresh subprocess so the peak memory is its own:
+Times: one process per (device, scope, shape) builds every method and runs their steps in
+turn (``--reps`` rounds, the order rotating each round, after two warm-up steps each), so
+load that drifts on a shared machine hits all methods alike; each figure is a median.
+Memory: each (device, scope, shape, method) in a fresh process, so the peak is its own:
 CUDA ``max_memory_allocated``; CPU the growth of the process's peak RSS over the baseline
-taken after the module and inputs exist. Times are medians over ``--reps`` after warm-up.
-Everything is reported as a ratio to softmax measured in the same run.
+taken after the module and inputs exist. Everything is reported as a ratio to softmax
+measured in the same run.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import platform
 import resource
@@ -25,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import torch
 
@@ -32,10 +41,12 @@ SHAPES = {'spatial': (8, 197), 'temporal': (196, 8), 'joint': (1, 1569)}
 METHODS = {
     'softmax': dict(type='SoftmaxAttention'),
     'dna_fast': dict(type='DnAAttention'),
+    'dna_fast_formula': dict(type='DnAAttention'),
     'dna_eager': dict(type='DnAAttention', fused_attn=False),
     'diff': dict(type='DiffAttention'),
     'cog': dict(type='CogAttention'),
 }
+DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 C, H = 768, 12
 
 
@@ -44,75 +55,103 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def worker(device: str, shape: str, method: str, reps: int, dtype: str, scope: str) -> dict:
-    """One measurement in this process (called through ``--worker``).
+def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> Callable[[], None]:
+    """A fwd+bwd step of one method at one shape (gradients cleared first).
 
     ``scope='module'``: the whole module (projections included) on tokens ``[B, N, C]``;
-    ``scope='core'``: only :meth:`core` on precomputed head tensors (the part DnA changes).
+    ``scope='core'``: the attention on precomputed head tensors (the part DnA changes).
     """
     import dna_mm  # noqa: F401
+    from dna_mm.models.attention.functional import two_branch_sdpa
     from mmengine.registry import MODELS
     torch.manual_seed(0)
     b, n = SHAPES[shape]
     module = MODELS.build(dict(METHODS[method], embed_dims=C, num_heads=H)).to(device)
     x = torch.randn(b, n, C, device=device, requires_grad=True)
-    heads = {k: t.detach().requires_grad_() for k, t in module.project(x, None).items()}
+    if method == 'dna_fast':  # the fused path's own heads and core (what forward runs)
+        raw = module.sdpa_heads(x, None)
+        core = functools.partial(two_branch_sdpa, bias=None, scale=module.scale)
+    else:
+        raw = module.project(x, None)
+        core = lambda **h: module.core(**h)[0]  # noqa: E731
+    heads = {k: t.detach().requires_grad_() for k, t in raw.items()}
     amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
 
-    def forward() -> torch.Tensor:
-        return module(x) if scope == 'module' else module.core(**heads)[0]
-
     def step() -> None:
-        if amp:
-            with amp:
-                y = forward()
-        else:
-            y = forward()
+        module.zero_grad(set_to_none=True)
+        for t in (x, *heads.values()):
+            t.grad = None
+        with amp or contextlib.nullcontext():
+            y = module(x) if scope == 'module' else core(**heads)
         y.float().sum().backward()
 
+    return step
+
+
+def time_worker(device: str, shape: str, methods: list[str], reps: int, dtype: str,
+                scope: str) -> dict[str, float]:
+    """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
+    order every round), so drifting load on a shared machine hits them alike."""
+    steps = {m: build_step(device, shape, m, dtype, scope) for m in methods}
+    for step in steps.values():  # warm-up
+        step(), step()
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    for r in range(reps):
+        for m in methods[r % len(methods):] + methods[:r % len(methods)]:
+            _sync(device)
+            t = time.perf_counter()
+            steps[m]()
+            _sync(device)
+            times[m].append(1e3 * (time.perf_counter() - t))
+    return {m: statistics.median(ts) for m, ts in times.items()}
+
+
+def memory_worker(device: str, shape: str, method: str, dtype: str, scope: str) -> float:
+    """Peak memory (MB) of one step above what the module and its inputs hold (own process)."""
+    step = build_step(device, shape, method, dtype, scope)
     _sync(device)
     if device == 'cuda':
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-    else:  # before the first step, which reaches the peak (later steps reuse freed memory)
+    else:  # the first step reaches the peak (later steps reuse freed memory)
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     step()
-    times = []
-    for _ in range(reps + 1):
-        module.zero_grad(set_to_none=True)
-        for t in (x, *heads.values()):
-            t.grad = None
-        _sync(device)
-        t = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - t)
+    _sync(device)
     if device == 'cuda':
         peak = torch.cuda.max_memory_allocated() - base
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    return dict(ms=1e3 * statistics.median(times[1:]), peak_mb=max(peak, 0) / 2**20)
+    return max(peak, 0) / 2**20
 
 
-def measure(device: str, shape: str, method: str, reps: int, dtype: str, scope: str) -> dict:
-    cmd = [sys.executable, __file__, '--worker', device, shape, method, '--reps', str(reps),
-           '--dtype', dtype, '--scope', scope]
+def _run_worker(args: list[str]):
+    cmd = [sys.executable, __file__, *args]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        raise RuntimeError(f'{device}/{shape}/{method} failed:\n{out.stderr[-2000:]}')
+        raise RuntimeError(f'{" ".join(args)} failed:\n{out.stderr[-2000:]}')
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def table(device: str, rows: dict, dtype: str, scope: str) -> str:
+def measure(device: str, shape: str, methods: list[str], reps: int, dtype: str,
+            scope: str) -> dict[str, dict[str, float]]:
+    """``{method: {'ms', 'peak_mb'}}``: times from one process, each peak from its own."""
+    common = ['--reps', str(reps), '--dtype', dtype, '--scope', scope]
+    ms = _run_worker(['--worker', 'time', device, shape, *common, '--methods', *methods])
+    return {m: dict(ms=ms[m], peak_mb=_run_worker(['--worker', 'memory', device, shape,
+                                                    *common, '--methods', m]))
+            for m in methods}
+
+
+def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str) -> str:
     what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
     lines = [f'**{device}, {what}** ({dtype}; {_device_name(device)}): fwd+bwd time / peak '
              'memory as ratios to softmax (absolute softmax figures in brackets)', '',
-             '| shape | ' + ' | '.join(METHODS) + ' | DnA eager / fast |',
-             '|---|' + '---|' * (len(METHODS) + 1)]
+             '| shape | ' + ' | '.join(methods) + ' | DnA eager / fast |',
+             '|---|' + '---|' * (len(methods) + 1)]
     for shape, res in rows.items():
         ref = res['softmax']
         cells = []
-        for m in METHODS:
+        for m in methods:
             if m == 'softmax':
                 cells.append(f"1.00× [{ref['ms']:.1f} ms, {ref['peak_mb']:.0f} MB]")
             else:
@@ -132,31 +171,38 @@ def _device_name(device: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--device', nargs='+', default=None, help='default: cpu, and cuda if present')
-    p.add_argument('--reps', type=int, default=10)
+    p.add_argument('--reps', type=int, default=15, help='timed steps per method')
     p.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16', 'float16'])
     p.add_argument('--shapes', nargs='+', default=list(SHAPES), choices=list(SHAPES))
     p.add_argument('--scope', nargs='+', default=['core', 'module'], choices=['core', 'module'])
+    p.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=list(METHODS),
+                   help='softmax, dna_fast and dna_eager are always measured (the ratios need them)')
     p.add_argument('--out', help='also write the tables (markdown) here')
-    p.add_argument('--worker', nargs=3, metavar=('DEVICE', 'SHAPE', 'METHOD'), help=argparse.SUPPRESS)
+    p.add_argument('--worker', nargs=3, metavar=('KIND', 'DEVICE', 'SHAPE'), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        print(json.dumps(worker(*args.worker, reps=args.reps, dtype=args.dtype,
-                                scope=args.scope[0])))
+        kind, device, shape = args.worker
+        if kind == 'time':
+            result = time_worker(device, shape, args.methods, args.reps, args.dtype, args.scope[0])
+        else:
+            result = memory_worker(device, shape, args.methods[0], args.dtype, args.scope[0])
+        print(json.dumps(result))
         return
     devices = args.device or (['cpu'] + (['cuda'] if torch.cuda.is_available() else []))
     print(f'torch {torch.__version__}; fwd+bwd median of {args.reps}; C={C}, H={H}', flush=True)
+    methods = [m for m in METHODS if m in {'softmax', 'dna_fast', 'dna_eager', *args.methods}]
     tables = []
     for device in devices:
         for scope in args.scope:
             rows = {}
+            # the formula-heads variant differs from dna_fast only in the core
+            scope_methods = [m for m in methods if scope == 'core' or m != 'dna_fast_formula']
             for shape in args.shapes:
-                rows[shape] = {}
-                for method in METHODS:
-                    rows[shape][method] = r = measure(device, shape, method, args.reps,
-                                                      args.dtype, scope)
-                    print(f'  {device:4s} {scope:6s} {shape:8s} {method:9s} {r["ms"]:9.2f} ms  '
+                rows[shape] = measure(device, shape, scope_methods, args.reps, args.dtype, scope)
+                for method, r in rows[shape].items():
+                    print(f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
                           f'{r["peak_mb"]:8.1f} MB', flush=True)
-            tables.append(table(device, rows, args.dtype, scope))
+            tables.append(table(device, rows, scope_methods, args.dtype, scope))
             print('\n' + tables[-1] + '\n', flush=True)
     if args.out:
         with open(args.out, 'w') as f:

@@ -14,7 +14,9 @@ variant        formula                                                          
 
 ``α`` is one unconstrained learnable scalar per head, initialised to 0.5; the branches are
 added. Fast path: each branch is one ``scaled_dot_product_attention`` call, the softmin
-branch as SDPA on ``-Q-`` with the bias negated (see :mod:`.functional`). Eager path
+branch as SDPA on ``-Q-`` and ``α V-`` with the bias negated (see :mod:`.functional`); where
+``Q-`` / ``V-`` have their own projection, the sign and ``α`` are folded into its weights
+(``O(C²)`` work per call instead of ``O(B·N·C)`` on the activations). Eager path
 (``return_attn=True`` or ``fused_attn=False``): explicit maps, returned as
 ``{'pos': softmax map, 'neg': softmin map}`` (``[B, H, M, N]``, before dropout).
 
@@ -28,6 +30,7 @@ from typing import Optional
 
 import torch
 from mmengine.registry import MODELS
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import functional as AF
@@ -89,22 +92,55 @@ class DnAAttention(AttentionBase):
         v_neg = v if self.v_neg is None else self.split_heads(self.v_neg(src))
         return dict(q=q, k=k, v=v, q_neg=q_neg, v_neg=v_neg)
 
+    def sdpa_heads(self, x: Tensor, context: Optional[Tensor]) -> dict[str, Tensor]:
+        """The fast path's heads: ``Q+, K, V+``, ``q_min = -Q-`` and ``v_min = α V-``.
+
+        A separate ``Q-`` is computed as ``x (-W)^T - b`` and a separate ``V-`` as
+        ``src (α_c W)^T + α_c b`` (``α_c``: ``α`` repeated over each head's channels), so the
+        sign and ``α`` cost ``O(C²)`` instead of a pass over ``[B, H, N, d]``; shared ``Q`` / ``V``
+        (variants without that projection) are negated / scaled as activations.
+        """
+        q, k, v = self.project_qkv(x, context)  # [B, H, M, d], [B, H, N, d] × 2
+        src = x if context is None else context
+        if self.q_neg is None:
+            q_min = -q
+        else:
+            b = self.q_neg.bias
+            q_min = self.split_heads(F.linear(x, -self.q_neg.weight, None if b is None else -b))
+        if self.alpha is None:
+            v_min = v if self.v_neg is None else self.split_heads(self.v_neg(src))
+        elif self.v_neg is None:
+            v_min = v * self.alpha.to(v.dtype).view(1, -1, 1, 1)
+        else:
+            a = self.alpha.repeat_interleave(self.head_dim)  # [C]
+            w, b = self.v_neg.weight * a[:, None], self.v_neg.bias
+            v_min = self.split_heads(F.linear(src, w, None if b is None else b * a))
+        return dict(q=q, k=k, v=v, q_min=q_min, v_min=v_min)
+
+    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
+               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
+        if return_attn or not self.fused_attn:  # explicit maps: the formula as written
+            return super().attend(x, context, attn_mask, return_attn)
+        out = AF.two_branch_sdpa(**self.sdpa_heads(x, context), bias=attn_mask,
+                                 scale=self.scale, dropout_p=self.dropout_p)  # [B, H, M, d]
+        return self.merge_heads(out), {}
+
     def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
              return_attn: bool = False, q_neg: Optional[Tensor] = None,
              v_neg: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """DnA on the formula's heads ``Q+, K, V+, Q-, V-`` (``Q-`` / ``V-`` default to
+        ``Q+`` / ``V+``); the fast path applies the sign and ``α`` to these activations."""
         q_neg = q if q_neg is None else q_neg
         v_neg = v if v_neg is None else v_neg
+        alpha = None if self.alpha is None else self.alpha.to(v_neg.dtype).view(1, -1, 1, 1)
         if self.fused_attn and not return_attn:
-            pos = AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p)
-            neg = AF.sdpa(q_neg, k, v_neg, attn_mask, self.scale, self.dropout_p, negative=True)
-            maps: dict[str, Tensor] = {}
-        else:
-            pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
-            neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop, negative=True)
-            maps = {'pos': a_pos, 'neg': a_neg}
-        if self.alpha is None:
-            return pos + neg, maps  # [B, H, M, d]
-        return torch.addcmul(pos, neg, self.alpha.to(neg.dtype).view(1, -1, 1, 1)), maps
+            v_min = v_neg if alpha is None else v_neg * alpha
+            return AF.two_branch_sdpa(q, k, v, -q_neg, v_min, attn_mask, self.scale,
+                                      self.dropout_p), {}
+        pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
+        neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop, negative=True)
+        maps = {'pos': a_pos, 'neg': a_neg}
+        return (pos + neg if alpha is None else torch.addcmul(pos, neg, alpha)), maps  # [B, H, M, d]
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, variant={self.variant!r}'

@@ -11,7 +11,9 @@ Softmin branch: ``softmin(z) = softmax(-z)``, so with logits ``z = s q k^T + b``
     softmin(s q k^T + b) v == softmax(s (-q) k^T + (-b)) v == SDPA(-q, k, v, attn_mask=-b),
 
 where a ``-inf`` entry of ``b`` (an excluded key) stays ``-inf``: a masked key is excluded
-from both branches, and every finite bias (relative position, ...) is negated.
+from both branches, and every finite bias (relative position, ...) is negated. The sign goes
+on ``q``, not on SDPA's ``scale``: fused kernels may take the row maximum before scaling,
+which a negative scale turns into the minimum (overflow).
 """
 from __future__ import annotations
 
@@ -56,17 +58,29 @@ def attention_probs(logits: Tensor, bias: Optional[Tensor], negative: bool = Fal
 
 
 def sdpa(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], scale: float,
-         dropout_p: float = 0.0, negative: bool = False) -> Tensor:
-    """Fused ``softmax(s q k^T + b) v`` (``negative=True``: softmin) → ``[B, H, M, dv]``.
+         dropout_p: float = 0.0) -> Tensor:
+    """Fused ``softmax(s q k^T + b) v`` → ``[B, H, M, dv]`` (softmin: pass ``-q`` and
+    :func:`negate_bias` of ``b``, as :func:`two_branch_sdpa` does).
 
     Goes through :func:`torch.nn.functional.scaled_dot_product_attention`, so no ``M×N``
     map is materialised when a flash / memory-efficient / fused CPU kernel applies.
     """
-    if negative:
-        q, bias = -q, negate_bias(bias)
     if bias is not None and bias.dtype != torch.bool:
         bias = bias.to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+
+
+def two_branch_sdpa(q: Tensor, k: Tensor, v: Tensor, q_min: Tensor, v_min: Tensor,
+                    bias: Optional[Tensor], scale: float, dropout_p: float = 0.0) -> Tensor:
+    """DnA's fused core on SDPA-ready heads (the softmin sign and α already applied):
+
+        SDPA(q, k, v, b) + SDPA(q_min, k, v_min, -b)
+          = softmax(s Q+ K^T + b) V+ + α softmin(s Q- K^T + b) V-
+
+    with ``q_min = -Q-``, ``v_min = α V-`` and ``-b`` as in :func:`negate_bias` → ``[B, H, M, dv]``.
+    """
+    pos = sdpa(q, k, v, bias, scale, dropout_p)
+    return pos + sdpa(q_min, k, v_min, negate_bias(bias), scale, dropout_p)
 
 
 def eager(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], scale: float,
