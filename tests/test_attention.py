@@ -213,6 +213,40 @@ def test_dna_cross_attention_matches_formula() -> None:
                                atol=1e-5, rtol=1e-5)
 
 
+class _LoRALinear(torch.nn.Linear):
+    """A LoRA-style subclass: the weight alone is not what the layer computes."""
+
+    def __init__(self, base: torch.nn.Linear) -> None:
+        super().__init__(base.in_features, base.out_features)
+        self.load_state_dict(base.state_dict())
+        self.down = torch.nn.Linear(base.in_features, 2, bias=False)
+        self.up = torch.nn.Linear(2, base.out_features, bias=False)
+
+    def forward(self, x):
+        return super().forward(x) + self.up(self.down(x))
+
+
+@pytest.mark.parametrize('cross', [False, True])
+def test_fast_path_does_not_bypass_wrapped_or_hooked_projections(cross: bool) -> None:
+    """The fast path folds the sign / α into plain Linear weights; a LoRA-style subclass or a
+    forward hook must still be called (fast == eager, and both differ from the unwrapped)."""
+    cls = DnACrossAttention if cross else DnAAttention
+    m = _perturbed(cls(C, H))
+    x, ctx = torch.randn(2, 5, C), torch.randn(2, 7, C)
+    args = (x, ctx) if cross else (x,)
+    plain = m(*args)
+    m.q_neg, m.qkv = _LoRALinear(m.q_neg), _LoRALinear(m.qkv)
+    for lora in (m.q_neg, m.qkv):
+        torch.nn.init.normal_(lora.up.weight)
+    m.v_neg.register_forward_hook(lambda mod, inp, out: 2 * out)
+    outs = []
+    for fused in (True, False):
+        m.fused_attn = fused
+        outs.append(m(*args))
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(outs[0], plain, atol=1e-3)
+
+
 def test_diff_matches_timm_reference() -> None:
     from timm.layers.diff_attention import DiffAttention as TimmDiff
     ours = DiffAttention(C, H, layer_index=3).eval()

@@ -13,9 +13,9 @@ from collections import OrderedDict
 from typing import Mapping, Optional
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ..models.attention.dna import DNA_VARIANTS, canonical_variant
+from ..models.attention.dna import DNA_VARIANTS, DnAAttention, canonical_variant
 
 StateDict = Mapping[str, Tensor]
 _PARAMS = ('weight', 'bias')
@@ -151,3 +151,32 @@ def official_to_dna_mm(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
         else:
             out[key] = value
     return out
+
+
+def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_scale: float = 1e-4,
+                     v_neg_scale: float = -1e-4) -> tuple['OrderedDict[str, Tensor]', list[str]]:
+    """Fit every attention's keys in ``sd`` to the attention class in ``model``.
+
+    DnA targets without a negative branch in ``sd`` get one (:func:`softmax_to_dna`, with the
+    module's variant and heads); non-DnA targets drop a negative branch present in ``sd``.
+    Returns the new state dict and the keys it generated.
+    """
+    out = OrderedDict(sd)
+    generated: list[str] = []
+    for name, module in model.named_modules():
+        p = f'{name}.' if name else ''
+        if not hasattr(module, 'qkv') or p + 'qkv.weight' not in out:
+            continue
+        # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
+        sub = OrderedDict((k, v) for k, v in out.items()
+                          if k.startswith(p) and k[len(p):].count('.') <= 1)
+        if isinstance(module, DnAAttention):
+            new = softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
+        else:
+            new = dna_to_softmax(sub)
+        for k in set(sub) - set(new):
+            del out[k]
+        for k in set(new) - set(sub):
+            out[k] = new[k]
+            generated.append(k)
+    return out, generated

@@ -122,7 +122,7 @@ def to_timesformer(checkpoint: Mapping, attention_type: str = 'divided_space_tim
 
     The authors' DnA layouts are mapped by :func:`official_to_dna_mm`, ``nn.MultiheadAttention``
     keys by :func:`rename_mha`. Negative branches are *not* added here (that depends on the
-    target model; see :func:`dna_mm.models.backbones.timesformer.adapt_attentions`).
+    target model; see :func:`.attention.adapt_attentions`).
     """
     sd = official_to_dna_mm(unwrap(checkpoint))
     layout = detect_layout(sd)

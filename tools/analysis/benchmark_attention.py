@@ -5,13 +5,16 @@
 
 Shapes (12 heads of 64, C = 768; batch = one 8-frame clip at 224²):
 spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]``.
-Two scopes: ``core`` (the attention on precomputed head tensors: what DnA changes; the
-floor for two branches is 2.0×) and ``module`` (projections included: what a model pays).
+Two scopes: ``core`` (between the input projections and the output projection: what DnA
+changes; the floor for two branches is 2.0×) and ``module`` (projections included: what a
+model pays).
 Methods: softmax (SDPA), DnA Q±V± fast (two SDPA calls; its core starts from the heads the
 fused path builds, ``-Q-`` and ``α V-`` with sign and α folded into the projection weights),
 DnA eager (explicit maps, the authors' formulation), Diff (SDPA), Cog (explicit: no SDPA
 form). Optional (``--methods``): ``dna_fast_formula`` = the fast core on the formula's heads
-``Q-, V-``, paying the sign and α as passes over the activations.
+``Q-, V-``, paying the sign and α as passes over the activations; ``softmax_eager`` = softmax
+with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
+over DnA eager).
 
 Times: one process per (device, scope, shape) builds every method and runs their steps in
 turn (``--reps`` rounds, the order rotating each round, after two warm-up steps each), so
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import platform
 import resource
@@ -43,6 +45,7 @@ METHODS = {
     'dna_fast': dict(type='DnAAttention'),
     'dna_fast_formula': dict(type='DnAAttention'),
     'dna_eager': dict(type='DnAAttention', fused_attn=False),
+    'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
     'diff': dict(type='DiffAttention'),
     'cog': dict(type='CogAttention'),
 }
@@ -55,11 +58,25 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+class _Given(torch.nn.Module):
+    """Stands in for a projection in the core scope: returns a fixed leaf of its output."""
+
+    def __init__(self, out: torch.Tensor) -> None:
+        super().__init__()
+        self.out = out
+
+    def forward(self, _x: torch.Tensor) -> torch.Tensor:
+        return self.out
+
+
 def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> Callable[[], None]:
     """A fwd+bwd step of one method at one shape (gradients cleared first).
 
     ``scope='module'``: the whole module (projections included) on tokens ``[B, N, C]``;
-    ``scope='core'``: the attention on precomputed head tensors (the part DnA changes).
+    ``scope='core'``: everything between the projections and the output projection. The
+    input projections are replaced by fixed leaves of their outputs (``[B, N, k·C]``), so the
+    module's own code splits the heads and each method meets the memory layouts, and pays
+    the gradient handling, that it has in a model.
     """
     import dna_mm  # noqa: F401
     from dna_mm.models.attention.functional import two_branch_sdpa
@@ -68,22 +85,40 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     b, n = SHAPES[shape]
     module = MODELS.build(dict(METHODS[method], embed_dims=C, num_heads=H)).to(device)
     x = torch.randn(b, n, C, device=device, requires_grad=True)
-    if method == 'dna_fast':  # the fused path's own heads and core (what forward runs)
-        raw = module.sdpa_heads(x, None)
-        core = functools.partial(two_branch_sdpa, bias=None, scale=module.scale)
-    else:
-        raw = module.project(x, None)
-        core = lambda **h: module.core(**h)[0]  # noqa: E731
-    heads = {k: t.detach().requires_grad_() for k, t in raw.items()}
+    leaves: list[torch.Tensor] = []
+    if scope == 'core':
+        with torch.no_grad():
+            outs = {name: layer(x) for name, layer in module.named_children()
+                    if isinstance(layer, torch.nn.Linear) and name != 'proj'}
+            if method == 'dna_fast':  # after the fold: -Q- and α V- come out of the projections
+                folded = module.sdpa_heads(x, None)
+                outs.update(q_neg=module.merge_heads(folded['q_min']),
+                            v_neg=module.merge_heads(folded['v_min']))
+        for name, out in outs.items():
+            leaves.append(out.clone().requires_grad_())
+            setattr(module, name, _Given(leaves[-1]))
+
+    def core() -> torch.Tensor:
+        if method == 'dna_fast':
+            q, k, v = module.project_qkv(x, None)
+            q_min, v_min = (module.split_heads(module.q_neg(x)), module.split_heads(module.v_neg(x)))
+            return two_branch_sdpa(q, k, v, q_min, v_min, None, module.scale)
+        return module.core(**module.project(x, None))[0]
+
     amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
+    # a dense output gradient, as a model's next layer gives (``y.sum().backward()`` would send
+    # a stride-0 one, which some backward kernels copy matrix by matrix)
+    grad_out: list[torch.Tensor] = []
 
     def step() -> None:
         module.zero_grad(set_to_none=True)
-        for t in (x, *heads.values()):
+        for t in (x, *leaves):
             t.grad = None
         with amp or contextlib.nullcontext():
-            y = module(x) if scope == 'module' else core(**heads)
-        y.float().sum().backward()
+            y = module(x) if scope == 'module' else core()
+        if not grad_out:
+            grad_out.append(torch.randn_like(y))
+        y.backward(grad_out[0])
 
     return step
 

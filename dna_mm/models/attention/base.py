@@ -100,7 +100,10 @@ class AttentionBase(nn.Module):
         c = self.embed_dims
         if context is None:
             q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × [B, N, C]
-        else:
+        elif not is_plain_linear(self.qkv):  # a wrapper / hook must see whole inputs
+            q = self.qkv(x)[..., :c]
+            k, v = self.qkv(context)[..., c:].chunk(2, dim=-1)
+        else:  # only the rows each input needs
             w, b = self.qkv.weight, self.qkv.bias
             q = F.linear(x, w[:c], None if b is None else b[:c])  # [B, M, C]
             k, v = F.linear(context, w[c:], None if b is None else b[c:]).chunk(2, dim=-1)
@@ -161,6 +164,14 @@ class CrossAttentionMixin:
                 return_attn: bool = False) -> AttnOutput:
         return super().forward(query, attn_mask=attn_mask, context=context,  # type: ignore[misc]
                                return_attn=return_attn)
+
+
+def is_plain_linear(layer: Optional[nn.Module]) -> bool:
+    """Whether code may use ``layer.weight`` / ``layer.bias`` in place of calling ``layer``:
+    only for a plain ``nn.Linear`` without forward hooks (a LoRA wrapper, a subclass or an
+    analysis hook would otherwise be bypassed)."""
+    return (type(layer) is nn.Linear
+            and not (layer._forward_hooks or layer._forward_pre_hooks))  # type: ignore[union-attr]
 
 
 def _and_masks(mask: Tensor, causal: Tensor) -> Tensor:

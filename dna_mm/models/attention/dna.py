@@ -29,12 +29,12 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from mmengine.registry import MODELS
 import torch.nn.functional as F
+from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from . import functional as AF
-from .base import AttentionBase, CrossAttentionMixin
+from .base import AttentionBase, CrossAttentionMixin, is_plain_linear
 
 #: canonical variant name → (separate Q-, separate V-, learnable α)
 DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
@@ -97,24 +97,25 @@ class DnAAttention(AttentionBase):
 
         A separate ``Q-`` is computed as ``x (-W)^T - b`` and a separate ``V-`` as
         ``src (α_c W)^T + α_c b`` (``α_c``: ``α`` repeated over each head's channels), so the
-        sign and ``α`` cost ``O(C²)`` instead of a pass over ``[B, H, N, d]``; shared ``Q`` / ``V``
-        (variants without that projection) are negated / scaled as activations.
+        sign and ``α`` cost ``O(C²)`` instead of a pass over ``[B, H, N, d]``. Shared ``Q`` / ``V``
+        (variants without that projection), and projections that are not a plain hook-free
+        ``nn.Linear`` (a LoRA wrapper, an analysis hook), get them on the activations instead.
         """
         q, k, v = self.project_qkv(x, context)  # [B, H, M, d], [B, H, N, d] × 2
         src = x if context is None else context
-        if self.q_neg is None:
-            q_min = -q
-        else:
+        if is_plain_linear(self.q_neg):
             b = self.q_neg.bias
             q_min = self.split_heads(F.linear(x, -self.q_neg.weight, None if b is None else -b))
-        if self.alpha is None:
-            v_min = v if self.v_neg is None else self.split_heads(self.v_neg(src))
-        elif self.v_neg is None:
-            v_min = v * self.alpha.to(v.dtype).view(1, -1, 1, 1)
         else:
+            q_min = -(q if self.q_neg is None else self.split_heads(self.q_neg(x)))
+        if self.alpha is not None and is_plain_linear(self.v_neg):
             a = self.alpha.repeat_interleave(self.head_dim)  # [C]
             w, b = self.v_neg.weight * a[:, None], self.v_neg.bias
             v_min = self.split_heads(F.linear(src, w, None if b is None else b * a))
+        else:
+            v_min = v if self.v_neg is None else self.split_heads(self.v_neg(src))
+            if self.alpha is not None:
+                v_min = v_min * self.alpha.to(v_min.dtype).view(1, -1, 1, 1)
         return dict(q=q, k=k, v=v, q_min=q_min, v_min=v_min)
 
     def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],

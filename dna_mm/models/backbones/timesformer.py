@@ -19,10 +19,9 @@ from mmengine.logging import MMLogger, print_log
 from mmengine.model.weight_init import trunc_normal_
 from mmengine.runner.checkpoint import _load_checkpoint
 from timm.layers import resample_abs_pos_embed
-from torch import Tensor, nn
+from torch import Tensor
 
-from ...converters import dna_to_softmax, softmax_to_dna, to_timesformer
-from ..attention import DnAAttention
+from ...converters import adapt_attentions, to_timesformer
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 
 AttnCfg = Union[str, dict]
@@ -130,35 +129,6 @@ class DnATimeSformer(TimeSformer):
             self.pretrained = pretrained
         if isinstance(self.pretrained, str):
             load_pretrained(self, self.pretrained, self.q_neg_scale, self.v_neg_scale)
-
-
-def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_scale: float = 1e-4,
-                     v_neg_scale: float = -1e-4) -> tuple['OrderedDict[str, Tensor]', list[str]]:
-    """Fit every attention's keys in ``sd`` to the attention class in ``model``.
-
-    DnA targets without a negative branch in ``sd`` get one (:func:`softmax_to_dna`, with the
-    module's variant and heads); non-DnA targets drop a negative branch present in ``sd``.
-    Returns the new state dict and the keys it generated.
-    """
-    out = OrderedDict(sd)
-    generated: list[str] = []
-    for name, module in model.named_modules():
-        p = f'{name}.' if name else ''
-        if not hasattr(module, 'qkv') or p + 'qkv.weight' not in out:
-            continue
-        # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
-        sub = OrderedDict((k, v) for k, v in out.items()
-                          if k.startswith(p) and k[len(p):].count('.') <= 1)
-        if isinstance(module, DnAAttention):
-            new = softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
-        else:
-            new = dna_to_softmax(sub)
-        for k in set(sub) - set(new):
-            del out[k]
-        for k in set(new) - set(sub):
-            out[k] = new[k]
-            generated.append(k)
-    return out, generated
 
 
 def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> list[str]:
