@@ -120,6 +120,7 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
             grad_out.append(torch.randn_like(y))
         y.backward(grad_out[0])
 
+    step.inputs = [x, *leaves]  # type: ignore[attr-defined]  (for inspection)
     return step
 
 
