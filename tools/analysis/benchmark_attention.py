@@ -106,19 +106,22 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
         return module.core(**module.project(x, None))[0]
 
     amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
-    # a dense output gradient, as a model's next layer gives (``y.sum().backward()`` would send
-    # a stride-0 one, which some backward kernels copy matrix by matrix)
-    grad_out: list[torch.Tensor] = []
+
+    def forward() -> torch.Tensor:
+        with amp or contextlib.nullcontext():
+            return module(x) if scope == 'module' else core()
+
+    # a dense output gradient in the output's layout, as a model's next layer gives
+    # (``y.sum().backward()`` sends a stride-0 one, which some backward kernels copy matrix by
+    # matrix); made here, so it is part of the inputs, not of a step's peak memory
+    with torch.no_grad():
+        grad_out = torch.randn_like(forward())
 
     def step() -> None:
         module.zero_grad(set_to_none=True)
         for t in (x, *leaves):
             t.grad = None
-        with amp or contextlib.nullcontext():
-            y = module(x) if scope == 'module' else core()
-        if not grad_out:
-            grad_out.append(torch.randn_like(y))
-        y.backward(grad_out[0])
+        forward().backward(grad_out)
 
     step.inputs = [x, *leaves]  # type: ignore[attr-defined]  (for inspection)
     return step
