@@ -111,11 +111,13 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
         with amp or contextlib.nullcontext():
             return module(x) if scope == 'module' else core()
 
-    # a dense output gradient in the output's layout, as a model's next layer gives
-    # (``y.sum().backward()`` sends a stride-0 one, which some backward kernels copy matrix by
-    # matrix); made here, so it is part of the inputs, not of a step's peak memory
-    with torch.no_grad():
-        grad_out = torch.randn_like(forward())
+    # the output gradient a model sends back: dense [B, N, C] (through merge_heads in the core
+    # scope), made here so it is an input, not part of a step's peak memory.
+    # (``y.sum().backward()`` would send a stride-0 one, which some backward kernels copy
+    # matrix by matrix.)
+    grad_out = torch.randn(b, n, C, device=device)
+    if scope == 'core':
+        grad_out = grad_out.view(b, n, H, C // H).transpose(1, 2)  # [B, H, N, d]
 
     def step() -> None:
         module.zero_grad(set_to_none=True)
