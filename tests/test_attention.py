@@ -26,23 +26,30 @@ def _lin(x, layer, rows=slice(None)):
     return F.linear(x, w, b)
 
 
-def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None) -> torch.Tensor:
-    """The SPEC §1 formula written out in float64, one softmax and one softmin."""
+def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None, mask=None,
+                  val=None) -> torch.Tensor:
+    """The SPEC §1 formula written out in float64, one softmax and one softmin.
+
+    ``bias``: one tensor for both branches or ``(b_pos, b_neg)``, inside the formula;
+    ``mask``: an additive exclusion mask, added to both branches' logits after the sign."""
     x = x.double()
     ctx = x if ctx is None else ctx.double()
+    val = ctx if val is None else val.double()
     s = (C // H) ** -0.5
     q = _heads(_lin(x, m.qkv, slice(0, C)))
     k = _heads(_lin(ctx, m.qkv, slice(C, 2 * C)))
-    v = _heads(_lin(ctx, m.qkv, slice(2 * C, 3 * C)))
+    v = _heads(_lin(val, m.qkv, slice(2 * C, 3 * C)))
     qn = q if m.q_neg is None else _heads(_lin(x, m.q_neg))
-    vn = v if m.v_neg is None else _heads(_lin(ctx, m.v_neg))
+    vn = v if m.v_neg is None else _heads(_lin(val, m.v_neg))
     alpha = torch.ones(H, dtype=torch.float64) if m.alpha is None else m.alpha.double()
     zp = s * q @ k.transpose(-1, -2)
     zn = s * qn @ k.transpose(-1, -2)
     if bias is not None:
-        zp, zn = zp + bias.double(), zn + bias.double()
-    a_pos = torch.softmax(zp, -1)
-    a_neg = torch.softmax(-zn, -1)  # softmin of the whole biased logits
+        b_pos, b_neg = bias if isinstance(bias, tuple) else (bias, bias)
+        zp, zn = zp + b_pos.double(), zn + b_neg.double()
+    m_add = 0.0 if mask is None else mask.double()
+    a_pos = torch.softmax(zp + m_add, -1)
+    a_neg = torch.softmax(-zn + m_add, -1)  # softmin of the whole biased logits, then the mask
     out = a_pos @ v + alpha.view(1, H, 1, 1) * (a_neg @ vn)
     out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], C)
     return _lin(out, m.proj)
@@ -154,17 +161,71 @@ def test_core_on_formula_heads_fast_equals_eager(variant: str) -> None:
         torch.testing.assert_close(fast, eager, atol=1e-5, rtol=1e-5)
 
 
-def test_bias_is_negated_for_the_softmin_branch() -> None:
+@pytest.mark.parametrize('pair', [False, True])
+def test_attn_bias_enters_the_formula_of_both_branches(pair: bool) -> None:
+    """``attn_bias`` b: softmax(s Q+K^T + b) V+ + α softmin(s Q-K^T + b) V-, or branch-specific
+    (b_pos, b_neg); with an exclusion mask on top."""
     m = _perturbed(DnAAttention(C, H))
     x = torch.randn(2, 6, C)
-    bias = torch.randn(2, H, 6, 6) * 3
-    ref = reference_dna(m, x, bias=bias)
+    bias = (torch.randn(2, H, 6, 6) * 3, torch.randn(2, H, 6, 6) * 3) if pair else \
+        torch.randn(2, H, 6, 6) * 3
+    mask = torch.zeros(1, 1, 1, 6).masked_fill_(torch.tensor([False] * 4 + [True] * 2), -1e4)
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(m(x, attn_mask=bias).double(), ref, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(SoftmaxAttention(C, H).eval()(x, attn_mask=bias).double(),
-                               reference_softmax(SoftmaxAttention(C, H).eval(), x, bias=bias),
-                               atol=1, rtol=1)  # shapes / broadcast only (different weights)
+        torch.testing.assert_close(m(x, attn_bias=bias).double(),
+                                   reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(m(x, attn_bias=bias, attn_mask=mask).double(),
+                                   reference_dna(m, x, bias=bias, mask=mask), atol=1e-5, rtol=1e-5)
+        heads = m.project(x)
+        out = m.core(**heads, attn_bias=bias, return_attn=not fused)[0]
+        torch.testing.assert_close(m.proj(m.merge_heads(out)).double(),
+                                   reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DiffAttention, CogAttention])
+def test_one_map_members_take_one_bias(cls) -> None:
+    m = cls(C, H).eval()
+    x = torch.randn(2, 6, C)
+    b = torch.randn(1, H, 6, 6)
+    y = m(x, attn_bias=b)
+    assert not torch.allclose(y, m(x), atol=1e-4)
+    if cls is not CogAttention:  # bias and float mask mean the same thing for one softmax
+        torch.testing.assert_close(y, m(x, attn_mask=b), atol=1e-5, rtol=1e-5)
+    with pytest.raises(TypeError, match='attn_bias must be one tensor'):
+        m(x, attn_bias=(b, b))
+
+
+MASK_ENCODINGS = ['bool', '-inf', '-1e4', 'finfo.min', 'swin -100']
+
+
+def _exclusion_mask(keep: torch.Tensor, encoding: str) -> torch.Tensor:
+    """``keep [N]`` as an SDPA-style exclusion mask ``[1, 1, 1, N]`` in one encoding."""
+    if encoding == 'bool':
+        return keep.view(1, 1, 1, -1)
+    value = {'-inf': float('-inf'), '-1e4': -1e4, 'finfo.min': torch.finfo(torch.float32).min,
+             'swin -100': -100.0}[encoding]
+    return torch.zeros(1, 1, 1, keep.numel()).masked_fill(~keep.view(1, 1, 1, -1), value)
+
+
+@pytest.mark.parametrize('encoding', MASK_ENCODINGS)
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention,
+                                 functools.partial(DnAAttention, variant='apm')])
+def test_every_mask_encoding_excludes_keys_from_every_branch(cls, encoding: str) -> None:
+    """A masked key gets ~0 weight in every map (the softmin branch included: a finite
+    negative mask must not be negated into the key the branch attends to most)."""
+    m = _perturbed(cls(C, H))
+    x = torch.randn(2, 6, C)
+    keep = torch.tensor([True, True, True, True, False, False])
+    mask = _exclusion_mask(keep, encoding)
+    _, maps = m(x, attn_mask=mask, return_attn=True)
+    for name, a in maps.items():
+        assert a[..., ~keep].abs().max() < 1e-6, (name, a[..., ~keep].abs().max())
+    x2 = x.clone()
+    x2[:, 4:] = torch.randn(2, 2, C) * 5
+    for fused in (True, False):
+        m.fused_attn = fused
+        torch.testing.assert_close(m(x2, attn_mask=mask)[:, :4], m(x, attn_mask=mask)[:, :4],
+                                   atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
@@ -321,3 +382,48 @@ def test_usable_as_timm_attn_layer() -> None:
                             num_classes=3, attn_layer=DnAAttention)
     assert isinstance(vit.blocks[1].attn, DnAAttention)
     assert vit(torch.randn(2, 3, 32, 32)).shape == (2, 3)
+
+
+def test_cross_attention_with_separate_values_matches_formula() -> None:
+    """Keys from ``context``, values from ``value`` (mmcv's key / value inputs)."""
+    m = _perturbed(DnACrossAttention(C, H))
+    probes, keys, vals = torch.randn(2, 3, C), torch.randn(2, 8, C), torch.randn(2, 8, C)
+    ref = reference_dna(m, probes, keys, val=vals)
+    for fused in (True, False):
+        m.fused_attn = fused
+        torch.testing.assert_close(m(probes, keys, value=vals).double(), ref, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(m(probes, keys).double(), ref, atol=1e-3)
+    with pytest.raises(ValueError, match='value has 7 tokens'):
+        m(probes, keys, value=vals[:, :7])
+
+
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
+def test_float64_stays_float64(cls) -> None:
+    m = _perturbed(cls(C, H)).double()
+    x = torch.randn(2, 6, C, dtype=torch.float64)
+    y, maps = m(x, return_attn=True)
+    assert y.dtype == torch.float64 and all(a.dtype == torch.float64 for a in maps.values())
+    if cls is DnAAttention:  # fp32 rounding would leave ~1e-7; fp64 agrees to ~1e-15
+        assert (y - reference_dna(m, x)).abs().max() < 1e-12
+    m.fused_attn = True
+    assert (m(x) - y).abs().max() < 1e-12
+
+
+def test_diff_official_heads_match_timm_with_half_the_heads() -> None:
+    """``diff_heads='official'``: H/2 heads of width 2d, the Differential Transformer's code
+    (= timm's DiffAttention(num_heads=H/2)); same parameter count as 'paper'."""
+    from timm.layers.diff_attention import DiffAttention as TimmDiff
+    ours = DiffAttention(C, H, layer_index=2, diff_heads='official').eval()
+    theirs = TimmDiff(C, H // 2, qkv_bias=True, depth=2).eval()
+    theirs.load_state_dict(ours.state_dict(), strict=True)
+    paper = DiffAttention(C, H, layer_index=2)
+    assert (ours.num_heads, ours.head_dim, ours.lambda_q1.numel()) == (H // 2, 2 * C // H, C // H)
+    assert sum(p.numel() for p in paper.parameters()) < sum(p.numel() for p in ours.parameters())
+    x = torch.randn(2, 7, C)
+    for fused in (True, False):
+        ours.fused_attn = fused
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match='even num_heads'):
+        DiffAttention(C, 1, diff_heads='official')
+    with pytest.raises(ValueError, match="'paper' or 'official'"):
+        DiffAttention(C, H, diff_heads='unilm')

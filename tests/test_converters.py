@@ -12,71 +12,93 @@ import torch
 from torch import nn
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
-from dna_mm.converters import dna_to_softmax, official_to_dna_mm, rename_mha, softmax_to_dna
+from authors_models import AuthorsDnAViT, AuthorsQkvNeg, AuthorsQQKV, AuthorsQQKVV
+from dna_mm.converters import (adapt_attentions, dna_to_softmax, official_to_dna_mm, rename_mha,
+                               softmax_to_dna)
 from dna_mm.models import DnAAttention, SoftmaxAttention
 
 C, H = 32, 4
 REPO = Path(__file__).resolve().parents[1]
 
 
-class AuthorsViTAttention(nn.Module):
-    """The authors' ViT module as SPEC §1 describes it: one ``qqkvv`` Linear(C, 5C), output
-    reshaped ``[B, N, 5, H, d]`` in the order ``[Q+, Q-, K, V+, V-]``, ``neg_scalers``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.qqkvv = nn.Linear(C, 5 * C)
-        self.neg_scalers = nn.Parameter(torch.rand(1, H, 1, 1))
-        self.proj = nn.Linear(C, C)
-
-    def forward(self, x):
-        b, n, _ = x.shape
-        t = self.qqkvv(x).reshape(b, n, 5, H, C // H).permute(2, 0, 3, 1, 4)
-        q_pos, q_neg, k, v_pos, v_neg = t.unbind(0)
-        s = (C // H) ** -0.5
-        a_pos = (q_pos @ k.transpose(-2, -1) * s).softmax(-1)
-        a_neg = (-(q_neg @ k.transpose(-2, -1) * s)).softmax(-1)
-        out = a_pos @ v_pos + self.neg_scalers * (a_neg @ v_neg)
-        return self.proj(out.transpose(1, 2).reshape(b, n, C))
-
-
-class AuthorsTimeSformerAttention(nn.Module):
-    """The authors' TimeSformer module: ``qkv`` = ``[Q+, K, V+]``, ``q_neg``, ``v_neg``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.qkv = nn.Linear(C, 3 * C)
-        self.q_neg = nn.Linear(C, C)
-        self.v_neg = nn.Linear(C, C)
-        self.neg_scalers = nn.Parameter(torch.rand(H))
-        self.proj = nn.Linear(C, C)
-
-    def forward(self, x):
-        b, n, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, H, C // H).permute(2, 0, 3, 1, 4).unbind(0)
-        qn = self.q_neg(x).reshape(b, n, H, C // H).transpose(1, 2)
-        vn = self.v_neg(x).reshape(b, n, H, C // H).transpose(1, 2)
-        s = (C // H) ** -0.5
-        a_pos = (q @ k.transpose(-2, -1) * s).softmax(-1)
-        a_neg = nn.functional.softmin(qn @ k.transpose(-2, -1) * s, dim=-1)
-        out = a_pos @ v + self.neg_scalers.view(1, H, 1, 1) * (a_neg @ vn)
-        return self.proj(out.transpose(1, 2).reshape(b, n, C))
-
-
-@pytest.mark.parametrize('authors_cls', [AuthorsViTAttention, AuthorsTimeSformerAttention])
-def test_official_layouts_reproduce_the_authors_forward(authors_cls) -> None:
-    theirs = authors_cls().eval()
+@pytest.mark.parametrize('authors_cls,combine,variant', [
+    (AuthorsQQKVV, 'add', 'qpm_vpm'),   # vit/dna_models.py
+    (AuthorsQQKVV, 'sub', 'qpm_vpm'),   # vit/dna.py DenoisingAttention
+    (AuthorsQkvNeg, 'add', 'qpm_vpm'),  # timesformer/models/dna.py
+    (AuthorsQQKV, 'sub', 'qpm_v'),      # vit/dna.py DenoisingAttentionSharedValues
+    (AuthorsQQKV, 'add', 'qpm_v'),
+])
+def test_official_layouts_reproduce_the_authors_forward(authors_cls, combine, variant) -> None:
+    theirs = authors_cls(C, H, combine=combine).eval()
     sd = {f'blocks.3.attn.{k}': v for k, v in theirs.state_dict().items()}
-    converted = official_to_dna_mm(sd)
+    converted = official_to_dna_mm(sd, combine=combine)
     assert all(k.startswith('blocks.3.attn.') for k in converted)
-    ours = DnAAttention(C, H, qkv_bias=True).eval()
+    ours = DnAAttention(C, H, qkv_bias=True, variant=variant).eval()
     ours.load_state_dict({k[len('blocks.3.attn.'):]: v for k, v in converted.items()}, strict=True)
     x = torch.randn(2, 7, C)
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
 
 
+def test_wrong_combine_sign_changes_the_function() -> None:
+    """A subtracting file converted as 'add' is a different function (the reason the
+    argument exists): relative error far above float noise."""
+    theirs = AuthorsQQKVV(C, H, combine='sub').eval()
+    ours = DnAAttention(C, H).eval()
+    ours.load_state_dict(official_to_dna_mm(theirs.state_dict(), combine='add'), strict=True)
+    x = torch.randn(2, 7, C)
+    ref = theirs(x)
+    assert ((ours(x) - ref).norm() / ref.norm()).item() > 0.05
+    with pytest.raises(ValueError, match="'add' or 'sub'"):
+        official_to_dna_mm(theirs.state_dict(), combine='minus')
+
+
+def test_shared_v_layout_fills_a_qpm_vpm_model_exactly() -> None:
+    """Q±V (qqkv) into the default Q±V± model: ``v_neg = V`` is the same function."""
+    theirs = AuthorsQQKV(C, H, combine='sub').eval()
+    ours = DnAAttention(C, H).eval()  # qpm_vpm
+    sd, generated = adapt_attentions(ours, official_to_dna_mm(theirs.state_dict(), 'sub'))
+    assert sorted(generated) == ['v_neg.bias', 'v_neg.weight']
+    ours.load_state_dict(sd, strict=True)
+    x = torch.randn(2, 7, C)
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
+def test_partial_attention_in_a_file_is_an_error_naming_the_keys() -> None:
+    model = nn.Module()
+    model.attn = DnAAttention(C, H)
+    theirs = AuthorsQQKV(C, H).state_dict()
+    unconverted = {f'attn.{k}': v for k, v in theirs.items()}  # qqkv not mapped
+    with pytest.raises(ValueError, match=r'(?s)my\.pth: 1 attention.*attn: missing .*qkv\.weight'):
+        adapt_attentions(model, unconverted, source='my.pth')
+    truncated = {f'attn.{k}': v for k, v in SoftmaxAttention(C, H).state_dict().items()
+                 if not k.startswith('proj.')}
+    with pytest.raises(ValueError, match=r'missing proj\.weight, proj\.bias'):
+        adapt_attentions(model, truncated, source='my.pth')
+    # softmax → DnA: the generated negative branch is not "missing"
+    full = {f'attn.{k}': v for k, v in SoftmaxAttention(C, H).state_dict().items()}
+    sd, generated = adapt_attentions(model, full)
+    assert len(generated) == 5
+    model.load_state_dict(sd, strict=True)
+
+
+def test_authors_dna_vit_file_gives_their_logits_in_dna_vit(tmp_path) -> None:
+    """``vit/dna_models.py``'s model (pos_embed without a CLS row) saved as their main.py
+    does (``{'model': state_dict}``) loads into ``dna_vit_*`` with the same logits."""
+    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=C, depth=2, heads=H, num_classes=5).eval()
+    assert theirs.state_dict()['pos_embed'].shape == (1, 16, C)
+    torch.save({'model': theirs.state_dict(), 'epoch': 299}, tmp_path / 'checkpoint.pth')
+    ours = timm.create_model('dna_vit_tiny_patch16_224', pretrained=True, img_size=32,
+                             patch_size=8, embed_dim=C, depth=2, num_heads=H, num_classes=5,
+                             pretrained_cfg_overlay=dict(file=str(tmp_path / 'checkpoint.pth'),
+                                                         num_classes=5)).eval()
+    assert torch.equal(ours.pos_embed[0, 0], torch.zeros(C))
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
 def test_qqkvv_is_mapped_by_meaning_not_concatenation() -> None:
-    theirs = AuthorsViTAttention()
+    theirs = AuthorsQQKVV(C, H)
     w = theirs.qqkvv.weight.detach()
     out = official_to_dna_mm(theirs.state_dict())
     assert torch.equal(out['q_neg.weight'], w[C:2 * C])          # Q-, not K
@@ -112,6 +134,11 @@ def test_multihead_attention_keys() -> None:
     assert set(dna_to_softmax(dna_sd, layout='mha')) == set(sd)
     assert set(rename_mha(sd)) == {prefix + k for k in ('qkv.weight', 'qkv.bias', 'proj.weight',
                                                           'proj.bias')}
+
+
+def test_softmax_to_dna_needs_the_head_count() -> None:
+    with pytest.raises(ValueError, match='num_heads is required'):
+        softmax_to_dna(SoftmaxAttention(C, H).state_dict())
 
 
 @pytest.mark.parametrize('variant', ['qpm_v', 'q_vpm', 'apm_alpha', 'apm'])

@@ -6,7 +6,6 @@ import os
 import re
 import socket
 import sys
-from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from mmaction.utils import register_all_modules
 from mmengine.config import Config
 
 import dna_mm
+from authors_models import AuthorsDnATimeSformer, AuthorsDnAViT, AuthorsQQKV, AuthorsQQKVV
 from conftest import DEMO_CONFIG, REPO, run_cmd, run_tool, tiny_run_options
 from dna_mm.converters import softmax_to_dna
 from dna_mm.models import DiffAttention, DnAAttention, SoftmaxAttention
@@ -101,8 +101,9 @@ def test_pretrained_mmaction_vit_layout(tmp_path) -> None:
         assert torch.equal(got[f'{LAYER}.0.attentions.{j}.norm.weight'],
                            vit.state_dict()[f'{LAYER}.0.norms.0.weight'])
     assert got[f'{LAYER}.1.attentions.0.temporal_fc.weight'].abs().sum() == 0
-    assert f'{LAYER}.0.attentions.0.temporal_fc.weight' in report['missing']
-    assert 'time_embed' in report['missing'] and not report['unexpected']
+    assert f'{LAYER}.0.attentions.0.temporal_fc.weight' in report['video_init']
+    assert 'time_embed' in report['video_init'] and not report['unexpected']
+    assert not report['missing']
     assert len(report['generated']) == 2 * 2 * 5
 
 
@@ -122,43 +123,22 @@ def test_pretrained_timm_vit_with_resized_position_embedding(tmp_path) -> None:
     assert not report['unexpected']
 
 
-def _to_fb_layout(sd: dict) -> 'OrderedDict[str, torch.Tensor]':
-    """dna_mm keys → the facebookresearch / authors' DnA TimeSformer layout (``model.`` prefix,
-    ``neg_scalers``), written independently of the converter."""
-    table = [('attentions.0.norm.', 'temporal_norm1.'), ('attentions.0.attn.', 'temporal_attn.'),
-             ('attentions.0.temporal_fc.', 'temporal_fc.'), ('attentions.1.norm.', 'norm1.'),
-             ('attentions.1.attn.', 'attn.'), ('ffns.0.norm.', 'norm2.'),
-             ('ffns.0.layers.0.0.', 'mlp.fc1.'), ('ffns.0.layers.1.', 'mlp.fc2.')]
-    out = OrderedDict()
-    for k, v in sd.items():
-        m = re.match(rf'{LAYER}\.(\d+)\.(.*)', k)
-        if m:
-            rest = m.group(2)
-            for a, b in table:
-                if rest.startswith(a):
-                    rest = b + rest[len(a):]
-            k = f'blocks.{m.group(1)}.{rest}'.replace('.alpha', '.neg_scalers')
-        k = k.replace('patch_embed.projection.', 'patch_embed.proj.')
-        out['model.' + k] = v
-    out['model.head.weight'] = torch.zeros(3, 32)
-    return out
-
-
 def test_pretrained_authors_dna_timesformer_layout(tmp_path) -> None:
-    src = _ours()
+    """A checkpoint of the authors' TimeSformer fork (``DnATransformer`` wrapped as ``model.``,
+    saved under ``model_state`` by their checkpoint code) gives the same features."""
+    theirs = AuthorsDnATimeSformer(img_size=32, patch=8, dim=32, depth=2, heads=2,
+                                   num_frames=4).eval()
     with torch.no_grad():
-        for m in src.modules():
-            if isinstance(m, DnAAttention):
-                m.alpha.uniform_(-1, 1)
-            if hasattr(m, 'temporal_fc'):
-                m.temporal_fc.weight.normal_(std=0.2)
-    torch.save({'model_state': _to_fb_layout(src.state_dict())}, tmp_path / 'authors.pyth')
+        for block in theirs.blocks:
+            torch.nn.init.normal_(block.temporal_fc.weight, std=0.2)
+    state = {f'model.{k}': v for k, v in theirs.state_dict().items()}
+    torch.save({'epoch': 15, 'model_state': state}, tmp_path / 'checkpoint_epoch_00015.pyth')
     ours = _ours()
-    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors.pyth'))
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'checkpoint_epoch_00015.pyth'))
     assert not report['missing'] and not report['unexpected'] and not report['generated']
-    x = torch.randn(1, 3, 4, 32, 32)
+    x = torch.randn(2, 3, 4, 32, 32)
     with torch.no_grad():
-        torch.testing.assert_close(ours(x), src(x))
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
 
 
 def test_pretrained_softmax_timesformer_recognizer_checkpoint(tmp_path) -> None:
@@ -244,31 +224,36 @@ def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
                for p in logs)
 
 
-def test_pretrained_authors_dna_vit_layout(tmp_path) -> None:
-    """The authors' DnA ViT (timm blocks, one ``qqkvv`` = [Q+, Q-, K, V+, V-], ``neg_scalers``)."""
-    from dna_mm.models.backbones.timm_vit import DnAVisionTransformer
-    vit = DnAVisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2)
-    sd = OrderedDict()
-    for k, v in vit.state_dict().items():  # write the authors' layout by hand
-        m = re.match(r'(blocks\.\d+\.attn\.)(qkv|q_neg|v_neg|alpha)(\.weight|\.bias)?$', k)
-        if not m:
-            sd[k] = v
-        elif m.group(2) == 'alpha':
-            sd[m.group(1) + 'neg_scalers'] = torch.rand(1, 2, 1, 1)
-        elif m.group(2) == 'qkv':
-            p, s = m.group(1), m.group(3)
-            q, kk, vv = v.chunk(3)
-            sd[f'{p}qqkvv{s}'] = torch.cat([q, vit.state_dict()[f'{p}q_neg{s}'], kk, vv,
-                                            vit.state_dict()[f'{p}v_neg{s}']])
-    torch.save({'model': sd}, tmp_path / 'authors_vit.pth')
-    ours = _ours()
-    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors_vit.pth'))
-    assert not report['generated'] and not report['unexpected']
+@pytest.mark.parametrize('attn_cls,combine', [(AuthorsQQKVV, 'add'), (AuthorsQQKVV, 'sub'),
+                                             (AuthorsQQKV, 'sub')])
+def test_pretrained_authors_dna_vit_layout(tmp_path, attn_cls, combine) -> None:
+    """The authors' DnA ViTs as their code writes them: ``vit/dna_models.py`` (``qqkvv``, pos_embed
+    ``[1, N, C]`` with no CLS row) and ``vit/dna.py`` (subtracting; ``qqkv`` with shared V)."""
+    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=32, depth=2, heads=2, attn_cls=attn_cls,
+                           combine=combine)
+    assert theirs.pos_embed.shape == (1, 16, 32)
+    torch.save({'model': theirs.state_dict(), 'epoch': 299}, tmp_path / 'authors_vit.pth')
+    ours = _ours(pretrained_combine=combine)
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors_vit.pth'),
+                                                     combine=combine)
+    assert not report['unexpected'] and not report['missing']
+    assert report['generated'] == ([] if attn_cls is AuthorsQQKVV else sorted(
+        f'{LAYER}.{i}.attentions.{j}.attn.v_neg.{n}' for i in (0, 1) for j in (0, 1)
+        for n in ('bias', 'weight')))
     got = ours.state_dict()
+    assert torch.equal(got['pos_embed'][0, 0], torch.zeros(32))
+    torch.testing.assert_close(got['pos_embed'][:, 1:], theirs.pos_embed.detach())
+    # every attention (temporal = copy of spatial) computes the authors' attention
+    x = torch.randn(2, 5, 32)
     for j in (0, 1):
-        assert torch.equal(got[f'{LAYER}.1.attentions.{j}.attn.q_neg.weight'],
-                           vit.state_dict()['blocks.1.attn.q_neg.weight'])
-        assert torch.equal(got[f'{LAYER}.1.attentions.{j}.attn.qkv.weight'],
-                           vit.state_dict()['blocks.1.attn.qkv.weight'])
-        assert torch.equal(got[f'{LAYER}.1.attentions.{j}.attn.alpha'],
-                           sd['blocks.1.attn.neg_scalers'].flatten())
+        attn = ours.transformer_layers.layers[1].attentions[j].attn
+        with torch.no_grad():
+            torch.testing.assert_close(attn(x), theirs.blocks[1].attn(x), atol=1e-5, rtol=1e-5)
+
+
+def test_pretrained_partial_attention_names_file_and_keys(tmp_path) -> None:
+    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=32, depth=2, heads=2)
+    sd = {k: v for k, v in theirs.state_dict().items() if 'blocks.1.attn.proj' not in k}
+    torch.save({'model': sd}, tmp_path / 'cut.pth')
+    with pytest.raises(ValueError, match=r'(?s)cut\.pth: .*attentions\.1\.attn: missing proj'):
+        dna_mm.models.backbones.load_pretrained(_ours(), str(tmp_path / 'cut.pth'))

@@ -8,6 +8,7 @@ return a new ``OrderedDict``.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import OrderedDict
 from typing import Mapping, Optional
@@ -77,9 +78,12 @@ def softmax_to_dna(state_dict: StateDict,
         q_neg_scale: Scale of ``Q-`` relative to the pretrained ``Q`` (authors: ``+1e-4``).
         v_neg_scale: Scale of ``V-`` relative to the pretrained ``V`` (authors: ``-1e-4``).
         variant: DnA variant the result is for.
-        num_heads: Heads per attention (length of ``alpha``); default ``C // 64``, the head
-            width of every ViT / TimeSformer size.
+        num_heads: Heads per attention (length of ``alpha``); required when the variant has
+            ``α`` (it cannot be read off the weights).
         alpha_init: Initial ``α``.
+
+    Raises:
+        ValueError: ``num_heads`` is missing for a variant with ``α``, or does not divide ``C``.
     """
     variant = canonical_variant(variant)
     sep_q, sep_v, learn_alpha = DNA_VARIANTS[variant]
@@ -88,7 +92,10 @@ def softmax_to_dna(state_dict: StateDict,
         if p + 'alpha' in out or p + 'q_neg.weight' in out or p + 'v_neg.weight' in out:
             continue
         embed_dims = out[p + 'qkv.weight'].shape[1]
-        heads = num_heads or max(embed_dims // 64, 1)
+        if learn_alpha and num_heads is None:
+            raise ValueError(f'softmax_to_dna: num_heads is required to create {p}alpha (one α '
+                             f'per head; the weights do not tell the head count)')
+        heads = num_heads or 1
         if embed_dims % heads:
             raise ValueError(f'{p}qkv.weight: width {embed_dims} is not divisible by '
                              f'num_heads={heads}')
@@ -122,61 +129,156 @@ def dna_to_softmax(state_dict: StateDict, layout: str = 'timm') -> 'OrderedDict[
 
 
 _OFFICIAL_ALPHA = 'neg_scalers'
+#: where the authors' released code puts each sign (github rjccv/DnA)
+COMBINE_SIGNS = {
+    'add': 'pos + α·neg: vit/dna_models.py (the ViT their main.py trains) and the TimeSformer '
+           'fork (timesformer/models/dna.py)',
+    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and '
+           'their VisCoP code',
+}
 
 
-def official_to_dna_mm(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
+def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedDict[str, Tensor]':
     """The authors' DnA checkpoints (github rjccv/DnA) → dna_mm keys, mapped by meaning.
 
-    * ViT layout: ``P.qqkvv`` = ``Linear(C, 5C)`` with chunks ``[Q+, Q-, K, V+, V-]`` →
+    * Q±V± layout: ``P.qqkvv`` = ``Linear(C, 5C)`` with chunks ``[Q+, Q-, K, V+, V-]`` →
       ``P.qkv = [Q+, K, V+]``, ``P.q_neg = Q-``, ``P.v_neg = V-``.
+    * Q±V layout (shared values): ``P.qqkv`` = ``Linear(C, 4C)`` with chunks
+      ``[Q+, Q-, K, V]`` → ``P.qkv = [Q+, K, V]``, ``P.q_neg = Q-`` (the ``qpm_v`` variant).
     * TimeSformer / older ViT layout: ``P.qkv = [Q+, K, V+]``, ``P.q_neg``, ``P.v_neg``: kept.
-    * Both: ``P.neg_scalers`` (any shape with ``H`` elements) → ``P.alpha [H]``.
+    * All: ``P.neg_scalers`` (any shape with ``H`` elements) → ``P.alpha [H]``.
+    * A ViT ``pos_embed`` without a CLS row (``[1, N, C]``, ``N`` a square, next to a
+      ``cls_token``: the authors' ``vit/dna_models.py`` gives the CLS token no position) gets a
+      zero CLS row, the exact equivalent (:func:`pos_embed_with_cls`).
+
+    Args:
+        state_dict: The authors' state dict (any key prefix).
+        combine: How the file's code combines the branches: ``'add'`` (``pos + α·neg``, dna_mm's
+            form; kept) or ``'sub'`` (``pos − α·neg``; converted exactly by negating α). Their
+            files use both under the same key names (:data:`COMBINE_SIGNS`).
 
     (The authors' own ViT module builds ``qqkvv`` from the second layout by concatenating
     ``[qkv, q_neg, v_neg]``, which puts ``K`` in the ``Q-`` slot; this converter does not.)
     """
+    if combine not in COMBINE_SIGNS:
+        raise ValueError(f"combine must be 'add' or 'sub', got {combine!r}")
+    sign = 1.0 if combine == 'add' else -1.0
     out: OrderedDict[str, Tensor] = OrderedDict()
     for key, value in state_dict.items():
-        m = re.fullmatch(r'(.*?)qqkvv\.(weight|bias)', key)
+        m = re.fullmatch(r'(.*?)(qqkvv|qqkv)\.(weight|bias)', key)
         if m:
-            p, name = m.groups()
-            if value.shape[0] % 5:
-                raise ValueError(f'{key}: first dim {value.shape[0]} is not 5·C')
-            q_pos, q_neg, k, v_pos, v_neg = value.chunk(5, dim=0)
+            p, kind, name = m.groups()
+            n = 5 if kind == 'qqkvv' else 4
+            if value.shape[0] % n:
+                raise ValueError(f'{key}: first dim {value.shape[0]} is not {n}·C')
+            if kind == 'qqkvv':
+                q_pos, q_neg, k, v_pos, v_neg = value.chunk(5, dim=0)
+                out[f'{p}v_neg.{name}'] = v_neg.clone()
+            else:
+                q_pos, q_neg, k, v_pos = value.chunk(4, dim=0)
             out[f'{p}qkv.{name}'] = torch.cat([q_pos, k, v_pos], dim=0)
             out[f'{p}q_neg.{name}'] = q_neg.clone()
-            out[f'{p}v_neg.{name}'] = v_neg.clone()
         elif key == _OFFICIAL_ALPHA or key.endswith('.' + _OFFICIAL_ALPHA):
-            out[key[: len(key) - len(_OFFICIAL_ALPHA)] + 'alpha'] = value.reshape(-1).clone()
+            out[key[: len(key) - len(_OFFICIAL_ALPHA)] + 'alpha'] = sign * value.reshape(-1)
         else:
             out[key] = value
+    return pos_embed_with_cls(out)
+
+
+def pos_embed_with_cls(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
+    """Give a ``pos_embed`` of ``[1, N, C]`` with ``N`` a square (no CLS position) a zero CLS row
+    ``[1, 1 + N, C]`` when the same prefix has a ``cls_token`` (adding zero to the CLS token is
+    what giving it no position does). Other state dicts are returned unchanged (a copy)."""
+    out = OrderedDict(state_dict)
+    for p in _prefixes(out, 'pos_embed'):
+        pos = out[p + 'pos_embed']
+        if p + 'cls_token' not in out or pos.dim() != 3:
+            continue
+        n = pos.shape[1]
+        if int(math.isqrt(n)) ** 2 == n and n > 1:
+            out[p + 'pos_embed'] = torch.cat([pos.new_zeros(1, 1, pos.shape[2]), pos], dim=1)
+    return out
+
+
+_NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
+
+
+def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention
+                 ) -> 'OrderedDict[str, Tensor]':
+    """A DnA attention of a variant with fewer projections → ``module``'s variant, exactly:
+    a variant without its own ``Q-`` (``V-``) uses ``Q+`` (``V+``), so ``q_neg = Q`` (``v_neg =
+    V``); a variant without ``α`` has ``α = 1``."""
+    out = OrderedDict(sub)
+    for name in _PARAMS:
+        qkv = out.get(p + 'qkv.' + name)
+        if qkv is None:
+            continue
+        q, _, v = qkv.chunk(3, dim=0)
+        if module.q_neg is not None and p + 'q_neg.' + name not in out:
+            out[p + 'q_neg.' + name] = q.clone()
+        if module.v_neg is not None and p + 'v_neg.' + name not in out:
+            out[p + 'v_neg.' + name] = v.clone()
+    if module.alpha is not None and p + 'alpha' not in out:
+        out[p + 'alpha'] = torch.ones(module.num_heads, dtype=out[p + 'qkv.weight'].dtype)
     return out
 
 
 def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_scale: float = 1e-4,
-                     v_neg_scale: float = -1e-4) -> tuple['OrderedDict[str, Tensor]', list[str]]:
+                     v_neg_scale: float = -1e-4, source: str = 'checkpoint'
+                     ) -> tuple['OrderedDict[str, Tensor]', list[str]]:
     """Fit every attention's keys in ``sd`` to the attention class in ``model``.
 
-    DnA targets without a negative branch in ``sd`` get one (:func:`softmax_to_dna`, with the
-    module's variant and heads); non-DnA targets drop a negative branch present in ``sd``.
+    * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
+      with the module's variant and heads);
+    * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
+      say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``);
+    * non-DnA target: a negative branch present in ``sd`` is dropped.
+
     Returns the new state dict and the keys it generated.
+
+    Raises:
+        ValueError: ``sd`` has keys for one of the model's attentions but not all of that
+            attention's tensors (an unconverted layout, a truncated file); the message names
+            ``source`` and the missing keys. Parameters a Diff attention adds to a softmax one
+            (``lambda_*``, ``sub_norm``) may be absent when the source has none of them.
     """
     out = OrderedDict(sd)
     generated: list[str] = []
+    incomplete: dict[str, list[str]] = {}
     for name, module in model.named_modules():
         p = f'{name}.' if name else ''
-        if not hasattr(module, 'qkv') or p + 'qkv.weight' not in out:
+        if not (hasattr(module, 'qkv') and hasattr(module, 'proj')):
             continue
-        # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
-        sub = OrderedDict((k, v) for k, v in out.items()
-                          if k.startswith(p) and k[len(p):].count('.') <= 1)
-        if isinstance(module, DnAAttention):
-            new = softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
-        else:
-            new = dna_to_softmax(sub)
-        for k in set(sub) - set(new):
-            del out[k]
-        for k in set(new) - set(sub):
-            out[k] = new[k]
-            generated.append(k)
+        if not any(k.startswith(p) for k in out):  # not in the file: the load report's job
+            continue
+        own = [p + k for k in module.state_dict()]
+        if p + 'qkv.weight' in out:
+            # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
+            sub = OrderedDict((k, v) for k, v in out.items()
+                              if k.startswith(p) and k[len(p):].count('.') <= 1)
+            if isinstance(module, DnAAttention):
+                has_neg = any(p + k in sub for k in _NEGATIVE_KEYS)
+                new = (_upgrade_dna(sub, p, module) if has_neg else
+                       softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant,
+                                      module.num_heads))
+            else:
+                new = dna_to_softmax(sub)
+            for k in set(sub) - set(new):
+                del out[k]
+            for k in set(new) - set(sub):
+                out[k] = new[k]
+                generated.append(k)
+        missing = [k for k in own if k not in out]
+        if type(module).__name__.startswith('Diff') and not any(
+                p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))):
+            missing = [k for k in missing if not k[len(p):].startswith(('lambda_', 'sub_norm.'))]
+        if missing:
+            incomplete[p] = missing
+    if incomplete:
+        lines = [f'  {p[:-1] or "<root>"}: missing {", ".join(k[len(p):] for k in keys)}'
+                 for p, keys in sorted(incomplete.items())]
+        raise ValueError(f'{source}: {len(incomplete)} attention(s) have keys in the file but not '
+                         f'all of their tensors (an unconverted layout or a truncated file):\n'
+                         + '\n'.join(lines[:12])
+                         + (f'\n  ... ({len(lines) - 12} more)' if len(lines) > 12 else ''))
     return out, generated

@@ -116,15 +116,16 @@ def _expand_image_layers(sd: Mapping[str, Tensor], attention_type: str) -> 'Orde
     return out
 
 
-def to_timesformer(checkpoint: Mapping, attention_type: str = 'divided_space_time'
-                   ) -> tuple['OrderedDict[str, Tensor]', str]:
+def to_timesformer(checkpoint: Mapping, attention_type: str = 'divided_space_time',
+                   combine: str = 'add') -> tuple['OrderedDict[str, Tensor]', str]:
     """Any recognised checkpoint → dna_mm TimeSformer keys; returns ``(state_dict, layout)``.
 
-    The authors' DnA layouts are mapped by :func:`official_to_dna_mm`, ``nn.MultiheadAttention``
-    keys by :func:`rename_mha`. Negative branches are *not* added here (that depends on the
-    target model; see :func:`.attention.adapt_attentions`).
+    The authors' DnA layouts are mapped by :func:`official_to_dna_mm` (``combine``: the sign
+    their code used, ``'add'`` or ``'sub'``), ``nn.MultiheadAttention`` keys by
+    :func:`rename_mha`. Negative branches are *not* added here (that depends on the target
+    model; see :func:`.attention.adapt_attentions`).
     """
-    sd = official_to_dna_mm(unwrap(checkpoint))
+    sd = official_to_dna_mm(unwrap(checkpoint), combine=combine)
     layout = detect_layout(sd)
     if layout == 'fb_timesformer':
         if attention_type != 'divided_space_time':

@@ -4,11 +4,19 @@ Every module maps tokens ``x [B, M, C]`` to ``[B, M, C]``:
 
 * self-attention: ``forward(x)``, queries, keys and values all from ``x`` (``M = N``);
 * cross-attention: ``forward(x, context=ctx)``, queries from ``x [B, M, C]``, keys and values
-  from ``ctx [B, N, C]`` with the *same* projection weights.
+  from ``ctx [B, N, C]`` with the *same* projection weights; ``value=val [B, N, C]`` takes the
+  values from a different input than the keys (mmcv's ``key`` / ``value``).
 
-``attn_mask`` is broadcastable to ``[B, H, M, N]`` (``bool``: ``True`` = attend; float: additive
-logit bias). ``return_attn=True`` takes the eager path and also returns a dict of the
-normalised maps ``[B, H, M, N]`` (keys documented per module).
+Two additive terms, broadcastable to ``[B, H, M, N]`` (:mod:`.functional` has the rule):
+
+* ``attn_mask`` — exclusion mask: ``bool`` (``True`` = attend) or float, added unchanged to
+  every branch's logits after the softmin sign (``-inf``, ``-1e4``, ``finfo.min``, ``-100``
+  remove a key from every branch);
+* ``attn_bias`` — logit bias inside the formula (relative positions), ``s Q K^T + b`` in every
+  branch; two-branch DnA also takes a pair ``(b_pos, b_neg)``.
+
+``return_attn=True`` takes the eager path and also returns a dict of the normalised maps
+``[B, H, M, N]`` (keys documented per module).
 
 The constructor accepts timm's attention keywords (``dim`` positionally, ``qk_norm``,
 ``scale_norm``, ``proj_bias``, ``norm_layer``), so each module is usable as timm's
@@ -22,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .functional import causal_mask
+from .functional import BiasArg, causal_mask
 
 AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
 
@@ -95,40 +103,60 @@ class AttentionBase(nn.Module):
         b, _, n, _ = t.shape
         return t.transpose(1, 2).reshape(b, n, -1)
 
-    def project_qkv(self, x: Tensor, context: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries from ``x``, keys/values from ``context`` (or ``x``), each ``[B, H, ·, d]``."""
+    def project_qkv(self, x: Tensor, context: Optional[Tensor],
+                    value: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries from ``x``, keys from ``context`` (or ``x``), values from ``value`` (or the
+        keys' input), each ``[B, H, ·, d]``."""
         c = self.embed_dims
-        if context is None:
+        if context is None and value is None:
             q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × [B, N, C]
-        elif not is_plain_linear(self.qkv):  # a wrapper / hook must see whole inputs
+            return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        context = x if context is None else context
+        if value is None and not is_plain_linear(self.qkv):  # a wrapper / hook sees whole inputs
             q = self.qkv(x)[..., :c]
             k, v = self.qkv(context)[..., c:].chunk(2, dim=-1)
-        else:  # only the rows each input needs
+        elif value is None:  # only the rows each input needs
             w, b = self.qkv.weight, self.qkv.bias
             q = F.linear(x, w[:c], None if b is None else b[:c])  # [B, M, C]
             k, v = F.linear(context, w[c:], None if b is None else b[c:]).chunk(2, dim=-1)
+        else:
+            q = self.qkv_rows(x, 0)
+            k = self.qkv_rows(context, 1)
+            v = self.qkv_rows(value, 2)
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def qkv_rows(self, t: Tensor, chunk: int) -> Tensor:
+        """One chunk (0: Q, 1: K, 2: V) of ``qkv`` applied to ``t [B, N, C]`` → ``[B, N, C]``."""
+        c = self.embed_dims
+        if not is_plain_linear(self.qkv):
+            return self.qkv(t)[..., chunk * c:(chunk + 1) * c]
+        w, b = self.qkv.weight, self.qkv.bias
+        rows = slice(chunk * c, (chunk + 1) * c)
+        return F.linear(t, w[rows], None if b is None else b[rows])
 
     @property
     def dropout_p(self) -> float:
         return self.attn_drop_p if self.training else 0.0
 
     # -- interface ---------------------------------------------------------------------------
-    def project(self, x: Tensor, context: Optional[Tensor]) -> dict[str, Tensor]:
+    def project(self, x: Tensor, context: Optional[Tensor] = None,
+                value: Optional[Tensor] = None) -> dict[str, Tensor]:
         """Head-split projections, the keyword arguments of :meth:`core`."""
-        q, k, v = self.project_qkv(x, context)
+        q, k, v = self.project_qkv(x, context, value)
         return dict(q=q, k=k, v=v)
 
     def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False, **heads: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+             return_attn: bool = False, attn_bias: BiasArg = None,
+             **heads: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         """The attention itself on head-split tensors: ``[B, H, M, d]`` out, and the maps."""
         raise NotImplementedError
 
     def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
+               return_attn: bool, attn_bias: BiasArg = None,
+               value: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Head-merged attention output ``[B, M, C]`` (before ``proj``) and the maps."""
-        out, maps = self.core(**self.project(x, context), attn_mask=attn_mask,
-                              return_attn=return_attn)
+        out, maps = self.core(**self.project(x, context, value), attn_mask=attn_mask,
+                              attn_bias=attn_bias, return_attn=return_attn)
         return self.merge_heads(out), maps
 
     def forward(self,
@@ -136,20 +164,37 @@ class AttentionBase(nn.Module):
                 attn_mask: Optional[Tensor] = None,
                 context: Optional[Tensor] = None,
                 return_attn: bool = False,
-                is_causal: bool = False) -> AttnOutput:
-        """``x [B, M, C]`` (+ ``context [B, N, C]``) → ``[B, M, C]`` (+ maps if asked)."""
+                is_causal: bool = False,
+                attn_bias: BiasArg = None,
+                value: Optional[Tensor] = None) -> AttnOutput:
+        """``x [B, M, C]`` (+ ``context`` / ``value [B, N, C]``) → ``[B, M, C]`` (+ maps if asked).
+
+        Args:
+            x: Query tokens (and keys / values when ``context`` is None).
+            attn_mask: Exclusion mask (see the module docstring).
+            context: Key tokens (and values when ``value`` is None).
+            return_attn: Eager path; also return the maps.
+            is_causal: AND a causal mask into ``attn_mask``.
+            attn_bias: Logit bias inside the formula, or ``(b_pos, b_neg)`` for DnA.
+            value: Value tokens, when they differ from the keys' input.
+        """
+        name = type(self).__name__
         if x.dim() != 3 or x.shape[-1] != self.embed_dims:
-            raise ValueError(f'{type(self).__name__}: expected x of shape [B, N, {self.embed_dims}],'
+            raise ValueError(f'{name}: expected x of shape [B, N, {self.embed_dims}],'
                              f' got {list(x.shape)}')
-        if context is not None and (context.dim() != 3 or context.shape[0] != x.shape[0]
-                                    or context.shape[-1] != self.embed_dims):
-            raise ValueError(f'{type(self).__name__}: expected context of shape '
-                             f'[{x.shape[0]}, N, {self.embed_dims}], got {list(context.shape)}')
+        for label, t in (('context', context), ('value', value)):
+            if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0]
+                                  or t.shape[-1] != self.embed_dims):
+                raise ValueError(f'{name}: expected {label} of shape '
+                                 f'[{x.shape[0]}, N, {self.embed_dims}], got {list(t.shape)}')
+        if value is not None and value.shape[1] != (x if context is None else context).shape[1]:
+            raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have '
+                             f'{(x if context is None else context).shape[1]}')
         if is_causal:
             n = x.shape[1] if context is None else context.shape[1]
             causal = causal_mask(x.shape[1], n, x.device)
             attn_mask = causal if attn_mask is None else _and_masks(attn_mask, causal)
-        out, maps = self.attend(x, context, attn_mask, return_attn)  # [B, M, C]
+        out, maps = self.attend(x, context, attn_mask, return_attn, attn_bias, value)  # [B, M, C]
         out = self.proj_drop(self.proj(out))
         return (out, maps) if return_attn else out
 
@@ -161,9 +206,12 @@ class CrossAttentionMixin:
     """Cross-attention form: ``forward(query [B, M, C], context [B, N, C], attn_mask=None)``."""
 
     def forward(self, query: Tensor, context: Tensor, attn_mask: Optional[Tensor] = None,
-                return_attn: bool = False) -> AttnOutput:
+                return_attn: bool = False, attn_bias: BiasArg = None,
+                value: Optional[Tensor] = None) -> AttnOutput:
+        """``query [B, M, C]``, keys from ``context [B, N, C]``, values from ``value`` (default:
+        ``context``) → ``[B, M, C]``."""
         return super().forward(query, attn_mask=attn_mask, context=context,  # type: ignore[misc]
-                               return_attn=return_attn)
+                               return_attn=return_attn, attn_bias=attn_bias, value=value)
 
 
 def is_plain_linear(layer: Optional[nn.Module]) -> bool:

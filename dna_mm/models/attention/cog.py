@@ -1,8 +1,9 @@
 """Cog attention (Lv et al., arXiv 2411.07176): signed weights that can subtract tokens.
 
-    S = s Q K^T + b,   W = sign(S) ⊙ softmax(|S|),   out = W V
+    S = s Q K^T + b,   W = sign(S) ⊙ softmax(|S| + m),   out = W V
 
-Keys excluded by the mask (``False`` / ``-inf``) get weight 0. There is no SDPA form of
+with ``b`` the ``attn_bias`` (inside the signed logits) and ``m`` the exclusion ``attn_mask``
+(added to the magnitudes, so ``False`` / ``-inf`` / ``-1e4`` give a key weight 0). There is no SDPA form of
 ``sign(S) ⊙ softmax(|S|)``, so this module always computes the map explicitly. The authors
 keep plain softmax attention in the first and last layer; :func:`.builder.build_attention`
 does the same by default. Maps: ``{'attn': W}``.
@@ -24,16 +25,17 @@ class CogAttention(AttentionBase):
     """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored)."""
 
     def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
+             return_attn: bool = False,
+             attn_bias: AF.BiasArg = None) -> tuple[Tensor, dict[str, Tensor]]:
         s = (q * self.scale) @ k.transpose(-2, -1)  # [B, H, M, N]
-        bias = AF.additive_bias(attn_mask, s.dtype)
+        bias = AF.single_bias(attn_bias, type(self).__name__)
         if bias is not None:
-            excluded = torch.isneginf(bias)
-            s = s + bias.masked_fill(excluded, 0.0)
-            mag = s.abs().masked_fill(excluded, float('-inf'))
-        else:
-            mag = s.abs()
-        w = torch.sign(s) * mag.float().softmax(dim=-1).to(s.dtype)
+            s = s + bias.to(s.dtype)
+        mag = s.abs().to(AF.compute_dtype(s.dtype))
+        mask = AF.additive_mask(attn_mask, mag.dtype)
+        if mask is not None:
+            mag = mag + mask.to(mag.dtype)
+        w = torch.sign(s) * mag.softmax(dim=-1).to(s.dtype)
         return self.attn_drop(w) @ v, ({'attn': w} if return_attn else {})
 
 

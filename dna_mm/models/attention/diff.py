@@ -7,9 +7,17 @@ Per head, ``Q, K`` are split into halves ``Q1, Q2, K1, K2`` of width ``d/2``; ``
     λ   = exp(λq1·λk1) - exp(λq2·λk2) + λ_init,   λ_init = 0.8 - 0.6 exp(-0.3 · layer_index)
 
 with ``λq1, λk1, λq2, λk2 ∈ R^{d/2}`` ~ N(0, 0.1) shared by the heads of a layer and a per-head
-RMSNorm (eps 1e-5, learnable weight). Parameter names match timm's ``DiffAttention``
-(``lambda_q1`` …, ``sub_norm``), so its checkpoints load. Maps: ``{'pos': A1, 'neg': A2}``
-(``A = A1 - λ A2``).
+RMSNorm (eps 1e-5, learnable weight); ``b`` is ``attn_bias`` and the exclusion ``attn_mask`` is
+added to both maps' logits. Parameter names match timm's ``DiffAttention`` (``lambda_q1`` …,
+``sub_norm``), so its checkpoints load. Maps: ``{'pos': A1, 'neg': A2}`` (``A = A1 - λ A2``).
+
+Head layout (``diff_heads``), both at the softmax parameter budget:
+
+* ``'paper'`` (default, the DnA paper's wording): ``H`` heads; ``Q1 / Q2`` (``K1 / K2``) are the
+  two halves of each head's ``d`` channels, ``V`` keeps ``d``.
+* ``'official'`` (the Differential Transformer's code, and timm's ``DiffAttention(num_heads=H/2)``):
+  ``H/2`` heads of width ``2d``: ``Q1, Q2, K1, K2`` of width ``d``, ``V`` of ``2d``, λ vectors of
+  ``d``, RMSNorm over ``2d``. ``num_heads`` / ``head_dim`` then hold ``H/2`` / ``2d``.
 """
 from __future__ import annotations
 
@@ -32,11 +40,23 @@ class DiffAttention(AttentionBase):
     Args:
         embed_dims, num_heads, qkv_bias, **kwargs: See :class:`.base.AttentionBase`.
         layer_index: 0-based depth of the layer (sets ``λ_init``); timm's ``depth`` is an alias.
+        diff_heads: ``'paper'`` (``H`` heads of ``d/2``-wide ``Q1, Q2``) or ``'official'``
+            (``H/2`` heads of ``d``-wide ``Q1, Q2``), see the module docstring.
     """
 
     def __init__(self, embed_dims: int, num_heads: int = 8, qkv_bias: bool = True,
-                 layer_index: int = 0, depth: Optional[int] = None, **kwargs) -> None:
+                 layer_index: int = 0, depth: Optional[int] = None, diff_heads: str = 'paper',
+                 **kwargs) -> None:
+        if diff_heads not in ('paper', 'official'):
+            raise ValueError(f"DiffAttention: diff_heads must be 'paper' or 'official', got "
+                             f'{diff_heads!r}')
+        if diff_heads == 'official':
+            if num_heads % 2:
+                raise ValueError(f"DiffAttention: diff_heads='official' needs an even num_heads "
+                                 f'(it uses num_heads / 2 heads of twice the width), got {num_heads}')
+            num_heads //= 2
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
+        self.diff_heads = diff_heads
         if self.head_dim % 2:
             raise ValueError(f'DiffAttention: head dim {self.head_dim} must be even')
         self.layer_index = layer_index if depth is None else depth
@@ -48,27 +68,30 @@ class DiffAttention(AttentionBase):
 
     def lambda_full(self) -> Tensor:
         """``λ = exp(λq1·λk1) - exp(λq2·λk2) + λ_init`` (a scalar)."""
-        return (torch.exp(torch.dot(self.lambda_q1, self.lambda_k1).float())
-                - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2).float()) + self.lambda_init)
+        dtype = AF.compute_dtype(self.lambda_q1.dtype)
+        return (torch.exp(torch.dot(self.lambda_q1, self.lambda_k1).to(dtype))
+                - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2).to(dtype)) + self.lambda_init)
 
     def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
+             return_attn: bool = False,
+             attn_bias: AF.BiasArg = None) -> tuple[Tensor, dict[str, Tensor]]:
+        bias = AF.single_bias(attn_bias, type(self).__name__)
         q1, q2 = q.chunk(2, dim=-1)             # [B, H, M, d/2] × 2
         k1, k2 = k.chunk(2, dim=-1)
         scale = (self.head_dim // 2) ** -0.5
         lam = self.lambda_full().to(q.dtype)
         if self.fused_attn and not return_attn:
-            out = (AF.sdpa(q1, k1, v, attn_mask, scale, self.dropout_p)
-                   - lam * AF.sdpa(q2, k2, v, attn_mask, scale, self.dropout_p))
+            out = (AF.sdpa(q1, k1, v, attn_mask, scale, self.dropout_p, bias=bias)
+                   - lam * AF.sdpa(q2, k2, v, attn_mask, scale, self.dropout_p, bias=bias))
             maps: dict[str, Tensor] = {}
         else:
-            o1, a1 = AF.eager(q1, k1, v, attn_mask, scale, self.attn_drop)
-            o2, a2 = AF.eager(q2, k2, v, attn_mask, scale, self.attn_drop)
+            o1, a1 = AF.eager(q1, k1, v, attn_mask, scale, self.attn_drop, bias=bias)
+            o2, a2 = AF.eager(q2, k2, v, attn_mask, scale, self.attn_drop, bias=bias)
             out, maps = o1 - lam * o2, {'pos': a1, 'neg': a2}
         return self.sub_norm(out) * (1 - self.lambda_init), maps  # [B, H, M, d]
 
     def extra_repr(self) -> str:
-        return f'{super().extra_repr()}, layer_index={self.layer_index}'
+        return f'{super().extra_repr()}, layer_index={self.layer_index}, diff_heads={self.diff_heads!r}'
 
 
 @MODELS.register_module()

@@ -13,8 +13,14 @@ variant        formula                                                          
 =============  ====================================================================  ===========
 
 ``α`` is one unconstrained learnable scalar per head, initialised to 0.5; the branches are
-added. Fast path: each branch is one ``scaled_dot_product_attention`` call, the softmin
-branch as SDPA on ``-Q-`` and ``α V-`` with the bias negated (see :mod:`.functional`); where
+added. Masks and biases (:mod:`.functional`): an ``attn_bias`` ``b`` enters both branches'
+logits, ``softmax(s Q+ K^T + b) V+ + α softmin(s Q- K^T + b) V-``, or a pair ``(b_pos, b_neg)``
+gives each branch its own (ViTDet's relative positions from ``Q+`` and from ``Q-``); an
+exclusion ``attn_mask`` is added unchanged to both branches' logits *after* the softmin sign,
+so a masked key (``False``, ``-inf``, ``-1e4``, ``finfo.min``) leaves both branches.
+
+Fast path: each branch is one ``scaled_dot_product_attention`` call, the softmin branch as
+SDPA on ``-Q-`` and ``α V-`` with ``m - b_neg`` as its mask (see :mod:`.functional`); where
 ``Q-`` / ``V-`` have their own projection, the sign and ``α`` are folded into its weights
 (``O(C²)`` work per call instead of ``O(B·N·C)`` on the activations). Eager path
 (``return_attn=True`` or ``fused_attn=False``): explicit maps, returned as
@@ -83,16 +89,18 @@ class DnAAttention(AttentionBase):
         self.alpha = (nn.Parameter(torch.full((num_heads,), float(alpha_init), **dd))
                       if learn_alpha else None)
 
-    def project(self, x: Tensor, context: Optional[Tensor]) -> dict[str, Tensor]:
-        """``Q+, K, V+`` and ``Q-`` (from ``x``), ``V-`` (from the context), or the shared
+    def project(self, x: Tensor, context: Optional[Tensor] = None,
+                value: Optional[Tensor] = None) -> dict[str, Tensor]:
+        """``Q+, K, V+`` and ``Q-`` (from ``x``), ``V-`` (from the values' input), or the shared
         ``Q`` / ``V`` where the variant has no separate projection."""
-        q, k, v = self.project_qkv(x, context)        # [B, H, M, d], [B, H, N, d] × 2
+        q, k, v = self.project_qkv(x, context, value)  # [B, H, M, d], [B, H, N, d] × 2
         q_neg = q if self.q_neg is None else self.split_heads(self.q_neg(x))
-        src = x if context is None else context
+        src = _value_source(x, context, value)
         v_neg = v if self.v_neg is None else self.split_heads(self.v_neg(src))
         return dict(q=q, k=k, v=v, q_neg=q_neg, v_neg=v_neg)
 
-    def sdpa_heads(self, x: Tensor, context: Optional[Tensor]) -> dict[str, Tensor]:
+    def sdpa_heads(self, x: Tensor, context: Optional[Tensor],
+                   value: Optional[Tensor] = None) -> dict[str, Tensor]:
         """The fast path's heads: ``Q+, K, V+``, ``q_min = -Q-`` and ``v_min = α V-``.
 
         A separate ``Q-`` is computed as ``x (-W)^T - b`` and a separate ``V-`` as
@@ -101,8 +109,8 @@ class DnAAttention(AttentionBase):
         (variants without that projection), and projections that are not a plain hook-free
         ``nn.Linear`` (a LoRA wrapper, an analysis hook), get them on the activations instead.
         """
-        q, k, v = self.project_qkv(x, context)  # [B, H, M, d], [B, H, N, d] × 2
-        src = x if context is None else context
+        q, k, v = self.project_qkv(x, context, value)  # [B, H, M, d], [B, H, N, d] × 2
+        src = _value_source(x, context, value)
         if is_plain_linear(self.q_neg):
             b = self.q_neg.bias
             q_min = self.split_heads(F.linear(x, -self.q_neg.weight, None if b is None else -b))
@@ -119,32 +127,43 @@ class DnAAttention(AttentionBase):
         return dict(q=q, k=k, v=v, q_min=q_min, v_min=v_min)
 
     def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool) -> tuple[Tensor, dict[str, Tensor]]:
+               return_attn: bool, attn_bias: AF.BiasArg = None,
+               value: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
         if return_attn or not self.fused_attn:  # explicit maps: the formula as written
-            return super().attend(x, context, attn_mask, return_attn)
-        out = AF.two_branch_sdpa(**self.sdpa_heads(x, context), bias=attn_mask,
-                                 scale=self.scale, dropout_p=self.dropout_p)  # [B, H, M, d]
+            return super().attend(x, context, attn_mask, return_attn, attn_bias, value)
+        out = AF.two_branch_sdpa(**self.sdpa_heads(x, context, value), attn_mask=attn_mask,
+                                 scale=self.scale, dropout_p=self.dropout_p,
+                                 attn_bias=attn_bias)  # [B, H, M, d]
         return self.merge_heads(out), {}
 
     def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False, q_neg: Optional[Tensor] = None,
+             return_attn: bool = False, attn_bias: AF.BiasArg = None,
+             q_neg: Optional[Tensor] = None,
              v_neg: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
         """DnA on the formula's heads ``Q+, K, V+, Q-, V-`` (``Q-`` / ``V-`` default to
-        ``Q+`` / ``V+``); the fast path applies the sign and ``α`` to these activations."""
+        ``Q+`` / ``V+``); the fast path applies the sign and ``α`` to these activations.
+        ``attn_bias``: one bias for both branches or ``(b_pos, b_neg)``."""
         q_neg = q if q_neg is None else q_neg
         v_neg = v if v_neg is None else v_neg
         alpha = None if self.alpha is None else self.alpha.to(v_neg.dtype).view(1, -1, 1, 1)
         if self.fused_attn and not return_attn:
             v_min = v_neg if alpha is None else v_neg * alpha
             return AF.two_branch_sdpa(q, k, v, -q_neg, v_min, attn_mask, self.scale,
-                                      self.dropout_p), {}
-        pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
-        neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop, negative=True)
+                                      self.dropout_p, attn_bias=attn_bias), {}
+        b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
+        pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop, bias=b_pos)
+        neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop,
+                              negative=True, bias=b_neg)
         maps = {'pos': a_pos, 'neg': a_neg}
         return (pos + neg if alpha is None else torch.addcmul(pos, neg, alpha)), maps  # [B, H, M, d]
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, variant={self.variant!r}'
+
+
+def _value_source(x: Tensor, context: Optional[Tensor], value: Optional[Tensor]) -> Tensor:
+    """The tokens values are projected from: ``value``, else ``context``, else ``x``."""
+    return value if value is not None else (x if context is None else context)
 
 
 @MODELS.register_module()

@@ -1,42 +1,78 @@
 """Attention kernels shared by the attention family (pure functions, no parameters).
 
 Shapes: queries ``q [B, H, M, d]``, keys ``k [B, H, N, d]``, values ``v [B, H, N, dv]``;
-``bias`` broadcastable to ``[B, H, M, N]``.
+masks and biases broadcastable to ``[B, H, M, N]``.
 
-Mask convention (PyTorch SDPA): a ``bool`` mask is ``True`` where a query may attend; a
-floating mask is an additive logit bias, ``-inf`` excluding a key.
+Two kinds of additive term, kept apart (one rule for the whole project):
 
-Softmin branch: ``softmin(z) = softmax(-z)``, so with logits ``z = s q k^T + b``
+* ``attn_mask`` — an **exclusion mask**: ``bool`` (``True`` = attend) or float, **added
+  unchanged to every branch's logits after the softmin sign**. ``-inf``, ``-1e4``,
+  ``finfo.min`` or Swin's ``-100`` exclude a key from both branches; for the softmax branch a
+  float mask keeps exactly the additive meaning mmcv / ``nn.MultiheadAttention`` give it.
+* ``attn_bias`` — an **additive logit bias inside the formula** (relative positions): the
+  branch's logits are ``s q k^T + b`` and softmin acts on the whole sum.
 
-    softmin(s q k^T + b) v == softmax(s (-q) k^T + (-b)) v == SDPA(-q, k, v, attn_mask=-b),
+Softmin branch: ``softmin(z) = softmax(-z)``, so with logits ``z = s q k^T + b`` and mask ``m``
 
-where a ``-inf`` entry of ``b`` (an excluded key) stays ``-inf``: a masked key is excluded
-from both branches, and every finite bias (relative position, ...) is negated. The sign goes
-on ``q``, not on SDPA's ``scale``: fused kernels may take the row maximum before scaling,
-which a negative scale turns into the minimum (overflow).
+    softmax(-(s q k^T + b) + m) v == SDPA(-q, k, v, attn_mask=m - b),
+
+i.e. the bias is negated and the mask is not. The sign goes on ``q``, not on SDPA's
+``scale``: fused kernels may take the row maximum before scaling, which a negative scale
+turns into the minimum (overflow).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+#: a bias for both branches, or ``(b_pos, b_neg)`` for branch-specific biases
+BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
 
-def additive_bias(mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
-    """Turn an SDPA-style mask into an additive bias (``bool`` → ``0 / -inf``)."""
+
+def additive_mask(mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
+    """An exclusion mask as an additive float term (``bool`` → ``0 / -inf``)."""
     if mask is None or mask.dtype != torch.bool:
         return mask
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float('-inf'))
 
 
-def negate_bias(mask: Optional[Tensor]) -> Optional[Tensor]:
-    """The mask of the softmin branch: ``bool`` masks unchanged, finite biases negated,
-    ``-inf`` (excluded keys) kept."""
-    if mask is None or mask.dtype == torch.bool:
-        return mask
-    return torch.where(torch.isneginf(mask), mask, -mask)
+def branch_mask(attn_mask: Optional[Tensor], bias: Optional[Tensor], negative: bool,
+                dtype: torch.dtype) -> Optional[Tensor]:
+    """The ``attn_mask`` argument of one branch's SDPA call: ``m + b`` (positive branch) or
+    ``m - b`` (softmin branch, whose queries are negated). A lone mask is passed unchanged
+    (a ``bool`` mask stays ``bool``, so SDPA keeps its fused kernels)."""
+    if bias is None:
+        return attn_mask
+    bias = -bias if negative else bias
+    bias = bias.to(dtype)
+    mask = additive_mask(attn_mask, dtype)
+    return bias if mask is None else bias + mask.to(dtype)
+
+
+def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """``b`` → ``(b, b)``; ``(b_pos, b_neg)`` unchanged; a clear error for anything else."""
+    if bias is None or isinstance(bias, Tensor):
+        return bias, bias
+    if isinstance(bias, (tuple, list)) and len(bias) == 2:
+        return bias[0], bias[1]
+    raise TypeError(f'{name}: attn_bias must be a tensor or a pair (b_pos, b_neg), got '
+                    f'{type(bias).__name__}')
+
+
+def single_bias(bias: BiasArg, name: str) -> Optional[Tensor]:
+    """A one-map attention's bias; a pair is refused (it has no negative branch to give it to)."""
+    if bias is None or isinstance(bias, Tensor):
+        return bias
+    raise TypeError(f'{name}: attn_bias must be one tensor (a (b_pos, b_neg) pair is for '
+                    f'two-branch DnA), got {type(bias).__name__}')
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Normalisation precision of the eager path: at least fp32, fp64 kept as fp64."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def causal_mask(m: int, n: int, device: torch.device) -> Tensor:
@@ -44,50 +80,61 @@ def causal_mask(m: int, n: int, device: torch.device) -> Tensor:
     return torch.ones(m, n, dtype=torch.bool, device=device).tril_(n - m)
 
 
-def attention_probs(logits: Tensor, bias: Optional[Tensor], negative: bool = False) -> Tensor:
+def attention_probs(logits: Tensor, attn_mask: Optional[Tensor] = None,
+                    bias: Optional[Tensor] = None, negative: bool = False) -> Tensor:
     """Row-normalised attention map from raw logits ``s q k^T [B, H, M, N]``.
 
-    ``negative=False``: ``softmax(logits + bias)``; ``negative=True``: ``softmin(logits + bias)``
-    with the bias convention of :func:`negate_bias`. Computed in fp32 and cast back.
+    ``negative=False``: ``softmax(logits + b + m)``; ``negative=True``:
+    ``softmin(logits + b) = softmax(-logits - b + m)``. Normalised in at least fp32 (fp64
+    stays fp64) and cast back.
     """
-    z = -logits if negative else logits
-    bias = negate_bias(bias) if negative else bias
+    z = logits.to(compute_dtype(logits.dtype))
     if bias is not None:
-        z = z + additive_bias(bias, z.dtype)
-    return z.float().softmax(dim=-1).to(logits.dtype)
+        z = z + bias.to(z.dtype)
+    if negative:
+        z = -z
+    mask = additive_mask(attn_mask, z.dtype)
+    if mask is not None:
+        z = z + mask.to(z.dtype)
+    return z.softmax(dim=-1).to(logits.dtype)
 
 
-def sdpa(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], scale: float,
-         dropout_p: float = 0.0) -> Tensor:
-    """Fused ``softmax(s q k^T + b) v`` → ``[B, H, M, dv]`` (softmin: pass ``-q`` and
-    :func:`negate_bias` of ``b``, as :func:`two_branch_sdpa` does).
+def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: float,
+         dropout_p: float = 0.0, bias: Optional[Tensor] = None, negative: bool = False) -> Tensor:
+    """Fused ``softmax(s q k^T + b + m) v`` → ``[B, H, M, dv]``.
 
-    Goes through :func:`torch.nn.functional.scaled_dot_product_attention`, so no ``M×N``
-    map is materialised when a flash / memory-efficient / fused CPU kernel applies.
+    ``negative=True`` means ``q`` is already the negated ``-Q-`` of a softmin branch: the bias
+    is negated, the exclusion mask is not (:func:`branch_mask`). Goes through
+    :func:`torch.nn.functional.scaled_dot_product_attention`, so no ``M×N`` map is
+    materialised beyond the mask / bias itself when a fused kernel applies.
     """
-    if bias is not None and bias.dtype != torch.bool:
-        bias = bias.to(q.dtype)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+    mask = branch_mask(attn_mask, bias, negative, q.dtype)
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 
 def two_branch_sdpa(q: Tensor, k: Tensor, v: Tensor, q_min: Tensor, v_min: Tensor,
-                    bias: Optional[Tensor], scale: float, dropout_p: float = 0.0) -> Tensor:
+                    attn_mask: Optional[Tensor], scale: float, dropout_p: float = 0.0,
+                    attn_bias: BiasArg = None) -> Tensor:
     """DnA's fused core on SDPA-ready heads (the softmin sign and α already applied):
 
-        SDPA(q, k, v, b) + SDPA(q_min, k, v_min, -b)
-          = softmax(s Q+ K^T + b) V+ + α softmin(s Q- K^T + b) V-
+        SDPA(q, k, v, m + b+) + SDPA(q_min, k, v_min, m - b-)
+          = softmax(s Q+ K^T + b+ + m) V+ + α softmin(s Q- K^T + b-) V-   (m added after the sign)
 
-    with ``q_min = -Q-``, ``v_min = α V-`` and ``-b`` as in :func:`negate_bias` → ``[B, H, M, dv]``.
+    with ``q_min = -Q-``, ``v_min = α V-`` → ``[B, H, M, dv]``.
     """
-    pos = sdpa(q, k, v, bias, scale, dropout_p)
-    return pos + sdpa(q_min, k, v_min, negate_bias(bias), scale, dropout_p)
+    b_pos, b_neg = split_bias(attn_bias, 'two_branch_sdpa')
+    pos = sdpa(q, k, v, attn_mask, scale, dropout_p, bias=b_pos)
+    return pos + sdpa(q_min, k, v_min, attn_mask, scale, dropout_p, bias=b_neg, negative=True)
 
 
-def eager(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], scale: float,
-          dropout: torch.nn.Module, negative: bool = False) -> tuple[Tensor, Tensor]:
-    """Explicit ``A = softmax(s q k^T + b)`` (or softmin) and ``A v``; returns ``(A v, A)``.
+def eager(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: float,
+          dropout: torch.nn.Module, negative: bool = False,
+          bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    """Explicit ``A = softmax(s q k^T + b + m)`` (or softmin) and ``A v``; returns ``(A v, A)``.
 
     The returned map is the one *before* dropout (for analysis).
     """
-    attn = attention_probs((q * scale) @ k.transpose(-2, -1), bias, negative)  # [B, H, M, N]
+    attn = attention_probs((q * scale) @ k.transpose(-2, -1), attn_mask, bias, negative)  # [B, H, M, N]
     return dropout(attn) @ v, attn

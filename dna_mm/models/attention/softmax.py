@@ -1,4 +1,5 @@
-"""Softmax attention (the ViT baseline): ``softmax(s Q K^T + b) V`` per head, ``s = d ** -0.5``.
+"""Softmax attention (the ViT baseline): ``softmax(s Q K^T + b + m) V`` per head, ``s = d ** -0.5``
+(``b``: ``attn_bias``, ``m``: ``attn_mask``; for one branch the two add the same way).
 
 Parameter names follow timm's ``Attention`` (``qkv``, ``proj``). Maps: ``{'attn': A}``.
 """
@@ -18,10 +19,12 @@ class SoftmaxAttention(AttentionBase):
     """Standard multi-head self-attention. Arguments: see :class:`.base.AttentionBase`."""
 
     def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
+             return_attn: bool = False,
+             attn_bias: AF.BiasArg = None) -> tuple[Tensor, dict[str, Tensor]]:
+        bias = AF.single_bias(attn_bias, type(self).__name__)
         if self.fused_attn and not return_attn:
-            return AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p), {}
-        out, attn = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop)
+            return AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p, bias=bias), {}
+        out, attn = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop, bias=bias)
         return out, {'attn': attn}
 
 

@@ -83,6 +83,9 @@ class DnATimeSformer(TimeSformer):
             or dna_mm). DnA attentions missing a negative branch get one
             (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
         q_neg_scale, v_neg_scale: Scales of that initialisation (authors: ``1e-4``, ``-1e-4``).
+        pretrained_combine: Sign of the branch sum in the authors' checkpoint ``pretrained``
+            (``'add'``: their TimeSformer fork and ``vit/dna_models.py``; ``'sub'``:
+            ``vit/dna.py`` and VisCoP); see :func:`dna_mm.converters.official_to_dna_mm`.
         transformer_layers: Explicit layer configs (overrides the attention arguments).
     """
 
@@ -105,6 +108,7 @@ class DnATimeSformer(TimeSformer):
                  attn_drop: float = 0.,
                  q_neg_scale: float = 1e-4,
                  v_neg_scale: float = -1e-4,
+                 pretrained_combine: str = 'add',
                  **kwargs) -> None:
         if attention_type not in self.supported_attention_types:
             raise ValueError(f'attention_type must be one of {self.supported_attention_types}, '
@@ -118,8 +122,11 @@ class DnATimeSformer(TimeSformer):
                          num_transformer_layers=num_transformer_layers, in_channels=in_channels,
                          dropout_ratio=dropout_ratio, transformer_layers=transformer_layers,
                          attention_type=attention_type, norm_cfg=norm_cfg, **kwargs)
+        if pretrained_combine not in ('add', 'sub'):
+            raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
         self.q_neg_scale = q_neg_scale
         self.v_neg_scale = v_neg_scale
+        self.pretrained_combine = pretrained_combine
 
     def init_weights(self, pretrained: Optional[str] = None) -> None:
         """Truncated-normal CLS / position embeddings, then the optional checkpoint."""
@@ -128,7 +135,8 @@ class DnATimeSformer(TimeSformer):
         if pretrained:
             self.pretrained = pretrained
         if isinstance(self.pretrained, str):
-            load_pretrained(self, self.pretrained, self.q_neg_scale, self.v_neg_scale)
+            load_pretrained(self, self.pretrained, self.q_neg_scale, self.v_neg_scale,
+                            self.pretrained_combine)
 
 
 def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> list[str]:
@@ -147,18 +155,30 @@ def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> li
     return resized
 
 
+IMAGE_LAYOUTS = ('timm_vit', 'mmaction_vit')
+
+
+def _is_temporal_only(key: str) -> bool:
+    """Keys of a TimeSformer that an image ViT has no counterpart for."""
+    return key == 'time_embed' or '.temporal_fc.' in key
+
+
 def load_pretrained(model: TimeSformer, filename: str, q_neg_scale: float = 1e-4,
-                    v_neg_scale: float = -1e-4) -> dict[str, list[str]]:
-    """Load any supported checkpoint into ``model`` (non-strict) and log a report.
+                    v_neg_scale: float = -1e-4, combine: str = 'add') -> dict[str, list[str]]:
+    """Load any supported checkpoint into ``model`` (non-strict) and log a report: tensors
+    ``generated`` (negative branches), ``resized`` (position / time embeddings), ``missing``,
+    ``unexpected``, and ``video_init`` (``time_embed`` / ``temporal_fc`` when the file is an
+    image ViT: they keep their initialisation, as in MMAction2).
 
     Raises:
         ValueError: a key present in both has a different shape (after resampling the
-            position / time embeddings); the message names the key and both shapes.
+            position / time embeddings), or an attention of the model has some but not all
+            of its tensors in the file; the message names the file and the keys.
     """
     logger = MMLogger.get_current_instance()
     checkpoint = _load_checkpoint(filename, map_location='cpu')
-    sd, layout = to_timesformer(checkpoint, model.attention_type)
-    sd, generated = adapt_attentions(model, sd, q_neg_scale, v_neg_scale)
+    sd, layout = to_timesformer(checkpoint, model.attention_type, combine)
+    sd, generated = adapt_attentions(model, sd, q_neg_scale, v_neg_scale, source=filename)
     resized = _resize_embeddings(model, sd)
     own = model.state_dict()
     for key, value in sd.items():
@@ -166,13 +186,19 @@ def load_pretrained(model: TimeSformer, filename: str, q_neg_scale: float = 1e-4
             raise ValueError(f'{filename}: shape mismatch for {key}: checkpoint '
                              f'{list(value.shape)}, model {list(own[key].shape)}')
     result = model.load_state_dict(sd, strict=False)
+    image_only = layout in IMAGE_LAYOUTS  # an image model never had the temporal parts
+    video_keys = [k for k in result.missing_keys if image_only and _is_temporal_only(k)]
     report = dict(generated=sorted(generated), resized=resized,
-                  missing=sorted(result.missing_keys), unexpected=sorted(result.unexpected_keys))
-    lines = [f'loaded {filename} (layout: {layout}): {len(sd) - len(report["unexpected"])} '
-             f'tensors; generated {len(generated)} negative-branch tensors; '
+                  missing=sorted(set(result.missing_keys) - set(video_keys)),
+                  unexpected=sorted(result.unexpected_keys), video_init=sorted(video_keys))
+    lines = [f'loaded {filename} (layout: {layout}, combine: {combine}): '
+             f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
+             f'negative-branch tensors; '
              f'missing {len(report["missing"])}; unexpected {len(report["unexpected"])}']
-    for title in ('resized', 'missing', 'unexpected', 'generated'):
-        keys = report[title]
+    titles = dict(resized='resized', missing='missing', unexpected='unexpected',
+                  generated='generated', video_init='not in an image model, kept at init')
+    for key, title in titles.items():
+        keys = report[key]
         if keys:
             shown = ', '.join(keys[:8]) + (f', ... ({len(keys) - 8} more)' if len(keys) > 8 else '')
             lines.append(f'  {title}: {shown}')

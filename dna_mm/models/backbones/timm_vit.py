@@ -21,7 +21,7 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 from timm.models.vision_transformer import init_weights_vit_timm
 
-from ...converters import official_to_dna_mm, softmax_to_dna
+from ...converters import adapt_attentions, official_to_dna_mm
 from ..attention.dna import DnAAttention, canonical_variant
 
 
@@ -31,13 +31,18 @@ class DnAVisionTransformer(VisionTransformer):
     Args:
         dna_variant: DnA variant of every block (default ``'qpm_vpm'``, the paper's Q±V±).
         alpha_init: Initial ``α``.
+        pretrained_combine: Sign of the branch sum in the authors' pretrained file
+            (``'add'`` or ``'sub'``, see :func:`~dna_mm.converters.official_to_dna_mm`).
         *args, **kwargs: timm ``VisionTransformer`` arguments.
     """
 
     def __init__(self, *args: Any, dna_variant: str = 'qpm_vpm', alpha_init: float = 0.5,
-                 **kwargs: Any) -> None:
+                 pretrained_combine: str = 'add', **kwargs: Any) -> None:
         kwargs.setdefault('qkv_bias', True)
         super().__init__(*args, attn_layer=DnAAttention, **kwargs)
+        if pretrained_combine not in ('add', 'sub'):
+            raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
+        self.pretrained_combine = pretrained_combine
         self.dna_variant = canonical_variant(dna_variant)
         if self.dna_variant != 'qpm_vpm' or alpha_init != 0.5:
             for block in self.blocks:
@@ -50,11 +55,14 @@ class DnAVisionTransformer(VisionTransformer):
 
 
 def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
-    """timm's ViT filter (prefixes, position-embedding resize, ...) then the DnA mapping."""
+    """The authors' layouts mapped (:func:`~dna_mm.converters.official_to_dna_mm`, with the
+    model's ``pretrained_combine``), timm's ViT filter (prefixes, position-embedding resize,
+    ...), then every attention fitted to the model's variant
+    (:func:`~dna_mm.converters.adapt_attentions`)."""
     state_dict = state_dict.get('model', state_dict.get('state_dict', state_dict))
-    state_dict = vit_filter_fn(official_to_dna_mm(state_dict), model)
-    return softmax_to_dna(state_dict, variant=model.dna_variant,
-                          num_heads=model.blocks[0].attn.num_heads)
+    state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine)
+    state_dict = vit_filter_fn(state_dict, model)
+    return adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
 
 
 def _create(name: str, pretrained: bool, **kwargs: Any) -> DnAVisionTransformer:

@@ -8,15 +8,18 @@ They keep MMAction2's parameter names outside the attention (``norm``, ``tempora
   zero-initialised ``temporal_fc``; residual inside.
 * :class:`DividedSpatialAttention`: attention over ``[(B·T), 1 + P, C]`` with the CLS token
   repeated per frame and averaged back; residual inside.
-* :class:`TokenAttention`: drop-in for mmcv's ``MultiheadAttention`` (``joint_space_time`` /
+* :class:`TokenAttention`: exact drop-in for mmcv's ``MultiheadAttention`` (``joint_space_time`` /
   ``space_only`` layers here; registered in the root registry, so any ``BaseTransformerLayer``
-  of MMAction2 or MMDetection can use it). Norms live in the ``BaseTransformerLayer``.
+  of MMAction2 or MMDetection can use it, self- or cross-attention). Norms live in the
+  ``BaseTransformerLayer``.
 
 ``attn_cfg`` is any config accepted by :func:`~dna_mm.models.attention.build_attention`.
 """
 from __future__ import annotations
 
 from typing import Optional
+
+import warnings
 
 import torch
 from einops import rearrange
@@ -28,6 +31,7 @@ from mmengine.registry import MODELS as ROOT_MODELS
 from torch import Tensor
 
 from ..attention import build_attention
+from ..attention.functional import additive_mask
 
 
 def _attention(attn_cfg, embed_dims: int, num_heads: int, attn_drop: float, layer_index: int,
@@ -95,14 +99,33 @@ class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm
 
 @ROOT_MODELS.register_module()
 class TokenAttention(MultiheadAttention):
-    """Drop-in for mmcv's ``MultiheadAttention`` in any ``BaseTransformerLayer`` (MMAction2,
-    MMDetection, ...), with a family attention inside: ``identity + dropout_layer(proj_drop(
-    attn(query)))``. Registered in the root registry. ``nn.MultiheadAttention`` checkpoints map
-    with :func:`dna_mm.converters.rename_mha` / ``softmax_to_dna``."""
+    """Drop-in for mmcv's ``MultiheadAttention`` with a family attention inside.
+
+    Same arguments, call and result as mmcv's module (MMAction2's ``joint_space_time`` layers,
+    any ``BaseTransformerLayer`` / DETR encoder or decoder of MMDetection; registered in the
+    root registry)::
+
+        q = query + query_pos,  k = key + key_pos,  v = value         (key_pos defaults to
+        out = identity + dropout_layer(proj_drop(attn(q, k, v)))        query_pos, as in mmcv)
+
+    with ``key = query`` and ``value = key`` (before ``key_pos``) when not given,
+    ``batch_first=False`` meaning ``[N, B, C]`` tokens, and ``nn.MultiheadAttention``'s masks:
+    ``attn_mask`` ``[M, N]`` or ``[B·H, M, N]`` (``bool``: True = *not* allowed; float: added)
+    and ``key_padding_mask`` ``[B, N]`` (``bool``: True = ignore; float: added). Both are
+    exclusion masks for the family attention (added unchanged to every branch's logits), so
+    with ``attn_cfg='softmax'`` the module equals mmcv's on the same weights; mmcv's
+    ``state_dict()`` maps by :func:`dna_mm.converters.rename_mha` (``attn.in_proj_*`` →
+    ``attn.qkv.*``, ``attn.out_proj`` → ``attn.proj``), to DnA by ``softmax_to_dna``.
+
+    Args:
+        embed_dims, num_heads, attn_drop, proj_drop, dropout_layer, batch_first, init_cfg:
+            As mmcv's ``MultiheadAttention``.
+        attn_cfg: The attention (``'dna'``, ``dict(type='DnAAttention', variant=...)``, ...).
+        layer_index, num_layers: Depth of this layer / of the model (per-layer defaults).
+    """
 
     def __init__(self, embed_dims: int, num_heads: int, attn_cfg='dna', attn_drop: float = 0.,
                  layer_index: int = 0, num_layers: int = 1, **kwargs) -> None:
-        kwargs['batch_first'] = True
         super().__init__(embed_dims, num_heads, attn_drop=attn_drop, **kwargs)
         self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
 
@@ -110,14 +133,55 @@ class TokenAttention(MultiheadAttention):
                 identity: Optional[Tensor] = None, query_pos: Optional[Tensor] = None,
                 key_pos: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
                 key_padding_mask: Optional[Tensor] = None, **kwargs) -> Tensor:
+        key = query if key is None else key
+        value = key if value is None else value
         identity = query if identity is None else identity
-        if query_pos is not None:
-            query = query + query_pos
-        if attn_mask is not None and attn_mask.dtype == torch.bool:
-            attn_mask = ~attn_mask  # nn.MHA: True = masked out; SDPA: True = attend
-        if key_padding_mask is not None:  # [B, N] True = ignore (mmcv / nn.MHA convention)
-            keep = ~key_padding_mask[:, None, None, :]
-            attn_mask = keep if attn_mask is None else attn_mask & keep
-        context = None if key is None or key is query else key
-        out = self.attn(query, attn_mask=attn_mask, context=context)
+        if key_pos is None and query_pos is not None:
+            if query_pos.shape == key.shape:
+                key_pos = query_pos
+            else:
+                warnings.warn(f'{type(self).__name__}: position encoding of key is missing '
+                              f'(query_pos {list(query_pos.shape)} does not fit key '
+                              f'{list(key.shape)})')
+        q = query if query_pos is None else query + query_pos
+        k = key if key_pos is None else key + key_pos
+        self_attn = k is q and value is q
+        values_are_keys = value is k
+        if not self.batch_first:  # [N, B, C] -> [B, N, C]
+            q, k, value = q.transpose(0, 1), k.transpose(0, 1), value.transpose(0, 1)
+        mask = mha_masks(attn_mask, key_padding_mask, q.shape[0], self.num_heads, q.dtype)
+        if self_attn:
+            out = self.attn(q, attn_mask=mask)
+        else:
+            out = self.attn(q, attn_mask=mask, context=k, value=None if values_are_keys else value)
+        if not self.batch_first:
+            out = out.transpose(0, 1)
         return identity + self.dropout_layer(self.proj_drop(out))
+
+
+def mha_masks(attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], batch: int,
+              num_heads: int, dtype: torch.dtype) -> Optional[Tensor]:
+    """``nn.MultiheadAttention``'s two masks → one exclusion mask broadcastable to
+    ``[B, H, M, N]`` (``bool``: True = attend, or an additive float).
+
+    ``attn_mask``: ``[M, N]`` or ``[B·H, M, N]``, ``bool`` True = masked out, float added;
+    ``key_padding_mask``: ``[B, N]``, ``bool`` True = ignore, float added.
+    """
+    masks = []
+    if attn_mask is not None:
+        if attn_mask.dim() == 3:  # [B·H, M, N] -> [B, H, M, N]
+            attn_mask = attn_mask.reshape(batch, num_heads, *attn_mask.shape[-2:])
+        masks.append(~attn_mask.bool() if attn_mask.dtype in (torch.bool, torch.uint8)
+                     else attn_mask)
+    if key_padding_mask is not None:
+        kpm = key_padding_mask[:, None, None, :]  # [B, 1, 1, N]
+        masks.append(~kpm.bool() if kpm.dtype in (torch.bool, torch.uint8) else kpm)
+    if not masks:
+        return None
+    if all(m.dtype == torch.bool for m in masks):
+        return masks[0] if len(masks) == 1 else masks[0] & masks[1]
+    out = None
+    for m in masks:
+        m = additive_mask(m, dtype).to(dtype)
+        out = m if out is None else out + m
+    return out

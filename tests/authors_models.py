@@ -1,0 +1,191 @@
+"""The authors' DnA modules (github rjccv/DnA), re-written from their structure for tests.
+
+Each class has the parameter names, shapes and forward of the released code it names, so a
+state dict saved from it is shaped as *their* code writes it (not as dna_mm's does):
+
+* :class:`AuthorsQQKVV`: ``vit/dna_models.py`` (``combine='add'``) and ``vit/dna.py``
+  ``DenoisingAttention`` (``combine='sub'``): one ``qqkvv`` = ``[Q+, Q-, K, V+, V-]``.
+* :class:`AuthorsQQKV`: ``vit/dna.py`` ``DenoisingAttentionSharedValues``: ``qqkv`` =
+  ``[Q+, Q-, K, V]``, ``pos - α neg`` with shared ``V``.
+* :class:`AuthorsQkvNeg`: ``timesformer/models/dna.py``: ``qkv``, ``q_neg``, ``v_neg``, add.
+* :class:`AuthorsDnAViT`: ``vit/dna_models.py``'s ``DnA_Vision_Transformer`` (``pos_embed``
+  ``[1, N, C]`` without a CLS row; the CLS token gets no position).
+* :class:`AuthorsDnATimeSformer`: ``timesformer/models/dna.py``'s ``DnATransformer``
+  (divided space-time blocks, ``temporal_norm1`` / ``temporal_attn`` / ``temporal_fc``).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+
+def _heads(t: torch.Tensor, h: int) -> torch.Tensor:
+    b, n, c = t.shape
+    return t.reshape(b, n, h, c // h).transpose(1, 2)
+
+
+class _AuthorsAttention(nn.Module):
+    def __init__(self, dim: int, num_heads: int, combine: str) -> None:
+        super().__init__()
+        self.num_heads, self.combine = num_heads, combine
+        self.scale = (dim // num_heads) ** -0.5
+        self.neg_scalers = nn.Parameter(torch.rand(num_heads) + 0.25)
+        self.proj = nn.Linear(dim, dim)
+
+    def mix(self, q_pos, q_neg, k, v_pos, v_neg) -> torch.Tensor:
+        pos = F.softmax(q_pos * self.scale @ k.transpose(-2, -1), dim=-1) @ v_pos
+        neg = self.neg_scalers.view(1, -1, 1, 1) * F.softmin(
+            q_neg * self.scale @ k.transpose(-2, -1), dim=-1) @ v_neg
+        out = pos + neg if self.combine == 'add' else pos - neg
+        b, h, n, d = out.shape
+        return self.proj(out.transpose(1, 2).reshape(b, n, h * d))
+
+
+class AuthorsQQKVV(_AuthorsAttention):
+    def __init__(self, dim: int, num_heads: int, combine: str = 'add') -> None:
+        super().__init__(dim, num_heads, combine)
+        self.qqkvv = nn.Linear(dim, 5 * dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        t = self.qqkvv(x).reshape(b, n, 5, self.num_heads, c // self.num_heads).permute(2, 0, 3, 1, 4)
+        return self.mix(*t.unbind(0))
+
+
+class AuthorsQQKV(_AuthorsAttention):
+    def __init__(self, dim: int, num_heads: int, combine: str = 'sub') -> None:
+        super().__init__(dim, num_heads, combine)
+        self.qqkv = nn.Linear(dim, 4 * dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        q_pos, q_neg, k, v = self.qqkv(x).reshape(
+            b, n, 4, self.num_heads, c // self.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.mix(q_pos, q_neg, k, v, v)
+
+
+class AuthorsQkvNeg(_AuthorsAttention):
+    def __init__(self, dim: int, num_heads: int, combine: str = 'add') -> None:
+        super().__init__(dim, num_heads, combine)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.q_neg = nn.Linear(dim, dim)
+        self.v_neg = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads).permute(
+            2, 0, 3, 1, 4).unbind(0)
+        return self.mix(q, _heads(self.q_neg(x), self.num_heads), k, v,
+                        _heads(self.v_neg(x), self.num_heads))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class _PatchEmbed(nn.Module):
+    def __init__(self, dim: int, patch: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(3, dim, patch, patch)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2)  # [B, P, C]
+
+
+def _ln(dim: int) -> nn.LayerNorm:
+    return nn.LayerNorm(dim, eps=1e-6)
+
+
+class _ViTBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, attn_cls, combine: str) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = _ln(dim), _ln(dim)
+        self.attn = attn_cls(dim, heads, combine)
+        self.mlp = _Mlp(dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class AuthorsDnAViT(nn.Module):
+    """``DnA_Vision_Transformer``: ``x = patch_embed(x) + pos_embed`` (no CLS position), then
+    the CLS token is prepended; blocks; ``norm``; ``head(x[:, 0])``."""
+
+    def __init__(self, img_size: int = 32, patch: int = 8, dim: int = 32, depth: int = 2,
+                 heads: int = 4, num_classes: int = 5, attn_cls=AuthorsQQKVV,
+                 combine: str = 'add') -> None:
+        super().__init__()
+        self.patch_embed = _PatchEmbed(dim, patch)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
+        self.pos_embed = nn.Parameter(torch.randn(1, (img_size // patch) ** 2, dim) * .02)
+        self.blocks = nn.ModuleList(_ViTBlock(dim, heads, attn_cls, combine) for _ in range(depth))
+        self.norm = _ln(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x) + self.pos_embed
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+class _DividedBlock(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2, self.temporal_norm1 = _ln(dim), _ln(dim), _ln(dim)
+        self.attn = AuthorsQkvNeg(dim, heads)
+        self.temporal_attn = AuthorsQkvNeg(dim, heads)
+        self.temporal_fc = nn.Linear(dim, dim)
+        self.mlp = _Mlp(dim)
+
+    def forward(self, x, b: int, t: int, w: int):
+        h = (x.size(1) - 1) // t // w
+        xt = rearrange(x[:, 1:], 'b (h w t) m -> (b h w) t m', b=b, h=h, w=w, t=t)
+        res_t = self.temporal_attn(self.temporal_norm1(xt))
+        res_t = self.temporal_fc(rearrange(res_t, '(b h w) t m -> b (h w t) m', b=b, h=h, w=w, t=t))
+        xt = x[:, 1:] + res_t
+        cls = x[:, :1]
+        cls_t = rearrange(cls.repeat(1, t, 1), 'b t m -> (b t) m').unsqueeze(1)
+        xs = rearrange(xt, 'b (h w t) m -> (b t) (h w) m', b=b, h=h, w=w, t=t)
+        res_s = self.attn(self.norm1(torch.cat((cls_t, xs), 1)))
+        cls_res = rearrange(res_s[:, 0], '(b t) m -> b t m', b=b, t=t).mean(1, keepdim=True)
+        res_s = rearrange(res_s[:, 1:], '(b t) (h w) m -> b (h w t) m', b=b, h=h, w=w, t=t)
+        x = torch.cat((cls, xt), 1) + torch.cat((cls_res, res_s), 1)
+        return x + self.mlp(self.norm2(x))
+
+
+class AuthorsDnATimeSformer(nn.Module):
+    """``DnATransformer`` (divided space-time); ``forward`` returns the normalised CLS token
+    (``forward_features``). Their checkpoints hold it as ``model.*`` under ``model_state``."""
+
+    def __init__(self, img_size: int = 32, patch: int = 8, dim: int = 32, depth: int = 2,
+                 heads: int = 4, num_frames: int = 4) -> None:
+        super().__init__()
+        self.patch_embed = _PatchEmbed(dim, patch)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
+        self.pos_embed = nn.Parameter(torch.randn(1, (img_size // patch) ** 2 + 1, dim) * .02)
+        self.time_embed = nn.Parameter(torch.randn(1, num_frames, dim) * .02)
+        self.blocks = nn.ModuleList(_DividedBlock(dim, heads) for _ in range(depth))
+        self.norm = _ln(dim)
+        self.head = nn.Linear(dim, 7)
+
+    def forward(self, x):  # [B, 3, T, H, W]
+        b, _, t, _, _ = x.shape
+        x = self.patch_embed(rearrange(x, 'b c t h w -> (b t) c h w'))
+        w = int(x.shape[1] ** 0.5)
+        x = torch.cat((self.cls_token.expand(x.size(0), -1, -1), x), dim=1) + self.pos_embed
+        cls = x[:b, 0].unsqueeze(1)
+        x = rearrange(x[:, 1:], '(b t) n m -> (b n) t m', b=b, t=t) + self.time_embed
+        x = torch.cat((cls, rearrange(x, '(b n) t m -> b (n t) m', b=b, t=t)), dim=1)
+        for block in self.blocks:
+            x = block(x, b, t, w)
+        return self.norm(x)[:, 0]
