@@ -2,11 +2,14 @@
 
 ``import dna_mm`` registers the attention family in MMEngine's root ``MODELS`` registry (found
 from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMAction2's, the
-``dna_vit_*`` timm models, and makes every mmengine checkpoint load a ``weights_only`` load.
+``dna_vit_*`` timm models, makes every mmengine checkpoint load a ``weights_only`` load and
+lets mmengine read ``mmaction::`` bases (:mod:`dna_mm.utils.mim_compat`).
 """
 from .utils import install_safe_checkpoint_loading
+from .utils.mim_compat import patch_mmengine
 
 install_safe_checkpoint_loading()
+patch_mmengine()
 
 from . import models  # noqa: E402  (first: the converters import the attention)
 from . import converters, datasets, engine, evaluation  # noqa: E402

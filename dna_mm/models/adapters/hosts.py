@@ -1,0 +1,190 @@
+"""Host attentions a family attention can replace, and how each maps.
+
+One entry per host class: how to build the replacement from the host module (its sizes, its
+weights) and how to read a state dict written by the host (a zoo checkpoint) into the
+replacement's keys. The replacement holds a family attention (``DnAAttention``,
+``SoftmaxAttention``, ...) and only maps the host's call and weights onto it:
+
+======================================  ================================  =======================
+host                                    replacement (keys under ``P.``)   host keys it reads
+======================================  ================================  =======================
+timm ``Attention`` (ViT, DeiT, ...)     the family module (``qkv``,       same names
+                                        ``proj``)
+MMAction2 ``vit_mae.Attention``         the family module, ``qkv`` with   ``qkv.weight`` +
+(VideoMAE / VideoMAE V2)                bias                              ``q_bias``, ``v_bias``
+MMAction2 ``WindowAttention3D``         :class:`WindowAttention3DAdapter` ``qkv``, ``proj`` →
+(Video Swin)                            (``attn.*``, the bias table)      ``attn.qkv``, ...
+mmcv ``MultiheadAttention`` (DETR, any  ``TokenAttention`` (``attn.*``)   ``attn.in_proj_*``,
+``BaseTransformerLayer``)                                                 ``attn.out_proj``
+======================================  ================================  =======================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor, nn
+
+from ...converters import rename_mha
+from ..attention import build_attention
+
+StateDict = dict[str, Tensor]
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """How one host attention class is replaced.
+
+    Attributes:
+        name: Readable name of the host (errors, docs).
+        build: ``(host, attn_cfg, layer_index, num_layers) → replacement`` (weights copied).
+        to_replacement: Host-layout keys of one attention (relative to it) → the
+            replacement's keys; keys already in the replacement's layout pass unchanged.
+        family_prefix: Where the family attention sits inside the replacement (``''`` or
+            ``'attn.'``).
+    """
+    name: str
+    build: Callable[[nn.Module, object, int, int], nn.Module]
+    to_replacement: Callable[[StateDict], StateDict]
+    family_prefix: str
+
+
+def _family(attn_cfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int,
+            **kwargs) -> nn.Module:
+    return build_attention(attn_cfg, embed_dims, num_heads, layer_index=layer_index,
+                           num_layers=num_layers, **kwargs)
+
+
+def _refuse(host: nn.Module, what: str) -> None:
+    raise ValueError(f'{type(host).__module__}.{type(host).__name__}: {what} is not supported '
+                     f'by the attention swap')
+
+
+def _load_family(family: nn.Module, sd: StateDict) -> nn.Module:
+    """Copy softmax weights into a freshly built family attention (a DnA negative branch is
+    generated with the default ±1e-4 scales; what softmax has no counterpart for, such as
+    Diff's λ, keeps its initialisation)."""
+    from ...converters import adapt_attentions
+    sd, _ = adapt_attentions(family, dict(sd), source='the swapped module')
+    full = family.state_dict()
+    full.update(sd)
+    family.load_state_dict(full, strict=True)
+    return family
+
+
+# -- timm Attention -------------------------------------------------------------------------
+def _build_timm(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    if not isinstance(host.q_norm, nn.Identity) or not isinstance(host.k_norm, nn.Identity) \
+            or not isinstance(getattr(host, 'norm', nn.Identity()), nn.Identity):
+        _refuse(host, 'qk_norm / scale_norm')
+    if getattr(host, 'gate', None) is not None:
+        _refuse(host, 'a gated output')
+    if host.qkv.in_features != host.proj.out_features or host.attn_dim != host.qkv.in_features:
+        _refuse(host, 'attn_head_dim / dim_out different from the token width')
+    family = _family(attn_cfg, host.qkv.in_features, host.num_heads, layer_index, num_layers,
+                     qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None,
+                     attn_drop=host.attn_drop.p, proj_drop=host.proj_drop.p)
+    family.scale = host.scale
+    return _load_family(family, host.state_dict())
+
+
+# -- MMAction2 VideoMAE Attention -----------------------------------------------------------
+def _videomae_to_family(sd: StateDict) -> StateDict:
+    """``qkv.weight`` (no bias) + ``q_bias`` / ``v_bias`` → ``qkv.weight`` / ``qkv.bias``
+    (the key bias is zero: ``q·(k + b)`` shifts every logit of a row alike)."""
+    if 'q_bias' not in sd:
+        return sd
+    out = {k: v for k, v in sd.items() if k not in ('q_bias', 'v_bias')}
+    out['qkv.bias'] = torch.cat([sd['q_bias'], torch.zeros_like(sd['v_bias']), sd['v_bias']])
+    return out
+
+
+def _build_videomae(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    family = _family(attn_cfg, host.embed_dims, host.num_heads, layer_index, num_layers,
+                     qkv_bias=hasattr(host, 'q_bias'), attn_drop=host.attn_drop.p,
+                     proj_drop=host.proj_drop.p)
+    family.scale = host.scale
+    return _load_family(family, _videomae_to_family(host.state_dict()))
+
+
+# -- MMAction2 WindowAttention3D (Video Swin) ------------------------------------------------
+class WindowAttention3DAdapter(nn.Module):
+    """Video Swin's window attention with a family attention inside.
+
+    ``forward(x [B·nW, N, C], mask [nW, N, N] or None)`` as the host: the relative position
+    bias ``table[index]`` (``[H, N, N]``) is an ``attn_bias`` (inside the formula: both DnA
+    branches, ``s Q K^T + b``); the shifted-window mask (``0 / -100``) is an exclusion
+    ``attn_mask`` (a key of another window leaves both branches). Keys:
+    ``relative_position_bias_table``, ``relative_position_index`` (as the host), ``attn.*``.
+    """
+
+    def __init__(self, family: nn.Module, table: Tensor, index: Tensor,
+                 window_size: tuple[int, ...]) -> None:
+        super().__init__()
+        self.attn = family
+        self.embed_dims, self.num_heads = family.embed_dims, family.num_heads
+        self.window_size = window_size
+        self.relative_position_bias_table = nn.Parameter(table.detach().clone())
+        self.register_buffer('relative_position_index', index.clone())
+
+    def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        n = x.shape[1]
+        bias = self.relative_position_bias_table[
+            self.relative_position_index[:n, :n].reshape(-1)].reshape(n, n, -1)
+        bias = bias.permute(2, 0, 1).unsqueeze(0)  # [1, H, N, N]
+        if mask is not None:  # [nW, N, N], windows minor in the batch: [B·nW, 1, N, N]
+            mask = mask.to(x.dtype).repeat(x.shape[0] // mask.shape[0], 1, 1).unsqueeze(1)
+        return self.attn(x, attn_mask=mask, attn_bias=bias.to(x.dtype))
+
+
+def _swin_to_adapter(sd: StateDict) -> StateDict:
+    return {(f'attn.{k}' if k.startswith(('qkv.', 'proj.')) else k): v for k, v in sd.items()}
+
+
+def _build_swin(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    family = _family(attn_cfg, host.embed_dims, host.num_heads, layer_index, num_layers,
+                     qkv_bias=host.qkv.bias is not None, attn_drop=host.attn_drop.p,
+                     proj_drop=host.proj_drop.p)
+    family.scale = host.scale
+    _load_family(family, {k: v for k, v in host.state_dict().items()
+                          if k.startswith(('qkv.', 'proj.'))})
+    return WindowAttention3DAdapter(family, host.relative_position_bias_table,
+                                    host.relative_position_index, tuple(host.window_size))
+
+
+# -- mmcv MultiheadAttention ----------------------------------------------------------------
+def _mha_to_token(sd: StateDict) -> StateDict:
+    return dict(rename_mha(sd))
+
+
+def _build_mmcv_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    from ..layers.video_attention import TokenAttention
+    mha = host.attn
+    if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.in_proj_bias is None:
+        _refuse(host, 'nn.MultiheadAttention with kdim / vdim, add_bias_kv or bias=False')
+    token = TokenAttention(host.embed_dims, host.num_heads, attn_cfg=attn_cfg,
+                           attn_drop=mha.dropout, proj_drop=host.proj_drop.p,
+                           batch_first=host.batch_first, layer_index=layer_index,
+                           num_layers=num_layers, dropout_layer=None)
+    token.dropout_layer = host.dropout_layer  # the host's module (DropPath, Dropout, Identity)
+    _load_family(token.attn, {k[len('attn.'):]: v for k, v in _mha_to_token(host.state_dict()).items()
+                              if k.startswith('attn.')})
+    return token
+
+
+def host_specs() -> dict[type, HostSpec]:
+    """Host class → spec, for the host classes importable in this environment."""
+    specs: dict[type, HostSpec] = {}
+    from timm.layers.attention import Attention as TimmAttention
+    specs[TimmAttention] = HostSpec('timm Attention', _build_timm, lambda sd: sd, '')
+    from mmcv.cnn.bricks.transformer import MultiheadAttention
+    specs[MultiheadAttention] = HostSpec('mmcv MultiheadAttention', _build_mmcv_mha,
+                                         _mha_to_token, 'attn.')
+    from mmaction.models.backbones.swin import WindowAttention3D
+    from mmaction.models.backbones.vit_mae import Attention as VideoMAEAttention
+    specs[VideoMAEAttention] = HostSpec('MMAction2 VideoMAE Attention', _build_videomae,
+                                        _videomae_to_family, '')
+    specs[WindowAttention3D] = HostSpec('MMAction2 WindowAttention3D', _build_swin,
+                                        _swin_to_adapter, 'attn.')
+    return specs

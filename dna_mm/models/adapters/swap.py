@@ -1,0 +1,156 @@
+"""Swap the attention of a model MMAction2 / MMDetection / timm builds: one config line.
+
+    model = dict(_delete_=True, type='with_attention', model={{_base_.model}}, attn_cfg='dna')
+
+builds the base's model unchanged, then replaces every supported host attention
+(:mod:`.hosts`) with a family attention initialised from the host's weights. Every parameter
+name outside the attention is kept and there is no wrapper prefix, so the zoo checkpoint of
+the base config loads: each replacement carries a load hook that reads the host's layout
+(``in_proj_*``, ``q_bias`` / ``v_bias``, ...) and, for DnA, generates the negative branch
+from the softmax weights (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``,
+SPEC §1); one log line per load reports what was generated. An attention class the swap
+does not know is an error naming it and its path, never skipped.
+
+The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: Diff's
+``λ_init`` follows it, Cog keeps softmax in the first and last one.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from mmengine.logging import print_log
+from mmengine.registry import MODELS
+from torch import nn
+
+from ...converters import adapt_attentions
+from .hosts import HostSpec, host_specs
+
+AttnCfg = Union[str, dict]
+
+
+class _LoadReport:
+    """Collects what the replacements' load hooks generated during one load; logs it once
+    every replacement of the model has been loaded."""
+
+    def __init__(self, total: int, attn_cfg: AttnCfg) -> None:
+        self.total, self.attn_cfg = total, attn_cfg
+        self.seen = 0
+        self.converted: list[str] = []
+        self.generated: list[str] = []
+
+    def done_one(self) -> None:
+        self.seen += 1
+        if self.seen < self.total:
+            return
+        if self.converted or self.generated:
+            shown = ', '.join(self.generated[:6]) + (
+                f', ... ({len(self.generated) - 6} more)' if len(self.generated) > 6 else '')
+            print_log(f'with_attention ({self.attn_cfg}): {len(self.converted)} attention(s) read '
+                      f'from the host layout; generated {len(self.generated)} tensors'
+                      + (f': {shown}' if self.generated else ''), logger='current')
+        self.seen, self.converted, self.generated = 0, [], []
+
+
+def _install_load_hook(module: nn.Module, spec: HostSpec, report: _LoadReport,
+                       q_neg_scale: float, v_neg_scale: float) -> None:
+    fp = spec.family_prefix
+    family = module.get_submodule(fp[:-1]) if fp else module
+
+    def pre_hook(state_dict, prefix, *args) -> None:
+        keys = [k for k in state_dict if k.startswith(prefix)]
+        if not keys:
+            return
+        sub = {k[len(prefix):]: state_dict[k] for k in keys}
+        mapped = spec.to_replacement(sub)
+        fam = {k[len(fp):]: v for k, v in mapped.items() if k.startswith(fp)}
+        rest = {k: v for k, v in mapped.items() if not k.startswith(fp)}
+        fam, generated = adapt_attentions(family, fam, q_neg_scale, v_neg_scale,
+                                          source=f'state dict of {prefix[:-1] or "the model"}')
+        for k in keys:
+            del state_dict[k]
+        state_dict.update({prefix + k: v for k, v in rest.items()})
+        state_dict.update({prefix + fp + k: v for k, v in fam.items()})
+        if mapped.keys() != sub.keys():
+            report.converted.append(prefix[:-1])
+        report.generated += [prefix + fp + k for k in generated]
+
+    module._register_load_state_dict_pre_hook(pre_hook)
+    module.register_load_state_dict_post_hook(lambda *_: report.done_one())
+
+
+def _is_ours(module: nn.Module) -> bool:
+    return type(module).__module__.startswith('dna_mm.')
+
+
+def _looks_like_attention(module: nn.Module) -> bool:
+    return 'attention' in type(module).__name__.lower()
+
+
+def swap_attention(model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: float = 1e-4,
+                   v_neg_scale: float = -1e-4) -> list[str]:
+    """Replace every supported host attention of ``model`` in place; returns their names.
+
+    Raises:
+        ValueError: ``model`` has an attention-like module (class name containing
+            "Attention", outside dna_mm's own modules) the swap does not support; the message
+            names each class and path and lists the supported hosts.
+    """
+    specs = host_specs()
+    hosts: list[tuple[str, nn.Module]] = []
+    unsupported: list[str] = []
+    skip: list[str] = []  # subtrees already handled (hosts, dna_mm modules)
+    for name, module in model.named_modules():
+        if any(name.startswith(p + '.') for p in skip):
+            continue
+        if type(module) in specs:
+            hosts.append((name, module))
+            skip.append(name)
+        elif _is_ours(module):
+            skip.append(name)
+        elif _looks_like_attention(module) or isinstance(module, nn.MultiheadAttention):
+            unsupported.append(f'{name or "<root>"} ({type(module).__module__}.'
+                               f'{type(module).__name__})')
+            skip.append(name)
+    if unsupported:
+        raise ValueError('with_attention: unsupported attention module(s): '
+                         + '; '.join(unsupported[:8])
+                         + (f' ... ({len(unsupported) - 8} more)' if len(unsupported) > 8 else '')
+                         + '. Supported hosts: ' + ', '.join(s.name for s in specs.values())
+                         + " (MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')")
+    if not hosts:
+        raise ValueError(f'with_attention: {type(model).__name__} has no attention to swap '
+                         f'(supported hosts: {", ".join(s.name for s in specs.values())})')
+    report = _LoadReport(len(hosts), attn_cfg)
+    for i, (name, host) in enumerate(hosts):
+        spec = specs[type(host)]
+        new = spec.build(host, attn_cfg, i, len(hosts))
+        new.train(host.training)
+        _install_load_hook(new, spec, report, q_neg_scale, v_neg_scale)
+        parent, _, child = name.rpartition('.')
+        setattr(model.get_submodule(parent) if parent else model, child, new)
+    return [name for name, _ in hosts]
+
+
+@MODELS.register_module(name='with_attention')
+def with_attention(model: Union[dict, nn.Module], attn_cfg: AttnCfg = 'dna',
+                   q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4,
+                   **kwargs) -> nn.Module:
+    """Build ``model`` (a config of any registry scope, or a module) and swap its attention.
+
+    Args:
+        model: The model or backbone config of the base (``{{_base_.model}}``), or a module.
+        attn_cfg: The attention: ``'dna' | 'softmax' | 'diff' | 'cog'`` or a config such as
+            ``dict(type='DnAAttention', variant='qpm_v')``.
+        q_neg_scale, v_neg_scale: Scales of the negative branch generated from softmax
+            weights (authors: ``1e-4``, ``-1e-4``).
+
+    Returns:
+        The built model itself (no wrapper), its attentions replaced.
+    """
+    if kwargs:
+        raise TypeError(f'with_attention: unexpected arguments {sorted(kwargs)} (put the model\'s '
+                        f'own arguments inside model=dict(...))')
+    if isinstance(model, dict):
+        model = MODELS.build(model)
+    swap_attention(model, attn_cfg, q_neg_scale, v_neg_scale)
+    return model

@@ -1,0 +1,359 @@
+"""DnA into other models by config: ``with_attention`` over MMAction2 / MMDetection / timm
+models, the host adapters' exactness, zoo-shaped checkpoints, ``mmaction::`` / ``mmdet::``
+bases (in process and with the stock tools)."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import timm
+import torch
+from mmengine.config import Config
+from mmengine.registry import MODELS, init_default_scope
+
+import dna_mm
+from conftest import REPO, run_cmd
+from dna_mm.models import DnAAttention, SoftmaxAttention
+from dna_mm.models.adapters import swap_attention
+
+EXAMPLES = REPO / 'configs' / 'examples'
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
+
+
+def _randomise(model: torch.nn.Module) -> torch.nn.Module:
+    """Non-trivial values where hosts initialise zeros (q/v biases, bias tables)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(('q_bias', 'v_bias', 'relative_position_bias_table')):
+                p.normal_(std=0.5)
+    model.eval()  # (Swin's train() returns None)
+    return model
+
+
+def _videomae():
+    init_default_scope('mmaction')
+    return _randomise(MODELS.build(dict(
+        type='VisionTransformer', img_size=32, patch_size=8, embed_dims=32, depth=2,
+        num_heads=4, num_frames=4, tubelet_size=2, qkv_bias=True)))
+
+
+def _swin():
+    init_default_scope('mmaction')
+    return _randomise(MODELS.build(dict(
+        type='SwinTransformer3D', arch=dict(embed_dims=16, depths=[2, 2], num_heads=[2, 4]),
+        patch_size=(2, 4, 4), window_size=(2, 4, 4), out_indices=(1,), pretrained=None,
+        drop_path_rate=0.)))
+
+
+def _timm_vit():
+    return timm.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8, num_classes=3).eval()
+
+
+class _DetrLayers(torch.nn.Module):
+    """MMDetection's DETR encoder + decoder, called as ``DETR.forward_transformer`` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from mmdet.models.layers import DetrTransformerDecoder, DetrTransformerEncoder
+        attn = dict(embed_dims=32, num_heads=4, dropout=0.1, batch_first=True)
+        ffn = dict(embed_dims=32, feedforward_channels=64, num_fcs=2, ffn_drop=0.1)
+        self.encoder = DetrTransformerEncoder(num_layers=2, layer_cfg=dict(
+            self_attn_cfg=attn, ffn_cfg=ffn))
+        self.decoder = DetrTransformerDecoder(num_layers=2, layer_cfg=dict(
+            self_attn_cfg=attn, cross_attn_cfg=attn, ffn_cfg=ffn), return_intermediate=False)
+
+    def forward(self, inputs):
+        feat, pos, mask, query, query_pos = inputs
+        memory = self.encoder(query=feat, query_pos=pos, key_padding_mask=mask)
+        return self.decoder(query=query, key=memory, value=memory, query_pos=query_pos,
+                            key_pos=pos, key_padding_mask=mask)
+
+
+def _detr():
+    init_default_scope('mmdet')
+    return _DetrLayers().eval()
+
+
+def _detr_inputs():
+    g = torch.Generator().manual_seed(0)
+    mask = torch.zeros(2, 12, dtype=torch.bool)
+    mask[1, -4:] = True  # a padded image
+    return (torch.randn(2, 12, 32, generator=g), torch.randn(2, 12, 32, generator=g), mask,
+            torch.randn(2, 5, 32, generator=g), torch.randn(2, 5, 32, generator=g))
+
+
+HOSTS = {
+    'timm ViT': (_timm_vit, lambda: torch.randn(2, 3, 32, 32)),
+    'VideoMAE': (_videomae, lambda: torch.randn(2, 3, 4, 32, 32)),
+    'Video Swin': (_swin, lambda: torch.randn(1, 3, 4, 32, 32)),
+    'DETR layers': (_detr, _detr_inputs),
+}
+
+
+def _run(model, x):
+    with torch.no_grad():
+        return model(x)
+
+
+@pytest.mark.parametrize('host', list(HOSTS))
+def test_softmax_inside_equals_the_host_and_dna_stays_close(host: str) -> None:
+    build, make_input = HOSTS[host]
+    torch.manual_seed(0)
+    original = build()
+    x = make_input()
+    ref = _run(original, x)
+    soft = copy.deepcopy(original)
+    names = swap_attention(soft, 'softmax')
+    assert names and all(isinstance(m, SoftmaxAttention) for m in soft.modules()
+                         if type(m).__name__.endswith('Attention') and hasattr(m, 'qkv'))
+    soft.eval()
+    assert _max_diff(_run(soft, x), ref) < 1e-6
+    dna = copy.deepcopy(original)
+    swap_attention(dna, 'dna')
+    assert sum(isinstance(m, DnAAttention) for m in dna.modules()) == len(names)
+    dna.eval()
+    assert _rel(_run(dna, x), ref) < 1e-3
+
+
+@pytest.mark.parametrize('host', list(HOSTS))
+def test_host_checkpoint_loads_strictly_into_the_swapped_model(host: str, caplog) -> None:
+    """The host's own ``state_dict()`` (a zoo checkpoint's layout: ``in_proj_*``, ``q_bias`` /
+    ``v_bias``, ``qkv`` beside the bias table) loads strictly; the negative branch is
+    generated from it, and the result equals swapping the loaded host."""
+    build, make_input = HOSTS[host]
+    torch.manual_seed(0)
+    original = build()
+    zoo = copy.deepcopy(original.state_dict())
+    torch.manual_seed(1)
+    fresh = build()  # other weights
+    swap_attention(fresh, 'dna')
+    fresh.load_state_dict(zoo, strict=True)
+    x = make_input()
+    expected = copy.deepcopy(original)
+    swap_attention(expected, 'dna')
+    fresh.eval()
+    expected.eval()
+    torch.testing.assert_close(_run(fresh, x), _run(expected, x))
+    # and the swapped model's own checkpoint round-trips
+    again = build()
+    swap_attention(again, 'dna')
+    again.load_state_dict(fresh.state_dict(), strict=True)
+    again.eval()
+    torch.testing.assert_close(_run(again, x), _run(fresh, x))
+
+
+def test_swin_mask_and_table_reach_both_branches() -> None:
+    """Shifted-window blocks: a key of another window leaves both DnA branches (mask as an
+    exclusion mask), the table shifts both branches' logits (bias inside the formula)."""
+    model = _swin()
+    swap_attention(model, 'dna')
+    adapter = model.layers[0].blocks[1].attn
+    x = torch.randn(4, 32, 16)
+    mask = torch.zeros(2, 32, 32).masked_fill_(torch.rand(2, 32, 32) < 0.3, -100.0)
+    mask.diagonal(dim1=1, dim2=2).zero_()
+    captured = {}
+    core = adapter.attn.core
+
+    def spy(*args, **kwargs):
+        out, maps = core(*args, **{**kwargs, 'return_attn': True})
+        captured.update(maps)
+        return out, maps
+    adapter.attn.core = spy
+    adapter.attn.fused_attn = False
+    adapter(x, mask)
+    excluded = (mask.repeat(2, 1, 1) < 0)[:, None].expand_as(captured['neg'])
+    for branch in ('pos', 'neg'):
+        assert captured[branch][excluded].max() < 1e-30
+
+
+def test_unsupported_attention_is_named() -> None:
+    init_default_scope('mmaction')
+    stock = MODELS.build(dict(type='TimeSformer', num_frames=4, img_size=32, patch_size=8,
+                              embed_dims=32, num_heads=2, num_transformer_layers=1))
+    with pytest.raises(ValueError, match=r'DividedTemporalAttentionWithNorm.*DnATimeSformer'):
+        swap_attention(stock, 'dna')
+    with pytest.raises(ValueError, match='no attention to swap'):
+        swap_attention(torch.nn.Linear(3, 3), 'dna')
+    with pytest.raises(ValueError, match='qk_norm'):
+        swap_attention(timm.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8,
+                                         qk_norm=True), 'dna')
+
+
+def test_with_attention_builds_without_a_wrapper_prefix() -> None:
+    init_default_scope('mmaction')
+    backbone = dict(type='VisionTransformer', img_size=32, patch_size=8, embed_dims=32,
+                    depth=2, num_heads=4, num_frames=4)
+    plain = MODELS.build(backbone)
+    swapped = MODELS.build(dict(type='with_attention', model=backbone, attn_cfg='dna'))
+    assert type(swapped) is type(plain)
+    outside = {k for k in plain.state_dict() if '.attn.' not in k}
+    assert outside <= set(swapped.state_dict())
+    with pytest.raises(TypeError, match='put the model'):
+        MODELS.build(dict(type='with_attention', model=backbone, depth=3))
+
+
+# -- mmaction:: / mmdet:: bases ---------------------------------------------------------------
+def test_mmengine_patch_reads_list_valued_configs(tmp_path, monkeypatch) -> None:
+    """A package whose metafile has a list-valued ``Config`` (as mmaction2 1.1.0's BSN entry):
+    the patched reader resolves its configs; the installed-file fix rewrites it once."""
+    pkg = tmp_path / 'fakemm'
+    (pkg / '.mim' / 'configs' / 'bsn').mkdir(parents=True)
+    (pkg / '__init__.py').write_text('')
+    (pkg / '.mim' / 'model-index.yml').write_text('Import:\n  - configs/bsn/metafile.yml\n')
+    (pkg / '.mim' / 'configs' / 'bsn' / 'metafile.yml').write_text(
+        'Models:\n  - Name: bsn\n    Config:\n      - configs/bsn/tem.py\n      - configs/bsn/pem.py\n'
+        '  - Name: other\n    Config: configs/bsn/other.py\n')
+    from mmengine.config import utils
+    assert utils._get_cfg_metainfo(str(pkg), 'bsn/pem.py')['Name'] == 'bsn'
+    assert utils._get_cfg_metainfo(str(pkg), 'bsn/other.py')['Name'] == 'other'
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from dna_mm.utils.mim_compat import fix_installed_metafiles
+    changed = fix_installed_metafiles(('fakemm',))
+    assert len(changed) == 1 and fix_installed_metafiles(('fakemm',)) == []
+    import yaml
+    meta = yaml.safe_load(open(changed[0]))
+    assert meta['Models'][0]['Config'] == 'configs/bsn/tem.py'
+    assert meta['Models'][0]['Configs'] == ['configs/bsn/tem.py', 'configs/bsn/pem.py']
+
+
+def test_plain_mmengine_parses_the_examples_without_dna_mm() -> None:
+    """What a stock tool does first (no dna_mm imported): parse the config. Needs the
+    environment fix `make install` applies (python -m dna_mm.utils.mim_compat)."""
+    code = ('import sys; from mmengine.config import Config\n'
+            'for f in sys.argv[1:]: print(Config.fromfile(f, import_custom_modules=False).model.get("type"))\n'
+            'assert "dna_mm" not in sys.modules')
+    files = [str(EXAMPLES / n) for n in ('videomae_vit-b_dna_k400.py', 'swin-t_dna_k400.py',
+                                         'detr_r50_dna_coco.py')]
+    out = run_cmd([sys.executable, '-c', code, *files]).stdout.split()
+    assert out == ['Recognizer3D', 'Recognizer3D', 'with_attention']
+
+
+@pytest.mark.parametrize('name,scope,kind', [
+    ('videomae_vit-b_dna_k400.py', 'mmaction', 'Recognizer3D'),
+    ('swin-t_dna_k400.py', 'mmaction', 'Recognizer3D'),
+    ('detr_r50_dna_coco.py', 'mmdet', 'DETR')])
+def test_examples_build_offline_with_dna(name: str, scope: str, kind: str) -> None:
+    cfg = Config.fromfile(str(EXAMPLES / name))
+    init_default_scope(scope)
+    model = MODELS.build(cfg.model)  # no weights are fetched at build
+    assert type(model).__name__ == kind
+    n = sum(isinstance(m, DnAAttention) for m in model.modules())
+    assert n == {'mmaction': 12, 'mmdet': 18}[scope]
+
+
+# -- one real train step per example (tiny) --------------------------------------------------
+TINY_RUN = """
+train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=1, val_interval=1)
+param_scheduler = []
+val_cfg = val_dataloader = val_evaluator = None
+test_cfg = test_dataloader = test_evaluator = None
+optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.01))
+auto_scale_lr = dict(enable=False)
+default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=1))
+"""
+
+
+def _video_config(tmp_path, example: str, root, backbone: str, in_channels: int) -> str:
+    """A tiny version of an example config: a file inheriting it (as a user would)."""
+    text = f"""_base_ = ['{EXAMPLES / example}']
+model = dict(backbone=dict(model=dict({backbone})),
+             cls_head=dict(in_channels={in_channels}, num_classes=4))
+train_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    sampler=dict(type='DefaultSampler', shuffle=True), dataset=dict(type='VideoDataset',
+    ann_file='{root}/train.txt', data_prefix=dict(video='{root}/videos'), pipeline=[
+        dict(type='DecordInit'), dict(type='SampleFrames', clip_len=4, frame_interval=1, num_clips=1),
+        dict(type='DecordDecode'), dict(type='Resize', scale=(32, 32), keep_ratio=False),
+        dict(type='FormatShape', input_format='NCTHW'), dict(type='PackActionInputs')]))
+""" + TINY_RUN
+    path = tmp_path / f'tiny_{example}'
+    path.write_text(text)
+    return str(path)
+
+
+def _losses(work_dir) -> list[float]:
+    logs = list(work_dir.rglob('*.json'))
+    vals = [json.loads(line) for p in logs for line in p.read_text().splitlines() if line.strip()]
+    return [v['loss'] for v in vals if 'loss' in v]
+
+
+def _stock_tool(package: str):
+    """The ``tools/train.py`` an MMAction2 / MMDetection wheel ships."""
+    from pathlib import Path
+    return str(Path(__import__(package).__file__).parent / '.mim' / 'tools' / 'train.py')
+
+
+@pytest.mark.parametrize('tool', ['ours', 'stock'])
+def test_videomae_example_trains_a_step(tiny_video_set, tmp_path, tool: str) -> None:
+    cfg = _video_config(tmp_path, 'videomae_vit-b_dna_k400.py', tiny_video_set,
+                        'img_size=32, patch_size=8, embed_dims=32, depth=2, num_heads=4, '
+                        'num_frames=4', 32)
+    script = str(REPO / 'tools' / 'train.py') if tool == 'ours' else _stock_tool('mmaction')
+    run_cmd([sys.executable, script, cfg, '--work-dir', str(tmp_path / 'work')])
+    losses = _losses(tmp_path / 'work')
+    assert losses and all(np.isfinite(losses))
+    ckpt = torch.load(next((tmp_path / 'work').glob('epoch_1.pth')), weights_only=False)
+    assert any(k.endswith('blocks.1.attn.q_neg.weight') for k in ckpt['state_dict'])
+
+
+def test_swin_example_trains_a_step(tiny_video_set, tmp_path) -> None:
+    cfg = _video_config(tmp_path, 'swin-t_dna_k400.py', tiny_video_set,
+                        "arch=dict(_delete_=True, embed_dims=16, depths=[2, 2], num_heads=[2, 4]), "
+                        "window_size=(2, 4, 4), out_indices=(1,), pretrained=None, pretrained2d=False", 32)
+    run_cmd([sys.executable, str(REPO / 'tools' / 'train.py'), cfg,
+             '--work-dir', str(tmp_path / 'work')])
+    losses = _losses(tmp_path / 'work')
+    assert losses and all(np.isfinite(losses))
+
+
+def _tiny_coco(root) -> None:
+    """Two real JPEG images with one box each, in COCO format."""
+    from PIL import Image
+    (root / 'images').mkdir(parents=True)
+    images, anns = [], []
+    for i in range(2):
+        Image.fromarray((np.random.RandomState(i).rand(64, 64, 3) * 255).astype(np.uint8)).save(
+            root / 'images' / f'{i}.jpg')
+        images.append(dict(id=i, file_name=f'{i}.jpg', height=64, width=64))
+        anns.append(dict(id=i, image_id=i, category_id=1, bbox=[8, 8, 24, 30], area=720,
+                         iscrowd=0))
+    (root / 'ann.json').write_text(json.dumps(dict(
+        images=images, annotations=anns, categories=[dict(id=1, name='thing')])))
+
+
+def test_detr_example_trains_a_step_with_the_stock_mmdet_tool(tmp_path) -> None:
+    _tiny_coco(tmp_path / 'coco')
+    attn = 'dict(embed_dims=32, num_heads=4)'
+    text = f"""_base_ = ['{EXAMPLES / 'detr_r50_dna_coco.py'}']
+model = dict(model=dict(
+    num_queries=5,
+    backbone=dict(depth=18, init_cfg=None, frozen_stages=-1),
+    neck=dict(in_channels=[512], out_channels=32),
+    encoder=dict(num_layers=1, layer_cfg=dict(self_attn_cfg={attn},
+                                              ffn_cfg=dict(embed_dims=32, feedforward_channels=64))),
+    decoder=dict(num_layers=1, layer_cfg=dict(self_attn_cfg={attn}, cross_attn_cfg={attn},
+                                              ffn_cfg=dict(embed_dims=32, feedforward_channels=64))),
+    positional_encoding=dict(num_feats=16),
+    bbox_head=dict(num_classes=1, embed_dims=32)))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{tmp_path}/coco/', ann_file='ann.json', data_prefix=dict(img='images/'),
+    metainfo=dict(classes=('thing',)), pipeline=[
+        dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+        dict(type='Resize', scale=(64, 64), keep_ratio=True), dict(type='PackDetInputs')]))
+""" + TINY_RUN
+    cfg = tmp_path / 'tiny_detr.py'
+    cfg.write_text(text)
+    run_cmd([sys.executable, _stock_tool('mmdet'), str(cfg), '--work-dir', str(tmp_path / 'work')])
+    losses = _losses(tmp_path / 'work')
+    assert losses and all(np.isfinite(losses))
