@@ -1,6 +1,7 @@
 """Video data: protocol builders, the K400 checker, the demo set, robust loading, resume."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,7 +170,8 @@ def test_missing_files_and_bad_labels_fail_at_build(tiny_video_set, tmp_path) ->
     ann = tmp_path / 'missing.txt'
     ann.write_text('\n'.join(lines + [f'gone_{i}.mp4 0' for i in range(7)]) + '\n')
     with pytest.raises(FileNotFoundError, match=r'missing\.txt: 7 of 15 listed videos are missing'
-                                                r'(.|\n)*gone_0\.mp4(.|\n)*\.\.\.'):
+                                                r'(.|\n)*line 9: \S*gone_0\.mp4(.|\n)*line 13: '
+                                                r'\S*gone_4\.mp4\n  \.\.\.'):
         DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
     ann.write_text('\n'.join(lines[:3] + [lines[3].split()[0] + ' 4']) + '\n')
     with pytest.raises(ValueError, match=r'missing\.txt:4: label 4 outside \[0, 4\)'):
@@ -177,29 +179,62 @@ def test_missing_files_and_bad_labels_fail_at_build(tiny_video_set, tmp_path) ->
     ann.write_text(lines[0] + ' extra\n')
     with pytest.raises(ValueError, match=r'missing\.txt:1: expected "path label"'):
         DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
+    ann.write_bytes(lines[0].encode() + b'\n' + lines[1].encode() + b'\nv\xe9deo.mp4 1\n')
+    with pytest.raises(ValueError, match=r"missing\.txt:3: not UTF-8 text \(byte 0xe9 at column 2\)"):
+        DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
     ds = DATASETS.build(_dataset_cfg(tiny_video_set / 'train.txt', tiny_video_set / 'videos',
                                      num_classes=4))
     assert len(ds) == 8
 
 
-def test_training_survives_a_corrupt_video(tiny_video_set, tmp_path) -> None:
+def _corrupt(path: Path) -> Path:
+    path.write_bytes(b'\x00\x00\x00\x18ftypmp42' + bytes(range(256)) * 8)
+    return path
+
+
+def test_when_every_retry_fails_the_error_lists_the_videos(tmp_path) -> None:
+    videos = tmp_path / 'videos'
+    videos.mkdir()
+    names = [_corrupt(videos / f'corrupt_{i}.mp4').name for i in range(3)]
+    ann = tmp_path / 'train.txt'
+    ann.write_text(''.join(f'{n} 0\n' for n in names))
+    pipeline = [dict(type='DecordInit'), dict(type='SampleFrames', clip_len=2, num_clips=1),
+                dict(type='DecordDecode')]
+    ds = DATASETS.build(dict(_dataset_cfg(ann, videos, num_classes=4, max_refetch=2), pipeline=pipeline))
+    with pytest.raises(RuntimeError) as err:
+        ds[0]
+    message = str(err.value)
+    assert message.startswith(f'{ann}: 3 training videos in a row could not be used (max_refetch=2)')
+    listed = re.findall(rf'\n  ({re.escape(str(videos))}/corrupt_\d\.mp4): (\w+Error): ', message)
+    assert len(listed) == 3 and listed[0][0] == str(videos / 'corrupt_0.mp4'), message
+    assert ds.skipped.value == 3
+
+
+def test_training_survives_corrupt_videos_and_counts_them_over_workers(tiny_video_set, tmp_path) -> None:
     videos = tmp_path / 'videos'
     videos.mkdir()
     for f in (tiny_video_set / 'videos').iterdir():
         (videos / f.name).symlink_to(f)
-    (videos / 'corrupt.mp4').write_bytes(b'\x00\x00\x00\x18ftypmp42' + bytes(range(256)) * 8)
+    for i in range(2):
+        _corrupt(videos / f'corrupt_{i}.mp4')
     ann = tmp_path / 'train.txt'
-    ann.write_text((tiny_video_set / 'train.txt').read_text() + 'corrupt.mp4 1\n')
+    ann.write_text((tiny_video_set / 'train.txt').read_text() + 'corrupt_0.mp4 1\ncorrupt_1.mp4 2\n')
     opts = tiny_run_options(tiny_video_set) + [
         f'train_dataloader.dataset.ann_file={ann}', f'train_dataloader.dataset.data_prefix.video={videos}',
-        'train_dataloader.batch_size=9', 'train_cfg.max_epochs=2', 'train_cfg.val_interval=2']
+        'train_dataloader.num_workers=2', 'train_dataloader.batch_size=5',
+        'train_cfg.max_epochs=2', 'train_cfg.val_interval=2']
     proc = run_tool(['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'),
                      '--cfg-options', *opts])
     log = proc.stdout + proc.stderr
-    assert f'skipped unreadable video {videos}/corrupt.mp4' in log
-    assert '2 skipped so far' in log  # once per epoch, counted
+    assert f'skipped unreadable video {videos}/corrupt_0.mp4' in log
+    assert f'skipped unreadable video {videos}/corrupt_1.mp4' in log
+    # each epoch's total (summed over the two workers) equals the skips logged in that epoch
+    totals = [int(n) for n in re.findall(r'epoch \d: (\d+) unreadable training video\(s\) skipped in this '
+                                         r'epoch, summed over all dataloader workers and ranks', log)]
+    skips = len(re.findall(r'skipped unreadable video ', log))
+    assert len(totals) == 2 and sum(totals) == skips and min(totals) >= 2, (totals, skips)
+    assert f'({sum(totals)} so far in this run)' in log
     assert (tmp_path / 'w' / 'epoch_2.pth').exists()
-
 
 
 def test_resume_gives_the_losses_of_an_uninterrupted_run(tiny_video_set, tmp_path) -> None:

@@ -1,57 +1,130 @@
 #!/usr/bin/env python
 """Convert attention checkpoints between softmax, the authors' DnA layouts and dna_mm.
 
-    python tools/convert_checkpoint.py softmax-to-dna vit_b.pth dna_vit_b.pth [--num-heads 12]
-    python tools/convert_checkpoint.py dna-to-softmax dna.safetensors softmax.safetensors
-    python tools/convert_checkpoint.py official-to-dna-mm authors_dna_vit.pth dna_vit.pth
+    python tools/convert_checkpoint.py softmax-to-dna IN OUT (--config CFG | --num-heads H)
+        [--variant qpm_vpm] [--q-neg-scale 1e-4] [--v-neg-scale -1e-4]
+    python tools/convert_checkpoint.py dna-to-softmax IN OUT [--layout {timm,mha}]
+    python tools/convert_checkpoint.py official-to-dna-mm IN OUT [--combine {add,sub}]
 
-``.pth`` and ``.safetensors`` in and out (by suffix). In a ``.pth`` that wraps the weights
-(``state_dict`` / ``model`` / ``module`` key), only the weights are converted and the rest
-(meta, ...) is kept. Files are read with ``weights_only=True``.
+``python tools/convert_checkpoint.py SUBCOMMAND --help`` lists each one's options.
+IN is a local file, a URL or an mmengine prefix (``open-mmlab://...``), always read as a
+``weights_only`` load; ``.pth`` and ``.safetensors`` in and out (by suffix). In a ``.pth`` that
+wraps the weights (``state_dict`` / ``model`` / ``module`` key), only the weights are converted
+and the rest (meta, ...) is kept.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Optional
 
 import torch
 
 from dna_mm.converters import dna_to_softmax, official_to_dna_mm, softmax_to_dna
-from dna_mm.utils import load_checkpoint_file
+from dna_mm.utils import UnsafeCheckpointError, read_checkpoint
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module')
+COMBINE_HELP = ("how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
+                "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "
+                "fork) or 'sub' (pos − α·neg: their vit/dna.py and their VisCoP code; converted "
+                "exactly by negating α). A wrong choice loads without error but computes "
+                "another function")
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in each option's help, descriptions kept as written."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('direction', choices=['softmax-to-dna', 'dna-to-softmax', 'official-to-dna-mm'])
-    p.add_argument('src', type=Path, help='input checkpoint (.pth / .safetensors)')
-    p.add_argument('dst', type=Path, help='output checkpoint (.pth / .safetensors)')
-    p.add_argument('--variant', default='qpm_vpm', help='DnA variant (softmax-to-dna)')
-    p.add_argument('--num-heads', type=int, default=None,
-                   help='heads per attention (length of alpha); default width // 64')
-    p.add_argument('--q-neg-scale', type=float, default=1e-4)
-    p.add_argument('--v-neg-scale', type=float, default=-1e-4)
-    p.add_argument('--layout', choices=['timm', 'mha'], default='timm',
-                   help='key layout of the softmax result (dna-to-softmax)')
+    sub = p.add_subparsers(dest='direction', required=True, metavar='SUBCOMMAND')
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=summary, description=description, formatter_class=_Formatter)
+        cmd.add_argument('src', help='input checkpoint (.pth / .safetensors): path, URL or '
+                                     'mmengine prefix')
+        cmd.add_argument('dst', type=Path, help='output checkpoint (.pth / .safetensors)')
+        return cmd
+
+    s2d = command('softmax-to-dna', 'give every softmax attention a DnA negative branch',
+                  'Give every softmax attention (timm qkv/proj or nn.MultiheadAttention keys) a '
+                  'negative branch: Q- = q_neg_scale * Q, V- = v_neg_scale * V, alpha = 0.5 per '
+                  'head. The output equals the softmax model to ~1e-4 relative. The head count '
+                  '(length of alpha) is not in the weights: give --config or --num-heads '
+                  '(refused without, for variants with alpha).')
+    heads = s2d.add_mutually_exclusive_group()
+    heads.add_argument('--config', help="model config: the head count is read from "
+                                        "model.backbone.num_heads")
+    heads.add_argument('--num-heads', type=int, help='heads per attention (length of alpha)')
+    s2d.add_argument('--variant', default='qpm_vpm', help='DnA variant the output is for')
+    s2d.add_argument('--q-neg-scale', type=float, default=1e-4, help='Q- = scale * Q')
+    s2d.add_argument('--v-neg-scale', type=float, default=-1e-4, help='V- = scale * V')
+
+    d2s = command('dna-to-softmax', 'drop the negative branch (changes the function)',
+                  'Drop the negative branch (q_neg, v_neg, alpha) of every DnA attention. This '
+                  'CHANGES THE FUNCTION: the result is the positive branch alone, a different '
+                  'model from the DnA one (exactly the softmax model only for a checkpoint that '
+                  'softmax-to-dna made and nothing trained since).')
+    d2s.add_argument('--layout', choices=['timm', 'mha'], default='timm',
+                     help="key layout of the result: timm (qkv/proj) or mha "
+                          "(nn.MultiheadAttention's in_proj/out_proj, e.g. a stock MMAction2 "
+                          "TimeSformer)")
+
+    off = command('official-to-dna-mm', "the authors' DnA checkpoints (github rjccv/DnA) to dna_mm keys",
+                  "Map the authors' DnA checkpoints (qqkvv / qqkv / qkv + q_neg + v_neg, "
+                  "neg_scalers) to dna_mm's keys, by meaning.")
+    off.add_argument('--combine', choices=['add', 'sub'], default='add', help=COMBINE_HELP)
     return p.parse_args(argv)
+
+
+def num_heads_from_config(path: str) -> int:
+    """``model.backbone.num_heads`` of a model config.
+
+    Raises:
+        ValueError: the config has no such key (the error names the config).
+    """
+    from mmengine.config import Config
+    cfg = Config.fromfile(path)
+    backbone = (cfg.get('model') or {}).get('backbone') or {}
+    heads = backbone.get('num_heads')
+    if not isinstance(heads, int) or heads <= 0:
+        raise ValueError(f'{path}: model.backbone.num_heads is {heads!r}, not a positive head '
+                         f'count; pass --num-heads')
+    return heads
+
+
+def convert(args: argparse.Namespace) -> tuple[Any, Optional[str], dict, dict]:
+    """Read ``args.src`` and convert it: ``(checkpoint, wrapper key, state dict in, out)``."""
+    ckpt = read_checkpoint(args.src, map_location='cpu')
+    wrapper = next((k for k in WRAPPER_KEYS if isinstance(ckpt, dict) and k in ckpt), None)
+    sd = ckpt[wrapper] if wrapper else ckpt
+    if args.direction == 'softmax-to-dna':
+        heads = args.num_heads
+        if heads is None and args.config is not None:
+            heads = num_heads_from_config(args.config)
+        try:
+            new = softmax_to_dna(sd, args.q_neg_scale, args.v_neg_scale, args.variant, heads)
+        except ValueError as err:
+            hint = '' if heads is not None else ' (give the model config with --config, or --num-heads)'
+            raise ValueError(f'{args.src}: {err}{hint}') from None
+    elif args.direction == 'dna-to-softmax':
+        new = dna_to_softmax(sd, layout=args.layout)
+    else:
+        new = official_to_dna_mm(sd, combine=args.combine)
+    return ckpt, wrapper, sd, new
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not args.src.is_file():
+    if '://' not in args.src and not Path(args.src).is_file():
         print(f'convert_checkpoint: {args.src} does not exist', file=sys.stderr)
         return 2
-    ckpt = load_checkpoint_file(str(args.src), map_location='cpu')
-    wrapper = next((k for k in WRAPPER_KEYS if isinstance(ckpt, dict) and k in ckpt), None)
-    sd = ckpt[wrapper] if wrapper else ckpt
-    if args.direction == 'softmax-to-dna':
-        new = softmax_to_dna(sd, args.q_neg_scale, args.v_neg_scale, args.variant, args.num_heads)
-    elif args.direction == 'dna-to-softmax':
-        new = dna_to_softmax(sd, layout=args.layout)
-    else:
-        new = official_to_dna_mm(sd)
+    try:
+        ckpt, wrapper, sd, new = convert(args)
+    except (ValueError, UnsafeCheckpointError) as err:
+        print(f'convert_checkpoint: {err}', file=sys.stderr)
+        return 2
     added, removed = sorted(set(new) - set(sd)), sorted(set(sd) - set(new))
     print(f'{args.direction}: {len(sd)} keys in, {len(new)} out; added {len(added)}, '
           f'removed {len(removed)}')
@@ -60,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f'  {title}: {key}')
         if len(keys) > 6:
             print(f'  {title}: ... ({len(keys) - 6} more)')
+    if args.direction == 'dna-to-softmax' and removed:
+        print('  note: the negative branch was dropped, so the output computes a different '
+              'function from the input')
     args.dst.parent.mkdir(parents=True, exist_ok=True)
     if args.dst.suffix == '.safetensors':
         from safetensors.torch import save_file

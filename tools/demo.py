@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> None:
                    help='attention(s) to train and test (temporal and spatial)')
     p.add_argument('--data-root', default='data/demo')
     p.add_argument('--work-dir', default='work_dirs/demo')
-    p.add_argument('--epochs', type=int, default=None, help='override the config\'s epochs')
+    p.add_argument('--epochs', type=int, default=None,
+                   help='override the config\'s epochs (the cosine schedule, validation and '
+                        'checkpoint intervals follow)')
     args = p.parse_args(argv)
 
     t0 = time.time()
@@ -52,8 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
             opts += [f'{split}_dataloader.dataset.ann_file={args.data_root}/{ann}.txt',
                      f'{split}_dataloader.dataset.data_prefix.video={args.data_root}/videos']
-        if args.epochs:
-            opts += [f'train_cfg.max_epochs={args.epochs}', f'train_cfg.val_interval={args.epochs}']
+        if args.epochs:  # the schedule's end, val and checkpoint intervals move with it
+            opts += [f'train_cfg.max_epochs={args.epochs}']
         start = time.time()
         run([sys.executable, 'tools/train.py', CONFIG, '--work-dir', work_dir, '--seed', '0',
              '--cfg-options', *opts])

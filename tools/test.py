@@ -2,10 +2,16 @@
 """Test a recognizer and print top-1, top-5 and mean class accuracy.
 
     python tools/test.py CONFIG CHECKPOINT [--dump preds.csv|preds.pkl] [--work-dir DIR]
-        [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
+        [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--verbose]
 
+CHECKPOINT is a local file, a URL or an mmengine prefix (``open-mmlab://...``); every load is
+a ``weights_only`` load. It must match the model: missing, unexpected or resized keys are an
+error listing them (``--partial-load`` tests anyway and prints what was not loaded).
 ``--dump x.csv`` writes one row per video (path, label, prediction, score, top-5);
 ``--dump x.pkl`` MMAction2's pickle of the raw predictions.
+Detectors (MMDetection configs) print bbox and segm AP, AP50, AP75 (COCO); ``--dump x.pkl``
+writes MMDetection's pickle of the predictions (masks as RLE), ``--dump x.json`` the COCO
+results files ``x.bbox.json`` and ``x.segm.json``.
 """
 from __future__ import annotations
 
@@ -15,21 +21,26 @@ import os.path as osp
 import sys
 
 from mmengine.config import Config, DictAction
-from mmengine.runner import Runner
 
-from dna_mm.apis import format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.apis import build_runner, format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description='Test an action recognizer (dna_mm)')
     p.add_argument('config', help='test config file path')
-    p.add_argument('checkpoint', help='checkpoint file')
+    p.add_argument('checkpoint', help='checkpoint: local file, URL or mmengine prefix')
     p.add_argument('--work-dir', help='the dir to save the evaluation metrics')
     p.add_argument('--dump', type=str, help='per-video predictions: .csv or .pkl')
     p.add_argument('--cfg-options', nargs='+', action=DictAction,
                    help='override config settings, key=value')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    p.add_argument('--partial-load', action='store_true',
+                   help='test even if the checkpoint does not match the model (the keys not '
+                        'loaded are printed); default: refuse it')
+    p.add_argument('--verbose', action='store_true',
+                   help='print the environment / config / hook dump on the terminal too')
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -37,26 +48,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    if not osp.isfile(args.checkpoint):
+    if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
         sys.exit(f'test.py: checkpoint {args.checkpoint} does not exist')
     cfg = Config.fromfile(args.config)
+    if args.partial_load:
+        cfg.load_partial = True
+    if args.verbose:
+        cfg.log_setup_to_console = True
+    cfg.load_from = args.checkpoint
+    # --cfg-options first: they may address test_evaluator, which --dump turns into a list
+    cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
+    if args.dump is not None and cfg.get('default_scope') == 'mmdet':  # a detector
+        if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
+            cfg.test_evaluator.outfile_prefix = args.dump[:-len('.json')]
+            args.dump = None
+        elif not args.dump.endswith(('.pkl', '.pickle')):
+            sys.exit(f'test.py: --dump for a detector must end in .pkl or .json, got {args.dump}')
     if args.dump is not None:
         if args.dump.endswith('.csv'):
             dump = dict(type='DumpPredictions', out_file_path=args.dump)
         elif args.dump.endswith(('.pkl', '.pickle')):
-            dump = dict(type='DumpResults', out_file_path=args.dump)
+            dump = dict(type='DumpDetResults' if cfg.get('default_scope') == 'mmdet'
+                        else 'DumpResults', out_file_path=args.dump)
         else:
             sys.exit(f'test.py: --dump must end in .csv or .pkl, got {args.dump}')
         evaluators = cfg.test_evaluator
         cfg.test_evaluator = [*(evaluators if isinstance(evaluators, (list, tuple))
                                 else [evaluators]), dump]
-    cfg.load_from = args.checkpoint
-    cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     try:
-        runner = Runner.from_cfg(cfg)
+        runner = build_runner(cfg)
         metrics = runner.test()
         if runner.rank == 0:
             print(format_metrics(metrics), flush=True)
+    except (CheckpointMismatchError, UnsafeCheckpointError) as err:
+        sys.exit(f'test.py: {err}')
     finally:
         shutdown_distributed()
     return metrics

@@ -1,22 +1,29 @@
 #!/usr/bin/env python
-"""Train a recognizer (MMAction2's ``tools/train.py`` flags, plus CPU-aware defaults).
+"""Train a recognizer (MMAction2's ``tools/train.py`` flags, plus CPU-aware defaults), or a
+detector from an MMDetection config (``configs/vitdet_*.py``) the same way.
 
     python tools/train.py configs/timesformer_dna_ntu60.py [--work-dir DIR] [--resume [CKPT]]
         [--amp] [--no-validate] [--auto-scale-lr] [--seed N] [--cfg-options k=v ...]
-        [--launcher {none,pytorch,slurm,mpi}]
+        [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--tensorboard] [--verbose]
 
 Without CUDA, distributed runs use gloo and AMP falls back to full precision (logged).
-``--resume`` with no value continues from the latest checkpoint in the work dir.
+``--resume`` with no value continues from the latest checkpoint in the work dir (and says so
+when there is none). ``load_from`` / ``--resume`` checkpoints must match the model
+(``--partial-load`` accepts one that does not and prints what was not loaded); a new
+``train_cfg.max_epochs`` moves the schedule's end, ``val_interval`` and the checkpoint interval
+with it. ``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
+(environment, config, hooks) on the terminal, not only in the log file.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from mmengine.config import Config, DictAction
-from mmengine.runner import Runner
 
-from dna_mm.apis import prepare_cfg, shutdown_distributed
+from dna_mm.apis import build_runner, enable_tensorboard, prepare_cfg, shutdown_distributed
+from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,6 +43,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help='override config settings, key=value (e.g. train_cfg.max_epochs=1)')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    p.add_argument('--partial-load', action='store_true',
+                   help='accept a load_from / resume checkpoint that does not match the model '
+                        '(the keys not loaded are printed); default: refuse it')
+    p.add_argument('--tensorboard', action='store_true',
+                   help='also write TensorBoard scalars (TensorboardVisBackend) to the work dir')
+    p.add_argument('--verbose', action='store_true',
+                   help='print the environment / config / hook dump on the terminal too')
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -44,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cfg = Config.fromfile(args.config)
+    if args.partial_load:
+        cfg.load_partial = True
+    if args.verbose:
+        cfg.log_setup_to_console = True
+    if args.tensorboard:
+        enable_tensorboard(cfg)
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     if args.amp:
@@ -60,7 +80,9 @@ def main(argv: list[str] | None = None) -> None:
                               deterministic=args.deterministic)
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     try:
-        Runner.from_cfg(cfg).train()
+        build_runner(cfg).train()
+    except (CheckpointMismatchError, UnsafeCheckpointError) as err:
+        sys.exit(f'train.py: {err}')
     finally:
         shutdown_distributed()
 

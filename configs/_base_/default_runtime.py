@@ -1,6 +1,14 @@
 # Runtime shared by every dna_mm config (MMAction2's defaults + dna_mm's imports).
 default_scope = 'mmaction'
-custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)
+custom_imports = dict(imports=['dna_mm', 'dna_mm.apis'], allow_failed_imports=False)
+# dna_mm.apis.DnARunner: strict whole-model loads (load_from / resume / tools/test.py), a plain
+# message when `resume` finds nothing, and the setup dump (environment, config, hooks) in the
+# log file only. dna_mm's tools and MMDetection's stock tools honour `runner_type`; MMAction2
+# 1.1.0's stock tools/train.py always builds mmengine's plain Runner.
+runner_type = 'DnARunner'
+load_partial = False          # True (tools: --partial-load): accept a checkpoint that does not
+                              # match the model; the keys not loaded are printed
+log_setup_to_console = False  # True (tools: --verbose): print the setup dump on the terminal too
 
 default_hooks = dict(
     runtime_info=dict(type='RuntimeInfoHook'),
@@ -10,6 +18,8 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='auto'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     sync_buffers=dict(type='SyncBuffersHook'))
+# per-epoch total of unreadable training videos skipped, over all workers and ranks
+custom_hooks = [dict(type='SkippedVideosHook')]
 
 env_cfg = dict(
     cudnn_benchmark=False,
@@ -18,6 +28,9 @@ env_cfg = dict(
     dist_cfg=dict(backend='nccl'))
 
 log_processor = dict(type='LogProcessor', window_size=20, by_epoch=True)
+# TensorBoard (scalars under <work_dir>/<timestamp>/vis_data): `tools/train.py --tensorboard`,
+# or in a config: visualizer = dict(vis_backends=[dict(type='LocalVisBackend'),
+#                                                 dict(type='TensorboardVisBackend')])
 vis_backends = [dict(type='LocalVisBackend')]
 visualizer = dict(type='ActionVisualizer', vis_backends=vis_backends)
 log_level = 'INFO'

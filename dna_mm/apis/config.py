@@ -2,19 +2,23 @@
 from __future__ import annotations
 
 import os.path as osp
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 
+TENSORBOARD = dict(type='TensorboardVisBackend')
+
 
 def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
                 work_dir: Optional[str] = None, cfg_options: Optional[dict] = None) -> Config:
     """Apply CLI overrides, pick the work dir and adapt the config to the machine.
 
-    * ``cfg_options`` are merged last-but-one (before the device adaptation);
+    * ``cfg_options`` are merged last-but-one (before the device adaptation); a new
+      ``train_cfg.max_epochs`` also moves what the config derived from it
+      (:func:`sync_epoch_schedule`);
     * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>``;
     * without CUDA, for distributed runs: ``gloo`` instead of ``nccl``, the process group
       initialised here (mmengine's ``pytorch`` launcher would call ``torch.cuda.set_device``)
@@ -22,7 +26,12 @@ def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
     """
     cfg.launcher = launcher
     if cfg_options:
+        old_max_epochs = (cfg.get('train_cfg') or {}).get('max_epochs')
         cfg.merge_from_dict(cfg_options)
+        moved = sync_epoch_schedule(cfg, old_max_epochs, set(cfg_options))
+        if moved:
+            print_log(f'train_cfg.max_epochs {old_max_epochs} -> {cfg.train_cfg.max_epochs}, so '
+                      f'also: {", ".join(moved)}', logger='current')
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
@@ -39,9 +48,84 @@ def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
     return cfg
 
 
+def sync_epoch_schedule(cfg: Config, old_max_epochs: Optional[int],
+                        explicit: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """After ``train_cfg.max_epochs`` changed from ``old_max_epochs``, move with it the values
+    a config computed from it at parse time (e.g. ``T_max=max_epochs - 1``):
+
+    * an epoch-based ``param_scheduler`` ending at the old count ends at the new one, and its
+      ``T_max``, if it spanned ``begin`` to the end, spans to the new end (one that would
+      begin at or after the new end is dropped);
+    * ``train_cfg.val_interval`` and ``default_hooks.checkpoint.interval`` equal to the old
+      count become the new count (validate / save at the end, as before).
+
+    Keys in ``explicit`` (the ``--cfg-options`` given; ``param_scheduler`` covers all its
+    entries) are left as given. Returns ``'key old -> new'`` for each change.
+    """
+    new = (cfg.get('train_cfg') or {}).get('max_epochs')
+    if old_max_epochs is None or new is None or new == old_max_epochs:
+        return []
+    old, moved = old_max_epochs, []
+
+    def move(holder: Any, key: str, name: str, value: Any) -> None:
+        if name not in explicit:
+            moved.append(f'{name} {holder[key]} -> {value}')
+            holder[key] = value
+
+    schedulers = cfg.get('param_scheduler')
+    if isinstance(schedulers, dict):
+        schedulers = [schedulers]
+    if schedulers and not any(k == 'param_scheduler' or k.startswith('param_scheduler.')
+                              for k in explicit):
+        kept = []
+        for i, sched in enumerate(schedulers):
+            kept.append(sched)
+            if not sched.get('by_epoch', True) or sched.get('end') != old:
+                continue
+            begin = sched.get('begin', 0)
+            name = f'param_scheduler[{i}]({sched.get("type")})'
+            if new <= begin:  # it would start after the run ends
+                kept.pop()
+                moved.append(f'{name} dropped (begins at epoch {begin})')
+                continue
+            if sched.get('T_max') == old - begin:
+                move(sched, 'T_max', f'{name}.T_max', new - begin)
+            move(sched, 'end', f'{name}.end', new)
+        cfg.param_scheduler = kept
+    if cfg.train_cfg.get('val_interval') == old:
+        move(cfg.train_cfg, 'val_interval', 'train_cfg.val_interval', new)
+    checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint')
+    if checkpoint and checkpoint.get('interval') == old and checkpoint.get('by_epoch', True):
+        move(checkpoint, 'interval', 'default_hooks.checkpoint.interval', new)
+    return moved
+
+
+def enable_tensorboard(cfg: Config) -> Config:
+    """Add MMEngine's ``TensorboardVisBackend`` to the visualizer (once): scalars (loss, lr,
+    metrics) are then written to ``<work_dir>/<timestamp>/vis_data`` for
+    ``tensorboard --logdir <work_dir>``. The config line that does the same:
+    ``visualizer = dict(vis_backends=[dict(type='LocalVisBackend'), dict(type='TensorboardVisBackend')])``.
+
+    Raises:
+        ImportError: tensorboard is not installed (``pip install 'dna_mm[tensorboard]'``).
+    """
+    from importlib.util import find_spec
+    if find_spec('tensorboard') is None:
+        raise ImportError("--tensorboard needs the tensorboard package: pip install 'dna_mm[tensorboard]'")
+    visualizer = cfg.setdefault('visualizer', dict(type='Visualizer'))
+    backends = list(visualizer.get('vis_backends') or [dict(type='LocalVisBackend')])
+    if not any(b.get('type') == TENSORBOARD['type'] for b in backends):
+        backends.append(dict(TENSORBOARD))
+    visualizer['vis_backends'] = backends
+    return cfg
+
+
 def format_metrics(metrics: dict) -> str:
-    """``acc/top1``, ``acc/top5``, ``acc/mean1`` → one readable line (others appended)."""
+    """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition) and COCO's bbox / segm AP, AP50,
+    AP75 (detection, in %) → one readable line (other metrics appended as they are)."""
     names = {'acc/top1': 'top-1', 'acc/top5': 'top-5', 'acc/mean1': 'mCA'}
+    names.update({f'coco/{task}_mAP{sfx}': f'{task} AP{label}'  # MMDetection's CocoMetric
+                  for task in ('bbox', 'segm') for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'))})
     parts = [f'{label}: {100 * metrics[key]:.2f}' for key, label in names.items() if key in metrics]
     parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
     return 'Test results: ' + '  '.join(parts)

@@ -3,26 +3,63 @@ survives undecodable videos during training.
 
 At build time (``load_data_list``), with a clear error that names the annotation file:
 
+* a line that is not UTF-8 text → ``ValueError`` with ``file:line`` and the byte;
 * a malformed line (``path label`` expected) → ``ValueError`` with its line number;
 * a label outside ``[0, num_classes)`` → ``ValueError`` with the line and the label;
-* files missing on disk → ``FileNotFoundError`` listing the first few paths and the total.
+* files missing on disk → ``FileNotFoundError`` listing the first few (with their line
+  numbers) and the total.
 
-During training, a video that fails to load or decode is logged with its path (and the running
-count of skipped videos) and replaced by another sample; mmengine's ``max_refetch`` bounds the
-retries. In test mode a broken video is an error naming the file: silently replacing test
-samples would change the metric.
+During training, a video that fails to load or decode is logged with its path and the reason,
+counted (one counter shared by the dataloader workers of a process; ``SkippedVideosHook``
+logs the total of all workers and ranks at the end of each epoch) and replaced by another
+sample. When ``max_refetch + 1`` samples in a row fail, the error lists each of them and why
+(mmengine's own message names no file). In test mode a broken video is an error naming the
+file: silently replacing test samples would change the metric.
+
+Every packed sample carries its video path in ``data_samples.metainfo['filename']`` (used by
+``tools/test.py --dump``), whatever the pipeline's ``PackActionInputs(meta_keys=...)``.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os.path as osp
-from typing import Optional
+from typing import Any, Optional
 
+import torch
 from mmaction.datasets import VideoDataset
 from mmaction.registry import DATASETS
-from mmengine.fileio import list_from_file
+from mmengine.dist import all_reduce, get_rank
+from mmengine.hooks import Hook
 from mmengine.logging import print_log
+from mmengine.registry import HOOKS
 
 SHOW_MISSING = 5
+
+
+class SharedCounter:
+    """A count shared by a process and the dataloader workers it starts.
+
+    A ``multiprocessing.Value`` in shared memory: workers inherit it (fork) or receive it while
+    being spawned, so their increments are seen by the main process. Copies of the owning
+    dataset (``copy.deepcopy``, mmengine's ``get_subset``) share the same count.
+    """
+
+    def __init__(self) -> None:
+        self._value = multiprocessing.Value('q', 0)
+
+    def add(self, n: int = 1) -> int:
+        """Add ``n``; return the new count."""
+        with self._value.get_lock():
+            self._value.value += n
+            return self._value.value
+
+    @property
+    def value(self) -> int:
+        """The current count."""
+        return self._value.value
+
+    def __deepcopy__(self, memo: dict) -> 'SharedCounter':
+        return self
 
 
 @DATASETS.register_module()
@@ -41,36 +78,52 @@ class RobustVideoDataset(VideoDataset):
         if num_classes is not None and num_classes <= 0:
             raise ValueError(f'num_classes must be positive, got {num_classes}')
         self.check_files = check_files
-        self.num_skipped = 0
+        self.skipped = SharedCounter()
+        self._failures: list[tuple[Any, str]] = []
         super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
 
     def load_data_list(self) -> list[dict]:
         if not osp.isfile(self.ann_file):
             raise FileNotFoundError(f'annotation file {self.ann_file} does not exist')
         data_list = []
-        for lineno, line in enumerate(list_from_file(self.ann_file), start=1):
+        for lineno, line in enumerate(self._read_lines(), start=1):
             fields = line.strip().split(self.delimiter)
             if not line.strip():
                 continue
             if self.multi_class:
-                data_list.append(dict(filename=fields[0], label=[self._label(f, lineno) for f in fields[1:]]))
+                data_list.append(dict(filename=fields[0], label=[self._label(f, lineno) for f in fields[1:]],
+                                      lineno=lineno))
                 continue
             if len(fields) not in (1, 2):
                 raise ValueError(f'{self.ann_file}:{lineno}: expected "path label", got {line.strip()!r}')
             label = self._label(fields[1], lineno) if len(fields) == 2 else -1
-            data_list.append(dict(filename=fields[0], label=label))
+            data_list.append(dict(filename=fields[0], label=label, lineno=lineno))
         prefix = self.data_prefix.get('video')
         for info in data_list:
             if prefix is not None:
                 info['filename'] = osp.join(prefix, info['filename'])
         if self.check_files:
-            missing = [d['filename'] for d in data_list if not osp.isfile(d['filename'])]
+            missing = [d for d in data_list if not osp.isfile(d['filename'])]
             if missing:
-                shown = '\n  '.join(missing[:SHOW_MISSING])
+                shown = '\n  '.join(f'line {d["lineno"]}: {d["filename"]}' for d in missing[:SHOW_MISSING])
                 raise FileNotFoundError(
                     f'{self.ann_file}: {len(missing)} of {len(data_list)} listed videos are missing '
                     f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else ''))
         return data_list
+
+    def _read_lines(self) -> list[str]:
+        """The annotation file's lines, decoded as UTF-8 one by one (errors name the line)."""
+        lines = []
+        with open(self.ann_file, 'rb') as f:
+            raw_lines = f.read().splitlines()
+        for lineno, raw in enumerate(raw_lines, start=1):
+            try:
+                lines.append(raw.decode('utf-8'))
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f'{self.ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
+                    f'column {err.start + 1}): {raw!r}; save the list as UTF-8') from None
+        return lines
 
     def _label(self, text: str, lineno: int) -> int:
         try:
@@ -84,14 +137,83 @@ class RobustVideoDataset(VideoDataset):
         return label
 
     def prepare_data(self, idx: int) -> Optional[dict]:
+        """The packed sample (its path in ``metainfo['filename']``), or ``None`` in training
+        when the video cannot be loaded (logged, counted, remembered for the error below)."""
+        path = self.get_data_info(idx).get('filename')
         try:
-            return super().prepare_data(idx)
+            data = super().prepare_data(idx)
         except Exception as err:  # undecodable / truncated / unreadable video
-            path = self.get_data_info(idx).get('filename')
             if self.test_mode:
                 raise RuntimeError(f'cannot load test video {path}: {err}') from err
-            self.num_skipped += 1
-            print_log(f'skipped unreadable video {path} ({type(err).__name__}: {err}); '
-                      f'{self.num_skipped} skipped so far in this worker; using another sample',
+            reason = f'{type(err).__name__}: {err}'
+            self._failures.append((path, reason))
+            total = self.skipped.add()
+            print_log(f'skipped unreadable video {path} ({reason}); {total} skipped so far in '
+                      f'this process and its workers; using another sample',
                       logger='current', level=30)
-            return None  # BaseDataset.__getitem__ draws another index (max_refetch times)
+            return None  # __getitem__ draws another index (max_refetch times)
+        if data is None:
+            self._failures.append((path, 'the pipeline returned no sample'))
+        elif hasattr(data.get('data_samples'), 'set_metainfo') and path is not None:
+            data['data_samples'].set_metainfo(dict(filename=path))
+        return data
+
+    def __getitem__(self, idx: int) -> dict:
+        """mmengine's ``BaseDataset.__getitem__``; in training, when ``max_refetch + 1`` samples
+        in a row fail, the error lists each video and why."""
+        if self.test_mode:
+            return super().__getitem__(idx)
+        if not self._fully_initialized:
+            self.full_init()
+        self._failures = []
+        for _ in range(self.max_refetch + 1):
+            data = self.prepare_data(idx)
+            if data is not None:
+                return data
+            idx = self._rand_another()
+        shown = '\n  '.join(f'{path}: {reason}' for path, reason in self._failures)
+        raise RuntimeError(
+            f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
+            f'(max_refetch={self.max_refetch}); check the video files and the pipeline:\n  {shown}')
+
+
+def skip_counters(dataset: Any) -> list[SharedCounter]:
+    """The skip counters of ``dataset`` and of the datasets it wraps (Concat / Repeat / ...)."""
+    found: dict[int, SharedCounter] = {}
+    stack = [dataset]
+    while stack:
+        ds = stack.pop()
+        counter = getattr(ds, 'skipped', None)
+        if isinstance(counter, SharedCounter):
+            found[id(counter)] = counter
+        stack += list(getattr(ds, 'datasets', None) or [])
+        if getattr(ds, 'dataset', None) is not None:
+            stack.append(ds.dataset)
+    return list(found.values())
+
+
+@HOOKS.register_module()
+class SkippedVideosHook(Hook):
+    """Log, after each training epoch, how many training videos were skipped as unreadable,
+    summed over the dataloader workers of every rank (each skip is also logged when it
+    happens, with its path, by :class:`RobustVideoDataset`). Silent when nothing was skipped
+    or the dataset keeps no count."""
+
+    priority = 'LOW'
+
+    def __init__(self) -> None:
+        self._reported = 0
+
+    def after_train_epoch(self, runner) -> None:
+        counters = skip_counters(runner.train_dataloader.dataset)
+        if not counters:
+            return
+        total = torch.tensor([sum(c.value for c in counters)], dtype=torch.int64)
+        all_reduce(total, op='sum')
+        total = int(total.item())
+        new, self._reported = total - self._reported, total
+        if new and get_rank() == 0:
+            runner.logger.warning(
+                f'epoch {runner.epoch + 1}: {new} unreadable training video(s) skipped in this '
+                f'epoch, summed over all dataloader workers and ranks ({total} so far in this '
+                f'run); their paths are in the warnings above')

@@ -1,6 +1,9 @@
-"""Utilities: safe checkpoint loading."""
-from .checkpoint import (UnsafeCheckpointError, allow_mmengine_globals, install as
-                         install_safe_checkpoint_loading, load_checkpoint_file)
+"""Utilities: safe checkpoint loading (every mmengine scheme) and whole-model load checks."""
+from .checkpoint import (CheckpointMismatchError, StateDictReport, UnsafeCheckpointError,
+                         allow_mmengine_globals, compare_state_dict, install as
+                         install_safe_checkpoint_loading, load_checkpoint_file, load_model_weights,
+                         read_checkpoint, safe_torch_load)
 
-__all__ = ['UnsafeCheckpointError', 'allow_mmengine_globals', 'install_safe_checkpoint_loading',
-           'load_checkpoint_file']
+__all__ = ['UnsafeCheckpointError', 'CheckpointMismatchError', 'StateDictReport',
+           'allow_mmengine_globals', 'install_safe_checkpoint_loading', 'load_checkpoint_file',
+           'read_checkpoint', 'safe_torch_load', 'compare_state_dict', 'load_model_weights']

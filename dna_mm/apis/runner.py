@@ -1,0 +1,155 @@
+"""``DnARunner``: mmengine's ``Runner`` with strict whole-model loads, plain resume messages and
+a terminal that starts with the run, not with the setup dump.
+
+* **Strict loads.** ``load_from``, ``--resume`` and ``tools/test.py CHECKPOINT`` load the whole
+  model; a checkpoint with missing, unexpected or resized keys is refused with a
+  :class:`~dna_mm.utils.CheckpointMismatchError` that names the file and lists the keys
+  (mmengine loads what matches and logs the rest, so a 7-class head on a 4-class model, or a
+  file with no model weights at all, would be "tested" with random weights). ``load_partial =
+  True`` in the config (tools: ``--partial-load``) accepts a partial load and prints what was
+  not loaded. Backbone initialisation (``pretrained``, ``init_cfg``) is not affected: it keeps
+  its own non-strict load report.
+* **Resume.** ``resume=True`` with no checkpoint in the work dir says so (a warning) and trains
+  from scratch, instead of "resumed from the latest checkpoint None"; a file that is not a
+  training checkpoint is an error naming it.
+* **Quiet setup.** mmengine logs the environment, the whole config, the hook order and one
+  line per parameter option before the first progress line (hundreds of lines). They still go
+  to the log file; the terminal shows them only with ``log_setup_to_console = True``
+  (tools: ``--verbose``).
+
+Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime.py``);
+:func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
+too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
+``tools/train.py`` always builds mmengine's plain ``Runner``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional, Union
+
+from mmengine.config import Config
+from mmengine.model import BaseTTAModel, is_model_wrapper
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+from mmengine.runner.checkpoint import _load_checkpoint, find_latest_checkpoint
+
+from ..utils import CheckpointMismatchError, load_model_weights
+
+# Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
+SETUP_DUMP_MARKERS = ('System environment:', 'Config:\n', 'Hooks will be executed in the following',
+                      'paramwise_options -- ')
+
+
+class SetupDumpFilter(logging.Filter):
+    """A console-handler filter that drops mmengine's INFO setup dumps until the first loop
+    starts (:attr:`active` is then cleared); warnings, errors and everything else pass."""
+
+    def __init__(self, active: bool = True) -> None:
+        super().__init__()
+        self.active = active
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.active or record.levelno > logging.INFO:
+            return True
+        head = record.getMessage().lstrip('\n-')[:80]
+        return not any(head.startswith(marker) for marker in SETUP_DUMP_MARKERS)
+
+
+@RUNNERS.register_module()
+class DnARunner(Runner):
+    """mmengine ``Runner`` with strict whole-model loads, plain resume messages and a quiet
+    setup log (see the module docstring).
+
+    Config keys read besides mmengine's (both default ``False``):
+        load_partial: accept a checkpoint that does not match the model; the keys not loaded
+            are printed.
+        log_setup_to_console: print the environment / config / hook dumps on the terminal too.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cfg = kwargs.get('cfg') or {}
+        self.load_partial = bool(cfg.get('load_partial', False))
+        self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
+        super().__init__(*args, **kwargs)
+
+    def build_logger(self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None,
+                     **kwargs: Any):
+        """mmengine's logger, with :class:`SetupDumpFilter` on its terminal handler."""
+        logger = super().build_logger(log_level=log_level, log_file=log_file, **kwargs)
+        files = [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)]
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                for old in [f for f in handler.filters if isinstance(f, SetupDumpFilter)]:
+                    handler.removeFilter(old)  # a logger reused by name (same experiment name)
+                handler.addFilter(self._setup_filter)
+        if self._setup_filter.active and files:
+            logger.info(f'environment, config and hook order: see {files[0]} '
+                        f'(--verbose / log_setup_to_console=True prints them here)')
+        return logger
+
+    def call_hook(self, fn_name: str, **kwargs: Any) -> None:
+        """mmengine's, and the terminal shows everything from the first loop on."""
+        if fn_name in ('before_train', 'before_val', 'before_test'):
+            self._setup_filter.active = False
+        super().call_hook(fn_name, **kwargs)
+
+    def load_or_resume(self) -> None:
+        """mmengine's, but ``resume`` with nothing to resume from says so plainly."""
+        if self._has_loaded:
+            return None
+        if self._resume and self._load_from is None:
+            latest = find_latest_checkpoint(self.work_dir)
+            if latest is None:
+                self.logger.warning(f'resume: no checkpoint found in {self.work_dir} (no '
+                                    f'last_checkpoint file); training starts from scratch')
+                return None
+            self.logger.info(f'resuming from the latest checkpoint in the work dir: {latest}')
+            self.resume(latest)
+            self._has_loaded = True
+            return None
+        return super().load_or_resume()
+
+    def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        """mmengine's, with an error naming the file when it is not a training checkpoint."""
+        try:
+            super().resume(filename, *args, **kwargs)
+        except KeyError as err:
+            raise CheckpointMismatchError(
+                f'cannot resume from {filename}: it has no {err} entry, so it is not a training '
+                f'checkpoint saved by mmengine (to start from its weights use load_from)') from err
+
+    def load_checkpoint(self, filename: str, map_location: Union[str, Callable] = 'cpu',
+                        strict: Optional[bool] = None,
+                        revise_keys: list = [(r'^module.', '')]) -> dict:  # noqa: B006 (mmengine's)
+        """Load a whole-model checkpoint (``load_from``, resume, ``tools/test.py``).
+
+        Args:
+            filename: Local path, URL or mmengine prefix (all ``weights_only`` loads).
+            map_location: As for :func:`torch.load`.
+            strict: Refuse missing / unexpected / resized keys; default: not ``load_partial``.
+            revise_keys: ``(pattern, replacement)`` applied to the keys first.
+
+        Raises:
+            CheckpointMismatchError: strict, and the checkpoint does not match the model.
+        """
+        strict = not self.load_partial if strict is None else strict
+        checkpoint = _load_checkpoint(filename, map_location=map_location)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if isinstance(model, BaseTTAModel):
+            model = model.module
+        report = load_model_weights(model, checkpoint, filename, strict, revise_keys)
+        self._has_loaded = True
+        if not report.complete:
+            self.logger.warning(f'partial load of {filename} (load_partial): {report.loaded} '
+                                f'weights loaded; not loaded, the model keeps its own values:\n'
+                                f'{report.describe()}')
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+
+def build_runner(cfg: Config) -> Runner:
+    """The config's ``runner_type`` (through ``RUNNERS``), else :class:`DnARunner`."""
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return DnARunner.from_cfg(cfg)
