@@ -14,5 +14,10 @@ patch_mmengine()
 from . import models  # noqa: E402  (first: the converters import the attention)
 from . import converters, datasets, engine, evaluation  # noqa: E402
 
+from importlib.util import find_spec as _find_spec  # noqa: E402
+
+if _find_spec('mmdet') is not None:  # mmdet's OPTIM_WRAPPER_CONSTRUCTORS
+    from .engine import layer_decay  # noqa: E402,F401  (LayerDecayOptimizerConstructor)
+
 __version__ = '0.1.0'
 __all__ = ["converters", "datasets", "engine", "evaluation", "models", "__version__"]

@@ -5,6 +5,12 @@ from .attention import (CogAttention, CogCrossAttention, DiffAttention, DiffCros
 from . import backbones  # noqa: E402  (after .attention: backbones use the converters)
 from . import adapters  # noqa: E402
 
+from importlib.util import find_spec as _find_spec  # noqa: E402
+
+if _find_spec('mmdet') is not None:  # the detection half (mmdet scope)
+    from . import necks  # noqa: E402,F401  (SimpleFPN, LN2d)
+    from .backbones import vitdet  # noqa: E402,F401  (ViTDet)
+
 __all__ = ['DnAAttention', 'DnACrossAttention', 'SoftmaxAttention', 'SoftmaxCrossAttention',
            'DiffAttention', 'DiffCrossAttention', 'CogAttention', 'CogCrossAttention',
            'build_attention', 'backbones', 'adapters']

@@ -1,0 +1,90 @@
+"""Whole-checkpoint layouts → ViTDet backbone keys (detectron2 / MMDetection ViTDet naming).
+
+Target keys (timm's block names, no CLS token, no final norm)::
+
+    patch_embed.proj.*, pos_embed [1, (1 +) S², C],
+    blocks.{i}.{norm1, attn.{qkv, proj, q_neg, v_neg, alpha, rel_pos_h, rel_pos_w}, norm2,
+                mlp.fc1, mlp.fc2}.*
+
+Recognised sources (:func:`to_vitdet` returns which):
+
+* ``'mmdet_vitdet'``: an MMDetection (or dna_mm) ViTDet detector checkpoint: the
+  ``backbone.*`` tensors of its ``state_dict`` (neck and heads are not the backbone's);
+* ``'authors_dna_vit'``: the authors' DnA ViT (``qqkvv`` / ``qqkv``, ``neg_scalers``,
+  ``pos_embed`` without a CLS row), mapped by :func:`~.attention.official_to_dna_mm`;
+* ``'dna_vit'``: a dna_mm ``dna_vit_*`` timm model (``q_neg``, ``v_neg``, ``alpha``);
+* ``'timm_vit'``: a timm ViT or an MAE encoder (``model`` key; ``blocks.{i}.attn.qkv``).
+
+The classification parts of image models (``cls_token``, the final ``norm``, ``fc_norm``,
+``head``) have no place in ViTDet: they are returned separately as ``unused``.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Mapping
+
+from torch import Tensor
+
+from .attention import official_to_dna_mm
+from .timesformer import PREFIXES, WRAPPER_KEYS
+
+#: image-classification tensors a ViTDet backbone has no counterpart for
+CLASSIFIER_KEYS = ('cls_token', 'dist_token', 'norm.weight', 'norm.bias')
+CLASSIFIER_PREFIXES = ('head.', 'fc_norm.', 'head_drop.')
+
+
+def _state_dict(checkpoint: Mapping) -> Mapping:
+    for key in WRAPPER_KEYS:
+        if key in checkpoint and isinstance(checkpoint[key], Mapping):
+            return checkpoint[key]
+    return checkpoint
+
+
+def _strip_prefixes(key: str) -> str:
+    while key.startswith(PREFIXES):
+        key = key[len(next(p for p in PREFIXES if key.startswith(p))):]
+    return key
+
+
+def detector_backbone(checkpoint: Mapping) -> 'OrderedDict[str, Tensor] | None':
+    """The ``backbone.*`` tensors of a detector checkpoint (prefix removed), or ``None`` when
+    the checkpoint is not a detector's (no key starts with ``backbone.``)."""
+    sd = _state_dict(checkpoint)
+    keys = [k for k in sd if isinstance(sd[k], Tensor)]
+    stripped = [k[len('module.'):] if k.startswith('module.') else k for k in keys]
+    if not any(k.startswith('backbone.') for k in stripped):
+        return None
+    return OrderedDict((s[len('backbone.'):], sd[k]) for k, s in zip(keys, stripped)
+                       if s.startswith('backbone.'))
+
+
+def to_vitdet(checkpoint: Mapping, combine: str = 'add'
+              ) -> tuple['OrderedDict[str, Tensor]', str, list[str]]:
+    """Any recognised checkpoint → ``(ViTDet state dict, layout, unused keys)``.
+
+    Negative branches are not added and nothing is resized here (both depend on the target
+    model: :func:`~.attention.adapt_attentions`, :func:`dna_mm.models.backbones.vitdet.load_pretrained`).
+
+    Args:
+        checkpoint: The loaded checkpoint (wrapped in ``state_dict`` / ``model`` or bare).
+        combine: Sign of the branch sum in the authors' files (``'add'`` / ``'sub'``, see
+            :func:`~.attention.official_to_dna_mm`).
+    """
+    sd = detector_backbone(checkpoint)
+    if sd is not None:
+        layout = 'mmdet_vitdet'
+    else:
+        raw = _state_dict(checkpoint)  # module. / model. / encoder. prefixes removed
+        sd = OrderedDict((_strip_prefixes(k), v) for k, v in raw.items() if isinstance(v, Tensor))
+        authors = any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd)
+        layout = ('authors_dna_vit' if authors else
+                  'dna_vit' if any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha'))
+                                   for k in sd) else 'timm_vit')
+    sd = official_to_dna_mm(sd, combine=combine)  # also: zero CLS row for a CLS-less pos_embed
+    if not any(k.startswith('blocks.') for k in sd):
+        raise ValueError(f'unrecognised checkpoint layout for ViTDet: expected blocks.{{i}}.* '
+                         f'keys (timm / MAE / dna_mm / MMDetection ViTDet); first keys: '
+                         f'{list(sd)[:5]}')
+    unused = sorted(k for k in sd if k in CLASSIFIER_KEYS or k.startswith(CLASSIFIER_PREFIXES))
+    out = OrderedDict((k, v) for k, v in sd.items() if k not in unused)
+    return out, layout, unused

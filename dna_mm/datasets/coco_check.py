@@ -1,0 +1,194 @@
+"""Check a COCO instance annotation file against its images (what MMDetection's ``CocoDataset``
+and ``CocoMetric`` rely on), and say what is wrong, where.
+
+Checks, each reported with the JSON path (``annotations[12] (id 40)``) and a count:
+
+* structure: ``images``, ``annotations``, ``categories`` are lists; ids unique;
+* images: ``file_name``, positive ``width`` / ``height``; the file exists under the image
+  directory (and, with ``check_sizes``, is readable and has the recorded size);
+* categories: ``id`` and a unique ``name``;
+* annotations: ``image_id`` and ``category_id`` exist; ``bbox`` is ``[x, y, w, h]`` with
+  ``w, h > 0`` inside the image (1 px tolerance); ``iscrowd`` 0 / 1; ``segmentation`` is a
+  list of polygons of ≥ 3 points (an even count ≥ 6 of numbers) inside the image, or, for
+  crowds, an RLE ``{size: [h, w], counts}`` of the image's size; ``area`` ≥ 0.
+
+:func:`check_coco` returns a :class:`CocoReport`; its :meth:`~CocoReport.format` is what
+``tools/data/coco/check_annotations.py`` prints.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+#: pixels a box or polygon may extend beyond the image border before it is reported
+TOLERANCE = 1.0
+
+
+@dataclass
+class CocoReport:
+    """What :func:`check_coco` found: counts and, per problem kind, the first examples."""
+    ann_file: str
+    num_images: int = 0
+    num_annotations: int = 0
+    categories: dict[int, str] = field(default_factory=dict)
+    per_category: Counter = field(default_factory=Counter)
+    problems: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, kind: str, where: str) -> None:
+        self.problems[kind].append(where)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def format(self, max_examples: int = 5) -> str:
+        lines = [f'{self.ann_file}: {self.num_images} images, {self.num_annotations} annotations, '
+                 f'{len(self.categories)} categories']
+        if self.categories:
+            counts = ', '.join(f'{name} {self.per_category.get(cid, 0)}'
+                               for cid, name in sorted(self.categories.items()))
+            lines.append(f'  annotations per category: {counts}')
+        for kind, where in sorted(self.problems.items()):
+            shown = '; '.join(where[:max_examples])
+            more = f' ... ({len(where) - max_examples} more)' if len(where) > max_examples else ''
+            lines.append(f'  ERROR {kind}: {len(where)}: {shown}{more}')
+        lines.append('OK' if self.ok else f'{sum(map(len, self.problems.values()))} problem(s)')
+        return '\n'.join(lines)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v  # not NaN
+
+
+def _check_polygons(seg: Any, w: float, h: float, where: str, report: CocoReport) -> None:
+    if not isinstance(seg, list) or not seg:
+        report.add('bad segmentation (expected a list of polygons)', where)
+        return
+    for j, poly in enumerate(seg):
+        if not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2 \
+                or not all(_number(v) for v in poly):
+            report.add('bad polygon (need an even count >= 6 of numbers)', f'{where} polygon {j}')
+            continue
+        xs, ys = poly[0::2], poly[1::2]
+        if min(xs) < -TOLERANCE or min(ys) < -TOLERANCE or max(xs) > w + TOLERANCE \
+                or max(ys) > h + TOLERANCE:
+            report.add('polygon outside the image', f'{where} polygon {j} (image {w:g}x{h:g})')
+
+
+def _check_rle(seg: Any, w: float, h: float, where: str, report: CocoReport) -> None:
+    if not isinstance(seg, dict) or 'counts' not in seg or 'size' not in seg:
+        report.add('bad crowd segmentation (expected RLE {size, counts})', where)
+    elif list(seg['size']) != [h, w]:
+        report.add('RLE size differs from the image', f'{where}: {seg["size"]} vs [{h}, {w}]')
+
+
+def _image_size(path: Path) -> Optional[tuple[int, int]]:
+    import cv2
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    return None if img is None else (img.shape[1], img.shape[0])
+
+
+def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLike] = None,
+               check_sizes: bool = False) -> CocoReport:
+    """Check ``ann_file`` (and the images under ``image_dir``, if given).
+
+    Raises:
+        ValueError: the file is not JSON or not a COCO object (names the file).
+    """
+    ann_file = Path(ann_file)
+    report = CocoReport(str(ann_file))
+    try:
+        data = json.loads(ann_file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f'{ann_file}: cannot read COCO JSON: {err}') from err
+    if not isinstance(data, dict):
+        raise ValueError(f'{ann_file}: expected a JSON object with images / annotations / '
+                         f'categories, got {type(data).__name__}')
+    for key in ('images', 'annotations', 'categories'):
+        if not isinstance(data.get(key), list):
+            report.add('missing or non-list section', key)
+    if not report.ok:
+        return report
+    images: dict[Any, dict] = {}
+    for i, img in enumerate(data['images']):
+        where = f'images[{i}] (id {img.get("id")!r})' if isinstance(img, dict) else f'images[{i}]'
+        if not isinstance(img, dict) or 'id' not in img:
+            report.add('image without id', where)
+            continue
+        if img['id'] in images:
+            report.add('duplicate image id', where)
+        images[img['id']] = img
+        if not isinstance(img.get('file_name'), str) or not img['file_name']:
+            report.add('image without file_name', where)
+            continue
+        if not (_number(img.get('width')) and _number(img.get('height'))
+                and img['width'] > 0 and img['height'] > 0):
+            report.add('image without positive width / height', where)
+        if image_dir is not None:
+            path = Path(image_dir) / img['file_name']
+            if not path.is_file():
+                report.add('missing image file', f'{path} ({where})')
+            elif check_sizes:
+                size = _image_size(path)
+                if size is None:
+                    report.add('unreadable image file', f'{path} ({where})')
+                elif size != (img.get('width'), img.get('height')):
+                    report.add('image size differs from the JSON',
+                               f'{path}: {size[0]}x{size[1]} vs {img.get("width")}x{img.get("height")}')
+    names: set[str] = set()
+    for i, cat in enumerate(data['categories']):
+        where = f'categories[{i}]'
+        if not isinstance(cat, dict) or 'id' not in cat or not isinstance(cat.get('name'), str):
+            report.add('category without id / name', where)
+            continue
+        if cat['id'] in report.categories:
+            report.add('duplicate category id', f'{where} (id {cat["id"]!r})')
+        if cat['name'] in names:
+            report.add('duplicate category name', f'{where} ({cat["name"]!r})')
+        names.add(cat['name'])
+        report.categories[cat['id']] = cat['name']
+    ann_ids: set[Any] = set()
+    for i, ann in enumerate(data['annotations']):
+        where = f'annotations[{i}] (id {ann.get("id")!r})' if isinstance(ann, dict) else f'annotations[{i}]'
+        if not isinstance(ann, dict) or 'id' not in ann:
+            report.add('annotation without id', where)
+            continue
+        if ann['id'] in ann_ids:
+            report.add('duplicate annotation id', where)
+        ann_ids.add(ann['id'])
+        img = images.get(ann.get('image_id'))
+        if img is None:
+            report.add('annotation of an unknown image_id', f'{where}: image_id {ann.get("image_id")!r}')
+            continue
+        if ann.get('category_id') not in report.categories:
+            report.add('annotation of an unknown category_id',
+                       f'{where}: category_id {ann.get("category_id")!r}')
+        else:
+            report.per_category[ann['category_id']] += 1
+        w, h = img.get('width', 0), img.get('height', 0)
+        box = ann.get('bbox')
+        if not (isinstance(box, list) and len(box) == 4 and all(_number(v) for v in box)):
+            report.add('bad bbox (expected [x, y, w, h] numbers)', f'{where}: {box!r}')
+        elif box[2] <= 0 or box[3] <= 0:
+            report.add('empty bbox (w or h <= 0)', f'{where}: {box}')
+        elif box[0] < -TOLERANCE or box[1] < -TOLERANCE or box[0] + box[2] > w + TOLERANCE \
+                or box[1] + box[3] > h + TOLERANCE:
+            report.add('bbox outside the image', f'{where}: {box} (image {w}x{h})')
+        crowd = ann.get('iscrowd', 0)
+        if crowd not in (0, 1):
+            report.add('iscrowd not 0 / 1', f'{where}: {crowd!r}')
+        if 'segmentation' in ann:
+            (_check_rle if crowd == 1 else _check_polygons)(ann['segmentation'], w, h, where, report)
+        else:
+            report.add('annotation without segmentation', where)
+        if 'area' in ann and not (_number(ann['area']) and ann['area'] >= 0):
+            report.add('bad area', f'{where}: {ann["area"]!r}')
+    report.num_images, report.num_annotations = len(images), len(ann_ids)
+    return report
+
+
+__all__ = ['CocoReport', 'check_coco']
