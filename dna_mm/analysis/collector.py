@@ -1,0 +1,320 @@
+"""Collect the attention analyses over a dataset without keeping any map.
+
+:func:`eager_attention` is the one hook point: for the duration of a ``with`` block every
+family attention of the model runs its eager path (``fused_attn = False``) and its ``core`` is
+wrapped *on the instance*, so each call hands ``(site, maps, heads)`` to a callback — the maps
+``[B, H, M, N]`` the forward actually multiplies (before dropout) and the head-split inputs of
+``core`` (``q, k, v`` and DnA's ``q_neg, v_neg``). Leaving the block restores both.
+
+:class:`AttentionCollector` reduces every call on the spot (per site, branch and head) with the
+functions of :mod:`.measures`; :class:`TokenDistanceCollector` hooks the blocks' outputs for the
+representational-robustness curve. Memory: running sums, fixed-bin histograms (C(V+, V-)) and
+``k + 1`` intruder counts per site — nothing grows with the dataset.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from typing import Callable, Iterable, Iterator, Optional
+
+import torch
+from torch import Tensor, nn
+
+from .measures import (attention_entropy, branch_cosine, head_redundancy, intruder_dimensions,
+                       token_distance, value_alignment)
+from .sites import AttentionSite, find_attention_sites, prefix_tokens
+
+Callback = Callable[[AttentionSite, dict[str, Tensor], dict[str, Tensor]], None]
+#: analyses computed from the maps / heads of the forward pass
+MAP_ANALYSES = ('entropy', 'redundancy', 'cvv', 'intruders')
+
+
+@contextlib.contextmanager
+def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Iterator[None]:
+    """Run ``sites`` on their eager path and pass every call's maps and heads to ``callback``.
+
+    The wrapper calls the module's own ``core(..., return_attn=True)`` and returns its result
+    unchanged, so the forward computes exactly the eager formula (equal to the fast path within
+    float tolerance, ``tests/test_attention.py``).
+    """
+    saved = []
+    try:
+        for site in sites:
+            module = site.module
+            saved.append((module, module.fused_attn, module.__dict__.get('core')))
+            module.fused_attn = False
+            module.core = _wrapped_core(site, module.core, callback)
+        yield
+    finally:
+        for module, fused, own_core in reversed(saved):
+            module.fused_attn = fused
+            if own_core is None:
+                module.__dict__.pop('core', None)
+            else:
+                module.core = own_core
+
+
+def _wrapped_core(site: AttentionSite, core: Callable, callback: Callback) -> Callable:
+    def wrapped(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
+                return_attn: bool = False, attn_bias=None, **heads: Tensor):
+        out, maps = core(q, k, v, attn_mask=attn_mask, return_attn=True, attn_bias=attn_bias,
+                         **heads)
+        callback(site, maps, dict(q=q, k=k, v=v, **heads))
+        return out, maps
+    return wrapped
+
+
+def branch_outputs(site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor],
+                   with_coefficient: bool = False) -> tuple[Tensor, Tensor]:
+    """The two branch terms ``[B, H, M, d]`` of a two-branch call, before the mixing:
+    DnA ``(softmax(sQ+Kᵀ) V+, softmin(sQ-Kᵀ) V-)``, Diff ``(A1 V, A2 V)``; with
+    ``with_coefficient`` the second is multiplied by its factor in the output (DnA ``α_h``,
+    Diff ``-λ``)."""
+    v_neg = heads.get('v_neg', heads['v'])
+    pos = maps['pos'].to(heads['v'].dtype) @ heads['v']
+    neg = maps['neg'].to(v_neg.dtype) @ v_neg
+    if with_coefficient:
+        neg = neg * site.neg_coefficient().to(neg)
+    return pos, neg
+
+
+class _Mean:
+    """Weighted running mean of a tensor."""
+
+    def __init__(self) -> None:
+        self.total: Optional[Tensor] = None
+        self.weight = 0
+
+    def add(self, value: Tensor, weight: int) -> None:
+        value = value.detach().double().cpu() * weight
+        self.total = value if self.total is None else self.total + value
+        self.weight += weight
+
+    def value(self) -> Tensor:
+        return self.total / self.weight
+
+
+def histogram_median(counts: Tensor, edges: Tensor) -> float:
+    """Median of binned values: linear interpolation inside the bin holding the middle value
+    (resolution: one bin). ``counts [n]``, ``edges [n + 1]``."""
+    cum = counts.cumsum(0).double()
+    half = float(cum[-1]) / 2
+    i = int(torch.searchsorted(cum, torch.tensor(half, dtype=torch.float64)))
+    below = float(cum[i - 1]) if i > 0 else 0.0
+    frac = (half - below) / max(int(counts[i]), 1)
+    return float(edges[i] + frac * (edges[i + 1] - edges[i]))
+
+
+class _Histogram:
+    """Fixed-bin histogram on ``[lo, hi]`` with the exact sum (for the mean)."""
+
+    def __init__(self, bins: int, lo: float = -1.0, hi: float = 1.0) -> None:
+        self.edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+        self.counts = torch.zeros(bins, dtype=torch.int64)
+        self.total, self.n = 0.0, 0
+
+    def add(self, values: Tensor) -> None:
+        v = values.detach().double().cpu().flatten().clamp(self.edges[0], self.edges[-1])
+        idx = torch.bucketize(v, self.edges[1:-1], right=True)  # bin i: [e_i, e_{i+1})
+        self.counts += torch.bincount(idx, minlength=self.counts.numel())
+        self.total += float(v.sum())
+        self.n += v.numel()
+
+    def median(self) -> float:
+        return histogram_median(self.counts, self.edges)
+
+    def to_dict(self) -> dict:
+        return dict(edges=[round(float(e), 6) for e in self.edges], counts=self.counts.tolist())
+
+
+class AttentionCollector:
+    """Entropy, head redundancy, C(V+, V-), branch cosine and intruder dimensions of every
+    attention of a model, accumulated over the forward passes run inside ``with collector:``.
+
+    Per site (one attention module) and branch (DnA / Diff ``pos`` and ``neg``, softmax / Cog
+    ``attn``; Cog's signed map enters the entropy as ``|W|``):
+
+    * ``entropy``: :func:`~.measures.attention_entropy` per head, all rows and the top-k %;
+    * ``redundancy``: :func:`~.measures.head_redundancy`;
+    * ``cvv``: :func:`~.measures.value_alignment` of DnA's ``V+``, ``V-`` (variants with a
+      ``V-`` projection), and :func:`~.measures.branch_cosine` of the two branch outputs (DnA,
+      Diff; ``with_coefficient``: the second multiplied by ``α_h`` / ``-λ`` first);
+    * ``intruders``: :func:`~.measures.intruder_dimensions` of the positive branch's output
+      w.r.t. the negative one's (DnA, Diff).
+
+    Every call's ``[B, H, ...]`` maps count as ``B`` samples: for TimeSformer's temporal
+    attention that is one per (clip, patch) sequence, for its spatial one one per (clip, frame).
+
+    Args:
+        model: Holds the attentions (found by :func:`~.sites.find_attention_sites`).
+        analyses: Subset of :data:`MAP_ANALYSES`.
+        top_k_percent: k of the top-k % entropy.
+        intruder_k, intruder_eps: ``k`` and ``ε`` of the intruder count.
+        with_coefficient: Branch cosine with the mixing coefficient applied (default: the
+            paper's branch terms, without).
+        hist_bins: Bins of the C(V+, V-) and branch-cosine histograms on ``[-1, 1]`` (the median
+            is read from it, to one bin).
+    """
+
+    def __init__(self, model: nn.Module, analyses: Iterable[str] = MAP_ANALYSES,
+                 top_k_percent: float = 10.0, intruder_k: int = 10, intruder_eps: float = 0.5,
+                 with_coefficient: bool = False, hist_bins: int = 400) -> None:
+        self.analyses = tuple(analyses)
+        unknown = set(self.analyses) - set(MAP_ANALYSES)
+        if unknown:
+            raise ValueError(f'AttentionCollector: unknown analyses {sorted(unknown)}; choose from '
+                             f'{list(MAP_ANALYSES)}')
+        self.sites = find_attention_sites(model)
+        self.top_k_percent = top_k_percent
+        self.intruder_k, self.intruder_eps = intruder_k, intruder_eps
+        self.with_coefficient = with_coefficient
+        self.hist_bins = hist_bins
+        self._means: dict[tuple, _Mean] = defaultdict(_Mean)
+        self._hists: dict[tuple, _Histogram] = {}
+        self._intruders: dict[str, Tensor] = {}
+        self._ctx: Optional[contextlib.AbstractContextManager] = None
+
+    def __enter__(self) -> 'AttentionCollector':
+        self._ctx = eager_attention(self.sites, self.observe)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._ctx is not None
+        self._ctx.__exit__(*exc)
+        self._ctx = None
+
+    def _hist(self, key: tuple) -> _Histogram:
+        if key not in self._hists:
+            self._hists[key] = _Histogram(self.hist_bins)
+        return self._hists[key]
+
+    @torch.no_grad()
+    def observe(self, site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
+        """Reduce one call's maps / heads into the running statistics."""
+        b = heads['q'].shape[0]
+        for branch in site.branches:
+            attn = maps[branch].detach()
+            attn = attn.abs() if site.kind == 'cog' else attn  # [B, H, M, N]
+            if 'entropy' in self.analyses:
+                self._means[('entropy', site.name, branch)].add(attention_entropy(attn), b)
+                self._means[('entropy_top', site.name, branch)].add(
+                    attention_entropy(attn, self.top_k_percent), b)
+            if 'redundancy' in self.analyses and attn.shape[1] > 1:
+                self._means[('redundancy', site.name, branch)].add(head_redundancy(attn), b)
+        two = len(site.branches) == 2
+        if 'cvv' in self.analyses and site.has_separate_values:
+            c = value_alignment(heads['v'], heads['v_neg'])  # [B, H]
+            self._hist(('cvv', site.name)).add(c)
+            self._means[('cvv', site.name)].add(c.mean(0), b)
+        if two and ('cvv' in self.analyses or 'intruders' in self.analyses):
+            pos, neg = branch_outputs(site, maps, heads, self.with_coefficient)  # [B, H, M, d]
+            if 'cvv' in self.analyses:
+                cos = branch_cosine(pos, neg)  # [B, H]
+                self._hist(('branch_cosine', site.name)).add(cos)
+                self._means[('branch_cosine', site.name)].add(cos.mean(0), b)
+            if 'intruders' in self.analyses:
+                counts = intruder_dimensions(pos, neg, self.intruder_k, self.intruder_eps)
+                hist = torch.bincount(counts.flatten().cpu(), minlength=self.intruder_k + 1)
+                self._intruders[site.name] = self._intruders.get(site.name, 0) + hist
+
+    # -- results ---------------------------------------------------------------------------
+    def records(self) -> dict[str, list[dict]]:
+        """Per-analysis lists of per-site (and per-branch) records, plain Python values.
+
+        Keys: ``entropy`` (``per_head``, ``mean``, ``top_k_per_head``, ``top_k_mean`` in nats),
+        ``redundancy`` (``mean``), ``cvv`` (``mean``, ``median``, ``per_head_mean``,
+        ``histogram``), ``branch_cosine`` (same fields), ``intruders`` (``histogram`` of counts
+        0..k, ``mean``); each record also has ``site``, ``layer``, ``group``, ``kind``.
+        """
+        out: dict[str, list[dict]] = defaultdict(list)
+        for site in self.sites:
+            base = dict(site=site.name, layer=site.layer, group=site.group, kind=site.kind)
+            for branch in site.branches:
+                ent = self._means.get(('entropy', site.name, branch))
+                if ent is not None and ent.weight:
+                    top = self._means[('entropy_top', site.name, branch)].value()
+                    out['entropy'].append(dict(
+                        base, branch=branch, per_head=_floats(ent.value()), mean=float(ent.value().mean()),
+                        top_k_percent=self.top_k_percent, top_k_per_head=_floats(top),
+                        top_k_mean=float(top.mean()), num_maps=ent.weight))
+                red = self._means.get(('redundancy', site.name, branch))
+                if red is not None and red.weight:
+                    out['redundancy'].append(dict(base, branch=branch, mean=float(red.value()),
+                                                  num_maps=red.weight))
+            for name in ('cvv', 'branch_cosine'):
+                hist = self._hists.get((name, site.name))
+                if hist is not None and hist.n:
+                    extra = dict(with_coefficient=self.with_coefficient) if name == 'branch_cosine' else {}
+                    out[name].append(dict(
+                        base, **extra, mean=hist.total / hist.n, median=hist.median(),
+                        per_head_mean=_floats(self._means[(name, site.name)].value()),
+                        count=hist.n, histogram=hist.to_dict()))
+            counts = self._intruders.get(site.name)
+            if counts is not None:
+                n = int(counts.sum())
+                mean = float((counts * torch.arange(counts.numel())).sum()) / n
+                out['intruders'].append(dict(base, k=self.intruder_k, eps=self.intruder_eps,
+                                             histogram=counts.tolist(), mean=mean, count=n))
+        return dict(out)
+
+
+class TokenDistanceCollector:
+    """Mean pairwise cosine distance of each block's patch tokens
+    (:func:`~.measures.token_distance`), via forward hooks on the blocks.
+
+    A block's output ``[B, N, C]`` drops its prefix tokens (CLS; :func:`~.sites.prefix_tokens`);
+    ``[B, H, W, C]`` (ViTDet) is flattened to ``[B, H·W, C]``. Video: all patch tokens of a
+    clip (every frame) form one set. Set :attr:`tag` (e.g. the noise σ) before a forward pass:
+    the means are kept per tag.
+
+    Args:
+        model: The model.
+        center: Centring of :func:`~.measures.token_distance`.
+    """
+
+    def __init__(self, model: nn.Module, center: Optional[str] = 'feature') -> None:
+        sites = find_attention_sites(model)
+        modules = dict(model.named_modules())
+        self.layers: dict[int, tuple[str, nn.Module, int]] = {}
+        for s in sites:
+            if s.layer not in self.layers and s.layer_path in modules:
+                self.layers[s.layer] = (s.layer_path, modules[s.layer_path],
+                                        prefix_tokens(model, s.layer_path))
+        self.center = center
+        self.tag: float = 0.0
+        self._sums: dict[tuple[float, int], _Mean] = defaultdict(_Mean)
+        self._handles: list = []
+
+    def __enter__(self) -> 'TokenDistanceCollector':
+        for layer, (path, module, prefix) in self.layers.items():
+            self._handles.append(module.register_forward_hook(self._hook(layer, path, prefix)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _hook(self, layer: int, path: str, prefix: int) -> Callable:
+        @torch.no_grad()
+        def hook(module: nn.Module, args, output) -> None:
+            x = output[0] if isinstance(output, (tuple, list)) else output
+            if not isinstance(x, Tensor) or x.dim() not in (3, 4):
+                raise ValueError(f'TokenDistanceCollector: {path} returned '
+                                 f'{type(x).__name__} {list(getattr(x, "shape", []))}; expected '
+                                 f'tokens [B, N, C] or [B, H, W, C]')
+            tokens = x.flatten(1, 2) if x.dim() == 4 else x[:, prefix:]  # [B, N, C]
+            self._sums[(self.tag, layer)].add(token_distance(tokens, self.center).mean(), x.shape[0])
+        return hook
+
+    def distances(self) -> dict[float, dict[int, float]]:
+        """Tag → block index → mean distance over the samples seen with that tag."""
+        out: dict[float, dict[int, float]] = defaultdict(dict)
+        for (tag, layer), m in sorted(self._sums.items()):
+            out[tag][layer] = float(m.value())
+        return dict(out)
+
+
+def _floats(t: Tensor) -> list[float]:
+    return [float(x) for x in t.flatten()]

@@ -1,0 +1,267 @@
+"""Models and inputs for the analyses: one :class:`AnalysisModel` per way a model is described.
+
+* :func:`load_mm_model` — an OpenMMLab config (MMAction2 recognizer, MMDetection detector, any
+  model with a ``backbone``) built through the registries, the checkpoint loaded through
+  mmengine's loader (``weights_only``, every key must match), batches from the config's
+  ``test_dataloader`` / ``val_dataloader`` through the model's ``data_preprocessor``.
+* :func:`load_timm_model` — ``timm:<model name>`` (e.g. ``timm:dna_vit_tiny_patch16_224``)
+  with ``create_model`` keyword arguments; images from a folder, timm's eval transform.
+
+An :class:`AnalysisModel` gives normalised input batches, runs the model on them and says how
+to add pixel noise (it knows the normalisation).
+"""
+from __future__ import annotations
+
+import os
+import os.path as osp
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+from torch import Tensor, nn
+
+IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
+VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
+
+
+@dataclass
+class Batch:
+    """Normalised model inputs and, where known, labels ``[B]`` (-1 = none)."""
+
+    inputs: Tensor
+    labels: Optional[Tensor] = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class AnalysisModel:
+    """A model ready for analysis.
+
+    Attributes:
+        model: The whole model (eval mode).
+        forward: ``inputs → logits [B, K]`` (classifiers) or the backbone's output.
+        batches: ``num_samples → iterator of Batch`` over the evaluation data.
+        mean, std: Per-channel normalisation of the inputs (``x = (raw - mean) / std``), shaped
+            to broadcast against ``inputs``.
+        pixel_max: Range of the raw pixels (255 for OpenMMLab's uint8 pipelines, 1 for timm).
+        is_classifier: ``forward`` gives class logits (needed by relevance maps and accuracy).
+        name: For logs and plots.
+        load_input: ``path → inputs [1, ...]`` of one image / video, as the model sees it.
+    """
+
+    model: nn.Module
+    forward: Callable[[Tensor], Any]
+    batches: Callable[[Optional[int]], Iterator[Batch]]
+    mean: Tensor
+    std: Tensor
+    pixel_max: float
+    is_classifier: bool
+    name: str
+    load_input: Callable[[str], Tensor]
+
+    def raw_pixels(self, inputs: Tensor) -> Tensor:
+        """Normalised inputs back to pixels in ``[0, 1]``."""
+        return ((inputs * self.std + self.mean) / self.pixel_max).clamp(0, 1)
+
+    def add_noise(self, inputs: Tensor, sigma: float, space: str = 'normalized',
+                  generator: Optional[torch.Generator] = None) -> Tensor:
+        """Gaussian noise of standard deviation ``sigma``.
+
+        ``'normalized'`` (default): ``x + σ·n`` on the normalised inputs the model sees (σ in
+        units of the normalised pixel scale). ``'pixel'``: ``σ`` as a fraction of the pixel range
+        added to the raw pixels, clipped to ``[0, pixel_max]``, normalised again.
+        """
+        if sigma == 0:
+            return inputs
+        noise = torch.randn(inputs.shape, generator=generator, dtype=inputs.dtype)
+        if space == 'normalized':
+            return inputs + sigma * noise
+        if space != 'pixel':
+            raise ValueError(f"noise space must be 'normalized' or 'pixel', got {space!r}")
+        raw = inputs * self.std + self.mean
+        raw = (raw + sigma * self.pixel_max * noise).clamp(0, self.pixel_max)
+        return (raw - self.mean) / self.std
+
+    def psnr(self, clean: Tensor, noisy: Tensor) -> float:
+        """PSNR in dB of ``noisy`` against ``clean`` on the raw pixel scale."""
+        err = ((noisy - clean) * self.std).pow(2).mean()
+        return float(10 * torch.log10(self.pixel_max ** 2 / err.clamp_min(1e-20)))
+
+
+# -- OpenMMLab configs ---------------------------------------------------------------------
+def load_config(config: str, cfg_options: Optional[dict] = None):
+    """``Config.fromfile`` (imports its ``custom_imports``) + overrides, default scope set."""
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    if not osp.isfile(config):
+        raise FileNotFoundError(f'config {config} does not exist')
+    cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    init_default_scope(cfg.get('default_scope', 'mmengine'))
+    return cfg
+
+
+def load_weights(model: nn.Module, checkpoint: str) -> None:
+    """The checkpoint through mmengine's loader (``weights_only``); every key must match."""
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    from ..utils import load_model_weights
+    if '://' not in checkpoint and not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'checkpoint {checkpoint} does not exist')
+    load_model_weights(model, _load_checkpoint(checkpoint, map_location='cpu'), checkpoint, strict=True)
+
+
+def load_mm_model(config: str, checkpoint: str, cfg_options: Optional[dict] = None,
+                  split: str = 'test', batch_size: Optional[int] = None) -> AnalysisModel:
+    """An OpenMMLab model from ``config`` with the weights of ``checkpoint``.
+
+    Args:
+        config: Config file.
+        checkpoint: Whole-model checkpoint of that config.
+        cfg_options: Overrides (``--cfg-options``).
+        split: ``'test'`` or ``'val'``: whose dataloader gives the samples.
+        batch_size: Override the loader's batch size.
+    """
+    from mmengine.registry import MODELS
+    from mmengine.runner import Runner
+    cfg = load_config(config, cfg_options)
+    model = MODELS.build(cfg.model)
+    load_weights(model, checkpoint)
+    model.eval()
+    key = f'{split}_dataloader'
+    if cfg.get(key) is None:
+        raise KeyError(f'{config}: no {key} to take the samples from')
+    loader_cfg = cfg[key].copy()
+    if batch_size is not None:
+        loader_cfg['batch_size'] = batch_size
+    pre = model.data_preprocessor
+    mean, std = getattr(pre, 'mean', None), getattr(pre, 'std', None)
+    if mean is None or std is None:
+        raise ValueError(f'{config}: the data_preprocessor has no mean / std (needed for noise)')
+    is_recognizer = hasattr(model, 'cls_head')
+
+    def forward(inputs: Tensor) -> Tensor:
+        if is_recognizer:  # [B, clips, C, T, H, W] -> logits [B·clips, K] -> mean over clips [B, K]
+            logits = model(inputs, mode='tensor', stage='head')
+            return logits.reshape(inputs.shape[0], -1, logits.shape[-1]).mean(dim=1)
+        return model.backbone(inputs)
+
+    def load_input(path: str) -> Tensor:
+        """One video through the config's test pipeline and the data preprocessor."""
+        from mmengine.dataset import Compose
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'input {path} does not exist')
+        if not path.lower().endswith(VIDEO_EXTENSIONS):
+            raise ValueError(f'{config}: --input must be a video ({", ".join(VIDEO_EXTENSIONS)}), '
+                             f'got {path}')
+        pipeline = Compose(cfg[key].dataset.pipeline)
+        packed = pipeline(dict(filename=path, label=-1, start_index=0, modality='RGB'))
+        data = pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)
+        return data['inputs']
+
+    def batches(num_samples: Optional[int]) -> Iterator[Batch]:
+        loader = Runner.build_dataloader(loader_cfg)
+        seen = 0
+        for data in loader:
+            data = pre(data, False)
+            inputs = data['inputs']
+            samples = data.get('data_samples') or []
+            labels = torch.tensor([_label(s) for s in samples]) if samples else None
+            if num_samples is not None and seen + inputs.shape[0] > num_samples:
+                keep = num_samples - seen
+                inputs, labels = inputs[:keep], None if labels is None else labels[:keep]
+            seen += inputs.shape[0]
+            yield Batch(inputs, labels)
+            if num_samples is not None and seen >= num_samples:
+                return
+
+    shape = _channel_shape(pre)
+    return AnalysisModel(model, forward, batches, mean.reshape(shape), std.reshape(shape),
+                         255.0 if float(mean.max()) > 1.5 else 1.0, is_recognizer,
+                         osp.splitext(osp.basename(config))[0], load_input)
+
+
+def _channel_shape(pre: nn.Module) -> tuple[int, ...]:
+    """``mean`` / ``std`` broadcast shape: channels on axis 2 of ``[B, clips, C, T, H, W]``
+    (MMAction2 NCTHW), axis 1 of ``[B, C, H, W]`` otherwise."""
+    if getattr(pre, 'format_shape', None) == 'NCTHW':
+        return (1, 1, -1, 1, 1, 1)
+    return (1, -1, 1, 1)
+
+
+def _label(sample: Any) -> int:
+    for key in ('gt_labels', 'gt_label'):
+        holder = getattr(sample, key, None)
+        if holder is None:
+            continue
+        item = holder.item if hasattr(holder, 'item') and isinstance(holder.item, Tensor) else holder
+        if isinstance(item, Tensor) and item.numel() >= 1:
+            return int(item.flatten()[0])
+    return -1
+
+
+# -- timm ------------------------------------------------------------------------------------
+def load_timm_model(name: str, checkpoint: str, model_args: Optional[dict] = None,
+                    input_dir: Optional[str] = None, batch_size: int = 8) -> AnalysisModel:
+    """``timm.create_model(name, **model_args)`` with ``checkpoint``'s weights; samples: the
+    images under ``input_dir`` (sorted, recursive; labels unknown), timm's eval transform."""
+    import timm
+    from timm.data import create_transform, resolve_data_config
+
+    import dna_mm  # noqa: F401  (registers dna_vit_*)
+    model = timm.create_model(name, pretrained=False, **(model_args or {}))
+    load_weights(model, checkpoint)
+    model.eval()
+    data_cfg = resolve_data_config({}, model=model)
+    transform = create_transform(**data_cfg, is_training=False)
+    mean = torch.tensor(data_cfg['mean']).reshape(1, -1, 1, 1)
+    std = torch.tensor(data_cfg['std']).reshape(1, -1, 1, 1)
+
+    def batches(num_samples: Optional[int]) -> Iterator[Batch]:
+        if input_dir is None:
+            raise ValueError(f'timm:{name}: pass an image folder (--input-dir)')
+        files = list_files(input_dir, IMAGE_EXTENSIONS)[:num_samples]
+        for i in range(0, len(files), batch_size):
+            chunk = files[i:i + batch_size]
+            yield Batch(torch.stack([transform(load_image(f)) for f in chunk]),
+                        meta=dict(files=chunk))
+
+    def load_input(path: str) -> Tensor:
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'input {path} does not exist')
+        if not path.lower().endswith(IMAGE_EXTENSIONS):
+            raise ValueError(f'timm:{name}: --input must be an image ({", ".join(IMAGE_EXTENSIONS)}), '
+                             f'got {path}')
+        return transform(load_image(path))[None]
+
+    return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input)
+
+
+def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:
+    """Files under ``root`` with one of ``extensions`` (sorted); an error when there are none."""
+    if not osp.isdir(root):
+        raise FileNotFoundError(f'{root} is not a directory')
+    found = sorted(osp.join(d, f) for d, _, files in os.walk(root) for f in files
+                   if f.lower().endswith(extensions))
+    if not found:
+        raise FileNotFoundError(f'{root}: no files ending in {", ".join(extensions)}')
+    return found
+
+
+def load_image(path: str):
+    """An RGB PIL image."""
+    from PIL import Image
+    with Image.open(path) as img:
+        return img.convert('RGB')
+
+
+def load_model(config: str, checkpoint: str, cfg_options: Optional[dict] = None,
+               input_dir: Optional[str] = None, split: str = 'test',
+               batch_size: Optional[int] = None) -> AnalysisModel:
+    """``config`` = an OpenMMLab config file, or ``timm:<name>`` (then ``cfg_options`` are the
+    ``create_model`` keyword arguments and ``input_dir`` the image folder)."""
+    if config.startswith('timm:'):
+        return load_timm_model(config[len('timm:'):], checkpoint, cfg_options, input_dir,
+                               batch_size or 8)
+    return load_mm_model(config, checkpoint, cfg_options, split, batch_size)

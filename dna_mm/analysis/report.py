@@ -1,0 +1,151 @@
+"""One analysis run over a model's data: the JSON report behind ``tools/analysis/analyze_attention.py``.
+
+Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entropies in nats)::
+
+    label, config, checkpoint, num_samples, accuracy (clean top-1 on the analysed samples, if known)
+    settings   {analyses, top_k_percent, intruder_k, intruder_eps, with_coefficient, sigmas,
+                noise_space, center, seed}
+    sites      [{site, layer, group, kind, branches, num_heads}]
+    alpha      [{site, layer, group, per_head, mean, max, min, std}]          (DnA with α)
+    lambda     [{site, layer, group, value, lambda_init}]                      (Diff)
+    entropy    [{site, layer, group, kind, branch, per_head, mean, top_k_per_head, top_k_mean, ...}]
+    redundancy [{site, layer, group, kind, branch, mean}]
+    cvv, branch_cosine  [{site, layer, group, kind, mean, median, per_head_mean, count, histogram}]
+    intruders  [{site, layer, group, kind, k, eps, histogram, mean, count}]
+    robustness [{sigma, psnr, accuracy, layers: [{layer, distance}]}]         (sigma 0 = clean)
+    summary    {cvv: {mean, median}, branch_cosine: {mean, median}, intruders: {histogram, mean, mode}}
+
+Only the analyses asked for appear.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterable, Optional, Sequence
+
+import torch
+
+from .collector import MAP_ANALYSES, AttentionCollector, TokenDistanceCollector, histogram_median
+from .measures import alpha_stats
+from .models import AnalysisModel
+from .sites import find_attention_sites
+
+SCHEMA = 'dna_mm.analysis/1'
+ANALYSES = ('alpha', 'entropy', 'redundancy', 'cvv', 'intruders', 'robustness')
+
+
+def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
+    """α statistics per DnA site (:func:`~.measures.alpha_stats`) and λ per Diff site."""
+    alpha, lam = [], []
+    for site in find_attention_sites(am.model):
+        base = dict(site=site.name, layer=site.layer, group=site.group)
+        if site.alpha is not None:
+            alpha.append(dict(base, per_head=[float(a) for a in site.alpha.detach()],
+                              **alpha_stats(site.alpha)))
+        if site.kind == 'diff':
+            lam.append(dict(base, value=float(site.module.lambda_full().detach()),
+                            lambda_init=float(site.module.lambda_init)))
+    return dict(alpha=alpha, **({'lambda': lam} if lam else {}))
+
+
+def analyze(am: AnalysisModel, analyses: Sequence[str] = ANALYSES, num_samples: Optional[int] = None,
+            top_k_percent: float = 10.0, intruder_k: int = 10, intruder_eps: float = 0.5,
+            with_coefficient: bool = False, sigmas: Iterable[float] = (0.1, 0.5, 1.0),
+            noise_space: str = 'normalized', center: Optional[str] = 'feature', seed: int = 0,
+            label: Optional[str] = None) -> dict:
+    """Run the analyses over ``num_samples`` samples of ``am`` (all when ``None``).
+
+    One pass over the data: each batch runs once on the eager path (maps reduced by
+    :class:`~.collector.AttentionCollector`, block outputs by the token-distance hooks as the
+    clean, σ = 0 case) and once per ``σ`` with Gaussian noise (:meth:`AnalysisModel.add_noise`,
+    fast path, seeded by ``seed``).
+    """
+    unknown = set(analyses) - set(ANALYSES)
+    if unknown:
+        raise ValueError(f'unknown analyses {sorted(unknown)}; choose from {list(ANALYSES)}')
+    sigmas = sorted({float(s) for s in sigmas if s > 0}) if 'robustness' in analyses else []
+    map_analyses = [a for a in analyses if a in MAP_ANALYSES]
+    sites = find_attention_sites(am.model)
+    report: dict = dict(
+        schema=SCHEMA, label=label or am.name, num_samples=0,
+        settings=dict(analyses=list(analyses), top_k_percent=top_k_percent, intruder_k=intruder_k,
+                      intruder_eps=intruder_eps, with_coefficient=with_coefficient,
+                      sigmas=sigmas, noise_space=noise_space, center=center, seed=seed),
+        sites=[dict(site=s.name, layer=s.layer, group=s.group, kind=s.kind,
+                    branches=list(s.branches), num_heads=s.module.num_heads) for s in sites])
+    if 'alpha' in analyses:
+        report.update(parameter_records(am))
+    if not map_analyses and 'robustness' not in analyses:
+        return report
+    collector = AttentionCollector(am.model, map_analyses, top_k_percent, intruder_k,
+                                   intruder_eps, with_coefficient)
+    tokens = TokenDistanceCollector(am.model, center) if 'robustness' in analyses else None
+    gen = torch.Generator().manual_seed(seed)
+    correct = {0.0: 0, **{s: 0 for s in sigmas}}
+    psnr = {s: 0.0 for s in sigmas}
+    labelled = 0
+    with torch.no_grad():
+        for batch in am.batches(num_samples):
+            b = batch.inputs.shape[0]
+            report['num_samples'] += b
+            known = batch.labels is not None and bool((batch.labels >= 0).all()) and am.is_classifier
+            labelled += b if known else 0
+            with contextlib.ExitStack() as stack:
+                if map_analyses:
+                    stack.enter_context(collector)
+                if tokens is not None:
+                    tokens.tag = 0.0
+                    stack.enter_context(tokens)
+                out = am.forward(batch.inputs)
+            if known:
+                correct[0.0] += int((out.argmax(-1) == batch.labels).sum())
+            for sigma in sigmas:
+                noisy = am.add_noise(batch.inputs, sigma, noise_space, gen)
+                psnr[sigma] += am.psnr(batch.inputs, noisy) * b
+                tokens.tag = sigma
+                with tokens:
+                    out = am.forward(noisy)
+                if known:
+                    correct[sigma] += int((out.argmax(-1) == batch.labels).sum())
+    n = report['num_samples']
+    if n == 0:
+        raise ValueError(f'{am.name}: the data gave no samples')
+    if labelled == n:
+        report['accuracy'] = correct[0.0] / n
+    records = collector.records()
+    for name in ('entropy', 'redundancy', 'cvv', 'branch_cosine', 'intruders'):
+        if name in records:
+            report[name] = records[name]
+    if tokens is not None:
+        dist = tokens.distances()
+        report['robustness'] = [
+            dict(sigma=s, psnr=None if s == 0 else psnr[s] / n,
+                 accuracy=correct[s] / n if labelled == n else None,
+                 layers=[dict(layer=layer, distance=d) for layer, d in dist.get(s, {}).items()])
+            for s in [0.0, *sigmas]]
+    report['summary'] = summarize(report)
+    return report
+
+
+def summarize(report: dict) -> dict:
+    """Dataset-level numbers over all sites: C(V+, V-) and branch cosine mean / median (merged
+    histograms, median to one bin), intruder histogram, mean and mode."""
+    summary: dict = {}
+    for name in ('cvv', 'branch_cosine'):
+        recs = report.get(name) or []
+        if recs:
+            counts = torch.tensor([r['histogram']['counts'] for r in recs]).sum(0)
+            edges = torch.tensor(recs[0]['histogram']['edges'], dtype=torch.float64)
+            total = sum(r['mean'] * r['count'] for r in recs)
+            n = int(counts.sum())
+            summary[name] = dict(mean=total / n, median=histogram_median(counts, edges), count=n)
+    recs = report.get('intruders') or []
+    if recs:
+        width = max(len(r['histogram']) for r in recs)
+        hist = torch.zeros(width, dtype=torch.int64)
+        for r in recs:
+            hist[:len(r['histogram'])] += torch.tensor(r['histogram'])
+        n = int(hist.sum())
+        summary['intruders'] = dict(histogram=hist.tolist(), count=n,
+                                    mean=float((hist * torch.arange(width)).sum()) / n,
+                                    mode=int(hist.argmax()))
+    return summary

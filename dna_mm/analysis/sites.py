@@ -1,0 +1,145 @@
+"""Where the attention modules of a model are: one :class:`AttentionSite` per family member.
+
+Found by class (:class:`~dna_mm.models.attention.AttentionBase`), so the same code covers
+MMAction2's TimeSformer (``…layers.{i}.attentions.{0,1}.attn``: temporal, spatial), timm
+``dna_vit_*`` (``blocks.{i}.attn``), ViTDet (``backbone.blocks.{i}.attn``) and any model built
+with ``with_attention``. A site's ``layer`` is the first integer in its module path (the block
+index); its ``group`` separates the attentions of one block: ``'temporal'`` / ``'spatial'`` for
+MMAction2's divided space-time wrappers, else ``'attn'`` when a block has one attention, else
+the path with the block index written ``*``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..models.attention import AttentionBase, CogAttention, DiffAttention, DnAAttention
+
+#: wrapper class name → group label
+WRAPPER_GROUPS: dict[str, str] = {
+    'DividedTemporalAttention': 'temporal',
+    'DividedSpatialAttention': 'spatial',
+}
+#: plot labels of the branches, per family member
+BRANCH_LABELS: dict[str, dict[str, str]] = {
+    'dna': {'pos': 'Q+Kᵀ (softmax)', 'neg': 'Q−Kᵀ (softmin)'},
+    'diff': {'pos': 'A1 = softmax(Q1K1ᵀ)', 'neg': 'A2 = softmax(Q2K2ᵀ)'},
+    'softmax': {'attn': 'QKᵀ (softmax)'},
+    'cog': {'attn': 'sign(S)·softmax(|S|)'},
+}
+
+
+def attention_kind(module: nn.Module) -> str:
+    """``'dna' | 'diff' | 'cog' | 'softmax'`` for a family member."""
+    if isinstance(module, DnAAttention):
+        return 'dna'
+    if isinstance(module, DiffAttention):
+        return 'diff'
+    if isinstance(module, CogAttention):
+        return 'cog'
+    return 'softmax'
+
+
+@dataclass
+class AttentionSite:
+    """One attention module of a model.
+
+    Attributes:
+        name: Module path, e.g. ``'backbone.transformer_layers.layers.3.attentions.0.attn'``.
+        module: The attention.
+        layer: 0-based block index.
+        group: ``'temporal'``, ``'spatial'``, ``'attn'``, or a path template.
+        layer_path: Path of its block (whose output is the layer's tokens).
+        parent: The module holding it (a wrapper such as ``DividedSpatialAttention``), if any.
+    """
+
+    name: str
+    module: AttentionBase
+    layer: int
+    group: str
+    layer_path: str
+    parent: Optional[nn.Module]
+
+    @property
+    def kind(self) -> str:
+        return attention_kind(self.module)
+
+    @property
+    def branches(self) -> tuple[str, ...]:
+        """Keys of the maps the module returns: ``('pos', 'neg')`` or ``('attn',)``."""
+        return ('pos', 'neg') if self.kind in ('dna', 'diff') else ('attn',)
+
+    @property
+    def alpha(self) -> Optional[Tensor]:
+        """DnA's per-head ``α [H]`` (``None`` for other members and for variant ``apm``)."""
+        return getattr(self.module, 'alpha', None) if self.kind == 'dna' else None
+
+    @property
+    def has_separate_values(self) -> bool:
+        """Whether ``V-`` has its own projection (DnA ``q_vpm`` / ``qpm_vpm``)."""
+        return self.kind == 'dna' and getattr(self.module, 'v_neg', None) is not None
+
+    def neg_coefficient(self) -> Tensor:
+        """The factor of the second branch in the output, broadcastable to ``[B, H, M, d]``:
+        DnA ``α_h`` (1 without α), Diff ``-λ``."""
+        if self.kind == 'diff':
+            return -self.module.lambda_full().detach().reshape(1, 1, 1, 1)
+        alpha = self.alpha
+        return torch.ones(()) if alpha is None else alpha.detach().reshape(1, -1, 1, 1)
+
+
+def find_attention_sites(model: nn.Module) -> list[AttentionSite]:
+    """Every family attention in ``model``, in block order (then module order).
+
+    Raises:
+        ValueError: The model holds no family attention.
+    """
+    modules = dict(model.named_modules())
+    found = [(name, m) for name, m in modules.items() if isinstance(m, AttentionBase)]
+    if not found:
+        raise ValueError(f'{type(model).__name__} holds no attention of the dna_mm family '
+                         f'(DnA / softmax / Diff / Cog modules); build it with dna_mm attentions')
+    sites = []
+    for position, (name, module) in enumerate(found):
+        parts = name.split('.')
+        idx = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+        layer = int(parts[idx]) if idx is not None else position
+        layer_path = '.'.join(parts[:idx + 1]) if idx is not None else name
+        parent_name = '.'.join(parts[:-1])
+        parent = modules.get(parent_name) if parent_name else None
+        template = '.'.join('*' if i == idx else p for i, p in enumerate(parts))
+        group = WRAPPER_GROUPS.get(type(parent).__name__, template) if parent is not None else template
+        sites.append(AttentionSite(name, module, layer, group, layer_path, parent))
+    templates = {s.group for s in sites}
+    if len(templates) == 1 and not set(WRAPPER_GROUPS.values()) & templates:
+        for s in sites:
+            s.group = 'attn'
+    order = {s.name: i for i, s in enumerate(sites)}
+    sites.sort(key=lambda s: (s.layer, order[s.name]))
+    return sites
+
+
+def prefix_tokens(model: nn.Module, layer_path: str) -> int:
+    """Tokens before the patch tokens in a block's output (CLS / register tokens): the
+    ``num_prefix_tokens`` of the nearest enclosing module that has it (timm), else 1 when that
+    module has a ``cls_token`` (MMAction2's TimeSformer), else 0."""
+    modules = dict(model.named_modules())
+    parts = layer_path.split('.')
+    for end in range(len(parts) - 1, -1, -1):
+        owner = modules.get('.'.join(parts[:end]))
+        if owner is None:
+            continue
+        if isinstance(getattr(owner, 'num_prefix_tokens', None), int):
+            return owner.num_prefix_tokens
+        if isinstance(getattr(owner, 'cls_token', None), Tensor):
+            return 1
+    return 0
+
+
+def layer_label(site: AttentionSite) -> str:
+    """``'temporal.3'`` / ``'attn.3'``: group and block index."""
+    return f'{site.group}.{site.layer}'
+

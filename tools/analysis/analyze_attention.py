@@ -1,0 +1,111 @@
+#!/usr/bin/env python
+"""The paper's attention analyses on a checkpoint: JSON + one PNG per analysis.
+
+    python tools/analysis/analyze_attention.py CONFIG CHECKPOINT --out DIR
+        [--analyses alpha entropy redundancy cvv intruders robustness] [--num-samples N]
+        [--label NAME] [--compare LABEL CONFIG CHECKPOINT ...] [--cfg-options k=v ...]
+        [--input-dir IMAGES] [--split test|val] [--batch-size B] [--top-k-percent 10]
+        [--intruder-k 10] [--intruder-eps 0.5] [--sigmas 0.1 0.5 1.0]
+        [--noise-space normalized|pixel] [--center feature|token|none] [--with-coefficient]
+
+CONFIG is an OpenMMLab config (TimeSformer recognizers, ViTDet backbones: samples from its
+``test_dataloader``) or ``timm:<model>`` (e.g. ``timm:dna_vit_tiny_patch16_224``: ``--cfg-options``
+are then ``create_model`` arguments and ``--input-dir`` an image folder). ``--compare`` adds
+runs drawn into the same figures (e.g. DnA vs softmax vs Diff). Writes ``DIR/analysis.json``
+(``{"schema", "runs": [report, ...]}``, the report layout is in ``dna_mm/analysis/report.py``)
+and ``DIR/<analysis>.png``. The definitions are in ``dna_mm/analysis/measures.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import os.path as osp
+import sys
+import time
+
+from mmengine.config import DictAction
+
+from dna_mm.analysis.models import load_model
+from dna_mm.analysis.plots import PLOTTERS
+from dna_mm.analysis.report import ANALYSES, SCHEMA, analyze
+from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('config', help='OpenMMLab config file, or timm:<model name>')
+    p.add_argument('checkpoint', help='whole-model checkpoint')
+    p.add_argument('--out', required=True, help='output directory (JSON + PNGs)')
+    p.add_argument('--analyses', nargs='+', default=list(ANALYSES), choices=ANALYSES)
+    p.add_argument('--num-samples', type=int, default=None, help='samples to analyse (default: all)')
+    p.add_argument('--label', default=None, help='name of this run in the figures')
+    p.add_argument('--compare', nargs=3, action='append', default=[],
+                   metavar=('LABEL', 'CONFIG', 'CHECKPOINT'), help='another run for the same figures')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
+                   help='config overrides (every run), or create_model arguments for timm:')
+    p.add_argument('--input-dir', help='image folder (timm: models)')
+    p.add_argument('--split', choices=['test', 'val'], default='test')
+    p.add_argument('--batch-size', type=int, default=None)
+    p.add_argument('--top-k-percent', type=float, default=10.0, help='k of the top-k %% entropy')
+    p.add_argument('--intruder-k', type=int, default=10)
+    p.add_argument('--intruder-eps', type=float, default=0.5, help='cos(pi/3) = 0.5 in the paper')
+    p.add_argument('--with-coefficient', action='store_true',
+                   help='branch cosine with the second branch times its coefficient (DnA α, Diff -λ)')
+    p.add_argument('--sigmas', nargs='+', type=float, default=[0.1, 0.5, 1.0],
+                   help='Gaussian noise levels of the robustness analysis')
+    p.add_argument('--noise-space', choices=['normalized', 'pixel'], default='normalized')
+    p.add_argument('--center', choices=['feature', 'token', 'none'], default='feature')
+    p.add_argument('--seed', type=int, default=0)
+    return p.parse_args(argv)
+
+
+def describe(rep: dict) -> str:
+    """One line of headline numbers."""
+    parts = [f"[{rep['label']}] {rep['num_samples']} samples"]
+    if rep.get('accuracy') is not None:
+        parts.append(f"top-1 {100 * rep['accuracy']:.1f}%")
+    s = rep.get('summary') or {}
+    if 'cvv' in s:
+        parts.append(f"C(V+,V-) mean {s['cvv']['mean']:.3f} median {s['cvv']['median']:.3f}")
+    if 'branch_cosine' in s:
+        parts.append(f"branch cosine {s['branch_cosine']['mean']:.3f}")
+    if 'intruders' in s:
+        parts.append(f"intruders mean {s['intruders']['mean']:.2f} (mode {s['intruders']['mode']})")
+    if rep.get('alpha'):
+        means = [r['mean'] for r in rep['alpha']]
+        parts.append(f'α mean {min(means):.3f}..{max(means):.3f} over layers')
+    return '; '.join(parts)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
+    os.makedirs(args.out, exist_ok=True)
+    reports = []
+    for label, config, checkpoint in runs:
+        start = time.time()
+        try:
+            am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split,
+                            args.batch_size)
+            rep = analyze(am, args.analyses, args.num_samples, args.top_k_percent, args.intruder_k,
+                          args.intruder_eps, args.with_coefficient, args.sigmas, args.noise_space,
+                          None if args.center == 'none' else args.center, args.seed, label)
+        except (CheckpointMismatchError, UnsafeCheckpointError, FileNotFoundError, KeyError,
+                ValueError) as err:
+            sys.exit(f'analyze_attention.py: {err}')
+        rep.update(config=config, checkpoint=checkpoint)
+        reports.append(rep)
+        print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)
+    out_json = osp.join(args.out, 'analysis.json')
+    with open(out_json, 'w') as f:
+        json.dump(dict(schema=SCHEMA, runs=reports), f, indent=1)
+    print(f'wrote {out_json}')
+    for name in args.analyses:
+        path = PLOTTERS[name](reports, osp.join(args.out, f'{name}.png'))
+        print(f'wrote {path}' if path else f'{name}: nothing to plot (no run has it)')
+    return dict(schema=SCHEMA, runs=reports)
+
+
+if __name__ == '__main__':
+    main()
