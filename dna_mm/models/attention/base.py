@@ -18,6 +18,9 @@ Two additive terms, broadcastable to ``[B, H, M, N]`` (:mod:`.functional` has th
 ``return_attn=True`` takes the eager path and also returns a dict of the normalised maps
 ``[B, H, M, N]`` (keys documented per module).
 
+The forward is ``torch.fx``-traceable: its argument checks and mask handling are FX leaf
+functions (:func:`check_inputs`, :func:`with_causal`), kept as calls that see the real tensors.
+
 The constructor accepts timm's attention keywords (``dim`` positionally, ``qk_norm``,
 ``scale_norm``, ``proj_bias``, ``norm_layer``), so each module is usable as timm's
 ``attn_layer``, and mmcv's ``batch_first`` (always ``True`` here).
@@ -27,8 +30,10 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
+import torch.fx
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.fx.node import has_side_effect
 
 from .functional import BiasArg, causal_mask
 
@@ -178,22 +183,8 @@ class AttentionBase(nn.Module):
             attn_bias: Logit bias inside the formula, or ``(b_pos, b_neg)`` for DnA.
             value: Value tokens, when they differ from the keys' input.
         """
-        name = type(self).__name__
-        if x.dim() != 3 or x.shape[-1] != self.embed_dims:
-            raise ValueError(f'{name}: expected x of shape [B, N, {self.embed_dims}],'
-                             f' got {list(x.shape)}')
-        for label, t in (('context', context), ('value', value)):
-            if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0]
-                                  or t.shape[-1] != self.embed_dims):
-                raise ValueError(f'{name}: expected {label} of shape '
-                                 f'[{x.shape[0]}, N, {self.embed_dims}], got {list(t.shape)}')
-        if value is not None and value.shape[1] != (x if context is None else context).shape[1]:
-            raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have '
-                             f'{(x if context is None else context).shape[1]}')
-        if is_causal:
-            n = x.shape[1] if context is None else context.shape[1]
-            causal = causal_mask(x.shape[1], n, x.device)
-            attn_mask = causal if attn_mask is None else _and_masks(attn_mask, causal)
+        check_inputs(type(self).__name__, self.embed_dims, x, context, value)
+        attn_mask = with_causal(attn_mask, is_causal, x, context)
         out, maps = self.attend(x, context, attn_mask, return_attn, attn_bias, value)  # [B, M, C]
         out = self.proj_drop(self.proj(out))
         return (out, maps) if return_attn else out
@@ -214,6 +205,31 @@ class CrossAttentionMixin:
                                return_attn=return_attn, attn_bias=attn_bias, value=value)
 
 
+@has_side_effect  # FX keeps the call although nothing uses its (absent) result
+@torch.fx.wrap
+def check_inputs(name: str, embed_dims: int, x: Tensor, context: Optional[Tensor],
+                 value: Optional[Tensor]) -> None:
+    """Raise a ``ValueError`` naming the shapes unless ``x [B, M, C]``, ``context`` / ``value
+    [B, N, C]`` (where given) fit a module of width ``embed_dims`` called ``name``.
+
+    The tests branch on tensor shapes, which ``torch.fx`` symbolic tracing cannot follow, so the
+    function is an FX leaf (:func:`torch.fx.wrap`): a traced model keeps the call as one graph
+    node that checks the real inputs on every forward.
+    TorchScript-compatible (a traced graph can be scripted); ``torch.compile`` and
+    ``torch.export`` trace through it (the shapes are static there).
+    """
+    if x.dim() != 3 or x.shape[-1] != embed_dims:
+        raise ValueError(f'{name}: expected x of shape [B, N, {embed_dims}], got {list(x.shape)}')
+    for label, t in (('context', context), ('value', value)):
+        if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0]
+                              or t.shape[-1] != embed_dims):
+            raise ValueError(f'{name}: expected {label} of shape [{x.shape[0]}, N, {embed_dims}],'
+                             f' got {list(t.shape)}')
+    keys = x if context is None else context
+    if value is not None and value.shape[1] != keys.shape[1]:
+        raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {keys.shape[1]}')
+
+
 def is_plain_linear(layer: Optional[nn.Module]) -> bool:
     """Whether code may use ``layer.weight`` / ``layer.bias`` in place of calling ``layer``:
     only for a plain ``nn.Linear`` without forward hooks (a LoRA wrapper, a subclass or an
@@ -222,7 +238,18 @@ def is_plain_linear(layer: Optional[nn.Module]) -> bool:
             and not (layer._forward_hooks or layer._forward_pre_hooks))  # type: ignore[union-attr]
 
 
-def _and_masks(mask: Tensor, causal: Tensor) -> Tensor:
-    if mask.dtype == torch.bool:
-        return mask & causal
-    return mask.masked_fill(~causal, float('-inf'))
+@torch.fx.wrap
+def with_causal(attn_mask: Optional[Tensor], is_causal: bool, x: Tensor,
+                context: Optional[Tensor]) -> Optional[Tensor]:
+    """``attn_mask`` AND a causal mask over queries ``x`` and keys ``context`` (or ``x``) when
+    ``is_causal``, else ``attn_mask`` unchanged. An FX leaf: timm's ViT hands ``is_causal`` on
+    as a traced input, which FX cannot branch on."""
+    if not is_causal:
+        return attn_mask
+    keys = x if context is None else context
+    causal = causal_mask(x.shape[1], keys.shape[1], x.device)
+    if attn_mask is None:
+        return causal
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & causal
+    return attn_mask.masked_fill(~causal, float('-inf'))

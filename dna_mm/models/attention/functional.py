@@ -19,12 +19,18 @@ Softmin branch: ``softmin(z) = softmax(-z)``, so with logits ``z = s q k^T + b``
 i.e. the bias is negated and the mask is not. The sign goes on ``q``, not on SDPA's
 ``scale``: fused kernels may take the row maximum before scaling, which a negative scale
 turns into the minimum (overflow).
+
+The functions that branch on a mask or bias (``None``, ``bool`` or float) are ``torch.fx`` leaves
+(:func:`torch.fx.wrap`): a symbolically traced model (timm's feature extraction, torchvision's
+``create_feature_extractor``) keeps each as one call that decides on the real tensors, e.g. a
+mask that is a traced input, ``None`` at run time.
 """
 from __future__ import annotations
 
 from typing import Optional, Union
 
 import torch
+import torch.fx
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -39,17 +45,29 @@ def additive_mask(mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float('-inf'))
 
 
+@torch.fx.wrap
 def branch_mask(attn_mask: Optional[Tensor], bias: Optional[Tensor], negative: bool,
                 dtype: torch.dtype) -> Optional[Tensor]:
-    """The ``attn_mask`` argument of one branch's SDPA call: ``m + b`` (positive branch) or
-    ``m - b`` (softmin branch, whose queries are negated). A lone mask is passed unchanged
-    (a ``bool`` mask stays ``bool``, so SDPA keeps its fused kernels)."""
+    """The ``attn_mask`` argument of one branch's SDPA call (queries of ``dtype``): ``m + b``
+    (positive branch) or ``m - b`` (softmin branch, whose queries are negated). A lone ``bool``
+    mask is passed unchanged (SDPA keeps its fused kernels), a lone float mask cast to ``dtype``."""
     if bias is None:
-        return attn_mask
+        if attn_mask is None or attn_mask.dtype == torch.bool:
+            return attn_mask
+        return attn_mask.to(dtype)
     bias = -bias if negative else bias
     bias = bias.to(dtype)
     mask = additive_mask(attn_mask, dtype)
     return bias if mask is None else bias + mask.to(dtype)
+
+
+@torch.fx.wrap
+def add_mask(z: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
+    """Logits ``z`` plus an exclusion mask (``bool`` → ``0 / -inf``), ``z`` if there is none."""
+    mask = additive_mask(attn_mask, z.dtype)
+    if mask is None:
+        return z
+    return z + mask.to(z.dtype)
 
 
 def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Tensor]]:
@@ -93,10 +111,7 @@ def attention_probs(logits: Tensor, attn_mask: Optional[Tensor] = None,
         z = z + bias.to(z.dtype)
     if negative:
         z = -z
-    mask = additive_mask(attn_mask, z.dtype)
-    if mask is not None:
-        z = z + mask.to(z.dtype)
-    return z.softmax(dim=-1).to(logits.dtype)
+    return add_mask(z, attn_mask).softmax(dim=-1).to(logits.dtype)
 
 
 def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: float,
@@ -109,8 +124,6 @@ def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: fl
     materialised beyond the mask / bias itself when a fused kernel applies.
     """
     mask = branch_mask(attn_mask, bias, negative, q.dtype)
-    if mask is not None and mask.dtype != torch.bool:
-        mask = mask.to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 

@@ -11,11 +11,22 @@ timm ViT checkpoint maps 1:1 except the attention's negative branch. After ``imp
 Pretrained files go through :func:`checkpoint_filter_fn`: the authors' layouts are mapped by
 :func:`~dna_mm.converters.official_to_dna_mm`, softmax attentions get a negative branch by
 :func:`~dna_mm.converters.softmax_to_dna` (``Q- = 1e-4 Q``, ``V- = -1e-4 V``, ``α = 0.5``).
+
+They behave as timm's own ViTs do (``tests/test_timm_models.py`` runs timm's model checks on
+them): any input size that is a multiple of the patch size (``dynamic_img_size=True``: the
+position embedding is resampled on the fly; ``dynamic_img_size=False`` gives the fixed-size
+model and a config that says so), ``features_only=True`` / ``forward_intermediates`` (timm's
+``'getter'`` feature wrapper, the last 3 blocks by default, ``out_indices`` to choose),
+``torch.fx`` tracing (timm's feature extraction; the traced graph also scripts),
+``torch.compile(fullgraph=True)`` and ``torch.export``. Not ``torch.jit.script`` of the eager
+model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-time flag
+(``return_attn``), which TorchScript cannot type; script the FX-traced model instead.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
@@ -66,15 +77,29 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
 
 
 def _create(name: str, pretrained: bool, **kwargs: Any) -> DnAVisionTransformer:
+    """timm's ViT builder: ``features_only=True`` wraps the model in timm's ``'getter'`` feature
+    net (:meth:`forward_intermediates` of blocks ``out_indices``, default the last 3); a model
+    built with ``dynamic_img_size=False`` gets ``fixed_input_size=True`` in its config."""
+    out_indices = kwargs.pop('out_indices', 3)
+    if not kwargs.get('dynamic_img_size', True):
+        kwargs['pretrained_cfg_overlay'] = dict(kwargs.get('pretrained_cfg_overlay') or {},
+                                                fixed_input_size=True)
     return build_model_with_cfg(DnAVisionTransformer, name, pretrained,
-                                pretrained_filter_fn=checkpoint_filter_fn, **kwargs)
+                                pretrained_filter_fn=checkpoint_filter_fn,
+                                feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+                                **kwargs)
 
 
-# No hosted weights: ``pretrained=True`` needs ``pretrained_cfg_overlay=dict(file=...)``.
+# The authors' ImageNet recipe (DeiT's, ``rjccv/DnA`` ``vit/datasets.py``): ImageNet mean / std,
+# evaluation resize 224 / 0.875 (bicubic) and 224 centre crop. The models take any input size
+# (``dynamic_img_size``), hence ``fixed_input_size=False``. No hosted weights:
+# ``pretrained=True`` needs ``pretrained_cfg_overlay=dict(file=...)``.
 default_cfgs = generate_default_cfgs({
     f'dna_vit_{size}_patch16_224': dict(
-        num_classes=1000, input_size=(3, 224, 224), mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-        first_conv='patch_embed.proj', classifier='head', license='apache-2.0')
+        num_classes=1000, input_size=(3, 224, 224), pool_size=None, crop_pct=0.875,
+        interpolation='bicubic', fixed_input_size=False, mean=IMAGENET_DEFAULT_MEAN,
+        std=IMAGENET_DEFAULT_STD, first_conv='patch_embed.proj', classifier='head',
+        license='apache-2.0')
     for size in ('tiny', 'small', 'base')})
 
 
@@ -82,21 +107,24 @@ default_cfgs = generate_default_cfgs({
 def dna_vit_tiny_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-Ti/16 (192 wide, 12 blocks, 3 heads)."""
     return _create('dna_vit_tiny_patch16_224', pretrained,
-                   **dict(dict(patch_size=16, embed_dim=192, depth=12, num_heads=3), **kwargs))
+                   **dict(dict(patch_size=16, embed_dim=192, depth=12, num_heads=3,
+                                 dynamic_img_size=True), **kwargs))
 
 
 @register_model
 def dna_vit_small_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-S/16 (384 wide, 12 blocks, 6 heads)."""
     return _create('dna_vit_small_patch16_224', pretrained,
-                   **dict(dict(patch_size=16, embed_dim=384, depth=12, num_heads=6), **kwargs))
+                   **dict(dict(patch_size=16, embed_dim=384, depth=12, num_heads=6,
+                                 dynamic_img_size=True), **kwargs))
 
 
 @register_model
 def dna_vit_base_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-B/16 (768 wide, 12 blocks, 12 heads): 100.7M parameters with Q±V±."""
     return _create('dna_vit_base_patch16_224', pretrained,
-                   **dict(dict(patch_size=16, embed_dim=768, depth=12, num_heads=12), **kwargs))
+                   **dict(dict(patch_size=16, embed_dim=768, depth=12, num_heads=12,
+                                 dynamic_img_size=True), **kwargs))
 
 
 __all__ = ['DnAVisionTransformer', 'checkpoint_filter_fn', 'dna_vit_tiny_patch16_224',
