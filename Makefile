@@ -4,14 +4,16 @@
 #   make test-slow     the tests marked slow
 #   make demo          train + test TimeSformer-DnA on the embedded synthetic video set
 #   make demo-compare  the same for the softmax baseline, then both results
+#   make demo-det      train + test a tiny ViTDet-DnA Mask R-CNN on generated COCO-format shapes
 #   make bench         attention benchmark (CPU, and CUDA when present)
+#   make test-gpu      the CUDA tests (fp32/bf16/fp16, SDPA kernels, Triton at real shapes)
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dna_mm_installed
 PYTEST_ARGS ?= -q
 
-.PHONY: install test test-slow demo demo-compare bench clean
+.PHONY: install test test-slow test-gpu demo demo-compare demo-det bench clean
 
 install: $(STAMP)
 
@@ -24,11 +26,17 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) tests
 
+test-gpu: $(STAMP)
+	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/test_gpu.py tests/test_ops_triton.py
+
 demo: $(STAMP)
 	$(PY) tools/demo.py --attn dna
 
 demo-compare: $(STAMP)
 	$(PY) tools/demo.py --attn dna softmax
+
+demo-det: $(STAMP)
+	$(PY) tools/demo_det.py --attn dna
 
 bench: $(STAMP)
 	$(PY) tools/analysis/benchmark_attention.py

@@ -7,6 +7,11 @@ import pytest
 import torch
 
 os.environ.setdefault('OMP_NUM_THREADS', '2')
+if not torch.cuda.is_available():
+    # Triton kernels (dna_mm.ops) run in Triton's interpreter on the CPU. Triton reads the
+    # variable when it is first imported, which any earlier test module may do (torch.compile,
+    # timm), so it is set here, before every test module.
+    os.environ.setdefault('TRITON_INTERPRET', '1')
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,8 @@
     python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 15] [--out FILE.md]
 
 Shapes (12 heads of 64, C = 768; batch = one 8-frame clip at 224²):
-spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]``.
+spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]``; with
+``--shapes ... vitdet_global`` also ViTDet-B's global blocks ``[1, 4096, 768]``.
 Two scopes: ``core`` (between the input projections and the output projection: what DnA
 changes; the floor for two branches is 2.0×) and ``module`` (projections included: what a
 model pays).
@@ -14,7 +15,10 @@ DnA eager (explicit maps, the authors' formulation), Diff (SDPA), Cog (explicit:
 form). Optional (``--methods``): ``dna_fast_formula`` = the fast core on the formula's heads
 ``Q-, V-``, paying the sign and α as passes over the activations; ``softmax_eager`` = softmax
 with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
-over DnA eager).
+over DnA eager); ``dna_triton`` = DnA through the fused Triton kernel (CUDA only).
+The GPU table of the GPU issue (bf16 autocast, all four shapes):
+``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
+--methods softmax dna_fast dna_triton``.
 
 Times: one process per (device, scope, shape) builds every method and runs their steps in
 turn (``--reps`` rounds, the order rotating each round, after two warm-up steps each), so
@@ -39,7 +43,9 @@ from typing import Callable
 
 import torch
 
-SHAPES = {'spatial': (8, 197), 'temporal': (196, 8), 'joint': (1, 1569)}
+SHAPES = {'spatial': (8, 197), 'temporal': (196, 8), 'joint': (1, 1569),
+          'vitdet_global': (1, 4096)}  # ViTDet-B's global blocks at 1024² (opt-in: --shapes)
+DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
 METHODS = {
     'softmax': dict(type='SoftmaxAttention'),
     'dna_fast': dict(type='DnAAttention'),
@@ -48,6 +54,7 @@ METHODS = {
     'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
     'diff': dict(type='DiffAttention'),
     'cog': dict(type='CogAttention'),
+    'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel: CUDA only
 }
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 C, H = 768, 12
@@ -214,7 +221,7 @@ def main() -> None:
     p.add_argument('--device', nargs='+', default=None, help='default: cpu, and cuda if present')
     p.add_argument('--reps', type=int, default=15, help='timed steps per method')
     p.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16', 'float16'])
-    p.add_argument('--shapes', nargs='+', default=list(SHAPES), choices=list(SHAPES))
+    p.add_argument('--shapes', nargs='+', default=DEFAULT_SHAPES, choices=list(SHAPES))
     p.add_argument('--scope', nargs='+', default=['core', 'module'], choices=['core', 'module'])
     p.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=list(METHODS),
                    help='softmax, dna_fast and dna_eager are always measured (the ratios need them)')
@@ -237,7 +244,8 @@ def main() -> None:
         for scope in args.scope:
             rows = {}
             # the formula-heads variant differs from dna_fast only in the core
-            scope_methods = [m for m in methods if scope == 'core' or m != 'dna_fast_formula']
+            scope_methods = [m for m in methods if (scope == 'core' or m != 'dna_fast_formula')
+                             and (device == 'cuda' or m != 'dna_triton')]
             for shape in args.shapes:
                 rows[shape] = measure(device, shape, scope_methods, args.reps, args.dtype, scope)
                 for method, r in rows[shape].items():

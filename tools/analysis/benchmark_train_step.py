@@ -1,23 +1,41 @@
 #!/usr/bin/env python
-"""Parameter count and train-step time of TimeSformer-B configs, measured in one run.
+"""Parameter count and train-step time of TimeSformer-B or ViTDet Mask R-CNN configs, measured
+in one run.
 
     python tools/analysis/benchmark_train_step.py [--configs A.py B.py] [--batch 1] [--reps 3]
+        [--device cuda] [--amp-dtype bfloat16] [--compile] [--cfg-options model.backbone.with_cp=True ...]
+    # the GPU comparison of the GPU issue: DnA vs softmax vs MMAction2's stock TimeSformer
+    python tools/analysis/benchmark_train_step.py --device cuda --batch 8 --amp-dtype bfloat16 \
+        --configs configs/timesformer_softmax_k400.py configs/timesformer_dna_k400.py \
+        mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py
+    python tools/analysis/benchmark_train_step.py --configs configs/vitdet_softmax_coco.py \
+        configs/vitdet_dna_coco.py configs/vitdet_softmax_coco_lsj.py configs/vitdet_dna_coco_lsj.py
 
 A train step is ``optim_wrapper.update_params(model(clip, mode='loss'))`` on a random
 ``[batch, 1, 3, 8, 224, 224]`` clip through the config's own Recognizer3D and optimizer
-(AMP on CUDA, plain on CPU), median of ``--reps`` after one warm-up step.
+(AMP on CUDA, plain on CPU), median of ``--reps`` after one warm-up step; the configs' models
+are built first and take turns step by step, so load drift hits them alike. For an MMDetection
+config (``default_scope='mmdet'``) it is the detector's loss on random ``img_size²`` images,
+each with 4 boxes and masks (preprocessed once, outside the timing); the ``backbone`` column
+counts the backbone's parameters alone. A config may be a zoo config (``mmaction::...``).
+
+``--amp-dtype`` (CUDA) gives every config the same recipe: MMEngine's ``AmpOptimWrapper`` in
+that dtype around the config's own optimizer. ``--compile`` wraps each backbone in
+``torch.compile``. On CUDA the table adds the peak memory of each config's steps
+(``max_memory_allocated``) and the throughput (clips/s and frames/s, or images/s).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from typing import Callable, Optional
 
 import torch
 from mmaction.registry import MODELS
 from mmaction.structures import ActionDataSample
 from mmaction.utils import register_all_modules
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 from mmengine.optim import build_optim_wrapper
 
 import dna_mm  # noqa: F401
@@ -25,27 +43,100 @@ import dna_mm  # noqa: F401
 DEFAULT = ['configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py']
 
 
-def measure(path: str, batch: int, reps: int, device: str) -> tuple[int, float]:
-    cfg = Config.fromfile(path)
-    cfg.model.backbone.pretrained = None
-    model = MODELS.build(cfg.model).to(device).train()
+def detection_inputs(model: torch.nn.Module, cfg: Config, batch: int, device: str) -> tuple:
+    """Random ``img_size²`` images with 4 boxes / masks each, through the detector's
+    data preprocessor (normalise, pad)."""
+    from mmdet.structures import DetDataSample
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData
+    size = cfg.model.backbone.img_size
+    images, samples = [], []
+    for _ in range(batch):
+        boxes = torch.tensor([[0.1, 0.1, 0.4, 0.5], [0.5, 0.2, 0.9, 0.6], [0.2, 0.6, 0.5, 0.9],
+                              [0.6, 0.65, 0.8, 0.95]]) * size
+        masks = torch.zeros(4, size, size, dtype=torch.uint8)
+        for m, (x0, y0, x1, y1) in zip(masks, boxes.long().tolist()):
+            m[y0:y1, x0:x1] = 1
+        gt = InstanceData(bboxes=boxes, labels=torch.arange(4),
+                          masks=BitmapMasks(masks.numpy(), size, size))
+        samples.append(DetDataSample(gt_instances=gt, metainfo=dict(
+            img_shape=(size, size), ori_shape=(size, size), scale_factor=(1.0, 1.0))))
+        images.append(torch.randint(0, 256, (3, size, size), dtype=torch.uint8))
+    data = model.data_preprocessor(dict(inputs=images, data_samples=samples), True)
+    return data['inputs'].to(device), data['data_samples']
+
+
+def load_config(path: str) -> Config:
+    """A config file, or a zoo config (``mmaction::...``, ``mmdet::...``)."""
+    if '::' in path:
+        from mmengine.hub import get_config
+        return get_config(path)
+    return Config.fromfile(path)
+
+
+def prepare(path: str, batch: int, device: str, options: Optional[dict] = None,
+            amp_dtype: Optional[str] = None, compile_backbone: bool = False
+            ) -> tuple[Callable[[], None], int, int]:
+    """The config's model, optimizer and inputs → ``(one train step, params, backbone params)``."""
+    cfg = load_config(path)
+    if options:
+        cfg.merge_from_dict(options)
+    if amp_dtype is not None:  # the same recipe for every config
+        wrapper = cfg.optim_wrapper
+        cfg.optim_wrapper = dict(type='AmpOptimWrapper', dtype=amp_dtype,
+                                 optimizer=wrapper.optimizer,
+                                 **{k: wrapper[k] for k in ('clip_grad', 'paramwise_cfg',
+                                                           'constructor') if k in wrapper})
+    detector = cfg.get('default_scope') == 'mmdet'
+    torch.manual_seed(0)
+    if detector:
+        from mmdet.registry import MODELS as DET_MODELS
+        from mmengine.registry import init_default_scope
+        init_default_scope('mmdet')
+        cfg.model.backbone.init_cfg = None
+        model = DET_MODELS.build(cfg.model).to(device).train()
+        inputs, samples = detection_inputs(model, cfg, batch, device)
+    else:
+        cfg.model.backbone.pretrained = None
+        model = MODELS.build(cfg.model).to(device).train()
+        backbone = cfg.model.backbone
+        frames, size = backbone.get('num_frames', 8), backbone.get('img_size', 224)
+        inputs = torch.randn(batch, 1, 3, frames, size, size, device=device)
+        samples = [ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes])
+                   for i in range(batch)]
     optim = build_optim_wrapper(model, cfg.optim_wrapper)
-    frames, size = cfg.model.backbone.num_frames, cfg.model.backbone.img_size
-    inputs = torch.randn(batch, 1, 3, frames, size, size, device=device)
-    samples = [ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes])
-               for i in range(batch)]
-    times = []
-    for _ in range(reps + 1):
-        if device == 'cuda':
-            torch.cuda.synchronize()
-        t = time.perf_counter()
+    if compile_backbone:
+        model.backbone = torch.compile(model.backbone)
+
+    def step() -> None:
         with optim.optim_context(model):
             losses = model(inputs, samples, mode='loss')
-        optim.update_params(sum(losses.values()))
-        if device == 'cuda':
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return sum(p.numel() for p in model.parameters()), statistics.median(times[1:])
+        optim.update_params(model.parse_losses(losses)[0] if detector else sum(losses.values()))
+
+    return (step, sum(p.numel() for p in model.parameters()),
+            sum(p.numel() for p in model.backbone.parameters()))
+
+
+def measure(steps: list[Callable[[], None]], reps: int, device: str
+            ) -> tuple[list[float], list[Optional[int]]]:
+    """Median step time of each model and, on CUDA, the peak memory of its steps; the models
+    take turns step by step (one warm-up round), so load drifting on a shared machine hits all
+    of them alike."""
+    times: list[list[float]] = [[] for _ in steps]
+    peaks: list[Optional[int]] = [None for _ in steps]
+    cuda = device.startswith('cuda')
+    for _ in range(reps + 1):
+        for i, (step, record) in enumerate(zip(steps, times)):
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            t = time.perf_counter()
+            step()
+            if cuda:
+                torch.cuda.synchronize()
+                peaks[i] = max(peaks[i] or 0, torch.cuda.max_memory_allocated())
+            record.append(time.perf_counter() - t)
+    return [statistics.median(record[1:]) for record in times], peaks
 
 
 def main() -> None:
@@ -54,15 +145,36 @@ def main() -> None:
     p.add_argument('--batch', type=int, default=1)
     p.add_argument('--reps', type=int, default=3)
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--amp-dtype', choices=['bfloat16', 'float16'],
+                   help='CUDA: AmpOptimWrapper in this dtype for every config (same recipe)')
+    p.add_argument('--compile', action='store_true', help='torch.compile each backbone')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+                   help='applied to every config, e.g. model.backbone.with_cp=True')
     args = p.parse_args()
+    if args.amp_dtype and not args.device.startswith('cuda'):
+        p.error('--amp-dtype needs --device cuda')
     register_all_modules()
-    print(f'torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, '
-          f'batch {args.batch} clip(s) of 8x224x224')
-    rows = [(c, *measure(c, args.batch, args.reps, args.device)) for c in args.configs]
-    ref_params, ref_time = rows[0][1], rows[0][2]
-    print('| config | params | Δ params vs first | train step | ratio |\n|---|---|---|---|---|')
-    for c, n, t in rows:
-        print(f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {t:.2f} s | {t / ref_time:.2f}× |')
+    device_name = (torch.cuda.get_device_name(args.device) if args.device.startswith('cuda')
+                   else f'{torch.get_num_threads()} CPU threads')
+    print(f'torch {torch.__version__}, {args.device} ({device_name}), batch {args.batch} (clips '
+          f'of 8x224x224, or images of the detector\'s img_size), amp {args.amp_dtype or "config"}'
+          f'{", torch.compile" if args.compile else ""}')
+    if args.cfg_options:
+        print(f'--cfg-options {args.cfg_options}')
+    prepared = [prepare(c, args.batch, args.device, args.cfg_options, args.amp_dtype, args.compile)
+                for c in args.configs]
+    step_times, peaks = measure([p[0] for p in prepared], args.reps, args.device)
+    ref_params, ref_time, ref_peak = prepared[0][1], step_times[0], peaks[0]
+    gpu = ref_peak is not None
+    print('| config | params | Δ params vs first | backbone | train step | ratio |'
+          + (' peak memory | ratio | clips (images)/s |' if gpu else '') + '\n'
+          + '|---|---|---|---|---|---|' + ('---|---|---|' if gpu else ''))
+    for c, (_, n, nb), t, peak in zip(args.configs, prepared, step_times, peaks):
+        row = (f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {nb / 1e6:.2f}M | '
+               f'{t:.3f} s | {t / ref_time:.2f}× |')
+        if gpu:
+            row += f' {peak / 2**30:.2f} GiB | {peak / ref_peak:.2f}× | {args.batch / t:.1f} |'
+        print(row, flush=True)
 
 
 if __name__ == '__main__':

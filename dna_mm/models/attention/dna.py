@@ -22,7 +22,12 @@ so a masked key (``False``, ``-inf``, ``-1e4``, ``finfo.min``) leaves both branc
 Fast path: each branch is one ``scaled_dot_product_attention`` call, the softmin branch as
 SDPA on ``-Q-`` and ``α V-`` with ``m - b_neg`` as its mask (see :mod:`.functional`); where
 ``Q-`` / ``V-`` have their own projection, the sign and ``α`` are folded into its weights
-(``O(C²)`` work per call instead of ``O(B·N·C)`` on the activations). Eager path
+(``O(C²)`` work per call instead of ``O(B·N·C)`` on the activations). ``kernel='triton'``
+runs both branches in one fused Triton kernel instead (:func:`dna_mm.ops.dna_attention`:
+each ``K`` tile loaded once, two online-softmax accumulators; CUDA, or the CPU interpreter);
+the default ``'sdpa'`` is the two SDPA calls. The choice is fixed at construction (no run-time
+timing, so ``torch.compile`` / export / FX see one graph); the kernel is used only where it
+applies (no attention dropout while training), else SDPA. Eager path
 (``return_attn=True`` or ``fused_attn=False``): explicit maps, returned as
 ``{'pos': softmax map, 'neg': softmin map}`` (``[B, H, M, N]``, before dropout).
 
@@ -75,12 +80,18 @@ class DnAAttention(AttentionBase):
         qkv_bias: Bias in ``qkv``, ``q_neg`` and ``v_neg``.
         variant: One of :data:`DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
         alpha_init: Initial value of every ``α_h``.
+        kernel: Fast path: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls) or
+            ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`).
         **kwargs: See :class:`~dna_mm.models.attention.base.AttentionBase`.
     """
 
     def __init__(self, embed_dims: int, num_heads: int = 8, qkv_bias: bool = True,
-                 variant: str = 'qpm_vpm', alpha_init: float = 0.5, **kwargs) -> None:
+                 variant: str = 'qpm_vpm', alpha_init: float = 0.5, kernel: str = 'sdpa',
+                 **kwargs) -> None:
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
+        if kernel not in ('sdpa', 'triton'):
+            raise ValueError(f"DnAAttention: kernel must be 'sdpa' or 'triton', got {kernel!r}")
+        self.kernel = kernel
         self.variant = canonical_variant(variant)
         sep_q, sep_v, learn_alpha = DNA_VARIANTS[self.variant]
         dd = self.factory_kwargs
@@ -129,7 +140,7 @@ class DnAAttention(AttentionBase):
     def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
                return_attn: bool, attn_bias: AF.BiasArg = None,
                value: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
-        if return_attn or not self.fused_attn:  # explicit maps: the formula as written
+        if return_attn or not self.fused_attn or self._use_triton():  # via core()
             return super().attend(x, context, attn_mask, return_attn, attn_bias, value)
         out = AF.two_branch_sdpa(**self.sdpa_heads(x, context, value), attn_mask=attn_mask,
                                  scale=self.scale, dropout_p=self.dropout_p,
@@ -146,6 +157,8 @@ class DnAAttention(AttentionBase):
         q_neg = q if q_neg is None else q_neg
         v_neg = v if v_neg is None else v_neg
         alpha = None if self.alpha is None else self.alpha.to(v_neg.dtype).view(1, -1, 1, 1)
+        if self.fused_attn and not return_attn and self._use_triton():
+            return self._triton_core(q, k, v, q_neg, v_neg, attn_mask, attn_bias), {}
         if self.fused_attn and not return_attn:
             v_min = v_neg if alpha is None else v_neg * alpha
             return AF.two_branch_sdpa(q, k, v, -q_neg, v_min, attn_mask, self.scale,
@@ -157,8 +170,25 @@ class DnAAttention(AttentionBase):
         maps = {'pos': a_pos, 'neg': a_neg}
         return (pos + neg if alpha is None else torch.addcmul(pos, neg, alpha)), maps  # [B, H, M, d]
 
+    def _use_triton(self) -> bool:
+        return self.kernel == 'triton' and self.dropout_p == 0.0
+
+    def _triton_core(self, q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
+                     attn_mask: Optional[Tensor], attn_bias: AF.BiasArg) -> Tensor:
+        """The fused kernel; an exclusion mask ``m`` joins the biases as ``(b+ + m, b- - m)``
+        (added after the softmin sign)."""
+        from ...ops import dna_attention
+        b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
+        mask = AF.additive_mask(attn_mask, torch.float32)
+        if mask is not None:
+            b_pos = mask if b_pos is None else b_pos + mask
+            b_neg = -mask if b_neg is None else b_neg - mask
+        return dna_attention(q, k, v, q_neg, v_neg, self.alpha, (b_pos, b_neg)
+                             if b_pos is not None or b_neg is not None else None, self.scale)
+
     def extra_repr(self) -> str:
-        return f'{super().extra_repr()}, variant={self.variant!r}'
+        kernel = ", kernel='triton'" if self.kernel == 'triton' else ''
+        return f'{super().extra_repr()}, variant={self.variant!r}{kernel}'
 
 
 def _value_source(x: Tensor, context: Optional[Tensor], value: Optional[Tensor]) -> Tensor:

@@ -1,0 +1,202 @@
+"""The GPU path: every member of the family in fp32 / bf16 / fp16, which SDPA kernel each branch
+takes at the shapes that matter, and the fused Triton kernel at real shapes.
+
+Runs when CUDA is present (``make test-gpu``), skipped otherwise. Each fast and eager result is
+compared with the same module run eagerly in float64 (the truth), outputs and every gradient
+(input, projections, α, bias), so a wrong fast path cannot hide behind an equally wrong eager
+one.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from dna_mm.models import CogAttention, DiffAttention, DnAAttention, SoftmaxAttention
+from dna_mm.models.attention import DNA_VARIANTS
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA (make test-gpu)')
+
+C, H, N = 128, 4, 50
+
+MEMBERS = {
+    'softmax': SoftmaxAttention,
+    'diff_paper': functools.partial(DiffAttention, diff_heads='paper'),
+    'diff_official': functools.partial(DiffAttention, diff_heads='official'),
+    'cog': CogAttention,
+    **{f'dna_{v}': functools.partial(DnAAttention, variant=v) for v in sorted(DNA_VARIANTS)},
+}
+# relative error (max |got − fp64| / max |fp64|) allowed per dtype, outputs and gradients
+TOL = {torch.float32: 2e-4, torch.bfloat16: 4e-2, torch.float16: 6e-3}
+
+
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    """fp32 means fp32: TF32 matmuls would make the fp32 cases as loose as bf16."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _extras(kind: str, dual: bool) -> dict:
+    """The forward's keyword arguments for ``kind`` on a ``[2, N]`` batch."""
+    g = torch.Generator().manual_seed(1)
+    if kind == 'mask':  # exclude the last 7 keys of the second sample, from every branch
+        keep = torch.ones(2, 1, 1, N, dtype=torch.bool)
+        keep[1, ..., -7:] = False
+        return dict(attn_mask=keep.cuda())
+    if kind == 'bias':  # a rel-pos-style float bias (ViTDet), branch-specific for DnA
+        make = lambda: (torch.randn(1, H, N, N, generator=g) * 2).cuda().requires_grad_()  # noqa: E731
+        return dict(attn_bias=(make(), make()) if dual else make())
+    return {}
+
+
+def _run(m: torch.nn.Module, x: torch.Tensor, extra: dict, fused: bool, dtype: torch.dtype):
+    """Output and gradients (input, parameters, biases) of one fwd + bwd."""
+    m.fused_attn = fused
+    m.zero_grad()
+    x = x.detach().clone().requires_grad_()
+    biases = extra.get('attn_bias')
+    biases = [] if biases is None else list(biases) if isinstance(biases, tuple) else [biases]
+    for b in biases:
+        b.grad = None
+    with torch.autocast('cuda', dtype=dtype, enabled=dtype in (torch.bfloat16, torch.float16)):
+        y = m(x, **extra)
+    (y if y.dtype == torch.float64 else y.float()).square().mean().backward()
+    grads = [x.grad] + [p.grad for p in m.parameters()] + [b.grad for b in biases]
+    return y.detach().double(), [g.detach().double() for g in grads]
+
+
+def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-12)).item()
+
+
+@pytest.mark.parametrize('extra', ['none', 'mask', 'bias'])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize('member', list(MEMBERS))
+def test_fast_and_eager_match_float64(member: str, dtype: torch.dtype, extra: str) -> None:
+    torch.manual_seed(0)
+    m = MEMBERS[member](C, H).cuda().eval()
+    if getattr(m, 'alpha', None) is not None:
+        with torch.no_grad():
+            m.alpha.uniform_(-1, 1)
+    dual = member.startswith('dna')
+    kwargs = _extras(extra, dual)
+    x = torch.randn(2, N, C, device='cuda')
+    ref_m = MEMBERS[member](C, H).cuda().double()
+    ref_m.load_state_dict(m.state_dict())
+    ref_kwargs = {k: (tuple(t.detach().double().requires_grad_() for t in v) if isinstance(v, tuple)
+                      else v.detach().double().requires_grad_() if v.is_floating_point() else v)
+                  for k, v in kwargs.items()}
+    want = _run(ref_m, x.double(), ref_kwargs, fused=False, dtype=torch.float64)
+    for fused in (True, False):
+        got = _run(m, x, kwargs, fused=fused, dtype=dtype)
+        assert torch.isfinite(got[0]).all()
+        errors = [_rel(got[0], want[0])] + [_rel(a, b) for a, b in zip(got[1], want[1])]
+        worst = max(range(len(errors)), key=errors.__getitem__)
+        assert errors[worst] < TOL[dtype], (f'{"fast" if fused else "eager"}: tensor {worst} '
+                                            f'(0 = output, 1 = input grad, then parameters, '
+                                            f'biases) rel. error {errors[worst]:.2e}')
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize('fused', [True, False])
+def test_logits_of_magnitude_50_stay_finite(dtype: torch.dtype, fused: bool) -> None:
+    m = DnAAttention(64 * 4, 4, fused_attn=fused).cuda()
+    with torch.no_grad():
+        m.qkv.weight.mul_(20)
+        m.q_neg.weight.mul_(20)
+    x = torch.randn(2, 64, 256, device='cuda', requires_grad=True)
+    with torch.autocast('cuda', dtype=dtype):
+        y = m(x)
+        q, k = m.qkv(x)[..., :256], m.qkv(x)[..., 256:512]
+        logits = m.split_heads(q) @ m.split_heads(k).transpose(-1, -2) * m.scale
+    assert logits.abs().max() > 50
+    y.float().sum().backward()
+    assert torch.isfinite(y).all() and torch.isfinite(x.grad).all()
+
+
+# the shapes that matter: [tokens-batch, sequence, channels] with 12 heads of 64
+SHAPES = {
+    'timesformer_spatial': (8, 197),     # B·T sequences of 1 + 14² tokens
+    'timesformer_temporal': (196, 8),    # B·P sequences of T = 8 frames
+    'joint': (1, 1569),                  # 1 + 8·14² tokens
+    'vitdet_global': (1, 4096),          # 64² tokens at 1024²
+}
+
+
+def _backends_that_run(m: torch.nn.Module, x: torch.Tensor, extra: dict) -> list[str]:
+    """The SDPA backends under which the module's fwd + bwd runs when SDPA is restricted to that
+    one backend (a backend that cannot take the call raises instead of falling back)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    ok = []
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                    SDPBackend.CUDNN_ATTENTION):
+        try:
+            with sdpa_kernel([backend]), torch.autocast('cuda', dtype=torch.bfloat16):
+                y = m(x, **extra)
+            y.float().sum().backward()
+            ok.append(backend.name)
+        except RuntimeError:
+            pass
+        m.zero_grad()
+    return ok
+
+
+@pytest.mark.parametrize('shape', list(SHAPES))
+@pytest.mark.parametrize('member', ['softmax', 'dna_qpm_vpm'])
+def test_no_branch_falls_back_to_the_math_kernel(member: str, shape: str) -> None:
+    """bf16, no mask: both DnA branches take flash attention, as softmax does; with a float
+    bias (ViTDet's rel-pos), the memory-efficient kernel. Printed with ``-s``."""
+    b, n = SHAPES[shape]
+    m = MEMBERS[member](768, 12).cuda()
+    x = torch.randn(b, n, 768, device='cuda', requires_grad=True)
+    plain = _backends_that_run(m, x, {})
+    bias = torch.randn(1, 12, n, n, device='cuda', dtype=torch.bfloat16)
+    biased = _backends_that_run(m, x, dict(attn_bias=bias))
+    print(f'{member} {shape} [{b}, 12, {n}, 64] bf16: no mask → {plain}; float bias → {biased}')
+    assert 'FLASH_ATTENTION' in plain
+    assert 'EFFICIENT_ATTENTION' in biased
+
+
+@pytest.mark.parametrize('d', [32, 64, 128])
+@pytest.mark.parametrize('dtype,tol', [(torch.float32, 2e-4), (torch.float16, 5e-3),
+                                       (torch.bfloat16, 4e-2)], ids=['fp32', 'fp16', 'bf16'])
+@pytest.mark.parametrize('shape', [(8, 197), (196, 8), (1, 1569)], ids=['197', '8', '1569'])
+def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, shape) -> None:
+    from dna_mm.ops import dna_attention
+    from test_ops_triton import reference
+    b, n = shape
+    g = torch.Generator().manual_seed(d + n)
+    h = 768 // d  # ViT-B's width in heads of d
+    ts = [torch.randn(b, h, n, d, generator=g).cuda().to(dtype).requires_grad_() for _ in range(5)]
+    alpha = (torch.rand(h, generator=g) * 2 - 1).cuda().requires_grad_()
+    b_pos, b_neg = (torch.randn(1, h, n, n, generator=g).cuda().requires_grad_() for _ in range(2))
+    out = dna_attention(*ts, alpha, (b_pos, b_neg))
+    wrt = [*ts, alpha, b_pos, b_neg]
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, wrt, grad_out)
+    ref_in = [t.detach().double().requires_grad_() for t in wrt]
+    ref = reference(*ref_in[:5], ref_in[5], ref_in[6], ref_in[7], d ** -0.5)
+    ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
+    for name, got, want in zip(['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg'],
+                               [out, *grads], [ref, *ref_grads]):
+        assert _rel(got.double(), want) < tol, name
+
+
+def test_module_with_the_triton_kernel_under_bf16_autocast() -> None:
+    torch.manual_seed(0)
+    fused = DnAAttention(768, 12, kernel='triton').cuda()
+    sdpa = DnAAttention(768, 12).cuda()
+    sdpa.load_state_dict(fused.state_dict())
+    x = torch.randn(8, 197, 768, device='cuda')
+    outs = []
+    for m in (fused, sdpa):
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            y = m(x)
+        y.float().square().mean().backward()
+        outs.append([y.detach().double()] + [p.grad.double() for p in m.parameters()])
+    for a, b in zip(*outs):
+        assert _rel(a, b) < 4e-2
