@@ -7,7 +7,8 @@ HERE = Path(__file__).parent
 
 
 def read_requirements(name: str) -> list[str]:
-    """Pinned requirement lines of ``requirements/<name>.txt`` (comments dropped)."""
+    """Requirement lines of ``requirements/<name>.txt`` (comments dropped): version ranges; the
+    exact versions tested are ``requirements/lock.txt``, which ``make install`` uses."""
     lines = (HERE / 'requirements' / name).read_text().splitlines()
     return [ln.strip() for ln in lines if ln.strip() and not ln.startswith('#')]
 
@@ -20,8 +21,9 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['dna_mm', 'dna_mm.*']),
     package_data={'dna_mm.datasets': ['label_maps/*.txt']},
-    python_requires='>=3.11,<3.12',
+    python_requires='>=3.11,<3.12',  # the only Python CI and `make install` run
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
-    extras_require={'tests': read_requirements('tests.txt')},
+    extras_require={'tests': read_requirements('tests.txt'),
+                    'tensorboard': read_requirements('optional.txt')},
     license='Apache-2.0',
 )

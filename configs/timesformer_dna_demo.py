@@ -7,6 +7,7 @@ _base_ = ['./timesformer_dna_k400.py']
 
 data_root = 'data/demo'
 num_classes = 4
+label_map = f'{data_root}/classes.txt'  # written with the clips
 clip_len, frame_interval, size = 8, 2, 32
 
 model = dict(

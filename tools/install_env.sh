@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 CACHE=${DNA_MM_CACHE:-$HOME/.cache/dna_mm}
-MMCV_VERSION=$(sed -n 's/^mmcv==\(.*\)$/\1/p' requirements/runtime.txt)
-TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/torch.txt)
+MMCV_VERSION=$(sed -n 's/^mmcv==\(.*\)$/\1/p' requirements/lock.txt)
+TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
@@ -60,7 +60,7 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
 fi
 
 log "OpenMMLab stack + test tools"
-"${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/tests.txt
+"${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/optional.txt -r requirements/tests.txt -r requirements/lint.txt
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
 # mmaction2 1.1.0 ships a metafile that mmengine 0.10.7 cannot read (every `mmaction::` base
 # fails while parsing, before custom_imports): normalise it (see dna_mm/utils/mim_compat.py).

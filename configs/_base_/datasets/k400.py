@@ -2,6 +2,7 @@
 # check them with tools/data/kinetics/check_annotations.py. Test: 1 clip x 3 crops.
 _base_ = ['./video_8x32.py']
 num_classes = 400  # labels are checked against it when the datasets are built
+label_map = 'label_map_k400'  # class names (tools/infer.py): a shipped map or a file
 train_dataloader = dict(dataset=dict(
     num_classes=num_classes,
     ann_file='data/kinetics400/kinetics400_train_list_videos.txt',

@@ -3,6 +3,7 @@
 #            --out-dir data/smarthome/cs --protocol CS
 _base_ = ['./video_8x32.py']
 num_classes = 31  # labels are checked against it when the datasets are built
+label_map = 'smarthome_cs_classes'  # class names (tools/infer.py): a shipped map or a file
 data_root = 'data/smarthome/videos'
 train_dataloader = dict(
     dataset=dict(ann_file='data/smarthome/cs/train.txt', data_prefix=dict(video=data_root),

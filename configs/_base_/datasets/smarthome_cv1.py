@@ -3,6 +3,7 @@
 #            --out-dir data/smarthome/cv1 --protocol CV1
 _base_ = ['./video_8x32.py']
 num_classes = 19  # labels are checked against it when the datasets are built
+label_map = 'smarthome_cv_classes'  # class names (tools/infer.py): a shipped map or a file
 data_root = 'data/smarthome/videos'
 train_dataloader = dict(
     dataset=dict(ann_file='data/smarthome/cv1/train.txt', data_prefix=dict(video=data_root),

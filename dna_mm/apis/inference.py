@@ -1,0 +1,147 @@
+"""Inference with a trained recognizer: inputs, class names, a safe and strict model load.
+
+:func:`load_recognizer` is MMAction2's ``init_recognizer`` with dna_mm's checkpoint rules
+(``weights_only`` loads from every source, whole-model loads strict unless asked otherwise,
+the same as ``tools/test.py``); :func:`predict` runs MMAction2's ``inference_recognizer`` (the
+config's ``test_pipeline``: its clips and crops are averaged by the recognizer) and returns the
+top-k classes.
+"""
+from __future__ import annotations
+
+import os
+import os.path as osp
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+import torch.nn as nn
+from mmengine.config import Config
+
+from ..datasets.protocols import label_map as shipped_label_map
+from ..utils import load_model_weights, read_checkpoint
+
+VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
+
+
+@dataclass
+class Prediction:
+    """The top-k classes of one video, best first."""
+
+    video: str
+    indices: list[int]
+    scores: list[float]
+
+
+def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
+    """The videos named by ``source``: a video file, a folder (its video files, recursively,
+    sorted) or a list file (``.txt``: one path per line, optionally followed by a label as in
+    MMAction2's lists; relative paths are relative to ``video_root``, default the list's folder).
+
+    Raises:
+        FileNotFoundError: ``source`` does not exist, a folder holds no video, or videos of a
+            list are missing (the first few are named).
+        ValueError: a list file names no video.
+    """
+    path = Path(source)
+    if path.is_dir():
+        videos = sorted(str(p) for p in path.rglob('*')
+                        if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
+        if not videos:
+            raise FileNotFoundError(f'no video files ({", ".join(VIDEO_SUFFIXES)}) under {source}')
+        return videos
+    if not path.is_file():
+        raise FileNotFoundError(f'input {source} does not exist (expected a video file, a folder '
+                                f'or a .txt list of videos)')
+    if path.suffix.lower() != '.txt':
+        return [str(path)]
+    root = Path(video_root) if video_root is not None else path.parent
+    videos = []
+    for line in path.read_text(encoding='utf-8').splitlines():
+        if line.strip() and not line.lstrip().startswith('#'):
+            videos.append(str(root / line.split()[0]))  # an absolute entry stays absolute
+    if not videos:
+        raise ValueError(f'list {source} names no video (one path per line expected)')
+    missing = [v for v in videos if not osp.isfile(v)]
+    if missing:
+        raise FileNotFoundError(f'{len(missing)} of the {len(videos)} videos of {source} do not '
+                                f'exist (relative to {root}; set the folder with --video-root): '
+                                f'{", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}')
+    return videos
+
+
+def read_label_map(source: str) -> list[str]:
+    """Class names from a text file (one per line; MMAction2's ``label_map_k400.txt`` layout) or
+    the name of a label map shipped with dna_mm (``label_map_k400``, ``label_map_ntu60``,
+    ``smarthome_cs_classes``, ``smarthome_cv_classes``)."""
+    if osp.isfile(source):
+        text = Path(source).read_text(encoding='utf-8')
+    else:
+        try:
+            return shipped_label_map(source)
+        except FileNotFoundError:
+            raise FileNotFoundError(f'label map {source}: neither a file nor a label map shipped '
+                                    f'with dna_mm') from None
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def num_classes_of(model: nn.Module) -> int:
+    """The number of classes the recognizer's head predicts."""
+    head = getattr(model, 'cls_head', None)
+    if head is None or not hasattr(head, 'num_classes'):
+        raise TypeError(f'{type(model).__name__} has no cls_head.num_classes: not a recognizer')
+    return int(head.num_classes)
+
+
+def resolve_class_names(cfg: Config, num_classes: int,
+                        label_map: Optional[str] = None) -> Optional[list[str]]:
+    """Class names for the predictions: ``label_map`` if given, else the config's ``label_map``
+    key (set by the dataset bases in ``configs/_base_/datasets``), else ``None`` (indices).
+
+    Raises:
+        ValueError: the map's length is not the model's number of classes.
+    """
+    source = label_map or cfg.get('label_map')
+    if source is None:
+        return None
+    names = read_label_map(source)
+    if len(names) != num_classes:
+        raise ValueError(f'label map {source} has {len(names)} classes, the model predicts '
+                         f'{num_classes}')
+    return names
+
+
+def load_recognizer(config: Union[str, Config], checkpoint: str, device: Union[str, torch.device] = 'cpu',
+                    partial: bool = False) -> nn.Module:
+    """Build the config's recognizer and load ``checkpoint`` into it.
+
+    Args:
+        config: Config file or object (backbone ``pretrained`` is ignored: the checkpoint
+            holds the whole model).
+        checkpoint: Local file, URL or mmengine prefix; always a ``weights_only`` load.
+        device: Where the model runs.
+        partial: Accept a checkpoint that does not match the model (the keys not loaded are
+            printed); default: refuse it.
+
+    Raises:
+        CheckpointMismatchError: ``partial`` is false and the checkpoint does not match.
+    """
+    from mmaction.apis import init_recognizer  # noqa: PLC0415 (imports the whole of mmaction)
+
+    cfg = Config.fromfile(config) if isinstance(config, (str, os.PathLike)) else config
+    model = init_recognizer(cfg, checkpoint=None, device='cpu')
+    report = load_model_weights(model, read_checkpoint(checkpoint), checkpoint, strict=not partial)
+    if not report.complete:
+        print(f'partial load of {checkpoint}: {report.loaded} weights loaded; not loaded:\n'
+              f'{report.describe()}', flush=True)
+    return model.to(device).eval()
+
+
+def predict(model: nn.Module, video: str, topk: int = 5) -> Prediction:
+    """The ``topk`` classes of ``video`` through the config's test pipeline (MMAction2's
+    ``inference_recognizer``; the scores are the head's averaged class probabilities)."""
+    from mmaction.apis import inference_recognizer  # noqa: PLC0415
+
+    scores = inference_recognizer(model, video).pred_scores.item.float().cpu()  # [num_classes]
+    top = scores.topk(min(topk, scores.numel()))
+    return Prediction(video, top.indices.tolist(), top.values.tolist())

@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Parameters and GFLOPs of a config's model or a timm model, attention counted.
+
+    python tools/analysis/get_flops.py MODEL [--input-shape C [T] H W] [--cfg-options k=v ...]
+        [--model-args k=v ...]
+
+MODEL is a config file or a zoo config (``mmaction::recognition/...``; a recognizer: backbone + head on one clip; a detector: backbone +
+neck, ``extract_feat``, on one image) or a timm model name (``dna_vit_base_patch16_224``,
+``vit_base_patch16_224``, ...: the whole model on one image; ``--model-args
+dna_variant=qpm_v`` picks a DnA variant). The input shape defaults to the
+model's own (``num_frames`` / ``img_size`` of the backbone, timm's ``input_size``).
+
+Counting (fvcore's, through MMEngine's ``FlopAnalyzer``): one multiply-add = one FLOP;
+matmuls, convolutions and norms count, softmax and element-wise ops do not; every
+``scaled_dot_product_attention`` call counts ``M·N·(d + dv)`` per head
+(:mod:`dna_mm.analysis.complexity`). Ops the tracer met but cannot count are listed.
+"""
+from __future__ import annotations
+
+import argparse
+import os.path as osp
+import sys
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+from mmengine.config import Config, DictAction
+
+import dna_mm  # noqa: F401  (registers the models and the dna_vit_* timm names)
+from dna_mm.analysis.complexity import model_complexity
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description='Parameters and GFLOPs (dna_mm)')
+    p.add_argument('model', help='a config file or a timm model name')
+    p.add_argument('--input-shape', type=int, nargs='+', metavar='N',
+                   help='one input without the batch: C H W (images) or C T H W (clips)')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction,
+                   help='config: override settings, key=value')
+    p.add_argument('--model-args', nargs='+', action=DictAction, default={},
+                   help='timm: create_model keyword arguments, e.g. dna_variant=qpm_v')
+    args = p.parse_args(argv)
+    if args.input_shape is not None and len(args.input_shape) not in (3, 4):
+        p.error(f'--input-shape takes C H W or C T H W, got {args.input_shape}')
+    return args
+
+
+def _size(value: Any) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def from_config(path: str, shape: list[int] | None,
+                options: dict | None) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
+    """The config's model, its input shape, what is traced (in words) and how."""
+    from mmengine.registry import MODELS, init_default_scope
+    if '::' in path:  # a zoo config: mmaction::recognition/timesformer/...
+        from mmengine.hub import get_config
+        cfg = get_config(path)
+    else:
+        cfg = Config.fromfile(path)
+    if options:
+        cfg.merge_from_dict(options)
+    init_default_scope(cfg.get('default_scope', 'mmaction'))
+    if 'backbone' in cfg.model:
+        for key in ('pretrained', 'init_cfg'):  # no weights are needed to count
+            cfg.model.backbone.pop(key, None)
+    model = MODELS.build(cfg.model)
+    backbone = getattr(model, 'backbone', model)
+    if shape is None:  # the backbone's own input size, from the config or the module
+        backbone_cfg = cfg.model.get('backbone', cfg.model)
+        img_size = backbone_cfg.get('img_size', getattr(backbone, 'img_size', None))
+        frames = backbone_cfg.get('num_frames', getattr(backbone, 'num_frames', None))
+        if img_size is None:
+            raise ValueError(f'{path}: the backbone ({type(backbone).__name__}) sets no img_size; '
+                             f'give --input-shape')
+        shape = [3, *([frames] if frames else []), *_size(img_size)]
+    if hasattr(model, 'cls_head'):  # a recognizer: one clip (or image) through backbone + head
+        return model, tuple(shape), 'backbone + head', lambda x: model.cls_head(model.backbone(x))
+    if hasattr(model, 'extract_feat'):  # a detector: backbone + neck
+        return model, tuple(shape), 'backbone + neck (extract_feat)', model.extract_feat
+    return model, tuple(shape), 'the whole model', model
+
+
+def from_timm(name: str, shape: list[int] | None,
+              kwargs: dict) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
+    """The timm model (random weights), its input shape, and the whole model traced."""
+    import timm
+    model = timm.create_model(name, pretrained=False, **kwargs)
+    return model, tuple(shape or model.pretrained_cfg['input_size']), 'the whole model', model
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if osp.isfile(args.model) or '::' in args.model:
+            model, shape, traced, forward = from_config(args.model, args.input_shape, args.cfg_options)
+        elif args.model.endswith('.py'):
+            raise FileNotFoundError(f'config {args.model} does not exist')
+        else:
+            model, shape, traced, forward = from_timm(args.model, args.input_shape, dict(args.model_args))
+    except (FileNotFoundError, ValueError) as err:
+        sys.exit(f'get_flops.py: {err}')
+    except RuntimeError as err:  # timm: unknown model name
+        sys.exit(f'get_flops.py: {args.model} is neither a config file nor a timm model ({err})')
+    result = model_complexity(model, torch.zeros(1, *shape), forward)
+    print(f'input shape: {list(shape)} (batch 1); FLOPs of {traced}, parameters of the whole model')
+    print(result.summary())
+    if result.unsupported:
+        ops = ', '.join(f'{op} ×{n}' for op, n in sorted(result.unsupported.items()))
+        print(f'not counted (no handle, as in fvcore): {ops}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
