@@ -6,6 +6,8 @@
 #   make demo-compare  the same for the softmax baseline, then both results
 #   make demo-det      train + test a tiny ViTDet-DnA Mask R-CNN on generated COCO-format shapes
 #   make bench         attention benchmark (CPU, and CUDA when present)
+#   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
+#   make format        apply ruff's fixes and format
 #   make test-gpu      the CUDA tests (fp32/bf16/fp16, SDPA kernels, Triton at real shapes)
 SHELL := /bin/bash
 VENV ?= .venv
@@ -13,12 +15,20 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dna_mm_installed
 PYTEST_ARGS ?= -q
 
-.PHONY: install test test-slow test-gpu demo demo-compare demo-det bench clean
+.PHONY: install lint format test test-slow test-gpu demo demo-compare demo-det bench clean
 
 install: $(STAMP)
 
 $(STAMP): setup.py tools/install_env.sh $(wildcard requirements/*.txt)
 	bash tools/install_env.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS) tests

@@ -1,4 +1,5 @@
 """dna_mm: DnA (Denoising Attention) for video understanding and detection on OpenMMLab."""
+
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -23,7 +24,9 @@ setup(
     package_data={'dna_mm.datasets': ['label_maps/*.txt']},
     python_requires='>=3.11,<3.12',  # the only Python CI and `make install` run
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
-    extras_require={'tests': read_requirements('tests.txt'),
-                    'tensorboard': read_requirements('optional.txt')},
+    extras_require={
+        'tests': read_requirements('tests.txt'),
+        'tensorboard': read_requirements('optional.txt'),
+    },
     license='Apache-2.0',
 )

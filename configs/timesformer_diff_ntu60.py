@@ -2,5 +2,7 @@
 _base_ = ['./timesformer_dna_ntu60.py']
 # Initialisation: the Kinetics-400 Diff TimeSformer.
 model = dict(
-    backbone=dict(temporal_attn='diff', spatial_attn='diff',
-                  pretrained='checkpoints/timesformer_diff_k400.pth'))
+    backbone=dict(
+        temporal_attn='diff', spatial_attn='diff', pretrained='checkpoints/timesformer_diff_k400.pth'
+    )
+)

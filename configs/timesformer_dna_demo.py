@@ -11,9 +11,18 @@ label_map = f'{data_root}/classes.txt'  # written with the clips
 clip_len, frame_interval, size = 8, 2, 32
 
 model = dict(
-    backbone=dict(pretrained=None, num_frames=clip_len, img_size=size, patch_size=8,
-                  embed_dims=96, num_heads=4, num_transformer_layers=3, drop_path_rate=0.0),
-    cls_head=dict(num_classes=num_classes, in_channels=96, dropout_ratio=0.0))
+    backbone=dict(
+        pretrained=None,
+        num_frames=clip_len,
+        img_size=size,
+        patch_size=8,
+        embed_dims=96,
+        num_heads=4,
+        num_transformer_layers=3,
+        drop_path_rate=0.0,
+    ),
+    cls_head=dict(num_classes=num_classes, in_channels=96, dropout_ratio=0.0),
+)
 
 # The classes are flip-invariant, but the demo keeps the pipeline minimal.
 train_pipeline = [
@@ -26,8 +35,7 @@ train_pipeline = [
 ]
 test_pipeline = [
     dict(type='DecordInit', io_backend='disk'),
-    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1,
-         test_mode=True),
+    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1, test_mode=True),
     dict(type='DecordDecode'),
     dict(type='Resize', scale=(size, size), keep_ratio=False),
     dict(type='FormatShape', input_format='NCTHW'),
@@ -36,20 +44,21 @@ test_pipeline = [
 loader = dict(batch_size=8, num_workers=2, persistent_workers=False)
 dataset = dict(num_classes=num_classes, data_prefix=dict(video=f'{data_root}/videos'))
 train_dataloader = dict(
-    **loader,
-    dataset=dict(**dataset, ann_file=f'{data_root}/train.txt', pipeline=train_pipeline))
+    **loader, dataset=dict(**dataset, ann_file=f'{data_root}/train.txt', pipeline=train_pipeline)
+)
 val_dataloader = dict(
-    **loader,
-    dataset=dict(**dataset, ann_file=f'{data_root}/test.txt', pipeline=test_pipeline))
+    **loader, dataset=dict(**dataset, ann_file=f'{data_root}/test.txt', pipeline=test_pipeline)
+)
 test_dataloader = dict(
-    **loader,
-    dataset=dict(**dataset, ann_file=f'{data_root}/test.txt', pipeline=test_pipeline))
+    **loader, dataset=dict(**dataset, ann_file=f'{data_root}/test.txt', pipeline=test_pipeline)
+)
 
 max_epochs = 20
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=5e-4, weight_decay=0.05),
-    clip_grad=dict(max_norm=5, norm_type=2))
+    clip_grad=dict(max_norm=5, norm_type=2),
+)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=1, convert_to_iter_based=True),
     dict(type='CosineAnnealingLR', T_max=max_epochs - 1, by_epoch=True, begin=1, end=max_epochs),

@@ -2,5 +2,7 @@
 _base_ = ['./timesformer_dna_k400.py']
 # Initialisation: ImageNet softmax ViT-B/16 (timm or MMAction2 file).
 model = dict(
-    backbone=dict(temporal_attn='softmax', spatial_attn='softmax',
-                  pretrained='checkpoints/vit_base_patch16_224.pth'))
+    backbone=dict(
+        temporal_attn='softmax', spatial_attn='softmax', pretrained='checkpoints/vit_base_patch16_224.pth'
+    )
+)

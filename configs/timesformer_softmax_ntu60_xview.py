@@ -2,5 +2,7 @@
 _base_ = ['./timesformer_dna_ntu60_xview.py']
 # Initialisation: the Kinetics-400 softmax TimeSformer.
 model = dict(
-    backbone=dict(temporal_attn='softmax', spatial_attn='softmax',
-                  pretrained='checkpoints/timesformer_softmax_k400.pth'))
+    backbone=dict(
+        temporal_attn='softmax', spatial_attn='softmax', pretrained='checkpoints/timesformer_softmax_k400.pth'
+    )
+)

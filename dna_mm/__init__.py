@@ -5,6 +5,10 @@ from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMActio
 ``dna_vit_*`` timm models, makes every mmengine checkpoint load a ``weights_only`` load and
 lets mmengine read ``mmaction::`` bases (:mod:`dna_mm.utils.mim_compat`).
 """
+
+# Order matters: safe loading and the mmengine patch before anything is built; the models
+# before the converters, which import the attention.
+# isort: off
 from .utils import install_safe_checkpoint_loading
 from .utils.mim_compat import patch_mmengine
 
@@ -18,6 +22,7 @@ from importlib.util import find_spec as _find_spec  # noqa: E402
 
 if _find_spec('mmdet') is not None:  # mmdet's OPTIM_WRAPPER_CONSTRUCTORS
     from .engine import layer_decay  # noqa: E402,F401  (LayerDecayOptimizerConstructor)
+# isort: on
 
 __version__ = '0.1.0'
 __all__ = ["converters", "datasets", "engine", "evaluation", "models", "__version__"]

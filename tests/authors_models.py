@@ -13,6 +13,7 @@ state dict saved from it is shaped as *their* code writes it (not as dna_mm's do
 * :class:`AuthorsDnATimeSformer`: ``timesformer/models/dna.py``'s ``DnATransformer``
   (divided space-time blocks, ``temporal_norm1`` / ``temporal_attn`` / ``temporal_fc``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,11 @@ class _AuthorsAttention(nn.Module):
 
     def mix(self, q_pos, q_neg, k, v_pos, v_neg) -> torch.Tensor:
         pos = F.softmax(q_pos * self.scale @ k.transpose(-2, -1), dim=-1) @ v_pos
-        neg = self.neg_scalers.view(1, -1, 1, 1) * F.softmin(
-            q_neg * self.scale @ k.transpose(-2, -1), dim=-1) @ v_neg
+        neg = (
+            self.neg_scalers.view(1, -1, 1, 1)
+            * F.softmin(q_neg * self.scale @ k.transpose(-2, -1), dim=-1)
+            @ v_neg
+        )
         out = pos + neg if self.combine == 'add' else pos - neg
         b, h, n, d = out.shape
         return self.proj(out.transpose(1, 2).reshape(b, n, h * d))
@@ -61,8 +65,12 @@ class AuthorsQQKV(_AuthorsAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, c = x.shape
-        q_pos, q_neg, k, v = self.qqkv(x).reshape(
-            b, n, 4, self.num_heads, c // self.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q_pos, q_neg, k, v = (
+            self.qqkv(x)
+            .reshape(b, n, 4, self.num_heads, c // self.num_heads)
+            .permute(2, 0, 3, 1, 4)
+            .unbind(0)
+        )
         return self.mix(q_pos, q_neg, k, v, v)
 
 
@@ -75,10 +83,10 @@ class AuthorsQkvNeg(_AuthorsAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, c = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads).permute(
-            2, 0, 3, 1, 4).unbind(0)
-        return self.mix(q, _heads(self.q_neg(x), self.num_heads), k, v,
-                        _heads(self.v_neg(x), self.num_heads))
+        q, k, v = (
+            self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+        )
+        return self.mix(q, _heads(self.q_neg(x), self.num_heads), k, v, _heads(self.v_neg(x), self.num_heads))
 
 
 class _Mlp(nn.Module):
@@ -119,13 +127,21 @@ class AuthorsDnAViT(nn.Module):
     """``DnA_Vision_Transformer``: ``x = patch_embed(x) + pos_embed`` (no CLS position), then
     the CLS token is prepended; blocks; ``norm``; ``head(x[:, 0])``."""
 
-    def __init__(self, img_size: int = 32, patch: int = 8, dim: int = 32, depth: int = 2,
-                 heads: int = 4, num_classes: int = 5, attn_cls=AuthorsQQKVV,
-                 combine: str = 'add') -> None:
+    def __init__(
+        self,
+        img_size: int = 32,
+        patch: int = 8,
+        dim: int = 32,
+        depth: int = 2,
+        heads: int = 4,
+        num_classes: int = 5,
+        attn_cls=AuthorsQQKVV,
+        combine: str = 'add',
+    ) -> None:
         super().__init__()
         self.patch_embed = _PatchEmbed(dim, patch)
-        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
-        self.pos_embed = nn.Parameter(torch.randn(1, (img_size // patch) ** 2, dim) * .02)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, (img_size // patch) ** 2, dim) * 0.02)
         self.blocks = nn.ModuleList(_ViTBlock(dim, heads, attn_cls, combine) for _ in range(depth))
         self.norm = _ln(dim)
         self.head = nn.Linear(dim, num_classes)
@@ -167,13 +183,20 @@ class AuthorsDnATimeSformer(nn.Module):
     """``DnATransformer`` (divided space-time); ``forward`` returns the normalised CLS token
     (``forward_features``). Their checkpoints hold it as ``model.*`` under ``model_state``."""
 
-    def __init__(self, img_size: int = 32, patch: int = 8, dim: int = 32, depth: int = 2,
-                 heads: int = 4, num_frames: int = 4) -> None:
+    def __init__(
+        self,
+        img_size: int = 32,
+        patch: int = 8,
+        dim: int = 32,
+        depth: int = 2,
+        heads: int = 4,
+        num_frames: int = 4,
+    ) -> None:
         super().__init__()
         self.patch_embed = _PatchEmbed(dim, patch)
-        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * .02)
-        self.pos_embed = nn.Parameter(torch.randn(1, (img_size // patch) ** 2 + 1, dim) * .02)
-        self.time_embed = nn.Parameter(torch.randn(1, num_frames, dim) * .02)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, (img_size // patch) ** 2 + 1, dim) * 0.02)
+        self.time_embed = nn.Parameter(torch.randn(1, num_frames, dim) * 0.02)
         self.blocks = nn.ModuleList(_DividedBlock(dim, heads) for _ in range(depth))
         self.norm = _ln(dim)
         self.head = nn.Linear(dim, 7)

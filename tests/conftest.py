@@ -1,4 +1,5 @@
 """Shared fixtures. Every test runs on CPU with tiny models."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,9 @@ def _seed() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line('markers', 'slow: long-running; skipped by `make test` and CI, '
-                                       'run by `make test-slow`')
+    config.addinivalue_line(
+        'markers', 'slow: long-running; skipped by `make test` and CI, run by `make test-slow`'
+    )
 
 
 REPO = __import__('pathlib').Path(__file__).resolve().parents[1]
@@ -32,27 +34,39 @@ DEMO_CONFIG = str(REPO / 'configs' / 'timesformer_dna_demo.py')
 def tiny_video_set(tmp_path_factory):
     """8 train / 4 test real mp4 clips (decord-decodable) of the demo's motion classes."""
     from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset
+
     root = tmp_path_factory.mktemp('videos')
     return ensure_motion_dataset(root, MotionDatasetSpec(train_per_class=2, test_per_class=1))
 
 
 def tiny_run_options(root, attn: str = 'dna', epochs: int = 1) -> list[str]:
     """``--cfg-options`` turning the demo config into a seconds-long run on ``root``."""
-    opts = [f'model.backbone.temporal_attn={attn}', f'model.backbone.spatial_attn={attn}',
-            'model.backbone.embed_dims=32', 'model.backbone.num_heads=2',
-            'model.backbone.num_transformer_layers=1', 'model.cls_head.in_channels=32',
-            f'train_cfg.max_epochs={epochs}', f'train_cfg.val_interval={epochs}',
-            'default_hooks.logger.interval=1', 'param_scheduler=[]']
+    opts = [
+        f'model.backbone.temporal_attn={attn}',
+        f'model.backbone.spatial_attn={attn}',
+        'model.backbone.embed_dims=32',
+        'model.backbone.num_heads=2',
+        'model.backbone.num_transformer_layers=1',
+        'model.cls_head.in_channels=32',
+        f'train_cfg.max_epochs={epochs}',
+        f'train_cfg.val_interval={epochs}',
+        'default_hooks.logger.interval=1',
+        'param_scheduler=[]',
+    ]
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
-        opts += [f'{split}_dataloader.dataset.ann_file={root}/{ann}.txt',
-                 f'{split}_dataloader.dataset.data_prefix.video={root}/videos',
-                 f'{split}_dataloader.num_workers=0', f'{split}_dataloader.batch_size=2']
+        opts += [
+            f'{split}_dataloader.dataset.ann_file={root}/{ann}.txt',
+            f'{split}_dataloader.dataset.data_prefix.video={root}/videos',
+            f'{split}_dataloader.num_workers=0',
+            f'{split}_dataloader.batch_size=2',
+        ]
     return opts
 
 
 def run_cmd(cmd: list[str], timeout: int = 600, **kwargs):
     """Run a command in the repo root; fail the test with its output on error."""
     import subprocess
+
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs)
     if proc.returncode != 0:
         pytest.fail(f'{cmd[:2]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
@@ -62,6 +76,7 @@ def run_cmd(cmd: list[str], timeout: int = 600, **kwargs):
 def run_tool(args: list[str], timeout: int = 600, **kwargs):
     """Run a repo Python tool with this interpreter (see :func:`run_cmd`)."""
     import sys
+
     return run_cmd([sys.executable, *args], timeout=timeout, **kwargs)
 
 
@@ -72,6 +87,7 @@ def tiny_runner(work_dir, root, max_epochs: int, resume: bool = False, determini
 
     from mmengine.config import Config, DictAction
     from mmengine.runner import Runner
+
     parser = argparse.ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
     cfg = Config.fromfile(DEMO_CONFIG)

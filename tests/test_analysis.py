@@ -1,5 +1,6 @@
 """dna_mm.analysis: each measure against an independent computation on crafted inputs, the
 collector on registry-built models, relevance against a hand-written forward."""
+
 from __future__ import annotations
 
 import math
@@ -8,16 +9,28 @@ import numpy as np
 import pytest
 import timm
 import torch
+from conftest import DEMO_CONFIG, tiny_run_options
 from mmengine.config import Config, DictAction
 from scipy.spatial.distance import pdist
 from scipy.stats import entropy as scipy_entropy
 
 import dna_mm  # noqa: F401
-from conftest import DEMO_CONFIG, tiny_run_options
-from dna_mm.analysis import (AttentionCollector, TokenDistanceCollector, attention_entropy, aurra,
-                             branch_cosine, eager_attention, find_attention_sites, head_redundancy,
-                             intruder_dimensions, ood_measures, relevance_maps,
-                             rms_calibration_error, token_distance, value_alignment)
+from dna_mm.analysis import (
+    AttentionCollector,
+    TokenDistanceCollector,
+    attention_entropy,
+    aurra,
+    branch_cosine,
+    eager_attention,
+    find_attention_sites,
+    head_redundancy,
+    intruder_dimensions,
+    ood_measures,
+    relevance_maps,
+    rms_calibration_error,
+    token_distance,
+    value_alignment,
+)
 from dna_mm.analysis.calibration import fpr_at_recall
 from dna_mm.analysis.models import load_timm_model
 from dna_mm.analysis.relevance import spatial_to_tokens, temporal_to_tokens
@@ -38,7 +51,7 @@ def test_entropy_uniform_onehot_and_scipy() -> None:
     a = _softmax_rows(2, 3, 10, n)
     ent = scipy_entropy(a.numpy(), axis=-1)  # [B, H, M], per row
     assert np.allclose(attention_entropy(a).numpy(), ent.mean(axis=(0, 2)), atol=1e-5)
-    top = np.sort(ent, axis=-1)[..., ::-1][..., :math.ceil(0.3 * 10)].mean(axis=-1).mean(axis=0)
+    top = np.sort(ent, axis=-1)[..., ::-1][..., : math.ceil(0.3 * 10)].mean(axis=-1).mean(axis=0)
     assert np.allclose(attention_entropy(a, top_k_percent=30).numpy(), top, atol=1e-5)
     half = torch.cat([uniform[:, :, :5], onehot], dim=2)  # 5 uniform rows, 5 one-hot rows
     assert torch.allclose(attention_entropy(half, top_k_percent=50), torch.full((3,), math.log(n)))
@@ -67,9 +80,14 @@ def test_value_alignment_orthogonal_parallel_and_trace() -> None:
     assert torch.allclose(value_alignment(v, 2 * v), torch.ones(2, 3), atol=1e-6)
     assert torch.allclose(value_alignment(v, -v), -torch.ones(2, 3), atol=1e-6)
     w = torch.randn(2, 3, 9, 8)
-    ref = [[np.trace(v[b, h].numpy().T @ w[b, h].numpy())
+    ref = [
+        [
+            np.trace(v[b, h].numpy().T @ w[b, h].numpy())
             / (np.linalg.norm(v[b, h].numpy()) * np.linalg.norm(w[b, h].numpy()))
-            for h in range(3)] for b in range(2)]
+            for h in range(3)
+        ]
+        for b in range(2)
+    ]
     assert np.allclose(value_alignment(v, w).numpy(), ref, atol=1e-6)
     assert torch.equal(branch_cosine(v, w), value_alignment(v, w))
 
@@ -80,14 +98,16 @@ def _orthonormal(n: int, k: int) -> torch.Tensor:
 
 def test_intruder_dimensions_crafted_subspaces() -> None:
     n, d, k = 40, 24, 10
-    u = _orthonormal(n, d)                               # left singular vectors of a
+    u = _orthonormal(n, d)  # left singular vectors of a
     a = u @ torch.diag(torch.linspace(10, 1, d, dtype=torch.float64)) @ _orthonormal(d, d).T
-    def branch(cols):                                    # top-10 left SVs = the given columns
+
+    def branch(cols):  # top-10 left SVs = the given columns
         s = torch.diag(torch.linspace(5, 2, len(cols), dtype=torch.float64))
         return u[:, cols] @ s @ _orthonormal(d, len(cols)).T
-    same = branch(list(range(9, -1, -1)))                # a's top-10, in another order
-    other = branch(list(range(10, 20)))                  # orthogonal to a's top-10
-    mixed = branch([0, 4, 7] + list(range(10, 17)))      # shares 3 directions
+
+    same = branch(list(range(9, -1, -1)))  # a's top-10, in another order
+    other = branch(list(range(10, 20)))  # orthogonal to a's top-10
+    mixed = branch([0, 4, 7] + list(range(10, 17)))  # shares 3 directions
     for b, expected in ((same, 0), (other, 10), (mixed, 7)):
         got = intruder_dimensions(a[None, None], b[None, None], k=k, eps=0.5)
         assert got.tolist() == [[expected]]
@@ -99,8 +119,11 @@ def test_intruder_dimensions_crafted_subspaces() -> None:
 
 def test_token_distance_against_pdist() -> None:
     t = torch.randn(2, 12, 8)
-    for center, ref_tokens in (('feature', t - t.mean(-1, keepdim=True)),
-                               ('token', t - t.mean(1, keepdim=True)), (None, t)):
+    for center, ref_tokens in (
+        ('feature', t - t.mean(-1, keepdim=True)),
+        ('token', t - t.mean(1, keepdim=True)),
+        (None, t),
+    ):
         ref = [pdist(ref_tokens[b].numpy(), 'cosine').mean() for b in range(2)]
         assert np.allclose(token_distance(t, center).numpy(), ref, atol=1e-5)
     same = torch.randn(1, 1, 8).expand(1, 5, 8)
@@ -111,8 +134,7 @@ def test_token_distance_against_pdist() -> None:
 def _bins(spec):
     """[(confidence, accuracy)] → 100 samples each."""
     conf = np.concatenate([np.full(100, c) for c, _ in spec])
-    corr = np.concatenate([np.r_[np.ones(round(100 * a)), np.zeros(100 - round(100 * a))]
-                           for _, a in spec])
+    corr = np.concatenate([np.r_[np.ones(round(100 * a)), np.zeros(100 - round(100 * a))] for _, a in spec])
     return conf, corr
 
 
@@ -131,14 +153,15 @@ def test_rmsce_calibrated_known_and_last_bin() -> None:
 
 def test_rmsce_equals_torchmetrics_l2_when_the_bins_coincide() -> None:
     from torchmetrics.functional.classification import binary_calibration_error
+
     conf, corr = _bins([(0.2, 0.5), (0.5, 0.1), (0.8, 0.7)])
     conf = conf + np.random.default_rng(0).uniform(-0.1, 0.1, conf.size)  # still one bin each
-    ref = float(binary_calibration_error(torch.tensor(conf), torch.tensor(corr).long(), n_bins=3,
-                                         norm='l2'))
+    ref = float(binary_calibration_error(torch.tensor(conf), torch.tensor(corr).long(), n_bins=3, norm='l2'))
     assert rms_calibration_error(conf, corr, drop_last_bin=False) == pytest.approx(ref, abs=1e-6)
     # equal-width and equal-count bins differ once the counts are unequal
-    ref15 = float(binary_calibration_error(torch.tensor(conf), torch.tensor(corr).long(), n_bins=15,
-                                           norm='l2'))
+    ref15 = float(
+        binary_calibration_error(torch.tensor(conf), torch.tensor(corr).long(), n_bins=15, norm='l2')
+    )
     assert abs(rms_calibration_error(conf, corr, drop_last_bin=False) - ref15) > 1e-3
 
 
@@ -170,6 +193,7 @@ def test_ood_measures_known_values_and_pair_count() -> None:
 def _timesformer(attn: str):
     from mmaction.registry import MODELS
     from mmengine.registry import init_default_scope
+
     parser = __import__('argparse').ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
     cfg = Config.fromfile(DEMO_CONFIG)
@@ -187,8 +211,12 @@ def _timesformer(attn: str):
 
 def _inputs_of(sites):
     seen = {}
-    hooks = [s.module.register_forward_pre_hook(
-        lambda mod, args, name=s.name: seen.setdefault(name, args[0].detach())) for s in sites]
+    hooks = [
+        s.module.register_forward_pre_hook(
+            lambda mod, args, name=s.name: seen.setdefault(name, args[0].detach())
+        )
+        for s in sites
+    ]
     return seen, hooks
 
 
@@ -207,7 +235,11 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
     assert torch.allclose(out, ref, atol=1e-5)  # eager path inside, same function
     assert all(s.module.fused_attn and 'core' not in vars(s.module) for s in collector.sites)
     assert [(s.layer, s.group) for s in collector.sites] == [
-        (0, 'temporal'), (0, 'spatial'), (1, 'temporal'), (1, 'spatial')]
+        (0, 'temporal'),
+        (0, 'spatial'),
+        (1, 'temporal'),
+        (1, 'spatial'),
+    ]
     rec = collector.records()
     for site in collector.sites:
         with torch.no_grad():
@@ -224,14 +256,24 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
         pos = maps['pos'] @ heads['v']
         neg = maps['neg'] @ heads.get('v_neg', heads['v'])
         cos = next(e for e in rec['branch_cosine'] if e['site'] == site.name)
-        ref_cos = [[np.dot(p.flatten(), q.flatten()) / (np.linalg.norm(p) * np.linalg.norm(q))
-                    for p, q in zip(pb.numpy(), qb.numpy())] for pb, qb in zip(pos, neg)]
+        ref_cos = [
+            [
+                np.dot(p.flatten(), q.flatten()) / (np.linalg.norm(p) * np.linalg.norm(q))
+                for p, q in zip(pb.numpy(), qb.numpy(), strict=True)
+            ]
+            for pb, qb in zip(pos, neg, strict=True)
+        ]
         assert cos['mean'] == pytest.approx(np.mean(ref_cos), abs=1e-5)
         if attn == 'dna':
             c = next(e for e in rec['cvv'] if e['site'] == site.name)
             v, vn = heads['v'].numpy(), heads['v_neg'].numpy()
-            ref_c = [[np.trace(v[b, h].T @ vn[b, h]) / (np.linalg.norm(v[b, h]) * np.linalg.norm(vn[b, h]))
-                      for h in range(v.shape[1])] for b in range(v.shape[0])]
+            ref_c = [
+                [
+                    np.trace(v[b, h].T @ vn[b, h]) / (np.linalg.norm(v[b, h]) * np.linalg.norm(vn[b, h]))
+                    for h in range(v.shape[1])
+                ]
+                for b in range(v.shape[0])
+            ]
             assert np.allclose(c['per_head_mean'], np.mean(ref_c, axis=0), atol=1e-5)
             mid = np.sort(np.ravel(ref_c))[[len(np.ravel(ref_c)) // 2 - 1, len(np.ravel(ref_c)) // 2]]
             assert mid[0] - 2 / 400 <= c['median'] <= mid[1] + 2 / 400  # a median, to one bin
@@ -244,10 +286,22 @@ def test_collector_on_a_vitdet_backbone_with_windows_and_rel_pos() -> None:
     branch's relative-position bias: the collector still sees the maps the module computes."""
     from mmdet.registry import MODELS as DET_MODELS
     from mmengine.registry import init_default_scope
+
     init_default_scope('mmdet')
-    model = DET_MODELS.build(dict(type='ViTDet', img_size=32, patch_size=8, embed_dim=32, depth=2,
-                                  num_heads=2, window_size=2, window_block_indexes=[0],
-                                  use_rel_pos=True, pretrain_img_size=32)).eval()
+    model = DET_MODELS.build(
+        dict(
+            type='ViTDet',
+            img_size=32,
+            patch_size=8,
+            embed_dim=32,
+            depth=2,
+            num_heads=2,
+            window_size=2,
+            window_block_indexes=[0],
+            use_rel_pos=True,
+            pretrain_img_size=32,
+        )
+    ).eval()
     for name, p in model.named_parameters():
         if 'rel_pos' in name:
             torch.nn.init.normal_(p, std=0.5)
@@ -259,7 +313,9 @@ def test_collector_on_a_vitdet_backbone_with_windows_and_rel_pos() -> None:
     for h in hooks:
         h.remove()
     assert [(s.name, s.layer, s.group) for s in collector.sites] == [
-        ('blocks.0.attn', 0, 'attn'), ('blocks.1.attn', 1, 'attn')]
+        ('blocks.0.attn', 0, 'attn'),
+        ('blocks.1.attn', 1, 'attn'),
+    ]
     rec = collector.records()['entropy']
     for site in collector.sites:
         with torch.no_grad():
@@ -283,8 +339,16 @@ def test_eager_attention_restores_the_fast_path_after_an_error() -> None:
 
 
 def _tiny_vit(depth: int = 2, **kw):
-    return timm.create_model('dna_vit_tiny_patch16_224', img_size=32, patch_size=8, depth=depth,
-                             embed_dim=32, num_heads=2, num_classes=3, **kw).eval()
+    return timm.create_model(
+        'dna_vit_tiny_patch16_224',
+        img_size=32,
+        patch_size=8,
+        depth=depth,
+        embed_dim=32,
+        num_heads=2,
+        num_classes=3,
+        **kw,
+    ).eval()
 
 
 def test_token_distance_collector_hooks_the_blocks_without_cls() -> None:
@@ -305,26 +369,37 @@ def test_token_distance_collector_hooks_the_blocks_without_cls() -> None:
 
 def test_analyze_report_on_a_timm_image_folder(tmp_path) -> None:
     from PIL import Image
+
     model = _tiny_vit()
     torch.save(model.state_dict(), tmp_path / 'vit.pth')
     (tmp_path / 'img').mkdir()
     for i in range(3):
         Image.fromarray(np.random.default_rng(i).integers(0, 255, (40, 36, 3), dtype=np.uint8)).save(
-            tmp_path / 'img' / f'{i}.png')
-    am = load_timm_model('dna_vit_tiny_patch16_224', str(tmp_path / 'vit.pth'),
-                         dict(img_size=32, patch_size=8, depth=2, embed_dim=32, num_heads=2,
-                              num_classes=3), str(tmp_path / 'img'), batch_size=2)
+            tmp_path / 'img' / f'{i}.png'
+        )
+    am = load_timm_model(
+        'dna_vit_tiny_patch16_224',
+        str(tmp_path / 'vit.pth'),
+        dict(img_size=32, patch_size=8, depth=2, embed_dim=32, num_heads=2, num_classes=3),
+        str(tmp_path / 'img'),
+        batch_size=2,
+    )
     rep = analyze(am, sigmas=[0.5, 1.0])
     assert rep['schema'] == SCHEMA and rep['num_samples'] == 3
     assert [r['layer'] for r in rep['alpha']] == [0, 1]
-    assert {(r['layer'], r['branch']) for r in rep['entropy']} == {(i, b) for i in (0, 1) for b in ('pos', 'neg')}
+    assert {(r['layer'], r['branch']) for r in rep['entropy']} == {
+        (i, b) for i in (0, 1) for b in ('pos', 'neg')
+    }
     assert [e['sigma'] for e in rep['robustness']] == [0.0, 0.5, 1.0]
     assert rep['robustness'][1]['psnr'] > rep['robustness'][2]['psnr']
     assert sum(rep['summary']['intruders']['histogram']) == 3 * 2 * 2  # samples × heads × layers
     with pytest.raises(Exception, match='does not match the model'):
-        load_timm_model('dna_vit_tiny_patch16_224', str(tmp_path / 'vit.pth'),
-                        dict(img_size=32, patch_size=8, depth=3, embed_dim=32, num_heads=2,
-                             num_classes=3), str(tmp_path / 'img'))
+        load_timm_model(
+            'dna_vit_tiny_patch16_224',
+            str(tmp_path / 'vit.pth'),
+            dict(img_size=32, patch_size=8, depth=3, embed_dim=32, num_heads=2, num_classes=3),
+            str(tmp_path / 'img'),
+        )
 
 
 # -- relevance -----------------------------------------------------------------------------------
@@ -360,10 +435,11 @@ def test_relevance_equals_the_rule_on_a_hand_written_forward() -> None:
 def test_divided_layouts_place_each_map_on_the_right_tokens() -> None:
     """Token (p, t) sits at 1 + p·T + t; derived here from the wrappers' own rearrangement."""
     from einops import rearrange
+
     p, t = 3, 2
-    idx = torch.arange(1, 1 + p * t)[None, :, None]                 # the [B, P·T, 1] token ids
+    idx = torch.arange(1, 1 + p * t)[None, :, None]  # the [B, P·T, 1] token ids
     spatial_ids = rearrange(idx, 'b (p t) m -> (b t) p m', p=p, t=t)[..., 0]  # [T, P]
-    temporal_ids = idx.reshape(p, t)                                # [(B·P), T]
+    temporal_ids = idx.reshape(p, t)  # [(B·P), T]
     cam_t = torch.rand(p, t, t)
     full = temporal_to_tokens(cam_t)
     for q in range(p):
@@ -386,13 +462,20 @@ def test_divided_layouts_place_each_map_on_the_right_tokens() -> None:
 
 def test_relevance_on_a_timesformer_clip_gives_one_map_per_frame() -> None:
     model = _timesformer('dna')
-    am = type('AM', (), dict(
-        model=model, is_classifier=True, name='tsf',
-        forward=lambda self, x: model(x, mode='tensor', stage='head')))()
+    am = type(
+        'AM',
+        (),
+        dict(
+            model=model,
+            is_classifier=True,
+            name='tsf',
+            forward=lambda self, x: model(x, mode='tensor', stage='head'),
+        ),
+    )()
     rel = relevance_maps(am, torch.randn(1, 1, 3, 8, 32, 32), target=2)
     assert rel.target == 2 and set(rel.maps) == {'pos', 'neg'}
     for chain in ('pos', 'neg'):
-        assert rel.raw[chain].shape == (8, 4, 4)   # frames × patch grid
+        assert rel.raw[chain].shape == (8, 4, 4)  # frames × patch grid
         m = rel.maps[chain]
         assert m.shape == (8, 32, 32) and float(m.min()) == 0 and float(m.max()) == pytest.approx(1)
     assert not torch.allclose(rel.raw['pos'], rel.raw['neg'])
@@ -400,6 +483,7 @@ def test_relevance_on_a_timesformer_clip_gives_one_map_per_frame() -> None:
 
 def test_cli_errors_name_the_file(tmp_path) -> None:
     import importlib.util
+
     from conftest import REPO
 
     def tool(name):
@@ -407,14 +491,26 @@ def test_cli_errors_name_the_file(tmp_path) -> None:
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
+
     torch.save(_tiny_vit().state_dict(), tmp_path / 'vit.pth')
-    args = ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'vit.pth'), '--out', str(tmp_path),
-            '--cfg-options', 'img_size=32', 'patch_size=8', 'depth=2', 'embed_dim=32', 'num_heads=2',
-            'num_classes=3']
+    args = [
+        'timm:dna_vit_tiny_patch16_224',
+        str(tmp_path / 'vit.pth'),
+        '--out',
+        str(tmp_path),
+        '--cfg-options',
+        'img_size=32',
+        'patch_size=8',
+        'depth=2',
+        'embed_dim=32',
+        'num_heads=2',
+        'num_classes=3',
+    ]
     with pytest.raises(SystemExit, match='nope.png does not exist'):
         tool('relevance_maps').main([*args, '--input', str(tmp_path / 'nope.png')])
     with pytest.raises(SystemExit, match='not a directory'):
         tool('analyze_attention').main([*args, '--input-dir', str(tmp_path / 'none')])
     with pytest.raises(SystemExit, match='missing.pth does not exist'):
-        tool('analyze_attention').main(['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'),
-                                        '--out', str(tmp_path)])
+        tool('analyze_attention').main(
+            ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'), '--out', str(tmp_path)]
+        )

@@ -1,4 +1,5 @@
 """RobustnessMetric on crafted predictions; AlphaLoggerHook in a real short training."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,22 +8,27 @@ import math
 
 import pytest
 import torch
+from conftest import DEMO_CONFIG, tiny_run_options
 from mmengine.config import Config, DictAction
 from mmengine.registry import HOOKS, METRICS
 
 import dna_mm  # noqa: F401
-from conftest import DEMO_CONFIG, tiny_run_options
 
 
 def _samples(probs, labels, files=None):
     files = files or [f'v{i}.mp4' for i in range(len(labels))]
-    return [dict(pred_scores=dict(item=torch.tensor(p)), gt_labels=dict(item=torch.tensor([y])),
-                 filename=f) for p, y, f in zip(probs, labels, files)]
+    return [
+        dict(pred_scores=dict(item=torch.tensor(p)), gt_labels=dict(item=torch.tensor([y])), filename=f)
+        for p, y, f in zip(probs, labels, files, strict=True)
+    ]
 
 
 def _metric(**kw):
     from mmaction.registry import METRICS as MMACTION_METRICS
-    assert MMACTION_METRICS.get('RobustnessMetric') is METRICS.get('RobustnessMetric')  # root, seen from mmaction
+
+    assert MMACTION_METRICS.get('RobustnessMetric') is METRICS.get(
+        'RobustnessMetric'
+    )  # root, seen from mmaction
     return METRICS.build(dict(type='RobustnessMetric', **kw))
 
 
@@ -36,15 +42,18 @@ def test_metric_values_on_crafted_predictions() -> None:
     conf, correct = [0.9, 0.7, 0.6, 0.4], [1, 0, 1, 0]
     assert out['acc'] == 0.5 and out['num_samples'] == 4
     # bins of one sample in increasing confidence, the most confident (0.9, right) dropped
-    assert out['rmsce'] == pytest.approx(math.sqrt((0.4 ** 2 + 0.4 ** 2 + 0.7 ** 2) / 4))
+    assert out['rmsce'] == pytest.approx(math.sqrt((0.4**2 + 0.4**2 + 0.7**2) / 4))
     # most confident first: right, wrong, right, wrong
     assert out['aurra'] == pytest.approx((1 + 1 / 2 + 2 / 3 + 2 / 4) / 4)
     # equal-width ECE, one sample per bin: mean |correct - conf|
-    assert out['ece'] == pytest.approx(sum(abs(c - k) for c, k in zip(conf, correct)) / 4, abs=1e-6)
+    assert out['ece'] == pytest.approx(
+        sum(abs(c - k) for c, k in zip(conf, correct, strict=True)) / 4, abs=1e-6
+    )
     m = _metric(beta=1, drop_last_bin=False)
     m.process(None, _samples(probs, labels))
     assert m.compute_metrics(m.results)['rmsce'] == pytest.approx(
-        math.sqrt((0.1 ** 2 + 0.4 ** 2 + 0.4 ** 2 + 0.7 ** 2) / 4))
+        math.sqrt((0.1**2 + 0.4**2 + 0.4**2 + 0.7**2) / 4)
+    )
 
 
 def test_metric_scores_are_checked_and_logits_softmaxed() -> None:
@@ -57,7 +66,8 @@ def test_metric_scores_are_checked_and_logits_softmaxed() -> None:
     m.process(None, _samples(logits, [0, 0]))
     p = torch.tensor(logits).softmax(-1).max(-1).values
     assert m.compute_metrics(m.results)['rmsce'] == pytest.approx(
-        math.sqrt(((p[0] - 1) ** 2 + p[1] ** 2) / 2), abs=1e-6)
+        math.sqrt(((p[0] - 1) ** 2 + p[1] ** 2) / 2), abs=1e-6
+    )
     m = _metric(beta=100)
     m.process(None, _samples([[1.0, 0.0]], [0]))
     assert math.isnan(m.compute_metrics(m.results)['rmsce'])  # too few samples: NaN and a warning
@@ -85,6 +95,7 @@ def test_alpha_logger_hook_in_a_real_training(tiny_video_set, tmp_path) -> None:
     """Two tiny epochs through mmengine's Runner with the hook turned on by one config line."""
     from mmengine.runner import Runner
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     assert HOOKS.get('AlphaLoggerHook') is not None
     parser = argparse.ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
@@ -119,6 +130,7 @@ def test_alpha_logger_hook_in_a_real_training(tiny_video_set, tmp_path) -> None:
 
 def test_alpha_logger_hook_without_dna_warns_once(tiny_video_set, tmp_path, caplog) -> None:
     from dna_mm.engine import AlphaLoggerHook
+
     hook = AlphaLoggerHook(interval=1)
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     runner = type('R', (), dict(model=model, logger=__import__('logging').getLogger('alpha-test')))()

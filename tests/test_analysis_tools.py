@@ -1,6 +1,7 @@
 """The analysis tools end to end on demo-config checkpoints (real tools/train.py runs of the tiny
 demo model on decord-decoded mp4s): analyze_attention.py, relevance_maps.py, and
 RobustnessMetric inside tools/test.py (plain and OOD mode). Slow: minutes on 2 CPU cores."""
+
 from __future__ import annotations
 
 import csv
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import DEMO_CONFIG, run_tool, tiny_run_options
+
 from dna_mm.analysis import aurra, ood_measures, rms_calibration_error
 
 pytestmark = pytest.mark.slow
@@ -22,27 +23,59 @@ def checkpoints(tiny_video_set, tmp_path_factory) -> dict[str, tuple[str, str]]:
     out = {}
     for attn in ('dna', 'softmax'):
         work = tmp_path_factory.mktemp(f'run_{attn}')
-        run_tool(['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), '--seed', '0',
-                  '--cfg-options', *tiny_run_options(tiny_video_set, attn, epochs=2)])
+        run_tool(
+            [
+                'tools/train.py',
+                DEMO_CONFIG,
+                '--work-dir',
+                str(work),
+                '--seed',
+                '0',
+                '--cfg-options',
+                *tiny_run_options(tiny_video_set, attn, epochs=2),
+            ]
+        )
         out[attn] = (str(work / 'timesformer_dna_demo.py'), str(work / 'epoch_2.pth'))
     return out
 
 
 def test_analyze_attention_cli_compare(checkpoints, tmp_path) -> None:
     (cfg, ckpt), (cfg_s, ckpt_s) = checkpoints['dna'], checkpoints['softmax']
-    proc = run_tool(['tools/analysis/analyze_attention.py', cfg, ckpt, '--out', str(tmp_path),
-                     '--label', 'DnA', '--compare', 'softmax', cfg_s, ckpt_s, '--num-samples', '3',
-                     '--sigmas', '0.5', '1', '--cfg-options', 'test_dataloader.num_workers=0'])
+    proc = run_tool(
+        [
+            'tools/analysis/analyze_attention.py',
+            cfg,
+            ckpt,
+            '--out',
+            str(tmp_path),
+            '--label',
+            'DnA',
+            '--compare',
+            'softmax',
+            cfg_s,
+            ckpt_s,
+            '--num-samples',
+            '3',
+            '--sigmas',
+            '0.5',
+            '1',
+            '--cfg-options',
+            'test_dataloader.num_workers=0',
+        ]
+    )
     assert '[DnA] 3 samples' in proc.stdout and '[softmax] 3 samples' in proc.stdout
     report = json.loads((tmp_path / 'analysis.json').read_text())
     assert report['schema'] == 'dna_mm.analysis/1'
     dna, soft = report['runs']
     assert (dna['label'], soft['label'], dna['num_samples']) == ('DnA', 'softmax', 3)
     assert [(s['layer'], s['group'], s['kind']) for s in dna['sites']] == [
-        (0, 'temporal', 'dna'), (0, 'spatial', 'dna')]
+        (0, 'temporal', 'dna'),
+        (0, 'spatial', 'dna'),
+    ]
     assert len(dna['alpha']) == 2 and 'alpha' not in soft or soft['alpha'] == []
     assert {(e['group'], e['branch']) for e in dna['entropy']} == {
-        (g, b) for g in ('temporal', 'spatial') for b in ('pos', 'neg')}
+        (g, b) for g in ('temporal', 'spatial') for b in ('pos', 'neg')
+    }
     assert {(e['group'], e['branch']) for e in soft['entropy']} == {('temporal', 'attn'), ('spatial', 'attn')}
     assert len(dna['entropy'][0]['per_head']) == 2
     for key in ('cvv', 'branch_cosine', 'intruders'):
@@ -58,8 +91,19 @@ def test_analyze_attention_cli_compare(checkpoints, tmp_path) -> None:
 def test_relevance_maps_cli_on_a_video(checkpoints, tiny_video_set, tmp_path) -> None:
     cfg, ckpt = checkpoints['dna']
     video = sorted(Path(tiny_video_set, 'videos').glob('test_*.mp4'))[0]
-    run_tool(['tools/analysis/relevance_maps.py', cfg, ckpt, '--input', str(video), '--out',
-              str(tmp_path), '--target', '1'])
+    run_tool(
+        [
+            'tools/analysis/relevance_maps.py',
+            cfg,
+            ckpt,
+            '--input',
+            str(video),
+            '--out',
+            str(tmp_path),
+            '--target',
+            '1',
+        ]
+    )
     stem = tmp_path / f'{video.stem}_relevance'
     summary = json.loads(stem.with_suffix('.json').read_text())
     assert summary['target'] == 1 and summary['branches'] == ['pos', 'neg']
@@ -79,7 +123,7 @@ def _dump(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _metrics(stdout: str) -> dict[str, float]:
     line = next(ln for ln in stdout.splitlines() if ln.startswith('Test results:'))
-    return {k: float(v) for k, v in (p.split(': ') for p in line[len('Test results: '):].split('  '))}
+    return {k: float(v) for k, v in (p.split(': ') for p in line[len('Test results: ') :].split('  '))}
 
 
 def test_robustness_metric_in_tools_test(checkpoints, tiny_video_set, tmp_path) -> None:
@@ -87,11 +131,22 @@ def test_robustness_metric_in_tools_test(checkpoints, tiny_video_set, tmp_path) 
     root = Path(tiny_video_set)
     # plain: next to AccMetric
     plain = tmp_path / 'plain.py'
-    plain.write_text(f"_base_ = ['{cfg}']\n"
-                     "test_evaluator = [dict(type='AccMetric', metric_list=('top_k_accuracy', "
-                     "'mean_class_accuracy')), dict(type='RobustnessMetric', beta=1)]\n")
-    proc = run_tool(['tools/test.py', str(plain), ckpt, '--work-dir', str(tmp_path / 'w1'),
-                     '--dump', str(tmp_path / 'plain.csv')])
+    plain.write_text(
+        f"_base_ = ['{cfg}']\n"
+        "test_evaluator = [dict(type='AccMetric', metric_list=('top_k_accuracy', "
+        "'mean_class_accuracy')), dict(type='RobustnessMetric', beta=1)]\n"
+    )
+    proc = run_tool(
+        [
+            'tools/test.py',
+            str(plain),
+            ckpt,
+            '--work-dir',
+            str(tmp_path / 'w1'),
+            '--dump',
+            str(tmp_path / 'plain.csv'),
+        ]
+    )
     m = _metrics(proc.stdout)
     conf, label, pred = _dump(tmp_path / 'plain.csv')
     correct = (pred == label).astype(float)
@@ -104,14 +159,25 @@ def test_robustness_metric_in_tools_test(checkpoints, tiny_video_set, tmp_path) 
     ood_cfg = tmp_path / 'ood.py'
     ood_cfg.write_text(
         f"_base_ = ['{cfg}']\n"
-        f"ood = dict(type='RobustVideoDataset', ann_file='{ood_list}', data_prefix=dict(video='{root}/videos'),\n"
+        f"ood = dict(type='RobustVideoDataset', ann_file='{ood_list}',\n"
+        f"           data_prefix=dict(video='{root}/videos'),\n"
         "           pipeline={{_base_.test_pipeline}}, test_mode=True)\n"
         "test_dataloader = dict(dataset=dict(_delete_=True, type='ConcatDataset',\n"
         "                                    datasets=[{{_base_.test_dataloader.dataset}}, ood]))\n"
         f"test_evaluator = dict(_delete_=True, type='RobustnessMetric', beta=1, ood_ann_file='{ood_list}',\n"
-        f"                      ood_data_prefix='{root}/videos')\n")
-    proc = run_tool(['tools/test.py', str(ood_cfg), ckpt, '--work-dir', str(tmp_path / 'w2'),
-                     '--dump', str(tmp_path / 'ood.csv')])
+        f"                      ood_data_prefix='{root}/videos')\n"
+    )
+    proc = run_tool(
+        [
+            'tools/test.py',
+            str(ood_cfg),
+            ckpt,
+            '--work-dir',
+            str(tmp_path / 'w2'),
+            '--dump',
+            str(tmp_path / 'ood.csv'),
+        ]
+    )
     m2 = _metrics(proc.stdout)
     assert (m2['robustness/num_samples'], m2['robustness/num_ood']) == (4, 8)
     assert m2['robustness/acc'] == pytest.approx(m['robustness/acc'])
@@ -126,20 +192,34 @@ def test_analyze_attention_cli_on_a_vitdet_detector(tmp_path) -> None:
     """A ViTDet Mask R-CNN config (the backbone is analysed: windows, rel-pos, [B, H, W, C]),
     a checkpoint of its registry-built model, images of the generated COCO-format set."""
     import torch
-
     from conftest import REPO
+    from mmengine.registry import MODELS
+
     from dna_mm.analysis.models import load_config
     from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
-    from mmengine.registry import MODELS
+
     root = ensure_coco_dataset(tmp_path / 'coco', CocoDatasetSpec(train_images=2, test_images=3))
     config = str(REPO / 'configs' / 'vitdet_dna_demo.py')
     torch.save({'state_dict': MODELS.build(load_config(config).model).state_dict()}, tmp_path / 'det.pth')
-    run_tool(['tools/analysis/analyze_attention.py', config, str(tmp_path / 'det.pth'), '--out',
-              str(tmp_path / 'out'), '--sigmas', '0.5', '--cfg-options', f'data_root={root}/',
-              f'test_dataloader.dataset.data_root={root}/', 'test_dataloader.num_workers=0'])
+    run_tool(
+        [
+            'tools/analysis/analyze_attention.py',
+            config,
+            str(tmp_path / 'det.pth'),
+            '--out',
+            str(tmp_path / 'out'),
+            '--sigmas',
+            '0.5',
+            '--cfg-options',
+            f'data_root={root}/',
+            f'test_dataloader.dataset.data_root={root}/',
+            'test_dataloader.num_workers=0',
+        ]
+    )
     (run,) = json.loads((tmp_path / 'out' / 'analysis.json').read_text())['runs']
     assert run['num_samples'] == 3 and 'accuracy' not in run  # a detector: no class scores
-    assert [(s['site'], s['group']) for s in run['sites']] == [(f'backbone.blocks.{i}.attn', 'attn')
-                                                              for i in range(4)]
+    assert [(s['site'], s['group']) for s in run['sites']] == [
+        (f'backbone.blocks.{i}.attn', 'attn') for i in range(4)
+    ]
     assert [len(e['layers']) for e in run['robustness']] == [4, 4]
     assert {e['branch'] for e in run['entropy']} == {'pos', 'neg'}

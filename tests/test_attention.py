@@ -1,4 +1,5 @@
 """The attention family against plain-formula references, fast vs eager, masks, dtypes."""
+
 from __future__ import annotations
 
 import functools
@@ -8,9 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dna_mm.models import (CogAttention, DiffAttention, DnAAttention, DnACrossAttention,
-                           SoftmaxAttention, SoftmaxCrossAttention, build_attention)
-from dna_mm.models.attention import DNA_VARIANTS, DiffCrossAttention, CogCrossAttention
+from dna_mm.models import (
+    CogAttention,
+    DiffAttention,
+    DnAAttention,
+    DnACrossAttention,
+    SoftmaxAttention,
+    SoftmaxCrossAttention,
+    build_attention,
+)
+from dna_mm.models.attention import DNA_VARIANTS, CogCrossAttention, DiffCrossAttention
 
 C, H = 32, 4
 
@@ -26,8 +34,7 @@ def _lin(x, layer, rows=slice(None)):
     return F.linear(x, w, b)
 
 
-def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None, mask=None,
-                  val=None) -> torch.Tensor:
+def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None, mask=None, val=None) -> torch.Tensor:
     """The SPEC §1 formula written out in float64, one softmax and one softmin.
 
     ``bias``: one tensor for both branches or ``(b_pos, b_neg)``, inside the formula;
@@ -104,10 +111,16 @@ def test_paper_aliases_and_bad_variant() -> None:
 
 def test_variant_parameter_counts() -> None:
     base = sum(p.numel() for p in SoftmaxAttention(C, H).parameters())
-    extra = {v: sum(p.numel() for p in DnAAttention(C, H, variant=v).parameters()) - base
-             for v in DNA_VARIANTS}
-    assert extra == {'apm': 0, 'apm_alpha': H, 'qpm_v': C * C + C + H, 'q_vpm': C * C + C + H,
-                     'qpm_vpm': 2 * C * C + 2 * C + H}
+    extra = {
+        v: sum(p.numel() for p in DnAAttention(C, H, variant=v).parameters()) - base for v in DNA_VARIANTS
+    }
+    assert extra == {
+        'apm': 0,
+        'apm_alpha': H,
+        'qpm_v': C * C + C + H,
+        'q_vpm': C * C + C + H,
+        'qpm_vpm': 2 * C * C + 2 * C + H,
+    }
 
 
 def test_alpha_init_and_branches_differ() -> None:
@@ -121,8 +134,11 @@ def test_alpha_init_and_branches_differ() -> None:
     assert torch.equal(maps['pos'].argmax(-1), maps['neg'].argmin(-1))
 
 
-@pytest.mark.parametrize('cls', [SoftmaxAttention, DiffAttention] + [
-    functools.partial(DnAAttention, variant=v) for v in sorted(DNA_VARIANTS)])
+@pytest.mark.parametrize(
+    'cls',
+    [SoftmaxAttention, DiffAttention]
+    + [functools.partial(DnAAttention, variant=v) for v in sorted(DNA_VARIANTS)],
+)
 def test_fast_and_eager_agree_with_gradients(cls) -> None:
     m = _perturbed(cls(C, H))
     x = torch.randn(2, 9, C, requires_grad=True)
@@ -137,7 +153,7 @@ def test_fast_and_eager_agree_with_gradients(cls) -> None:
         outs.append(y.detach())
         grads.append([x.grad.clone()] + [p.grad.clone() for p in m.parameters()])
     torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
-    for g_fast, g_eager in zip(*grads):
+    for g_fast, g_eager in zip(*grads, strict=True):
         torch.testing.assert_close(g_fast, g_eager, atol=1e-5, rtol=1e-5)
 
 
@@ -154,10 +170,13 @@ def test_core_on_formula_heads_fast_equals_eager(variant: str) -> None:
         m.zero_grad()
         out = m.core(**heads, attn_mask=bias, return_attn=return_attn)[0]
         out.pow(2).sum().backward()
-        results.append([out.detach()] + [t.grad for t in heads.values()]
-                       + [p.grad for p in m.parameters() if p.grad is not None])
+        results.append(
+            [out.detach()]
+            + [t.grad for t in heads.values()]
+            + [p.grad for p in m.parameters() if p.grad is not None]
+        )
     assert len(results[0]) == len(results[1])
-    for fast, eager in zip(*results):
+    for fast, eager in zip(*results, strict=True):
         torch.testing.assert_close(fast, eager, atol=1e-5, rtol=1e-5)
 
 
@@ -167,19 +186,24 @@ def test_attn_bias_enters_the_formula_of_both_branches(pair: bool) -> None:
     (b_pos, b_neg); with an exclusion mask on top."""
     m = _perturbed(DnAAttention(C, H))
     x = torch.randn(2, 6, C)
-    bias = (torch.randn(2, H, 6, 6) * 3, torch.randn(2, H, 6, 6) * 3) if pair else \
-        torch.randn(2, H, 6, 6) * 3
+    bias = (torch.randn(2, H, 6, 6) * 3, torch.randn(2, H, 6, 6) * 3) if pair else torch.randn(2, H, 6, 6) * 3
     mask = torch.zeros(1, 1, 1, 6).masked_fill_(torch.tensor([False] * 4 + [True] * 2), -1e4)
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(m(x, attn_bias=bias).double(),
-                                   reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(m(x, attn_bias=bias, attn_mask=mask).double(),
-                                   reference_dna(m, x, bias=bias, mask=mask), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            m(x, attn_bias=bias).double(), reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5
+        )
+        torch.testing.assert_close(
+            m(x, attn_bias=bias, attn_mask=mask).double(),
+            reference_dna(m, x, bias=bias, mask=mask),
+            atol=1e-5,
+            rtol=1e-5,
+        )
         heads = m.project(x)
         out = m.core(**heads, attn_bias=bias, return_attn=not fused)[0]
-        torch.testing.assert_close(m.proj(m.merge_heads(out)).double(),
-                                   reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            m.proj(m.merge_heads(out)).double(), reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize('cls', [SoftmaxAttention, DiffAttention, CogAttention])
@@ -202,14 +226,26 @@ def _exclusion_mask(keep: torch.Tensor, encoding: str) -> torch.Tensor:
     """``keep [N]`` as an SDPA-style exclusion mask ``[1, 1, 1, N]`` in one encoding."""
     if encoding == 'bool':
         return keep.view(1, 1, 1, -1)
-    value = {'-inf': float('-inf'), '-1e4': -1e4, 'finfo.min': torch.finfo(torch.float32).min,
-             'swin -100': -100.0}[encoding]
+    value = {
+        '-inf': float('-inf'),
+        '-1e4': -1e4,
+        'finfo.min': torch.finfo(torch.float32).min,
+        'swin -100': -100.0,
+    }[encoding]
     return torch.zeros(1, 1, 1, keep.numel()).masked_fill(~keep.view(1, 1, 1, -1), value)
 
 
 @pytest.mark.parametrize('encoding', MASK_ENCODINGS)
-@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention,
-                                 functools.partial(DnAAttention, variant='apm')])
+@pytest.mark.parametrize(
+    'cls',
+    [
+        SoftmaxAttention,
+        DnAAttention,
+        DiffAttention,
+        CogAttention,
+        functools.partial(DnAAttention, variant='apm'),
+    ],
+)
 def test_every_mask_encoding_excludes_keys_from_every_branch(cls, encoding: str) -> None:
     """A masked key gets ~0 weight in every map (the softmin branch included: a finite
     negative mask must not be negated into the key the branch attends to most)."""
@@ -224,8 +260,9 @@ def test_every_mask_encoding_excludes_keys_from_every_branch(cls, encoding: str)
     x2[:, 4:] = torch.randn(2, 2, C) * 5
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(m(x2, attn_mask=mask)[:, :4], m(x, attn_mask=mask)[:, :4],
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            m(x2, attn_mask=mask)[:, :4], m(x, attn_mask=mask)[:, :4], atol=1e-5, rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
@@ -243,8 +280,7 @@ def test_key_mask_excludes_keys_in_every_branch(cls) -> None:
         y_bool = m(x, attn_mask=bool_mask)
         y_float = m(x, attn_mask=float_mask)
         torch.testing.assert_close(y_bool, y_float, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(m(x2, attn_mask=bool_mask)[:, :4], y_bool[:, :4],
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(m(x2, attn_mask=bool_mask)[:, :4], y_bool[:, :4], atol=1e-5, rtol=1e-5)
 
 
 def test_causal_mask_matches_explicit_mask() -> None:
@@ -254,8 +290,9 @@ def test_causal_mask_matches_explicit_mask() -> None:
     torch.testing.assert_close(m(x, is_causal=True), m(x, attn_mask=explicit))
 
 
-@pytest.mark.parametrize('cls', [SoftmaxCrossAttention, DnACrossAttention, DiffCrossAttention,
-                                 CogCrossAttention])
+@pytest.mark.parametrize(
+    'cls', [SoftmaxCrossAttention, DnACrossAttention, DiffCrossAttention, CogCrossAttention]
+)
 def test_cross_attention_shapes(cls) -> None:
     m = _perturbed(cls(C, H))
     probes, ctx = torch.randn(3, 4, C), torch.randn(3, 11, C)
@@ -270,8 +307,7 @@ def test_cross_attention_shapes(cls) -> None:
 def test_dna_cross_attention_matches_formula() -> None:
     m = _perturbed(DnACrossAttention(C, H))
     probes, ctx = torch.randn(2, 3, C), torch.randn(2, 8, C)
-    torch.testing.assert_close(m(probes, ctx).double(), reference_dna(m, probes, ctx),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(m(probes, ctx).double(), reference_dna(m, probes, ctx), atol=1e-5, rtol=1e-5)
 
 
 class _LoRALinear(torch.nn.Linear):
@@ -310,6 +346,7 @@ def test_fast_path_does_not_bypass_wrapped_or_hooked_projections(cross: bool) ->
 
 def test_diff_matches_timm_reference() -> None:
     from timm.layers.diff_attention import DiffAttention as TimmDiff
+
     ours = DiffAttention(C, H, layer_index=3).eval()
     theirs = TimmDiff(C, H, qkv_bias=True, depth=3).eval()
     theirs.load_state_dict(ours.state_dict(), strict=True)
@@ -324,8 +361,7 @@ def test_cog_matches_formula_and_builder_keeps_softmax_at_the_ends() -> None:
     m = CogAttention(C, H).eval()
     x = torch.randn(2, 6, C)
     torch.testing.assert_close(m(x).double(), reference_cog(m, x), atol=1e-5, rtol=1e-5)
-    kinds = [type(build_attention('cog', C, H, layer_index=i, num_layers=4)).__name__
-             for i in range(4)]
+    kinds = [type(build_attention('cog', C, H, layer_index=i, num_layers=4)).__name__ for i in range(4)]
     assert kinds == ['SoftmaxAttention', 'CogAttention', 'CogAttention', 'SoftmaxAttention']
     every = build_attention(dict(type='cog', softmax_first_last=False), C, H, 0, 4)
     assert isinstance(every, CogAttention)
@@ -345,8 +381,9 @@ def test_autocast_with_large_logits_is_finite(dtype, fused) -> None:
     x = torch.randn(2, 16, 64, requires_grad=True)
     with torch.autocast('cpu', dtype=dtype):
         y, maps = m(x, return_attn=True) if not fused else (m(x), {})
-        logits = (m.split_heads(m.qkv(x)[..., :64]) @ m.split_heads(m.qkv(x)[..., 64:128])
-                  .transpose(-1, -2)) * m.scale
+        logits = (
+            m.split_heads(m.qkv(x)[..., :64]) @ m.split_heads(m.qkv(x)[..., 64:128]).transpose(-1, -2)
+        ) * m.scale
     assert logits.abs().max() > 50
     assert torch.isfinite(y).all()
     y.float().sum().backward()
@@ -356,20 +393,23 @@ def test_autocast_with_large_logits_is_finite(dtype, fused) -> None:
 @pytest.mark.parametrize('scope', ['mmaction', 'mmdet'])
 def test_registry_builds_from_both_scopes(scope) -> None:
     import importlib
+
     registry = importlib.import_module(f'{scope}.registry').MODELS
-    for name in ('DnAAttention', 'DnACrossAttention', 'SoftmaxAttention', 'DiffAttention',
-                 'CogAttention'):
+    for name in ('DnAAttention', 'DnACrossAttention', 'SoftmaxAttention', 'DiffAttention', 'CogAttention'):
         m = registry.build(dict(type=name, embed_dims=C, num_heads=H))
         assert type(m).__name__ == name
     m = registry.build(dict(type='DnAAttention', embed_dims=C, num_heads=H, variant='QV±'))
     assert m.variant == 'q_vpm' and m.q_neg is None
 
 
-@pytest.mark.parametrize('variant,millions', [('qpm_vpm', 100.7), ('qpm_v', 93.6), ('q_vpm', 93.6),
-                                              ('apm_alpha', 86.6), ('apm', 86.6)])
+@pytest.mark.parametrize(
+    'variant,millions',
+    [('qpm_vpm', 100.7), ('qpm_v', 93.6), ('q_vpm', 93.6), ('apm_alpha', 86.6), ('apm', 86.6)],
+)
 def test_timm_vit_b_parameter_counts(variant, millions) -> None:
     """SPEC §1's table (ViT-B/16, 224², 1000 classes); built on the meta device."""
     import timm
+
     with torch.device('meta'):
         model = timm.create_model('dna_vit_base_patch16_224', dna_variant=variant)
     assert abs(sum(p.numel() for p in model.parameters()) / 1e6 - millions) < 0.1
@@ -378,8 +418,10 @@ def test_timm_vit_b_parameter_counts(variant, millions) -> None:
 
 def test_usable_as_timm_attn_layer() -> None:
     from timm.models.vision_transformer import VisionTransformer
-    vit = VisionTransformer(img_size=32, patch_size=8, embed_dim=C, depth=2, num_heads=H,
-                            num_classes=3, attn_layer=DnAAttention)
+
+    vit = VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=C, depth=2, num_heads=H, num_classes=3, attn_layer=DnAAttention
+    )
     assert isinstance(vit.blocks[1].attn, DnAAttention)
     assert vit(torch.randn(2, 3, 32, 32)).shape == (2, 3)
 
@@ -413,6 +455,7 @@ def test_diff_official_heads_match_timm_with_half_the_heads() -> None:
     """``diff_heads='official'``: H/2 heads of width 2d, the Differential Transformer's code
     (= timm's DiffAttention(num_heads=H/2)); same parameter count as 'paper'."""
     from timm.layers.diff_attention import DiffAttention as TimmDiff
+
     ours = DiffAttention(C, H, layer_index=2, diff_heads='official').eval()
     theirs = TimmDiff(C, H // 2, qkv_bias=True, depth=2).eval()
     theirs.load_state_dict(ours.state_dict(), strict=True)

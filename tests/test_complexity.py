@@ -1,4 +1,5 @@
 """FLOPs with attention counted: the SDPA handle, DnA's extra work, tools/analysis/get_flops.py."""
+
 from __future__ import annotations
 
 import re
@@ -8,16 +9,16 @@ import timm
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import REPO, run_tool
 
 from dna_mm.analysis.complexity import model_complexity
 from dna_mm.models import DnAAttention, SoftmaxAttention
-from conftest import REPO, run_tool
 
 
 class OneCall(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [B, H, M, d]
-        k = x[:, :, :5]                                    # N = 5
-        v = torch.cat([k, k], -1)                          # dv = 2d
+        k = x[:, :, :5]  # N = 5
+        v = torch.cat([k, k], -1)  # dv = 2d
         return F.scaled_dot_product_attention(x, k, v)
 
 
@@ -59,17 +60,27 @@ def parse(out: str) -> tuple[float, float]:
 
 
 def test_cli_timm_names_and_variant() -> None:
-    out = run_tool(['tools/analysis/get_flops.py', 'dna_vit_tiny_patch16_224', '--model-args',
-                    'dna_variant=qpm_v', '--input-shape', '3', '64', '64']).stdout
+    out = run_tool(
+        [
+            'tools/analysis/get_flops.py',
+            'dna_vit_tiny_patch16_224',
+            '--model-args',
+            'dna_variant=qpm_v',
+            '--input-shape',
+            '3',
+            '64',
+            '64',
+        ]
+    ).stdout
     assert 'input shape: [3, 64, 64] (batch 1); FLOPs of the whole model' in out
     params, flops = parse(out)
     assert 5.0 < params < 7.0 and 0 < flops < 1
 
 
-@pytest.mark.parametrize('config, shape', [
-    ('configs/timesformer_dna_demo.py', '[3, 8, 32, 32]'),
-    ('configs/vitdet_dna_demo.py', None),
-])
+@pytest.mark.parametrize(
+    'config, shape',
+    [('configs/timesformer_dna_demo.py', '[3, 8, 32, 32]'), ('configs/vitdet_dna_demo.py', None)],
+)
 def test_cli_configs(config, shape) -> None:
     out = run_tool(['tools/analysis/get_flops.py', config]).stdout
     parse(out)
@@ -82,7 +93,12 @@ def test_cli_configs(config, shape) -> None:
 def test_cli_bad_model_is_named() -> None:
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, 'tools/analysis/get_flops.py', 'no_such_model_xyz'],
-                          cwd=REPO, capture_output=True, text=True)
+
+    proc = subprocess.run(
+        [sys.executable, 'tools/analysis/get_flops.py', 'no_such_model_xyz'],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0
     assert 'no_such_model_xyz is neither a config file nor a timm model' in proc.stderr

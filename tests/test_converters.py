@@ -1,5 +1,6 @@
 """Converters: softmax → DnA (timm and nn.MultiheadAttention keys), DnA → softmax, and the
 authors' two checkpoint layouts, each checked against forward semantics."""
+
 from __future__ import annotations
 
 import subprocess
@@ -9,32 +10,34 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from authors_models import AuthorsDnAViT, AuthorsQkvNeg, AuthorsQQKV, AuthorsQQKVV
 from torch import nn
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
-from authors_models import AuthorsDnAViT, AuthorsQkvNeg, AuthorsQQKV, AuthorsQQKVV
-from dna_mm.converters import (adapt_attentions, dna_to_softmax, official_to_dna_mm, rename_mha,
-                               softmax_to_dna)
+from dna_mm.converters import adapt_attentions, dna_to_softmax, official_to_dna_mm, rename_mha, softmax_to_dna
 from dna_mm.models import DnAAttention, SoftmaxAttention
 
 C, H = 32, 4
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize('authors_cls,combine,variant', [
-    (AuthorsQQKVV, 'add', 'qpm_vpm'),   # vit/dna_models.py
-    (AuthorsQQKVV, 'sub', 'qpm_vpm'),   # vit/dna.py DenoisingAttention
-    (AuthorsQkvNeg, 'add', 'qpm_vpm'),  # timesformer/models/dna.py
-    (AuthorsQQKV, 'sub', 'qpm_v'),      # vit/dna.py DenoisingAttentionSharedValues
-    (AuthorsQQKV, 'add', 'qpm_v'),
-])
+@pytest.mark.parametrize(
+    'authors_cls,combine,variant',
+    [
+        (AuthorsQQKVV, 'add', 'qpm_vpm'),  # vit/dna_models.py
+        (AuthorsQQKVV, 'sub', 'qpm_vpm'),  # vit/dna.py DenoisingAttention
+        (AuthorsQkvNeg, 'add', 'qpm_vpm'),  # timesformer/models/dna.py
+        (AuthorsQQKV, 'sub', 'qpm_v'),  # vit/dna.py DenoisingAttentionSharedValues
+        (AuthorsQQKV, 'add', 'qpm_v'),
+    ],
+)
 def test_official_layouts_reproduce_the_authors_forward(authors_cls, combine, variant) -> None:
     theirs = authors_cls(C, H, combine=combine).eval()
     sd = {f'blocks.3.attn.{k}': v for k, v in theirs.state_dict().items()}
     converted = official_to_dna_mm(sd, combine=combine)
     assert all(k.startswith('blocks.3.attn.') for k in converted)
     ours = DnAAttention(C, H, qkv_bias=True, variant=variant).eval()
-    ours.load_state_dict({k[len('blocks.3.attn.'):]: v for k, v in converted.items()}, strict=True)
+    ours.load_state_dict({k[len('blocks.3.attn.') :]: v for k, v in converted.items()}, strict=True)
     x = torch.randn(2, 7, C)
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
 
@@ -70,8 +73,9 @@ def test_partial_attention_in_a_file_is_an_error_naming_the_keys() -> None:
     unconverted = {f'attn.{k}': v for k, v in theirs.items()}  # qqkv not mapped
     with pytest.raises(ValueError, match=r'(?s)my\.pth: 1 attention.*attn: missing .*qkv\.weight'):
         adapt_attentions(model, unconverted, source='my.pth')
-    truncated = {f'attn.{k}': v for k, v in SoftmaxAttention(C, H).state_dict().items()
-                 if not k.startswith('proj.')}
+    truncated = {
+        f'attn.{k}': v for k, v in SoftmaxAttention(C, H).state_dict().items() if not k.startswith('proj.')
+    }
     with pytest.raises(ValueError, match=r'missing proj\.weight, proj\.bias'):
         adapt_attentions(model, truncated, source='my.pth')
     # softmax → DnA: the generated negative branch is not "missing"
@@ -87,10 +91,17 @@ def test_authors_dna_vit_file_gives_their_logits_in_dna_vit(tmp_path) -> None:
     theirs = AuthorsDnAViT(img_size=32, patch=8, dim=C, depth=2, heads=H, num_classes=5).eval()
     assert theirs.state_dict()['pos_embed'].shape == (1, 16, C)
     torch.save({'model': theirs.state_dict(), 'epoch': 299}, tmp_path / 'checkpoint.pth')
-    ours = timm.create_model('dna_vit_tiny_patch16_224', pretrained=True, img_size=32,
-                             patch_size=8, embed_dim=C, depth=2, num_heads=H, num_classes=5,
-                             pretrained_cfg_overlay=dict(file=str(tmp_path / 'checkpoint.pth'),
-                                                         num_classes=5)).eval()
+    ours = timm.create_model(
+        'dna_vit_tiny_patch16_224',
+        pretrained=True,
+        img_size=32,
+        patch_size=8,
+        embed_dim=C,
+        depth=2,
+        num_heads=H,
+        num_classes=5,
+        pretrained_cfg_overlay=dict(file=str(tmp_path / 'checkpoint.pth'), num_classes=5),
+    ).eval()
     assert torch.equal(ours.pos_embed[0, 0], torch.zeros(C))
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
@@ -101,15 +112,20 @@ def test_qqkvv_is_mapped_by_meaning_not_concatenation() -> None:
     theirs = AuthorsQQKVV(C, H)
     w = theirs.qqkvv.weight.detach()
     out = official_to_dna_mm(theirs.state_dict())
-    assert torch.equal(out['q_neg.weight'], w[C:2 * C])          # Q-, not K
-    assert torch.equal(out['qkv.weight'][C:2 * C], w[2 * C:3 * C])  # K in the K slot
+    assert torch.equal(out['q_neg.weight'], w[C : 2 * C])  # Q-, not K
+    assert torch.equal(out['qkv.weight'][C : 2 * C], w[2 * C : 3 * C])  # K in the K slot
 
 
 def test_softmax_to_dna_and_back_on_a_single_attention() -> None:
     soft = SoftmaxAttention(C, H).eval()
     sd = softmax_to_dna(soft.state_dict(), num_heads=H)
     assert set(sd) - set(soft.state_dict()) == {
-        'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias', 'alpha'}
+        'q_neg.weight',
+        'q_neg.bias',
+        'v_neg.weight',
+        'v_neg.bias',
+        'alpha',
+    }
     q, _, v = soft.qkv.weight.chunk(3)
     torch.testing.assert_close(sd['q_neg.weight'], 1e-4 * q)
     torch.testing.assert_close(sd['v_neg.weight'], -1e-4 * v)
@@ -128,12 +144,11 @@ def test_multihead_attention_keys() -> None:
     dna_sd = softmax_to_dna(sd, num_heads=H)
     prefix = 'layers.0.attentions.1.attn.'
     dna = DnAAttention(C, H).eval()
-    dna.load_state_dict({k[len(prefix):]: v for k, v in dna_sd.items()}, strict=True)
+    dna.load_state_dict({k[len(prefix) :]: v for k, v in dna_sd.items()}, strict=True)
     x = torch.randn(2, 5, C)
     torch.testing.assert_close(dna(x), mha(x, x, x, need_weights=False)[0], atol=1e-4, rtol=1e-3)
     assert set(dna_to_softmax(dna_sd, layout='mha')) == set(sd)
-    assert set(rename_mha(sd)) == {prefix + k for k in ('qkv.weight', 'qkv.bias', 'proj.weight',
-                                                          'proj.bias')}
+    assert set(rename_mha(sd)) == {prefix + k for k in ('qkv.weight', 'qkv.bias', 'proj.weight', 'proj.bias')}
 
 
 def test_softmax_to_dna_needs_the_head_count() -> None:
@@ -165,9 +180,13 @@ def test_timm_pretrained_file_is_converted_on_load(tmp_path) -> None:
     vit = timm.create_model('vit_tiny_patch16_224', num_classes=10, img_size=64).eval()
     path = tmp_path / 'vit_tiny.pth'
     torch.save(vit.state_dict(), path)
-    dna = timm.create_model('dna_vit_tiny_patch16_224', pretrained=True, num_classes=10,
-                            img_size=64,
-                            pretrained_cfg_overlay=dict(file=str(path), num_classes=10)).eval()
+    dna = timm.create_model(
+        'dna_vit_tiny_patch16_224',
+        pretrained=True,
+        num_classes=10,
+        img_size=64,
+        pretrained_cfg_overlay=dict(file=str(path), num_classes=10),
+    ).eval()
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert ((dna(x) - vit(x)).norm() / vit(x).norm()).item() < 1e-3
@@ -181,9 +200,17 @@ def test_convert_cli(tmp_path, suffix) -> None:
         torch.save({'state_dict': vit.state_dict(), 'meta': {'epoch': 3}}, src)
     else:
         from safetensors.torch import save_file
+
         save_file(vit.state_dict(), str(src))
-    cmd = [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), 'softmax-to-dna',
-           str(src), str(dst), '--num-heads', '3']
+    cmd = [
+        sys.executable,
+        str(REPO / 'tools' / 'convert_checkpoint.py'),
+        'softmax-to-dna',
+        str(src),
+        str(dst),
+        '--num-heads',
+        '3',
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert 'added' in res.stdout
@@ -193,6 +220,7 @@ def test_convert_cli(tmp_path, suffix) -> None:
     dna.load_state_dict(sd, strict=True)
     if suffix == '.pth':
         assert loaded['meta'] == {'epoch': 3}
-    res = subprocess.run(cmd[:-4] + [str(tmp_path / 'missing.pth'), str(dst)], capture_output=True,
-                         text=True, cwd=REPO)
+    res = subprocess.run(
+        cmd[:-4] + [str(tmp_path / 'missing.pth'), str(dst)], capture_output=True, text=True, cwd=REPO
+    )
     assert res.returncode != 0 and 'missing.pth' in res.stderr

@@ -1,4 +1,5 @@
 """Video data: protocol builders, the K400 checker, the demo set, robust loading, resume."""
+
 from __future__ import annotations
 
 import re
@@ -10,10 +11,10 @@ import decord
 import numpy as np
 import pytest
 import torch
+from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options, tiny_runner
 from mmaction.registry import DATASETS
 from mmaction.utils import register_all_modules
 
-from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options, tiny_runner
 from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits
 from dna_mm.datasets.synthetic import CLASSES, MotionDatasetSpec, ensure_motion_dataset
 
@@ -22,8 +23,8 @@ register_all_modules()
 # An independent statement of the protocols (SPEC §3) to check the builders against.
 SUBJECTS = [2, 3, 4, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 25]
 CS_TRAIN, CS_VAL = {3, 4, 6, 7, 9, 12, 13, 15, 17}, {19, 25}
-CV_ACTS = ['Drink.Fromcan', 'Walk']        # in the 19 cross-view classes
-CS_ONLY = 'Cook.Cut'                       # one of the 31, not one of the 19
+CV_ACTS = ['Drink.Fromcan', 'Walk']  # in the 19 cross-view classes
+CS_ONLY = 'Cook.Cut'  # one of the 31, not one of the 19
 ACTS = CV_ACTS + [CS_ONLY, 'Pour.Fromcup']
 
 
@@ -36,8 +37,7 @@ def _touch(root: Path, names: list[str]) -> Path:
 
 @pytest.fixture
 def smarthome_dir(tmp_path) -> Path:
-    names = [f'{a}_p{p:02d}_r00_v{c:02d}_c{c:02d}.mp4' for a in ACTS for p in SUBJECTS
-             for c in range(1, 8)]
+    names = [f'{a}_p{p:02d}_r00_v{c:02d}_c{c:02d}.mp4' for a in ACTS for p in SUBJECTS for c in range(1, 8)]
     return _touch(tmp_path / 'smarthome', names)
 
 
@@ -46,8 +46,17 @@ def _lines(path: Path) -> list[tuple[str, int]]:
 
 
 def test_smarthome_cs_via_the_cli(smarthome_dir, tmp_path) -> None:
-    out = run_tool(['tools/data/smarthome/build_annotations.py', '--video-dir', str(smarthome_dir),
-                    '--out-dir', str(tmp_path / 'cs'), '--protocol', 'CS']).stdout
+    out = run_tool(
+        [
+            'tools/data/smarthome/build_annotations.py',
+            '--video-dir',
+            str(smarthome_dir),
+            '--out-dir',
+            str(tmp_path / 'cs'),
+            '--protocol',
+            'CS',
+        ]
+    ).stdout
     cs = label_map('smarthome_cs_classes')
     train, val, test = (_lines(tmp_path / 'cs' / f'{s}.txt') for s in ('train', 'val', 'test'))
     assert (len(train), len(val), len(test)) == (3 * 9 * 7, 3 * 2 * 7, 3 * 7 * 7)
@@ -75,9 +84,21 @@ def test_smarthome_cross_view(smarthome_dir, protocol, train_cams) -> None:
 
 def test_smarthome_refuses_a_malformed_name(tmp_path) -> None:
     root = _touch(tmp_path / 'bad', ['Walk_p02_r00_v02_c03.mp4', 'Walk_p2_r00_v02.mp4'])
-    proc = subprocess.run([sys.executable, 'tools/data/smarthome/build_annotations.py',
-                           '--video-dir', str(root), '--out-dir', str(tmp_path / 'o'),
-                           '--protocol', 'CS'], cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            'tools/data/smarthome/build_annotations.py',
+            '--video-dir',
+            str(root),
+            '--out-dir',
+            str(tmp_path / 'o'),
+            '--protocol',
+            'CS',
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and 'Walk_p2_r00_v02.mp4' in proc.stderr
     assert not (tmp_path / 'o').exists()
     with pytest.raises(ValueError, match='unknown Smarthome activity'):
@@ -86,21 +107,36 @@ def test_smarthome_refuses_a_malformed_name(tmp_path) -> None:
 
 @pytest.fixture
 def ntu_dir(tmp_path) -> Path:
-    names = [f'S001C{c:03d}P{p:03d}R001A{a:03d}' + ('_rgb.avi' if p % 2 else '.mp4')
-             for p in range(1, 41) for c in (1, 2, 3) for a in (1, 60)]
+    names = [
+        f'S001C{c:03d}P{p:03d}R001A{a:03d}' + ('_rgb.avi' if p % 2 else '.mp4')
+        for p in range(1, 41)
+        for c in (1, 2, 3)
+        for a in (1, 60)
+    ]
     names.append('S001C002P005R002A008_rgb.avi')  # listed: missing skeleton
     return _touch(tmp_path / 'ntu', names)
 
 
 def test_ntu60_xsub_and_xview(ntu_dir, tmp_path) -> None:
-    out = run_tool(['tools/data/ntu60/build_annotations.py', '--video-dir', str(ntu_dir),
-                    '--out-dir', str(tmp_path / 'xsub'), '--protocol', 'xsub']).stdout
+    out = run_tool(
+        [
+            'tools/data/ntu60/build_annotations.py',
+            '--video-dir',
+            str(ntu_dir),
+            '--out-dir',
+            str(tmp_path / 'xsub'),
+            '--protocol',
+            'xsub',
+        ]
+    ).stdout
     train, test = _lines(tmp_path / 'xsub' / 'train.txt'), _lines(tmp_path / 'xsub' / 'test.txt')
     assert (len(train), len(test)) == (20 * 3 * 2 + 1, 20 * 3 * 2)
     assert 'train:    121 videos' in out
     assert {label for _, label in train} == {0, 59, 7}
-    assert all(int(p[9:12]) in {1, 2, 4, 5, 8, 9, 13, 14, 15, 16, 17, 18, 19, 25, 27, 28, 31,
-                                34, 35, 38} for p, _ in train)
+    assert all(
+        int(p[9:12]) in {1, 2, 4, 5, 8, 9, 13, 14, 15, 16, 17, 18, 19, 25, 27, 28, 31, 34, 35, 38}
+        for p, _ in train
+    )
     paths = [p.name for p in ntu_dir.iterdir()]
     xview = ntu60_splits(paths, 'xview')
     assert (len(xview.splits['train']), len(xview.splits['test'])) == (40 * 2 * 2 + 1, 40 * 2)
@@ -108,9 +144,18 @@ def test_ntu60_xsub_and_xview(ntu_dir, tmp_path) -> None:
 
 
 def test_ntu60_missing_skeleton_option(ntu_dir, tmp_path) -> None:
-    out = run_tool(['tools/data/ntu60/build_annotations.py', '--video-dir', str(ntu_dir),
-                    '--out-dir', str(tmp_path / 'x'), '--protocol', 'xsub',
-                    '--exclude-missing-skeletons']).stdout
+    out = run_tool(
+        [
+            'tools/data/ntu60/build_annotations.py',
+            '--video-dir',
+            str(ntu_dir),
+            '--out-dir',
+            str(tmp_path / 'x'),
+            '--protocol',
+            'xsub',
+            '--exclude-missing-skeletons',
+        ]
+    ).stdout
     assert 'left out: 1 videos (listed in ntu60_samples_with_missing_skeletons)' in out
     assert len(_lines(tmp_path / 'x' / 'train.txt')) == 120
     assert len(label_map('ntu60_samples_with_missing_skeletons')) == 302
@@ -127,11 +172,18 @@ def test_kinetics_checker(tmp_path) -> None:
     videos = _touch(tmp_path / 'k400' / 'abseiling', ['a_000000_000010.mp4'])
     ann = tmp_path / 'list.txt'
     ann.write_text('abseiling/a_000000_000010.mp4 0\n')
-    cmd = ['tools/data/kinetics/check_annotations.py', '--ann-file', str(ann),
-           '--video-dir', str(videos.parent)]
+    cmd = [
+        'tools/data/kinetics/check_annotations.py',
+        '--ann-file',
+        str(ann),
+        '--video-dir',
+        str(videos.parent),
+    ]
     assert 'OK' in run_tool(cmd).stdout
-    ann.write_text('abseiling/a_000000_000010.mp4 0\nabseiling/gone_000000_000010.mp4 3\n'
-                   'abseiling/a_000000_000010.mp4 400\nbroken line with words\n')
+    ann.write_text(
+        'abseiling/a_000000_000010.mp4 0\nabseiling/gone_000000_000010.mp4 3\n'
+        'abseiling/a_000000_000010.mp4 400\nbroken line with words\n'
+    )
     proc = subprocess.run([sys.executable, *cmd], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1
     assert 'missing on disk: 1' in proc.stdout and 'gone_000000_000010.mp4' in proc.stdout
@@ -144,16 +196,24 @@ def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:
     train = _lines(root / 'train.txt')
     assert sorted(np.bincount([label for _, label in train]).tolist()) == [3] * len(CLASSES)
     for path, label in train:
-        frames = decord.VideoReader(str(root / 'videos' / path)).get_batch(
-            list(range(spec.num_frames))).asnumpy().astype(float)   # [T, H, W, 3] RGB
+        frames = (
+            decord.VideoReader(str(root / 'videos' / path))
+            .get_batch(list(range(spec.num_frames)))
+            .asnumpy()
+            .astype(float)
+        )  # [T, H, W, 3] RGB
         assert frames.shape == (spec.num_frames, spec.size, spec.size, 3)
         red = np.clip(frames[..., 0] - frames[..., 1] - 60, 0, None)  # the target only
         ys, xs = np.arange(spec.size)[:, None], np.arange(spec.size)[None, :]
         cy = (red * ys).sum((1, 2)) / red.sum((1, 2))
         cx = (red * xs).sum((1, 2)) / red.sum((1, 2))
         moved = (abs(cy[-1] - cy[0]) > 5, abs(cx[-1] - cx[0]) > 5)
-        expected = {'still': (False, False), 'horizontal': (False, True),
-                    'vertical': (True, False), 'diagonal': (True, True)}[CLASSES[label]]
+        expected = {
+            'still': (False, False),
+            'horizontal': (False, True),
+            'vertical': (True, False),
+            'diagonal': (True, True),
+        }[CLASSES[label]]
         assert moved == expected, (path, cy[[0, -1]], cx[[0, -1]])
     mtime = (root / 'meta.json').stat().st_mtime_ns
     ensure_motion_dataset(tmp_path / 'demo', spec)  # cached: not regenerated
@@ -161,17 +221,21 @@ def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:
 
 
 def _dataset_cfg(ann: Path, videos: Path, **kw) -> dict:
-    return dict(type='RobustVideoDataset', ann_file=str(ann), data_prefix=dict(video=str(videos)),
-                pipeline=[], **kw)
+    return dict(
+        type='RobustVideoDataset', ann_file=str(ann), data_prefix=dict(video=str(videos)), pipeline=[], **kw
+    )
 
 
 def test_missing_files_and_bad_labels_fail_at_build(tiny_video_set, tmp_path) -> None:
     lines = (tiny_video_set / 'train.txt').read_text().splitlines()
     ann = tmp_path / 'missing.txt'
     ann.write_text('\n'.join(lines + [f'gone_{i}.mp4 0' for i in range(7)]) + '\n')
-    with pytest.raises(FileNotFoundError, match=r'missing\.txt: 7 of 15 listed videos are missing'
-                                                r'(.|\n)*line 9: \S*gone_0\.mp4(.|\n)*line 13: '
-                                                r'\S*gone_4\.mp4\n  \.\.\.'):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r'missing\.txt: 7 of 15 listed videos are missing'
+        r'(.|\n)*line 9: \S*gone_0\.mp4(.|\n)*line 13: '
+        r'\S*gone_4\.mp4\n  \.\.\.',
+    ):
         DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
     ann.write_text('\n'.join(lines[:3] + [lines[3].split()[0] + ' 4']) + '\n')
     with pytest.raises(ValueError, match=r'missing\.txt:4: label 4 outside \[0, 4\)'):
@@ -182,8 +246,7 @@ def test_missing_files_and_bad_labels_fail_at_build(tiny_video_set, tmp_path) ->
     ann.write_bytes(lines[0].encode() + b'\n' + lines[1].encode() + b'\nv\xe9deo.mp4 1\n')
     with pytest.raises(ValueError, match=r"missing\.txt:3: not UTF-8 text \(byte 0xe9 at column 2\)"):
         DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
-    ds = DATASETS.build(_dataset_cfg(tiny_video_set / 'train.txt', tiny_video_set / 'videos',
-                                     num_classes=4))
+    ds = DATASETS.build(_dataset_cfg(tiny_video_set / 'train.txt', tiny_video_set / 'videos', num_classes=4))
     assert len(ds) == 8
 
 
@@ -198,8 +261,11 @@ def test_when_every_retry_fails_the_error_lists_the_videos(tmp_path) -> None:
     names = [_corrupt(videos / f'corrupt_{i}.mp4').name for i in range(3)]
     ann = tmp_path / 'train.txt'
     ann.write_text(''.join(f'{n} 0\n' for n in names))
-    pipeline = [dict(type='DecordInit'), dict(type='SampleFrames', clip_len=2, num_clips=1),
-                dict(type='DecordDecode')]
+    pipeline = [
+        dict(type='DecordInit'),
+        dict(type='SampleFrames', clip_len=2, num_clips=1),
+        dict(type='DecordDecode'),
+    ]
     ds = DATASETS.build(dict(_dataset_cfg(ann, videos, num_classes=4, max_refetch=2), pipeline=pipeline))
     with pytest.raises(RuntimeError) as err:
         ds[0]
@@ -220,17 +286,28 @@ def test_training_survives_corrupt_videos_and_counts_them_over_workers(tiny_vide
     ann = tmp_path / 'train.txt'
     ann.write_text((tiny_video_set / 'train.txt').read_text() + 'corrupt_0.mp4 1\ncorrupt_1.mp4 2\n')
     opts = tiny_run_options(tiny_video_set) + [
-        f'train_dataloader.dataset.ann_file={ann}', f'train_dataloader.dataset.data_prefix.video={videos}',
-        'train_dataloader.num_workers=2', 'train_dataloader.batch_size=5',
-        'train_cfg.max_epochs=2', 'train_cfg.val_interval=2']
-    proc = run_tool(['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'),
-                     '--cfg-options', *opts])
+        f'train_dataloader.dataset.ann_file={ann}',
+        f'train_dataloader.dataset.data_prefix.video={videos}',
+        'train_dataloader.num_workers=2',
+        'train_dataloader.batch_size=5',
+        'train_cfg.max_epochs=2',
+        'train_cfg.val_interval=2',
+    ]
+    proc = run_tool(
+        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *opts]
+    )
     log = proc.stdout + proc.stderr
     assert f'skipped unreadable video {videos}/corrupt_0.mp4' in log
     assert f'skipped unreadable video {videos}/corrupt_1.mp4' in log
     # each epoch's total (summed over the two workers) equals the skips logged in that epoch
-    totals = [int(n) for n in re.findall(r'epoch \d: (\d+) unreadable training video\(s\) skipped in this '
-                                         r'epoch, summed over all dataloader workers and ranks', log)]
+    totals = [
+        int(n)
+        for n in re.findall(
+            r'epoch \d: (\d+) unreadable training video\(s\) skipped in this '
+            r'epoch, summed over all dataloader workers and ranks',
+            log,
+        )
+    ]
     skips = len(re.findall(r'skipped unreadable video ', log))
     assert len(totals) == 2 and sum(totals) == skips and min(totals) >= 2, (totals, skips)
     assert f'({sum(totals)} so far in this run)' in log
@@ -241,12 +318,10 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(tiny_video_set, tmp_pat
     straight = tiny_runner(tmp_path / 'a', tiny_video_set, 3, deterministic=True)
     straight.train()
     ref = straight.message_hub.get_scalar('train/loss').data[0][-4:]  # epoch 3
-    tiny_runner(tmp_path / 'b', tiny_video_set, 1, deterministic=True).train()     # "interrupted" after 1
-    resumed = tiny_runner(tmp_path / 'b', tiny_video_set, 3, resume=True,
-                          deterministic=True)
+    tiny_runner(tmp_path / 'b', tiny_video_set, 1, deterministic=True).train()  # "interrupted" after 1
+    resumed = tiny_runner(tmp_path / 'b', tiny_video_set, 3, resume=True, deterministic=True)
     resumed.train()
     got = resumed.message_hub.get_scalar('train/loss').data[0][-4:]
     assert len(ref) == 4
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(resumed.model.state_dict(), straight.model.state_dict(),
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(resumed.model.state_dict(), straight.model.state_dict(), rtol=1e-5, atol=1e-6)

@@ -1,5 +1,6 @@
 """ViTDet Mask R-CNN: configs, a real train step and predict on generated COCO images, the COCO
 generator and checker, MMDetection's stock train.py + our test.py, and the demo (slow)."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO, run_cmd, run_tool
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
 import dna_mm  # noqa: F401
-from conftest import REPO, run_cmd, run_tool
 from dna_mm.datasets.coco_check import check_coco
 from dna_mm.datasets.synthetic_coco import COCO_CLASSES, CocoDatasetSpec, ensure_coco_dataset
 
@@ -30,18 +31,27 @@ CONFIGS = {  # leaf config -> (attention class, window, rel-pos)
     'vitdet_softmax_coco_lsj.py': ('ViTDetSoftmaxAttention', 14, True),
     'vitdet_dna_demo.py': ('ViTDetDnAAttention', 4, True),
 }
-TINY_SPEC = CocoDatasetSpec(train_images=4, test_images=2, size=64, min_object=18,
-                            max_object=30, max_objects=2)
+TINY_SPEC = CocoDatasetSpec(
+    train_images=4, test_images=2, size=64, min_object=18, max_object=30, max_objects=2
+)
 # backbone 32 wide, 2 blocks (block 0 windowed when the config has windows), narrow neck / heads
 SHRINK = {
-    'model.backbone.embed_dim': 32, 'model.backbone.depth': 2, 'model.backbone.num_heads': 2,
-    'model.backbone.window_block_indexes': [0], 'model.backbone.init_cfg': None,
-    'model.neck.backbone_channel': 32, 'model.neck.in_channels': [8, 16, 32, 32],
-    'model.neck.out_channels': 16, 'model.rpn_head.in_channels': 16,
-    'model.rpn_head.feat_channels': 16, 'model.roi_head.bbox_roi_extractor.out_channels': 16,
+    'model.backbone.embed_dim': 32,
+    'model.backbone.depth': 2,
+    'model.backbone.num_heads': 2,
+    'model.backbone.window_block_indexes': [0],
+    'model.backbone.init_cfg': None,
+    'model.neck.backbone_channel': 32,
+    'model.neck.in_channels': [8, 16, 32, 32],
+    'model.neck.out_channels': 16,
+    'model.rpn_head.in_channels': 16,
+    'model.rpn_head.feat_channels': 16,
+    'model.roi_head.bbox_roi_extractor.out_channels': 16,
     'model.roi_head.mask_roi_extractor.out_channels': 16,
-    'model.roi_head.bbox_head.in_channels': 16, 'model.roi_head.bbox_head.fc_out_channels': 32,
-    'model.roi_head.mask_head.in_channels': 16, 'model.roi_head.mask_head.conv_out_channels': 16,
+    'model.roi_head.bbox_head.in_channels': 16,
+    'model.roi_head.bbox_head.fc_out_channels': 32,
+    'model.roi_head.mask_head.in_channels': 16,
+    'model.roi_head.mask_head.conv_out_channels': 16,
 }
 
 
@@ -86,8 +96,7 @@ def test_config_parses_and_builds(name: str) -> None:
             assert cfg.optim_wrapper.paramwise_cfg.decay_rate == 0.7
             assert cfg.auto_scale_lr.base_batch_size == 64
             lsj = cfg.train_dataloader.dataset.pipeline
-            assert [t.type for t in lsj][3:7] == [
-                'RandomResize', 'RandomCrop', 'FilterAnnotations', 'Pad']
+            assert [t.type for t in lsj][3:7] == ['RandomResize', 'RandomCrop', 'FilterAnnotations', 'Pad']
             assert lsj[3].ratio_range == (0.1, 2.0) and lsj[4].crop_size == (1024, 1024)
         else:  # the paper's 224 setting
             assert b.img_size == 224 and opt.eps == 1e-6 and cfg.auto_scale_lr.base_batch_size == 32
@@ -99,8 +108,9 @@ def test_config_parses_and_builds(name: str) -> None:
     if rel_pos:
         assert model.backbone.blocks[0].attn.rel_pos_h.shape == (7, 16)  # window 4 after shrinking
     with pytest.raises(ValueError, match='use_rel_pos=True is not defined'):
-        MODELS.build(_tiny(name, **{'model.backbone.attn_cfg': 'diff',
-                                    'model.backbone.use_rel_pos': True}).model)
+        MODELS.build(
+            _tiny(name, **{'model.backbone.attn_cfg': 'diff', 'model.backbone.use_rel_pos': True}).model
+        )
 
 
 @pytest.fixture(scope='module')
@@ -111,6 +121,7 @@ def tiny_coco(tmp_path_factory) -> Path:
 def _tool(path: str):
     """A repo tool script as a module (its ``main(argv)`` runs in this process)."""
     import importlib.util
+
     spec = importlib.util.spec_from_file_location(Path(path).stem, REPO / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -120,17 +131,20 @@ def _tool(path: str):
 def _data_options(root: Path) -> dict:
     opts = {'model.backbone.img_size': 64, 'model.backbone.pretrain_img_size': 64}
     for split in ('train', 'test'):  # the demo config has no validation
-        opts.update({f'{split}_dataloader.dataset.data_root': str(root),
-                     f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{split}.json',
-                     f'{split}_dataloader.dataset.data_prefix.img': f'images/{split}/',
-                     f'{split}_dataloader.batch_size': 2})
+        opts.update(
+            {
+                f'{split}_dataloader.dataset.data_root': str(root),
+                f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{split}.json',
+                f'{split}_dataloader.dataset.data_prefix.img': f'images/{split}/',
+                f'{split}_dataloader.batch_size': 2,
+            }
+        )
     opts['test_evaluator.ann_file'] = str(root / 'annotations/instances_test.json')
     return opts
 
 
 def test_mask_rcnn_train_step_and_predict(tiny_coco: Path) -> None:
-    cfg = _tiny('vitdet_dna_demo.py', **_data_options(tiny_coco),
-                **{'model.test_cfg.rcnn.score_thr': 0.0})
+    cfg = _tiny('vitdet_dna_demo.py', **_data_options(tiny_coco), **{'model.test_cfg.rcnn.score_thr': 0.0})
     init_default_scope('mmdet')
     model = MODELS.build(cfg.model)
     train = DATASETS.build(cfg.train_dataloader.dataset)
@@ -181,13 +195,18 @@ def test_coco_generator_and_checker(tiny_coco: Path, tmp_path: Path, capsys) -> 
     bad = tmp_path / 'bad.json'
     bad.write_text(json.dumps(data))
     checker = _tool('tools/data/coco/check_annotations.py')
-    assert checker.main(['--ann-file', str(bad), '--image-dir',
-                         str(tiny_coco / 'images' / 'train')]) == 1
+    assert checker.main(['--ann-file', str(bad), '--image-dir', str(tiny_coco / 'images' / 'train')]) == 1
     out = capsys.readouterr().out
-    for message in ('missing image file: 1: ', 'nowhere.png', 'empty bbox (w or h <= 0): 1',
-                    'bad polygon (need an even count >= 6 of numbers): 1',
-                    'annotation of an unknown category_id: 1', 'category_id 42',
-                    'annotation of an unknown image_id: 1', 'duplicate category name: 1'):
+    for message in (
+        'missing image file: 1: ',
+        'nowhere.png',
+        'empty bbox (w or h <= 0): 1',
+        'bad polygon (need an even count >= 6 of numbers): 1',
+        'annotation of an unknown category_id: 1',
+        'category_id 42',
+        'annotation of an unknown image_id: 1',
+        'duplicate category name: 1',
+    ):
         assert message in out, (message, out)
     assert 'annotations[0] (id 1)' in out
     (tmp_path / 'broken.json').write_text('{"images": [')
@@ -199,21 +218,49 @@ def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> Non
     """MMDetection's own tools/train.py runs the config (custom_imports), tools/test.py tests
     its checkpoint, prints bbox / segm AP and dumps predictions."""
     import mmdet
+
     stock_train = Path(mmdet.__file__).parent / '.mim' / 'tools' / 'train.py'
     opts = dict(SHRINK, **_data_options(tiny_coco))
-    opts.update({'model.backbone.window_size': 4, 'model.backbone.img_size': 64,
-                 'train_cfg.max_iters': 1, 'default_hooks.checkpoint.interval': 1,
-                 'default_hooks.logger.interval': 1,
-                 'model.test_cfg.rcnn.score_thr': 0.0})
+    opts.update(
+        {
+            'model.backbone.window_size': 4,
+            'model.backbone.img_size': 64,
+            'train_cfg.max_iters': 1,
+            'default_hooks.checkpoint.interval': 1,
+            'default_hooks.logger.interval': 1,
+            'model.test_cfg.rcnn.score_thr': 0.0,
+        }
+    )
     cli = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in opts.items()]
     work = tmp_path / 'work'
-    run_cmd([sys.executable, str(stock_train), 'configs/vitdet_dna_demo.py', '--work-dir',
-             str(work), '--cfg-options', *cli], timeout=900)
+    run_cmd(
+        [
+            sys.executable,
+            str(stock_train),
+            'configs/vitdet_dna_demo.py',
+            '--work-dir',
+            str(work),
+            '--cfg-options',
+            *cli,
+        ],
+        timeout=900,
+    )
     ckpt = work / 'iter_1.pth'
     assert ckpt.is_file()
-    out = run_tool(['tools/test.py', 'configs/vitdet_dna_demo.py', str(ckpt), '--work-dir',
-                    str(work), '--dump', str(tmp_path / 'preds.pkl'), '--cfg-options', *cli],
-                   timeout=900).stdout
+    out = run_tool(
+        [
+            'tools/test.py',
+            'configs/vitdet_dna_demo.py',
+            str(ckpt),
+            '--work-dir',
+            str(work),
+            '--dump',
+            str(tmp_path / 'preds.pkl'),
+            '--cfg-options',
+            *cli,
+        ],
+        timeout=900,
+    ).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
     for name in ('bbox AP', 'bbox AP50', 'bbox AP75', 'segm AP', 'segm AP50', 'segm AP75'):
         assert re.search(rf'{name}: \d+\.\d\d', line), line
@@ -226,8 +273,17 @@ def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_demo_det_learns(tmp_path: Path) -> None:
     """`make demo-det` end to end: the trained model's AP is far above an untrained one's."""
-    out = run_tool(['tools/demo_det.py', '--data-root', str(tmp_path / 'data'), '--work-dir',
-                    str(tmp_path / 'work'), '--baseline'], timeout=3600).stdout
+    out = run_tool(
+        [
+            'tools/demo_det.py',
+            '--data-root',
+            str(tmp_path / 'data'),
+            '--work-dir',
+            str(tmp_path / 'work'),
+            '--baseline',
+        ],
+        timeout=3600,
+    ).stdout
 
     def row(name: str) -> dict[str, float]:
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(name))

@@ -6,6 +6,7 @@ compared with the same module run eagerly in float64 (the truth), outputs and ev
 (input, projections, α, bias), so a wrong fast path cannot hide behind an equally wrong eager
 one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -87,18 +88,27 @@ def test_fast_and_eager_match_float64(member: str, dtype: torch.dtype, extra: st
     x = torch.randn(2, N, C, device='cuda')
     ref_m = MEMBERS[member](C, H).cuda().double()
     ref_m.load_state_dict(m.state_dict())
-    ref_kwargs = {k: (tuple(t.detach().double().requires_grad_() for t in v) if isinstance(v, tuple)
-                      else v.detach().double().requires_grad_() if v.is_floating_point() else v)
-                  for k, v in kwargs.items()}
+    ref_kwargs = {
+        k: (
+            tuple(t.detach().double().requires_grad_() for t in v)
+            if isinstance(v, tuple)
+            else v.detach().double().requires_grad_()
+            if v.is_floating_point()
+            else v
+        )
+        for k, v in kwargs.items()
+    }
     want = _run(ref_m, x.double(), ref_kwargs, fused=False, dtype=torch.float64)
     for fused in (True, False):
         got = _run(m, x, kwargs, fused=fused, dtype=dtype)
         assert torch.isfinite(got[0]).all()
-        errors = [_rel(got[0], want[0])] + [_rel(a, b) for a, b in zip(got[1], want[1])]
+        errors = [_rel(got[0], want[0])] + [_rel(a, b) for a, b in zip(got[1], want[1], strict=True)]
         worst = max(range(len(errors)), key=errors.__getitem__)
-        assert errors[worst] < TOL[dtype], (f'{"fast" if fused else "eager"}: tensor {worst} '
-                                            f'(0 = output, 1 = input grad, then parameters, '
-                                            f'biases) rel. error {errors[worst]:.2e}')
+        assert errors[worst] < TOL[dtype], (
+            f'{"fast" if fused else "eager"}: tensor {worst} '
+            f'(0 = output, 1 = input grad, then parameters, '
+            f'biases) rel. error {errors[worst]:.2e}'
+        )
 
 
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16], ids=str)
@@ -120,10 +130,10 @@ def test_logits_of_magnitude_50_stay_finite(dtype: torch.dtype, fused: bool) -> 
 
 # the shapes that matter: [tokens-batch, sequence, channels] with 12 heads of 64
 SHAPES = {
-    'timesformer_spatial': (8, 197),     # B·T sequences of 1 + 14² tokens
-    'timesformer_temporal': (196, 8),    # B·P sequences of T = 8 frames
-    'joint': (1, 1569),                  # 1 + 8·14² tokens
-    'vitdet_global': (1, 4096),          # 64² tokens at 1024²
+    'timesformer_spatial': (8, 197),  # B·T sequences of 1 + 14² tokens
+    'timesformer_temporal': (196, 8),  # B·P sequences of T = 8 frames
+    'joint': (1, 1569),  # 1 + 8·14² tokens
+    'vitdet_global': (1, 4096),  # 64² tokens at 1024²
 }
 
 
@@ -131,9 +141,9 @@ def _backends_that_run(m: torch.nn.Module, x: torch.Tensor, extra: dict) -> list
     """The SDPA backends under which the module's fwd + bwd runs when SDPA is restricted to that
     one backend (a backend that cannot take the call raises instead of falling back)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     ok = []
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                    SDPBackend.CUDNN_ATTENTION):
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION):
         try:
             with sdpa_kernel([backend]), torch.autocast('cuda', dtype=torch.bfloat16):
                 y = m(x, **extra)
@@ -162,12 +172,17 @@ def test_no_branch_falls_back_to_the_math_kernel(member: str, shape: str) -> Non
 
 
 @pytest.mark.parametrize('d', [32, 64, 128])
-@pytest.mark.parametrize('dtype,tol', [(torch.float32, 2e-4), (torch.float16, 5e-3),
-                                       (torch.bfloat16, 4e-2)], ids=['fp32', 'fp16', 'bf16'])
+@pytest.mark.parametrize(
+    'dtype,tol',
+    [(torch.float32, 2e-4), (torch.float16, 5e-3), (torch.bfloat16, 4e-2)],
+    ids=['fp32', 'fp16', 'bf16'],
+)
 @pytest.mark.parametrize('shape', [(8, 197), (196, 8), (1, 1569)], ids=['197', '8', '1569'])
 def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, shape) -> None:
-    from dna_mm.ops import dna_attention
     from test_ops_triton import reference
+
+    from dna_mm.ops import dna_attention
+
     b, n = shape
     g = torch.Generator().manual_seed(d + n)
     h = 768 // d  # ViT-B's width in heads of d
@@ -179,10 +194,14 @@ def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, sh
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(out, wrt, grad_out)
     ref_in = [t.detach().double().requires_grad_() for t in wrt]
-    ref = reference(*ref_in[:5], ref_in[5], ref_in[6], ref_in[7], d ** -0.5)
+    ref = reference(*ref_in[:5], ref_in[5], ref_in[6], ref_in[7], d**-0.5)
     ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
-    for name, got, want in zip(['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg'],
-                               [out, *grads], [ref, *ref_grads]):
+    for name, got, want in zip(
+        ['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg'],
+        [out, *grads],
+        [ref, *ref_grads],
+        strict=True,
+    ):
         assert _rel(got.double(), want) < tol, name
 
 
@@ -198,5 +217,5 @@ def test_module_with_the_triton_kernel_under_bf16_autocast() -> None:
             y = m(x)
         y.float().square().mean().backward()
         outs.append([y.detach().double()] + [p.grad.double() for p in m.parameters()])
-    for a, b in zip(*outs):
+    for a, b in zip(*outs, strict=True):
         assert _rel(a, b) < 4e-2

@@ -1,4 +1,5 @@
 """tools/infer.py: a trained tiny TimeSformer-DnA classifies real mp4 files (decord)."""
+
 from __future__ import annotations
 
 import csv
@@ -8,9 +9,9 @@ import shutil
 
 import pytest
 import torch
+from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options, tiny_runner
 
 from dna_mm.utils import read_checkpoint
-from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options, tiny_runner
 
 spec = importlib.util.spec_from_file_location('infer_tool', REPO / 'tools' / 'infer.py')
 infer = importlib.util.module_from_spec(spec)
@@ -43,9 +44,20 @@ def blocks(out: str) -> dict[str, list[tuple[float, str]]]:
 def test_folder_with_the_configs_label_map_and_csv(trained, tiny_video_set, tmp_path, capsys) -> None:
     ckpt, opts = trained
     out_csv = tmp_path / 'preds.csv'
-    rc = infer.main([DEMO_CONFIG, str(ckpt), str(tiny_video_set / 'videos'), '--topk', '4',
-                     '--out', str(out_csv), '--cfg-options', *opts,
-                     f'label_map={tiny_video_set}/classes.txt'])
+    rc = infer.main(
+        [
+            DEMO_CONFIG,
+            str(ckpt),
+            str(tiny_video_set / 'videos'),
+            '--topk',
+            '4',
+            '--out',
+            str(out_csv),
+            '--cfg-options',
+            *opts,
+            f'label_map={tiny_video_set}/classes.txt',
+        ]
+    )
     assert rc == 0
     found = blocks(capsys.readouterr().out)
     videos = sorted((tiny_video_set / 'videos').glob('*.mp4'))
@@ -67,9 +79,20 @@ def test_list_file_indices_without_a_label_map(trained, tiny_video_set, capsys) 
     ckpt, opts = trained
     with pytest.raises(SystemExit, match=r'4 of the 4 videos of .*test.txt do not exist \(relative to'):
         infer.main([DEMO_CONFIG, str(ckpt), str(tiny_video_set / 'test.txt'), '--cfg-options', *opts])
-    rc = infer.main([DEMO_CONFIG, str(ckpt), str(tiny_video_set / 'test.txt'), '--topk', '2',
-                     '--video-root', str(tiny_video_set / 'videos'), '--cfg-options', *opts,
-                     'label_map=None'])
+    rc = infer.main(
+        [
+            DEMO_CONFIG,
+            str(ckpt),
+            str(tiny_video_set / 'test.txt'),
+            '--topk',
+            '2',
+            '--video-root',
+            str(tiny_video_set / 'videos'),
+            '--cfg-options',
+            *opts,
+            'label_map=None',
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert 'note: no label map' in out
@@ -82,15 +105,25 @@ def test_list_file_indices_without_a_label_map(trained, tiny_video_set, capsys) 
 def test_single_file_by_the_cli_with_a_shipped_map_of_the_wrong_size(trained, tiny_video_set) -> None:
     ckpt, opts = trained
     video = next((tiny_video_set / 'videos').glob('*.mp4'))
-    ok = run_tool(['tools/infer.py', DEMO_CONFIG, str(ckpt), str(video), '--label-map',
-                   str(tiny_video_set / 'classes.txt'), '--cfg-options', *opts])
+    ok = run_tool(
+        [
+            'tools/infer.py',
+            DEMO_CONFIG,
+            str(ckpt),
+            str(video),
+            '--label-map',
+            str(tiny_video_set / 'classes.txt'),
+            '--cfg-options',
+            *opts,
+        ]
+    )
     found = blocks(ok.stdout)
     assert list(found) == [str(video)]
     assert sorted(label for _, label in found[str(video)]) == sorted(CLASSES)
-    with pytest.raises(SystemExit, match='label map label_map_ntu60 has 60 classes, the model '
-                                         'predicts 4'):
-        infer.main([DEMO_CONFIG, str(ckpt), str(video), '--label-map', 'label_map_ntu60',
-                    '--cfg-options', *opts])
+    with pytest.raises(SystemExit, match='label map label_map_ntu60 has 60 classes, the model predicts 4'):
+        infer.main(
+            [DEMO_CONFIG, str(ckpt), str(video), '--label-map', 'label_map_ntu60', '--cfg-options', *opts]
+        )
 
 
 def test_mismatched_checkpoint_is_refused_unless_partial(trained, tiny_video_set, capsys) -> None:
@@ -104,8 +137,9 @@ def test_mismatched_checkpoint_is_refused_unless_partial(trained, tiny_video_set
     assert 'partial load' in out and 'cls_head.fc_cls.weight' in out
 
 
-def test_unreadable_video_is_reported_and_the_rest_classified(trained, tiny_video_set, tmp_path,
-                                                              capsys) -> None:
+def test_unreadable_video_is_reported_and_the_rest_classified(
+    trained, tiny_video_set, tmp_path, capsys
+) -> None:
     ckpt, opts = trained
     videos = tmp_path / 'videos'
     videos.mkdir()
@@ -121,10 +155,10 @@ def test_unreadable_video_is_reported_and_the_rest_classified(trained, tiny_vide
     assert sorted(blocks(captured.out)) == [str(videos / v.name) for v in good]
 
 
-@pytest.mark.parametrize('bad, message', [
-    ('missing_dir/none.mp4', 'input missing_dir/none.mp4 does not exist'),
-    ('EMPTY', 'no video files'),
-])
+@pytest.mark.parametrize(
+    'bad, message',
+    [('missing_dir/none.mp4', 'input missing_dir/none.mp4 does not exist'), ('EMPTY', 'no video files')],
+)
 def test_bad_input_is_named(trained, tmp_path, bad, message) -> None:
     ckpt, opts = trained
     if bad == 'EMPTY':

@@ -5,6 +5,7 @@ is set for the test process by ``conftest.py`` (Triton reads it when first impor
 other test modules may do first), and here again when this module runs alone. bf16 is not tested here: the
 interpreter's ``tl.dot`` mishandles bf16 in triton 3.9 (GPU-only case,
 ``tests/test_gpu.py``)."""
+
 from __future__ import annotations
 
 import os
@@ -26,14 +27,12 @@ def reference(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale):
     """The formula in float64 with explicit maps."""
     z_pos = scale * q @ k.transpose(-1, -2) + (0 if b_pos is None else b_pos)
     z_neg = scale * q_neg @ k.transpose(-1, -2) + (0 if b_neg is None else b_neg)
-    return (torch.softmax(z_pos, -1) @ v
-            + alpha.view(1, -1, 1, 1) * (torch.softmax(-z_neg, -1) @ v_neg))
+    return torch.softmax(z_pos, -1) @ v + alpha.view(1, -1, 1, 1) * (torch.softmax(-z_neg, -1) @ v_neg)
 
 
 def _inputs(b, h, m, n, d, dtype, bias: str):
     g = torch.Generator().manual_seed(m * 1000 + n + d)
-    ts = [torch.randn(b, h, s, d, generator=g).to(DEVICE, dtype).requires_grad_()
-          for s in (m, n, n, m, n)]
+    ts = [torch.randn(b, h, s, d, generator=g).to(DEVICE, dtype).requires_grad_() for s in (m, n, n, m, n)]
     alpha = (torch.rand(h, generator=g) * 2 - 1).to(DEVICE).requires_grad_()
     b_pos = b_neg = None
     if bias == 'one':  # broadcast over the batch
@@ -61,10 +60,10 @@ def test_outputs_and_every_gradient_match_the_formula(d, dtype, tol, bias) -> No
     r_ts, r_alpha = ref_in[:5], ref_in[5]
     r_bp = ref_in[6] if bias != 'none' else None
     r_bn = r_bp if bias == 'one' else (ref_in[7] if bias == 'pair' else None)
-    ref = reference(*r_ts, r_alpha, r_bp, r_bn, d ** -0.5)
+    ref = reference(*r_ts, r_alpha, r_bp, r_bn, d**-0.5)
     ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
-    for name, got, want in zip(['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg'],
-                               [out, *grads], [ref, *ref_grads]):
+    names = ['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg'][: len(grads) + 1]
+    for name, got, want in zip(names, [out, *grads], [ref, *ref_grads], strict=True):
         err = (got.double() - want).abs().max() / want.abs().max().clamp_min(1e-6)
         assert err < tol, (name, err.item())
 
@@ -88,7 +87,7 @@ def test_module_with_the_kernel_equals_the_sdpa_path() -> None:
         y = m(x, attn_mask=keep.view(1, 1, 1, -1), attn_bias=bias)
         y.square().sum().backward()
         outs.append([y.detach()] + [p.grad.clone() for p in m.parameters()])
-    for a, b in zip(*outs):
+    for a, b in zip(*outs, strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=2e-5)
     assert "kernel='triton'" in repr(fused)
 

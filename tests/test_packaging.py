@@ -1,4 +1,5 @@
 """Packaging: `pip install -e .` into an existing environment changes nothing in it."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,19 @@ from conftest import REPO
 def dry_run(*targets: str, report=None) -> subprocess.CompletedProcess:
     """pip's resolver on ``targets`` against this environment only (no index: anything it would
     have to fetch, an upgrade or a downgrade, is an error)."""
-    cmd = [sys.executable, '-m', 'pip', 'install', '--dry-run', '--no-index', '--no-build-isolation',
-           '--disable-pip-version-check', '--quiet', *(['--report', str(report)] if report else []),
-           *targets]
+    cmd = [
+        sys.executable,
+        '-m',
+        'pip',
+        'install',
+        '--dry-run',
+        '--no-index',
+        '--no-build-isolation',
+        '--disable-pip-version-check',
+        '--quiet',
+        *(['--report', str(report)] if report else []),
+        *targets,
+    ]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
@@ -26,7 +37,15 @@ def test_resolving_dna_mm_against_the_environment_installs_only_dna_mm(tmp_path)
     requires = items[0]['metadata']['requires_dist']
     core = [r for r in requires if 'extra ==' not in r]
     assert {r.split('<')[0].split('>')[0].split('=')[0].strip() for r in core} >= {
-        'torch', 'torchvision', 'mmengine', 'mmcv', 'mmaction2', 'mmdet', 'decord', 'timm'}
+        'torch',
+        'torchvision',
+        'mmengine',
+        'mmcv',
+        'mmaction2',
+        'mmdet',
+        'decord',
+        'timm',
+    }
     assert not [r for r in core if '==' in r], f'exact pins in install_requires: {core}'
 
 

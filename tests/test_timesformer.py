@@ -1,4 +1,5 @@
 """TimeSformer with configurable attention: conversion, pretrained layouts, configs, tools."""
+
 from __future__ import annotations
 
 import csv
@@ -10,19 +11,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from authors_models import AuthorsDnATimeSformer, AuthorsDnAViT, AuthorsQQKV, AuthorsQQKVV
+from conftest import DEMO_CONFIG, REPO, run_cmd, run_tool, tiny_run_options
 from mmaction.registry import MODELS
 from mmaction.utils import register_all_modules
 from mmengine.config import Config
 
 import dna_mm
-from authors_models import AuthorsDnATimeSformer, AuthorsDnAViT, AuthorsQQKV, AuthorsQQKVV
-from conftest import DEMO_CONFIG, REPO, run_cmd, run_tool, tiny_run_options
 from dna_mm.converters import softmax_to_dna
 from dna_mm.models import DiffAttention, DnAAttention, SoftmaxAttention
 
 register_all_modules()
-TINY = dict(num_frames=4, img_size=32, patch_size=8, embed_dims=32, num_heads=2,
-            num_transformer_layers=2)
+TINY = dict(num_frames=4, img_size=32, patch_size=8, embed_dims=32, num_heads=2, num_transformer_layers=2)
 LAYER = 'transformer_layers.layers'
 
 
@@ -40,8 +40,7 @@ def _stock(attention_type: str = 'divided_space_time', **kw):
 
 
 def _ours(attention_type: str = 'divided_space_time', **kw):
-    return MODELS.build(dict(type='DnATimeSformer', attention_type=attention_type,
-                             **{**TINY, **kw})).eval()
+    return MODELS.build(dict(type='DnATimeSformer', attention_type=attention_type, **{**TINY, **kw})).eval()
 
 
 @pytest.mark.parametrize('attention_type', ['divided_space_time', 'joint_space_time', 'space_only'])
@@ -62,10 +61,13 @@ def test_attention_choice_per_step() -> None:
     assert isinstance(layer.attentions[1].attn, DnAAttention)
     assert layer.attentions[1].attn.variant == 'qpm_v'
     diff = _ours(temporal_attn='diff', spatial_attn='diff')
-    assert [l.attentions[1].attn.layer_index for l in diff.transformer_layers.layers] == [0, 1]
+    assert [layer.attentions[1].attn.layer_index for layer in diff.transformer_layers.layers] == [0, 1]
     cog = _ours(spatial_attn='cog', num_transformer_layers=3)
-    assert [type(l.attentions[1].attn).__name__ for l in cog.transformer_layers.layers] == \
-        ['SoftmaxAttention', 'CogAttention', 'SoftmaxAttention']
+    assert [type(layer.attentions[1].attn).__name__ for layer in cog.transformer_layers.layers] == [
+        'SoftmaxAttention',
+        'CogAttention',
+        'SoftmaxAttention',
+    ]
     with pytest.raises(ValueError, match='attention type'):
         _ours(spatial_attn='linear')
     with pytest.raises(ValueError, match='attention_type'):
@@ -75,8 +77,12 @@ def test_attention_choice_per_step() -> None:
 def test_timesformer_b_parameter_counts() -> None:
     full = dict(num_frames=8, img_size=224, patch_size=16)
     dna = sum(p.numel() for p in MODELS.build(dict(type='DnATimeSformer', **full)).parameters())
-    soft = sum(p.numel() for p in MODELS.build(dict(type='DnATimeSformer', temporal_attn='softmax',
-                                                      spatial_attn='softmax', **full)).parameters())
+    soft = sum(
+        p.numel()
+        for p in MODELS.build(
+            dict(type='DnATimeSformer', temporal_attn='softmax', spatial_attn='softmax', **full)
+        ).parameters()
+    )
     stock = sum(p.numel() for p in MODELS.build(dict(type='TimeSformer', **full)).parameters())
     assert soft == stock
     assert abs((dna - soft) - 28.3e6) < 0.1e6, dna - soft  # 24 × (2C² + 2C + H)
@@ -98,8 +104,9 @@ def test_pretrained_mmaction_vit_layout(tmp_path) -> None:
     for j in (0, 1):  # temporal starts as a copy of spatial
         assert torch.equal(got[f'{LAYER}.0.attentions.{j}.attn.qkv.weight'], w)
         torch.testing.assert_close(got[f'{LAYER}.0.attentions.{j}.attn.q_neg.weight'], 1e-4 * w[:32])
-        assert torch.equal(got[f'{LAYER}.0.attentions.{j}.norm.weight'],
-                           vit.state_dict()[f'{LAYER}.0.norms.0.weight'])
+        assert torch.equal(
+            got[f'{LAYER}.0.attentions.{j}.norm.weight'], vit.state_dict()[f'{LAYER}.0.norms.0.weight']
+        )
     assert got[f'{LAYER}.1.attentions.0.temporal_fc.weight'].abs().sum() == 0
     assert f'{LAYER}.0.attentions.0.temporal_fc.weight' in report['video_init']
     assert 'time_embed' in report['video_init'] and not report['unexpected']
@@ -109,8 +116,8 @@ def test_pretrained_mmaction_vit_layout(tmp_path) -> None:
 
 def test_pretrained_timm_vit_with_resized_position_embedding(tmp_path) -> None:
     from timm.models.vision_transformer import VisionTransformer
-    vit = VisionTransformer(img_size=64, patch_size=8, embed_dim=32, depth=2, num_heads=2,
-                            num_classes=7)
+
+    vit = VisionTransformer(img_size=64, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=7)
     torch.save(vit.state_dict(), tmp_path / 'timm.pth')
     ours = _ours()
     report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'timm.pth'))
@@ -126,8 +133,7 @@ def test_pretrained_timm_vit_with_resized_position_embedding(tmp_path) -> None:
 def test_pretrained_authors_dna_timesformer_layout(tmp_path) -> None:
     """A checkpoint of the authors' TimeSformer fork (``DnATransformer`` wrapped as ``model.``,
     saved under ``model_state`` by their checkpoint code) gives the same features."""
-    theirs = AuthorsDnATimeSformer(img_size=32, patch=8, dim=32, depth=2, heads=2,
-                                   num_frames=4).eval()
+    theirs = AuthorsDnATimeSformer(img_size=32, patch=8, dim=32, depth=2, heads=2, num_frames=4).eval()
     with torch.no_grad():
         for block in theirs.blocks:
             torch.nn.init.normal_(block.temporal_fc.weight, std=0.2)
@@ -143,8 +149,13 @@ def test_pretrained_authors_dna_timesformer_layout(tmp_path) -> None:
 
 def test_pretrained_softmax_timesformer_recognizer_checkpoint(tmp_path) -> None:
     stock = _stock()
-    ckpt = {'meta': {}, 'state_dict': {**{f'backbone.{k}': v for k, v in stock.state_dict().items()},
-                                       'cls_head.fc_cls.weight': torch.zeros(5, 32)}}
+    ckpt = {
+        'meta': {},
+        'state_dict': {
+            **{f'backbone.{k}': v for k, v in stock.state_dict().items()},
+            'cls_head.fc_cls.weight': torch.zeros(5, 32),
+        },
+    }
     torch.save(ckpt, tmp_path / 'softmax_k400.pth')
     ours = _ours()
     report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'softmax_k400.pth'))
@@ -189,17 +200,33 @@ def test_every_config_parses_and_builds(path: Path) -> None:
         assert cfg.model.cls_head.num_classes == 19
     if 'ntu60' in path.stem:
         assert cfg.model.cls_head.num_classes == 60
+    if 'demo' not in path.stem:  # the class names tools/infer.py prints (the demo's are generated)
+        from dna_mm.apis.inference import read_label_map
+
+        assert len(read_label_map(cfg.label_map)) == cfg.model.cls_head.num_classes
 
 
 @pytest.mark.parametrize('attn', ['dna', 'softmax'])
 def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> None:
     opts = tiny_run_options(tiny_video_set, attn)
-    run_tool(['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--seed', '0',
-              '--cfg-options', *opts])
+    run_tool(
+        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--seed', '0', '--cfg-options', *opts]
+    )
     ckpt = tmp_path / 'epoch_1.pth'
     assert ckpt.exists()
-    out = run_tool(['tools/test.py', DEMO_CONFIG, str(ckpt), '--work-dir', str(tmp_path),
-                    '--dump', str(tmp_path / 'preds.csv'), '--cfg-options', *opts]).stdout
+    out = run_tool(
+        [
+            'tools/test.py',
+            DEMO_CONFIG,
+            str(ckpt),
+            '--work-dir',
+            str(tmp_path),
+            '--dump',
+            str(tmp_path / 'preds.csv'),
+            '--cfg-options',
+            *opts,
+        ]
+    ).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
     assert re.search(r'top-1: [\d.]+ .*top-5: [\d.]+ .*mCA: [\d.]+', line)
     rows = list(csv.DictReader(open(tmp_path / 'preds.csv')))
@@ -215,34 +242,64 @@ def _free_port() -> int:
 def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
     env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(_free_port()), 'OMP_NUM_THREADS': '1'}
     opts = tiny_run_options(tiny_video_set)
-    run_cmd(['bash', 'tools/dist_train.sh', DEMO_CONFIG, '2', '--work-dir', str(tmp_path),
-             '--cfg-options', *opts], env=env)
+    run_cmd(
+        [
+            'bash',
+            'tools/dist_train.sh',
+            DEMO_CONFIG,
+            '2',
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            *opts,
+        ],
+        env=env,
+    )
     assert (tmp_path / 'epoch_1.pth').exists()
     env['PORT'] = str(_free_port())
-    out = run_cmd(['bash', 'tools/dist_test.sh', DEMO_CONFIG, str(tmp_path / 'epoch_1.pth'), '2',
-                   '--work-dir', str(tmp_path), '--cfg-options', *opts], env=env).stdout
+    out = run_cmd(
+        [
+            'bash',
+            'tools/dist_test.sh',
+            DEMO_CONFIG,
+            str(tmp_path / 'epoch_1.pth'),
+            '2',
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            *opts,
+        ],
+        env=env,
+    ).stdout
     assert out.count('Test results:') == 1  # printed by rank 0 only
     logs = list(tmp_path.glob('*/*.log'))
-    assert any('world_size: 2' in p.read_text() or 'Distributed training: True' in p.read_text()
-               for p in logs)
+    assert any(
+        'world_size: 2' in p.read_text() or 'Distributed training: True' in p.read_text() for p in logs
+    )
 
 
-@pytest.mark.parametrize('attn_cls,combine', [(AuthorsQQKVV, 'add'), (AuthorsQQKVV, 'sub'),
-                                             (AuthorsQQKV, 'sub')])
+@pytest.mark.parametrize(
+    'attn_cls,combine', [(AuthorsQQKVV, 'add'), (AuthorsQQKVV, 'sub'), (AuthorsQQKV, 'sub')]
+)
 def test_pretrained_authors_dna_vit_layout(tmp_path, attn_cls, combine) -> None:
     """The authors' DnA ViTs as their code writes them: ``vit/dna_models.py`` (``qqkvv``, pos_embed
     ``[1, N, C]`` with no CLS row) and ``vit/dna.py`` (subtracting; ``qqkv`` with shared V)."""
-    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=32, depth=2, heads=2, attn_cls=attn_cls,
-                           combine=combine)
+    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=32, depth=2, heads=2, attn_cls=attn_cls, combine=combine)
     assert theirs.pos_embed.shape == (1, 16, 32)
     torch.save({'model': theirs.state_dict(), 'epoch': 299}, tmp_path / 'authors_vit.pth')
     ours = _ours(pretrained_combine=combine)
-    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors_vit.pth'),
-                                                     combine=combine)
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors_vit.pth'), combine=combine)
     assert not report['unexpected'] and not report['missing']
-    assert report['generated'] == ([] if attn_cls is AuthorsQQKVV else sorted(
-        f'{LAYER}.{i}.attentions.{j}.attn.v_neg.{n}' for i in (0, 1) for j in (0, 1)
-        for n in ('bias', 'weight')))
+    assert report['generated'] == (
+        []
+        if attn_cls is AuthorsQQKVV
+        else sorted(
+            f'{LAYER}.{i}.attentions.{j}.attn.v_neg.{n}'
+            for i in (0, 1)
+            for j in (0, 1)
+            for n in ('bias', 'weight')
+        )
+    )
     got = ours.state_dict()
     assert torch.equal(got['pos_embed'][0, 0], torch.zeros(32))
     torch.testing.assert_close(got['pos_embed'][:, 1:], theirs.pos_embed.detach())

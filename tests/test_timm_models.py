@@ -13,6 +13,7 @@ The models keep their width and heads but have :data:`DEPTH` blocks instead of 1
 are identical; no check depends on the depth beyond its 3 feature levels), and the stock ViT is
 built for 64² inputs, which keeps the module within seconds on 2 CPU cores.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,11 @@ import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import FeatureInfo, get_notrace_functions, get_notrace_modules
 from torch import Tensor, nn
-from torchvision.models.feature_extraction import (NodePathTracer, create_feature_extractor,
-                                                   get_graph_node_names)
+from torchvision.models.feature_extraction import (
+    NodePathTracer,
+    create_feature_extractor,
+    get_graph_node_names,
+)
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
 from dna_mm.models import DnAAttention
@@ -38,15 +42,22 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     'dna_vit_small': ('dna_vit_small_patch16_224', dict(depth=DEPTH)),
     'dna_vit_base': ('dna_vit_base_patch16_224', dict(depth=DEPTH)),
     # timm's own ViT-Ti (fixed input size) at 64², its config saying so
-    'timm_vit_tiny+DnAAttention': ('vit_tiny_patch16_224', dict(
-        depth=DEPTH, attn_layer=DnAAttention, img_size=64,
-        pretrained_cfg_overlay=dict(input_size=(3, 64, 64)))),
+    'timm_vit_tiny+DnAAttention': (
+        'vit_tiny_patch16_224',
+        dict(
+            depth=DEPTH,
+            attn_layer=DnAAttention,
+            img_size=64,
+            pretrained_cfg_overlay=dict(input_size=(3, 64, 64)),
+        ),
+    ),
 }
 #: timm's target sizes per check (``TARGET_*_SIZE`` in its test module)
 FWD_SIZE, BWD_SIZE, FEAT_SIZE, FX_SIZE, JIT_SIZE = 384, 128, 96, 128, 128
 #: timm's FX tracer settings (its leaf modules and functions)
-TRACER_KWARGS = dict(leaf_modules=get_notrace_modules(), autowrap_functions=get_notrace_functions(),
-                     param_shapes_constant=True)
+TRACER_KWARGS = dict(
+    leaf_modules=get_notrace_modules(), autowrap_functions=get_notrace_functions(), param_shapes_constant=True
+)
 
 model_cases = pytest.mark.parametrize('case', ['dna_vit_tiny', 'timm_vit_tiny+DnAAttention'])
 
@@ -64,8 +75,7 @@ def input_size(model: nn.Module, target: Optional[int] = None) -> tuple[int, int
     size = tuple(cfg['input_size'])
     if cfg.get('fixed_input_size') or not target or max(size) <= target:
         return size
-    return tuple(cfg['min_input_size']) if cfg.get('min_input_size') else tuple(
-        min(s, target) for s in size)
+    return tuple(cfg['min_input_size']) if cfg.get('min_input_size') else tuple(min(s, target) for s in size)
 
 
 def fx_model(model: nn.Module, train: bool = False) -> nn.Module:
@@ -79,8 +89,12 @@ def fx_model(model: nn.Module, train: bool = False) -> nn.Module:
         graph = tracer.trace(model)
         output = next(n for n in reversed(graph.nodes) if n.op == 'output')
         train_return = [tracer.node_to_qualname[n] for n in output.all_input_nodes]
-    return create_feature_extractor(model, train_return_nodes=train_return,
-                                    eval_return_nodes=[eval_nodes[-1]], tracer_kwargs=TRACER_KWARGS)
+    return create_feature_extractor(
+        model,
+        train_return_nodes=train_return,
+        eval_return_nodes=[eval_nodes[-1]],
+        tracer_kwargs=TRACER_KWARGS,
+    )
 
 
 def fx_output(outputs: dict[str, Tensor]) -> Tensor:
@@ -93,21 +107,23 @@ def assert_every_parameter_has_grad(model: nn.Module, num_params: int) -> None:
     assert sum(p.grad.numel() for p in model.parameters()) == num_params
 
 
-def assert_feature_maps(maps: list[Tensor], info: FeatureInfo, size: tuple[int, int, int],
-                        batch: int) -> None:
+def assert_feature_maps(
+    maps: list[Tensor], info: FeatureInfo, size: tuple[int, int, int], batch: int
+) -> None:
     """timm's feature check: one NCHW map per level, its channels, at most ``ceil(side / r) + 1``
     per side, finite."""
     channels, reductions = info.channels(), info.reduction()
     assert len(maps) == len(channels)
-    for c, r, o in zip(channels, reductions, maps):
+    for c, r, o in zip(channels, reductions, maps, strict=True):
         assert o.shape[0] == batch and o.shape[1] == c
         assert o.shape[2] <= math.ceil(size[1] / r) + 1 and o.shape[3] <= math.ceil(size[2] / r) + 1
         assert not torch.isnan(o).any()
 
 
 # -- configs ------------------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['dna_vit_tiny_patch16_224', 'dna_vit_small_patch16_224',
-                                  'dna_vit_base_patch16_224'])
+@pytest.mark.parametrize(
+    'name', ['dna_vit_tiny_patch16_224', 'dna_vit_small_patch16_224', 'dna_vit_base_patch16_224']
+)
 def test_pretrained_cfg_is_registered_as_the_authors_recipe(name: str) -> None:
     """The config timm resolves for the name: the authors' (DeiT) ImageNet recipe."""
     cfg = timm.models.get_pretrained_cfg(name)
@@ -138,11 +154,9 @@ def test_model_default_cfgs(case: str) -> None:
         assert pooled.shape[-1] == model.head_hidden_size and pooled.shape == pre_logits.shape
         headless = create(case, num_classes=0).eval()
         assert headless(x).shape[-1] == headless.num_features
-    classifiers = cfg['classifier'] if isinstance(cfg['classifier'], (tuple, list)) else (
-        cfg['classifier'],)
+    classifiers = cfg['classifier'] if isinstance(cfg['classifier'], (tuple, list)) else (cfg['classifier'],)
     assert all(f'{c}.weight' in state_dict for c in classifiers)
-    first_convs = cfg['first_conv'] if isinstance(cfg['first_conv'], (tuple, list)) else (
-        cfg['first_conv'],)
+    first_convs = cfg['first_conv'] if isinstance(cfg['first_conv'], (tuple, list)) else (cfg['first_conv'],)
     assert all(f'{c}.weight' in state_dict for c in first_convs)
 
 
@@ -217,8 +231,9 @@ def test_model_forward_intermediates(case: str) -> None:
         assert_feature_maps(maps, info, size, batch=1)
         torch.testing.assert_close(out, model.forward_features(x))
         model.set_grad_checkpointing()
-        torch.testing.assert_close(model.forward_intermediates(x, output_fmt='NCHW')[0], out,
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            model.forward_intermediates(x, output_fmt='NCHW')[0], out, rtol=1e-4, atol=1e-5
+        )
 
 
 # -- torch.fx -----------------------------------------------------------------------------------
@@ -259,9 +274,12 @@ def test_model_forward_fx_torchscript(case: str) -> None:
     assert out.shape[0] == 1 and not torch.isnan(out).any()
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason='the attention returns a tensor or (tensor, maps) by a run-time flag, '
-                          'which TorchScript cannot type (README: timm); script the FX graph')
+@pytest.mark.xfail(
+    strict=True,
+    raises=RuntimeError,
+    reason='the attention returns a tensor or (tensor, maps) by a run-time flag, '
+    'which TorchScript cannot type (README: timm); script the FX graph',
+)
 def test_model_forward_torchscript() -> None:
     """timm ``test_model_forward_torchscript`` (``torch.jit.script`` of the eager model): a known
     limitation, kept visible; strict, so making it work is noticed."""

@@ -2,6 +2,7 @@
 
 The reference is mmcv's own module (built through the registry, its ``state_dict()`` mapped
 by ``rename_mha`` and loaded strictly), called the way mmcv's layers call it."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,9 @@ C, H, B, M, N = 32, 4, 2, 5, 7
 def _pair(batch_first: bool, attn: str = 'softmax'):
     torch.manual_seed(0)
     theirs = MultiheadAttention(C, H, batch_first=batch_first).eval()
-    ours = MODELS.build(dict(type='TokenAttention', embed_dims=C, num_heads=H, attn_cfg=attn,
-                             batch_first=batch_first)).eval()
+    ours = MODELS.build(
+        dict(type='TokenAttention', embed_dims=C, num_heads=H, attn_cfg=attn, batch_first=batch_first)
+    ).eval()
     sd = rename_mha(theirs.state_dict())
     if attn == 'dna':
         sd = softmax_to_dna(sd, num_heads=H)
@@ -48,11 +50,9 @@ def _cases(batch_first: bool) -> dict[str, tuple[tuple, dict]]:
         'cross with key_pos': ((q, k), dict(query_pos=qp, key_pos=kp)),
         'value differs from key': ((q, k, v), dict(query_pos=qp, key_pos=kp)),
         'key_padding_mask': ((q, k, v), dict(key_padding_mask=kpm)),
-        'float attn_mask + key_padding_mask': ((q, k, v), dict(attn_mask=float_mask,
-                                                                key_padding_mask=kpm)),
+        'float attn_mask + key_padding_mask': ((q, k, v), dict(attn_mask=float_mask, key_padding_mask=kpm)),
         'bool attn_mask': ((q, k, v), dict(attn_mask=bool_mask)),
-        '[B·H, M, N] float attn_mask': ((q, k, v), dict(attn_mask=torch.randn(B * H, M, N,
-                                                                            generator=g))),
+        '[B·H, M, N] float attn_mask': ((q, k, v), dict(attn_mask=torch.randn(B * H, M, N, generator=g))),
         'identity': ((q, k, v), dict(identity=t(M))),
     }
 
@@ -79,12 +79,17 @@ def test_dna_initialised_from_mmcv_stays_close(batch_first: bool) -> None:
 def test_in_a_detr_decoder_layer_equals_mmcv() -> None:
     """The whole mmcv ``BaseTransformerLayer`` (self- then cross-attention, DETR decoder
     order) with TokenAttention in both slots equals the stock layer on the same weights."""
+
     def layer(attn_type: str, **extra):
-        return MODELS.build(dict(
-            type='BaseTransformerLayer',
-            attn_cfgs=[dict(type=attn_type, embed_dims=C, num_heads=H, **extra)] * 2,
-            ffn_cfgs=dict(type='FFN', embed_dims=C, feedforward_channels=2 * C),
-            operation_order=('self_attn', 'norm', 'cross_attn', 'norm', 'ffn', 'norm'))).eval()
+        return MODELS.build(
+            dict(
+                type='BaseTransformerLayer',
+                attn_cfgs=[dict(type=attn_type, embed_dims=C, num_heads=H, **extra)] * 2,
+                ffn_cfgs=dict(type='FFN', embed_dims=C, feedforward_channels=2 * C),
+                operation_order=('self_attn', 'norm', 'cross_attn', 'norm', 'ffn', 'norm'),
+            )
+        ).eval()
+
     torch.manual_seed(0)
     theirs = layer('MultiheadAttention')
     ours = layer('TokenAttention', attn_cfg='softmax')

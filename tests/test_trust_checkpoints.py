@@ -4,6 +4,7 @@ Malicious files are ``torch.save`` pickles whose ``__reduce__`` would run
 ``os.system('touch MARKER')``; they are served by a test-local HTTP server on 127.0.0.1 (or
 planted in a download cache / MMENGINE_HOME) and every test checks that MARKER stays absent.
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,11 +20,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import DEMO_CONFIG, REPO, tiny_run_options, tiny_runner
 from mmengine.runner import checkpoint as mm_checkpoint
 from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
 
 import dna_mm
-from conftest import DEMO_CONFIG, REPO, tiny_run_options, tiny_runner
 from dna_mm.utils import UnsafeCheckpointError
 from dna_mm.utils.checkpoint import SAFE_SCHEMES
 
@@ -83,8 +84,11 @@ def test_the_payload_is_live(tmp_path) -> None:
     absence in the other tests means something). Run in a child process on purpose."""
     marker = tmp_path / 'MARKER'
     path = write_evil(tmp_path / 'evil.pth', marker)
-    subprocess.run([sys.executable, '-c', f'import torch; torch.load({str(path)!r}, weights_only=False)'],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, '-c', f'import torch; torch.load({str(path)!r}, weights_only=False)'],
+        check=True,
+        capture_output=True,
+    )
     assert marker.exists()
 
 
@@ -93,19 +97,33 @@ def test_every_mmengine_scheme_has_a_safe_loader() -> None:
     for prefix, loader in CheckpointLoader._schemes.items():
         assert loader is SAFE_SCHEMES[prefix], prefix
         assert loader.__module__ == 'dna_mm.utils.checkpoint'
-    for name in ('load_from_local', 'load_from_http', 'load_from_torchvision', 'load_from_openmmlab',
-                 'load_from_mmcls', 'load_from_pavi', 'load_from_ceph'):
+    for name in (
+        'load_from_local',
+        'load_from_http',
+        'load_from_torchvision',
+        'load_from_openmmlab',
+        'load_from_mmcls',
+        'load_from_pavi',
+        'load_from_ceph',
+    ):
         assert getattr(mm_checkpoint, name).__module__ == 'dna_mm.utils.checkpoint', name
 
 
 def test_nothing_else_unpickles() -> None:
     """Package and tools reach torch's unpickler only through dna_mm.utils.checkpoint."""
     allowed = REPO / 'dna_mm' / 'utils' / 'checkpoint.py'
-    pattern = re.compile(r'torch\.load\(|load_state_dict_from_url|weights_only\s*=\s*False|'
-                         r'pickle\.loads?\(|load_url\(')
-    offenders = [f'{p.relative_to(REPO)}:{i}' for root in ('dna_mm', 'tools')
-                 for p in sorted((REPO / root).rglob('*.py')) if p != allowed
-                 for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    pattern = re.compile(
+        r'torch\.load\(|load_state_dict_from_url|weights_only\s*=\s*False|'
+        r'pickle\.loads?\(|load_url\('
+    )
+    offenders = [
+        f'{p.relative_to(REPO)}:{i}'
+        for root in ('dna_mm', 'tools')
+        for p in sorted((REPO / root).rglob('*.py'))
+        if p != allowed
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert not offenders, offenders
 
 
@@ -115,8 +133,9 @@ def _served_url(served, marker: Path, name: str = 'evil.pth') -> str:
     return f'{base}/{name}'
 
 
-@pytest.mark.parametrize('scheme', ['http', 'open-mmlab-url', 'openmmlab-file', 'torchvision',
-                                    'modelzoo', 'mmcls'])
+@pytest.mark.parametrize(
+    'scheme', ['http', 'open-mmlab-url', 'openmmlab-file', 'torchvision', 'modelzoo', 'mmcls']
+)
 def test_no_scheme_runs_a_served_or_cached_pickle(scheme, served, tmp_path, monkeypatch) -> None:
     marker = tmp_path / 'MARKER'
     cache = tmp_path / 'torch_home' / 'hub' / 'checkpoints'
@@ -135,8 +154,9 @@ def test_no_scheme_runs_a_served_or_cached_pickle(scheme, served, tmp_path, monk
         monkeypatch.setenv('MMENGINE_HOME', str(home))
         source, shown = 'openmmlab://evil_local', 'evil_local.pth'
     else:  # a poisoned download cache: the real model table, the file already "downloaded"
-        table = (mm_checkpoint.get_mmcls_models() if scheme == 'mmcls'
-                 else mm_checkpoint.get_torchvision_models())
+        table = (
+            mm_checkpoint.get_mmcls_models() if scheme == 'mmcls' else mm_checkpoint.get_torchvision_models()
+        )
         name = 'resnet18' if scheme != 'mmcls' else sorted(table)[0]
         shown = Path(table[name].split('?')[0]).name
         write_evil(cache / shown, marker)
@@ -150,10 +170,10 @@ def test_no_scheme_runs_a_served_or_cached_pickle(scheme, served, tmp_path, monk
 
 def test_a_harmless_served_checkpoint_loads_and_is_cached(served, tmp_path) -> None:
     root, base = served
-    weights = {'state_dict': {'w': torch.arange(3.)}, 'meta': {'epoch': 2}}
+    weights = {'state_dict': {'w': torch.arange(3.0)}, 'meta': {'epoch': 2}}
     torch.save(weights, root / 'fine.pth')
     got = _load_checkpoint(f'{base}/fine.pth', map_location='cpu')
-    assert got['meta'] == {'epoch': 2} and torch.equal(got['state_dict']['w'], torch.arange(3.))
+    assert got['meta'] == {'epoch': 2} and torch.equal(got['state_dict']['w'], torch.arange(3.0))
     assert (tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'fine.pth').is_file()
 
 
@@ -166,8 +186,7 @@ def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
 
 
 def _tool(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 def test_train_refuses_a_served_pretrained_and_load_from(served, tiny_video_set, tmp_path) -> None:
@@ -176,17 +195,26 @@ def test_train_refuses_a_served_pretrained_and_load_from(served, tiny_video_set,
     url = _served_url(served, marker)
     for i, opt in enumerate([f'model.backbone.pretrained={url}', f'load_from={url}']):
         work = tmp_path / f'w{i}'
-        proc = _tool(['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), '--cfg-options',
-                      *tiny_run_options(tiny_video_set), opt])
+        proc = _tool(
+            [
+                'tools/train.py',
+                DEMO_CONFIG,
+                '--work-dir',
+                str(work),
+                '--cfg-options',
+                *tiny_run_options(tiny_video_set),
+                opt,
+            ]
+        )
         assert proc.returncode != 0, proc.stdout[-2000:]
-        assert re.search(rf'refused to load checkpoint {re.escape(url)}.*posix\.system', proc.stderr), \
+        assert re.search(rf'refused to load checkpoint {re.escape(url)}.*posix\.system', proc.stderr), (
             proc.stderr[-3000:]
+        )
         assert not marker.exists()
         assert not list(work.glob('epoch_*.pth'))
 
 
-def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny_video_set,
-                                                   tmp_path) -> None:
+def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny_video_set, tmp_path) -> None:
     root, base = served
     good = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))
     opts = ['--cfg-options', *tiny_run_options(tiny_video_set)]
@@ -214,8 +242,10 @@ def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r'Test results: top-1: [\d.]+', proc.stdout)
     rows = list(csv.DictReader(dump.open()))
-    expected = {str(tiny_video_set / 'videos' / ln.split()[0]): ln.split()[1]
-                for ln in (tiny_video_set / 'test.txt').read_text().splitlines()}
+    expected = {
+        str(tiny_video_set / 'videos' / ln.split()[0]): ln.split()[1]
+        for ln in (tiny_video_set / 'test.txt').read_text().splitlines()
+    }
     assert {r['video']: r['label'] for r in rows} == expected and len(rows) == 4
     for r in rows:
         top5 = r['top5'].split()
@@ -225,11 +255,21 @@ def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny
 def test_a_served_pretrained_backbone_still_loads(served, tiny_checkpoint) -> None:
     """Backbone initialisation from a harmless URL (non-strict, with its load report)."""
     from mmaction.registry import MODELS
+
     root, base = served
     (root / 'tiny_backbone.pth').write_bytes(tiny_checkpoint.read_bytes())
-    backbone = MODELS.build(dict(type='DnATimeSformer', num_frames=8, img_size=32, patch_size=8,
-                                 embed_dims=32, num_heads=2, num_transformer_layers=1,
-                                 pretrained=f'{base}/tiny_backbone.pth'))
+    backbone = MODELS.build(
+        dict(
+            type='DnATimeSformer',
+            num_frames=8,
+            img_size=32,
+            patch_size=8,
+            embed_dims=32,
+            num_heads=2,
+            num_transformer_layers=1,
+            pretrained=f'{base}/tiny_backbone.pth',
+        )
+    )
     backbone.init_weights()
     weights = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))['state_dict']
     for key, value in backbone.state_dict().items():
@@ -243,17 +283,29 @@ def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_pa
     from dna_mm.utils import CheckpointMismatchError
 
     def runner(work: Path, **cfg_keys):
-        cfg = prepare_cfg(Config.fromfile(DEMO_CONFIG), DEMO_CONFIG, work_dir=str(work),
-                          cfg_options=_options(tiny_video_set))
+        cfg = prepare_cfg(
+            Config.fromfile(DEMO_CONFIG),
+            DEMO_CONFIG,
+            work_dir=str(work),
+            cfg_options=_options(tiny_video_set),
+        )
         cfg.update(cfg_keys, experiment_name=f'strict_{work.name}')
         return build_runner(cfg)
 
     ckpt = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))
-    wide = dict(ckpt, state_dict={k: (torch.zeros(5, 32) if k == 'cls_head.fc_cls.weight' else v)
-                                  for k, v in ckpt['state_dict'].items()})
+    wide = dict(
+        ckpt,
+        state_dict={
+            k: (torch.zeros(5, 32) if k == 'cls_head.fc_cls.weight' else v)
+            for k, v in ckpt['state_dict'].items()
+        },
+    )
     torch.save(wide, tmp_path / 'wide.pth')
-    with pytest.raises(CheckpointMismatchError, match=r'wide\.pth does not match(.|\n)*fc_cls\.weight: '
-                                                      r'checkpoint \[5, 32\] vs model \[4, 32\]'):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r'wide\.pth does not match(.|\n)*fc_cls\.weight: '
+        r'checkpoint \[5, 32\] vs model \[4, 32\]',
+    ):
         runner(tmp_path / 'a', load_from=str(tmp_path / 'wide.pth')).train()
     assert not (tmp_path / 'a' / 'epoch_1.pth').exists()
 
@@ -262,16 +314,22 @@ def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_pa
     with pytest.raises(CheckpointMismatchError) as err:
         runner(tmp_path / 'f').load_checkpoint(str(tmp_path / 'foo.pth'))
     assert 'unexpected (not in the model) (1):\n    foo' in str(err.value)
-    assert re.search(r'foo\.pth does not match the model \(0 of \d+ weights match\):\n  missing from '
-                     r'the checkpoint \(\d+\):\n    backbone\.', str(err.value))
+    assert re.search(
+        r'foo\.pth does not match the model \(0 of \d+ weights match\):\n  missing from '
+        r'the checkpoint \(\d+\):\n    backbone\.',
+        str(err.value),
+    )
 
     r = runner(tmp_path / 'b', load_from=str(tmp_path / 'wide.pth'), load_partial=True)
     r.load_or_resume()  # partial: everything but the resized weight
     assert torch.equal(r.model.state_dict()['backbone.cls_token'], ckpt['state_dict']['backbone.cls_token'])
 
     torch.save({'state_dict': ckpt['state_dict']}, tmp_path / 'weights_only.pth')
-    with pytest.raises(CheckpointMismatchError, match=r'cannot resume from .*weights_only\.pth: it has no '
-                                                      r"'meta' entry"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r'cannot resume from .*weights_only\.pth: it has no '
+        r"'meta' entry",
+    ):
         runner(tmp_path / 'c', load_from=str(tmp_path / 'weights_only.pth'), resume=True).train()
 
 
@@ -279,6 +337,7 @@ def _options(root: Path) -> dict:
     import argparse
 
     from mmengine.config import DictAction
+
     parser = argparse.ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
     return parser.parse_args(['--o', *tiny_run_options(root)]).o
@@ -288,21 +347,30 @@ def test_resume_in_an_empty_work_dir_says_so(tiny_video_set, tmp_path) -> None:
     from mmengine.config import Config
 
     from dna_mm.apis import build_runner, prepare_cfg
-    cfg = prepare_cfg(Config.fromfile(DEMO_CONFIG), DEMO_CONFIG, work_dir=str(tmp_path),
-                      cfg_options=_options(tiny_video_set))
+
+    cfg = prepare_cfg(
+        Config.fromfile(DEMO_CONFIG),
+        DEMO_CONFIG,
+        work_dir=str(tmp_path),
+        cfg_options=_options(tiny_video_set),
+    )
     cfg.resume, cfg.experiment_name = True, 'resume_empty'
     runner = build_runner(cfg)
     runner.load_or_resume()
     log = next(tmp_path.glob('*/*.log')).read_text()
-    assert f'resume: no checkpoint found in {tmp_path} (no last_checkpoint file); training starts ' \
-           f'from scratch' in log
+    assert (
+        f'resume: no checkpoint found in {tmp_path} (no last_checkpoint file); training starts '
+        f'from scratch' in log
+    )
     assert 'checkpoint None' not in log and runner.epoch == 0
 
 
 def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) -> None:
     import importlib.util
-    spec = importlib.util.spec_from_file_location('convert_checkpoint',
-                                                  REPO / 'tools' / 'convert_checkpoint.py')
+
+    spec = importlib.util.spec_from_file_location(
+        'convert_checkpoint', REPO / 'tools' / 'convert_checkpoint.py'
+    )
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     marker = tmp_path / 'MARKER'

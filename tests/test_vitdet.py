@@ -1,5 +1,6 @@
 """ViTDet backbone with the attention family: reference equivalence, DnA rel-pos, windows,
 positions, SimpleFPN / LN2d, layer decay, and every pretrained layout it reads."""
+
 from __future__ import annotations
 
 import math
@@ -8,22 +9,45 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from authors_models import AuthorsDnAViT, AuthorsQQKVV
 from mmengine.registry import init_default_scope
+from vitdet_reference import (
+    mmdet_vitdet_checkpoint,
+    ref_get_rel_pos,
+    ref_vit_forward,
+    ref_window_partition,
+    ref_window_unpartition,
+)
 
 import dna_mm  # noqa: F401  (registers the mmdet-scope modules)
-from authors_models import AuthorsDnAViT, AuthorsQQKVV
 from dna_mm.models.backbones.vitdet import ViTDet, load_pretrained
-from dna_mm.models.layers.positions import (abs_pos_grid, decomposed_rel_pos, get_rel_pos,
-                                            resize_pos_embed, resize_rel_pos)
-from dna_mm.models.layers.vitdet_attention import (ViTDetCogAttention, ViTDetDnAAttention,
-                                                   ViTDetSoftmaxAttention, build_vitdet_attention)
+from dna_mm.models.layers.positions import (
+    abs_pos_grid,
+    decomposed_rel_pos,
+    get_rel_pos,
+    resize_pos_embed,
+    resize_rel_pos,
+)
+from dna_mm.models.layers.vitdet_attention import (
+    ViTDetCogAttention,
+    ViTDetDnAAttention,
+    ViTDetSoftmaxAttention,
+    build_vitdet_attention,
+)
 from dna_mm.models.layers.window import window_partition, window_unpartition
-from vitdet_reference import (mmdet_vitdet_checkpoint, ref_get_rel_pos, ref_vit_forward,
-                              ref_window_partition, ref_window_unpartition)
 
 # a tiny ViTDet: 4 blocks of 32 channels, 2 heads (d = 16), windows of 4 in blocks 0 and 2
-TINY = dict(img_size=64, patch_size=16, embed_dim=32, depth=4, num_heads=2, window_size=4,
-            window_block_indexes=(0, 2), use_rel_pos=True, pretrain_img_size=64)
+TINY = dict(
+    img_size=64,
+    patch_size=16,
+    embed_dim=32,
+    depth=4,
+    num_heads=2,
+    window_size=4,
+    window_block_indexes=(0, 2),
+    use_rel_pos=True,
+    pretrain_img_size=64,
+)
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -53,8 +77,8 @@ def test_window_partition_pads_and_crops(hw) -> None:
     # padded tokens are zeros (no mask: they act as keys in the attention)
     grid = windows.view(2, padded[0] // 4, padded[1] // 4, 4, 4, 3).permute(0, 1, 3, 2, 4, 5)
     grid = grid.reshape(2, *padded, 3)
-    assert torch.equal(grid[:, :hw[0], :hw[1]], x)
-    assert grid[:, hw[0]:].abs().sum() == 0 and grid[:, :, hw[1]:].abs().sum() == 0
+    assert torch.equal(grid[:, : hw[0], : hw[1]], x)
+    assert grid[:, hw[0] :].abs().sum() == 0 and grid[:, :, hw[1] :].abs().sum() == 0
     back = window_unpartition(windows, 4, padded, hw)
     assert torch.equal(back, x)
     assert torch.equal(back, ref_window_unpartition(ref_windows, 4, ref_padded, hw))
@@ -68,23 +92,32 @@ def test_rel_pos_lookup_and_resize() -> None:
     exact = get_rel_pos(4, 4, table)
     assert torch.equal(exact[0, 3], table[0]) and torch.equal(exact[3, 0], table[6])
     # a table linear in its row index stays linear when resized (align_corners=False interior)
-    ramp = torch.arange(7.).unsqueeze(1).repeat(1, 2)
-    assert torch.allclose(resize_rel_pos(ramp, 13)[3:10, 0],
-                          (torch.arange(3, 10) + 0.5) * 7 / 13 - 0.5, atol=1e-5)
+    ramp = torch.arange(7.0).unsqueeze(1).repeat(1, 2)
+    assert torch.allclose(
+        resize_rel_pos(ramp, 13)[3:10, 0], (torch.arange(3, 10) + 0.5) * 7 / 13 - 0.5, atol=1e-5
+    )
     assert resize_rel_pos(table, 7) is table
 
 
 def test_pos_embed_resize_cls_rows() -> None:
-    pos = torch.randn(1, 1 + 16, 8)          # CLS + 4x4
+    pos = torch.randn(1, 1 + 16, 8)  # CLS + 4x4
     same = resize_pos_embed(pos, 4, with_cls=True)
     assert torch.equal(same, pos)
     no_cls = resize_pos_embed(pos, 4, with_cls=False)
     assert torch.equal(no_cls, pos[:, 1:])
     grown = resize_pos_embed(pos, 6, with_cls=True)
-    expected = F.interpolate(pos[:, 1:].reshape(1, 4, 4, 8).permute(0, 3, 1, 2), size=(6, 6),
-                             mode='bicubic', align_corners=False).permute(0, 2, 3, 1).reshape(1, 36, 8)
+    expected = (
+        F.interpolate(
+            pos[:, 1:].reshape(1, 4, 4, 8).permute(0, 3, 1, 2),
+            size=(6, 6),
+            mode='bicubic',
+            align_corners=False,
+        )
+        .permute(0, 2, 3, 1)
+        .reshape(1, 36, 8)
+    )
     assert torch.equal(grown[:, :1], pos[:, :1]) and torch.allclose(grown[:, 1:], expected)
-    authors = torch.randn(1, 16, 8)          # the authors' DnA ViT: no CLS row
+    authors = torch.randn(1, 16, 8)  # the authors' DnA ViT: no CLS row
     with_zero = resize_pos_embed(authors, 4, with_cls=True)
     assert with_zero[:, 0].abs().sum() == 0 and torch.equal(with_zero[:, 1:], authors)
     assert abs_pos_grid(with_zero, True, (4, 4)).shape == (1, 4, 4, 8)
@@ -97,15 +130,28 @@ def test_pos_embed_resize_cls_rows() -> None:
 def test_softmax_vitdet_equals_reference_forward(size) -> None:
     model = _randomise(ViTDet(**TINY, attn_cfg='softmax')).eval()
     sd = model.state_dict()
-    assert {'patch_embed.proj.weight', 'pos_embed', 'blocks.0.attn.rel_pos_h',
-            'blocks.1.attn.qkv.weight', 'blocks.3.mlp.fc2.bias'} <= set(sd)
-    assert sd['blocks.0.attn.rel_pos_h'].shape == (7, 16)   # window 4
-    assert sd['blocks.1.attn.rel_pos_h'].shape == (7, 16)   # global, 64 / 16 = 4
+    assert {
+        'patch_embed.proj.weight',
+        'pos_embed',
+        'blocks.0.attn.rel_pos_h',
+        'blocks.1.attn.qkv.weight',
+        'blocks.3.mlp.fc2.bias',
+    } <= set(sd)
+    assert sd['blocks.0.attn.rel_pos_h'].shape == (7, 16)  # window 4
+    assert sd['blocks.1.attn.rel_pos_h'].shape == (7, 16)  # global, 64 / 16 = 4
     x = torch.randn(2, 3, *size)
     with torch.no_grad():
-        out, = model(x)
-        ref = ref_vit_forward(sd, x, depth=4, num_heads=2, patch_size=16, window_size=4,
-                              window_block_indexes=(0, 2), use_rel_pos=True)
+        (out,) = model(x)
+        ref = ref_vit_forward(
+            sd,
+            x,
+            depth=4,
+            num_heads=2,
+            patch_size=16,
+            window_size=4,
+            window_block_indexes=(0, 2),
+            use_rel_pos=True,
+        )
     assert out.shape == (2, 32, size[0] // 16, size[1] // 16)
     assert _rel(out, ref) < 1e-5
 
@@ -121,7 +167,7 @@ def _dna_rel_pos_formula(attn: ViTDetDnAAttention, x: torch.Tensor) -> torch.Ten
 
     q, k, v = (split(y) for y in attn.qkv(t).chunk(3, dim=-1))
     q_neg, v_neg = split(attn.q_neg(t)), split(attn.v_neg(t))
-    s = attn.head_dim ** -0.5
+    s = attn.head_dim**-0.5
     r_pos = decomposed_rel_pos(q, attn.rel_pos_h, attn.rel_pos_w, (h, w), (h, w))
     r_neg = decomposed_rel_pos(q_neg, attn.rel_pos_h, attn.rel_pos_w, (h, w), (h, w))
     pos = torch.softmax(s * q @ k.transpose(-2, -1) + r_pos, -1) @ v
@@ -131,8 +177,7 @@ def _dna_rel_pos_formula(attn: ViTDetDnAAttention, x: torch.Tensor) -> torch.Ten
 
 
 def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
-    attn = _randomise(build_vitdet_attention('dna', 32, 2, 0, 4, use_rel_pos=True,
-                                             input_size=(4, 4)))
+    attn = _randomise(build_vitdet_attention('dna', 32, 2, 0, 4, use_rel_pos=True, input_size=(4, 4)))
     assert isinstance(attn, ViTDetDnAAttention)
     x = torch.randn(3, 4, 4, 32, requires_grad=True)
     fast = attn(x)
@@ -143,13 +188,14 @@ def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
     # the negative branch's bias comes from Q-: with Q- tables zeroed the result changes
     g_fast = torch.autograd.grad(fast.square().sum(), [x, attn.rel_pos_h, attn.q_neg.weight])
     g_eager = torch.autograd.grad(eager.square().sum(), [x, attn.rel_pos_h, attn.q_neg.weight])
-    for a, b in zip(g_fast, g_eager):
+    for a, b in zip(g_fast, g_eager, strict=True):
         assert _rel(a, b) < 1e-5
     assert g_fast[1].abs().sum() > 0
     # R(Q-) differs from R(Q+): using R(Q+) in both branches gives another output
     heads = attn.project(x.detach().reshape(3, 16, 32))
-    shared = attn.core(**heads, attn_bias=decomposed_rel_pos(heads['q'], attn.rel_pos_h,
-                                                             attn.rel_pos_w, (4, 4), (4, 4)))[0]
+    shared = attn.core(
+        **heads, attn_bias=decomposed_rel_pos(heads['q'], attn.rel_pos_h, attn.rel_pos_w, (4, 4), (4, 4))
+    )[0]
     shared = attn.proj(attn.merge_heads(shared)).reshape(3, 4, 4, 32)
     assert _rel(shared, formula.detach()) > 1e-3
 
@@ -157,8 +203,12 @@ def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
 def test_attention_choices_and_refusals() -> None:
     m = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='cog')
     kinds = [type(b.attn).__name__ for b in m.blocks]
-    assert kinds == ['ViTDetSoftmaxAttention', 'ViTDetCogAttention', 'ViTDetCogAttention',
-                     'ViTDetSoftmaxAttention']  # the Cog authors' first / last softmax
+    assert kinds == [
+        'ViTDetSoftmaxAttention',
+        'ViTDetCogAttention',
+        'ViTDetCogAttention',
+        'ViTDetSoftmaxAttention',
+    ]  # the Cog authors' first / last softmax
     diff = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='diff')
     assert [b.attn.lambda_init for b in diff.blocks][0] != diff.blocks[3].attn.lambda_init
     for attn in ('diff', 'cog'):
@@ -192,6 +242,7 @@ def test_with_cp_same_gradients() -> None:
 # -- SimpleFPN, LN2d -----------------------------------------------------------------------------
 def test_simple_fpn_and_ln2d() -> None:
     from mmdet.registry import MODELS
+
     init_default_scope('mmdet')
     ln = MODELS.build(dict(type='LN2d', normalized_shape=8, eps=1e-6))
     with torch.no_grad():
@@ -200,33 +251,61 @@ def test_simple_fpn_and_ln2d() -> None:
     x = torch.randn(2, 8, 5, 3)
     expected = F.layer_norm(x.permute(0, 2, 3, 1), (8,), ln.weight, ln.bias, 1e-6).permute(0, 3, 1, 2)
     assert torch.allclose(ln(x), expected, atol=1e-5)
-    fpn = MODELS.build(dict(type='SimpleFPN', backbone_channel=32, in_channels=[8, 16, 32, 32],
-                            out_channels=24, num_outs=5, norm_cfg=dict(type='LN2d', eps=1e-6)))
+    fpn = MODELS.build(
+        dict(
+            type='SimpleFPN',
+            backbone_channel=32,
+            in_channels=[8, 16, 32, 32],
+            out_channels=24,
+            num_outs=5,
+            norm_cfg=dict(type='LN2d', eps=1e-6),
+        )
+    )
     outs = fpn((torch.randn(2, 32, 8, 6),))
     assert [tuple(o.shape[2:]) for o in outs] == [(32, 24), (16, 12), (8, 6), (4, 3), (2, 2)]
     assert all(o.shape[:2] == (2, 24) for o in outs)
     names = set(fpn.state_dict())
-    assert {'fpn1.0.weight', 'fpn1.1.weight', 'fpn1.3.weight', 'fpn2.0.weight',
-            'lateral_convs.0.conv.weight', 'lateral_convs.0.norm_layer.weight',
-            'fpn_convs.3.norm_layer.bias'} <= names
+    assert {
+        'fpn1.0.weight',
+        'fpn1.1.weight',
+        'fpn1.3.weight',
+        'fpn2.0.weight',
+        'lateral_convs.0.conv.weight',
+        'lateral_convs.0.norm_layer.weight',
+        'fpn_convs.3.norm_layer.bias',
+    } <= names
     assert 'lateral_convs.0.conv.bias' not in names  # ConvModule drops the bias before a norm
     assert fpn.fpn1[1].eps == 1e-6
     with pytest.raises(ValueError, match='in_channels must be'):
-        MODELS.build(dict(type='SimpleFPN', backbone_channel=32, in_channels=[8, 16, 32],
-                          out_channels=24, num_outs=5, norm_cfg=dict(type='LN2d')))
+        MODELS.build(
+            dict(
+                type='SimpleFPN',
+                backbone_channel=32,
+                in_channels=[8, 16, 32],
+                out_channels=24,
+                num_outs=5,
+                norm_cfg=dict(type='LN2d'),
+            )
+        )
 
 
 # -- layer decay -------------------------------------------------------------------------------
 def test_layer_decay_groups() -> None:
     from mmengine.optim import build_optim_wrapper
+
     init_default_scope('mmdet')
     model = torch.nn.Module()
     model.backbone = ViTDet(**TINY)
     model.neck = torch.nn.Conv2d(32, 8, 1)
-    wrapper = build_optim_wrapper(model, dict(
-        type='OptimWrapper', constructor='LayerDecayOptimizerConstructor',
-        paramwise_cfg=dict(decay_rate=0.7, decay_type='layer_wise', num_layers=4),
-        optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.1)))
+    wrapper = build_optim_wrapper(
+        model,
+        dict(
+            type='OptimWrapper',
+            constructor='LayerDecayOptimizerConstructor',
+            paramwise_cfg=dict(decay_rate=0.7, decay_type='layer_wise', num_layers=4),
+            optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.1),
+        ),
+    )
     by_name = {}
     for group in wrapper.optimizer.param_groups:
         for name in group['param_names']:
@@ -241,19 +320,24 @@ def test_layer_decay_groups() -> None:
     for i in range(4):
         p = f'backbone.blocks.{i}.'
         assert by_name[p + 'attn.qkv.weight'] == (lr(i + 1), 0.1)
-        assert by_name[p + 'attn.qkv.bias'] == (lr(i + 1), 0.1)      # biases decayed (reference)
+        assert by_name[p + 'attn.qkv.bias'] == (lr(i + 1), 0.1)  # biases decayed (reference)
         assert by_name[p + 'attn.q_neg.weight'] == (lr(i + 1), 0.1)  # DnA: its block's id
         assert by_name[p + 'attn.v_neg.bias'] == (lr(i + 1), 0.1)
         assert by_name[p + 'attn.rel_pos_h'] == (lr(i + 1), 0.1)
-        assert by_name[p + 'attn.alpha'] == (lr(i + 1), 0.0)         # per-head gain: no decay
+        assert by_name[p + 'attn.alpha'] == (lr(i + 1), 0.0)  # per-head gain: no decay
         assert by_name[p + 'norm1.weight'] == (lr(i + 1), 0.0)
         assert by_name[p + 'norm2.bias'] == (lr(i + 1), 0.0)
     assert by_name['neck.weight'] == (pytest.approx(1e-3), 0.1)
     with pytest.raises(ValueError, match='layer_wise'):
-        build_optim_wrapper(model, dict(
-            type='OptimWrapper', constructor='LayerDecayOptimizerConstructor',
-            paramwise_cfg=dict(decay_rate=0.7, decay_type='stage_wise', num_layers=4),
-            optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.1)))
+        build_optim_wrapper(
+            model,
+            dict(
+                type='OptimWrapper',
+                constructor='LayerDecayOptimizerConstructor',
+                paramwise_cfg=dict(decay_rate=0.7, decay_type='stage_wise', num_layers=4),
+                optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.1),
+            ),
+        )
 
 
 # -- pretrained layouts --------------------------------------------------------------------------
@@ -265,9 +349,11 @@ def _load(model: ViTDet, checkpoint: dict, tmp_path, name: str = 'ckpt.pth') -> 
 
 def _timm_vit(img_size: int = 64, **kw) -> torch.nn.Module:
     from timm.models.vision_transformer import VisionTransformer
+
     torch.manual_seed(0)
-    vit = VisionTransformer(img_size=img_size, patch_size=16, embed_dim=32, depth=4, num_heads=2,
-                            num_classes=10, **kw)
+    vit = VisionTransformer(
+        img_size=img_size, patch_size=16, embed_dim=32, depth=4, num_heads=2, num_classes=10, **kw
+    )
     with torch.no_grad():  # non-trivial biases / norms / pos_embed
         for p in vit.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -314,13 +400,15 @@ def test_timm_vit_other_resolution_resizes_pos_embed(tmp_path) -> None:
     diff = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='diff')
     report = _load(diff, vit.state_dict(), tmp_path)
     assert len(report['missing']) == 4 * 5 and all(
-        k.split('.')[-1].startswith('lambda_') or 'sub_norm' in k for k in report['missing'])
+        k.split('.')[-1].startswith('lambda_') or 'sub_norm' in k for k in report['missing']
+    )
     assert torch.equal(diff.blocks[0].attn.qkv.weight, vit.blocks[0].attn.qkv.weight)
 
 
 def test_dna_vit_timm_model_file(tmp_path) -> None:
-    src = timm.create_model('dna_vit_tiny_patch16_224', img_size=64, embed_dim=32, depth=4,
-                            num_heads=2, num_classes=3)
+    src = timm.create_model(
+        'dna_vit_tiny_patch16_224', img_size=64, embed_dim=32, depth=4, num_heads=2, num_classes=3
+    )
     dna = ViTDet(**TINY, attn_cfg='dna')
     report = _load(dna, src.state_dict(), tmp_path)
     assert not report['generated'] and len(report['missing']) == 8  # rel-pos tables only
@@ -332,15 +420,16 @@ def test_dna_vit_timm_model_file(tmp_path) -> None:
 
 
 def test_authors_dna_vit_file(tmp_path) -> None:
-    authors = AuthorsDnAViT(img_size=64, patch=16, dim=32, depth=4, heads=2,
-                            attn_cls=AuthorsQQKVV, combine='add').eval()
+    authors = AuthorsDnAViT(
+        img_size=64, patch=16, dim=32, depth=4, heads=2, attn_cls=AuthorsQQKVV, combine='add'
+    ).eval()
     sd = authors.state_dict()
     assert sd['pos_embed'].shape == (1, 16, 32) and 'blocks.0.attn.qqkvv.weight' in sd
     model = ViTDet(**{**TINY, 'window_size': 0, 'use_rel_pos': False}, attn_cfg='dna').eval()
     report = _load(model, {'model': sd}, tmp_path)
     assert not report['generated'] and not report['missing'] and not report['unexpected']
-    assert torch.equal(model.pos_embed[:, 1:], sd['pos_embed'])       # no CLS row in their file:
-    assert model.pos_embed[:, 0].abs().sum() == 0                     # zero row, i.e. no position
+    assert torch.equal(model.pos_embed[:, 1:], sd['pos_embed'])  # no CLS row in their file:
+    assert model.pos_embed[:, 0].abs().sum() == 0  # zero row, i.e. no position
     assert torch.equal(model.blocks[0].attn.alpha, sd['blocks.0.attn.neg_scalers'])
     # their attention module and ours compute the same function on the same tokens
     tokens = torch.randn(2, 16, 32)
@@ -353,12 +442,17 @@ def test_authors_dna_vit_file(tmp_path) -> None:
 def test_mmdet_vitdet_checkpoint_softmax_and_dna(tmp_path) -> None:
     # as MMDetection writes it: 'state_dict' with backbone.* / neck.* / rpn_head.*, 'meta';
     # windows of 2 in blocks 0 and 2 (rel-pos [3, d]), global blocks [2·4 − 1, d]
-    ckpt = mmdet_vitdet_checkpoint(embed_dim=32, depth=4, num_heads=2, img_size=64,
-                                   patch_size=16, window_size=2, window_block_indexes=(0, 2))
-    backbone = {k[len('backbone.'):]: v for k, v in ckpt['state_dict'].items()
-                if k.startswith('backbone.')}
-    same = ViTDet(**{**TINY, 'window_size': 2, 'pretrain_img_size': 224},
-                  attn_cfg='softmax').eval()
+    ckpt = mmdet_vitdet_checkpoint(
+        embed_dim=32,
+        depth=4,
+        num_heads=2,
+        img_size=64,
+        patch_size=16,
+        window_size=2,
+        window_block_indexes=(0, 2),
+    )
+    backbone = {k[len('backbone.') :]: v for k, v in ckpt['state_dict'].items() if k.startswith('backbone.')}
+    same = ViTDet(**{**TINY, 'window_size': 2, 'pretrain_img_size': 224}, attn_cfg='softmax').eval()
     report = _load(same, ckpt, tmp_path)
     assert not report['missing'] and not report['unexpected'] and not report['resized']
     x = torch.randn(2, 3, 80, 64)  # 5x4 grid: window padding in blocks 0 and 2
@@ -371,21 +465,31 @@ def test_mmdet_vitdet_checkpoint_softmax_and_dna(tmp_path) -> None:
     assert len(report['generated']) == 20 and not report['missing']
     assert 'blocks.0.attn.rel_pos_h [3, 16] -> [7, 16]' in report['resized']
     assert not any(k.startswith('blocks.1.') for k in report['resized'])  # global: 7 already
-    assert torch.allclose(dna.blocks[0].attn.rel_pos_h,
-                          resize_rel_pos(backbone['blocks.0.attn.rel_pos_h'], 7))
+    assert torch.allclose(
+        dna.blocks[0].attn.rel_pos_h, resize_rel_pos(backbone['blocks.0.attn.rel_pos_h'], 7)
+    )
     with torch.no_grad():
         ref4 = ref_vit_forward(dna.state_dict(), x, 4, 2, 16, 4, (0, 2), True)
         assert _rel(dna(x)[0], ref4) < 1e-3
 
 
 def test_shape_mismatch_names_file_and_key(tmp_path) -> None:
-    ckpt = mmdet_vitdet_checkpoint(embed_dim=32, depth=4, num_heads=2, img_size=64,
-                                   patch_size=16, window_size=4, window_block_indexes=(0, 2))
+    ckpt = mmdet_vitdet_checkpoint(
+        embed_dim=32,
+        depth=4,
+        num_heads=2,
+        img_size=64,
+        patch_size=16,
+        window_size=4,
+        window_block_indexes=(0, 2),
+    )
     ckpt['state_dict']['backbone.blocks.3.mlp.fc1.weight'] = torch.zeros(64, 32)
     with pytest.raises(ValueError, match=r'bad\.pth: shape mismatch for blocks\.3\.mlp\.fc1\.weight'):
         _load(ViTDet(**TINY), ckpt, tmp_path, 'bad.pth')
-    partial = {'blocks.0.attn.qkv.weight': torch.zeros(96, 32), 'blocks.0.attn.q_neg.weight':
-               torch.zeros(32, 32)}
+    partial = {
+        'blocks.0.attn.qkv.weight': torch.zeros(96, 32),
+        'blocks.0.attn.q_neg.weight': torch.zeros(32, 32),
+    }
     with pytest.raises(ValueError, match='blocks.0.attn: missing'):
         _load(ViTDet(**TINY), partial, tmp_path, 'partial.pth')
 

@@ -1,22 +1,21 @@
 """DnA into other models by config: ``with_attention`` over MMAction2 / MMDetection / timm
 models, the host adapters' exactness, zoo-shaped checkpoints, ``mmaction::`` / ``mmdet::``
 bases (in process and with the stock tools)."""
+
 from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import timm
 import torch
+from conftest import REPO, run_cmd
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 
-import dna_mm
-from conftest import REPO, run_cmd
 from dna_mm.models import DnAAttention, SoftmaxAttention
 from dna_mm.models.adapters import swap_attention
 
@@ -43,17 +42,38 @@ def _randomise(model: torch.nn.Module) -> torch.nn.Module:
 
 def _videomae():
     init_default_scope('mmaction')
-    return _randomise(MODELS.build(dict(
-        type='VisionTransformer', img_size=32, patch_size=8, embed_dims=32, depth=2,
-        num_heads=4, num_frames=4, tubelet_size=2, qkv_bias=True)))
+    return _randomise(
+        MODELS.build(
+            dict(
+                type='VisionTransformer',
+                img_size=32,
+                patch_size=8,
+                embed_dims=32,
+                depth=2,
+                num_heads=4,
+                num_frames=4,
+                tubelet_size=2,
+                qkv_bias=True,
+            )
+        )
+    )
 
 
 def _swin():
     init_default_scope('mmaction')
-    return _randomise(MODELS.build(dict(
-        type='SwinTransformer3D', arch=dict(embed_dims=16, depths=[2, 2], num_heads=[2, 4]),
-        patch_size=(2, 4, 4), window_size=(2, 4, 4), out_indices=(1,), pretrained=None,
-        drop_path_rate=0.)))
+    return _randomise(
+        MODELS.build(
+            dict(
+                type='SwinTransformer3D',
+                arch=dict(embed_dims=16, depths=[2, 2], num_heads=[2, 4]),
+                patch_size=(2, 4, 4),
+                window_size=(2, 4, 4),
+                out_indices=(1,),
+                pretrained=None,
+                drop_path_rate=0.0,
+            )
+        )
+    )
 
 
 def _timm_vit():
@@ -66,18 +86,22 @@ class _DetrLayers(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         from mmdet.models.layers import DetrTransformerDecoder, DetrTransformerEncoder
+
         attn = dict(embed_dims=32, num_heads=4, dropout=0.1, batch_first=True)
         ffn = dict(embed_dims=32, feedforward_channels=64, num_fcs=2, ffn_drop=0.1)
-        self.encoder = DetrTransformerEncoder(num_layers=2, layer_cfg=dict(
-            self_attn_cfg=attn, ffn_cfg=ffn))
-        self.decoder = DetrTransformerDecoder(num_layers=2, layer_cfg=dict(
-            self_attn_cfg=attn, cross_attn_cfg=attn, ffn_cfg=ffn), return_intermediate=False)
+        self.encoder = DetrTransformerEncoder(num_layers=2, layer_cfg=dict(self_attn_cfg=attn, ffn_cfg=ffn))
+        self.decoder = DetrTransformerDecoder(
+            num_layers=2,
+            layer_cfg=dict(self_attn_cfg=attn, cross_attn_cfg=attn, ffn_cfg=ffn),
+            return_intermediate=False,
+        )
 
     def forward(self, inputs):
         feat, pos, mask, query, query_pos = inputs
         memory = self.encoder(query=feat, query_pos=pos, key_padding_mask=mask)
-        return self.decoder(query=query, key=memory, value=memory, query_pos=query_pos,
-                            key_pos=pos, key_padding_mask=mask)
+        return self.decoder(
+            query=query, key=memory, value=memory, query_pos=query_pos, key_pos=pos, key_padding_mask=mask
+        )
 
 
 def _detr():
@@ -89,8 +113,13 @@ def _detr_inputs():
     g = torch.Generator().manual_seed(0)
     mask = torch.zeros(2, 12, dtype=torch.bool)
     mask[1, -4:] = True  # a padded image
-    return (torch.randn(2, 12, 32, generator=g), torch.randn(2, 12, 32, generator=g), mask,
-            torch.randn(2, 5, 32, generator=g), torch.randn(2, 5, 32, generator=g))
+    return (
+        torch.randn(2, 12, 32, generator=g),
+        torch.randn(2, 12, 32, generator=g),
+        mask,
+        torch.randn(2, 5, 32, generator=g),
+        torch.randn(2, 5, 32, generator=g),
+    )
 
 
 HOSTS = {
@@ -115,8 +144,11 @@ def test_softmax_inside_equals_the_host_and_dna_stays_close(host: str) -> None:
     ref = _run(original, x)
     soft = copy.deepcopy(original)
     names = swap_attention(soft, 'softmax')
-    assert names and all(isinstance(m, SoftmaxAttention) for m in soft.modules()
-                         if type(m).__name__.endswith('Attention') and hasattr(m, 'qkv'))
+    assert names and all(
+        isinstance(m, SoftmaxAttention)
+        for m in soft.modules()
+        if type(m).__name__.endswith('Attention') and hasattr(m, 'qkv')
+    )
     soft.eval()
     assert _max_diff(_run(soft, x), ref) < 1e-6
     dna = copy.deepcopy(original)
@@ -169,6 +201,7 @@ def test_swin_mask_and_table_reach_both_branches() -> None:
         out, maps = core(*args, **{**kwargs, 'return_attn': True})
         captured.update(maps)
         return out, maps
+
     adapter.attn.core = spy
     adapter.attn.fused_attn = False
     adapter(x, mask)
@@ -179,21 +212,32 @@ def test_swin_mask_and_table_reach_both_branches() -> None:
 
 def test_unsupported_attention_is_named() -> None:
     init_default_scope('mmaction')
-    stock = MODELS.build(dict(type='TimeSformer', num_frames=4, img_size=32, patch_size=8,
-                              embed_dims=32, num_heads=2, num_transformer_layers=1))
+    stock = MODELS.build(
+        dict(
+            type='TimeSformer',
+            num_frames=4,
+            img_size=32,
+            patch_size=8,
+            embed_dims=32,
+            num_heads=2,
+            num_transformer_layers=1,
+        )
+    )
     with pytest.raises(ValueError, match=r'DividedTemporalAttentionWithNorm.*DnATimeSformer'):
         swap_attention(stock, 'dna')
     with pytest.raises(ValueError, match='no attention to swap'):
         swap_attention(torch.nn.Linear(3, 3), 'dna')
     with pytest.raises(ValueError, match='qk_norm'):
-        swap_attention(timm.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8,
-                                         qk_norm=True), 'dna')
+        swap_attention(
+            timm.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8, qk_norm=True), 'dna'
+        )
 
 
 def test_with_attention_builds_without_a_wrapper_prefix() -> None:
     init_default_scope('mmaction')
-    backbone = dict(type='VisionTransformer', img_size=32, patch_size=8, embed_dims=32,
-                    depth=2, num_heads=4, num_frames=4)
+    backbone = dict(
+        type='VisionTransformer', img_size=32, patch_size=8, embed_dims=32, depth=2, num_heads=4, num_frames=4
+    )
     plain = MODELS.build(backbone)
     swapped = MODELS.build(dict(type='with_attention', model=backbone, attn_cfg='dna'))
     assert type(swapped) is type(plain)
@@ -213,15 +257,19 @@ def test_mmengine_patch_reads_list_valued_configs(tmp_path, monkeypatch) -> None
     (pkg / '.mim' / 'model-index.yml').write_text('Import:\n  - configs/bsn/metafile.yml\n')
     (pkg / '.mim' / 'configs' / 'bsn' / 'metafile.yml').write_text(
         'Models:\n  - Name: bsn\n    Config:\n      - configs/bsn/tem.py\n      - configs/bsn/pem.py\n'
-        '  - Name: other\n    Config: configs/bsn/other.py\n')
+        '  - Name: other\n    Config: configs/bsn/other.py\n'
+    )
     from mmengine.config import utils
+
     assert utils._get_cfg_metainfo(str(pkg), 'bsn/pem.py')['Name'] == 'bsn'
     assert utils._get_cfg_metainfo(str(pkg), 'bsn/other.py')['Name'] == 'other'
     monkeypatch.syspath_prepend(str(tmp_path))
     from dna_mm.utils.mim_compat import fix_installed_metafiles
+
     changed = fix_installed_metafiles(('fakemm',))
     assert len(changed) == 1 and fix_installed_metafiles(('fakemm',)) == []
     import yaml
+
     meta = yaml.safe_load(open(changed[0]))
     assert meta['Models'][0]['Config'] == 'configs/bsn/tem.py'
     assert meta['Models'][0]['Configs'] == ['configs/bsn/tem.py', 'configs/bsn/pem.py']
@@ -230,19 +278,27 @@ def test_mmengine_patch_reads_list_valued_configs(tmp_path, monkeypatch) -> None
 def test_plain_mmengine_parses_the_examples_without_dna_mm() -> None:
     """What a stock tool does first (no dna_mm imported): parse the config. Needs the
     environment fix `make install` applies (python -m dna_mm.utils.mim_compat)."""
-    code = ('import sys; from mmengine.config import Config\n'
-            'for f in sys.argv[1:]: print(Config.fromfile(f, import_custom_modules=False).model.get("type"))\n'
-            'assert "dna_mm" not in sys.modules')
-    files = [str(EXAMPLES / n) for n in ('videomae_vit-b_dna_k400.py', 'swin-t_dna_k400.py',
-                                         'detr_r50_dna_coco.py')]
+    code = (
+        'import sys; from mmengine.config import Config\n'
+        'for f in sys.argv[1:]: print(Config.fromfile(f, import_custom_modules=False).model.get("type"))\n'
+        'assert "dna_mm" not in sys.modules'
+    )
+    files = [
+        str(EXAMPLES / n)
+        for n in ('videomae_vit-b_dna_k400.py', 'swin-t_dna_k400.py', 'detr_r50_dna_coco.py')
+    ]
     out = run_cmd([sys.executable, '-c', code, *files]).stdout.split()
     assert out == ['Recognizer3D', 'Recognizer3D', 'with_attention']
 
 
-@pytest.mark.parametrize('name,scope,kind', [
-    ('videomae_vit-b_dna_k400.py', 'mmaction', 'Recognizer3D'),
-    ('swin-t_dna_k400.py', 'mmaction', 'Recognizer3D'),
-    ('detr_r50_dna_coco.py', 'mmdet', 'DETR')])
+@pytest.mark.parametrize(
+    'name,scope,kind',
+    [
+        ('videomae_vit-b_dna_k400.py', 'mmaction', 'Recognizer3D'),
+        ('swin-t_dna_k400.py', 'mmaction', 'Recognizer3D'),
+        ('detr_r50_dna_coco.py', 'mmdet', 'DETR'),
+    ],
+)
 def test_examples_build_offline_with_dna(name: str, scope: str, kind: str) -> None:
     cfg = Config.fromfile(str(EXAMPLES / name))
     init_default_scope(scope)
@@ -266,7 +322,8 @@ default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=1))
 
 def _video_config(tmp_path, example: str, root, backbone: str, in_channels: int) -> str:
     """A tiny version of an example config: a file inheriting it (as a user would)."""
-    text = f"""_base_ = ['{EXAMPLES / example}']
+    text = (
+        f"""_base_ = ['{EXAMPLES / example}']
 model = dict(backbone=dict(model=dict({backbone})),
              cls_head=dict(in_channels={in_channels}, num_classes=4))
 train_dataloader = dict(
@@ -276,7 +333,9 @@ train_dataloader = dict(
         dict(type='DecordInit'), dict(type='SampleFrames', clip_len=4, frame_interval=1, num_clips=1),
         dict(type='DecordDecode'), dict(type='Resize', scale=(32, 32), keep_ratio=False),
         dict(type='FormatShape', input_format='NCTHW'), dict(type='PackActionInputs')]))
-""" + TINY_RUN
+"""
+        + TINY_RUN
+    )
     path = tmp_path / f'tiny_{example}'
     path.write_text(text)
     return str(path)
@@ -291,14 +350,19 @@ def _losses(work_dir) -> list[float]:
 def _stock_tool(package: str):
     """The ``tools/train.py`` an MMAction2 / MMDetection wheel ships."""
     from pathlib import Path
+
     return str(Path(__import__(package).__file__).parent / '.mim' / 'tools' / 'train.py')
 
 
 @pytest.mark.parametrize('tool', ['ours', 'stock'])
 def test_videomae_example_trains_a_step(tiny_video_set, tmp_path, tool: str) -> None:
-    cfg = _video_config(tmp_path, 'videomae_vit-b_dna_k400.py', tiny_video_set,
-                        'img_size=32, patch_size=8, embed_dims=32, depth=2, num_heads=4, '
-                        'num_frames=4', 32)
+    cfg = _video_config(
+        tmp_path,
+        'videomae_vit-b_dna_k400.py',
+        tiny_video_set,
+        'img_size=32, patch_size=8, embed_dims=32, depth=2, num_heads=4, num_frames=4',
+        32,
+    )
     script = str(REPO / 'tools' / 'train.py') if tool == 'ours' else _stock_tool('mmaction')
     run_cmd([sys.executable, script, cfg, '--work-dir', str(tmp_path / 'work')])
     losses = _losses(tmp_path / 'work')
@@ -308,11 +372,15 @@ def test_videomae_example_trains_a_step(tiny_video_set, tmp_path, tool: str) -> 
 
 
 def test_swin_example_trains_a_step(tiny_video_set, tmp_path) -> None:
-    cfg = _video_config(tmp_path, 'swin-t_dna_k400.py', tiny_video_set,
-                        "arch=dict(_delete_=True, embed_dims=16, depths=[2, 2], num_heads=[2, 4]), "
-                        "window_size=(2, 4, 4), out_indices=(1,), pretrained=None, pretrained2d=False", 32)
-    run_cmd([sys.executable, str(REPO / 'tools' / 'train.py'), cfg,
-             '--work-dir', str(tmp_path / 'work')])
+    cfg = _video_config(
+        tmp_path,
+        'swin-t_dna_k400.py',
+        tiny_video_set,
+        "arch=dict(_delete_=True, embed_dims=16, depths=[2, 2], num_heads=[2, 4]), "
+        "window_size=(2, 4, 4), out_indices=(1,), pretrained=None, pretrained2d=False",
+        32,
+    )
+    run_cmd([sys.executable, str(REPO / 'tools' / 'train.py'), cfg, '--work-dir', str(tmp_path / 'work')])
     losses = _losses(tmp_path / 'work')
     assert losses and all(np.isfinite(losses))
 
@@ -320,22 +388,25 @@ def test_swin_example_trains_a_step(tiny_video_set, tmp_path) -> None:
 def _tiny_coco(root) -> None:
     """Two real JPEG images with one box each, in COCO format."""
     from PIL import Image
+
     (root / 'images').mkdir(parents=True)
     images, anns = [], []
     for i in range(2):
         Image.fromarray((np.random.RandomState(i).rand(64, 64, 3) * 255).astype(np.uint8)).save(
-            root / 'images' / f'{i}.jpg')
+            root / 'images' / f'{i}.jpg'
+        )
         images.append(dict(id=i, file_name=f'{i}.jpg', height=64, width=64))
-        anns.append(dict(id=i, image_id=i, category_id=1, bbox=[8, 8, 24, 30], area=720,
-                         iscrowd=0))
-    (root / 'ann.json').write_text(json.dumps(dict(
-        images=images, annotations=anns, categories=[dict(id=1, name='thing')])))
+        anns.append(dict(id=i, image_id=i, category_id=1, bbox=[8, 8, 24, 30], area=720, iscrowd=0))
+    (root / 'ann.json').write_text(
+        json.dumps(dict(images=images, annotations=anns, categories=[dict(id=1, name='thing')]))
+    )
 
 
 def test_detr_example_trains_a_step_with_the_stock_mmdet_tool(tmp_path) -> None:
     _tiny_coco(tmp_path / 'coco')
     attn = 'dict(embed_dims=32, num_heads=4)'
-    text = f"""_base_ = ['{EXAMPLES / 'detr_r50_dna_coco.py'}']
+    text = (
+        f"""_base_ = ['{EXAMPLES / 'detr_r50_dna_coco.py'}']
 model = dict(model=dict(
     num_queries=5,
     backbone=dict(depth=18, init_cfg=None, frozen_stages=-1),
@@ -351,7 +422,9 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, d
     metainfo=dict(classes=('thing',)), pipeline=[
         dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
         dict(type='Resize', scale=(64, 64), keep_ratio=True), dict(type='PackDetInputs')]))
-""" + TINY_RUN
+"""
+        + TINY_RUN
+    )
     cfg = tmp_path / 'tiny_detr.py'
     cfg.write_text(text)
     run_cmd([sys.executable, _stock_tool('mmdet'), str(cfg), '--work-dir', str(tmp_path / 'work')])

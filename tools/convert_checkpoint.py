@@ -12,6 +12,7 @@ IN is a local file, a URL or an mmengine prefix (``open-mmlab://...``), always r
 wraps the weights (``state_dict`` / ``model`` / ``module`` key), only the weights are converted
 and the rest (meta, ...) is kept.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,11 +26,13 @@ from dna_mm.converters import dna_to_softmax, official_to_dna_mm, softmax_to_dna
 from dna_mm.utils import UnsafeCheckpointError, read_checkpoint
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module')
-COMBINE_HELP = ("how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
-                "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "
-                "fork) or 'sub' (pos − α·neg: their vit/dna.py and their VisCoP code; converted "
-                "exactly by negating α). A wrong choice loads without error but computes "
-                "another function")
+COMBINE_HELP = (
+    "how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
+    "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "
+    "fork) or 'sub' (pos − α·neg: their vit/dna.py and their VisCoP code; converted "
+    "exactly by negating α). A wrong choice loads without error but computes "
+    "another function"
+)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -42,38 +45,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=summary, description=description, formatter_class=_Formatter)
-        cmd.add_argument('src', help='input checkpoint (.pth / .safetensors): path, URL or '
-                                     'mmengine prefix')
+        cmd.add_argument('src', help='input checkpoint (.pth / .safetensors): path, URL or mmengine prefix')
         cmd.add_argument('dst', type=Path, help='output checkpoint (.pth / .safetensors)')
         return cmd
 
-    s2d = command('softmax-to-dna', 'give every softmax attention a DnA negative branch',
-                  'Give every softmax attention (timm qkv/proj or nn.MultiheadAttention keys) a '
-                  'negative branch: Q- = q_neg_scale * Q, V- = v_neg_scale * V, alpha = 0.5 per '
-                  'head. The output equals the softmax model to ~1e-4 relative. The head count '
-                  '(length of alpha) is not in the weights: give --config or --num-heads '
-                  '(refused without, for variants with alpha).')
+    s2d = command(
+        'softmax-to-dna',
+        'give every softmax attention a DnA negative branch',
+        'Give every softmax attention (timm qkv/proj or nn.MultiheadAttention keys) a '
+        'negative branch: Q- = q_neg_scale * Q, V- = v_neg_scale * V, alpha = 0.5 per '
+        'head. The output equals the softmax model to ~1e-4 relative. The head count '
+        '(length of alpha) is not in the weights: give --config or --num-heads '
+        '(refused without, for variants with alpha).',
+    )
     heads = s2d.add_mutually_exclusive_group()
-    heads.add_argument('--config', help="model config: the head count is read from "
-                                        "model.backbone.num_heads")
+    heads.add_argument('--config', help="model config: the head count is read from model.backbone.num_heads")
     heads.add_argument('--num-heads', type=int, help='heads per attention (length of alpha)')
     s2d.add_argument('--variant', default='qpm_vpm', help='DnA variant the output is for')
     s2d.add_argument('--q-neg-scale', type=float, default=1e-4, help='Q- = scale * Q')
     s2d.add_argument('--v-neg-scale', type=float, default=-1e-4, help='V- = scale * V')
 
-    d2s = command('dna-to-softmax', 'drop the negative branch (changes the function)',
-                  'Drop the negative branch (q_neg, v_neg, alpha) of every DnA attention. This '
-                  'CHANGES THE FUNCTION: the result is the positive branch alone, a different '
-                  'model from the DnA one (exactly the softmax model only for a checkpoint that '
-                  'softmax-to-dna made and nothing trained since).')
-    d2s.add_argument('--layout', choices=['timm', 'mha'], default='timm',
-                     help="key layout of the result: timm (qkv/proj) or mha "
-                          "(nn.MultiheadAttention's in_proj/out_proj, e.g. a stock MMAction2 "
-                          "TimeSformer)")
+    d2s = command(
+        'dna-to-softmax',
+        'drop the negative branch (changes the function)',
+        'Drop the negative branch (q_neg, v_neg, alpha) of every DnA attention. This '
+        'CHANGES THE FUNCTION: the result is the positive branch alone, a different '
+        'model from the DnA one (exactly the softmax model only for a checkpoint that '
+        'softmax-to-dna made and nothing trained since).',
+    )
+    d2s.add_argument(
+        '--layout',
+        choices=['timm', 'mha'],
+        default='timm',
+        help="key layout of the result: timm (qkv/proj) or mha "
+        "(nn.MultiheadAttention's in_proj/out_proj, e.g. a stock MMAction2 "
+        "TimeSformer)",
+    )
 
-    off = command('official-to-dna-mm', "the authors' DnA checkpoints (github rjccv/DnA) to dna_mm keys",
-                  "Map the authors' DnA checkpoints (qqkvv / qqkv / qkv + q_neg + v_neg, "
-                  "neg_scalers) to dna_mm's keys, by meaning.")
+    off = command(
+        'official-to-dna-mm',
+        "the authors' DnA checkpoints (github rjccv/DnA) to dna_mm keys",
+        "Map the authors' DnA checkpoints (qqkvv / qqkv / qkv + q_neg + v_neg, "
+        "neg_scalers) to dna_mm's keys, by meaning.",
+    )
     off.add_argument('--combine', choices=['add', 'sub'], default='add', help=COMBINE_HELP)
     return p.parse_args(argv)
 
@@ -85,12 +99,14 @@ def num_heads_from_config(path: str) -> int:
         ValueError: the config has no such key (the error names the config).
     """
     from mmengine.config import Config
+
     cfg = Config.fromfile(path)
     backbone = (cfg.get('model') or {}).get('backbone') or {}
     heads = backbone.get('num_heads')
     if not isinstance(heads, int) or heads <= 0:
-        raise ValueError(f'{path}: model.backbone.num_heads is {heads!r}, not a positive head '
-                         f'count; pass --num-heads')
+        raise ValueError(
+            f'{path}: model.backbone.num_heads is {heads!r}, not a positive head count; pass --num-heads'
+        )
     return heads
 
 
@@ -126,19 +142,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f'convert_checkpoint: {err}', file=sys.stderr)
         return 2
     added, removed = sorted(set(new) - set(sd)), sorted(set(sd) - set(new))
-    print(f'{args.direction}: {len(sd)} keys in, {len(new)} out; added {len(added)}, '
-          f'removed {len(removed)}')
+    print(f'{args.direction}: {len(sd)} keys in, {len(new)} out; added {len(added)}, removed {len(removed)}')
     for title, keys in (('added', added), ('removed', removed)):
         for key in keys[:6]:
             print(f'  {title}: {key}')
         if len(keys) > 6:
             print(f'  {title}: ... ({len(keys) - 6} more)')
     if args.direction == 'dna-to-softmax' and removed:
-        print('  note: the negative branch was dropped, so the output computes a different '
-              'function from the input')
+        print(
+            '  note: the negative branch was dropped, so the output computes a different '
+            'function from the input'
+        )
     args.dst.parent.mkdir(parents=True, exist_ok=True)
     if args.dst.suffix == '.safetensors':
         from safetensors.torch import save_file
+
         save_file({k: v.contiguous() for k, v in new.items()}, str(args.dst))
     else:
         torch.save({**ckpt, wrapper: new} if wrapper else new, args.dst)

@@ -8,6 +8,7 @@ Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/timesformer_dna_demo.py`` (the commands are printed), so what the demo shows is
 exactly what a user runs on a real dataset.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,13 +36,22 @@ def run(cmd: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--attn', nargs='+', default=['dna'], choices=['dna', 'softmax', 'diff', 'cog'],
-                   help='attention(s) to train and test (temporal and spatial)')
+    p.add_argument(
+        '--attn',
+        nargs='+',
+        default=['dna'],
+        choices=['dna', 'softmax', 'diff', 'cog'],
+        help='attention(s) to train and test (temporal and spatial)',
+    )
     p.add_argument('--data-root', default='data/demo')
     p.add_argument('--work-dir', default='work_dirs/demo')
-    p.add_argument('--epochs', type=int, default=None,
-                   help='override the config\'s epochs (the cosine schedule, validation and '
-                        'checkpoint intervals follow)')
+    p.add_argument(
+        '--epochs',
+        type=int,
+        default=None,
+        help='override the config\'s epochs (the cosine schedule, validation and '
+        'checkpoint intervals follow)',
+    )
     args = p.parse_args(argv)
 
     t0 = time.time()
@@ -52,24 +62,51 @@ def main(argv: list[str] | None = None) -> None:
         work_dir = f'{args.work_dir}/{attn}'
         opts = [f'model.backbone.temporal_attn={attn}', f'model.backbone.spatial_attn={attn}']
         for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
-            opts += [f'{split}_dataloader.dataset.ann_file={args.data_root}/{ann}.txt',
-                     f'{split}_dataloader.dataset.data_prefix.video={args.data_root}/videos']
+            opts += [
+                f'{split}_dataloader.dataset.ann_file={args.data_root}/{ann}.txt',
+                f'{split}_dataloader.dataset.data_prefix.video={args.data_root}/videos',
+            ]
         if args.epochs:  # the schedule's end, val and checkpoint intervals move with it
             opts += [f'train_cfg.max_epochs={args.epochs}']
         start = time.time()
-        run([sys.executable, 'tools/train.py', CONFIG, '--work-dir', work_dir, '--seed', '0',
-             '--cfg-options', *opts])
+        run(
+            [
+                sys.executable,
+                'tools/train.py',
+                CONFIG,
+                '--work-dir',
+                work_dir,
+                '--seed',
+                '0',
+                '--cfg-options',
+                *opts,
+            ]
+        )
         ckpt = (REPO / work_dir / 'last_checkpoint').read_text().strip()
-        out = run([sys.executable, 'tools/test.py', CONFIG, ckpt, '--work-dir', work_dir,
-                   '--dump', f'{work_dir}/predictions.csv', '--cfg-options', *opts])
+        out = run(
+            [
+                sys.executable,
+                'tools/test.py',
+                CONFIG,
+                ckpt,
+                '--work-dir',
+                work_dir,
+                '--dump',
+                f'{work_dir}/predictions.csv',
+                '--cfg-options',
+                *opts,
+            ]
+        )
         line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
         results[attn] = (line, time.time() - start)
         print(f'[{attn}] {line}  ({time.time() - start:.0f} s)', flush=True)
     print('\nSummary (synthetic motion set, test split):')
     for attn, (line, secs) in results.items():
         nums = dict(re.findall(r'(top-1|mCA): ([\d.]+)', line))
-        print(f'  {attn:8s} top-1 {nums.get("top-1", "?"):>6s}%   mCA {nums.get("mCA", "?"):>6s}%   '
-              f'({secs:.0f} s train + test)')
+        print(
+            f'  {attn:8s} top-1 {nums.get("top-1", "?"):>6s}%   mCA {nums.get("mCA", "?"):>6s}%   '
+            f'({secs:.0f} s train + test)'
+        )
     print(f'total {time.time() - t0:.0f} s')
 
 

@@ -10,6 +10,7 @@ Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/vitdet_dna_demo.py`` (the commands are printed), so what the demo shows is exactly
 what a user runs on COCO with ``configs/vitdet_*_coco*.py``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,13 +40,14 @@ def run(cmd: list[str]) -> str:
 def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
     """The demo model as initialised (seed 0), saved as a checkpoint tools/test.py reads."""
     import torch
+    from mmdet.registry import MODELS
     from mmengine.config import Config, DictAction
     from mmengine.logging import MMLogger
     from mmengine.registry import init_default_scope
     from mmengine.runner import set_random_seed
 
     import dna_mm  # noqa: F401
-    from mmdet.registry import MODELS
+
     cfg = Config.fromfile(str(REPO / CONFIG))
     parser = argparse.ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
@@ -71,13 +73,21 @@ def summary(line: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--attn', nargs='+', default=['dna'], choices=['dna', 'softmax', 'diff', 'cog'],
-                   help='backbone attention(s) to train and test')
+    p.add_argument(
+        '--attn',
+        nargs='+',
+        default=['dna'],
+        choices=['dna', 'softmax', 'diff', 'cog'],
+        help='backbone attention(s) to train and test',
+    )
     p.add_argument('--data-root', default='data/demo_coco')
     p.add_argument('--work-dir', default='work_dirs/demo_det')
     p.add_argument('--iters', type=int, default=None, help="override the config's iterations")
-    p.add_argument('--baseline', action='store_true',
-                   help='also test the untrained model (what AP a model that learned nothing gets)')
+    p.add_argument(
+        '--baseline',
+        action='store_true',
+        help='also test the untrained model (what AP a model that learned nothing gets)',
+    )
     args = p.parse_args(argv)
 
     t0 = time.time()
@@ -91,23 +101,60 @@ def main(argv: list[str] | None = None) -> None:
         work_dir = f'{args.work_dir}/{attn}'
         opts = common + [f'model.backbone.attn_cfg={attn}']
         if args.iters:
-            opts += [f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.iters}',
-                     f'default_hooks.checkpoint.interval={args.iters}',
-                     f'param_scheduler.1.end={args.iters}', f'param_scheduler.1.T_max={args.iters}']
+            opts += [
+                f'train_cfg.max_iters={args.iters}',
+                f'train_cfg.val_interval={args.iters}',
+                f'default_hooks.checkpoint.interval={args.iters}',
+                f'param_scheduler.1.end={args.iters}',
+                f'param_scheduler.1.T_max={args.iters}',
+            ]
         if attn in ('diff', 'cog'):  # relative positions are defined for softmax and DnA only
             opts += ['model.backbone.use_rel_pos=False']
         if args.baseline:
             ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)
-            out = run([sys.executable, 'tools/test.py', CONFIG, str(ckpt), '--work-dir', work_dir,
-                       '--cfg-options', *opts])
+            out = run(
+                [
+                    sys.executable,
+                    'tools/test.py',
+                    CONFIG,
+                    str(ckpt),
+                    '--work-dir',
+                    work_dir,
+                    '--cfg-options',
+                    *opts,
+                ]
+            )
             results[f'{attn} untrained'] = (test_line(out), 0.0)
             print(f'[{attn} untrained] {test_line(out)}', flush=True)
         start = time.time()
-        run([sys.executable, 'tools/train.py', CONFIG, '--work-dir', work_dir, '--seed', '0',
-             '--cfg-options', *opts])
+        run(
+            [
+                sys.executable,
+                'tools/train.py',
+                CONFIG,
+                '--work-dir',
+                work_dir,
+                '--seed',
+                '0',
+                '--cfg-options',
+                *opts,
+            ]
+        )
         ckpt = (REPO / work_dir / 'last_checkpoint').read_text().strip()
-        out = run([sys.executable, 'tools/test.py', CONFIG, ckpt, '--work-dir', work_dir,
-                   '--dump', f'{work_dir}/predictions.pkl', '--cfg-options', *opts])
+        out = run(
+            [
+                sys.executable,
+                'tools/test.py',
+                CONFIG,
+                ckpt,
+                '--work-dir',
+                work_dir,
+                '--dump',
+                f'{work_dir}/predictions.pkl',
+                '--cfg-options',
+                *opts,
+            ]
+        )
         results[f'{attn} trained'] = (test_line(out), time.time() - start)
         print(f'[{attn}] {test_line(out)}  ({time.time() - start:.0f} s)', flush=True)
     print('\nSummary (synthetic shapes set, test split, COCO AP in %):')

@@ -15,6 +15,7 @@ decoded is reported and skipped; the exit status is then 1.
 
 ``--out x.csv`` writes one row per video and rank: ``video,rank,class_index,class_name,score``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,14 @@ import torch
 from mmengine.config import Config, DictAction
 
 import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
-from dna_mm.apis.inference import (Prediction, collect_videos, load_recognizer, num_classes_of,
-                                   predict, resolve_class_names)
+from dna_mm.apis.inference import (
+    Prediction,
+    collect_videos,
+    load_recognizer,
+    num_classes_of,
+    predict,
+    resolve_class_names,
+)
 from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
@@ -35,18 +42,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('config', help='config file')
     p.add_argument('checkpoint', help='checkpoint: local file, URL or mmengine prefix')
     p.add_argument('input', help='a video file, a folder of videos or a .txt list of videos')
-    p.add_argument('--video-root', help='folder the paths of a .txt list are relative to '
-                                        '(default: the list\'s folder)')
+    p.add_argument(
+        '--video-root', help='folder the paths of a .txt list are relative to (default: the list\'s folder)'
+    )
     p.add_argument('--topk', type=int, default=5, help='classes shown per video (default 5)')
-    p.add_argument('--label-map', help='class names: a file (one per line) or a shipped map '
-                                       '(label_map_k400, label_map_ntu60, smarthome_cs_classes, ...)')
+    p.add_argument(
+        '--label-map',
+        help='class names: a file (one per line) or a shipped map '
+        '(label_map_k400, label_map_ntu60, smarthome_cs_classes, ...)',
+    )
     p.add_argument('--out', help='write the predictions to this .csv file')
     p.add_argument('--device', default='cuda:0' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--partial-load', action='store_true',
-                   help='accept a checkpoint that does not match the model (prints what was not '
-                        'loaded); default: refuse it')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction,
-                   help='override config settings, key=value')
+    p.add_argument(
+        '--partial-load',
+        action='store_true',
+        help='accept a checkpoint that does not match the model (prints what was not '
+        'loaded); default: refuse it',
+    )
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     args = p.parse_args(argv)
     if args.topk < 1:
         p.error(f'--topk must be >= 1, got {args.topk}')
@@ -59,7 +72,7 @@ def format_block(pred: Prediction, names: list[str] | None) -> str:
     """One video's block: its path, then one ``score  class`` line per rank."""
     width = len(str(max(pred.indices))) if names is None else 0
     lines = [pred.video]
-    for rank, (index, score) in enumerate(zip(pred.indices, pred.scores), 1):
+    for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
         label = names[index] if names is not None else f'class {index:>{width}}'
         lines.append(f'  {rank}. {score:.4f}  {label}')
     return '\n'.join(lines)
@@ -70,9 +83,8 @@ def write_csv(path: str, preds: list[Prediction], names: list[str] | None) -> No
         writer = csv.writer(f)
         writer.writerow(['video', 'rank', 'class_index', 'class_name', 'score'])
         for pred in preds:
-            for rank, (index, score) in enumerate(zip(pred.indices, pred.scores), 1):
-                writer.writerow([pred.video, rank, index, names[index] if names else '',
-                                 f'{score:.6f}'])
+            for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
+                writer.writerow([pred.video, rank, index, names[index] if names else '', f'{score:.6f}'])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, CheckpointMismatchError, UnsafeCheckpointError) as err:
         sys.exit(f'infer.py: {err}')
     if names is None:
-        print('note: no label map for this config (set --label-map or label_map in the config): '
-              'printing class indices', flush=True)
+        print(
+            'note: no label map for this config (set --label-map or label_map in the config): '
+            'printing class indices',
+            flush=True,
+        )
     preds, failed = [], []
     for video in videos:
         try:

@@ -13,6 +13,7 @@ Detectors (MMDetection configs) print bbox and segm AP, AP50, AP75 (COCO); ``--d
 writes MMDetection's pickle of the predictions (masks as RLE), ``--dump x.json`` the COCO
 results files ``x.bbox.json`` and ``x.segm.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,15 +33,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('checkpoint', help='checkpoint: local file, URL or mmengine prefix')
     p.add_argument('--work-dir', help='the dir to save the evaluation metrics')
     p.add_argument('--dump', type=str, help='per-video predictions: .csv or .pkl')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction,
-                   help='override config settings, key=value')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    p.add_argument('--partial-load', action='store_true',
-                   help='test even if the checkpoint does not match the model (the keys not '
-                        'loaded are printed); default: refuse it')
-    p.add_argument('--verbose', action='store_true',
-                   help='print the environment / config / hook dump on the terminal too')
+    p.add_argument(
+        '--partial-load',
+        action='store_true',
+        help='test even if the checkpoint does not match the model (the keys not '
+        'loaded are printed); default: refuse it',
+    )
+    p.add_argument(
+        '--verbose',
+        action='store_true',
+        help='print the environment / config / hook dump on the terminal too',
+    )
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -60,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     if args.dump is not None and cfg.get('default_scope') == 'mmdet':  # a detector
         if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
-            cfg.test_evaluator.outfile_prefix = args.dump[:-len('.json')]
+            cfg.test_evaluator.outfile_prefix = args.dump[: -len('.json')]
             args.dump = None
         elif not args.dump.endswith(('.pkl', '.pickle')):
             sys.exit(f'test.py: --dump for a detector must end in .pkl or .json, got {args.dump}')
@@ -68,13 +74,14 @@ def main(argv: list[str] | None = None) -> dict:
         if args.dump.endswith('.csv'):
             dump = dict(type='DumpPredictions', out_file_path=args.dump)
         elif args.dump.endswith(('.pkl', '.pickle')):
-            dump = dict(type='DumpDetResults' if cfg.get('default_scope') == 'mmdet'
-                        else 'DumpResults', out_file_path=args.dump)
+            dump = dict(
+                type='DumpDetResults' if cfg.get('default_scope') == 'mmdet' else 'DumpResults',
+                out_file_path=args.dump,
+            )
         else:
             sys.exit(f'test.py: --dump must end in .csv or .pkl, got {args.dump}')
         evaluators = cfg.test_evaluator
-        cfg.test_evaluator = [*(evaluators if isinstance(evaluators, (list, tuple))
-                                else [evaluators]), dump]
+        cfg.test_evaluator = [*(evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]), dump]
     try:
         runner = build_runner(cfg)
         metrics = runner.test()

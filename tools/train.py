@@ -14,6 +14,7 @@ when there is none). ``load_from`` / ``--resume`` checkpoints must match the mod
 with it. ``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
 (environment, config, hooks) on the terminal, not only in the log file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,26 +31,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description='Train an action recognizer (dna_mm)')
     p.add_argument('config', help='train config file path')
     p.add_argument('--work-dir', help='the dir to save logs and models')
-    p.add_argument('--resume', nargs='?', type=str, const='auto',
-                   help='resume from CKPT, or (no value) from the latest checkpoint in work-dir')
+    p.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
+        help='resume from CKPT, or (no value) from the latest checkpoint in work-dir',
+    )
     p.add_argument('--amp', action='store_true', help='automatic mixed precision (CUDA only)')
     p.add_argument('--no-validate', action='store_true', help='skip validation during training')
-    p.add_argument('--auto-scale-lr', action='store_true',
-                   help='scale the lr by actual / base batch size')
+    p.add_argument('--auto-scale-lr', action='store_true', help='scale the lr by actual / base batch size')
     p.add_argument('--seed', type=int, default=None, help='random seed')
     p.add_argument('--diff-rank-seed', action='store_true', help='different seeds per rank')
     p.add_argument('--deterministic', action='store_true', help='deterministic CUDNN')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction,
-                   help='override config settings, key=value (e.g. train_cfg.max_epochs=1)')
+    p.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config settings, key=value (e.g. train_cfg.max_epochs=1)',
+    )
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    p.add_argument('--partial-load', action='store_true',
-                   help='accept a load_from / resume checkpoint that does not match the model '
-                        '(the keys not loaded are printed); default: refuse it')
-    p.add_argument('--tensorboard', action='store_true',
-                   help='also write TensorBoard scalars (TensorboardVisBackend) to the work dir')
-    p.add_argument('--verbose', action='store_true',
-                   help='print the environment / config / hook dump on the terminal too')
+    p.add_argument(
+        '--partial-load',
+        action='store_true',
+        help='accept a load_from / resume checkpoint that does not match the model '
+        '(the keys not loaded are printed); default: refuse it',
+    )
+    p.add_argument(
+        '--tensorboard',
+        action='store_true',
+        help='also write TensorBoard scalars (TensorboardVisBackend) to the work dir',
+    )
+    p.add_argument(
+        '--verbose',
+        action='store_true',
+        help='print the environment / config / hook dump on the terminal too',
+    )
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -76,8 +94,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.auto_scale_lr:
         cfg.auto_scale_lr.enable = True
     if cfg.get('randomness') is None:
-        cfg.randomness = dict(seed=args.seed, diff_rank_seed=args.diff_rank_seed,
-                              deterministic=args.deterministic)
+        cfg.randomness = dict(
+            seed=args.seed, diff_rank_seed=args.diff_rank_seed, deterministic=args.deterministic
+        )
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     try:
         build_runner(cfg).train()

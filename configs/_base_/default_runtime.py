@@ -6,8 +6,8 @@ custom_imports = dict(imports=['dna_mm', 'dna_mm.apis'], allow_failed_imports=Fa
 # log file only. dna_mm's tools and MMDetection's stock tools honour `runner_type`; MMAction2
 # 1.1.0's stock tools/train.py always builds mmengine's plain Runner.
 runner_type = 'DnARunner'
-load_partial = False          # True (tools: --partial-load): accept a checkpoint that does not
-                              # match the model; the keys not loaded are printed
+load_partial = False  # True (tools: --partial-load): accept a checkpoint that does not
+# match the model; the keys not loaded are printed
 log_setup_to_console = False  # True (tools: --verbose): print the setup dump on the terminal too
 
 default_hooks = dict(
@@ -17,7 +17,8 @@ default_hooks = dict(
     param_scheduler=dict(type='ParamSchedulerHook'),
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='auto'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
-    sync_buffers=dict(type='SyncBuffersHook'))
+    sync_buffers=dict(type='SyncBuffersHook'),
+)
 # per-epoch total of unreadable training videos skipped, over all workers and ranks
 custom_hooks = [dict(type='SkippedVideosHook')]
 
@@ -25,7 +26,8 @@ env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
     # nccl on GPU; tools/train.py switches to gloo when CUDA is absent
-    dist_cfg=dict(backend='nccl'))
+    dist_cfg=dict(backend='nccl'),
+)
 
 log_processor = dict(type='LogProcessor', window_size=20, by_epoch=True)
 # TensorBoard (scalars under <work_dir>/<timestamp>/vis_data): `tools/train.py --tensorboard`,

@@ -7,16 +7,17 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, save_last=True,
-                    max_keep_ckpts=3),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, save_last=True, max_keep_ckpts=3),
     sampler_seed=dict(type='DistSamplerSeedHook'),
-    visualization=dict(type='DetVisualizationHook'))
+    visualization=dict(type='DetVisualizationHook'),
+)
 
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
     # nccl on GPU; tools/train.py switches to gloo when CUDA is absent
-    dist_cfg=dict(backend='nccl'))
+    dist_cfg=dict(backend='nccl'),
+)
 
 vis_backends = [dict(type='LocalVisBackend')]
 visualizer = dict(type='DetLocalVisualizer', vis_backends=vis_backends, name='visualizer')

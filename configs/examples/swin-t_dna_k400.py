@@ -3,5 +3,6 @@
 # keys from both.
 _base_ = ['mmaction::recognition/swin/swin-tiny-p244-w877_in1k-pre_8xb8-amp-32x2x1-30e_kinetics400-rgb.py']
 custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)
-model = dict(backbone=dict(_delete_=True, type='with_attention',
-                           model={{_base_.model.backbone}}, attn_cfg='dna'))
+model = dict(
+    backbone=dict(_delete_=True, type='with_attention', model={{_base_.model.backbone}}, attn_cfg='dna')
+)

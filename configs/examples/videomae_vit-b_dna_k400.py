@@ -2,5 +2,6 @@
 # softmax checkpoint loads into it (q_bias / v_bias read, negative branch generated).
 _base_ = ['mmaction::recognition/videomae/vit-base-p16_videomae-k400-pre_16x4x1_kinetics-400.py']
 custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)
-model = dict(backbone=dict(_delete_=True, type='with_attention',
-                           model={{_base_.model.backbone}}, attn_cfg='dna'))
+model = dict(
+    backbone=dict(_delete_=True, type='with_attention', model={{_base_.model.backbone}}, attn_cfg='dna')
+)

@@ -10,21 +10,49 @@
 * :mod:`.models`, :mod:`.report`, :mod:`.plots` — loading a checkpoint, one analysis run as
   JSON, the figures (``tools/analysis/analyze_attention.py``, ``relevance_maps.py``).
 """
+
 from .calibration import aurra, fpr_at_recall, ood_measures, rms_calibration_error
 from .collector import AttentionCollector, TokenDistanceCollector, branch_outputs, eager_attention
-from .measures import (alpha_stats, attention_entropy, branch_cosine, frobenius_cosine,
-                       head_redundancy, intruder_dimensions, row_entropy, token_distance,
-                       value_alignment)
+from .measures import (
+    alpha_stats,
+    attention_entropy,
+    branch_cosine,
+    frobenius_cosine,
+    head_redundancy,
+    intruder_dimensions,
+    row_entropy,
+    token_distance,
+    value_alignment,
+)
 from .models import AnalysisModel, load_model
 from .relevance import Relevance, relevance_maps
 from .report import ANALYSES, analyze
 from .sites import AttentionSite, find_attention_sites
 
 __all__ = [
-    'attention_entropy', 'row_entropy', 'head_redundancy', 'frobenius_cosine', 'value_alignment',
-    'branch_cosine', 'intruder_dimensions', 'token_distance', 'alpha_stats',
-    'rms_calibration_error', 'aurra', 'ood_measures', 'fpr_at_recall',
-    'AttentionCollector', 'TokenDistanceCollector', 'eager_attention', 'branch_outputs',
-    'AttentionSite', 'find_attention_sites', 'AnalysisModel', 'load_model',
-    'Relevance', 'relevance_maps', 'ANALYSES', 'analyze',
+    'attention_entropy',
+    'row_entropy',
+    'head_redundancy',
+    'frobenius_cosine',
+    'value_alignment',
+    'branch_cosine',
+    'intruder_dimensions',
+    'token_distance',
+    'alpha_stats',
+    'rms_calibration_error',
+    'aurra',
+    'ood_measures',
+    'fpr_at_recall',
+    'AttentionCollector',
+    'TokenDistanceCollector',
+    'eager_attention',
+    'branch_outputs',
+    'AttentionSite',
+    'find_attention_sites',
+    'AnalysisModel',
+    'load_model',
+    'Relevance',
+    'relevance_maps',
+    'ANALYSES',
+    'analyze',
 ]

@@ -26,6 +26,7 @@ fractions in ``[0, 1]``.
 Ties: samples of equal confidence keep their input order (stable sorts); the reference's
 ``np.argsort`` is not stable, so on tied inputs results can differ from it in the last digits.
 """
+
 from __future__ import annotations
 
 from typing import Sequence, Union
@@ -54,8 +55,9 @@ def _pair(confidence: ArrayLike, correct: ArrayLike, fn: str) -> tuple[np.ndarra
     return conf, corr
 
 
-def rms_calibration_error(confidence: ArrayLike, correct: ArrayLike, beta: int = 100,
-                          drop_last_bin: bool = True) -> float:
+def rms_calibration_error(
+    confidence: ArrayLike, correct: ArrayLike, beta: int = 100, drop_last_bin: bool = True
+) -> float:
     """RMS calibration error with equal-count bins (Hendrycks' ``calib_err(p='2', beta)``).
 
     ``sqrt(Σ_{b ∈ used} n_b / N · (mean(conf_b) - mean(correct_b))²)``; bins hold ``beta``
@@ -79,10 +81,12 @@ def rms_calibration_error(confidence: ArrayLike, correct: ArrayLike, beta: int =
     n_bins = n // beta
     used = n_bins - 1 if drop_last_bin else n_bins
     if used < 1:
-        raise ValueError(f'rms_calibration_error: {n} samples make {n_bins} bin(s) of beta={beta}'
-                         f'{" and the last is dropped (drop_last_bin=True)" if drop_last_bin else ""}'
-                         f'; need at least {(2 if drop_last_bin else 1) * beta} samples or a '
-                         f'smaller beta')
+        raise ValueError(
+            f'rms_calibration_error: {n} samples make {n_bins} bin(s) of beta={beta}'
+            f'{" and the last is dropped (drop_last_bin=True)" if drop_last_bin else ""}'
+            f'; need at least {(2 if drop_last_bin else 1) * beta} samples or a '
+            f'smaller beta'
+        )
     order = np.argsort(conf, kind='stable')
     conf, corr = conf[order], corr[order]
     bounds = [i * beta for i in range(n_bins)] + [n]  # last bin: [(n_bins-1)·beta, N)
@@ -156,6 +160,7 @@ def ood_measures(conf_in: ArrayLike, conf_out: ArrayLike, recall: float = 0.95) 
         ``dict(auroc=..., aupr=..., fpr=...)``.
     """
     from torchmetrics.functional.classification import binary_auroc, binary_average_precision
+
     c_in = _as_1d(conf_in, 'ood_measures: conf_in')
     c_out = _as_1d(conf_out, 'ood_measures: conf_out')
     scores = -np.concatenate([c_out, c_in])
@@ -166,6 +171,8 @@ def ood_measures(conf_in: ArrayLike, conf_out: ArrayLike, recall: float = 0.95) 
     values, rank = np.unique(scores, return_inverse=True)
     preds = torch.from_numpy(rank.reshape(-1) / max(values.size - 1, 1))
     target = torch.from_numpy(labels)
-    return dict(auroc=float(binary_auroc(preds, target, thresholds=None)),
-                aupr=float(binary_average_precision(preds, target, thresholds=None)),
-                fpr=fpr_at_recall(labels, scores, recall))
+    return dict(
+        auroc=float(binary_auroc(preds, target, thresholds=None)),
+        aupr=float(binary_average_precision(preds, target, thresholds=None)),
+        fpr=fpr_at_recall(labels, scores, recall),
+    )

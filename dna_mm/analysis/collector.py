@@ -11,6 +11,7 @@ functions of :mod:`.measures`; :class:`TokenDistanceCollector` hooks the blocks'
 representational-robustness curve. Memory: running sums, fixed-bin histograms (C(V+, V-)) and
 ``k + 1`` intruder counts per site — nothing grows with the dataset.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,14 @@ from typing import Callable, Iterable, Iterator, Optional
 import torch
 from torch import Tensor, nn
 
-from .measures import (attention_entropy, branch_cosine, head_redundancy, intruder_dimensions,
-                       token_distance, value_alignment)
+from .measures import (
+    attention_entropy,
+    branch_cosine,
+    head_redundancy,
+    intruder_dimensions,
+    token_distance,
+    value_alignment,
+)
 from .sites import AttentionSite, find_attention_sites, prefix_tokens
 
 Callback = Callable[[AttentionSite, dict[str, Tensor], dict[str, Tensor]], None]
@@ -55,17 +62,25 @@ def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Itera
 
 
 def _wrapped_core(site: AttentionSite, core: Callable, callback: Callback) -> Callable:
-    def wrapped(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-                return_attn: bool = False, attn_bias=None, **heads: Tensor):
-        out, maps = core(q, k, v, attn_mask=attn_mask, return_attn=True, attn_bias=attn_bias,
-                         **heads)
+    def wrapped(
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias=None,
+        **heads: Tensor,
+    ):
+        out, maps = core(q, k, v, attn_mask=attn_mask, return_attn=True, attn_bias=attn_bias, **heads)
         callback(site, maps, dict(q=q, k=k, v=v, **heads))
         return out, maps
+
     return wrapped
 
 
-def branch_outputs(site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor],
-                   with_coefficient: bool = False) -> tuple[Tensor, Tensor]:
+def branch_outputs(
+    site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor], with_coefficient: bool = False
+) -> tuple[Tensor, Tensor]:
     """The two branch terms ``[B, H, M, d]`` of a two-branch call, before the mixing:
     DnA ``(softmax(sQ+Kᵀ) V+, softmin(sQ-Kᵀ) V-)``, Diff ``(A1 V, A2 V)``; with
     ``with_coefficient`` the second is multiplied by its factor in the output (DnA ``α_h``,
@@ -156,14 +171,22 @@ class AttentionCollector:
             is read from it, to one bin).
     """
 
-    def __init__(self, model: nn.Module, analyses: Iterable[str] = MAP_ANALYSES,
-                 top_k_percent: float = 10.0, intruder_k: int = 10, intruder_eps: float = 0.5,
-                 with_coefficient: bool = False, hist_bins: int = 400) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        analyses: Iterable[str] = MAP_ANALYSES,
+        top_k_percent: float = 10.0,
+        intruder_k: int = 10,
+        intruder_eps: float = 0.5,
+        with_coefficient: bool = False,
+        hist_bins: int = 400,
+    ) -> None:
         self.analyses = tuple(analyses)
         unknown = set(self.analyses) - set(MAP_ANALYSES)
         if unknown:
-            raise ValueError(f'AttentionCollector: unknown analyses {sorted(unknown)}; choose from '
-                             f'{list(MAP_ANALYSES)}')
+            raise ValueError(
+                f'AttentionCollector: unknown analyses {sorted(unknown)}; choose from {list(MAP_ANALYSES)}'
+            )
         self.sites = find_attention_sites(model)
         self.top_k_percent = top_k_percent
         self.intruder_k, self.intruder_eps = intruder_k, intruder_eps
@@ -199,7 +222,8 @@ class AttentionCollector:
             if 'entropy' in self.analyses:
                 self._means[('entropy', site.name, branch)].add(attention_entropy(attn), b)
                 self._means[('entropy_top', site.name, branch)].add(
-                    attention_entropy(attn, self.top_k_percent), b)
+                    attention_entropy(attn, self.top_k_percent), b
+                )
             if 'redundancy' in self.analyses and attn.shape[1] > 1:
                 self._means[('redundancy', site.name, branch)].add(head_redundancy(attn), b)
         two = len(site.branches) == 2
@@ -234,28 +258,52 @@ class AttentionCollector:
                 ent = self._means.get(('entropy', site.name, branch))
                 if ent is not None and ent.weight:
                     top = self._means[('entropy_top', site.name, branch)].value()
-                    out['entropy'].append(dict(
-                        base, branch=branch, per_head=_floats(ent.value()), mean=float(ent.value().mean()),
-                        top_k_percent=self.top_k_percent, top_k_per_head=_floats(top),
-                        top_k_mean=float(top.mean()), num_maps=ent.weight))
+                    out['entropy'].append(
+                        dict(
+                            base,
+                            branch=branch,
+                            per_head=_floats(ent.value()),
+                            mean=float(ent.value().mean()),
+                            top_k_percent=self.top_k_percent,
+                            top_k_per_head=_floats(top),
+                            top_k_mean=float(top.mean()),
+                            num_maps=ent.weight,
+                        )
+                    )
                 red = self._means.get(('redundancy', site.name, branch))
                 if red is not None and red.weight:
-                    out['redundancy'].append(dict(base, branch=branch, mean=float(red.value()),
-                                                  num_maps=red.weight))
+                    out['redundancy'].append(
+                        dict(base, branch=branch, mean=float(red.value()), num_maps=red.weight)
+                    )
             for name in ('cvv', 'branch_cosine'):
                 hist = self._hists.get((name, site.name))
                 if hist is not None and hist.n:
                     extra = dict(with_coefficient=self.with_coefficient) if name == 'branch_cosine' else {}
-                    out[name].append(dict(
-                        base, **extra, mean=hist.total / hist.n, median=hist.median(),
-                        per_head_mean=_floats(self._means[(name, site.name)].value()),
-                        count=hist.n, histogram=hist.to_dict()))
+                    out[name].append(
+                        dict(
+                            base,
+                            **extra,
+                            mean=hist.total / hist.n,
+                            median=hist.median(),
+                            per_head_mean=_floats(self._means[(name, site.name)].value()),
+                            count=hist.n,
+                            histogram=hist.to_dict(),
+                        )
+                    )
             counts = self._intruders.get(site.name)
             if counts is not None:
                 n = int(counts.sum())
                 mean = float((counts * torch.arange(counts.numel())).sum()) / n
-                out['intruders'].append(dict(base, k=self.intruder_k, eps=self.intruder_eps,
-                                             histogram=counts.tolist(), mean=mean, count=n))
+                out['intruders'].append(
+                    dict(
+                        base,
+                        k=self.intruder_k,
+                        eps=self.intruder_eps,
+                        histogram=counts.tolist(),
+                        mean=mean,
+                        count=n,
+                    )
+                )
         return dict(out)
 
 
@@ -279,8 +327,11 @@ class TokenDistanceCollector:
         self.layers: dict[int, tuple[str, nn.Module, int]] = {}
         for s in sites:
             if s.layer not in self.layers and s.layer_path in modules:
-                self.layers[s.layer] = (s.layer_path, modules[s.layer_path],
-                                        prefix_tokens(model, s.layer_path))
+                self.layers[s.layer] = (
+                    s.layer_path,
+                    modules[s.layer_path],
+                    prefix_tokens(model, s.layer_path),
+                )
         self.center = center
         self.tag: float = 0.0
         self._sums: dict[tuple[float, int], _Mean] = defaultdict(_Mean)
@@ -301,11 +352,14 @@ class TokenDistanceCollector:
         def hook(module: nn.Module, args, output) -> None:
             x = output[0] if isinstance(output, (tuple, list)) else output
             if not isinstance(x, Tensor) or x.dim() not in (3, 4):
-                raise ValueError(f'TokenDistanceCollector: {path} returned '
-                                 f'{type(x).__name__} {list(getattr(x, "shape", []))}; expected '
-                                 f'tokens [B, N, C] or [B, H, W, C]')
+                raise ValueError(
+                    f'TokenDistanceCollector: {path} returned '
+                    f'{type(x).__name__} {list(getattr(x, "shape", []))}; expected '
+                    f'tokens [B, N, C] or [B, H, W, C]'
+                )
             tokens = x.flatten(1, 2) if x.dim() == 4 else x[:, prefix:]  # [B, N, C]
             self._sums[(self.tag, layer)].add(token_distance(tokens, self.center).mean(), x.shape[0])
+
         return hook
 
     def distances(self) -> dict[float, dict[int, float]]:

@@ -11,6 +11,7 @@ is that handle: for ``q [..., M, d]``, ``k [..., N, d]``, ``v [..., N, dv]``
 Conventions are fvcore's: one multiply-add = one FLOP; matmuls, convolutions and norms are
 counted, softmax, the mask / bias additions and element-wise ops (α·O−) are not.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -57,8 +58,9 @@ class Complexity:
         return f'{self.params / 1e6:.2f} M params\n{self.flops / 1e9:.2f} GFLOPs'
 
 
-def model_complexity(model: nn.Module, inputs: torch.Tensor,
-                     forward: Callable[[torch.Tensor], Any] | None = None) -> Complexity:
+def model_complexity(
+    model: nn.Module, inputs: torch.Tensor, forward: Callable[[torch.Tensor], Any] | None = None
+) -> Complexity:
     """Parameters of ``model`` and FLOPs of ``forward(inputs)`` (default ``model(inputs)``).
 
     Args:

@@ -19,6 +19,7 @@ token_distance         mean over ``i ≠ j`` of ``1 - cos(p_i, p_j)``, centred t
 alpha_stats            mean / max / min / std of ``α`` over heads                   dict
 =====================  ===========================================================  ==========
 """
+
 from __future__ import annotations
 
 import math
@@ -160,8 +161,7 @@ def intruder_dimensions(out_a: Tensor, out_b: Tensor, k: int = 10, eps: float = 
     """
     _check(out_a, 4, 'intruder_dimensions', '[B, H, N, d]')
     if out_a.shape != out_b.shape:
-        raise ValueError(f'intruder_dimensions: shapes differ, {list(out_a.shape)} vs '
-                         f'{list(out_b.shape)}')
+        raise ValueError(f'intruder_dimensions: shapes differ, {list(out_a.shape)} vs {list(out_b.shape)}')
     if k < 1 or not 0 < eps <= 1:
         raise ValueError(f'intruder_dimensions: need k >= 1 and 0 < eps <= 1, got k={k}, eps={eps}')
     kk = min(k, *out_a.shape[-2:])

@@ -10,6 +10,7 @@
 An :class:`AnalysisModel` gives normalised input batches, runs the model on them and says how
 to add pixel noise (it knows the normalisation).
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,13 @@ class AnalysisModel:
         """Normalised inputs back to pixels in ``[0, 1]``."""
         return ((inputs * self.std + self.mean) / self.pixel_max).clamp(0, 1)
 
-    def add_noise(self, inputs: Tensor, sigma: float, space: str = 'normalized',
-                  generator: Optional[torch.Generator] = None) -> Tensor:
+    def add_noise(
+        self,
+        inputs: Tensor,
+        sigma: float,
+        space: str = 'normalized',
+        generator: Optional[torch.Generator] = None,
+    ) -> Tensor:
         """Gaussian noise of standard deviation ``sigma``.
 
         ``'normalized'`` (default): ``x + σ·n`` on the normalised inputs the model sees (σ in
@@ -85,7 +91,7 @@ class AnalysisModel:
     def psnr(self, clean: Tensor, noisy: Tensor) -> float:
         """PSNR in dB of ``noisy`` against ``clean`` on the raw pixel scale."""
         err = ((noisy - clean) * self.std).pow(2).mean()
-        return float(10 * torch.log10(self.pixel_max ** 2 / err.clamp_min(1e-20)))
+        return float(10 * torch.log10(self.pixel_max**2 / err.clamp_min(1e-20)))
 
 
 # -- OpenMMLab configs ---------------------------------------------------------------------
@@ -93,6 +99,7 @@ def load_config(config: str, cfg_options: Optional[dict] = None):
     """``Config.fromfile`` (imports its ``custom_imports``) + overrides, default scope set."""
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
+
     if not osp.isfile(config):
         raise FileNotFoundError(f'config {config} does not exist')
     cfg = Config.fromfile(config)
@@ -107,13 +114,19 @@ def load_weights(model: nn.Module, checkpoint: str) -> None:
     from mmengine.runner.checkpoint import _load_checkpoint
 
     from ..utils import load_model_weights
+
     if '://' not in checkpoint and not osp.isfile(checkpoint):
         raise FileNotFoundError(f'checkpoint {checkpoint} does not exist')
     load_model_weights(model, _load_checkpoint(checkpoint, map_location='cpu'), checkpoint, strict=True)
 
 
-def load_mm_model(config: str, checkpoint: str, cfg_options: Optional[dict] = None,
-                  split: str = 'test', batch_size: Optional[int] = None) -> AnalysisModel:
+def load_mm_model(
+    config: str,
+    checkpoint: str,
+    cfg_options: Optional[dict] = None,
+    split: str = 'test',
+    batch_size: Optional[int] = None,
+) -> AnalysisModel:
     """An OpenMMLab model from ``config`` with the weights of ``checkpoint``.
 
     Args:
@@ -125,6 +138,7 @@ def load_mm_model(config: str, checkpoint: str, cfg_options: Optional[dict] = No
     """
     from mmengine.registry import MODELS
     from mmengine.runner import Runner
+
     cfg = load_config(config, cfg_options)
     model = MODELS.build(cfg.model)
     load_weights(model, checkpoint)
@@ -150,11 +164,11 @@ def load_mm_model(config: str, checkpoint: str, cfg_options: Optional[dict] = No
     def load_input(path: str) -> Tensor:
         """One video through the config's test pipeline and the data preprocessor."""
         from mmengine.dataset import Compose
+
         if not osp.isfile(path):
             raise FileNotFoundError(f'input {path} does not exist')
         if not path.lower().endswith(VIDEO_EXTENSIONS):
-            raise ValueError(f'{config}: --input must be a video ({", ".join(VIDEO_EXTENSIONS)}), '
-                             f'got {path}')
+            raise ValueError(f'{config}: --input must be a video ({", ".join(VIDEO_EXTENSIONS)}), got {path}')
         pipeline = Compose(cfg[key].dataset.pipeline)
         packed = pipeline(dict(filename=path, label=-1, start_index=0, modality='RGB'))
         data = pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)
@@ -177,9 +191,17 @@ def load_mm_model(config: str, checkpoint: str, cfg_options: Optional[dict] = No
                 return
 
     shape = _channel_shape(pre)
-    return AnalysisModel(model, forward, batches, mean.reshape(shape), std.reshape(shape),
-                         255.0 if float(mean.max()) > 1.5 else 1.0, is_recognizer,
-                         osp.splitext(osp.basename(config))[0], load_input)
+    return AnalysisModel(
+        model,
+        forward,
+        batches,
+        mean.reshape(shape),
+        std.reshape(shape),
+        255.0 if float(mean.max()) > 1.5 else 1.0,
+        is_recognizer,
+        osp.splitext(osp.basename(config))[0],
+        load_input,
+    )
 
 
 def _channel_shape(pre: nn.Module) -> tuple[int, ...]:
@@ -202,14 +224,20 @@ def _label(sample: Any) -> int:
 
 
 # -- timm ------------------------------------------------------------------------------------
-def load_timm_model(name: str, checkpoint: str, model_args: Optional[dict] = None,
-                    input_dir: Optional[str] = None, batch_size: int = 8) -> AnalysisModel:
+def load_timm_model(
+    name: str,
+    checkpoint: str,
+    model_args: Optional[dict] = None,
+    input_dir: Optional[str] = None,
+    batch_size: int = 8,
+) -> AnalysisModel:
     """``timm.create_model(name, **model_args)`` with ``checkpoint``'s weights; samples: the
     images under ``input_dir`` (sorted, recursive; labels unknown), timm's eval transform."""
     import timm
     from timm.data import create_transform, resolve_data_config
 
     import dna_mm  # noqa: F401  (registers dna_vit_*)
+
     model = timm.create_model(name, pretrained=False, **(model_args or {}))
     load_weights(model, checkpoint)
     model.eval()
@@ -223,16 +251,16 @@ def load_timm_model(name: str, checkpoint: str, model_args: Optional[dict] = Non
             raise ValueError(f'timm:{name}: pass an image folder (--input-dir)')
         files = list_files(input_dir, IMAGE_EXTENSIONS)[:num_samples]
         for i in range(0, len(files), batch_size):
-            chunk = files[i:i + batch_size]
-            yield Batch(torch.stack([transform(load_image(f)) for f in chunk]),
-                        meta=dict(files=chunk))
+            chunk = files[i : i + batch_size]
+            yield Batch(torch.stack([transform(load_image(f)) for f in chunk]), meta=dict(files=chunk))
 
     def load_input(path: str) -> Tensor:
         if not osp.isfile(path):
             raise FileNotFoundError(f'input {path} does not exist')
         if not path.lower().endswith(IMAGE_EXTENSIONS):
-            raise ValueError(f'timm:{name}: --input must be an image ({", ".join(IMAGE_EXTENSIONS)}), '
-                             f'got {path}')
+            raise ValueError(
+                f'timm:{name}: --input must be an image ({", ".join(IMAGE_EXTENSIONS)}), got {path}'
+            )
         return transform(load_image(path))[None]
 
     return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input)
@@ -242,8 +270,9 @@ def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:
     """Files under ``root`` with one of ``extensions`` (sorted); an error when there are none."""
     if not osp.isdir(root):
         raise FileNotFoundError(f'{root} is not a directory')
-    found = sorted(osp.join(d, f) for d, _, files in os.walk(root) for f in files
-                   if f.lower().endswith(extensions))
+    found = sorted(
+        osp.join(d, f) for d, _, files in os.walk(root) for f in files if f.lower().endswith(extensions)
+    )
     if not found:
         raise FileNotFoundError(f'{root}: no files ending in {", ".join(extensions)}')
     return found
@@ -252,16 +281,21 @@ def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:
 def load_image(path: str):
     """An RGB PIL image."""
     from PIL import Image
+
     with Image.open(path) as img:
         return img.convert('RGB')
 
 
-def load_model(config: str, checkpoint: str, cfg_options: Optional[dict] = None,
-               input_dir: Optional[str] = None, split: str = 'test',
-               batch_size: Optional[int] = None) -> AnalysisModel:
+def load_model(
+    config: str,
+    checkpoint: str,
+    cfg_options: Optional[dict] = None,
+    input_dir: Optional[str] = None,
+    split: str = 'test',
+    batch_size: Optional[int] = None,
+) -> AnalysisModel:
     """``config`` = an OpenMMLab config file, or ``timm:<name>`` (then ``cfg_options`` are the
     ``create_model`` keyword arguments and ``input_dir`` the image folder)."""
     if config.startswith('timm:'):
-        return load_timm_model(config[len('timm:'):], checkpoint, cfg_options, input_dir,
-                               batch_size or 8)
+        return load_timm_model(config[len('timm:') :], checkpoint, cfg_options, input_dir, batch_size or 8)
     return load_mm_model(config, checkpoint, cfg_options, split, batch_size)

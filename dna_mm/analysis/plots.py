@@ -7,6 +7,7 @@ Colours follow the run, line styles / markers the branch: DnA's positive branch 
 negative branch dashed, single-map attentions dotted; a TimeSformer's temporal and spatial
 attentions get one panel each.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -66,8 +67,10 @@ def _branch_label(rec: dict) -> str:
 
 
 def _series(records: list[dict], group: str, field: str, branch: Optional[str] = None):
-    rows = sorted((r for r in records if r['group'] == group
-                   and (branch is None or r.get('branch') == branch)), key=lambda r: r['layer'])
+    rows = sorted(
+        (r for r in records if r['group'] == group and (branch is None or r.get('branch') == branch)),
+        key=lambda r: r['layer'],
+    )
     return [r['layer'] for r in rows], [r[field] for r in rows], rows
 
 
@@ -77,25 +80,39 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
     if not groups:
         return None
     fig, axes = _axes(4, 3.6, 3.2)
-    for ax, stat in zip(axes, ('mean', 'max', 'min', 'std')):
+    for ax, stat in zip(axes, ('mean', 'max', 'min', 'std'), strict=True):
         for i, rep in enumerate(reports):
             for j, group in enumerate(groups):
                 x, y, _ = _series(rep.get('alpha') or [], group, stat)
                 if x:
-                    ax.plot(x, y, ['-', '--', ':'][j % 3], marker='o', ms=3, color=COLORS[i % 10],
-                            label=rep['label'] + ('' if group == 'attn' else f' {group}'))
+                    ax.plot(
+                        x,
+                        y,
+                        ['-', '--', ':'][j % 3],
+                        marker='o',
+                        ms=3,
+                        color=COLORS[i % 10],
+                        label=rep['label'] + ('' if group == 'attn' else f' {group}'),
+                    )
         _style(ax, 'attn', f'α {stat}')
     _legend(axes[-1])
     return _finish(fig, path, 'α per layer (over heads)')
 
 
-def _per_branch(reports: Sequence[dict], key: str, path: str, field: str, ylabel: str,
-                title: str, extra: Optional[str] = None) -> Optional[str]:
+def _per_branch(
+    reports: Sequence[dict],
+    key: str,
+    path: str,
+    field: str,
+    ylabel: str,
+    title: str,
+    extra: Optional[str] = None,
+) -> Optional[str]:
     groups = _groups(reports, key)
     if not groups:
         return None
     fig, axes = _axes(len(groups))
-    for ax, group in zip(axes, groups):
+    for ax, group in zip(axes, groups, strict=True):
         for i, rep in enumerate(reports):
             recs = rep.get(key) or []
             for branch in ('pos', 'neg', 'attn'):
@@ -106,8 +123,16 @@ def _per_branch(reports: Sequence[dict], key: str, path: str, field: str, ylabel
                 name = f"{rep['label']} {_branch_label(rows[0])}"
                 ax.plot(x, y, ls, marker=mk, ms=3, color=COLORS[i % 10], label=name)
                 if extra:
-                    ax.plot(x, [r[extra] for r in rows], ls, marker=mk, ms=3, alpha=0.45,
-                            color=COLORS[i % 10], label=f'{name}, top-{rows[0]["top_k_percent"]:g}%')
+                    ax.plot(
+                        x,
+                        [r[extra] for r in rows],
+                        ls,
+                        marker=mk,
+                        ms=3,
+                        alpha=0.45,
+                        color=COLORS[i % 10],
+                        label=f'{name}, top-{rows[0]["top_k_percent"]:g}%',
+                    )
         _style(ax, group, ylabel)
     _legend(axes[-1])
     return _finish(fig, path, title)
@@ -115,14 +140,27 @@ def _per_branch(reports: Sequence[dict], key: str, path: str, field: str, ylabel
 
 def plot_entropy(reports: Sequence[dict], path: str) -> Optional[str]:
     """Mean row entropy per layer and branch (strong), and the top-k % rows (faint)."""
-    return _per_branch(reports, 'entropy', path, 'mean', 'entropy (nats)',
-                       'Attention entropy: mean over rows and heads; faint: top-k % rows', 'top_k_mean')
+    return _per_branch(
+        reports,
+        'entropy',
+        path,
+        'mean',
+        'entropy (nats)',
+        'Attention entropy: mean over rows and heads; faint: top-k % rows',
+        'top_k_mean',
+    )
 
 
 def plot_redundancy(reports: Sequence[dict], path: str) -> Optional[str]:
     """Mean ``1 - cos`` between heads per layer and branch (higher = less redundant)."""
-    return _per_branch(reports, 'redundancy', path, 'mean', 'mean 1 − cos(A_i, A_j)',
-                       'Head redundancy (pairwise cosine distance between heads)')
+    return _per_branch(
+        reports,
+        'redundancy',
+        path,
+        'mean',
+        'mean 1 − cos(A_i, A_j)',
+        'Head redundancy (pairwise cosine distance between heads)',
+    )
 
 
 def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
@@ -139,11 +177,16 @@ def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
             edges = np.array(recs[0]['histogram']['edges'])
             counts = np.sum([r['histogram']['counts'] for r in recs], axis=0)
             group = max(1, counts.size // 50)  # drawn with ~50 bins
-            counts = counts[:counts.size // group * group].reshape(-1, group).sum(axis=1)
-            edges = edges[::group][:counts.size + 1]
+            counts = counts[: counts.size // group * group].reshape(-1, group).sum(axis=1)
+            edges = edges[::group][: counts.size + 1]
             s = rep['summary']['cvv']
-            axes[0].stairs(counts / counts.sum(), edges, color=COLORS[i % 10], fill=False,
-                           label=f"{rep['label']}: mean {s['mean']:.2f}, median {s['median']:.2f}")
+            axes[0].stairs(
+                counts / counts.sum(),
+                edges,
+                color=COLORS[i % 10],
+                fill=False,
+                label=f"{rep['label']}: mean {s['mean']:.2f}, median {s['median']:.2f}",
+            )
     axes[0].set_xlabel('C(V+, V−)')
     axes[0].set_ylabel('fraction')
     axes[0].set_title('value subspaces (sample × head × layer)')
@@ -156,8 +199,9 @@ def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
             x, y, _ = _series(rep.get('branch_cosine') or [], group, 'mean')
             if x:
                 ax_label = rep['label'] + ('' if group == 'attn' else f' {group}')
-                axes[1].plot(x, y, ['-', '--', ':'][j % 3], marker='o', ms=3, color=COLORS[i % 10],
-                             label=ax_label)
+                axes[1].plot(
+                    x, y, ['-', '--', ':'][j % 3], marker='o', ms=3, color=COLORS[i % 10], label=ax_label
+                )
     _style(axes[1], 'attn', 'cos(branch₁, branch₂)')
     axes[1].set_title('branch-output cosine')
     if have_b:
@@ -177,8 +221,13 @@ def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
         s = rep['summary']['intruders']
         hist = np.array(s['histogram'], dtype=float)
         x = np.arange(hist.size) + (i - (len(have) - 1) / 2) * width
-        ax.bar(x, hist / hist.sum(), width, color=COLORS[reports.index(rep) % 10],
-               label=f"{rep['label']}: mean {s['mean']:.2f}, mode {s['mode']}")
+        ax.bar(
+            x,
+            hist / hist.sum(),
+            width,
+            color=COLORS[reports.index(rep) % 10],
+            label=f"{rep['label']}: mean {s['mean']:.2f}, mode {s['mode']}",
+        )
     rec = have[0]['intruders'][0]
     ax.set_xlabel(f"intruders among top-{rec['k']} left singular vectors (ε = {rec['eps']:.2f})")
     ax.set_ylabel('fraction')
@@ -196,9 +245,9 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
     if not sigmas:
         sigmas = [0.0]
     fig, axes = _axes(len(sigmas), 4.0, 3.4)
-    for ax, sigma in zip(axes, sigmas):
+    for ax, sigma in zip(axes, sigmas, strict=True):
         psnrs = []
-        for i, rep in enumerate(have):
+        for rep in have:
             entries = {e['sigma']: e for e in rep['robustness']}
             for s, ls, suffix in ((0.0, '-', ''), (sigma, '--', '$^σ$')):
                 e = entries.get(s)
@@ -207,21 +256,31 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
                 x = [layer['layer'] for layer in e['layers']]
                 y = [layer['distance'] for layer in e['layers']]
                 acc = '' if e.get('accuracy') is None else f" (acc {100 * e['accuracy']:.0f}%)"
-                ax.plot(x, y, ls, marker='o', ms=3, color=COLORS[reports.index(rep) % 10],
-                        label=f"{rep['label']}{suffix}{acc}")
+                ax.plot(
+                    x,
+                    y,
+                    ls,
+                    marker='o',
+                    ms=3,
+                    color=COLORS[reports.index(rep) % 10],
+                    label=f"{rep['label']}{suffix}{acc}",
+                )
                 if s > 0 and e.get('psnr') is not None:
                     psnrs.append(e['psnr'])
         title = f'σ = {sigma:g}' + (f', PSNR {np.mean(psnrs):.1f} dB' if psnrs else '')
         _style(ax, 'attn', 'mean pairwise cosine distance')
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6.5, loc='upper center', bbox_to_anchor=(0.5, -0.2), frameon=False,
-                  ncol=2)
+        ax.legend(fontsize=6.5, loc='upper center', bbox_to_anchor=(0.5, -0.2), frameon=False, ncol=2)
     return _finish(fig, path, 'Representational robustness (patch tokens, mean-centred)')
 
 
 PLOTTERS = {
-    'alpha': plot_alpha, 'entropy': plot_entropy, 'redundancy': plot_redundancy,
-    'cvv': plot_cvv, 'intruders': plot_intruders, 'robustness': plot_robustness,
+    'alpha': plot_alpha,
+    'entropy': plot_entropy,
+    'redundancy': plot_redundancy,
+    'cvv': plot_cvv,
+    'intruders': plot_intruders,
+    'robustness': plot_robustness,
 }
 
 
@@ -243,8 +302,9 @@ def plot_relevance(frames: np.ndarray, maps: dict[str, np.ndarray], path: str, t
             ax = axes[r][f]
             ax.imshow(frames[f])
             if rel is not None:
-                ax.imshow(rel[f], cmap='Blues' if chain == 'neg' else 'Reds', alpha=0.6 * rel[f],
-                          vmin=0, vmax=1)
+                ax.imshow(
+                    rel[f], cmap='Blues' if chain == 'neg' else 'Reds', alpha=0.6 * rel[f], vmin=0, vmax=1
+                )
             ax.set_xticks([])
             ax.set_yticks([])
             if f == 0:

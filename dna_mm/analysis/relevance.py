@@ -25,6 +25,7 @@ each attention is written as one ``(1 + P·T)²`` matrix before the update —
 — so one relevance matrix runs through both steps of every block, and ``R[CLS, (p, t)]`` gives
 one map per frame (normalised over the whole clip, so frames compare).
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,8 @@ def spatial_to_tokens(cam: Tensor) -> Tensor:
     full = cam.new_zeros(1 + p * t, 1 + p * t)
     idx = 1 + torch.arange(p)[None, :] * t + torch.arange(t)[:, None]  # [T, P]: token of (p, t)
     full[idx[:, :, None], idx[:, None, :]] = cam[:, 1:, 1:]  # patch -> patch, same frame
-    full[idx, 0] = cam[:, 1:, 0]                              # patch -> CLS
-    full[0, idx] = cam[:, 0, 1:] / t                          # CLS (frame average) -> patch
+    full[idx, 0] = cam[:, 1:, 0]  # patch -> CLS
+    full[0, idx] = cam[:, 0, 1:] / t  # CLS (frame average) -> patch
     full[0, 0] = cam[:, 0, 0].mean()
     return full
 
@@ -98,9 +99,11 @@ def _to_tokens(site: AttentionSite, cam: Tensor) -> Tensor:
     if parent == 'DividedSpatialAttention':
         return spatial_to_tokens(cam)
     if cam.shape[0] != 1 or cam.shape[1] != cam.shape[2]:
-        raise ValueError(f'relevance: {site.name} gave maps of shape {list(cam.shape)}; the rule '
-                         f'needs one self-attention over all tokens per input (batch 1), or '
-                         f"MMAction2's divided space-time attention")
+        raise ValueError(
+            f'relevance: {site.name} gave maps of shape {list(cam.shape)}; the rule '
+            f'needs one self-attention over all tokens per input (batch 1), or '
+            f"MMAction2's divided space-time attention"
+        )
     return cam[0]
 
 
@@ -164,6 +167,5 @@ def _grid(num_patches: int, size: torch.Size) -> tuple[int, int]:
     """Patch grid ``(h, w)`` with ``h·w = num_patches`` and the input's aspect ratio."""
     h = max(1, round(math.sqrt(num_patches * size[0] / size[1])))
     if num_patches % h:
-        raise ValueError(f'relevance: {num_patches} patches do not form a grid for an input of '
-                         f'{tuple(size)}')
+        raise ValueError(f'relevance: {num_patches} patches do not form a grid for an input of {tuple(size)}')
     return h, num_patches // h

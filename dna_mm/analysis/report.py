@@ -17,6 +17,7 @@ Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entro
 
 Only the analyses asked for appear.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,19 +40,34 @@ def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
     for site in find_attention_sites(am.model):
         base = dict(site=site.name, layer=site.layer, group=site.group)
         if site.alpha is not None:
-            alpha.append(dict(base, per_head=[float(a) for a in site.alpha.detach()],
-                              **alpha_stats(site.alpha)))
+            alpha.append(
+                dict(base, per_head=[float(a) for a in site.alpha.detach()], **alpha_stats(site.alpha))
+            )
         if site.kind == 'diff':
-            lam.append(dict(base, value=float(site.module.lambda_full().detach()),
-                            lambda_init=float(site.module.lambda_init)))
+            lam.append(
+                dict(
+                    base,
+                    value=float(site.module.lambda_full().detach()),
+                    lambda_init=float(site.module.lambda_init),
+                )
+            )
     return dict(alpha=alpha, **({'lambda': lam} if lam else {}))
 
 
-def analyze(am: AnalysisModel, analyses: Sequence[str] = ANALYSES, num_samples: Optional[int] = None,
-            top_k_percent: float = 10.0, intruder_k: int = 10, intruder_eps: float = 0.5,
-            with_coefficient: bool = False, sigmas: Iterable[float] = (0.1, 0.5, 1.0),
-            noise_space: str = 'normalized', center: Optional[str] = 'feature', seed: int = 0,
-            label: Optional[str] = None) -> dict:
+def analyze(
+    am: AnalysisModel,
+    analyses: Sequence[str] = ANALYSES,
+    num_samples: Optional[int] = None,
+    top_k_percent: float = 10.0,
+    intruder_k: int = 10,
+    intruder_eps: float = 0.5,
+    with_coefficient: bool = False,
+    sigmas: Iterable[float] = (0.1, 0.5, 1.0),
+    noise_space: str = 'normalized',
+    center: Optional[str] = 'feature',
+    seed: int = 0,
+    label: Optional[str] = None,
+) -> dict:
     """Run the analyses over ``num_samples`` samples of ``am`` (all when ``None``).
 
     One pass over the data: each batch runs once on the eager path (maps reduced by
@@ -66,18 +82,39 @@ def analyze(am: AnalysisModel, analyses: Sequence[str] = ANALYSES, num_samples: 
     map_analyses = [a for a in analyses if a in MAP_ANALYSES]
     sites = find_attention_sites(am.model)
     report: dict = dict(
-        schema=SCHEMA, label=label or am.name, num_samples=0,
-        settings=dict(analyses=list(analyses), top_k_percent=top_k_percent, intruder_k=intruder_k,
-                      intruder_eps=intruder_eps, with_coefficient=with_coefficient,
-                      sigmas=sigmas, noise_space=noise_space, center=center, seed=seed),
-        sites=[dict(site=s.name, layer=s.layer, group=s.group, kind=s.kind,
-                    branches=list(s.branches), num_heads=s.module.num_heads) for s in sites])
+        schema=SCHEMA,
+        label=label or am.name,
+        num_samples=0,
+        settings=dict(
+            analyses=list(analyses),
+            top_k_percent=top_k_percent,
+            intruder_k=intruder_k,
+            intruder_eps=intruder_eps,
+            with_coefficient=with_coefficient,
+            sigmas=sigmas,
+            noise_space=noise_space,
+            center=center,
+            seed=seed,
+        ),
+        sites=[
+            dict(
+                site=s.name,
+                layer=s.layer,
+                group=s.group,
+                kind=s.kind,
+                branches=list(s.branches),
+                num_heads=s.module.num_heads,
+            )
+            for s in sites
+        ],
+    )
     if 'alpha' in analyses:
         report.update(parameter_records(am))
     if not map_analyses and 'robustness' not in analyses:
         return report
-    collector = AttentionCollector(am.model, map_analyses, top_k_percent, intruder_k,
-                                   intruder_eps, with_coefficient)
+    collector = AttentionCollector(
+        am.model, map_analyses, top_k_percent, intruder_k, intruder_eps, with_coefficient
+    )
     tokens = TokenDistanceCollector(am.model, center) if 'robustness' in analyses else None
     gen = torch.Generator().manual_seed(seed)
     correct = {0.0: 0, **{s: 0 for s in sigmas}}
@@ -118,10 +155,14 @@ def analyze(am: AnalysisModel, analyses: Sequence[str] = ANALYSES, num_samples: 
     if tokens is not None:
         dist = tokens.distances()
         report['robustness'] = [
-            dict(sigma=s, psnr=None if s == 0 else psnr[s] / n,
-                 accuracy=correct[s] / n if labelled == n else None,
-                 layers=[dict(layer=layer, distance=d) for layer, d in dist.get(s, {}).items()])
-            for s in [0.0, *sigmas]]
+            dict(
+                sigma=s,
+                psnr=None if s == 0 else psnr[s] / n,
+                accuracy=correct[s] / n if labelled == n else None,
+                layers=[dict(layer=layer, distance=d) for layer, d in dist.get(s, {}).items()],
+            )
+            for s in [0.0, *sigmas]
+        ]
     report['summary'] = summarize(report)
     return report
 
@@ -143,9 +184,12 @@ def summarize(report: dict) -> dict:
         width = max(len(r['histogram']) for r in recs)
         hist = torch.zeros(width, dtype=torch.int64)
         for r in recs:
-            hist[:len(r['histogram'])] += torch.tensor(r['histogram'])
+            hist[: len(r['histogram'])] += torch.tensor(r['histogram'])
         n = int(hist.sum())
-        summary['intruders'] = dict(histogram=hist.tolist(), count=n,
-                                    mean=float((hist * torch.arange(width)).sum()) / n,
-                                    mode=int(hist.argmax()))
+        summary['intruders'] = dict(
+            histogram=hist.tolist(),
+            count=n,
+            mean=float((hist * torch.arange(width)).sum()) / n,
+            mode=int(hist.argmax()),
+        )
     return summary

@@ -8,6 +8,7 @@ index); its ``group`` separates the attentions of one block: ``'temporal'`` / ``
 MMAction2's divided space-time wrappers, else ``'attn'`` when a block has one attention, else
 the path with the block index written ``*``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -100,14 +101,16 @@ def find_attention_sites(model: nn.Module) -> list[AttentionSite]:
     modules = dict(model.named_modules())
     found = [(name, m) for name, m in modules.items() if isinstance(m, AttentionBase)]
     if not found:
-        raise ValueError(f'{type(model).__name__} holds no attention of the dna_mm family '
-                         f'(DnA / softmax / Diff / Cog modules); build it with dna_mm attentions')
+        raise ValueError(
+            f'{type(model).__name__} holds no attention of the dna_mm family '
+            f'(DnA / softmax / Diff / Cog modules); build it with dna_mm attentions'
+        )
     sites = []
     for position, (name, module) in enumerate(found):
         parts = name.split('.')
         idx = next((i for i, p in enumerate(parts) if p.isdigit()), None)
         layer = int(parts[idx]) if idx is not None else position
-        layer_path = '.'.join(parts[:idx + 1]) if idx is not None else name
+        layer_path = '.'.join(parts[: idx + 1]) if idx is not None else name
         parent_name = '.'.join(parts[:-1])
         parent = modules.get(parent_name) if parent_name else None
         template = '.'.join('*' if i == idx else p for i, p in enumerate(parts))
@@ -142,4 +145,3 @@ def prefix_tokens(model: nn.Module, layer_path: str) -> int:
 def layer_label(site: AttentionSite) -> str:
     """``'temporal.3'`` / ``'attn.3'``: group and block index."""
     return f'{site.group}.{site.layer}'
-

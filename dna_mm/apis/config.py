@@ -1,4 +1,5 @@
 """Config preparation shared by the train / test tools."""
+
 from __future__ import annotations
 
 import os.path as osp
@@ -12,8 +13,13 @@ from mmengine.logging import print_log
 TENSORBOARD = dict(type='TensorboardVisBackend')
 
 
-def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
-                work_dir: Optional[str] = None, cfg_options: Optional[dict] = None) -> Config:
+def prepare_cfg(
+    cfg: Config,
+    config_path: str,
+    launcher: str = 'none',
+    work_dir: Optional[str] = None,
+    cfg_options: Optional[dict] = None,
+) -> Config:
     """Apply CLI overrides, pick the work dir and adapt the config to the machine.
 
     * ``cfg_options`` are merged last-but-one (before the device adaptation); a new
@@ -30,8 +36,11 @@ def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
         cfg.merge_from_dict(cfg_options)
         moved = sync_epoch_schedule(cfg, old_max_epochs, set(cfg_options))
         if moved:
-            print_log(f'train_cfg.max_epochs {old_max_epochs} -> {cfg.train_cfg.max_epochs}, so '
-                      f'also: {", ".join(moved)}', logger='current')
+            print_log(
+                f'train_cfg.max_epochs {old_max_epochs} -> {cfg.train_cfg.max_epochs}, so '
+                f'also: {", ".join(moved)}',
+                logger='current',
+            )
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
@@ -43,13 +52,16 @@ def prepare_cfg(cfg: Config, config_path: str, launcher: str = 'none',
         cfg.model_wrapper_cfg['device_ids'] = None
         if launcher == 'pytorch' and not dist.is_initialized():
             dist.init_process_group('gloo')  # env:// (torchrun)
-            print_log(f'no CUDA: gloo process group, rank {dist.get_rank()} of '
-                      f'{dist.get_world_size()}', logger='current')
+            print_log(
+                f'no CUDA: gloo process group, rank {dist.get_rank()} of {dist.get_world_size()}',
+                logger='current',
+            )
     return cfg
 
 
-def sync_epoch_schedule(cfg: Config, old_max_epochs: Optional[int],
-                        explicit: frozenset[str] | set[str] = frozenset()) -> list[str]:
+def sync_epoch_schedule(
+    cfg: Config, old_max_epochs: Optional[int], explicit: frozenset[str] | set[str] = frozenset()
+) -> list[str]:
     """After ``train_cfg.max_epochs`` changed from ``old_max_epochs``, move with it the values
     a config computed from it at parse time (e.g. ``T_max=max_epochs - 1``):
 
@@ -75,8 +87,7 @@ def sync_epoch_schedule(cfg: Config, old_max_epochs: Optional[int],
     schedulers = cfg.get('param_scheduler')
     if isinstance(schedulers, dict):
         schedulers = [schedulers]
-    if schedulers and not any(k == 'param_scheduler' or k.startswith('param_scheduler.')
-                              for k in explicit):
+    if schedulers and not any(k == 'param_scheduler' or k.startswith('param_scheduler.') for k in explicit):
         kept = []
         for i, sched in enumerate(schedulers):
             kept.append(sched)
@@ -110,6 +121,7 @@ def enable_tensorboard(cfg: Config) -> Config:
         ImportError: tensorboard is not installed (``pip install 'dna_mm[tensorboard]'``).
     """
     from importlib.util import find_spec
+
     if find_spec('tensorboard') is None:
         raise ImportError("--tensorboard needs the tensorboard package: pip install 'dna_mm[tensorboard]'")
     visualizer = cfg.setdefault('visualizer', dict(type='Visualizer'))
@@ -124,8 +136,13 @@ def format_metrics(metrics: dict) -> str:
     """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition) and COCO's bbox / segm AP, AP50,
     AP75 (detection, in %) → one readable line (other metrics appended as they are)."""
     names = {'acc/top1': 'top-1', 'acc/top5': 'top-5', 'acc/mean1': 'mCA'}
-    names.update({f'coco/{task}_mAP{sfx}': f'{task} AP{label}'  # MMDetection's CocoMetric
-                  for task in ('bbox', 'segm') for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'))})
+    names.update(
+        {
+            f'coco/{task}_mAP{sfx}': f'{task} AP{label}'  # MMDetection's CocoMetric
+            for task in ('bbox', 'segm')
+            for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'))
+        }
+    )
     parts = [f'{label}: {100 * metrics[key]:.2f}' for key, label in names.items() if key in metrics]
     parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
     return 'Test results: ' + '  '.join(parts)

@@ -6,6 +6,7 @@ the same as ``tools/test.py``); :func:`predict` runs MMAction2's ``inference_rec
 config's ``test_pipeline``: its clips and crops are averaged by the recognizer) and returns the
 top-k classes.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,14 +46,14 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     """
     path = Path(source)
     if path.is_dir():
-        videos = sorted(str(p) for p in path.rglob('*')
-                        if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
+        videos = sorted(str(p) for p in path.rglob('*') if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
         if not videos:
             raise FileNotFoundError(f'no video files ({", ".join(VIDEO_SUFFIXES)}) under {source}')
         return videos
     if not path.is_file():
-        raise FileNotFoundError(f'input {source} does not exist (expected a video file, a folder '
-                                f'or a .txt list of videos)')
+        raise FileNotFoundError(
+            f'input {source} does not exist (expected a video file, a folder or a .txt list of videos)'
+        )
     if path.suffix.lower() != '.txt':
         return [str(path)]
     root = Path(video_root) if video_root is not None else path.parent
@@ -64,9 +65,11 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
         raise ValueError(f'list {source} names no video (one path per line expected)')
     missing = [v for v in videos if not osp.isfile(v)]
     if missing:
-        raise FileNotFoundError(f'{len(missing)} of the {len(videos)} videos of {source} do not '
-                                f'exist (relative to {root}; set the folder with --video-root): '
-                                f'{", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}')
+        raise FileNotFoundError(
+            f'{len(missing)} of the {len(videos)} videos of {source} do not '
+            f'exist (relative to {root}; set the folder with --video-root): '
+            f'{", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}'
+        )
     return videos
 
 
@@ -80,8 +83,9 @@ def read_label_map(source: str) -> list[str]:
         try:
             return shipped_label_map(source)
         except FileNotFoundError:
-            raise FileNotFoundError(f'label map {source}: neither a file nor a label map shipped '
-                                    f'with dna_mm') from None
+            raise FileNotFoundError(
+                f'label map {source}: neither a file nor a label map shipped with dna_mm'
+            ) from None
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
@@ -93,8 +97,9 @@ def num_classes_of(model: nn.Module) -> int:
     return int(head.num_classes)
 
 
-def resolve_class_names(cfg: Config, num_classes: int,
-                        label_map: Optional[str] = None) -> Optional[list[str]]:
+def resolve_class_names(
+    cfg: Config, num_classes: int, label_map: Optional[str] = None
+) -> Optional[list[str]]:
     """Class names for the predictions: ``label_map`` if given, else the config's ``label_map``
     key (set by the dataset bases in ``configs/_base_/datasets``), else ``None`` (indices).
 
@@ -106,13 +111,16 @@ def resolve_class_names(cfg: Config, num_classes: int,
         return None
     names = read_label_map(source)
     if len(names) != num_classes:
-        raise ValueError(f'label map {source} has {len(names)} classes, the model predicts '
-                         f'{num_classes}')
+        raise ValueError(f'label map {source} has {len(names)} classes, the model predicts {num_classes}')
     return names
 
 
-def load_recognizer(config: Union[str, Config], checkpoint: str, device: Union[str, torch.device] = 'cpu',
-                    partial: bool = False) -> nn.Module:
+def load_recognizer(
+    config: Union[str, Config],
+    checkpoint: str,
+    device: Union[str, torch.device] = 'cpu',
+    partial: bool = False,
+) -> nn.Module:
     """Build the config's recognizer and load ``checkpoint`` into it.
 
     Args:
@@ -132,8 +140,10 @@ def load_recognizer(config: Union[str, Config], checkpoint: str, device: Union[s
     model = init_recognizer(cfg, checkpoint=None, device='cpu')
     report = load_model_weights(model, read_checkpoint(checkpoint), checkpoint, strict=not partial)
     if not report.complete:
-        print(f'partial load of {checkpoint}: {report.loaded} weights loaded; not loaded:\n'
-              f'{report.describe()}', flush=True)
+        print(
+            f'partial load of {checkpoint}: {report.loaded} weights loaded; not loaded:\n{report.describe()}',
+            flush=True,
+        )
     return model.to(device).eval()
 
 

@@ -22,6 +22,7 @@ Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime.py
 too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
 ``tools/train.py`` always builds mmengine's plain ``Runner``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,12 @@ from mmengine.runner.checkpoint import _load_checkpoint, find_latest_checkpoint
 from ..utils import CheckpointMismatchError, load_model_weights
 
 # Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
-SETUP_DUMP_MARKERS = ('System environment:', 'Config:\n', 'Hooks will be executed in the following',
-                      'paramwise_options -- ')
+SETUP_DUMP_MARKERS = (
+    'System environment:',
+    'Config:\n',
+    'Hooks will be executed in the following',
+    'paramwise_options -- ',
+)
 
 
 class SetupDumpFilter(logging.Filter):
@@ -72,8 +77,9 @@ class DnARunner(Runner):
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
         super().__init__(*args, **kwargs)
 
-    def build_logger(self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None,
-                     **kwargs: Any):
+    def build_logger(
+        self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None, **kwargs: Any
+    ):
         """mmengine's logger, with :class:`SetupDumpFilter` on its terminal handler."""
         logger = super().build_logger(log_level=log_level, log_file=log_file, **kwargs)
         files = [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)]
@@ -83,8 +89,10 @@ class DnARunner(Runner):
                     handler.removeFilter(old)  # a logger reused by name (same experiment name)
                 handler.addFilter(self._setup_filter)
         if self._setup_filter.active and files:
-            logger.info(f'environment, config and hook order: see {files[0]} '
-                        f'(--verbose / log_setup_to_console=True prints them here)')
+            logger.info(
+                f'environment, config and hook order: see {files[0]} '
+                f'(--verbose / log_setup_to_console=True prints them here)'
+            )
         return logger
 
     def call_hook(self, fn_name: str, **kwargs: Any) -> None:
@@ -100,8 +108,10 @@ class DnARunner(Runner):
         if self._resume and self._load_from is None:
             latest = find_latest_checkpoint(self.work_dir)
             if latest is None:
-                self.logger.warning(f'resume: no checkpoint found in {self.work_dir} (no '
-                                    f'last_checkpoint file); training starts from scratch')
+                self.logger.warning(
+                    f'resume: no checkpoint found in {self.work_dir} (no '
+                    f'last_checkpoint file); training starts from scratch'
+                )
                 return None
             self.logger.info(f'resuming from the latest checkpoint in the work dir: {latest}')
             self.resume(latest)
@@ -116,11 +126,16 @@ class DnARunner(Runner):
         except KeyError as err:
             raise CheckpointMismatchError(
                 f'cannot resume from {filename}: it has no {err} entry, so it is not a training '
-                f'checkpoint saved by mmengine (to start from its weights use load_from)') from err
+                f'checkpoint saved by mmengine (to start from its weights use load_from)'
+            ) from err
 
-    def load_checkpoint(self, filename: str, map_location: Union[str, Callable] = 'cpu',
-                        strict: Optional[bool] = None,
-                        revise_keys: list = [(r'^module.', '')]) -> dict:  # noqa: B006 (mmengine's)
+    def load_checkpoint(
+        self,
+        filename: str,
+        map_location: Union[str, Callable] = 'cpu',
+        strict: Optional[bool] = None,
+        revise_keys: list = [(r'^module.', '')],  # noqa: B006 (mmengine's signature; only read)
+    ) -> dict:
         """Load a whole-model checkpoint (``load_from``, resume, ``tools/test.py``).
 
         Args:
@@ -141,9 +156,11 @@ class DnARunner(Runner):
         report = load_model_weights(model, checkpoint, filename, strict, revise_keys)
         self._has_loaded = True
         if not report.complete:
-            self.logger.warning(f'partial load of {filename} (load_partial): {report.loaded} '
-                                f'weights loaded; not loaded, the model keeps its own values:\n'
-                                f'{report.describe()}')
+            self.logger.warning(
+                f'partial load of {filename} (load_partial): {report.loaded} '
+                f'weights loaded; not loaded, the model keeps its own values:\n'
+                f'{report.describe()}'
+            )
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
 

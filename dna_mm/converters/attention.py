@@ -6,6 +6,7 @@ timm's layout), ``P.q_neg`` = ``Q-``, ``P.v_neg`` = ``V-``, ``P.alpha [H]``, ``P
 All functions keep key prefixes, leave unrelated keys untouched, never modify their input and
 return a new ``OrderedDict``.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ def _prefixes(sd: StateDict, suffix: str) -> list[str]:
     return [k[: len(k) - len(suffix)] for k in sd if k == suffix or k.endswith('.' + suffix)]
 
 
-def _rename_attention_keys(state_dict: StateDict, anchor: str,
-                           table: tuple[tuple[str, str], ...]) -> 'OrderedDict[str, Tensor]':
+def _rename_attention_keys(
+    state_dict: StateDict, anchor: str, table: tuple[tuple[str, str], ...]
+) -> 'OrderedDict[str, Tensor]':
     """Rename, next to every key ending in ``anchor``, the sibling keys per ``table``
     (``(old, new)``; an ``old`` ending in ``.`` renames a sub-module prefix)."""
     prefixes = set(_prefixes(state_dict, anchor))
@@ -36,10 +38,10 @@ def _rename_attention_keys(state_dict: StateDict, anchor: str,
     for key, value in state_dict.items():
         p = max((p for p in prefixes if key.startswith(p)), key=len, default=None)
         if p is not None:
-            rest = key[len(p):]
+            rest = key[len(p) :]
             for old, new in table:
                 if rest == old or (old.endswith('.') and rest.startswith(old)):
-                    key = p + new + rest[len(old):]
+                    key = p + new + rest[len(old) :]
                     break
         out[key] = value
     return out
@@ -56,16 +58,17 @@ def rename_mha(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
 
 def _to_mha(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
     """Inverse of :func:`rename_mha` for the attentions found by their ``qkv.weight``."""
-    return _rename_attention_keys(state_dict, 'qkv.weight',
-                                  tuple((new, old) for old, new in _MHA_TO_TIMM))
+    return _rename_attention_keys(state_dict, 'qkv.weight', tuple((new, old) for old, new in _MHA_TO_TIMM))
 
 
-def softmax_to_dna(state_dict: StateDict,
-                   q_neg_scale: float = 1e-4,
-                   v_neg_scale: float = -1e-4,
-                   variant: str = 'qpm_vpm',
-                   num_heads: Optional[int] = None,
-                   alpha_init: float = 0.5) -> 'OrderedDict[str, Tensor]':
+def softmax_to_dna(
+    state_dict: StateDict,
+    q_neg_scale: float = 1e-4,
+    v_neg_scale: float = -1e-4,
+    variant: str = 'qpm_vpm',
+    num_heads: Optional[int] = None,
+    alpha_init: float = 0.5,
+) -> 'OrderedDict[str, Tensor]':
     """Initialise DnA attentions from softmax ones (SPEC §1).
 
     Every attention found by a ``qkv.weight`` (timm layout) or ``in_proj_weight``
@@ -93,12 +96,13 @@ def softmax_to_dna(state_dict: StateDict,
             continue
         embed_dims = out[p + 'qkv.weight'].shape[1]
         if learn_alpha and num_heads is None:
-            raise ValueError(f'softmax_to_dna: num_heads is required to create {p}alpha (one α '
-                             f'per head; the weights do not tell the head count)')
+            raise ValueError(
+                f'softmax_to_dna: num_heads is required to create {p}alpha (one α '
+                f'per head; the weights do not tell the head count)'
+            )
         heads = num_heads or 1
         if embed_dims % heads:
-            raise ValueError(f'{p}qkv.weight: width {embed_dims} is not divisible by '
-                             f'num_heads={heads}')
+            raise ValueError(f'{p}qkv.weight: width {embed_dims} is not divisible by num_heads={heads}')
         for name in _PARAMS:
             if p + 'qkv.' + name not in out:
                 continue
@@ -108,8 +112,7 @@ def softmax_to_dna(state_dict: StateDict,
             if sep_v:
                 out[p + 'v_neg.' + name] = v * v_neg_scale
         if learn_alpha:
-            out[p + 'alpha'] = torch.full((heads,), float(alpha_init),
-                                          dtype=out[p + 'qkv.weight'].dtype)
+            out[p + 'alpha'] = torch.full((heads,), float(alpha_init), dtype=out[p + 'qkv.weight'].dtype)
     return out
 
 
@@ -132,9 +135,8 @@ _OFFICIAL_ALPHA = 'neg_scalers'
 #: where the authors' released code puts each sign (github rjccv/DnA)
 COMBINE_SIGNS = {
     'add': 'pos + α·neg: vit/dna_models.py (the ViT their main.py trains) and the TimeSformer '
-           'fork (timesformer/models/dna.py)',
-    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and '
-           'their VisCoP code',
+    'fork (timesformer/models/dna.py)',
+    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and their VisCoP code',
 }
 
 
@@ -203,8 +205,7 @@ def pos_embed_with_cls(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
 _NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
 
 
-def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention
-                 ) -> 'OrderedDict[str, Tensor]':
+def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) -> 'OrderedDict[str, Tensor]':
     """A DnA attention of a variant with fewer projections → ``module``'s variant, exactly:
     a variant without its own ``Q-`` (``V-``) uses ``Q+`` (``V+``), so ``q_neg = Q`` (``v_neg =
     V``); a variant without ``α`` has ``α = 1``."""
@@ -223,9 +224,13 @@ def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention
     return out
 
 
-def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_scale: float = 1e-4,
-                     v_neg_scale: float = -1e-4, source: str = 'checkpoint'
-                     ) -> tuple['OrderedDict[str, Tensor]', list[str]]:
+def adapt_attentions(
+    model: nn.Module,
+    sd: 'OrderedDict[str, Tensor]',
+    q_neg_scale: float = 1e-4,
+    v_neg_scale: float = -1e-4,
+    source: str = 'checkpoint',
+) -> tuple['OrderedDict[str, Tensor]', list[str]]:
     """Fit every attention's keys in ``sd`` to the attention class in ``model``.
 
     * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
@@ -254,13 +259,16 @@ def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_sca
         own = [p + k for k in module.state_dict()]
         if p + 'qkv.weight' in out:
             # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
-            sub = OrderedDict((k, v) for k, v in out.items()
-                              if k.startswith(p) and k[len(p):].count('.') <= 1)
+            sub = OrderedDict(
+                (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
+            )
             if isinstance(module, DnAAttention):
                 has_neg = any(p + k in sub for k in _NEGATIVE_KEYS)
-                new = (_upgrade_dna(sub, p, module) if has_neg else
-                       softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant,
-                                      module.num_heads))
+                new = (
+                    _upgrade_dna(sub, p, module)
+                    if has_neg
+                    else softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
+                )
             else:
                 new = dna_to_softmax(sub)
             for k in set(sub) - set(new):
@@ -270,15 +278,20 @@ def adapt_attentions(model: nn.Module, sd: 'OrderedDict[str, Tensor]', q_neg_sca
                 generated.append(k)
         missing = [k for k in own if k not in out]
         if type(module).__name__.startswith('Diff') and not any(
-                p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))):
-            missing = [k for k in missing if not k[len(p):].startswith(('lambda_', 'sub_norm.'))]
+            p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))
+        ):
+            missing = [k for k in missing if not k[len(p) :].startswith(('lambda_', 'sub_norm.'))]
         if missing:
             incomplete[p] = missing
     if incomplete:
-        lines = [f'  {p[:-1] or "<root>"}: missing {", ".join(k[len(p):] for k in keys)}'
-                 for p, keys in sorted(incomplete.items())]
-        raise ValueError(f'{source}: {len(incomplete)} attention(s) have keys in the file but not '
-                         f'all of their tensors (an unconverted layout or a truncated file):\n'
-                         + '\n'.join(lines[:12])
-                         + (f'\n  ... ({len(lines) - 12} more)' if len(lines) > 12 else ''))
+        lines = [
+            f'  {p[:-1] or "<root>"}: missing {", ".join(k[len(p) :] for k in keys)}'
+            for p, keys in sorted(incomplete.items())
+        ]
+        raise ValueError(
+            f'{source}: {len(incomplete)} attention(s) have keys in the file but not '
+            f'all of their tensors (an unconverted layout or a truncated file):\n'
+            + '\n'.join(lines[:12])
+            + (f'\n  ... ({len(lines) - 12} more)' if len(lines) > 12 else '')
+        )
     return out, generated

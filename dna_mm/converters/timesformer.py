@@ -17,6 +17,7 @@ Recognised sources (:func:`detect_layout`):
 Image layouts are expanded as MMAction2 does: in divided space-time the temporal attention
 (and its norm) starts as a copy of the spatial one; ``temporal_fc`` is left to its zero init.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,7 @@ def unwrap(checkpoint: Mapping) -> 'OrderedDict[str, Tensor]':
             changed = False
             for p in PREFIXES:
                 if key.startswith(p):
-                    key, changed = key[len(p):], True
+                    key, changed = key[len(p) :], True
         if key.startswith(('cls_head.', 'head.', 'fc_norm.', 'head_drop.')):
             continue
         out[key] = value
@@ -67,20 +68,29 @@ def detect_layout(sd: Mapping[str, Tensor]) -> str:
         if any('.norms.' in k for k in layered) and not any('.attentions.1.' in k for k in layered):
             return 'mmaction_vit'
         return 'timesformer'
-    raise ValueError('unrecognised checkpoint layout: expected a TimeSformer (MMAction2 / '
-                     'facebookresearch), an MMAction2 ViT or a timm ViT state dict; first keys: '
-                     f'{keys[:5]}')
+    raise ValueError(
+        'unrecognised checkpoint layout: expected a TimeSformer (MMAction2 / '
+        'facebookresearch), an MMAction2 ViT or a timm ViT state dict; first keys: '
+        f'{keys[:5]}'
+    )
 
 
 _TIMM_BLOCK = [  # timm block key → MMAction2 ViT-layer key (one attention per layer)
-    (r'norm1\.', 'norms.0.'), (r'attn\.', 'attentions.0.attn.'), (r'norm2\.', 'norms.1.'),
-    (r'mlp\.fc1\.', 'ffns.0.layers.0.0.'), (r'mlp\.fc2\.', 'ffns.0.layers.1.'),
+    (r'norm1\.', 'norms.0.'),
+    (r'attn\.', 'attentions.0.attn.'),
+    (r'norm2\.', 'norms.1.'),
+    (r'mlp\.fc1\.', 'ffns.0.layers.0.0.'),
+    (r'mlp\.fc2\.', 'ffns.0.layers.1.'),
 ]
 _FB_BLOCK = [  # facebookresearch TimeSformer block key → dna_mm divided-space-time key
-    (r'temporal_norm1\.', 'attentions.0.norm.'), (r'temporal_attn\.', 'attentions.0.attn.'),
-    (r'temporal_fc\.', 'attentions.0.temporal_fc.'), (r'norm1\.', 'attentions.1.norm.'),
-    (r'attn\.', 'attentions.1.attn.'), (r'norm2\.', 'ffns.0.norm.'),
-    (r'mlp\.fc1\.', 'ffns.0.layers.0.0.'), (r'mlp\.fc2\.', 'ffns.0.layers.1.'),
+    (r'temporal_norm1\.', 'attentions.0.norm.'),
+    (r'temporal_attn\.', 'attentions.0.attn.'),
+    (r'temporal_fc\.', 'attentions.0.temporal_fc.'),
+    (r'norm1\.', 'attentions.1.norm.'),
+    (r'attn\.', 'attentions.1.attn.'),
+    (r'norm2\.', 'ffns.0.norm.'),
+    (r'mlp\.fc1\.', 'ffns.0.layers.0.0.'),
+    (r'mlp\.fc2\.', 'ffns.0.layers.1.'),
 ]
 
 
@@ -116,8 +126,9 @@ def _expand_image_layers(sd: Mapping[str, Tensor], attention_type: str) -> 'Orde
     return out
 
 
-def to_timesformer(checkpoint: Mapping, attention_type: str = 'divided_space_time',
-                   combine: str = 'add') -> tuple['OrderedDict[str, Tensor]', str]:
+def to_timesformer(
+    checkpoint: Mapping, attention_type: str = 'divided_space_time', combine: str = 'add'
+) -> tuple['OrderedDict[str, Tensor]', str]:
     """Any recognised checkpoint → dna_mm TimeSformer keys; returns ``(state_dict, layout)``.
 
     The authors' DnA layouts are mapped by :func:`official_to_dna_mm` (``combine``: the sign
@@ -129,8 +140,10 @@ def to_timesformer(checkpoint: Mapping, attention_type: str = 'divided_space_tim
     layout = detect_layout(sd)
     if layout == 'fb_timesformer':
         if attention_type != 'divided_space_time':
-            raise ValueError('a divided space-time TimeSformer checkpoint cannot initialise '
-                             f'attention_type={attention_type!r}')
+            raise ValueError(
+                'a divided space-time TimeSformer checkpoint cannot initialise '
+                f'attention_type={attention_type!r}'
+            )
         sd = _map_blocks(sd, _FB_BLOCK)
     elif layout == 'timm_vit':
         sd = _expand_image_layers(_map_blocks(sd, _TIMM_BLOCK), attention_type)

@@ -18,6 +18,7 @@ Recognised sources (:func:`to_vitdet` returns which):
 The classification parts of image models (``cls_token``, the final ``norm``, ``fc_norm``,
 ``head``) have no place in ViTDet: they are returned separately as ``unused``.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -42,7 +43,7 @@ def _state_dict(checkpoint: Mapping) -> Mapping:
 
 def _strip_prefixes(key: str) -> str:
     while key.startswith(PREFIXES):
-        key = key[len(next(p for p in PREFIXES if key.startswith(p))):]
+        key = key[len(next(p for p in PREFIXES if key.startswith(p))) :]
     return key
 
 
@@ -51,15 +52,17 @@ def detector_backbone(checkpoint: Mapping) -> 'OrderedDict[str, Tensor] | None':
     the checkpoint is not a detector's (no key starts with ``backbone.``)."""
     sd = _state_dict(checkpoint)
     keys = [k for k in sd if isinstance(sd[k], Tensor)]
-    stripped = [k[len('module.'):] if k.startswith('module.') else k for k in keys]
+    stripped = [k[len('module.') :] if k.startswith('module.') else k for k in keys]
     if not any(k.startswith('backbone.') for k in stripped):
         return None
-    return OrderedDict((s[len('backbone.'):], sd[k]) for k, s in zip(keys, stripped)
-                       if s.startswith('backbone.'))
+    return OrderedDict(
+        (s[len('backbone.') :], sd[k])
+        for k, s in zip(keys, stripped, strict=True)
+        if s.startswith('backbone.')
+    )
 
 
-def to_vitdet(checkpoint: Mapping, combine: str = 'add'
-              ) -> tuple['OrderedDict[str, Tensor]', str, list[str]]:
+def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[str, Tensor]', str, list[str]]:
     """Any recognised checkpoint → ``(ViTDet state dict, layout, unused keys)``.
 
     Negative branches are not added and nothing is resized here (both depend on the target
@@ -77,14 +80,20 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add'
         raw = _state_dict(checkpoint)  # module. / model. / encoder. prefixes removed
         sd = OrderedDict((_strip_prefixes(k), v) for k, v in raw.items() if isinstance(v, Tensor))
         authors = any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd)
-        layout = ('authors_dna_vit' if authors else
-                  'dna_vit' if any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha'))
-                                   for k in sd) else 'timm_vit')
+        layout = (
+            'authors_dna_vit'
+            if authors
+            else 'dna_vit'
+            if any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha')) for k in sd)
+            else 'timm_vit'
+        )
     sd = official_to_dna_mm(sd, combine=combine)  # also: zero CLS row for a CLS-less pos_embed
     if not any(k.startswith('blocks.') for k in sd):
-        raise ValueError(f'unrecognised checkpoint layout for ViTDet: expected blocks.{{i}}.* '
-                         f'keys (timm / MAE / dna_mm / MMDetection ViTDet); first keys: '
-                         f'{list(sd)[:5]}')
+        raise ValueError(
+            f'unrecognised checkpoint layout for ViTDet: expected blocks.{{i}}.* '
+            f'keys (timm / MAE / dna_mm / MMDetection ViTDet); first keys: '
+            f'{list(sd)[:5]}'
+        )
     unused = sorted(k for k in sd if k in CLASSIFIER_KEYS or k.startswith(CLASSIFIER_PREFIXES))
     out = OrderedDict((k, v) for k, v in sd.items() if k not in unused)
     return out, layout, unused

@@ -1,5 +1,13 @@
 """Video data: robust MMAction2 dataset, protocol split rules (+ their CLI), the embedded demo set."""
+
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
 from .video_dataset import RobustVideoDataset, SkippedVideosHook
 
-__all__ = ['RobustVideoDataset', 'SkippedVideosHook', 'ProtocolError', 'label_map', 'smarthome_splits', 'ntu60_splits']
+__all__ = [
+    'RobustVideoDataset',
+    'SkippedVideosHook',
+    'ProtocolError',
+    'label_map',
+    'smarthome_splits',
+    'ntu60_splits',
+]

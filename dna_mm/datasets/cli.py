@@ -1,12 +1,12 @@
 """Command line of the annotation builders (``tools/data/{smarthome,ntu60}/build_annotations.py``)."""
+
 from __future__ import annotations
 
 import argparse
 import sys
 from typing import Optional
 
-from .protocols import (ProtocolError, find_videos, label_map, ntu60_splits, smarthome_splits,
-                        write_lists)
+from .protocols import ProtocolError, find_videos, label_map, ntu60_splits, smarthome_splits, write_lists
 
 
 def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
@@ -14,22 +14,30 @@ def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
     smarthome = dataset == 'smarthome'
     p = argparse.ArgumentParser(
         description=f'Write MMAction2 VideoDataset lists for '
-                    f'{"Toyota Smarthome" if smarthome else "NTU RGB+D 60"} (SPEC §3).')
+        f'{"Toyota Smarthome" if smarthome else "NTU RGB+D 60"} (SPEC §3).'
+    )
     p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
     p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')
-    p.add_argument('--protocol', required=True,
-                   choices=['CS', 'CV1', 'CV2'] if smarthome else ['xsub', 'xview'])
+    p.add_argument(
+        '--protocol', required=True, choices=['CS', 'CV1', 'CV2'] if smarthome else ['xsub', 'xview']
+    )
     if not smarthome:
-        p.add_argument('--exclude-missing-skeletons', action='store_true',
-                       help='drop the 302 samples without skeletons (off by default)')
+        p.add_argument(
+            '--exclude-missing-skeletons',
+            action='store_true',
+            help='drop the 302 samples without skeletons (off by default)',
+        )
     args = p.parse_args(argv)
     try:
         paths = find_videos(args.video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
         if smarthome:
             result = smarthome_splits(paths, args.protocol)
         else:
-            exclude = set(label_map('ntu60_samples_with_missing_skeletons')) \
-                if args.exclude_missing_skeletons else None
+            exclude = (
+                set(label_map('ntu60_samples_with_missing_skeletons'))
+                if args.exclude_missing_skeletons
+                else None
+            )
             result = ntu60_splits(paths, args.protocol, exclude)
     except (ProtocolError, FileNotFoundError) as err:
         print(f'error: {err}', file=sys.stderr)
@@ -39,4 +47,3 @@ def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
     print(result.summary())
     print('wrote ' + ', '.join(files))
     return 0
-

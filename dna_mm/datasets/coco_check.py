@@ -15,6 +15,7 @@ Checks, each reported with the JSON path (``annotations[12] (id 40)``) and a cou
 :func:`check_coco` returns a :class:`CocoReport`; its :meth:`~CocoReport.format` is what
 ``tools/data/coco/check_annotations.py`` prints.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ TOLERANCE = 1.0
 @dataclass
 class CocoReport:
     """What :func:`check_coco` found: counts and, per problem kind, the first examples."""
+
     ann_file: str
     num_images: int = 0
     num_annotations: int = 0
@@ -46,11 +48,14 @@ class CocoReport:
         return not self.problems
 
     def format(self, max_examples: int = 5) -> str:
-        lines = [f'{self.ann_file}: {self.num_images} images, {self.num_annotations} annotations, '
-                 f'{len(self.categories)} categories']
+        lines = [
+            f'{self.ann_file}: {self.num_images} images, {self.num_annotations} annotations, '
+            f'{len(self.categories)} categories'
+        ]
         if self.categories:
-            counts = ', '.join(f'{name} {self.per_category.get(cid, 0)}'
-                               for cid, name in sorted(self.categories.items()))
+            counts = ', '.join(
+                f'{name} {self.per_category.get(cid, 0)}' for cid, name in sorted(self.categories.items())
+            )
             lines.append(f'  annotations per category: {counts}')
         for kind, where in sorted(self.problems.items()):
             shown = '; '.join(where[:max_examples])
@@ -69,13 +74,11 @@ def _check_polygons(seg: Any, w: float, h: float, where: str, report: CocoReport
         report.add('bad segmentation (expected a list of polygons)', where)
         return
     for j, poly in enumerate(seg):
-        if not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2 \
-                or not all(_number(v) for v in poly):
+        if not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2 or not all(_number(v) for v in poly):
             report.add('bad polygon (need an even count >= 6 of numbers)', f'{where} polygon {j}')
             continue
         xs, ys = poly[0::2], poly[1::2]
-        if min(xs) < -TOLERANCE or min(ys) < -TOLERANCE or max(xs) > w + TOLERANCE \
-                or max(ys) > h + TOLERANCE:
+        if min(xs) < -TOLERANCE or min(ys) < -TOLERANCE or max(xs) > w + TOLERANCE or max(ys) > h + TOLERANCE:
             report.add('polygon outside the image', f'{where} polygon {j} (image {w:g}x{h:g})')
 
 
@@ -88,12 +91,14 @@ def _check_rle(seg: Any, w: float, h: float, where: str, report: CocoReport) -> 
 
 def _image_size(path: Path) -> Optional[tuple[int, int]]:
     import cv2
+
     img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     return None if img is None else (img.shape[1], img.shape[0])
 
 
-def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLike] = None,
-               check_sizes: bool = False) -> CocoReport:
+def check_coco(
+    ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLike] = None, check_sizes: bool = False
+) -> CocoReport:
     """Check ``ann_file`` (and the images under ``image_dir``, if given).
 
     Raises:
@@ -106,8 +111,10 @@ def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLik
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f'{ann_file}: cannot read COCO JSON: {err}') from err
     if not isinstance(data, dict):
-        raise ValueError(f'{ann_file}: expected a JSON object with images / annotations / '
-                         f'categories, got {type(data).__name__}')
+        raise ValueError(
+            f'{ann_file}: expected a JSON object with images / annotations / '
+            f'categories, got {type(data).__name__}'
+        )
     for key in ('images', 'annotations', 'categories'):
         if not isinstance(data.get(key), list):
             report.add('missing or non-list section', key)
@@ -125,8 +132,12 @@ def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLik
         if not isinstance(img.get('file_name'), str) or not img['file_name']:
             report.add('image without file_name', where)
             continue
-        if not (_number(img.get('width')) and _number(img.get('height'))
-                and img['width'] > 0 and img['height'] > 0):
+        if not (
+            _number(img.get('width'))
+            and _number(img.get('height'))
+            and img['width'] > 0
+            and img['height'] > 0
+        ):
             report.add('image without positive width / height', where)
         if image_dir is not None:
             path = Path(image_dir) / img['file_name']
@@ -137,8 +148,10 @@ def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLik
                 if size is None:
                     report.add('unreadable image file', f'{path} ({where})')
                 elif size != (img.get('width'), img.get('height')):
-                    report.add('image size differs from the JSON',
-                               f'{path}: {size[0]}x{size[1]} vs {img.get("width")}x{img.get("height")}')
+                    report.add(
+                        'image size differs from the JSON',
+                        f'{path}: {size[0]}x{size[1]} vs {img.get("width")}x{img.get("height")}',
+                    )
     names: set[str] = set()
     for i, cat in enumerate(data['categories']):
         where = f'categories[{i}]'
@@ -165,8 +178,9 @@ def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLik
             report.add('annotation of an unknown image_id', f'{where}: image_id {ann.get("image_id")!r}')
             continue
         if ann.get('category_id') not in report.categories:
-            report.add('annotation of an unknown category_id',
-                       f'{where}: category_id {ann.get("category_id")!r}')
+            report.add(
+                'annotation of an unknown category_id', f'{where}: category_id {ann.get("category_id")!r}'
+            )
         else:
             report.per_category[ann['category_id']] += 1
         w, h = img.get('width', 0), img.get('height', 0)
@@ -175,8 +189,12 @@ def check_coco(ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLik
             report.add('bad bbox (expected [x, y, w, h] numbers)', f'{where}: {box!r}')
         elif box[2] <= 0 or box[3] <= 0:
             report.add('empty bbox (w or h <= 0)', f'{where}: {box}')
-        elif box[0] < -TOLERANCE or box[1] < -TOLERANCE or box[0] + box[2] > w + TOLERANCE \
-                or box[1] + box[3] > h + TOLERANCE:
+        elif (
+            box[0] < -TOLERANCE
+            or box[1] < -TOLERANCE
+            or box[0] + box[2] > w + TOLERANCE
+            or box[1] + box[3] > h + TOLERANCE
+        ):
             report.add('bbox outside the image', f'{where}: {box} (image {w}x{h})')
         crowd = ann.get('iscrowd', 0)
         if crowd not in (0, 1):

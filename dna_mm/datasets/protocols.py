@@ -4,6 +4,7 @@ Both builders (``tools/data/{smarthome,ntu60}/build_annotations.py``) are thin C
 :func:`smarthome_splits` / :func:`ntu60_splits`: they take file names (paths relative to
 the video directory) and return ``{split: [(relative_path, label), ...]}``.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,6 +28,7 @@ class ProtocolError(ValueError):
 @dataclass
 class SplitResult:
     """Annotation entries per split, plus what was left out and why."""
+
     splits: dict[str, list[tuple[str, int]]]
     classes: list[str]
     dropped: Counter = field(default_factory=Counter)
@@ -36,29 +38,39 @@ class SplitResult:
         for split, items in self.splits.items():
             present = sorted({label for _, label in items})
             missing = [self.classes[i] for i in range(len(self.classes)) if i not in present]
-            lines.append(f'{split:5s}: {len(items):6d} videos, {len(present)}/{len(self.classes)} '
-                         f'classes' + (f' (missing: {", ".join(missing)})' if missing else ''))
+            lines.append(
+                f'{split:5s}: {len(items):6d} videos, {len(present)}/{len(self.classes)} '
+                f'classes' + (f' (missing: {", ".join(missing)})' if missing else '')
+            )
         for reason, n in sorted(self.dropped.items()):
             lines.append(f'left out: {n} videos ({reason})')
         return '\n'.join(lines)
 
 
 # ---- Toyota Smarthome --------------------------------------------------------------------
-SMARTHOME_RE = re.compile(r'(?P<activity>.+)_p(?P<subject>\d{2})_r(?P<rep>\d{2})'
-                          r'_v(?P<video>\d{2})_c(?P<camera>\d{2})\.mp4')
+SMARTHOME_RE = re.compile(
+    r'(?P<activity>.+)_p(?P<subject>\d{2})_r(?P<rep>\d{2})'
+    r'_v(?P<video>\d{2})_c(?P<camera>\d{2})\.mp4'
+)
 SMARTHOME_STRAY = 'Pour.Fromcup'
-SMARTHOME_CS = {'train': {3, 4, 6, 7, 9, 12, 13, 15, 17}, 'val': {19, 25},
-                'test': {2, 10, 11, 14, 16, 18, 20}}
-SMARTHOME_CV = {'CV1': {'train': {1}, 'val': {5}, 'test': {2}},
-                'CV2': {'train': {1, 3, 4, 6, 7}, 'val': {5}, 'test': {2}}}
+SMARTHOME_CS = {
+    'train': {3, 4, 6, 7, 9, 12, 13, 15, 17},
+    'val': {19, 25},
+    'test': {2, 10, 11, 14, 16, 18, 20},
+}
+SMARTHOME_CV = {
+    'CV1': {'train': {1}, 'val': {5}, 'test': {2}},
+    'CV2': {'train': {1, 3, 4, 6, 7}, 'val': {5}, 'test': {2}},
+}
 
 
 def parse_smarthome(path: str) -> dict:
     """``Cook.Cleandishes_p02_r00_v02_c03.mp4`` → activity, subject, rep, video, camera."""
     m = SMARTHOME_RE.fullmatch(PurePath(path).name)
     if not m:
-        raise ProtocolError(f'{path}: not a Toyota Smarthome file name '
-                            '(expected <Activity>_pNN_rNN_vNN_cNN.mp4)')
+        raise ProtocolError(
+            f'{path}: not a Toyota Smarthome file name (expected <Activity>_pNN_rNN_vNN_cNN.mp4)'
+        )
     d = m.groupdict()
     return dict(d, **{k: int(d[k]) for k in ('subject', 'rep', 'video', 'camera')})
 
@@ -71,8 +83,7 @@ def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
     all_classes = label_map('smarthome_cs_classes')
     classes = all_classes if protocol == 'CS' else label_map('smarthome_cv_classes')
     index = {name: i for i, name in enumerate(classes)}
-    rules, key = ((SMARTHOME_CS, 'subject') if protocol == 'CS'
-                  else (SMARTHOME_CV[protocol], 'camera'))
+    rules, key = (SMARTHOME_CS, 'subject') if protocol == 'CS' else (SMARTHOME_CV[protocol], 'camera')
     result = SplitResult({s: [] for s in ('train', 'val', 'test')}, classes)
     for path in sorted(paths):
         meta = parse_smarthome(path)
@@ -94,8 +105,10 @@ def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
 
 
 # ---- NTU RGB+D 60 ------------------------------------------------------------------------
-NTU_RE = re.compile(r'S(?P<setup>\d{3})C(?P<camera>\d{3})P(?P<performer>\d{3})'
-                    r'R(?P<replication>\d{3})A(?P<action>\d{3})(?:_rgb)?\.(?:avi|mp4)')
+NTU_RE = re.compile(
+    r'S(?P<setup>\d{3})C(?P<camera>\d{3})P(?P<performer>\d{3})'
+    r'R(?P<replication>\d{3})A(?P<action>\d{3})(?:_rgb)?\.(?:avi|mp4)'
+)
 NTU_XSUB_TRAIN = {1, 2, 4, 5, 8, 9, 13, 14, 15, 16, 17, 18, 19, 25, 27, 28, 31, 34, 35, 38}
 NTU_XVIEW_TRAIN = {2, 3}
 
@@ -104,18 +117,19 @@ def parse_ntu(path: str) -> dict:
     """``S001C002P003R002A013_rgb.avi`` (or a re-encoded ``.mp4``) → ids and sample name."""
     m = NTU_RE.fullmatch(PurePath(path).name)
     if not m:
-        raise ProtocolError(f'{path}: not an NTU RGB+D file name '
-                            '(expected SsssCcccPpppRrrrAaaa_rgb.avi or .mp4)')
+        raise ProtocolError(
+            f'{path}: not an NTU RGB+D file name (expected SsssCcccPpppRrrrAaaa_rgb.avi or .mp4)'
+        )
     d = {k: int(v) for k, v in m.groupdict().items()}
     d['sample'] = PurePath(path).name[:20]
     if not 1 <= d['action'] <= 60:
-        raise ProtocolError(f'{path}: action A{d["action"]:03d} is not one of NTU RGB+D 60\'s '
-                            '60 actions (an NTU-120 file?)')
+        raise ProtocolError(
+            f'{path}: action A{d["action"]:03d} is not one of NTU RGB+D 60\'s 60 actions (an NTU-120 file?)'
+        )
     return d
 
 
-def ntu60_splits(paths: Iterable[str], protocol: str,
-                 exclude: Optional[set[str]] = None) -> SplitResult:
+def ntu60_splits(paths: Iterable[str], protocol: str, exclude: Optional[set[str]] = None) -> SplitResult:
     """NTU RGB+D 60 X-Sub (by performer) or X-View (train cameras 2, 3; test camera 1)."""
     protocol = protocol.lower()
     if protocol not in ('xsub', 'xview'):
@@ -130,8 +144,9 @@ def ntu60_splits(paths: Iterable[str], protocol: str,
         if exclude and meta['sample'] in exclude:
             result.dropped['listed in ntu60_samples_with_missing_skeletons'] += 1
             continue
-        train = (meta['performer'] in NTU_XSUB_TRAIN if protocol == 'xsub'
-                 else meta['camera'] in NTU_XVIEW_TRAIN)
+        train = (
+            meta['performer'] in NTU_XSUB_TRAIN if protocol == 'xsub' else meta['camera'] in NTU_XVIEW_TRAIN
+        )
         result.splits['train' if train else 'test'].append((path, meta['action'] - 1))
     return result
 
@@ -139,6 +154,7 @@ def ntu60_splits(paths: Iterable[str], protocol: str,
 def write_lists(result: SplitResult, out_dir: str) -> list[str]:
     """``<out_dir>/<split>.txt`` with ``path label`` lines; returns the files written."""
     from pathlib import Path
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -153,11 +169,13 @@ def write_lists(result: SplitResult, out_dir: str) -> list[str]:
 def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
     """Video files under ``video_dir`` (recursive), as sorted paths relative to it."""
     from pathlib import Path
+
     root = Path(video_dir)
     if not root.is_dir():
         raise FileNotFoundError(f'video directory {video_dir} does not exist')
-    found = sorted(str(p.relative_to(root)) for p in root.rglob('*')
-                   if p.is_file() and p.suffix.lower() in suffixes)
+    found = sorted(
+        str(p.relative_to(root)) for p in root.rglob('*') if p.is_file() and p.suffix.lower() in suffixes
+    )
     if not found:
         raise FileNotFoundError(f'no {"/".join(suffixes)} files under {video_dir}')
     return found
@@ -166,10 +184,11 @@ def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
 @dataclass
 class ListReport:
     """What :func:`check_video_list` found in an annotation list."""
+
     entries: int = 0
     missing: list[str] = field(default_factory=list)
-    bad_labels: list[tuple[int, str]] = field(default_factory=list)   # (line, text)
-    malformed: list[tuple[int, str]] = field(default_factory=list)    # (line, text)
+    bad_labels: list[tuple[int, str]] = field(default_factory=list)  # (line, text)
+    malformed: list[tuple[int, str]] = field(default_factory=list)  # (line, text)
 
     @property
     def ok(self) -> bool:
@@ -179,6 +198,7 @@ class ListReport:
 def check_video_list(ann_file: str, video_dir: str, num_classes: int) -> ListReport:
     """Check an MMAction2 ``path label`` list: files on disk, labels in ``[0, num_classes)``."""
     import os.path as osp
+
     report = ListReport()
     with open(ann_file) as f:
         for lineno, line in enumerate(f, start=1):

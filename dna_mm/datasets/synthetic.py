@@ -15,6 +15,7 @@ clutter. :func:`ensure_motion_dataset` writes ``videos/*.mp4``, ``train.txt`` an
 ``test.txt`` (MMAction2 ``VideoDataset`` lists) once and reuses them while the generation
 parameters match (``meta.json``); the classes are balanced in each split.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ _AXES = {'still': (0, 0), 'horizontal': (0, 1), 'vertical': (1, 0), 'diagonal': 
 @dataclass(frozen=True)
 class MotionDatasetSpec:
     """Generation parameters (part of the cache key)."""
+
     train_per_class: int = 96
     test_per_class: int = 16
     num_frames: int = 16
@@ -71,12 +73,12 @@ def _clip(rng: np.random.Generator, label: int, spec: MotionDatasetSpec) -> np.n
     for i in range(t):
         f = np.full((s, s, 3), 20.0, np.float32)
         y, x = int(round(ty + dy * spec.speed * i)), int(round(tx + dx * spec.speed * i))
-        f[y:y + k, x:x + k] = (40.0, 40.0, 230.0)  # BGR red
+        f[y : y + k, x : x + k] = (40.0, 40.0, 230.0)  # BGR red
         for j in range(spec.num_distractors):
             p = d_pos[j] + d_vel[j] * i
             p = np.abs(np.mod(p, 2 * (s - d_size[j])) - (s - d_size[j]))  # bounce
             a, b = int(p[0]), int(p[1])
-            f[a:a + d_size[j], b:b + d_size[j]] = d_col[j]
+            f[a : a + d_size[j], b : b + d_size[j]] = d_col[j]
         f += rng.normal(0, spec.noise_std, size=f.shape)
         frames[i] = f
     return np.clip(frames, 0, 255).astype(np.uint8)
@@ -84,6 +86,7 @@ def _clip(rng: np.random.Generator, label: int, spec: MotionDatasetSpec) -> np.n
 
 def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
     import cv2
+
     h, w = frames.shape[1:3]
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), fps, (w, h))
     if not writer.isOpened():
@@ -93,8 +96,7 @@ def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
     writer.release()
 
 
-def ensure_motion_dataset(root: str | os.PathLike, spec: MotionDatasetSpec = MotionDatasetSpec()
-                          ) -> Path:
+def ensure_motion_dataset(root: str | os.PathLike, spec: MotionDatasetSpec = MotionDatasetSpec()) -> Path:
     """Generate the dataset under ``root`` unless an identical one is already there.
 
     Returns ``root``; lists are ``root/train.txt`` and ``root/test.txt`` with paths relative

@@ -11,6 +11,7 @@ COCO: ``bbox [x, y, w, h]``, one polygon ``segmentation`` (the exact outline tha
 ``annotations/instances_{train,test}.json`` once and reuses them while the generation
 parameters match (``meta.json``, written last).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ _VERTICES = {'square': 4, 'disc': 32, 'triangle': 3}
 @dataclass(frozen=True)
 class CocoDatasetSpec:
     """Generation parameters (part of the cache key)."""
+
     train_images: int = 192
     test_images: int = 48
     size: int = 128
@@ -64,8 +66,7 @@ def _polygon(rng: np.random.Generator, name: str, cx: float, cy: float, r: float
 
 def _overlaps(box: tuple[float, float, float, float], boxes: list, gap: float = 2.0) -> bool:
     x0, y0, x1, y1 = box
-    return any(x0 < b[2] + gap and b[0] < x1 + gap and y0 < b[3] + gap and b[1] < y1 + gap
-               for b in boxes)
+    return any(x0 < b[2] + gap and b[0] < x1 + gap and y0 < b[3] + gap and b[1] < y1 + gap for b in boxes)
 
 
 def _image(rng: np.random.Generator, spec: CocoDatasetSpec) -> tuple[np.ndarray, list[dict]]:
@@ -85,10 +86,12 @@ def _image(rng: np.random.Generator, spec: CocoDatasetSpec) -> tuple[np.ndarray,
                 break
         else:
             continue
-        colour = np.clip(np.array(_COLOURS[name]) + rng.integers(-spec.colour_jitter,
-                                                                  spec.colour_jitter + 1, 3), 0, 255)
-        cv2.fillPoly(img, [np.round(poly).astype(np.int32)], tuple(int(c) for c in colour),
-                     lineType=cv2.LINE_8)
+        colour = np.clip(
+            np.array(_COLOURS[name]) + rng.integers(-spec.colour_jitter, spec.colour_jitter + 1, 3), 0, 255
+        )
+        cv2.fillPoly(
+            img, [np.round(poly).astype(np.int32)], tuple(int(c) for c in colour), lineType=cv2.LINE_8
+        )
         boxes.append(box)
         objects.append(dict(category=name, polygon=poly))
     return img, objects
@@ -99,8 +102,7 @@ def _polygon_area(poly: np.ndarray) -> float:
     return float(0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
 
 
-def _write_split(root: Path, split: str, count: int, rng: np.random.Generator,
-                 spec: CocoDatasetSpec) -> Path:
+def _write_split(root: Path, split: str, count: int, rng: np.random.Generator, spec: CocoDatasetSpec) -> Path:
     image_dir = root / 'images' / split
     image_dir.mkdir(parents=True, exist_ok=True)
     images, annotations = [], []
@@ -115,15 +117,28 @@ def _write_split(root: Path, split: str, count: int, rng: np.random.Generator,
             poly = np.round(obj['polygon'], 2)
             x0, y0 = poly.min(axis=0)
             x1, y1 = poly.max(axis=0)
-            annotations.append(dict(
-                id=len(annotations) + 1, image_id=image_id, category_id=cat_ids[obj['category']],
-                segmentation=[[float(v) for v in poly.reshape(-1)]], area=_polygon_area(poly),
-                bbox=[float(x0), float(y0), float(x1 - x0), float(y1 - y0)], iscrowd=0))
+            annotations.append(
+                dict(
+                    id=len(annotations) + 1,
+                    image_id=image_id,
+                    category_id=cat_ids[obj['category']],
+                    segmentation=[[float(v) for v in poly.reshape(-1)]],
+                    area=_polygon_area(poly),
+                    bbox=[float(x0), float(y0), float(x1 - x0), float(y1 - y0)],
+                    iscrowd=0,
+                )
+            )
     ann_file = root / 'annotations' / f'instances_{split}.json'
     ann_file.parent.mkdir(parents=True, exist_ok=True)
-    ann_file.write_text(json.dumps(dict(
-        images=images, annotations=annotations,
-        categories=[dict(id=i, name=n, supercategory='shape') for n, i in cat_ids.items()])))
+    ann_file.write_text(
+        json.dumps(
+            dict(
+                images=images,
+                annotations=annotations,
+                categories=[dict(id=i, name=n, supercategory='shape') for n, i in cat_ids.items()],
+            )
+        )
+    )
     return ann_file
 
 

@@ -19,6 +19,7 @@ file: silently replacing test samples would change the metric.
 Every packed sample carries its video path in ``data_samples.metainfo['filename']`` (used by
 ``tools/test.py --dump``), whatever the pipeline's ``PackActionInputs(meta_keys=...)``.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -73,8 +74,14 @@ class RobustVideoDataset(VideoDataset):
         **kwargs: ``VideoDataset`` arguments (``ann_file``, ``pipeline``, ``data_prefix``, ...).
     """
 
-    def __init__(self, *args, num_classes: Optional[int] = None, check_files: bool = True,
-                 max_refetch: int = 10, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        num_classes: Optional[int] = None,
+        check_files: bool = True,
+        max_refetch: int = 10,
+        **kwargs,
+    ) -> None:
         if num_classes is not None and num_classes <= 0:
             raise ValueError(f'num_classes must be positive, got {num_classes}')
         self.check_files = check_files
@@ -91,8 +98,11 @@ class RobustVideoDataset(VideoDataset):
             if not line.strip():
                 continue
             if self.multi_class:
-                data_list.append(dict(filename=fields[0], label=[self._label(f, lineno) for f in fields[1:]],
-                                      lineno=lineno))
+                data_list.append(
+                    dict(
+                        filename=fields[0], label=[self._label(f, lineno) for f in fields[1:]], lineno=lineno
+                    )
+                )
                 continue
             if len(fields) not in (1, 2):
                 raise ValueError(f'{self.ann_file}:{lineno}: expected "path label", got {line.strip()!r}')
@@ -108,7 +118,8 @@ class RobustVideoDataset(VideoDataset):
                 shown = '\n  '.join(f'line {d["lineno"]}: {d["filename"]}' for d in missing[:SHOW_MISSING])
                 raise FileNotFoundError(
                     f'{self.ann_file}: {len(missing)} of {len(data_list)} listed videos are missing '
-                    f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else ''))
+                    f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else '')
+                )
         return data_list
 
     def _read_lines(self) -> list[str]:
@@ -122,7 +133,8 @@ class RobustVideoDataset(VideoDataset):
             except UnicodeDecodeError as err:
                 raise ValueError(
                     f'{self.ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
-                    f'column {err.start + 1}): {raw!r}; save the list as UTF-8') from None
+                    f'column {err.start + 1}): {raw!r}; save the list as UTF-8'
+                ) from None
         return lines
 
     def _label(self, text: str, lineno: int) -> int:
@@ -132,8 +144,9 @@ class RobustVideoDataset(VideoDataset):
             raise ValueError(f'{self.ann_file}:{lineno}: label {text!r} is not an integer') from None
         if label < 0 or (self.num_classes is not None and label >= self.num_classes):
             bound = f'[0, {self.num_classes})' if self.num_classes is not None else '>= 0'
-            raise ValueError(f'{self.ann_file}:{lineno}: label {label} outside {bound} '
-                             f'(num_classes={self.num_classes})')
+            raise ValueError(
+                f'{self.ann_file}:{lineno}: label {label} outside {bound} (num_classes={self.num_classes})'
+            )
         return label
 
     def prepare_data(self, idx: int) -> Optional[dict]:
@@ -148,9 +161,12 @@ class RobustVideoDataset(VideoDataset):
             reason = f'{type(err).__name__}: {err}'
             self._failures.append((path, reason))
             total = self.skipped.add()
-            print_log(f'skipped unreadable video {path} ({reason}); {total} skipped so far in '
-                      f'this process and its workers; using another sample',
-                      logger='current', level=30)
+            print_log(
+                f'skipped unreadable video {path} ({reason}); {total} skipped so far in '
+                f'this process and its workers; using another sample',
+                logger='current',
+                level=30,
+            )
             return None  # __getitem__ draws another index (max_refetch times)
         if data is None:
             self._failures.append((path, 'the pipeline returned no sample'))
@@ -174,7 +190,8 @@ class RobustVideoDataset(VideoDataset):
         shown = '\n  '.join(f'{path}: {reason}' for path, reason in self._failures)
         raise RuntimeError(
             f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
-            f'(max_refetch={self.max_refetch}); check the video files and the pipeline:\n  {shown}')
+            f'(max_refetch={self.max_refetch}); check the video files and the pipeline:\n  {shown}'
+        )
 
 
 def skip_counters(dataset: Any) -> list[SharedCounter]:
@@ -216,4 +233,5 @@ class SkippedVideosHook(Hook):
             runner.logger.warning(
                 f'epoch {runner.epoch + 1}: {new} unreadable training video(s) skipped in this '
                 f'epoch, summed over all dataloader workers and ranks ({total} so far in this '
-                f'run); their paths are in the warnings above')
+                f'run); their paths are in the warnings above'
+            )

@@ -1,4 +1,5 @@
 """Training-engine pieces registered with MMEngine (optimizer wrappers, hooks)."""
+
 from .hooks import AlphaLoggerHook
 from .optim_wrapper import auto_amp_optim_wrapper
 

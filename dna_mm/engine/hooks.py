@@ -11,6 +11,7 @@ call and as scalars ``alpha/<group>/layer<i>/<stat>`` to every visualizer backen
 TensorBoard events), step = the iteration. Groups: ``temporal`` / ``spatial`` for TimeSformer's
 divided space-time attentions, ``attn`` for one attention per block (:mod:`dna_mm.analysis.sites`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -51,11 +52,13 @@ class AlphaLoggerHook(Hook):
             sites = []
         self._sites = [s for s in sites if s.alpha is not None]
         if not self._sites:
-            runner.logger.warning('AlphaLoggerHook: the model has no DnA attention with a learnable '
-                                  'α; nothing will be logged')
+            runner.logger.warning(
+                'AlphaLoggerHook: the model has no DnA attention with a learnable α; nothing will be logged'
+            )
 
-    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None,
-                         outputs: Optional[dict] = None) -> None:
+    def after_train_iter(
+        self, runner, batch_idx: int, data_batch: Any = None, outputs: Optional[dict] = None
+    ) -> None:
         if not self._sites:
             return
         if self.every_n_train_iters(runner, self.interval) or self.is_last_train_iter(runner):
@@ -78,6 +81,8 @@ class AlphaLoggerHook(Hook):
         scalars = self.scalars()
         for site in self._sites or []:
             s = alpha_stats(site.alpha)
-            runner.logger.info(f'alpha {site.group} layer {site.layer} (iter {step}): '
-                               + '  '.join(f'{k} {s[k]:.4f}' for k in STATS))
+            runner.logger.info(
+                f'alpha {site.group} layer {site.layer} (iter {step}): '
+                + '  '.join(f'{k} {s[k]:.4f}' for k in STATS)
+            )
         runner.visualizer.add_scalars(scalars, step=step)

@@ -17,6 +17,7 @@ their block's id. ``alpha`` (one gain per head) gets **no weight decay**: decay 
 0, i.e. towards plain softmax attention, a prior the method does not have; the authors train
 with timm's optimizer factory, which leaves every 1-d parameter (``α`` included) undecayed.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,11 @@ def get_layer_id(name: str, num_layers: int) -> int:
 
 def no_weight_decay(name: str) -> bool:
     """Block norms, ``pos_embed`` and DnA's per-head ``alpha`` are not decayed."""
-    return ((name.startswith('backbone.blocks.') and 'norm' in name) or 'pos_embed' in name
-            or (name.startswith('backbone.blocks.') and name.endswith('.attn.alpha')))
+    return (
+        (name.startswith('backbone.blocks.') and 'norm' in name)
+        or 'pos_embed' in name
+        or (name.startswith('backbone.blocks.') and name.endswith('.attn.alpha'))
+    )
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
@@ -60,11 +64,12 @@ class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
         cfg = self.paramwise_cfg
         missing = [k for k in ('num_layers', 'decay_rate') if k not in cfg]
         if missing:
-            raise KeyError(f'LayerDecayOptimizerConstructor: paramwise_cfg needs {missing}, got '
-                           f'{dict(cfg)}')
+            raise KeyError(f'LayerDecayOptimizerConstructor: paramwise_cfg needs {missing}, got {dict(cfg)}')
         if cfg.get('decay_type', 'layer_wise') != 'layer_wise':
-            raise ValueError(f"LayerDecayOptimizerConstructor: only decay_type='layer_wise' is "
-                             f"supported, got {cfg['decay_type']!r}")
+            raise ValueError(
+                f"LayerDecayOptimizerConstructor: only decay_type='layer_wise' is "
+                f"supported, got {cfg['decay_type']!r}"
+            )
         num_layers, decay_rate = int(cfg['num_layers']), float(cfg['decay_rate'])
         groups: dict[str, dict] = {}
         for name, param in module.named_parameters():
@@ -75,8 +80,9 @@ class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
             group_name = f'layer_{layer_id}_{"decay" if decay else "no_decay"}'
             if group_name not in groups:
                 scale = decay_rate ** (num_layers + 1 - layer_id)
-                groups[group_name] = dict(params=[], param_names=[], group_name=group_name,
-                                          lr_scale=scale, lr=scale * self.base_lr)
+                groups[group_name] = dict(
+                    params=[], param_names=[], group_name=group_name, lr_scale=scale, lr=scale * self.base_lr
+                )
                 if not decay:
                     groups[group_name]['weight_decay'] = 0.0
                 elif self.base_wd is not None:  # else the optimizer's default
@@ -84,9 +90,17 @@ class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
             groups[group_name]['params'].append(param)
             groups[group_name]['param_names'].append(name)
         if get_dist_info()[0] == 0:
-            shown = {k: dict(lr_scale=g['lr_scale'], lr=g['lr'], weight_decay=g.get('weight_decay'),
-                             params=len(g['params'])) for k, g in groups.items()}
+            shown = {
+                k: dict(
+                    lr_scale=g['lr_scale'],
+                    lr=g['lr'],
+                    weight_decay=g.get('weight_decay'),
+                    params=len(g['params']),
+                )
+                for k, g in groups.items()
+            }
             MMLogger.get_current_instance().info(
                 f'LayerDecayOptimizerConstructor (decay_rate={decay_rate}, num_layers='
-                f'{num_layers}): {json.dumps(shown, indent=1)}')
+                f'{num_layers}): {json.dumps(shown, indent=1)}'
+            )
         params.extend(groups.values())

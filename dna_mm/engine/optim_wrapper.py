@@ -8,6 +8,7 @@ cannot run on a CPU machine. This wrapper type lets one config serve both::
 On CUDA it builds ``AmpOptimWrapper`` (``loss_scale``, ``dtype`` and ``use_fsdp`` honoured);
 elsewhere ``OptimWrapper`` (those keys dropped).
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Evaluation helpers registered with MMEngine."""
+
 from .dump import DumpPredictions
 from .robustness import RobustnessMetric
 

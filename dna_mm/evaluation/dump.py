@@ -5,6 +5,7 @@ The ``video`` column is the sample's ``metainfo['filename']`` (``RobustVideoData
 sets it; for another dataset add ``'filename'`` to ``PackActionInputs(meta_keys=...)``) or
 ``frame_dir`` (rawframe datasets).
 """
+
 from __future__ import annotations
 
 import csv
@@ -40,14 +41,21 @@ class DumpPredictions(BaseMetric):
             video = sample.get('filename', sample.get('frame_dir'))
             if video is None and not self._warned:
                 self._warned = True
-                print_log(f'{self.out_file_path}: the samples carry no filename, so the video '
-                          f"column stays empty; add 'filename' to PackActionInputs(meta_keys=...)",
-                          logger='current', level=30)
-            self.results.append(dict(
-                video=video or '',
-                label=' '.join(str(int(v)) for v in label.flatten()), pred=int(top.indices[0]),
-                score=round(float(top.values[0]), 6),
-                top5=' '.join(str(int(i)) for i in top.indices)))
+                print_log(
+                    f'{self.out_file_path}: the samples carry no filename, so the video '
+                    f"column stays empty; add 'filename' to PackActionInputs(meta_keys=...)",
+                    logger='current',
+                    level=30,
+                )
+            self.results.append(
+                dict(
+                    video=video or '',
+                    label=' '.join(str(int(v)) for v in label.flatten()),
+                    pred=int(top.indices[0]),
+                    score=round(float(top.values[0]), 6),
+                    top5=' '.join(str(int(i)) for i in top.indices),
+                )
+            )
 
     def compute_metrics(self, results: list) -> dict:
         os.makedirs(osp.dirname(osp.abspath(self.out_file_path)), exist_ok=True)

@@ -27,6 +27,7 @@ the others on the in-distribution samples only::
     test_evaluator = dict(_delete_=True, type='RobustnessMetric', ood_ann_file='data/ood/test.txt',
                           ood_data_prefix='data/ood/videos')
 """
+
 from __future__ import annotations
 
 import os.path as osp
@@ -58,10 +59,18 @@ class RobustnessMetric(BaseMetric):
 
     default_prefix = 'robustness'
 
-    def __init__(self, scores: str = 'probs', beta: int = 100, drop_last_bin: bool = True,
-                 ece_bins: int = 15, ood_ann_file: Optional[str] = None, ood_data_prefix: str = '',
-                 recall: float = 0.95, collect_device: str = 'cpu',
-                 prefix: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        scores: str = 'probs',
+        beta: int = 100,
+        drop_last_bin: bool = True,
+        ece_bins: int = 15,
+        ood_ann_file: Optional[str] = None,
+        ood_data_prefix: str = '',
+        recall: float = 0.95,
+        collect_device: str = 'cpu',
+        prefix: Optional[str] = None,
+    ) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         if scores not in ('probs', 'logits'):
             raise ValueError(f"RobustnessMetric: scores must be 'probs' or 'logits', got {scores!r}")
@@ -74,8 +83,13 @@ class RobustnessMetric(BaseMetric):
         for sample in data_samples:
             score = _get(sample, 'pred_scores', 'pred_score').float().cpu().flatten()  # [K]
             label = _get(sample, 'gt_labels', 'gt_label').flatten()
-            self.results.append(dict(score=score, label=int(label[0]) if label.numel() else -1,
-                                     filename=sample.get('filename', '')))
+            self.results.append(
+                dict(
+                    score=score,
+                    label=int(label[0]) if label.numel() else -1,
+                    filename=sample.get('filename', ''),
+                )
+            )
 
     def compute_metrics(self, results: list) -> dict:
         scores = torch.stack([r['score'] for r in results])  # [N, K]
@@ -86,7 +100,8 @@ class RobustnessMetric(BaseMetric):
             if not torch.allclose(sums, torch.ones_like(sums), atol=1e-3):
                 raise ValueError(
                     f'RobustnessMetric: the prediction scores do not sum to 1 (e.g. {float(sums[0]):.4g}); '
-                    f"set scores='logits' or the head's average_clips='prob'")
+                    f"set scores='logits' or the head's average_clips='prob'"
+                )
             probs = scores
         labels = torch.tensor([r['label'] for r in results])
         conf, pred = probs.max(dim=-1)
@@ -94,19 +109,28 @@ class RobustnessMetric(BaseMetric):
         if self.ood_files is not None:
             is_ood = torch.tensor([osp.normpath(r['filename']) in self.ood_files for r in results])
             if not is_ood.any():
-                raise ValueError(f'RobustnessMetric: no test sample is in the OOD list '
-                                 f'{self.ood_ann_file}; add it to the test dataloader (see the '
-                                 f"docstring) and check ood_data_prefix")
+                raise ValueError(
+                    f'RobustnessMetric: no test sample is in the OOD list '
+                    f'{self.ood_ann_file}; add it to the test dataloader (see the '
+                    f"docstring) and check ood_data_prefix"
+                )
             if is_ood.all():
-                raise ValueError(f'RobustnessMetric: every test sample is in the OOD list '
-                                 f'{self.ood_ann_file}; the in-distribution set is missing')
+                raise ValueError(
+                    f'RobustnessMetric: every test sample is in the OOD list '
+                    f'{self.ood_ann_file}; the in-distribution set is missing'
+                )
         ind = ~is_ood
         if (labels[ind] < 0).any():
-            raise ValueError('RobustnessMetric: in-distribution samples without a label '
-                             f'({int((labels[ind] < 0).sum())}); OOD samples need ood_ann_file')
+            raise ValueError(
+                'RobustnessMetric: in-distribution samples without a label '
+                f'({int((labels[ind] < 0).sum())}); OOD samples need ood_ann_file'
+            )
         correct = (pred[ind] == labels[ind]).double()
-        metrics = dict(acc=float(correct.mean()), aurra=aurra(conf[ind], correct),
-                       ece=_ece(probs[ind], labels[ind], self.ece_bins))
+        metrics = dict(
+            acc=float(correct.mean()),
+            aurra=aurra(conf[ind], correct),
+            ece=_ece(probs[ind], labels[ind], self.ece_bins),
+        )
         try:
             metrics['rmsce'] = rms_calibration_error(conf[ind], correct, self.beta, self.drop_last_bin)
         except ValueError as err:  # too few samples for the binning
@@ -114,8 +138,7 @@ class RobustnessMetric(BaseMetric):
             metrics['rmsce'] = float('nan')
         if self.ood_files is not None:
             m = ood_measures(conf[ind], conf[is_ood], self.recall)
-            metrics.update(auroc=m['auroc'], aupr=m['aupr'], fpr95=m['fpr'],
-                           num_ood=int(is_ood.sum()))
+            metrics.update(auroc=m['auroc'], aupr=m['aupr'], fpr95=m['fpr'], num_ood=int(is_ood.sum()))
         metrics['num_samples'] = int(ind.sum())
         return metrics
 
@@ -123,8 +146,10 @@ class RobustnessMetric(BaseMetric):
 def _ece(probs: torch.Tensor, labels: torch.Tensor, bins: int) -> float:
     """torchmetrics' multiclass ECE (top-1 confidence, equal-width bins, L1)."""
     from torchmetrics.functional.classification import multiclass_calibration_error
-    return float(multiclass_calibration_error(probs, labels, num_classes=probs.shape[-1],
-                                              n_bins=bins, norm='l1'))
+
+    return float(
+        multiclass_calibration_error(probs, labels, num_classes=probs.shape[-1], n_bins=bins, norm='l1')
+    )
 
 
 def _get(sample: dict, *keys: str) -> torch.Tensor:

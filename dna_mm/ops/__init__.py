@@ -4,6 +4,7 @@
 CUDA tensors, and on CPU tensors when ``TRITON_INTERPRET=1`` was set before the import
 (the interpreter, for tests).
 """
+
 from .dna_attention import dna_attention, kernel_available
 
 __all__ = ['dna_attention', 'kernel_available']

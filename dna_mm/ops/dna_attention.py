@@ -1,5 +1,6 @@
 """``dna_attention``: the fused two-branch kernel behind one function (formula in
 :mod:`.triton_dna`)."""
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,16 @@ def kernel_available(device: torch.device) -> bool:
     return interpreting or device.type == 'cuda'
 
 
-def dna_attention(q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
-                  alpha: Optional[Tensor] = None, bias: BiasArg = None,
-                  scale: Optional[float] = None) -> Tensor:
+def dna_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Optional[Tensor] = None,
+    bias: BiasArg = None,
+    scale: Optional[float] = None,
+) -> Tensor:
     """DnA attention on head-split tensors in one fused kernel:
 
         softmax(s Q+ K^T + b+) V+ + α softmin(s Q- K^T + b-) V-     → [B, H, M, d]
@@ -49,8 +57,10 @@ def dna_attention(q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
             ``TRITON_INTERPRET=1``.
     """
     if q.dim() != 4 or q.shape != q_neg.shape:
-        raise ValueError(f'dna_attention: q and q_neg must be [B, H, M, d] of one shape, got '
-                         f'{list(q.shape)} and {list(q_neg.shape)}')
+        raise ValueError(
+            f'dna_attention: q and q_neg must be [B, H, M, d] of one shape, got '
+            f'{list(q.shape)} and {list(q_neg.shape)}'
+        )
     bsz, h, _, d = q.shape
     for name, t in (('k', k), ('v', v), ('v_neg', v_neg)):
         if t.dim() != 4 or t.shape[:2] != (bsz, h) or t.shape[3] != d or t.shape[2] != k.shape[2]:
@@ -59,12 +69,16 @@ def dna_attention(q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
         raise ValueError(f'dna_attention: head dim {d} not supported (one of {HEAD_DIMS})')
     dtypes = {t.dtype for t in (q, k, v, q_neg, v_neg)}
     if len(dtypes) != 1 or q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise ValueError(f'dna_attention: q, k, v, q_neg, v_neg must share one of fp32 / fp16 / '
-                         f'bf16, got {sorted(map(str, dtypes))}')
+        raise ValueError(
+            f'dna_attention: q, k, v, q_neg, v_neg must share one of fp32 / fp16 / '
+            f'bf16, got {sorted(map(str, dtypes))}'
+        )
     if not kernel_available(q.device):
-        raise RuntimeError('dna_attention: the Triton kernel needs CUDA tensors (or '
-                           'TRITON_INTERPRET=1 set before importing dna_mm.ops); use the '
-                           "attention modules' SDPA path on this device")
+        raise RuntimeError(
+            'dna_attention: the Triton kernel needs CUDA tensors (or '
+            'TRITON_INTERPRET=1 set before importing dna_mm.ops); use the '
+            "attention modules' SDPA path on this device"
+        )
     if alpha is None:
         alpha = torch.ones(h, device=q.device, dtype=torch.float32)
     if alpha.shape != (h,):
@@ -74,5 +88,7 @@ def dna_attention(q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
     else:
         b_pos, b_neg = bias
     from .triton_dna import DnAAttentionFunction
-    return DnAAttentionFunction.apply(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg,
-                                      d ** -0.5 if scale is None else float(scale))
+
+    return DnAAttentionFunction.apply(
+        q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, d**-0.5 if scale is None else float(scale)
+    )

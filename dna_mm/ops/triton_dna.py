@@ -23,6 +23,7 @@ bias needs a gradient, ``dS±`` into an ``[B, H, M, N]`` buffer reduced to the b
 The kernels run on CUDA, and on the CPU under ``TRITON_INTERPRET=1`` (tests; the
 interpreter's ``tl.dot`` mishandles bf16 in triton 3.9, so bf16 is a GPU-only case).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,11 +40,42 @@ INTERPRETED = os.environ.get('TRITON_INTERPRET') == '1'
 
 
 @triton.jit
-def _fwd_kernel(Q, QN, K, V, VN, BP, BN_, OP, ON, LSE_P, LSE_N,
-                s_qb, s_qh, s_qm, s_kb, s_kh, s_kn, s_pb, s_ph, s_pm, s_pn, s_nb, s_nh, s_nm, s_nn,
-                H, M, N, scale,
-                HAS_BP: tl.constexpr, HAS_BN: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+def _fwd_kernel(
+    Q,
+    QN,
+    K,
+    V,
+    VN,
+    BP,
+    BN_,
+    OP,
+    ON,
+    LSE_P,
+    LSE_N,
+    s_qb,
+    s_qh,
+    s_qm,
+    s_kb,
+    s_kh,
+    s_kn,
+    s_pb,
+    s_ph,
+    s_pm,
+    s_pn,
+    s_nb,
+    s_nh,
+    s_nm,
+    s_nn,
+    H,
+    M,
+    N,
+    scale,
+    HAS_BP: tl.constexpr,
+    HAS_BN: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D: tl.constexpr,
+):
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -65,7 +97,7 @@ def _fwd_kernel(Q, QN, K, V, VN, BP, BN_, OP, ON, LSE_P, LSE_N,
         k = tl.load(K + kv_off, mask=n_ok[:, None], other=0.0)
         v = tl.load(V + kv_off, mask=n_ok[:, None], other=0.0)
         vn = tl.load(VN + kv_off, mask=n_ok[:, None], other=0.0)
-        z1 = tl.dot(q, tl.trans(k), input_precision='ieee') * scale      # [BM, BN]
+        z1 = tl.dot(q, tl.trans(k), input_precision='ieee') * scale  # [BM, BN]
         z2 = -tl.dot(qn, tl.trans(k), input_precision='ieee') * scale
         bp_off = b * s_pb + h * s_ph + offs_m[:, None] * s_pm + offs_n[None, :] * s_pn
         bn_off = b * s_nb + h * s_nh + offs_m[:, None] * s_nm + offs_n[None, :] * s_nn
@@ -95,8 +127,9 @@ def _fwd_kernel(Q, QN, K, V, VN, BP, BN_, OP, ON, LSE_P, LSE_N,
 
 
 @triton.jit
-def _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale,
-           HAS_BP: tl.constexpr, HAS_BN: tl.constexpr):
+def _probs(
+    q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP: tl.constexpr, HAS_BN: tl.constexpr
+):
     """Recomputed ``P+`` and ``P-`` of one tile ``[BM, BN]``."""
     z1 = tl.dot(q, tl.trans(k), input_precision='ieee') * scale
     z2 = -tl.dot(qn, tl.trans(k), input_precision='ieee') * scale
@@ -110,12 +143,47 @@ def _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale,
 
 
 @triton.jit
-def _bwd_kv_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N, ALPHA,
-                   DK, DV, DVN,
-                   s_qb, s_qh, s_qm, s_kb, s_kh, s_kn, s_pb, s_ph, s_pm, s_pn, s_nb, s_nh, s_nm, s_nn,
-                   H, M, N, scale,
-                   HAS_BP: tl.constexpr, HAS_BN: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+def _bwd_kv_kernel(
+    Q,
+    QN,
+    K,
+    V,
+    VN,
+    BP,
+    BN_,
+    DO,
+    LSE_P,
+    LSE_N,
+    DELTA_P,
+    DELTA_N,
+    ALPHA,
+    DK,
+    DV,
+    DVN,
+    s_qb,
+    s_qh,
+    s_qm,
+    s_kb,
+    s_kh,
+    s_kn,
+    s_pb,
+    s_ph,
+    s_pm,
+    s_pn,
+    s_nb,
+    s_nh,
+    s_nm,
+    s_nn,
+    H,
+    M,
+    N,
+    scale,
+    HAS_BP: tl.constexpr,
+    HAS_BN: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D: tl.constexpr,
+):
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
     alpha = tl.load(ALPHA + h).to(tl.float32)
@@ -135,8 +203,9 @@ def _bwd_kv_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N,
         q_off = b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :]
         q = tl.load(Q + q_off, mask=m_ok[:, None], other=0.0)
         qn = tl.load(QN + q_off, mask=m_ok[:, None], other=0.0)
-        do = tl.load(DO + pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :],
-                     mask=m_ok[:, None], other=0.0)
+        do = tl.load(
+            DO + pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :], mask=m_ok[:, None], other=0.0
+        )
         row = pid_bh * M + offs_m
         lse1 = tl.load(LSE_P + row, mask=m_ok, other=0.0)
         lse2 = tl.load(LSE_N + row, mask=m_ok, other=0.0)
@@ -145,16 +214,16 @@ def _bwd_kv_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N,
         bp_off = b * s_pb + h * s_ph + offs_m[:, None] * s_pm + offs_n[None, :] * s_pn
         bn_off = b * s_nb + h * s_nh + offs_m[:, None] * s_nm + offs_n[None, :] * s_nn
         both_ok = m_ok[:, None] & n_ok[None, :]
-        p1, p2 = _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale,
-                        HAS_BP, HAS_BN)
+        p1, p2 = _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN)
         do_f = do.to(tl.float32)
         dv += tl.dot(tl.trans(p1), do_f, input_precision='ieee')
         dvn += tl.dot(tl.trans(p2), do_f * alpha, input_precision='ieee')
         ds1 = p1 * (tl.dot(do_f, tl.trans(v.to(tl.float32)), input_precision='ieee') - d1[:, None])
-        ds2 = p2 * (alpha * tl.dot(do_f, tl.trans(vn.to(tl.float32)), input_precision='ieee')
-                    - d2[:, None])
-        dk += scale * (tl.dot(tl.trans(ds1), q.to(tl.float32), input_precision='ieee')
-                       - tl.dot(tl.trans(ds2), qn.to(tl.float32), input_precision='ieee'))
+        ds2 = p2 * (alpha * tl.dot(do_f, tl.trans(vn.to(tl.float32)), input_precision='ieee') - d2[:, None])
+        dk += scale * (
+            tl.dot(tl.trans(ds1), q.to(tl.float32), input_precision='ieee')
+            - tl.dot(tl.trans(ds2), qn.to(tl.float32), input_precision='ieee')
+        )
     out = pid_bh * N * D + offs_n[:, None] * D + offs_d[None, :]
     tl.store(DK + out, dk, mask=n_ok[:, None])
     tl.store(DV + out, dv, mask=n_ok[:, None])
@@ -162,12 +231,49 @@ def _bwd_kv_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N,
 
 
 @triton.jit
-def _bwd_q_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N, ALPHA,
-                  DQ, DQN, DS_P, DS_N,
-                  s_qb, s_qh, s_qm, s_kb, s_kh, s_kn, s_pb, s_ph, s_pm, s_pn, s_nb, s_nh, s_nm, s_nn,
-                  H, M, N, scale,
-                  HAS_BP: tl.constexpr, HAS_BN: tl.constexpr, STORE_DS: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+def _bwd_q_kernel(
+    Q,
+    QN,
+    K,
+    V,
+    VN,
+    BP,
+    BN_,
+    DO,
+    LSE_P,
+    LSE_N,
+    DELTA_P,
+    DELTA_N,
+    ALPHA,
+    DQ,
+    DQN,
+    DS_P,
+    DS_N,
+    s_qb,
+    s_qh,
+    s_qm,
+    s_kb,
+    s_kh,
+    s_kn,
+    s_pb,
+    s_ph,
+    s_pm,
+    s_pn,
+    s_nb,
+    s_nh,
+    s_nm,
+    s_nn,
+    H,
+    M,
+    N,
+    scale,
+    HAS_BP: tl.constexpr,
+    HAS_BN: tl.constexpr,
+    STORE_DS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D: tl.constexpr,
+):
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
     alpha = tl.load(ALPHA + h).to(tl.float32)
@@ -177,8 +283,9 @@ def _bwd_q_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N, 
     q_off = b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :]
     q = tl.load(Q + q_off, mask=m_ok[:, None], other=0.0)
     qn = tl.load(QN + q_off, mask=m_ok[:, None], other=0.0)
-    do = tl.load(DO + pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :],
-                 mask=m_ok[:, None], other=0.0).to(tl.float32)
+    do = tl.load(
+        DO + pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :], mask=m_ok[:, None], other=0.0
+    ).to(tl.float32)
     row = pid_bh * M + offs_m
     lse1 = tl.load(LSE_P + row, mask=m_ok, other=0.0)
     lse2 = tl.load(LSE_N + row, mask=m_ok, other=0.0)
@@ -196,8 +303,7 @@ def _bwd_q_kernel(Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N, 
         bp_off = b * s_pb + h * s_ph + offs_m[:, None] * s_pm + offs_n[None, :] * s_pn
         bn_off = b * s_nb + h * s_nh + offs_m[:, None] * s_nm + offs_n[None, :] * s_nn
         both_ok = m_ok[:, None] & n_ok[None, :]
-        p1, p2 = _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale,
-                        HAS_BP, HAS_BN)
+        p1, p2 = _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN)
         ds1 = p1 * (tl.dot(do, tl.trans(v), input_precision='ieee') - d1[:, None])
         ds2 = p2 * (alpha * tl.dot(do, tl.trans(vn), input_precision='ieee') - d2[:, None])
         k_f = k.to(tl.float32)
@@ -216,8 +322,9 @@ def _blocks(d: int) -> tuple[int, int]:
     return (64, 64) if d <= 64 else (32, 32)
 
 
-def _bias_args(bias: Optional[Tensor], shape: tuple[int, int, int, int], like: Tensor
-               ) -> tuple[Tensor, tuple[int, int, int, int]]:
+def _bias_args(
+    bias: Optional[Tensor], shape: tuple[int, int, int, int], like: Tensor
+) -> tuple[Tensor, tuple[int, int, int, int]]:
     """A bias broadcast to ``[B, H, M, N]`` by strides (no copy), or a dummy."""
     if bias is None:
         return like, (0, 0, 0, 0)
@@ -239,9 +346,18 @@ class DnAAttentionFunction(torch.autograd.Function):
     """Autograd wrapper of the kernels; see :func:`dna_mm.ops.dna_attention`."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
-                alpha: Tensor, b_pos: Optional[Tensor], b_neg: Optional[Tensor],
-                scale: float) -> Tensor:
+    def forward(
+        ctx,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_neg: Tensor,
+        v_neg: Tensor,
+        alpha: Tensor,
+        b_pos: Optional[Tensor],
+        b_neg: Optional[Tensor],
+        scale: float,
+    ) -> Tensor:
         bsz, h, m, d = q.shape
         n = k.shape[2]
         q, k, v, q_neg, v_neg = (t.contiguous() for t in (q, k, v, q_neg, v_neg))
@@ -253,13 +369,34 @@ class DnAAttentionFunction(torch.autograd.Function):
         bn, sb_n = _bias_args(b_neg, (bsz, h, m, n), q)
         block_m, block_n = _blocks(d)
         grid = (triton.cdiv(m, block_m), bsz * h)
-        _fwd_kernel[grid](q, q_neg, k, v, v_neg, bp, bn, o_pos, o_neg, lse_p, lse_n,
-                          *q.stride()[:3], *k.stride()[:3], *sb_p, *sb_n, h, m, n, scale,
-                          HAS_BP=b_pos is not None, HAS_BN=b_neg is not None,
-                          BLOCK_M=block_m, BLOCK_N=block_n, D=d)
+        _fwd_kernel[grid](
+            q,
+            q_neg,
+            k,
+            v,
+            v_neg,
+            bp,
+            bn,
+            o_pos,
+            o_neg,
+            lse_p,
+            lse_n,
+            *q.stride()[:3],
+            *k.stride()[:3],
+            *sb_p,
+            *sb_n,
+            h,
+            m,
+            n,
+            scale,
+            HAS_BP=b_pos is not None,
+            HAS_BN=b_neg is not None,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            D=d,
+        )
         ctx.save_for_backward(q, k, v, q_neg, v_neg, alpha, o_pos, o_neg, lse_p, lse_n, bp, bn)
-        ctx.bias_shapes = (None if b_pos is None else b_pos.shape,
-                           None if b_neg is None else b_neg.shape)
+        ctx.bias_shapes = (None if b_pos is None else b_pos.shape, None if b_neg is None else b_neg.shape)
         ctx.bias_strides = (*sb_p, *sb_n)
         ctx.scale = scale
         a = alpha.to(torch.float32).view(1, -1, 1, 1)
@@ -285,16 +422,62 @@ class DnAAttentionFunction(torch.autograd.Function):
         ds_n = torch.empty_like(ds_p) if store_ds else dq
         alpha_c = a.contiguous()
         block_m, block_n = _blocks(d)
-        common = dict(HAS_BP=shape_p is not None, HAS_BN=shape_n is not None,
-                      BLOCK_M=block_m, BLOCK_N=block_n, D=d)
+        common = dict(
+            HAS_BP=shape_p is not None, HAS_BN=shape_n is not None, BLOCK_M=block_m, BLOCK_N=block_n, D=d
+        )
         strides = (*q.stride()[:3], *k.stride()[:3], *sb, h, m, n, scale)
         _bwd_kv_kernel[(triton.cdiv(n, block_n), bsz * h)](
-            q, q_neg, k, v, v_neg, bp, bn, do, lse_p, lse_n, delta_p, delta_n, alpha_c,
-            dk, dv, dvn, *strides, **common)
+            q,
+            q_neg,
+            k,
+            v,
+            v_neg,
+            bp,
+            bn,
+            do,
+            lse_p,
+            lse_n,
+            delta_p,
+            delta_n,
+            alpha_c,
+            dk,
+            dv,
+            dvn,
+            *strides,
+            **common,
+        )
         _bwd_q_kernel[(triton.cdiv(m, block_m), bsz * h)](
-            q, q_neg, k, v, v_neg, bp, bn, do, lse_p, lse_n, delta_p, delta_n, alpha_c,
-            dq, dqn, ds_p, ds_n, *strides, STORE_DS=store_ds, **common)
+            q,
+            q_neg,
+            k,
+            v,
+            v_neg,
+            bp,
+            bn,
+            do,
+            lse_p,
+            lse_n,
+            delta_p,
+            delta_n,
+            alpha_c,
+            dq,
+            dqn,
+            ds_p,
+            ds_n,
+            *strides,
+            STORE_DS=store_ds,
+            **common,
+        )
         g_bp = _reduce_to(ds_p, shape_p).to(bp.dtype) if ctx.needs_input_grad[6] else None
         g_bn = _reduce_to(ds_n, shape_n).to(bn.dtype) if ctx.needs_input_grad[7] else None
-        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dqn.to(q_neg.dtype),
-                dvn.to(v_neg.dtype), d_alpha, g_bp, g_bn, None)
+        return (
+            dq.to(q.dtype),
+            dk.to(k.dtype),
+            dv.to(v.dtype),
+            dqn.to(q_neg.dtype),
+            dvn.to(v_neg.dtype),
+            d_alpha,
+            g_bp,
+            g_bn,
+            None,
+        )

@@ -1,9 +1,27 @@
 """Utilities: safe checkpoint loading (every mmengine scheme) and whole-model load checks."""
-from .checkpoint import (CheckpointMismatchError, StateDictReport, UnsafeCheckpointError,
-                         allow_mmengine_globals, compare_state_dict, install as
-                         install_safe_checkpoint_loading, load_checkpoint_file, load_model_weights,
-                         read_checkpoint, safe_torch_load)
 
-__all__ = ['UnsafeCheckpointError', 'CheckpointMismatchError', 'StateDictReport',
-           'allow_mmengine_globals', 'install_safe_checkpoint_loading', 'load_checkpoint_file',
-           'read_checkpoint', 'safe_torch_load', 'compare_state_dict', 'load_model_weights']
+from .checkpoint import (
+    CheckpointMismatchError,
+    StateDictReport,
+    UnsafeCheckpointError,
+    allow_mmengine_globals,
+    compare_state_dict,
+    load_checkpoint_file,
+    load_model_weights,
+    read_checkpoint,
+    safe_torch_load,
+)
+from .checkpoint import install as install_safe_checkpoint_loading
+
+__all__ = [
+    'UnsafeCheckpointError',
+    'CheckpointMismatchError',
+    'StateDictReport',
+    'allow_mmengine_globals',
+    'install_safe_checkpoint_loading',
+    'load_checkpoint_file',
+    'read_checkpoint',
+    'safe_torch_load',
+    'compare_state_dict',
+    'load_model_weights',
+]

@@ -29,6 +29,7 @@ Whole-model loads (``load_from``, resume, ``tools/test.py``) are compared key by
 :func:`compare_state_dict`; :class:`CheckpointMismatchError` lists what does not match
 (used by :class:`dna_mm.apis.DnARunner`).
 """
+
 from __future__ import annotations
 
 import io
@@ -67,8 +68,7 @@ def _numpy_globals() -> list[Any]:
     else:
         from numpy.core import multiarray
     dtype_classes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith('DType')]
-    return [multiarray._reconstruct, multiarray.scalar, np.ndarray, np.dtype,
-            *dtype_classes]
+    return [multiarray._reconstruct, multiarray.scalar, np.ndarray, np.dtype, *dtype_classes]
 
 
 def restricted_getattr(obj: Any, name: str) -> Any:
@@ -76,14 +76,18 @@ def restricted_getattr(obj: Any, name: str) -> Any:
     methods (``min``, ``max``, ``current``, ``mean``) can be fetched."""
     if obj is HistoryBuffer and name in HISTORY_BUFFER_METHODS:
         return getattr(obj, name)
-    raise UnsafeCheckpointError(f'checkpoint pickle asks for getattr({obj!r}, {name!r}); only '
-                                f'HistoryBuffer.{{{", ".join(HISTORY_BUFFER_METHODS)}}} are allowed')
+    raise UnsafeCheckpointError(
+        f'checkpoint pickle asks for getattr({obj!r}, {name!r}); only '
+        f'HistoryBuffer.{{{", ".join(HISTORY_BUFFER_METHODS)}}} are allowed'
+    )
 
 
 HISTORY_BUFFER_METHODS = ('min', 'max', 'current', 'mean')
 MMENGINE_SAFE_GLOBALS: list[Any] = [
-    HistoryBuffer, *_numpy_globals(),
-    (restricted_getattr, 'builtins.getattr'), (restricted_getattr, '__builtin__.getattr'),
+    HistoryBuffer,
+    *_numpy_globals(),
+    (restricted_getattr, 'builtins.getattr'),
+    (restricted_getattr, '__builtin__.getattr'),
 ]
 
 # What torch's weights_only unpickler says when it refuses something -> the refused object.
@@ -111,8 +115,9 @@ def refused_global(message: str) -> Optional[str]:
     return None
 
 
-def safe_torch_load(source: Union[str, IO[bytes]], map_location: Optional[Any] = None,
-                    name: Optional[str] = None) -> Any:
+def safe_torch_load(
+    source: Union[str, IO[bytes]], map_location: Optional[Any] = None, name: Optional[str] = None
+) -> Any:
     """``torch.load(source, weights_only=True)`` with a refusal that names the file and global.
 
     Args:
@@ -134,11 +139,13 @@ def safe_torch_load(source: Union[str, IO[bytes]], map_location: Optional[Any] =
             f'the allow-list (tensors, plain containers, mmengine log history). dna_mm loads '
             f'checkpoints with weights_only=True so that a file cannot run code on load. Only '
             f'if you made the file yourself and that global is a plain data type (never a '
-            f'function), allow-list it with torch.serialization.add_safe_globals([...]).') from None
+            f'function), allow-list it with torch.serialization.add_safe_globals([...]).'
+        ) from None
 
 
-def load_checkpoint_file(filename: str, map_location: Optional[Any] = None,
-                         name: Optional[str] = None) -> Any:
+def load_checkpoint_file(
+    filename: str, map_location: Optional[Any] = None, name: Optional[str] = None
+) -> Any:
     """Load a local ``.pth`` (``weights_only=True``) or ``.safetensors`` checkpoint.
 
     Args:
@@ -155,6 +162,7 @@ def load_checkpoint_file(filename: str, map_location: Optional[Any] = None,
         raise FileNotFoundError(f'checkpoint {name or filename} can not be found')
     if filename.endswith('.safetensors'):
         from safetensors.torch import load_file
+
         device = map_location if isinstance(map_location, (str, torch.device)) else 'cpu'
         return load_file(filename, device=str(device))
     return safe_torch_load(filename, map_location, name or filename)
@@ -178,6 +186,7 @@ def download_checkpoint(url: str, model_dir: Optional[str] = None) -> str:
             os.makedirs(model_dir, exist_ok=True)
             print_log(f'downloading {url} to {cached}', logger='current')
             torch.hub.download_url_to_file(url, cached, progress=False)
+
     if rank == 0:
         fetch()
     if world_size > 1:
@@ -192,8 +201,9 @@ def load_from_local(filename: str, map_location: Optional[Any] = None) -> Any:
     return load_checkpoint_file(filename, map_location)
 
 
-def load_from_http(filename: str, map_location: Optional[Any] = None,
-                   model_dir: Optional[str] = None, progress: bool = False) -> Any:
+def load_from_http(
+    filename: str, map_location: Optional[Any] = None, model_dir: Optional[str] = None, progress: bool = False
+) -> Any:
     """mmengine schemes ``http://`` / ``https://``: download (cached), then a safe load."""
     del progress  # mmengine's signature; downloads are logged instead
     cached = download_checkpoint(filename, model_dir)
@@ -204,8 +214,11 @@ def load_from_torchvision(filename: str, map_location: Optional[Any] = None) -> 
     """mmengine schemes ``torchvision://NAME`` / ``modelzoo://NAME``: torchvision's URL for
     ``NAME``, then :func:`load_from_http`."""
     if filename.startswith('modelzoo://'):
-        print_log('The URL scheme of "modelzoo://" is deprecated, please use "torchvision://" '
-                  'instead', logger='current', level=logging.WARNING)
+        print_log(
+            'The URL scheme of "modelzoo://" is deprecated, please use "torchvision://" instead',
+            logger='current',
+            level=logging.WARNING,
+        )
     model_name = filename.split('://', 1)[1]
     urls = mm_checkpoint.get_torchvision_models()
     if model_name not in urls:
@@ -219,8 +232,11 @@ def load_from_openmmlab(filename: str, map_location: Optional[Any] = None) -> An
     prefix, model_name = filename.split('://', 1)
     deprecated = mm_checkpoint.get_deprecated_model_names()
     if model_name in deprecated:
-        print_log(f'{prefix}://{model_name} is deprecated in favor of '
-                  f'{prefix}://{deprecated[model_name]}', logger='current', level=logging.WARNING)
+        print_log(
+            f'{prefix}://{model_name} is deprecated in favor of {prefix}://{deprecated[model_name]}',
+            logger='current',
+            level=logging.WARNING,
+        )
         model_name = deprecated[model_name]
     urls = mm_checkpoint.get_external_models()
     if model_name not in urls:
@@ -235,7 +251,7 @@ def load_from_openmmlab(filename: str, map_location: Optional[Any] = None) -> An
 def load_from_mmcls(filename: str, map_location: Optional[Any] = None) -> Any:
     """mmengine scheme ``mmcls://NAME``: mmengine's MMClassification table, then
     :func:`load_from_http` and mmengine's key processing."""
-    model_name = filename[len('mmcls://'):]
+    model_name = filename[len('mmcls://') :]
     urls = mm_checkpoint.get_mmcls_models()
     if model_name not in urls:
         raise KeyError(f'{filename}: no model {model_name!r} in the MMClassification table')
@@ -246,19 +262,19 @@ def load_from_mmcls(filename: str, map_location: Optional[Any] = None) -> Any:
 def load_from_pavi(filename: str, map_location: Optional[Any] = None) -> Any:
     """mmengine scheme ``pavi://``: download with pavi's model cloud, then a safe load."""
     from tempfile import TemporaryDirectory
+
     try:
         from pavi import modelcloud
     except ImportError:
         raise ImportError(f'{filename}: install pavi to load checkpoints from its model cloud') from None
-    model = modelcloud.get(filename[len('pavi://'):])
+    model = modelcloud.get(filename[len('pavi://') :])
     with TemporaryDirectory() as tmp_dir:
         downloaded = osp.join(tmp_dir, model.name)
         model.download(downloaded)
         return load_checkpoint_file(downloaded, map_location, name=filename)
 
 
-def load_from_ceph(filename: str, map_location: Optional[Any] = None,
-                   backend: str = 'petrel') -> Any:
+def load_from_ceph(filename: str, map_location: Optional[Any] = None, backend: str = 'petrel') -> Any:
     """mmengine schemes ``s3://`` / ``petrel://`` (optionally ``name:s3://``): read the bytes
     through mmengine's file backend, then a safe load."""
     file_backend = mm_checkpoint.get_file_backend(filename, backend_args={'backend': backend})
@@ -267,15 +283,21 @@ def load_from_ceph(filename: str, map_location: Optional[Any] = None,
 
 
 # Every prefix mmengine 0.10.7 registers, with dna_mm's loader for it.
-SAFE_SCHEMES: 'OrderedDict[str, Callable[..., Any]]' = OrderedDict([
-    ('', load_from_local),
-    ('http://', load_from_http), ('https://', load_from_http),
-    ('torchvision://', load_from_torchvision), ('modelzoo://', load_from_torchvision),
-    ('open-mmlab://', load_from_openmmlab), ('openmmlab://', load_from_openmmlab),
-    ('mmcls://', load_from_mmcls),
-    ('pavi://', load_from_pavi),
-    (r'(\S+\:)?s3://', load_from_ceph), (r'(\S+\:)?petrel://', load_from_ceph),
-])
+SAFE_SCHEMES: 'OrderedDict[str, Callable[..., Any]]' = OrderedDict(
+    [
+        ('', load_from_local),
+        ('http://', load_from_http),
+        ('https://', load_from_http),
+        ('torchvision://', load_from_torchvision),
+        ('modelzoo://', load_from_torchvision),
+        ('open-mmlab://', load_from_openmmlab),
+        ('openmmlab://', load_from_openmmlab),
+        ('mmcls://', load_from_mmcls),
+        ('pavi://', load_from_pavi),
+        (r'(\S+\:)?s3://', load_from_ceph),
+        (r'(\S+\:)?petrel://', load_from_ceph),
+    ]
+)
 
 
 def install() -> None:
@@ -289,8 +311,10 @@ def install() -> None:
     allow_mmengine_globals()
     unknown = set(CheckpointLoader._schemes) - set(SAFE_SCHEMES)
     if unknown:
-        raise RuntimeError(f'mmengine registers checkpoint schemes dna_mm has no safe loader for: '
-                           f'{sorted(unknown)}; add them to dna_mm.utils.checkpoint.SAFE_SCHEMES')
+        raise RuntimeError(
+            f'mmengine registers checkpoint schemes dna_mm has no safe loader for: '
+            f'{sorted(unknown)}; add them to dna_mm.utils.checkpoint.SAFE_SCHEMES'
+        )
     for prefix, loader in SAFE_SCHEMES.items():
         CheckpointLoader.register_scheme(prefixes=prefix, loader=loader, force=True)
         setattr(mm_checkpoint, loader.__name__, loader)  # direct callers of mmengine's loaders
@@ -319,17 +343,20 @@ class StateDictReport:
 
     def describe(self, limit: int = 20) -> str:
         """The problems, one key per line (at most ``limit`` per kind, then a count)."""
+
         def block(title: str, items: list[str]) -> list[str]:
             if not items:
                 return []
             shown = [f'    {item}' for item in items[:limit]]
             more = [f'    ... ({len(items) - limit} more)'] if len(items) > limit else []
             return [f'  {title} ({len(items)}):', *shown, *more]
-        shapes = [f'{key}: checkpoint {list(ck)} vs model {list(mo)}'
-                  for key, ck, mo in self.mismatched]
-        return '\n'.join(block('missing from the checkpoint', self.missing)
-                         + block('unexpected (not in the model)', self.unexpected)
-                         + block('shape mismatch', shapes))
+
+        shapes = [f'{key}: checkpoint {list(ck)} vs model {list(mo)}' for key, ck, mo in self.mismatched]
+        return '\n'.join(
+            block('missing from the checkpoint', self.missing)
+            + block('unexpected (not in the model)', self.unexpected)
+            + block('shape mismatch', shapes)
+        )
 
 
 def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
@@ -348,8 +375,13 @@ def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
     return report
 
 
-def load_model_weights(model: nn.Module, checkpoint: dict, filename: str, strict: bool = True,
-                       revise_keys: Optional[list[tuple[str, str]]] = None) -> StateDictReport:
+def load_model_weights(
+    model: nn.Module,
+    checkpoint: dict,
+    filename: str,
+    strict: bool = True,
+    revise_keys: Optional[list[tuple[str, str]]] = None,
+) -> StateDictReport:
     """Load a whole-model ``checkpoint`` (its ``state_dict``, or itself) into ``model``.
 
     Args:
@@ -368,10 +400,11 @@ def load_model_weights(model: nn.Module, checkpoint: dict, filename: str, strict
         CheckpointMismatchError: ``strict`` and the checkpoint does not match the model.
     """
     if not isinstance(checkpoint, dict):
-        raise CheckpointMismatchError(f'checkpoint {filename} holds a {type(checkpoint).__name__}, '
-                                      f'not a state dict')
+        raise CheckpointMismatchError(
+            f'checkpoint {filename} holds a {type(checkpoint).__name__}, not a state dict'
+        )
     state_dict = checkpoint.get('state_dict', checkpoint)
-    for pattern, repl in (revise_keys if revise_keys is not None else [(r'^module\.', '')]):
+    for pattern, repl in revise_keys if revise_keys is not None else [(r'^module\.', '')]:
         state_dict = OrderedDict((re.sub(pattern, repl, k), v) for k, v in state_dict.items())
     report = compare_state_dict(model, state_dict)
     if strict and not report.complete:
@@ -379,8 +412,12 @@ def load_model_weights(model: nn.Module, checkpoint: dict, filename: str, strict
             f'checkpoint {filename} does not match the model ({report.loaded} of '
             f'{report.loaded + len(report.missing) + len(report.mismatched)} weights match):\n'
             f'{report.describe()}\nNothing was loaded. Use a checkpoint of this model, or accept '
-            f'a partial load explicitly (tools: --partial-load; config: load_partial = True).')
-    usable = {k: v for k, v in state_dict.items()
-              if k not in report.unexpected and k not in {m[0] for m in report.mismatched}}
+            f'a partial load explicitly (tools: --partial-load; config: load_partial = True).'
+        )
+    usable = {
+        k: v
+        for k, v in state_dict.items()
+        if k not in report.unexpected and k not in {m[0] for m in report.mismatched}
+    }
     model.load_state_dict(usable, strict=False)
     return report

@@ -19,6 +19,7 @@ Two fixes, because the failure happens while the config is parsed, before any
   one"), keeping the others under ``Configs``. ``make install`` runs it
   (``python -m dna_mm.utils.mim_compat``); it is idempotent.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,7 @@ def patch_mmengine() -> None:
     """Make mmengine's ``_get_cfg_metainfo`` accept list-valued ``Config`` entries
     (idempotent)."""
     from mmengine.config import utils
+
     if getattr(utils._get_cfg_metainfo, '_dna_mm_patched', False):
         return
     from mmengine.fileio import load
@@ -62,6 +64,7 @@ def patch_mmengine() -> None:
     _get_cfg_metainfo._dna_mm_patched = True  # type: ignore[attr-defined]
     utils._get_cfg_metainfo = _get_cfg_metainfo
     from mmengine.hub import hub  # imports the name itself (get_config / get_model)
+
     hub._get_cfg_metainfo = _get_cfg_metainfo
 
 
@@ -69,6 +72,7 @@ def fix_installed_metafiles(packages: tuple[str, ...] = OPENMMLAB_PACKAGES) -> l
     """Rewrite list-valued ``Config`` entries in the installed packages' metafiles; returns
     the files changed."""
     import yaml
+
     changed = []
     for package in packages:
         spec = importlib.util.find_spec(package)
@@ -102,8 +106,14 @@ def fix_installed_metafiles(packages: tuple[str, ...] = OPENMMLAB_PACKAGES) -> l
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     changed = fix_installed_metafiles()
-    print('mim_compat: ' + (f'normalised {len(changed)} metafile(s): ' + ', '.join(changed)
-                            if changed else 'installed metafiles already readable by mmengine'))
+    print(
+        'mim_compat: '
+        + (
+            f'normalised {len(changed)} metafile(s): ' + ', '.join(changed)
+            if changed
+            else 'installed metafiles already readable by mmengine'
+        )
+    )
 
 
 if __name__ == '__main__':

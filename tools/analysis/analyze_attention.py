@@ -15,6 +15,7 @@ runs drawn into the same figures (e.g. DnA vs softmax vs Diff). Writes ``DIR/ana
 (``{"schema", "runs": [report, ...]}``, the report layout is in ``dna_mm/analysis/report.py``)
 and ``DIR/<analysis>.png``. The definitions are in ``dna_mm/analysis/measures.py``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,20 +41,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--analyses', nargs='+', default=list(ANALYSES), choices=ANALYSES)
     p.add_argument('--num-samples', type=int, default=None, help='samples to analyse (default: all)')
     p.add_argument('--label', default=None, help='name of this run in the figures')
-    p.add_argument('--compare', nargs=3, action='append', default=[],
-                   metavar=('LABEL', 'CONFIG', 'CHECKPOINT'), help='another run for the same figures')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
-                   help='config overrides (every run), or create_model arguments for timm:')
+    p.add_argument(
+        '--compare',
+        nargs=3,
+        action='append',
+        default=[],
+        metavar=('LABEL', 'CONFIG', 'CHECKPOINT'),
+        help='another run for the same figures',
+    )
+    p.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
+        help='config overrides (every run), or create_model arguments for timm:',
+    )
     p.add_argument('--input-dir', help='image folder (timm: models)')
     p.add_argument('--split', choices=['test', 'val'], default='test')
     p.add_argument('--batch-size', type=int, default=None)
     p.add_argument('--top-k-percent', type=float, default=10.0, help='k of the top-k %% entropy')
     p.add_argument('--intruder-k', type=int, default=10)
     p.add_argument('--intruder-eps', type=float, default=0.5, help='cos(pi/3) = 0.5 in the paper')
-    p.add_argument('--with-coefficient', action='store_true',
-                   help='branch cosine with the second branch times its coefficient (DnA α, Diff -λ)')
-    p.add_argument('--sigmas', nargs='+', type=float, default=[0.1, 0.5, 1.0],
-                   help='Gaussian noise levels of the robustness analysis')
+    p.add_argument(
+        '--with-coefficient',
+        action='store_true',
+        help='branch cosine with the second branch times its coefficient (DnA α, Diff -λ)',
+    )
+    p.add_argument(
+        '--sigmas',
+        nargs='+',
+        type=float,
+        default=[0.1, 0.5, 1.0],
+        help='Gaussian noise levels of the robustness analysis',
+    )
     p.add_argument('--noise-space', choices=['normalized', 'pixel'], default='normalized')
     p.add_argument('--center', choices=['feature', 'token', 'none'], default='feature')
     p.add_argument('--seed', type=int, default=0)
@@ -86,13 +106,28 @@ def main(argv: list[str] | None = None) -> dict:
     for label, config, checkpoint in runs:
         start = time.time()
         try:
-            am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split,
-                            args.batch_size)
-            rep = analyze(am, args.analyses, args.num_samples, args.top_k_percent, args.intruder_k,
-                          args.intruder_eps, args.with_coefficient, args.sigmas, args.noise_space,
-                          None if args.center == 'none' else args.center, args.seed, label)
-        except (CheckpointMismatchError, UnsafeCheckpointError, FileNotFoundError, KeyError,
-                ValueError) as err:
+            am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
+            rep = analyze(
+                am,
+                args.analyses,
+                args.num_samples,
+                args.top_k_percent,
+                args.intruder_k,
+                args.intruder_eps,
+                args.with_coefficient,
+                args.sigmas,
+                args.noise_space,
+                None if args.center == 'none' else args.center,
+                args.seed,
+                label,
+            )
+        except (
+            CheckpointMismatchError,
+            UnsafeCheckpointError,
+            FileNotFoundError,
+            KeyError,
+            ValueError,
+        ) as err:
             sys.exit(f'analyze_attention.py: {err}')
         rep.update(config=config, checkpoint=checkpoint)
         reports.append(rep)

@@ -28,6 +28,7 @@ CUDA ``max_memory_allocated``; CPU the growth of the process's peak RSS over the
 taken after the module and inputs exist. Everything is reported as a ratio to softmax
 measured in the same run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,12 @@ from typing import Callable
 
 import torch
 
-SHAPES = {'spatial': (8, 197), 'temporal': (196, 8), 'joint': (1, 1569),
-          'vitdet_global': (1, 4096)}  # ViTDet-B's global blocks at 1024² (opt-in: --shapes)
+SHAPES = {
+    'spatial': (8, 197),
+    'temporal': (196, 8),
+    'joint': (1, 1569),
+    'vitdet_global': (1, 4096),
+}  # ViTDet-B's global blocks at 1024² (opt-in: --shapes)
 DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
 METHODS = {
     'softmax': dict(type='SoftmaxAttention'),
@@ -56,6 +61,7 @@ METHODS = {
     'cog': dict(type='CogAttention'),
     'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel: CUDA only
 }
+CUDA_ONLY_METHODS = {'dna_triton'}  # left out on the CPU (Triton's interpreter is a test tool)
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 C, H = 768, 12
 
@@ -85,9 +91,11 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     module's own code splits the heads and each method meets the memory layouts, and pays
     the gradient handling, that it has in a model.
     """
+    from mmengine.registry import MODELS
+
     import dna_mm  # noqa: F401
     from dna_mm.models.attention.functional import two_branch_sdpa
-    from mmengine.registry import MODELS
+
     torch.manual_seed(0)
     b, n = SHAPES[shape]
     module = MODELS.build(dict(METHODS[method], embed_dims=C, num_heads=H)).to(device)
@@ -95,12 +103,16 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     leaves: list[torch.Tensor] = []
     if scope == 'core':
         with torch.no_grad():
-            outs = {name: layer(x) for name, layer in module.named_children()
-                    if isinstance(layer, torch.nn.Linear) and name != 'proj'}
+            outs = {
+                name: layer(x)
+                for name, layer in module.named_children()
+                if isinstance(layer, torch.nn.Linear) and name != 'proj'
+            }
             if method == 'dna_fast':  # after the fold: -Q- and α V- come out of the projections
                 folded = module.sdpa_heads(x, None)
-                outs.update(q_neg=module.merge_heads(folded['q_min']),
-                            v_neg=module.merge_heads(folded['v_min']))
+                outs.update(
+                    q_neg=module.merge_heads(folded['q_min']), v_neg=module.merge_heads(folded['v_min'])
+                )
         for name, out in outs.items():
             leaves.append(out.clone().requires_grad_())
             setattr(module, name, _Given(leaves[-1]))
@@ -136,8 +148,9 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     return step
 
 
-def time_worker(device: str, shape: str, methods: list[str], reps: int, dtype: str,
-                scope: str) -> dict[str, float]:
+def time_worker(
+    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str
+) -> dict[str, float]:
     """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
     order every round), so drifting load on a shared machine hits them alike."""
     steps = {m: build_step(device, shape, m, dtype, scope) for m in methods}
@@ -145,7 +158,7 @@ def time_worker(device: str, shape: str, methods: list[str], reps: int, dtype: s
         step(), step()
     times: dict[str, list[float]] = {m: [] for m in methods}
     for r in range(reps):
-        for m in methods[r % len(methods):] + methods[:r % len(methods)]:
+        for m in methods[r % len(methods) :] + methods[: r % len(methods)]:
             _sync(device)
             t = time.perf_counter()
             steps[m]()
@@ -180,22 +193,27 @@ def _run_worker(args: list[str]):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(device: str, shape: str, methods: list[str], reps: int, dtype: str,
-            scope: str) -> dict[str, dict[str, float]]:
+def measure(
+    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str
+) -> dict[str, dict[str, float]]:
     """``{method: {'ms', 'peak_mb'}}``: times from one process, each peak from its own."""
     common = ['--reps', str(reps), '--dtype', dtype, '--scope', scope]
     ms = _run_worker(['--worker', 'time', device, shape, *common, '--methods', *methods])
-    return {m: dict(ms=ms[m], peak_mb=_run_worker(['--worker', 'memory', device, shape,
-                                                    *common, '--methods', m]))
-            for m in methods}
+    return {
+        m: dict(ms=ms[m], peak_mb=_run_worker(['--worker', 'memory', device, shape, *common, '--methods', m]))
+        for m in methods
+    }
 
 
 def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str) -> str:
     what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
-    lines = [f'**{device}, {what}** ({dtype}; {_device_name(device)}): fwd+bwd time / peak '
-             'memory as ratios to softmax (absolute softmax figures in brackets)', '',
-             '| shape | ' + ' | '.join(methods) + ' | DnA eager / fast |',
-             '|---|' + '---|' * (len(methods) + 1)]
+    lines = [
+        f'**{device}, {what}** ({dtype}; {_device_name(device)}): fwd+bwd time / peak '
+        'memory as ratios to softmax (absolute softmax figures in brackets)',
+        '',
+        '| shape | ' + ' | '.join(methods) + ' | DnA eager / fast |',
+        '|---|' + '---|' * (len(methods) + 1),
+    ]
     for shape, res in rows.items():
         ref = res['softmax']
         cells = []
@@ -223,8 +241,13 @@ def main() -> None:
     p.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16', 'float16'])
     p.add_argument('--shapes', nargs='+', default=DEFAULT_SHAPES, choices=list(SHAPES))
     p.add_argument('--scope', nargs='+', default=['core', 'module'], choices=['core', 'module'])
-    p.add_argument('--methods', nargs='+', default=DEFAULT_METHODS, choices=list(METHODS),
-                   help='softmax, dna_fast and dna_eager are always measured (the ratios need them)')
+    p.add_argument(
+        '--methods',
+        nargs='+',
+        default=DEFAULT_METHODS,
+        choices=list(METHODS),
+        help='softmax, dna_fast and dna_eager are always measured (the ratios need them)',
+    )
     p.add_argument('--out', help='also write the tables (markdown) here')
     p.add_argument('--worker', nargs=3, metavar=('KIND', 'DEVICE', 'SHAPE'), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -244,13 +267,20 @@ def main() -> None:
         for scope in args.scope:
             rows = {}
             # the formula-heads variant differs from dna_fast only in the core
-            scope_methods = [m for m in methods if (scope == 'core' or m != 'dna_fast_formula')
-                             and (device == 'cuda' or m != 'dna_triton')]
+            scope_methods = [
+                m
+                for m in methods
+                if (scope == 'core' or m != 'dna_fast_formula')
+                and (device == 'cuda' or m not in CUDA_ONLY_METHODS)
+            ]
             for shape in args.shapes:
                 rows[shape] = measure(device, shape, scope_methods, args.reps, args.dtype, scope)
                 for method, r in rows[shape].items():
-                    print(f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
-                          f'{r["peak_mb"]:8.1f} MB', flush=True)
+                    print(
+                        f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
+                        f'{r["peak_mb"]:8.1f} MB',
+                        flush=True,
+                    )
             tables.append(table(device, rows, scope_methods, args.dtype, scope))
             print('\n' + tables[-1] + '\n', flush=True)
     if args.out:

@@ -24,6 +24,7 @@ that dtype around the config's own optimizer. ``--compile`` wraps each backbone 
 ``torch.compile``. On CUDA the table adds the peak memory of each config's steps
 (``max_memory_allocated``) and the throughput (clips/s and frames/s, or images/s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,18 +50,26 @@ def detection_inputs(model: torch.nn.Module, cfg: Config, batch: int, device: st
     from mmdet.structures import DetDataSample
     from mmdet.structures.mask import BitmapMasks
     from mmengine.structures import InstanceData
+
     size = cfg.model.backbone.img_size
     images, samples = [], []
     for _ in range(batch):
-        boxes = torch.tensor([[0.1, 0.1, 0.4, 0.5], [0.5, 0.2, 0.9, 0.6], [0.2, 0.6, 0.5, 0.9],
-                              [0.6, 0.65, 0.8, 0.95]]) * size
+        boxes = (
+            torch.tensor(
+                [[0.1, 0.1, 0.4, 0.5], [0.5, 0.2, 0.9, 0.6], [0.2, 0.6, 0.5, 0.9], [0.6, 0.65, 0.8, 0.95]]
+            )
+            * size
+        )
         masks = torch.zeros(4, size, size, dtype=torch.uint8)
-        for m, (x0, y0, x1, y1) in zip(masks, boxes.long().tolist()):
+        for m, (x0, y0, x1, y1) in zip(masks, boxes.long().tolist(), strict=True):
             m[y0:y1, x0:x1] = 1
-        gt = InstanceData(bboxes=boxes, labels=torch.arange(4),
-                          masks=BitmapMasks(masks.numpy(), size, size))
-        samples.append(DetDataSample(gt_instances=gt, metainfo=dict(
-            img_shape=(size, size), ori_shape=(size, size), scale_factor=(1.0, 1.0))))
+        gt = InstanceData(bboxes=boxes, labels=torch.arange(4), masks=BitmapMasks(masks.numpy(), size, size))
+        samples.append(
+            DetDataSample(
+                gt_instances=gt,
+                metainfo=dict(img_shape=(size, size), ori_shape=(size, size), scale_factor=(1.0, 1.0)),
+            )
+        )
         images.append(torch.randint(0, 256, (3, size, size), dtype=torch.uint8))
     data = model.data_preprocessor(dict(inputs=images, data_samples=samples), True)
     return data['inputs'].to(device), data['data_samples']
@@ -70,28 +79,37 @@ def load_config(path: str) -> Config:
     """A config file, or a zoo config (``mmaction::...``, ``mmdet::...``)."""
     if '::' in path:
         from mmengine.hub import get_config
+
         return get_config(path)
     return Config.fromfile(path)
 
 
-def prepare(path: str, batch: int, device: str, options: Optional[dict] = None,
-            amp_dtype: Optional[str] = None, compile_backbone: bool = False
-            ) -> tuple[Callable[[], None], int, int]:
+def prepare(
+    path: str,
+    batch: int,
+    device: str,
+    options: Optional[dict] = None,
+    amp_dtype: Optional[str] = None,
+    compile_backbone: bool = False,
+) -> tuple[Callable[[], None], int, int]:
     """The config's model, optimizer and inputs → ``(one train step, params, backbone params)``."""
     cfg = load_config(path)
     if options:
         cfg.merge_from_dict(options)
     if amp_dtype is not None:  # the same recipe for every config
         wrapper = cfg.optim_wrapper
-        cfg.optim_wrapper = dict(type='AmpOptimWrapper', dtype=amp_dtype,
-                                 optimizer=wrapper.optimizer,
-                                 **{k: wrapper[k] for k in ('clip_grad', 'paramwise_cfg',
-                                                           'constructor') if k in wrapper})
+        cfg.optim_wrapper = dict(
+            type='AmpOptimWrapper',
+            dtype=amp_dtype,
+            optimizer=wrapper.optimizer,
+            **{k: wrapper[k] for k in ('clip_grad', 'paramwise_cfg', 'constructor') if k in wrapper},
+        )
     detector = cfg.get('default_scope') == 'mmdet'
     torch.manual_seed(0)
     if detector:
         from mmdet.registry import MODELS as DET_MODELS
         from mmengine.registry import init_default_scope
+
         init_default_scope('mmdet')
         cfg.model.backbone.init_cfg = None
         model = DET_MODELS.build(cfg.model).to(device).train()
@@ -102,8 +120,9 @@ def prepare(path: str, batch: int, device: str, options: Optional[dict] = None,
         backbone = cfg.model.backbone
         frames, size = backbone.get('num_frames', 8), backbone.get('img_size', 224)
         inputs = torch.randn(batch, 1, 3, frames, size, size, device=device)
-        samples = [ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes])
-                   for i in range(batch)]
+        samples = [
+            ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes]) for i in range(batch)
+        ]
     optim = build_optim_wrapper(model, cfg.optim_wrapper)
     if compile_backbone:
         model.backbone = torch.compile(model.backbone)
@@ -113,12 +132,16 @@ def prepare(path: str, batch: int, device: str, options: Optional[dict] = None,
             losses = model(inputs, samples, mode='loss')
         optim.update_params(model.parse_losses(losses)[0] if detector else sum(losses.values()))
 
-    return (step, sum(p.numel() for p in model.parameters()),
-            sum(p.numel() for p in model.backbone.parameters()))
+    return (
+        step,
+        sum(p.numel() for p in model.parameters()),
+        sum(p.numel() for p in model.backbone.parameters()),
+    )
 
 
-def measure(steps: list[Callable[[], None]], reps: int, device: str
-            ) -> tuple[list[float], list[Optional[int]]]:
+def measure(
+    steps: list[Callable[[], None]], reps: int, device: str
+) -> tuple[list[float], list[Optional[int]]]:
     """Median step time of each model and, on CUDA, the peak memory of its steps; the models
     take turns step by step (one warm-up round), so load drifting on a shared machine hits all
     of them alike."""
@@ -126,7 +149,7 @@ def measure(steps: list[Callable[[], None]], reps: int, device: str
     peaks: list[Optional[int]] = [None for _ in steps]
     cuda = device.startswith('cuda')
     for _ in range(reps + 1):
-        for i, (step, record) in enumerate(zip(steps, times)):
+        for i, (step, record) in enumerate(zip(steps, times, strict=True)):
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
@@ -145,33 +168,54 @@ def main() -> None:
     p.add_argument('--batch', type=int, default=1)
     p.add_argument('--reps', type=int, default=3)
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--amp-dtype', choices=['bfloat16', 'float16'],
-                   help='CUDA: AmpOptimWrapper in this dtype for every config (same recipe)')
+    p.add_argument(
+        '--amp-dtype',
+        choices=['bfloat16', 'float16'],
+        help='CUDA: AmpOptimWrapper in this dtype for every config (same recipe)',
+    )
     p.add_argument('--compile', action='store_true', help='torch.compile each backbone')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                   help='applied to every config, e.g. model.backbone.with_cp=True')
+    p.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default={},
+        help='applied to every config, e.g. model.backbone.with_cp=True',
+    )
     args = p.parse_args()
     if args.amp_dtype and not args.device.startswith('cuda'):
         p.error('--amp-dtype needs --device cuda')
     register_all_modules()
-    device_name = (torch.cuda.get_device_name(args.device) if args.device.startswith('cuda')
-                   else f'{torch.get_num_threads()} CPU threads')
-    print(f'torch {torch.__version__}, {args.device} ({device_name}), batch {args.batch} (clips '
-          f'of 8x224x224, or images of the detector\'s img_size), amp {args.amp_dtype or "config"}'
-          f'{", torch.compile" if args.compile else ""}')
+    device_name = (
+        torch.cuda.get_device_name(args.device)
+        if args.device.startswith('cuda')
+        else f'{torch.get_num_threads()} CPU threads'
+    )
+    print(
+        f'torch {torch.__version__}, {args.device} ({device_name}), batch {args.batch} (clips '
+        f'of 8x224x224, or images of the detector\'s img_size), amp {args.amp_dtype or "config"}'
+        f'{", torch.compile" if args.compile else ""}'
+    )
     if args.cfg_options:
         print(f'--cfg-options {args.cfg_options}')
-    prepared = [prepare(c, args.batch, args.device, args.cfg_options, args.amp_dtype, args.compile)
-                for c in args.configs]
+    prepared = [
+        prepare(c, args.batch, args.device, args.cfg_options, args.amp_dtype, args.compile)
+        for c in args.configs
+    ]
     step_times, peaks = measure([p[0] for p in prepared], args.reps, args.device)
     ref_params, ref_time, ref_peak = prepared[0][1], step_times[0], peaks[0]
     gpu = ref_peak is not None
-    print('| config | params | Δ params vs first | backbone | train step | ratio |'
-          + (' peak memory | ratio | clips (images)/s |' if gpu else '') + '\n'
-          + '|---|---|---|---|---|---|' + ('---|---|---|' if gpu else ''))
-    for c, (_, n, nb), t, peak in zip(args.configs, prepared, step_times, peaks):
-        row = (f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {nb / 1e6:.2f}M | '
-               f'{t:.3f} s | {t / ref_time:.2f}× |')
+    print(
+        '| config | params | Δ params vs first | backbone | train step | ratio |'
+        + (' peak memory | ratio | clips (images)/s |' if gpu else '')
+        + '\n'
+        + '|---|---|---|---|---|---|'
+        + ('---|---|---|' if gpu else '')
+    )
+    for c, (_, n, nb), t, peak in zip(args.configs, prepared, step_times, peaks, strict=True):
+        row = (
+            f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {nb / 1e6:.2f}M | '
+            f'{t:.3f} s | {t / ref_time:.2f}× |'
+        )
         if gpu:
             row += f' {peak / 2**30:.2f} GiB | {peak / ref_peak:.2f}× | {args.batch / t:.1f} |'
         print(row, flush=True)

@@ -4,10 +4,10 @@
     python tools/analysis/get_flops.py MODEL [--input-shape C [T] H W] [--cfg-options k=v ...]
         [--model-args k=v ...]
 
-MODEL is a config file or a zoo config (``mmaction::recognition/...``; a recognizer: backbone + head on one clip; a detector: backbone +
-neck, ``extract_feat``, on one image) or a timm model name (``dna_vit_base_patch16_224``,
-``vit_base_patch16_224``, ...: the whole model on one image; ``--model-args
-dna_variant=qpm_v`` picks a DnA variant). The input shape defaults to the
+MODEL is a config file or a zoo config (``mmaction::recognition/...``; a recognizer: backbone +
+head on one clip; a detector: backbone + neck, ``extract_feat``, on one image) or a timm model
+name (``dna_vit_base_patch16_224``, ``vit_base_patch16_224``, ...: the whole model on one
+image; ``--model-args dna_variant=qpm_v`` picks a DnA variant). The input shape defaults to the
 model's own (``num_frames`` / ``img_size`` of the backbone, timm's ``input_size``).
 
 Counting (fvcore's, through MMEngine's ``FlopAnalyzer``): one multiply-add = one FLOP;
@@ -15,6 +15,7 @@ matmuls, convolutions and norms count, softmax and element-wise ops do not; ever
 ``scaled_dot_product_attention`` call counts ``M·N·(d + dv)`` per head
 (:mod:`dna_mm.analysis.complexity`). Ops the tracer met but cannot count are listed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,21 @@ from dna_mm.analysis.complexity import model_complexity
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description='Parameters and GFLOPs (dna_mm)')
     p.add_argument('model', help='a config file or a timm model name')
-    p.add_argument('--input-shape', type=int, nargs='+', metavar='N',
-                   help='one input without the batch: C H W (images) or C T H W (clips)')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction,
-                   help='config: override settings, key=value')
-    p.add_argument('--model-args', nargs='+', action=DictAction, default={},
-                   help='timm: create_model keyword arguments, e.g. dna_variant=qpm_v')
+    p.add_argument(
+        '--input-shape',
+        type=int,
+        nargs='+',
+        metavar='N',
+        help='one input without the batch: C H W (images) or C T H W (clips)',
+    )
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='config: override settings, key=value')
+    p.add_argument(
+        '--model-args',
+        nargs='+',
+        action=DictAction,
+        default={},
+        help='timm: create_model keyword arguments, e.g. dna_variant=qpm_v',
+    )
     args = p.parse_args(argv)
     if args.input_shape is not None and len(args.input_shape) not in (3, 4):
         p.error(f'--input-shape takes C H W or C T H W, got {args.input_shape}')
@@ -49,12 +59,15 @@ def _size(value: Any) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else tuple(value)
 
 
-def from_config(path: str, shape: list[int] | None,
-                options: dict | None) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
+def from_config(
+    path: str, shape: list[int] | None, options: dict | None
+) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
     """The config's model, its input shape, what is traced (in words) and how."""
     from mmengine.registry import MODELS, init_default_scope
+
     if '::' in path:  # a zoo config: mmaction::recognition/timesformer/...
         from mmengine.hub import get_config
+
         cfg = get_config(path)
     else:
         cfg = Config.fromfile(path)
@@ -71,8 +84,9 @@ def from_config(path: str, shape: list[int] | None,
         img_size = backbone_cfg.get('img_size', getattr(backbone, 'img_size', None))
         frames = backbone_cfg.get('num_frames', getattr(backbone, 'num_frames', None))
         if img_size is None:
-            raise ValueError(f'{path}: the backbone ({type(backbone).__name__}) sets no img_size; '
-                             f'give --input-shape')
+            raise ValueError(
+                f'{path}: the backbone ({type(backbone).__name__}) sets no img_size; give --input-shape'
+            )
         shape = [3, *([frames] if frames else []), *_size(img_size)]
     if hasattr(model, 'cls_head'):  # a recognizer: one clip (or image) through backbone + head
         return model, tuple(shape), 'backbone + head', lambda x: model.cls_head(model.backbone(x))
@@ -81,10 +95,12 @@ def from_config(path: str, shape: list[int] | None,
     return model, tuple(shape), 'the whole model', model
 
 
-def from_timm(name: str, shape: list[int] | None,
-              kwargs: dict) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
+def from_timm(
+    name: str, shape: list[int] | None, kwargs: dict
+) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
     """The timm model (random weights), its input shape, and the whole model traced."""
     import timm
+
     model = timm.create_model(name, pretrained=False, **kwargs)
     return model, tuple(shape or model.pretrained_cfg['input_size']), 'the whole model', model
 

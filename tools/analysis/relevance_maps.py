@@ -11,6 +11,7 @@ class ``--target`` (default: the prediction). Writes ``DIR/<input name>_relevanc
 ``.json`` (class, score, branches) and ``.npz`` (the normalised maps ``[T, H, W]`` per branch).
 The rule, and how it runs through divided space-time attention: ``dna_mm/analysis/relevance.py``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,17 +52,29 @@ def main(argv: list[str] | None = None) -> dict:
     os.makedirs(args.out, exist_ok=True)
     stem = osp.join(args.out, osp.splitext(osp.basename(args.input))[0] + '_relevance')
     pixels = am.raw_pixels(inputs)[0]
-    frames = (pixels[0].permute(1, 2, 3, 0) if pixels.dim() == 5  # [clips, C, T, H, W] -> [T, H, W, C]
-              else pixels.permute(1, 2, 0)[None])                   # [C, H, W] -> [1, H, W, C]
-    title = (f"{args.label or am.name}: class {rel.target} (p = {rel.probability:.2f}) — "
-             f"{osp.basename(args.input)}")
-    png = plot_relevance(frames.numpy(), {k: v.numpy() for k, v in rel.maps.items()},
-                         stem + '.png', title)
+    frames = (
+        pixels[0].permute(1, 2, 3, 0)
+        if pixels.dim() == 5  # [clips, C, T, H, W] -> [T, H, W, C]
+        else pixels.permute(1, 2, 0)[None]
+    )  # [C, H, W] -> [1, H, W, C]
+    title = (
+        f"{args.label or am.name}: class {rel.target} (p = {rel.probability:.2f}) — "
+        f"{osp.basename(args.input)}"
+    )
+    png = plot_relevance(frames.numpy(), {k: v.numpy() for k, v in rel.maps.items()}, stem + '.png', title)
     np.savez_compressed(stem + '.npz', **{k: v.numpy() for k, v in rel.maps.items()})
-    summary = dict(input=args.input, config=args.config, checkpoint=args.checkpoint,
-                   target=rel.target, score=rel.score, probability=rel.probability,
-                   branches=list(rel.maps), shape=list(next(iter(rel.maps.values())).shape),
-                   png=png, npz=stem + '.npz')
+    summary = dict(
+        input=args.input,
+        config=args.config,
+        checkpoint=args.checkpoint,
+        target=rel.target,
+        score=rel.score,
+        probability=rel.probability,
+        branches=list(rel.maps),
+        shape=list(next(iter(rel.maps.values())).shape),
+        png=png,
+        npz=stem + '.npz',
+    )
     with open(stem + '.json', 'w') as f:
         json.dump(summary, f, indent=1)
     print(f'class {rel.target} (p = {rel.probability:.3f}); branches {", ".join(rel.maps)}')

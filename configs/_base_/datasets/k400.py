@@ -3,24 +3,33 @@
 _base_ = ['./video_8x32.py']
 num_classes = 400  # labels are checked against it when the datasets are built
 label_map = 'label_map_k400'  # class names (tools/infer.py): a shipped map or a file
-train_dataloader = dict(dataset=dict(
-    num_classes=num_classes,
-    ann_file='data/kinetics400/kinetics400_train_list_videos.txt',
-    data_prefix=dict(video='data/kinetics400/videos_train')))
-val_dataloader = dict(dataset=dict(
-    num_classes=num_classes,
-    ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
-    data_prefix=dict(video='data/kinetics400/videos_val')))
-test_dataloader = dict(dataset=dict(
-    num_classes=num_classes,
-    ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
-    data_prefix=dict(video='data/kinetics400/videos_val'),
-    pipeline=[
-        dict(type='DecordInit', io_backend='disk'),
-        dict(type='SampleFrames', clip_len=8, frame_interval=32, num_clips=1, test_mode=True),
-        dict(type='DecordDecode'),
-        dict(type='Resize', scale=(-1, 224)),
-        dict(type='ThreeCrop', crop_size=224),
-        dict(type='FormatShape', input_format='NCTHW'),
-        dict(type='PackActionInputs'),
-    ]))
+train_dataloader = dict(
+    dataset=dict(
+        num_classes=num_classes,
+        ann_file='data/kinetics400/kinetics400_train_list_videos.txt',
+        data_prefix=dict(video='data/kinetics400/videos_train'),
+    )
+)
+val_dataloader = dict(
+    dataset=dict(
+        num_classes=num_classes,
+        ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
+        data_prefix=dict(video='data/kinetics400/videos_val'),
+    )
+)
+test_dataloader = dict(
+    dataset=dict(
+        num_classes=num_classes,
+        ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
+        data_prefix=dict(video='data/kinetics400/videos_val'),
+        pipeline=[
+            dict(type='DecordInit', io_backend='disk'),
+            dict(type='SampleFrames', clip_len=8, frame_interval=32, num_clips=1, test_mode=True),
+            dict(type='DecordDecode'),
+            dict(type='Resize', scale=(-1, 224)),
+            dict(type='ThreeCrop', crop_size=224),
+            dict(type='FormatShape', input_format='NCTHW'),
+            dict(type='PackActionInputs'),
+        ],
+    )
+)

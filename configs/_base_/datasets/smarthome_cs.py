@@ -6,11 +6,17 @@ num_classes = 31  # labels are checked against it when the datasets are built
 label_map = 'smarthome_cs_classes'  # class names (tools/infer.py): a shipped map or a file
 data_root = 'data/smarthome/videos'
 train_dataloader = dict(
-    dataset=dict(ann_file='data/smarthome/cs/train.txt', data_prefix=dict(video=data_root),
-                 num_classes=num_classes))
+    dataset=dict(
+        ann_file='data/smarthome/cs/train.txt', data_prefix=dict(video=data_root), num_classes=num_classes
+    )
+)
 val_dataloader = dict(
-    dataset=dict(ann_file='data/smarthome/cs/val.txt', data_prefix=dict(video=data_root),
-                 num_classes=num_classes))
+    dataset=dict(
+        ann_file='data/smarthome/cs/val.txt', data_prefix=dict(video=data_root), num_classes=num_classes
+    )
+)
 test_dataloader = dict(
-    dataset=dict(ann_file='data/smarthome/cs/test.txt', data_prefix=dict(video=data_root),
-                 num_classes=num_classes))
+    dataset=dict(
+        ann_file='data/smarthome/cs/test.txt', data_prefix=dict(video=data_root), num_classes=num_classes
+    )
+)

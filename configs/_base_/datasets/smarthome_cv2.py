@@ -6,11 +6,17 @@ num_classes = 19  # labels are checked against it when the datasets are built
 label_map = 'smarthome_cv_classes'  # class names (tools/infer.py): a shipped map or a file
 data_root = 'data/smarthome/videos'
 train_dataloader = dict(
-    dataset=dict(ann_file='data/smarthome/cv2/train.txt', data_prefix=dict(video=data_root),
-                 num_classes=num_classes))
+    dataset=dict(
+        ann_file='data/smarthome/cv2/train.txt', data_prefix=dict(video=data_root), num_classes=num_classes
+    )
+)
 val_dataloader = dict(
-    dataset=dict(ann_file='data/smarthome/cv2/val.txt', data_prefix=dict(video=data_root),
-                 num_classes=num_classes))
+    dataset=dict(
+        ann_file='data/smarthome/cv2/val.txt', data_prefix=dict(video=data_root), num_classes=num_classes
+    )
+)
 test_dataloader = dict(
-    dataset=dict(ann_file='data/smarthome/cv2/test.txt', data_prefix=dict(video=data_root),
-                 num_classes=num_classes))
+    dataset=dict(
+        ann_file='data/smarthome/cv2/test.txt', data_prefix=dict(video=data_root), num_classes=num_classes
+    )
+)

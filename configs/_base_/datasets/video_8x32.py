@@ -18,8 +18,7 @@ train_pipeline = [
 ]
 val_pipeline = [
     dict(type='DecordInit', **file_client_args),
-    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1,
-         test_mode=True),
+    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1, test_mode=True),
     dict(type='DecordDecode'),
     dict(type='Resize', scale=(-1, crop_size)),
     dict(type='CenterCrop', crop_size=crop_size),
@@ -34,17 +33,27 @@ test_evaluator = val_evaluator
 
 # Dataset configs inheriting this file set `ann_file` / `data_prefix` of each loader.
 train_dataloader = dict(
-    batch_size=8, num_workers=8, persistent_workers=True,
+    batch_size=8,
+    num_workers=8,
+    persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=True),
-    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None),
-                 pipeline=train_pipeline))
+    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None), pipeline=train_pipeline),
+)
 val_dataloader = dict(
-    batch_size=8, num_workers=8, persistent_workers=True,
+    batch_size=8,
+    num_workers=8,
+    persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=False),
-    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None),
-                 pipeline=val_pipeline, test_mode=True))
+    dataset=dict(
+        type=dataset_type, ann_file=None, data_prefix=dict(video=None), pipeline=val_pipeline, test_mode=True
+    ),
+)
 test_dataloader = dict(
-    batch_size=1, num_workers=8, persistent_workers=True,
+    batch_size=1,
+    num_workers=8,
+    persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=False),
-    dataset=dict(type=dataset_type, ann_file=None, data_prefix=dict(video=None),
-                 pipeline=test_pipeline, test_mode=True))
+    dataset=dict(
+        type=dataset_type, ann_file=None, data_prefix=dict(video=None), pipeline=test_pipeline, test_mode=True
+    ),
+)

@@ -13,20 +13,20 @@ model = dict(
         num_heads=12,
         num_transformer_layers=12,
         in_channels=3,
-        dropout_ratio=0.,
+        dropout_ratio=0.0,
         attention_type='divided_space_time',
         temporal_attn=dict(type='DnAAttention', variant='qpm_vpm'),
         spatial_attn=dict(type='DnAAttention', variant='qpm_vpm'),
         drop_path_rate=0.1,
-        norm_cfg=dict(type='LN', eps=1e-6)),
+        norm_cfg=dict(type='LN', eps=1e-6),
+    ),
     cls_head=dict(
-        type='TimeSformerHead',
-        num_classes=400,
-        in_channels=768,
-        dropout_ratio=0.5,
-        average_clips='prob'),
+        type='TimeSformerHead', num_classes=400, in_channels=768, dropout_ratio=0.5, average_clips='prob'
+    ),
     data_preprocessor=dict(
         type='ActionDataPreprocessor',
         mean=[127.5, 127.5, 127.5],
         std=[127.5, 127.5, 127.5],
-        format_shape='NCTHW'))
+        format_shape='NCTHW',
+    ),
+)

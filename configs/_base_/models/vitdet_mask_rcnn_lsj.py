@@ -6,12 +6,13 @@
 # passes dict(type='LN'), which mmcv builds with eps 1e-5).
 _base_ = ['./vitdet_mask_rcnn.py']
 model = dict(
-    data_preprocessor=dict(
-        batch_augments=[dict(type='BatchFixedSizePad', size=(1024, 1024), pad_mask=True)]),
+    data_preprocessor=dict(batch_augments=[dict(type='BatchFixedSizePad', size=(1024, 1024), pad_mask=True)]),
     backbone=dict(
         img_size=1024,
         drop_path_rate=0.1,
         window_size=14,
         window_block_indexes=[0, 1, 3, 4, 6, 7, 9, 10],
         use_rel_pos=True,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/mae_pretrain_vit_base.pth')))
+        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/mae_pretrain_vit_base.pth'),
+    ),
+)

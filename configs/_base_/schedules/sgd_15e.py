@@ -13,12 +13,12 @@ optim_wrapper = dict(
             '.backbone.pos_embed': dict(decay_mult=0.0),
             '.backbone.time_embed': dict(decay_mult=0.0),
             '.alpha': dict(decay_mult=0.0),
-        }),
-    clip_grad=dict(max_norm=40, norm_type=2))
+        }
+    ),
+    clip_grad=dict(max_norm=40, norm_type=2),
+)
 
-param_scheduler = [
-    dict(type='MultiStepLR', begin=0, end=15, by_epoch=True, milestones=[11, 14], gamma=0.1)
-]
+param_scheduler = [dict(type='MultiStepLR', begin=0, end=15, by_epoch=True, milestones=[11, 14], gamma=0.1)]
 
 # base_batch_size = 8 GPUs x 8 clips; `--auto-scale-lr` rescales lr to the actual batch.
 auto_scale_lr = dict(enable=False, base_batch_size=64)

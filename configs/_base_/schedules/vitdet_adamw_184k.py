@@ -8,19 +8,25 @@ interval = 5000
 optim_wrapper = dict(
     type='AutoAmpOptimWrapper',
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.1),
-    paramwise_cfg=dict(custom_keys={
-        'backbone.pos_embed': dict(decay_mult=0.0),
-        '.attn.alpha': dict(decay_mult=0.0),  # per-head DnA gain, see LayerDecayOptimizerConstructor
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'backbone.pos_embed': dict(decay_mult=0.0),
+            '.attn.alpha': dict(decay_mult=0.0),  # per-head DnA gain, see LayerDecayOptimizerConstructor
+        }
+    ),
+)
 
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=250),
-    dict(type='MultiStepLR', begin=0, end=max_iters, by_epoch=False,
-         milestones=[163889, 177546], gamma=0.1),
+    dict(type='MultiStepLR', begin=0, end=max_iters, by_epoch=False, milestones=[163889, 177546], gamma=0.1),
 ]
 
-train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=interval,
-                 dynamic_intervals=[(max_iters // interval * interval + 1, max_iters)])
+train_cfg = dict(
+    type='IterBasedTrainLoop',
+    max_iters=max_iters,
+    val_interval=interval,
+    dynamic_intervals=[(max_iters // interval * interval + 1, max_iters)],
+)
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 

@@ -7,5 +7,6 @@ optim_wrapper = dict(
     type='AutoAmpOptimWrapper',
     constructor='LayerDecayOptimizerConstructor',
     paramwise_cfg=dict(decay_rate=0.7, decay_type='layer_wise', num_layers=12),
-    optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1))
+    optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1),
+)
 auto_scale_lr = dict(enable=False, base_batch_size=64)

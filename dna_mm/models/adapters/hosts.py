@@ -18,6 +18,7 @@ mmcv ``MultiheadAttention`` (DETR, any  ``TokenAttention`` (``attn.*``)   ``attn
 ``BaseTransformerLayer``)                                                 ``attn.out_proj``
 ======================================  ================================  =======================
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,21 +45,25 @@ class HostSpec:
         family_prefix: Where the family attention sits inside the replacement (``''`` or
             ``'attn.'``).
     """
+
     name: str
     build: Callable[[nn.Module, object, int, int], nn.Module]
     to_replacement: Callable[[StateDict], StateDict]
     family_prefix: str
 
 
-def _family(attn_cfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int,
-            **kwargs) -> nn.Module:
-    return build_attention(attn_cfg, embed_dims, num_heads, layer_index=layer_index,
-                           num_layers=num_layers, **kwargs)
+def _family(
+    attn_cfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
+) -> nn.Module:
+    return build_attention(
+        attn_cfg, embed_dims, num_heads, layer_index=layer_index, num_layers=num_layers, **kwargs
+    )
 
 
 def _refuse(host: nn.Module, what: str) -> None:
-    raise ValueError(f'{type(host).__module__}.{type(host).__name__}: {what} is not supported '
-                     f'by the attention swap')
+    raise ValueError(
+        f'{type(host).__module__}.{type(host).__name__}: {what} is not supported by the attention swap'
+    )
 
 
 def _load_family(family: nn.Module, sd: StateDict) -> nn.Module:
@@ -66,6 +71,7 @@ def _load_family(family: nn.Module, sd: StateDict) -> nn.Module:
     generated with the default ±1e-4 scales; what softmax has no counterpart for, such as
     Diff's λ, keeps its initialisation)."""
     from ...converters import adapt_attentions
+
     sd, _ = adapt_attentions(family, dict(sd), source='the swapped module')
     full = family.state_dict()
     full.update(sd)
@@ -75,16 +81,27 @@ def _load_family(family: nn.Module, sd: StateDict) -> nn.Module:
 
 # -- timm Attention -------------------------------------------------------------------------
 def _build_timm(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
-    if not isinstance(host.q_norm, nn.Identity) or not isinstance(host.k_norm, nn.Identity) \
-            or not isinstance(getattr(host, 'norm', nn.Identity()), nn.Identity):
+    if (
+        not isinstance(host.q_norm, nn.Identity)
+        or not isinstance(host.k_norm, nn.Identity)
+        or not isinstance(getattr(host, 'norm', nn.Identity()), nn.Identity)
+    ):
         _refuse(host, 'qk_norm / scale_norm')
     if getattr(host, 'gate', None) is not None:
         _refuse(host, 'a gated output')
     if host.qkv.in_features != host.proj.out_features or host.attn_dim != host.qkv.in_features:
         _refuse(host, 'attn_head_dim / dim_out different from the token width')
-    family = _family(attn_cfg, host.qkv.in_features, host.num_heads, layer_index, num_layers,
-                     qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None,
-                     attn_drop=host.attn_drop.p, proj_drop=host.proj_drop.p)
+    family = _family(
+        attn_cfg,
+        host.qkv.in_features,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        qkv_bias=host.qkv.bias is not None,
+        proj_bias=host.proj.bias is not None,
+        attn_drop=host.attn_drop.p,
+        proj_drop=host.proj_drop.p,
+    )
     family.scale = host.scale
     return _load_family(family, host.state_dict())
 
@@ -101,9 +118,16 @@ def _videomae_to_family(sd: StateDict) -> StateDict:
 
 
 def _build_videomae(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
-    family = _family(attn_cfg, host.embed_dims, host.num_heads, layer_index, num_layers,
-                     qkv_bias=hasattr(host, 'q_bias'), attn_drop=host.attn_drop.p,
-                     proj_drop=host.proj_drop.p)
+    family = _family(
+        attn_cfg,
+        host.embed_dims,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        qkv_bias=hasattr(host, 'q_bias'),
+        attn_drop=host.attn_drop.p,
+        proj_drop=host.proj_drop.p,
+    )
     family.scale = host.scale
     return _load_family(family, _videomae_to_family(host.state_dict()))
 
@@ -119,8 +143,7 @@ class WindowAttention3DAdapter(nn.Module):
     ``relative_position_bias_table``, ``relative_position_index`` (as the host), ``attn.*``.
     """
 
-    def __init__(self, family: nn.Module, table: Tensor, index: Tensor,
-                 window_size: tuple[int, ...]) -> None:
+    def __init__(self, family: nn.Module, table: Tensor, index: Tensor, window_size: tuple[int, ...]) -> None:
         super().__init__()
         self.attn = family
         self.embed_dims, self.num_heads = family.embed_dims, family.num_heads
@@ -130,8 +153,9 @@ class WindowAttention3DAdapter(nn.Module):
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
         n = x.shape[1]
-        bias = self.relative_position_bias_table[
-            self.relative_position_index[:n, :n].reshape(-1)].reshape(n, n, -1)
+        bias = self.relative_position_bias_table[self.relative_position_index[:n, :n].reshape(-1)].reshape(
+            n, n, -1
+        )
         bias = bias.permute(2, 0, 1).unsqueeze(0)  # [1, H, N, N]
         if mask is not None:  # [nW, N, N], windows minor in the batch: [B·nW, 1, N, N]
             mask = mask.to(x.dtype).repeat(x.shape[0] // mask.shape[0], 1, 1).unsqueeze(1)
@@ -143,14 +167,21 @@ def _swin_to_adapter(sd: StateDict) -> StateDict:
 
 
 def _build_swin(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
-    family = _family(attn_cfg, host.embed_dims, host.num_heads, layer_index, num_layers,
-                     qkv_bias=host.qkv.bias is not None, attn_drop=host.attn_drop.p,
-                     proj_drop=host.proj_drop.p)
+    family = _family(
+        attn_cfg,
+        host.embed_dims,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        qkv_bias=host.qkv.bias is not None,
+        attn_drop=host.attn_drop.p,
+        proj_drop=host.proj_drop.p,
+    )
     family.scale = host.scale
-    _load_family(family, {k: v for k, v in host.state_dict().items()
-                          if k.startswith(('qkv.', 'proj.'))})
-    return WindowAttention3DAdapter(family, host.relative_position_bias_table,
-                                    host.relative_position_index, tuple(host.window_size))
+    _load_family(family, {k: v for k, v in host.state_dict().items() if k.startswith(('qkv.', 'proj.'))})
+    return WindowAttention3DAdapter(
+        family, host.relative_position_bias_table, host.relative_position_index, tuple(host.window_size)
+    )
 
 
 # -- mmcv MultiheadAttention ----------------------------------------------------------------
@@ -160,16 +191,26 @@ def _mha_to_token(sd: StateDict) -> StateDict:
 
 def _build_mmcv_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
     from ..layers.video_attention import TokenAttention
+
     mha = host.attn
     if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.in_proj_bias is None:
         _refuse(host, 'nn.MultiheadAttention with kdim / vdim, add_bias_kv or bias=False')
-    token = TokenAttention(host.embed_dims, host.num_heads, attn_cfg=attn_cfg,
-                           attn_drop=mha.dropout, proj_drop=host.proj_drop.p,
-                           batch_first=host.batch_first, layer_index=layer_index,
-                           num_layers=num_layers, dropout_layer=None)
+    token = TokenAttention(
+        host.embed_dims,
+        host.num_heads,
+        attn_cfg=attn_cfg,
+        attn_drop=mha.dropout,
+        proj_drop=host.proj_drop.p,
+        batch_first=host.batch_first,
+        layer_index=layer_index,
+        num_layers=num_layers,
+        dropout_layer=None,
+    )
     token.dropout_layer = host.dropout_layer  # the host's module (DropPath, Dropout, Identity)
-    _load_family(token.attn, {k[len('attn.'):]: v for k, v in _mha_to_token(host.state_dict()).items()
-                              if k.startswith('attn.')})
+    _load_family(
+        token.attn,
+        {k[len('attn.') :]: v for k, v in _mha_to_token(host.state_dict()).items() if k.startswith('attn.')},
+    )
     return token
 
 
@@ -177,14 +218,16 @@ def host_specs() -> dict[type, HostSpec]:
     """Host class → spec, for the host classes importable in this environment."""
     specs: dict[type, HostSpec] = {}
     from timm.layers.attention import Attention as TimmAttention
+
     specs[TimmAttention] = HostSpec('timm Attention', _build_timm, lambda sd: sd, '')
     from mmcv.cnn.bricks.transformer import MultiheadAttention
-    specs[MultiheadAttention] = HostSpec('mmcv MultiheadAttention', _build_mmcv_mha,
-                                         _mha_to_token, 'attn.')
+
+    specs[MultiheadAttention] = HostSpec('mmcv MultiheadAttention', _build_mmcv_mha, _mha_to_token, 'attn.')
     from mmaction.models.backbones.swin import WindowAttention3D
     from mmaction.models.backbones.vit_mae import Attention as VideoMAEAttention
-    specs[VideoMAEAttention] = HostSpec('MMAction2 VideoMAE Attention', _build_videomae,
-                                        _videomae_to_family, '')
-    specs[WindowAttention3D] = HostSpec('MMAction2 WindowAttention3D', _build_swin,
-                                        _swin_to_adapter, 'attn.')
+
+    specs[VideoMAEAttention] = HostSpec(
+        'MMAction2 VideoMAE Attention', _build_videomae, _videomae_to_family, ''
+    )
+    specs[WindowAttention3D] = HostSpec('MMAction2 WindowAttention3D', _build_swin, _swin_to_adapter, 'attn.')
     return specs

@@ -14,9 +14,10 @@ does not know is an error naming it and its path, never skipped.
 The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: Diff's
 ``λ_init`` follows it, Cog keeps softmax in the first and last one.
 """
+
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Union
 
 from mmengine.logging import print_log
 from mmengine.registry import MODELS
@@ -44,15 +45,20 @@ class _LoadReport:
             return
         if self.converted or self.generated:
             shown = ', '.join(self.generated[:6]) + (
-                f', ... ({len(self.generated) - 6} more)' if len(self.generated) > 6 else '')
-            print_log(f'with_attention ({self.attn_cfg}): {len(self.converted)} attention(s) read '
-                      f'from the host layout; generated {len(self.generated)} tensors'
-                      + (f': {shown}' if self.generated else ''), logger='current')
+                f', ... ({len(self.generated) - 6} more)' if len(self.generated) > 6 else ''
+            )
+            print_log(
+                f'with_attention ({self.attn_cfg}): {len(self.converted)} attention(s) read '
+                f'from the host layout; generated {len(self.generated)} tensors'
+                + (f': {shown}' if self.generated else ''),
+                logger='current',
+            )
         self.seen, self.converted, self.generated = 0, [], []
 
 
-def _install_load_hook(module: nn.Module, spec: HostSpec, report: _LoadReport,
-                       q_neg_scale: float, v_neg_scale: float) -> None:
+def _install_load_hook(
+    module: nn.Module, spec: HostSpec, report: _LoadReport, q_neg_scale: float, v_neg_scale: float
+) -> None:
     fp = spec.family_prefix
     family = module.get_submodule(fp[:-1]) if fp else module
 
@@ -60,12 +66,13 @@ def _install_load_hook(module: nn.Module, spec: HostSpec, report: _LoadReport,
         keys = [k for k in state_dict if k.startswith(prefix)]
         if not keys:
             return
-        sub = {k[len(prefix):]: state_dict[k] for k in keys}
+        sub = {k[len(prefix) :]: state_dict[k] for k in keys}
         mapped = spec.to_replacement(sub)
-        fam = {k[len(fp):]: v for k, v in mapped.items() if k.startswith(fp)}
+        fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
         rest = {k: v for k, v in mapped.items() if not k.startswith(fp)}
-        fam, generated = adapt_attentions(family, fam, q_neg_scale, v_neg_scale,
-                                          source=f'state dict of {prefix[:-1] or "the model"}')
+        fam, generated = adapt_attentions(
+            family, fam, q_neg_scale, v_neg_scale, source=f'state dict of {prefix[:-1] or "the model"}'
+        )
         for k in keys:
             del state_dict[k]
         state_dict.update({prefix + k: v for k, v in rest.items()})
@@ -86,8 +93,9 @@ def _looks_like_attention(module: nn.Module) -> bool:
     return 'attention' in type(module).__name__.lower()
 
 
-def swap_attention(model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: float = 1e-4,
-                   v_neg_scale: float = -1e-4) -> list[str]:
+def swap_attention(
+    model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4
+) -> list[str]:
     """Replace every supported host attention of ``model`` in place; returns their names.
 
     Raises:
@@ -108,18 +116,22 @@ def swap_attention(model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: flo
         elif _is_ours(module):
             skip.append(name)
         elif _looks_like_attention(module) or isinstance(module, nn.MultiheadAttention):
-            unsupported.append(f'{name or "<root>"} ({type(module).__module__}.'
-                               f'{type(module).__name__})')
+            unsupported.append(f'{name or "<root>"} ({type(module).__module__}.{type(module).__name__})')
             skip.append(name)
     if unsupported:
-        raise ValueError('with_attention: unsupported attention module(s): '
-                         + '; '.join(unsupported[:8])
-                         + (f' ... ({len(unsupported) - 8} more)' if len(unsupported) > 8 else '')
-                         + '. Supported hosts: ' + ', '.join(s.name for s in specs.values())
-                         + " (MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')")
+        raise ValueError(
+            'with_attention: unsupported attention module(s): '
+            + '; '.join(unsupported[:8])
+            + (f' ... ({len(unsupported) - 8} more)' if len(unsupported) > 8 else '')
+            + '. Supported hosts: '
+            + ', '.join(s.name for s in specs.values())
+            + " (MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')"
+        )
     if not hosts:
-        raise ValueError(f'with_attention: {type(model).__name__} has no attention to swap '
-                         f'(supported hosts: {", ".join(s.name for s in specs.values())})')
+        raise ValueError(
+            f'with_attention: {type(model).__name__} has no attention to swap '
+            f'(supported hosts: {", ".join(s.name for s in specs.values())})'
+        )
     report = _LoadReport(len(hosts), attn_cfg)
     for i, (name, host) in enumerate(hosts):
         spec = specs[type(host)]
@@ -132,9 +144,13 @@ def swap_attention(model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: flo
 
 
 @MODELS.register_module(name='with_attention')
-def with_attention(model: Union[dict, nn.Module], attn_cfg: AttnCfg = 'dna',
-                   q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4,
-                   **kwargs) -> nn.Module:
+def with_attention(
+    model: Union[dict, nn.Module],
+    attn_cfg: AttnCfg = 'dna',
+    q_neg_scale: float = 1e-4,
+    v_neg_scale: float = -1e-4,
+    **kwargs,
+) -> nn.Module:
     """Build ``model`` (a config of any registry scope, or a module) and swap its attention.
 
     Args:
@@ -148,8 +164,10 @@ def with_attention(model: Union[dict, nn.Module], attn_cfg: AttnCfg = 'dna',
         The built model itself (no wrapper), its attentions replaced.
     """
     if kwargs:
-        raise TypeError(f'with_attention: unexpected arguments {sorted(kwargs)} (put the model\'s '
-                        f'own arguments inside model=dict(...))')
+        raise TypeError(
+            f'with_attention: unexpected arguments {sorted(kwargs)} (put the model\'s '
+            f'own arguments inside model=dict(...))'
+        )
     if isinstance(model, dict):
         model = MODELS.build(model)
     swap_attention(model, attn_cfg, q_neg_scale, v_neg_scale)

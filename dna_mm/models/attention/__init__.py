@@ -4,6 +4,7 @@ Registered in MMEngine's root ``MODELS`` (so visible from the ``mmaction`` and `
 scopes): ``SoftmaxAttention``, ``DnAAttention``, ``DiffAttention``, ``CogAttention`` and their
 ``*CrossAttention`` forms.
 """
+
 from .base import AttentionBase
 from .builder import ATTENTION_TYPES, attention_cfg, build_attention
 from .cog import CogAttention, CogCrossAttention
@@ -12,8 +13,19 @@ from .dna import DNA_VARIANT_ALIASES, DNA_VARIANTS, DnAAttention, DnACrossAttent
 from .softmax import SoftmaxAttention, SoftmaxCrossAttention
 
 __all__ = [
-    'AttentionBase', 'SoftmaxAttention', 'SoftmaxCrossAttention', 'DnAAttention',
-    'DnACrossAttention', 'DiffAttention', 'DiffCrossAttention', 'CogAttention',
-    'CogCrossAttention', 'DNA_VARIANTS', 'DNA_VARIANT_ALIASES', 'canonical_variant',
-    'ATTENTION_TYPES', 'attention_cfg', 'build_attention',
+    'AttentionBase',
+    'SoftmaxAttention',
+    'SoftmaxCrossAttention',
+    'DnAAttention',
+    'DnACrossAttention',
+    'DiffAttention',
+    'DiffCrossAttention',
+    'CogAttention',
+    'CogCrossAttention',
+    'DNA_VARIANTS',
+    'DNA_VARIANT_ALIASES',
+    'canonical_variant',
+    'ATTENTION_TYPES',
+    'attention_cfg',
+    'build_attention',
 ]

@@ -25,6 +25,7 @@ The constructor accepts timm's attention keywords (``dim`` positionally, ``qk_no
 ``scale_norm``, ``proj_bias``, ``norm_layer``), so each module is usable as timm's
 ``attn_layer``, and mmcv's ``batch_first`` (always ``True`` here).
 """
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -58,28 +59,32 @@ class AttentionBase(nn.Module):
         device, dtype: Factory keywords for the parameters (timm passes them).
     """
 
-    def __init__(self,
-                 embed_dims: int,
-                 num_heads: int = 8,
-                 qkv_bias: bool = True,
-                 attn_drop: float = 0.0,
-                 proj_drop: float = 0.0,
-                 proj_bias: bool = True,
-                 fused_attn: bool = True,
-                 qk_norm: bool = False,
-                 scale_norm: bool = False,
-                 norm_layer: Optional[type] = None,
-                 batch_first: bool = True,
-                 device: Optional[torch.device] = None,
-                 dtype: Optional[torch.dtype] = None) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        num_heads: int = 8,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        proj_bias: bool = True,
+        fused_attn: bool = True,
+        qk_norm: bool = False,
+        scale_norm: bool = False,
+        norm_layer: Optional[type] = None,
+        batch_first: bool = True,
+        device: Optional[torch.device] = None,
+        dtype: Optional[torch.dtype] = None,
+    ) -> None:
         super().__init__()
         name = type(self).__name__
         if embed_dims <= 0 or num_heads <= 0 or embed_dims % num_heads:
-            raise ValueError(f'{name}: embed_dims ({embed_dims}) must be a positive multiple of '
-                             f'num_heads ({num_heads})')
+            raise ValueError(
+                f'{name}: embed_dims ({embed_dims}) must be a positive multiple of num_heads ({num_heads})'
+            )
         if not 0.0 <= attn_drop < 1.0 or not 0.0 <= proj_drop < 1.0:
-            raise ValueError(f'{name}: attn_drop and proj_drop must be in [0, 1), got '
-                             f'{attn_drop}, {proj_drop}')
+            raise ValueError(
+                f'{name}: attn_drop and proj_drop must be in [0, 1), got {attn_drop}, {proj_drop}'
+            )
         if qk_norm or scale_norm:
             raise ValueError(f'{name}: qk_norm / scale_norm are not supported')
         if not batch_first:
@@ -87,7 +92,7 @@ class AttentionBase(nn.Module):
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dim = embed_dims // num_heads
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
         self.fused_attn = fused_attn
         self.batch_first = True
         self.factory_kwargs = dict(device=device, dtype=dtype)
@@ -108,8 +113,9 @@ class AttentionBase(nn.Module):
         b, _, n, _ = t.shape
         return t.transpose(1, 2).reshape(b, n, -1)
 
-    def project_qkv(self, x: Tensor, context: Optional[Tensor],
-                    value: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+    def project_qkv(
+        self, x: Tensor, context: Optional[Tensor], value: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from ``x``, keys from ``context`` (or ``x``), values from ``value`` (or the
         keys' input), each ``[B, H, ·, d]``."""
         c = self.embed_dims
@@ -134,7 +140,7 @@ class AttentionBase(nn.Module):
         """One chunk (0: Q, 1: K, 2: V) of ``qkv`` applied to ``t [B, N, C]`` → ``[B, N, C]``."""
         c = self.embed_dims
         if not is_plain_linear(self.qkv):
-            return self.qkv(t)[..., chunk * c:(chunk + 1) * c]
+            return self.qkv(t)[..., chunk * c : (chunk + 1) * c]
         w, b = self.qkv.weight, self.qkv.bias
         rows = slice(chunk * c, (chunk + 1) * c)
         return F.linear(t, w[rows], None if b is None else b[rows])
@@ -144,34 +150,54 @@ class AttentionBase(nn.Module):
         return self.attn_drop_p if self.training else 0.0
 
     # -- interface ---------------------------------------------------------------------------
-    def project(self, x: Tensor, context: Optional[Tensor] = None,
-                value: Optional[Tensor] = None) -> dict[str, Tensor]:
+    def project(
+        self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
         """Head-split projections, the keyword arguments of :meth:`core`."""
         q, k, v = self.project_qkv(x, context, value)
         return dict(q=q, k=k, v=v)
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False, attn_bias: BiasArg = None,
-             **heads: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    def core(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias: BiasArg = None,
+        **heads: Tensor,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """The attention itself on head-split tensors: ``[B, H, M, d]`` out, and the maps."""
         raise NotImplementedError
 
-    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool, attn_bias: BiasArg = None,
-               value: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
+    def attend(
+        self,
+        x: Tensor,
+        context: Optional[Tensor],
+        attn_mask: Optional[Tensor],
+        return_attn: bool,
+        attn_bias: BiasArg = None,
+        value: Optional[Tensor] = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """Head-merged attention output ``[B, M, C]`` (before ``proj``) and the maps."""
-        out, maps = self.core(**self.project(x, context, value), attn_mask=attn_mask,
-                              attn_bias=attn_bias, return_attn=return_attn)
+        out, maps = self.core(
+            **self.project(x, context, value),
+            attn_mask=attn_mask,
+            attn_bias=attn_bias,
+            return_attn=return_attn,
+        )
         return self.merge_heads(out), maps
 
-    def forward(self,
-                x: Tensor,
-                attn_mask: Optional[Tensor] = None,
-                context: Optional[Tensor] = None,
-                return_attn: bool = False,
-                is_causal: bool = False,
-                attn_bias: BiasArg = None,
-                value: Optional[Tensor] = None) -> AttnOutput:
+    def forward(
+        self,
+        x: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        context: Optional[Tensor] = None,
+        return_attn: bool = False,
+        is_causal: bool = False,
+        attn_bias: BiasArg = None,
+        value: Optional[Tensor] = None,
+    ) -> AttnOutput:
         """``x [B, M, C]`` (+ ``context`` / ``value [B, N, C]``) → ``[B, M, C]`` (+ maps if asked).
 
         Args:
@@ -196,19 +222,32 @@ class AttentionBase(nn.Module):
 class CrossAttentionMixin:
     """Cross-attention form: ``forward(query [B, M, C], context [B, N, C], attn_mask=None)``."""
 
-    def forward(self, query: Tensor, context: Tensor, attn_mask: Optional[Tensor] = None,
-                return_attn: bool = False, attn_bias: BiasArg = None,
-                value: Optional[Tensor] = None) -> AttnOutput:
+    def forward(
+        self,
+        query: Tensor,
+        context: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias: BiasArg = None,
+        value: Optional[Tensor] = None,
+    ) -> AttnOutput:
         """``query [B, M, C]``, keys from ``context [B, N, C]``, values from ``value`` (default:
         ``context``) → ``[B, M, C]``."""
-        return super().forward(query, attn_mask=attn_mask, context=context,  # type: ignore[misc]
-                               return_attn=return_attn, attn_bias=attn_bias, value=value)
+        return super().forward(
+            query,
+            attn_mask=attn_mask,
+            context=context,  # type: ignore[misc]
+            return_attn=return_attn,
+            attn_bias=attn_bias,
+            value=value,
+        )
 
 
 @has_side_effect  # FX keeps the call although nothing uses its (absent) result
 @torch.fx.wrap
-def check_inputs(name: str, embed_dims: int, x: Tensor, context: Optional[Tensor],
-                 value: Optional[Tensor]) -> None:
+def check_inputs(
+    name: str, embed_dims: int, x: Tensor, context: Optional[Tensor], value: Optional[Tensor]
+) -> None:
     """Raise a ``ValueError`` naming the shapes unless ``x [B, M, C]``, ``context`` / ``value
     [B, N, C]`` (where given) fit a module of width ``embed_dims`` called ``name``.
 
@@ -221,10 +260,10 @@ def check_inputs(name: str, embed_dims: int, x: Tensor, context: Optional[Tensor
     if x.dim() != 3 or x.shape[-1] != embed_dims:
         raise ValueError(f'{name}: expected x of shape [B, N, {embed_dims}], got {list(x.shape)}')
     for label, t in (('context', context), ('value', value)):
-        if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0]
-                              or t.shape[-1] != embed_dims):
-            raise ValueError(f'{name}: expected {label} of shape [{x.shape[0]}, N, {embed_dims}],'
-                             f' got {list(t.shape)}')
+        if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0] or t.shape[-1] != embed_dims):
+            raise ValueError(
+                f'{name}: expected {label} of shape [{x.shape[0]}, N, {embed_dims}], got {list(t.shape)}'
+            )
     keys = x if context is None else context
     if value is not None and value.shape[1] != keys.shape[1]:
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {keys.shape[1]}')
@@ -234,13 +273,13 @@ def is_plain_linear(layer: Optional[nn.Module]) -> bool:
     """Whether code may use ``layer.weight`` / ``layer.bias`` in place of calling ``layer``:
     only for a plain ``nn.Linear`` without forward hooks (a LoRA wrapper, a subclass or an
     analysis hook would otherwise be bypassed)."""
-    return (type(layer) is nn.Linear
-            and not (layer._forward_hooks or layer._forward_pre_hooks))  # type: ignore[union-attr]
+    return type(layer) is nn.Linear and not (layer._forward_hooks or layer._forward_pre_hooks)  # type: ignore[union-attr]
 
 
 @torch.fx.wrap
-def with_causal(attn_mask: Optional[Tensor], is_causal: bool, x: Tensor,
-                context: Optional[Tensor]) -> Optional[Tensor]:
+def with_causal(
+    attn_mask: Optional[Tensor], is_causal: bool, x: Tensor, context: Optional[Tensor]
+) -> Optional[Tensor]:
     """``attn_mask`` AND a causal mask over queries ``x`` and keys ``context`` (or ``x``) when
     ``is_causal``, else ``attn_mask`` unchanged. An FX leaf: timm's ViT hands ``is_causal`` on
     as a traced input, which FX cannot branch on."""

@@ -7,6 +7,7 @@ names ``'softmax' | 'dna' | 'diff' | 'cog'``. Layer-dependent defaults:
 * ``CogAttention``: the first and last layer use ``SoftmaxAttention`` (the authors' setting)
   unless the config says ``softmax_first_last=False``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,9 +22,16 @@ SHORT_NAMES = {
     'diff': 'DiffAttention',
     'cog': 'CogAttention',
 }
-ATTENTION_TYPES = ('SoftmaxAttention', 'DnAAttention', 'DiffAttention', 'CogAttention',
-                   'SoftmaxCrossAttention', 'DnACrossAttention', 'DiffCrossAttention',
-                   'CogCrossAttention')
+ATTENTION_TYPES = (
+    'SoftmaxAttention',
+    'DnAAttention',
+    'DiffAttention',
+    'CogAttention',
+    'SoftmaxCrossAttention',
+    'DnACrossAttention',
+    'DiffCrossAttention',
+    'CogCrossAttention',
+)
 
 AttnCfg = Union[str, dict]
 
@@ -35,18 +43,19 @@ def attention_cfg(cfg: AttnCfg) -> dict:
         raise KeyError(f'attention config {cfg} has no "type"')
     cfg['type'] = SHORT_NAMES.get(cfg['type'], cfg['type'])
     if isinstance(cfg['type'], str) and cfg['type'] not in ATTENTION_TYPES:
-        raise ValueError(f'attention type {cfg["type"]!r} is not one of {sorted(SHORT_NAMES)} '
-                         f'or {list(ATTENTION_TYPES)}')
+        raise ValueError(
+            f'attention type {cfg["type"]!r} is not one of {sorted(SHORT_NAMES)} or {list(ATTENTION_TYPES)}'
+        )
     return cfg
 
 
-def build_attention(cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int = 0,
-                    num_layers: int = 1, **default_args) -> nn.Module:
+def build_attention(
+    cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int = 0, num_layers: int = 1, **default_args
+) -> nn.Module:
     """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model."""
     cfg = attention_cfg(cfg)
     kind = cfg['type'] if isinstance(cfg['type'], str) else cfg['type'].__name__
-    if kind.startswith('Cog') and cfg.pop('softmax_first_last', True) \
-            and layer_index in (0, num_layers - 1):
+    if kind.startswith('Cog') and cfg.pop('softmax_first_last', True) and layer_index in (0, num_layers - 1):
         cfg = {k: v for k, v in cfg.items() if k in _COMMON_KEYS}
         cfg['type'] = kind.replace('Cog', 'Softmax')
     if kind.startswith('Diff'):
@@ -58,5 +67,4 @@ def build_attention(cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: 
     return MODELS.build(cfg)
 
 
-_COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn',
-                'embed_dims', 'num_heads')
+_COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn', 'embed_dims', 'num_heads')

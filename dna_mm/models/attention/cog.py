@@ -8,6 +8,7 @@ with ``b`` the ``attn_bias`` (inside the signed logits) and ``m`` the exclusion 
 keep plain softmax attention in the first and last layer; :func:`.builder.build_attention`
 does the same by default. Maps: ``{'attn': W}``.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -24,9 +25,15 @@ from .base import AttentionBase, CrossAttentionMixin
 class CogAttention(AttentionBase):
     """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored)."""
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False,
-             attn_bias: AF.BiasArg = None) -> tuple[Tensor, dict[str, Tensor]]:
+    def core(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias: AF.BiasArg = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         s = (q * self.scale) @ k.transpose(-2, -1)  # [B, H, M, N]
         bias = AF.single_bias(attn_bias, type(self).__name__)
         if bias is not None:

@@ -19,6 +19,7 @@ Head layout (``diff_heads``), both at the softmax parameter budget:
   ``H/2`` heads of width ``2d``: ``Q1, Q2, K1, K2`` of width ``d``, ``V`` of ``2d``, λ vectors of
   ``d``, RMSNorm over ``2d``. ``num_heads`` / ``head_dim`` then hold ``H/2`` / ``2d``.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,16 +45,24 @@ class DiffAttention(AttentionBase):
             (``H/2`` heads of ``d``-wide ``Q1, Q2``), see the module docstring.
     """
 
-    def __init__(self, embed_dims: int, num_heads: int = 8, qkv_bias: bool = True,
-                 layer_index: int = 0, depth: Optional[int] = None, diff_heads: str = 'paper',
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        num_heads: int = 8,
+        qkv_bias: bool = True,
+        layer_index: int = 0,
+        depth: Optional[int] = None,
+        diff_heads: str = 'paper',
+        **kwargs,
+    ) -> None:
         if diff_heads not in ('paper', 'official'):
-            raise ValueError(f"DiffAttention: diff_heads must be 'paper' or 'official', got "
-                             f'{diff_heads!r}')
+            raise ValueError(f"DiffAttention: diff_heads must be 'paper' or 'official', got {diff_heads!r}")
         if diff_heads == 'official':
             if num_heads % 2:
-                raise ValueError(f"DiffAttention: diff_heads='official' needs an even num_heads "
-                                 f'(it uses num_heads / 2 heads of twice the width), got {num_heads}')
+                raise ValueError(
+                    f"DiffAttention: diff_heads='official' needs an even num_heads "
+                    f'(it uses num_heads / 2 heads of twice the width), got {num_heads}'
+                )
             num_heads //= 2
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
         self.diff_heads = diff_heads
@@ -63,26 +72,37 @@ class DiffAttention(AttentionBase):
         self.lambda_init = 0.8 - 0.6 * math.exp(-0.3 * self.layer_index)
         half, dd = self.head_dim // 2, self.factory_kwargs
         self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2 = (
-            nn.Parameter(torch.randn(half, **dd) * 0.1) for _ in range(4))
+            nn.Parameter(torch.randn(half, **dd) * 0.1) for _ in range(4)
+        )
         self.sub_norm = RmsNorm(self.head_dim, eps=1e-5, **dd)
 
     def lambda_full(self) -> Tensor:
         """``λ = exp(λq1·λk1) - exp(λq2·λk2) + λ_init`` (a scalar)."""
         dtype = AF.compute_dtype(self.lambda_q1.dtype)
-        return (torch.exp(torch.dot(self.lambda_q1, self.lambda_k1).to(dtype))
-                - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2).to(dtype)) + self.lambda_init)
+        return (
+            torch.exp(torch.dot(self.lambda_q1, self.lambda_k1).to(dtype))
+            - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2).to(dtype))
+            + self.lambda_init
+        )
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False,
-             attn_bias: AF.BiasArg = None) -> tuple[Tensor, dict[str, Tensor]]:
+    def core(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias: AF.BiasArg = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         bias = AF.single_bias(attn_bias, type(self).__name__)
-        q1, q2 = q.chunk(2, dim=-1)             # [B, H, M, d/2] × 2
+        q1, q2 = q.chunk(2, dim=-1)  # [B, H, M, d/2] × 2
         k1, k2 = k.chunk(2, dim=-1)
         scale = (self.head_dim // 2) ** -0.5
         lam = self.lambda_full().to(q.dtype)
         if self.fused_attn and not return_attn:
-            out = (AF.sdpa(q1, k1, v, attn_mask, scale, self.dropout_p, bias=bias)
-                   - lam * AF.sdpa(q2, k2, v, attn_mask, scale, self.dropout_p, bias=bias))
+            out = AF.sdpa(q1, k1, v, attn_mask, scale, self.dropout_p, bias=bias) - lam * AF.sdpa(
+                q2, k2, v, attn_mask, scale, self.dropout_p, bias=bias
+            )
             maps: dict[str, Tensor] = {}
         else:
             o1, a1 = AF.eager(q1, k1, v, attn_mask, scale, self.attn_drop, bias=bias)

@@ -35,6 +35,7 @@ Parameter layout: ``qkv`` = ``Linear(C, 3C)`` with chunks ``[Q+, K, V+]`` (exact
 ``Attention.qkv``, so softmax checkpoints load unchanged), ``q_neg`` = ``Q-`` and ``v_neg`` =
 ``V-`` (``Linear(C, C)`` each, where the variant has them), ``alpha [H]``, ``proj``.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -57,7 +58,11 @@ DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
 }
 #: the paper's names, accepted as aliases
 DNA_VARIANT_ALIASES: dict[str, str] = {
-    'A±': 'apm', 'Â±': 'apm_alpha', 'Q±V': 'qpm_v', 'QV±': 'q_vpm', 'Q±V±': 'qpm_vpm',
+    'A±': 'apm',
+    'Â±': 'apm_alpha',
+    'Q±V': 'qpm_v',
+    'QV±': 'q_vpm',
+    'Q±V±': 'qpm_vpm',
 }
 
 
@@ -65,8 +70,10 @@ def canonical_variant(variant: str) -> str:
     """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; a clear error for anything else."""
     name = DNA_VARIANT_ALIASES.get(variant, variant)
     if name not in DNA_VARIANTS:
-        raise ValueError(f'unknown DnA variant {variant!r}; expected one of '
-                         f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}')
+        raise ValueError(
+            f'unknown DnA variant {variant!r}; expected one of '
+            f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
+        )
     return name
 
 
@@ -85,9 +92,16 @@ class DnAAttention(AttentionBase):
         **kwargs: See :class:`~dna_mm.models.attention.base.AttentionBase`.
     """
 
-    def __init__(self, embed_dims: int, num_heads: int = 8, qkv_bias: bool = True,
-                 variant: str = 'qpm_vpm', alpha_init: float = 0.5, kernel: str = 'sdpa',
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        num_heads: int = 8,
+        qkv_bias: bool = True,
+        variant: str = 'qpm_vpm',
+        alpha_init: float = 0.5,
+        kernel: str = 'sdpa',
+        **kwargs,
+    ) -> None:
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
         if kernel not in ('sdpa', 'triton'):
             raise ValueError(f"DnAAttention: kernel must be 'sdpa' or 'triton', got {kernel!r}")
@@ -97,11 +111,11 @@ class DnAAttention(AttentionBase):
         dd = self.factory_kwargs
         self.q_neg = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if sep_q else None
         self.v_neg = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if sep_v else None
-        self.alpha = (nn.Parameter(torch.full((num_heads,), float(alpha_init), **dd))
-                      if learn_alpha else None)
+        self.alpha = nn.Parameter(torch.full((num_heads,), float(alpha_init), **dd)) if learn_alpha else None
 
-    def project(self, x: Tensor, context: Optional[Tensor] = None,
-                value: Optional[Tensor] = None) -> dict[str, Tensor]:
+    def project(
+        self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
         """``Q+, K, V+`` and ``Q-`` (from ``x``), ``V-`` (from the values' input), or the shared
         ``Q`` / ``V`` where the variant has no separate projection."""
         q, k, v = self.project_qkv(x, context, value)  # [B, H, M, d], [B, H, N, d] × 2
@@ -110,8 +124,9 @@ class DnAAttention(AttentionBase):
         v_neg = v if self.v_neg is None else self.split_heads(self.v_neg(src))
         return dict(q=q, k=k, v=v, q_neg=q_neg, v_neg=v_neg)
 
-    def sdpa_heads(self, x: Tensor, context: Optional[Tensor],
-                   value: Optional[Tensor] = None) -> dict[str, Tensor]:
+    def sdpa_heads(
+        self, x: Tensor, context: Optional[Tensor], value: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
         """The fast path's heads: ``Q+, K, V+``, ``q_min = -Q-`` and ``v_min = α V-``.
 
         A separate ``Q-`` is computed as ``x (-W)^T - b`` and a separate ``V-`` as
@@ -137,20 +152,37 @@ class DnAAttention(AttentionBase):
                 v_min = v_min * self.alpha.to(v_min.dtype).view(1, -1, 1, 1)
         return dict(q=q, k=k, v=v, q_min=q_min, v_min=v_min)
 
-    def attend(self, x: Tensor, context: Optional[Tensor], attn_mask: Optional[Tensor],
-               return_attn: bool, attn_bias: AF.BiasArg = None,
-               value: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
+    def attend(
+        self,
+        x: Tensor,
+        context: Optional[Tensor],
+        attn_mask: Optional[Tensor],
+        return_attn: bool,
+        attn_bias: AF.BiasArg = None,
+        value: Optional[Tensor] = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         if return_attn or not self.fused_attn or self._use_triton():  # via core()
             return super().attend(x, context, attn_mask, return_attn, attn_bias, value)
-        out = AF.two_branch_sdpa(**self.sdpa_heads(x, context, value), attn_mask=attn_mask,
-                                 scale=self.scale, dropout_p=self.dropout_p,
-                                 attn_bias=attn_bias)  # [B, H, M, d]
+        out = AF.two_branch_sdpa(
+            **self.sdpa_heads(x, context, value),
+            attn_mask=attn_mask,
+            scale=self.scale,
+            dropout_p=self.dropout_p,
+            attn_bias=attn_bias,
+        )  # [B, H, M, d]
         return self.merge_heads(out), {}
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False, attn_bias: AF.BiasArg = None,
-             q_neg: Optional[Tensor] = None,
-             v_neg: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
+    def core(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias: AF.BiasArg = None,
+        q_neg: Optional[Tensor] = None,
+        v_neg: Optional[Tensor] = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """DnA on the formula's heads ``Q+, K, V+, Q-, V-`` (``Q-`` / ``V-`` default to
         ``Q+`` / ``V+``); the fast path applies the sign and ``α`` to these activations.
         ``attn_bias``: one bias for both branches or ``(b_pos, b_neg)``."""
@@ -161,30 +193,49 @@ class DnAAttention(AttentionBase):
             return self._triton_core(q, k, v, q_neg, v_neg, attn_mask, attn_bias), {}
         if self.fused_attn and not return_attn:
             v_min = v_neg if alpha is None else v_neg * alpha
-            return AF.two_branch_sdpa(q, k, v, -q_neg, v_min, attn_mask, self.scale,
-                                      self.dropout_p, attn_bias=attn_bias), {}
+            return AF.two_branch_sdpa(
+                q, k, v, -q_neg, v_min, attn_mask, self.scale, self.dropout_p, attn_bias=attn_bias
+            ), {}
         b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
         pos, a_pos = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop, bias=b_pos)
-        neg, a_neg = AF.eager(q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop,
-                              negative=True, bias=b_neg)
+        neg, a_neg = AF.eager(
+            q_neg, k, v_neg, attn_mask, self.scale, self.attn_drop, negative=True, bias=b_neg
+        )
         maps = {'pos': a_pos, 'neg': a_neg}
         return (pos + neg if alpha is None else torch.addcmul(pos, neg, alpha)), maps  # [B, H, M, d]
 
     def _use_triton(self) -> bool:
         return self.kernel == 'triton' and self.dropout_p == 0.0
 
-    def _triton_core(self, q: Tensor, k: Tensor, v: Tensor, q_neg: Tensor, v_neg: Tensor,
-                     attn_mask: Optional[Tensor], attn_bias: AF.BiasArg) -> Tensor:
+    def _triton_core(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_neg: Tensor,
+        v_neg: Tensor,
+        attn_mask: Optional[Tensor],
+        attn_bias: AF.BiasArg,
+    ) -> Tensor:
         """The fused kernel; an exclusion mask ``m`` joins the biases as ``(b+ + m, b- - m)``
         (added after the softmin sign)."""
         from ...ops import dna_attention
+
         b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
         mask = AF.additive_mask(attn_mask, torch.float32)
         if mask is not None:
             b_pos = mask if b_pos is None else b_pos + mask
             b_neg = -mask if b_neg is None else b_neg - mask
-        return dna_attention(q, k, v, q_neg, v_neg, self.alpha, (b_pos, b_neg)
-                             if b_pos is not None or b_neg is not None else None, self.scale)
+        return dna_attention(
+            q,
+            k,
+            v,
+            q_neg,
+            v_neg,
+            self.alpha,
+            (b_pos, b_neg) if b_pos is not None or b_neg is not None else None,
+            self.scale,
+        )
 
     def extra_repr(self) -> str:
         kernel = ", kernel='triton'" if self.kernel == 'triton' else ''

@@ -25,6 +25,7 @@ The functions that branch on a mask or bias (``None``, ``bool`` or float) are ``
 ``create_feature_extractor``) keeps each as one call that decides on the real tensors, e.g. a
 mask that is a traced input, ``None`` at run time.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -46,8 +47,9 @@ def additive_mask(mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor
 
 
 @torch.fx.wrap
-def branch_mask(attn_mask: Optional[Tensor], bias: Optional[Tensor], negative: bool,
-                dtype: torch.dtype) -> Optional[Tensor]:
+def branch_mask(
+    attn_mask: Optional[Tensor], bias: Optional[Tensor], negative: bool, dtype: torch.dtype
+) -> Optional[Tensor]:
     """The ``attn_mask`` argument of one branch's SDPA call (queries of ``dtype``): ``m + b``
     (positive branch) or ``m - b`` (softmin branch, whose queries are negated). A lone ``bool``
     mask is passed unchanged (SDPA keeps its fused kernels), a lone float mask cast to ``dtype``."""
@@ -76,16 +78,17 @@ def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Ten
         return bias, bias
     if isinstance(bias, (tuple, list)) and len(bias) == 2:
         return bias[0], bias[1]
-    raise TypeError(f'{name}: attn_bias must be a tensor or a pair (b_pos, b_neg), got '
-                    f'{type(bias).__name__}')
+    raise TypeError(f'{name}: attn_bias must be a tensor or a pair (b_pos, b_neg), got {type(bias).__name__}')
 
 
 def single_bias(bias: BiasArg, name: str) -> Optional[Tensor]:
     """A one-map attention's bias; a pair is refused (it has no negative branch to give it to)."""
     if bias is None or isinstance(bias, Tensor):
         return bias
-    raise TypeError(f'{name}: attn_bias must be one tensor (a (b_pos, b_neg) pair is for '
-                    f'two-branch DnA), got {type(bias).__name__}')
+    raise TypeError(
+        f'{name}: attn_bias must be one tensor (a (b_pos, b_neg) pair is for '
+        f'two-branch DnA), got {type(bias).__name__}'
+    )
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -98,8 +101,9 @@ def causal_mask(m: int, n: int, device: torch.device) -> Tensor:
     return torch.ones(m, n, dtype=torch.bool, device=device).tril_(n - m)
 
 
-def attention_probs(logits: Tensor, attn_mask: Optional[Tensor] = None,
-                    bias: Optional[Tensor] = None, negative: bool = False) -> Tensor:
+def attention_probs(
+    logits: Tensor, attn_mask: Optional[Tensor] = None, bias: Optional[Tensor] = None, negative: bool = False
+) -> Tensor:
     """Row-normalised attention map from raw logits ``s q k^T [B, H, M, N]``.
 
     ``negative=False``: ``softmax(logits + b + m)``; ``negative=True``:
@@ -114,8 +118,16 @@ def attention_probs(logits: Tensor, attn_mask: Optional[Tensor] = None,
     return add_mask(z, attn_mask).softmax(dim=-1).to(logits.dtype)
 
 
-def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: float,
-         dropout_p: float = 0.0, bias: Optional[Tensor] = None, negative: bool = False) -> Tensor:
+def sdpa(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Optional[Tensor],
+    scale: float,
+    dropout_p: float = 0.0,
+    bias: Optional[Tensor] = None,
+    negative: bool = False,
+) -> Tensor:
     """Fused ``softmax(s q k^T + b + m) v`` → ``[B, H, M, dv]``.
 
     ``negative=True`` means ``q`` is already the negated ``-Q-`` of a softmin branch: the bias
@@ -127,9 +139,17 @@ def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: fl
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 
-def two_branch_sdpa(q: Tensor, k: Tensor, v: Tensor, q_min: Tensor, v_min: Tensor,
-                    attn_mask: Optional[Tensor], scale: float, dropout_p: float = 0.0,
-                    attn_bias: BiasArg = None) -> Tensor:
+def two_branch_sdpa(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_min: Tensor,
+    v_min: Tensor,
+    attn_mask: Optional[Tensor],
+    scale: float,
+    dropout_p: float = 0.0,
+    attn_bias: BiasArg = None,
+) -> Tensor:
     """DnA's fused core on SDPA-ready heads (the softmin sign and α already applied):
 
         SDPA(q, k, v, m + b+) + SDPA(q_min, k, v_min, m - b-)
@@ -142,9 +162,16 @@ def two_branch_sdpa(q: Tensor, k: Tensor, v: Tensor, q_min: Tensor, v_min: Tenso
     return pos + sdpa(q_min, k, v_min, attn_mask, scale, dropout_p, bias=b_neg, negative=True)
 
 
-def eager(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], scale: float,
-          dropout: torch.nn.Module, negative: bool = False,
-          bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+def eager(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Optional[Tensor],
+    scale: float,
+    dropout: torch.nn.Module,
+    negative: bool = False,
+    bias: Optional[Tensor] = None,
+) -> tuple[Tensor, Tensor]:
     """Explicit ``A = softmax(s q k^T + b + m)`` (or softmin) and ``A v``; returns ``(A v, A)``.
 
     The returned map is the one *before* dropout (for analysis).

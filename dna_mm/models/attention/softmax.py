@@ -3,6 +3,7 @@
 
 Parameter names follow timm's ``Attention`` (``qkv``, ``proj``). Maps: ``{'attn': A}``.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -18,9 +19,15 @@ from .base import AttentionBase, CrossAttentionMixin
 class SoftmaxAttention(AttentionBase):
     """Standard multi-head self-attention. Arguments: see :class:`.base.AttentionBase`."""
 
-    def core(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None,
-             return_attn: bool = False,
-             attn_bias: AF.BiasArg = None) -> tuple[Tensor, dict[str, Tensor]]:
+    def core(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor] = None,
+        return_attn: bool = False,
+        attn_bias: AF.BiasArg = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         bias = AF.single_bias(attn_bias, type(self).__name__)
         if self.fused_attn and not return_attn:
             return AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p, bias=bias), {}

@@ -5,6 +5,7 @@ arguments and parameter names outside the attention modules, so a stock TimeSfor
 dict converts with :func:`dna_mm.converters.softmax_to_dna` (after
 :func:`~dna_mm.converters.rename_mha`) and loads with ``strict=True``.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -27,40 +28,84 @@ from ..layers import video_attention  # noqa: F401  (registers the attention wra
 AttnCfg = Union[str, dict]
 
 
-def _layer_cfgs(attention_type: str, embed_dims: int, num_heads: int, num_frames: int,
-                num_layers: int, temporal_attn: AttnCfg, spatial_attn: AttnCfg,
-                drop_path_rate: float, attn_drop: float) -> ConfigDict:
+def _layer_cfgs(
+    attention_type: str,
+    embed_dims: int,
+    num_heads: int,
+    num_frames: int,
+    num_layers: int,
+    temporal_attn: AttnCfg,
+    spatial_attn: AttnCfg,
+    drop_path_rate: float,
+    attn_drop: float,
+) -> ConfigDict:
     """MMAction2's default layer configs with the attention wrappers swapped in."""
     dpr = np.linspace(0, drop_path_rate, num_layers)
     layers = []
     for i in range(num_layers):
         drop = dict(type='DropPath', drop_prob=float(dpr[i]))
-        common = dict(embed_dims=embed_dims, num_heads=num_heads, attn_drop=attn_drop,
-                      layer_index=i, num_layers=num_layers, dropout_layer=drop, _scope_='mmaction')
+        common = dict(
+            embed_dims=embed_dims,
+            num_heads=num_heads,
+            attn_drop=attn_drop,
+            layer_index=i,
+            num_layers=num_layers,
+            dropout_layer=drop,
+            _scope_='mmaction',
+        )
         if attention_type == 'divided_space_time':
             ln = dict(type='LN', eps=1e-6)
-            layers.append(dict(
-                type='BaseTransformerLayer',
-                attn_cfgs=[dict(type='DividedTemporalAttention', attn_cfg=temporal_attn,
-                                num_frames=num_frames, norm_cfg=ln, **common),
-                           dict(type='DividedSpatialAttention', attn_cfg=spatial_attn,
-                                num_frames=num_frames, norm_cfg=ln, **common)],
-                ffn_cfgs=dict(type='FFNWithNorm', embed_dims=embed_dims,
-                              feedforward_channels=embed_dims * 4, num_fcs=2,
-                              act_cfg=dict(type='GELU'), dropout_layer=drop, norm_cfg=ln,
-                              _scope_='mmaction'),
-                operation_order=('self_attn', 'self_attn', 'ffn')))
+            layers.append(
+                dict(
+                    type='BaseTransformerLayer',
+                    attn_cfgs=[
+                        dict(
+                            type='DividedTemporalAttention',
+                            attn_cfg=temporal_attn,
+                            num_frames=num_frames,
+                            norm_cfg=ln,
+                            **common,
+                        ),
+                        dict(
+                            type='DividedSpatialAttention',
+                            attn_cfg=spatial_attn,
+                            num_frames=num_frames,
+                            norm_cfg=ln,
+                            **common,
+                        ),
+                    ],
+                    ffn_cfgs=dict(
+                        type='FFNWithNorm',
+                        embed_dims=embed_dims,
+                        feedforward_channels=embed_dims * 4,
+                        num_fcs=2,
+                        act_cfg=dict(type='GELU'),
+                        dropout_layer=drop,
+                        norm_cfg=ln,
+                        _scope_='mmaction',
+                    ),
+                    operation_order=('self_attn', 'self_attn', 'ffn'),
+                )
+            )
         else:
-            layers.append(dict(
-                type='BaseTransformerLayer',
-                attn_cfgs=[dict(type='TokenAttention', attn_cfg=spatial_attn, **common)],
-                ffn_cfgs=dict(type='FFN', embed_dims=embed_dims,
-                              feedforward_channels=embed_dims * 4, num_fcs=2,
-                              act_cfg=dict(type='GELU'), dropout_layer=drop),
-                operation_order=('norm', 'self_attn', 'norm', 'ffn'),
-                norm_cfg=dict(type='LN', eps=1e-6), batch_first=True))
-    return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers,
-                      num_layers=num_layers)
+            layers.append(
+                dict(
+                    type='BaseTransformerLayer',
+                    attn_cfgs=[dict(type='TokenAttention', attn_cfg=spatial_attn, **common)],
+                    ffn_cfgs=dict(
+                        type='FFN',
+                        embed_dims=embed_dims,
+                        feedforward_channels=embed_dims * 4,
+                        num_fcs=2,
+                        act_cfg=dict(type='GELU'),
+                        dropout_layer=drop,
+                    ),
+                    operation_order=('norm', 'self_attn', 'norm', 'ffn'),
+                    norm_cfg=dict(type='LN', eps=1e-6),
+                    batch_first=True,
+                )
+            )
+    return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers, num_layers=num_layers)
 
 
 @MODELS.register_module()
@@ -89,39 +134,60 @@ class DnATimeSformer(TimeSformer):
         transformer_layers: Explicit layer configs (overrides the attention arguments).
     """
 
-    def __init__(self,
-                 num_frames: int,
-                 img_size: int,
-                 patch_size: int,
-                 pretrained: Optional[str] = None,
-                 embed_dims: int = 768,
-                 num_heads: int = 12,
-                 num_transformer_layers: int = 12,
-                 in_channels: int = 3,
-                 dropout_ratio: float = 0.,
-                 transformer_layers: Optional[Union[dict, list]] = None,
-                 attention_type: str = 'divided_space_time',
-                 norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 temporal_attn: AttnCfg = 'dna',
-                 spatial_attn: AttnCfg = 'dna',
-                 drop_path_rate: float = 0.1,
-                 attn_drop: float = 0.,
-                 q_neg_scale: float = 1e-4,
-                 v_neg_scale: float = -1e-4,
-                 pretrained_combine: str = 'add',
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        num_frames: int,
+        img_size: int,
+        patch_size: int,
+        pretrained: Optional[str] = None,
+        embed_dims: int = 768,
+        num_heads: int = 12,
+        num_transformer_layers: int = 12,
+        in_channels: int = 3,
+        dropout_ratio: float = 0.0,
+        transformer_layers: Optional[Union[dict, list]] = None,
+        attention_type: str = 'divided_space_time',
+        norm_cfg: dict = dict(type='LN', eps=1e-6),  # noqa: B006 (mmcv style; copied by build_norm_layer)
+        temporal_attn: AttnCfg = 'dna',
+        spatial_attn: AttnCfg = 'dna',
+        drop_path_rate: float = 0.1,
+        attn_drop: float = 0.0,
+        q_neg_scale: float = 1e-4,
+        v_neg_scale: float = -1e-4,
+        pretrained_combine: str = 'add',
+        **kwargs,
+    ) -> None:
         if attention_type not in self.supported_attention_types:
-            raise ValueError(f'attention_type must be one of {self.supported_attention_types}, '
-                             f'got {attention_type!r}')
+            raise ValueError(
+                f'attention_type must be one of {self.supported_attention_types}, got {attention_type!r}'
+            )
         if transformer_layers is None:
-            transformer_layers = _layer_cfgs(attention_type, embed_dims, num_heads, num_frames,
-                                             num_transformer_layers, temporal_attn, spatial_attn,
-                                             drop_path_rate, attn_drop)
-        super().__init__(num_frames, img_size, patch_size, pretrained=pretrained,
-                         embed_dims=embed_dims, num_heads=num_heads,
-                         num_transformer_layers=num_transformer_layers, in_channels=in_channels,
-                         dropout_ratio=dropout_ratio, transformer_layers=transformer_layers,
-                         attention_type=attention_type, norm_cfg=norm_cfg, **kwargs)
+            transformer_layers = _layer_cfgs(
+                attention_type,
+                embed_dims,
+                num_heads,
+                num_frames,
+                num_transformer_layers,
+                temporal_attn,
+                spatial_attn,
+                drop_path_rate,
+                attn_drop,
+            )
+        super().__init__(
+            num_frames,
+            img_size,
+            patch_size,
+            pretrained=pretrained,
+            embed_dims=embed_dims,
+            num_heads=num_heads,
+            num_transformer_layers=num_transformer_layers,
+            in_channels=in_channels,
+            dropout_ratio=dropout_ratio,
+            transformer_layers=transformer_layers,
+            attention_type=attention_type,
+            norm_cfg=norm_cfg,
+            **kwargs,
+        )
         if pretrained_combine not in ('add', 'sub'):
             raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
         self.q_neg_scale = q_neg_scale
@@ -130,13 +196,14 @@ class DnATimeSformer(TimeSformer):
 
     def init_weights(self, pretrained: Optional[str] = None) -> None:
         """Truncated-normal CLS / position embeddings, then the optional checkpoint."""
-        trunc_normal_(self.pos_embed, std=.02)
-        trunc_normal_(self.cls_token, std=.02)
+        trunc_normal_(self.pos_embed, std=0.02)
+        trunc_normal_(self.cls_token, std=0.02)
         if pretrained:
             self.pretrained = pretrained
         if isinstance(self.pretrained, str):
-            load_pretrained(self, self.pretrained, self.q_neg_scale, self.v_neg_scale,
-                            self.pretrained_combine)
+            load_pretrained(
+                self, self.pretrained, self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
+            )
 
 
 def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> list[str]:
@@ -144,13 +211,14 @@ def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> li
     resized = []
     pos = sd.get('pos_embed')
     if pos is not None and pos.shape != model.pos_embed.shape:
-        grid = [s // p for s, p in zip(model.patch_embed.img_size, model.patch_embed.patch_size)]
+        grid = [s // p for s, p in zip(model.patch_embed.img_size, model.patch_embed.patch_size, strict=True)]
         sd['pos_embed'] = resample_abs_pos_embed(pos, grid, num_prefix_tokens=1)
         resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
     time = sd.get('time_embed')
     if time is not None and hasattr(model, 'time_embed') and time.shape != model.time_embed.shape:
-        sd['time_embed'] = F.interpolate(time.transpose(1, 2), size=model.num_frames,
-                                         mode='linear', align_corners=False).transpose(1, 2)
+        sd['time_embed'] = F.interpolate(
+            time.transpose(1, 2), size=model.num_frames, mode='linear', align_corners=False
+        ).transpose(1, 2)
         resized.append(f'time_embed {list(time.shape)} -> {list(sd["time_embed"].shape)}')
     return resized
 
@@ -163,8 +231,13 @@ def _is_temporal_only(key: str) -> bool:
     return key == 'time_embed' or '.temporal_fc.' in key
 
 
-def load_pretrained(model: TimeSformer, filename: str, q_neg_scale: float = 1e-4,
-                    v_neg_scale: float = -1e-4, combine: str = 'add') -> dict[str, list[str]]:
+def load_pretrained(
+    model: TimeSformer,
+    filename: str,
+    q_neg_scale: float = 1e-4,
+    v_neg_scale: float = -1e-4,
+    combine: str = 'add',
+) -> dict[str, list[str]]:
     """Load any supported checkpoint into ``model`` (non-strict) and log a report: tensors
     ``generated`` (negative branches), ``resized`` (position / time embeddings), ``missing``,
     ``unexpected``, and ``video_init`` (``time_embed`` / ``temporal_fc`` when the file is an
@@ -183,20 +256,33 @@ def load_pretrained(model: TimeSformer, filename: str, q_neg_scale: float = 1e-4
     own = model.state_dict()
     for key, value in sd.items():
         if key in own and own[key].shape != value.shape:
-            raise ValueError(f'{filename}: shape mismatch for {key}: checkpoint '
-                             f'{list(value.shape)}, model {list(own[key].shape)}')
+            raise ValueError(
+                f'{filename}: shape mismatch for {key}: checkpoint '
+                f'{list(value.shape)}, model {list(own[key].shape)}'
+            )
     result = model.load_state_dict(sd, strict=False)
     image_only = layout in IMAGE_LAYOUTS  # an image model never had the temporal parts
     video_keys = [k for k in result.missing_keys if image_only and _is_temporal_only(k)]
-    report = dict(generated=sorted(generated), resized=resized,
-                  missing=sorted(set(result.missing_keys) - set(video_keys)),
-                  unexpected=sorted(result.unexpected_keys), video_init=sorted(video_keys))
-    lines = [f'loaded {filename} (layout: {layout}, combine: {combine}): '
-             f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
-             f'negative-branch tensors; '
-             f'missing {len(report["missing"])}; unexpected {len(report["unexpected"])}']
-    titles = dict(resized='resized', missing='missing', unexpected='unexpected',
-                  generated='generated', video_init='not in an image model, kept at init')
+    report = dict(
+        generated=sorted(generated),
+        resized=resized,
+        missing=sorted(set(result.missing_keys) - set(video_keys)),
+        unexpected=sorted(result.unexpected_keys),
+        video_init=sorted(video_keys),
+    )
+    lines = [
+        f'loaded {filename} (layout: {layout}, combine: {combine}): '
+        f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
+        f'negative-branch tensors; '
+        f'missing {len(report["missing"])}; unexpected {len(report["unexpected"])}'
+    ]
+    titles = dict(
+        resized='resized',
+        missing='missing',
+        unexpected='unexpected',
+        generated='generated',
+        video_init='not in an image model, kept at init',
+    )
     for key, title in titles.items():
         keys = report[key]
         if keys:

@@ -22,15 +22,15 @@ model and a config that says so), ``features_only=True`` / ``forward_intermediat
 model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-time flag
 (``return_attn``), which TorchScript cannot type; script the FX-traced model instead.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models.vision_transformer import VisionTransformer
+from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
-from timm.models.vision_transformer import init_weights_vit_timm
 
 from ...converters import adapt_attentions, official_to_dna_mm
 from ..attention.dna import DnAAttention, canonical_variant
@@ -47,8 +47,14 @@ class DnAVisionTransformer(VisionTransformer):
         *args, **kwargs: timm ``VisionTransformer`` arguments.
     """
 
-    def __init__(self, *args: Any, dna_variant: str = 'qpm_vpm', alpha_init: float = 0.5,
-                 pretrained_combine: str = 'add', **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        dna_variant: str = 'qpm_vpm',
+        alpha_init: float = 0.5,
+        pretrained_combine: str = 'add',
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault('qkv_bias', True)
         super().__init__(*args, attn_layer=DnAAttention, **kwargs)
         if pretrained_combine not in ('add', 'sub'):
@@ -59,9 +65,14 @@ class DnAVisionTransformer(VisionTransformer):
             for block in self.blocks:
                 old: DnAAttention = block.attn
                 block.attn = DnAAttention(
-                    old.embed_dims, old.num_heads, qkv_bias=old.qkv.bias is not None,
-                    variant=self.dna_variant, alpha_init=alpha_init, attn_drop=old.attn_drop_p,
-                    proj_drop=old.proj_drop.p)
+                    old.embed_dims,
+                    old.num_heads,
+                    qkv_bias=old.qkv.bias is not None,
+                    variant=self.dna_variant,
+                    alpha_init=alpha_init,
+                    attn_drop=old.attn_drop_p,
+                    proj_drop=old.proj_drop.p,
+                )
                 block.attn.apply(init_weights_vit_timm)
 
 
@@ -82,50 +93,77 @@ def _create(name: str, pretrained: bool, **kwargs: Any) -> DnAVisionTransformer:
     built with ``dynamic_img_size=False`` gets ``fixed_input_size=True`` in its config."""
     out_indices = kwargs.pop('out_indices', 3)
     if not kwargs.get('dynamic_img_size', True):
-        kwargs['pretrained_cfg_overlay'] = dict(kwargs.get('pretrained_cfg_overlay') or {},
-                                                fixed_input_size=True)
-    return build_model_with_cfg(DnAVisionTransformer, name, pretrained,
-                                pretrained_filter_fn=checkpoint_filter_fn,
-                                feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-                                **kwargs)
+        kwargs['pretrained_cfg_overlay'] = dict(
+            kwargs.get('pretrained_cfg_overlay') or {}, fixed_input_size=True
+        )
+    return build_model_with_cfg(
+        DnAVisionTransformer,
+        name,
+        pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        **kwargs,
+    )
 
 
 # The authors' ImageNet recipe (DeiT's, ``rjccv/DnA`` ``vit/datasets.py``): ImageNet mean / std,
 # evaluation resize 224 / 0.875 (bicubic) and 224 centre crop. The models take any input size
 # (``dynamic_img_size``), hence ``fixed_input_size=False``. No hosted weights:
 # ``pretrained=True`` needs ``pretrained_cfg_overlay=dict(file=...)``.
-default_cfgs = generate_default_cfgs({
-    f'dna_vit_{size}_patch16_224': dict(
-        num_classes=1000, input_size=(3, 224, 224), pool_size=None, crop_pct=0.875,
-        interpolation='bicubic', fixed_input_size=False, mean=IMAGENET_DEFAULT_MEAN,
-        std=IMAGENET_DEFAULT_STD, first_conv='patch_embed.proj', classifier='head',
-        license='apache-2.0')
-    for size in ('tiny', 'small', 'base')})
+default_cfgs = generate_default_cfgs(
+    {
+        f'dna_vit_{size}_patch16_224': dict(
+            num_classes=1000,
+            input_size=(3, 224, 224),
+            pool_size=None,
+            crop_pct=0.875,
+            interpolation='bicubic',
+            fixed_input_size=False,
+            mean=IMAGENET_DEFAULT_MEAN,
+            std=IMAGENET_DEFAULT_STD,
+            first_conv='patch_embed.proj',
+            classifier='head',
+            license='apache-2.0',
+        )
+        for size in ('tiny', 'small', 'base')
+    }
+)
 
 
 @register_model
 def dna_vit_tiny_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-Ti/16 (192 wide, 12 blocks, 3 heads)."""
-    return _create('dna_vit_tiny_patch16_224', pretrained,
-                   **dict(dict(patch_size=16, embed_dim=192, depth=12, num_heads=3,
-                                 dynamic_img_size=True), **kwargs))
+    return _create(
+        'dna_vit_tiny_patch16_224',
+        pretrained,
+        **dict(dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, dynamic_img_size=True), **kwargs),
+    )
 
 
 @register_model
 def dna_vit_small_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-S/16 (384 wide, 12 blocks, 6 heads)."""
-    return _create('dna_vit_small_patch16_224', pretrained,
-                   **dict(dict(patch_size=16, embed_dim=384, depth=12, num_heads=6,
-                                 dynamic_img_size=True), **kwargs))
+    return _create(
+        'dna_vit_small_patch16_224',
+        pretrained,
+        **dict(dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, dynamic_img_size=True), **kwargs),
+    )
 
 
 @register_model
 def dna_vit_base_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-B/16 (768 wide, 12 blocks, 12 heads): 100.7M parameters with Q±V±."""
-    return _create('dna_vit_base_patch16_224', pretrained,
-                   **dict(dict(patch_size=16, embed_dim=768, depth=12, num_heads=12,
-                                 dynamic_img_size=True), **kwargs))
+    return _create(
+        'dna_vit_base_patch16_224',
+        pretrained,
+        **dict(dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, dynamic_img_size=True), **kwargs),
+    )
 
 
-__all__ = ['DnAVisionTransformer', 'checkpoint_filter_fn', 'dna_vit_tiny_patch16_224',
-           'dna_vit_small_patch16_224', 'dna_vit_base_patch16_224']
+__all__ = [
+    'DnAVisionTransformer',
+    'checkpoint_filter_fn',
+    'dna_vit_tiny_patch16_224',
+    'dna_vit_small_patch16_224',
+    'dna_vit_base_patch16_224',
+]

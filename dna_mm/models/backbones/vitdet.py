@@ -19,10 +19,11 @@ Pretrained weights: ``init_cfg=dict(type='Pretrained', checkpoint=FILE)`` (as th
 MMDetection ViTDet detectors, generates missing DnA branches (``Q- = 1e-4 Q``,
 ``V- = -1e-4 V``, ``α = 0.5``), resizes ``pos_embed`` and the rel-pos tables, and logs a report.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 import torch
 import torch.utils.checkpoint as cp
@@ -69,8 +70,16 @@ class Mlp(nn.Module):
 class Block(nn.Module):
     """One ViTDet block on a ``[B, H, W, C]`` grid; ``window_size`` 0 = global attention."""
 
-    def __init__(self, attn: nn.Module, dim: int, mlp_ratio: float, drop_path: float,
-                 norm_cfg: dict, act_cfg: dict, window_size: int) -> None:
+    def __init__(
+        self,
+        attn: nn.Module,
+        dim: int,
+        mlp_ratio: float,
+        drop_path: float,
+        norm_cfg: dict,
+        act_cfg: dict,
+        window_size: int,
+    ) -> None:
         super().__init__()
         self.norm1 = build_norm_layer(norm_cfg, dim)[1]
         self.attn = attn
@@ -127,42 +136,45 @@ class ViTDet(BaseModule):
             ``'sub'``, see :func:`dna_mm.converters.official_to_dna_mm`).
     """
 
-    def __init__(self,
-                 img_size: int = 1024,
-                 patch_size: int = 16,
-                 in_chans: int = 3,
-                 embed_dim: int = 768,
-                 depth: int = 12,
-                 num_heads: int = 12,
-                 mlp_ratio: float = 4.0,
-                 qkv_bias: bool = True,
-                 drop_path_rate: float = 0.0,
-                 norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 act_cfg: dict = dict(type='GELU'),
-                 use_abs_pos: bool = True,
-                 use_rel_pos: bool = False,
-                 rel_pos_zero_init: bool = True,
-                 window_size: int = 0,
-                 window_block_indexes: Sequence[int] = (0, 1, 3, 4, 6, 7, 9, 10),
-                 pretrain_img_size: int = 224,
-                 pretrain_use_cls_token: bool = True,
-                 init_cfg: Optional[dict] = None,
-                 attn_cfg: AttnCfg = 'dna',
-                 with_cp: bool = False,
-                 q_neg_scale: float = 1e-4,
-                 v_neg_scale: float = -1e-4,
-                 pretrained_combine: str = 'add') -> None:
+    def __init__(
+        self,
+        img_size: int = 1024,
+        patch_size: int = 16,
+        in_chans: int = 3,
+        embed_dim: int = 768,
+        depth: int = 12,
+        num_heads: int = 12,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        drop_path_rate: float = 0.0,
+        norm_cfg: dict = dict(type='LN', eps=1e-6),  # noqa: B006 (the reference's; builders copy it)
+        act_cfg: dict = dict(type='GELU'),  # noqa: B006 (the reference's; builders copy it)
+        use_abs_pos: bool = True,
+        use_rel_pos: bool = False,
+        rel_pos_zero_init: bool = True,
+        window_size: int = 0,
+        window_block_indexes: Sequence[int] = (0, 1, 3, 4, 6, 7, 9, 10),
+        pretrain_img_size: int = 224,
+        pretrain_use_cls_token: bool = True,
+        init_cfg: Optional[dict] = None,
+        attn_cfg: AttnCfg = 'dna',
+        with_cp: bool = False,
+        q_neg_scale: float = 1e-4,
+        v_neg_scale: float = -1e-4,
+        pretrained_combine: str = 'add',
+    ) -> None:
         super().__init__(init_cfg=init_cfg)
         bad = [i for i in window_block_indexes if not 0 <= i < depth]
         if bad and window_size > 0:
             raise ValueError(f'ViTDet: window_block_indexes {bad} are outside 0..{depth - 1}')
         if window_size < 0 or img_size % patch_size or pretrain_img_size % patch_size:
-            raise ValueError(f'ViTDet: need window_size >= 0 and img_size ({img_size}) and '
-                             f'pretrain_img_size ({pretrain_img_size}) multiples of patch_size '
-                             f'({patch_size})')
+            raise ValueError(
+                f'ViTDet: need window_size >= 0 and img_size ({img_size}) and '
+                f'pretrain_img_size ({pretrain_img_size}) multiples of patch_size '
+                f'({patch_size})'
+            )
         if pretrained_combine not in ('add', 'sub'):
-            raise ValueError(f"ViTDet: pretrained_combine must be 'add' or 'sub', got "
-                             f'{pretrained_combine!r}')
+            raise ValueError(f"ViTDet: pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
         self.patch_size = patch_size
         self.embed_dim = embed_dim
         self.depth = depth
@@ -173,7 +185,7 @@ class ViTDet(BaseModule):
         self.pretrained_combine = pretrained_combine
         self.patch_embed = PatchEmbed(patch_size, in_chans, embed_dim)
         if use_abs_pos:
-            positions = self.pretrain_grid ** 2 + int(pretrain_use_cls_token)
+            positions = self.pretrain_grid**2 + int(pretrain_use_cls_token)
             self.pos_embed = nn.Parameter(torch.zeros(1, positions, embed_dim))
         else:
             self.pos_embed = None
@@ -183,9 +195,16 @@ class ViTDet(BaseModule):
         for i in range(depth):
             window = window_size if i in window_block_indexes else 0
             attn = build_vitdet_attention(
-                attn_cfg, embed_dim, num_heads, layer_index=i, num_layers=depth,
-                use_rel_pos=use_rel_pos, rel_pos_zero_init=rel_pos_zero_init,
-                input_size=(window, window) if window else (grid, grid), qkv_bias=qkv_bias)
+                attn_cfg,
+                embed_dim,
+                num_heads,
+                layer_index=i,
+                num_layers=depth,
+                use_rel_pos=use_rel_pos,
+                rel_pos_zero_init=rel_pos_zero_init,
+                input_size=(window, window) if window else (grid, grid),
+                qkv_bias=qkv_bias,
+            )
             blocks.append(Block(attn, embed_dim, mlp_ratio, dpr[i], norm_cfg, act_cfg, window))
         self.blocks = nn.ModuleList(blocks)
         self._init_weights()
@@ -212,10 +231,12 @@ class ViTDet(BaseModule):
         if not self.init_cfg:
             return
         if self.init_cfg.get('type') != 'Pretrained' or 'checkpoint' not in self.init_cfg:
-            raise ValueError(f"ViTDet: init_cfg must be dict(type='Pretrained', checkpoint=FILE), "
-                             f'got {self.init_cfg}')
-        load_pretrained(self, self.init_cfg['checkpoint'], self.q_neg_scale, self.v_neg_scale,
-                        self.pretrained_combine)
+            raise ValueError(
+                f"ViTDet: init_cfg must be dict(type='Pretrained', checkpoint=FILE), got {self.init_cfg}"
+            )
+        load_pretrained(
+            self, self.init_cfg['checkpoint'], self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
+        )
         self._is_init = True
 
     def forward(self, x: Tensor) -> tuple[Tensor]:
@@ -237,13 +258,22 @@ def _fit_positions(model: ViTDet, sd: 'OrderedDict[str, Tensor]') -> list[str]:
     own = model.state_dict()
     resized = []
     pos = sd.get('pos_embed')
-    if pos is not None and 'pos_embed' in own and pos.shape != own['pos_embed'].shape \
-            and pos.dim() == 3 and pos.shape[-1] == own['pos_embed'].shape[-1]:
+    if (
+        pos is not None
+        and 'pos_embed' in own
+        and pos.shape != own['pos_embed'].shape
+        and pos.dim() == 3
+        and pos.shape[-1] == own['pos_embed'].shape[-1]
+    ):
         sd['pos_embed'] = resize_pos_embed(pos, model.pretrain_grid, model.pretrain_use_cls_token)
         resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
     for key, table in list(sd.items()):
-        if key.endswith(('.rel_pos_h', '.rel_pos_w')) and key in own \
-                and table.shape != own[key].shape and table.shape[1:] == own[key].shape[1:]:
+        if (
+            key.endswith(('.rel_pos_h', '.rel_pos_w'))
+            and key in own
+            and table.shape != own[key].shape
+            and table.shape[1:] == own[key].shape[1:]
+        ):
             sd[key] = resize_rel_pos(table, own[key].shape[0])
             resized.append(f'{key} {list(table.shape)} -> {list(sd[key].shape)}')
     return resized
@@ -268,8 +298,9 @@ def _optional_absent(model: ViTDet, sd: 'OrderedDict[str, Tensor]') -> list[str]
     return absent
 
 
-def load_pretrained(model: ViTDet, filename: str, q_neg_scale: float = 1e-4,
-                    v_neg_scale: float = -1e-4, combine: str = 'add') -> dict[str, list[str]]:
+def load_pretrained(
+    model: ViTDet, filename: str, q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4, combine: str = 'add'
+) -> dict[str, list[str]]:
     """Load a checkpoint into a :class:`ViTDet` (non-strict) and log a report: tensors
     ``generated`` (DnA negative branches), ``resized`` (``pos_embed``, rel-pos tables),
     ``missing`` (keep their init: e.g. the rel-pos tables of an MAE file), ``unexpected``, and
@@ -293,18 +324,31 @@ def load_pretrained(model: ViTDet, filename: str, q_neg_scale: float = 1e-4,
     resized = _fit_positions(model, sd)
     for key, value in sd.items():
         if key in own and own[key].shape != value.shape:
-            raise ValueError(f'{filename}: shape mismatch for {key}: checkpoint '
-                             f'{list(value.shape)}, model {list(own[key].shape)}')
+            raise ValueError(
+                f'{filename}: shape mismatch for {key}: checkpoint '
+                f'{list(value.shape)}, model {list(own[key].shape)}'
+            )
     result = model.load_state_dict(sd, strict=False)
-    report = dict(generated=sorted(generated), resized=resized,
-                  missing=sorted(result.missing_keys), unexpected=sorted(result.unexpected_keys),
-                  unused=unused)
-    lines = [f'loaded {filename} into ViTDet (layout: {layout}, combine: {combine}): '
-             f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
-             f'negative-branch tensors; missing {len(report["missing"])}; unexpected '
-             f'{len(report["unexpected"])}']
-    titles = dict(resized='resized', missing='missing (kept at init)', unexpected='unexpected',
-                  generated='generated', unused='not used by a detection backbone')
+    report = dict(
+        generated=sorted(generated),
+        resized=resized,
+        missing=sorted(result.missing_keys),
+        unexpected=sorted(result.unexpected_keys),
+        unused=unused,
+    )
+    lines = [
+        f'loaded {filename} into ViTDet (layout: {layout}, combine: {combine}): '
+        f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
+        f'negative-branch tensors; missing {len(report["missing"])}; unexpected '
+        f'{len(report["unexpected"])}'
+    ]
+    titles = dict(
+        resized='resized',
+        missing='missing (kept at init)',
+        unexpected='unexpected',
+        generated='generated',
+        unused='not used by a detection backbone',
+    )
     for key, title in titles.items():
         keys = report[key]
         if keys:

@@ -6,6 +6,7 @@ eps=1e-6)`` builds it through mmcv's ``build_norm_layer`` (which names it ``norm
 ``eps`` explicitly: ``build_norm_layer`` fills in 1e-5 when the config has none; detectron2 uses
 1e-6.
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,8 +32,8 @@ class LN2d(nn.Module):
         self.normalized_shape = (normalized_shape,)
 
     def forward(self, x: Tensor) -> Tensor:
-        mean = x.mean(1, keepdim=True)                   # [B, 1, H, W]
-        var = (x - mean).pow(2).mean(1, keepdim=True)    # [B, 1, H, W]
+        mean = x.mean(1, keepdim=True)  # [B, 1, H, W]
+        var = (x - mean).pow(2).mean(1, keepdim=True)  # [B, 1, H, W]
         x = (x - mean) * torch.rsqrt(var + self.eps)
         return self.weight[:, None, None] * x + self.bias[:, None, None]
 

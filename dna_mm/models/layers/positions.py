@@ -12,6 +12,7 @@
   with the **unscaled** query ``q`` (the attention adds it to ``s·q·kᵀ``). For DnA each branch
   gets the bias of its own queries (``Q+`` and ``Q-``) from the shared tables.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,8 +83,9 @@ def get_rel_pos(q_size: int, k_size: int, rel_pos: Tensor) -> Tensor:
     return table[offsets.long()]
 
 
-def decomposed_rel_pos(q: Tensor, rel_pos_h: Tensor, rel_pos_w: Tensor,
-                       q_hw: tuple[int, int], k_hw: tuple[int, int]) -> Tensor:
+def decomposed_rel_pos(
+    q: Tensor, rel_pos_h: Tensor, rel_pos_w: Tensor, q_hw: tuple[int, int], k_hw: tuple[int, int]
+) -> Tensor:
     """The decomposed relative-position logit bias of (unscaled) queries.
 
     Args:
@@ -101,5 +103,5 @@ def decomposed_rel_pos(q: Tensor, rel_pos_h: Tensor, rel_pos_w: Tensor,
     grid = q.reshape(b, heads, qh, qw, d)
     rel_h = torch.einsum('bnhwc,hkc->bnhwk', grid, rh)  # [B, heads, qh, qw, kh]
     rel_w = torch.einsum('bnhwc,wkc->bnhwk', grid, rw)  # [B, heads, qh, qw, kw]
-    bias = rel_h[..., :, None] + rel_w[..., None, :]    # [B, heads, qh, qw, kh, kw]
+    bias = rel_h[..., :, None] + rel_w[..., None, :]  # [B, heads, qh, qw, kh, kw]
     return bias.reshape(b, heads, qh * qw, kh * kw)

@@ -15,16 +15,18 @@ They keep MMAction2's parameter names outside the attention (``norm``, ``tempora
 
 ``attn_cfg`` is any config accepted by :func:`~dna_mm.models.attention.build_attention`.
 """
+
 from __future__ import annotations
 
-from typing import Optional
-
 import warnings
+from typing import Optional
 
 import torch
 from einops import rearrange
-from mmaction.models.common.transformer import (DividedSpatialAttentionWithNorm,
-                                                DividedTemporalAttentionWithNorm)
+from mmaction.models.common.transformer import (
+    DividedSpatialAttentionWithNorm,
+    DividedTemporalAttentionWithNorm,
+)
 from mmaction.registry import MODELS
 from mmcv.cnn.bricks.transformer import MultiheadAttention
 from mmengine.registry import MODELS as ROOT_MODELS
@@ -34,10 +36,12 @@ from ..attention import build_attention
 from ..attention.functional import additive_mask
 
 
-def _attention(attn_cfg, embed_dims: int, num_heads: int, attn_drop: float, layer_index: int,
-               num_layers: int) -> torch.nn.Module:
-    return build_attention(attn_cfg, embed_dims, num_heads, layer_index=layer_index,
-                           num_layers=num_layers, attn_drop=attn_drop)
+def _attention(
+    attn_cfg, embed_dims: int, num_heads: int, attn_drop: float, layer_index: int, num_layers: int
+) -> torch.nn.Module:
+    return build_attention(
+        attn_cfg, embed_dims, num_heads, layer_index=layer_index, num_layers=num_layers, attn_drop=attn_drop
+    )
 
 
 class _DividedAttention:
@@ -52,9 +56,17 @@ class _DividedAttention:
             the family, e.g. Diff's ``λ_init``, Cog's softmax first and last layer).
     """
 
-    def __init__(self, embed_dims: int, num_heads: int, num_frames: int, attn_cfg='dna',
-                 attn_drop: float = 0., layer_index: int = 0, num_layers: int = 1,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        num_heads: int,
+        num_frames: int,
+        attn_cfg='dna',
+        attn_drop: float = 0.0,
+        layer_index: int = 0,
+        num_layers: int = 1,
+        **kwargs,
+    ) -> None:
         kwargs.pop('batch_first', None)
         super().__init__(embed_dims, num_heads, num_frames, attn_drop=attn_drop, **kwargs)
         self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
@@ -64,15 +76,21 @@ class _DividedAttention:
 class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNorm):
     """Temporal attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
 
-    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
-                residual: Optional[Tensor] = None, **kwargs) -> Tensor:
-        cls_token = query[:, :1]                                    # [B, 1, C]
-        identity = query_t = query[:, 1:]                           # [B, P·T, C]
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = None,
+        value: Optional[Tensor] = None,
+        residual: Optional[Tensor] = None,
+        **kwargs,
+    ) -> Tensor:
+        cls_token = query[:, :1]  # [B, 1, C]
+        identity = query_t = query[:, 1:]  # [B, P·T, C]
         b, pt, c = query_t.shape
         t = self.num_frames
-        query_t = self.norm(query_t.reshape(b * (pt // t), t, c))   # [B·P, T, C]
+        query_t = self.norm(query_t.reshape(b * (pt // t), t, c))  # [B·P, T, C]
         res = self.dropout_layer(self.proj_drop(self.attn(query_t)))
-        res = self.temporal_fc(res).reshape(b, pt, c)               # [B, P·T, C]
+        res = self.temporal_fc(res).reshape(b, pt, c)  # [B, P·T, C]
         return torch.cat((cls_token, identity + res), dim=1)
 
 
@@ -80,11 +98,17 @@ class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNo
 class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm):
     """Spatial attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
 
-    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
-                residual: Optional[Tensor] = None, **kwargs) -> Tensor:
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = None,
+        value: Optional[Tensor] = None,
+        residual: Optional[Tensor] = None,
+        **kwargs,
+    ) -> Tensor:
         identity = query
-        cls_token = query[:, :1]                                    # [B, 1, C]
-        query_s = query[:, 1:]                                      # [B, P·T, C]
+        cls_token = query[:, :1]  # [B, 1, C]
+        query_s = query[:, 1:]  # [B, P·T, C]
         b, pt, c = query_s.shape
         t = self.num_frames
         p = pt // t
@@ -124,15 +148,31 @@ class TokenAttention(MultiheadAttention):
         layer_index, num_layers: Depth of this layer / of the model (per-layer defaults).
     """
 
-    def __init__(self, embed_dims: int, num_heads: int, attn_cfg='dna', attn_drop: float = 0.,
-                 layer_index: int = 0, num_layers: int = 1, **kwargs) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        num_heads: int,
+        attn_cfg='dna',
+        attn_drop: float = 0.0,
+        layer_index: int = 0,
+        num_layers: int = 1,
+        **kwargs,
+    ) -> None:
         super().__init__(embed_dims, num_heads, attn_drop=attn_drop, **kwargs)
         self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
 
-    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
-                identity: Optional[Tensor] = None, query_pos: Optional[Tensor] = None,
-                key_pos: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
-                key_padding_mask: Optional[Tensor] = None, **kwargs) -> Tensor:
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = None,
+        value: Optional[Tensor] = None,
+        identity: Optional[Tensor] = None,
+        query_pos: Optional[Tensor] = None,
+        key_pos: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        **kwargs,
+    ) -> Tensor:
         key = query if key is None else key
         value = key if value is None else value
         identity = query if identity is None else identity
@@ -140,9 +180,12 @@ class TokenAttention(MultiheadAttention):
             if query_pos.shape == key.shape:
                 key_pos = query_pos
             else:
-                warnings.warn(f'{type(self).__name__}: position encoding of key is missing '
-                              f'(query_pos {list(query_pos.shape)} does not fit key '
-                              f'{list(key.shape)})')
+                warnings.warn(
+                    f'{type(self).__name__}: position encoding of key is missing '
+                    f'(query_pos {list(query_pos.shape)} does not fit key '
+                    f'{list(key.shape)})',
+                    stacklevel=2,
+                )
         q = query if query_pos is None else query + query_pos
         k = key if key_pos is None else key + key_pos
         self_attn = k is q and value is q
@@ -159,8 +202,13 @@ class TokenAttention(MultiheadAttention):
         return identity + self.dropout_layer(self.proj_drop(out))
 
 
-def mha_masks(attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], batch: int,
-              num_heads: int, dtype: torch.dtype) -> Optional[Tensor]:
+def mha_masks(
+    attn_mask: Optional[Tensor],
+    key_padding_mask: Optional[Tensor],
+    batch: int,
+    num_heads: int,
+    dtype: torch.dtype,
+) -> Optional[Tensor]:
     """``nn.MultiheadAttention``'s two masks → one exclusion mask broadcastable to
     ``[B, H, M, N]`` (``bool``: True = attend, or an additive float).
 
@@ -171,8 +219,7 @@ def mha_masks(attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], b
     if attn_mask is not None:
         if attn_mask.dim() == 3:  # [B·H, M, N] -> [B, H, M, N]
             attn_mask = attn_mask.reshape(batch, num_heads, *attn_mask.shape[-2:])
-        masks.append(~attn_mask.bool() if attn_mask.dtype in (torch.bool, torch.uint8)
-                     else attn_mask)
+        masks.append(~attn_mask.bool() if attn_mask.dtype in (torch.bool, torch.uint8) else attn_mask)
     if key_padding_mask is not None:
         kpm = key_padding_mask[:, None, None, :]  # [B, 1, 1, N]
         masks.append(~kpm.bool() if kpm.dtype in (torch.bool, torch.uint8) else kpm)

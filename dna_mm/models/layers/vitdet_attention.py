@@ -19,6 +19,7 @@ is the family's SDPA path with the bias as SDPA's ``attn_mask`` (no map beyond t
 ``return_attn=True`` the eager one. Differential and Cog attention with relative positions are
 not defined by the DnA paper: :func:`build_vitdet_attention` refuses them.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -26,8 +27,14 @@ from typing import Optional, Union
 import torch
 from torch import Tensor, nn
 
-from ..attention import (AttentionBase, CogAttention, DiffAttention, DnAAttention,
-                         SoftmaxAttention, attention_cfg)
+from ..attention import (
+    AttentionBase,
+    CogAttention,
+    DiffAttention,
+    DnAAttention,
+    SoftmaxAttention,
+    attention_cfg,
+)
 from ..attention.functional import BiasArg
 from .positions import decomposed_rel_pos
 
@@ -46,16 +53,24 @@ class ViTDetAttentionMixin(AttentionBase):
 
     supports_rel_pos = True
 
-    def __init__(self, *args, use_rel_pos: bool = False, rel_pos_zero_init: bool = True,
-                 input_size: Optional[tuple[int, int]] = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        use_rel_pos: bool = False,
+        rel_pos_zero_init: bool = True,
+        input_size: Optional[tuple[int, int]] = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         name = type(self).__name__
         self.use_rel_pos = use_rel_pos
         if not use_rel_pos:
             return
         if not self.supports_rel_pos:
-            raise ValueError(f'{name}: relative positions (use_rel_pos=True) are not defined for '
-                             f'this attention; use attn_cfg softmax or dna, or use_rel_pos=False')
+            raise ValueError(
+                f'{name}: relative positions (use_rel_pos=True) are not defined for '
+                f'this attention; use attn_cfg softmax or dna, or use_rel_pos=False'
+            )
         if input_size is None or len(input_size) != 2 or min(input_size) <= 0:
             raise ValueError(f'{name}: use_rel_pos=True needs input_size=(h, w), got {input_size}')
         h, w = input_size
@@ -76,8 +91,9 @@ class ViTDetAttentionMixin(AttentionBase):
             return bias, bias
         return bias, decomposed_rel_pos(q_neg, self.rel_pos_h, self.rel_pos_w, hw, hw)
 
-    def forward(self, x: Tensor, return_attn: bool = False
-                ) -> Union[Tensor, tuple[Tensor, dict[str, Tensor]]]:
+    def forward(
+        self, x: Tensor, return_attn: bool = False
+    ) -> Union[Tensor, tuple[Tensor, dict[str, Tensor]]]:
         """``x [B, H, W, C]`` → ``[B, H, W, C]`` (and the maps ``[B, heads, HW, HW]`` with
         ``return_attn``)."""
         b, h, w, c = x.shape
@@ -87,8 +103,9 @@ class ViTDetAttentionMixin(AttentionBase):
             out, maps = result if return_attn else (result, {})
         else:
             heads = self.project(tokens)  # each [B, heads, HW, d]
-            out, maps = self.core(**heads, attn_bias=self.rel_pos_bias(heads, (h, w)),
-                                  return_attn=return_attn)
+            out, maps = self.core(
+                **heads, attn_bias=self.rel_pos_bias(heads, (h, w)), return_attn=return_attn
+            )
             out = self.proj_drop(self.proj(self.merge_heads(out)))
         out = out.reshape(b, h, w, c)
         return (out, maps) if return_attn else out
@@ -108,11 +125,13 @@ class ViTDetDnAAttention(ViTDetAttentionMixin, DnAAttention):
 
 class ViTDetDiffAttention(ViTDetAttentionMixin, DiffAttention):
     """Differential attention on a ``[B, H, W, C]`` grid (no relative positions)."""
+
     supports_rel_pos = False
 
 
 class ViTDetCogAttention(ViTDetAttentionMixin, CogAttention):
     """Cog attention on a ``[B, H, W, C]`` grid (no relative positions)."""
+
     supports_rel_pos = False
 
 
@@ -127,11 +146,17 @@ VITDET_ATTENTIONS: dict[str, type] = {
 _COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn')
 
 
-def build_vitdet_attention(attn_cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int,
-                           num_layers: int, use_rel_pos: bool = False,
-                           rel_pos_zero_init: bool = True,
-                           input_size: Optional[tuple[int, int]] = None,
-                           **default_args) -> nn.Module:
+def build_vitdet_attention(
+    attn_cfg: AttnCfg,
+    embed_dims: int,
+    num_heads: int,
+    layer_index: int,
+    num_layers: int,
+    use_rel_pos: bool = False,
+    rel_pos_zero_init: bool = True,
+    input_size: Optional[tuple[int, int]] = None,
+    **default_args,
+) -> nn.Module:
     """The ViTDet attention of block ``layer_index`` of ``num_layers``.
 
     ``attn_cfg`` as for :func:`~dna_mm.models.attention.build_attention`, with its per-layer
@@ -145,20 +170,28 @@ def build_vitdet_attention(attn_cfg: AttnCfg, embed_dims: int, num_heads: int, l
     kind = cfg.pop('type')
     kind = kind if isinstance(kind, str) else kind.__name__
     if kind not in VITDET_ATTENTIONS:
-        raise ValueError(f'ViTDet attention: {kind!r} is not a self-attention of the family; '
-                         f'expected one of {sorted(VITDET_ATTENTIONS)}')
+        raise ValueError(
+            f'ViTDet attention: {kind!r} is not a self-attention of the family; '
+            f'expected one of {sorted(VITDET_ATTENTIONS)}'
+        )
     if use_rel_pos and not VITDET_ATTENTIONS[kind].supports_rel_pos:
-        raise ValueError(f'ViTDet: {kind} with use_rel_pos=True is not defined by the DnA paper '
-                         f'(no shipped config uses it); use attn_cfg softmax or dna, or '
-                         f'use_rel_pos=False')
-    if kind == 'CogAttention' and cfg.pop('softmax_first_last', True) \
-            and layer_index in (0, num_layers - 1):
+        raise ValueError(
+            f'ViTDet: {kind} with use_rel_pos=True is not defined by the DnA paper '
+            f'(no shipped config uses it); use attn_cfg softmax or dna, or '
+            f'use_rel_pos=False'
+        )
+    if kind == 'CogAttention' and cfg.pop('softmax_first_last', True) and layer_index in (0, num_layers - 1):
         kind, cfg = 'SoftmaxAttention', {k: v for k, v in cfg.items() if k in _COMMON_KEYS}
     if kind == 'DiffAttention':
         cfg.setdefault('layer_index', layer_index)
     for key, value in default_args.items():
         cfg.setdefault(key, value)
     embed_dims, num_heads = cfg.pop('embed_dims', embed_dims), cfg.pop('num_heads', num_heads)
-    return VITDET_ATTENTIONS[kind](embed_dims, num_heads, use_rel_pos=use_rel_pos,
-                                   rel_pos_zero_init=rel_pos_zero_init, input_size=input_size,
-                                   **cfg)
+    return VITDET_ATTENTIONS[kind](
+        embed_dims,
+        num_heads,
+        use_rel_pos=use_rel_pos,
+        rel_pos_zero_init=rel_pos_zero_init,
+        input_size=input_size,
+        **cfg,
+    )

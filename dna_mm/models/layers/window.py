@@ -6,6 +6,7 @@ bottom / right first, with no mask: padded tokens take part in the attention as 
 zeros after ``norm1``, so their keys and values are the projections' biases), as in detectron2
 and MMDetection's ViTDet; :func:`window_unpartition` crops them away again.
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F
@@ -26,8 +27,9 @@ def window_partition(x: Tensor, window_size: int) -> tuple[Tensor, tuple[int, in
     return windows, (hp, wp)
 
 
-def window_unpartition(windows: Tensor, window_size: int, padded_hw: tuple[int, int],
-                       hw: tuple[int, int]) -> Tensor:
+def window_unpartition(
+    windows: Tensor, window_size: int, padded_hw: tuple[int, int], hw: tuple[int, int]
+) -> Tensor:
     """Inverse of :func:`window_partition`: ``[B·nH·nW, w, w, C]`` → ``[B, H, W, C]`` (padding
     cropped)."""
     hp, wp = padded_hw

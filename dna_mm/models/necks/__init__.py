@@ -1,4 +1,5 @@
 """Necks registered in MMDetection's ``MODELS``: ViTDet's ``SimpleFPN`` (and ``LN2d``)."""
+
 from ..layers.ln2d import LN2d
 from .simple_fpn import SimpleFPN
 

@@ -17,6 +17,7 @@ then per level a 1×1 ``ConvModule`` (``lateral_convs``) and a 3×3 one (``fpn_c
 Module names as the reference (``fpn1..fpn4``, ``lateral_convs``, ``fpn_convs``), so its
 checkpoints load.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -41,36 +42,49 @@ class SimpleFPN(BaseModule):
         init_cfg: MMEngine init config.
     """
 
-    def __init__(self, backbone_channel: int, in_channels: Sequence[int], out_channels: int,
-                 num_outs: int, conv_cfg: Optional[dict] = None, norm_cfg: Optional[dict] = None,
-                 act_cfg: Optional[dict] = None, init_cfg: Optional[dict] = None) -> None:
+    def __init__(
+        self,
+        backbone_channel: int,
+        in_channels: Sequence[int],
+        out_channels: int,
+        num_outs: int,
+        conv_cfg: Optional[dict] = None,
+        norm_cfg: Optional[dict] = None,
+        act_cfg: Optional[dict] = None,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
         super().__init__(init_cfg=init_cfg)
         c = backbone_channel
         expected = [c // 4, c // 2, c, c]
         if list(in_channels) != expected:
-            raise ValueError(f'SimpleFPN: in_channels must be {expected} for backbone_channel={c}, '
-                             f'got {list(in_channels)}')
+            raise ValueError(
+                f'SimpleFPN: in_channels must be {expected} for backbone_channel={c}, got {list(in_channels)}'
+            )
         if num_outs < len(in_channels):
             raise ValueError(f'SimpleFPN: num_outs ({num_outs}) must be >= {len(in_channels)}')
         if norm_cfg is None:
-            raise ValueError("SimpleFPN: norm_cfg is required (fpn1 has a norm; ViTDet: "
-                             "dict(type='LN2d', eps=1e-6))")
+            raise ValueError(
+                "SimpleFPN: norm_cfg is required (fpn1 has a norm; ViTDet: dict(type='LN2d', eps=1e-6))"
+            )
         self.backbone_channel = c
         self.in_channels = list(in_channels)
         self.out_channels = out_channels
         self.num_ins = len(in_channels)
         self.num_outs = num_outs
         self.fpn1 = nn.Sequential(
-            nn.ConvTranspose2d(c, c // 2, 2, 2), build_norm_layer(norm_cfg, c // 2)[1], nn.GELU(),
-            nn.ConvTranspose2d(c // 2, c // 4, 2, 2))
+            nn.ConvTranspose2d(c, c // 2, 2, 2),
+            build_norm_layer(norm_cfg, c // 2)[1],
+            nn.GELU(),
+            nn.ConvTranspose2d(c // 2, c // 4, 2, 2),
+        )
         self.fpn2 = nn.Sequential(nn.ConvTranspose2d(c, c // 2, 2, 2))
         self.fpn3 = nn.Sequential(nn.Identity())
         self.fpn4 = nn.Sequential(nn.MaxPool2d(kernel_size=2, stride=2))
         conv = dict(conv_cfg=conv_cfg, norm_cfg=norm_cfg, act_cfg=act_cfg, inplace=False)
-        self.lateral_convs = nn.ModuleList(
-            ConvModule(ch, out_channels, 1, **conv) for ch in in_channels)
+        self.lateral_convs = nn.ModuleList(ConvModule(ch, out_channels, 1, **conv) for ch in in_channels)
         self.fpn_convs = nn.ModuleList(
-            ConvModule(out_channels, out_channels, 3, padding=1, **conv) for _ in in_channels)
+            ConvModule(out_channels, out_channels, 3, padding=1, **conv) for _ in in_channels
+        )
 
     def forward(self, x: Tensor | Sequence[Tensor]) -> tuple[Tensor, ...]:
         """``[B, C, H, W]`` (or the backbone's 1-tuple) → ``num_outs`` maps of strides
@@ -80,7 +94,7 @@ class SimpleFPN(BaseModule):
                 raise ValueError(f'SimpleFPN: expected one backbone map, got {len(x)}')
             x = x[0]
         branches = [self.fpn1(x), self.fpn2(x), self.fpn3(x), self.fpn4(x)]
-        outs = [fpn(lat(b)) for b, lat, fpn in zip(branches, self.lateral_convs, self.fpn_convs)]
+        outs = [fpn(lat(b)) for b, lat, fpn in zip(branches, self.lateral_convs, self.fpn_convs, strict=True)]
         for _ in range(self.num_outs - self.num_ins):
             outs.append(F.max_pool2d(outs[-1], 1, stride=2))
         return tuple(outs)
