@@ -13,25 +13,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
-import subprocess
-import sys
 import time
-from pathlib import Path
 
+from dna_mm.apis.demo import REPO, train_then_test
 from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/timesformer_dna_demo.py'
-
-
-def run(cmd: list[str]) -> str:
-    print('$ ' + shlex.join(cmd), flush=True)
-    proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        print(proc.stdout[-4000:], file=sys.stderr)
-        sys.exit(f'demo: command failed with exit code {proc.returncode}')
-    return proc.stdout
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,38 +55,9 @@ def main(argv: list[str] | None = None) -> None:
             ]
         if args.epochs:  # the schedule's end, val and checkpoint intervals move with it
             opts += [f'train_cfg.max_epochs={args.epochs}']
-        start = time.time()
-        run(
-            [
-                sys.executable,
-                'tools/train.py',
-                CONFIG,
-                '--work-dir',
-                work_dir,
-                '--seed',
-                '0',
-                '--cfg-options',
-                *opts,
-            ]
-        )
-        ckpt = (REPO / work_dir / 'last_checkpoint').read_text().strip()
-        out = run(
-            [
-                sys.executable,
-                'tools/test.py',
-                CONFIG,
-                ckpt,
-                '--work-dir',
-                work_dir,
-                '--dump',
-                f'{work_dir}/predictions.csv',
-                '--cfg-options',
-                *opts,
-            ]
-        )
-        line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
-        results[attn] = (line, time.time() - start)
-        print(f'[{attn}] {line}  ({time.time() - start:.0f} s)', flush=True)
+        line, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.csv')
+        results[attn] = (line, secs)
+        print(f'[{attn}] {line}  ({secs:.0f} s)', flush=True)
     print('\nSummary (synthetic motion set, test split):')
     for attn, (line, secs) in results.items():
         nums = dict(re.findall(r'(top-1|mCA): ([\d.]+)', line))

@@ -15,26 +15,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from dna_mm.apis.demo import REPO, run_tool, test_line, train_then_test
 from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIG = 'configs/vitdet_dna_demo.py'
 METRICS = ('bbox AP', 'bbox AP50', 'segm AP', 'segm AP50')
-
-
-def run(cmd: list[str]) -> str:
-    print('$ ' + shlex.join(cmd), flush=True)
-    proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        print(proc.stdout[-4000:], file=sys.stderr)
-        sys.exit(f'demo_det: command failed with exit code {proc.returncode}')
-    return proc.stdout
 
 
 def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
@@ -60,10 +48,6 @@ def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(dict(meta=dict(note='untrained demo model'), state_dict=model.state_dict()), path)
     return path
-
-
-def test_line(out: str) -> str:
-    return next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
 
 
 def summary(line: str) -> str:
@@ -112,51 +96,15 @@ def main(argv: list[str] | None = None) -> None:
             opts += ['model.backbone.use_rel_pos=False']
         if args.baseline:
             ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)
-            out = run(
-                [
-                    sys.executable,
-                    'tools/test.py',
-                    CONFIG,
-                    str(ckpt),
-                    '--work-dir',
-                    work_dir,
-                    '--cfg-options',
-                    *opts,
-                ]
+            out = run_tool(
+                ['tools/test.py', CONFIG, str(ckpt), '--work-dir', work_dir, '--cfg-options', *opts],
+                'demo_det',
             )
             results[f'{attn} untrained'] = (test_line(out), 0.0)
             print(f'[{attn} untrained] {test_line(out)}', flush=True)
-        start = time.time()
-        run(
-            [
-                sys.executable,
-                'tools/train.py',
-                CONFIG,
-                '--work-dir',
-                work_dir,
-                '--seed',
-                '0',
-                '--cfg-options',
-                *opts,
-            ]
-        )
-        ckpt = (REPO / work_dir / 'last_checkpoint').read_text().strip()
-        out = run(
-            [
-                sys.executable,
-                'tools/test.py',
-                CONFIG,
-                ckpt,
-                '--work-dir',
-                work_dir,
-                '--dump',
-                f'{work_dir}/predictions.pkl',
-                '--cfg-options',
-                *opts,
-            ]
-        )
-        results[f'{attn} trained'] = (test_line(out), time.time() - start)
-        print(f'[{attn}] {test_line(out)}  ({time.time() - start:.0f} s)', flush=True)
+        line, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.pkl', 'demo_det')
+        results[f'{attn} trained'] = (line, secs)
+        print(f'[{attn}] {line}  ({secs:.0f} s)', flush=True)
     print('\nSummary (synthetic shapes set, test split, COCO AP in %):')
     for name, (line, secs) in results.items():
         timing = f'   ({secs:.0f} s train + test)' if secs else ''

@@ -16,13 +16,13 @@ import torch.nn.functional as F
 from mmaction.models.backbones import TimeSformer
 from mmaction.registry import MODELS
 from mmengine import ConfigDict
-from mmengine.logging import MMLogger, print_log
 from mmengine.model.weight_init import trunc_normal_
 from mmengine.runner.checkpoint import _load_checkpoint
 from timm.layers import resample_abs_pos_embed
 from torch import Tensor
 
 from ...converters import adapt_attentions, to_timesformer
+from ...converters.report import check_shapes, log_load_report
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 
 AttnCfg = Union[str, dict]
@@ -248,18 +248,12 @@ def load_pretrained(
             position / time embeddings), or an attention of the model has some but not all
             of its tensors in the file; the message names the file and the keys.
     """
-    logger = MMLogger.get_current_instance()
     checkpoint = _load_checkpoint(filename, map_location='cpu')
     sd, layout = to_timesformer(checkpoint, model.attention_type, combine)
     sd, generated = adapt_attentions(model, sd, q_neg_scale, v_neg_scale, source=filename)
     resized = _resize_embeddings(model, sd)
     own = model.state_dict()
-    for key, value in sd.items():
-        if key in own and own[key].shape != value.shape:
-            raise ValueError(
-                f'{filename}: shape mismatch for {key}: checkpoint '
-                f'{list(value.shape)}, model {list(own[key].shape)}'
-            )
+    check_shapes(own, sd, filename)
     result = model.load_state_dict(sd, strict=False)
     image_only = layout in IMAGE_LAYOUTS  # an image model never had the temporal parts
     video_keys = [k for k in result.missing_keys if image_only and _is_temporal_only(k)]
@@ -270,12 +264,12 @@ def load_pretrained(
         unexpected=sorted(result.unexpected_keys),
         video_init=sorted(video_keys),
     )
-    lines = [
+    header = (
         f'loaded {filename} (layout: {layout}, combine: {combine}): '
         f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
         f'negative-branch tensors; '
         f'missing {len(report["missing"])}; unexpected {len(report["unexpected"])}'
-    ]
+    )
     titles = dict(
         resized='resized',
         missing='missing',
@@ -283,10 +277,5 @@ def load_pretrained(
         generated='generated',
         video_init='not in an image model, kept at init',
     )
-    for key, title in titles.items():
-        keys = report[key]
-        if keys:
-            shown = ', '.join(keys[:8]) + (f', ... ({len(keys) - 8} more)' if len(keys) > 8 else '')
-            lines.append(f'  {title}: {shown}')
-    print_log('\n'.join(lines), logger=logger)
+    log_load_report(header, report, titles)
     return report

@@ -30,12 +30,12 @@ import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
 from mmdet.registry import MODELS
-from mmengine.logging import MMLogger, print_log
 from mmengine.model import BaseModule
 from mmengine.runner.checkpoint import _load_checkpoint
 from torch import Tensor, nn
 
 from ...converters import adapt_attentions
+from ...converters.report import check_shapes, log_load_report
 from ...converters.vitdet import to_vitdet
 from ..attention import DiffAttention
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
@@ -311,7 +311,6 @@ def load_pretrained(
             model's attentions has some but not all of its tensors in the file; the message
             names the file and the key(s).
     """
-    logger = MMLogger.get_current_instance()
     checkpoint = _load_checkpoint(filename, map_location='cpu')
     sd, layout, unused = to_vitdet(checkpoint, combine)
     own = model.state_dict()
@@ -322,12 +321,7 @@ def load_pretrained(
     for key in stand_ins:
         del sd[key]
     resized = _fit_positions(model, sd)
-    for key, value in sd.items():
-        if key in own and own[key].shape != value.shape:
-            raise ValueError(
-                f'{filename}: shape mismatch for {key}: checkpoint '
-                f'{list(value.shape)}, model {list(own[key].shape)}'
-            )
+    check_shapes(own, sd, filename)
     result = model.load_state_dict(sd, strict=False)
     report = dict(
         generated=sorted(generated),
@@ -336,12 +330,12 @@ def load_pretrained(
         unexpected=sorted(result.unexpected_keys),
         unused=unused,
     )
-    lines = [
+    header = (
         f'loaded {filename} into ViTDet (layout: {layout}, combine: {combine}): '
         f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
         f'negative-branch tensors; missing {len(report["missing"])}; unexpected '
         f'{len(report["unexpected"])}'
-    ]
+    )
     titles = dict(
         resized='resized',
         missing='missing (kept at init)',
@@ -349,12 +343,7 @@ def load_pretrained(
         generated='generated',
         unused='not used by a detection backbone',
     )
-    for key, title in titles.items():
-        keys = report[key]
-        if keys:
-            shown = ', '.join(keys[:8]) + (f', ... ({len(keys) - 8} more)' if len(keys) > 8 else '')
-            lines.append(f'  {title}: {shown}')
-    print_log('\n'.join(lines), logger=logger)
+    log_load_report(header, report, titles)
     return report
 
 
