@@ -377,3 +377,16 @@ def test_vit_exports() -> None:
     exported = torch.export.export(model, (x,)).module()
     with torch.no_grad():
         torch.testing.assert_close(exported(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_variant_keeps_every_argument_timm_gave_the_attention() -> None:
+    """A non-default variant rebuilds each block's attention: proj bias, dropout, fused flag,
+    device and dtype carry over."""
+    m = timm.create_model(
+        'dna_vit_tiny_patch16_224', dna_variant='qpm_v', alpha_init=0.3, proj_bias=False, attn_drop_rate=0.1
+    )
+    attn = m.blocks[0].attn
+    assert attn.variant == 'qpm_v' and attn.proj.bias is None and attn.attn_drop_p == 0.1
+    assert torch.equal(attn.alpha.detach().flatten(), torch.full((3,), 0.3))
+    meta = timm.create_model('dna_vit_tiny_patch16_224', dna_variant='qpm_v', device='meta')
+    assert {p.device.type for p in meta.parameters()} == {'meta'}

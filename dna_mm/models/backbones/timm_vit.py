@@ -64,14 +64,18 @@ class DnAVisionTransformer(VisionTransformer):
         if self.dna_variant != 'qpm_vpm' or alpha_init != 0.5:
             for block in self.blocks:
                 old: DnAAttention = block.attn
-                block.attn = DnAAttention(
+                block.attn = DnAAttention(  # every argument timm gave the block's attention
                     old.embed_dims,
                     old.num_heads,
                     qkv_bias=old.qkv.bias is not None,
+                    proj_bias=old.proj.bias is not None,
                     variant=self.dna_variant,
                     alpha_init=alpha_init,
                     attn_drop=old.attn_drop_p,
                     proj_drop=old.proj_drop.p,
+                    fused_attn=old.fused_attn,
+                    device=old.qkv.weight.device,
+                    dtype=old.qkv.weight.dtype,
                 )
                 block.attn.apply(init_weights_vit_timm)
 
