@@ -12,7 +12,7 @@ import torch
 from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
 from mmengine.config import Config
 
-from dna_mm.apis import enable_tensorboard, prepare_cfg, sync_epoch_schedule
+from dna_mm.apis import enable_tensorboard, prepare_cfg, sync_schedule
 
 
 def test_max_epochs_moves_what_the_config_derived_from_it() -> None:
@@ -34,8 +34,29 @@ def test_max_epochs_moves_what_the_config_derived_from_it() -> None:
     # a 15-epoch step schedule: its end follows, intervals of 1 stay
     cfg = Config.fromfile(str(REPO / 'configs' / 'timesformer_dna_ntu60.py'))
     cfg.train_cfg.max_epochs = 5
-    assert sync_epoch_schedule(cfg, 15) == ['param_scheduler[0](MultiStepLR).end 15 -> 5']
+    assert sync_schedule(cfg, 15) == [
+        'param_scheduler[0](MultiStepLR).milestones [11, 14] -> [4, 5]',
+        'param_scheduler[0](MultiStepLR).end 15 -> 5',
+    ]
     assert cfg.train_cfg.val_interval == 1
+
+
+def test_a_new_max_iters_moves_an_iteration_schedule() -> None:
+    """ViTDet's 184,375 iterations with steps at 88.9% / 96.3%: a 1000-iteration run keeps
+    the steps' fractions; the 250-iteration warm-up and the 5000 intervals are left alone."""
+    from mmengine.logging import MMLogger
+
+    path = str(REPO / 'configs' / 'vitdet_dna_coco.py')
+    MMLogger.get_instance('sync_iters')
+    cfg = prepare_cfg(Config.fromfile(path), path, cfg_options={'train_cfg.max_iters': 1000})
+    warmup, steps = cfg.param_scheduler
+    assert (warmup.end, steps.end, steps.milestones) == (250, 1000, [889, 963])
+    assert cfg.train_cfg.val_interval == 5000
+    # given explicitly, a scheduler is left as written
+    cfg = prepare_cfg(
+        Config.fromfile(path), path, cfg_options={'train_cfg.max_iters': 1000, 'param_scheduler.1.end': 900}
+    )
+    assert (cfg.param_scheduler[1].end, cfg.param_scheduler[1].milestones) == (900, [163889, 177546])
 
 
 def _event_scalars(work_dir: Path) -> dict[str, list[tuple[int, float]]]:

@@ -66,7 +66,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument('--data-root', default='data/demo_coco')
     p.add_argument('--work-dir', default='work_dirs/demo_det')
-    p.add_argument('--iters', type=int, default=None, help="override the config's iterations")
+    p.add_argument(
+        '--iters',
+        type=int,
+        default=None,
+        help="override the config's iterations (its schedule and intervals follow)",
+    )
     p.add_argument(
         '--baseline',
         action='store_true',
@@ -84,14 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
         opts = common + [f'model.backbone.attn_cfg={attn}']
-        if args.iters:
-            opts += [
-                f'train_cfg.max_iters={args.iters}',
-                f'train_cfg.val_interval={args.iters}',
-                f'default_hooks.checkpoint.interval={args.iters}',
-                f'param_scheduler.1.end={args.iters}',
-                f'param_scheduler.1.T_max={args.iters}',
-            ]
+        if args.iters:  # the schedule's end, cosine and the val / checkpoint intervals follow
+            opts += [f'train_cfg.max_iters={args.iters}']
         if attn in ('diff', 'cog'):  # relative positions are defined for softmax and DnA only
             opts += ['model.backbone.use_rel_pos=False']
         if args.baseline:

@@ -1,13 +1,13 @@
 """Helpers shared by ``tools/train.py`` and ``tools/test.py``: config preparation and the runner."""
 
-from .config import enable_tensorboard, format_metrics, prepare_cfg, shutdown_distributed, sync_epoch_schedule
+from .config import enable_tensorboard, format_metrics, prepare_cfg, shutdown_distributed, sync_schedule
 from .runner import DnARunner, SetupDumpFilter, build_runner
 
 __all__ = [
     'prepare_cfg',
     'format_metrics',
     'shutdown_distributed',
-    'sync_epoch_schedule',
+    'sync_schedule',
     'enable_tensorboard',
     'DnARunner',
     'SetupDumpFilter',

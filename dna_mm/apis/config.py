@@ -23,8 +23,8 @@ def prepare_cfg(
     """Apply CLI overrides, pick the work dir and adapt the config to the machine.
 
     * ``cfg_options`` are merged last-but-one (before the device adaptation); a new
-      ``train_cfg.max_epochs`` also moves what the config derived from it
-      (:func:`sync_epoch_schedule`);
+      ``train_cfg.max_epochs`` / ``max_iters`` also moves what the config derived from it
+      (:func:`sync_schedule`);
     * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>``;
     * without CUDA, for distributed runs: ``gloo`` instead of ``nccl``, the process group
       initialised here (mmengine's ``pytorch`` launcher would call ``torch.cuda.set_device``)
@@ -32,15 +32,17 @@ def prepare_cfg(
     """
     cfg.launcher = launcher
     if cfg_options:
-        old_max_epochs = (cfg.get('train_cfg') or {}).get('max_epochs')
+        train_cfg = cfg.get('train_cfg') or {}
+        old = {unit: train_cfg.get(f'max_{unit}') for unit in ('epochs', 'iters')}
         cfg.merge_from_dict(cfg_options)
-        moved = sync_epoch_schedule(cfg, old_max_epochs, set(cfg_options))
-        if moved:
-            print_log(
-                f'train_cfg.max_epochs {old_max_epochs} -> {cfg.train_cfg.max_epochs}, so '
-                f'also: {", ".join(moved)}',
-                logger='current',
-            )
+        for unit, old_max in old.items():
+            moved = sync_schedule(cfg, old_max, set(cfg_options), unit)
+            if moved:
+                print_log(
+                    f'train_cfg.max_{unit} {old_max} -> {cfg.train_cfg[f"max_{unit}"]}, so '
+                    f'also: {", ".join(moved)}',
+                    logger='current',
+                )
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
@@ -59,25 +61,33 @@ def prepare_cfg(
     return cfg
 
 
-def sync_epoch_schedule(
-    cfg: Config, old_max_epochs: Optional[int], explicit: frozenset[str] | set[str] = frozenset()
+def sync_schedule(
+    cfg: Config,
+    old_max: Optional[int],
+    explicit: frozenset[str] | set[str] = frozenset(),
+    unit: str = 'epochs',
 ) -> list[str]:
-    """After ``train_cfg.max_epochs`` changed from ``old_max_epochs``, move with it the values
-    a config computed from it at parse time (e.g. ``T_max=max_epochs - 1``):
+    """After ``train_cfg.max_epochs`` (``unit='epochs'``) or ``train_cfg.max_iters``
+    (``unit='iters'``) changed from ``old_max``, move with it the values a config computed from
+    it at parse time (e.g. ``T_max=max_epochs - 1``, ViTDet's steps at 88.9% / 96.3%):
 
-    * an epoch-based ``param_scheduler`` ending at the old count ends at the new one, and its
-      ``T_max``, if it spanned ``begin`` to the end, spans to the new end (one that would
-      begin at or after the new end is dropped);
-    * ``train_cfg.val_interval`` and ``default_hooks.checkpoint.interval`` equal to the old
-      count become the new count (validate / save at the end, as before).
+    * a ``param_scheduler`` of that unit ending at the old length ends at the new one; its
+      ``T_max``, if it spanned ``begin`` to the end, spans to the new end; its ``milestones``
+      keep their fraction of the run (rounded, at least ``begin + 1``); one that would begin
+      at or after the new end is dropped;
+    * ``train_cfg.val_interval`` and ``default_hooks.checkpoint.interval`` (of that unit)
+      equal to the old length become the new one (validate / save at the end, as before).
 
     Keys in ``explicit`` (the ``--cfg-options`` given; ``param_scheduler`` covers all its
     entries) are left as given. Returns ``'key old -> new'`` for each change.
     """
-    new = (cfg.get('train_cfg') or {}).get('max_epochs')
-    if old_max_epochs is None or new is None or new == old_max_epochs:
+    if unit not in ('epochs', 'iters'):
+        raise ValueError(f"sync_schedule: unit must be 'epochs' or 'iters', got {unit!r}")
+    by_epoch = unit == 'epochs'
+    new = (cfg.get('train_cfg') or {}).get(f'max_{unit}')
+    if old_max is None or new is None or new == old_max:
         return []
-    old, moved = old_max_epochs, []
+    old, moved = old_max, []
 
     def move(holder: Any, key: str, name: str, value: Any) -> None:
         if name not in explicit:
@@ -91,22 +101,28 @@ def sync_epoch_schedule(
         kept = []
         for i, sched in enumerate(schedulers):
             kept.append(sched)
-            if not sched.get('by_epoch', True) or sched.get('end') != old:
+            if sched.get('by_epoch', True) != by_epoch or sched.get('end') != old:
                 continue
             begin = sched.get('begin', 0)
             name = f'param_scheduler[{i}]({sched.get("type")})'
             if new <= begin:  # it would start after the run ends
                 kept.pop()
-                moved.append(f'{name} dropped (begins at epoch {begin})')
+                moved.append(f'{name} dropped (begins at {unit[:-1]} {begin})')
                 continue
             if sched.get('T_max') == old - begin:
                 move(sched, 'T_max', f'{name}.T_max', new - begin)
+            if sched.get('milestones'):
+                steps = [
+                    max(begin + 1, round(begin + (m - begin) * (new - begin) / (old - begin)))
+                    for m in sched['milestones']
+                ]
+                move(sched, 'milestones', f'{name}.milestones', steps)
             move(sched, 'end', f'{name}.end', new)
         cfg.param_scheduler = kept
     if cfg.train_cfg.get('val_interval') == old:
         move(cfg.train_cfg, 'val_interval', 'train_cfg.val_interval', new)
     checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint')
-    if checkpoint and checkpoint.get('interval') == old and checkpoint.get('by_epoch', True):
+    if checkpoint and checkpoint.get('interval') == old and checkpoint.get('by_epoch', True) == by_epoch:
         move(checkpoint, 'interval', 'default_hooks.checkpoint.interval', new)
     return moved
 
