@@ -20,6 +20,16 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _default_scope() -> None:
+    """Each test starts in MMAction2's scope (the project's default), whatever scope an earlier
+    test left current: mmengine builds through the current scope's registry, so a test that
+    ran after a detector's would otherwise look for MMAction2 models in MMDetection's."""
+    from mmengine.registry import init_default_scope
+
+    init_default_scope('mmaction')
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         'markers', 'slow: long-running; skipped by `make test` and CI, run by `make test-slow`'

@@ -17,6 +17,7 @@ from typing import Mapping, Optional
 import torch
 from torch import Tensor, nn
 
+from ..models.attention.diff import DiffAttention, DiffCrossAttention
 from ..models.attention.dna import DNA_VARIANTS, DnAAttention, canonical_variant
 
 StateDict = Mapping[str, Tensor]
@@ -277,7 +278,7 @@ def adapt_attentions(
                 out[k] = new[k]
                 generated.append(k)
         missing = [k for k in own if k not in out]
-        if type(module).__name__.startswith('Diff') and not any(
+        if isinstance(module, (DiffAttention, DiffCrossAttention)) and not any(
             p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))
         ):
             missing = [k for k in missing if not k[len(p) :].startswith(('lambda_', 'sub_norm.'))]

@@ -37,7 +37,6 @@ from torch import Tensor, nn
 from ...converters import adapt_attentions
 from ...converters.report import check_shapes, log_load_report
 from ...converters.vitdet import to_vitdet
-from ..attention import DiffAttention
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
 from ..layers.vitdet_attention import AttnCfg, build_vitdet_attention
 from ..layers.window import window_partition, window_unpartition
@@ -281,20 +280,14 @@ def _fit_positions(model: ViTDet, sd: 'OrderedDict[str, Tensor]') -> list[str]:
 
 def _optional_absent(model: ViTDet, sd: 'OrderedDict[str, Tensor]') -> list[str]:
     """Keys of attentions present in ``sd`` that a softmax source legitimately lacks: the
-    rel-pos tables (MAE / timm files have none) and, for Differential attention, ``λ`` and the
-    RMSNorm when the file has none of them. They keep their initialisation (reported as
-    missing); stand-ins keep :func:`adapt_attentions` from calling those attentions incomplete."""
+    rel-pos tables (MAE / timm files have none). They keep their initialisation (reported as
+    missing); stand-ins keep :func:`adapt_attentions` from calling those attentions incomplete
+    (it exempts Differential attention's ``λ`` and RMSNorm itself)."""
     own, absent = set(model.state_dict()), []
-    for i, block in enumerate(model.blocks):
+    for i in range(len(model.blocks)):
         p = f'blocks.{i}.attn.'
-        if p + 'qkv.weight' not in sd:
-            continue
-        optional = ['rel_pos_h', 'rel_pos_w']
-        if isinstance(block.attn, DiffAttention):
-            diff_keys = [k for k in block.attn.state_dict() if k.startswith(('lambda_', 'sub_norm.'))]
-            if not any(p + k in sd for k in diff_keys):
-                optional += diff_keys
-        absent += [p + k for k in optional if p + k not in sd and p + k in own]
+        if p + 'qkv.weight' in sd:
+            absent += [p + k for k in ('rel_pos_h', 'rel_pos_w') if p + k not in sd and p + k in own]
     return absent
 
 
