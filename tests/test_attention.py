@@ -470,3 +470,28 @@ def test_diff_official_heads_match_timm_with_half_the_heads() -> None:
         DiffAttention(C, 1, diff_heads='official')
     with pytest.raises(ValueError, match="'paper' or 'official'"):
         DiffAttention(C, H, diff_heads='unilm')
+
+
+class _Calls(torch.nn.Module):
+    """A model around one attention: x (and a key mask), as timm's blocks call it."""
+
+    def __init__(self, attn: torch.nn.Module) -> None:
+        super().__init__()
+        self.attn = attn
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        return self.attn(x) + self.attn(x, attn_mask=keep)
+
+
+@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
+def test_every_member_traces_with_torch_fx(cls, fused: bool) -> None:
+    """Symbolic tracing (timm's feature extraction, torchvision's create_feature_extractor)
+    follows every member, with and without a mask: the branches on masks are FX leaves."""
+    import torch.fx
+
+    model = _Calls(_perturbed(cls(C, H, fused_attn=fused)))
+    graph = torch.fx.GraphModule(model, torch.fx.Tracer().trace(model))
+    x, keep = torch.randn(2, 7, C), torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    keep[1, ..., -2:] = False
+    torch.testing.assert_close(graph(x, keep), model(x, keep))

@@ -14,11 +14,20 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.fx
 from mmengine.registry import MODELS
 from torch import Tensor
 
 from . import functional as AF
 from .base import AttentionBase, CrossAttentionMixin
+
+
+@torch.fx.wrap
+def cog_weights(s: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
+    """``sign(S) ⊙ softmax(|S| + m)`` over the last dim, normalised in at least fp32; an FX leaf
+    (it branches on the mask, which a symbolic trace cannot follow)."""
+    mag = AF.add_mask(s.abs().to(AF.compute_dtype(s.dtype)), attn_mask)
+    return torch.sign(s) * mag.softmax(dim=-1).to(s.dtype)
 
 
 @MODELS.register_module()
@@ -38,11 +47,7 @@ class CogAttention(AttentionBase):
         bias = AF.single_bias(attn_bias, type(self).__name__)
         if bias is not None:
             s = s + bias.to(s.dtype)
-        mag = s.abs().to(AF.compute_dtype(s.dtype))
-        mask = AF.additive_mask(attn_mask, mag.dtype)
-        if mask is not None:
-            mag = mag + mask.to(mag.dtype)
-        w = torch.sign(s) * mag.softmax(dim=-1).to(s.dtype)
+        w = cog_weights(s, attn_mask)
         return self.attn_drop(w) @ v, ({'attn': w} if return_attn else {})
 
 
