@@ -136,7 +136,10 @@ def test_alpha_logger_hook_without_dna_warns_once(tiny_video_set, tmp_path, capl
     runner = type('R', (), dict(model=model, logger=__import__('logging').getLogger('alpha-test')))()
     with caplog.at_level('WARNING', logger='alpha-test'):
         hook.before_train(runner)
-    assert 'no DnA attention' in caplog.text
-    hook.after_train_iter(runner, 0)  # nothing to log, no error
+    assert caplog.text.count('no DnA attention') == 1
+    with caplog.at_level('DEBUG', logger='alpha-test'):
+        for i in range(3):
+            hook.after_train_iter(runner, i)  # nothing to log, no error, no repeated warning
+    assert caplog.text.count('no DnA attention') == 1
     with pytest.raises(ValueError, match='interval'):
         AlphaLoggerHook(interval=0)

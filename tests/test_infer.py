@@ -137,6 +137,19 @@ def test_mismatched_checkpoint_is_refused_unless_partial(trained, tiny_video_set
     assert 'partial load' in out and 'cls_head.fc_cls.weight' in out
 
 
+def test_the_configs_label_map_for_other_classes_gives_indices(trained, tiny_video_set, capsys) -> None:
+    """A config whose ``num_classes`` was changed has no map for its classes: a note, indices
+    (an explicit ``--label-map`` of the wrong size stays an error, above)."""
+    ckpt, opts = trained
+    video = str(next((tiny_video_set / 'videos').glob('*.mp4')))
+    seven = [*opts, 'model.cls_head.num_classes=7', f'label_map={tiny_video_set}/classes.txt']
+    assert infer.main([DEMO_CONFIG, str(ckpt), video, '--partial-load', '--cfg-options', *seven]) == 0
+    out = capsys.readouterr().out
+    assert 'note: no label map' in out
+    (scores,) = blocks(out).values()
+    assert scores and {label for _, label in scores} <= {f'class {i}' for i in range(7)}
+
+
 def test_unreadable_video_is_reported_and_the_rest_classified(
     trained, tiny_video_set, tmp_path, capsys
 ) -> None:

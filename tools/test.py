@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Test a recognizer and print top-1, top-5 and mean class accuracy.
+"""Test a recognizer (top-1, top-5, mean class accuracy) or a detector (COCO bbox / segm AP).
 
     python tools/test.py CONFIG CHECKPOINT [--dump preds.csv|preds.pkl] [--work-dir DIR]
         [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--verbose]
@@ -28,11 +28,15 @@ from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description='Test an action recognizer (dna_mm)')
+    p = argparse.ArgumentParser(description='Test a recognizer (accuracy) or a detector (COCO AP) (dna_mm)')
     p.add_argument('config', help='test config file path')
     p.add_argument('checkpoint', help='checkpoint: local file, URL or mmengine prefix')
     p.add_argument('--work-dir', help='the dir to save the evaluation metrics')
-    p.add_argument('--dump', type=str, help='per-video predictions: .csv or .pkl')
+    p.add_argument(
+        '--dump',
+        type=str,
+        help='predictions: recognizers .csv (per video) or .pkl; detectors .pkl or .json (COCO results)',
+    )
     p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)

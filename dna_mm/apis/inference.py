@@ -18,6 +18,7 @@ from typing import Optional, Union
 import torch
 import torch.nn as nn
 from mmengine.config import Config
+from mmengine.logging import print_log
 
 from ..datasets.protocols import label_map as shipped_label_map
 from ..utils import load_model_weights, read_checkpoint
@@ -101,18 +102,27 @@ def resolve_class_names(
     cfg: Config, num_classes: int, label_map: Optional[str] = None
 ) -> Optional[list[str]]:
     """Class names for the predictions: ``label_map`` if given, else the config's ``label_map``
-    key (set by the dataset bases in ``configs/_base_/datasets``), else ``None`` (indices).
+    key (set by the dataset bases in ``configs/_base_/datasets``) when it has the model's
+    number of classes (a config whose ``num_classes`` was changed no longer has a map for its
+    classes: a note is logged), else ``None`` (indices).
 
     Raises:
-        ValueError: the map's length is not the model's number of classes.
+        ValueError: the given ``label_map``'s length is not the model's number of classes.
     """
     source = label_map or cfg.get('label_map')
     if source is None:
         return None
     names = read_label_map(source)
-    if len(names) != num_classes:
+    if len(names) == num_classes:
+        return names
+    if label_map:
         raise ValueError(f'label map {source} has {len(names)} classes, the model predicts {num_classes}')
-    return names
+    print_log(
+        f"note: the config's label map {source} has {len(names)} classes, the model predicts "
+        f'{num_classes}: not used',
+        logger='current',
+    )
+    return None
 
 
 def load_recognizer(

@@ -5,6 +5,7 @@ from .checkpoint import (
     StateDictReport,
     UnsafeCheckpointError,
     allow_mmengine_globals,
+    apply_load_pre_hooks,
     compare_state_dict,
     load_checkpoint_file,
     load_model_weights,
@@ -22,6 +23,7 @@ __all__ = [
     'load_checkpoint_file',
     'read_checkpoint',
     'safe_torch_load',
+    'apply_load_pre_hooks',
     'compare_state_dict',
     'load_model_weights',
 ]

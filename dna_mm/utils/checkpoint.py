@@ -359,9 +359,33 @@ class StateDictReport:
         )
 
 
+def apply_load_pre_hooks(model: nn.Module, state_dict: dict) -> OrderedDict:
+    """``state_dict`` as ``model.load_state_dict`` hands it to the parameters: after every
+    module's load pre-hooks (the key renames and conversions a module does on load, e.g. the
+    attention swap reading a host's layout, :mod:`dna_mm.models.adapters.swap`).
+
+    The hooks run on a shallow copy (tensors shared, ``state_dict`` itself unchanged), in the
+    order and with the prefixes of ``nn.Module.load_state_dict`` (pre-order over the modules).
+    A hook that only renames keys under its own prefix sees what it sees in a real load;
+    loading the result runs the hooks again, on keys already in the model's layout.
+    """
+    converted = OrderedDict(state_dict)
+    for name, module in model.named_modules():
+        hooks = list(module._load_state_dict_pre_hooks.values())
+        prefix = f'{name}.' if name else ''
+        for hook in hooks:  # (state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
+            hook(converted, prefix, {}, True, [], [], [])
+    return converted
+
+
 def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
-    """Compare ``state_dict`` with ``model.state_dict()`` key by key (BN's
-    ``num_batches_tracked`` is ignored when missing, as mmengine does)."""
+    """Compare ``state_dict`` with ``model.state_dict()`` key by key, as the model's load
+    pre-hooks convert it (:func:`apply_load_pre_hooks`; BN's ``num_batches_tracked`` is ignored
+    when missing, as mmengine does)."""
+    return _compare_converted(model, apply_load_pre_hooks(model, state_dict))
+
+
+def _compare_converted(model: nn.Module, state_dict: dict) -> StateDictReport:
     own = model.state_dict()
     report = StateDictReport()
     for key, value in state_dict.items():
@@ -406,7 +430,8 @@ def load_model_weights(
     state_dict = checkpoint.get('state_dict', checkpoint)
     for pattern, repl in revise_keys if revise_keys is not None else [(r'^module\.', '')]:
         state_dict = OrderedDict((re.sub(pattern, repl, k), v) for k, v in state_dict.items())
-    report = compare_state_dict(model, state_dict)
+    state_dict = apply_load_pre_hooks(model, state_dict)  # e.g. a swapped attention's host keys
+    report = _compare_converted(model, state_dict)
     if strict and not report.complete:
         raise CheckpointMismatchError(
             f'checkpoint {filename} does not match the model ({report.loaded} of '
