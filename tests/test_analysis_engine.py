@@ -143,3 +143,34 @@ def test_alpha_logger_hook_without_dna_warns_once(tiny_video_set, tmp_path, capl
     assert caplog.text.count('no DnA attention') == 1
     with pytest.raises(ValueError, match='interval'):
         AlphaLoggerHook(interval=0)
+
+
+def test_with_ood_evaluation_sets_up_the_concat_and_keeps_the_metric_args(tmp_path) -> None:
+    from mmengine.config import Config
+
+    from dna_mm.evaluation import with_ood_evaluation
+
+    pipeline = [dict(type='DecordInit'), dict(type='PackActionInputs')]
+    ind = dict(type='RobustVideoDataset', ann_file='in.txt', data_prefix=dict(video='v'), pipeline=pipeline)
+    cfg = Config(
+        dict(
+            test_dataloader=dict(batch_size=1, dataset=ind),
+            test_evaluator=[dict(type='AccMetric'), dict(type='RobustnessMetric', beta=7)],
+        )
+    )
+    with pytest.raises(FileNotFoundError, match='missing.txt'):
+        with_ood_evaluation(cfg, str(tmp_path / 'missing.txt'))
+    (tmp_path / 'ood.txt').write_text('a.mp4\n')
+    with_ood_evaluation(cfg, str(tmp_path / 'ood.txt'), '/ood')
+    ds = cfg.test_dataloader.dataset
+    assert ds.type == 'ConcatDataset' and ds.datasets[0] == ind
+    assert ds.datasets[1] == dict(
+        type='RobustVideoDataset',
+        ann_file=str(tmp_path / 'ood.txt'),
+        data_prefix=dict(video='/ood'),
+        pipeline=pipeline,
+        test_mode=True,
+    )
+    assert cfg.test_evaluator == dict(
+        type='RobustnessMetric', beta=7, ood_ann_file=str(tmp_path / 'ood.txt'), ood_data_prefix='/ood'
+    )

@@ -186,6 +186,23 @@ def test_robustness_metric_in_tools_test(checkpoints, tiny_video_set, tmp_path) 
     assert m2['robustness/auroc'] == pytest.approx(ref['auroc'], abs=1e-5)
     assert m2['robustness/aupr'] == pytest.approx(ref['aupr'], abs=1e-5)
     assert m2['robustness/fpr95'] == pytest.approx(ref['fpr'], abs=1e-5)
+    # the same from the plain config with tools/test.py --ood (its RobustnessMetric's beta kept)
+    proc = run_tool(
+        [
+            'tools/test.py',
+            str(plain),
+            ckpt,
+            '--work-dir',
+            str(tmp_path / 'w3'),
+            '--ood',
+            str(ood_list),
+            f'{root}/videos',
+        ]
+    )
+    m3 = _metrics(proc.stdout)
+    assert 'top-1' not in m3
+    for key in ('num_samples', 'num_ood', 'acc', 'rmsce', 'auroc', 'aupr', 'fpr95'):
+        assert m3[f'robustness/{key}'] == pytest.approx(m2[f'robustness/{key}'], abs=1e-6), key
 
 
 def test_analyze_attention_cli_on_a_vitdet_detector(tmp_path) -> None:

@@ -3,12 +3,14 @@
 
     python tools/test.py CONFIG CHECKPOINT [--dump preds.csv|preds.pkl] [--work-dir DIR]
         [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--verbose]
+        [--ood OOD_LIST [OOD_VIDEO_DIR]]
 
 CHECKPOINT is a local file, a URL or an mmengine prefix (``open-mmlab://...``); every load is
 a ``weights_only`` load. It must match the model: missing, unexpected or resized keys are an
 error listing them (``--partial-load`` tests anyway and prints what was not loaded).
 ``--dump x.csv`` writes one row per video (path, label, prediction, score, top-5);
-``--dump x.pkl`` MMAction2's pickle of the raw predictions.
+``--dump x.pkl`` MMAction2's pickle of the raw predictions. ``--ood LIST [PREFIX]`` evaluates
+OOD detection: the test set plus the OOD list, by ``RobustnessMetric`` (AUROC, AUPR, FPR95).
 Detectors (MMDetection configs) print bbox and segm AP, AP50, AP75 (COCO); ``--dump x.pkl``
 writes MMDetection's pickle of the predictions (masks as RLE), ``--dump x.json`` the COCO
 results files ``x.bbox.json`` and ``x.segm.json``.
@@ -24,6 +26,7 @@ import sys
 from mmengine.config import Config, DictAction
 
 from dna_mm.apis import build_runner, format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.evaluation import with_ood_evaluation
 from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
@@ -41,6 +44,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
     p.add_argument(
+        '--ood',
+        nargs='+',
+        metavar=('ANN_FILE', 'DATA_PREFIX'),
+        help='OOD evaluation: the test set (in-distribution) plus this OOD list (and its video folder), '
+        'evaluated by RobustnessMetric (AUROC, AUPR, FPR95; calibration on the in-distribution part)',
+    )
+    p.add_argument(
         '--partial-load',
         action='store_true',
         help='test even if the checkpoint does not match the model (the keys not '
@@ -52,6 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help='print the environment / config / hook dump on the terminal too',
     )
     args = p.parse_args(argv)
+    if args.ood is not None and len(args.ood) > 2:
+        p.error('--ood takes ANN_FILE and optionally DATA_PREFIX')
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
@@ -68,6 +80,11 @@ def main(argv: list[str] | None = None) -> dict:
     cfg.load_from = args.checkpoint
     # --cfg-options first: they may address test_evaluator, which --dump turns into a list
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
+    if args.ood is not None:
+        try:
+            with_ood_evaluation(cfg, *args.ood)
+        except FileNotFoundError as err:
+            sys.exit(f'test.py: {err}')
     if args.dump is not None and cfg.get('default_scope') == 'mmdet':  # a detector
         if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
             cfg.test_evaluator.outfile_prefix = args.dump[: -len('.json')]

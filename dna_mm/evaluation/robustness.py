@@ -26,6 +26,8 @@ the others on the in-distribution samples only::
                                         datasets=[{{_base_.test_dataloader.dataset}}, ood]))
     test_evaluator = dict(_delete_=True, type='RobustnessMetric', ood_ann_file='data/ood/test.txt',
                           ood_data_prefix='data/ood/videos')
+
+or, on any recognizer config, :func:`with_ood_evaluation` (``tools/test.py --ood LIST [PREFIX]``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import os.path as osp
 from typing import Any, Optional, Sequence
 
 import torch
+from mmengine.config import Config
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmengine.registry import METRICS
@@ -174,3 +177,37 @@ def _read_list(ann_file: str, prefix: str) -> set[str]:
     if not paths:
         raise ValueError(f'RobustnessMetric: OOD list {ann_file} is empty')
     return {osp.normpath(osp.join(prefix, p)) for p in paths}
+
+
+def with_ood_evaluation(cfg: Config, ood_ann_file: str, ood_data_prefix: str = '') -> Config:
+    """``cfg`` set up for OOD evaluation: its test set (in-distribution) and the OOD list
+    (read with the test set's dataset type and pipeline, in test mode) as one
+    ``ConcatDataset``, evaluated by ``RobustnessMetric`` with the OOD list (the arguments of a
+    ``RobustnessMetric`` already in ``test_evaluator`` are kept; other metrics are dropped, as
+    OOD samples have no label of the model's classes).
+
+    Args:
+        cfg: A recognizer config with ``test_dataloader`` and ``test_evaluator``; changed in place.
+        ood_ann_file: The OOD annotation list (one path per line, a label optional).
+        ood_data_prefix: Folder of the OOD videos (default: the list's paths as they are).
+
+    Raises:
+        FileNotFoundError: ``ood_ann_file`` does not exist.
+    """
+    if not osp.isfile(ood_ann_file):
+        raise FileNotFoundError(f'OOD annotation list {ood_ann_file} does not exist')
+    ind = cfg.test_dataloader.dataset
+    ood = dict(
+        type=ind.get('type', 'VideoDataset'),
+        ann_file=ood_ann_file,
+        data_prefix=dict(video=ood_data_prefix),
+        pipeline=ind.pipeline,
+        test_mode=True,
+    )
+    cfg.test_dataloader.dataset = dict(type='ConcatDataset', datasets=[ind, ood])
+    evaluators = cfg.test_evaluator
+    evaluators = evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]
+    metric = next((dict(e) for e in evaluators if e.get('type') == 'RobustnessMetric'), {})
+    metric.update(type='RobustnessMetric', ood_ann_file=ood_ann_file, ood_data_prefix=ood_data_prefix)
+    cfg.test_evaluator = metric
+    return cfg
