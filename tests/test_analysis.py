@@ -277,8 +277,11 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
             assert np.allclose(c['per_head_mean'], np.mean(ref_c, axis=0), atol=1e-5)
             mid = np.sort(np.ravel(ref_c))[[len(np.ravel(ref_c)) // 2 - 1, len(np.ravel(ref_c)) // 2]]
             assert mid[0] - 2 / 400 <= c['median'] <= mid[1] + 2 / 400  # a median, to one bin
-        counts = next(e for e in rec['intruders'] if e['site'] == site.name)['histogram']
-        assert sum(counts) == pos.shape[0] * pos.shape[1]
+        intr = next(e for e in rec['intruders'] if e['site'] == site.name)
+        assert sum(intr['histogram']) == pos.shape[0] * pos.shape[1]
+        ref_counts = intruder_dimensions(pos, neg, k=10, eps=0.5).double()  # [B, H], the function as is
+        assert np.allclose(intr['per_head_mean'], ref_counts.mean(0).numpy())
+        assert intr['mean'] == pytest.approx(float(ref_counts.mean()))
 
 
 def test_collector_on_a_vitdet_backbone_with_windows_and_rel_pos() -> None:

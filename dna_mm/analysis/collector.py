@@ -241,6 +241,7 @@ class AttentionCollector:
                 counts = intruder_dimensions(pos, neg, self.intruder_k, self.intruder_eps)
                 hist = torch.bincount(counts.flatten().cpu(), minlength=self.intruder_k + 1)
                 self._intruders[site.name] = self._intruders.get(site.name, 0) + hist
+                self._means[('intruders', site.name)].add(counts.double().mean(0), b)  # [H]
 
     # -- results ---------------------------------------------------------------------------
     def records(self) -> dict[str, list[dict]]:
@@ -249,7 +250,7 @@ class AttentionCollector:
         Keys: ``entropy`` (``per_head``, ``mean``, ``top_k_per_head``, ``top_k_mean`` in nats),
         ``redundancy`` (``mean``), ``cvv`` (``mean``, ``median``, ``per_head_mean``,
         ``histogram``), ``branch_cosine`` (same fields), ``intruders`` (``histogram`` of counts
-        0..k, ``mean``); each record also has ``site``, ``layer``, ``group``, ``kind``.
+        0..k, ``mean``, ``per_head_mean``); each record also has ``site``, ``layer``, ``group``, ``kind``.
         """
         out: dict[str, list[dict]] = defaultdict(list)
         for site in self.sites:
@@ -301,6 +302,7 @@ class AttentionCollector:
                         eps=self.intruder_eps,
                         histogram=counts.tolist(),
                         mean=mean,
+                        per_head_mean=_floats(self._means[('intruders', site.name)].value()),
                         count=n,
                     )
                 )

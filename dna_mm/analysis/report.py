@@ -11,7 +11,7 @@ Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entro
     entropy    [{site, layer, group, kind, branch, per_head, mean, top_k_per_head, top_k_mean, ...}]
     redundancy [{site, layer, group, kind, branch, mean}]
     cvv, branch_cosine  [{site, layer, group, kind, mean, median, per_head_mean, count, histogram}]
-    intruders  [{site, layer, group, kind, k, eps, histogram, mean, count}]
+    intruders  [{site, layer, group, kind, k, eps, histogram, mean, per_head_mean, count}]
     robustness [{sigma, psnr, accuracy, layers: [{layer, distance}]}]         (sigma 0 = clean)
     summary    {cvv: {mean, median}, branch_cosine: {mean, median}, intruders: {histogram, mean, mode}}
 
