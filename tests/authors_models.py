@@ -12,6 +12,10 @@ state dict saved from it is shaped as *their* code writes it (not as dna_mm's do
   ``[1, N, C]`` without a CLS row; the CLS token gets no position).
 * :class:`AuthorsDnATimeSformer`: ``timesformer/models/dna.py``'s ``DnATransformer``
   (divided space-time blocks, ``temporal_norm1`` / ``temporal_attn`` / ``temporal_fc``).
+* :class:`AuthorsViSCoPCrossDnA`: VisCoP's ``InteractionModule_CrossDenoisingAttention_FA2``
+  (``viscop/viscop/model/viscop_vision_encoder/modeling_viscop_vision_encoder.py``): probes
+  attend to packed patch tokens, ``q_pos_proj`` / ``q_neg_proj`` / ``k_proj`` / ``v_pos_proj`` /
+  ``v_neg_proj`` / ``out_proj``, ``pos - neg_scalers · neg``.
 """
 
 from __future__ import annotations
@@ -212,3 +216,67 @@ class AuthorsDnATimeSformer(nn.Module):
         for block in self.blocks:
             x = block(x, b, t, w)
         return self.norm(x)[:, 0]
+
+
+class _AuthorsViSCoPDenoisingAttention(nn.Module):
+    """VisCoP's ``VisionDenoisingAttention.__init__`` (``config``: ``hidden_size``,
+    ``num_attention_heads``, ``attention_dropout``): the parameters in their order. (Its own
+    self-attention ``forward``, ``pos + neg`` without ``neg_scalers`` and with rotary positions,
+    is not in their encoder's ``VISION_ATTENTION_CLASSES``, so no released model runs it.)"""
+
+    def __init__(self, config, layer_idx=None) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_dim = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_dim = self.embed_dim // self.num_heads
+        self.scale = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_pos_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.q_pos_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_neg_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.q_neg_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.neg_scalers = nn.Parameter(torch.ones(self.num_heads) * 0.5)
+
+
+def _flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k) -> torch.Tensor:
+    """``flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k)`` with its defaults (scale
+    ``d ** -0.5``, not causal), on CPU: packed ``q [Tq, H, d]``, ``k, v [Tk, H, d]``; sequence
+    ``i`` (rows ``cu[i]:cu[i+1]``) attends only to its own keys → ``[Tq, H, d]``."""
+    out = []
+    for i in range(len(cu_seqlens_q) - 1):
+        qi = q[cu_seqlens_q[i] : cu_seqlens_q[i + 1]].transpose(0, 1)  # [H, Mi, d]
+        ki = k[cu_seqlens_k[i] : cu_seqlens_k[i + 1]].transpose(0, 1)  # [H, Ni, d]
+        vi = v[cu_seqlens_k[i] : cu_seqlens_k[i + 1]].transpose(0, 1)
+        attn = F.softmax(qi @ ki.transpose(-2, -1) * q.shape[-1] ** -0.5, dim=-1)
+        out.append((attn @ vi).transpose(0, 1))  # [Mi, H, d]
+    return torch.cat(out)
+
+
+class AuthorsViSCoPCrossDnA(_AuthorsViSCoPDenoisingAttention):
+    """``InteractionModule_CrossDenoisingAttention_FA2``: queries from the probes, ``K, V±``
+    from the encoder's tokens (no rotary positions), both packed over the batch::
+
+        out = out_proj(FA(Q+, K, V+) - neg_scalers · FA(-Q-, K, V-))
+
+    (``FA(-Q-, K, V-) = softmin(s Q- K^T) V-``); their encoder holds it as
+    ``encoder.interaction_modules.{i}``."""
+
+    def __init__(self, config, layer_idx=None) -> None:
+        super().__init__(config, layer_idx=layer_idx)
+        self.layer_idx = layer_idx
+
+    def forward(self, visual_probes, hidden_states, cu_seqlensq, cu_seqlenskv) -> torch.Tensor:
+        q_len, _ = visual_probes.size()
+        kv_len, _ = hidden_states.size()
+        q_pos = self.q_pos_proj(visual_probes).view(q_len, self.num_heads, self.head_dim)
+        q_neg = self.q_neg_proj(visual_probes).view(q_len, self.num_heads, self.head_dim)
+        k = self.k_proj(hidden_states).view(kv_len, self.num_heads, self.head_dim)
+        v_pos = self.v_pos_proj(hidden_states).view(kv_len, self.num_heads, self.head_dim)
+        v_neg = self.v_neg_proj(hidden_states).view(kv_len, self.num_heads, self.head_dim)
+        out_pos = _flash_attn_varlen(q_pos, k, v_pos, cu_seqlensq, cu_seqlenskv)
+        out_neg = _flash_attn_varlen(-q_neg, k, v_neg, cu_seqlensq, cu_seqlenskv)
+        out_neg = out_neg * self.neg_scalers.view(1, self.num_heads, 1)
+        return self.out_proj((out_pos - out_neg).reshape(q_len, -1))

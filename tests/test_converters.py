@@ -6,16 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import timm
 import torch
-from authors_models import AuthorsDnAViT, AuthorsQkvNeg, AuthorsQQKV, AuthorsQQKVV
+from authors_models import AuthorsDnAViT, AuthorsQkvNeg, AuthorsQQKV, AuthorsQQKVV, AuthorsViSCoPCrossDnA
 from torch import nn
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
 from dna_mm.converters import adapt_attentions, dna_to_softmax, official_to_dna_mm, rename_mha, softmax_to_dna
-from dna_mm.models import DnAAttention, SoftmaxAttention
+from dna_mm.models import DnAAttention, DnACrossAttention, SoftmaxAttention
 
 C, H = 32, 4
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +107,64 @@ def test_authors_dna_vit_file_gives_their_logits_in_dna_vit(tmp_path) -> None:
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
+#: where VisCoP's video-LLM checkpoint holds the vision encoder
+VISCOP = 'model.vision_encoder.vision_encoder.encoder.'
+
+
+def _viscop_file() -> tuple[AuthorsViSCoPCrossDnA, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """VisCoP's DnA cross-attention as ``interaction_modules.0`` of their encoder, beside a
+    SigLIP softmax layer's keys: ``(module, state dict, the softmax keys)``."""
+    config = SimpleNamespace(hidden_size=C, num_attention_heads=H, attention_dropout=0.0)
+    theirs = AuthorsViSCoPCrossDnA(config, layer_idx=0).eval()
+    with torch.no_grad():
+        theirs.neg_scalers.uniform_(0.25, 1.25)
+    softmax = {
+        f'{VISCOP}layers.0.self_attn.{n}.{t}': torch.randn(C, C) if t == 'weight' else torch.randn(C)
+        for n in ('k_proj', 'v_proj', 'q_proj', 'out_proj')
+        for t in ('weight', 'bias')
+    }
+    sd = {**softmax, **{f'{VISCOP}interaction_modules.0.{k}': v for k, v in theirs.state_dict().items()}}
+    return theirs, sd, softmax
+
+
+def test_viscop_cross_attention_reproduces_the_authors_forward() -> None:
+    """VisCoP's keys (q_pos_proj, ..., neg_scalers) → DnACrossAttention, exact per packed
+    sequence (their pos − α·neg: combine='sub', required); the softmax encoder layers pass."""
+    theirs, sd, softmax = _viscop_file()
+    with pytest.raises(ValueError, match=r"VisCoP DnA attention.*interaction_modules\.0.*combine='sub'"):
+        official_to_dna_mm(sd)
+    converted = official_to_dna_mm(sd, combine='sub')
+    assert all(converted[k] is v for k, v in softmax.items())
+    p = f'{VISCOP}interaction_modules.0.'
+    assert torch.equal(converted[p + 'alpha'], -theirs.neg_scalers.detach())
+    ours = DnACrossAttention(C, H).eval()
+    ours.load_state_dict({k[len(p) :]: v for k, v in converted.items() if k.startswith(p)}, strict=True)
+    m, cu_q, cu_kv = 3, [0, 3, 6], [0, 5, 14]  # 3 probes per sample; 5 and 9 tokens, packed
+    probes, tokens = torch.randn(2 * m, C), torch.randn(14, C)
+    with torch.no_grad():
+        ref = theirs(probes, tokens, torch.tensor(cu_q), torch.tensor(cu_kv))
+        per_sample = [(probes[cu_q[i] : cu_q[i + 1]], tokens[cu_kv[i] : cu_kv[i + 1]]) for i in range(2)]
+        out = torch.cat([ours(q[None], x[None])[0] for q, x in per_sample])  # [2·3, C]
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    del sd[p + 'k_proj.weight']
+    with pytest.raises(ValueError, match=r'interaction_modules\.0.*missing k_proj\.weight'):
+        official_to_dna_mm(sd, combine='sub')
+
+
+def test_viscop_file_through_the_cli(tmp_path) -> None:
+    _, sd, _ = _viscop_file()
+    src, dst = tmp_path / 'viscop.pth', tmp_path / 'out.pth'
+    torch.save(sd, src)
+    cli = str(REPO / 'tools' / 'convert_checkpoint.py')
+    cmd = [sys.executable, cli, 'official-to-dna-mm', str(src), str(dst)]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 2 and "combine='sub'" in res.stderr
+    res = subprocess.run(cmd + ['--combine', 'sub'], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    out = torch.load(dst, weights_only=True)
+    assert out.keys() == official_to_dna_mm(sd, combine='sub').keys()
 
 
 def test_qqkvv_is_mapped_by_meaning_not_concatenation() -> None:

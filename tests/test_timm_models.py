@@ -274,18 +274,23 @@ def test_model_forward_fx_torchscript(case: str) -> None:
     assert out.shape[0] == 1 and not torch.isnan(out).any()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason='the attention returns a tensor or (tensor, maps) by a run-time flag, '
-    'which TorchScript cannot type (README: timm); script the FX graph',
-)
 def test_model_forward_torchscript() -> None:
-    """timm ``test_model_forward_torchscript`` (``torch.jit.script`` of the eager model): a known
-    limitation, kept visible; strict, so making it work is noticed."""
+    """timm ``test_model_forward_torchscript`` (``torch.jit.script`` of the eager model): not
+    supported (README: timm; the FX graph scripts, :func:`test_model_forward_fx_torchscript`).
+    Pinned to the first error the compiler meets, ``type(self).__name__`` in the attention's
+    ``forward``, so that success or any other failure fails here. (Behind it, in the order met:
+    ``**`` unpacking of the heads, ``super().attend``, ``is_plain_linear`` on a module, the
+    Triton import, the ``Union`` bias, the dropout module passed to ``eager``, and the
+    tensor-or-``(tensor, maps)`` return that timm's ``Block`` cannot type.)"""
     with timm.layers.set_scriptable(True):
         model = create('dna_vit_tiny', depth=1).eval()
-    torch.jit.script(model)
+    first_error = (
+        r"(?s)Expected a value of type 'Tensor' for argument '0' but instead found type "
+        r"'__torch__\.dna_mm\.models\.attention\.dna\.DnAAttention.*"
+        r'check_inputs\(type\(self\)\.__name__'
+    )
+    with pytest.raises(RuntimeError, match=first_error):
+        torch.jit.script(model)
 
 
 def test_traced_graph_keeps_the_argument_checks_and_run_time_masks() -> None:

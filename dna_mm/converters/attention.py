@@ -1,7 +1,9 @@
 """State-dict converters between softmax attention, the authors' DnA layouts and dna_mm's.
 
 dna_mm layout of one DnA attention (prefix ``P``): ``P.qkv`` = ``[Q+, K, V+]`` (``Linear(C, 3C)``,
-timm's layout), ``P.q_neg`` = ``Q-``, ``P.v_neg`` = ``V-``, ``P.alpha [H]``, ``P.proj``.
+timm's layout), ``P.q_neg`` = ``Q-``, ``P.v_neg`` = ``V-``, ``P.alpha [H]``, ``P.proj``. The same
+keys serve :class:`~dna_mm.models.attention.DnAAttention` and its cross-attention form
+:class:`~dna_mm.models.attention.DnACrossAttention`.
 
 All functions keep key prefixes, leave unrelated keys untouched, never modify their input and
 return a new ``OrderedDict``.
@@ -137,8 +139,43 @@ _OFFICIAL_ALPHA = 'neg_scalers'
 COMBINE_SIGNS = {
     'add': 'pos + α·neg: vit/dna_models.py (the ViT their main.py trains) and the TimeSformer '
     'fork (timesformer/models/dna.py)',
-    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and their VisCoP code',
+    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and '
+    "VisCoP's DnA cross-attention (InteractionModule_CrossDenoisingAttention_FA2, the "
+    "q_pos_proj / q_neg_proj / k_proj / v_pos_proj / v_neg_proj / out_proj keys of "
+    "'encoder.interaction_modules.{i}.', the only layout read with 'sub' alone)",
 }
+#: VisCoP's DnA cross-attention (viscop/viscop/model/viscop_vision_encoder/
+#: modeling_viscop_vision_encoder.py): one ``Linear(C, C)`` with bias per projection; the
+#: first three become the rows ``[Q+, K, V+]`` of ``qkv``, the others are renamed
+_VISCOP_QKV = ('q_pos_proj', 'k_proj', 'v_pos_proj')
+_VISCOP_RENAME = (('q_neg_proj', 'q_neg'), ('v_neg_proj', 'v_neg'), ('out_proj', 'proj'))
+_VISCOP_NAMES = _VISCOP_QKV + tuple(old for old, _ in _VISCOP_RENAME)
+_VISCOP_KEY = re.compile(r'(.*\.)?(?:' + '|'.join(_VISCOP_NAMES) + r')\.(?:weight|bias)')
+
+
+def _viscop_attention(state_dict: StateDict, p: str) -> 'OrderedDict[str, Tensor]':
+    """One VisCoP DnA attention at prefix ``p`` → dna_mm keys (all but ``neg_scalers``):
+    ``qkv = cat[q_pos_proj, k_proj, v_pos_proj]`` (rows), ``q_neg``, ``v_neg``, ``proj``.
+
+    Raises:
+        ValueError: a projection's weight is missing, or only some of ``Q+, K, V+`` have a bias.
+    """
+    missing = [f'{n}.weight' for n in _VISCOP_NAMES if f'{p}{n}.weight' not in state_dict]
+    if missing:
+        raise ValueError(f"VisCoP DnA attention '{p[:-1] or '<root>'}': missing {', '.join(missing)}")
+    out: OrderedDict[str, Tensor] = OrderedDict()
+    for name in _PARAMS:
+        rows = [state_dict.get(f'{p}{n}.{name}') for n in _VISCOP_QKV]  # Q+, K, V+: [C, ...] each
+        if all(r is not None for r in rows):
+            out[f'{p}qkv.{name}'] = torch.cat(rows, dim=0)  # type: ignore[arg-type]  # [3C, ...]
+        elif any(r is not None for r in rows):
+            raise ValueError(
+                f"VisCoP DnA attention '{p[:-1] or '<root>'}': {name} on only some of {_VISCOP_QKV}"
+            )
+        for old, new in _VISCOP_RENAME:
+            if f'{p}{old}.{name}' in state_dict:
+                out[f'{p}{new}.{name}'] = state_dict[f'{p}{old}.{name}']
+    return out
 
 
 def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedDict[str, Tensor]':
@@ -149,6 +186,18 @@ def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedD
     * Q±V layout (shared values): ``P.qqkv`` = ``Linear(C, 4C)`` with chunks
       ``[Q+, Q-, K, V]`` → ``P.qkv = [Q+, K, V]``, ``P.q_neg = Q-`` (the ``qpm_v`` variant).
     * TimeSformer / older ViT layout: ``P.qkv = [Q+, K, V+]``, ``P.q_neg``, ``P.v_neg``: kept.
+    * VisCoP layout (their video-LLM's DnA probe cross-attention, a ``P`` such as
+      ``model.vision_encoder.vision_encoder.encoder.interaction_modules.{i}.``): one
+      ``Linear(C, C)`` each for ``P.q_pos_proj``, ``P.q_neg_proj``, ``P.k_proj``,
+      ``P.v_pos_proj``, ``P.v_neg_proj``, ``P.out_proj`` → ``P.qkv = cat[q_pos_proj, k_proj,
+      v_pos_proj]``, ``P.q_neg``, ``P.v_neg``, ``P.proj``. Their forward (queries from the
+      probes, ``K, V±`` from the patch tokens, scale ``d ** -0.5``, no rotary embedding) is
+      ``softmax(s Q+ K^T) V+ − α softmin(s Q- K^T) V-``, i.e.
+      :class:`~dna_mm.models.attention.DnACrossAttention` after the conversion (per packed
+      sequence). Only these attentions are converted: the rest of a VisCoP file (the SigLIP
+      encoder's ``layers.{i}.self_attn.{q,k,v,out}_proj`` softmax attentions with 2-D rotary
+      positions over packed sequences, ``layer_norm1/2``, ``mlp.fc1/fc2``, the probes, the LLM)
+      is passed through unchanged; no dna_mm model reproduces that encoder.
     * All: ``P.neg_scalers`` (any shape with ``H`` elements) → ``P.alpha [H]``.
     * A ViT ``pos_embed`` without a CLS row (``[1, N, C]``, ``N`` a square, next to a
       ``cls_token``: the authors' ``vit/dna_models.py`` gives the CLS token no position) gets a
@@ -158,7 +207,12 @@ def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedD
         state_dict: The authors' state dict (any key prefix).
         combine: How the file's code combines the branches: ``'add'`` (``pos + α·neg``, dna_mm's
             form; kept) or ``'sub'`` (``pos − α·neg``; converted exactly by negating α). Their
-            files use both under the same key names (:data:`COMBINE_SIGNS`).
+            files use both under the same key names (:data:`COMBINE_SIGNS`); the VisCoP layout
+            only ``'sub'``.
+
+    Raises:
+        ValueError: ``combine`` is neither; a VisCoP attention with ``combine='add'`` or with a
+            projection missing; a fused ``qqkvv`` / ``qqkv`` whose rows are not ``5C`` / ``4C``.
 
     (The authors' own ViT module builds ``qqkvv`` from the second layout by concatenating
     ``[qkv, q_neg, v_neg]``, which puts ``K`` in the ``Q-`` slot; this converter does not.)
@@ -166,8 +220,20 @@ def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedD
     if combine not in COMBINE_SIGNS:
         raise ValueError(f"combine must be 'add' or 'sub', got {combine!r}")
     sign = 1.0 if combine == 'add' else -1.0
+    viscop = set(_prefixes(state_dict, 'q_pos_proj.weight'))
+    if viscop and combine != 'sub':
+        raise ValueError(
+            f"{len(viscop)} VisCoP DnA attention(s) (q_pos_proj / ... keys, e.g. "
+            f"'{min(viscop)[:-1] or '<root>'}'): their code computes pos − α·neg; pass combine='sub'"
+        )
     out: OrderedDict[str, Tensor] = OrderedDict()
     for key, value in state_dict.items():
+        m = _VISCOP_KEY.fullmatch(key)
+        if m and (m.group(1) or '') in viscop:
+            p = m.group(1) or ''
+            if p + 'qkv.weight' not in out:  # the first of its keys: emit the whole attention
+                out.update(_viscop_attention(state_dict, p))
+            continue
         m = re.fullmatch(r'(.*?)(qqkvv|qqkv)\.(weight|bias)', key)
         if m:
             p, kind, name = m.groups()

@@ -130,7 +130,8 @@ class DnATimeSformer(TimeSformer):
         q_neg_scale, v_neg_scale: Scales of that initialisation (authors: ``1e-4``, ``-1e-4``).
         pretrained_combine: Sign of the branch sum in the authors' checkpoint ``pretrained``
             (``'add'``: their TimeSformer fork and ``vit/dna_models.py``; ``'sub'``:
-            ``vit/dna.py`` and VisCoP); see :func:`dna_mm.converters.official_to_dna_mm`.
+            ``vit/dna.py``; VisCoP files hold only probe cross-attentions, no TimeSformer);
+            see :func:`dna_mm.converters.official_to_dna_mm`.
         transformer_layers: Explicit layer configs (overrides the attention arguments).
     """
 
