@@ -1,8 +1,10 @@
 """No code runs from any checkpoint source; whole-model loads are strict; the CLI names files.
 
 Malicious files are ``torch.save`` pickles whose ``__reduce__`` would run
-``os.system('touch MARKER')``; they are served by a test-local HTTP server on 127.0.0.1 (or
-planted in a download cache / MMENGINE_HOME) and every test checks that MARKER stays absent.
+``os.system('touch MARKER')``; they are served by a test-local HTTP server on 127.0.0.1 (the
+model tables of ``torchvision://``, ``modelzoo://``, ``mmcls://`` and ``open-mmlab://`` pointed
+at it; one also planted in the download cache, one under MMENGINE_HOME) and every test checks
+that MARKER stays absent. Downloads cache under the test's tmp dir (TORCH_HOME, MMENGINE_HOME).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import re
 import subprocess
 import sys
 import threading
+import types
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -47,14 +51,23 @@ def write_evil(path: Path, marker: Path) -> Path:
 
 class LoopbackServer:
     """Serve ``root`` on 127.0.0.1 (a free port) from a thread; stops on ``close()`` or by
-    itself after ``lifetime`` seconds."""
+    itself after ``lifetime`` seconds. ``requests``: the paths asked for, in order."""
 
     def __init__(self, root: Path, lifetime: float = 300.0) -> None:
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-        handler.log_message = lambda *a, **k: None
+        requests: list[str] = []
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_request(self, code='-', size='-') -> None:
+                requests.append(self.path)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.root, self.requests = root, requests
+        handler = functools.partial(Handler, directory=str(root))
         self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
         self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}'
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         self.timer = threading.Timer(lifetime, self.close)
         self.timer.daemon = True
@@ -67,16 +80,24 @@ class LoopbackServer:
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch):
-    """``(root dir, base URL)``: files written to root are served; downloads cache in tmp."""
+def loopback(tmp_path, monkeypatch):
+    """A :class:`LoopbackServer` of ``tmp_path/www``; the download caches are in ``tmp_path``
+    (so no file cached by another test or by the user is ever read)."""
     root = tmp_path / 'www'
     root.mkdir()
     server = LoopbackServer(root)
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))  # download cache
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))  # torch.hub download cache
+    monkeypatch.setenv('MMENGINE_HOME', str(tmp_path / 'mmengine_home'))  # open_mmlab.json
     monkeypatch.setenv('no_proxy', '127.0.0.1,localhost')
     monkeypatch.setenv('NO_PROXY', '127.0.0.1,localhost')
-    yield root, server.url
+    yield server
     server.close()
+
+
+@pytest.fixture
+def served(loopback):
+    """``(root dir, base URL)``: files written to root are served; downloads cache in tmp."""
+    return loopback.root, loopback.url
 
 
 def test_the_payload_is_live(tmp_path) -> None:
@@ -133,39 +154,126 @@ def _served_url(served, marker: Path, name: str = 'evil.pth') -> str:
     return f'{base}/{name}'
 
 
-@pytest.mark.parametrize(
-    'scheme', ['http', 'open-mmlab-url', 'openmmlab-file', 'torchvision', 'modelzoo', 'mmcls']
-)
-def test_no_scheme_runs_a_served_or_cached_pickle(scheme, served, tmp_path, monkeypatch) -> None:
+# prefix -> the mmengine function that gives its model table (name -> URL)
+URL_TABLES = {
+    'torchvision': 'get_torchvision_models',
+    'modelzoo': 'get_torchvision_models',
+    'mmcls': 'get_mmcls_models',
+}
+
+
+def _table_source(scheme: str, url: str, monkeypatch) -> str:
+    """``scheme://served_net``, its model table pointed at ``url``. ``open-mmlab://`` reads
+    ``$MMENGINE_HOME/open_mmlab.json`` (as a user's table would); the others' tables are
+    mmengine's functions, replaced here, so that mmengine's name lookup and the real download
+    code fetch from the loopback server."""
+    if scheme in ('open-mmlab', 'openmmlab'):
+        home = Path(os.environ['MMENGINE_HOME'])
+        home.mkdir(parents=True, exist_ok=True)
+        (home / 'open_mmlab.json').write_text(json.dumps({'served_net': url}))
+    else:
+        monkeypatch.setattr(mm_checkpoint, URL_TABLES[scheme], lambda: {'served_net': url})
+    return f'{scheme}://served_net'
+
+
+@pytest.mark.parametrize('scheme', ['http', 'open-mmlab', 'openmmlab', 'torchvision', 'modelzoo', 'mmcls'])
+def test_no_scheme_runs_a_served_pickle(scheme, loopback, tmp_path, monkeypatch) -> None:
     marker = tmp_path / 'MARKER'
-    cache = tmp_path / 'torch_home' / 'hub' / 'checkpoints'
-    if scheme == 'http':
-        source = shown = _served_url(served, marker)
-    elif scheme == 'open-mmlab-url':  # the model table maps a name to a (served) URL
-        home = tmp_path / 'mmengine_home'
-        home.mkdir()
-        (home / 'open_mmlab.json').write_text(json.dumps({'evil_net': _served_url(served, marker)}))
-        monkeypatch.setenv('MMENGINE_HOME', str(home))
-        source, shown = 'open-mmlab://evil_net', 'evil.pth'
-    elif scheme == 'openmmlab-file':  # ... or to a file under MMENGINE_HOME
-        home = tmp_path / 'mmengine_home'
-        write_evil(home / 'models' / 'evil_local.pth', marker)
-        (home / 'open_mmlab.json').write_text(json.dumps({'evil_local': 'models/evil_local.pth'}))
-        monkeypatch.setenv('MMENGINE_HOME', str(home))
-        source, shown = 'openmmlab://evil_local', 'evil_local.pth'
-    else:  # a poisoned download cache: the real model table, the file already "downloaded"
-        table = (
-            mm_checkpoint.get_mmcls_models() if scheme == 'mmcls' else mm_checkpoint.get_torchvision_models()
-        )
-        name = 'resnet18' if scheme != 'mmcls' else sorted(table)[0]
-        shown = Path(table[name].split('?')[0]).name
-        write_evil(cache / shown, marker)
-        source = f'{scheme}://{name}'
+    name = f'evil_{scheme}.pth'
+    url = _served_url((loopback.root, loopback.url), marker, name)
+    source = url if scheme == 'http' else _table_source(scheme, url, monkeypatch)
     with pytest.raises(UnsafeCheckpointError) as err:
         _load_checkpoint(source, map_location='cpu')
     message = str(err.value)
-    assert shown in message and 'posix.system,' in message and 'whose' not in message, message
+    assert f'refused to load checkpoint {url}' in message, message
+    assert 'posix.system,' in message and 'whose' not in message, message
+    assert loopback.requests == [f'/{name}']  # fetched from the server, into the tmp cache
+    assert (tmp_path / 'torch_home' / 'hub' / 'checkpoints' / name).is_file()
     assert not marker.exists()
+
+
+@pytest.mark.parametrize('where', ['download cache', 'MMENGINE_HOME'])
+def test_a_planted_pickle_is_refused_too(where, loopback, tmp_path) -> None:
+    """Not served: a poisoned torch.hub cache (``torchvision://`` reads it without
+    downloading), and a table entry naming a file under MMENGINE_HOME (``openmmlab://``)."""
+    marker = tmp_path / 'MARKER'
+    if where == 'download cache':
+        name = 'resnet18'
+        shown = Path(mm_checkpoint.get_torchvision_models()[name].split('?')[0]).name
+        write_evil(tmp_path / 'torch_home' / 'hub' / 'checkpoints' / shown, marker)
+        source = f'torchvision://{name}'
+    else:
+        home = tmp_path / 'mmengine_home'
+        write_evil(home / 'models' / 'evil_local.pth', marker)
+        (home / 'open_mmlab.json').write_text(json.dumps({'evil_local': 'models/evil_local.pth'}))
+        source, shown = 'openmmlab://evil_local', 'evil_local.pth'
+    with pytest.raises(UnsafeCheckpointError) as err:
+        _load_checkpoint(source, map_location='cpu')
+    assert shown in str(err.value) and 'posix.system,' in str(err.value), str(err.value)
+    assert not loopback.requests and not marker.exists()
+
+
+def _install_fake_backend(scheme: str, url: str, monkeypatch) -> None:
+    """pavi and petrel (s3) are not installed here: stand-ins whose fetch downloads ``url``
+    from the loopback server. What is tested is dna_mm's loader registered for the prefix,
+    given the bytes the backend would have returned."""
+
+    def fetch() -> bytes:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+
+    if scheme == 'pavi':
+
+        class Model:
+            name = Path(url).name
+
+            def download(self, path: str) -> None:
+                Path(path).write_bytes(fetch())
+
+        pavi = types.ModuleType('pavi')
+        pavi.modelcloud = types.SimpleNamespace(get=lambda name: Model())
+        monkeypatch.setitem(sys.modules, 'pavi', pavi)
+    else:
+
+        def get_file_backend(filename, backend_args=None):
+            assert backend_args == {'backend': 'petrel'}, backend_args
+            return types.SimpleNamespace(get=lambda name: fetch())
+
+        monkeypatch.setattr(mm_checkpoint, 'get_file_backend', get_file_backend)
+
+
+@pytest.mark.parametrize(
+    'source',
+    ['pavi://models/evil.pth', 's3://bucket/evil.pth', 'petrel://bucket/evil.pth', 'c1:s3://b/evil.pth'],
+)
+def test_pavi_and_ceph_loaders_refuse_a_served_pickle(source, loopback, tmp_path, monkeypatch) -> None:
+    marker = tmp_path / 'MARKER'
+    url = _served_url((loopback.root, loopback.url), marker)
+    _install_fake_backend(source.split('://')[0].split(':')[-1], url, monkeypatch)
+    with pytest.raises(UnsafeCheckpointError) as err:
+        _load_checkpoint(source, map_location='cpu')
+    assert f'refused to load checkpoint {source}' in str(err.value), str(err.value)
+    assert 'posix.system,' in str(err.value)
+    assert loopback.requests == ['/evil.pth'] and not marker.exists()
+
+
+@pytest.mark.parametrize('scheme', ['torchvision', 'mmcls', 'open-mmlab', 's3'])
+def test_a_harmless_served_checkpoint_loads_by_prefix(scheme, loopback, monkeypatch) -> None:
+    weights = {'state_dict': {'backbone.w': torch.arange(3.0)}, 'meta': {'epoch': 2}}
+    torch.save(weights, loopback.root / 'fine_net.pth')
+    url = f'{loopback.url}/fine_net.pth'
+    if scheme == 's3':
+        _install_fake_backend(scheme, url, monkeypatch)
+        source = 's3://bucket/fine_net.pth'
+    else:
+        source = _table_source(scheme, url, monkeypatch)
+    got = _load_checkpoint(source, map_location='cpu')
+    if scheme == 'mmcls':  # mmengine's key processing for MMClassification backbones
+        assert list(got) == ['state_dict'] and torch.equal(got['state_dict']['w'], torch.arange(3.0))
+    else:
+        assert got['meta'] == {'epoch': 2}
+        assert torch.equal(got['state_dict']['backbone.w'], torch.arange(3.0))
+    assert loopback.requests == ['/fine_net.pth']
 
 
 def test_a_harmless_served_checkpoint_loads_and_is_cached(served, tmp_path) -> None:
@@ -212,6 +320,37 @@ def test_train_refuses_a_served_pretrained_and_load_from(served, tiny_video_set,
         )
         assert not marker.exists()
         assert not list(work.glob('epoch_*.pth'))
+
+
+@pytest.mark.parametrize(
+    'tool',
+    [
+        'tools/test.py',
+        'tools/infer.py',
+        'tools/analysis/analyze_attention.py',
+        'tools/analysis/relevance_maps.py',
+    ],
+)
+def test_cli_refuses_a_served_checkpoint(tool, served, tiny_video_set, tmp_path) -> None:
+    """Each CLI that takes a CHECKPOINT, given a malicious URL: exit status non-zero, the URL
+    and the refused global on stderr, nothing run, nothing written."""
+    marker = tmp_path / 'MARKER'
+    url = _served_url(served, marker)
+    video = str(next((tiny_video_set / 'videos').rglob('*.mp4')))
+    out = tmp_path / 'out'
+    extra = {
+        'tools/test.py': ['--work-dir', str(out)],
+        'tools/infer.py': [video, '--device', 'cpu', '--out', str(out / 'preds.csv')],
+        'tools/analysis/analyze_attention.py': ['--out', str(out)],
+        'tools/analysis/relevance_maps.py': ['--input', video, '--out', str(out)],
+    }[tool]
+    proc = _tool([tool, DEMO_CONFIG, url, *extra, '--cfg-options', *tiny_run_options(tiny_video_set)])
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert re.search(rf'refused to load checkpoint {re.escape(url)}.*posix\.system', proc.stderr), (
+        proc.stderr[-3000:]
+    )
+    assert not marker.exists()
+    assert not [p for p in out.rglob('*') if p.suffix in ('.csv', '.json', '.png', '.npz')]
 
 
 def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny_video_set, tmp_path) -> None:
@@ -365,7 +504,8 @@ def test_resume_in_an_empty_work_dir_says_so(tiny_video_set, tmp_path) -> None:
     assert 'checkpoint None' not in log and runner.epoch == 0
 
 
-def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) -> None:
+def _convert_tool():
+    """``tools/convert_checkpoint.py`` as a module."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -373,6 +513,11 @@ def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) ->
     )
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) -> None:
+    tool = _convert_tool()
     marker = tmp_path / 'MARKER'
     url = _served_url(served, marker)
     out = tmp_path / 'out.pth'
@@ -380,3 +525,19 @@ def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) ->
     err = capsys.readouterr().err
     assert f'refused to load checkpoint {url}' in err and 'posix.system' in err
     assert not marker.exists() and not out.exists()
+
+
+def test_softmax_to_dna_help_lists_the_variants(capsys) -> None:
+    """``--variant`` takes dna_mm's variant names and the paper's, and ``--help`` lists them."""
+    from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
+
+    tool = _convert_tool()
+    with pytest.raises(SystemExit) as done:
+        tool.parse_args(['softmax-to-dna', '--help'])
+    assert done.value.code == 0
+    text = re.sub(r'\s+', ' ', capsys.readouterr().out)
+    assert f'--variant {{{",".join([*DNA_VARIANTS, *DNA_VARIANT_ALIASES])}}}' in text, text
+    assert tool.parse_args(['softmax-to-dna', 'a', 'b', '--variant', 'Q±V']).variant == 'Q±V'
+    with pytest.raises(SystemExit):
+        tool.parse_args(['softmax-to-dna', 'a', 'b', '--variant', 'qpm'])
+    assert "invalid choice: 'qpm'" in capsys.readouterr().err

@@ -23,15 +23,17 @@ from typing import Any, Optional
 import torch
 
 from dna_mm.converters import dna_to_softmax, official_to_dna_mm, softmax_to_dna
+from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
 from dna_mm.utils import UnsafeCheckpointError, read_checkpoint
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module')
 COMBINE_HELP = (
     "how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
     "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "
-    "fork) or 'sub' (pos − α·neg: their vit/dna.py and their VisCoP code; converted "
-    "exactly by negating α). A wrong choice loads without error but computes "
-    "another function"
+    "fork) or 'sub' (pos − α·neg: their vit/dna.py, and VisCoP's DnA cross-attention, "
+    "whose q_pos_proj / ... keys are refused without 'sub'; converted exactly by negating "
+    "α). A wrong choice for qqkvv / qqkv / qkv + q_neg files loads without error but "
+    "computes another function"
 )
 
 
@@ -61,7 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     heads = s2d.add_mutually_exclusive_group()
     heads.add_argument('--config', help="model config: the head count is read from model.backbone.num_heads")
     heads.add_argument('--num-heads', type=int, help='heads per attention (length of alpha)')
-    s2d.add_argument('--variant', default='qpm_vpm', help='DnA variant the output is for')
+    s2d.add_argument(
+        '--variant',
+        default='qpm_vpm',
+        choices=[*DNA_VARIANTS, *DNA_VARIANT_ALIASES],
+        help="DnA variant the output is for (dna_mm's name or the paper's)",
+    )
     s2d.add_argument('--q-neg-scale', type=float, default=1e-4, help='Q- = scale * Q')
     s2d.add_argument('--v-neg-scale', type=float, default=-1e-4, help='V- = scale * V')
 
@@ -86,7 +93,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         'official-to-dna-mm',
         "the authors' DnA checkpoints (github rjccv/DnA) to dna_mm keys",
         "Map the authors' DnA checkpoints (qqkvv / qqkv / qkv + q_neg + v_neg, "
-        "neg_scalers) to dna_mm's keys, by meaning.",
+        "neg_scalers) to dna_mm's keys, by meaning. VisCoP files: only the DnA "
+        "probe cross-attentions (encoder.interaction_modules.{i}: q_pos_proj, q_neg_proj, "
+        "k_proj, v_pos_proj, v_neg_proj, out_proj) are converted, to DnACrossAttention "
+        "keys; the SigLIP encoder and the LLM keys pass through unchanged.",
     )
     off.add_argument('--combine', choices=['add', 'sub'], default='add', help=COMBINE_HELP)
     return p.parse_args(argv)
