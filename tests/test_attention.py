@@ -265,6 +265,54 @@ def test_every_mask_encoding_excludes_keys_from_every_branch(cls, encoding: str)
         )
 
 
+@pytest.mark.parametrize('encoding', MASK_ENCODINGS)
+@pytest.mark.parametrize(
+    'cls',
+    [
+        SoftmaxCrossAttention,
+        DnACrossAttention,
+        DiffCrossAttention,
+        CogCrossAttention,
+        functools.partial(DnACrossAttention, variant='apm'),
+        functools.partial(DiffCrossAttention, diff_heads='official'),
+        functools.partial(DiffAttention, diff_heads='official'),
+    ],
+)
+def test_every_mask_encoding_excludes_keys_in_the_cross_forms(cls, encoding: str) -> None:
+    """The same rule in the cross-attention forms (keys from ``context``, values from
+    ``value``) and in Diff's official head layout: a masked context token gets ~0 weight in
+    every map, and changing its key or its value changes no output; an ``attn_bias`` of the
+    same values is a bias, not an exclusion (the softmin branch then prefers those keys)."""
+    m = _perturbed(cls(C, H))
+    cross = isinstance(m, (SoftmaxCrossAttention, DnACrossAttention, DiffCrossAttention, CogCrossAttention))
+    q, ctx, val = torch.randn(2, 3, C), torch.randn(2, 6, C), torch.randn(2, 6, C)
+    keep = torch.tensor([True, True, True, True, False, False])
+    mask = _exclusion_mask(keep, encoding)
+
+    def run(ctx, val, **kw):
+        return m(q, ctx, value=val, **kw) if cross else m(ctx, **kw)[:, :3]
+
+    _, maps = (
+        m(q, ctx, value=val, attn_mask=mask, return_attn=True)
+        if cross
+        else m(ctx, attn_mask=mask, return_attn=True)
+    )
+    for name, a in maps.items():
+        assert a[..., ~keep].abs().max() < 1e-6, (name, a[..., ~keep].abs().max())
+    ctx2, val2 = ctx.clone(), val.clone()
+    ctx2[:, 4:] = torch.randn(2, 2, C) * 5
+    val2[:, 4:] = torch.randn(2, 2, C) * 5
+    for fused in (True, False):
+        m.fused_attn = fused
+        y = run(ctx, val, attn_mask=mask)
+        if not cross:  # the masked tokens' own rows change with them: compare the kept queries
+            ctx2[:, :4] = ctx[:, :4]
+        torch.testing.assert_close(run(ctx2, val2, attn_mask=mask), y, atol=1e-5, rtol=1e-5)
+    if encoding not in ('bool', '-inf') and isinstance(m, DnACrossAttention):  # the softmin branch
+        _, biased = m(q, ctx, value=val, attn_bias=mask, return_attn=True)
+        assert biased['neg'][..., ~keep].sum(-1).mean() > 0.5  # softmin(-100 ...) favours them
+
+
 @pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
 def test_key_mask_excludes_keys_in_every_branch(cls) -> None:
     """Changing a masked key's token must not change any output (bool and -inf masks)."""
