@@ -356,7 +356,7 @@ def test_cli_refuses_a_served_checkpoint(tool, served, tiny_video_set, tmp_path)
 def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny_video_set, tmp_path) -> None:
     root, base = served
     good = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))
-    opts = ['--cfg-options', *tiny_run_options(tiny_video_set)]
+    opts = ['--work-dir', str(tmp_path / 'work'), '--cfg-options', *tiny_run_options(tiny_video_set)]
 
     # a 7-class head on the 4-class config: refused, with the file and the shapes
     seven = dict(good, state_dict=dict(good['state_dict']))
