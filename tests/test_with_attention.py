@@ -5,6 +5,7 @@ bases (in process and with the stock tools)."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import sys
 
@@ -122,8 +123,30 @@ def _detr_inputs():
     )
 
 
+def _timm_eva(qkv_fused: bool = True):
+    from timm.models.eva import Eva
+
+    eva = Eva(
+        img_size=32,
+        patch_size=8,
+        embed_dim=32,
+        depth=2,
+        num_heads=4,
+        num_classes=3,
+        use_rot_pos_emb=False,
+        qkv_fused=qkv_fused,
+    )
+    with torch.no_grad():  # non-zero separate biases too
+        for name, p in eva.named_parameters():
+            if name.endswith(('q_proj.bias', 'v_proj.bias')):
+                p.normal_(std=0.5)
+    return _randomise(eva)
+
+
 HOSTS = {
     'timm ViT': (_timm_vit, lambda: torch.randn(2, 3, 32, 32)),
+    'timm EVA': (_timm_eva, lambda: torch.randn(2, 3, 32, 32)),
+    'timm EVA q/k/v_proj': (functools.partial(_timm_eva, qkv_fused=False), lambda: torch.randn(2, 3, 32, 32)),
     'VideoMAE': (_videomae, lambda: torch.randn(2, 3, 4, 32, 32)),
     'Video Swin': (_swin, lambda: torch.randn(1, 3, 4, 32, 32)),
     'DETR layers': (_detr, _detr_inputs),
@@ -208,6 +231,13 @@ def test_swin_mask_and_table_reach_both_branches() -> None:
     excluded = (mask.repeat(2, 1, 1) < 0)[:, None].expand_as(captured['neg'])
     for branch in ('pos', 'neg'):
         assert captured[branch][excluded].max() < 1e-30
+    # the table is a bias inside both branches' logits: changing it changes both maps
+    before = {k: v.detach().clone() for k, v in captured.items()}
+    with torch.no_grad():
+        adapter.relative_position_bias_table.add_(torch.randn_like(adapter.relative_position_bias_table))
+    adapter(x, mask)
+    for branch in ('pos', 'neg'):
+        assert (captured[branch] - before[branch]).abs().max() > 1e-2, branch
 
 
 def test_unsupported_attention_is_named() -> None:
@@ -231,6 +261,32 @@ def test_unsupported_attention_is_named() -> None:
         swap_attention(
             timm.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8, qk_norm=True), 'dna'
         )
+    # an unsupported attention beside a supported one is named, not left softmax silently
+    init_default_scope('mmdet')
+    mixed = torch.nn.ModuleDict(
+        dict(
+            swin=MODELS.build(
+                dict(
+                    type='SwinTransformer',
+                    embed_dims=16,
+                    depths=(2,),
+                    num_heads=(2,),
+                    window_size=2,
+                    out_indices=(0,),
+                )
+            ),
+            detr=_DetrLayers(),
+        )
+    )
+    with pytest.raises(ValueError, match=r'swin\..*WindowMSA'):
+        swap_attention(mixed, 'dna')
+    # EVA with rotary positions: refused when they are passed
+    from timm.models.eva import Eva
+
+    roped = Eva(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=4, use_rot_pos_emb=True)
+    swap_attention(roped, 'dna')
+    with pytest.raises(ValueError, match='rotary position embeddings'):
+        roped(torch.randn(1, 3, 32, 32))
 
 
 def test_with_attention_builds_without_a_wrapper_prefix() -> None:
@@ -430,3 +486,66 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, d
     run_cmd([sys.executable, _stock_tool('mmdet'), str(cfg), '--work-dir', str(tmp_path / 'work')])
     losses = _losses(tmp_path / 'work')
     assert losses and all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize(
+    'base,scope',
+    [
+        (
+            'mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py',
+            'mmaction',
+        ),
+        ('mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', 'mmdet'),
+    ],
+)
+def test_the_zoo_bases_named_in_the_docs_parse_and_build(base: str, scope: str, tmp_path) -> None:
+    """A config inheriting the zoo file by ``mmaction::`` / ``mmdet::`` parses (the metafile
+    fix) and its model builds offline (pretrained weights are read at init, not at build)."""
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = ['{base}']\n")
+    cfg = Config.fromfile(str(child))
+    init_default_scope(scope)
+    model = MODELS.build(cfg.model)
+    assert type(model).__name__ == {'mmaction': 'Recognizer3D', 'mmdet': 'MaskRCNN'}[scope]
+
+
+def _mmaction_timesformer(attention_type: str):
+    init_default_scope('mmaction')
+    return MODELS.build(
+        dict(
+            type='TimeSformer',
+            num_frames=4,
+            img_size=32,
+            patch_size=8,
+            embed_dims=32,
+            num_heads=4,
+            num_transformer_layers=2,
+            attention_type=attention_type,
+            pretrained=None,
+        )
+    ).eval()
+
+
+@pytest.mark.parametrize('attention_type', ['joint_space_time', 'space_only'])
+def test_mmaction_joint_and_space_only_timesformer_swap_exactly(attention_type: str) -> None:
+    """MMAction2's own TimeSformer in its mmcv-MHA forms: softmax inside equals it (float64:
+    exact up to round-off; fp32 round-off alone reaches ~2e-6 at joint 65 tokens), DnA close."""
+    torch.manual_seed(0)
+    original = _mmaction_timesformer(attention_type).double()
+    x = torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)
+    ref = _run(original, x)
+    soft = copy.deepcopy(original)
+    names = swap_attention(soft, 'softmax')
+    assert len(names) == 2
+    assert _max_diff(_run(soft.eval(), x), ref) < 1e-10
+    dna = copy.deepcopy(original)
+    swap_attention(dna, 'dna')
+    assert _rel(_run(dna.eval(), x), ref) < 1e-3
+
+
+def test_the_joint_timesformer_example_builds_with_dna() -> None:
+    cfg = Config.fromfile(str(EXAMPLES / 'mmaction_timesformer_jointST_dna_k400.py'))
+    init_default_scope('mmaction')
+    model = MODELS.build(cfg.model)
+    assert type(model.backbone).__name__ == 'TimeSformer'
+    assert sum(isinstance(m, DnAAttention) for m in model.modules()) == 12

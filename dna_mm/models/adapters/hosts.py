@@ -16,6 +16,9 @@ MMAction2 ``WindowAttention3D``         :class:`WindowAttention3DAdapter` ``qkv`
 (Video Swin)                            (``attn.*``, the bias table)      ``attn.qkv``, ...
 mmcv ``MultiheadAttention`` (DETR, any  ``TokenAttention`` (``attn.*``)   ``attn.in_proj_*``,
 ``BaseTransformerLayer``)                                                 ``attn.out_proj``
+timm ``EvaAttention`` (EVA / EVA-02     :class:`EvaAttentionAdapter`      ``qkv.weight`` +
+without rotary positions)               (``attn.*``)                      ``q_bias`` / ``v_bias``,
+                                                                          or ``q/k/v_proj``
 ======================================  ================================  =======================
 """
 
@@ -214,6 +217,76 @@ def _build_mmcv_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int
     return token
 
 
+# -- timm EvaAttention (EVA without rope) ---------------------------------------------------
+class EvaAttentionAdapter(nn.Module):
+    """timm's ``EvaAttention`` call ``(x, rope=None, attn_mask=None, is_causal=False)`` onto a
+    family attention (``attn.*``). Rotary positions are refused at call time (the family has no
+    rope): EVA models built with ``use_rot_pos_emb=False`` pass ``rope=None``."""
+
+    def __init__(self, family: nn.Module) -> None:
+        super().__init__()
+        self.attn = family
+
+    def forward(
+        self,
+        x: Tensor,
+        rope: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        is_causal: bool = False,
+    ) -> Tensor:
+        if rope is not None:
+            raise ValueError(
+                'with_attention: this EVA passes rotary position embeddings (rope), which the '
+                'swapped attention does not support; build the EVA with use_rot_pos_emb=False'
+            )
+        return self.attn(x, attn_mask=attn_mask, is_causal=is_causal)
+
+
+def _eva_to_adapter(sd: StateDict) -> StateDict:
+    """EVA's fused ``qkv.weight`` + ``q_bias`` / ``v_bias`` (the key bias is a zero buffer) or
+    separate ``q_proj`` / ``k_proj`` / ``v_proj`` → ``attn.qkv``; ``proj`` → ``attn.proj``."""
+    if not any(k.startswith(('qkv.', 'q_proj.', 'q_bias', 'proj.')) for k in sd):
+        return sd  # already the adapter's layout
+    out = {f'attn.{k}': v for k, v in sd.items() if k.startswith('proj.')}
+    if 'qkv.weight' in sd:
+        out['attn.qkv.weight'] = sd['qkv.weight']
+    else:
+        out['attn.qkv.weight'] = torch.cat([sd['q_proj.weight'], sd['k_proj.weight'], sd['v_proj.weight']])
+    q_bias = sd.get('q_bias', sd.get('q_proj.bias'))
+    v_bias = sd.get('v_bias', sd.get('v_proj.bias'))
+    if q_bias is not None:
+        out['attn.qkv.bias'] = torch.cat([q_bias, torch.zeros_like(q_bias), v_bias])
+    return out
+
+
+def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    if not isinstance(host.q_norm, nn.Identity) or not isinstance(host.k_norm, nn.Identity):
+        _refuse(host, 'qk_norm')
+    if not isinstance(host.norm, nn.Identity):
+        _refuse(host, 'scale_norm (scale_attn_inner)')
+    if getattr(host, 'gate', None) is not None:
+        _refuse(host, 'a gated output')
+    dim = host.proj.out_features
+    if host.head_dim * host.num_heads != dim:
+        _refuse(host, 'attn_head_dim different from the token width / num_heads')
+    has_bias = host.q_bias is not None or (host.q_proj is not None and host.q_proj.bias is not None)
+    family = _family(
+        attn_cfg,
+        dim,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        qkv_bias=has_bias,
+        proj_bias=host.proj.bias is not None,
+        attn_drop=host.attn_drop.p,
+        proj_drop=host.proj_drop.p,
+    )
+    family.scale = host.scale
+    mapped = _eva_to_adapter(host.state_dict())
+    _load_family(family, {k[len('attn.') :]: v for k, v in mapped.items()})
+    return EvaAttentionAdapter(family)
+
+
 def host_specs() -> dict[type, HostSpec]:
     """Host class → spec, for the host classes importable in this environment."""
     specs: dict[type, HostSpec] = {}
@@ -230,4 +303,7 @@ def host_specs() -> dict[type, HostSpec]:
         'MMAction2 VideoMAE Attention', _build_videomae, _videomae_to_family, ''
     )
     specs[WindowAttention3D] = HostSpec('MMAction2 WindowAttention3D', _build_swin, _swin_to_adapter, 'attn.')
+    from timm.models.eva import EvaAttention
+
+    specs[EvaAttention] = HostSpec('timm EvaAttention (no rope)', _build_eva, _eva_to_adapter, 'attn.')
     return specs

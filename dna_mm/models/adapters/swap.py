@@ -90,7 +90,15 @@ def _is_ours(module: nn.Module) -> bool:
 
 
 def _looks_like_attention(module: nn.Module) -> bool:
-    return 'attention' in type(module).__name__.lower()
+    """Attention by its class name: ``*Attention*``, ``*Attn*`` or ``*MSA`` (MMDetection's
+    Swin ``WindowMSA`` / ``ShiftWindowMSA``), or ``nn.MultiheadAttention``."""
+    name = type(module).__name__.lower()
+    return (
+        'attention' in name
+        or 'attn' in name
+        or name.endswith('msa')
+        or isinstance(module, nn.MultiheadAttention)
+    )
 
 
 def swap_attention(
@@ -100,7 +108,8 @@ def swap_attention(
 
     Raises:
         ValueError: ``model`` has an attention-like module (class name containing
-            "Attention", outside dna_mm's own modules) the swap does not support; the message
+            "Attention" or "Attn" or ending in "MSA", outside dna_mm's own modules) the swap
+            does not support; the message
             names each class and path and lists the supported hosts.
     """
     specs = host_specs()
@@ -115,7 +124,7 @@ def swap_attention(
             skip.append(name)
         elif _is_ours(module):
             skip.append(name)
-        elif _looks_like_attention(module) or isinstance(module, nn.MultiheadAttention):
+        elif _looks_like_attention(module):
             unsupported.append(f'{name or "<root>"} ({type(module).__module__}.{type(module).__name__})')
             skip.append(name)
     if unsupported:
@@ -136,6 +145,9 @@ def swap_attention(
     for i, (name, host) in enumerate(hosts):
         spec = specs[type(host)]
         new = spec.build(host, attn_cfg, i, len(hosts))
+        like = next(host.parameters(), None)
+        if like is not None:  # the host's device and dtype (a float64 or CUDA model stays so)
+            new.to(device=like.device, dtype=like.dtype)
         new.train(host.training)
         _install_load_hook(new, spec, report, q_neg_scale, v_neg_scale)
         parent, _, child = name.rpartition('.')
