@@ -4,6 +4,7 @@ bases (in process and with the stock tools)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -15,6 +16,7 @@ import timm
 import torch
 from conftest import REPO, run_cmd
 from mmengine.config import Config
+from mmengine.logging import MMLogger
 from mmengine.registry import MODELS, init_default_scope
 
 from dna_mm.models import DnAAttention, SoftmaxAttention
@@ -29,6 +31,18 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
+
+
+@contextlib.contextmanager
+def _mmengine_log(caplog):
+    """``print_log(logger='current')`` writes to MMLogger's current instance, which does not
+    propagate to the root logger ``caplog`` listens on: attach ``caplog``'s handler to it."""
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(caplog.handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(caplog.handler)
 
 
 def _randomise(model: torch.nn.Module) -> torch.nn.Module:
@@ -132,7 +146,7 @@ def _timm_eva(qkv_fused: bool = True):
         embed_dim=32,
         depth=2,
         num_heads=4,
-        num_classes=3,
+        num_classes=0,  # pooled features [B, 32] (EVA's head starts at 1e-3 scale)
         use_rot_pos_emb=False,
         qkv_fused=qkv_fused,
     )
@@ -184,16 +198,28 @@ def test_softmax_inside_equals_the_host_and_dna_stays_close(host: str) -> None:
 @pytest.mark.parametrize('host', list(HOSTS))
 def test_host_checkpoint_loads_strictly_into_the_swapped_model(host: str, caplog) -> None:
     """The host's own ``state_dict()`` (a zoo checkpoint's layout: ``in_proj_*``, ``q_bias`` /
-    ``v_bias``, ``qkv`` beside the bias table) loads strictly; the negative branch is
-    generated from it, and the result equals swapping the loaded host."""
+    ``v_bias``, ``q/k/v_proj``, ``qkv`` beside the bias table) loads strictly; the negative
+    branch is generated from it, one log line reports it, and the result equals swapping the
+    loaded host."""
     build, make_input = HOSTS[host]
     torch.manual_seed(0)
     original = build()
     zoo = copy.deepcopy(original.state_dict())
     torch.manual_seed(1)
     fresh = build()  # other weights
-    swap_attention(fresh, 'dna')
-    fresh.load_state_dict(zoo, strict=True)
+    names = swap_attention(fresh, 'dna')
+    soft = build()
+    swap_attention(soft, 'softmax')
+    generated = len(set(fresh.state_dict()) - set(soft.state_dict()))  # the negative branch, α
+    assert generated >= 4 * len(names)
+    converted = 0 if host == 'timm ViT' else len(names)  # timm's Attention keys are the family's
+    with _mmengine_log(caplog):
+        fresh.load_state_dict(zoo, strict=True)
+    line = (
+        f'with_attention (dna): {converted} attention(s) read from the host layout; '
+        f'generated {generated} tensors: '
+    )
+    assert caplog.text.count('with_attention (') == 1 and line in caplog.text, caplog.text
     x = make_input()
     expected = copy.deepcopy(original)
     swap_attention(expected, 'dna')
@@ -203,7 +229,9 @@ def test_host_checkpoint_loads_strictly_into_the_swapped_model(host: str, caplog
     # and the swapped model's own checkpoint round-trips
     again = build()
     swap_attention(again, 'dna')
-    again.load_state_dict(fresh.state_dict(), strict=True)
+    with _mmengine_log(caplog):
+        again.load_state_dict(fresh.state_dict(), strict=True)
+    assert caplog.text.count('with_attention (') == 1  # nothing to read or generate: no line
     again.eval()
     torch.testing.assert_close(_run(again, x), _run(fresh, x))
 
@@ -238,6 +266,13 @@ def test_swin_mask_and_table_reach_both_branches() -> None:
     adapter(x, mask)
     for branch in ('pos', 'neg'):
         assert (captured[branch] - before[branch]).abs().max() > 1e-2, branch
+    # and the table is trained through the negative branch alone
+    table = adapter.relative_position_bias_table
+    for branch in ('pos', 'neg'):
+        table.grad = None
+        adapter(x, mask)
+        (captured[branch] * torch.randn_like(captured[branch])).sum().backward()
+        assert table.grad is not None and table.grad.abs().max() > 1e-4, branch
 
 
 def test_unsupported_attention_is_named() -> None:
@@ -280,13 +315,75 @@ def test_unsupported_attention_is_named() -> None:
     )
     with pytest.raises(ValueError, match=r'swin\..*WindowMSA'):
         swap_attention(mixed, 'dna')
-    # EVA with rotary positions: refused when they are passed
-    from timm.models.eva import Eva
 
-    roped = Eva(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=4, use_rot_pos_emb=True)
-    swap_attention(roped, 'dna')
+
+@pytest.mark.parametrize('cls_name', ['WindowMSA', 'ShiftWindowMSA'])
+def test_mmdet_swin_window_attention_is_named_beside_a_supported_one(cls_name: str) -> None:
+    """MMDetection's Swin attentions (no "Attention" in their names) beside a supported DETR
+    attention: an error naming the class and its path, and nothing is swapped."""
+    from mmdet.models.backbones.swin import ShiftWindowMSA, WindowMSA
+
+    msa = (
+        WindowMSA(embed_dims=16, num_heads=2, window_size=(2, 2))
+        if cls_name == 'WindowMSA'
+        else ShiftWindowMSA(embed_dims=16, num_heads=2, window_size=2, shift_size=1)
+    )
+    mixed = torch.nn.ModuleDict(dict(swin=torch.nn.Sequential(msa), detr=_DetrLayers()))
+    before = [type(m) for m in mixed.modules()]
+    with pytest.raises(
+        ValueError, match=rf'unsupported attention module\(s\): swin\.0 \(mmdet\.\S+\.{cls_name}\)'
+    ):
+        swap_attention(mixed, 'dna')
+    assert [type(m) for m in mixed.modules()] == before
+
+
+def _eva_refusal(kind: str) -> torch.nn.Module:
+    from timm.models.eva import Eva, EvaAttention
+
+    small = dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=4)
+    if kind == 'attn_head_dim':
+        return torch.nn.Sequential(EvaAttention(32, num_heads=4, attn_head_dim=16, scale_norm=False))
+    return Eva(**small, **{kind: True})
+
+
+@pytest.mark.parametrize(
+    'kind,match',
+    [
+        (
+            'use_rot_pos_emb',
+            r'rotary position embeddings .*rope \(RotaryEmbeddingCat\).*use_rot_pos_emb=False',
+        ),
+        ('qk_norm', r'EvaAttention: qk_norm is not supported'),
+        ('scale_attn_inner', r'EvaAttention: scale_norm'),
+        ('attn_head_dim', r'EvaAttention: attn_head_dim different'),
+    ],
+)
+def test_eva_what_the_family_lacks_is_refused(kind: str, match: str) -> None:
+    """Refused by name, and a supported attention before the refused one is left as it was."""
+    from timm.layers import Attention
+
+    model = torch.nn.ModuleDict(dict(first=Attention(32, num_heads=4), eva=_eva_refusal(kind)))
+    with pytest.raises(ValueError, match=match):
+        swap_attention(model, 'dna')
+    assert type(model['first']) is Attention
+
+
+def test_eva_rope_at_call_time_is_refused_and_masks_are_exact() -> None:
+    """A ``rope`` tensor reaching a swapped ``EvaAttention`` is refused; EVA's ``attn_mask``
+    (``bool``, True = attend) and ``is_causal`` reach the family attention as in timm."""
+    eva = _timm_eva()
+    soft = copy.deepcopy(eva)
+    swap_attention(soft, 'softmax')
     with pytest.raises(ValueError, match='rotary position embeddings'):
-        roped(torch.randn(1, 3, 32, 32))
+        soft.blocks[0].attn(torch.randn(1, 5, 32), rope=torch.randn(4, 16))
+    x = torch.randn(2, 3, 32, 32)
+    keep = torch.rand(2, 1, 17, 17) < 0.7  # [B, 1, N, N], N = 16 patches + cls
+    keep |= torch.eye(17, dtype=torch.bool)
+    for kwargs in (dict(attn_mask=keep), dict(is_causal=True)):
+        with torch.no_grad():
+            ref = eva.forward_features(x, **kwargs)  # [B, N, C]
+            assert _max_diff(ref, eva.forward_features(x)) > 1e-3  # the mask matters
+            assert _max_diff(soft.forward_features(x, **kwargs), ref) < 1e-6, kwargs
 
 
 def test_with_attention_builds_without_a_wrapper_prefix() -> None:
@@ -549,3 +646,30 @@ def test_the_joint_timesformer_example_builds_with_dna() -> None:
     model = MODELS.build(cfg.model)
     assert type(model.backbone).__name__ == 'TimeSformer'
     assert sum(isinstance(m, DnAAttention) for m in model.modules()) == 12
+
+
+def test_the_joint_timesformer_example_with_softmax_inside_is_mmactions_own() -> None:
+    """The example's backbone, shrunk, with ``attn_cfg='softmax'``: on the weights of MMAction2's
+    own joint TimeSformer (mmcv ``MultiheadAttention`` keys renamed) it computes the same
+    (float64: fp32 round-off alone reaches ~2e-6 at 17 × 4 + 1 tokens, see above)."""
+    from dna_mm.converters import rename_mha
+
+    cfg = Config.fromfile(str(EXAMPLES / 'mmaction_timesformer_jointST_dna_k400.py'))
+    backbone = cfg.model.backbone
+    dims, heads, layers = 32, 4, 2
+    backbone.update(num_frames=4, img_size=32, patch_size=8, embed_dims=dims, num_heads=heads)
+    backbone.update(num_transformer_layers=layers)
+    backbone.transformer_layers.num_layers = layers
+    block = backbone.transformer_layers.transformerlayers
+    block.attn_cfgs[0].update(embed_dims=dims, num_heads=heads, attn_cfg='softmax')
+    block.ffn_cfgs.update(embed_dims=dims, feedforward_channels=4 * dims)
+    init_default_scope('mmaction')
+    example = MODELS.build(backbone).double().eval()
+    torch.manual_seed(0)
+    stock = _mmaction_timesformer('joint_space_time').double()
+    with torch.no_grad():
+        for p in (stock.cls_token, stock.pos_embed, stock.time_embed):
+            p.normal_(std=0.5)
+    example.load_state_dict(rename_mha(stock.state_dict()), strict=True)
+    x = torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)
+    assert _max_diff(_run(example, x), _run(stock, x)) < 1e-10

@@ -219,9 +219,12 @@ def _build_mmcv_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int
 
 # -- timm EvaAttention (EVA without rope) ---------------------------------------------------
 class EvaAttentionAdapter(nn.Module):
-    """timm's ``EvaAttention`` call ``(x, rope=None, attn_mask=None, is_causal=False)`` onto a
-    family attention (``attn.*``). Rotary positions are refused at call time (the family has no
-    rope): EVA models built with ``use_rot_pos_emb=False`` pass ``rope=None``."""
+    """timm's ``EvaAttention`` call ``(x [B, N, C], rope=None, attn_mask=None,
+    is_causal=False) → [B, N, C]`` onto a family attention (``attn.*``): ``attn_mask`` (``bool``
+    True = attend, or float added, as SDPA) is the family's exclusion mask, ``is_causal`` ANDs
+    a causal mask into it. The family has no rotary positions: an EVA built with
+    ``use_rot_pos_emb=True`` is refused by the swap (its ``RotaryEmbedding*`` module), and a
+    ``rope`` tensor reaching this module anyway is refused at call time."""
 
     def __init__(self, family: nn.Module) -> None:
         super().__init__()
@@ -239,7 +242,7 @@ class EvaAttentionAdapter(nn.Module):
                 'with_attention: this EVA passes rotary position embeddings (rope), which the '
                 'swapped attention does not support; build the EVA with use_rot_pos_emb=False'
             )
-        return self.attn(x, attn_mask=attn_mask, is_causal=is_causal)
+        return self.attn(x, attn_mask=attn_mask, is_causal=is_causal)  # [B, N, C]
 
 
 def _eva_to_adapter(sd: StateDict) -> StateDict:

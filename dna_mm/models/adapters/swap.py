@@ -17,6 +17,7 @@ The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: 
 
 from __future__ import annotations
 
+import re
 from typing import Union
 
 from mmengine.logging import print_log
@@ -89,16 +90,30 @@ def _is_ours(module: nn.Module) -> bool:
     return type(module).__module__.startswith('dna_mm.')
 
 
+_ATTENTION_WORDS = re.compile(r'attention|attn', re.IGNORECASE)  # *Attention*, *SelfAttn*, ...
+_ATTENTION_ACRONYMS = re.compile(r'MSA|MHSA|MHA(?![a-z])')  # WindowMSA, ShiftWindowMSA, MHSA, MHA
+_ROTARY = re.compile(r'[Rr]otary|RoPE|Rope(?![a-z])')  # RotaryEmbeddingCat, MRoPE, ...; not Europe
+
+
 def _looks_like_attention(module: nn.Module) -> bool:
-    """Attention by its class name: ``*Attention*``, ``*Attn*`` or ``*MSA`` (MMDetection's
-    Swin ``WindowMSA`` / ``ShiftWindowMSA``), or ``nn.MultiheadAttention``."""
-    name = type(module).__name__.lower()
-    return (
-        'attention' in name
-        or 'attn' in name
-        or name.endswith('msa')
-        or isinstance(module, nn.MultiheadAttention)
+    """Attention by its class name: containing "Attention" or "Attn" (any case; mmcv / torch
+    ``MultiheadAttention``, ``*SelfAttention``, timm ``AttentionPoolLatent``, ...), or one of
+    the acronyms "MSA" / "MHSA" / "MHA" in capitals (MMDetection's Swin ``WindowMSA`` /
+    ``ShiftWindowMSA``), or any ``nn.MultiheadAttention`` subclass whatever its name."""
+    name = type(module).__name__
+    return bool(_ATTENTION_WORDS.search(name) or _ATTENTION_ACRONYMS.search(name)) or isinstance(
+        module, nn.MultiheadAttention
     )
+
+
+def _rotary_modules(model: nn.Module) -> list[str]:
+    """Paths of rotary position embedding modules (timm ``RotaryEmbedding*``: an EVA built
+    with ``use_rot_pos_emb=True`` hands their output to every attention as ``rope``)."""
+    return [
+        f'{name or "<root>"} ({type(m).__name__})'
+        for name, m in model.named_modules()
+        if _ROTARY.search(type(m).__name__) and not _is_ours(m)
+    ]
 
 
 def swap_attention(
@@ -107,10 +122,12 @@ def swap_attention(
     """Replace every supported host attention of ``model`` in place; returns their names.
 
     Raises:
-        ValueError: ``model`` has an attention-like module (class name containing
-            "Attention" or "Attn" or ending in "MSA", outside dna_mm's own modules) the swap
-            does not support; the message
-            names each class and path and lists the supported hosts.
+        ValueError: ``model`` has an attention-like module (:func:`_looks_like_attention`,
+            outside dna_mm's own modules) the swap does not support: the message names each
+            class and path and lists the supported hosts; or ``model`` has rotary position
+            embeddings (the family attention has none); or a host uses what the family
+            attention lacks (``qk_norm``, ...); or ``model`` has no attention at all. Nothing
+            is replaced when it raises.
     """
     specs = host_specs()
     hosts: list[tuple[str, nn.Module]] = []
@@ -136,13 +153,21 @@ def swap_attention(
             + ', '.join(s.name for s in specs.values())
             + " (MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')"
         )
+    rotary = _rotary_modules(model) if hosts else []
+    if rotary:
+        raise ValueError(
+            'with_attention: rotary position embeddings are not supported by the swapped '
+            f'attention (found {"; ".join(rotary[:4])}); build the model without them '
+            '(timm EVA: use_rot_pos_emb=False)'
+        )
     if not hosts:
         raise ValueError(
             f'with_attention: {type(model).__name__} has no attention to swap '
             f'(supported hosts: {", ".join(s.name for s in specs.values())})'
         )
     report = _LoadReport(len(hosts), attn_cfg)
-    for i, (name, host) in enumerate(hosts):
+    built: list[nn.Module] = []  # every replacement first: a host refused leaves the model as it was
+    for i, (_, host) in enumerate(hosts):
         spec = specs[type(host)]
         new = spec.build(host, attn_cfg, i, len(hosts))
         like = next(host.parameters(), None)
@@ -150,6 +175,8 @@ def swap_attention(
             new.to(device=like.device, dtype=like.dtype)
         new.train(host.training)
         _install_load_hook(new, spec, report, q_neg_scale, v_neg_scale)
+        built.append(new)
+    for (name, _), new in zip(hosts, built, strict=True):
         parent, _, child = name.rpartition('.')
         setattr(model.get_submodule(parent) if parent else model, child, new)
     return [name for name, _ in hosts]
