@@ -109,6 +109,12 @@ def _build_timm(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) ->
     return _load_family(family, host.state_dict())
 
 
+def _qkv_bias(q_bias: Tensor, v_bias: Tensor) -> Tensor:
+    """``[q_bias, 0, v_bias]`` (``[3C]``): the fused bias of hosts that learn no key bias
+    (VideoMAE, EVA); a key bias would shift every logit of a row alike, so 0 is exact."""
+    return torch.cat([q_bias, torch.zeros_like(q_bias), v_bias])
+
+
 # -- MMAction2 VideoMAE Attention -----------------------------------------------------------
 def _videomae_to_family(sd: StateDict) -> StateDict:
     """``qkv.weight`` (no bias) + ``q_bias`` / ``v_bias`` → ``qkv.weight`` / ``qkv.bias``
@@ -116,7 +122,7 @@ def _videomae_to_family(sd: StateDict) -> StateDict:
     if 'q_bias' not in sd:
         return sd
     out = {k: v for k, v in sd.items() if k not in ('q_bias', 'v_bias')}
-    out['qkv.bias'] = torch.cat([sd['q_bias'], torch.zeros_like(sd['v_bias']), sd['v_bias']])
+    out['qkv.bias'] = _qkv_bias(sd['q_bias'], sd['v_bias'])
     return out
 
 
@@ -258,7 +264,7 @@ def _eva_to_adapter(sd: StateDict) -> StateDict:
     q_bias = sd.get('q_bias', sd.get('q_proj.bias'))
     v_bias = sd.get('v_bias', sd.get('v_proj.bias'))
     if q_bias is not None:
-        out['attn.qkv.bias'] = torch.cat([q_bias, torch.zeros_like(q_bias), v_bias])
+        out['attn.qkv.bias'] = _qkv_bias(q_bias, v_bias)
     return out
 
 
