@@ -286,7 +286,7 @@ def test_model_forward_torchscript() -> None:
         model = create('dna_vit_tiny', depth=1).eval()
     first_error = (
         r"(?s)Expected a value of type 'Tensor' for argument '0' but instead found type "
-        r"'__torch__\.dna_mm\.models\.attention\.dna\.DnAAttention.*"
+        r"'__torch__\.dna_mm\.models\.[\w.]+\.DnAAttention.*"
         r'check_inputs\(type\(self\)\.__name__'
     )
     with pytest.raises(RuntimeError, match=first_error):
@@ -385,8 +385,8 @@ def test_vit_exports() -> None:
 
 
 def test_a_variant_keeps_every_argument_timm_gave_the_attention() -> None:
-    """A non-default variant rebuilds each block's attention: proj bias, dropout, fused flag,
-    device and dtype carry over."""
+    """A non-default variant is built by timm itself with the variant as the attention's
+    default: proj bias, dropout, device and dtype are timm's."""
     m = timm.create_model(
         'dna_vit_tiny_patch16_224', dna_variant='qpm_v', alpha_init=0.3, proj_bias=False, attn_drop_rate=0.1
     )
@@ -395,3 +395,32 @@ def test_a_variant_keeps_every_argument_timm_gave_the_attention() -> None:
     assert torch.equal(attn.alpha.detach().flatten(), torch.full((3,), 0.3))
     meta = timm.create_model('dna_vit_tiny_patch16_224', dna_variant='qpm_v', device='meta')
     assert {p.device.type for p in meta.parameters()} == {'meta'}
+
+
+@pytest.mark.parametrize('variant', ['qpm_vpm', 'qpm_v'])
+def test_timm_initialisation_is_kept(variant: str) -> None:
+    """The attentions are built once, by timm, before its weight init: ``fix_init`` divides each
+    block's ``attn.proj`` by sqrt(2 (i + 1)) for every variant, and the rest of the init is
+    the same draw (same seed, same weights)."""
+    kw = dict(depth=3, dna_variant=variant)
+    torch.manual_seed(0)
+    plain = timm.create_model('dna_vit_tiny_patch16_224', **kw)
+    torch.manual_seed(0)
+    fixed = timm.create_model('dna_vit_tiny_patch16_224', fix_init=True, **kw)
+    for i, (a, b) in enumerate(zip(plain.blocks, fixed.blocks, strict=True)):
+        torch.testing.assert_close(b.attn.proj.weight, a.attn.proj.weight / math.sqrt(2.0 * (i + 1)))
+        torch.testing.assert_close(b.attn.qkv.weight, a.attn.qkv.weight)
+        torch.testing.assert_close(b.attn.q_neg.weight, a.attn.q_neg.weight)
+    assert all(blk.attn.variant == variant for blk in fixed.blocks)
+
+
+def test_fused_attention_follows_timms_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dna_vit_*`` read timm's fused-attention switch when built, as timm's ``Attention`` does."""
+    from timm.layers import config as timm_config
+
+    for fused in (False, True):
+        monkeypatch.setattr(timm_config, '_USE_FUSED_ATTN', int(fused))
+        m = timm.create_model('dna_vit_tiny_patch16_224', depth=2, dna_variant='q_vpm')
+        stock = timm.create_model('vit_tiny_patch16_224', depth=2)
+        assert [b.attn.fused_attn for b in m.blocks] == [fused] * 2
+        assert [b.attn.fused_attn for b in stock.blocks] == [fused] * 2

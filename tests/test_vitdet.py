@@ -506,3 +506,53 @@ def test_init_cfg_pretrained_goes_through_the_loader(tmp_path) -> None:
     assert torch.equal(model.blocks[3].attn.qkv.weight, vit.blocks[3].attn.qkv.weight)
     with pytest.raises(ValueError, match='init_cfg must be'):
         ViTDet(**TINY, init_cfg=dict(type='Normal')).init_weights()
+
+
+PROJECT_STANDIN = '''
+# Registered as MMDetection's projects/ViTDet registers its modules (mmdet scope, force=False).
+from mmdet.registry import MODELS, OPTIM_WRAPPER_CONSTRUCTORS
+from mmengine.model import BaseModule
+from mmengine.optim import DefaultOptimWrapperConstructor
+from torch import nn
+
+
+@MODELS.register_module()
+class SimpleFPN(BaseModule):
+    pass
+
+
+@MODELS.register_module()
+class LN2d(nn.Module):
+    pass
+
+
+@OPTIM_WRAPPER_CONSTRUCTORS.register_module()
+class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
+    pass
+'''
+
+
+@pytest.mark.parametrize('order', ['dna_mm first', 'project first'])
+def test_registers_beside_mmdetections_vitdet_project(tmp_path, order: str) -> None:
+    """dna_mm's ``SimpleFPN`` / ``LN2d`` / ``LayerDecayOptimizerConstructor`` live in MMEngine's
+    root registries: importing MMDetection's ``projects/ViTDet`` (which registers the same names
+    in the ``mmdet`` registries) works in either order; in the ``mmdet`` scope the project's
+    classes are found first, dna_mm's stay reachable as ``mmengine.<name>``."""
+    import subprocess
+    import sys
+
+    (tmp_path / 'vitdet_project.py').write_text(PROJECT_STANDIN)
+    imports = ['import dna_mm', 'import vitdet_project']
+    code = '\n'.join(
+        (imports if order == 'dna_mm first' else imports[::-1])
+        + [
+            'from mmdet.registry import MODELS, OPTIM_WRAPPER_CONSTRUCTORS',
+            'print(MODELS.get("SimpleFPN").__module__, MODELS.get("LN2d").__module__,',
+            '      OPTIM_WRAPPER_CONSTRUCTORS.get("LayerDecayOptimizerConstructor").__module__,',
+            '      MODELS.get("mmengine.SimpleFPN").__module__)',
+        ]
+    )
+    out = subprocess.run(
+        [sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ['vitdet_project'] * 3 + ['dna_mm.models.necks.simple_fpn']

@@ -8,6 +8,8 @@ import contextlib
 import copy
 import functools
 import json
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -371,47 +373,52 @@ def test_with_attention_builds_without_a_wrapper_prefix() -> None:
 
 
 # -- mmaction:: / mmdet:: bases ---------------------------------------------------------------
-def test_mmengine_patch_reads_list_valued_configs(tmp_path, monkeypatch) -> None:
+def test_mmengine_patch_reads_list_valued_configs(tmp_path) -> None:
     """A package whose metafile has a list-valued ``Config`` (as mmaction2 1.1.0's BSN entry):
-    the patched reader resolves its configs; the installed-file fix rewrites it once."""
+    mmengine's own reader fails on it, the wrapped one resolves its configs; the file is
+    left as it is."""
     pkg = tmp_path / 'fakemm'
     (pkg / '.mim' / 'configs' / 'bsn').mkdir(parents=True)
-    (pkg / '__init__.py').write_text('')
     (pkg / '.mim' / 'model-index.yml').write_text('Import:\n  - configs/bsn/metafile.yml\n')
-    (pkg / '.mim' / 'configs' / 'bsn' / 'metafile.yml').write_text(
+    meta = pkg / '.mim' / 'configs' / 'bsn' / 'metafile.yml'
+    meta.write_text(
         'Models:\n  - Name: bsn\n    Config:\n      - configs/bsn/tem.py\n      - configs/bsn/pem.py\n'
         '  - Name: other\n    Config: configs/bsn/other.py\n'
     )
+    before = meta.read_text()
     from mmengine.config import utils
 
+    with pytest.raises(AttributeError, match='partition'):
+        utils._get_cfg_metainfo.__wrapped__(str(pkg), 'bsn/pem.py')
     assert utils._get_cfg_metainfo(str(pkg), 'bsn/pem.py')['Name'] == 'bsn'
     assert utils._get_cfg_metainfo(str(pkg), 'bsn/other.py')['Name'] == 'other'
-    monkeypatch.syspath_prepend(str(tmp_path))
-    from dna_mm.utils.mim_compat import fix_installed_metafiles
-
-    changed = fix_installed_metafiles(('fakemm',))
-    assert len(changed) == 1 and fix_installed_metafiles(('fakemm',)) == []
-    import yaml
-
-    meta = yaml.safe_load(open(changed[0]))
-    assert meta['Models'][0]['Config'] == 'configs/bsn/tem.py'
-    assert meta['Models'][0]['Configs'] == ['configs/bsn/tem.py', 'configs/bsn/pem.py']
+    assert meta.read_text() == before
 
 
-def test_plain_mmengine_parses_the_examples_without_dna_mm() -> None:
-    """What a stock tool does first (no dna_mm imported): parse the config. Needs the
-    environment fix `make install` applies (python -m dna_mm.utils.mim_compat)."""
-    code = (
+def test_stock_parse_of_zoo_bases_needs_dna_mm_first(tmp_path) -> None:
+    """What a stock tool does first: parse the config. Without dna_mm mmengine fails on
+    mmaction2 1.1.0's metafile; through ``python -m dna_mm.launch`` the same script parses the
+    examples (and with ``DNA_MM_NO_MMENGINE_PATCH=1`` mmengine is left alone)."""
+    script = tmp_path / 'stock_parse.py'
+    script.write_text(
         'import sys; from mmengine.config import Config\n'
         'for f in sys.argv[1:]: print(Config.fromfile(f, import_custom_modules=False).model.get("type"))\n'
-        'assert "dna_mm" not in sys.modules'
     )
     files = [
         str(EXAMPLES / n)
         for n in ('videomae_vit-b_dna_k400.py', 'swin-t_dna_k400.py', 'detr_r50_dna_coco.py')
     ]
-    out = run_cmd([sys.executable, '-c', code, *files]).stdout.split()
+    plain = subprocess.run([sys.executable, str(script), files[0]], capture_output=True, text=True)
+    assert plain.returncode != 0 and "'list' object has no attribute 'partition'" in plain.stderr
+    out = run_cmd([sys.executable, '-m', 'dna_mm.launch', str(script), *files]).stdout.split()
     assert out == ['Recognizer3D', 'Recognizer3D', 'with_attention']
+    off = subprocess.run(
+        [sys.executable, '-m', 'dna_mm.launch', str(script), files[0]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, 'DNA_MM_NO_MMENGINE_PATCH': '1'},
+    )
+    assert off.returncode != 0 and 'partition' in off.stderr
 
 
 @pytest.mark.parametrize(

@@ -62,9 +62,6 @@ fi
 log "OpenMMLab stack + test tools"
 "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/optional.txt -r requirements/tests.txt -r requirements/lint.txt
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
-# mmaction2 1.1.0 ships a metafile that mmengine 0.10.7 cannot read (every `mmaction::` base
-# fails while parsing, before custom_imports): normalise it (see dna_mm/utils/mim_compat.py).
-"$PY" -m dna_mm.utils.mim_compat
 "$PY" -c "import mmcv.ops, mmaction.models, mmdet.models, decord, timm, dna_mm" \
   || { echo "install_env: the environment in $VENV does not import; see above" >&2; exit 1; }
 touch "$VENV/.dna_mm_installed"

@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import re
 
-from mmdet.registry import OPTIM_WRAPPER_CONSTRUCTORS
 from mmengine.dist import get_dist_info
 from mmengine.logging import MMLogger
 from mmengine.optim import DefaultOptimWrapperConstructor
+from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS
 from torch import nn
 
 _BLOCK = re.compile(r'backbone\.blocks\.(\d+)\.')

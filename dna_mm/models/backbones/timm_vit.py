@@ -25,15 +25,36 @@ model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-t
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import use_fused_attn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
+from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
 from ...converters import adapt_attentions, official_to_dna_mm
 from ..attention.dna import DnAAttention, canonical_variant
+
+
+@functools.lru_cache(maxsize=None)
+def dna_attention_layer(variant: str, alpha_init: float) -> type[DnAAttention]:
+    """:class:`DnAAttention` with ``variant`` and ``alpha_init`` as defaults, for timm's ``attn_layer``
+    (timm builds each block's attention from a class, which it inspects with ``issubclass``), so
+    every attention is built once, by timm, before its weight initialisation (``fix_init``
+    included). ``fused_attn`` follows timm's switch (``timm.layers.set_fused_attn`` /
+    ``TIMM_FUSED_ATTN``) when the model is built, as timm's own ``Attention`` does."""
+    if (variant, alpha_init) == ('qpm_vpm', 0.5):
+        defaults: dict[str, Any] = {}
+    else:
+        defaults = dict(variant=variant, alpha_init=alpha_init)
+
+    def __init__(self: DnAAttention, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault('fused_attn', use_fused_attn())
+        DnAAttention.__init__(self, *args, **{**defaults, **kwargs})
+
+    return type('DnAAttention', (DnAAttention,), {'__init__': __init__, '__module__': __name__})
 
 
 class DnAVisionTransformer(VisionTransformer):
@@ -55,29 +76,13 @@ class DnAVisionTransformer(VisionTransformer):
         pretrained_combine: str = 'add',
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault('qkv_bias', True)
-        super().__init__(*args, attn_layer=DnAAttention, **kwargs)
         if pretrained_combine not in ('add', 'sub'):
             raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
+        kwargs.setdefault('qkv_bias', True)
+        variant = canonical_variant(dna_variant)
+        super().__init__(*args, attn_layer=dna_attention_layer(variant, float(alpha_init)), **kwargs)
+        self.dna_variant = variant
         self.pretrained_combine = pretrained_combine
-        self.dna_variant = canonical_variant(dna_variant)
-        if self.dna_variant != 'qpm_vpm' or alpha_init != 0.5:
-            for block in self.blocks:
-                old: DnAAttention = block.attn
-                block.attn = DnAAttention(  # every argument timm gave the block's attention
-                    old.embed_dims,
-                    old.num_heads,
-                    qkv_bias=old.qkv.bias is not None,
-                    proj_bias=old.proj.bias is not None,
-                    variant=self.dna_variant,
-                    alpha_init=alpha_init,
-                    attn_drop=old.attn_drop_p,
-                    proj_drop=old.proj_drop.p,
-                    fused_attn=old.fused_attn,
-                    device=old.qkv.weight.device,
-                    dtype=old.qkv.weight.dtype,
-                )
-                block.attn.apply(init_weights_vit_timm)
 
 
 def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
@@ -86,7 +91,7 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
     ...), then every attention fitted to the model's variant
     (:func:`~dna_mm.converters.adapt_attentions`)."""
     state_dict = state_dict.get('model', state_dict.get('state_dict', state_dict))
-    state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine)
+    state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine, strict=False)
     state_dict = vit_filter_fn(state_dict, model)
     return adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
 

@@ -1,4 +1,6 @@
-"""Necks registered in MMDetection's ``MODELS``: ViTDet's ``SimpleFPN`` (and ``LN2d``)."""
+"""ViTDet's ``SimpleFPN`` (and ``LN2d``), registered in MMEngine's root ``MODELS`` under the reference's
+names: found from the ``mmdet`` scope, and no clash with MMDetection's ``projects/ViTDet``, whose
+classes (registered in the ``mmdet`` registry) take precedence there when it is imported."""
 
 from ..layers.ln2d import LN2d
 from .simple_fpn import SimpleFPN

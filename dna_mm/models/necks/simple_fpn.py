@@ -24,8 +24,8 @@ from typing import Optional, Sequence
 
 import torch.nn.functional as F
 from mmcv.cnn import ConvModule, build_norm_layer
-from mmdet.registry import MODELS
 from mmengine.model import BaseModule
+from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 
