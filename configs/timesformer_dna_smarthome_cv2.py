@@ -1,5 +1,5 @@
 # TimeSformer-B/16 with DnA (Q±V±) in temporal and spatial attention: Toyota Smarthome CV2 fine-tuning.
-# Recipe: SPEC §4 (8x32 clips, SGD lr 0.005, 15 epochs, lr x0.1 at 11 and 14).
+# Recipe (the paper, Appendix C.2): 8x32 clips, SGD lr 0.005, 15 epochs, lr x0.1 at 11 and 14.
 _base_ = [
     '_base_/models/timesformer_dna.py',
     '_base_/datasets/smarthome_cv2.py',

@@ -1,4 +1,4 @@
-# ViTDet-B Mask R-CNN with DnA (Q±V±) on COCO at the DnA paper's setting (SPEC §2): 224x224,
+# ViTDet-B Mask R-CNN with DnA (Q±V±) on COCO at the DnA paper's setting (Appendix C): 224x224,
 # global attention, no rel-pos, AdamW lr 1e-4 / wd 0.1 / eps 1e-6, 184,375 iterations, batch 32.
 _base_ = [
     '_base_/models/vitdet_mask_rcnn.py',

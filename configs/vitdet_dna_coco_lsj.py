@@ -7,3 +7,6 @@ _base_ = [
     '_base_/default_runtime_det.py',
 ]
 model = dict(backbone=dict(attn_cfg='dna'))
+# As the reference config: DDP gradients all-reduced in fp16 (torch's fp16_compress_hook; a
+# no-op without DDP). Name spelled as MMDetection's projects/ViTDet spells it.
+custom_hooks = [dict(type='Fp16CompresssionHook')]

@@ -97,8 +97,11 @@ test_dataloader = dict(
     ),
 )
 test_evaluator = dict(ann_file=data_root + 'annotations/instances_test.json')
-# no validation while training: tools/test.py evaluates the last checkpoint (make demo-det)
-val_dataloader = val_cfg = val_evaluator = None
+# Validation is defined (MMDetection's tools read it, e.g. analysis_tools/get_flops.py) but
+# not run while training (val_begin after the last iteration): tools/test.py evaluates the last
+# checkpoint (make demo-det).
+val_dataloader = test_dataloader
+val_evaluator = test_evaluator
 
 max_iters = 500
 optim_wrapper = dict(optimizer=dict(lr=1e-3, weight_decay=0.05), clip_grad=dict(max_norm=10.0))
@@ -106,7 +109,7 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=50),
     dict(type='CosineAnnealingLR', by_epoch=False, begin=0, end=max_iters, T_max=max_iters, eta_min=1e-5),
 ]
-train_cfg = dict(max_iters=max_iters, val_interval=max_iters, dynamic_intervals=None)
+train_cfg = dict(max_iters=max_iters, val_interval=max_iters, val_begin=10**9, dynamic_intervals=None)
 default_hooks = dict(
     logger=dict(interval=25),
     checkpoint=dict(interval=max_iters, max_keep_ckpts=1),

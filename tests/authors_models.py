@@ -11,7 +11,13 @@ state dict saved from it is shaped as *their* code writes it (not as dna_mm's do
 * :class:`AuthorsDnAViT`: ``vit/dna_models.py``'s ``DnA_Vision_Transformer`` (``pos_embed``
   ``[1, N, C]`` without a CLS row; the CLS token gets no position).
 * :class:`AuthorsDnATimeSformer`: ``timesformer/models/dna.py``'s ``DnATransformer``
-  (divided space-time blocks, ``temporal_norm1`` / ``temporal_attn`` / ``temporal_fc``).
+  (divided space-time blocks, ``temporal_norm1`` / ``temporal_attn`` / ``temporal_fc``), and
+  :class:`AuthorsDnABase`, their ``dna_base_patch16_224`` (holds it as ``self.model``).
+* :func:`save_pyslowfast_checkpoint`: their TimeSformer fork's ``save_checkpoint`` (PySlowFast):
+  ``{'epoch', 'model_state', 'optimizer_state', 'cfg'}``.
+* :func:`save_vit_main_checkpoint`: their ImageNet ``vit/main.py``'s per-epoch save: ``{'model',
+  'optimizer', 'lr_scheduler', 'epoch', 'model_ema', 'scaler', 'args'}``, with a real
+  ``argparse.Namespace`` of their flags and timm's optimizer / scheduler / scaler / EMA states.
 * :class:`AuthorsViSCoPCrossDnA`: VisCoP's ``InteractionModule_CrossDenoisingAttention_FA2``
   (``viscop/viscop/model/viscop_vision_encoder/modeling_viscop_vision_encoder.py``): probes
   attend to packed patch tokens, ``q_pos_proj`` / ``q_neg_proj`` / ``k_proj`` / ``v_pos_proj`` /
@@ -19,6 +25,9 @@ state dict saved from it is shaped as *their* code writes it (not as dna_mm's do
 """
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -195,6 +204,7 @@ class AuthorsDnATimeSformer(nn.Module):
         depth: int = 2,
         heads: int = 4,
         num_frames: int = 4,
+        num_classes: int = 7,
     ) -> None:
         super().__init__()
         self.patch_embed = _PatchEmbed(dim, patch)
@@ -203,7 +213,7 @@ class AuthorsDnATimeSformer(nn.Module):
         self.time_embed = nn.Parameter(torch.randn(1, num_frames, dim) * 0.02)
         self.blocks = nn.ModuleList(_DividedBlock(dim, heads) for _ in range(depth))
         self.norm = _ln(dim)
-        self.head = nn.Linear(dim, 7)
+        self.head = nn.Linear(dim, num_classes)
 
     def forward(self, x):  # [B, 3, T, H, W]
         b, _, t, _, _ = x.shape
@@ -216,6 +226,177 @@ class AuthorsDnATimeSformer(nn.Module):
         for block in self.blocks:
             x = block(x, b, t, w)
         return self.norm(x)[:, 0]
+
+    forward_features = forward
+
+
+class AuthorsDnABase(nn.Module):
+    """``dna_base_patch16_224``: ``self.model = DnATransformer(...)``; ``forward(x)`` =
+    ``model.head(model.forward_features(x))`` (their ``DnATransformer.forward``), the logits of
+    inputs normalised as their loader does: ``(x / 255 - 0.45) / 0.225``."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__()
+        self.model = AuthorsDnATimeSformer(**kwargs)
+
+    def forward(self, x):  # [B, 3, T, H, W] -> [B, classes]
+        return self.model.head(self.model.forward_features(x))
+
+
+def save_pyslowfast_checkpoint(model: AuthorsDnABase, path: Path, epoch: int = 14) -> Path:
+    """As their fork's ``save_checkpoint`` (PySlowFast): the model's own state dict (``model.*``
+    keys; DDP's ``.module`` is taken off before), the SGD optimizer's state after a step (their
+    ``construct_optimizer``: momentum 0.9, weight decay 1e-4 on all but norms / biases), and
+    ``cfg.dump()``: the YAML text of their config."""
+    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
+    optimizer = torch.optim.SGD(
+        [dict(params=decay, weight_decay=1e-4), dict(params=no_decay, weight_decay=0.0)],
+        lr=0.005,
+        momentum=0.9,
+        nesterov=True,
+    )
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    cfg = (
+        'DATA:\n  MEAN: [0.45, 0.45, 0.45]\n  NUM_FRAMES: 8\n  SAMPLING_RATE: 32\n'
+        '  STD: [0.225, 0.225, 0.225]\n  TRAIN_CROP_SIZE: 224\nMODEL:\n  MODEL_NAME: '
+        'dna_base_patch16_224\n  NUM_CLASSES: 60\nTIMESFORMER:\n  ATTENTION_TYPE: '
+        'divided_space_time\n  DNA_ATTENTION_TYPE: dna\n'
+    )
+    checkpoint = {
+        'epoch': epoch,
+        'model_state': model.state_dict(),
+        'optimizer_state': optimizer.state_dict(),
+        'cfg': cfg,
+    }
+    with open(path, 'wb') as f:  # PathManager.open(path, 'wb')
+        torch.save(checkpoint, f)
+    return path
+
+
+#: ``vit/main.py``'s command-line flags and defaults (``get_args_parser``): dest -> (type, default)
+VIT_MAIN_FLAGS = {
+    'batch_size': (int, 64),
+    'epochs': (int, 300),
+    'grad_accum_steps': (int, 1),
+    'model': (str, 'dna_vit_base_patch16_224'),
+    'input_size': (int, 224),
+    'drop': (float, 0.0),
+    'drop_path': (float, 0.1),
+    'model_ema': (bool, True),
+    'model_ema_decay': (float, 0.99996),
+    'model_ema_force_cpu': (bool, False),
+    'opt': (str, 'adamw'),
+    'opt_eps': (float, 1e-8),
+    'opt_betas': (float, None),
+    'clip_grad': (float, None),
+    'momentum': (float, 0.9),
+    'weight_decay': (float, 0.05),
+    'sched': (str, 'cosine'),
+    'lr': (float, 5e-4),
+    'lr_noise': (float, None),
+    'lr_noise_pct': (float, 0.67),
+    'lr_noise_std': (float, 1.0),
+    'warmup_lr': (float, 1e-6),
+    'min_lr': (float, 1e-5),
+    'decay_epochs': (float, 30),
+    'warmup_epochs': (int, 5),
+    'cooldown_epochs': (int, 10),
+    'patience_epochs': (int, 10),
+    'decay_rate': (float, 0.1),
+    'color_jitter': (float, 0.3),
+    'aa': (str, 'rand-m9-mstd0.5-inc1'),
+    'smoothing': (float, 0.1),
+    'train_interpolation': (str, 'bicubic'),
+    'repeated_aug': (bool, True),
+    'train_mode': (bool, True),
+    'reprob': (float, 0.25),
+    'remode': (str, 'pixel'),
+    'recount': (int, 1),
+    'mixup': (float, 0.0),
+    'cutmix': (float, 0.0),
+    'cutmix_minmax': (float, None),
+    'mixup_prob': (float, 1.0),
+    'mixup_switch_prob': (float, 0.5),
+    'mixup_mode': (str, 'batch'),
+    'data_path': (str, './data'),
+    'data_set': (str, 'IMNET'),
+    'output_dir': (str, ''),
+    'device': (str, 'cuda'),
+    'seed': (int, 0),
+    'resume': (str, ''),
+    'start_epoch': (int, 0),
+    'eval': (bool, False),
+    'eval_crop_ratio': (float, 0.875),
+    'dist_eval': (bool, False),
+    'num_workers': (int, 10),
+    'pin_mem': (bool, True),
+    'world_size': (int, 1),
+    'dist_url': (str, 'env://'),
+    'run_name': (str, None),
+    'wandb_entity': (str, None),
+    'wandb_project': (str, None),
+}
+
+
+def vit_main_args(argv: list[str], nb_classes: int) -> argparse.Namespace:
+    """The ``args`` their ``main.py`` saves: its flags parsed from ``argv``, then what ``main``
+    adds (``distributed`` from ``init_distributed_mode``, ``nb_classes``, ``world``,
+    ``effective_batchsize``, the linearly scaled ``lr``)."""
+    parser = argparse.ArgumentParser('ViT w/ DnA training and evaluation script')
+    for dest, (kind, default) in VIT_MAIN_FLAGS.items():
+        flag = '--' + dest.replace('_', '-')
+        if kind is bool:
+            parser.add_argument(flag, action='store_true', dest=dest)
+            parser.add_argument('--no-' + dest.replace('_', '-'), action='store_false', dest=dest)
+            parser.set_defaults(**{dest: default})
+        else:
+            parser.add_argument(flag, type=kind, default=default, dest=dest)
+    args = parser.parse_args(argv)
+    args.distributed = False  # utils.init_distributed_mode without a launcher
+    args.nb_classes = nb_classes
+    args.world = 1
+    args.effective_batchsize = int(args.batch_size * args.world * args.grad_accum_steps)
+    args.lr = args.lr * args.effective_batchsize / 512.0
+    return args
+
+
+def save_vit_main_checkpoint(model: nn.Module, path: Path, args: argparse.Namespace, epoch: int = 3) -> Path:
+    """As their ``main.py`` saves ``checkpoint.pth`` after an epoch (``utils.save_on_master`` =
+    ``torch.save``), with timm's optimizer / scheduler / ``NativeScaler`` / ``ModelEma`` built
+    from ``args`` as ``main`` builds them, after one training step (so every state is filled;
+    the EMA then differs from the model)."""
+    from timm.optim import create_optimizer
+    from timm.scheduler import create_scheduler
+    from timm.utils import ModelEma, NativeScaler, get_state_dict
+
+    model_ema = ModelEma(model, decay=args.model_ema_decay, device='cpu', resume='')
+    optimizer = create_optimizer(args, model, filter_bias_and_bn=False)
+    lr_scheduler, _ = create_scheduler(args, optimizer)
+    loss_scaler = NativeScaler()
+    x = torch.randn(2, 3, args.input_size, args.input_size, dtype=next(model.parameters()).dtype)
+    model(x).square().mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    model_ema.decay = 0.5  # one visible EMA step
+    model_ema.update(model)
+    lr_scheduler.step(epoch)
+    torch.save(
+        {
+            'model': model.state_dict(),
+            'optimizer': optimizer.state_dict(),
+            'lr_scheduler': lr_scheduler.state_dict(),
+            'epoch': epoch,
+            'model_ema': get_state_dict(model_ema),
+            'scaler': loss_scaler.state_dict(),
+            'args': args,
+        },
+        path,
+    )
+    return path
 
 
 class _AuthorsViSCoPDenoisingAttention(nn.Module):

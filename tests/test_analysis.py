@@ -250,6 +250,7 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
             ent = scipy_entropy(a.numpy(), axis=-1)  # [B, H, M]
             assert np.allclose(r['per_head'], ent.mean(axis=(0, 2)), atol=1e-4)
             assert r['num_maps'] == a.shape[0]  # temporal: 2 clips × 16 patches, spatial: 2 × 8 frames
+            assert r['num_keys'] == a.shape[-1] == (8 if site.group == 'temporal' else 17)  # max: log N
         if attn == 'softmax':
             assert 'cvv' not in rec and 'branch_cosine' not in rec
             continue
@@ -484,7 +485,7 @@ def test_relevance_on_a_timesformer_clip_gives_one_map_per_frame() -> None:
     assert not torch.allclose(rel.raw['pos'], rel.raw['neg'])
 
 
-def test_cli_errors_name_the_file(tmp_path) -> None:
+def test_cli_errors_name_the_file(tmp_path, capsys) -> None:
     import importlib.util
 
     from conftest import REPO
@@ -509,11 +510,169 @@ def test_cli_errors_name_the_file(tmp_path) -> None:
         'num_heads=2',
         'num_classes=3',
     ]
-    with pytest.raises(SystemExit, match='nope.png does not exist'):
-        tool('relevance_maps').main([*args, '--input', str(tmp_path / 'nope.png')])
-    with pytest.raises(SystemExit, match='not a directory'):
-        tool('analyze_attention').main([*args, '--input-dir', str(tmp_path / 'none')])
-    with pytest.raises(SystemExit, match='missing.pth does not exist'):
-        tool('analyze_attention').main(
-            ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'), '--out', str(tmp_path)]
-        )
+    cases = [
+        ('relevance_maps', [*args, '--input', str(tmp_path / 'nope.png')], 'nope.png does not exist'),
+        ('analyze_attention', [*args, '--input-dir', str(tmp_path / 'none')], 'not a directory'),
+        (
+            'analyze_attention',
+            ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'), '--out', str(tmp_path)],
+            'missing.pth does not exist',
+        ),
+    ]
+    for name, argv, message in cases:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            tool(name).main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and message in err[-1] and err[-1].startswith(f'{name}.py: ')
+
+
+# -- figures -------------------------------------------------------------------------------------
+def _report(attn: str, label: str) -> dict:
+    """A real analysis of a tiny 2-layer TimeSformer on random clips (2 batches of 2)."""
+    from dna_mm.analysis.models import AnalysisModel, Batch
+
+    model = _timesformer(attn)
+
+    def batches(num_samples):
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(2):
+            yield Batch(torch.randn(2, 1, 3, 8, 32, 32, generator=gen), torch.tensor([0, 1]), dict(total=4))
+
+    one = torch.ones(1, 1, 3, 1, 1, 1)
+    am = AnalysisModel(
+        model, lambda x: model(x, mode='tensor', stage='head'), batches, 0 * one, one, 1.0, True, attn, None
+    )
+    return analyze(am, sigmas=[0.5, 1.0], label=label, progress=True)
+
+
+@pytest.fixture(scope='module')
+def three_reports() -> list[dict]:
+    from mmengine.registry import init_default_scope
+
+    init_default_scope('mmaction')
+    torch.manual_seed(0)
+    return [_report('dna', 'DnA'), _report('softmax', 'softmax'), _report('diff', 'Diff')]
+
+
+def _drawn(monkeypatch, plot, reports, path) -> 'matplotlib.figure.Figure':  # noqa: F821
+    """Call ``plot`` and keep the figure it closes."""
+    import dna_mm.analysis.plots as plots
+
+    kept = []
+    close = plots.plt.close
+    monkeypatch.setattr(plots.plt, 'close', lambda fig: (kept.append(fig), close(fig)))
+    assert plot(reports, str(path)) == str(path)
+    assert path.read_bytes()[:4] == b'\x89PNG'
+    (fig,) = kept
+    return fig
+
+
+def _hlines(ax) -> set[float]:
+    return {round(float(ln.get_ydata()[0]), 4) for ln in ax.get_lines() if len(set(ln.get_ydata())) == 1}
+
+
+def _one_legend_off_the_data(fig) -> list[str]:
+    """One figure legend, no axes legend, and the legend overlaps no panel; its labels."""
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    (legend,) = fig.legends
+    box = legend.get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def test_histogram_quantiles_match_numpy() -> None:
+    from dna_mm.analysis.plots import histogram_quantiles
+
+    values = np.random.default_rng(0).normal(0.1, 0.3, 20000).clip(-1, 1)
+    edges = np.linspace(-1, 1, 401)
+    counts, _ = np.histogram(values, edges)
+    got = histogram_quantiles(counts, edges, (0.05, 0.25, 0.5, 0.75, 0.95))
+    assert np.allclose(got, np.quantile(values, (0.05, 0.25, 0.5, 0.75, 0.95)), atol=2 / 400)
+
+
+def test_alpha_figure_scale_init_line_and_legend(three_reports, monkeypatch, tmp_path) -> None:
+    from dna_mm.analysis.plots import plot_alpha
+
+    fig = _drawn(monkeypatch, plot_alpha, three_reports, tmp_path / 'alpha.png')
+    temporal, spatial, spread = fig.axes[:3]
+    assert temporal.get_ylim() == spatial.get_ylim()
+    lo, hi = temporal.get_ylim()
+    assert lo < 0 < 1 < hi  # α in [-1, 1] here (randomised), the scale holds 0, 1 and the init
+    assert 0.5 in _hlines(temporal) and 0.5 in _hlines(spatial)
+    assert spread.get_ylim()[0] == 0 and 'std' in spread.get_ylabel()
+    labels = _one_legend_off_the_data(fig)
+    assert labels[0] == 'DnA' and 'softmax' not in labels  # runs without α are not listed
+
+
+def test_entropy_figure_has_log_n_per_attention(three_reports, monkeypatch, tmp_path) -> None:
+    from dna_mm.analysis.plots import plot_entropy
+
+    fig = _drawn(monkeypatch, plot_entropy, three_reports, tmp_path / 'entropy.png')
+    temporal, spatial = fig.axes
+    assert round(math.log(8), 4) in _hlines(temporal) and round(math.log(17), 4) in _hlines(spatial)
+    assert temporal.get_ylim() == spatial.get_ylim() and temporal.get_ylim()[0] == 0
+    assert temporal.get_ylim()[1] > math.log(17)
+    labels = _one_legend_off_the_data(fig)
+    assert (
+        labels[:3] == ['DnA', 'softmax', 'Diff'] and len(labels) == 3 + 3 + 2
+    )  # runs, branches, top-k, log N
+
+
+def test_redundancy_cvv_intruders_robustness_figures(three_reports, monkeypatch, tmp_path) -> None:
+    from dna_mm.analysis.plots import plot_cvv, plot_intruders, plot_redundancy, plot_robustness
+
+    fig = _drawn(monkeypatch, plot_redundancy, three_reports, tmp_path / 'redundancy.png')
+    assert '1 − cos' in fig._suptitle.get_text() and '1 − cos' in fig.axes[0].get_ylabel()
+    assert fig.axes[0].get_ylim()[0] == 0
+    _one_legend_off_the_data(fig)
+
+    fig = _drawn(monkeypatch, plot_cvv, three_reports, tmp_path / 'cvv.png')
+    assert len(fig.axes) == 4  # (C(V+,V-), branch cosine) × (temporal, spatial)
+    assert {ax.get_ylim() for ax in fig.axes} == {(-1.05, 1.05)}
+    assert [ax.get_title() for ax in fig.axes[:2]] == [
+        'value subspaces, temporal',
+        'value subspaces, spatial',
+    ]
+    labels = _one_legend_off_the_data(fig)
+    assert [lbl.split(' ')[0] for lbl in labels] == ['DnA', 'Diff']  # softmax has neither
+
+    fig = _drawn(monkeypatch, plot_intruders, three_reports, tmp_path / 'intruders.png')
+    assert [ax.get_title() for ax in fig.axes] == ['temporal attention', 'spatial attention']
+    _one_legend_off_the_data(fig)
+
+    fig = _drawn(monkeypatch, plot_robustness, three_reports, tmp_path / 'robustness.png')
+    assert 'within a clip' in fig.axes[0].get_ylabel() and fig.axes[-1].get_ylabel() == 'top-1 (%)'
+    assert [ax.get_title().split(' (')[0] for ax in fig.axes[:2]] == ['σ = 0.5', 'σ = 1']
+    labels = _one_legend_off_the_data(fig)
+    assert labels == ['DnA', 'softmax', 'Diff', 'clean input', 'input + Gaussian noise of std σ']
+
+
+def test_relevance_figure_frames_colour_bars_and_grey_background(monkeypatch, tmp_path) -> None:
+    from dna_mm.analysis.plots import RELEVANCE_CMAPS, plot_relevance
+
+    frames = np.zeros((3, 16, 16, 3))
+    frames[..., 0] = 1.0  # a red clip: the overlay must not depend on the input's colours
+    maps = {
+        'pos': np.random.default_rng(0).random((3, 16, 16)),
+        'neg': np.random.default_rng(1).random((3, 16, 16)),
+    }
+    kept = []
+    import dna_mm.analysis.plots as plots
+
+    close = plots.plt.close
+    monkeypatch.setattr(plots.plt, 'close', lambda fig: (kept.append(fig), close(fig)))
+    plot_relevance(frames, maps, str(tmp_path / 'r.png'), 'title', [4, 12, 20], 'normalised per branch')
+    (fig,) = kept
+    axes = np.array(fig.axes[:12]).reshape(3, 4)
+    assert [ax.get_title() for ax in axes[0, :3]] == ['frame 4', 'frame 12', 'frame 20']
+    assert [axes[r, 0].get_ylabel() for r in range(3)] == ['input', 'positive branch', 'negative branch']
+    assert not axes[0, 3].axison and [axes[r, 3].get_ylim() for r in (1, 2)] == [
+        (0, 1),
+        (0, 1),
+    ]  # colour bars
+    background = axes[1, 0].get_images()[0].get_array()
+    assert background.ndim == 2  # a grey frame under the overlay
+    top_pos, top_neg = RELEVANCE_CMAPS['pos'](1.0), RELEVANCE_CMAPS['neg'](1.0)
+    assert top_pos[0] > top_pos[2] and top_neg[2] > top_neg[0]  # orange vs blue
+    assert any('normalised per branch' in t.get_text() for t in fig.texts)

@@ -107,6 +107,8 @@ def test_relevance_maps_cli_on_a_video(checkpoints, tiny_video_set, tmp_path) ->
     stem = tmp_path / f'{video.stem}_relevance'
     summary = json.loads(stem.with_suffix('.json').read_text())
     assert summary['target'] == 1 and summary['branches'] == ['pos', 'neg']
+    idx = summary['frame_indices']  # source frames: 8 sampled every 2nd
+    assert len(idx) == 8 and {b - a for a, b in zip(idx, idx[1:], strict=False)} == {2}
     assert summary['shape'] == [8, 32, 32]  # frames × the pipeline's 32×32 crop
     maps = np.load(stem.with_suffix('.npz'))
     assert set(maps) == {'pos', 'neg'} and maps['pos'].max() == pytest.approx(1)

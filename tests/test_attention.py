@@ -35,7 +35,7 @@ def _lin(x, layer, rows=slice(None)):
 
 
 def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None, mask=None, val=None) -> torch.Tensor:
-    """The SPEC §1 formula written out in float64, one softmax and one softmin.
+    """The paper's formula (Sec. 3.2) written out in float64, one softmax and one softmin.
 
     ``bias``: one tensor for both branches or ``(b_pos, b_neg)``, inside the formula;
     ``mask``: an additive exclusion mask, added to both branches' logits after the sign."""
@@ -455,13 +455,13 @@ def test_registry_builds_from_both_scopes(scope) -> None:
     [('qpm_vpm', 100.7), ('qpm_v', 93.6), ('q_vpm', 93.6), ('apm_alpha', 86.6), ('apm', 86.6)],
 )
 def test_timm_vit_b_parameter_counts(variant, millions) -> None:
-    """SPEC §1's table (ViT-B/16, 224², 1000 classes); built on the meta device."""
+    """The paper's parameter table (ViT-B/16, 224², 1000 classes); built on the meta device."""
     import timm
 
     with torch.device('meta'):
         model = timm.create_model('dna_vit_base_patch16_224', dna_variant=variant)
     assert abs(sum(p.numel() for p in model.parameters()) / 1e6 - millions) < 0.1
-    assert all(type(b.attn) is DnAAttention and b.attn.variant == variant for b in model.blocks)
+    assert all(isinstance(b.attn, DnAAttention) and b.attn.variant == variant for b in model.blocks)
 
 
 def test_usable_as_timm_attn_layer() -> None:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / 'tools' / 'analysis' / 'benchmark_attention.py'
 
@@ -37,3 +38,25 @@ def test_core_scope_replaces_the_input_projections(bench, method: str) -> None:
     x, *leaves = step.inputs
     assert x.grad is None and len(leaves) == (3 if method.startswith('dna') else 1)
     assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in leaves)
+
+
+def test_core_scope_inputs_are_in_the_benchmark_dtype(bench) -> None:
+    """bf16 benchmark, core scope: every method (the Triton kernel included, which autocast
+    does not cast) gets bf16 leaves; the SDPA ones step."""
+    for method in bench.METHODS:
+        if method == 'dna_triton' and not _triton_constructible():
+            continue
+        step = bench.build_step('cpu', 'temporal', method, 'bfloat16', 'core')
+        _, *leaves = step.inputs
+        assert leaves and all(t.dtype == torch.bfloat16 for t in leaves), method
+        if method in ('softmax', 'dna_fast'):
+            step()
+            assert all(t.grad is not None and t.grad.dtype == torch.bfloat16 for t in leaves)
+
+
+def _triton_constructible() -> bool:
+    try:
+        from dna_mm.ops import kernel_unusable_reason
+    except ImportError:
+        return False
+    return kernel_unusable_reason(64) is None

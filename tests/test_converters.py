@@ -283,3 +283,107 @@ def test_convert_cli(tmp_path, suffix) -> None:
         cmd[:-4] + [str(tmp_path / 'missing.pth'), str(dst)], capture_output=True, text=True, cwd=REPO
     )
     assert res.returncode != 0 and 'missing.pth' in res.stderr
+
+
+def test_converters_refuse_a_state_dict_with_nothing_to_convert() -> None:
+    """A clear exception naming the layouts looked for (the loaders, which read any file, pass
+    ``strict=False`` and get the input back)."""
+    from dna_mm.converters import NothingToConvertError
+
+    soft = {f'blocks.0.attn.{k}': v for k, v in SoftmaxAttention(C, H).state_dict().items()}
+    dna = softmax_to_dna(soft, num_heads=H)
+    plain = {'fc.weight': torch.zeros(2, 2)}
+    with pytest.raises(NothingToConvertError, match=r"authors' '<prefix>qqkvv\.weight'.*'blocks\.0\.attn"):
+        official_to_dna_mm(soft)
+    with pytest.raises(NothingToConvertError, match="already has dna_mm's keys"):
+        official_to_dna_mm(dna)
+    with pytest.raises(
+        NothingToConvertError, match=r"no softmax attention.*in_proj_weight'; the 1 found already"
+    ):
+        softmax_to_dna(dna, num_heads=H)
+    with pytest.raises(NothingToConvertError, match=r"no DnA attention to convert: looked for dna_mm's"):
+        dna_to_softmax(soft)
+    with pytest.raises(NothingToConvertError, match=r"no softmax attention.*\['fc\.weight'\]"):
+        softmax_to_dna(plain, num_heads=H)
+    assert official_to_dna_mm(soft, strict=False).keys() == soft.keys()
+    assert dna_to_softmax(soft, strict=False).keys() == soft.keys()
+    assert softmax_to_dna(dna, num_heads=H, strict=False).keys() == dna.keys()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def _tool():
+    """``tools/convert_checkpoint.py`` as a module (its ``main`` returns the exit status)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        'convert_checkpoint', REPO / 'tools' / 'convert_checkpoint.py'
+    )
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_convert_cli_unwraps_every_wrapper_and_keeps_it(tmp_path, capsys) -> None:
+    """``model_state`` + ``model.`` keys (the authors' TimeSformer, PySlowFast),
+    ``state_dict`` + ``module.`` keys (a DDP model saved by mmengine), ``model`` (DeiT /
+    ``vit/main.py``): the weights under each are converted, prefixes and the rest kept."""
+    theirs = {f'blocks.0.attn.{k}': v for k, v in AuthorsQkvNeg(C, H).state_dict().items()}
+    cases = {
+        'pyslowfast': (
+            {
+                'epoch': 14,
+                'model_state': {f'model.{k}': v for k, v in theirs.items()},
+                'optimizer_state': {'state': {}, 'param_groups': []},
+                'cfg': 'DATA:\n  NUM_FRAMES: 8\n',
+            },
+            'model_state',
+            'model.',
+        ),
+        'ddp': (
+            {'meta': {'epoch': 2}, 'state_dict': {f'module.{k}': v for k, v in theirs.items()}},
+            'state_dict',
+            'module.',
+        ),
+        'deit': ({'model': theirs, 'epoch': 299}, 'model', ''),
+    }
+    for name, (ckpt, wrapper, prefix) in cases.items():
+        src, dst = tmp_path / f'{name}.pth', tmp_path / f'{name}_out.pth'
+        torch.save(ckpt, src)
+        assert _tool().main(['official-to-dna-mm', str(src), str(dst)]) == 0
+        assert f"official-to-dna-mm '{wrapper}': {len(theirs)} keys in" in capsys.readouterr().out
+        out = torch.load(dst, weights_only=True)
+        assert set(out) == set(ckpt) and all(out[k] == ckpt[k] for k in ckpt if k != wrapper)
+        assert f'{prefix}blocks.0.attn.alpha' in out[wrapper], name
+        assert f'{prefix}blocks.0.attn.neg_scalers' not in out[wrapper], name
+        assert torch.equal(out[wrapper][f'{prefix}blocks.0.attn.alpha'], theirs['blocks.0.attn.neg_scalers'])
+
+
+def test_convert_cli_with_nothing_to_convert_exits_non_zero(tmp_path, capsys) -> None:
+    soft = {f'blocks.0.attn.{k}': v for k, v in SoftmaxAttention(C, H).state_dict().items()}
+    torch.save({'state_dict': soft}, tmp_path / 'softmax.pth')
+    torch.save({'state_dict': softmax_to_dna(soft, num_heads=H)}, tmp_path / 'dna.pth')
+    cases = (
+        (['official-to-dna-mm', 'softmax.pth'], "no attention in the authors' layouts to convert"),
+        (['softmax-to-dna', 'dna.pth', '--num-heads', str(H)], 'already have a negative branch'),
+        (['dna-to-softmax', 'softmax.pth'], 'no DnA attention to convert'),
+    )
+    for i, (args, says) in enumerate(cases):
+        src = str(tmp_path / args[1])
+        argv = [args[0], src, str(tmp_path / 'out.pth'), *args[2:]]
+        if i == 0:  # as a user runs it: the exit status
+            res = _cli(*argv)
+            status, err = res.returncode, res.stderr
+        else:
+            status, err = _tool().main(argv), capsys.readouterr().err
+        assert status == 2, (args, err)
+        lines = [ln for ln in err.splitlines() if ln.startswith('convert_checkpoint:')]
+        assert len(lines) == 1 and f"{src} (its 'state_dict' entry): no" in lines[0] and says in lines[0], err
+    assert not (tmp_path / 'out.pth').exists()

@@ -20,7 +20,7 @@ from dna_mm.datasets.synthetic import CLASSES, MotionDatasetSpec, ensure_motion_
 
 register_all_modules()
 
-# An independent statement of the protocols (SPEC §3) to check the builders against.
+# An independent statement of the protocols (the published protocols) to check the builders against.
 SUBJECTS = [2, 3, 4, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 25]
 CS_TRAIN, CS_VAL = {3, 4, 6, 7, 9, 12, 13, 15, 17}, {19, 25}
 CV_ACTS = ['Drink.Fromcan', 'Walk']  # in the 19 cross-view classes

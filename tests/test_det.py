@@ -75,7 +75,7 @@ def test_config_parses_and_builds(name: str) -> None:
     b = cfg.model.backbone
     assert (b.window_size, b.use_rel_pos) == (window, rel_pos)
     assert cfg.test_evaluator.type == 'CocoMetric' and cfg.test_evaluator.metric == ['bbox', 'segm']
-    if name != 'vitdet_dna_demo.py':  # the paper's COCO setting / the ViTDet recipe (SPEC §2)
+    if name != 'vitdet_dna_demo.py':  # the paper's COCO setting / the ViTDet recipe (Appendix C)
         assert cfg.model.neck.out_channels == 256 and cfg.model.neck.num_outs == 5
         assert cfg.model.train_cfg.rpn_proposal.nms_pre == 2000
         assert cfg.model.test_cfg.rpn.nms_pre == 1000
@@ -130,16 +130,17 @@ def _tool(path: str):
 
 def _data_options(root: Path) -> dict:
     opts = {'model.backbone.img_size': 64, 'model.backbone.pretrain_img_size': 64}
-    for split in ('train', 'test'):  # the demo config has no validation
+    for split, files in (('train', 'train'), ('val', 'test'), ('test', 'test')):  # val: built, not run
         opts.update(
             {
                 f'{split}_dataloader.dataset.data_root': str(root),
-                f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{split}.json',
-                f'{split}_dataloader.dataset.data_prefix.img': f'images/{split}/',
+                f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{files}.json',
+                f'{split}_dataloader.dataset.data_prefix.img': f'images/{files}/',
                 f'{split}_dataloader.batch_size': 2,
             }
         )
-    opts['test_evaluator.ann_file'] = str(root / 'annotations/instances_test.json')
+    ann = str(root / 'annotations/instances_test.json')
+    opts['val_evaluator.ann_file'] = opts['test_evaluator.ann_file'] = ann
     return opts
 
 

@@ -205,6 +205,42 @@ def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, sh
         assert _rel(got.double(), want) < tol, name
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason='needs two CUDA devices')
+def test_triton_kernel_runs_on_the_inputs_device() -> None:
+    """Inputs on ``cuda:1`` while ``cuda:0`` is current: the launches follow the inputs."""
+    from test_ops_triton import reference
+
+    from dna_mm.ops import dna_attention
+
+    g = torch.Generator().manual_seed(0)
+    ts = [torch.randn(2, 4, 50, 64, generator=g).to('cuda:1', torch.bfloat16) for _ in range(5)]
+    alpha = torch.rand(4, generator=g).to('cuda:1')
+    with torch.cuda.device(0):
+        out = dna_attention(*ts, alpha)
+    want = reference(*(t.double() for t in ts), alpha.double(), None, None, 64**-0.5)
+    assert out.device == torch.device('cuda:1') and _rel(out.double(), want) < 4e-2
+
+
+@pytest.mark.parametrize('d', [32, 64, 128])
+def test_triton_kernel_fp32_with_tf32_allowed(d: int) -> None:
+    """fp32 inputs take TF32 tensor cores only where PyTorch allows TF32 matmuls."""
+    from test_ops_triton import reference
+
+    from dna_mm.ops import dna_attention
+
+    torch.backends.cuda.matmul.allow_tf32 = True  # restored by the autouse fixture
+    g = torch.Generator().manual_seed(d)
+    ts = [torch.randn(2, 4, 197, d, generator=g).cuda().requires_grad_() for _ in range(5)]
+    alpha = (torch.rand(4, generator=g) * 2 - 1).cuda().requires_grad_()
+    out = dna_attention(*ts, alpha)
+    grads = torch.autograd.grad(out.square().sum(), [*ts, alpha])
+    ref_in = [t.detach().double().requires_grad_() for t in (*ts, alpha)]
+    ref = reference(*ref_in, None, None, d**-0.5)
+    ref_grads = torch.autograd.grad(ref.square().sum(), ref_in)
+    for got, want in zip([out, *grads], [ref, *ref_grads], strict=True):
+        assert _rel(got.double(), want) < 5e-3
+
+
 def test_module_with_the_triton_kernel_under_bf16_autocast() -> None:
     torch.manual_seed(0)
     fused = DnAAttention(768, 12, kernel='triton').cuda()

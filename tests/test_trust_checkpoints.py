@@ -113,6 +113,24 @@ def test_the_payload_is_live(tmp_path) -> None:
     assert marker.exists()
 
 
+def test_a_scheme_from_a_newer_mmengine_is_refused_not_fatal() -> None:
+    """mmengine newer than tested registers a scheme dna_mm does not know: ``import dna_mm``
+    warns and works, and loading from that scheme is refused (never mmengine's own loader)."""
+    code = (
+        'from mmengine.runner.checkpoint import CheckpointLoader\n'
+        'CheckpointLoader.register_scheme("newhub://", lambda f, map_location=None: "UNCHECKED")\n'
+        'import dna_mm\n'
+        'from dna_mm.utils.checkpoint import UnsafeCheckpointError\n'
+        'try:\n'
+        '    CheckpointLoader.load_checkpoint("newhub://some/model.pth")\n'
+        'except UnsafeCheckpointError as err:\n'
+        '    print("REFUSED", err)\n'
+    )
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    assert 'REFUSED newhub://some/model.pth' in out.stdout, out.stdout + out.stderr
+    assert "checkpoint schemes dna_mm has not checked: ['newhub://']" in out.stdout + out.stderr
+
+
 def test_every_mmengine_scheme_has_a_safe_loader() -> None:
     assert CheckpointLoader._schemes, 'mmengine registers its schemes at import'
     for prefix, loader in CheckpointLoader._schemes.items():
@@ -364,7 +382,7 @@ def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny
     seven['state_dict']['cls_head.fc_cls.bias'] = torch.zeros(7)
     torch.save(seven, tmp_path / 'seven.pth')
     proc = _tool(['tools/test.py', DEMO_CONFIG, str(tmp_path / 'seven.pth'), *opts])
-    assert proc.returncode == 1 and 'Test results' not in proc.stdout
+    assert proc.returncode == 2 and 'Test results' not in proc.stdout  # an input error
     assert f'checkpoint {tmp_path / "seven.pth"} does not match the model' in proc.stderr
     assert 'cls_head.fc_cls.weight: checkpoint [7, 32] vs model [4, 32]' in proc.stderr
 
@@ -541,3 +559,61 @@ def test_softmax_to_dna_help_lists_the_variants(capsys) -> None:
     with pytest.raises(SystemExit):
         tool.parse_args(['softmax-to-dna', 'a', 'b', '--variant', 'qpm'])
     assert "invalid choice: 'qpm'" in capsys.readouterr().err
+
+
+def _unreadable_files(tmp_path: Path) -> dict[str, tuple[Path, type, str]]:
+    """name -> (file, the error class, what the message says)."""
+    from dna_mm.utils import CorruptCheckpointError, NotACheckpointError
+
+    good = tmp_path / 'good.pth'
+    torch.save({'state_dict': {'w': torch.randn(64, 64)}, 'meta': {'epoch': 1}}, good)
+    data = good.read_bytes()
+    legacy = tmp_path / 'legacy_full.pth'
+    torch.save({'w': torch.randn(64, 64)}, legacy, _use_new_zipfile_serialization=False)
+    files = {
+        'text': (b'epoch: 3\nlr: 0.1\n', NotACheckpointError, "starts with b'epoch: 3'"),
+        'html': (b'<!DOCTYPE html><title>404</title>', NotACheckpointError, 'is not a PyTorch file'),
+        'empty': (b'', NotACheckpointError, 'is empty (0 bytes)'),
+        'random': (b'\x17' + os.urandom(4095), NotACheckpointError, 'is not a PyTorch file'),
+        'truncated zip': (data[: len(data) // 2], CorruptCheckpointError, 'truncated or damaged'),
+        'truncated zip head': (data[:100], CorruptCheckpointError, 'truncated or damaged'),
+        'truncated legacy': (legacy.read_bytes()[:2000], CorruptCheckpointError, 'truncated or damaged'),
+    }
+    out = {}
+    for name, (content, error, says) in files.items():
+        path = tmp_path / f'{name.replace(" ", "_")}.pth'
+        path.write_bytes(content)
+        out[name] = (path, error, says)
+    return out
+
+
+def test_a_file_that_is_not_a_checkpoint_is_named_and_not_called_unsafe(tmp_path) -> None:
+    """Text, HTML, empty, random bytes: NotACheckpointError; a truncated zip or legacy pickle:
+    CorruptCheckpointError; both UnreadableCheckpointError (never UnsafeCheckpointError, never
+    torch's bare KeyError / IndexError), and the message names the file."""
+    from dna_mm.utils import UnreadableCheckpointError
+
+    for name, (path, error, says) in _unreadable_files(tmp_path).items():
+        with pytest.raises(error) as err:
+            _load_checkpoint(str(path), map_location='cpu')  # mmengine's loader, dna_mm's scheme
+        assert isinstance(err.value, UnreadableCheckpointError) and not isinstance(
+            err.value, UnsafeCheckpointError
+        ), name
+        assert f'checkpoint {path}' in str(err.value) and says in str(err.value), (name, str(err.value))
+    broken = tmp_path / 'broken.safetensors'
+    broken.write_bytes(b'\x08\x00\x00\x00\x00\x00\x00\x00{"a": 1')
+    with pytest.raises(
+        UnreadableCheckpointError, match=r'broken\.safetensors cannot be read as a safetensors'
+    ):
+        dna_mm.utils.load_checkpoint_file(str(broken))
+
+
+def test_convert_checkpoint_says_a_text_file_is_not_a_checkpoint(tmp_path, capsys) -> None:
+    tool = _convert_tool()
+    files = _unreadable_files(tmp_path)
+    for name in ('text', 'truncated zip'):
+        path, _, says = files[name]
+        assert tool.main(['dna-to-softmax', str(path), str(tmp_path / 'out.pth')]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count('\n') == 0 and str(path) in err and says in err, err
+    assert not (tmp_path / 'out.pth').exists()

@@ -493,8 +493,13 @@ def test_videomae_example_trains_a_step(tiny_video_set, tmp_path, tool: str) -> 
         'img_size=32, patch_size=8, embed_dims=32, depth=2, num_heads=4, num_frames=4',
         32,
     )
-    script = str(REPO / 'tools' / 'train.py') if tool == 'ours' else _stock_tool('mmaction')
-    run_cmd([sys.executable, script, cfg, '--work-dir', str(tmp_path / 'work')])
+    # the stock script parses the zoo base before importing dna_mm: through dna_mm.launch
+    cmd = (
+        [str(REPO / 'tools' / 'train.py')]
+        if tool == 'ours'
+        else ['-m', 'dna_mm.launch', _stock_tool('mmaction')]
+    )
+    run_cmd([sys.executable, *cmd, cfg, '--work-dir', str(tmp_path / 'work')])
     losses = _losses(tmp_path / 'work')
     assert losses and all(np.isfinite(losses))
     ckpt = torch.load(next((tmp_path / 'work').glob('epoch_1.pth')), weights_only=False)

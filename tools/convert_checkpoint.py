@@ -8,9 +8,13 @@
 
 ``python tools/convert_checkpoint.py SUBCOMMAND --help`` lists each one's options.
 IN is a local file, a URL or an mmengine prefix (``open-mmlab://...``), always read as a
-``weights_only`` load; ``.pth`` and ``.safetensors`` in and out (by suffix). In a ``.pth`` that
-wraps the weights (``state_dict`` / ``model`` / ``module`` key), only the weights are converted
-and the rest (meta, ...) is kept.
+``weights_only`` load; ``.pth`` and ``.safetensors`` in and out (by suffix). The weights are found
+where the code that wrote IN put them: ``state_dict`` (mmengine), ``model`` (+ ``model_ema``:
+the authors' ImageNet ``vit/main.py``, DeiT), ``model_state`` (the authors' TimeSformer, PySlowFast),
+``module``, or the file itself; each of those is converted, keys keep their prefixes
+(``module.``, ``model.``, ...), and everything else in the file (optimizer, epoch, args, ...) is
+written back unchanged. A conversion that finds nothing to convert is an error (exit status 2)
+that names the layouts it looked for.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from typing import Any, Optional
 
 import torch
 
-from dna_mm.converters import dna_to_softmax, official_to_dna_mm, softmax_to_dna
+from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
 from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
 from dna_mm.utils import UnsafeCheckpointError, read_checkpoint
 
-WRAPPER_KEYS = ('state_dict', 'model', 'module')
+#: where checkpoints keep their weights: mmengine, DeiT / the authors' vit/main.py (and its EMA
+#: copy), PySlowFast (the authors' TimeSformer), DeepSpeed-style
+WRAPPER_KEYS = ('state_dict', 'model', 'model_ema', 'state_dict_ema', 'model_state', 'module')
 COMBINE_HELP = (
     "how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
     "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "
@@ -120,25 +126,55 @@ def num_heads_from_config(path: str) -> int:
     return heads
 
 
-def convert(args: argparse.Namespace) -> tuple[Any, Optional[str], dict, dict]:
-    """Read ``args.src`` and convert it: ``(checkpoint, wrapper key, state dict in, out)``."""
-    ckpt = read_checkpoint(args.src, map_location='cpu')
-    wrapper = next((k for k in WRAPPER_KEYS if isinstance(ckpt, dict) and k in ckpt), None)
-    sd = ckpt[wrapper] if wrapper else ckpt
+def weight_containers(ckpt: dict) -> list[Optional[str]]:
+    """The keys of ``ckpt`` that hold weights (:data:`WRAPPER_KEYS` whose value is a mapping
+    of tensors), or ``[None]`` when ``ckpt`` is itself a state dict."""
+    found = [
+        k
+        for k in WRAPPER_KEYS
+        if isinstance(ckpt.get(k), dict) and any(isinstance(v, torch.Tensor) for v in ckpt[k].values())
+    ]
+    return found or [None]
+
+
+def convert_state_dict(args: argparse.Namespace, sd: dict) -> dict:
+    """One state dict converted as ``args.direction`` says."""
     if args.direction == 'softmax-to-dna':
         heads = args.num_heads
         if heads is None and args.config is not None:
             heads = num_heads_from_config(args.config)
         try:
-            new = softmax_to_dna(sd, args.q_neg_scale, args.v_neg_scale, args.variant, heads)
+            return softmax_to_dna(sd, args.q_neg_scale, args.v_neg_scale, args.variant, heads)
+        except NothingToConvertError:
+            raise
         except ValueError as err:
             hint = '' if heads is not None else ' (give the model config with --config, or --num-heads)'
-            raise ValueError(f'{args.src}: {err}{hint}') from None
-    elif args.direction == 'dna-to-softmax':
-        new = dna_to_softmax(sd, layout=args.layout)
-    else:
-        new = official_to_dna_mm(sd, combine=args.combine)
-    return ckpt, wrapper, sd, new
+            raise ValueError(f'{err}{hint}') from None
+    if args.direction == 'dna-to-softmax':
+        return dna_to_softmax(sd, layout=args.layout)
+    return official_to_dna_mm(sd, combine=args.combine)
+
+
+def convert(args: argparse.Namespace) -> tuple[Any, dict[Optional[str], tuple[dict, dict]]]:
+    """Read ``args.src`` and convert it: ``(checkpoint, {wrapper key: (state dict in, out)})``
+    (wrapper ``None``: the file is the state dict).
+
+    Raises:
+        ValueError: naming ``args.src`` (a :class:`~dna_mm.converters.NothingToConvertError`
+            when it has nothing to convert).
+    """
+    ckpt = read_checkpoint(args.src, map_location='cpu')
+    if not isinstance(ckpt, dict):
+        raise ValueError(f'{args.src} holds a {type(ckpt).__name__}, not a checkpoint dict')
+    done = {}
+    for wrapper in weight_containers(ckpt):
+        sd = ckpt[wrapper] if wrapper else ckpt
+        try:
+            done[wrapper] = (sd, convert_state_dict(args, sd))
+        except ValueError as err:
+            where = f" (its '{wrapper}' entry)" if wrapper else ''
+            raise type(err)(f'{args.src}{where}: {err}') from None
+    return ckpt, done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,18 +183,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f'convert_checkpoint: {args.src} does not exist', file=sys.stderr)
         return 2
     try:
-        ckpt, wrapper, sd, new = convert(args)
+        ckpt, done = convert(args)
     except (ValueError, UnsafeCheckpointError) as err:
         print(f'convert_checkpoint: {err}', file=sys.stderr)
         return 2
-    added, removed = sorted(set(new) - set(sd)), sorted(set(sd) - set(new))
-    print(f'{args.direction}: {len(sd)} keys in, {len(new)} out; added {len(added)}, removed {len(removed)}')
-    for title, keys in (('added', added), ('removed', removed)):
-        for key in keys[:6]:
-            print(f'  {title}: {key}')
-        if len(keys) > 6:
-            print(f'  {title}: ... ({len(keys) - 6} more)')
-    if args.direction == 'dna-to-softmax' and removed:
+    for wrapper, (sd, new) in done.items():
+        added, removed = sorted(set(new) - set(sd)), sorted(set(sd) - set(new))
+        where = f" '{wrapper}'" if wrapper else ''
+        print(
+            f'{args.direction}{where}: {len(sd)} keys in, {len(new)} out; added {len(added)}, '
+            f'removed {len(removed)}'
+        )
+        for title, keys in (('added', added), ('removed', removed)):
+            for key in keys[:6]:
+                print(f'  {title}: {key}')
+            if len(keys) > 6:
+                print(f'  {title}: ... ({len(keys) - 6} more)')
+    if args.direction == 'dna-to-softmax':
         print(
             '  note: the negative branch was dropped, so the output computes a different '
             'function from the input'
@@ -167,9 +208,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.dst.suffix == '.safetensors':
         from safetensors.torch import save_file
 
+        if len(done) > 1:
+            print(
+                f'convert_checkpoint: {args.src} holds {len(done)} state dicts '
+                f'({", ".join(map(str, done))}); a .safetensors file holds one: write a .pth',
+                file=sys.stderr,
+            )
+            return 2
+        new = next(iter(done.values()))[1]
         save_file({k: v.contiguous() for k, v in new.items()}, str(args.dst))
     else:
-        torch.save({**ckpt, wrapper: new} if wrapper else new, args.dst)
+        wrapped = {w: new for w, (_, new) in done.items() if w is not None}
+        torch.save({**ckpt, **wrapped} if wrapped else done[None][1], args.dst)
     print(f'wrote {args.dst}')
     return 0
 

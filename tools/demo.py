@@ -5,8 +5,9 @@
     python tools/demo.py --attn dna softmax    # DnA and the softmax baseline, same data
 
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
-``configs/timesformer_dna_demo.py`` (the commands are printed), so what the demo shows is
-exactly what a user runs on a real dataset.
+``configs/timesformer_dna_demo.py`` (the commands are printed, their progress lines shown as
+they come, the log file named), so what the demo shows is exactly what a user runs on a real
+dataset.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import argparse
 import re
 import time
 
-from dna_mm.apis.demo import REPO, train_then_test
+from demo_runs import REPO, train_then_test  # tools/demo_runs.py
+
 from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
 
 CONFIG = 'configs/timesformer_dna_demo.py'

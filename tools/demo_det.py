@@ -7,8 +7,10 @@ R-CNN on it, test it, report COCO bbox and segm AP.
     python tools/demo_det.py --baseline             # also test the untrained model (AP floor)
 
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
-``configs/vitdet_dna_demo.py`` (the commands are printed), so what the demo shows is exactly
-what a user runs on COCO with ``configs/vitdet_*_coco*.py``.
+``configs/vitdet_dna_demo.py`` (the commands are printed, their progress lines shown as they
+come, the log file named), so what the demo shows is exactly what a user runs on COCO with
+``configs/vitdet_*_coco*.py``. All AP figures are in % (COCO's -1 for a size range with no
+object is shown as n/a).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import re
 import time
 from pathlib import Path
 
-from dna_mm.apis.demo import REPO, run_tool, test_line, train_then_test
+from demo_runs import REPO, run_tool, test_line, train_then_test  # tools/demo_runs.py
+
 from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
 
 CONFIG = 'configs/vitdet_dna_demo.py'
@@ -83,8 +86,10 @@ def main(argv: list[str] | None = None) -> None:
     root = ensure_coco_dataset(REPO / args.data_root)
     print(f'demo data: {root} ({len(COCO_CLASSES)} classes: {", ".join(COCO_CLASSES)})', flush=True)
     data = f'{args.data_root}/'
-    common = [f'{split}_dataloader.dataset.data_root={data}' for split in ('train', 'test')]
-    common += [f'test_evaluator.ann_file={data}annotations/instances_test.json']
+    common = [f'{split}_dataloader.dataset.data_root={data}' for split in ('train', 'val', 'test')]
+    common += [
+        f'{split}_evaluator.ann_file={data}annotations/instances_test.json' for split in ('val', 'test')
+    ]
     results = {}
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
@@ -98,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
             out = run_tool(
                 ['tools/test.py', CONFIG, str(ckpt), '--work-dir', work_dir, '--cfg-options', *opts],
                 'demo_det',
+                work_dir,
             )
             results[f'{attn} untrained'] = (test_line(out), 0.0)
             print(f'[{attn} untrained] {test_line(out)}', flush=True)

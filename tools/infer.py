@@ -2,16 +2,19 @@
 """Classify videos with a trained recognizer and print the top-k classes of each.
 
     python tools/infer.py CONFIG CHECKPOINT INPUT [--topk 5] [--label-map FILE] [--out preds.csv]
-        [--video-root DIR] [--device cpu|cuda:0] [--partial-load] [--cfg-options k=v ...]
+        [--video-root DIR] [--device cpu|cuda:0] [--partial-load] [--cfg-options k=v ...] [--debug]
 
 INPUT is a video file, a folder (its videos, recursively) or a ``.txt`` list (one path per
 line; MMAction2's ``path label`` lists work as they are, with ``--video-root`` for the folder
 their paths are relative to). Class names come from ``--label-map``
 (a file, one name per line, or a shipped map such as ``label_map_k400``), else from the
-config's ``label_map`` (the dataset bases set it), else the class indices are printed.
+config's ``label_map`` (the dataset bases set it) if that file exists, else the class indices
+are printed (with a note).
 CHECKPOINT loads as in ``tools/test.py``: ``weights_only`` from every source, and a checkpoint
 that does not match the model is refused unless ``--partial-load``. A video that cannot be
-decoded is reported and skipped; the exit status is then 1.
+decoded is reported and skipped; the exit status is then 1. A mistake in the input (a missing
+file, a label map of the wrong size, a checkpoint that does not match or cannot be read) is one
+line and exit status 2; ``--debug`` prints its traceback.
 
 ``--out x.csv`` writes one row per video and rank: ``video,rank,class_index,class_name,score``.
 """
@@ -26,6 +29,8 @@ import torch
 from mmengine.config import Config, DictAction
 
 import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
+from dna_mm.apis.check import check_config
+from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
 from dna_mm.apis.inference import (
     Prediction,
     collect_videos,
@@ -34,7 +39,6 @@ from dna_mm.apis.inference import (
     predict,
     resolve_class_names,
 )
-from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -60,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         'loaded); default: refuse it',
     )
     p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     if args.topk < 1:
         p.error(f'--topk must be >= 1, got {args.topk}')
@@ -87,17 +92,17 @@ def write_csv(path: str, preds: list[Prediction], names: list[str] | None) -> No
                 writer.writerow([pred.video, rank, index, names[index] if names else '', f'{score:.6f}'])
 
 
+@cli_main('infer.py')
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        videos = collect_videos(args.input, args.video_root)
-        cfg = Config.fromfile(args.config)
-        if args.cfg_options:
-            cfg.merge_from_dict(args.cfg_options)
-        model = load_recognizer(cfg, args.checkpoint, args.device, partial=args.partial_load)
-        names = resolve_class_names(cfg, num_classes_of(model), args.label_map)
-    except (FileNotFoundError, ValueError, CheckpointMismatchError, UnsafeCheckpointError) as err:
-        sys.exit(f'infer.py: {err}')
+    videos = collect_videos(args.input, args.video_root)
+    cfg = Config.fromfile(user_file(args.config, 'config'))
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    check_config(cfg, 'test')
+    user_file(args.checkpoint, 'checkpoint')
+    model = load_recognizer(cfg, args.checkpoint, args.device, partial=args.partial_load)
+    names = resolve_class_names(cfg, num_classes_of(model), args.label_map)
     if names is None:
         print(
             'note: no label map for this config (set --label-map or label_map in the config): '

@@ -3,7 +3,7 @@
 
     python tools/test.py CONFIG CHECKPOINT [--dump preds.csv|preds.pkl] [--work-dir DIR]
         [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--verbose]
-        [--ood OOD_LIST [OOD_VIDEO_DIR]]
+        [--ood OOD_LIST [OOD_VIDEO_DIR]] [--skip-unreadable] [--debug]
 
 CHECKPOINT is a local file, a URL or an mmengine prefix (``open-mmlab://...``); every load is
 a ``weights_only`` load. It must match the model: missing, unexpected or resized keys are an
@@ -14,20 +14,26 @@ OOD detection: the test set plus the OOD list, by ``RobustnessMetric`` (AUROC, A
 Detectors (MMDetection configs) print bbox and segm AP, AP50, AP75 (COCO); ``--dump x.pkl``
 writes MMDetection's pickle of the predictions (masks as RLE), ``--dump x.json`` the COCO
 results files ``x.bbox.json`` and ``x.segm.json``.
+
+Every test video that cannot be read is listed (file and reason) at the end of the run, which
+then exits with status 2 and no metric; ``--skip-unreadable`` computes the metrics over the
+others and prints how many were skipped beside them. Top-k accuracies are computed only for
+k < the number of classes. A mistake in the input is one line and exit status 2 (``--debug``:
+the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import os.path as osp
 import sys
 
 from mmengine.config import Config, DictAction
 
-from dna_mm.apis import build_runner, format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.apis import build_runner, check_config, format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
+from dna_mm.errors import ConfigError
 from dna_mm.evaluation import with_ood_evaluation
-from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,6 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action='store_true',
         help='print the environment / config / hook dump on the terminal too',
     )
+    p.add_argument(
+        '--skip-unreadable',
+        action='store_true',
+        help='compute the metrics over the readable test videos (the count skipped is printed); '
+        'default: list the unreadable ones and stop without a metric',
+    )
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     if args.ood is not None and len(args.ood) > 2:
         p.error('--ood takes ANN_FILE and optionally DATA_PREFIX')
@@ -68,11 +81,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+@cli_main('test.py')
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
-        sys.exit(f'test.py: checkpoint {args.checkpoint} does not exist')
-    cfg = Config.fromfile(args.config)
+    user_file(args.checkpoint, 'checkpoint')
+    cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.partial_load:
         cfg.load_partial = True
     if args.verbose:
@@ -80,17 +93,17 @@ def main(argv: list[str] | None = None) -> dict:
     cfg.load_from = args.checkpoint
     # --cfg-options first: they may address test_evaluator, which --dump turns into a list
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
+    check_config(cfg, 'test')
+    if args.skip_unreadable:
+        cfg.test_cfg = dict(cfg.get('test_cfg') or {}, skip_unreadable=True)
     if args.ood is not None:
-        try:
-            with_ood_evaluation(cfg, *args.ood)
-        except FileNotFoundError as err:
-            sys.exit(f'test.py: {err}')
+        with_ood_evaluation(cfg, *args.ood)
     if args.dump is not None and cfg.get('default_scope') == 'mmdet':  # a detector
         if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
             cfg.test_evaluator.outfile_prefix = args.dump[: -len('.json')]
             args.dump = None
         elif not args.dump.endswith(('.pkl', '.pickle')):
-            sys.exit(f'test.py: --dump for a detector must end in .pkl or .json, got {args.dump}')
+            raise ConfigError(f'--dump for a detector must end in .pkl or .json, got {args.dump}')
     if args.dump is not None:
         if args.dump.endswith('.csv'):
             dump = dict(type='DumpPredictions', out_file_path=args.dump)
@@ -100,19 +113,28 @@ def main(argv: list[str] | None = None) -> dict:
                 out_file_path=args.dump,
             )
         else:
-            sys.exit(f'test.py: --dump must end in .csv or .pkl, got {args.dump}')
+            raise ConfigError(f'--dump must end in .csv or .pkl, got {args.dump}')
         evaluators = cfg.test_evaluator
         cfg.test_evaluator = [*(evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]), dump]
     try:
         runner = build_runner(cfg)
         metrics = runner.test()
         if runner.rank == 0:
-            print(format_metrics(metrics), flush=True)
-    except (CheckpointMismatchError, UnsafeCheckpointError) as err:
-        sys.exit(f'test.py: {err}')
+            print(format_metrics(metrics) + skipped_note(runner), flush=True)
     finally:
         shutdown_distributed()
     return metrics
+
+
+def skipped_note(runner) -> str:
+    """``'  (2 unreadable videos skipped: metrics over 62 of 64)'``, or ``''``."""
+    skipped = getattr(runner.test_loop, 'unreadable', None) or []
+    if not skipped:
+        return ''
+    total = len(runner.test_loop.dataloader.dataset)
+    for path, reason in skipped:
+        print(f'skipped unreadable test video {path}: {reason}', file=sys.stderr)
+    return f'  ({len(skipped)} unreadable videos skipped: metrics over {total - len(skipped)} of {total})'
 
 
 if __name__ == '__main__':

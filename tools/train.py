@@ -4,7 +4,7 @@ detector from an MMDetection config (``configs/vitdet_*.py``) the same way.
 
     python tools/train.py configs/timesformer_dna_ntu60.py [--work-dir DIR] [--resume [CKPT]]
         [--amp] [--no-validate] [--auto-scale-lr] [--seed N] [--cfg-options k=v ...]
-        [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--tensorboard] [--verbose]
+        [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--tensorboard] [--verbose] [--debug]
 
 Without CUDA, distributed runs use gloo and AMP falls back to full precision (logged).
 ``--resume`` with no value continues from the latest checkpoint in the work dir (and says so
@@ -13,18 +13,23 @@ when there is none). ``load_from`` / ``--resume`` checkpoints must match the mod
 ``train_cfg.max_epochs`` moves the schedule's end, ``val_interval`` and the checkpoint interval
 with it. ``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
 (environment, config, hooks) on the terminal, not only in the log file.
+
+Config values are checked before anything is built (lengths, intervals, batch sizes, learning
+rates, clip / crop sizes > 0; attention names known): a mistake in the input (a value, a list
+line, a missing file, a checkpoint that does not match or cannot be read) is one line and exit
+status 2; ``--debug`` prints its traceback. Checkpoints carry the random state: a run stopped
+at any checkpoint (also mid-epoch) and resumed logs the same losses as one never stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from mmengine.config import Config, DictAction
 
-from dna_mm.apis import build_runner, enable_tensorboard, prepare_cfg, shutdown_distributed
-from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.apis import build_runner, check_config, enable_tensorboard, prepare_cfg, shutdown_distributed
+from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,14 +73,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action='store_true',
         help='print the environment / config / hook dump on the terminal too',
     )
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
+@cli_main('train.py')
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
+    cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.partial_load:
         cfg.load_partial = True
     if args.verbose:
@@ -85,8 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     if args.amp:
-        cfg.optim_wrapper.type = 'AutoAmpOptimWrapper'
-        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+        cfg.optim_wrapper.type = 'AutoAmpOptimWrapper'  # dtype and loss scaling by the device
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
@@ -98,10 +104,11 @@ def main(argv: list[str] | None = None) -> None:
             seed=args.seed, diff_rank_seed=args.diff_rank_seed, deterministic=args.deterministic
         )
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
+    check_config(cfg, 'train')
+    if cfg.get('load_from'):
+        user_file(cfg.load_from, '--resume' if cfg.get('resume') else 'load_from')
     try:
         build_runner(cfg).train()
-    except (CheckpointMismatchError, UnsafeCheckpointError) as err:
-        sys.exit(f'train.py: {err}')
     finally:
         shutdown_distributed()
 

@@ -1,4 +1,4 @@
-"""The DnA paper's analyses (SPEC §5) as a library.
+"""The DnA paper's analyses (Sec. 4.4 and Appendix C) as a library.
 
 * :mod:`.measures` — pure functions on tensors: :func:`attention_entropy`,
   :func:`head_redundancy`, :func:`value_alignment` (C(V+, V-)), :func:`branch_cosine`,

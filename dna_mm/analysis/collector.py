@@ -195,6 +195,7 @@ class AttentionCollector:
         self._means: dict[tuple, _Mean] = defaultdict(_Mean)
         self._hists: dict[tuple, _Histogram] = {}
         self._intruders: dict[str, Tensor] = {}
+        self._keys: dict[str, int] = {}  # site → most keys N of a map (entropy's maximum is log N)
         self._ctx: Optional[contextlib.AbstractContextManager] = None
 
     def __enter__(self) -> 'AttentionCollector':
@@ -220,6 +221,7 @@ class AttentionCollector:
             attn = maps[branch].detach()
             attn = attn.abs() if site.kind == 'cog' else attn  # [B, H, M, N]
             if 'entropy' in self.analyses:
+                self._keys[site.name] = max(self._keys.get(site.name, 0), attn.shape[-1])
                 self._means[('entropy', site.name, branch)].add(attention_entropy(attn), b)
                 self._means[('entropy_top', site.name, branch)].add(
                     attention_entropy(attn, self.top_k_percent), b
@@ -247,7 +249,8 @@ class AttentionCollector:
     def records(self) -> dict[str, list[dict]]:
         """Per-analysis lists of per-site (and per-branch) records, plain Python values.
 
-        Keys: ``entropy`` (``per_head``, ``mean``, ``top_k_per_head``, ``top_k_mean`` in nats),
+        Keys: ``entropy`` (``per_head``, ``mean``, ``top_k_per_head``, ``top_k_mean`` in nats;
+        ``num_keys`` = the ``N`` of the maps, whose uniform rows have the maximum ``log N``),
         ``redundancy`` (``mean``), ``cvv`` (``mean``, ``median``, ``per_head_mean``,
         ``histogram``), ``branch_cosine`` (same fields), ``intruders`` (``histogram`` of counts
         0..k, ``mean``, ``per_head_mean``); each record also has ``site``, ``layer``, ``group``, ``kind``.
@@ -269,6 +272,7 @@ class AttentionCollector:
                             top_k_per_head=_floats(top),
                             top_k_mean=float(top.mean()),
                             num_maps=ent.weight,
+                            num_keys=self._keys.get(site.name),
                         )
                     )
                 red = self._means.get(('redundancy', site.name, branch))

@@ -1,4 +1,4 @@
-"""The paper's attention analyses as pure functions on tensors (SPEC §5).
+"""The paper's attention analyses as pure functions on tensors (Sec. 4.4 and Appendix C).
 
 Shapes: attention maps ``attn [B, H, M, N]`` (rows = queries, each row a distribution over
 the ``N`` keys), head-split values / branch outputs ``[B, H, N, d]``, layer tokens

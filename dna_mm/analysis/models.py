@@ -27,7 +27,8 @@ VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
 
 @dataclass
 class Batch:
-    """Normalised model inputs and, where known, labels ``[B]`` (-1 = none)."""
+    """Normalised model inputs and, where known, labels ``[B]`` (-1 = none); ``meta['total']``:
+    the number of samples the iteration will give (for progress bars)."""
 
     inputs: Tensor
     labels: Optional[Tensor] = None
@@ -177,6 +178,7 @@ def load_mm_model(
     def batches(num_samples: Optional[int]) -> Iterator[Batch]:
         loader = Runner.build_dataloader(loader_cfg)
         seen = 0
+        total = len(loader.dataset) if num_samples is None else min(num_samples, len(loader.dataset))
         for data in loader:
             data = pre(data, False)
             inputs = data['inputs']
@@ -186,7 +188,7 @@ def load_mm_model(
                 keep = num_samples - seen
                 inputs, labels = inputs[:keep], None if labels is None else labels[:keep]
             seen += inputs.shape[0]
-            yield Batch(inputs, labels)
+            yield Batch(inputs, labels, meta=dict(total=total))
             if num_samples is not None and seen >= num_samples:
                 return
 
@@ -252,7 +254,8 @@ def load_timm_model(
         files = list_files(input_dir, IMAGE_EXTENSIONS)[:num_samples]
         for i in range(0, len(files), batch_size):
             chunk = files[i : i + batch_size]
-            yield Batch(torch.stack([transform(load_image(f)) for f in chunk]), meta=dict(files=chunk))
+            batch = torch.stack([transform(load_image(f)) for f in chunk])
+            yield Batch(batch, meta=dict(files=chunk, total=len(files)))
 
     def load_input(path: str) -> Tensor:
         if not osp.isfile(path):

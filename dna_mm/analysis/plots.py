@@ -1,15 +1,24 @@
-"""Figures of the analyses (matplotlib, Agg): one figure per analysis, layers on x, every
-branch and every compared run in the same figure, the layout of the paper's plots.
+"""Figures of the analyses (matplotlib, Agg): one figure per analysis, layers on x, one panel per
+attention of a block (a TimeSformer's temporal and spatial attentions side by side), every
+compared run in the same figure.
 
 Each ``plot_*`` takes a list of reports (:func:`~.report.analyze`, one per checkpoint) and a
 path, writes a PNG and returns the path (``None`` when no report has that analysis).
-Colours follow the run, line styles / markers the branch: DnA's positive branch solid, its
-negative branch dashed, single-map attentions dotted; a TimeSformer's temporal and spatial
-attentions get one panel each.
+
+Conventions, the same in every figure:
+
+* colour = the run (Okabe–Ito colour-blind-safe palette); line style = the branch: the
+  positive branch solid, the negative branch dashed, single-map attentions dotted;
+* one legend for the figure, below the panels (runs, then branch styles), never over the data;
+* panels of one quantity share their y axis, and the axis is anchored where the quantity has
+  a meaning: α on a scale holding 0 (no negative branch), 1 and its 0.5 initialisation; entropy
+  from 0 to the uniform-row maximum ``log N`` (drawn per attention: ``N`` keys differ between a
+  temporal and a spatial attention); cosines on ``[-1, 1]``; distances from 0.
 """
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Optional, Sequence
 
@@ -18,12 +27,24 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import LinearSegmentedColormap, ListedColormap, Normalize  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
-from .sites import BRANCH_LABELS  # noqa: E402
-
-COLORS = plt.rcParams['axes.prop_cycle'].by_key()['color']
+#: Okabe & Ito (2008), distinguishable under the common colour-vision deficiencies
+COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#F0E442']
 BRANCH_STYLE = {'pos': ('-', 'o'), 'neg': ('--', 's'), 'attn': (':', '^')}
-DPI = 110
+BRANCH_NAMES = {
+    'pos': 'positive branch (DnA softmax(Q+Kᵀ), Diff A1)',
+    'neg': 'negative branch (DnA softmin(Q−Kᵀ), Diff A2)',
+    'attn': 'single map (softmax, Cog)',
+}
+ALPHA_INIT = 0.5
+DPI = 130
+
+
+def _color(i: int) -> str:
+    return COLORS[i % len(COLORS)]
 
 
 def _groups(reports: Sequence[dict], key: str) -> list[str]:
@@ -35,35 +56,72 @@ def _groups(reports: Sequence[dict], key: str) -> list[str]:
     return seen
 
 
-def _axes(n: int, width: float = 4.6, height: float = 3.4):
-    fig, axes = plt.subplots(1, n, figsize=(max(width * n, 6.0), height), squeeze=False)
-    return fig, list(axes[0])
+def _axes(n: int, width: float = 4.2, height: float = 3.3, rows: int = 1, sharey: bool = True):
+    fig, axes = plt.subplots(
+        rows, n, figsize=(max(width * n, 5.0), height * rows), squeeze=False, sharey=sharey
+    )
+    return fig, axes
 
 
-def _finish(fig, path: str, title: str) -> str:
-    fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 11)), fontsize=11)
+def _finish(fig, path: str, title: str, handles: Optional[list] = None, note: Optional[str] = None) -> str:
+    """Title above, one legend (and an optional note) below the panels, saved as PNG."""
+    width = fig.get_figwidth()
+    fig.suptitle(textwrap.fill(title, int(width * 12)), fontsize=10.5)
     fig.tight_layout()
+    bottom = 0.0
+    if handles:
+        rows = math.ceil(len(handles) / max(1, int(width // 2.4)))
+        ncol = math.ceil(len(handles) / rows)  # balanced columns
+        fig.legend(
+            handles=handles,
+            loc='upper center',
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=ncol,
+            fontsize=8,
+            frameon=False,
+        )
+        bottom = -0.03 - 0.055 * math.ceil(len(handles) / ncol) * (3.3 / fig.get_figheight())
+    if note:
+        fig.text(
+            0.5, bottom - 0.02, textwrap.fill(note, int(width * 15)), ha='center', va='top', fontsize=7.5
+        )
     fig.savefig(path, dpi=DPI, bbox_inches='tight')
     plt.close(fig)
     return path
 
 
-def _legend(ax) -> None:
-    """Legend outside the axes, on the right (the figure grows to hold it)."""
-    ax.legend(fontsize=7, loc='center left', bbox_to_anchor=(1.02, 0.5), frameon=False)
+def _run_handles(reports: Sequence[dict], suffix: Optional[dict] = None) -> list:
+    suffix = suffix or {}
+    return [
+        Line2D([], [], color=_color(i), lw=2.2, label=rep['label'] + suffix.get(rep['label'], ''))
+        for i, rep in enumerate(reports)
+    ]
 
 
-def _style(ax, group: str, ylabel: str) -> None:
-    ax.set_xlabel('layer')
-    ax.set_ylabel(ylabel)
-    if group != 'attn':
-        ax.set_title(group)
+def _branch_handles(branches: Sequence[str]) -> list:
+    return [
+        Line2D(
+            [],
+            [],
+            color='0.25',
+            ls=BRANCH_STYLE[b][0],
+            marker=BRANCH_STYLE[b][1],
+            ms=4,
+            label=BRANCH_NAMES[b],
+        )
+        for b in ('pos', 'neg', 'attn')
+        if b in branches
+    ]
+
+
+def _panel(ax, group: str, ylabel: Optional[str], layers: Sequence[int]) -> None:
+    ax.set_xlabel('layer (block index)')
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(f'{group} attention' if group in ('temporal', 'spatial') else group, fontsize=9.5)
     ax.grid(alpha=0.3)
-    ax.xaxis.get_major_locator().set_params(integer=True)
-
-
-def _branch_label(rec: dict) -> str:
-    return BRANCH_LABELS.get(rec.get('kind', ''), {}).get(rec.get('branch', ''), rec.get('branch', ''))
+    if layers:
+        ax.set_xticks(sorted(set(layers)))
 
 
 def _series(records: list[dict], group: str, field: str, branch: Optional[str] = None):
@@ -74,44 +132,85 @@ def _series(records: list[dict], group: str, field: str, branch: Optional[str] =
     return [r['layer'] for r in rows], [r[field] for r in rows], rows
 
 
+def _layers(reports: Sequence[dict], key: str) -> list[int]:
+    return sorted({r['layer'] for rep in reports for r in rep.get(key) or []})
+
+
+# -- α -------------------------------------------------------------------------------------------
 def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
-    """α mean, max, min and std over heads per layer (the paper's α figure)."""
+    """DnA's α per layer: the mean over heads (line) and the min–max over heads (band), one panel
+    per attention on one shared scale holding 0, 1 and the initial value; the spread over heads
+    (std) in its own panel, from 0."""
     groups = _groups(reports, 'alpha')
     if not groups:
         return None
-    fig, axes = _axes(4, 3.6, 3.2)
-    for ax, stat in zip(axes, ('mean', 'max', 'min', 'std'), strict=True):
-        for i, rep in enumerate(reports):
-            for j, group in enumerate(groups):
-                x, y, _ = _series(rep.get('alpha') or [], group, stat)
-                if x:
-                    ax.plot(
-                        x,
-                        y,
-                        ['-', '--', ':'][j % 3],
-                        marker='o',
-                        ms=3,
-                        color=COLORS[i % 10],
-                        label=rep['label'] + ('' if group == 'attn' else f' {group}'),
-                    )
-        _style(ax, 'attn', f'α {stat}')
-    _legend(axes[-1])
-    return _finish(fig, path, 'α per layer (over heads)')
+    have = [(i, rep) for i, rep in enumerate(reports) if rep.get('alpha')]
+    fig, axes = plt.subplots(
+        1,
+        len(groups) + 1,
+        figsize=(4.0 * (len(groups) + 1), 3.3),
+        squeeze=False,
+        gridspec_kw=dict(width_ratios=[1.0] * len(groups) + [0.8]),
+    )
+    axes = list(axes[0])
+    layers = _layers(reports, 'alpha')
+    inits = {r.get('init', ALPHA_INIT) for _, rep in have for r in rep['alpha']}
+    values = [v for _, rep in have for r in rep['alpha'] for v in (r['min'], r['max'])] + list(inits)
+    lo, hi = min(0.0, min(values)), max(1.0, max(values))
+    pad = 0.05 * (hi - lo)
+    for ax, group in zip(axes[:-1], groups, strict=True):
+        for i, rep in have:
+            x, mean, rows = _series(rep['alpha'], group, 'mean')
+            if not x:
+                continue
+            ax.fill_between(
+                x, [r['min'] for r in rows], [r['max'] for r in rows], color=_color(i), alpha=0.18, lw=0
+            )
+            ax.plot(x, mean, '-', marker='o', ms=3.5, color=_color(i))
+        for init in inits:
+            ax.axhline(init, color='0.35', ls=(0, (4, 3)), lw=1)
+        ax.axhline(0, color='0.6', lw=0.8)
+        ax.set_ylim(lo - pad, hi + pad)
+        _panel(ax, group, 'α  (weight of the negative branch)' if ax is axes[0] else None, layers)
+        if ax is not axes[0]:
+            ax.tick_params(labelleft=False)
+    ax = axes[-1]
+    top = 0.0
+    for i, rep in have:
+        for j, group in enumerate(groups):
+            x, std, _ = _series(rep['alpha'], group, 'std')
+            if x:
+                ax.plot(x, std, ['-', '--', '-.', ':'][j % 4], marker='o', ms=3.5, color=_color(i))
+                top = max(top, *std)
+    ax.set_ylim(0, max(0.1, 1.15 * top))
+    _panel(ax, 'spread over heads', 'std of α over heads', layers)
+    handles = _run_handles([rep for _, rep in have])
+    handles += [Patch(color='0.6', alpha=0.35, label='min–max over heads')]
+    handles += [
+        Line2D(
+            [], [], color='0.35', ls=(0, (4, 3)), label=f'initial α = {", ".join(f"{v:g}" for v in inits)}'
+        )
+    ]
+    if len(groups) > 1:
+        handles += [
+            Line2D([], [], color='0.25', ls=['-', '--', '-.', ':'][j % 4], label=f'std: {g}')
+            for j, g in enumerate(groups)
+        ]
+    return _finish(
+        fig, path, 'DnA mixing weight α per layer: mean over heads (line), min–max over heads (band)', handles
+    )
 
 
+# -- entropy and head distance ---------------------------------------------------------------------
 def _per_branch(
-    reports: Sequence[dict],
-    key: str,
-    path: str,
-    field: str,
-    ylabel: str,
-    title: str,
-    extra: Optional[str] = None,
-) -> Optional[str]:
+    reports: Sequence[dict], key: str, field: str, ylabel: str, faint: Optional[str] = None
+) -> tuple:
+    """Panels per group, a line per (run, branch); returns (fig, axes, groups, branches)."""
     groups = _groups(reports, key)
-    if not groups:
-        return None
     fig, axes = _axes(len(groups))
+    axes = list(axes[0])
+    layers = _layers(reports, key)
+    branches: list[str] = []
     for ax, group in zip(axes, groups, strict=True):
         for i, rep in enumerate(reports):
             recs = rep.get(key) or []
@@ -119,159 +218,271 @@ def _per_branch(
                 x, y, rows = _series(recs, group, field, branch)
                 if not x:
                     continue
+                if branch not in branches:
+                    branches.append(branch)
                 ls, mk = BRANCH_STYLE[branch]
-                name = f"{rep['label']} {_branch_label(rows[0])}"
-                ax.plot(x, y, ls, marker=mk, ms=3, color=COLORS[i % 10], label=name)
-                if extra:
-                    ax.plot(
-                        x,
-                        [r[extra] for r in rows],
-                        ls,
-                        marker=mk,
-                        ms=3,
-                        alpha=0.45,
-                        color=COLORS[i % 10],
-                        label=f'{name}, top-{rows[0]["top_k_percent"]:g}%',
-                    )
-        _style(ax, group, ylabel)
-    _legend(axes[-1])
-    return _finish(fig, path, title)
+                ax.plot(x, y, ls, marker=mk, ms=3.5, color=_color(i))
+                if faint:
+                    ax.plot(x, [r[faint] for r in rows], ls, marker=mk, ms=2.5, alpha=0.35, color=_color(i))
+        _panel(ax, group, ylabel if ax is axes[0] else None, layers)
+    return fig, axes, groups, branches
+
+
+def _max_entropy(reports: Sequence[dict], group: str) -> Optional[tuple[float, int]]:
+    """``(log N, N)`` of the attention ``group`` (the largest ``N`` its records saw)."""
+    keys = [
+        r['num_keys']
+        for rep in reports
+        for r in rep.get('entropy') or []
+        if r['group'] == group and r.get('num_keys')
+    ]
+    return (math.log(max(keys)), max(keys)) if keys else None
 
 
 def plot_entropy(reports: Sequence[dict], path: str) -> Optional[str]:
-    """Mean row entropy per layer and branch (strong), and the top-k % rows (faint)."""
-    return _per_branch(
-        reports,
-        'entropy',
-        path,
-        'mean',
-        'entropy (nats)',
-        'Attention entropy: mean over rows and heads; faint: top-k % rows',
-        'top_k_mean',
+    """Mean row entropy per layer and branch (strong lines) and the mean of the top-k % rows
+    (faint), with each attention's maximum ``log N`` (uniform rows over its ``N`` keys)."""
+    if not _groups(reports, 'entropy'):
+        return None
+    fig, axes, groups, branches = _per_branch(reports, 'entropy', 'mean', 'row entropy (nats)', 'top_k_mean')
+    top = max(r[f] for rep in reports for r in rep.get('entropy') or [] for f in ('mean', 'top_k_mean'))
+    for ax, group in zip(axes, groups, strict=True):
+        ref = _max_entropy(reports, group)
+        if ref is not None:
+            ax.axhline(ref[0], color='0.45', ls='-', lw=1.0)
+            ax.annotate(
+                f'uniform: log {ref[1]} = {ref[0]:.2f}',
+                (0.02, ref[0]),
+                xycoords=('axes fraction', 'data'),
+                xytext=(0, 3),
+                textcoords='offset points',
+                fontsize=7.5,
+                color='0.3',
+            )
+            top = max(top, ref[0])
+    axes[0].set_ylim(0, top * 1.12)
+    k = next((r['top_k_percent'] for rep in reports for r in rep.get('entropy') or []), 10)
+    handles = _run_handles(reports) + _branch_handles(branches)
+    handles.append(
+        Line2D([], [], color='0.5', alpha=0.5, lw=1.5, label=f'faint: the {k:g} % highest-entropy rows')
     )
+    handles.append(Line2D([], [], color='0.45', lw=1.0, label='maximum: uniform rows over the N keys'))
+    return _finish(fig, path, 'Attention entropy per layer: mean over rows, heads and samples', handles)
 
 
 def plot_redundancy(reports: Sequence[dict], path: str) -> Optional[str]:
-    """Mean ``1 - cos`` between heads per layer and branch (higher = less redundant)."""
-    return _per_branch(
-        reports,
-        'redundancy',
+    """Head redundancy, drawn as the distance it is computed from: the mean pairwise distance
+    ``Δ = 1 − cos(vec A_i, vec A_j)`` between the heads' maps, per layer and branch (0: all heads
+    attend alike, i.e. fully redundant; higher: more diverse heads)."""
+    if not _groups(reports, 'redundancy'):
+        return None
+    fig, axes, _, branches = _per_branch(reports, 'redundancy', 'mean', 'Δ (mean 1 − cos over head pairs)')
+    top = max(r['mean'] for rep in reports for r in rep.get('redundancy') or [])
+    axes[0].set_ylim(0, max(1.0, top * 1.05))
+    handles = _run_handles(reports) + _branch_handles(branches)
+    return _finish(
+        fig,
         path,
-        'mean',
-        'mean 1 − cos(A_i, A_j)',
-        'Head redundancy (pairwise cosine distance between heads)',
+        'Head redundancy as a distance: Δ = 1 − cos between two heads\' attention maps, mean over head '
+        'pairs (0 = identical heads; higher = less redundant)',
+        handles,
     )
 
 
-def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
-    """Histogram of C(V+, V-) over samples, heads and layers, and the branch-output cosine per
-    layer."""
-    have_c = [r for r in reports if r.get('cvv')]
-    have_b = [r for r in reports if r.get('branch_cosine')]
-    if not have_c and not have_b:
-        return None
-    fig, axes = _axes(2)
-    for i, rep in enumerate(reports):
-        recs = rep.get('cvv') or []
-        if recs:
-            edges = np.array(recs[0]['histogram']['edges'])
-            counts = np.sum([r['histogram']['counts'] for r in recs], axis=0)
-            group = max(1, counts.size // 50)  # drawn with ~50 bins
-            counts = counts[: counts.size // group * group].reshape(-1, group).sum(axis=1)
-            edges = edges[::group][: counts.size + 1]
-            s = rep['summary']['cvv']
-            axes[0].stairs(
-                counts / counts.sum(),
-                edges,
-                color=COLORS[i % 10],
-                fill=False,
-                label=f"{rep['label']}: mean {s['mean']:.2f}, median {s['median']:.2f}",
+# -- C(V+, V-) and branch cosine ----------------------------------------------------------------
+def histogram_quantiles(counts: Sequence[int], edges: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Quantiles of binned values, linear inside a bin (``counts [n]``, ``edges [n + 1]``)."""
+    counts = np.asarray(counts, dtype=float)
+    edges = np.asarray(edges, dtype=float)
+    cum = np.concatenate([[0.0], np.cumsum(counts)])
+    return [float(np.interp(q * cum[-1], cum, edges)) for q in qs]
+
+
+def _boxes(ax, reports: Sequence[dict], key: str, group: str) -> list[int]:
+    """Per layer and run: 5–95 % whisker, interquartile bar, median tick, mean dot."""
+    have = [(i, rep) for i, rep in enumerate(reports) if rep.get(key)]
+    width = 0.7 / max(1, len(have))
+    drawn = []
+    for slot, (i, rep) in enumerate(have):
+        for rec in sorted((r for r in rep[key] if r['group'] == group), key=lambda r: r['layer']):
+            h = rec['histogram']
+            q05, q25, q50, q75, q95 = histogram_quantiles(
+                h['counts'], h['edges'], (0.05, 0.25, 0.5, 0.75, 0.95)
             )
-    axes[0].set_xlabel('C(V+, V−)')
-    axes[0].set_ylabel('fraction')
-    axes[0].set_title('value subspaces (sample × head × layer)')
-    axes[0].grid(alpha=0.3)
-    if have_c:
-        axes[0].legend(fontsize=7)
-    groups = _groups(reports, 'branch_cosine')
+            x = rec['layer'] + (slot - (len(have) - 1) / 2) * width
+            c = _color(i)
+            ax.vlines(x, q05, q95, color=c, lw=1.0)
+            ax.bar(x, q75 - q25, width * 0.8, bottom=q25, color=c, alpha=0.35, edgecolor=c, lw=1)
+            ax.hlines(q50, x - width * 0.4, x + width * 0.4, color=c, lw=2)
+            ax.plot(x, rec['mean'], 'o', ms=3.5, color='white', mec=c, mew=1.2)
+            drawn.append(rec['layer'])
+    return drawn
+
+
+def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
+    """Distribution per layer and attention of C(V+, V−) (DnA's value subspaces; top row) and
+    of the cosine of the two branches' outputs (DnA, Diff; bottom row), over samples × heads."""
+    rows = [k for k in ('cvv', 'branch_cosine') if any(rep.get(k) for rep in reports)]
+    if not rows:
+        return None
+    groups = []
+    for k in rows:
+        groups += [g for g in _groups(reports, k) if g not in groups]
+    fig, axes = _axes(len(groups), 4.2, 3.0, rows=len(rows))
+    names = {
+        'cvv': ('C(V+, V−) = ⟨V+, V−⟩_F / (‖V+‖ ‖V−‖)', 'value subspaces'),
+        'branch_cosine': ('cos(branch₁ output, branch₂ output)', 'branch outputs'),
+    }
+    for r, key in enumerate(rows):
+        for c, group in enumerate(groups):
+            ax = axes[r][c]
+            layers = _boxes(ax, reports, key, group)
+            ax.axhline(0, color='0.5', lw=0.8)
+            ax.set_ylim(-1.05, 1.05)
+            _panel(ax, f'{names[key][1]}, {group}' if group != 'attn' else names[key][1], None, layers)
+            if c == 0:
+                ax.set_ylabel(names[key][0], fontsize=8.5)
+            if r < len(rows) - 1:
+                ax.set_xlabel('')
+    handles = []
     for i, rep in enumerate(reports):
-        for j, group in enumerate(groups):
-            x, y, _ = _series(rep.get('branch_cosine') or [], group, 'mean')
-            if x:
-                ax_label = rep['label'] + ('' if group == 'attn' else f' {group}')
-                axes[1].plot(
-                    x, y, ['-', '--', ':'][j % 3], marker='o', ms=3, color=COLORS[i % 10], label=ax_label
-                )
-    _style(axes[1], 'attn', 'cos(branch₁, branch₂)')
-    axes[1].set_title('branch-output cosine')
-    if have_b:
-        _legend(axes[1])
-    return _finish(fig, path, 'Similarity of the two branches')
+        s = rep.get('summary') or {}
+        parts = [
+            f"{'C' if k == 'cvv' else 'cos'} mean {s[k]['mean']:.2f}, median {s[k]['median']:.2f}"
+            for k in rows
+            if k in s
+        ]
+        if parts:
+            handles.append(
+                Patch(facecolor=_color(i), alpha=0.6, label=f"{rep['label']} ({'; '.join(parts)})")
+            )
+    return _finish(
+        fig,
+        path,
+        'Similarity of the two branches per layer (distribution over samples × heads)',
+        handles,
+        'Bar: interquartile range; whisker: 5–95 %; tick: median; dot: mean (quantiles from 400-bin '
+        'histograms on [−1, 1]). Temporal: one value per (clip, patch, head); '
+        'spatial: per (clip, frame, head).',
+    )
 
 
+# -- intruders -----------------------------------------------------------------------------------
 def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
-    """Histogram of intruder-dimension counts (all samples, heads, layers), one bar set per run."""
-    have = [r for r in reports if (r.get('summary') or {}).get('intruders')]
+    """Histogram of intruder-dimension counts per attention (samples × heads × layers), bars per run."""
+    have = [(i, rep) for i, rep in enumerate(reports) if rep.get('intruders')]
     if not have:
         return None
-    fig, axes = _axes(1, 6.0, 3.6)
-    ax = axes[0]
+    groups = _groups([rep for _, rep in have], 'intruders')
+    fig, axes = _axes(len(groups), 4.4, 3.2)
+    axes = list(axes[0])
     width = 0.8 / len(have)
-    for i, rep in enumerate(have):
-        s = rep['summary']['intruders']
-        hist = np.array(s['histogram'], dtype=float)
-        x = np.arange(hist.size) + (i - (len(have) - 1) / 2) * width
-        ax.bar(
-            x,
-            hist / hist.sum(),
-            width,
-            color=COLORS[reports.index(rep) % 10],
-            label=f"{rep['label']}: mean {s['mean']:.2f}, mode {s['mode']}",
+    rec0 = have[0][1]['intruders'][0]
+    for ax, group in zip(axes, groups, strict=True):
+        top = 0
+        for slot, (i, rep) in enumerate(have):
+            recs = [r for r in rep['intruders'] if r['group'] == group]
+            if not recs:
+                continue
+            n = max(len(r['histogram']) for r in recs)
+            hist = np.zeros(n)
+            for r in recs:
+                hist[: len(r['histogram'])] += r['histogram']
+            nz = np.nonzero(hist)[0]
+            top = max(top, int(nz.max()) if nz.size else 0)
+            x = np.arange(n) + (slot - (len(have) - 1) / 2) * width
+            ax.bar(x, hist / hist.sum(), width, color=_color(i))
+        ax.set_xlim(-0.6, max(top, 1) + 0.6)
+        ax.set_ylim(0, 1)
+        ax.set_xticks(range(max(top, 1) + 1))
+        ax.grid(alpha=0.3, axis='y')
+        ax.set_title(f'{group} attention' if group in ('temporal', 'spatial') else group, fontsize=9.5)
+        ax.set_xlabel('intruder dimensions')
+        if ax is axes[0]:
+            ax.set_ylabel('fraction of (sample, head, layer)')
+    handles = [
+        Patch(
+            color=_color(i),
+            label=f"{rep['label']} (all attentions: mean {rep['summary']['intruders']['mean']:.2f}, "
+            f"mode {rep['summary']['intruders']['mode']})",
         )
-    rec = have[0]['intruders'][0]
-    ax.set_xlabel(f"intruders among top-{rec['k']} left singular vectors (ε = {rec['eps']:.2f})")
-    ax.set_ylabel('fraction')
-    ax.grid(alpha=0.3, axis='y')
-    _legend(ax)
-    return _finish(fig, path, 'Intruder dimensions between the two branches')
+        for i, rep in have
+    ]
+    return _finish(
+        fig,
+        path,
+        f"Intruder dimensions per attention: top-{rec0['k']} positive-branch singular vectors with "
+        f"|cos| < {rec0['eps']:.2f} to all negative-branch ones",
+        handles,
+        'k is clipped to min(tokens, head dim) of the attention; with few tokens the two top-k '
+        'subspaces must overlap.',
+    )
 
 
+# -- robustness ----------------------------------------------------------------------------------
 def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
-    """Mean pairwise token distance per layer: clean (solid) vs noisy (dashed), a panel per σ."""
-    have = [r for r in reports if r.get('robustness')]
+    """Token distance within a clip per layer (mean ``1 − cos`` between its patch tokens), clean
+    (solid) and with Gaussian input noise (dashed), a panel per σ; top-1 against σ beside them."""
+    have = [(i, rep) for i, rep in enumerate(reports) if rep.get('robustness')]
     if not have:
         return None
-    sigmas = sorted({e['sigma'] for r in have for e in r['robustness'] if e['sigma'] > 0})
-    if not sigmas:
-        sigmas = [0.0]
-    fig, axes = _axes(len(sigmas), 4.0, 3.4)
-    for ax, sigma in zip(axes, sigmas, strict=True):
+    sigmas = sorted({e['sigma'] for _, r in have for e in r['robustness'] if e['sigma'] > 0}) or [0.0]
+    with_acc = any(e.get('accuracy') is not None for _, r in have for e in r['robustness'])
+    n = len(sigmas) + with_acc
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.3), squeeze=False)
+    axes = list(axes[0])
+    top = 0.0
+    for ax, sigma in zip(axes[: len(sigmas)], sigmas, strict=True):
         psnrs = []
-        for rep in have:
+        for i, rep in have:
             entries = {e['sigma']: e for e in rep['robustness']}
-            for s, ls, suffix in ((0.0, '-', ''), (sigma, '--', '$^σ$')):
+            for s, ls in ((0.0, '-'), (sigma, '--')) if sigma > 0 else ((0.0, '-'),):
                 e = entries.get(s)
-                if e is None or (s == 0 and sigma == 0 and ls == '--'):
+                if e is None:
                     continue
                 x = [layer['layer'] for layer in e['layers']]
                 y = [layer['distance'] for layer in e['layers']]
-                acc = '' if e.get('accuracy') is None else f" (acc {100 * e['accuracy']:.0f}%)"
-                ax.plot(
-                    x,
-                    y,
-                    ls,
-                    marker='o',
-                    ms=3,
-                    color=COLORS[reports.index(rep) % 10],
-                    label=f"{rep['label']}{suffix}{acc}",
-                )
+                top = max(top, *y)
+                ax.plot(x, y, ls, marker='o', ms=3.5, color=_color(i))
                 if s > 0 and e.get('psnr') is not None:
                     psnrs.append(e['psnr'])
-        title = f'σ = {sigma:g}' + (f', PSNR {np.mean(psnrs):.1f} dB' if psnrs else '')
-        _style(ax, 'attn', 'mean pairwise cosine distance')
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=6.5, loc='upper center', bbox_to_anchor=(0.5, -0.2), frameon=False, ncol=2)
-    return _finish(fig, path, 'Representational robustness (patch tokens, mean-centred)')
+        ax.set_title(f'σ = {sigma:g}' + (f' (PSNR {np.mean(psnrs):.1f} dB)' if psnrs else ''), fontsize=9.5)
+        ax.set_xlabel('layer (block index)')
+        ax.grid(alpha=0.3)
+        ax.set_xticks(sorted({lay['layer'] for _, r in have for e in r['robustness'] for lay in e['layers']}))
+    for ax in axes[: len(sigmas)]:
+        ax.set_ylim(0, top * 1.1)
+        if ax is not axes[0]:
+            ax.tick_params(labelleft=False)
+    axes[0].set_ylabel('token distance within a clip\n(mean 1 − cos between patch tokens)', fontsize=8.5)
+    if with_acc:
+        ax = axes[-1]
+        for i, rep in have:
+            pts = sorted(
+                (e['sigma'], 100 * e['accuracy']) for e in rep['robustness'] if e.get('accuracy') is not None
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], '-', marker='o', ms=3.5, color=_color(i))
+        ax.set_ylim(0, 102)
+        ax.set_xlabel('noise σ')
+        ax.set_ylabel('top-1 (%)')
+        ax.set_title('accuracy on the analysed samples', fontsize=9.5)
+        ax.grid(alpha=0.3)
+    settings = have[0][1].get('settings') or {}
+    space = settings.get('noise_space', 'normalized')
+    handles = _run_handles([rep for _, rep in have])
+    handles += [
+        Line2D([], [], color='0.25', ls='-', label='clean input'),
+        Line2D([], [], color='0.25', ls='--', label='input + Gaussian noise of std σ'),
+    ]
+    return _finish(
+        fig,
+        path,
+        'Representational robustness: how far apart the patch tokens of one clip stay, clean vs noisy',
+        handles,
+        f'Tokens centred per token over the channels ({settings.get("center", "feature")}); σ in '
+        f'{"normalised-input" if space == "normalized" else "pixel-range"} units; PSNR on raw pixels. '
+        'Higher distance = tokens less collapsed onto each other.',
+    )
 
 
 PLOTTERS = {
@@ -284,31 +495,98 @@ PLOTTERS = {
 }
 
 
-def plot_relevance(frames: np.ndarray, maps: dict[str, np.ndarray], path: str, title: str) -> str:
-    """Input frames with relevance overlays: one column per frame, rows = input, positive
-    (red, ``'pos'`` / ``'attn'``) and negative (blue, ``'neg'``) relevance.
+# -- relevance -----------------------------------------------------------------------------------
+#: overlay colour maps: light → saturated Okabe–Ito orange (positive) and blue (negative)
+RELEVANCE_CMAPS = {
+    'pos': LinearSegmentedColormap.from_list('relevance_pos', ['#FFE6B3', '#E69F00', '#D55E00']),
+    'attn': LinearSegmentedColormap.from_list('relevance_pos', ['#FFE6B3', '#E69F00', '#D55E00']),
+    'neg': LinearSegmentedColormap.from_list('relevance_neg', ['#CCE9FA', '#56B4E9', '#0072B2']),
+}
+RELEVANCE_ROWS = {'pos': 'positive branch', 'attn': 'relevance', 'neg': 'negative branch'}
+
+
+def _as_drawn(cmap, background: float = 0.4, opacity: float = 0.9) -> ListedColormap:
+    """``cmap`` composited as the overlay draws it (opacity ``opacity · r``) over a mid grey,
+    for the colour bar."""
+    r = np.linspace(0, 1, 256)[:, None]
+    rgb = (1 - opacity * r) * background + opacity * r * cmap(r[:, 0])[:, :3]
+    return ListedColormap(rgb)
+
+
+def _grey(frame: np.ndarray) -> np.ndarray:
+    """RGB ``[H, W, 3]`` in ``[0, 1]`` → luminance squeezed into ``[0.15, 0.65]`` (the overlay's
+    light and saturated ends both stand out from it)."""
+    lum = frame @ np.array([0.299, 0.587, 0.114])
+    return 0.15 + 0.5 * lum
+
+
+def plot_relevance(
+    frames: np.ndarray,
+    maps: dict[str, np.ndarray],
+    path: str,
+    title: str,
+    frame_indices: Optional[Sequence[int]] = None,
+    note: Optional[str] = None,
+) -> str:
+    """Input frames and, one row per branch, the relevance over the frame in grey.
+
+    The overlay's colour and opacity both follow the relevance (0: clear, 1: opaque saturated
+    orange for the positive branch / blue for the negative one, a colour-blind-safe pair, on a
+    grey frame so no colour of the input competes); a contour marks relevance 0.5; one colour bar
+    per row.
 
     Args:
         frames: ``[T, H, W, 3]`` in ``[0, 1]`` (``T = 1`` for an image).
-        maps: Chain → ``[T, H, W]`` in ``[0, 1]``.
+        maps: Chain (``'pos'``, ``'neg'``, ``'attn'``) → ``[T, H, W]`` in ``[0, 1]``.
+        path: PNG to write.
+        title: Figure title.
+        frame_indices: Source-video index of each frame (column titles); default ``0..T-1``.
+        note: Text under the figure (e.g. the normalisation).
     """
-    rows = [('input', None)] + [(c, maps[c]) for c in ('pos', 'attn', 'neg') if c in maps]
+    chains = [c for c in ('pos', 'attn', 'neg') if c in maps]
     t = frames.shape[0]
-    cell = 1.9 if t > 1 else 2.6
-    fig, axes = plt.subplots(len(rows), t, figsize=(cell * t + 0.4, cell * len(rows)), squeeze=False)
-    names = {'input': 'input', 'pos': 'positive', 'attn': 'relevance', 'neg': 'negative'}
-    for r, (chain, rel) in enumerate(rows):
+    idx = list(frame_indices) if frame_indices is not None else list(range(t))
+    cell = 1.6 if t > 1 else 2.6
+    fig, axes = plt.subplots(
+        1 + len(chains),
+        t + 1,
+        figsize=(cell * t + 0.9, cell * (1 + len(chains)) + 0.3),
+        squeeze=False,
+        gridspec_kw=dict(width_ratios=[1] * t + [0.07], wspace=0.04, hspace=0.08),
+    )
+    norm = Normalize(0, 1)
+    for r, chain in enumerate([None, *chains]):
         for f in range(t):
             ax = axes[r][f]
-            ax.imshow(frames[f])
-            if rel is not None:
-                ax.imshow(
-                    rel[f], cmap='Blues' if chain == 'neg' else 'Reds', alpha=0.6 * rel[f], vmin=0, vmax=1
-                )
+            if chain is None:
+                ax.imshow(frames[f], interpolation='nearest')
+            else:
+                rel = np.clip(maps[chain][f], 0, 1)
+                ax.imshow(_grey(frames[f]), cmap='gray', vmin=0, vmax=1, interpolation='nearest')
+                rgba = RELEVANCE_CMAPS[chain](norm(rel))
+                rgba[..., 3] = 0.9 * rel
+                ax.imshow(rgba, interpolation='bilinear')
+                if rel.max() > 0.5 > rel.min():
+                    ax.contour(rel, levels=[0.5], colors=['white'], linewidths=0.7)
             ax.set_xticks([])
             ax.set_yticks([])
             if f == 0:
-                ax.set_ylabel(names[chain], fontsize=9)
+                ax.set_ylabel('input' if chain is None else RELEVANCE_ROWS[chain], fontsize=8.5)
             if r == 0 and t > 1:
-                ax.set_title(f'frame {f}', fontsize=8)
-    return _finish(fig, path, title)
+                ax.set_title(f'frame {idx[f]}', fontsize=8)
+        cax = axes[r][t]
+        if chain is None:
+            cax.axis('off')
+        else:
+            cb = fig.colorbar(plt.cm.ScalarMappable(norm, _as_drawn(RELEVANCE_CMAPS[chain])), cax=cax)
+            cb.set_ticks([0, 0.5, 1])
+            cb.ax.tick_params(labelsize=7)
+            cb.set_label('relevance', fontsize=7.5, labelpad=2)
+    fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10, y=0.995)
+    if note:
+        fig.text(
+            0.5, 0.08, textwrap.fill(note, int(fig.get_figwidth() * 15)), ha='center', va='top', fontsize=7.5
+        )
+    fig.savefig(path, dpi=DPI, bbox_inches='tight')
+    plt.close(fig)
+    return path

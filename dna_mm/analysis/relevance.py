@@ -9,10 +9,10 @@ For every attention call, in forward order, with ``A`` the map the forward multi
 
 and the relevance of the patches is the CLS row ``R[CLS, patches]``, reshaped to the patch grid,
 upsampled to the input, min-max normalised. DnA and Diff propagate each branch on its own
-(``pos``: softmax / ``A1``; ``neg``: softmin / ``A2``), giving a positive (red) and a negative
-(blue) map; a block with one map (softmax / Cog, e.g. Cog's first and last layer) enters both
-chains. The maps come from the forward pass itself (:func:`~.collector.eager_attention`, with
-``retain_grad``), not from a separate computation.
+(``pos``: softmax / ``A1``; ``neg``: softmin / ``A2``), giving a positive and a negative map
+(drawn orange / blue by :func:`~.plots.plot_relevance`); a block with one map (softmax / Cog,
+e.g. Cog's first and last layer) enters both chains. The maps come from the forward pass itself
+(:func:`~.collector.eager_attention`, with ``retain_grad``), not from a separate computation.
 
 Divided space-time (MMAction2's TimeSformer), tokens ``[CLS, (p, t)]`` with index ``1 + p·T + t``:
 each attention is written as one ``(1 + P·T)²`` matrix before the update —
@@ -169,3 +169,20 @@ def _grid(num_patches: int, size: torch.Size) -> tuple[int, int]:
     if num_patches % h:
         raise ValueError(f'relevance: {num_patches} patches do not form a grid for an input of {tuple(size)}')
     return h, num_patches // h
+
+
+def source_frame_indices(pipeline: list[dict], path: str) -> Optional[list[int]]:
+    """Indices in the source video of the frames a test pipeline samples from ``path`` (its
+    first clip): the pipeline run up to its ``SampleFrames`` step, nothing decoded.
+    ``None`` when the pipeline has no such step."""
+    from mmengine.dataset import Compose
+
+    steps = []
+    for step in pipeline:
+        steps.append(step)
+        if 'SampleFrames' in str(step.get('type', '')):
+            break
+    else:
+        return None
+    out = Compose(steps)(dict(filename=path, label=-1, start_index=0, modality='RGB'))
+    return [int(i) for i in out['frame_inds'][: out['clip_len']]]

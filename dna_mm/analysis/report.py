@@ -6,10 +6,11 @@ Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entro
     settings   {analyses, top_k_percent, intruder_k, intruder_eps, with_coefficient, sigmas,
                 noise_space, center, seed}
     sites      [{site, layer, group, kind, branches, num_heads}]
-    alpha      [{site, layer, group, per_head, mean, max, min, std}]          (DnA with α)
+    alpha      [{site, layer, group, per_head, mean, max, min, std, init}]    (DnA with α)
     lambda     [{site, layer, group, value, lambda_init}]                      (Diff)
-    entropy    [{site, layer, group, kind, branch, per_head, mean, top_k_per_head, top_k_mean, ...}]
-    redundancy [{site, layer, group, kind, branch, mean}]
+    entropy    [{site, layer, group, kind, branch, per_head, mean, top_k_per_head, top_k_mean,
+                 num_keys (N: uniform rows have the maximum log N), ...}]
+    redundancy [{site, layer, group, kind, branch, mean}]  (mean pairwise distance 1 - cos between heads)
     cvv, branch_cosine  [{site, layer, group, kind, mean, median, per_head_mean, count, histogram}]
     intruders  [{site, layer, group, kind, k, eps, histogram, mean, per_head_mean, count}]
     robustness [{sigma, psnr, accuracy, layers: [{layer, distance}]}]         (sigma 0 = clean)
@@ -21,9 +22,11 @@ Only the analyses asked for appear.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Iterable, Optional, Sequence
 
 import torch
+from mmengine.utils import ProgressBar
 
 from .collector import MAP_ANALYSES, AttentionCollector, TokenDistanceCollector, histogram_median
 from .measures import alpha_stats
@@ -31,6 +34,8 @@ from .models import AnalysisModel
 from .sites import find_attention_sites
 
 SCHEMA = 'dna_mm.analysis/1'
+#: ``DnAAttention``'s initial α (its ``alpha_init`` default and the converters' value)
+ALPHA_INIT = 0.5
 ANALYSES = ('alpha', 'entropy', 'redundancy', 'cvv', 'intruders', 'robustness')
 
 
@@ -41,7 +46,12 @@ def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
         base = dict(site=site.name, layer=site.layer, group=site.group)
         if site.alpha is not None:
             alpha.append(
-                dict(base, per_head=[float(a) for a in site.alpha.detach()], **alpha_stats(site.alpha))
+                dict(
+                    base,
+                    per_head=[float(a) for a in site.alpha.detach()],
+                    **alpha_stats(site.alpha),
+                    init=float(getattr(site.module, 'alpha_init', ALPHA_INIT)),
+                )
             )
         if site.kind == 'diff':
             lam.append(
@@ -67,13 +77,15 @@ def analyze(
     center: Optional[str] = 'feature',
     seed: int = 0,
     label: Optional[str] = None,
+    progress: bool = False,
 ) -> dict:
     """Run the analyses over ``num_samples`` samples of ``am`` (all when ``None``).
 
     One pass over the data: each batch runs once on the eager path (maps reduced by
     :class:`~.collector.AttentionCollector`, block outputs by the token-distance hooks as the
     clean, σ = 0 case) and once per ``σ`` with Gaussian noise (:meth:`AnalysisModel.add_noise`,
-    fast path, seeded by ``seed``).
+    fast path, seeded by ``seed``). ``progress``: a bar with the ETA on stderr (mmengine's
+    ``ProgressBar``, samples done / to do).
     """
     unknown = set(analyses) - set(ANALYSES)
     if unknown:
@@ -120,9 +132,12 @@ def analyze(
     correct = {0.0: 0, **{s: 0 for s in sigmas}}
     psnr = {s: 0.0 for s in sigmas}
     labelled = 0
+    bar = None
     with torch.no_grad():
         for batch in am.batches(num_samples):
             b = batch.inputs.shape[0]
+            if progress and bar is None:
+                bar = ProgressBar(batch.meta.get('total') or num_samples or 0, file=sys.stderr)
             report['num_samples'] += b
             known = batch.labels is not None and bool((batch.labels >= 0).all()) and am.is_classifier
             labelled += b if known else 0
@@ -143,6 +158,10 @@ def analyze(
                     out = am.forward(noisy)
                 if known:
                     correct[sigma] += int((out.argmax(-1) == batch.labels).sum())
+            if bar is not None:
+                bar.update(b)
+    if bar is not None:
+        sys.stderr.write('\n')
     n = report['num_samples']
     if n == 0:
         raise ValueError(f'{am.name}: the data gave no samples')

@@ -1,9 +1,11 @@
 """Helpers shared by ``tools/train.py`` and ``tools/test.py``: config preparation and the runner."""
 
+from .check import check_config
 from .config import enable_tensorboard, format_metrics, prepare_cfg, shutdown_distributed, sync_schedule
 from .runner import DnARunner, SetupDumpFilter, build_runner
 
 __all__ = [
+    'check_config',
     'prepare_cfg',
     'format_metrics',
     'shutdown_distributed',

@@ -43,6 +43,7 @@ def prepare_cfg(
                     f'also: {", ".join(moved)}',
                     logger='current',
                 )
+    limit_topk(cfg)
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
@@ -85,8 +86,8 @@ def sync_schedule(
         raise ValueError(f"sync_schedule: unit must be 'epochs' or 'iters', got {unit!r}")
     by_epoch = unit == 'epochs'
     new = (cfg.get('train_cfg') or {}).get(f'max_{unit}')
-    if old_max is None or new is None or new == old_max:
-        return []
+    if old_max is None or new is None or new == old_max or not isinstance(new, int) or new <= 0:
+        return []  # an invalid length moves nothing (check_config names it)
     old, moved = old_max, []
 
     def move(holder: Any, key: str, name: str, value: Any) -> None:
@@ -127,6 +128,32 @@ def sync_schedule(
     return moved
 
 
+def limit_topk(cfg: Config) -> list[int]:
+    """Keep only the top-k accuracies with k < the number of classes in the config's
+    ``AccMetric`` evaluators (a 4-class model's top-5 is 100% by definition); top-1 always stays.
+    Returns the ks dropped."""
+    num_classes = ((cfg.get('model') or {}).get('cls_head') or {}).get('num_classes')
+    if not isinstance(num_classes, int):
+        return []
+    dropped: set[int] = set()
+    for key in ('val_evaluator', 'test_evaluator'):
+        evaluators = cfg.get(key)
+        for metric in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
+            if not isinstance(metric, dict) or metric.get('type') != 'AccMetric':
+                continue
+            if 'top_k_accuracy' not in metric.get('metric_list', ('top_k_accuracy',)):
+                continue
+            options = dict(metric.get('metric_options') or {})
+            topk = options.get('top_k_accuracy', {}).get('topk', (1, 5))
+            topk = (topk,) if isinstance(topk, int) else tuple(topk)
+            kept = tuple(k for k in topk if k < num_classes or k == 1)
+            if kept != topk:
+                dropped |= set(topk) - set(kept)
+                options['top_k_accuracy'] = dict(options.get('top_k_accuracy', {}), topk=kept)
+                metric['metric_options'] = options
+    return sorted(dropped)
+
+
 def enable_tensorboard(cfg: Config) -> Config:
     """Add MMEngine's ``TensorboardVisBackend`` to the visualizer (once): scalars (loss, lr,
     metrics) are then written to ``<work_dir>/<timestamp>/vis_data`` for
@@ -148,18 +175,26 @@ def enable_tensorboard(cfg: Config) -> Config:
     return cfg
 
 
+COCO_SUFFIXES = (('', ''), ('_50', '50'), ('_75', '75'), ('_s', '_S'), ('_m', '_M'), ('_l', '_L'))
+
+
 def format_metrics(metrics: dict) -> str:
     """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition) and COCO's bbox / segm AP, AP50,
-    AP75 (detection, in %) → one readable line (other metrics appended as they are)."""
+    AP75, AP_S / AP_M / AP_L (detection) → one readable line, every accuracy and AP in %
+    (COCO's -1 for a size range without objects as ``n/a``); other metrics appended as they are."""
     names = {'acc/top1': 'top-1', 'acc/top5': 'top-5', 'acc/mean1': 'mCA'}
     names.update(
         {
             f'coco/{task}_mAP{sfx}': f'{task} AP{label}'  # MMDetection's CocoMetric
             for task in ('bbox', 'segm')
-            for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'))
+            for sfx, label in COCO_SUFFIXES
         }
     )
-    parts = [f'{label}: {100 * metrics[key]:.2f}' for key, label in names.items() if key in metrics]
+
+    def percent(value: float) -> str:
+        return 'n/a' if value < 0 else f'{100 * value:.2f}'
+
+    parts = [f'{label}: {percent(metrics[key])}' for key, label in names.items() if key in metrics]
     parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
     return 'Test results: ' + '  '.join(parts)
 

@@ -21,6 +21,7 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from ..datasets.protocols import label_map as shipped_label_map
+from ..errors import ConfigError, DataError
 from ..utils import load_model_weights, read_checkpoint
 
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
@@ -63,7 +64,7 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
         if line.strip() and not line.lstrip().startswith('#'):
             videos.append(str(root / line.split()[0]))  # an absolute entry stays absolute
     if not videos:
-        raise ValueError(f'list {source} names no video (one path per line expected)')
+        raise DataError(f'list {source} names no video (one path per line expected)')
     missing = [v for v in videos if not osp.isfile(v)]
     if missing:
         raise FileNotFoundError(
@@ -102,21 +103,33 @@ def resolve_class_names(
     cfg: Config, num_classes: int, label_map: Optional[str] = None
 ) -> Optional[list[str]]:
     """Class names for the predictions: ``label_map`` if given, else the config's ``label_map``
-    key (set by the dataset bases in ``configs/_base_/datasets``) when it has the model's
-    number of classes (a config whose ``num_classes`` was changed no longer has a map for its
-    classes: a note is logged), else ``None`` (indices).
+    key (set by the dataset bases in ``configs/_base_/datasets``) when it exists and has the
+    model's number of classes (a config whose ``num_classes`` was changed no longer has a map
+    for its classes, the demo's is written with its data: a note is logged), else ``None``
+    (indices).
 
     Raises:
+        FileNotFoundError: the given ``label_map`` is neither a file nor a shipped map.
         ValueError: the given ``label_map``'s length is not the model's number of classes.
     """
     source = label_map or cfg.get('label_map')
     if source is None:
         return None
-    names = read_label_map(source)
+    try:
+        names = read_label_map(source)
+    except FileNotFoundError:
+        if label_map:
+            raise
+        print_log(
+            f"note: the config's label map {source} does not exist (yet: the demo writes it with "
+            f'its data): printing class indices',
+            logger='current',
+        )
+        return None
     if len(names) == num_classes:
         return names
     if label_map:
-        raise ValueError(f'label map {source} has {len(names)} classes, the model predicts {num_classes}')
+        raise ConfigError(f'label map {source} has {len(names)} classes, the model predicts {num_classes}')
     print_log(
         f"note: the config's label map {source} has {len(names)} classes, the model predicts "
         f'{num_classes}: not used',

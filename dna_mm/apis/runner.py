@@ -12,6 +12,11 @@ a terminal that starts with the run, not with the setup dump.
 * **Resume.** ``resume=True`` with no checkpoint in the work dir says so (a warning) and trains
   from scratch, instead of "resumed from the latest checkpoint None"; a file that is not a
   training checkpoint is an error naming it.
+* **Exact resume.** Checkpoints carry the random state and the run's seed
+  (:class:`~dna_mm.engine.rng_state.RNGStateHook`, added to every run), and mmengine's two train
+  loops are replaced by :mod:`dna_mm.engine.loops`' (same arguments): a resumed run restores
+  the state where the interrupted one saved it, continues an epoch mid-way, and logs the same
+  losses as a run that was never stopped.
 * **Quiet setup.** mmengine logs the environment, the whole config, the hook order and one
   line per parameter option before the first progress line (hundreds of lines). They still go
   to the log file; the terminal shows them only with ``log_setup_to_console = True``
@@ -25,16 +30,30 @@ too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, Callable, Optional, Union
 
 from mmengine.config import Config
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.runner import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, Runner, TestLoop
 from mmengine.runner.checkpoint import _load_checkpoint, find_latest_checkpoint
 
+from ..engine.loops import ResumableEpochBasedTrainLoop, ResumableIterBasedTrainLoop
+from ..engine.rng_state import RNGStateHook
+from ..engine.test_loop import UnreadableVideosTestLoop
 from ..utils import CheckpointMismatchError, load_model_weights
+from ..utils.checkpoint import not_resumable_message
+
+RNG_HOOK_TYPES = ('RNGStateHook', RNGStateHook)
+# mmengine's train loops (by name or class) -> the exactly resumable ones
+RESUMABLE_LOOPS = {
+    'EpochBasedTrainLoop': ResumableEpochBasedTrainLoop,
+    EpochBasedTrainLoop: ResumableEpochBasedTrainLoop,
+    'IterBasedTrainLoop': ResumableIterBasedTrainLoop,
+    IterBasedTrainLoop: ResumableIterBasedTrainLoop,
+}
 
 # Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
 SETUP_DUMP_MARKERS = (
@@ -75,7 +94,34 @@ class DnARunner(Runner):
         cfg = kwargs.get('cfg') or {}
         self.load_partial = bool(cfg.get('load_partial', False))
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
+        hooks = list(kwargs.get('custom_hooks') or [])
+        if not any(
+            isinstance(h, RNGStateHook) or (isinstance(h, dict) and h.get('type') in RNG_HOOK_TYPES)
+            for h in hooks
+        ):
+            hooks.append(dict(type=RNGStateHook))  # random state in checkpoints, back on resume
+        kwargs['custom_hooks'] = hooks
         super().__init__(*args, **kwargs)
+
+    def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """mmengine's, with its two train loops replaced by the exactly resumable ones
+        (:mod:`dna_mm.engine.loops`, same arguments); other loops are built as they are."""
+        if isinstance(loop, dict):
+            loop = copy.deepcopy(loop)
+            kind = loop.get('type')
+            if 'type' not in loop and 'by_epoch' in loop:
+                kind = 'EpochBasedTrainLoop' if loop.pop('by_epoch') else 'IterBasedTrainLoop'
+            if kind in RESUMABLE_LOOPS:
+                loop['type'] = RESUMABLE_LOOPS[kind]
+        return super().build_train_loop(loop)
+
+    def build_test_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """mmengine's, with ``TestLoop`` replaced by
+        :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop` (every unreadable test video
+        listed at once; ``test_cfg.skip_unreadable=True``: the metrics over the others)."""
+        if isinstance(loop, dict) and loop.get('type', 'TestLoop') in ('TestLoop', TestLoop):
+            loop = dict(loop, type=UnreadableVideosTestLoop)
+        return super().build_test_loop(loop)
 
     def build_logger(
         self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None, **kwargs: Any
@@ -124,10 +170,8 @@ class DnARunner(Runner):
         try:
             super().resume(filename, *args, **kwargs)
         except KeyError as err:
-            raise CheckpointMismatchError(
-                f'cannot resume from {filename}: it has no {err} entry, so it is not a training '
-                f'checkpoint saved by mmengine (to start from its weights use load_from)'
-            ) from err
+            layout = getattr(self, '_loaded_layout', None)  # set by load_checkpoint
+            raise CheckpointMismatchError(not_resumable_message(filename, str(err), layout)) from err
 
     def load_checkpoint(
         self,
@@ -154,6 +198,7 @@ class DnARunner(Runner):
         if isinstance(model, BaseTTAModel):
             model = model.module
         report = load_model_weights(model, checkpoint, filename, strict, revise_keys)
+        self._loaded_layout = report.layout  # another code's file: resume says so
         self._has_loaded = True
         if not report.complete:
             self.logger.warning(

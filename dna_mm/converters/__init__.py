@@ -3,6 +3,7 @@ TimeSformer / ViT checkpoint layouts."""
 
 from .attention import (
     COMBINE_SIGNS,
+    NothingToConvertError,
     adapt_attentions,
     dna_to_softmax,
     official_to_dna_mm,
@@ -23,4 +24,5 @@ __all__ = [
     'adapt_attentions',
     'pos_embed_with_cls',
     'COMBINE_SIGNS',
+    'NothingToConvertError',
 ]

@@ -26,6 +26,30 @@ StateDict = Mapping[str, Tensor]
 _PARAMS = ('weight', 'bias')
 
 
+class NothingToConvertError(ValueError):
+    """A conversion found no attention of the layouts it converts (the message names them)."""
+
+
+def _nothing_to_convert(
+    what: str, layouts: str, state_dict: StateDict, note: str = ''
+) -> NothingToConvertError:
+    keys = [k for k in state_dict][:5]
+    return NothingToConvertError(
+        f'no {what} to convert: looked for {layouts}; {note}the first keys are {keys} '
+        f'({len(state_dict)} in all)'
+    )
+
+
+#: the attention layouts each converter looks for (named in its error)
+SOFTMAX_LAYOUTS = "timm's '<prefix>qkv.weight' and nn.MultiheadAttention's '<prefix>in_proj_weight'"
+DNA_LAYOUTS = "dna_mm's '<prefix>alpha', '<prefix>q_neg.weight' or '<prefix>v_neg.weight'"
+OFFICIAL_LAYOUTS = (
+    "the authors' '<prefix>qqkvv.weight' (Q±V±), '<prefix>qqkv.weight' (Q±V), "
+    "'<prefix>neg_scalers' (qkv + q_neg + v_neg, their TimeSformer) and VisCoP's "
+    "'<prefix>q_pos_proj.weight'"
+)
+
+
 def _prefixes(sd: StateDict, suffix: str) -> list[str]:
     """Prefixes ``P`` (``''`` or ending in ``.``) of the keys ``P + suffix``."""
     return [k[: len(k) - len(suffix)] for k in sd if k == suffix or k.endswith('.' + suffix)]
@@ -71,8 +95,10 @@ def softmax_to_dna(
     variant: str = 'qpm_vpm',
     num_heads: Optional[int] = None,
     alpha_init: float = 0.5,
+    *,
+    strict: bool = True,
 ) -> 'OrderedDict[str, Tensor]':
-    """Initialise DnA attentions from softmax ones (SPEC §1).
+    """Initialise DnA attentions from softmax ones (the paper's fine-tuning initialisation).
 
     Every attention found by a ``qkv.weight`` (timm layout) or ``in_proj_weight``
     (``nn.MultiheadAttention``, renamed to ``qkv`` / ``proj``) gets, where the variant has them,
@@ -87,16 +113,21 @@ def softmax_to_dna(
         num_heads: Heads per attention (length of ``alpha``); required when the variant has
             ``α`` (it cannot be read off the weights).
         alpha_init: Initial ``α``.
+        strict: Refuse a state dict in which no softmax attention is found.
 
     Raises:
         ValueError: ``num_heads`` is missing for a variant with ``α``, or does not divide ``C``.
+        NothingToConvertError: ``strict`` and no attention without a negative branch is found.
     """
     variant = canonical_variant(variant)
     sep_q, sep_v, learn_alpha = DNA_VARIANTS[variant]
     out = rename_mha(state_dict)
-    for p in _prefixes(out, 'qkv.weight'):
-        if p + 'alpha' in out or p + 'q_neg.weight' in out or p + 'v_neg.weight' in out:
-            continue
+    found = _prefixes(out, 'qkv.weight')
+    softmax = [p for p in found if not any(p + k in out for k in ('alpha', 'q_neg.weight', 'v_neg.weight'))]
+    if strict and not softmax:
+        note = f'the {len(found)} found already have a negative branch; ' if found else ''
+        raise _nothing_to_convert('softmax attention', SOFTMAX_LAYOUTS, state_dict, note)
+    for p in softmax:
         embed_dims = out[p + 'qkv.weight'].shape[1]
         if learn_alpha and num_heads is None:
             raise ValueError(
@@ -119,16 +150,27 @@ def softmax_to_dna(
     return out
 
 
-def dna_to_softmax(state_dict: StateDict, layout: str = 'timm') -> 'OrderedDict[str, Tensor]':
+def dna_to_softmax(
+    state_dict: StateDict, layout: str = 'timm', *, strict: bool = True
+) -> 'OrderedDict[str, Tensor]':
     """Drop the negative branch (``q_neg``, ``v_neg``, ``alpha``) of every DnA attention.
 
     Args:
         layout: ``'timm'`` (``qkv`` / ``proj`` keys) or ``'mha'`` (``nn.MultiheadAttention``'s
             ``in_proj_*`` / ``out_proj``, e.g. for a stock MMAction2 TimeSformer).
+        strict: Refuse a state dict without any DnA attention.
+
+    Raises:
+        NothingToConvertError: ``strict`` and no DnA attention is found.
     """
     if layout not in ('timm', 'mha'):
         raise ValueError(f"layout must be 'timm' or 'mha', got {layout!r}")
     dna = {p for suffix in ('alpha', 'q_neg.weight', 'v_neg.weight') for p in _prefixes(state_dict, suffix)}
+    if strict and not dna:
+        note = (
+            "(the authors' files: official-to-dna-mm first); " if has_official_attention(state_dict) else ''
+        )
+        raise _nothing_to_convert('DnA attention', DNA_LAYOUTS, state_dict, note)
     drop = {p + s for p in dna for s in ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')}
     out = OrderedDict((k, v) for k, v in state_dict.items() if k not in drop)
     return _to_mha(out) if layout == 'mha' else out
@@ -178,7 +220,16 @@ def _viscop_attention(state_dict: StateDict, p: str) -> 'OrderedDict[str, Tensor
     return out
 
 
-def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedDict[str, Tensor]':
+def has_official_attention(state_dict: StateDict) -> bool:
+    """Whether ``state_dict`` holds an attention in one of the authors' layouts
+    (:data:`OFFICIAL_LAYOUTS`)."""
+    suffixes = ('qqkvv.weight', 'qqkv.weight', _OFFICIAL_ALPHA, 'q_pos_proj.weight')
+    return any(k in suffixes or k.endswith(tuple('.' + s for s in suffixes)) for k in state_dict)
+
+
+def official_to_dna_mm(
+    state_dict: StateDict, combine: str = 'add', *, strict: bool = True
+) -> 'OrderedDict[str, Tensor]':
     """The authors' DnA checkpoints (github rjccv/DnA) → dna_mm keys, mapped by meaning.
 
     * Q±V± layout: ``P.qqkvv`` = ``Linear(C, 5C)`` with chunks ``[Q+, Q-, K, V+, V-]`` →
@@ -209,16 +260,25 @@ def official_to_dna_mm(state_dict: StateDict, combine: str = 'add') -> 'OrderedD
             form; kept) or ``'sub'`` (``pos − α·neg``; converted exactly by negating α). Their
             files use both under the same key names (:data:`COMBINE_SIGNS`); the VisCoP layout
             only ``'sub'``.
+        strict: Refuse a state dict with no attention in the authors' layouts (the loaders,
+            which read any checkpoint, pass ``False``: the others pass through unchanged).
 
     Raises:
         ValueError: ``combine`` is neither; a VisCoP attention with ``combine='add'`` or with a
             projection missing; a fused ``qqkvv`` / ``qqkv`` whose rows are not ``5C`` / ``4C``.
+        NothingToConvertError: ``strict`` and no attention in the authors' layouts is found.
 
     (The authors' own ViT module builds ``qqkvv`` from the second layout by concatenating
     ``[qkv, q_neg, v_neg]``, which puts ``K`` in the ``Q-`` slot; this converter does not.)
     """
     if combine not in COMBINE_SIGNS:
         raise ValueError(f"combine must be 'add' or 'sub', got {combine!r}")
+    if strict and not has_official_attention(state_dict):
+        dna = [
+            k for k in state_dict if k.endswith(('.alpha', '.q_neg.weight')) or k in ('alpha', 'q_neg.weight')
+        ]
+        note = "the file already has dna_mm's keys (alpha / q_neg); " if dna else ''
+        raise _nothing_to_convert("attention in the authors' layouts", OFFICIAL_LAYOUTS, state_dict, note)
     sign = 1.0 if combine == 'add' else -1.0
     viscop = set(_prefixes(state_dict, 'q_pos_proj.weight'))
     if viscop and combine != 'sub':
@@ -334,10 +394,12 @@ def adapt_attentions(
                 new = (
                     _upgrade_dna(sub, p, module)
                     if has_neg
-                    else softmax_to_dna(sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads)
+                    else softmax_to_dna(
+                        sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
+                    )
                 )
             else:
-                new = dna_to_softmax(sub)
+                new = dna_to_softmax(sub, strict=False)
             for k in set(sub) - set(new):
                 del out[k]
             for k in set(new) - set(sub):

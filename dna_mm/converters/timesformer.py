@@ -136,7 +136,7 @@ def to_timesformer(
     :func:`rename_mha`. Negative branches are *not* added here (that depends on the target
     model; see :func:`.attention.adapt_attentions`).
     """
-    sd = official_to_dna_mm(unwrap(checkpoint), combine=combine)
+    sd = official_to_dna_mm(unwrap(checkpoint), combine=combine, strict=False)
     layout = detect_layout(sd)
     if layout == 'fb_timesformer':
         if attention_type != 'divided_space_time':

@@ -87,7 +87,7 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[s
             if any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha')) for k in sd)
             else 'timm_vit'
         )
-    sd = official_to_dna_mm(sd, combine=combine)  # also: zero CLS row for a CLS-less pos_embed
+    sd = official_to_dna_mm(sd, combine=combine, strict=False)  # also: zero CLS row for a CLS-less pos_embed
     if not any(k.startswith('blocks.') for k in sd):
         raise ValueError(
             f'unrecognised checkpoint layout for ViTDet: expected blocks.{{i}}.* '

@@ -1,6 +1,8 @@
-"""Video data: robust MMAction2 dataset, protocol split rules (+ their CLI), the embedded demo set."""
+"""Video data: robust MMAction2 dataset, protocol split rules (+ their CLI), the embedded demo set,
+faster decord transforms."""
 
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
+from .transforms import ScaledDecordInit, SortedDecordDecode
 from .video_dataset import RobustVideoDataset, SkippedVideosHook
 
 __all__ = [
@@ -10,4 +12,6 @@ __all__ = [
     'label_map',
     'smarthome_splits',
     'ntu60_splits',
+    'ScaledDecordInit',
+    'SortedDecordDecode',
 ]

@@ -14,7 +14,7 @@ def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
     smarthome = dataset == 'smarthome'
     p = argparse.ArgumentParser(
         description=f'Write MMAction2 VideoDataset lists for '
-        f'{"Toyota Smarthome" if smarthome else "NTU RGB+D 60"} (SPEC §3).'
+        f'{"Toyota Smarthome" if smarthome else "NTU RGB+D 60"} (the published protocols).'
     )
     p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
     p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')

@@ -1,4 +1,4 @@
-"""Split rules of Toyota Smarthome and NTU RGB+D 60 (SPEC §3), as pure functions.
+"""Split rules of Toyota Smarthome and NTU RGB+D 60, as pure functions (the datasets' published protocols).
 
 Both builders (``tools/data/{smarthome,ntu60}/build_annotations.py``) are thin CLIs over
 :func:`smarthome_splits` / :func:`ntu60_splits`: they take file names (paths relative to

@@ -14,7 +14,9 @@ counted (one counter shared by the dataloader workers of a process; ``SkippedVid
 logs the total of all workers and ranks at the end of each epoch) and replaced by another
 sample. When ``max_refetch + 1`` samples in a row fail, the error lists each of them and why
 (mmengine's own message names no file). In test mode a broken video is an error naming the
-file: silently replacing test samples would change the metric.
+file: silently replacing test samples would change the metric (with ``report_unreadable = True``,
+set by :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`, it returns
+``dict(unreadable=(path, reason))`` instead, so that the loop can list every such video).
 
 Every packed sample carries its video path in ``data_samples.metainfo['filename']`` (used by
 ``tools/test.py --dump``), whatever the pipeline's ``PackActionInputs(meta_keys=...)``.
@@ -33,6 +35,8 @@ from mmengine.dist import all_reduce, get_rank
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.registry import HOOKS
+
+from ..errors import ConfigError, DataError
 
 SHOW_MISSING = 5
 
@@ -83,7 +87,7 @@ class RobustVideoDataset(VideoDataset):
         **kwargs,
     ) -> None:
         if num_classes is not None and num_classes <= 0:
-            raise ValueError(f'num_classes must be positive, got {num_classes}')
+            raise ConfigError(f'num_classes must be positive, got {num_classes}')
         self.check_files = check_files
         self.skipped = SharedCounter()
         self._failures: list[tuple[Any, str]] = []
@@ -105,7 +109,7 @@ class RobustVideoDataset(VideoDataset):
                 )
                 continue
             if len(fields) not in (1, 2):
-                raise ValueError(f'{self.ann_file}:{lineno}: expected "path label", got {line.strip()!r}')
+                raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line.strip()!r}')
             label = self._label(fields[1], lineno) if len(fields) == 2 else -1
             data_list.append(dict(filename=fields[0], label=label, lineno=lineno))
         prefix = self.data_prefix.get('video')
@@ -131,7 +135,7 @@ class RobustVideoDataset(VideoDataset):
             try:
                 lines.append(raw.decode('utf-8'))
             except UnicodeDecodeError as err:
-                raise ValueError(
+                raise DataError(
                     f'{self.ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
                     f'column {err.start + 1}): {raw!r}; save the list as UTF-8'
                 ) from None
@@ -141,10 +145,10 @@ class RobustVideoDataset(VideoDataset):
         try:
             label = int(text)
         except ValueError:
-            raise ValueError(f'{self.ann_file}:{lineno}: label {text!r} is not an integer') from None
+            raise DataError(f'{self.ann_file}:{lineno}: label {text!r} is not an integer') from None
         if label < 0 or (self.num_classes is not None and label >= self.num_classes):
             bound = f'[0, {self.num_classes})' if self.num_classes is not None else '>= 0'
-            raise ValueError(
+            raise DataError(
                 f'{self.ann_file}:{lineno}: label {label} outside {bound} (num_classes={self.num_classes})'
             )
         return label
@@ -157,6 +161,8 @@ class RobustVideoDataset(VideoDataset):
             data = super().prepare_data(idx)
         except Exception as err:  # undecodable / truncated / unreadable video
             if self.test_mode:
+                if getattr(self, 'report_unreadable', False):  # UnreadableVideosTestLoop lists them all
+                    return dict(unreadable=(path, f'{type(err).__name__}: {err}'))
                 raise RuntimeError(f'cannot load test video {path}: {err}') from err
             reason = f'{type(err).__name__}: {err}'
             self._failures.append((path, reason))

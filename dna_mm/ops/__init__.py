@@ -1,10 +1,27 @@
-"""Fused kernels. ``dna_attention``: DnA's two branches in one Triton kernel.
+"""Fused kernels. ``dna_attention``: DnA's two branches in one Triton kernel, registered as the
+PyTorch operators ``torch.ops.dna_mm.dna_attention_fwd`` / ``_bwd`` (fake implementations and
+an autograd formula, so ``torch.compile``, ``torch.export`` and ``meta`` tensors trace through).
 
-``import dna_mm.ops`` needs triton (it ships with PyTorch's CUDA builds); the kernel runs on
-CUDA tensors, and on CPU tensors when ``TRITON_INTERPRET=1`` was set before the import
-(the interpreter, for tests).
+The kernel runs on CUDA tensors (compute capability 8.0+), and on CPU tensors when
+``TRITON_INTERPRET=1`` was set before triton was imported (the interpreter, for tests).
+``compile_kernels`` compiles, without a GPU, the kernels a given GPU would run (CI checks).
+Triton is imported only when a kernel runs or compiles.
 """
 
-from .dna_attention import dna_attention, kernel_available
+from .aot import compile_kernels, resource_usage, tensor_core_instructions
+from .dna_attention import dna_attention, kernel_available, kernel_unusable_reason
+from .kernel_config import HEAD_DIMS, SHARED_MEMORY, TESTED_CAPABILITIES, launch_configs, shared_memory_limit
 
-__all__ = ['dna_attention', 'kernel_available']
+__all__ = [
+    'HEAD_DIMS',
+    'SHARED_MEMORY',
+    'TESTED_CAPABILITIES',
+    'compile_kernels',
+    'dna_attention',
+    'kernel_available',
+    'kernel_unusable_reason',
+    'launch_configs',
+    'resource_usage',
+    'shared_memory_limit',
+    'tensor_core_instructions',
+]

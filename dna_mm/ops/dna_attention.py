@@ -1,5 +1,11 @@
-"""``dna_attention``: the fused two-branch kernel behind one function (formula in
-:mod:`.triton_dna`)."""
+"""``dna_attention``: the fused two-branch kernel as a PyTorch operator (formula in
+:mod:`.triton_dna`).
+
+Two custom operators, ``torch.ops.dna_mm.dna_attention_fwd`` and ``dna_attention_bwd``, each
+with a fake (meta) implementation, joined by a registered autograd formula: eager calls run the
+Triton kernels, while ``torch.compile(fullgraph=True)``, ``torch.export`` and ``meta``-device
+runs trace through them as single graph nodes. Triton is imported only when a kernel runs.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +15,173 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from .kernel_config import HEAD_DIMS
+
 BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
-HEAD_DIMS = (16, 32, 64, 128)
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def kernel_available(device: torch.device) -> bool:
-    """Whether the Triton kernel can run on ``device``: CUDA, or any device under the
-    interpreter (``TRITON_INTERPRET=1`` set when :mod:`.triton_dna` was first imported and
-    still set: the interpreter reads it at launch too)."""
+def _interpreting() -> bool:
+    """Triton's interpreter is on: ``TRITON_INTERPRET=1`` when :mod:`.triton_dna` was first
+    imported (its kernels were then built for the interpreter) and still set (it is read at
+    launch too). Imports triton; ``False`` without it."""
     try:
         from . import triton_dna
     except ImportError:  # no triton in this environment
         return False
-    interpreting = triton_dna.INTERPRETED and os.environ.get('TRITON_INTERPRET') == '1'
-    return interpreting or device.type == 'cuda'
+    return triton_dna.INTERPRETED and os.environ.get('TRITON_INTERPRET') == '1'
+
+
+def kernel_available(device: torch.device) -> bool:
+    """Whether the Triton kernel can run on ``device``: a CUDA device of compute capability
+    8.0 or newer, any device under the interpreter, and ``meta`` (shapes only)."""
+    device = torch.device(device)
+    if device.type == 'meta':
+        return True
+    if _interpreting():
+        return True
+    if device.type != 'cuda' or not torch.cuda.is_available():
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def kernel_unusable_reason(head_dim: int) -> Optional[str]:
+    """Why the kernel cannot run in this environment for ``head_dim`` (``None``: it can), for
+    the attention modules' ``kernel='triton'`` check at construction."""
+    if head_dim not in HEAD_DIMS:
+        return f'head dim {head_dim} is not one of the kernel\'s {HEAD_DIMS}'
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return 'triton is not installed'
+    if _interpreting():
+        return None
+    if not torch.cuda.is_available():
+        return 'no CUDA device (the kernel runs on CPU tensors only under TRITON_INTERPRET=1, for tests)'
+    if torch.cuda.get_device_capability() < (8, 0):
+        return f'CUDA device of compute capability {torch.cuda.get_device_capability()} (needs 8.0 or newer)'
+    return None
+
+
+# -- operators ---------------------------------------------------------------------------------
+@torch.library.custom_op('dna_mm::dna_attention_fwd', mutates_args=())
+def _fwd_op(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Tensor,
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    scale: float,
+    for_backward: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``O`` as ``[B, M, H, d]`` (inputs' dtype), and for the backward ``O+, O- [B, H, M, d]``,
+    ``lse+, lse- [B, H, M]`` (fp32; empty when ``for_backward`` is false)."""
+    if not kernel_available(q.device):
+        raise RuntimeError(
+            f'dna_attention: the Triton kernel cannot run on {q.device} tensors (it needs CUDA '
+            'of compute capability 8.0+, or TRITON_INTERPRET=1 set before importing dna_mm.ops); '
+            "use the attention modules' kernel='sdpa' on this device"
+        )
+    from .triton_dna import forward
+
+    return forward(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward)
+
+
+@_fwd_op.register_fake
+def _fwd_fake(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward):
+    b, h, m, d = q.shape
+    f32 = dict(dtype=torch.float32)
+    if for_backward:
+        return (q.new_empty(b, m, h, d), q.new_empty(b, h, m, d, **f32), q.new_empty(b, h, m, d, **f32)) + (
+            q.new_empty(b, h, m, **f32),
+            q.new_empty(b, h, m, **f32),
+        )
+    return (q.new_empty(b, m, h, d),) + tuple(q.new_empty(0, **f32) for _ in range(4))
+
+
+@torch.library.custom_op('dna_mm::dna_attention_bwd', mutates_args=())
+def _bwd_op(
+    grad_out: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Tensor,
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    o_pos: Tensor,
+    o_neg: Tensor,
+    lse_p: Tensor,
+    lse_n: Tensor,
+    scale: float,
+    grad_b_pos: bool,
+    grad_b_neg: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``dQ+, dQ- [B, M, H, d]``, ``dK, dV+, dV- [B, N, H, d]``, ``dα [H]`` and the bias
+    gradients in the biases' shapes and dtypes (empty where not asked for); ``grad_out`` is
+    ``[B, M, H, d]``."""
+    from .triton_dna import backward
+
+    *grads, g_bp, g_bn = backward(
+        grad_out.transpose(1, 2), q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, o_pos, o_neg, lse_p, lse_n,
+        scale, grad_b_pos, grad_b_neg,
+    )  # fmt: skip
+    return (*grads, q.new_empty(0) if g_bp is None else g_bp, q.new_empty(0) if g_bn is None else g_bn)
+
+
+@_bwd_op.register_fake
+def _bwd_fake(
+    grad_out, q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, o_pos, o_neg, lse_p, lse_n, scale, gbp, gbn
+):
+    def bl(t: Tensor) -> Tensor:  # [B, H, L, d] → an empty [B, L, H, d]
+        return t.new_empty(t.shape[0], t.shape[2], t.shape[1], t.shape[3])
+
+    return (bl(q), bl(k), bl(v), bl(q_neg), bl(v_neg), alpha.new_empty(alpha.shape)) + (
+        b_pos.new_empty(b_pos.shape) if gbp else q.new_empty(0),
+        b_neg.new_empty(b_neg.shape) if gbn else q.new_empty(0),
+    )
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward = inputs
+    _, o_pos, o_neg, lse_p, lse_n = output
+    ctx.save_for_backward(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, o_pos, o_neg, lse_p, lse_n)
+    ctx.scale, ctx.for_backward = scale, for_backward
+
+
+def _backward(ctx, grad_out: Tensor, *_unused: Tensor):
+    if not ctx.for_backward:
+        raise RuntimeError('dna_attention: backward through a forward run without gradients enabled')
+    q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, o_pos, o_neg, lse_p, lse_n = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dq, dk, dv, dq_neg, dv_neg, d_alpha, g_bp, g_bn = _bwd_op(
+        grad_out, q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, o_pos, o_neg, lse_p, lse_n, ctx.scale,
+        b_pos is not None and need[6], b_neg is not None and need[7],
+    )  # fmt: skip
+    t = lambda g: g.transpose(1, 2)  # noqa: E731  [B, L, H, d] → [B, H, L, d]
+    return (
+        t(dq),
+        t(dk),
+        t(dv),
+        t(dq_neg),
+        t(dv_neg),
+        d_alpha,
+        g_bp if b_pos is not None and need[6] else None,
+        g_bn if b_neg is not None and need[7] else None,
+        None,
+        None,
+    )
+
+
+_fwd_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def dna_attention(
@@ -46,15 +205,18 @@ def dna_attention(
         bias: ``b`` for both branches, or ``(b_pos, b_neg)`` (the ``attn_bias`` rule of
             :mod:`dna_mm.models.attention.functional`), broadcastable to ``[B, H, M, N]``.
             An exclusion mask ``m`` (added after the softmin sign) is the pair
-            ``(b_pos + m, b_neg - m)``.
+            ``(b_pos + m, b_neg - m)``; a query whose keys are all excluded gets 0 (output and
+            gradients), as ``scaled_dot_product_attention`` gives.
         scale: ``s`` (default ``d ** -0.5``).
 
-    Differentiable in every tensor argument (biases included). fp32 / fp16 / bf16 inputs,
-    fp32 accumulation; head dims 16, 32, 64, 128.
+    Differentiable in every tensor argument (biases included). fp32 / fp16 / bf16 inputs read
+    through their strides (any layout with unit last stride), fp32 accumulation; head dims 32,
+    64, 128. The result is a ``[B, H, M, d]`` view of ``[B, M, H, d]`` storage (merging the
+    heads is free).
 
     Raises:
-        ValueError: shapes, dtypes or head dim do not fit; RuntimeError: no CUDA and no
-            ``TRITON_INTERPRET=1``.
+        ValueError: shapes, dtypes or head dim do not fit; RuntimeError (when run): the
+            tensors are on a device the kernel cannot run on.
     """
     if q.dim() != 4 or q.shape != q_neg.shape:
         raise ValueError(
@@ -68,16 +230,10 @@ def dna_attention(
     if d not in HEAD_DIMS:
         raise ValueError(f'dna_attention: head dim {d} not supported (one of {HEAD_DIMS})')
     dtypes = {t.dtype for t in (q, k, v, q_neg, v_neg)}
-    if len(dtypes) != 1 or q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if len(dtypes) != 1 or q.dtype not in _DTYPES:
         raise ValueError(
             f'dna_attention: q, k, v, q_neg, v_neg must share one of fp32 / fp16 / '
             f'bf16, got {sorted(map(str, dtypes))}'
-        )
-    if not kernel_available(q.device):
-        raise RuntimeError(
-            'dna_attention: the Triton kernel needs CUDA tensors (or '
-            'TRITON_INTERPRET=1 set before importing dna_mm.ops); use the '
-            "attention modules' SDPA path on this device"
         )
     if alpha is None:
         alpha = torch.ones(h, device=q.device, dtype=torch.float32)
@@ -87,8 +243,8 @@ def dna_attention(
         b_pos = b_neg = bias
     else:
         b_pos, b_neg = bias
-    from .triton_dna import DnAAttentionFunction
-
-    return DnAAttentionFunction.apply(
-        q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, d**-0.5 if scale is None else float(scale)
-    )
+    inputs = (q, k, v, q_neg, v_neg, alpha, b_pos, b_neg)
+    for_backward = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
+    scale = d**-0.5 if scale is None else float(scale)
+    out = torch.ops.dna_mm.dna_attention_fwd(*inputs, scale, for_backward)[0]  # [B, M, H, d]
+    return out.transpose(1, 2)

@@ -8,17 +8,33 @@ Per head, with ``s`` the scale and ``b+ / b-`` optional additive biases:
 
 Forward: one program per ``(query tile, batch·head)`` walks the key / value tiles once,
 loading each ``K`` tile once for both branches and keeping two running maxima, sums and
-accumulators (fp32). It stores ``O+``, ``O-`` and the two log-sum-exps.
+accumulators (fp32). It stores ``O`` (the inputs' dtype) and, for the backward, ``O+``, ``O-``
+(fp32) and the two log-sum-exps.
 
 Backward (recompute, no ``M×N`` map stored): with ``dO+ = dO`` and ``dO- = α dO``,
 ``Δ± = rowsum(dO± ⊙ O±)``, ``P± = exp(z± - lse±)``:
 
-    dV± = P±^T dO±,   dS± = P± ⊙ (dO± V±^T - Δ±),
-    dQ+ = s dS+ K,    dQ- = -s dS- K,    dK = s dS+^T Q+ - s dS-^T Q-,
-    db+ = dS+,        db- = -dS-,        dα = Σ dO ⊙ O-
+    dV+ = P+^T dO,  dV- = α P-^T dO,  dS± = P± ⊙ (dO± V±^T - Δ±),
+    dQ+ = s dS+ K,  dQ- = -s dS- K,   dK = s dS+^T Q+ - s dS-^T Q-,
+    db+ = dS+,      db- = -dS-,       dα = Σ dO ⊙ O-
 
-one kernel over key tiles (``dK, dV+, dV-``), one over query tiles (``dQ+, dQ-`` and, when a
-bias needs a gradient, ``dS±`` into an ``[B, H, M, N]`` buffer reduced to the bias's shape).
+one kernel over key tiles (``dK, dV+, dV-``), one over query tiles (``dQ+, dQ-`` and, for each
+bias that needs a gradient, ``dS+`` / ``-dS-`` into an ``[B, H, M, N]`` map of the bias's dtype,
+reduced to the bias's shape by the caller).
+
+Precision: every ``tl.dot`` takes operands in the inputs' dtype with fp32 accumulation (fp16 /
+bf16: tensor cores; ``P`` and ``dS`` are cast to that dtype before their products, as
+FlashAttention-2 does); fp32 inputs use TF32 where ``torch.backends.cuda.matmul.allow_tf32``
+allows it, IEEE fp32 otherwise.
+
+Masked keys (``-inf`` logits): a tile whose keys are all masked adds nothing (the running
+maximum stays ``-inf`` and is replaced by 0 before it is subtracted); a query row with every key
+masked gets ``O = 0`` and zero gradients (``lse = +inf`` makes its recomputed ``P`` zero), which
+is what ``scaled_dot_product_attention`` gives.
+
+Addressing: the offset of each tile's first element is computed in int64 (batch, head and tile
+starts times their strides can pass 2³¹ elements); offsets inside a tile stay int32 (a tile's
+extent times a stride). Every input is read through its strides (last stride 1).
 
 The kernels run on CUDA, and on the CPU under ``TRITON_INTERPRET=1`` (tests; the
 interpreter's ``tl.dot`` mishandles bf16 in triton 3.9, so bf16 is a GPU-only case).
@@ -26,17 +42,52 @@ interpreter's ``tl.dot`` mishandles bf16 in triton 3.9, so bf16 is a GPU-only ca
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
+from .kernel_config import launch_configs
+
 #: the kernels below were built for the interpreter (``TRITON_INTERPRET=1`` at import):
 #: they then run on CPU tensors
 INTERPRETED = os.environ.get('TRITON_INTERPRET') == '1'
+#: capability whose configurations the interpreter uses (it has no shared-memory limit)
+INTERPRETER_CAPABILITY = (8, 0)
+
+
+@triton.jit
+def _logits(
+    a1,
+    a2,
+    b1,
+    b2,
+    BP,
+    BN_,
+    bp_off,
+    bn_off,
+    both_ok,
+    scale,
+    HAS_BP: tl.constexpr,
+    HAS_BN: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """Logits of both branches for one tile (fp32), ``s a1 b1^T + b+`` and ``-(s a2 b2^T + b-)``
+    with the biases read at ``bp_off`` / ``bn_off``, ``-inf`` outside ``both_ok``: ``[BM, BN]``
+    for ``(Q+, Q-, K, K)``, the transposed ``[BN, BM]`` for ``(K, K, Q+, Q-)``."""
+    z1 = tl.dot(a1, tl.trans(b1), input_precision=PRECISION) * scale
+    z2 = tl.dot(a2, tl.trans(b2), input_precision=PRECISION) * -scale
+    if HAS_BP:
+        z1 += tl.load(BP + bp_off, mask=both_ok, other=0.0).to(tl.float32)
+    if HAS_BN:
+        z2 -= tl.load(BN_ + bn_off, mask=both_ok, other=0.0).to(tl.float32)
+    z1 = tl.where(both_ok, z1, float('-inf'))
+    z2 = tl.where(both_ok, z2, float('-inf'))
+    return z1, z2
 
 
 @triton.jit
@@ -48,6 +99,8 @@ def _fwd_kernel(
     VN,
     BP,
     BN_,
+    ALPHA,
+    OUT,
     OP,
     ON,
     LSE_P,
@@ -55,9 +108,18 @@ def _fwd_kernel(
     s_qb,
     s_qh,
     s_qm,
+    s_xb,
+    s_xh,
+    s_xm,
     s_kb,
     s_kh,
     s_kn,
+    s_vb,
+    s_vh,
+    s_vn,
+    s_wb,
+    s_wh,
+    s_wn,
     s_pb,
     s_ph,
     s_pm,
@@ -66,80 +128,92 @@ def _fwd_kernel(
     s_nh,
     s_nm,
     s_nn,
+    s_ob,
+    s_oh,
+    s_om,
     H,
     M,
     N,
     scale,
     HAS_BP: tl.constexpr,
     HAS_BN: tl.constexpr,
+    FOR_BACKWARD: tl.constexpr,
+    PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     D: tl.constexpr,
 ):
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
-    b, h = pid_bh // H, pid_bh % H
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D)
-    q_off = b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :]
-    m_ok = offs_m < M
-    q = tl.load(Q + q_off, mask=m_ok[:, None], other=0.0)
-    qn = tl.load(QN + q_off, mask=m_ok[:, None], other=0.0)
+    b, h = (pid_bh // H).to(tl.int64), (pid_bh % H).to(tl.int64)
+    m0 = (pid_m * BLOCK_M).to(tl.int64)
+    rm, rn, rd = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
+    m_ok = m0 + rm < M
+    q = tl.load(
+        Q + (b * s_qb + h * s_qh + m0 * s_qm) + rm[:, None] * s_qm + rd[None, :],
+        mask=m_ok[:, None],
+        other=0.0,
+    )
+    qn = tl.load(
+        QN + (b * s_xb + h * s_xh + m0 * s_xm) + rm[:, None] * s_xm + rd[None, :],
+        mask=m_ok[:, None],
+        other=0.0,
+    )
+    K += b * s_kb + h * s_kh
+    V += b * s_vb + h * s_vh
+    VN += b * s_wb + h * s_wh
+    BP += b * s_pb + h * s_ph + m0 * s_pm
+    BN_ += b * s_nb + h * s_nh + m0 * s_nm
+    bp_off = rm[:, None] * s_pm + rn[None, :] * s_pn
+    bn_off = rm[:, None] * s_nm + rn[None, :] * s_nn
     m1 = tl.full([BLOCK_M], float('-inf'), tl.float32)
     m2 = tl.full([BLOCK_M], float('-inf'), tl.float32)
     l1 = tl.zeros([BLOCK_M], tl.float32)
     l2 = tl.zeros([BLOCK_M], tl.float32)
     acc1 = tl.zeros([BLOCK_M, D], tl.float32)
     acc2 = tl.zeros([BLOCK_M, D], tl.float32)
-    for start in range(0, N, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < N
-        kv_off = b * s_kb + h * s_kh + offs_n[:, None] * s_kn + offs_d[None, :]
-        k = tl.load(K + kv_off, mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + kv_off, mask=n_ok[:, None], other=0.0)
-        vn = tl.load(VN + kv_off, mask=n_ok[:, None], other=0.0)
-        z1 = tl.dot(q, tl.trans(k), input_precision='ieee') * scale  # [BM, BN]
-        z2 = -tl.dot(qn, tl.trans(k), input_precision='ieee') * scale
-        bp_off = b * s_pb + h * s_ph + offs_m[:, None] * s_pm + offs_n[None, :] * s_pn
-        bn_off = b * s_nb + h * s_nh + offs_m[:, None] * s_nm + offs_n[None, :] * s_nn
+    for start in range(0, N, BLOCK_N):  # the pointers advance one key tile per step
+        n_ok = start + rn < N
+        k = tl.load(K + rn[:, None] * s_kn + rd[None, :], mask=n_ok[:, None], other=0.0)
+        v = tl.load(V + rn[:, None] * s_vn + rd[None, :], mask=n_ok[:, None], other=0.0)
+        vn = tl.load(VN + rn[:, None] * s_wn + rd[None, :], mask=n_ok[:, None], other=0.0)
         both_ok = m_ok[:, None] & n_ok[None, :]
-        if HAS_BP:
-            z1 += tl.load(BP + bp_off, mask=both_ok, other=0.0).to(tl.float32)
-        if HAS_BN:
-            z2 -= tl.load(BN_ + bn_off, mask=both_ok, other=0.0).to(tl.float32)
-        z1 = tl.where(n_ok[None, :], z1, float('-inf'))
-        z2 = tl.where(n_ok[None, :], z2, float('-inf'))
+        z1, z2 = _logits(
+            q, qn, k, k, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN, PRECISION
+        )  # [BM, BN]
         new1 = tl.maximum(m1, tl.max(z1, 1))
         new2 = tl.maximum(m2, tl.max(z2, 1))
-        p1 = tl.exp(z1 - new1[:, None])
-        p2 = tl.exp(z2 - new2[:, None])
-        c1 = tl.exp(m1 - new1)
-        c2 = tl.exp(m2 - new2)
+        # a row whose keys so far are all masked keeps max -inf: subtract 0 instead (no NaN)
+        safe1 = tl.where(new1 == float('-inf'), 0.0, new1)
+        safe2 = tl.where(new2 == float('-inf'), 0.0, new2)
+        p1 = tl.exp(z1 - safe1[:, None])
+        p2 = tl.exp(z2 - safe2[:, None])
+        c1 = tl.exp(m1 - safe1)
+        c2 = tl.exp(m2 - safe2)
         l1 = l1 * c1 + tl.sum(p1, 1)
         l2 = l2 * c2 + tl.sum(p2, 1)
-        acc1 = acc1 * c1[:, None] + tl.dot(p1.to(v.dtype), v, input_precision='ieee')
-        acc2 = acc2 * c2[:, None] + tl.dot(p2.to(vn.dtype), vn, input_precision='ieee')
+        acc1 = tl.dot(p1.to(v.dtype), v, acc1 * c1[:, None], input_precision=PRECISION)
+        acc2 = tl.dot(p2.to(vn.dtype), vn, acc2 * c2[:, None], input_precision=PRECISION)
         m1, m2 = new1, new2
-    o_off = pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :]
-    tl.store(OP + o_off, acc1 / l1[:, None], mask=m_ok[:, None])
-    tl.store(ON + o_off, acc2 / l2[:, None], mask=m_ok[:, None])
-    tl.store(LSE_P + pid_bh * M + offs_m, m1 + tl.log(l1), mask=m_ok)
-    tl.store(LSE_N + pid_bh * M + offs_m, m2 + tl.log(l2), mask=m_ok)
-
-
-@triton.jit
-def _probs(
-    q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP: tl.constexpr, HAS_BN: tl.constexpr
-):
-    """Recomputed ``P+`` and ``P-`` of one tile ``[BM, BN]``."""
-    z1 = tl.dot(q, tl.trans(k), input_precision='ieee') * scale
-    z2 = -tl.dot(qn, tl.trans(k), input_precision='ieee') * scale
-    if HAS_BP:
-        z1 += tl.load(BP + bp_off, mask=both_ok, other=0.0).to(tl.float32)
-    if HAS_BN:
-        z2 -= tl.load(BN_ + bn_off, mask=both_ok, other=0.0).to(tl.float32)
-    p1 = tl.where(both_ok, tl.exp(z1 - lse1[:, None]), 0.0)
-    p2 = tl.where(both_ok, tl.exp(z2 - lse2[:, None]), 0.0)
-    return p1, p2
+        K += BLOCK_N * s_kn
+        V += BLOCK_N * s_vn
+        VN += BLOCK_N * s_wn
+        BP += BLOCK_N * s_pn
+        BN_ += BLOCK_N * s_nn
+    # a fully masked row: l = 0 → O± = 0, lse = +inf (its recomputed P is 0 in the backward)
+    l1s = tl.where(l1 == 0.0, 1.0, l1)
+    l2s = tl.where(l2 == 0.0, 1.0, l2)
+    o1 = acc1 / l1s[:, None]
+    o2 = acc2 / l2s[:, None]
+    alpha = tl.load(ALPHA + h).to(tl.float32)
+    out = OUT + (b * s_ob + h * s_oh + m0 * s_om) + rm[:, None] * s_om + rd[None, :]
+    tl.store(out, (o1 + alpha * o2).to(OUT.dtype.element_ty), mask=m_ok[:, None])
+    if FOR_BACKWARD:
+        row = pid_bh.to(tl.int64) * M + m0
+        branch = row * D + rm[:, None] * D + rd[None, :]
+        tl.store(OP + branch, o1, mask=m_ok[:, None])
+        tl.store(ON + branch, o2, mask=m_ok[:, None])
+        tl.store(LSE_P + row + rm, tl.where(l1 == 0.0, float('inf'), m1 + tl.log(l1s)), mask=m_ok)
+        tl.store(LSE_N + row + rm, tl.where(l2 == 0.0, float('inf'), m2 + tl.log(l2s)), mask=m_ok)
 
 
 @triton.jit
@@ -163,9 +237,18 @@ def _bwd_kv_kernel(
     s_qb,
     s_qh,
     s_qm,
+    s_xb,
+    s_xh,
+    s_xm,
     s_kb,
     s_kh,
     s_kn,
+    s_vb,
+    s_vh,
+    s_vn,
+    s_wb,
+    s_wh,
+    s_wn,
     s_pb,
     s_ph,
     s_pm,
@@ -174,60 +257,89 @@ def _bwd_kv_kernel(
     s_nh,
     s_nm,
     s_nn,
+    s_db,
+    s_dh,
+    s_dm,
+    s_gb,
+    s_gh,
+    s_gn,
     H,
     M,
     N,
     scale,
     HAS_BP: tl.constexpr,
     HAS_BN: tl.constexpr,
+    PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     D: tl.constexpr,
 ):
+    """``dK, dV+, dV-`` of one key tile (written with strides ``s_g*``, shared by the three)."""
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
-    b, h = pid_bh // H, pid_bh % H
+    b, h = (pid_bh // H).to(tl.int64), (pid_bh % H).to(tl.int64)
+    n0 = (pid_n * BLOCK_N).to(tl.int64)
+    rm, rn, rd = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
+    n_ok = n0 + rn < N
     alpha = tl.load(ALPHA + h).to(tl.float32)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
-    n_ok = offs_n < N
-    kv_off = b * s_kb + h * s_kh + offs_n[:, None] * s_kn + offs_d[None, :]
-    k = tl.load(K + kv_off, mask=n_ok[:, None], other=0.0)
-    v = tl.load(V + kv_off, mask=n_ok[:, None], other=0.0)
-    vn = tl.load(VN + kv_off, mask=n_ok[:, None], other=0.0)
+    k = tl.load(
+        K + (b * s_kb + h * s_kh + n0 * s_kn) + rn[:, None] * s_kn + rd[None, :],
+        mask=n_ok[:, None],
+        other=0.0,
+    )
+    v = tl.load(
+        V + (b * s_vb + h * s_vh + n0 * s_vn) + rn[:, None] * s_vn + rd[None, :],
+        mask=n_ok[:, None],
+        other=0.0,
+    )
+    vn = tl.load(
+        VN + (b * s_wb + h * s_wh + n0 * s_wn) + rn[:, None] * s_wn + rd[None, :],
+        mask=n_ok[:, None],
+        other=0.0,
+    )
+    Q += b * s_qb + h * s_qh
+    QN += b * s_xb + h * s_xh
+    DO += b * s_db + h * s_dh
+    BP += b * s_pb + h * s_ph + n0 * s_pn
+    BN_ += b * s_nb + h * s_nh + n0 * s_nn
+    bp_off = rn[:, None] * s_pn + rm[None, :] * s_pm  # [BN, BM]
+    bn_off = rn[:, None] * s_nn + rm[None, :] * s_nm
+    row0 = pid_bh.to(tl.int64) * M
+    LSE_P += row0
+    LSE_N += row0
+    DELTA_P += row0
+    DELTA_N += row0
     dk = tl.zeros([BLOCK_N, D], tl.float32)
     dv = tl.zeros([BLOCK_N, D], tl.float32)
     dvn = tl.zeros([BLOCK_N, D], tl.float32)
-    for start in range(0, M, BLOCK_M):
-        offs_m = start + tl.arange(0, BLOCK_M)
-        m_ok = offs_m < M
-        q_off = b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :]
-        q = tl.load(Q + q_off, mask=m_ok[:, None], other=0.0)
-        qn = tl.load(QN + q_off, mask=m_ok[:, None], other=0.0)
-        do = tl.load(
-            DO + pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :], mask=m_ok[:, None], other=0.0
-        )
-        row = pid_bh * M + offs_m
-        lse1 = tl.load(LSE_P + row, mask=m_ok, other=0.0)
-        lse2 = tl.load(LSE_N + row, mask=m_ok, other=0.0)
-        d1 = tl.load(DELTA_P + row, mask=m_ok, other=0.0)
-        d2 = tl.load(DELTA_N + row, mask=m_ok, other=0.0)
-        bp_off = b * s_pb + h * s_ph + offs_m[:, None] * s_pm + offs_n[None, :] * s_pn
-        bn_off = b * s_nb + h * s_nh + offs_m[:, None] * s_nm + offs_n[None, :] * s_nn
-        both_ok = m_ok[:, None] & n_ok[None, :]
-        p1, p2 = _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN)
-        do_f = do.to(tl.float32)
-        dv += tl.dot(tl.trans(p1), do_f, input_precision='ieee')
-        dvn += tl.dot(tl.trans(p2), do_f * alpha, input_precision='ieee')
-        ds1 = p1 * (tl.dot(do_f, tl.trans(v.to(tl.float32)), input_precision='ieee') - d1[:, None])
-        ds2 = p2 * (alpha * tl.dot(do_f, tl.trans(vn.to(tl.float32)), input_precision='ieee') - d2[:, None])
-        dk += scale * (
-            tl.dot(tl.trans(ds1), q.to(tl.float32), input_precision='ieee')
-            - tl.dot(tl.trans(ds2), qn.to(tl.float32), input_precision='ieee')
-        )
-    out = pid_bh * N * D + offs_n[:, None] * D + offs_d[None, :]
-    tl.store(DK + out, dk, mask=n_ok[:, None])
-    tl.store(DV + out, dv, mask=n_ok[:, None])
-    tl.store(DVN + out, dvn, mask=n_ok[:, None])
+    for start in range(0, M, BLOCK_M):  # the pointers advance one query tile per step
+        m_ok = start + rm < M
+        q = tl.load(Q + rm[:, None] * s_qm + rd[None, :], mask=m_ok[:, None], other=0.0)
+        qn = tl.load(QN + rm[:, None] * s_xm + rd[None, :], mask=m_ok[:, None], other=0.0)
+        do = tl.load(DO + rm[:, None] * s_dm + rd[None, :], mask=m_ok[:, None], other=0.0)
+        lse1 = tl.load(LSE_P + start + rm, mask=m_ok, other=float('inf'))
+        lse2 = tl.load(LSE_N + start + rm, mask=m_ok, other=float('inf'))
+        d1 = tl.load(DELTA_P + start + rm, mask=m_ok, other=0.0)
+        d2 = tl.load(DELTA_N + start + rm, mask=m_ok, other=0.0)
+        # transposed tiles [BN, BM] (P^T, dS^T): no register transposes before the products
+        both_ok = n_ok[:, None] & m_ok[None, :]
+        z1, z2 = _logits(k, k, q, qn, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN, PRECISION)
+        p1 = tl.exp(z1 - lse1[None, :])  # [BN, BM]
+        p2 = tl.exp(z2 - lse2[None, :])
+        dv = tl.dot(p1.to(do.dtype), do, dv, input_precision=PRECISION)
+        dvn = tl.dot(p2.to(do.dtype), do, dvn, input_precision=PRECISION)
+        ds1 = p1 * (tl.dot(v, tl.trans(do), input_precision=PRECISION) - d1[None, :])
+        ds2 = p2 * (alpha * tl.dot(vn, tl.trans(do), input_precision=PRECISION) - d2[None, :])
+        dk = tl.dot(ds1.to(q.dtype), q, dk, input_precision=PRECISION)
+        dk = tl.dot((-ds2).to(qn.dtype), qn, dk, input_precision=PRECISION)
+        Q += BLOCK_M * s_qm
+        QN += BLOCK_M * s_xm
+        DO += BLOCK_M * s_dm
+        BP += BLOCK_M * s_pm
+        BN_ += BLOCK_M * s_nm
+    out = b * s_gb + h * s_gh + n0 * s_gn + rn[:, None] * s_gn + rd[None, :]
+    tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=n_ok[:, None])
+    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=n_ok[:, None])
+    tl.store(DVN + out, (dvn * alpha).to(DVN.dtype.element_ty), mask=n_ok[:, None])
 
 
 @triton.jit
@@ -252,9 +364,18 @@ def _bwd_q_kernel(
     s_qb,
     s_qh,
     s_qm,
+    s_xb,
+    s_xh,
+    s_xm,
     s_kb,
     s_kh,
     s_kn,
+    s_vb,
+    s_vh,
+    s_vn,
+    s_wb,
+    s_wh,
+    s_wn,
     s_pb,
     s_ph,
     s_pm,
@@ -263,221 +384,355 @@ def _bwd_q_kernel(
     s_nh,
     s_nm,
     s_nn,
+    s_db,
+    s_dh,
+    s_dm,
+    s_gb,
+    s_gh,
+    s_gm,
     H,
     M,
     N,
     scale,
     HAS_BP: tl.constexpr,
     HAS_BN: tl.constexpr,
-    STORE_DS: tl.constexpr,
+    STORE_DSP: tl.constexpr,
+    STORE_DSN: tl.constexpr,
+    PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     D: tl.constexpr,
 ):
+    """``dQ+, dQ-`` of one query tile (strides ``s_g*``), and the bias-gradient maps
+    ``dS+``, ``-dS-`` (contiguous ``[B, H, M, N]``) that are asked for."""
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
-    b, h = pid_bh // H, pid_bh % H
+    b, h = (pid_bh // H).to(tl.int64), (pid_bh % H).to(tl.int64)
+    m0 = (pid_m * BLOCK_M).to(tl.int64)
+    rm, rn, rd = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
+    m_ok = m0 + rm < M
     alpha = tl.load(ALPHA + h).to(tl.float32)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D)
-    m_ok = offs_m < M
-    q_off = b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :]
-    q = tl.load(Q + q_off, mask=m_ok[:, None], other=0.0)
-    qn = tl.load(QN + q_off, mask=m_ok[:, None], other=0.0)
+    q = tl.load(
+        Q + (b * s_qb + h * s_qh + m0 * s_qm) + rm[:, None] * s_qm + rd[None, :],
+        mask=m_ok[:, None],
+        other=0.0,
+    )
+    qn = tl.load(
+        QN + (b * s_xb + h * s_xh + m0 * s_xm) + rm[:, None] * s_xm + rd[None, :],
+        mask=m_ok[:, None],
+        other=0.0,
+    )
     do = tl.load(
-        DO + pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :], mask=m_ok[:, None], other=0.0
-    ).to(tl.float32)
-    row = pid_bh * M + offs_m
-    lse1 = tl.load(LSE_P + row, mask=m_ok, other=0.0)
-    lse2 = tl.load(LSE_N + row, mask=m_ok, other=0.0)
-    d1 = tl.load(DELTA_P + row, mask=m_ok, other=0.0)
-    d2 = tl.load(DELTA_N + row, mask=m_ok, other=0.0)
+        DO + (b * s_db + h * s_dh + m0 * s_dm) + rm[:, None] * s_dm + rd[None, :],
+        mask=m_ok[:, None],
+        other=0.0,
+    )
+    row = pid_bh.to(tl.int64) * M + m0
+    lse1 = tl.load(LSE_P + row + rm, mask=m_ok, other=float('inf'))
+    lse2 = tl.load(LSE_N + row + rm, mask=m_ok, other=float('inf'))
+    d1 = tl.load(DELTA_P + row + rm, mask=m_ok, other=0.0)
+    d2 = tl.load(DELTA_N + row + rm, mask=m_ok, other=0.0)
+    K += b * s_kb + h * s_kh
+    V += b * s_vb + h * s_vh
+    VN += b * s_wb + h * s_wh
+    BP += b * s_pb + h * s_ph + m0 * s_pm
+    BN_ += b * s_nb + h * s_nh + m0 * s_nm
+    bp_off = rm[:, None] * s_pm + rn[None, :] * s_pn
+    bn_off = rm[:, None] * s_nm + rn[None, :] * s_nn
+    DS_P += row * N  # int64: the maps hold B·H·M·N elements
+    DS_N += row * N
+    ds_off = rm[:, None] * N + rn[None, :]
     dq = tl.zeros([BLOCK_M, D], tl.float32)
     dqn = tl.zeros([BLOCK_M, D], tl.float32)
-    for start in range(0, N, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < N
-        kv_off = b * s_kb + h * s_kh + offs_n[:, None] * s_kn + offs_d[None, :]
-        k = tl.load(K + kv_off, mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + kv_off, mask=n_ok[:, None], other=0.0).to(tl.float32)
-        vn = tl.load(VN + kv_off, mask=n_ok[:, None], other=0.0).to(tl.float32)
-        bp_off = b * s_pb + h * s_ph + offs_m[:, None] * s_pm + offs_n[None, :] * s_pn
-        bn_off = b * s_nb + h * s_nh + offs_m[:, None] * s_nm + offs_n[None, :] * s_nn
+    for start in range(0, N, BLOCK_N):  # the pointers advance one key tile per step
+        n_ok = start + rn < N
+        k = tl.load(K + rn[:, None] * s_kn + rd[None, :], mask=n_ok[:, None], other=0.0)
+        v = tl.load(V + rn[:, None] * s_vn + rd[None, :], mask=n_ok[:, None], other=0.0)
+        vn = tl.load(VN + rn[:, None] * s_wn + rd[None, :], mask=n_ok[:, None], other=0.0)
         both_ok = m_ok[:, None] & n_ok[None, :]
-        p1, p2 = _probs(q, qn, k, lse1, lse2, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN)
-        ds1 = p1 * (tl.dot(do, tl.trans(v), input_precision='ieee') - d1[:, None])
-        ds2 = p2 * (alpha * tl.dot(do, tl.trans(vn), input_precision='ieee') - d2[:, None])
-        k_f = k.to(tl.float32)
-        dq += scale * tl.dot(ds1, k_f, input_precision='ieee')
-        dqn -= scale * tl.dot(ds2, k_f, input_precision='ieee')
-        if STORE_DS:
-            ds_off = pid_bh * M * N + offs_m[:, None] * N + offs_n[None, :]
-            tl.store(DS_P + ds_off, ds1, mask=both_ok)
-            tl.store(DS_N + ds_off, -ds2, mask=both_ok)
-    out = pid_bh * M * D + offs_m[:, None] * D + offs_d[None, :]
-    tl.store(DQ + out, dq, mask=m_ok[:, None])
-    tl.store(DQN + out, dqn, mask=m_ok[:, None])
+        z1, z2 = _logits(q, qn, k, k, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN, PRECISION)
+        p1 = tl.exp(z1 - lse1[:, None])  # [BM, BN]
+        p2 = tl.exp(z2 - lse2[:, None])
+        ds1 = p1 * (tl.dot(do, tl.trans(v), input_precision=PRECISION) - d1[:, None])
+        ds2 = p2 * (alpha * tl.dot(do, tl.trans(vn), input_precision=PRECISION) - d2[:, None])
+        dq = tl.dot(ds1.to(k.dtype), k, dq, input_precision=PRECISION)
+        dqn = tl.dot(ds2.to(k.dtype), k, dqn, input_precision=PRECISION)
+        if STORE_DSP:
+            tl.store(DS_P + ds_off, ds1.to(DS_P.dtype.element_ty), mask=both_ok)
+        if STORE_DSN:
+            tl.store(DS_N + ds_off, (-ds2).to(DS_N.dtype.element_ty), mask=both_ok)
+        K += BLOCK_N * s_kn
+        V += BLOCK_N * s_vn
+        VN += BLOCK_N * s_wn
+        BP += BLOCK_N * s_pn
+        BN_ += BLOCK_N * s_nn
+        DS_P += BLOCK_N
+        DS_N += BLOCK_N
+    out = b * s_gb + h * s_gh + m0 * s_gm + rm[:, None] * s_gm + rd[None, :]
+    tl.store(DQ + out, (dq * scale).to(DQ.dtype.element_ty), mask=m_ok[:, None])
+    tl.store(DQN + out, (dqn * -scale).to(DQN.dtype.element_ty), mask=m_ok[:, None])
 
 
-def _blocks(d: int) -> tuple[int, int]:
-    return (64, 64) if d <= 64 else (32, 32)
+class Launch(NamedTuple):
+    """One kernel launch: ``kernel[grid](*args, **kwargs)``. The same record drives the GPU
+    launch and the ahead-of-time compilation (:func:`dna_mm.ops.compile_kernels`)."""
+
+    kernel: Any
+    grid: tuple[int, int]
+    args: tuple
+    kwargs: dict
+
+
+def _strides(t: Tensor) -> tuple[int, int, int]:
+    """``(batch, head, row)`` strides of a ``[B, H, L, d]`` tensor with unit last stride."""
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def unit_last_stride(t: Tensor) -> Tensor:
+    """``t`` itself when its last stride is 1 (the kernels read every other stride), else a
+    contiguous copy."""
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+def heads_last(b: int, h: int, n: int, d: int, like: Tensor, dtype: torch.dtype) -> Tensor:
+    """An empty ``[B, N, H, d]`` tensor, written through its ``[B, H, N, d]`` view: merging the
+    heads back to ``[B, N, H·d]`` (what the attention modules do next) is then free."""
+    return torch.empty(b, n, h, d, device=like.device, dtype=dtype)
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """``tl.dot``'s ``input_precision``: TF32 for fp32 only where PyTorch allows it for matmuls
+    (fp16 / bf16 operands take their own tensor-core path whatever this says)."""
+    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+        return 'ieee'
+    return 'tf32'
 
 
 def _bias_args(
     bias: Optional[Tensor], shape: tuple[int, int, int, int], like: Tensor
-) -> tuple[Tensor, tuple[int, int, int, int]]:
+) -> tuple[Tensor, tuple]:
     """A bias broadcast to ``[B, H, M, N]`` by strides (no copy), or a dummy."""
     if bias is None:
         return like, (0, 0, 0, 0)
     full = bias.expand(shape)
-    return full, tuple(full.stride())  # type: ignore[return-value]
+    return full, tuple(full.stride())
 
 
-def _reduce_to(grad: Tensor, shape: torch.Size) -> Tensor:
+def capability_of(device: torch.device) -> tuple[int, int]:
+    """The compute capability whose launch configurations run on ``device``."""
+    if device.type == 'cuda':
+        return torch.cuda.get_device_capability(device)
+    return INTERPRETER_CAPABILITY
+
+
+def device_guard(device: torch.device):
+    """Launches under the inputs' device (Triton launches on the current one)."""
+    return torch.cuda.device(device) if device.type == 'cuda' else contextlib.nullcontext()
+
+
+def forward_launch(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Tensor,
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    scale: float,
+    for_backward: bool,
+    capability: tuple[int, int],
+    out: Tensor,
+    o_pos: Tensor,
+    o_neg: Tensor,
+    lse_p: Tensor,
+    lse_n: Tensor,
+) -> Launch:
+    """The forward kernel's launch (outputs preallocated by the caller)."""
+    bsz, h, m, d = q.shape
+    n = k.shape[2]
+    bp, sb_p = _bias_args(b_pos, (bsz, h, m, n), q)
+    bn, sb_n = _bias_args(b_neg, (bsz, h, m, n), q)
+    cfg = launch_configs(capability, q.dtype, d)['forward']
+    args = (q, q_neg, k, v, v_neg, bp, bn, alpha, out, o_pos, o_neg, lse_p, lse_n)
+    args += (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg), *sb_p, *sb_n)
+    args += (*_strides(out), h, m, n, scale)
+    kwargs = dict(
+        HAS_BP=b_pos is not None,
+        HAS_BN=b_neg is not None,
+        FOR_BACKWARD=for_backward,
+        PRECISION=dot_precision(q.dtype),
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        D=d,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return Launch(_fwd_kernel, (triton.cdiv(m, cfg.block_m), bsz * h), args, kwargs)
+
+
+def backward_launches(
+    grad_out: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Tensor,
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    lse_p: Tensor,
+    lse_n: Tensor,
+    delta_p: Tensor,
+    delta_n: Tensor,
+    scale: float,
+    capability: tuple[int, int],
+    dq: Tensor,
+    dk: Tensor,
+    dv: Tensor,
+    dq_neg: Tensor,
+    dv_neg: Tensor,
+    ds_p: Optional[Tensor],
+    ds_n: Optional[Tensor],
+) -> list[Launch]:
+    """The two backward kernels' launches (gradients preallocated by the caller; ``dk, dv,
+    dv_neg`` share strides, as do ``dq, dq_neg``; ``ds_p`` / ``ds_n``: contiguous
+    ``[B, H, M, N]`` maps, ``None`` where that bias needs no gradient)."""
+    bsz, h, m, d = q.shape
+    n = k.shape[2]
+    bp, sb_p = _bias_args(b_pos, (bsz, h, m, n), q)
+    bn, sb_n = _bias_args(b_neg, (bsz, h, m, n), q)
+    cfgs = launch_configs(capability, q.dtype, d)
+    ins = (q, q_neg, k, v, v_neg, bp, bn, grad_out, lse_p, lse_n, delta_p, delta_n, alpha)
+    strides = (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg), *sb_p, *sb_n)
+    strides += _strides(grad_out)
+    common = dict(HAS_BP=b_pos is not None, HAS_BN=b_neg is not None, PRECISION=dot_precision(q.dtype), D=d)
+    kv, qc = cfgs['backward_kv'], cfgs['backward_q']
+    launches = [
+        Launch(
+            _bwd_kv_kernel,
+            (triton.cdiv(n, kv.block_n), bsz * h),
+            (*ins, dk, dv, dv_neg, *strides, *_strides(dk), h, m, n, scale),
+            dict(
+                common,
+                BLOCK_M=kv.block_m,
+                BLOCK_N=kv.block_n,
+                num_warps=kv.num_warps,
+                num_stages=kv.num_stages,
+            ),
+        ),
+        Launch(
+            _bwd_q_kernel,
+            (triton.cdiv(m, qc.block_m), bsz * h),
+            (
+                *ins,
+                dq,
+                dq_neg,
+                dq if ds_p is None else ds_p,
+                dq if ds_n is None else ds_n,
+                *strides,
+                *_strides(dq),
+            )
+            + (h, m, n, scale),
+            dict(
+                common,
+                STORE_DSP=ds_p is not None,
+                STORE_DSN=ds_n is not None,
+                BLOCK_M=qc.block_m,
+                BLOCK_N=qc.block_n,
+                num_warps=qc.num_warps,
+                num_stages=qc.num_stages,
+            ),
+        ),
+    ]
+    return launches
+
+
+def run(launch: Launch) -> None:
+    launch.kernel[launch.grid](*launch.args, **launch.kwargs)
+
+
+def reduce_to(grad: Tensor, shape: torch.Size) -> Tensor:
     """Sum a ``[B, H, M, N]`` gradient over the dimensions a bias was broadcast along."""
     while grad.dim() > len(shape):
         grad = grad.sum(0)
-    for i, n in enumerate(shape):
-        if n == 1 and grad.shape[i] != 1:
-            grad = grad.sum(i, keepdim=True)
-    return grad
+    dims = [i for i, s in enumerate(shape) if s == 1 and grad.shape[i] != 1]
+    return grad.sum(dims, keepdim=True) if dims else grad
 
 
-class DnAAttentionFunction(torch.autograd.Function):
-    """Autograd wrapper of the kernels; see :func:`dna_mm.ops.dna_attention`."""
+def forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Tensor,
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    scale: float,
+    for_backward: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``O [B, M, H, d]`` (the inputs' dtype) and, when ``for_backward``, ``O+, O- [B, H, M, d]``
+    and ``lse+, lse- [B, H, M]`` (fp32; else empty)."""
+    q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (q, k, v, q_neg, v_neg))
+    bsz, h, m, d = q.shape
+    out = heads_last(bsz, h, m, d, q, q.dtype)
+    f32 = dict(device=q.device, dtype=torch.float32)
+    if for_backward:
+        o_pos, o_neg = torch.empty(bsz, h, m, d, **f32), torch.empty(bsz, h, m, d, **f32)
+        lse_p, lse_n = torch.empty(bsz, h, m, **f32), torch.empty(bsz, h, m, **f32)
+    else:  # nothing kept for a backward
+        o_pos, o_neg, lse_p, lse_n = (torch.empty(0, **f32) for _ in range(4))
+    alpha = alpha.to(torch.float32).contiguous()
+    with device_guard(q.device):
+        launch = forward_launch(
+            q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward, capability_of(q.device),
+            out.transpose(1, 2), o_pos, o_neg, lse_p, lse_n,
+        )  # fmt: skip
+        run(launch)
+    return out, o_pos, o_neg, lse_p, lse_n
 
-    @staticmethod
-    def forward(
-        ctx,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        q_neg: Tensor,
-        v_neg: Tensor,
-        alpha: Tensor,
-        b_pos: Optional[Tensor],
-        b_neg: Optional[Tensor],
-        scale: float,
-    ) -> Tensor:
-        bsz, h, m, d = q.shape
-        n = k.shape[2]
-        q, k, v, q_neg, v_neg = (t.contiguous() for t in (q, k, v, q_neg, v_neg))
-        o_pos = torch.empty(bsz, h, m, d, device=q.device, dtype=torch.float32)
-        o_neg = torch.empty_like(o_pos)
-        lse_p = torch.empty(bsz, h, m, device=q.device, dtype=torch.float32)
-        lse_n = torch.empty_like(lse_p)
-        bp, sb_p = _bias_args(b_pos, (bsz, h, m, n), q)
-        bn, sb_n = _bias_args(b_neg, (bsz, h, m, n), q)
-        block_m, block_n = _blocks(d)
-        grid = (triton.cdiv(m, block_m), bsz * h)
-        _fwd_kernel[grid](
-            q,
-            q_neg,
-            k,
-            v,
-            v_neg,
-            bp,
-            bn,
-            o_pos,
-            o_neg,
-            lse_p,
-            lse_n,
-            *q.stride()[:3],
-            *k.stride()[:3],
-            *sb_p,
-            *sb_n,
-            h,
-            m,
-            n,
-            scale,
-            HAS_BP=b_pos is not None,
-            HAS_BN=b_neg is not None,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            D=d,
-        )
-        ctx.save_for_backward(q, k, v, q_neg, v_neg, alpha, o_pos, o_neg, lse_p, lse_n, bp, bn)
-        ctx.bias_shapes = (None if b_pos is None else b_pos.shape, None if b_neg is None else b_neg.shape)
-        ctx.bias_strides = (*sb_p, *sb_n)
-        ctx.scale = scale
-        a = alpha.to(torch.float32).view(1, -1, 1, 1)
-        return (o_pos + a * o_neg).to(q.dtype)
 
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        q, k, v, q_neg, v_neg, alpha, o_pos, o_neg, lse_p, lse_n, bp, bn = ctx.saved_tensors
-        (shape_p, shape_n), sb, scale = ctx.bias_shapes, ctx.bias_strides, ctx.scale
-        bsz, h, m, d = q.shape
-        n = k.shape[2]
-        do = grad_out.to(torch.float32).contiguous()
-        a = alpha.to(torch.float32)
-        delta_p = (do * o_pos).sum(-1)
-        delta_n = (do * o_neg).sum(-1) * a.view(1, -1, 1)
-        d_alpha = (do * o_neg).sum(dim=(0, 2, 3)).to(alpha.dtype)
-        dk = torch.empty(bsz, h, n, d, device=q.device, dtype=torch.float32)
-        dv, dvn = torch.empty_like(dk), torch.empty_like(dk)
-        dq = torch.empty(bsz, h, m, d, device=q.device, dtype=torch.float32)
-        dqn = torch.empty_like(dq)
-        store_ds = ctx.needs_input_grad[6] or ctx.needs_input_grad[7]
-        ds_p = torch.empty(bsz, h, m, n, device=q.device, dtype=torch.float32) if store_ds else dq
-        ds_n = torch.empty_like(ds_p) if store_ds else dq
-        alpha_c = a.contiguous()
-        block_m, block_n = _blocks(d)
-        common = dict(
-            HAS_BP=shape_p is not None, HAS_BN=shape_n is not None, BLOCK_M=block_m, BLOCK_N=block_n, D=d
-        )
-        strides = (*q.stride()[:3], *k.stride()[:3], *sb, h, m, n, scale)
-        _bwd_kv_kernel[(triton.cdiv(n, block_n), bsz * h)](
-            q,
-            q_neg,
-            k,
-            v,
-            v_neg,
-            bp,
-            bn,
-            do,
-            lse_p,
-            lse_n,
-            delta_p,
-            delta_n,
-            alpha_c,
-            dk,
-            dv,
-            dvn,
-            *strides,
-            **common,
-        )
-        _bwd_q_kernel[(triton.cdiv(m, block_m), bsz * h)](
-            q,
-            q_neg,
-            k,
-            v,
-            v_neg,
-            bp,
-            bn,
-            do,
-            lse_p,
-            lse_n,
-            delta_p,
-            delta_n,
-            alpha_c,
-            dq,
-            dqn,
-            ds_p,
-            ds_n,
-            *strides,
-            STORE_DS=store_ds,
-            **common,
-        )
-        g_bp = _reduce_to(ds_p, shape_p).to(bp.dtype) if ctx.needs_input_grad[6] else None
-        g_bn = _reduce_to(ds_n, shape_n).to(bn.dtype) if ctx.needs_input_grad[7] else None
-        return (
-            dq.to(q.dtype),
-            dk.to(k.dtype),
-            dv.to(v.dtype),
-            dqn.to(q_neg.dtype),
-            dvn.to(v_neg.dtype),
-            d_alpha,
-            g_bp,
-            g_bn,
-            None,
-        )
+def backward(
+    grad_out: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Tensor,
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    o_pos: Tensor,
+    o_neg: Tensor,
+    lse_p: Tensor,
+    lse_n: Tensor,
+    scale: float,
+    grad_b_pos: bool,
+    grad_b_neg: bool,
+) -> tuple[Tensor, ...]:
+    """``dQ+, dQ- [B, M, H, d]``, ``dK, dV+, dV- [B, N, H, d]`` (inputs' dtype), ``dα`` and the
+    bias gradients reduced to the biases' shapes (``None`` where not asked for)."""
+    grad_out, q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (grad_out, q, k, v, q_neg, v_neg))
+    bsz, h, m, d = q.shape
+    n = k.shape[2]
+    a = alpha.to(torch.float32).contiguous()
+    do32 = grad_out.to(torch.float32)
+    delta_p = (do32 * o_pos).sum(-1)  # [B, H, M]
+    on_do = (do32 * o_neg).sum(-1)
+    delta_n = on_do * a.view(1, -1, 1)
+    d_alpha = on_do.sum((0, 2)).to(alpha.dtype)
+    del do32
+    dk, dv, dv_neg = (heads_last(bsz, h, n, d, k, k.dtype) for _ in range(3))
+    dq, dq_neg = (heads_last(bsz, h, m, d, q, q.dtype) for _ in range(2))
+    ds_p = torch.empty(bsz, h, m, n, device=q.device, dtype=b_pos.dtype) if grad_b_pos else None
+    ds_n = torch.empty(bsz, h, m, n, device=q.device, dtype=b_neg.dtype) if grad_b_neg else None
+    with device_guard(q.device):
+        for launch in backward_launches(
+            grad_out, q, k, v, q_neg, v_neg, a, b_pos, b_neg, lse_p, lse_n, delta_p, delta_n, scale,
+            capability_of(q.device), *(t.transpose(1, 2) for t in (dq, dk, dv, dq_neg, dv_neg)), ds_p, ds_n,
+        ):  # fmt: skip
+            run(launch)
+    g_bp = None if ds_p is None else reduce_to(ds_p, b_pos.shape).to(b_pos.dtype)
+    del ds_p
+    g_bn = None if ds_n is None else reduce_to(ds_n, b_neg.shape).to(b_neg.dtype)
+    return dq, dk, dv, dq_neg, dv_neg, d_alpha, g_bp, g_bn

@@ -2,7 +2,10 @@
 
 from .checkpoint import (
     CheckpointMismatchError,
+    CorruptCheckpointError,
+    NotACheckpointError,
     StateDictReport,
+    UnreadableCheckpointError,
     UnsafeCheckpointError,
     allow_mmengine_globals,
     apply_load_pre_hooks,
@@ -17,6 +20,9 @@ from .checkpoint import install as install_safe_checkpoint_loading
 __all__ = [
     'UnsafeCheckpointError',
     'CheckpointMismatchError',
+    'UnreadableCheckpointError',
+    'NotACheckpointError',
+    'CorruptCheckpointError',
     'StateDictReport',
     'allow_mmengine_globals',
     'install_safe_checkpoint_loading',

@@ -10,9 +10,14 @@ module-level names, for code that calls mmengine's loaders directly). Each one e
 :func:`safe_torch_load`:
 
 * ``torch.load(..., weights_only=True)``, never switched off;
-* a pickle that references anything but tensors, plain containers and the globals of
-  mmengine checkpoints is refused with an :class:`UnsafeCheckpointError` that names the
-  file (and, for a download, the URL) and the refused global;
+* a pickle that references anything but tensors, plain containers, the globals of
+  mmengine checkpoints and ``argparse.Namespace`` is refused with an
+  :class:`UnsafeCheckpointError` that names the file (and, for a download, the URL) and the
+  refused global;
+* a file that is not a checkpoint at all (a text file, random bytes, an empty file) is a
+  :class:`NotACheckpointError`, a PyTorch file that is cut short or damaged a
+  :class:`CorruptCheckpointError` (both :class:`UnreadableCheckpointError`, never reported as
+  unsafe);
 * ``.safetensors`` files are read with ``safetensors``.
 
 mmengine 0.10.7 pickles a few non-tensor objects into its checkpoints (the message hub's
@@ -21,6 +26,10 @@ methods, which pickle stores as ``getattr(HistoryBuffer, 'min')``). :func:`allow
 allow-lists exactly those with :func:`torch.serialization.add_safe_globals`; ``getattr`` is
 *not* allowed: the name resolves to :func:`restricted_getattr`, which serves only those
 ``HistoryBuffer`` methods (a free ``getattr`` would let a pickle reach arbitrary code).
+``argparse.Namespace`` is allowed too: training scripts built on argparse save their
+arguments with the weights (the authors' ImageNet ``vit/main.py``, DeiT, timm's ``train.py``).
+Unpickling one only sets attributes on an empty ``Namespace``; whatever the attributes hold is
+checked by the same rules (a callable inside is still refused).
 
 Downloads are cached like mmengine's (``torch.hub.get_dir()/checkpoints/<basename>``); in a
 distributed run local rank 0 downloads first.
@@ -32,12 +41,15 @@ Whole-model loads (``load_from``, resume, ``tools/test.py``) are compared key by
 
 from __future__ import annotations
 
+import argparse
 import io
 import logging
 import os
 import os.path as osp
 import pickle
 import re
+import struct
+import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Optional, Union
@@ -59,6 +71,19 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
 
 class CheckpointMismatchError(RuntimeError):
     """A whole-model checkpoint does not match the model (missing / unexpected / resized keys)."""
+
+
+class UnreadableCheckpointError(ValueError):
+    """A checkpoint file that cannot be read (base of the two cases below)."""
+
+
+class NotACheckpointError(UnreadableCheckpointError):
+    """The file is not a PyTorch checkpoint: neither ``torch.save``'s zip format nor its
+    older pickle format (a text file, random bytes, an empty file)."""
+
+
+class CorruptCheckpointError(UnreadableCheckpointError):
+    """A PyTorch (or safetensors) file that is truncated or damaged."""
 
 
 def _numpy_globals() -> list[Any]:
@@ -89,6 +114,8 @@ MMENGINE_SAFE_GLOBALS: list[Any] = [
     (restricted_getattr, 'builtins.getattr'),
     (restricted_getattr, '__builtin__.getattr'),
 ]
+#: training-script arguments saved beside the weights (the authors' ``vit/main.py``: ``'args'``)
+SCRIPT_SAFE_GLOBALS: list[Any] = [argparse.Namespace]
 
 # What torch's weights_only unpickler says when it refuses something -> the refused object.
 _REFUSAL_PATTERNS = (
@@ -101,8 +128,9 @@ _REFUSAL_PATTERNS = (
 
 
 def allow_mmengine_globals() -> None:
-    """Allow-list the globals of mmengine checkpoints for ``weights_only`` loads (idempotent)."""
-    torch.serialization.add_safe_globals(MMENGINE_SAFE_GLOBALS)
+    """Allow-list the globals of mmengine checkpoints and ``argparse.Namespace`` for
+    ``weights_only`` loads (idempotent)."""
+    torch.serialization.add_safe_globals([*MMENGINE_SAFE_GLOBALS, *SCRIPT_SAFE_GLOBALS])
 
 
 def refused_global(message: str) -> Optional[str]:
@@ -115,10 +143,62 @@ def refused_global(message: str) -> Optional[str]:
     return None
 
 
+ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format (a zip archive)
+PICKLE_PROTO = b'\x80'  # the legacy format: a pickle, protocol 2 (PROTO opcode first)
+
+
+def _head(source: Union[str, IO[bytes]], size: int = 8) -> bytes:
+    """The first ``size`` bytes of a path or a seekable file object (its position kept)."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, 'rb') as f:
+            return f.read(size)
+    pos = source.tell()
+    head = source.read(size)
+    source.seek(pos)
+    return head
+
+
+def check_checkpoint_format(source: Union[str, IO[bytes]], name: str) -> str:
+    """``'zip'`` or ``'pickle'``: the format ``torch.save`` wrote ``source`` in.
+
+    Raises:
+        NotACheckpointError: ``source`` starts with neither (naming ``name`` and its first bytes).
+    """
+    head = _head(source)
+    if head.startswith(ZIP_MAGIC):
+        return 'zip'
+    if head.startswith(PICKLE_PROTO):
+        return 'pickle'
+    what = 'is empty (0 bytes)' if not head else f'starts with {head!r}'
+    raise NotACheckpointError(
+        f'checkpoint {name} is not a PyTorch file: it {what}, while torch.save writes a zip '
+        f'archive (PK...) or a pickle (\\x80...). Is it a text file, a download error page or '
+        f'a different format?'
+    )
+
+
+# what torch.load raises on a truncated / damaged file (besides UnpicklingError)
+READ_ERRORS = (
+    RuntimeError,
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    IndexError,
+    struct.error,
+    zipfile.BadZipFile,
+)
+
+
+def _is_truncation(err: Exception) -> bool:
+    text = str(err)
+    return isinstance(err, EOFError) or 'truncated' in text or 'EOF' in text
+
+
 def safe_torch_load(
     source: Union[str, IO[bytes]], map_location: Optional[Any] = None, name: Optional[str] = None
 ) -> Any:
-    """``torch.load(source, weights_only=True)`` with a refusal that names the file and global.
+    """``torch.load(source, weights_only=True)`` with errors that name the file and the cause.
 
     Args:
         source: A local path or a binary file object.
@@ -127,20 +207,39 @@ def safe_torch_load(
 
     Raises:
         UnsafeCheckpointError: the pickle references a global that is not allow-listed.
+        NotACheckpointError: ``source`` is not a PyTorch file at all.
+        CorruptCheckpointError: a PyTorch file that is truncated or damaged.
     """
-    name = name or (source if isinstance(source, str) else '<in-memory checkpoint>')
+    name = name or (str(source) if isinstance(source, (str, os.PathLike)) else '<in-memory checkpoint>')
+    kind = check_checkpoint_format(source, name)
+    # again on every load: a torch.serialization.safe_globals(...) block elsewhere (timm's
+    # loader uses one for argparse.Namespace) removes its globals on exit, ours included
+    allow_mmengine_globals()
     try:
         return torch.load(source, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         what = refused_global(str(err))
+        if what is None and kind == 'pickle' and _is_truncation(err):
+            raise _corrupt(name, err) from None
         found = f'the global {what}' if what else 'an object that is not plain data'
         raise UnsafeCheckpointError(
             f'refused to load checkpoint {name}: its pickle refers to {found}, which is not on '
-            f'the allow-list (tensors, plain containers, mmengine log history). dna_mm loads '
-            f'checkpoints with weights_only=True so that a file cannot run code on load. Only '
-            f'if you made the file yourself and that global is a plain data type (never a '
-            f'function), allow-list it with torch.serialization.add_safe_globals([...]).'
+            f'the allow-list (tensors, plain containers, mmengine log history, '
+            f'argparse.Namespace). dna_mm loads checkpoints with weights_only=True so that a '
+            f'file cannot run code on load. Only if you made the file yourself and that global '
+            f'is a plain data type (never a function), allow-list it with '
+            f'torch.serialization.add_safe_globals([...]).'
         ) from None
+    except READ_ERRORS as err:
+        raise _corrupt(name, err) from None
+
+
+def _corrupt(name: str, err: Exception) -> CorruptCheckpointError:
+    reason = str(err).split('. ')[0].strip() or type(err).__name__
+    return CorruptCheckpointError(
+        f'checkpoint {name} is a PyTorch file but cannot be read: it is truncated or damaged '
+        f'({type(err).__name__}: {reason}). Download or copy it again.'
+    )
 
 
 def load_checkpoint_file(
@@ -156,15 +255,22 @@ def load_checkpoint_file(
     Raises:
         FileNotFoundError: ``filename`` does not exist.
         UnsafeCheckpointError: the pickle references a global that is not allow-listed.
+        NotACheckpointError, CorruptCheckpointError: the file cannot be read as a checkpoint.
     """
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint {name or filename} can not be found')
     if filename.endswith('.safetensors'):
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
         device = map_location if isinstance(map_location, (str, torch.device)) else 'cpu'
-        return load_file(filename, device=str(device))
+        try:
+            return load_file(filename, device=str(device))
+        except SafetensorError as err:
+            raise CorruptCheckpointError(
+                f'checkpoint {name or filename} cannot be read as a safetensors file: {err}'
+            ) from None
     return safe_torch_load(filename, map_location, name or filename)
 
 
@@ -300,21 +406,38 @@ SAFE_SCHEMES: 'OrderedDict[str, Callable[..., Any]]' = OrderedDict(
 )
 
 
+def _refusing_loader(prefix: str) -> Callable[..., Any]:
+    """A loader for a scheme dna_mm does not know: refuses with a message instead of letting
+    mmengine's own loader (possibly ``weights_only=False``) run."""
+
+    def load_unknown_scheme(filename: str, map_location: Optional[Any] = None) -> Any:
+        raise UnsafeCheckpointError(
+            f'{filename}: mmengine loads {prefix!r} checkpoints with a loader dna_mm has not checked '
+            f'(a newer mmengine than tested); download the file and give its local path'
+        )
+
+    return load_unknown_scheme
+
+
 def install() -> None:
     """Allow-list mmengine's globals and route every mmengine checkpoint scheme through a
-    ``weights_only`` loader (idempotent).
-
-    Raises:
-        RuntimeError: mmengine knows a scheme that dna_mm has no safe loader for (a newer
-            mmengine): refusing is better than leaving a ``weights_only=False`` path open.
-    """
+    ``weights_only`` loader (idempotent). A scheme dna_mm does not know (a newer mmengine) gets
+    a warning and a loader that refuses, so no unchecked path stays open and the import works.
+    Set ``DNA_MM_NO_SAFE_LOADING=1`` before ``import dna_mm`` to leave mmengine's loaders as
+    they are (the files dna_mm itself reads are still loaded with ``weights_only=True``)."""
     allow_mmengine_globals()
-    unknown = set(CheckpointLoader._schemes) - set(SAFE_SCHEMES)
+    if os.environ.get('DNA_MM_NO_SAFE_LOADING') == '1':
+        return
+    unknown = sorted(set(CheckpointLoader._schemes) - set(SAFE_SCHEMES))
     if unknown:
-        raise RuntimeError(
-            f'mmengine registers checkpoint schemes dna_mm has no safe loader for: '
-            f'{sorted(unknown)}; add them to dna_mm.utils.checkpoint.SAFE_SCHEMES'
+        print_log(
+            f'dna_mm: mmengine registers checkpoint schemes dna_mm has not checked: {unknown}; '
+            f'loading from them is refused',
+            logger='current',
+            level=logging.WARNING,
         )
+    for prefix in unknown:
+        CheckpointLoader.register_scheme(prefixes=prefix, loader=_refusing_loader(prefix), force=True)
     for prefix, loader in SAFE_SCHEMES.items():
         CheckpointLoader.register_scheme(prefixes=prefix, loader=loader, force=True)
         setattr(mm_checkpoint, loader.__name__, loader)  # direct callers of mmengine's loaders
@@ -335,6 +458,7 @@ class StateDictReport:
     unexpected: list[str] = field(default_factory=list)
     mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # key, ckpt, model
     loaded: int = 0
+    layout: str = 'state_dict'  # the checkpoint's layout (dna_mm.converters.whole_model)
 
     @property
     def complete(self) -> bool:
@@ -406,7 +530,13 @@ def load_model_weights(
     strict: bool = True,
     revise_keys: Optional[list[tuple[str, str]]] = None,
 ) -> StateDictReport:
-    """Load a whole-model ``checkpoint`` (its ``state_dict``, or itself) into ``model``.
+    """Load a whole-model ``checkpoint`` into ``model``.
+
+    The weights are read as the code that wrote the file laid them out
+    (:func:`dna_mm.converters.whole_model.whole_model_state_dict`): mmengine's ``state_dict``;
+    the authors' TimeSformer checkpoints (PySlowFast's ``model_state``, ``model.*`` keys, head
+    included) as a ``Recognizer3D``; their ImageNet ``vit/main.py`` file (``model``) with their
+    attention layouts mapped; a bare state dict. A layout other than mmengine's is logged.
 
     Args:
         model: The (unwrapped) model.
@@ -417,21 +547,26 @@ def load_model_weights(
             (default: strip a ``module.`` prefix, as mmengine does).
 
     Returns:
-        The comparison; with ``strict=False`` the matching keys were loaded and the rest left
-        at the model's values.
+        The comparison (``layout``: the checkpoint's); with ``strict=False`` the matching keys
+        were loaded and the rest left at the model's values.
 
     Raises:
         CheckpointMismatchError: ``strict`` and the checkpoint does not match the model.
     """
+    from ..converters.whole_model import LAYOUT_NAMES, whole_model_state_dict
+
     if not isinstance(checkpoint, dict):
         raise CheckpointMismatchError(
             f'checkpoint {filename} holds a {type(checkpoint).__name__}, not a state dict'
         )
-    state_dict = checkpoint.get('state_dict', checkpoint)
+    state_dict, layout = whole_model_state_dict(checkpoint)
+    if layout != 'mmengine':
+        print_log(f'checkpoint {filename}: {LAYOUT_NAMES[layout]}', logger='current')
     for pattern, repl in revise_keys if revise_keys is not None else [(r'^module\.', '')]:
         state_dict = OrderedDict((re.sub(pattern, repl, k), v) for k, v in state_dict.items())
     state_dict = apply_load_pre_hooks(model, state_dict)  # e.g. a swapped attention's host keys
     report = _compare_converted(model, state_dict)
+    report.layout = layout
     if strict and not report.complete:
         raise CheckpointMismatchError(
             f'checkpoint {filename} does not match the model ({report.loaded} of '
@@ -446,3 +581,21 @@ def load_model_weights(
     }
     model.load_state_dict(usable, strict=False)
     return report
+
+
+def not_resumable_message(filename: str, missing: str, layout: Optional[str] = None) -> str:
+    """Why ``filename`` cannot be resumed from (it lacks ``missing``, e.g. ``'meta'``), naming
+    its layout when it is another code's (``layout`` of :class:`StateDictReport`)."""
+    from ..converters.whole_model import LAYOUT_NAMES
+
+    if layout in (None, 'mmengine', 'state_dict'):
+        return (
+            f'cannot resume from {filename}: it has no {missing} entry, so it is not a training '
+            f'checkpoint saved by mmengine (to start from its weights use load_from)'
+        )
+    return (
+        f'cannot resume from {filename}: it is {LAYOUT_NAMES[layout]}, not a dna_mm training '
+        f'checkpoint; --resume / resume=True continues dna_mm\'s own runs only. Its weights load '
+        f'whole with load_from={filename} (training starts at epoch 0 with a fresh optimizer), '
+        f'and tools/test.py CONFIG {filename} evaluates it'
+    )

@@ -13,7 +13,8 @@ CONFIG is an OpenMMLab config (TimeSformer recognizers, ViTDet backbones: sample
 are then ``create_model`` arguments and ``--input-dir`` an image folder). ``--compare`` adds
 runs drawn into the same figures (e.g. DnA vs softmax vs Diff). Writes ``DIR/analysis.json``
 (``{"schema", "runs": [report, ...]}``, the report layout is in ``dna_mm/analysis/report.py``)
-and ``DIR/<analysis>.png``. The definitions are in ``dna_mm/analysis/measures.py``.
+and ``DIR/<analysis>.png`` (the figures are described in ``docs/analysis.md``); a progress bar with
+the ETA runs over each run's samples (stderr). The definitions are in ``dna_mm/analysis/measures.py``.
 """
 
 from __future__ import annotations
@@ -102,11 +103,15 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
     os.makedirs(args.out, exist_ok=True)
+    print(
+        f'writing {osp.join(args.out, "analysis.json")} and one PNG per analysis to {args.out}/', flush=True
+    )
     reports = []
     for label, config, checkpoint in runs:
         start = time.time()
         try:
             am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
+            print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
             rep = analyze(
                 am,
                 args.analyses,
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
                 None if args.center == 'none' else args.center,
                 args.seed,
                 label,
+                progress=True,
             )
         except (
             CheckpointMismatchError,
@@ -128,7 +134,9 @@ def main(argv: list[str] | None = None) -> dict:
             KeyError,
             ValueError,
         ) as err:
-            sys.exit(f'analyze_attention.py: {err}')
+            msg = err.args[0] if isinstance(err, KeyError) and err.args else err  # no repr quotes
+            print(f'analyze_attention.py: {msg}', file=sys.stderr)
+            sys.exit(2)
         rep.update(config=config, checkpoint=checkpoint)
         reports.append(rep)
         print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)

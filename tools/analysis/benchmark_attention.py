@@ -89,7 +89,9 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     ``scope='core'``: everything between the projections and the output projection. The
     input projections are replaced by fixed leaves of their outputs (``[B, N, k·C]``), so the
     module's own code splits the heads and each method meets the memory layouts, and pays
-    the gradient handling, that it has in a model.
+    the gradient handling, that it has in a model. The leaves are in ``dtype`` (what the
+    projections give under autocast), so every method, SDPA or not (the Triton kernel is a
+    custom operator that autocast does not cast), computes in the benchmark dtype.
     """
     from mmengine.registry import MODELS
 
@@ -97,6 +99,7 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     from dna_mm.models.attention.functional import two_branch_sdpa
 
     torch.manual_seed(0)
+    torch_dtype = getattr(torch, dtype)
     b, n = SHAPES[shape]
     module = MODELS.build(dict(METHODS[method], embed_dims=C, num_heads=H)).to(device)
     x = torch.randn(b, n, C, device=device, requires_grad=True)
@@ -114,7 +117,7 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
                     q_neg=module.merge_heads(folded['q_min']), v_neg=module.merge_heads(folded['v_min'])
                 )
         for name, out in outs.items():
-            leaves.append(out.clone().requires_grad_())
+            leaves.append(out.to(torch_dtype).clone().requires_grad_())
             setattr(module, name, _Given(leaves[-1]))
 
     def core() -> torch.Tensor:
@@ -134,7 +137,7 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     # scope), made here so it is an input, not part of a step's peak memory.
     # (``y.sum().backward()`` would send a stride-0 one, which some backward kernels copy
     # matrix by matrix.)
-    grad_out = torch.randn(b, n, C, device=device)
+    grad_out = torch.randn(b, n, C, device=device, dtype=torch_dtype)
     if scope == 'core':
         grad_out = grad_out.view(b, n, H, C // H).transpose(1, 2)  # [B, H, N, d]
 

@@ -20,7 +20,8 @@ each with 4 boxes and masks (preprocessed once, outside the timing); the ``backb
 counts the backbone's parameters alone. A config may be a zoo config (``mmaction::...``).
 
 ``--amp-dtype`` (CUDA) gives every config the same recipe: MMEngine's ``AmpOptimWrapper`` in
-that dtype around the config's own optimizer. ``--compile`` wraps each backbone in
+that dtype around the config's own optimizer (a ``GradScaler`` for fp16 only, as
+``AutoAmpOptimWrapper`` does). ``--compile`` wraps each backbone in
 ``torch.compile``. On CUDA the table adds the peak memory of each config's steps
 (``max_memory_allocated``) and the throughput (clips/s and frames/s, or images/s).
 """
@@ -99,7 +100,7 @@ def prepare(
     if amp_dtype is not None:  # the same recipe for every config
         wrapper = cfg.optim_wrapper
         cfg.optim_wrapper = dict(
-            type='AmpOptimWrapper',
+            type='AutoAmpOptimWrapper',  # loss scaling by the dtype (docs/mixed_precision.md)
             dtype=amp_dtype,
             optimizer=wrapper.optimizer,
             **{k: wrapper[k] for k in ('clip_grad', 'paramwise_cfg', 'constructor') if k in wrapper},

@@ -1,14 +1,17 @@
 #!/usr/bin/env python
-"""Chefer relevance maps of one image or video, per attention branch (red: positive, blue: negative).
+"""Chefer relevance maps of images or videos, per attention branch (orange: positive, blue: negative).
 
-    python tools/analysis/relevance_maps.py CONFIG CHECKPOINT --input IMAGE_OR_VIDEO --out DIR
-        [--target CLASS] [--label NAME] [--cfg-options k=v ...]
+    python tools/analysis/relevance_maps.py CONFIG CHECKPOINT --input IMAGE_OR_VIDEO [...] --out DIR
+        [--target CLASS] [--label NAME] [--label-map FILE] [--cfg-options k=v ...]
 
-CONFIG is an MMAction2 recognizer config (``--input`` a video, read by the config's test
-pipeline; one row of overlays per branch, one column per frame) or ``timm:<model>`` (``--input``
-an image; ``--cfg-options`` are ``create_model`` arguments). The gradients are those of the
-class ``--target`` (default: the prediction). Writes ``DIR/<input name>_relevance.png``,
-``.json`` (class, score, branches) and ``.npz`` (the normalised maps ``[T, H, W]`` per branch).
+CONFIG is an MMAction2 recognizer config (``--input`` videos, read by the config's test
+pipeline; one row of overlays per branch, one column per sampled frame, titled with its index in
+the source video) or ``timm:<model>`` (``--input`` images; ``--cfg-options`` are
+``create_model`` arguments). The gradients are those of the class ``--target`` (default: the
+prediction); classes are named from ``--label-map`` or the config's ``label_map``. Each branch's
+map is min–max normalised over the whole clip. Writes, per input, ``DIR/<input name>_relevance``
+``.png`` (the figure), ``.json`` (class, score, branches, frame indices) and ``.npz`` (the
+normalised maps ``[T, H, W]`` per branch); a progress bar with the ETA runs over the inputs.
 The rule, and how it runs through divided space-time attention: ``dna_mm/analysis/relevance.py``.
 """
 
@@ -19,67 +22,143 @@ import json
 import os
 import os.path as osp
 import sys
+import time
 
 import numpy as np
 from mmengine.config import DictAction
+from mmengine.utils import ProgressBar
 
-from dna_mm.analysis.models import load_model
+from dna_mm.analysis.models import load_config, load_model
 from dna_mm.analysis.plots import plot_relevance
-from dna_mm.analysis.relevance import relevance_maps
+from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
 from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
+
+NOTE = (
+    'Chefer et al. (ICCV 2021) relevance of the explained class, propagated through each branch '
+    'on its own; each row min–max normalised over all {what} (0: least, 1: most relevant patch of '
+    'that branch; rows are not on a common absolute scale). White contour: relevance 0.5.'
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('config', help='MMAction2 recognizer config, or timm:<model name>')
     p.add_argument('checkpoint', help='whole-model checkpoint')
-    p.add_argument('--input', required=True, help='video (config) or image (timm:)')
+    p.add_argument('--input', nargs='+', required=True, help='videos (config) or images (timm:)')
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--target', type=int, default=None, help='class to explain (default: predicted)')
     p.add_argument('--label', default=None, help='model name in the figure title')
+    p.add_argument(
+        '--label-map', default=None, help="class names, one a line (default: the config's label_map)"
+    )
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None)
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def _fail(msg: str) -> None:
+    print(f'relevance_maps.py: {msg}', file=sys.stderr)
+    sys.exit(2)
+
+
+def _context(args: argparse.Namespace, num_classes: int):
+    """(class names or None, the test pipeline or None) of an OpenMMLab config."""
+    if args.config.startswith('timm:'):
+        names = None
+        if args.label_map:
+            from dna_mm.apis.inference import read_label_map
+
+            names = read_label_map(args.label_map)
+        return names, None
+    from dna_mm.apis.inference import resolve_class_names
+
+    cfg = load_config(args.config, args.cfg_options)
+    pipeline = cfg.test_dataloader.dataset.pipeline if cfg.get('test_dataloader') else None
     try:
-        am = load_model(args.config, args.checkpoint, args.cfg_options)
-        inputs = am.load_input(args.input)
-        rel = relevance_maps(am, inputs, args.target)
-    except (CheckpointMismatchError, UnsafeCheckpointError, FileNotFoundError, ValueError) as err:
-        sys.exit(f'relevance_maps.py: {err}')
-    os.makedirs(args.out, exist_ok=True)
-    stem = osp.join(args.out, osp.splitext(osp.basename(args.input))[0] + '_relevance')
+        names = resolve_class_names(cfg, num_classes, args.label_map)
+    except FileNotFoundError as err:
+        if args.label_map:
+            raise
+        print(f"note: the config's label_map: {err}; classes shown by index", file=sys.stderr)
+        names = None
+    return names, pipeline
+
+
+def explain(am, path: str, args: argparse.Namespace, names, pipeline) -> dict:
+    """Relevance of one input: the figure, .json and .npz; returns the summary."""
+    inputs = am.load_input(path)
+    rel = relevance_maps(am, inputs, args.target)
+    stem = osp.join(args.out, osp.splitext(osp.basename(path))[0] + '_relevance')
     pixels = am.raw_pixels(inputs)[0]
     frames = (
         pixels[0].permute(1, 2, 3, 0)
         if pixels.dim() == 5  # [clips, C, T, H, W] -> [T, H, W, C]
         else pixels.permute(1, 2, 0)[None]
     )  # [C, H, W] -> [1, H, W, C]
-    title = (
-        f"{args.label or am.name}: class {rel.target} (p = {rel.probability:.2f}) — "
-        f"{osp.basename(args.input)}"
-    )
-    png = plot_relevance(frames.numpy(), {k: v.numpy() for k, v in rel.maps.items()}, stem + '.png', title)
-    np.savez_compressed(stem + '.npz', **{k: v.numpy() for k, v in rel.maps.items()})
+    indices = source_frame_indices(pipeline, path) if pipeline is not None else None
+    name = names[rel.target] if names and rel.target < len(names) else None
+    cls = f"'{name}' (class {rel.target})" if name else f'class {rel.target}'
+    why = 'the prediction' if args.target is None else '--target'
+    model = args.label or am.name
+    title = f'{model}: relevance for {cls}, p = {rel.probability:.2f} ({why}) — {osp.basename(path)}'
+    what = 'frames of the clip' if frames.shape[0] > 1 else 'pixels'
+    maps = {k: v.numpy() for k, v in rel.maps.items()}
+    png = plot_relevance(frames.numpy(), maps, stem + '.png', title, indices, NOTE.format(what=what))
+    np.savez_compressed(stem + '.npz', **maps)
     summary = dict(
-        input=args.input,
+        input=path,
         config=args.config,
         checkpoint=args.checkpoint,
         target=rel.target,
+        class_name=name,
         score=rel.score,
         probability=rel.probability,
         branches=list(rel.maps),
         shape=list(next(iter(rel.maps.values())).shape),
+        frame_indices=indices,
+        normalisation='min-max per branch over the whole input',
         png=png,
         npz=stem + '.npz',
     )
     with open(stem + '.json', 'w') as f:
         json.dump(summary, f, indent=1)
-    print(f'class {rel.target} (p = {rel.probability:.3f}); branches {", ".join(rel.maps)}')
-    print(f'wrote {png}, {stem}.json, {stem}.npz')
     return summary
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    start = time.time()
+    try:
+        am = load_model(args.config, args.checkpoint, args.cfg_options)
+        num_classes = getattr(getattr(am.model, 'cls_head', None), 'num_classes', None)
+        num_classes = num_classes or getattr(am.model, 'num_classes', 0)
+        names, pipeline = _context(args, num_classes)
+    except (CheckpointMismatchError, UnsafeCheckpointError, FileNotFoundError, KeyError, ValueError) as err:
+        _fail(str(err.args[0] if isinstance(err, KeyError) and err.args else err))
+    os.makedirs(args.out, exist_ok=True)
+    print(
+        f'model loaded ({time.time() - start:.0f} s); writing {len(args.input)} figure(s) to {args.out}/',
+        flush=True,
+    )
+    bar = ProgressBar(len(args.input), file=sys.stderr) if len(args.input) > 1 else None
+    summaries = []
+    for path in args.input:
+        try:
+            summary = explain(am, path, args, names, pipeline)
+        except (FileNotFoundError, ValueError) as err:
+            _fail(str(err))
+        summaries.append(summary)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        sys.stderr.write('\n')
+    for s in summaries:
+        cls = f"{s['target']} ({s['class_name']})" if s['class_name'] else str(s['target'])
+        print(
+            f"{osp.basename(s['input'])}: class {cls}, p = {s['probability']:.3f}; "
+            f"branches {', '.join(s['branches'])}"
+        )
+        print(f"  wrote {s['png']} (+ .json, .npz)")
+    return summaries
 
 
 if __name__ == '__main__':

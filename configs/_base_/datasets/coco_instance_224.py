@@ -1,4 +1,4 @@
-# COCO 2017 instance segmentation at the DnA paper's setting (SPEC §2): images resized to fit
+# COCO 2017 instance segmentation at the DnA paper's setting (Appendix C): images resized to fit
 # 224x224 (aspect kept) and padded to 224x224, horizontal flip 0.5; evaluation with
 # MMDetection's CocoMetric (bbox and segm AP on val2017). Batch 32 in all = 8 GPUs x 4.
 dataset_type = 'CocoDataset'

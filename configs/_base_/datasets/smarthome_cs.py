@@ -1,4 +1,5 @@
 # Toyota Smarthome, cross-subject: 31 classes; report mCA on test.
+# Videos read as distributed (640x480 mp4), as the paper's authors did: no preparation step.
 # Lists: python tools/data/smarthome/build_annotations.py --video-dir data/smarthome/videos \
 #            --out-dir data/smarthome/cs --protocol CS
 _base_ = ['./video_8x32.py']

@@ -1,4 +1,5 @@
 # Toyota Smarthome, cross-view 2: 19 classes, train cameras 1, 3, 4, 6, 7.
+# Videos read as distributed (640x480 mp4), as the paper's authors did: no preparation step.
 # Lists: python tools/data/smarthome/build_annotations.py --video-dir data/smarthome/videos \
 #            --out-dir data/smarthome/cv2 --protocol CV2
 _base_ = ['./video_8x32.py']

@@ -2,14 +2,18 @@
 # -> Flip 0.5; val/test 224 centre crop (Kinetics test overrides with three crops).
 # MMAction2's VideoDataset + build-time checks (missing files, labels vs num_classes) and
 # corrupt-video tolerance in training (dna_mm.datasets.RobustVideoDataset).
+# Decoding (dna_mm.datasets.transforms): a video with a short side above `short_side` is decoded
+# at that short side (the largest the pipeline rescales to, so the geometry is unchanged), and
+# the sampled frames are decoded in increasing order (same frames as MMAction2's DecordDecode).
+# Throughput per input size: docs/data_throughput.md (tools/analysis/benchmark_data.py).
 dataset_type = 'RobustVideoDataset'
 clip_len, frame_interval, crop_size = 8, 32, 224
 file_client_args = dict(io_backend='disk')
 
 train_pipeline = [
-    dict(type='DecordInit', **file_client_args),
+    dict(type='ScaledDecordInit', short_side=320, **file_client_args),  # RandomRescale's largest
     dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1),
-    dict(type='DecordDecode'),
+    dict(type='SortedDecordDecode'),
     dict(type='RandomRescale', scale_range=(256, 320)),
     dict(type='RandomCrop', size=crop_size),
     dict(type='Flip', flip_ratio=0.5),
@@ -17,9 +21,9 @@ train_pipeline = [
     dict(type='PackActionInputs'),
 ]
 val_pipeline = [
-    dict(type='DecordInit', **file_client_args),
+    dict(type='ScaledDecordInit', short_side=crop_size, **file_client_args),  # Resize's short side
     dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1, test_mode=True),
-    dict(type='DecordDecode'),
+    dict(type='SortedDecordDecode'),
     dict(type='Resize', scale=(-1, crop_size)),
     dict(type='CenterCrop', crop_size=crop_size),
     dict(type='FormatShape', input_format='NCTHW'),

@@ -1,6 +1,6 @@
 # Mask R-CNN with a ViTDet-B backbone (DnA Q±V± attention), SimpleFPN and ViTDet's heads
 # (RPN 2 convs, 4conv1fc box head and mask head with LN2d), at the DnA paper's COCO setting
-# (SPEC §2): 224x224 inputs, global attention in all 12 blocks (window 0), no relative positions,
+# (Appendix C): 224x224 inputs, global attention in all 12 blocks (window 0), no relative positions,
 # output of block 11, pyramid scales (4, 2, 1, 0.5) + a stride-64 level, 256 FPN channels,
 # RPN pre-NMS top-k 2000 train / 1000 test, post-NMS 1000, NMS 0.7; RoI IoU 0.5, score 0.05,
 # NMS 0.5. The standard ViTDet recipe (1024 LSJ, window 14, rel-pos) is vitdet_mask_rcnn_lsj.py.

@@ -1,12 +1,14 @@
-# The DnA paper's COCO optimisation (SPEC §2): AdamW lr 1e-4, weight decay 0.1, eps 1e-6,
+# The DnA paper's COCO optimisation: AdamW lr 1e-4, weight decay 0.1, eps 1e-6,
 # betas (0.9, 0.999), 184,375 iterations at batch 32. The paper gives no lr schedule; this uses
 # ViTDet's: linear warm-up over 250 iterations, lr x0.1 at 88.9% and 96.3% of the run.
-# AutoAmpOptimWrapper (dna_mm): AMP on CUDA, full precision on CPU.
+# AutoAmpOptimWrapper (dna_mm): AMP on CUDA, full precision on CPU; fp16 (+ GradScaler) on every
+# GPU, since mmcv's RoIAlign kernels have no bf16 (docs/mixed_precision.md).
 max_iters = 184375
 interval = 5000
 
 optim_wrapper = dict(
     type='AutoAmpOptimWrapper',
+    dtype='float16',
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.1),
     paramwise_cfg=dict(
         custom_keys={

@@ -5,6 +5,7 @@ _base_ = ['./vitdet_adamw_184k.py']
 optim_wrapper = dict(
     _delete_=True,
     type='AutoAmpOptimWrapper',
+    dtype='float16',  # mmcv's RoIAlign has no bf16 kernel (docs/mixed_precision.md)
     constructor='LayerDecayOptimizerConstructor',
     paramwise_cfg=dict(decay_rate=0.7, decay_type='layer_wise', num_layers=12),
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1),

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from ...converters import rename_mha
+from ...errors import UnsupportedModelError
 from ..attention import build_attention
 
 StateDict = dict[str, Tensor]
@@ -64,7 +65,7 @@ def _family(
 
 
 def _refuse(host: nn.Module, what: str) -> None:
-    raise ValueError(
+    raise UnsupportedModelError(
         f'{type(host).__module__}.{type(host).__name__}: {what} is not supported by the attention swap'
     )
 

@@ -8,7 +8,7 @@ name outside the attention is kept and there is no wrapper prefix, so the zoo ch
 the base config loads: each replacement carries a load hook that reads the host's layout
 (``in_proj_*``, ``q_bias`` / ``v_bias``, ...) and, for DnA, generates the negative branch
 from the softmax weights (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``,
-SPEC §1); one log line per load reports what was generated. An attention class the swap
+the authors' defaults); one log line per load reports what was generated. An attention class the swap
 does not know is an error naming it and its path, never skipped.
 
 The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: Diff's
@@ -25,6 +25,7 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ...converters import adapt_attentions
+from ...errors import UnsupportedModelError
 from .hosts import HostSpec, host_specs
 
 AttnCfg = Union[str, dict]
@@ -145,7 +146,7 @@ def swap_attention(
             unsupported.append(f'{name or "<root>"} ({type(module).__module__}.{type(module).__name__})')
             skip.append(name)
     if unsupported:
-        raise ValueError(
+        raise UnsupportedModelError(
             'with_attention: unsupported attention module(s): '
             + '; '.join(unsupported[:8])
             + (f' ... ({len(unsupported) - 8} more)' if len(unsupported) > 8 else '')
@@ -155,13 +156,13 @@ def swap_attention(
         )
     rotary = _rotary_modules(model) if hosts else []
     if rotary:
-        raise ValueError(
+        raise UnsupportedModelError(
             'with_attention: rotary position embeddings are not supported by the swapped '
             f'attention (found {"; ".join(rotary[:4])}); build the model without them '
             '(timm EVA: use_rot_pos_emb=False)'
         )
     if not hosts:
-        raise ValueError(
+        raise UnsupportedModelError(
             f'with_attention: {type(model).__name__} has no attention to swap '
             f'(supported hosts: {", ".join(s.name for s in specs.values())})'
         )

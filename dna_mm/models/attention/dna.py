@@ -1,6 +1,6 @@
 """DnA: Denoising Attention (softmax branch + α-weighted softmin branch sharing the keys).
 
-Per head ``h``, with ``s = d ** -0.5`` on both branches (SPEC §1):
+Per head ``h``, with ``s = d ** -0.5`` on both branches (the paper, Sec. 3.2; as the authors' code):
 
 =============  ====================================================================  ===========
 variant        formula                                                               extra params
@@ -88,7 +88,9 @@ class DnAAttention(AttentionBase):
         variant: One of :data:`DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
         alpha_init: Initial value of every ``α_h``.
         kernel: Fast path: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls) or
-            ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`).
+            ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`: head dims 32 / 64 /
+            128, CUDA of compute capability 8.0+ or the CPU interpreter; refused here, with
+            the reason, where it cannot run).
         **kwargs: See :class:`~dna_mm.models.attention.base.AttentionBase`.
     """
 
@@ -105,6 +107,12 @@ class DnAAttention(AttentionBase):
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
         if kernel not in ('sdpa', 'triton'):
             raise ValueError(f"DnAAttention: kernel must be 'sdpa' or 'triton', got {kernel!r}")
+        if kernel == 'triton':
+            from ...ops.dna_attention import kernel_unusable_reason
+
+            reason = kernel_unusable_reason(self.head_dim)
+            if reason is not None:
+                raise ValueError(f"DnAAttention: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
         self.kernel = kernel
         self.variant = canonical_variant(variant)
         sep_q, sep_v, learn_alpha = DNA_VARIANTS[self.variant]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Build MMAction2 annotation lists for NTU RGB+D 60 (X-Sub / X-View) per SPEC §3.
+"""Build MMAction2 annotation lists for NTU RGB+D 60 (X-Sub / X-View), the published protocols.
 
-    python tools/data/ntu60/build_annotations.py --video-dir DIR --out-dir OUT --protocol {xsub,xview} [--exclude-missing-skeletons]
+    python tools/data/ntu60/build_annotations.py --video-dir DIR --out-dir OUT --protocol {xsub,xview}
+        [--exclude-missing-skeletons]
 
 Paths in the lists are relative to DIR; labels follow the shipped label maps
 (dna_mm/datasets/label_maps). Prints per-split counts and the classes per split; a file name

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Build MMAction2 annotation lists for Toyota Smarthome (CS / CV1 / CV2) per SPEC §3.
+"""Build MMAction2 annotation lists for Toyota Smarthome (CS / CV1 / CV2), the published protocols.
 
     python tools/data/smarthome/build_annotations.py --video-dir DIR --out-dir OUT --protocol {CS,CV1,CV2}
 

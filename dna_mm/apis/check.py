@@ -1,0 +1,162 @@
+"""Config values checked before anything is built: one :class:`~dna_mm.errors.ConfigError` that
+names every bad key and its value.
+
+* lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval``,
+  ``default_hooks.logger.interval`` must be > 0; ``default_hooks.checkpoint.interval`` > 0 or
+  -1 (mmengine's "never");
+* batch sizes (> 0) and ``num_workers`` (>= 0) of every dataloader;
+* learning rates: ``optim_wrapper.optimizer.lr`` (and each ``optim_wrapper.<name>.optimizer.lr``
+  of a multi-optimizer config) > 0;
+* clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
+  ``num_clips``, ``crop_size`` / ``size`` of the crops, ``Resize.scale`` (> 0, or -1 for "keep
+  the aspect ratio");
+* attention names under ``model`` (``temporal_attn``, ``spatial_attn``, ``attn_cfg``): one of
+  dna_mm's, else the closest valid name is suggested (``'dnaa'`` → ``DnAAttention / dna``).
+
+``mode='test'`` checks only what a test / inference run uses (the model and the test
+dataloader).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Iterator
+
+from mmengine.config import Config
+
+from ..errors import ConfigError
+
+LOADERS = {'train': ('train_dataloader', 'val_dataloader', 'test_dataloader'), 'test': ('test_dataloader',)}
+ATTENTION_KEYS = ('temporal_attn', 'spatial_attn', 'attn_cfg')
+# transform type -> its size arguments that must be > 0
+CROP_KEYS = {
+    'SampleFrames': ('clip_len', 'frame_interval', 'num_clips'),
+    'UniformSample': ('clip_len', 'num_clips'),
+    'RandomCrop': ('size',),
+    'CenterCrop': ('crop_size',),
+    'ThreeCrop': ('crop_size',),
+    'TenCrop': ('crop_size',),
+    'MultiScaleCrop': ('input_size',),
+}
+
+
+def check_config(cfg: Config, mode: str = 'train') -> None:
+    """Raise a :class:`ConfigError` listing every value that cannot work (see the module
+    docstring); return quietly otherwise."""
+    if mode not in LOADERS:
+        raise ValueError(f"check_config: mode must be 'train' or 'test', got {mode!r}")
+    problems = list(_attention_problems(cfg.get('model'), 'model'))
+    if mode == 'train':
+        problems += _train_problems(cfg)
+    for loader in LOADERS[mode]:
+        problems += _loader_problems(cfg.get(loader), loader)
+    if problems:
+        raise ConfigError('; '.join(problems))
+
+
+def _positive(value: Any, key: str, allow: tuple = ()) -> list[str]:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value in allow:
+        return []
+    if value <= 0:
+        alt = f' (or {" / ".join(map(str, allow))})' if allow else ''
+        return [f'{key} must be > 0{alt}, got {value}']
+    return []
+
+
+def _train_problems(cfg: Config) -> list[str]:
+    out: list[str] = []
+    train_cfg = cfg.get('train_cfg') or {}
+    for key in ('max_epochs', 'max_iters', 'val_interval'):
+        out += _positive(train_cfg.get(key), f'train_cfg.{key}')
+    hooks = cfg.get('default_hooks') or {}
+    out += _positive((hooks.get('logger') or {}).get('interval'), 'default_hooks.logger.interval')
+    out += _positive(
+        (hooks.get('checkpoint') or {}).get('interval'), 'default_hooks.checkpoint.interval', (-1,)
+    )
+    wrapper = cfg.get('optim_wrapper') or {}
+    if isinstance(wrapper.get('optimizer'), dict):
+        out += _positive(wrapper['optimizer'].get('lr'), 'optim_wrapper.optimizer.lr')
+    for name, sub in wrapper.items():  # multi-optimizer configs: one wrapper per module
+        if isinstance(sub, dict) and isinstance(sub.get('optimizer'), dict):
+            out += _positive(sub['optimizer'].get('lr'), f'optim_wrapper.{name}.optimizer.lr')
+    return out
+
+
+def _loader_problems(loader: Any, name: str) -> list[str]:
+    if not isinstance(loader, dict):
+        return []
+    out = _positive(loader.get('batch_size'), f'{name}.batch_size')
+    workers = loader.get('num_workers')
+    if isinstance(workers, int) and workers < 0:
+        out.append(f'{name}.num_workers must be >= 0, got {workers}')
+    for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
+        kind = transform.get('type')
+        for arg in CROP_KEYS.get(kind, ()):
+            values = transform.get(arg)
+            for v in values if isinstance(values, (list, tuple)) else [values]:
+                out += _positive(v, f'{key}.{arg} ({kind})')
+        if kind in ('Resize', 'RandomResize') and transform.get('scale') is not None:
+            scale = transform['scale']
+            for v in scale if isinstance(scale, (list, tuple)) else [scale]:
+                out += _positive(v, f'{key}.scale ({kind})', (-1,))
+    return out
+
+
+def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
+    """``(config key, transform dict)`` of a dataset's pipeline, through dataset wrappers."""
+    if not isinstance(dataset, dict):
+        return
+    for i, transform in enumerate(dataset.get('pipeline') or []):
+        if isinstance(transform, dict):
+            yield f'{key}.pipeline[{i}]', transform
+    if isinstance(dataset.get('dataset'), dict):
+        yield from _transforms(dataset['dataset'], f'{key}.dataset')
+    for i, inner in enumerate(dataset.get('datasets') or []):
+        yield from _transforms(inner, f'{key}.datasets[{i}]')
+
+
+def _attention_problems(node: Any, key: str) -> Iterator[str]:
+    """An unknown attention name anywhere under ``node`` (the model config)."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            sub = f'{key}.{name}'
+            if name in ATTENTION_KEYS:
+                problem = attention_name_problem(value, sub)
+                if problem:
+                    yield problem
+                    continue
+            yield from _attention_problems(value, sub)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _attention_problems(value, f'{key}[{i}]')
+
+
+def attention_name_problem(value: Any, key: str) -> str | None:
+    """``None`` if ``value`` (a short name or a config dict) names a known attention, else the
+    message: the key, the name, the closest valid names."""
+    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415 (torch import)
+
+    if isinstance(value, dict):
+        name, key = value.get('type'), f'{key}.type'
+    else:
+        name = value
+    if not isinstance(name, str) or name in SHORT_NAMES or name in ATTENTION_TYPES:
+        return None
+    return f'{key}: unknown attention {name!r}; {suggest_attention(name)}'
+
+
+def suggest_attention(name: str) -> str:
+    """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib),
+    else the list of valid names."""
+    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415
+
+    short_of = {v: k for k, v in SHORT_NAMES.items()}
+    candidates = {c.lower(): c for c in (*SHORT_NAMES, *ATTENTION_TYPES)}
+    valid = f'valid: {", ".join(SHORT_NAMES)} or {", ".join(ATTENTION_TYPES)}'
+    match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
+    if not match:
+        return valid
+    best = candidates[match[0]]
+    full = SHORT_NAMES.get(best, best)
+    names = f'{full} / {short_of[full]}' if full in short_of else full
+    return f'did you mean {names}? ({valid})'

@@ -1,0 +1,111 @@
+"""The one wrapper every dna_mm tool runs its ``main`` in: a user's mistake is one line on stderr
+and exit status 2, a programming error keeps its traceback.
+
+    @cli_main('train.py')
+    def main(argv=None): ...
+
+A user's mistake is any :class:`dna_mm.errors.UserError`, a checkpoint that does not match /
+is unsafe / is not a checkpoint (:mod:`dna_mm.utils.checkpoint`), a missing file
+(``FileNotFoundError``, e.g. a ``load_from`` path or a config file) and a ``type`` that is not
+registered (mmengine's ``KeyError: 'X is not in the ... registry'``), a download that failed
+(offline: the file to put in place is named). ``--debug`` anywhere on
+the command line re-raises it with the traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from typing import Any, Callable, Optional
+from urllib.error import HTTPError, URLError
+
+from ..errors import MissingFileError, UserError
+from ..utils import checkpoint as _checkpoint
+
+DEBUG_FLAG = '--debug'
+DEBUG_HELP = 'print the traceback of an input error (default: one line, exit status 2)'
+# mmengine's registry prefixes a build error with the class it was building
+_BUILD_PREFIX = re.compile(r'class `\w+` in [\w/.\-]+\.py: ')
+_NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """The exception classes treated as the user's mistake."""
+    names = (
+        'CheckpointMismatchError',
+        'UnsafeCheckpointError',
+        'UnreadableCheckpointError',
+        'CorruptCheckpointError',
+        'NotACheckpointError',
+    )
+    found = tuple(getattr(_checkpoint, n) for n in names if isinstance(getattr(_checkpoint, n, None), type))
+    return (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError, *found)
+
+
+def is_user_error(err: BaseException) -> bool:
+    """Whether ``err`` is the user's mistake (see the module docstring)."""
+    if isinstance(err, user_error_types()):
+        return True
+    return isinstance(err, KeyError) and bool(_NOT_REGISTERED.search(str(err)))
+
+
+def error_line(err: BaseException) -> str:
+    """The message of ``err`` without the wrappers mmengine and torch's DataLoader add (the
+    class being built, a worker's traceback)."""
+    if isinstance(err, URLError) and not isinstance(err, HTTPError):  # offline, no such host
+        return (
+            f'a download failed ({err.reason}): the run needs a file it could not fetch (the '
+            f'"downloading URL to PATH" line above names it; put the file at PATH to run offline)'
+        )
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    if 'Original Traceback' in text:  # re-raised from a DataLoader worker: keep its last error
+        marker = f'{type(err).__name__}: '
+        text = text[text.rindex(marker) + len(marker) :] if marker in text else text
+    return _BUILD_PREFIX.sub('', text).strip()
+
+
+def user_file(path: str, what: str) -> str:
+    """``path`` if it is an existing file or a URL / mmengine prefix (``scheme://``), else a
+    :class:`~dna_mm.errors.MissingFileError` naming ``what`` (``'config'``, ``'load_from'``, ...)."""
+    if '://' in str(path) or os.path.isfile(path):
+        return path
+    where = 'is a folder, not a file' if os.path.isdir(path) else 'does not exist'
+    raise MissingFileError(f'{what} {path} {where}')
+
+
+class UserExit(SystemExit):
+    """``SystemExit`` with status 2 whose ``str()`` is the error message (what the tool printed)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def cli_main(prog: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a tool's ``main(argv=None)``: a user's mistake prints ``prog: error: <message>``
+    on stderr and raises :class:`UserExit` (exit status 2, no traceback); with ``--debug`` in the
+    arguments, or for any other exception, the exception propagates with its traceback."""
+
+    def decorate(main: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(main)
+        def wrapped(argv: Optional[list[str]] = None, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return main(argv, *args, **kwargs)
+            except Exception as err:  # noqa: BLE001 (sorted below: only the user's mistakes are caught)
+                given = sys.argv[1:] if argv is None else argv
+                if not is_user_error(err) or DEBUG_FLAG in given:
+                    raise
+                message = error_line(err)
+                print(
+                    f'{prog}: error: {message}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr
+                )
+                raise UserExit(message) from None
+
+        return wrapped
+
+    return decorate

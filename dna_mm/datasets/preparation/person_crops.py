@@ -1,0 +1,184 @@
+"""``tools/data/ntu60/person_crops.py``: NTU RGB+D person-centric crops, as the paper's authors trained on.
+
+For each ``SsssCcccPpppRrrrAaaa_rgb.avi`` under ``--video-dir``, the skeleton
+``SsssCcccPpppRrrrAaaa.skeleton`` (found anywhere under ``--skeleton-dir``) gives the box of
+all colour-frame joints (:func:`~.skeleton.joint_box`); the box is enlarged by ``--margin``,
+squared and kept inside the frame (:func:`~.geometry.square_window`), every frame is cut to
+it and resized to ``--size`` x ``--size``, and the result is written as
+``--out-dir/SsssCcccPpppRrrrAaaa.mp4`` (the name ``tools/data/ntu60/build_annotations.py``
+reads). Skeleton coordinates refer to 1920x1080; a video of another size (e.g. a 960x540
+re-encoding) gets the box scaled to it.
+
+A sample whose skeleton is missing, empty or has no valid joint is written whole (resized to
+``--size`` x ``--size``; ``--missing full``, listed in ``full_frame.txt``) or left out
+(``--missing skip``, listed in ``left_out.txt``). A malformed skeleton fails that sample
+with the file and line. Safety (resume, atomic rename, verification, exit status): :mod:`.runner`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..protocols import ProtocolError, parse_ntu
+from .encoding import DEFAULT_KEYINT, crop_and_resize, encode, probe
+from .geometry import scale_box, square_window
+from .runner import FAILED, LEFT_OUT, Outcome, Summary, default_workers, describe, produce, run_jobs
+from .skeleton import COLOR_FRAME, SkeletonError, joint_box
+from .verification import verify_video
+
+FULL_FRAME = 'full frame'
+
+
+@dataclass(frozen=True)
+class CropJob:
+    """One NTU sample: its video, its skeleton file (may not exist) and the crop settings."""
+
+    name: str  # the sample, SsssCcccPpppRrrrAaaa
+    video: Path
+    skeleton: Path
+    dst: Path
+    size: int
+    margin: float
+    missing: str  # 'full' or 'skip'
+    keyint: int
+    threads: int
+
+
+def _no_box_reason(path: Path) -> str:
+    if not path.is_file():
+        return f'no skeleton file {path.name}'
+    if not path.read_bytes().strip():
+        return f'empty skeleton file {path.name}'
+    return f'no valid joint in {path.name}'
+
+
+def crop_one(job: CropJob) -> Outcome:
+    """Write the person-centric crop of one sample (or its full frame), unless a verified one exists."""
+    try:
+        box = joint_box(job.skeleton)
+    except SkeletonError as err:
+        return Outcome(job.name, FAILED, f'malformed skeleton: {err}')
+    note = why = ''
+    if box is None:
+        why = _no_box_reason(job.skeleton)
+        if job.missing == 'skip':
+            return Outcome(job.name, LEFT_OUT, why)
+        note = FULL_FRAME
+    try:
+        info = probe(job.video)
+    except Exception as err:
+        return Outcome(job.name, FAILED, f'video unreadable: {describe(err)}', note)
+    frame = (info.width, info.height)
+    if box is None:
+        window = (0, 0, *frame)
+    else:
+        scaled = scale_box(box, info.width / COLOR_FRAME[0], info.height / COLOR_FRAME[1])
+        window = square_window(scaled, frame, job.margin)
+    size = (job.size, job.size)
+    return produce(
+        job.name,
+        job.dst,
+        lambda tmp: encode(job.video, tmp, size, crop_and_resize(window, job.size), job.keyint, job.threads),
+        lambda path: verify_video(path, size, info.frames),
+        note,
+        why,
+    )
+
+
+def plan(
+    video_dir: Path,
+    skeleton_dir: Path,
+    out_dir: Path,
+    size: int,
+    margin: float,
+    missing: str,
+    keyint: int,
+    threads: int,
+) -> list[CropJob]:
+    """One job per NTU video under ``video_dir``; a file name that is not NTU's stops the plan."""
+    skeletons = {p.stem: p for p in skeleton_dir.rglob('*.skeleton')} if skeleton_dir.is_dir() else {}
+    jobs: dict[str, CropJob] = {}
+    out_root = out_dir.resolve()
+    for video in sorted(video_dir.rglob('*')):
+        if video.suffix.lower() not in ('.avi', '.mp4') or not video.is_file():
+            continue
+        if out_root in video.resolve().parents:  # --out-dir inside --video-dir: an output
+            continue
+        sample = parse_ntu(str(video.relative_to(video_dir)))['sample']
+        if sample in jobs:
+            raise ProtocolError(f'{video}: sample {sample} also given as {jobs[sample].video}')
+        skeleton = skeletons.get(sample, skeleton_dir / f'{sample}.skeleton')
+        jobs[sample] = CropJob(
+            sample, video, skeleton, out_dir / f'{sample}.mp4', size, margin, missing, keyint, threads
+        )
+    if not jobs:
+        raise ProtocolError(f'no NTU videos (SsssCcccPpppRrrrAaaa_rgb.avi) under {video_dir}')
+    return list(jobs.values())
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        description='NTU RGB+D person-centric crops from the skeleton files: square box of all joints '
+        '(+ margin), every frame cut to it and resized; resumable, verified with decord.'
+    )
+    p.add_argument('--video-dir', required=True, type=Path, help='the *_rgb.avi files (searched recursively)')
+    p.add_argument(
+        '--skeleton-dir', required=True, type=Path, help='the .skeleton files (searched recursively)'
+    )
+    p.add_argument('--out-dir', required=True, type=Path, help='where SsssCcccPpppRrrrAaaa.mp4 go')
+    p.add_argument('--size', type=int, default=224, help='side of the square output (default 224)')
+    p.add_argument(
+        '--margin', type=float, default=0.1, help='added on each side, fraction of the box (default 0.1)'
+    )
+    p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
+    p.add_argument(
+        '--missing',
+        choices=('full', 'skip'),
+        default='full',
+        help='sample without a usable skeleton: whole frame resized (full, default) or left out (skip)',
+    )
+    p.add_argument(
+        '--keyint',
+        type=int,
+        default=DEFAULT_KEYINT,
+        help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
+    )
+    args = p.parse_args(argv)
+    if args.size < 2 or args.size % 2:
+        p.error(f'--size must be an even number >= 2, got {args.size}')
+    if args.margin < 0 or args.keyint < 1 or args.workers < 1:
+        p.error('--margin must be >= 0, --keyint and --workers >= 1')
+    for flag, folder in (('--video-dir', args.video_dir), ('--skeleton-dir', args.skeleton_dir)):
+        if not folder.is_dir():
+            print(f'error: {flag} {folder} is not a folder', file=sys.stderr)
+            return 2
+    threads = 1 if args.workers > 1 else 0
+    try:
+        jobs = plan(
+            args.video_dir,
+            args.skeleton_dir,
+            args.out_dir,
+            args.size,
+            args.margin,
+            args.missing,
+            args.keyint,
+            threads,
+        )
+    except ProtocolError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    print(
+        f'{len(jobs)} NTU videos under {args.video_dir} -> {args.out_dir} ({args.size}x{args.size}), '
+        f'{args.workers} workers'
+    )
+    outcomes = run_jobs(crop_one, jobs, args.workers)
+    return Summary('person_crops', args.out_dir, outcomes).report(
+        [
+            (FULL_FRAME, 'full_frame.txt', 'full frame (no usable skeleton)'),
+            (LEFT_OUT, 'left_out.txt', 'left out (no usable skeleton, --missing skip)'),
+        ]
+    )

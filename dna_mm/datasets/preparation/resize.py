@@ -1,0 +1,113 @@
+"""``tools/data/resize_videos.py``: re-encode a video tree so that every short side is N pixels.
+
+Kinetics-400 as the paper's authors prepared it (short side 256); also usable for Smarthome
+or NTU. Same relative layout under ``OUT_DIR``, every file re-encoded to H.264 (``--ext``:
+the output container, ``.mp4`` by default, so ``a/b.webm`` becomes ``a/b.mp4``). Output size
+``(W, H)`` with ``min(W, H) = --short-side``, the aspect kept, both sides even
+(:func:`~.encoding.short_side_size`). Safety (resume, atomic rename, verification, failure
+list, exit status): :mod:`.runner`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .encoding import DEFAULT_KEYINT, encode, probe, resize_to, short_side_size
+from .runner import FAILED, Outcome, Summary, default_workers, describe, produce, run_jobs
+from .verification import verify_video
+
+#: source files taken from SRC_DIR (case-insensitive)
+VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v')
+OUTPUT_SUFFIXES = ('.mp4', '.mkv')
+
+
+@dataclass(frozen=True)
+class ResizeJob:
+    """One source video and where its resized copy goes."""
+
+    name: str  # path relative to SRC_DIR, for the reports
+    src: Path
+    dst: Path
+    short_side: int
+    keyint: int
+    threads: int
+
+
+def resize_one(job: ResizeJob) -> Outcome:
+    """Resize ``job.src`` into ``job.dst`` unless a verified ``job.dst`` is already there."""
+    try:
+        info = probe(job.src)
+    except Exception as err:
+        return Outcome(job.name, FAILED, f'source unreadable: {describe(err)}')
+    size = short_side_size(info.width, info.height, job.short_side)
+    return produce(
+        job.name,
+        job.dst,
+        lambda tmp: encode(job.src, tmp, size, resize_to(*size), job.keyint, job.threads),
+        lambda path: verify_video(path, size, info.frames),
+    )
+
+
+def plan(
+    src_dir: Path, out_dir: Path, ext: str, short_side: int, keyint: int, threads: int
+) -> list[ResizeJob]:
+    """Jobs for every video under ``src_dir`` (outside ``out_dir``); refuses two sources with one output."""
+    src_root, out_root = src_dir.resolve(), out_dir.resolve()
+    if src_root == out_root:
+        raise ValueError('OUT_DIR must differ from SRC_DIR (the sources would be overwritten)')
+    jobs: dict[Path, ResizeJob] = {}
+    for src in sorted(src_dir.rglob('*')):
+        if src.suffix.lower() not in VIDEO_SUFFIXES or not src.is_file():
+            continue
+        if out_root in src.resolve().parents:  # OUT_DIR inside SRC_DIR: not a source
+            continue
+        rel = src.relative_to(src_dir)
+        dst = out_dir / rel.with_suffix(ext)
+        if dst in jobs:
+            raise ValueError(f'{jobs[dst].name} and {rel} would both be written to {dst}')
+        jobs[dst] = ResizeJob(str(rel), src, dst, short_side, keyint, threads)
+    if not jobs:
+        raise ValueError(f'no video files ({" ".join(VIDEO_SUFFIXES)}) under {src_dir}')
+    return list(jobs.values())
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        description='Re-encode a video tree (H.264) so that the short side is --short-side pixels; '
+        'resumable, verified with decord, failures in OUT_DIR/failed.txt.'
+    )
+    p.add_argument('src_dir', metavar='SRC_DIR', type=Path)
+    p.add_argument('out_dir', metavar='OUT_DIR', type=Path)
+    p.add_argument('--short-side', type=int, default=256, help='short side of the output (default 256)')
+    p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
+    p.add_argument('--ext', default='.mp4', choices=OUTPUT_SUFFIXES, help='output container (default .mp4)')
+    p.add_argument(
+        '--keyint',
+        type=int,
+        default=DEFAULT_KEYINT,
+        help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
+    )
+    args = p.parse_args(argv)
+    if args.short_side < 2 or args.short_side % 2:
+        p.error(f'--short-side must be an even number >= 2, got {args.short_side}')
+    if args.keyint < 1 or args.workers < 1:
+        p.error('--keyint and --workers must be >= 1')
+    if not args.src_dir.is_dir():
+        print(f'error: SRC_DIR {args.src_dir} is not a folder', file=sys.stderr)
+        return 2
+    threads = 1 if args.workers > 1 else 0
+    try:
+        jobs = plan(args.src_dir, args.out_dir, args.ext, args.short_side, args.keyint, threads)
+    except ValueError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    print(
+        f'{len(jobs)} videos under {args.src_dir} -> {args.out_dir} (short side {args.short_side}), '
+        f'{args.workers} workers'
+    )
+    outcomes = run_jobs(resize_one, jobs, args.workers)
+    return Summary('resize_videos', args.out_dir, outcomes).report()

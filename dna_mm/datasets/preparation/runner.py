@@ -1,0 +1,183 @@
+"""Run one preparation task per video over many processes, safely: resumable, atomic, verified.
+
+Shared by ``tools/data/resize_videos.py`` and ``tools/data/ntu60/person_crops.py``. Per output:
+
+1. if the output exists and verifies, it is *skipped* (a second run redoes only what is
+   missing or broken);
+2. otherwise it is written to ``<output>.part`` in the same folder, verified, and only then
+   renamed to its final name (:func:`os.replace`, atomic on one file system), so a killed run
+   leaves at most a ``.part`` file, which the next run overwrites;
+3. any error (unreadable source, encoder, verification) makes it *failed* with the reason;
+   the other videos go on.
+
+At the end a summary (done / skipped / failed, plus notes such as full-frame fallbacks) is
+printed, the failures are written to ``OUT_DIR/failed.txt`` and the exit status is 1 if any
+video failed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence, TypeVar
+
+from mmengine.utils import ProgressBar
+
+DONE, SKIPPED, FAILED, LEFT_OUT = 'done', 'skipped', 'failed', 'left out'
+PART_SUFFIX = '.part'
+#: how many entries of a list the summary prints before pointing to the file
+SHOW = 20
+
+J = TypeVar('J')
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one video: ``status`` (done / skipped / failed / left out), why, and a note.
+
+    ``reason`` is why it failed or was left out, or why it carries its ``note``.
+    """
+
+    name: str
+    status: str
+    reason: str = ''
+    note: str = ''
+
+
+def part_path(dst: Path) -> Path:
+    """Temporary name of ``dst`` while it is written (same folder, so the rename is atomic)."""
+    return dst.with_name(dst.name + PART_SUFFIX)
+
+
+def produce(
+    name: str,
+    dst: Path,
+    write: Callable[[Path], object],
+    check: Callable[[Path], Optional[str]],
+    note: str = '',
+    why: str = '',
+) -> Outcome:
+    """Skip ``dst`` if ``check`` passes on it, else ``write`` it to a temporary file, check, rename.
+
+    ``check(path)`` returns ``None`` for a good file or the reason it is not; ``note`` / ``why``
+    tag the outcome (e.g. ``full frame`` / ``no skeleton file``); a failure's reason replaces ``why``.
+    """
+    if dst.is_file() and check(dst) is None:
+        return Outcome(name, SKIPPED, why, note)
+    tmp = part_path(dst)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        problem = check(tmp)
+        if problem is not None:
+            return Outcome(name, FAILED, f'output failed verification: {problem}', note)
+        os.replace(tmp, dst)
+    except Exception as err:  # any encoder / container / OS error fails this video only
+        return Outcome(name, FAILED, describe(err), note)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return Outcome(name, DONE, why, note)
+
+
+def describe(err: BaseException) -> str:
+    """One line for an exception: its type and the first line of its message."""
+    strerror = getattr(err, 'strerror', None)  # FFmpeg / OS errors: the message without the path
+    text = [strerror] if isinstance(strerror, str) and strerror else str(err).strip().splitlines()
+    return f'{type(err).__name__}: {text[0]}' if text else type(err).__name__
+
+
+def _guarded(task: Callable[[J], Outcome], job: J) -> Outcome:
+    try:
+        return task(job)
+    except Exception as err:  # a bug in a task must not stop the other videos
+        return Outcome(getattr(job, 'name', str(job)), FAILED, describe(err))
+
+
+def _call(args: tuple[Callable[[J], Outcome], J]) -> Outcome:
+    return _guarded(*args)
+
+
+def default_workers() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def run_jobs(task: Callable[[J], Outcome], jobs: Sequence[J], workers: int) -> list[Outcome]:
+    """``task(job)`` for every job on ``workers`` processes (in this process if 1), with a progress bar.
+
+    ``task`` must be a module-level function and the jobs picklable. The bar (on stderr) shows
+    videos per second and the ETA.
+    """
+    bar = ProgressBar(len(jobs), file=sys.stderr)
+    outcomes: list[Outcome] = []
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            outcomes.append(_guarded(task, job))
+            bar.update()
+    else:
+        with multiprocessing.Pool(min(workers, len(jobs))) as pool:
+            for outcome in pool.imap_unordered(_call, [(task, job) for job in jobs]):
+                outcomes.append(outcome)
+                bar.update()
+    sys.stderr.write('\n')
+    return outcomes
+
+
+@dataclass
+class Summary:
+    """Counts and lists of a run; :meth:`report` prints them and writes the list files."""
+
+    title: str
+    out_dir: Path
+    outcomes: list[Outcome]
+    counts: Counter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outcomes = sorted(self.outcomes, key=lambda o: o.name)
+        self.counts = Counter(o.status for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == FAILED]
+
+    def report(self, notes: Iterable[tuple[str, str, str]] = ()) -> int:
+        """Print the summary, write ``failed.txt`` (removed when nothing failed); return the exit status.
+
+        ``notes``: ``(note, file name, heading)``: outcomes carrying ``note`` (or left out, for
+        the note ``left out``) are listed under ``heading`` and written to ``out_dir/file``.
+        """
+        c = self.counts
+        print(
+            f'{self.title}: {len(self.outcomes)} videos: {c[DONE]} done, {c[SKIPPED]} skipped '
+            f'(already there and verified), {c[FAILED]} failed'
+            + (f', {c[LEFT_OUT]} left out' if c[LEFT_OUT] else '')
+        )
+        for note, file_name, heading in notes:
+            picked = [
+                o for o in self.outcomes if (o.status == LEFT_OUT if note == LEFT_OUT else o.note == note)
+            ]
+            self._list(picked, file_name, heading)
+        self._list(self.failed, 'failed.txt', 'failed')
+        return 1 if self.failed else 0
+
+    def _list(self, items: list[Outcome], file_name: str, heading: str) -> None:
+        """``name<TAB>reason`` lines into ``out_dir/file_name`` and the first :data:`SHOW` on stdout."""
+        path = self.out_dir / file_name
+        if not items:
+            path.unlink(missing_ok=True)  # a list from an earlier run would be stale
+            return
+        lines = [f'{o.name}\t{o.reason}' if o.reason else o.name for o in items]
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(''.join(line + '\n' for line in lines), encoding='utf-8')
+        print(f'{heading}: {len(items)} (listed in {path})')
+        for line in lines[:SHOW]:
+            print('  ' + line.replace('\t', ': '))
+        if len(lines) > SHOW:
+            print(f'  ... ({len(lines) - SHOW} more in {path})')

@@ -1,0 +1,105 @@
+"""NTU RGB+D ``.skeleton`` files (Kinect v2 text export) → the box of the colour-frame joints.
+
+Format (whitespace-separated, one record per line)::
+
+    <frame count>
+    per frame:  <body count>
+      per body: <bodyID> <clipedEdges> <handLeftConfidence> <handLeftState>
+                <handRightConfidence> <handRightState> <isRestricted> <leanX> <leanY> <trackingState>
+                <joint count>
+        per joint: <x> <y> <z> <depthX> <depthY> <colorX> <colorY>
+                   <orientationW> <orientationX> <orientationY> <orientationZ> <trackingState>
+
+``colorX``, ``colorY`` are pixels of the 1920x1080 RGB frame. A frame may have no body, a body
+no joint. The box spans every joint of every body of every frame whose colour coordinates are
+both finite and non-zero (Kinect writes 0 for a joint it could not map).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterator, Optional
+
+from .geometry import Box
+
+#: size of the frame ``colorX`` / ``colorY`` refer to
+COLOR_FRAME = (1920, 1080)
+BODY_FIELDS = 10
+JOINT_FIELDS = 12
+COLOR_X, COLOR_Y = 5, 6
+
+
+class SkeletonError(ValueError):
+    """A ``.skeleton`` file that does not follow the format; the message names file and line."""
+
+    def __init__(self, path: Path, line: int, reason: str):
+        super().__init__(f'{path}, line {line}: {reason}')
+        self.path, self.line, self.reason = path, line, reason
+
+
+class _Lines:
+    """Numbered non-blank lines of a file, read as whitespace-separated fields."""
+
+    def __init__(self, path: Path, text: str):
+        self.path = path
+        self._it: Iterator[tuple[int, list[str]]] = (
+            (no, line.split()) for no, line in enumerate(text.splitlines(), start=1) if line.strip()
+        )
+        self.last = 0
+
+    def fields(self, what: str, count: int) -> list[str]:
+        try:
+            self.last, fields = next(self._it)
+        except StopIteration:
+            raise SkeletonError(self.path, self.last + 1, f'file ends where {what} was expected') from None
+        if len(fields) != count:
+            raise SkeletonError(self.path, self.last, f'{what}: expected {count} values, found {len(fields)}')
+        return fields
+
+    def count(self, what: str) -> int:
+        (field,) = self.fields(what, 1)
+        if not field.isdigit():
+            raise SkeletonError(self.path, self.last, f'{what}: expected a count, found {field!r}')
+        return int(field)
+
+    def numbers(self, what: str, count: int) -> list[float]:
+        fields = self.fields(what, count)
+        try:
+            return [float(f) for f in fields]
+        except ValueError:
+            raise SkeletonError(self.path, self.last, f'{what}: expected {count} numbers') from None
+
+
+def color_joints(path: Path) -> Iterator[tuple[float, float]]:
+    """``(colorX, colorY)`` of every joint of every body of every frame, in file order.
+
+    Raises :class:`SkeletonError` (file and line) when the file does not follow the format,
+    including when it ends before its declared frames, bodies or joints.
+    """
+    text = path.read_text(errors='replace')
+    lines = _Lines(path, text)
+    for frame in range(1, lines.count('frame count') + 1):
+        for _ in range(lines.count(f'body count of frame {frame}')):
+            lines.fields(f'body record of frame {frame}', BODY_FIELDS)
+            for _ in range(lines.count(f'joint count of frame {frame}')):
+                joint = lines.numbers(f'joint record of frame {frame}', JOINT_FIELDS)
+                yield joint[COLOR_X], joint[COLOR_Y]
+    extra = next(lines._it, None)
+    if extra is not None:
+        raise SkeletonError(path, extra[0], 'unexpected data after the last declared frame')
+
+
+def joint_box(path: Path) -> Optional[Box]:
+    """Box ``(x0, y0, x1, y1)`` of the valid colour-frame joints in ``path``; ``None`` if there are none.
+
+    A missing or empty file gives ``None`` as well; a malformed one raises :class:`SkeletonError`.
+    """
+    if not path.is_file() or not path.read_bytes().strip():
+        return None
+    x0 = y0 = math.inf
+    x1 = y1 = -math.inf
+    for x, y in color_joints(path):
+        if math.isfinite(x) and math.isfinite(y) and x != 0 and y != 0:
+            x0, y0, x1, y1 = min(x0, x), min(y0, y), max(x1, x), max(y1, y)
+    return None if x0 == math.inf else (x0, y0, x1, y1)

@@ -1,0 +1,224 @@
+"""ONNX export of dna_mm's classifiers: MMAction2 recognizers (TimeSformer with DnA, softmax, Diff
+or Cog attention; divided, joint or space-only) and timm ``dna_vit_*``.
+
+The exported graph::
+
+    inputs  float32 [B, C, T, H, W] (recognizer: one clip)  or  [B, C, H, W] (image)
+            normalised as the config's data_preprocessor / timm's eval transform does
+            (``(pixels - mean) / std``; both are written into the file's metadata)
+    logits  float32 [B, K]  class scores before the softmax
+
+``B`` is fixed at export, or symbolic (``dynamic_batch``). The graph is what the model's
+inference path computes: attention on its fast path (SDPA calls; DnA's two of them), MMAction2's
+recognizer as ``model(inputs[:, None], mode='tensor', stage='head')``, the head's scores for the one clip.
+
+Exporters: TorchScript-based (``dynamo=False``, opset 17 by default) exports every attention of
+the family; the ``torch.export``-based one (``dynamo=True``) needs opset 18 or later and
+``onnxscript``. :func:`verify` runs the file in onnxruntime and returns the largest absolute
+difference to the eager PyTorch model.
+"""
+
+from __future__ import annotations
+
+import json
+import os.path as osp
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+#: opset of the TorchScript exporter's default
+DEFAULT_OPSET = 17
+
+
+class ExportError(ValueError):
+    """A model or configuration the export cannot take (user-facing, one line)."""
+
+
+class RecognizerLogits(nn.Module):
+    """MMAction2 recognizer as ``[B, C, T, H, W] → logits [B, K]`` (one clip per sample)."""
+
+    def __init__(self, recognizer: nn.Module) -> None:
+        super().__init__()
+        self.recognizer = recognizer
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        # [B, C, T, H, W] -> [B, 1 clip, C, T, H, W] -> the head's scores [B, K]
+        return self.recognizer(inputs[:, None], mode='tensor', stage='head')
+
+
+@dataclass
+class Exportable:
+    """A model ready for :func:`export`.
+
+    Attributes:
+        model: ``inputs → logits``, eval mode.
+        input_shape: Example input shape, batch first (``[1, C, T, H, W]`` / ``[1, C, H, W]``).
+        mean, std: Per-channel input normalisation (pixel scale of the source pipeline).
+        name: For messages.
+        metadata: Extra ``key → value`` strings for the ONNX file.
+    """
+
+    model: nn.Module
+    input_shape: tuple[int, ...]
+    mean: list[float]
+    std: list[float]
+    name: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optional[dict] = None) -> Exportable:
+    """The model of ``config`` (an OpenMMLab recognizer config, or ``timm:<name>`` with
+    ``cfg_options`` as ``create_model`` arguments) with ``checkpoint``'s weights (``None``:
+    the initialisation, for benchmarks).
+
+    Raises:
+        ExportError: the config describes a model with no class scores (a detector).
+    """
+    from ..analysis.models import load_config, load_weights
+
+    if config.startswith('timm:'):
+        import timm
+
+        import dna_mm  # noqa: F401  (registers dna_vit_*)
+
+        name = config[len('timm:') :]
+        model = timm.create_model(name, pretrained=False, **(cfg_options or {}))
+        if checkpoint:
+            load_weights(model, checkpoint)
+        size = model.patch_embed.img_size
+        cfg = model.pretrained_cfg
+        return Exportable(
+            model.eval(),
+            (1, model.patch_embed.proj.in_channels, *size),
+            [float(m) for m in cfg.get('mean', (0.485, 0.456, 0.406))],
+            [float(s) for s in cfg.get('std', (0.229, 0.224, 0.225))],
+            name,
+            {'dna_mm.source': config, 'dna_mm.pixel_range': '1'},
+        )
+    from mmengine.registry import MODELS
+
+    cfg = load_config(config, cfg_options)
+    model = MODELS.build(cfg.model)
+    if checkpoint:
+        load_weights(model, checkpoint)
+    model.eval()
+    if not hasattr(model, 'cls_head'):
+        raise ExportError(
+            f'{config}: {type(model).__name__} is not a recognizer; the ONNX export takes '
+            f'recognizers (class scores) and timm:dna_vit_* models'
+        )
+    bb = cfg.model.backbone
+    if 'num_frames' not in bb or 'img_size' not in bb:
+        raise ExportError(f'{config}: model.backbone needs num_frames and img_size to fix the input shape')
+    size = bb.img_size if isinstance(bb.img_size, (tuple, list)) else (bb.img_size, bb.img_size)
+    pre = model.data_preprocessor
+    mean = [float(m) for m in pre.mean.flatten()]
+    std = [float(s) for s in pre.std.flatten()]
+    meta = {'dna_mm.source': osp.abspath(config), 'dna_mm.pixel_range': '255'}
+    if cfg.get('label_map'):
+        meta['dna_mm.label_map'] = str(cfg.label_map)
+    return Exportable(
+        RecognizerLogits(model).eval(),
+        (1, bb.get('in_channels', 3), int(bb.num_frames), *size),
+        mean,
+        std,
+        osp.splitext(osp.basename(config))[0],
+        meta,
+    )
+
+
+def example_input(shape: Sequence[int], batch: int = 1, seed: int = 0) -> Tensor:
+    """A seeded standard-normal input of ``shape`` with batch ``batch`` (normalised scale)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn((batch, *shape[1:]), generator=gen)
+
+
+def export(
+    ex: Exportable,
+    path: str,
+    batch: int = 1,
+    dynamic_batch: bool = False,
+    opset: int = DEFAULT_OPSET,
+    dynamo: bool = False,
+) -> str:
+    """Write ``ex.model`` as ONNX to ``path`` (input ``inputs``, output ``logits``).
+
+    Args:
+        ex: From :func:`load_exportable`.
+        path: ``.onnx`` file.
+        batch: Batch size of the traced example (the graph's batch unless ``dynamic_batch``).
+        dynamic_batch: Symbolic batch dimension.
+        opset: ONNX opset (TorchScript exporter: up to 20; ``dynamo``: 18 or later).
+        dynamo: Use the ``torch.export``-based exporter.
+    """
+    import onnx
+
+    # torch.export specialises a size-1 dimension: trace a symbolic batch with 2 samples
+    x = example_input(ex.input_shape, max(batch, 2) if dynamic_batch else batch)
+    kwargs: dict = dict(input_names=['inputs'], output_names=['logits'], opset_version=opset, dynamo=dynamo)
+    if dynamic_batch:
+        if dynamo:
+            kwargs['dynamic_shapes'] = ({0: torch.export.Dim('batch', min=1, max=4096)},)
+        else:
+            kwargs['dynamic_axes'] = {'inputs': {0: 'batch'}, 'logits': {0: 'batch'}}
+    if dynamo:
+        kwargs.update(external_data=False, verbose=False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # the exporters' deprecation / tracer notes
+        try:
+            torch.onnx.export(ex.model, (x,), path, **kwargs)
+        except torch.onnx.errors.UnsupportedOperatorError as err:
+            first = str(err).splitlines()[0]
+            raise ExportError(
+                f'{ex.name}: {first} by the TorchScript exporter; export with the dynamo '
+                f'exporter instead (--dynamo, opset 18 or later)'
+            ) from None
+    proto = onnx.load(path)
+    meta = dict(
+        ex.metadata,
+        **{
+            'dna_mm.input': 'inputs [B, C, T, H, W]' if len(ex.input_shape) == 5 else 'inputs [B, C, H, W]',
+            'dna_mm.mean': json.dumps(ex.mean),
+            'dna_mm.std': json.dumps(ex.std),
+            'dna_mm.output': 'logits [B, K] (before softmax)',
+        },
+    )
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.checker.check_model(proto)
+    onnx.save(proto, path)
+    return path
+
+
+def onnx_session(path: str, threads: Optional[int] = None):
+    """An onnxruntime CPU session (``threads``: intra-op threads, default onnxruntime's)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads is not None:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(path, opts, providers=['CPUExecutionProvider'])
+
+
+def verify(ex: Exportable, path: str, batches: Sequence[int] = (1,), seed: int = 1) -> dict[int, float]:
+    """Largest ``|onnxruntime − PyTorch|`` of the logits per batch size, on seeded inputs
+    different from the traced example."""
+    session = onnx_session(path)
+    diffs = {}
+    for b in batches:
+        x = example_input(ex.input_shape, b, seed)
+        with torch.no_grad():
+            ref = ex.model(x).float().numpy()
+        (out,) = session.run(['logits'], {'inputs': x.numpy()})
+        if out.shape != ref.shape:
+            raise AssertionError(
+                f'{path}: onnxruntime gave logits {list(out.shape)}, PyTorch {list(ref.shape)}'
+            )
+        diffs[b] = float(abs(out - ref).max())
+    return diffs

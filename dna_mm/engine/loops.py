@@ -1,0 +1,180 @@
+"""mmengine's train loops, resumable exactly: a run killed after any checkpoint and resumed logs
+the same losses as the run that was not interrupted.
+
+Two things differ from mmengine 0.10.7's loops:
+
+* **The random state comes back** (:mod:`dna_mm.engine.rng_state`): it is restored after the
+  resumed loop has skipped the batches already trained, right before the first new batch is
+  fetched (the point at which the saved run wrote its checkpoint). The skipped batches are
+  fetched, not just counted, so the data loader's workers (seeded afresh when they start) make
+  the same random draws as in the saved run before they produce the next batch.
+* **An epoch-based run resumes mid-epoch.** mmengine's ``EpochBasedTrainLoop`` restarts the
+  epoch of a checkpoint saved by iteration (``CheckpointHook(by_epoch=False)``) from its first
+  batch, training those batches twice. :class:`ResumableEpochBasedTrainLoop` skips the
+  ``iter - epoch * len(dataloader)`` batches already trained and continues the epoch.
+
+Validation runs inside :func:`~dna_mm.engine.rng_state.preserved_rng_state`, so it draws nothing
+from the training streams (a resumed run does not repeat the validation of its checkpoint's
+iteration). Exactness across an epoch boundary needs workers that restart with each epoch
+(``persistent_workers=False``): persistent workers carry their random state from epoch to
+epoch, which a resume cannot replay (a warning says so).
+
+``dna_mm.apis.DnARunner`` builds these in place of mmengine's two loops (configs need no
+change); they are registered as ``ResumableEpochBasedTrainLoop`` / ``ResumableIterBasedTrainLoop``.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any, Optional
+
+from mmengine.logging import print_log
+from mmengine.registry import LOOPS
+from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
+
+from .rng_state import preserved_rng_state, rank_state, restore_rng_state
+
+
+def _sampler(dataloader: Any) -> Any:
+    """The sampler that holds the shuffling seed (``DefaultSampler``), under a batch sampler too."""
+    sampler = getattr(dataloader, 'sampler', None)
+    if hasattr(sampler, 'seed'):
+        return sampler
+    return getattr(getattr(dataloader, 'batch_sampler', None), 'sampler', None)
+
+
+def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
+    """Give the sampler and mmengine's worker seeding the saved run's ``seed`` (when this run drew
+    another one: no ``randomness.seed`` in the config). Returns whether anything changed."""
+    if seed is None:
+        return False
+    changed = False
+    sampler = _sampler(dataloader)
+    if sampler is not None and getattr(sampler, 'seed', seed) != seed:
+        sampler.seed, changed = seed, True
+    init_fn = getattr(dataloader, 'worker_init_fn', None)
+    if isinstance(init_fn, partial) and init_fn.keywords.get('seed', seed) != seed:
+        dataloader.worker_init_fn = partial(init_fn.func, *init_fn.args, **{**init_fn.keywords, 'seed': seed})
+        changed = True
+    return changed
+
+
+class _ResumeState:
+    """What both loops share: the saved state given by ``RNGStateHook`` and its restoring."""
+
+    resume_rng_state: Optional[dict] = None
+
+    def _pop_rng_state(self) -> Optional[dict]:
+        saved, self.resume_rng_state = self.resume_rng_state, None
+        return saved
+
+    def _validate(self) -> None:
+        with preserved_rng_state():
+            self.runner.val_loop.run()
+
+
+@LOOPS.register_module()
+class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
+    """``EpochBasedTrainLoop`` that resumes mid-epoch and restores the random state (module
+    docstring). Same arguments as mmengine's."""
+
+    def run(self) -> Any:
+        """mmengine's, with validation outside the training random streams."""
+        self.runner.call_hook('before_train')
+        if self._iter == 0:
+            self.resume_rng_state = None  # a load_from checkpoint's state is not this run's
+        while self._epoch < self._max_epochs and not self.stop_training:
+            self.run_epoch()
+            self._decide_current_val_interval()
+            if (
+                self.runner.val_loop is not None
+                and self._epoch >= self.val_begin
+                and (self._epoch % self.val_interval == 0 or self._epoch == self._max_epochs)
+            ):
+                self._validate()
+        self.runner.call_hook('after_train')
+        return self.runner.model
+
+    def run_epoch(self) -> None:
+        """One epoch; a resumed one skips (fetches and drops) the batches already trained."""
+        saved = self._pop_rng_state()
+        state = rank_state(saved) if saved is not None else None
+        if saved is not None:
+            restore_data_seed(self.dataloader, saved.get('seed'))
+        self.runner.call_hook('before_train_epoch')
+        self.runner.model.train()
+        length = len(self.dataloader)
+        done = self._iter - self._epoch * length
+        if not 0 <= done <= length:
+            print_log(
+                f'resume: iteration {self._iter} is not in epoch {self._epoch + 1} of {length} '
+                f'iterations (epochs of different lengths?); the epoch starts from its first batch',
+                logger='current',
+                level=logging.WARNING,
+            )
+            done = 0
+        if saved is not None and self._epoch > 0 and getattr(self.dataloader, 'persistent_workers', False):
+            print_log(
+                'resume: train_dataloader.persistent_workers=True: the workers restart with '
+                'fresh random states, not those of the interrupted run (set it to False for an '
+                'exact resume)',
+                logger='current',
+                level=logging.WARNING,
+            )
+        if state is not None and done == 0:  # saved at the end of the previous epoch
+            restore_rng_state(state)
+        batches = iter(self.dataloader)
+        if done:
+            print_log(
+                f'resume: epoch {self._epoch + 1} continues at batch {done + 1} of {length} '
+                f'(the first {done} are fetched and dropped)',
+                logger='current',
+            )
+            for _ in range(done):
+                next(batches)
+            if state is not None:
+                restore_rng_state(state)
+        for idx, data_batch in enumerate(batches, start=done):
+            self.run_iter(idx, data_batch)
+        self.runner.call_hook('after_train_epoch')
+        self._epoch += 1
+
+
+@LOOPS.register_module()
+class ResumableIterBasedTrainLoop(_ResumeState, IterBasedTrainLoop):
+    """``IterBasedTrainLoop`` that restores the random state on resume (module docstring). Same
+    arguments as mmengine's."""
+
+    def run(self) -> Any:
+        """mmengine's, restoring the saved random state after the skipped batches."""
+        self.runner.call_hook('before_train')
+        self.runner.call_hook('before_train_epoch')
+        saved = self._pop_rng_state() if self._iter > 0 else None
+        if saved is not None and restore_data_seed(self.dataloader, saved.get('seed')):
+            self.dataloader_iterator = _InfiniteDataloaderIterator(self.dataloader)
+        if self._iter > 0:
+            print_log(
+                f'Advance dataloader {self._iter} steps to skip data that has already been trained',
+                logger='current',
+                level=logging.WARNING,
+            )
+            for _ in range(self._iter):
+                next(self.dataloader_iterator)
+        state = rank_state(saved) if saved is not None else None
+        if state is not None:
+            restore_rng_state(state)
+        while self._iter < self._max_iters and not self.stop_training:
+            self.runner.model.train()
+            data_batch = next(self.dataloader_iterator)
+            self.run_iter(data_batch)
+            self._decide_current_val_interval()
+            if (
+                self.runner.val_loop is not None
+                and self._iter >= self.val_begin
+                and (self._iter % self.val_interval == 0 or self._iter == self._max_iters)
+            ):
+                self._validate()
+        self.runner.call_hook('after_train_epoch')
+        self.runner.call_hook('after_train')
+        return self.runner.model

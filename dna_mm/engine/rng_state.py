@@ -1,0 +1,115 @@
+"""The random state a training run draws from, saved in every checkpoint and restored on resume.
+
+A run draws random numbers from Python's ``random``, numpy's global generator, torch's CPU
+generator and each CUDA device's (dropout, drop-path, the RPN / RoI samplers, data augmentation
+in the main process when ``num_workers=0``). mmengine 0.10.7 saves none of them: a resumed run
+re-seeds, so from the first resumed iteration its draws differ from those of the run it
+continues. What the data loader's workers draw from is *derived*, not stored: mmengine seeds
+each worker with ``seed + worker_id + num_workers * rank`` when the workers start (at every
+epoch unless ``persistent_workers``), and ``DefaultSampler`` shuffles with ``seed + epoch``; so
+the run's ``seed`` is saved too, and a resumed epoch replays its first batches through fresh
+workers (:mod:`dna_mm.engine.loops`) to bring them to the state they had.
+
+:class:`RNGStateHook` writes ``checkpoint['rng_state']`` (rank 0's state and the seed) and, when
+a checkpoint is loaded for ``resume``, hands the state to the train loop, which restores it at
+the point the saved run was at: after the skipped batches, before the next one
+(:class:`~dna_mm.engine.loops.ResumableEpochBasedTrainLoop`,
+:class:`~dna_mm.engine.loops.ResumableIterBasedTrainLoop`). ``dna_mm.apis.DnARunner`` adds the
+hook and the loops to every run; no config line is needed.
+
+Everything is stored as tensors and plain containers, so the checkpoint stays loadable with
+a weights-only ``torch.load``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import torch
+from mmengine.dist import get_dist_info
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.registry import HOOKS
+
+RNGState = dict[str, Any]
+
+
+def capture_rng_state() -> RNGState:
+    """This process's generators: ``python``, ``numpy``, ``torch`` (CPU) and ``cuda`` (one state
+    per device, when CUDA is initialised)."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: RNGState = dict(
+        python=[version, torch.tensor(internal, dtype=torch.int64), gauss],
+        numpy=[name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+        torch=torch.get_rng_state(),
+    )
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state['cuda'] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: RNGState) -> None:
+    """Set the generators to ``state`` (from :func:`capture_rng_state`)."""
+    version, internal, gauss = state['python']
+    random.setstate((int(version), tuple(int(x) for x in internal.tolist()), gauss))
+    name, keys, pos, has_gauss, cached = state['numpy']
+    np.random.set_state((name, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(state['torch'])
+    if 'cuda' in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state['cuda'])
+
+
+@contextlib.contextmanager
+def preserved_rng_state() -> Iterator[None]:
+    """Run the block and put the generators back as they were (validation inside training draws
+    nothing from the training run's streams, so a run resumed after it draws the same)."""
+    state = capture_rng_state()
+    try:
+        yield
+    finally:
+        restore_rng_state(state)
+
+
+@HOOKS.register_module()
+class RNGStateHook(Hook):
+    """Save the random state and the run's seed in each checkpoint
+    (``checkpoint['rng_state'] = dict(seed=..., world_size=..., state=...)``); on resume, give
+    them to the train loop (``resume_rng_state``), which restores them where the saved run
+    stood. Loops without ``resume_rng_state`` (not dna_mm's) are left alone.
+
+    mmengine saves checkpoints on rank 0 only (``Runner.save_checkpoint`` is ``master_only``),
+    so the state saved is rank 0's: a run of one process resumes exactly; a distributed run
+    gets back its seed (data order, worker seeds) but not the other ranks' streams (a warning
+    says so on resume)."""
+
+    priority = 'VERY_LOW'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        _, world_size = get_dist_info()
+        checkpoint['rng_state'] = dict(seed=runner.seed, world_size=world_size, state=capture_rng_state())
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        loop = getattr(runner, '_train_loop', None)
+        if loop is None or not hasattr(loop, 'resume_rng_state') or 'rng_state' not in checkpoint:
+            return
+        loop.resume_rng_state = checkpoint['rng_state']  # used only if the loop was resumed
+
+
+def rank_state(saved: dict) -> Optional[RNGState]:
+    """The state to restore from a checkpoint's ``rng_state``: the saved one in a run of one
+    process that was saved by one process; else ``None``, with a warning."""
+    _, world_size = get_dist_info()
+    if world_size == 1 and saved.get('world_size', 1) == 1 and 'state' in saved:
+        return saved['state']
+    print_log(
+        f'resume: a run of {world_size} process(es) from a checkpoint of '
+        f'{saved.get("world_size", 1)}: the seed (data order, worker seeds) is restored, the random '
+        f'streams of the processes are not (the losses will differ from an uninterrupted run)',
+        logger='current',
+        level=30,
+    )
+    return None
