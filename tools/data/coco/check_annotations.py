@@ -11,6 +11,7 @@ unknown image or category ids, duplicate ids and categories, each with the JSON 
 the first few cases and the total; prints the annotations per category. Exits 1 when anything
 is wrong, 2 when the file cannot be read as COCO JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,12 +21,14 @@ from dna_mm.datasets.coco_check import check_coco
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--ann-file', required=True, help='COCO instances JSON')
     p.add_argument('--image-dir', help='directory the file_name entries are relative to')
-    p.add_argument('--check-sizes', action='store_true',
-                   help='read every image and compare its size with the JSON (slow)')
+    p.add_argument(
+        '--check-sizes',
+        action='store_true',
+        help='read every image and compare its size with the JSON (slow)',
+    )
     p.add_argument('--show', type=int, default=5, help='examples shown per problem')
     args = p.parse_args(argv)
     try:

@@ -8,6 +8,7 @@
 Reports files missing on disk (the first few and the total), labels outside the label map and
 malformed lines; exits 1 when anything is wrong. The lists are used as they are.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--video-dir', required=True)
     p.add_argument('--label-map', help='one class name per line (default: the shipped K400 map)')
     args = p.parse_args(argv)
-    classes = (open(args.label_map).read().split('\n') if args.label_map else label_map('label_map_k400'))
+    classes = open(args.label_map).read().split('\n') if args.label_map else label_map('label_map_k400')
     classes = [c for c in classes if c.strip()]
     try:
         report = check_video_list(args.ann_file, args.video_dir, len(classes))
@@ -32,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f'error: {err}', file=sys.stderr)
         return 2
     print(f'{args.ann_file}: {report.entries} entries, {len(classes)} classes')
-    for title, items in (('missing on disk', report.missing),
-                         (f'labels outside [0, {len(classes)})', report.bad_labels),
-                         ('malformed lines', report.malformed)):
+    for title, items in (
+        ('missing on disk', report.missing),
+        (f'labels outside [0, {len(classes)})', report.bad_labels),
+        ('malformed lines', report.malformed),
+    ):
         if items:
             print(f'{title}: {len(items)}')
             for item in items[:SHOW]:

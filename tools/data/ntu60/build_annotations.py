@@ -8,6 +8,7 @@ Paths in the lists are relative to DIR; labels follow the shipped label maps
 (dna_mm/datasets/label_maps). Prints per-split counts and the classes per split; a file name
 that does not parse stops the build with a message naming it.
 """
+
 import sys
 
 from dna_mm.datasets.cli import build_cli
