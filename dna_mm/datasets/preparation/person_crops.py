@@ -26,7 +26,17 @@ from typing import Optional
 from ..protocols import ProtocolError, parse_ntu
 from .encoding import DEFAULT_KEYINT, crop_and_resize, encode, probe
 from .geometry import scale_box, square_window
-from .runner import FAILED, LEFT_OUT, Outcome, Summary, default_workers, describe, produce, run_jobs
+from .runner import (
+    FAILED,
+    LEFT_OUT,
+    Outcome,
+    Summary,
+    default_workers,
+    describe,
+    produce,
+    run_jobs,
+    source_videos,
+)
 from .skeleton import COLOR_FRAME, SkeletonError, joint_box
 from .verification import verify_video
 
@@ -102,12 +112,7 @@ def plan(
     """One job per NTU video under ``video_dir``; a file name that is not NTU's stops the plan."""
     skeletons = {p.stem: p for p in skeleton_dir.rglob('*.skeleton')} if skeleton_dir.is_dir() else {}
     jobs: dict[str, CropJob] = {}
-    out_root = out_dir.resolve()
-    for video in sorted(video_dir.rglob('*')):
-        if video.suffix.lower() not in ('.avi', '.mp4') or not video.is_file():
-            continue
-        if out_root in video.resolve().parents:  # --out-dir inside --video-dir: an output
-            continue
+    for video in source_videos(video_dir, ('.avi', '.mp4'), out_dir):
         sample = parse_ntu(str(video.relative_to(video_dir)))['sample']
         if sample in jobs:
             raise ProtocolError(f'{video}: sample {sample} also given as {jobs[sample].video}')

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from .encoding import DEFAULT_KEYINT, encode, probe, resize_to, short_side_size
-from .runner import FAILED, Outcome, Summary, default_workers, describe, produce, run_jobs
+from .runner import FAILED, Outcome, Summary, default_workers, describe, produce, run_jobs, source_videos
 from .verification import verify_video
 
 #: source files taken from SRC_DIR (case-insensitive)
@@ -56,15 +56,10 @@ def plan(
     src_dir: Path, out_dir: Path, ext: str, short_side: int, keyint: int, threads: int
 ) -> list[ResizeJob]:
     """Jobs for every video under ``src_dir`` (outside ``out_dir``); refuses two sources with one output."""
-    src_root, out_root = src_dir.resolve(), out_dir.resolve()
-    if src_root == out_root:
+    if src_dir.resolve() == out_dir.resolve():
         raise ValueError('OUT_DIR must differ from SRC_DIR (the sources would be overwritten)')
     jobs: dict[Path, ResizeJob] = {}
-    for src in sorted(src_dir.rglob('*')):
-        if src.suffix.lower() not in VIDEO_SUFFIXES or not src.is_file():
-            continue
-        if out_root in src.resolve().parents:  # OUT_DIR inside SRC_DIR: not a source
-            continue
+    for src in source_videos(src_dir, VIDEO_SUFFIXES, out_dir):
         rel = src.relative_to(src_dir)
         dst = out_dir / rel.with_suffix(ext)
         if dst in jobs:

@@ -48,6 +48,15 @@ class Outcome:
     note: str = ''
 
 
+def source_videos(root: Path, suffixes: Iterable[str], out_dir: Path) -> Iterable[Path]:
+    """Files under ``root`` with one of ``suffixes`` (any case), in sorted order, leaving out
+    what lies under ``out_dir`` (an output folder inside the source tree holds outputs)."""
+    out_root = out_dir.resolve()
+    for path in sorted(root.rglob('*')):
+        if path.suffix.lower() in suffixes and path.is_file() and out_root not in path.resolve().parents:
+            yield path
+
+
 def part_path(dst: Path) -> Path:
     """Temporary name of ``dst`` while it is written (same folder, so the rename is atomic)."""
     return dst.with_name(dst.name + PART_SUFFIX)
