@@ -2,21 +2,20 @@
 
 ``import dna_mm`` registers the attention family in MMEngine's root ``MODELS`` registry (found
 from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMAction2's, the
-``dna_vit_*`` timm models, makes every mmengine checkpoint load a ``weights_only`` load and
-lets mmengine read ``mmaction::`` bases (:mod:`dna_mm.utils.mim_compat`).
+``dna_vit_*`` timm models, makes every mmengine checkpoint load a ``weights_only`` load
+(:mod:`dna_mm.checkpoint.sources`) and lets mmengine read ``mmaction::`` bases
+(:mod:`dna_mm.utils.mim_compat`); ``docs/checkpoint_safety.md`` lists each change.
 """
 
-# Order matters: safe loading and the mmengine patch before anything is built; the models
-# before the converters, which import the attention.
+# Order matters: safe loading and the mmengine patch before anything is built.
 # isort: off
-from .utils import install_safe_checkpoint_loading
+from .checkpoint import install as install_safe_checkpoint_loading
 from .utils.mim_compat import patch_mmengine
 
 install_safe_checkpoint_loading()
 patch_mmengine()
 
-from . import models  # noqa: E402  (first: the converters import the attention)
-from . import converters, datasets, engine, evaluation  # noqa: E402
+from . import converters, datasets, engine, evaluation, models  # noqa: E402
 
 from importlib.util import find_spec as _find_spec  # noqa: E402
 
@@ -25,4 +24,4 @@ if _find_spec('mmdet') is not None:  # mmdet's OPTIM_WRAPPER_CONSTRUCTORS
 # isort: on
 
 __version__ = '0.1.0'
-__all__ = ["converters", "datasets", "engine", "evaluation", "models", "__version__"]
+__all__ = ["checkpoint", "converters", "datasets", "engine", "evaluation", "models", "__version__"]

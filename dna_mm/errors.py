@@ -1,5 +1,5 @@
 """Exceptions for a user's mistakes: a config value, a list line, a missing file, a model dna_mm
-cannot take.
+cannot take, a checkpoint that is unsafe, unreadable or does not match the model.
 
 dna_mm's tools print these as one line and exit with status 2 (``--debug`` shows the traceback,
 :func:`dna_mm.apis.cli.cli_main`); anything else is a programming error and keeps its traceback.
@@ -8,6 +8,8 @@ Each class also derives from the built-in exception a caller would expect (``Val
 """
 
 from __future__ import annotations
+
+import pickle
 
 
 class UserError(Exception):
@@ -30,3 +32,24 @@ class MissingFileError(UserError, FileNotFoundError):
 
 class UnsupportedModelError(UserError, ValueError):
     """A model dna_mm cannot put its attention into (named with the reason)."""
+
+
+class CheckpointMismatchError(UserError, RuntimeError):
+    """A whole-model checkpoint does not match the model (missing / unexpected / resized keys)."""
+
+
+class UnsafeCheckpointError(UserError, pickle.UnpicklingError):
+    """A checkpoint's pickle references a global that is not allow-listed."""
+
+
+class UnreadableCheckpointError(UserError, ValueError):
+    """A checkpoint file that cannot be read (base of the two cases below)."""
+
+
+class NotACheckpointError(UnreadableCheckpointError):
+    """The file is not a PyTorch checkpoint: neither ``torch.save``'s zip format nor its
+    older pickle format (a text file, random bytes, an empty file)."""
+
+
+class CorruptCheckpointError(UnreadableCheckpointError):
+    """A PyTorch (or safetensors) file that is truncated or damaged."""

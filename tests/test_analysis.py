@@ -233,7 +233,7 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
         for h in hooks:
             h.remove()
     assert torch.allclose(out, ref, atol=1e-5)  # eager path inside, same function
-    assert all(s.module.fused_attn and 'core' not in vars(s.module) for s in collector.sites)
+    assert all(s.module.fused_attn and 'attend' not in vars(s.module) for s in collector.sites)
     assert [(s.layer, s.group) for s in collector.sites] == [
         (0, 'temporal'),
         (0, 'spatial'),
@@ -339,7 +339,7 @@ def test_eager_attention_restores_the_fast_path_after_an_error() -> None:
     with pytest.raises(RuntimeError, match='boom'):
         with eager_attention(sites, lambda *a: (_ for _ in ()).throw(RuntimeError('boom'))):
             model(torch.randn(1, 1, 3, 8, 32, 32), mode='tensor', stage='head')
-    assert all(s.module.fused_attn and 'core' not in vars(s.module) for s in sites)
+    assert all(s.module.fused_attn and 'attend' not in vars(s.module) for s in sites)
 
 
 def _tiny_vit(depth: int = 2, **kw):

@@ -159,8 +159,8 @@ def test_fast_and_eager_agree_with_gradients(cls) -> None:
 
 @pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
 def test_core_on_formula_heads_fast_equals_eager(variant: str) -> None:
-    """``core()`` (the formula's heads, used by analyses and the benchmark) takes its own fast
-    branch (sign and α on activations); it must agree with the maps path, gradients included."""
+    """``attend()`` on the formula's heads (used by analyses and the benchmark): the fused
+    route must agree with the eager one, gradients included."""
     m = _perturbed(DnAAttention(C, H, variant=variant))
     x = torch.randn(2, 7, C)
     bias = torch.randn(1, H, 7, 7)
@@ -168,7 +168,7 @@ def test_core_on_formula_heads_fast_equals_eager(variant: str) -> None:
     for return_attn in (False, True):
         heads = {k: t.detach().requires_grad_() for k, t in m.project(x, None).items()}
         m.zero_grad()
-        out = m.core(**heads, attn_mask=bias, return_attn=return_attn)[0]
+        out = m.attend(heads, bias, None, return_attn)[0]
         out.pow(2).sum().backward()
         results.append(
             [out.detach()]
@@ -200,7 +200,7 @@ def test_attn_bias_enters_the_formula_of_both_branches(pair: bool) -> None:
             rtol=1e-5,
         )
         heads = m.project(x)
-        out = m.core(**heads, attn_bias=bias, return_attn=not fused)[0]
+        out = m.attend(heads, None, bias, not fused)[0]
         torch.testing.assert_close(
             m.proj(m.merge_heads(out)).double(), reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5
         )
@@ -373,8 +373,8 @@ class _LoRALinear(torch.nn.Linear):
 
 @pytest.mark.parametrize('cross', [False, True])
 def test_fast_path_does_not_bypass_wrapped_or_hooked_projections(cross: bool) -> None:
-    """The fast path folds the sign / α into plain Linear weights; a LoRA-style subclass or a
-    forward hook must still be called (fast == eager, and both differ from the unwrapped)."""
+    """A LoRA-style subclass or a forward hook on a projection is called on both routes (fast
+    == eager, and both differ from the unwrapped)."""
     cls = DnACrossAttention if cross else DnAAttention
     m = _perturbed(cls(C, H))
     x, ctx = torch.randn(2, 5, C), torch.randn(2, 7, C)

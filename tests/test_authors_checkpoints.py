@@ -32,11 +32,10 @@ from authors_models import (
 )
 from conftest import REPO
 
-from dna_mm.utils import (
+from dna_mm.checkpoint import (
     CheckpointMismatchError,
     UnsafeCheckpointError,
-    load_checkpoint_file,
-    load_model_weights,
+    load_whole_model,
     read_checkpoint,
 )
 
@@ -62,7 +61,7 @@ def vit_main_file(tmp_path_factory) -> tuple[Path, AuthorsDnAViT, torch.nn.Modul
     args = vit_main_args(['--input-size', '32', '--batch-size', '2', '--model', 'dna_vit_tiny'], CLASSES)
     path = save_vit_main_checkpoint(model, tmp_path_factory.mktemp('vit_main') / 'checkpoint.pth', args)
     ema = AuthorsDnAViT(img_size=32, patch=8, dim=C, depth=DEPTH, heads=H, num_classes=CLASSES).double()
-    ema.load_state_dict(load_checkpoint_file(str(path))['model_ema'])
+    ema.load_state_dict(read_checkpoint(str(path))['model_ema'])
     return path, model.eval(), ema.eval()
 
 
@@ -85,7 +84,7 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def test_the_vit_main_file_loads_weights_only_and_keeps_its_args(vit_main_file) -> None:
     path, model, _ = vit_main_file
-    ckpt = load_checkpoint_file(str(path))
+    ckpt = read_checkpoint(str(path))
     assert set(ckpt) == {'model', 'optimizer', 'lr_scheduler', 'epoch', 'model_ema', 'scaler', 'args'}
     args = ckpt['args']
     assert type(args) is argparse.Namespace
@@ -119,7 +118,7 @@ def test_only_the_namespace_is_allowed_not_what_it_carries(payload, refused, tmp
     }[payload]
     torch.save({'model': {'w': torch.zeros(2)}, 'args': extra}, tmp_path / 'bad.pth')
     with pytest.raises(UnsafeCheckpointError, match=rf'bad\.pth.*the global {re.escape(refused)}'):
-        load_checkpoint_file(str(tmp_path / 'bad.pth'))
+        read_checkpoint(str(tmp_path / 'bad.pth'))
     assert not marker.exists()
 
 
@@ -177,11 +176,11 @@ def test_vitdet_init_cfg_takes_the_vit_main_file(vit_main_file) -> None:
 
 
 def test_the_strict_whole_model_load_gives_their_logits(vit_main_file) -> None:
-    """``load_model_weights`` (behind ``load_from``, ``tools/test.py``, the analyses) takes
+    """``load_whole_model`` (behind ``load_from``, ``tools/test.py``, the analyses) takes
     ``model`` (the weights their ``--eval`` uses), maps their layout and gives their logits."""
     path, model, _ = vit_main_file
     ours = _dna_vit().double().eval()
-    report = load_model_weights(ours, read_checkpoint(str(path)), str(path))
+    report = load_whole_model(ours, str(path))
     assert report.complete and report.layout == 'deit'
     x = torch.randn(3, 3, 32, 32, dtype=torch.float64)
     with torch.no_grad():
@@ -216,8 +215,8 @@ def test_convert_checkpoint_converts_the_vit_main_file(vit_main_file, tmp_path, 
     assert tool.main(['official-to-dna-mm', str(path), str(out)]) == 0
     stdout = capsys.readouterr().out
     assert "official-to-dna-mm 'model':" in stdout and "official-to-dna-mm 'model_ema':" in stdout
-    converted = load_checkpoint_file(str(out))
-    original = load_checkpoint_file(str(path))
+    converted = read_checkpoint(str(out))
+    original = read_checkpoint(str(path))
     assert set(converted) == set(original) and converted['args'] == original['args']
     assert 'blocks.0.attn.alpha' in converted['model'] and 'blocks.0.attn.alpha' in converted['model_ema']
     ours = _dna_vit().double().eval()
@@ -267,7 +266,7 @@ def test_their_timesformer_loads_whole_with_their_logits(pyslowfast_file) -> Non
     assert set(ckpt) == {'epoch', 'model_state', 'optimizer_state', 'cfg'}
     assert all(k.startswith('model.') for k in ckpt['model_state'])
     ours = _ntu_recognizer().double().eval()
-    report = load_model_weights(ours, ckpt, str(path))
+    report = load_whole_model(ours, str(path))
     assert report.complete and report.layout == 'authors_timesformer'
     assert torch.equal(ours.state_dict()['cls_head.fc_cls.weight'], theirs.model.head.weight)
 

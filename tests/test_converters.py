@@ -15,8 +15,9 @@ from authors_models import AuthorsDnAViT, AuthorsQkvNeg, AuthorsQQKV, AuthorsQQK
 from torch import nn
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
-from dna_mm.converters import adapt_attentions, dna_to_softmax, official_to_dna_mm, rename_mha, softmax_to_dna
+from dna_mm.converters import dna_to_softmax, official_to_dna_mm, rename_mha, softmax_to_dna
 from dna_mm.models import DnAAttention, DnACrossAttention, SoftmaxAttention
+from dna_mm.models.backbones import adapt_attentions
 
 C, H = 32, 4
 REPO = Path(__file__).resolve().parents[1]
@@ -273,7 +274,7 @@ def test_convert_cli(tmp_path, suffix) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert 'added' in res.stdout
-    loaded = dna_mm.utils.load_checkpoint_file(str(dst))
+    loaded = dna_mm.checkpoint.read_checkpoint(str(dst))
     sd = loaded['state_dict'] if suffix == '.pth' else loaded
     dna = timm.create_model('dna_vit_tiny_patch16_224', num_classes=10, img_size=64)
     dna.load_state_dict(sd, strict=True)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options, tiny_runner
 
-from dna_mm.utils import read_checkpoint
+from dna_mm.checkpoint import read_checkpoint
 
 spec = importlib.util.spec_from_file_location('infer_tool', REPO / 'tools' / 'infer.py')
 infer = importlib.util.module_from_spec(spec)

@@ -22,7 +22,7 @@ import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
 
-from dna_mm.utils import load_checkpoint_file
+from dna_mm.checkpoint import read_checkpoint
 
 VITDET_DEMO = str(REPO / 'configs' / 'vitdet_dna_demo.py')
 
@@ -46,7 +46,7 @@ def kill_after_checkpoint(cmd: list[str], work_dir: Path, timeout: float = 600) 
     proc.wait()
     log.close()
     assert alive, f'the run ended before it was killed:\n{Path(log.name).read_text()[-3000:]}'
-    return load_checkpoint_file(pointer.read_text().strip())
+    return read_checkpoint(pointer.read_text().strip())
 
 
 def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int) -> dict:

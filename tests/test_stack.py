@@ -103,7 +103,7 @@ def test_stock_mmaction_train_script_with_custom_imports(tiny_video_set, tmp_pat
         ]
     )
     assert 'custom_imports' in (proc.stdout + proc.stderr)
-    weights = dna_mm.utils.load_checkpoint_file(str(tmp_path / 'epoch_1.pth'))['state_dict']
+    weights = dna_mm.checkpoint.read_checkpoint(str(tmp_path / 'epoch_1.pth'))['state_dict']
     assert any(k.endswith('attn.q_neg.weight') for k in weights)  # dna_mm's modules were used
 
 
@@ -134,8 +134,8 @@ def test_checkpoint_with_a_callable_is_refused(tmp_path) -> None:
         r'refers to the global posix\.system, which',
     ):
         load_checkpoint(torch.nn.Linear(2, 2), str(path))
-    with pytest.raises(dna_mm.utils.UnsafeCheckpointError):
-        dna_mm.utils.load_checkpoint_file(str(path))
+    with pytest.raises(dna_mm.checkpoint.UnsafeCheckpointError):
+        dna_mm.checkpoint.read_checkpoint(str(path))
 
 
 def test_getattr_in_a_pickle_is_restricted(tmp_path) -> None:
@@ -150,9 +150,9 @@ def test_getattr_in_a_pickle_is_restricted(tmp_path) -> None:
     path = tmp_path / 'sneaky.pth'
     torch.save({'x': Sneaky()}, path)
     with pytest.raises(pickle.UnpicklingError, match='getattr'):
-        dna_mm.utils.load_checkpoint_file(str(path))
+        dna_mm.checkpoint.read_checkpoint(str(path))
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match='nope.pth'):
-        dna_mm.utils.load_checkpoint_file(str(tmp_path / 'nope.pth'))
+        dna_mm.checkpoint.read_checkpoint(str(tmp_path / 'nope.pth'))

@@ -14,8 +14,8 @@ from conftest import REPO, run_cmd
 from mmengine.registry import MODELS, init_default_scope
 from test_with_attention import HOSTS, _run
 
+from dna_mm.checkpoint import CheckpointMismatchError, compare_state_dict, load_whole_model
 from dna_mm.models.adapters import swap_attention
-from dna_mm.utils import CheckpointMismatchError, compare_state_dict, load_model_weights
 
 
 def _zoo_and_swapped(host: str):
@@ -31,10 +31,11 @@ def _zoo_and_swapped(host: str):
 
 
 @pytest.mark.parametrize('host', list(HOSTS))
-def test_zoo_checkpoint_loads_strictly_through_load_model_weights(host: str) -> None:
+def test_zoo_checkpoint_loads_strictly_through_load_whole_model(host: str, tmp_path) -> None:
     original, zoo, swapped = _zoo_and_swapped(host)
     before = {k: v.clone() for k, v in zoo['state_dict'].items()}
-    report = load_model_weights(swapped, zoo, 'zoo.pth', strict=True)
+    torch.save(zoo, tmp_path / 'zoo.pth')
+    report = load_whole_model(swapped, str(tmp_path / 'zoo.pth'), strict=True)
     assert report.complete, report.describe()
     assert all(torch.equal(before[k], v) for k, v in zoo['state_dict'].items())  # input untouched
     expected = copy.deepcopy(original)
@@ -46,7 +47,7 @@ def test_zoo_checkpoint_loads_strictly_through_load_model_weights(host: str) -> 
 
 
 @pytest.mark.parametrize('host', ['VideoMAE', 'DETR layers'])
-def test_a_missing_key_is_named_alone_and_partial_loads_the_rest(host: str) -> None:
+def test_a_missing_key_is_named_alone_and_partial_loads_the_rest(host: str, tmp_path) -> None:
     """Only the key the file lacks is reported (not the host's ``q_bias`` / ``in_proj_*`` nor
     the generated ``q_neg`` / ``v_neg`` / ``alpha``); a partial load takes everything else."""
     original, zoo, swapped = _zoo_and_swapped(host)
@@ -54,10 +55,11 @@ def test_a_missing_key_is_named_alone_and_partial_loads_the_rest(host: str) -> N
     del zoo['state_dict'][dropped]
     report = compare_state_dict(swapped, zoo['state_dict'])
     assert report.missing == [dropped] and not report.unexpected and not report.mismatched
+    torch.save(zoo, tmp_path / 'zoo.pth')
     with pytest.raises(CheckpointMismatchError, match='zoo.pth') as err:
-        load_model_weights(swapped, zoo, 'zoo.pth', strict=True)
+        load_whole_model(swapped, str(tmp_path / 'zoo.pth'), strict=True)
     assert dropped in str(err.value)
-    report = load_model_weights(swapped, zoo, 'zoo.pth', strict=False)
+    report = load_whole_model(swapped, str(tmp_path / 'zoo.pth'), strict=False)
     assert report.missing == [dropped]
     own = swapped.state_dict()
     for key, value in original.state_dict().items():

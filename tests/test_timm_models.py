@@ -278,9 +278,8 @@ def test_model_forward_torchscript() -> None:
     """timm ``test_model_forward_torchscript`` (``torch.jit.script`` of the eager model): not
     supported (README: timm; the FX graph scripts, :func:`test_model_forward_fx_torchscript`).
     Pinned to the first error the compiler meets, ``type(self).__name__`` in the attention's
-    ``forward``, so that success or any other failure fails here. (Behind it, in the order met:
-    ``**`` unpacking of the heads, ``super().attend``, ``is_plain_linear`` on a module, the
-    Triton import, the ``Union`` bias, the dropout module passed to ``eager``, and the
+    ``forward``, so that success or any other failure fails here. (Behind it: ``super().project``,
+    the Triton import, the ``Union`` bias, the dropout module passed to ``eager``, and the
     tensor-or-``(tensor, maps)`` return that timm's ``Block`` cannot type.)"""
     with timm.layers.set_scriptable(True):
         model = create('dna_vit_tiny', depth=1).eval()

@@ -29,8 +29,8 @@ from mmengine.runner import checkpoint as mm_checkpoint
 from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
 
 import dna_mm
-from dna_mm.utils import UnsafeCheckpointError
-from dna_mm.utils.checkpoint import SAFE_SCHEMES
+from dna_mm.checkpoint import UnsafeCheckpointError
+from dna_mm.checkpoint.sources import CHECKED_SCHEMES
 
 
 class _Payload:
@@ -120,7 +120,7 @@ def test_a_scheme_from_a_newer_mmengine_is_refused_not_fatal() -> None:
         'from mmengine.runner.checkpoint import CheckpointLoader\n'
         'CheckpointLoader.register_scheme("newhub://", lambda f, map_location=None: "UNCHECKED")\n'
         'import dna_mm\n'
-        'from dna_mm.utils.checkpoint import UnsafeCheckpointError\n'
+        'from dna_mm.checkpoint import UnsafeCheckpointError\n'
         'try:\n'
         '    CheckpointLoader.load_checkpoint("newhub://some/model.pth")\n'
         'except UnsafeCheckpointError as err:\n'
@@ -132,25 +132,19 @@ def test_a_scheme_from_a_newer_mmengine_is_refused_not_fatal() -> None:
 
 
 def test_every_mmengine_scheme_has_a_safe_loader() -> None:
-    assert CheckpointLoader._schemes, 'mmengine registers its schemes at import'
+    """Each scheme mmengine registers runs mmengine's own loader, wrapped weights-only; mmengine's
+    module-level functions are left as they are."""
+    assert set(CheckpointLoader._schemes) == set(CHECKED_SCHEMES), 'mmengine registers its schemes at import'
     for prefix, loader in CheckpointLoader._schemes.items():
-        assert loader is SAFE_SCHEMES[prefix], prefix
-        assert loader.__module__ == 'dna_mm.utils.checkpoint'
-    for name in (
-        'load_from_local',
-        'load_from_http',
-        'load_from_torchvision',
-        'load_from_openmmlab',
-        'load_from_mmcls',
-        'load_from_pavi',
-        'load_from_ceph',
-    ):
-        assert getattr(mm_checkpoint, name).__module__ == 'dna_mm.utils.checkpoint', name
+        assert loader.dna_mm_weights_only, prefix
+        assert loader.__wrapped__ is getattr(mm_checkpoint, loader.__name__), prefix
+        assert getattr(mm_checkpoint, loader.__name__).__module__ == 'mmengine.runner.checkpoint'
 
 
 def test_nothing_else_unpickles() -> None:
-    """Package and tools reach torch's unpickler only through dna_mm.utils.checkpoint."""
-    allowed = REPO / 'dna_mm' / 'utils' / 'checkpoint.py'
+    """Package and tools reach torch's unpickler only through dna_mm.checkpoint (which calls
+    mmengine's loaders, inside the weights-only policy)."""
+    allowed = REPO / 'dna_mm' / 'checkpoint' / 'policy.py'
     pattern = re.compile(
         r'torch\.load\(|load_state_dict_from_url|weights_only\s*=\s*False|'
         r'pickle\.loads?\(|load_url\('
@@ -373,7 +367,7 @@ def test_cli_refuses_a_served_checkpoint(tool, served, tiny_video_set, tmp_path)
 
 def test_tools_test_strict_partial_served_and_dump(served, tiny_checkpoint, tiny_video_set, tmp_path) -> None:
     root, base = served
-    good = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))
+    good = dna_mm.checkpoint.read_checkpoint(str(tiny_checkpoint))
     opts = ['--work-dir', str(tmp_path / 'work'), '--cfg-options', *tiny_run_options(tiny_video_set)]
 
     # a 7-class head on the 4-class config: refused, with the file and the shapes
@@ -428,7 +422,7 @@ def test_a_served_pretrained_backbone_still_loads(served, tiny_checkpoint) -> No
         )
     )
     backbone.init_weights()
-    weights = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))['state_dict']
+    weights = dna_mm.checkpoint.read_checkpoint(str(tiny_checkpoint))['state_dict']
     for key, value in backbone.state_dict().items():
         torch.testing.assert_close(value, weights[f'backbone.{key}'], rtol=0, atol=0)
 
@@ -437,7 +431,7 @@ def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_pa
     from mmengine.config import Config
 
     from dna_mm.apis import build_runner, prepare_cfg
-    from dna_mm.utils import CheckpointMismatchError
+    from dna_mm.checkpoint import CheckpointMismatchError
 
     def runner(work: Path, **cfg_keys):
         cfg = prepare_cfg(
@@ -449,7 +443,7 @@ def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_pa
         cfg.update(cfg_keys, experiment_name=f'strict_{work.name}')
         return build_runner(cfg)
 
-    ckpt = dna_mm.utils.load_checkpoint_file(str(tiny_checkpoint))
+    ckpt = dna_mm.checkpoint.read_checkpoint(str(tiny_checkpoint))
     wide = dict(
         ckpt,
         state_dict={
@@ -563,7 +557,7 @@ def test_softmax_to_dna_help_lists_the_variants(capsys) -> None:
 
 def _unreadable_files(tmp_path: Path) -> dict[str, tuple[Path, type, str]]:
     """name -> (file, the error class, what the message says)."""
-    from dna_mm.utils import CorruptCheckpointError, NotACheckpointError
+    from dna_mm.checkpoint import CorruptCheckpointError, NotACheckpointError
 
     good = tmp_path / 'good.pth'
     torch.save({'state_dict': {'w': torch.randn(64, 64)}, 'meta': {'epoch': 1}}, good)
@@ -591,7 +585,7 @@ def test_a_file_that_is_not_a_checkpoint_is_named_and_not_called_unsafe(tmp_path
     """Text, HTML, empty, random bytes: NotACheckpointError; a truncated zip or legacy pickle:
     CorruptCheckpointError; both UnreadableCheckpointError (never UnsafeCheckpointError, never
     torch's bare KeyError / IndexError), and the message names the file."""
-    from dna_mm.utils import UnreadableCheckpointError
+    from dna_mm.checkpoint import UnreadableCheckpointError
 
     for name, (path, error, says) in _unreadable_files(tmp_path).items():
         with pytest.raises(error) as err:
@@ -605,7 +599,7 @@ def test_a_file_that_is_not_a_checkpoint_is_named_and_not_called_unsafe(tmp_path
     with pytest.raises(
         UnreadableCheckpointError, match=r'broken\.safetensors cannot be read as a safetensors'
     ):
-        dna_mm.utils.load_checkpoint_file(str(broken))
+        dna_mm.checkpoint.read_checkpoint(str(broken))
 
 
 def test_convert_checkpoint_says_a_text_file_is_not_a_checkpoint(tmp_path, capsys) -> None:

@@ -192,9 +192,8 @@ def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
     assert g_fast[1].abs().sum() > 0
     # R(Q-) differs from R(Q+): using R(Q+) in both branches gives another output
     heads = attn.project(x.detach().reshape(3, 16, 32))
-    shared = attn.core(
-        **heads, attn_bias=decomposed_rel_pos(heads['q'], attn.rel_pos_h, attn.rel_pos_w, (4, 4), (4, 4))
-    )[0]
+    r_pos = decomposed_rel_pos(heads['q'], attn.rel_pos_h, attn.rel_pos_w, (4, 4), (4, 4))
+    shared = attn.attend(heads, None, r_pos, False)[0]
     shared = attn.proj(attn.merge_heads(shared)).reshape(3, 4, 4, 32)
     assert _rel(shared, formula.detach()) > 1e-3
 

@@ -248,14 +248,14 @@ def test_swin_mask_and_table_reach_both_branches() -> None:
     mask = torch.zeros(2, 32, 32).masked_fill_(torch.rand(2, 32, 32) < 0.3, -100.0)
     mask.diagonal(dim1=1, dim2=2).zero_()
     captured = {}
-    core = adapter.attn.core
+    attend = adapter.attn.attend
 
-    def spy(*args, **kwargs):
-        out, maps = core(*args, **{**kwargs, 'return_attn': True})
+    def spy(heads, attn_mask, attn_bias, eager):
+        out, maps = attend(heads, attn_mask, attn_bias, True)
         captured.update(maps)
         return out, maps
 
-    adapter.attn.core = spy
+    adapter.attn.attend = spy
     adapter.attn.fused_attn = False
     adapter(x, mask)
     excluded = (mask.repeat(2, 1, 1) < 0)[:, None].expand_as(captured['neg'])

@@ -26,9 +26,9 @@ from typing import Any, Optional
 
 import torch
 
+from dna_mm.checkpoint import UnsafeCheckpointError, read_checkpoint
 from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
 from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
-from dna_mm.utils import UnsafeCheckpointError, read_checkpoint
 
 #: where checkpoints keep their weights: mmengine, DeiT / the authors' vit/main.py (and its EMA
 #: copy), PySlowFast (the authors' TimeSformer), DeepSpeed-style

@@ -1,10 +1,10 @@
 """Collect the attention analyses over a dataset without keeping any map.
 
 :func:`eager_attention` is the one hook point: for the duration of a ``with`` block every
-family attention of the model runs its eager path (``fused_attn = False``) and its ``core`` is
-wrapped *on the instance*, so each call hands ``(site, maps, heads)`` to a callback — the maps
-``[B, H, M, N]`` the forward actually multiplies (before dropout) and the head-split inputs of
-``core`` (``q, k, v`` and DnA's ``q_neg, v_neg``). Leaving the block restores both.
+family attention of the model has its ``attend`` wrapped *on the instance* to take the eager
+route, so each call hands ``(site, maps, heads)`` to a callback — the maps ``[B, H, M, N]`` the
+forward actually multiplies (before dropout) and the head-split inputs of ``attend`` (``q, k,
+v`` and DnA's ``q_neg, v_neg``). Leaving the block restores it.
 
 :class:`AttentionCollector` reduces every call on the spot (per site, branch and head) with the
 functions of :mod:`.measures`; :class:`TokenDistanceCollector` hooks the blocks' outputs for the
@@ -40,7 +40,7 @@ MAP_ANALYSES = ('entropy', 'redundancy', 'cvv', 'intruders')
 def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Iterator[None]:
     """Run ``sites`` on their eager path and pass every call's maps and heads to ``callback``.
 
-    The wrapper calls the module's own ``core(..., return_attn=True)`` and returns its result
+    The wrapper calls the module's own ``attend(..., eager=True)`` and returns its result
     unchanged, so the forward computes exactly the eager formula (equal to the fast path within
     float tolerance, ``tests/test_attention.py``).
     """
@@ -48,31 +48,21 @@ def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Itera
     try:
         for site in sites:
             module = site.module
-            saved.append((module, module.fused_attn, module.__dict__.get('core')))
-            module.fused_attn = False
-            module.core = _wrapped_core(site, module.core, callback)
+            saved.append((module, module.__dict__.get('attend')))
+            module.attend = _eager_attend(site, module.attend, callback)
         yield
     finally:
-        for module, fused, own_core in reversed(saved):
-            module.fused_attn = fused
-            if own_core is None:
-                module.__dict__.pop('core', None)
+        for module, own_attend in reversed(saved):
+            if own_attend is None:
+                module.__dict__.pop('attend', None)
             else:
-                module.core = own_core
+                module.attend = own_attend
 
 
-def _wrapped_core(site: AttentionSite, core: Callable, callback: Callback) -> Callable:
-    def wrapped(
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        attn_mask: Optional[Tensor] = None,
-        return_attn: bool = False,
-        attn_bias=None,
-        **heads: Tensor,
-    ):
-        out, maps = core(q, k, v, attn_mask=attn_mask, return_attn=True, attn_bias=attn_bias, **heads)
-        callback(site, maps, dict(q=q, k=k, v=v, **heads))
+def _eager_attend(site: AttentionSite, attend: Callable, callback: Callback) -> Callable:
+    def wrapped(heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias, eager: bool):
+        out, maps = attend(heads, attn_mask, attn_bias, True)
+        callback(site, maps, heads)
         return out, maps
 
     return wrapped

@@ -1,8 +1,8 @@
 """Models and inputs for the analyses: one :class:`AnalysisModel` per way a model is described.
 
 * :func:`load_mm_model` — an OpenMMLab config (MMAction2 recognizer, MMDetection detector, any
-  model with a ``backbone``) built through the registries, the checkpoint loaded through
-  mmengine's loader (``weights_only``, every key must match), batches from the config's
+  model with a ``backbone``) built through the registries, the checkpoint loaded by
+  :func:`dna_mm.checkpoint.load_whole_model` (strict), batches from the config's
   ``test_dataloader`` / ``val_dataloader`` through the model's ``data_preprocessor``.
 * :func:`load_timm_model` — ``timm:<model name>`` (e.g. ``timm:dna_vit_tiny_patch16_224``)
   with ``create_model`` keyword arguments; images from a folder, timm's eval transform.
@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch import Tensor, nn
+
+from ..checkpoint import load_whole_model
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
@@ -110,17 +112,6 @@ def load_config(config: str, cfg_options: Optional[dict] = None):
     return cfg
 
 
-def load_weights(model: nn.Module, checkpoint: str) -> None:
-    """The checkpoint through mmengine's loader (``weights_only``); every key must match."""
-    from mmengine.runner.checkpoint import _load_checkpoint
-
-    from ..utils import load_model_weights
-
-    if '://' not in checkpoint and not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'checkpoint {checkpoint} does not exist')
-    load_model_weights(model, _load_checkpoint(checkpoint, map_location='cpu'), checkpoint, strict=True)
-
-
 def load_mm_model(
     config: str,
     checkpoint: str,
@@ -142,7 +133,7 @@ def load_mm_model(
 
     cfg = load_config(config, cfg_options)
     model = MODELS.build(cfg.model)
-    load_weights(model, checkpoint)
+    load_whole_model(model, checkpoint)
     model.eval()
     key = f'{split}_dataloader'
     if cfg.get(key) is None:
@@ -241,7 +232,7 @@ def load_timm_model(
     import dna_mm  # noqa: F401  (registers dna_vit_*)
 
     model = timm.create_model(name, pretrained=False, **(model_args or {}))
-    load_weights(model, checkpoint)
+    load_whole_model(model, checkpoint)
     model.eval()
     data_cfg = resolve_data_config({}, model=model)
     transform = create_transform(**data_cfg, is_training=False)

@@ -5,7 +5,7 @@ and exit status 2, a programming error keeps its traceback.
     def main(argv=None): ...
 
 A user's mistake is any :class:`dna_mm.errors.UserError`, a checkpoint that does not match /
-is unsafe / is not a checkpoint (:mod:`dna_mm.utils.checkpoint`), a missing file
+is unsafe / is not a checkpoint (:mod:`dna_mm.checkpoint`), a missing file
 (``FileNotFoundError``, e.g. a ``load_from`` path or a config file) and a ``type`` that is not
 registered (mmengine's ``KeyError: 'X is not in the ... registry'``), a download that failed
 (offline: the file to put in place is named). ``--debug`` anywhere on
@@ -22,7 +22,6 @@ from typing import Any, Callable, Optional
 from urllib.error import HTTPError, URLError
 
 from ..errors import MissingFileError, UserError
-from ..utils import checkpoint as _checkpoint
 
 DEBUG_FLAG = '--debug'
 DEBUG_HELP = 'print the traceback of an input error (default: one line, exit status 2)'
@@ -32,16 +31,9 @@ _NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
-    """The exception classes treated as the user's mistake."""
-    names = (
-        'CheckpointMismatchError',
-        'UnsafeCheckpointError',
-        'UnreadableCheckpointError',
-        'CorruptCheckpointError',
-        'NotACheckpointError',
-    )
-    found = tuple(getattr(_checkpoint, n) for n in names if isinstance(getattr(_checkpoint, n, None), type))
-    return (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError, *found)
+    """The exception classes treated as the user's mistake (the checkpoint errors derive from
+    :class:`~dna_mm.errors.UserError`)."""
+    return (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
 
 
 def is_user_error(err: BaseException) -> bool:

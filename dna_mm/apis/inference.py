@@ -1,10 +1,10 @@
 """Inference with a trained recognizer: inputs, class names, a safe and strict model load.
 
-:func:`load_recognizer` is MMAction2's ``init_recognizer`` with dna_mm's checkpoint rules
-(``weights_only`` loads from every source, whole-model loads strict unless asked otherwise,
-the same as ``tools/test.py``); :func:`predict` runs MMAction2's ``inference_recognizer`` (the
-config's ``test_pipeline``: its clips and crops are averaged by the recognizer) and returns the
-top-k classes.
+:func:`load_recognizer` is MMAction2's ``init_recognizer`` with dna_mm's whole-model load
+(:func:`dna_mm.checkpoint.load_whole_model`: ``weights_only`` from every source, strict unless
+asked otherwise, the same as ``tools/test.py``); :func:`predict` runs MMAction2's
+``inference_recognizer`` (the config's ``test_pipeline``: its clips and crops are averaged by the
+recognizer) and returns the top-k classes.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch.nn as nn
 from mmengine.config import Config
 from mmengine.logging import print_log
 
+from ..checkpoint import load_whole_model
 from ..datasets.protocols import label_map as shipped_label_map
 from ..errors import ConfigError, DataError
-from ..utils import load_model_weights, read_checkpoint
 
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
 
@@ -161,7 +161,7 @@ def load_recognizer(
 
     cfg = Config.fromfile(config) if isinstance(config, (str, os.PathLike)) else config
     model = init_recognizer(cfg, checkpoint=None, device='cpu')
-    report = load_model_weights(model, read_checkpoint(checkpoint), checkpoint, strict=not partial)
+    report = load_whole_model(model, checkpoint, strict=not partial)
     if not report.complete:
         print(
             f'partial load of {checkpoint}: {report.loaded} weights loaded; not loaded:\n{report.describe()}',

@@ -3,12 +3,12 @@ a terminal that starts with the run, not with the setup dump.
 
 * **Strict loads.** ``load_from``, ``--resume`` and ``tools/test.py CHECKPOINT`` load the whole
   model; a checkpoint with missing, unexpected or resized keys is refused with a
-  :class:`~dna_mm.utils.CheckpointMismatchError` that names the file and lists the keys
+  :class:`~dna_mm.errors.CheckpointMismatchError` that names the file and lists the keys
   (mmengine loads what matches and logs the rest, so a 7-class head on a 4-class model, or a
   file with no model weights at all, would be "tested" with random weights). ``load_partial =
   True`` in the config (tools: ``--partial-load``) accepts a partial load and prints what was
   not loaded. Backbone initialisation (``pretrained``, ``init_cfg``) is not affected: it keeps
-  its own non-strict load report.
+  its own non-strict load report. The load is :func:`dna_mm.checkpoint.load_whole_model`.
 * **Resume.** ``resume=True`` with no checkpoint in the work dir says so (a warning) and trains
   from scratch, instead of "resumed from the latest checkpoint None"; a file that is not a
   training checkpoint is an error naming it.
@@ -38,13 +38,14 @@ from mmengine.config import Config
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, Runner, TestLoop
-from mmengine.runner.checkpoint import _load_checkpoint, find_latest_checkpoint
+from mmengine.runner.checkpoint import find_latest_checkpoint
 
+from ..checkpoint import load_whole_model
+from ..converters.whole_model import LAYOUT_NAMES
 from ..engine.loops import ResumableEpochBasedTrainLoop, ResumableIterBasedTrainLoop
 from ..engine.rng_state import RNGStateHook
 from ..engine.test_loop import UnreadableVideosTestLoop
-from ..utils import CheckpointMismatchError, load_model_weights
-from ..utils.checkpoint import not_resumable_message
+from ..errors import CheckpointMismatchError
 
 RNG_HOOK_TYPES = ('RNGStateHook', RNGStateHook)
 # mmengine's train loops (by name or class) -> the exactly resumable ones
@@ -171,7 +172,7 @@ class DnARunner(Runner):
             super().resume(filename, *args, **kwargs)
         except KeyError as err:
             layout = getattr(self, '_loaded_layout', None)  # set by load_checkpoint
-            raise CheckpointMismatchError(not_resumable_message(filename, str(err), layout)) from err
+            raise CheckpointMismatchError(_not_resumable(filename, str(err), layout)) from err
 
     def load_checkpoint(
         self,
@@ -191,13 +192,17 @@ class DnARunner(Runner):
         Raises:
             CheckpointMismatchError: strict, and the checkpoint does not match the model.
         """
-        strict = not self.load_partial if strict is None else strict
-        checkpoint = _load_checkpoint(filename, map_location=map_location)
-        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         if isinstance(model, BaseTTAModel):
             model = model.module
-        report = load_model_weights(model, checkpoint, filename, strict, revise_keys)
+        report = load_whole_model(
+            model,
+            filename,
+            strict=not self.load_partial if strict is None else strict,
+            map_location=map_location,
+            revise_keys=revise_keys,
+            after_read=lambda checkpoint: self.call_hook('after_load_checkpoint', checkpoint=checkpoint),
+        )
         self._loaded_layout = report.layout  # another code's file: resume says so
         self._has_loaded = True
         if not report.complete:
@@ -207,7 +212,23 @@ class DnARunner(Runner):
                 f'{report.describe()}'
             )
         self.logger.info(f'Load checkpoint from {filename}')
-        return checkpoint
+        return report.checkpoint
+
+
+def _not_resumable(filename: str, missing: str, layout: Optional[str]) -> str:
+    """Why ``filename`` cannot be resumed from (it lacks ``missing``, e.g. ``'meta'``), naming
+    its layout when it is another code's (:data:`~dna_mm.converters.whole_model.LAYOUT_NAMES`)."""
+    if layout in (None, 'mmengine', 'state_dict'):
+        return (
+            f'cannot resume from {filename}: it has no {missing} entry, so it is not a training '
+            f'checkpoint saved by mmengine (to start from its weights use load_from)'
+        )
+    return (
+        f'cannot resume from {filename}: it is {LAYOUT_NAMES[layout]}, not a dna_mm training '
+        f'checkpoint; --resume / resume=True continues dna_mm\'s own runs only. Its weights load '
+        f'whole with load_from={filename} (training starts at epoch 0 with a fresh optimizer), '
+        f'and tools/test.py CONFIG {filename} evaluates it'
+    )
 
 
 def build_runner(cfg: Config) -> Runner:

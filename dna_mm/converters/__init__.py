@@ -1,10 +1,11 @@
 """Checkpoint converters: attention keys (softmax ↔ DnA, the authors' layouts) and whole
-TimeSformer / ViT checkpoint layouts."""
+TimeSformer / ViT checkpoint layouts. Pure key / tensor functions: nothing here imports
+:mod:`dna_mm.models` (fitting a state dict to a built model is
+:func:`dna_mm.models.backbones.adapt_attentions`)."""
 
 from .attention import (
     COMBINE_SIGNS,
     NothingToConvertError,
-    adapt_attentions,
     dna_to_softmax,
     official_to_dna_mm,
     pos_embed_with_cls,
@@ -21,7 +22,6 @@ __all__ = [
     'to_timesformer',
     'detect_layout',
     'unwrap',
-    'adapt_attentions',
     'pos_embed_with_cls',
     'COMBINE_SIGNS',
     'NothingToConvertError',

@@ -17,13 +17,41 @@ from collections import OrderedDict
 from typing import Mapping, Optional
 
 import torch
-from torch import Tensor, nn
-
-from ..models.attention.diff import DiffAttention, DiffCrossAttention
-from ..models.attention.dna import DNA_VARIANTS, DnAAttention, canonical_variant
+from torch import Tensor
 
 StateDict = Mapping[str, Tensor]
 _PARAMS = ('weight', 'bias')
+#: the keys of a DnA attention's negative branch (relative to its prefix)
+NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
+
+#: canonical DnA variant name → (separate ``Q-`` (``q_neg``), separate ``V-`` (``v_neg``),
+#: learnable ``α`` (``alpha``)): the keys each variant has (``DnAAttention`` reads this table)
+DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
+    'apm': (False, False, False),
+    'apm_alpha': (False, False, True),
+    'qpm_v': (True, False, True),
+    'q_vpm': (False, True, True),
+    'qpm_vpm': (True, True, True),
+}
+#: the paper's names, accepted as aliases
+DNA_VARIANT_ALIASES: dict[str, str] = {
+    'A±': 'apm',
+    'Â±': 'apm_alpha',
+    'Q±V': 'qpm_v',
+    'QV±': 'q_vpm',
+    'Q±V±': 'qpm_vpm',
+}
+
+
+def canonical_variant(variant: str) -> str:
+    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; a clear error for anything else."""
+    name = DNA_VARIANT_ALIASES.get(variant, variant)
+    if name not in DNA_VARIANTS:
+        raise ValueError(
+            f'unknown DnA variant {variant!r}; expected one of '
+            f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
+        )
+    return name
 
 
 class NothingToConvertError(ValueError):
@@ -171,7 +199,7 @@ def dna_to_softmax(
             "(the authors' files: official-to-dna-mm first); " if has_official_attention(state_dict) else ''
         )
         raise _nothing_to_convert('DnA attention', DNA_LAYOUTS, state_dict, note)
-    drop = {p + s for p in dna for s in ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')}
+    drop = {p + s for p in dna for s in NEGATIVE_KEYS}
     out = OrderedDict((k, v) for k, v in state_dict.items() if k not in drop)
     return _to_mha(out) if layout == 'mha' else out
 
@@ -327,100 +355,3 @@ def pos_embed_with_cls(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
         if int(math.isqrt(n)) ** 2 == n and n > 1:
             out[p + 'pos_embed'] = torch.cat([pos.new_zeros(1, 1, pos.shape[2]), pos], dim=1)
     return out
-
-
-_NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
-
-
-def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) -> 'OrderedDict[str, Tensor]':
-    """A DnA attention of a variant with fewer projections → ``module``'s variant, exactly:
-    a variant without its own ``Q-`` (``V-``) uses ``Q+`` (``V+``), so ``q_neg = Q`` (``v_neg =
-    V``); a variant without ``α`` has ``α = 1``."""
-    out = OrderedDict(sub)
-    for name in _PARAMS:
-        qkv = out.get(p + 'qkv.' + name)
-        if qkv is None:
-            continue
-        q, _, v = qkv.chunk(3, dim=0)
-        if module.q_neg is not None and p + 'q_neg.' + name not in out:
-            out[p + 'q_neg.' + name] = q.clone()
-        if module.v_neg is not None and p + 'v_neg.' + name not in out:
-            out[p + 'v_neg.' + name] = v.clone()
-    if module.alpha is not None and p + 'alpha' not in out:
-        out[p + 'alpha'] = torch.ones(module.num_heads, dtype=out[p + 'qkv.weight'].dtype)
-    return out
-
-
-def adapt_attentions(
-    model: nn.Module,
-    sd: 'OrderedDict[str, Tensor]',
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
-    source: str = 'checkpoint',
-) -> tuple['OrderedDict[str, Tensor]', list[str]]:
-    """Fit every attention's keys in ``sd`` to the attention class in ``model``.
-
-    * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
-      with the module's variant and heads);
-    * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
-      say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``);
-    * non-DnA target: a negative branch present in ``sd`` is dropped.
-
-    Returns the new state dict and the keys it generated.
-
-    Raises:
-        ValueError: ``sd`` has keys for one of the model's attentions but not all of that
-            attention's tensors (an unconverted layout, a truncated file); the message names
-            ``source`` and the missing keys. Parameters a Diff attention adds to a softmax one
-            (``lambda_*``, ``sub_norm``) may be absent when the source has none of them.
-    """
-    out = OrderedDict(sd)
-    generated: list[str] = []
-    incomplete: dict[str, list[str]] = {}
-    for name, module in model.named_modules():
-        p = f'{name}.' if name else ''
-        if not (hasattr(module, 'qkv') and hasattr(module, 'proj')):
-            continue
-        if not any(k.startswith(p) for k in out):  # not in the file: the load report's job
-            continue
-        own = [p + k for k in module.state_dict()]
-        if p + 'qkv.weight' in out:
-            # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
-            sub = OrderedDict(
-                (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
-            )
-            if isinstance(module, DnAAttention):
-                has_neg = any(p + k in sub for k in _NEGATIVE_KEYS)
-                new = (
-                    _upgrade_dna(sub, p, module)
-                    if has_neg
-                    else softmax_to_dna(
-                        sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
-                    )
-                )
-            else:
-                new = dna_to_softmax(sub, strict=False)
-            for k in set(sub) - set(new):
-                del out[k]
-            for k in set(new) - set(sub):
-                out[k] = new[k]
-                generated.append(k)
-        missing = [k for k in own if k not in out]
-        if isinstance(module, (DiffAttention, DiffCrossAttention)) and not any(
-            p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))
-        ):
-            missing = [k for k in missing if not k[len(p) :].startswith(('lambda_', 'sub_norm.'))]
-        if missing:
-            incomplete[p] = missing
-    if incomplete:
-        lines = [
-            f'  {p[:-1] or "<root>"}: missing {", ".join(k[len(p) :] for k in keys)}'
-            for p, keys in sorted(incomplete.items())
-        ]
-        raise ValueError(
-            f'{source}: {len(incomplete)} attention(s) have keys in the file but not '
-            f'all of their tensors (an unconverted layout or a truncated file):\n'
-            + '\n'.join(lines[:12])
-            + (f'\n  ... ({len(lines) - 12} more)' if len(lines) > 12 else '')
-        )
-    return out, generated

@@ -31,28 +31,25 @@ from .attention import official_to_dna_mm, rename_mha
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'model_state')
 PREFIXES = ('module.', 'backbone.', 'model.', 'encoder.')
 LAYER = 'transformer_layers.layers.'
+HEADS = ('cls_head.', 'head.', 'fc_norm.', 'head_drop.')  # a classifier's parts
 
 
-def unwrap(checkpoint: Mapping) -> 'OrderedDict[str, Tensor]':
+def state_dict_of(checkpoint: Mapping) -> Mapping:
+    """The state dict a checkpoint wraps (``state_dict`` / ``model`` / ``module`` /
+    ``model_state``), or the checkpoint itself."""
+    return next((checkpoint[k] for k in WRAPPER_KEYS if isinstance(checkpoint.get(k), Mapping)), checkpoint)
+
+
+def unwrap(checkpoint: Mapping, keep_heads: bool = False) -> 'OrderedDict[str, Tensor]':
     """The tensors of a checkpoint: unwrap ``state_dict``/``model``/... and strip ``module.``,
-    ``backbone.``, ``model.`` prefixes (a classifier ``cls_head.*`` / ``head.*`` is dropped)."""
-    for key in WRAPPER_KEYS:
-        if key in checkpoint and isinstance(checkpoint[key], Mapping):
-            checkpoint = checkpoint[key]
-            break
+    ``backbone.``, ``model.``, ``encoder.`` prefixes (a classifier ``cls_head.*`` / ``head.*`` is
+    dropped unless ``keep_heads``)."""
     out: OrderedDict[str, Tensor] = OrderedDict()
-    for key, value in checkpoint.items():
-        if not isinstance(value, Tensor):
-            continue
-        changed = True
-        while changed:
-            changed = False
-            for p in PREFIXES:
-                if key.startswith(p):
-                    key, changed = key[len(p) :], True
-        if key.startswith(('cls_head.', 'head.', 'fc_norm.', 'head_drop.')):
-            continue
-        out[key] = value
+    for key, value in state_dict_of(checkpoint).items():
+        while key.startswith(PREFIXES):
+            key = key[len(next(p for p in PREFIXES if key.startswith(p))) :]
+        if isinstance(value, Tensor) and (keep_heads or not key.startswith(HEADS)):
+            out[key] = value
     return out
 
 
@@ -134,7 +131,7 @@ def to_timesformer(
     The authors' DnA layouts are mapped by :func:`official_to_dna_mm` (``combine``: the sign
     their code used, ``'add'`` or ``'sub'``), ``nn.MultiheadAttention`` keys by
     :func:`rename_mha`. Negative branches are *not* added here (that depends on the target
-    model; see :func:`.attention.adapt_attentions`).
+    model; see :func:`dna_mm.models.backbones.adapt_attentions`).
     """
     sd = official_to_dna_mm(unwrap(checkpoint), combine=combine, strict=False)
     layout = detect_layout(sd)

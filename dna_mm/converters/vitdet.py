@@ -27,30 +27,17 @@ from typing import Mapping
 from torch import Tensor
 
 from .attention import official_to_dna_mm
-from .timesformer import PREFIXES, WRAPPER_KEYS
+from .timesformer import state_dict_of, unwrap
 
 #: image-classification tensors a ViTDet backbone has no counterpart for
 CLASSIFIER_KEYS = ('cls_token', 'dist_token', 'norm.weight', 'norm.bias')
 CLASSIFIER_PREFIXES = ('head.', 'fc_norm.', 'head_drop.')
 
 
-def _state_dict(checkpoint: Mapping) -> Mapping:
-    for key in WRAPPER_KEYS:
-        if key in checkpoint and isinstance(checkpoint[key], Mapping):
-            return checkpoint[key]
-    return checkpoint
-
-
-def _strip_prefixes(key: str) -> str:
-    while key.startswith(PREFIXES):
-        key = key[len(next(p for p in PREFIXES if key.startswith(p))) :]
-    return key
-
-
 def detector_backbone(checkpoint: Mapping) -> 'OrderedDict[str, Tensor] | None':
     """The ``backbone.*`` tensors of a detector checkpoint (prefix removed), or ``None`` when
     the checkpoint is not a detector's (no key starts with ``backbone.``)."""
-    sd = _state_dict(checkpoint)
+    sd = state_dict_of(checkpoint)
     keys = [k for k in sd if isinstance(sd[k], Tensor)]
     stripped = [k[len('module.') :] if k.startswith('module.') else k for k in keys]
     if not any(k.startswith('backbone.') for k in stripped):
@@ -66,7 +53,7 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[s
     """Any recognised checkpoint → ``(ViTDet state dict, layout, unused keys)``.
 
     Negative branches are not added and nothing is resized here (both depend on the target
-    model: :func:`~.attention.adapt_attentions`, :func:`dna_mm.models.backbones.vitdet.load_pretrained`).
+    model: :func:`dna_mm.models.backbones.load_pretrained`).
 
     Args:
         checkpoint: The loaded checkpoint (wrapped in ``state_dict`` / ``model`` or bare).
@@ -77,8 +64,7 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[s
     if sd is not None:
         layout = 'mmdet_vitdet'
     else:
-        raw = _state_dict(checkpoint)  # module. / model. / encoder. prefixes removed
-        sd = OrderedDict((_strip_prefixes(k), v) for k, v in raw.items() if isinstance(v, Tensor))
+        sd = unwrap(checkpoint, keep_heads=True)  # module. / model. / encoder. prefixes removed
         authors = any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd)
         layout = (
             'authors_dna_vit'

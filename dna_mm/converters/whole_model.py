@@ -1,7 +1,7 @@
 """Whole-model checkpoints written by other code → the state dict of the dna_mm model they fit.
 
 Used by the strict whole-model loads (``load_from``, ``tools/test.py``, ``tools/infer.py``, the
-analysis tools: :func:`dna_mm.utils.load_model_weights`), so that a file loads as its code wrote
+analysis tools: :func:`dna_mm.checkpoint.load_whole_model`), so that a file loads as its code wrote
 it, with no conversion step:
 
 * ``'mmengine'`` (mmengine, MMAction2, MMDetection, dna_mm: ``{'meta', 'state_dict', ...}``):

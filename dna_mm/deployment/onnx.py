@@ -77,7 +77,8 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     Raises:
         ExportError: the config describes a model with no class scores (a detector).
     """
-    from ..analysis.models import load_config, load_weights
+    from ..analysis.models import load_config
+    from ..checkpoint import load_whole_model
 
     if config.startswith('timm:'):
         import timm
@@ -87,7 +88,7 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
         name = config[len('timm:') :]
         model = timm.create_model(name, pretrained=False, **(cfg_options or {}))
         if checkpoint:
-            load_weights(model, checkpoint)
+            load_whole_model(model, checkpoint)
         size = model.patch_embed.img_size
         cfg = model.pretrained_cfg
         return Exportable(
@@ -103,7 +104,7 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     cfg = load_config(config, cfg_options)
     model = MODELS.build(cfg.model)
     if checkpoint:
-        load_weights(model, checkpoint)
+        load_whole_model(model, checkpoint)
     model.eval()
     if not hasattr(model, 'cls_head'):
         raise ExportError(

@@ -1,7 +1,8 @@
 """Models: the attention family (root ``MODELS``), backbones (``mmaction`` / timm)."""
 
-# Order matters: the attention, then the backbones that use the converters.
-# isort: off
+from importlib.util import find_spec as _find_spec
+
+from . import adapters, backbones
 from .attention import (
     CogAttention,
     CogCrossAttention,
@@ -13,15 +14,10 @@ from .attention import (
     SoftmaxCrossAttention,
     build_attention,
 )
-from . import backbones  # noqa: E402  (after .attention: backbones use the converters)
-from . import adapters  # noqa: E402
-
-from importlib.util import find_spec as _find_spec  # noqa: E402
 
 if _find_spec('mmdet') is not None:  # the detection half (mmdet scope)
-    from . import necks  # noqa: E402,F401  (SimpleFPN, LN2d)
-    from .backbones import vitdet  # noqa: E402,F401  (ViTDet)
-# isort: on
+    from . import necks  # noqa: F401  (SimpleFPN, LN2d)
+    from .backbones import vitdet  # noqa: F401  (ViTDet)
 
 __all__ = [
     'DnAAttention',

@@ -10,7 +10,7 @@ runs trace through them as single graph nodes. Triton is imported only when a ke
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
@@ -68,30 +68,30 @@ def kernel_unusable_reason(head_dim: int) -> Optional[str]:
 
 
 # -- operators ---------------------------------------------------------------------------------
-@torch.library.custom_op('dna_mm::dna_attention_fwd', mutates_args=())
-def _fwd_op(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_neg: Tensor,
-    v_neg: Tensor,
-    alpha: Tensor,
-    b_pos: Optional[Tensor],
-    b_neg: Optional[Tensor],
-    scale: float,
-    for_backward: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+#: the kernel's inputs, as the operators' schemas name them
+_INPUTS = (
+    'Tensor q, Tensor k, Tensor v, Tensor q_neg, Tensor v_neg, Tensor alpha, Tensor? b_pos, Tensor? b_neg'
+)
+
+
+@torch.library.custom_op(
+    'dna_mm::dna_attention_fwd',
+    mutates_args=(),
+    schema=f'({_INPUTS}, float scale, bool for_backward) -> (Tensor, Tensor, Tensor, Tensor, Tensor)',
+)
+def _fwd_op(*inputs: Any) -> tuple[Tensor, ...]:
     """``O`` as ``[B, M, H, d]`` (inputs' dtype), and for the backward ``O+, O- [B, H, M, d]``,
     ``lse+, lse- [B, H, M]`` (fp32; empty when ``for_backward`` is false)."""
-    if not kernel_available(q.device):
+    device = inputs[0].device
+    if not kernel_available(device):
         raise RuntimeError(
-            f'dna_attention: the Triton kernel cannot run on {q.device} tensors (it needs CUDA '
+            f'dna_attention: the Triton kernel cannot run on {device} tensors (it needs CUDA '
             'of compute capability 8.0+, or TRITON_INTERPRET=1 set before importing dna_mm.ops); '
             "use the attention modules' kernel='sdpa' on this device"
         )
     from .triton_dna import forward
 
-    return forward(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward)
+    return forward(*inputs)
 
 
 @_fwd_op.register_fake
@@ -106,35 +106,21 @@ def _fwd_fake(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward):
     return (q.new_empty(b, m, h, d),) + tuple(q.new_empty(0, **f32) for _ in range(4))
 
 
-@torch.library.custom_op('dna_mm::dna_attention_bwd', mutates_args=())
-def _bwd_op(
-    grad_out: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_neg: Tensor,
-    v_neg: Tensor,
-    alpha: Tensor,
-    b_pos: Optional[Tensor],
-    b_neg: Optional[Tensor],
-    o_pos: Tensor,
-    o_neg: Tensor,
-    lse_p: Tensor,
-    lse_n: Tensor,
-    scale: float,
-    grad_b_pos: bool,
-    grad_b_neg: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+@torch.library.custom_op(
+    'dna_mm::dna_attention_bwd',
+    mutates_args=(),
+    schema=f'(Tensor grad_out, {_INPUTS}, Tensor o_pos, Tensor o_neg, Tensor lse_p, Tensor lse_n, '
+    'float scale, bool grad_b_pos, bool grad_b_neg) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, '
+    'Tensor, Tensor)',
+)
+def _bwd_op(grad_out: Tensor, *inputs: Any) -> tuple[Tensor, ...]:
     """``dQ+, dQ- [B, M, H, d]``, ``dK, dV+, dV- [B, N, H, d]``, ``dα [H]`` and the bias
     gradients in the biases' shapes and dtypes (empty where not asked for); ``grad_out`` is
     ``[B, M, H, d]``."""
     from .triton_dna import backward
 
-    *grads, g_bp, g_bn = backward(
-        grad_out.transpose(1, 2), q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, o_pos, o_neg, lse_p, lse_n,
-        scale, grad_b_pos, grad_b_neg,
-    )  # fmt: skip
-    return (*grads, q.new_empty(0) if g_bp is None else g_bp, q.new_empty(0) if g_bn is None else g_bn)
+    *grads, g_bp, g_bn = backward(grad_out.transpose(1, 2), *inputs)
+    return (*grads, *(inputs[0].new_empty(0) if g is None else g for g in (g_bp, g_bn)))
 
 
 @_bwd_op.register_fake

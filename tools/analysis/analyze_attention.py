@@ -31,7 +31,7 @@ from mmengine.config import DictAction
 from dna_mm.analysis.models import load_model
 from dna_mm.analysis.plots import PLOTTERS
 from dna_mm.analysis.report import ANALYSES, SCHEMA, analyze
-from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.errors import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

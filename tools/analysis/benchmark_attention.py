@@ -1,22 +1,23 @@
 #!/usr/bin/env python
 """fwd+bwd time and peak memory of the attention family at TimeSformer-B shapes.
 
-    python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 15] [--out FILE.md]
+    python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 15] [--clips 1] [--out FILE.md]
 
-Shapes (12 heads of 64, C = 768; batch = one 8-frame clip at 224²):
-spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]``; with
+Shapes (12 heads of 64, C = 768; batch = ``--clips`` 8-frame clips at 224², one by default):
+spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]`` per clip; with
 ``--shapes ... vitdet_global`` also ViTDet-B's global blocks ``[1, 4096, 768]``.
 Two scopes: ``core`` (between the input projections and the output projection: what DnA
 changes; the floor for two branches is 2.0×) and ``module`` (projections included: what a
 model pays).
-Methods: softmax (SDPA), DnA Q±V± fast (two SDPA calls; its core starts from the heads the
-fused path builds, ``-Q-`` and ``α V-`` with sign and α folded into the projection weights),
-DnA eager (explicit maps, the authors' formulation), Diff (SDPA), Cog (explicit: no SDPA
-form). Optional (``--methods``): ``dna_fast_formula`` = the fast core on the formula's heads
-``Q-, V-``, paying the sign and α as passes over the activations; ``softmax_eager`` = softmax
+Methods: softmax (SDPA), DnA Q±V± fast (the module's fused route: two SDPA calls, the softmin
+sign and α as passes over the activations), DnA eager (explicit maps, the authors'
+formulation), Diff (SDPA), Cog (explicit: no SDPA form). Optional (``--methods``):
+``dna_folded`` = the fused route with the sign and α folded into the ``Q-`` / ``V-``
+projection weights instead (``-Q- = x (-W)ᵀ - b``, ``α V- = x (α W)ᵀ + α b``: ``O(C²)`` work
+in place of the passes; its core starts from those folded heads); ``softmax_eager`` = softmax
 with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
 over DnA eager); ``dna_triton`` = DnA through the fused Triton kernel (CUDA only).
-The GPU table of the GPU issue (bf16 autocast, all four shapes):
+A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
 --methods softmax dna_fast dna_triton``.
 
@@ -43,6 +44,7 @@ import time
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 SHAPES = {
     'spatial': (8, 197),
@@ -54,7 +56,7 @@ DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
 METHODS = {
     'softmax': dict(type='SoftmaxAttention'),
     'dna_fast': dict(type='DnAAttention'),
-    'dna_fast_formula': dict(type='DnAAttention'),
+    'dna_folded': dict(type='DnAAttention'),
     'dna_eager': dict(type='DnAAttention', fused_attn=False),
     'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
     'diff': dict(type='DiffAttention'),
@@ -82,7 +84,17 @@ class _Given(torch.nn.Module):
         return self.out
 
 
-def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> Callable[[], None]:
+def folded_heads(module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``-Q-`` and ``α V-`` ``[B, N, C]`` of a Q±V± module with the sign and α folded into the
+    projection weights (``α`` repeated over each head's channels)."""
+    a = module.alpha.repeat_interleave(module.head_dim)  # [C]
+    q_min = F.linear(x, -module.q_neg.weight, -module.q_neg.bias)
+    return q_min, F.linear(x, module.v_neg.weight * a[:, None], module.v_neg.bias * a)
+
+
+def build_step(
+    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1
+) -> Callable[[], None]:
     """A fwd+bwd step of one method at one shape (gradients cleared first).
 
     ``scope='module'``: the whole module (projections included) on tokens ``[B, N, C]``;
@@ -96,11 +108,12 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
     from mmengine.registry import MODELS
 
     import dna_mm  # noqa: F401
-    from dna_mm.models.attention.functional import two_branch_sdpa
+    from dna_mm.models.attention import AttentionBase
 
     torch.manual_seed(0)
     torch_dtype = getattr(torch, dtype)
     b, n = SHAPES[shape]
+    b *= clips
     module = MODELS.build(dict(METHODS[method], embed_dims=C, num_heads=H)).to(device)
     x = torch.randn(b, n, C, device=device, requires_grad=True)
     leaves: list[torch.Tensor] = []
@@ -111,27 +124,29 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
                 for name, layer in module.named_children()
                 if isinstance(layer, torch.nn.Linear) and name != 'proj'
             }
-            if method == 'dna_fast':  # after the fold: -Q- and α V- come out of the projections
-                folded = module.sdpa_heads(x, None)
-                outs.update(
-                    q_neg=module.merge_heads(folded['q_min']), v_neg=module.merge_heads(folded['v_min'])
-                )
+            if method == 'dna_folded':  # after the fold: -Q- and α V- come out of the projections
+                outs['q_neg'], outs['v_neg'] = folded_heads(module, x)
         for name, out in outs.items():
             leaves.append(out.to(torch_dtype).clone().requires_grad_())
             setattr(module, name, _Given(leaves[-1]))
 
-    def core() -> torch.Tensor:
-        if method == 'dna_fast':
-            q, k, v = module.project_qkv(x, None)
-            q_min, v_min = (module.split_heads(module.q_neg(x)), module.split_heads(module.v_neg(x)))
-            return two_branch_sdpa(q, k, v, q_min, v_min, None, module.scale)
-        return module.core(**module.project(x, None))[0]
+    def folded() -> torch.Tensor:  # [B, H, N, d]
+        q_min, v_min = (module.q_neg(x), module.v_neg(x)) if scope == 'core' else folded_heads(module, x)
+        q, k, v = AttentionBase.project(module, x).values()
+        sdpa = F.scaled_dot_product_attention
+        pos = sdpa(q, k, v, scale=module.scale)
+        return pos + sdpa(module.split_heads(q_min), k, module.split_heads(v_min), scale=module.scale)
 
     amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
 
     def forward() -> torch.Tensor:
         with amp or contextlib.nullcontext():
-            return module(x) if scope == 'module' else core()
+            if method == 'dna_folded':
+                out = folded()
+                return module.proj(module.merge_heads(out)) if scope == 'module' else out
+            if scope == 'module':
+                return module(x)
+            return module.attend(module.project(x), None, None, not module.fused_attn)[0]
 
     # the output gradient a model sends back: dense [B, N, C] (through merge_heads in the core
     # scope), made here so it is an input, not part of a step's peak memory.
@@ -152,11 +167,11 @@ def build_step(device: str, shape: str, method: str, dtype: str, scope: str) -> 
 
 
 def time_worker(
-    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str
+    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str, clips: int = 1
 ) -> dict[str, float]:
     """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
     order every round), so drifting load on a shared machine hits them alike."""
-    steps = {m: build_step(device, shape, m, dtype, scope) for m in methods}
+    steps = {m: build_step(device, shape, m, dtype, scope, clips) for m in methods}
     for step in steps.values():  # warm-up
         step(), step()
     times: dict[str, list[float]] = {m: [] for m in methods}
@@ -170,9 +185,9 @@ def time_worker(
     return {m: statistics.median(ts) for m, ts in times.items()}
 
 
-def memory_worker(device: str, shape: str, method: str, dtype: str, scope: str) -> float:
+def memory_worker(device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1) -> float:
     """Peak memory (MB) of one step above what the module and its inputs hold (own process)."""
-    step = build_step(device, shape, method, dtype, scope)
+    step = build_step(device, shape, method, dtype, scope, clips)
     _sync(device)
     if device == 'cuda':
         torch.cuda.reset_peak_memory_stats()
@@ -197,10 +212,10 @@ def _run_worker(args: list[str]):
 
 
 def measure(
-    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str
+    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str, clips: int
 ) -> dict[str, dict[str, float]]:
     """``{method: {'ms', 'peak_mb'}}``: times from one process, each peak from its own."""
-    common = ['--reps', str(reps), '--dtype', dtype, '--scope', scope]
+    common = ['--reps', str(reps), '--dtype', dtype, '--scope', scope, '--clips', str(clips)]
     ms = _run_worker(['--worker', 'time', device, shape, *common, '--methods', *methods])
     return {
         m: dict(ms=ms[m], peak_mb=_run_worker(['--worker', 'memory', device, shape, *common, '--methods', m]))
@@ -208,14 +223,15 @@ def measure(
     }
 
 
-def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str) -> str:
+def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str, clips: int = 1) -> str:
     what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
+    versus = [m for m in ('dna_eager', 'dna_folded') if m in methods]  # time ratios to dna_fast
     lines = [
         f'**{device}, {what}** ({dtype}; {_device_name(device)}): fwd+bwd time / peak '
         'memory as ratios to softmax (absolute softmax figures in brackets)',
         '',
-        '| shape | ' + ' | '.join(methods) + ' | DnA eager / fast |',
-        '|---|' + '---|' * (len(methods) + 1),
+        '| shape | ' + ' | '.join(methods + [f'DnA {m[4:]} / fast' for m in versus]) + ' |',
+        '|---|' + '---|' * (len(methods) + len(versus)),
     ]
     for shape, res in rows.items():
         ref = res['softmax']
@@ -226,8 +242,9 @@ def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str) -
             else:
                 mem = res[m]['peak_mb'] / ref['peak_mb'] if ref['peak_mb'] > 0 else float('nan')
                 cells.append(f"{res[m]['ms'] / ref['ms']:.2f}× / {mem:.2f}× mem")
-        speed = res['dna_eager']['ms'] / res['dna_fast']['ms']
-        lines.append(f'| {shape} {list(SHAPES[shape]) + [C]} | ' + ' | '.join(cells) + f' | {speed:.2f}× |')
+        cells += [f"{res[m]['ms'] / res['dna_fast']['ms']:.2f}×" for m in versus]
+        b, n = SHAPES[shape]
+        lines.append(f'| {shape} {[b * clips, n, C]} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
@@ -249,42 +266,42 @@ def main() -> None:
         nargs='+',
         default=DEFAULT_METHODS,
         choices=list(METHODS),
-        help='softmax, dna_fast and dna_eager are always measured (the ratios need them)',
+        help='softmax and dna_fast are always measured (the ratios need them)',
     )
+    p.add_argument('--clips', type=int, default=1, help='8-frame clips per batch (scales every shape)')
     p.add_argument('--out', help='also write the tables (markdown) here')
     p.add_argument('--worker', nargs=3, metavar=('KIND', 'DEVICE', 'SHAPE'), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         kind, device, shape = args.worker
         if kind == 'time':
-            result = time_worker(device, shape, args.methods, args.reps, args.dtype, args.scope[0])
+            result = time_worker(
+                device, shape, args.methods, args.reps, args.dtype, args.scope[0], args.clips
+            )
         else:
-            result = memory_worker(device, shape, args.methods[0], args.dtype, args.scope[0])
+            result = memory_worker(device, shape, args.methods[0], args.dtype, args.scope[0], args.clips)
         print(json.dumps(result))
         return
     devices = args.device or (['cpu'] + (['cuda'] if torch.cuda.is_available() else []))
-    print(f'torch {torch.__version__}; fwd+bwd median of {args.reps}; C={C}, H={H}', flush=True)
-    methods = [m for m in METHODS if m in {'softmax', 'dna_fast', 'dna_eager', *args.methods}]
+    print(
+        f'torch {torch.__version__}; fwd+bwd median of {args.reps}; C={C}, H={H}; {args.clips} clip(s)',
+        flush=True,
+    )
+    methods = [m for m in METHODS if m in {'softmax', 'dna_fast', *args.methods}]
     tables = []
     for device in devices:
         for scope in args.scope:
             rows = {}
-            # the formula-heads variant differs from dna_fast only in the core
-            scope_methods = [
-                m
-                for m in methods
-                if (scope == 'core' or m != 'dna_fast_formula')
-                and (device == 'cuda' or m not in CUDA_ONLY_METHODS)
-            ]
+            scope_methods = [m for m in methods if device == 'cuda' or m not in CUDA_ONLY_METHODS]
             for shape in args.shapes:
-                rows[shape] = measure(device, shape, scope_methods, args.reps, args.dtype, scope)
+                rows[shape] = measure(device, shape, scope_methods, args.reps, args.dtype, scope, args.clips)
                 for method, r in rows[shape].items():
                     print(
                         f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
                         f'{r["peak_mb"]:8.1f} MB',
                         flush=True,
                     )
-            tables.append(table(device, rows, scope_methods, args.dtype, scope))
+            tables.append(table(device, rows, scope_methods, args.dtype, scope, args.clips))
             print('\n' + tables[-1] + '\n', flush=True)
     if args.out:
         with open(args.out, 'w') as f:

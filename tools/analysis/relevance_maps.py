@@ -31,7 +31,7 @@ from mmengine.utils import ProgressBar
 from dna_mm.analysis.models import load_config, load_model
 from dna_mm.analysis.plots import plot_relevance
 from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
-from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.errors import CheckpointMismatchError, UnsafeCheckpointError
 
 NOTE = (
     'Chefer et al. (ICCV 2021) relevance of the explained class, propagated through each branch '

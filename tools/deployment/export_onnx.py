@@ -26,7 +26,7 @@ import time
 from mmengine.config import DictAction
 
 from dna_mm.deployment import DEFAULT_OPSET, ExportError, export, load_exportable, verify
-from dna_mm.utils import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.errors import CheckpointMismatchError, UnsafeCheckpointError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Host attentions a family attention can replace, and how each maps.
 
-One entry per host class: how to build the replacement from the host module (its sizes, its
-weights) and how to read a state dict written by the host (a zoo checkpoint) into the
+One entry per host class: how to build the replacement from the host module (its sizes) and
+how to read a state dict written by the host (the host's own weights, a zoo checkpoint) into the
 replacement's keys. The replacement holds a family attention (``DnAAttention``,
 ``SoftmaxAttention``, ...) and only maps the host's call and weights onto it:
 
@@ -43,7 +43,9 @@ class HostSpec:
 
     Attributes:
         name: Readable name of the host (errors, docs).
-        build: ``(host, attn_cfg, layer_index, num_layers) → replacement`` (weights copied).
+        build: ``(host, attn_cfg, layer_index, num_layers) → replacement`` with the host's
+            sizes, dropouts and scale (the swap then loads the host's weights through
+            ``to_replacement``, as it loads a checkpoint).
         to_replacement: Host-layout keys of one attention (relative to it) → the
             replacement's keys; keys already in the replacement's layout pass unchanged.
         family_prefix: Where the family attention sits inside the replacement (``''`` or
@@ -57,30 +59,27 @@ class HostSpec:
 
 
 def _family(
-    attn_cfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
+    host: nn.Module, attn_cfg, layer_index: int, num_layers: int, embed_dims: int, **kwargs
 ) -> nn.Module:
-    return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index=layer_index, num_layers=num_layers, **kwargs
+    """The family attention with the host's heads, dropouts and scale."""
+    family = build_attention(
+        attn_cfg,
+        embed_dims,
+        host.num_heads,
+        layer_index=layer_index,
+        num_layers=num_layers,
+        attn_drop=host.attn_drop.p,
+        proj_drop=host.proj_drop.p,
+        **kwargs,
     )
+    family.scale = host.scale
+    return family
 
 
 def _refuse(host: nn.Module, what: str) -> None:
     raise UnsupportedModelError(
         f'{type(host).__module__}.{type(host).__name__}: {what} is not supported by the attention swap'
     )
-
-
-def _load_family(family: nn.Module, sd: StateDict) -> nn.Module:
-    """Copy softmax weights into a freshly built family attention (a DnA negative branch is
-    generated with the default ±1e-4 scales; what softmax has no counterpart for, such as
-    Diff's λ, keeps its initialisation)."""
-    from ...converters import adapt_attentions
-
-    sd, _ = adapt_attentions(family, dict(sd), source='the swapped module')
-    full = family.state_dict()
-    full.update(sd)
-    family.load_state_dict(full, strict=True)
-    return family
 
 
 # -- timm Attention -------------------------------------------------------------------------
@@ -95,19 +94,8 @@ def _build_timm(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) ->
         _refuse(host, 'a gated output')
     if host.qkv.in_features != host.proj.out_features or host.attn_dim != host.qkv.in_features:
         _refuse(host, 'attn_head_dim / dim_out different from the token width')
-    family = _family(
-        attn_cfg,
-        host.qkv.in_features,
-        host.num_heads,
-        layer_index,
-        num_layers,
-        qkv_bias=host.qkv.bias is not None,
-        proj_bias=host.proj.bias is not None,
-        attn_drop=host.attn_drop.p,
-        proj_drop=host.proj_drop.p,
-    )
-    family.scale = host.scale
-    return _load_family(family, host.state_dict())
+    bias = dict(qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None)
+    return _family(host, attn_cfg, layer_index, num_layers, host.qkv.in_features, **bias)
 
 
 def _qkv_bias(q_bias: Tensor, v_bias: Tensor) -> Tensor:
@@ -128,18 +116,7 @@ def _videomae_to_family(sd: StateDict) -> StateDict:
 
 
 def _build_videomae(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
-    family = _family(
-        attn_cfg,
-        host.embed_dims,
-        host.num_heads,
-        layer_index,
-        num_layers,
-        qkv_bias=hasattr(host, 'q_bias'),
-        attn_drop=host.attn_drop.p,
-        proj_drop=host.proj_drop.p,
-    )
-    family.scale = host.scale
-    return _load_family(family, _videomae_to_family(host.state_dict()))
+    return _family(host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=hasattr(host, 'q_bias'))
 
 
 # -- MMAction2 WindowAttention3D (Video Swin) ------------------------------------------------
@@ -178,17 +155,8 @@ def _swin_to_adapter(sd: StateDict) -> StateDict:
 
 def _build_swin(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
     family = _family(
-        attn_cfg,
-        host.embed_dims,
-        host.num_heads,
-        layer_index,
-        num_layers,
-        qkv_bias=host.qkv.bias is not None,
-        attn_drop=host.attn_drop.p,
-        proj_drop=host.proj_drop.p,
+        host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=host.qkv.bias is not None
     )
-    family.scale = host.scale
-    _load_family(family, {k: v for k, v in host.state_dict().items() if k.startswith(('qkv.', 'proj.'))})
     return WindowAttention3DAdapter(
         family, host.relative_position_bias_table, host.relative_position_index, tuple(host.window_size)
     )
@@ -217,10 +185,6 @@ def _build_mmcv_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int
         dropout_layer=None,
     )
     token.dropout_layer = host.dropout_layer  # the host's module (DropPath, Dropout, Identity)
-    _load_family(
-        token.attn,
-        {k[len('attn.') :]: v for k, v in _mha_to_token(host.state_dict()).items() if k.startswith('attn.')},
-    )
     return token
 
 
@@ -280,21 +244,8 @@ def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> 
     if host.head_dim * host.num_heads != dim:
         _refuse(host, 'attn_head_dim different from the token width / num_heads')
     has_bias = host.q_bias is not None or (host.q_proj is not None and host.q_proj.bias is not None)
-    family = _family(
-        attn_cfg,
-        dim,
-        host.num_heads,
-        layer_index,
-        num_layers,
-        qkv_bias=has_bias,
-        proj_bias=host.proj.bias is not None,
-        attn_drop=host.attn_drop.p,
-        proj_drop=host.proj_drop.p,
-    )
-    family.scale = host.scale
-    mapped = _eva_to_adapter(host.state_dict())
-    _load_family(family, {k[len('attn.') :]: v for k, v in mapped.items()})
-    return EvaAttentionAdapter(family)
+    bias = dict(qkv_bias=has_bias, proj_bias=host.proj.bias is not None)
+    return EvaAttentionAdapter(_family(host, attn_cfg, layer_index, num_layers, dim, **bias))
 
 
 def host_specs() -> dict[type, HostSpec]:

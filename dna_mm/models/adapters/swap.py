@@ -22,11 +22,11 @@ from typing import Union
 
 from mmengine.logging import print_log
 from mmengine.registry import MODELS
-from torch import nn
+from torch import Tensor, nn
 
-from ...converters import adapt_attentions
 from ...errors import UnsupportedModelError
-from .hosts import HostSpec, host_specs
+from ..backbones.pretrained import adapt_attentions
+from .hosts import HostSpec, StateDict, host_specs
 
 AttnCfg = Union[str, dict]
 
@@ -58,30 +58,43 @@ class _LoadReport:
         self.seen, self.converted, self.generated = 0, [], []
 
 
+def _fit_family(
+    replacement: nn.Module,
+    spec: HostSpec,
+    mapped: StateDict,
+    q_neg_scale: float,
+    v_neg_scale: float,
+    source: str,
+) -> tuple[dict[str, Tensor], list[str]]:
+    """Replacement-layout weights (``spec.to_replacement`` of the host's) with the family
+    attention's part fitted to its class (:func:`adapt_attentions`: for DnA, the negative branch
+    generated from softmax weights); returns them and the keys generated."""
+    fp = spec.family_prefix
+    family = replacement.get_submodule(fp[:-1]) if fp else replacement
+    fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
+    fam, generated = adapt_attentions(family, fam, q_neg_scale, v_neg_scale, source=source)
+    out = {k: v for k, v in mapped.items() if not k.startswith(fp)}
+    out.update({fp + k: v for k, v in fam.items()})
+    return out, [fp + k for k in generated]
+
+
 def _install_load_hook(
     module: nn.Module, spec: HostSpec, report: _LoadReport, q_neg_scale: float, v_neg_scale: float
 ) -> None:
-    fp = spec.family_prefix
-    family = module.get_submodule(fp[:-1]) if fp else module
-
     def pre_hook(state_dict, prefix, *args) -> None:
         keys = [k for k in state_dict if k.startswith(prefix)]
         if not keys:
             return
         sub = {k[len(prefix) :]: state_dict[k] for k in keys}
         mapped = spec.to_replacement(sub)
-        fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
-        rest = {k: v for k, v in mapped.items() if not k.startswith(fp)}
-        fam, generated = adapt_attentions(
-            family, fam, q_neg_scale, v_neg_scale, source=f'state dict of {prefix[:-1] or "the model"}'
-        )
+        source = f'state dict of {prefix[:-1] or "the model"}'
+        weights, generated = _fit_family(module, spec, mapped, q_neg_scale, v_neg_scale, source)
         for k in keys:
             del state_dict[k]
-        state_dict.update({prefix + k: v for k, v in rest.items()})
-        state_dict.update({prefix + fp + k: v for k, v in fam.items()})
+        state_dict.update({prefix + k: v for k, v in weights.items()})
         if mapped.keys() != sub.keys():
             report.converted.append(prefix[:-1])
-        report.generated += [prefix + fp + k for k in generated]
+        report.generated += [prefix + k for k in generated]
 
     module._register_load_state_dict_pre_hook(pre_hook)
     module.register_load_state_dict_post_hook(lambda *_: report.done_one())
@@ -168,13 +181,16 @@ def swap_attention(
         )
     report = _LoadReport(len(hosts), attn_cfg)
     built: list[nn.Module] = []  # every replacement first: a host refused leaves the model as it was
-    for i, (_, host) in enumerate(hosts):
+    for i, (name, host) in enumerate(hosts):
         spec = specs[type(host)]
         new = spec.build(host, attn_cfg, i, len(hosts))
         like = next(host.parameters(), None)
         if like is not None:  # the host's device and dtype (a float64 or CUDA model stays so)
             new.to(device=like.device, dtype=like.dtype)
         new.train(host.training)
+        mapped = spec.to_replacement(host.state_dict())  # the host's weights, read as a checkpoint
+        weights, _ = _fit_family(new, spec, mapped, q_neg_scale, v_neg_scale, f'the host {name or "<root>"}')
+        new.load_state_dict({**new.state_dict(), **weights})  # what softmax lacks (Diff's λ) keeps its init
         _install_load_hook(new, spec, report, q_neg_scale, v_neg_scale)
         built.append(new)
     for (name, _), new in zip(hosts, built, strict=True):

@@ -15,8 +15,9 @@ Two additive terms, broadcastable to ``[B, H, M, N]`` (:mod:`.functional` has th
 * ``attn_bias`` — logit bias inside the formula (relative positions), ``s Q K^T + b`` in every
   branch; two-branch DnA also takes a pair ``(b_pos, b_neg)``.
 
-``return_attn=True`` takes the eager path and also returns a dict of the normalised maps
-``[B, H, M, N]`` (keys documented per module).
+``return_attn=True`` (or ``fused_attn=False``) takes the eager route: explicit maps, returned
+with ``return_attn`` as a dict of the normalised maps ``[B, H, M, N]`` (keys documented per
+module).
 
 The forward is ``torch.fx``-traceable: its argument checks and mask handling are FX leaf
 functions (:func:`check_inputs`, :func:`with_causal`), kept as calls that see the real tensors.
@@ -32,10 +33,10 @@ from typing import Optional, Union
 
 import torch
 import torch.fx
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.fx.node import has_side_effect
 
+from . import functional as AF
 from .functional import BiasArg, causal_mask
 
 AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
@@ -44,7 +45,9 @@ AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
 class AttentionBase(nn.Module):
     """Multi-head attention skeleton: ``qkv = Linear(C, 3C)``, ``proj = Linear(C, C)``.
 
-    Subclasses implement :meth:`attend` on head-split tensors.
+    Subclasses state their formula in :meth:`attend` on the head-split tensors of
+    :meth:`project`, each branch through :meth:`softmax_branch`: the fused route
+    (``scaled_dot_product_attention``) or the eager one, which returns the maps.
 
     Args:
         embed_dims: Token width ``C``.
@@ -53,7 +56,8 @@ class AttentionBase(nn.Module):
         attn_drop: Dropout on the normalised attention maps (every branch).
         proj_drop: Dropout after the output projection.
         proj_bias: Bias in the output projection.
-        fused_attn: Use ``scaled_dot_product_attention`` when no maps are requested.
+        fused_attn: Take the fused route (``scaled_dot_product_attention``) when no maps are
+            requested.
         qk_norm, scale_norm, norm_layer: timm keywords; only the defaults are supported.
         batch_first: mmcv keyword; only ``True`` is supported.
         device, dtype: Factory keywords for the parameters (timm passes them).
@@ -113,80 +117,50 @@ class AttentionBase(nn.Module):
         b, _, n, _ = t.shape
         return t.transpose(1, 2).reshape(b, n, -1)
 
-    def project_qkv(
-        self, x: Tensor, context: Optional[Tensor], value: Optional[Tensor] = None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries from ``x``, keys from ``context`` (or ``x``), values from ``value`` (or the
-        keys' input), each ``[B, H, ·, d]``."""
-        c = self.embed_dims
-        if context is None and value is None:
-            q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × [B, N, C]
-            return self.split_heads(q), self.split_heads(k), self.split_heads(v)
-        context = x if context is None else context
-        if value is None and not is_plain_linear(self.qkv):  # a wrapper / hook sees whole inputs
-            q = self.qkv(x)[..., :c]
-            k, v = self.qkv(context)[..., c:].chunk(2, dim=-1)
-        elif value is None:  # only the rows each input needs
-            w, b = self.qkv.weight, self.qkv.bias
-            q = F.linear(x, w[:c], None if b is None else b[:c])  # [B, M, C]
-            k, v = F.linear(context, w[c:], None if b is None else b[c:]).chunk(2, dim=-1)
-        else:
-            q = self.qkv_rows(x, 0)
-            k = self.qkv_rows(context, 1)
-            v = self.qkv_rows(value, 2)
-        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
-
-    def qkv_rows(self, t: Tensor, chunk: int) -> Tensor:
-        """One chunk (0: Q, 1: K, 2: V) of ``qkv`` applied to ``t [B, N, C]`` → ``[B, N, C]``."""
-        c = self.embed_dims
-        if not is_plain_linear(self.qkv):
-            return self.qkv(t)[..., chunk * c : (chunk + 1) * c]
-        w, b = self.qkv.weight, self.qkv.bias
-        rows = slice(chunk * c, (chunk + 1) * c)
-        return F.linear(t, w[rows], None if b is None else b[rows])
-
     @property
     def dropout_p(self) -> float:
         return self.attn_drop_p if self.training else 0.0
+
+    def softmax_branch(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Optional[Tensor],
+        bias: Optional[Tensor],
+        eager: bool,
+        negative: bool = False,
+        scale: Optional[float] = None,
+    ) -> tuple[Tensor, Optional[Tensor]]:
+        """One branch ``softmax(s q k^T + b + m) v`` (``negative``: ``softmin(s q k^T + b)``, the
+        mask added after the sign) → ``([B, H, M, dv], map)``: the fused route (SDPA, no map)
+        or, when ``eager``, the explicit map ``[B, H, M, N]`` (before dropout) it multiplies."""
+        scale = self.scale if scale is None else scale
+        if eager:
+            return AF.eager(q, k, v, attn_mask, scale, self.attn_drop, negative=negative, bias=bias)
+        return AF.sdpa(q, k, v, attn_mask, scale, self.dropout_p, bias=bias, negative=negative), None
 
     # -- interface ---------------------------------------------------------------------------
     def project(
         self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
     ) -> dict[str, Tensor]:
-        """Head-split projections, the keyword arguments of :meth:`core`."""
-        q, k, v = self.project_qkv(x, context, value)
-        return dict(q=q, k=k, v=v)
-
-    def core(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        attn_mask: Optional[Tensor] = None,
-        return_attn: bool = False,
-        attn_bias: BiasArg = None,
-        **heads: Tensor,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """The attention itself on head-split tensors: ``[B, H, M, d]`` out, and the maps."""
-        raise NotImplementedError
+        """The head-split inputs of :meth:`attend`: ``q`` from ``x``, ``k`` from ``context`` (or
+        ``x``), ``v`` from ``value`` (or the keys' input), each ``[B, H, ·, d]``. Each distinct
+        input goes once through ``qkv`` (called, so a wrapper or hook on it sees every input)
+        and keeps its rows of the output."""
+        q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × [B, M, C]
+        if context is not None:
+            _, k, v = self.qkv(context).chunk(3, dim=-1)  # [B, N, C]
+        if value is not None:
+            v = self.qkv(value).chunk(3, dim=-1)[2]
+        return dict(q=self.split_heads(q), k=self.split_heads(k), v=self.split_heads(v))
 
     def attend(
-        self,
-        x: Tensor,
-        context: Optional[Tensor],
-        attn_mask: Optional[Tensor],
-        return_attn: bool,
-        attn_bias: BiasArg = None,
-        value: Optional[Tensor] = None,
+        self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        """Head-merged attention output ``[B, M, C]`` (before ``proj``) and the maps."""
-        out, maps = self.core(
-            **self.project(x, context, value),
-            attn_mask=attn_mask,
-            attn_bias=attn_bias,
-            return_attn=return_attn,
-        )
-        return self.merge_heads(out), maps
+        """The member's formula on the heads of :meth:`project` → ``[B, H, M, d]`` and the maps
+        (``{}`` on the fused route, the explicit maps when ``eager``)."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -204,15 +178,16 @@ class AttentionBase(nn.Module):
             x: Query tokens (and keys / values when ``context`` is None).
             attn_mask: Exclusion mask (see the module docstring).
             context: Key tokens (and values when ``value`` is None).
-            return_attn: Eager path; also return the maps.
+            return_attn: Eager route; also return the maps.
             is_causal: AND a causal mask into ``attn_mask``.
             attn_bias: Logit bias inside the formula, or ``(b_pos, b_neg)`` for DnA.
             value: Value tokens, when they differ from the keys' input.
         """
         check_inputs(type(self).__name__, self.embed_dims, x, context, value)
         attn_mask = with_causal(attn_mask, is_causal, x, context)
-        out, maps = self.attend(x, context, attn_mask, return_attn, attn_bias, value)  # [B, M, C]
-        out = self.proj_drop(self.proj(out))
+        heads = self.project(x, context, value)
+        out, maps = self.attend(heads, attn_mask, attn_bias, return_attn or not self.fused_attn)
+        out = self.proj_drop(self.proj(self.merge_heads(out)))  # [B, M, C]
         return (out, maps) if return_attn else out
 
     def extra_repr(self) -> str:
@@ -267,13 +242,6 @@ def check_inputs(
     keys = x if context is None else context
     if value is not None and value.shape[1] != keys.shape[1]:
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {keys.shape[1]}')
-
-
-def is_plain_linear(layer: Optional[nn.Module]) -> bool:
-    """Whether code may use ``layer.weight`` / ``layer.bias`` in place of calling ``layer``:
-    only for a plain ``nn.Linear`` without forward hooks (a LoRA wrapper, a subclass or an
-    analysis hook would otherwise be bypassed)."""
-    return type(layer) is nn.Linear and not (layer._forward_hooks or layer._forward_pre_hooks)  # type: ignore[union-attr]
 
 
 @torch.fx.wrap

@@ -6,12 +6,15 @@ names ``'softmax' | 'dna' | 'diff' | 'cog'``. Layer-dependent defaults:
 * ``DiffAttention``: ``layer_index`` (sets ``λ_init``) is filled in from the layer's depth;
 * ``CogAttention``: the first and last layer use ``SoftmaxAttention`` (the authors' setting)
   unless the config says ``softmax_first_last=False``.
+
+Every model builds its attentions here: MMAction2's wrappers, ``with_attention``'s hosts and
+ViTDet (its grid forms through ``classes``).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Union
+from typing import Mapping, Optional, Union
 
 from mmengine.registry import MODELS
 from torch import nn
@@ -50,21 +53,38 @@ def attention_cfg(cfg: AttnCfg) -> dict:
 
 
 def build_attention(
-    cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int = 0, num_layers: int = 1, **default_args
+    cfg: AttnCfg,
+    embed_dims: int,
+    num_heads: int,
+    layer_index: int = 0,
+    num_layers: int = 1,
+    classes: Optional[Mapping[str, type]] = None,
+    **default_args,
 ) -> nn.Module:
-    """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model."""
+    """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model.
+
+    ``classes``: self-attention type name → the class to build instead of the registered one
+    (ViTDet's grid forms, :data:`~dna_mm.models.layers.vitdet_attention.VITDET_ATTENTIONS`); a
+    type it lacks is refused. ``default_args`` fill what ``cfg`` leaves out (a Cog layer turned
+    softmax keeps them too).
+    """
     cfg = attention_cfg(cfg)
     kind = cfg['type'] if isinstance(cfg['type'], str) else cfg['type'].__name__
     if kind.startswith('Cog') and cfg.pop('softmax_first_last', True) and layer_index in (0, num_layers - 1):
-        cfg = {k: v for k, v in cfg.items() if k in _COMMON_KEYS}
-        cfg['type'] = kind.replace('Cog', 'Softmax')
+        kind = kind.replace('Cog', 'Softmax')
+        cfg = {k: v for k, v in cfg.items() if k in _COMMON_KEYS} | dict(type=kind)
     if kind.startswith('Diff'):
         cfg.setdefault('layer_index', layer_index)
-    cfg.setdefault('embed_dims', embed_dims)
-    cfg.setdefault('num_heads', num_heads)
-    for key, value in default_args.items():
-        cfg.setdefault(key, value)
-    return MODELS.build(cfg)
+    cfg = dict(embed_dims=embed_dims, num_heads=num_heads, **default_args) | cfg
+    if classes is None:
+        return MODELS.build(cfg)
+    if kind not in classes:
+        raise ValueError(
+            f'attention type {kind!r} is not a self-attention of the family; expected one of '
+            f'{sorted(classes)}'
+        )
+    return classes[kind](**{k: v for k, v in cfg.items() if k != 'type'})
 
 
+#: arguments every member takes (what a Cog layer keeps when it falls back to softmax)
 _COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn', 'embed_dims', 'num_heads')

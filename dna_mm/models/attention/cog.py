@@ -34,21 +34,15 @@ def cog_weights(s: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
 class CogAttention(AttentionBase):
     """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored)."""
 
-    def core(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        attn_mask: Optional[Tensor] = None,
-        return_attn: bool = False,
-        attn_bias: AF.BiasArg = None,
+    def attend(
+        self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        s = (q * self.scale) @ k.transpose(-2, -1)  # [B, H, M, N]
+        s = (heads['q'] * self.scale) @ heads['k'].transpose(-2, -1)  # [B, H, M, N]
         bias = AF.single_bias(attn_bias, type(self).__name__)
         if bias is not None:
             s = s + bias.to(s.dtype)
         w = cog_weights(s, attn_mask)
-        return self.attn_drop(w) @ v, ({'attn': w} if return_attn else {})
+        return self.attn_drop(w) @ heads['v'], ({'attn': w} if eager else {})
 
 
 @MODELS.register_module()

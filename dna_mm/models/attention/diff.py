@@ -85,30 +85,17 @@ class DiffAttention(AttentionBase):
             + self.lambda_init
         )
 
-    def core(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        attn_mask: Optional[Tensor] = None,
-        return_attn: bool = False,
-        attn_bias: AF.BiasArg = None,
+    def attend(
+        self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
         bias = AF.single_bias(attn_bias, type(self).__name__)
-        q1, q2 = q.chunk(2, dim=-1)  # [B, H, M, d/2] × 2
-        k1, k2 = k.chunk(2, dim=-1)
+        q1, q2 = heads['q'].chunk(2, dim=-1)  # [B, H, M, d/2] × 2
+        k1, k2 = heads['k'].chunk(2, dim=-1)
         scale = (self.head_dim // 2) ** -0.5
-        lam = self.lambda_full().to(q.dtype)
-        if self.fused_attn and not return_attn:
-            out = AF.sdpa(q1, k1, v, attn_mask, scale, self.dropout_p, bias=bias) - lam * AF.sdpa(
-                q2, k2, v, attn_mask, scale, self.dropout_p, bias=bias
-            )
-            maps: dict[str, Tensor] = {}
-        else:
-            o1, a1 = AF.eager(q1, k1, v, attn_mask, scale, self.attn_drop, bias=bias)
-            o2, a2 = AF.eager(q2, k2, v, attn_mask, scale, self.attn_drop, bias=bias)
-            out, maps = o1 - lam * o2, {'pos': a1, 'neg': a2}
-        return self.sub_norm(out) * (1 - self.lambda_init), maps  # [B, H, M, d]
+        o1, a1 = self.softmax_branch(q1, k1, heads['v'], attn_mask, bias, eager, scale=scale)
+        o2, a2 = self.softmax_branch(q2, k2, heads['v'], attn_mask, bias, eager, scale=scale)
+        out = self.sub_norm(o1 - self.lambda_full().to(q1.dtype) * o2) * (1 - self.lambda_init)
+        return out, ({'pos': a1, 'neg': a2} if eager else {})  # [B, H, M, d]
 
     def extra_repr(self) -> str:
         return f'{super().extra_repr()}, layer_index={self.layer_index}, diff_heads={self.diff_heads!r}'

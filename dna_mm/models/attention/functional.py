@@ -128,38 +128,14 @@ def sdpa(
     bias: Optional[Tensor] = None,
     negative: bool = False,
 ) -> Tensor:
-    """Fused ``softmax(s q k^T + b + m) v`` → ``[B, H, M, dv]``.
-
-    ``negative=True`` means ``q`` is already the negated ``-Q-`` of a softmin branch: the bias
-    is negated, the exclusion mask is not (:func:`branch_mask`). Goes through
-    :func:`torch.nn.functional.scaled_dot_product_attention`, so no ``M×N`` map is
-    materialised beyond the mask / bias itself when a fused kernel applies.
+    """Fused ``softmax(s q k^T + b + m) v`` → ``[B, H, M, dv]``; ``negative=True``: the softmin
+    branch ``softmax(-(s q k^T + b) + m) v``, run as ``SDPA(-q, k, v, m - b)`` (:func:`branch_mask`).
+    Goes through :func:`torch.nn.functional.scaled_dot_product_attention`, so no ``M×N`` map
+    is materialised beyond the mask / bias itself when a fused kernel applies.
     """
     mask = branch_mask(attn_mask, bias, negative, q.dtype)
+    q = -q if negative else q
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
-
-
-def two_branch_sdpa(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_min: Tensor,
-    v_min: Tensor,
-    attn_mask: Optional[Tensor],
-    scale: float,
-    dropout_p: float = 0.0,
-    attn_bias: BiasArg = None,
-) -> Tensor:
-    """DnA's fused core on SDPA-ready heads (the softmin sign and α already applied):
-
-        SDPA(q, k, v, m + b+) + SDPA(q_min, k, v_min, m - b-)
-          = softmax(s Q+ K^T + b+ + m) V+ + α softmin(s Q- K^T + b-) V-   (m added after the sign)
-
-    with ``q_min = -Q-``, ``v_min = α V-`` → ``[B, H, M, dv]``.
-    """
-    b_pos, b_neg = split_bias(attn_bias, 'two_branch_sdpa')
-    pos = sdpa(q, k, v, attn_mask, scale, dropout_p, bias=b_pos)
-    return pos + sdpa(q_min, k, v_min, attn_mask, scale, dropout_p, bias=b_neg, negative=True)
 
 
 def eager(

@@ -19,20 +19,12 @@ from .base import AttentionBase, CrossAttentionMixin
 class SoftmaxAttention(AttentionBase):
     """Standard multi-head self-attention. Arguments: see :class:`.base.AttentionBase`."""
 
-    def core(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        attn_mask: Optional[Tensor] = None,
-        return_attn: bool = False,
-        attn_bias: AF.BiasArg = None,
+    def attend(
+        self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
         bias = AF.single_bias(attn_bias, type(self).__name__)
-        if self.fused_attn and not return_attn:
-            return AF.sdpa(q, k, v, attn_mask, self.scale, self.dropout_p, bias=bias), {}
-        out, attn = AF.eager(q, k, v, attn_mask, self.scale, self.attn_drop, bias=bias)
-        return out, {'attn': attn}
+        out, attn = self.softmax_branch(heads['q'], heads['k'], heads['v'], attn_mask, bias, eager)
+        return out, ({'attn': attn} if eager else {})
 
 
 @MODELS.register_module()

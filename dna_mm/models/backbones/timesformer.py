@@ -8,8 +8,7 @@ dict converts with :func:`dna_mm.converters.softmax_to_dna` (after
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Optional, Union
+from typing import Mapping, Optional, Union
 
 import numpy as np
 import torch.nn.functional as F
@@ -17,13 +16,11 @@ from mmaction.models.backbones import TimeSformer
 from mmaction.registry import MODELS
 from mmengine import ConfigDict
 from mmengine.model.weight_init import trunc_normal_
-from mmengine.runner.checkpoint import _load_checkpoint
 from timm.layers import resample_abs_pos_embed
-from torch import Tensor
 
-from ...converters import adapt_attentions, to_timesformer
-from ...converters.report import check_shapes, log_load_report
+from ...converters import to_timesformer
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
+from .pretrained import ModelKeys, load_pretrained
 
 AttnCfg = Union[str, dict]
 
@@ -41,10 +38,11 @@ def _layer_cfgs(
 ) -> ConfigDict:
     """MMAction2's default layer configs with the attention wrappers swapped in."""
     dpr = np.linspace(0, drop_path_rate, num_layers)
+    ln = dict(type='LN', eps=1e-6)
     layers = []
     for i in range(num_layers):
         drop = dict(type='DropPath', drop_prob=float(dpr[i]))
-        common = dict(
+        attn = dict(
             embed_dims=embed_dims,
             num_heads=num_heads,
             attn_drop=attn_drop,
@@ -53,58 +51,31 @@ def _layer_cfgs(
             dropout_layer=drop,
             _scope_='mmaction',
         )
-        if attention_type == 'divided_space_time':
-            ln = dict(type='LN', eps=1e-6)
-            layers.append(
-                dict(
-                    type='BaseTransformerLayer',
-                    attn_cfgs=[
-                        dict(
-                            type='DividedTemporalAttention',
-                            attn_cfg=temporal_attn,
-                            num_frames=num_frames,
-                            norm_cfg=ln,
-                            **common,
-                        ),
-                        dict(
-                            type='DividedSpatialAttention',
-                            attn_cfg=spatial_attn,
-                            num_frames=num_frames,
-                            norm_cfg=ln,
-                            **common,
-                        ),
-                    ],
-                    ffn_cfgs=dict(
-                        type='FFNWithNorm',
-                        embed_dims=embed_dims,
-                        feedforward_channels=embed_dims * 4,
-                        num_fcs=2,
-                        act_cfg=dict(type='GELU'),
-                        dropout_layer=drop,
-                        norm_cfg=ln,
-                        _scope_='mmaction',
-                    ),
-                    operation_order=('self_attn', 'self_attn', 'ffn'),
-                )
+        ffn = dict(
+            type='FFN',
+            embed_dims=embed_dims,
+            feedforward_channels=embed_dims * 4,
+            num_fcs=2,
+            act_cfg=dict(type='GELU'),
+            dropout_layer=drop,
+        )
+        if attention_type == 'divided_space_time':  # each step brings its own pre-norm
+            steps = (('DividedTemporalAttention', temporal_attn), ('DividedSpatialAttention', spatial_attn))
+            attn.update(num_frames=num_frames, norm_cfg=ln)
+            layer = dict(
+                attn_cfgs=[dict(attn, type=t, attn_cfg=a) for t, a in steps],
+                ffn_cfgs=dict(ffn, type='FFNWithNorm', norm_cfg=ln, _scope_='mmaction'),
+                operation_order=('self_attn', 'self_attn', 'ffn'),
             )
         else:
-            layers.append(
-                dict(
-                    type='BaseTransformerLayer',
-                    attn_cfgs=[dict(type='TokenAttention', attn_cfg=spatial_attn, **common)],
-                    ffn_cfgs=dict(
-                        type='FFN',
-                        embed_dims=embed_dims,
-                        feedforward_channels=embed_dims * 4,
-                        num_fcs=2,
-                        act_cfg=dict(type='GELU'),
-                        dropout_layer=drop,
-                    ),
-                    operation_order=('norm', 'self_attn', 'norm', 'ffn'),
-                    norm_cfg=dict(type='LN', eps=1e-6),
-                    batch_first=True,
-                )
+            layer = dict(
+                attn_cfgs=[dict(attn, type='TokenAttention', attn_cfg=spatial_attn)],
+                ffn_cfgs=ffn,
+                operation_order=('norm', 'self_attn', 'norm', 'ffn'),
+                norm_cfg=ln,
+                batch_first=True,
             )
+        layers.append(dict(type='BaseTransformerLayer', **layer))
     return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers, num_layers=num_layers)
 
 
@@ -206,77 +177,27 @@ class DnATimeSformer(TimeSformer):
                 self, self.pretrained, self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
             )
 
-
-def _resize_embeddings(model: TimeSformer, sd: 'OrderedDict[str, Tensor]') -> list[str]:
-    """Resample ``pos_embed`` (spatial grid) and ``time_embed`` (frames) to the model's size."""
-    resized = []
-    pos = sd.get('pos_embed')
-    if pos is not None and pos.shape != model.pos_embed.shape:
-        grid = [s // p for s, p in zip(model.patch_embed.img_size, model.patch_embed.patch_size, strict=True)]
-        sd['pos_embed'] = resample_abs_pos_embed(pos, grid, num_prefix_tokens=1)
-        resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
-    time = sd.get('time_embed')
-    if time is not None and hasattr(model, 'time_embed') and time.shape != model.time_embed.shape:
-        sd['time_embed'] = F.interpolate(
-            time.transpose(1, 2), size=model.num_frames, mode='linear', align_corners=False
-        ).transpose(1, 2)
-        resized.append(f'time_embed {list(time.shape)} -> {list(sd["time_embed"].shape)}')
-    return resized
-
-
-IMAGE_LAYOUTS = ('timm_vit', 'mmaction_vit')
-
-
-def _is_temporal_only(key: str) -> bool:
-    """Keys of a TimeSformer that an image ViT has no counterpart for."""
-    return key == 'time_embed' or '.temporal_fc.' in key
-
-
-def load_pretrained(
-    model: TimeSformer,
-    filename: str,
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
-    combine: str = 'add',
-) -> dict[str, list[str]]:
-    """Load any supported checkpoint into ``model`` (non-strict) and log a report: tensors
-    ``generated`` (negative branches), ``resized`` (position / time embeddings), ``missing``,
-    ``unexpected``, and ``video_init`` (``time_embed`` / ``temporal_fc`` when the file is an
-    image ViT: they keep their initialisation, as in MMAction2).
-
-    Raises:
-        ValueError: a key present in both has a different shape (after resampling the
-            position / time embeddings), or an attention of the model has some but not all
-            of its tensors in the file; the message names the file and the keys.
-    """
-    checkpoint = _load_checkpoint(filename, map_location='cpu')
-    sd, layout = to_timesformer(checkpoint, model.attention_type, combine)
-    sd, generated = adapt_attentions(model, sd, q_neg_scale, v_neg_scale, source=filename)
-    resized = _resize_embeddings(model, sd)
-    own = model.state_dict()
-    check_shapes(own, sd, filename)
-    result = model.load_state_dict(sd, strict=False)
-    image_only = layout in IMAGE_LAYOUTS  # an image model never had the temporal parts
-    video_keys = [k for k in result.missing_keys if image_only and _is_temporal_only(k)]
-    report = dict(
-        generated=sorted(generated),
-        resized=resized,
-        missing=sorted(set(result.missing_keys) - set(video_keys)),
-        unexpected=sorted(result.unexpected_keys),
-        video_init=sorted(video_keys),
-    )
-    header = (
-        f'loaded {filename} (layout: {layout}, combine: {combine}): '
-        f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
-        f'negative-branch tensors; '
-        f'missing {len(report["missing"])}; unexpected {len(report["unexpected"])}'
-    )
-    titles = dict(
-        resized='resized',
-        missing='missing',
-        unexpected='unexpected',
-        generated='generated',
-        video_init='not in an image model, kept at init',
-    )
-    log_load_report(header, report, titles)
-    return report
+    def pretrained_state_dict(self, checkpoint: Mapping, combine: str) -> ModelKeys:
+        """``checkpoint`` (any layout :func:`~dna_mm.converters.to_timesformer` reads) in this
+        model's keys, ``pos_embed`` resampled to its grid and ``time_embed`` to its frames. An
+        image ViT has no ``time_embed`` / ``temporal_fc``: they keep their initialisation, as in
+        MMAction2 (noted ``video_init``)."""
+        sd, layout = to_timesformer(checkpoint, self.attention_type, combine)
+        resized = []
+        pos = sd.get('pos_embed')
+        if pos is not None and pos.shape != self.pos_embed.shape:
+            pe = self.patch_embed
+            grid = [s // p for s, p in zip(pe.img_size, pe.patch_size, strict=True)]
+            sd['pos_embed'] = resample_abs_pos_embed(pos, grid, num_prefix_tokens=1)
+            resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
+        time = sd.get('time_embed')
+        if time is not None and hasattr(self, 'time_embed') and time.shape != self.time_embed.shape:
+            sd['time_embed'] = F.interpolate(
+                time.transpose(1, 2), size=self.num_frames, mode='linear', align_corners=False
+            ).transpose(1, 2)
+            resized.append(f'time_embed {list(time.shape)} -> {list(sd["time_embed"].shape)}')
+        image = layout in ('timm_vit', 'mmaction_vit')  # an image model never had the temporal parts
+        temporal = [k for k in self.state_dict() if k == 'time_embed' or '.temporal_fc.' in k]
+        video_init = sorted(k for k in temporal if image and k not in sd)
+        video = ('not in an image model, kept at init', video_init)
+        return ModelKeys(sd, layout, dict(resized=('resized', resized), video_init=video))

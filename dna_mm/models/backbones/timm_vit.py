@@ -34,8 +34,9 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
-from ...converters import adapt_attentions, official_to_dna_mm
+from ...converters import official_to_dna_mm
 from ..attention.dna import DnAAttention, canonical_variant
+from .pretrained import adapt_attentions
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,7 +90,7 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
     """The authors' layouts mapped (:func:`~dna_mm.converters.official_to_dna_mm`, with the
     model's ``pretrained_combine``), timm's ViT filter (prefixes, position-embedding resize,
     ...), then every attention fitted to the model's variant
-    (:func:`~dna_mm.converters.adapt_attentions`)."""
+    (:func:`~dna_mm.models.backbones.adapt_attentions`)."""
     state_dict = state_dict.get('model', state_dict.get('state_dict', state_dict))
     state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine, strict=False)
     state_dict = vit_filter_fn(state_dict, model)

@@ -22,8 +22,7 @@ MMDetection ViTDet detectors, generates missing DnA branches (``Q- = 1e-4 Q``,
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import torch
 import torch.utils.checkpoint as cp
@@ -31,15 +30,13 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
 from mmdet.registry import MODELS
 from mmengine.model import BaseModule
-from mmengine.runner.checkpoint import _load_checkpoint
 from torch import Tensor, nn
 
-from ...converters import adapt_attentions
-from ...converters.report import check_shapes, log_load_report
 from ...converters.vitdet import to_vitdet
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
 from ..layers.vitdet_attention import AttnCfg, build_vitdet_attention
 from ..layers.window import window_partition, window_unpartition
+from .pretrained import ModelKeys, load_pretrained
 
 
 class PatchEmbed(nn.Module):
@@ -238,6 +235,27 @@ class ViTDet(BaseModule):
         )
         self._is_init = True
 
+    def pretrained_state_dict(self, checkpoint: Mapping, combine: str) -> ModelKeys:
+        """``checkpoint`` (any layout :func:`~dna_mm.converters.vitdet.to_vitdet` reads) in this
+        backbone's keys: ``pos_embed`` resized to the pre-training grid (CLS row kept, dropped or
+        added as zeros), every rel-pos table to the model's length. The rel-pos tables may be
+        absent (an ImageNet ViT / MAE file has none): they keep their init (reported missing)."""
+        sd, layout, unused = to_vitdet(checkpoint, combine)
+        own = self.state_dict()
+        resized = []
+        pos, mine = sd.get('pos_embed'), own.get('pos_embed')
+        if pos is not None and mine is not None and pos.dim() == 3 and pos.shape[-1] == mine.shape[-1]:
+            if pos.shape != mine.shape:
+                sd['pos_embed'] = resize_pos_embed(pos, self.pretrain_grid, self.pretrain_use_cls_token)
+                resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
+        rel_pos = {k for k in own if k.endswith(('.rel_pos_h', '.rel_pos_w'))}
+        for key, table in list(sd.items()):
+            if key in rel_pos and table.shape != own[key].shape and table.shape[1:] == own[key].shape[1:]:
+                sd[key] = resize_rel_pos(table, own[key].shape[0])
+                resized.append(f'{key} {list(table.shape)} -> {list(sd[key].shape)}')
+        notes = dict(resized=('resized', resized), unused=('not used by a detection backbone', unused))
+        return ModelKeys(sd, layout, notes, self_init=rel_pos)
+
     def forward(self, x: Tensor) -> tuple[Tensor]:
         """``[B, 3, H, W]`` → ``([B, C, H/p, W/p],)``."""
         x = self.patch_embed(x)  # [B, h, w, C]
@@ -249,95 +267,6 @@ class ViTDet(BaseModule):
             else:
                 x = block(x)
         return (x.permute(0, 3, 1, 2).contiguous(),)
-
-
-def _fit_positions(model: ViTDet, sd: 'OrderedDict[str, Tensor]') -> list[str]:
-    """Resize ``pos_embed`` to the model's pre-training grid (CLS row kept, dropped or added as
-    zeros) and every rel-pos table to the model's length; returns what was resized."""
-    own = model.state_dict()
-    resized = []
-    pos = sd.get('pos_embed')
-    if (
-        pos is not None
-        and 'pos_embed' in own
-        and pos.shape != own['pos_embed'].shape
-        and pos.dim() == 3
-        and pos.shape[-1] == own['pos_embed'].shape[-1]
-    ):
-        sd['pos_embed'] = resize_pos_embed(pos, model.pretrain_grid, model.pretrain_use_cls_token)
-        resized.append(f'pos_embed {list(pos.shape)} -> {list(sd["pos_embed"].shape)}')
-    for key, table in list(sd.items()):
-        if (
-            key.endswith(('.rel_pos_h', '.rel_pos_w'))
-            and key in own
-            and table.shape != own[key].shape
-            and table.shape[1:] == own[key].shape[1:]
-        ):
-            sd[key] = resize_rel_pos(table, own[key].shape[0])
-            resized.append(f'{key} {list(table.shape)} -> {list(sd[key].shape)}')
-    return resized
-
-
-def _optional_absent(model: ViTDet, sd: 'OrderedDict[str, Tensor]') -> list[str]:
-    """Keys of attentions present in ``sd`` that a softmax source legitimately lacks: the
-    rel-pos tables (MAE / timm files have none). They keep their initialisation (reported as
-    missing); stand-ins keep :func:`adapt_attentions` from calling those attentions incomplete
-    (it exempts Differential attention's ``λ`` and RMSNorm itself)."""
-    own, absent = set(model.state_dict()), []
-    for i in range(len(model.blocks)):
-        p = f'blocks.{i}.attn.'
-        if p + 'qkv.weight' in sd:
-            absent += [p + k for k in ('rel_pos_h', 'rel_pos_w') if p + k not in sd and p + k in own]
-    return absent
-
-
-def load_pretrained(
-    model: ViTDet, filename: str, q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4, combine: str = 'add'
-) -> dict[str, list[str]]:
-    """Load a checkpoint into a :class:`ViTDet` (non-strict) and log a report: tensors
-    ``generated`` (DnA negative branches), ``resized`` (``pos_embed``, rel-pos tables),
-    ``missing`` (keep their init: e.g. the rel-pos tables of an MAE file), ``unexpected``, and
-    ``unused`` (classification parts: ``cls_token``, final ``norm``, ``head``).
-
-    Raises:
-        ValueError: a key present in both has another shape (after the resizing), or one of the
-            model's attentions has some but not all of its tensors in the file; the message
-            names the file and the key(s).
-    """
-    checkpoint = _load_checkpoint(filename, map_location='cpu')
-    sd, layout, unused = to_vitdet(checkpoint, combine)
-    own = model.state_dict()
-    stand_ins = _optional_absent(model, sd)
-    for key in stand_ins:
-        sd[key] = own[key]
-    sd, generated = adapt_attentions(model, sd, q_neg_scale, v_neg_scale, source=filename)
-    for key in stand_ins:
-        del sd[key]
-    resized = _fit_positions(model, sd)
-    check_shapes(own, sd, filename)
-    result = model.load_state_dict(sd, strict=False)
-    report = dict(
-        generated=sorted(generated),
-        resized=resized,
-        missing=sorted(result.missing_keys),
-        unexpected=sorted(result.unexpected_keys),
-        unused=unused,
-    )
-    header = (
-        f'loaded {filename} into ViTDet (layout: {layout}, combine: {combine}): '
-        f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} '
-        f'negative-branch tensors; missing {len(report["missing"])}; unexpected '
-        f'{len(report["unexpected"])}'
-    )
-    titles = dict(
-        resized='resized',
-        missing='missing (kept at init)',
-        unexpected='unexpected',
-        generated='generated',
-        unused='not used by a detection backbone',
-    )
-    log_load_report(header, report, titles)
-    return report
 
 
 __all__ = ['ViTDet', 'Block', 'PatchEmbed', 'Mlp', 'load_pretrained']

@@ -19,7 +19,7 @@ They keep MMAction2's parameter names outside the attention (``norm``, ``tempora
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from einops import rearrange
@@ -34,14 +34,6 @@ from torch import Tensor
 
 from ..attention import build_attention
 from ..attention.functional import additive_mask
-
-
-def _attention(
-    attn_cfg, embed_dims: int, num_heads: int, attn_drop: float, layer_index: int, num_layers: int
-) -> torch.nn.Module:
-    return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index=layer_index, num_layers=num_layers, attn_drop=attn_drop
-    )
 
 
 class _DividedAttention:
@@ -69,21 +61,18 @@ class _DividedAttention:
     ) -> None:
         kwargs.pop('batch_first', None)
         super().__init__(embed_dims, num_heads, num_frames, attn_drop=attn_drop, **kwargs)
-        self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
+        self.attn = build_attention(
+            attn_cfg, embed_dims, num_heads, layer_index, num_layers, attn_drop=attn_drop
+        )
 
 
 @MODELS.register_module()
 class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNorm):
     """Temporal attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Optional[Tensor] = None,
-        value: Optional[Tensor] = None,
-        residual: Optional[Tensor] = None,
-        **kwargs,
-    ) -> Tensor:
+    def forward(self, query: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """``query [B, 1 + P·T, C]`` → same shape (the ``key`` / ``value`` / ``residual`` of
+        MMAction2's signature are not used)."""
         cls_token = query[:, :1]  # [B, 1, C]
         identity = query_t = query[:, 1:]  # [B, P·T, C]
         b, pt, c = query_t.shape
@@ -98,14 +87,9 @@ class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNo
 class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm):
     """Spatial attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Optional[Tensor] = None,
-        value: Optional[Tensor] = None,
-        residual: Optional[Tensor] = None,
-        **kwargs,
-    ) -> Tensor:
+    def forward(self, query: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """``query [B, 1 + P·T, C]`` → same shape (the ``key`` / ``value`` / ``residual`` of
+        MMAction2's signature are not used)."""
         identity = query
         cls_token = query[:, :1]  # [B, 1, C]
         query_s = query[:, 1:]  # [B, P·T, C]
@@ -159,7 +143,9 @@ class TokenAttention(MultiheadAttention):
         **kwargs,
     ) -> None:
         super().__init__(embed_dims, num_heads, attn_drop=attn_drop, **kwargs)
-        self.attn = _attention(attn_cfg, embed_dims, num_heads, attn_drop, layer_index, num_layers)
+        self.attn = build_attention(
+            attn_cfg, embed_dims, num_heads, layer_index, num_layers, attn_drop=attn_drop
+        )
 
     def forward(
         self,

@@ -14,9 +14,9 @@ softmax    ``softmax(s Q Kᵀ + R(Q)) V`` (detectron2 / MMDetection ViTDet's ``A
 DnA        ``softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-``
 =========  ==============================================================================
 
-passed to the family's ``core`` as ``attn_bias`` (``(R(Q+), R(Q-))`` for DnA), so the fast path
-is the family's SDPA path with the bias as SDPA's ``attn_mask`` (no map beyond the bias) and
-``return_attn=True`` the eager one. Differential and Cog attention with relative positions are
+passed to the family's ``attend`` as ``attn_bias`` (``(R(Q+), R(Q-))`` for DnA), so the fused
+route is the family's SDPA route with the bias as SDPA's ``attn_mask`` (no map beyond the bias)
+and ``return_attn=True`` the eager one. Differential and Cog attention with relative positions are
 not defined by the DnA paper: :func:`build_vitdet_attention` refuses them.
 """
 
@@ -33,7 +33,7 @@ from ..attention import (
     DiffAttention,
     DnAAttention,
     SoftmaxAttention,
-    attention_cfg,
+    build_attention,
 )
 from ..attention.functional import BiasArg
 from .positions import decomposed_rel_pos
@@ -68,8 +68,8 @@ class ViTDetAttentionMixin(AttentionBase):
             return
         if not self.supports_rel_pos:
             raise ValueError(
-                f'{name}: relative positions (use_rel_pos=True) are not defined for '
-                f'this attention; use attn_cfg softmax or dna, or use_rel_pos=False'
+                f'{name}: use_rel_pos=True is not defined by the DnA paper for this attention (no '
+                f'shipped config uses it); use attn_cfg softmax or dna, or use_rel_pos=False'
             )
         if input_size is None or len(input_size) != 2 or min(input_size) <= 0:
             raise ValueError(f'{name}: use_rel_pos=True needs input_size=(h, w), got {input_size}')
@@ -97,17 +97,10 @@ class ViTDetAttentionMixin(AttentionBase):
         """``x [B, H, W, C]`` → ``[B, H, W, C]`` (and the maps ``[B, heads, HW, HW]`` with
         ``return_attn``)."""
         b, h, w, c = x.shape
-        tokens = x.reshape(b, h * w, c)
-        if not self.use_rel_pos:
-            result = super().forward(tokens, return_attn=return_attn)
-            out, maps = result if return_attn else (result, {})
-        else:
-            heads = self.project(tokens)  # each [B, heads, HW, d]
-            out, maps = self.core(
-                **heads, attn_bias=self.rel_pos_bias(heads, (h, w)), return_attn=return_attn
-            )
-            out = self.proj_drop(self.proj(self.merge_heads(out)))
-        out = out.reshape(b, h, w, c)
+        heads = self.project(x.reshape(b, h * w, c))  # each [B, heads, HW, d]
+        bias = self.rel_pos_bias(heads, (h, w)) if self.use_rel_pos else None
+        out, maps = self.attend(heads, None, bias, return_attn or not self.fused_attn)
+        out = self.proj_drop(self.proj(self.merge_heads(out))).reshape(b, h, w, c)
         return (out, maps) if return_attn else out
 
     def extra_repr(self) -> str:
@@ -142,56 +135,19 @@ VITDET_ATTENTIONS: dict[str, type] = {
     'DiffAttention': ViTDetDiffAttention,
     'CogAttention': ViTDetCogAttention,
 }
-#: arguments every family member takes (what a Cog layer keeps when it falls back to softmax)
-_COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn')
 
 
 def build_vitdet_attention(
-    attn_cfg: AttnCfg,
-    embed_dims: int,
-    num_heads: int,
-    layer_index: int,
-    num_layers: int,
-    use_rel_pos: bool = False,
-    rel_pos_zero_init: bool = True,
-    input_size: Optional[tuple[int, int]] = None,
-    **default_args,
+    attn_cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
 ) -> nn.Module:
-    """The ViTDet attention of block ``layer_index`` of ``num_layers``.
-
-    ``attn_cfg`` as for :func:`~dna_mm.models.attention.build_attention`, with its per-layer
-    rules: Cog attention is softmax in the first and last block (unless
-    ``softmax_first_last=False``), Differential attention's ``λ_init`` follows the depth.
+    """The ViTDet attention of block ``layer_index`` of ``num_layers``:
+    :func:`~dna_mm.models.attention.build_attention` (its per-layer rules included) with the
+    grid forms; ``kwargs``: ``use_rel_pos``, ``rel_pos_zero_init``, ``input_size`` and any
+    family argument.
 
     Raises:
         ValueError: a cross-attention or unknown type, or ``use_rel_pos`` with Diff / Cog.
     """
-    cfg = attention_cfg(attn_cfg)
-    kind = cfg.pop('type')
-    kind = kind if isinstance(kind, str) else kind.__name__
-    if kind not in VITDET_ATTENTIONS:
-        raise ValueError(
-            f'ViTDet attention: {kind!r} is not a self-attention of the family; '
-            f'expected one of {sorted(VITDET_ATTENTIONS)}'
-        )
-    if use_rel_pos and not VITDET_ATTENTIONS[kind].supports_rel_pos:
-        raise ValueError(
-            f'ViTDet: {kind} with use_rel_pos=True is not defined by the DnA paper '
-            f'(no shipped config uses it); use attn_cfg softmax or dna, or '
-            f'use_rel_pos=False'
-        )
-    if kind == 'CogAttention' and cfg.pop('softmax_first_last', True) and layer_index in (0, num_layers - 1):
-        kind, cfg = 'SoftmaxAttention', {k: v for k, v in cfg.items() if k in _COMMON_KEYS}
-    if kind == 'DiffAttention':
-        cfg.setdefault('layer_index', layer_index)
-    for key, value in default_args.items():
-        cfg.setdefault(key, value)
-    embed_dims, num_heads = cfg.pop('embed_dims', embed_dims), cfg.pop('num_heads', num_heads)
-    return VITDET_ATTENTIONS[kind](
-        embed_dims,
-        num_heads,
-        use_rel_pos=use_rel_pos,
-        rel_pos_zero_init=rel_pos_zero_init,
-        input_size=input_size,
-        **cfg,
+    return build_attention(
+        attn_cfg, embed_dims, num_heads, layer_index, num_layers, classes=VITDET_ATTENTIONS, **kwargs
     )

@@ -1,0 +1,152 @@
+"""The whole-model load behind ``load_from``, ``--resume``, ``tools/test.py``, ``tools/infer.py``
+and the analysis tools: read safely, take the weights as the code that wrote the file laid them
+out, compare key by key, refuse a mismatch (or load what matches when asked).
+
+The comparison is the model's own ``load_state_dict`` run once with nothing copied: every
+module's load pre-hooks convert the keys as in a real load (e.g. a swapped attention reading its
+host's layout, :mod:`dna_mm.models.adapters.swap`), and a last pre-hook on each module takes its
+own converted tensors out of the state dict before they would be copied. What torch then
+reports missing / unexpected, and the shapes taken out, make the :class:`StateDictReport`; the
+weights taken out are what a load copies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from mmengine.logging import print_log
+from torch import nn
+
+from ..errors import CheckpointMismatchError
+from .sources import read_checkpoint
+
+#: mmengine's default: strip the ``module.`` prefix of a (Distributed)DataParallel model
+STRIP_DDP_PREFIX = [(r'^module\.', '')]
+
+
+@dataclass
+class StateDictReport:
+    """How a checkpoint's weights match a model's (see :func:`compare_state_dict`)."""
+
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # key, ckpt, model
+    loaded: int = 0
+    layout: str = 'state_dict'  # the checkpoint's layout (dna_mm.converters.whole_model)
+    weights: dict = field(default_factory=dict, repr=False)  # the model's keys -> checkpoint values
+    checkpoint: Any = field(default=None, repr=False)  # the file's contents, as read
+
+    @property
+    def complete(self) -> bool:
+        """Every model key loaded and every checkpoint key used."""
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def describe(self, limit: int = 20) -> str:
+        """The problems, one key per line (at most ``limit`` per kind, then a count)."""
+
+        def block(title: str, items: list[str]) -> list[str]:
+            if not items:
+                return []
+            shown = [f'    {item}' for item in items[:limit]]
+            more = [f'    ... ({len(items) - limit} more)'] if len(items) > limit else []
+            return [f'  {title} ({len(items)}):', *shown, *more]
+
+        shapes = [f'{key}: checkpoint {list(ck)} vs model {list(mo)}' for key, ck, mo in self.mismatched]
+        return '\n'.join(
+            block('missing from the checkpoint', self.missing)
+            + block('unexpected (not in the model)', self.unexpected)
+            + block('shape mismatch', shapes)
+        )
+
+
+def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
+    """Compare ``state_dict`` with ``model``'s keys and shapes as the model's load pre-hooks
+    convert it; nothing is copied into ``model`` (see the module docstring). BN's
+    ``num_batches_tracked`` is added by BN's own loader when missing, as in a real load."""
+    own = model.state_dict(keep_vars=True)
+    taken: dict = {}
+
+    def take_own(module: nn.Module, local: dict, prefix: str, *_: Any) -> None:
+        for key in [k for k in local if k in own and k.rpartition('.')[0] == prefix[:-1]]:
+            taken[key] = local.pop(key)
+
+    handles = [m.register_load_state_dict_pre_hook(take_own) for m in model.modules()]
+    try:
+        result = model.load_state_dict(state_dict, strict=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    report = StateDictReport(unexpected=list(result.unexpected_keys))
+    report.missing = [k for k in result.missing_keys if k not in taken]
+    for key, value in taken.items():
+        if hasattr(value, 'shape') and tuple(value.shape) != tuple(own[key].shape):
+            report.mismatched.append((key, tuple(value.shape), tuple(own[key].shape)))
+        else:
+            report.weights[key] = value
+    report.loaded = len(report.weights)
+    return report
+
+
+def load_whole_model(
+    model: nn.Module,
+    filename: str,
+    *,
+    strict: bool = True,
+    map_location: Any = 'cpu',
+    revise_keys: Optional[list[tuple[str, str]]] = None,
+    after_read: Optional[Callable[[Any], None]] = None,
+) -> StateDictReport:
+    """Load the whole-model checkpoint ``filename`` into ``model``.
+
+    The file is read ``weights_only`` from any source (:func:`~.sources.read_checkpoint`) and
+    its weights taken as the code that wrote it laid them out
+    (:func:`dna_mm.converters.whole_model.whole_model_state_dict`): mmengine's ``state_dict``;
+    the authors' TimeSformer ``.pyth`` (PySlowFast's ``model_state``, ``model.*`` keys, head
+    included) as a ``Recognizer3D``; their ImageNet ``vit/main.py`` file (``model``) with their
+    attention layouts mapped; a bare state dict. A layout other than mmengine's is logged.
+
+    Args:
+        model: The (unwrapped) model.
+        filename: Local path, URL or mmengine prefix; named in the error.
+        strict: Refuse any missing, unexpected or resized key (nothing is loaded then);
+            otherwise load what matches and leave the rest at the model's values.
+        map_location: As for :func:`torch.load`.
+        revise_keys: ``(pattern, replacement)`` regexes applied to the keys first (default:
+            strip a ``module.`` prefix, as mmengine does).
+        after_read: Called with the file's contents before anything is loaded (the runner's
+            ``after_load_checkpoint`` hooks).
+
+    Returns:
+        The comparison, with ``layout`` (the file's) and ``checkpoint`` (its contents).
+
+    Raises:
+        CheckpointMismatchError: ``strict`` and the checkpoint does not match the model.
+    """
+    from ..converters.whole_model import LAYOUT_NAMES, whole_model_state_dict  # imports the models
+
+    checkpoint = read_checkpoint(filename, map_location)
+    if after_read is not None:
+        after_read(checkpoint)
+    if not isinstance(checkpoint, dict):
+        raise CheckpointMismatchError(
+            f'checkpoint {filename} holds a {type(checkpoint).__name__}, not a state dict'
+        )
+    state_dict, layout = whole_model_state_dict(checkpoint)
+    if layout != 'mmengine':
+        print_log(f'checkpoint {filename}: {LAYOUT_NAMES[layout]}', logger='current')
+    for pattern, repl in STRIP_DDP_PREFIX if revise_keys is None else revise_keys:
+        state_dict = OrderedDict((re.sub(pattern, repl, k), v) for k, v in state_dict.items())
+    report = compare_state_dict(model, state_dict)
+    report.layout, report.checkpoint = layout, checkpoint
+    if strict and not report.complete:
+        raise CheckpointMismatchError(
+            f'checkpoint {filename} does not match the model ({report.loaded} of '
+            f'{report.loaded + len(report.missing) + len(report.mismatched)} weights match):\n'
+            f'{report.describe()}\nNothing was loaded. Use a checkpoint of this model, or accept '
+            f'a partial load explicitly (tools: --partial-load; config: load_partial = True).'
+        )
+    model.load_state_dict(report.weights, strict=False)
+    return report

@@ -1,0 +1,201 @@
+"""The backbones' ``pretrained`` loader: read the file, convert its keys, fit the attentions,
+check the shapes, load (non-strict) and log a report.
+
+:func:`load_pretrained` serves ``DnATimeSformer`` and ``ViTDet``; each gives only its key
+conversion, a method ``pretrained_state_dict(checkpoint, combine) -> ModelKeys``.
+:func:`adapt_attentions` fits a state dict's attentions to the attention classes of a model
+(also for ``dna_vit_*`` and the attention swap).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Collection, Mapping, NamedTuple
+
+import torch
+from mmengine.logging import print_log
+from mmengine.runner.checkpoint import _load_checkpoint
+from torch import Tensor, nn
+
+from ...converters.attention import NEGATIVE_KEYS, dna_to_softmax, softmax_to_dna
+from ..attention import DiffAttention, DnAAttention
+
+
+class ModelKeys(NamedTuple):
+    """A checkpoint in a backbone's keys (what its ``pretrained_state_dict`` returns).
+
+    Attributes:
+        state_dict: The file's tensors under the model's names, position tables resized.
+        layout: The source layout recognised (named in the log).
+        notes: Report sections the backbone adds, ``name → (log title, keys)`` (``resized``,
+            ...); a model key noted here is not listed again as missing.
+        self_init: Keys of the model's attentions that keep their initialisation when the file
+            lacks them (ViTDet's rel-pos tables: an ImageNet ViT has none); their absence does
+            not make an attention incomplete (they are still reported missing).
+    """
+
+    state_dict: 'OrderedDict[str, Tensor]'
+    layout: str
+    notes: Mapping[str, tuple[str, list[str]]]
+    self_init: Collection[str] = ()
+
+
+def load_pretrained(
+    model: nn.Module,
+    filename: str,
+    q_neg_scale: float = 1e-4,
+    v_neg_scale: float = -1e-4,
+    combine: str = 'add',
+) -> dict[str, list[str]]:
+    """Load a checkpoint into a backbone (non-strict) and log a report: tensors ``generated``
+    (DnA negative branches, ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``),
+    ``missing`` (they keep their initialisation), ``unexpected``, and the backbone's notes
+    (``resized``; TimeSformer: ``video_init``; ViTDet: ``unused``).
+
+    Args:
+        model: A backbone with ``pretrained_state_dict(checkpoint, combine) -> ModelKeys``.
+        filename: Read by mmengine's ``_load_checkpoint`` (on the CPU).
+        combine: Sign of the branch sum in the authors' checkpoint (``'add'`` / ``'sub'``, see
+            :func:`dna_mm.converters.official_to_dna_mm`).
+
+    Raises:
+        ValueError: a key present in both has another shape (after the resizing), or one of the
+            model's attentions has some but not all of its tensors in the file; the message
+            names the file and the key(s).
+    """
+    converted = model.pretrained_state_dict(_load_checkpoint(filename, map_location='cpu'), combine)
+    sd, generated = adapt_attentions(
+        model, converted.state_dict, q_neg_scale, v_neg_scale, filename, converted.self_init
+    )
+    own = model.state_dict()
+    for key, value in sd.items():
+        if key in own and own[key].shape != value.shape:
+            raise ValueError(
+                f'{filename}: shape mismatch for {key}: checkpoint '
+                f'{list(value.shape)}, model {list(own[key].shape)}'
+            )
+    result = model.load_state_dict(sd, strict=False)
+    noted = {k for _, keys in converted.notes.values() for k in keys}
+    report = dict(
+        generated=sorted(generated),
+        missing=sorted(set(result.missing_keys) - noted),
+        unexpected=sorted(result.unexpected_keys),
+        **{name: keys for name, (_, keys) in converted.notes.items()},
+    )
+    titles = dict(
+        missing='missing (kept at init)',
+        unexpected='unexpected',
+        generated='generated',
+        **{name: title for name, (title, _) in converted.notes.items()},
+    )
+    lines = [
+        f'loaded {filename} into {type(model).__name__} (layout: {converted.layout}, combine: {combine}): '
+        f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} negative-branch '
+        f'tensors; missing {len(report["missing"])}; unexpected {len(report["unexpected"])}'
+    ]
+    for name, title in titles.items():
+        keys = report[name]
+        if keys:
+            more = f', ... ({len(keys) - 8} more)' if len(keys) > 8 else ''
+            lines.append(f'  {title}: {", ".join(keys[:8])}{more}')
+    print_log('\n'.join(lines), logger='current')
+    return report
+
+
+def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) -> 'OrderedDict[str, Tensor]':
+    """A DnA attention of a variant with fewer projections → ``module``'s variant, exactly:
+    a variant without its own ``Q-`` (``V-``) uses ``Q+`` (``V+``), so ``q_neg = Q`` (``v_neg =
+    V``); a variant without ``α`` has ``α = 1``."""
+    out = OrderedDict(sub)
+    for name in ('weight', 'bias'):
+        qkv = out.get(p + 'qkv.' + name)
+        if qkv is None:
+            continue
+        q, _, v = qkv.chunk(3, dim=0)
+        if module.q_neg is not None and p + 'q_neg.' + name not in out:
+            out[p + 'q_neg.' + name] = q.clone()
+        if module.v_neg is not None and p + 'v_neg.' + name not in out:
+            out[p + 'v_neg.' + name] = v.clone()
+    if module.alpha is not None and p + 'alpha' not in out:
+        out[p + 'alpha'] = torch.ones(module.num_heads, dtype=out[p + 'qkv.weight'].dtype)
+    return out
+
+
+def adapt_attentions(
+    model: nn.Module,
+    sd: Mapping[str, Tensor],
+    q_neg_scale: float = 1e-4,
+    v_neg_scale: float = -1e-4,
+    source: str = 'checkpoint',
+    self_init: Collection[str] = (),
+) -> tuple['OrderedDict[str, Tensor]', list[str]]:
+    """Fit every attention's keys in ``sd`` to the attention class in ``model``.
+
+    * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
+      with the module's variant and heads);
+    * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
+      say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``);
+    * non-DnA target: a negative branch present in ``sd`` is dropped.
+
+    Returns the new state dict and the keys it generated.
+
+    Args:
+        self_init: Keys of the model that keep their initialisation when ``sd`` lacks them.
+
+    Raises:
+        ValueError: ``sd`` has keys for one of the model's attentions but not all of that
+            attention's tensors (an unconverted layout, a truncated file); the message names
+            ``source`` and the missing keys. Parameters a Diff attention adds to a softmax one
+            (``lambda_*``, ``sub_norm``) may be absent when the source has none of them, and
+            the keys in ``self_init``.
+    """
+    out = OrderedDict(sd)
+    generated: list[str] = []
+    incomplete: dict[str, list[str]] = {}
+    for name, module in model.named_modules():
+        p = f'{name}.' if name else ''
+        if not (hasattr(module, 'qkv') and hasattr(module, 'proj')):
+            continue
+        if not any(k.startswith(p) for k in out):  # not in the file: the load report's job
+            continue
+        own = [p + k for k in module.state_dict()]
+        if p + 'qkv.weight' in out:
+            # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
+            sub = OrderedDict(
+                (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
+            )
+            if isinstance(module, DnAAttention):
+                has_neg = any(p + k in sub for k in NEGATIVE_KEYS)
+                new = (
+                    _upgrade_dna(sub, p, module)
+                    if has_neg
+                    else softmax_to_dna(
+                        sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
+                    )
+                )
+            else:
+                new = dna_to_softmax(sub, strict=False)
+            for k in set(sub) - set(new):
+                del out[k]
+            for k in set(new) - set(sub):
+                out[k] = new[k]
+                generated.append(k)
+        missing = [k for k in own if k not in out and k not in self_init]
+        if isinstance(module, DiffAttention) and not any(
+            p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))
+        ):
+            missing = [k for k in missing if not k[len(p) :].startswith(('lambda_', 'sub_norm.'))]
+        if missing:
+            incomplete[p] = missing
+    if incomplete:
+        lines = [
+            f'  {p[:-1] or "<root>"}: missing {", ".join(k[len(p) :] for k in keys)}'
+            for p, keys in sorted(incomplete.items())
+        ]
+        raise ValueError(
+            f'{source}: {len(incomplete)} attention(s) have keys in the file but not '
+            f'all of their tensors (an unconverted layout or a truncated file):\n'
+            + '\n'.join(lines[:12])
+            + (f'\n  ... ({len(lines) - 12} more)' if len(lines) > 12 else '')
+        )
+    return out, generated
