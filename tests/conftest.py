@@ -31,6 +31,21 @@ def _default_scope() -> None:
     init_default_scope('mmaction')
 
 
+@pytest.fixture(autouse=True)
+def _no_console_on_a_closed_stream() -> None:
+    """mmengine's loggers outlive the test that made them: a console handler left on the stream of
+    an earlier test's ``capsys`` (closed since) prints to this test's stdout instead of failing."""
+    import logging
+    import sys
+
+    from mmengine.logging import MMLogger
+
+    for logger in MMLogger._instance_dict.values():
+        for handler in logger.handlers:
+            if type(handler) is logging.StreamHandler and getattr(handler.stream, 'closed', False):
+                handler.stream = sys.stdout
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         'markers', 'slow: long-running; skipped by `make test` and CI, run by `make test-slow`'
@@ -142,8 +157,8 @@ def run_main(args: list[str], check: bool = True):
     try:
         os.chdir(REPO)
         sys.argv = [str(REPO / args[0]), *args[1:]]
-        for handler, stream in consoles.items():
-            handler.setStream(err if stream in (sys.stderr, sys.__stderr__) else out)
+        for handler, stream in consoles.items():  # not setStream: it flushes the old stream,
+            handler.stream = err if stream in (sys.stderr, sys.__stderr__) else out  # maybe closed
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 runpy.run_path(sys.argv[0], run_name='__main__')
@@ -156,7 +171,7 @@ def run_main(args: list[str], check: bool = True):
                 code = 1
     finally:
         for handler, stream in consoles.items():
-            handler.setStream(stream)
+            handler.stream = stream
         sys.argv = argv
         os.chdir(cwd)
     proc = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
