@@ -37,7 +37,7 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) tests
 
 test-gpu: $(STAMP)
-	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/test_gpu.py tests/test_ops_triton.py
+	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/ops
 
 demo: $(STAMP)
 	$(PY) tools/demo.py --attn dna

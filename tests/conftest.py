@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,14 +31,51 @@ def _default_scope() -> None:
     init_default_scope('mmaction')
 
 
+@pytest.fixture(autouse=True)
+def _no_console_on_a_closed_stream() -> None:
+    """mmengine's loggers outlive the test that made them: a console handler left on the stream of
+    an earlier test's ``capsys`` (closed since) prints to this test's stdout instead of failing."""
+    import logging
+    import sys
+
+    from mmengine.logging import MMLogger
+
+    for logger in MMLogger._instance_dict.values():
+        for handler in logger.handlers:
+            if type(handler) is logging.StreamHandler and getattr(handler.stream, 'closed', False):
+                handler.stream = sys.stdout
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         'markers', 'slow: long-running; skipped by `make test` and CI, run by `make test-slow`'
     )
+    config.addinivalue_line(
+        'markers',
+        'integration: runs a tool as a user does (a new Python process); `make test` runs them, '
+        '`-m "not integration"` leaves them out',
+    )
 
 
-REPO = __import__('pathlib').Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = str(REPO / 'configs' / 'timesformer_dna_demo.py')
+
+#: tiny backbones by registry type: 32 wide, 2 heads, 2 blocks, 32-pixel inputs in 8-pixel patches
+TINY_BACKBONES = {
+    'DnATimeSformer': dict(
+        num_frames=4, img_size=32, patch_size=8, embed_dims=32, num_heads=2, num_transformer_layers=2
+    ),
+    'VisionTransformer': dict(  # MMAction2's (VideoMAE)
+        img_size=32, patch_size=8, embed_dims=32, depth=2, num_heads=2, num_frames=4, tubelet_size=2
+    ),
+    'ViTDet': dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, pretrain_img_size=32),
+}
+
+
+def tiny_backbone(type: str, **overrides) -> dict:
+    """The registry config of a tiny ``type`` backbone (:data:`TINY_BACKBONES`), ``overrides``
+    on top."""
+    return dict(type=type, **{**TINY_BACKBONES[type], **overrides})
 
 
 @pytest.fixture(scope='session')
@@ -88,6 +126,68 @@ def run_tool(args: list[str], timeout: int = 600, **kwargs):
     import sys
 
     return run_cmd([sys.executable, *args], timeout=timeout, **kwargs)
+
+
+def run_main(args: list[str], check: bool = True):
+    """``python TOOL ARGS`` without a new interpreter: the tool's ``__main__`` block run in this
+    process (``runpy``) with ``sys.argv`` set, in the repo root, stdout / stderr captured. The
+    exit status is what the interpreter would give: ``SystemExit``'s code, 1 (and the
+    traceback on stderr) for an exception. ``check``: fail the test on a non-zero status."""
+    import contextlib
+    import io
+    import logging
+    import runpy
+    import subprocess
+    import sys
+    import traceback
+
+    out, err, argv, cwd = io.StringIO(), io.StringIO(), sys.argv, os.getcwd()
+    # the console handlers of loggers made before the run (mmengine's) print to the streams
+    # of that time: they print to the captured ones for the run, as in a new process
+    from mmengine.logging import MMLogger
+
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    consoles = {
+        handler: handler.stream
+        for logger in [*loggers, *MMLogger._instance_dict.values()]
+        for handler in getattr(logger, 'handlers', [])
+        if type(handler) is logging.StreamHandler
+    }
+    code = 0
+    try:
+        os.chdir(REPO)
+        sys.argv = [str(REPO / args[0]), *args[1:]]
+        for handler, stream in consoles.items():  # not setStream: it flushes the old stream,
+            handler.stream = err if stream in (sys.stderr, sys.__stderr__) else out  # maybe closed
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(sys.argv[0], run_name='__main__')
+            except SystemExit as done:
+                if isinstance(done.code, str):  # sys.exit('message')
+                    print(done.code, file=sys.stderr)
+                code = 1 if isinstance(done.code, str) else done.code or 0
+            except Exception:  # what the interpreter does with an uncaught one
+                traceback.print_exc()
+                code = 1
+    finally:
+        for handler, stream in consoles.items():
+            handler.stream = stream
+        sys.argv = argv
+        os.chdir(cwd)
+    proc = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    if check and proc.returncode != 0:
+        pytest.fail(f'{args[:1]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
+    return proc
+
+
+def load_tool(path: str):
+    """A repo tool (``tools/….py``) as a module, for calling its ``main(argv)``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(path).stem + '_tool', REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tiny_runner(work_dir, root, max_epochs: int, resume: bool = False, deterministic: bool = False):

@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.integration  # pip in a new process
 
 
 def dry_run(*targets: str, report=None) -> subprocess.CompletedProcess:

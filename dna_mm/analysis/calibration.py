@@ -12,7 +12,7 @@ fractions in ``[0, 1]``.
   RMSCE), ``False`` uses every bin. torchmetrics' ``CalibrationError(norm='l2')`` differs in
   the binning: ``n_bins`` equal-*width* confidence intervals over ``[0, 1]``, every bin used;
   the two agree exactly when each equal-count bin is one equal-width bin and no bin is dropped
-  (``tests/test_analysis.py`` checks that).
+  (``tests/analysis/test_measures_and_maps.py`` checks that).
 * :func:`aurra`: ``mean_{r=1..N} acc(r most confident)`` — accuracy at each response rate,
   answering the most confident first, averaged.
 * :func:`ood_measures`: OOD samples are the positive class, scored by ``-confidence`` (max-softmax

@@ -42,7 +42,7 @@ def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Itera
 
     The wrapper calls the module's own ``attend(..., eager=True)`` and returns its result
     unchanged, so the forward computes exactly the eager formula (equal to the fast path within
-    float tolerance, ``tests/test_attention.py``).
+    float tolerance, ``tests/models/attention/test_attention_family.py``).
     """
     saved = []
     try:

@@ -5,7 +5,7 @@ One table, read by the launcher (:mod:`.triton_dna`) and by the ahead-of-time co
 is chosen by the device's shared memory per block (the opt-in maximum, from its compute
 capability), the input dtype (fp16 / bf16 share one; fp32 tiles take twice the bytes) and the
 head dim. Every entry was compiled for sm80, sm86, sm89 and sm90 and fits that target's shared
-memory (``tests/test_ops_triton.py``; figures in ``docs/triton_kernel.md``).
+memory (``tests/ops/test_triton_dna.py``; figures in ``docs/triton_kernel.md``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Pretrained files go through :func:`checkpoint_filter_fn`: the authors' layouts a
 :func:`~dna_mm.converters.official_to_dna_mm`, softmax attentions get a negative branch by
 :func:`~dna_mm.converters.softmax_to_dna` (``Q- = 1e-4 Q``, ``V- = -1e-4 V``, ``α = 0.5``).
 
-They behave as timm's own ViTs do (``tests/test_timm_models.py`` runs timm's model checks on
+They behave as timm's own ViTs do (``tests/models/backbones/test_timm_vit.py`` runs timm's model checks on
 them): any input size that is a multiple of the patch size (``dynamic_img_size=True``: the
 position embedding is resampled on the fly; ``dynamic_img_size=False`` gives the fixed-size
 model and a config that says so), ``features_only=True`` / ``forward_intermediates`` (timm's

@@ -1,0 +1,230 @@
+"""A user's mistake in train / test / infer is one line and exit status 2 (no traceback, unless
+--debug); every unreadable test video is named at once; config values are checked first."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import DEMO_CONFIG, REPO, load_tool, tiny_run_options
+from mmengine.config import Config, DictAction
+
+from dna_mm.apis import check_config, format_metrics
+from dna_mm.apis.check import suggest_attention
+from dna_mm.apis.cli import cli_main
+from dna_mm.apis.config import limit_topk
+from dna_mm.errors import ConfigError
+
+
+def _tool(name: str):
+    """``tools/<name>.py`` as a module (its ``main(argv)`` runs in this process)."""
+    return load_tool(f'tools/{name}.py')
+
+
+def _demo_cfg(*opts: str) -> Config:
+    parser = __import__('argparse').ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg = Config.fromfile(DEMO_CONFIG)
+    if opts:
+        cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
+    return cfg
+
+
+@pytest.mark.parametrize(
+    'opt, message',
+    [
+        ('train_cfg.max_epochs=-1', 'train_cfg.max_epochs must be > 0, got -1'),
+        ('train_cfg.max_epochs=0', 'train_cfg.max_epochs must be > 0, got 0'),
+        ('train_cfg.val_interval=0', 'train_cfg.val_interval must be > 0, got 0'),
+        ('train_dataloader.batch_size=0', 'train_dataloader.batch_size must be > 0, got 0'),
+        ('optim_wrapper.optimizer.lr=-0.1', 'optim_wrapper.optimizer.lr must be > 0, got -0.1'),
+        (
+            'default_hooks.checkpoint.interval=0',
+            'default_hooks.checkpoint.interval must be > 0 (or -1), got 0',
+        ),
+        (
+            'train_dataloader.dataset.pipeline.1.clip_len=0',
+            'train_dataloader.dataset.pipeline[1].clip_len (SampleFrames) must be > 0, got 0',
+        ),
+        (
+            'test_dataloader.dataset.pipeline.3.scale=(0,32)',
+            'test_dataloader.dataset.pipeline[3].scale (Resize) must be > 0 (or -1), got 0',
+        ),
+        (
+            'model.backbone.spatial_attn.type=dnaa',
+            "model.backbone.spatial_attn.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
+        ),
+        (
+            'model.backbone.temporal_attn=sofmax',
+            "model.backbone.temporal_attn: unknown attention 'sofmax'; "
+            'did you mean SoftmaxAttention / softmax?',
+        ),
+    ],
+)
+def test_check_config_names_the_key_and_the_value(opt, message) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_config(_demo_cfg(opt), 'train')
+    assert message in str(err.value)
+
+
+def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> None:
+    check_config(_demo_cfg(), 'train')
+    check_config(_demo_cfg('default_hooks.checkpoint.interval=-1'), 'train')  # -1: never
+    # a train-only mistake does not stop a test run
+    check_config(_demo_cfg('train_cfg.max_epochs=0'), 'test')
+    assert suggest_attention('zzzz').startswith('valid: softmax, dna, diff, cog')
+
+
+def test_topk_only_below_the_number_of_classes_and_coco_in_percent() -> None:
+    cfg = _demo_cfg()  # 4 classes
+    assert limit_topk(cfg) == [5]
+    assert cfg.test_evaluator.metric_options == dict(top_k_accuracy=dict(topk=(1,)))
+    assert limit_topk(_demo_cfg('model.cls_head.num_classes=400')) == []
+    line = format_metrics({'coco/bbox_mAP': 0.703, 'coco/bbox_mAP_s': 0.685, 'coco/bbox_mAP_l': -1.0})
+    assert line == 'Test results: bbox AP: 70.30  bbox AP_S: 68.50  bbox AP_L: n/a'
+
+
+def test_cli_main_catches_only_the_users_mistakes(capsys) -> None:
+    @cli_main('x.py')
+    def user(argv=None):
+        raise ConfigError('train_cfg.max_epochs must be > 0, got -1')
+
+    @cli_main('x.py')
+    def bug(argv=None):
+        raise ZeroDivisionError('a bug')
+
+    with pytest.raises(SystemExit) as done:
+        user([])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == 'x.py: error: train_cfg.max_epochs must be > 0, got -1'
+    with pytest.raises(ConfigError):
+        user(['--debug'])
+    with pytest.raises(ZeroDivisionError):
+        bug([])
+
+
+@pytest.mark.integration
+def test_train_cli_bad_value_is_one_line_and_status_2() -> None:
+    """As a user runs it: no traceback, status 2; --debug raises the exception itself."""
+    cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--cfg-options', 'train_cfg.max_epochs=-1']
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours == [
+        'train.py: error: train_cfg.max_epochs must be > 0, got -1',
+        'train.py: (--debug prints the traceback)',
+    ]
+    with pytest.raises(ConfigError, match='train_cfg.max_epochs must be > 0, got -1'):  # the traceback
+        _tool('train').main([*cmd[2:], '--debug'])
+
+
+def test_train_bad_label_and_missing_load_from(tiny_video_set, tmp_path, capsys) -> None:
+    train = _tool('train')
+    bad = tmp_path / 'train.txt'
+    lines = (tiny_video_set / 'train.txt').read_text().splitlines()
+    bad.write_text('\n'.join([*lines[:2], lines[2].split()[0] + ' 9', *lines[3:]]) + '\n')
+    opts = [*tiny_run_options(tiny_video_set), f'train_dataloader.dataset.ann_file={bad}']
+    with pytest.raises(SystemExit, match=rf'^{bad}:3: label 9 outside \[0, 4\) \(num_classes=4\)$') as done:
+        train.main([DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *opts])
+    assert done.value.code == 2 and 'Traceback' not in capsys.readouterr().err
+    missing = tmp_path / 'nothing.pth'
+    with pytest.raises(SystemExit, match=f'load_from {missing} does not exist'):
+        train.main(
+            [
+                DEMO_CONFIG,
+                '--work-dir',
+                str(tmp_path / 'w'),
+                '--cfg-options',
+                *opts[:-1],
+                f'load_from={missing}',
+            ]
+        )
+
+
+@pytest.fixture(scope='module')
+def tiny_checkpoint(tiny_video_set, tmp_path_factory):
+    """The tiny demo model as initialised, saved as tools/test.py reads it."""
+    from mmaction.registry import MODELS
+    from mmengine.registry import init_default_scope
+
+    init_default_scope('mmaction')
+    model = MODELS.build(_demo_cfg(*tiny_run_options(tiny_video_set)).model)
+    path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
+    torch.save(dict(state_dict=model.state_dict()), path)
+    return path
+
+
+@pytest.mark.integration
+def test_test_names_every_unreadable_video_or_skips_them(
+    tiny_video_set, tiny_checkpoint, tmp_path, capsys
+) -> None:
+    videos = tmp_path / 'videos'
+    shutil.copytree(tiny_video_set / 'videos', videos)
+    listed = (tiny_video_set / 'test.txt').read_text().splitlines()
+    broken = [listed[0].split()[0], listed[2].split()[0]]
+    (videos / broken[0]).write_bytes(b'\x00not a video' * 64)
+    (videos / broken[1]).write_bytes(b'')
+    opts = [
+        *tiny_run_options(tiny_video_set),
+        f'test_dataloader.dataset.data_prefix.video={videos}',
+        'test_dataloader.batch_size=1',
+    ]
+    cmd = [
+        sys.executable,
+        'tools/test.py',
+        DEMO_CONFIG,
+        str(tiny_checkpoint),
+        '--work-dir',
+        str(tmp_path / 'w'),
+    ]
+    proc = subprocess.run(
+        [*cmd, '--cfg-options', *opts], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Test results' not in proc.stdout and 'Traceback' not in proc.stderr
+    assert '2 of the 4 test videos cannot be read; no metric computed' in proc.stderr
+    for name in broken:
+        assert f'{videos / name}: ' in proc.stderr
+
+    _tool('test').main([*cmd[2:], '--skip-unreadable', '--cfg-options', *opts])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith('Test results:'))
+    assert line.endswith('(2 unreadable videos skipped: metrics over 2 of 4)'), line
+
+
+def test_test_on_a_file_that_is_not_a_checkpoint(tiny_video_set, tmp_path, capsys) -> None:
+    text = tmp_path / 'notes.pth'
+    text.write_text('this is a text file\n')
+    with pytest.raises(SystemExit, match=f'checkpoint {text} is not a PyTorch file') as done:
+        _tool('test').main([DEMO_CONFIG, str(text), '--cfg-options', *tiny_run_options(tiny_video_set)])
+    assert done.value.code == 2
+
+
+def test_infer_unsupported_model_and_a_missing_label_map(
+    tiny_video_set, tiny_checkpoint, tmp_path, capsys
+) -> None:
+    infer = _tool('infer')
+    video = str(next((tiny_video_set / 'videos').glob('*.mp4')))
+    opts = tiny_run_options(tiny_video_set)
+    # the demo config before `make demo` wrote its data: its label map does not exist yet
+    assert (
+        infer.main([DEMO_CONFIG, str(tiny_checkpoint), video, '--cfg-options', *opts, 'label_map=nope/x.txt'])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert 'note: no label map' in out and re.search(r'  1\. \d\.\d{4}  class \d', out), out
+    config = tmp_path / 'resnet.py'
+    config.write_text(
+        f"_base_ = ['{DEMO_CONFIG}']\n"
+        "model = dict(backbone=dict(_delete_=True, type='with_attention', "
+        "model=dict(type='ResNet', depth=18, in_channels=3), attn_cfg='dna'))\n"
+    )
+    data = [o for o in opts if not o.startswith('model.')]  # the tiny TimeSformer's options
+    with pytest.raises(SystemExit, match='with_attention: ResNet has no attention to swap') as done:
+        infer.main([str(config), str(tiny_checkpoint), video, '--cfg-options', *data])
+    assert done.value.code == 2

@@ -1,0 +1,128 @@
+"""Exact resume: a training run killed (SIGKILL) right after a checkpoint and resumed with
+``--resume`` logs the same loss as the uninterrupted run at every later iteration.
+
+TimeSformer (epoch-based; dropout, drop-path, random frame offsets drawn in two dataloader
+workers) is killed after a checkpoint taken by iteration in the middle of an epoch; ViTDet
+(iteration-based; RPN / RoI sampling, random flips in the main process) in the middle of an
+interval. A run resumed from the same checkpoint without its random state shows that the
+comparison can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
+
+from dna_mm.checkpoint import read_checkpoint
+
+VITDET_DEMO = str(REPO / 'configs' / 'vitdet_dna_demo.py')
+
+
+def losses(work_dir: Path) -> dict[int, float]:
+    """iteration (1-based) -> loss, from the newest run's ``vis_data/scalars.json``."""
+    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
+    records = [json.loads(ln) for ln in runs[-1].read_text().splitlines()]
+    return {r['step']: r['loss'] for r in records if 'loss' in r}
+
+
+def kill_after_checkpoint(cmd: list[str], work_dir: Path, timeout: float = 600) -> dict:
+    """Start ``cmd``, SIGKILL it as soon as it has written a checkpoint; that checkpoint."""
+    log = open(work_dir.parent / f'{work_dir.name}.out', 'w')
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    pointer, start = work_dir / 'last_checkpoint', time.time()
+    while not pointer.exists() and proc.poll() is None and time.time() - start < timeout:
+        time.sleep(0.05)
+    alive = proc.poll() is None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    log.close()
+    assert alive, f'the run ended before it was killed:\n{Path(log.name).read_text()[-3000:]}'
+    return read_checkpoint(pointer.read_text().strip())
+
+
+def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int) -> dict:
+    train = ['tools/train.py', config, '--seed', '0']
+    full, cut = tmp_path / 'full', tmp_path / 'cut'
+    run_tool([*train, '--work-dir', str(full), '--cfg-options', *opts])
+    saved = kill_after_checkpoint(
+        [sys.executable, *train, '--work-dir', str(cut), '--cfg-options', *opts], cut
+    )
+    at = saved['meta']['iter']
+    out = run_tool([*train, '--work-dir', str(cut), '--resume', '--cfg-options', *opts]).stdout
+    reference, resumed = losses(full), losses(cut)
+    assert sorted(reference) == list(range(1, last + 1))
+    assert sorted(resumed) == list(range(at + 1, last + 1)), out[-3000:]  # continued, nothing repeated
+    print(
+        f'\n{config}: killed after the checkpoint of iteration {at}; iteration, loss uninterrupted, resumed'
+    )
+    for i in resumed:
+        print(f'  {i:3d}  {reference[i]:.10f}  {resumed[i]:.10f}')
+    assert [resumed[i] for i in resumed] == [reference[i] for i in resumed], (at, reference, resumed)
+
+    # the same checkpoint without its random state resumes with other draws
+    del saved['rng_state']
+    blind = tmp_path / 'blind'
+    blind.mkdir()
+    torch.save(saved, blind / 'no_rng.pth')
+    run_tool(
+        [*train, '--work-dir', str(blind), '--resume', str(blind / 'no_rng.pth'), '--cfg-options', *opts]
+    )
+    other = losses(blind)
+    print('  without the random state: ' + '  '.join(f'{i}: {other[i]:.6f}' for i in other))
+    assert any(other[i] != reference[i] for i in other), 'the comparison cannot fail'
+    return dict(at=at, reference=reference, resumed=resumed, other=other)
+
+
+@pytest.mark.slow  # four training processes: ~1-2 min on 2 cores
+@pytest.mark.integration
+def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path) -> None:
+    opts = [
+        *tiny_run_options(tiny_video_set, epochs=3),  # 4 iterations per epoch
+        'train_dataloader.num_workers=2',  # worker seeds: replayed on resume
+        'model.backbone.drop_path_rate=0.2',
+        'model.backbone.dropout_ratio=0.1',
+        'model.cls_head.dropout_ratio=0.5',
+        'default_hooks.checkpoint.by_epoch=False',
+        'default_hooks.checkpoint.interval=5',  # iteration 5: the 2nd batch of epoch 2
+        'log_processor.window_size=1',
+        'val_dataloader=None',
+        'val_cfg=None',
+        'val_evaluator=None',
+    ]
+    seen = check_exact_resume(DEMO_CONFIG, opts, tmp_path, last=12)
+    assert seen['at'] % 4 != 0  # mid-epoch
+
+
+@pytest.mark.slow  # four training processes: ~1-2 min on 2 cores
+@pytest.mark.integration
+def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path) -> None:
+    pytest.importorskip('mmdet.models')
+    from test_det import SHRINK, _data_options
+
+    from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
+
+    root = ensure_coco_dataset(
+        tmp_path / 'coco',
+        CocoDatasetSpec(train_images=16, test_images=2, size=64, min_object=18, max_object=30, max_objects=2),
+    )
+    values = dict(SHRINK, **_data_options(root))
+    values.update(
+        {
+            'model.backbone.window_size': 4,
+            'train_cfg.max_iters': 8,
+            'default_hooks.checkpoint.interval': 3,
+            'default_hooks.logger.interval': 1,
+            'log_processor.window_size': 1,
+        }
+    )
+    opts = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in values.items()]
+    check_exact_resume(VITDET_DEMO, opts, tmp_path, last=8)

@@ -1,0 +1,242 @@
+"""TimeSformer with configurable attention: conversion, pretrained layouts, configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from authors_models import AuthorsDnATimeSformer, AuthorsDnAViT, AuthorsQQKV, AuthorsQQKVV
+from conftest import REPO, TINY_BACKBONES
+from mmaction.registry import MODELS
+from mmaction.utils import register_all_modules
+from mmengine.config import Config
+
+import dna_mm
+from dna_mm.converters import softmax_to_dna
+from dna_mm.models import DiffAttention, DnAAttention, SoftmaxAttention
+
+register_all_modules()
+TINY = TINY_BACKBONES['DnATimeSformer']
+LAYER = 'transformer_layers.layers'
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
+
+
+def _stock(attention_type: str = 'divided_space_time', **kw):
+    model = MODELS.build(dict(type='TimeSformer', attention_type=attention_type, **{**TINY, **kw}))
+    model.init_weights()
+    for m in model.modules():  # non-zero temporal_fc, so the temporal path counts
+        if hasattr(m, 'temporal_fc'):
+            torch.nn.init.normal_(m.temporal_fc.weight, std=0.2)
+    return model.eval()
+
+
+def _ours(attention_type: str = 'divided_space_time', **kw):
+    return MODELS.build(dict(type='DnATimeSformer', attention_type=attention_type, **{**TINY, **kw})).eval()
+
+
+@pytest.mark.parametrize('attention_type', ['divided_space_time', 'joint_space_time', 'space_only'])
+def test_stock_timesformer_converts_to_dna(attention_type) -> None:
+    stock, ours = _stock(attention_type), _ours(attention_type)
+    ours.load_state_dict(softmax_to_dna(stock.state_dict(), num_heads=2), strict=True)
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        assert _rel(ours(x), stock(x)) < 1e-3
+    n_attn = sum(isinstance(m, DnAAttention) for m in ours.modules())
+    assert n_attn == (4 if attention_type == 'divided_space_time' else 2)
+
+
+def test_attention_choice_per_step() -> None:
+    m = _ours(temporal_attn='softmax', spatial_attn=dict(type='DnAAttention', variant='qpm_v'))
+    layer = m.transformer_layers.layers[0]
+    assert isinstance(layer.attentions[0].attn, SoftmaxAttention)
+    assert isinstance(layer.attentions[1].attn, DnAAttention)
+    assert layer.attentions[1].attn.variant == 'qpm_v'
+    diff = _ours(temporal_attn='diff', spatial_attn='diff')
+    assert [layer.attentions[1].attn.layer_index for layer in diff.transformer_layers.layers] == [0, 1]
+    cog = _ours(spatial_attn='cog', num_transformer_layers=3)
+    assert [type(layer.attentions[1].attn).__name__ for layer in cog.transformer_layers.layers] == [
+        'SoftmaxAttention',
+        'CogAttention',
+        'SoftmaxAttention',
+    ]
+    with pytest.raises(ValueError, match='attention type'):
+        _ours(spatial_attn='linear')
+    with pytest.raises(ValueError, match='attention_type'):
+        _ours(attention_type='divided')
+
+
+def test_timesformer_b_parameter_counts() -> None:
+    full = dict(num_frames=8, img_size=224, patch_size=16)
+    dna = sum(p.numel() for p in MODELS.build(dict(type='DnATimeSformer', **full)).parameters())
+    soft = sum(
+        p.numel()
+        for p in MODELS.build(
+            dict(type='DnATimeSformer', temporal_attn='softmax', spatial_attn='softmax', **full)
+        ).parameters()
+    )
+    stock = sum(p.numel() for p in MODELS.build(dict(type='TimeSformer', **full)).parameters())
+    assert soft == stock
+    assert abs((dna - soft) - 28.3e6) < 0.1e6, dna - soft  # 24 × (2C² + 2C + H)
+
+
+def _load_log(model, path, caplog) -> str:
+    model.init_weights(str(path))
+    return caplog.text
+
+
+def test_pretrained_mmaction_vit_layout(tmp_path) -> None:
+    vit = _stock('space_only')  # MMAction2's ViT file layout: norms.0/1, one attention per layer
+    sd = {k: v for k, v in vit.state_dict().items() if k != 'time_embed'}
+    torch.save({'state_dict': sd}, tmp_path / 'vit.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'vit.pth'))
+    w = vit.state_dict()[f'{LAYER}.0.attentions.0.attn.in_proj_weight']
+    got = ours.state_dict()
+    for j in (0, 1):  # temporal starts as a copy of spatial
+        assert torch.equal(got[f'{LAYER}.0.attentions.{j}.attn.qkv.weight'], w)
+        torch.testing.assert_close(got[f'{LAYER}.0.attentions.{j}.attn.q_neg.weight'], 1e-4 * w[:32])
+        assert torch.equal(
+            got[f'{LAYER}.0.attentions.{j}.norm.weight'], vit.state_dict()[f'{LAYER}.0.norms.0.weight']
+        )
+    assert got[f'{LAYER}.1.attentions.0.temporal_fc.weight'].abs().sum() == 0
+    assert f'{LAYER}.0.attentions.0.temporal_fc.weight' in report['video_init']
+    assert 'time_embed' in report['video_init'] and not report['unexpected']
+    assert not report['missing']
+    assert len(report['generated']) == 2 * 2 * 5
+
+
+def test_pretrained_timm_vit_with_resized_position_embedding(tmp_path) -> None:
+    from timm.models.vision_transformer import VisionTransformer
+
+    vit = VisionTransformer(img_size=64, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=7)
+    torch.save(vit.state_dict(), tmp_path / 'timm.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'timm.pth'))
+    got, ref = ours.state_dict(), vit.state_dict()
+    assert torch.equal(got[f'{LAYER}.1.attentions.1.attn.qkv.weight'], ref['blocks.1.attn.qkv.weight'])
+    assert torch.equal(got[f'{LAYER}.1.ffns.0.layers.0.0.weight'], ref['blocks.1.mlp.fc1.weight'])
+    assert torch.equal(got[f'{LAYER}.1.ffns.0.norm.weight'], ref['blocks.1.norm2.weight'])
+    assert torch.equal(got['patch_embed.projection.weight'], ref['patch_embed.proj.weight'])
+    assert report['resized'] and got['pos_embed'].shape == (1, 17, 32)
+    assert not report['unexpected']
+
+
+def test_pretrained_authors_dna_timesformer_layout(tmp_path) -> None:
+    """A checkpoint of the authors' TimeSformer fork (``DnATransformer`` wrapped as ``model.``,
+    saved under ``model_state`` by their checkpoint code) gives the same features."""
+    theirs = AuthorsDnATimeSformer(img_size=32, patch=8, dim=32, depth=2, heads=2, num_frames=4).eval()
+    with torch.no_grad():
+        for block in theirs.blocks:
+            torch.nn.init.normal_(block.temporal_fc.weight, std=0.2)
+    state = {f'model.{k}': v for k, v in theirs.state_dict().items()}
+    torch.save({'epoch': 15, 'model_state': state}, tmp_path / 'checkpoint_epoch_00015.pyth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'checkpoint_epoch_00015.pyth'))
+    assert not report['missing'] and not report['unexpected'] and not report['generated']
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
+def test_pretrained_softmax_timesformer_recognizer_checkpoint(tmp_path) -> None:
+    stock = _stock()
+    ckpt = {
+        'meta': {},
+        'state_dict': {
+            **{f'backbone.{k}': v for k, v in stock.state_dict().items()},
+            'cls_head.fc_cls.weight': torch.zeros(5, 32),
+        },
+    }
+    torch.save(ckpt, tmp_path / 'softmax_k400.pth')
+    ours = _ours()
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'softmax_k400.pth'))
+    assert not report['missing'] and not report['unexpected']
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        assert _rel(ours(x), stock(x)) < 1e-3
+
+
+def test_pretrained_shape_mismatch_names_the_key(tmp_path) -> None:
+    torch.save(_stock(embed_dims=64, num_heads=2).state_dict(), tmp_path / 'wide.pth')
+    with pytest.raises(ValueError, match=r'wide\.pth: shape mismatch for .*cls_token|shape mismatch'):
+        dna_mm.models.backbones.load_pretrained(_ours(), str(tmp_path / 'wide.pth'))
+    torch.save({'foo.bar': torch.zeros(1)}, tmp_path / 'alien.pth')
+    with pytest.raises(ValueError, match='unrecognised checkpoint layout'):
+        dna_mm.models.backbones.load_pretrained(_ours(), str(tmp_path / 'alien.pth'))
+
+
+# the TimeSformer recipes; configs/examples/ (test_with_attention.py) and configs/vitdet_*
+# (test_det.py) build other models and are checked by their own modules
+CONFIGS = sorted((REPO / "configs").glob("timesformer_*.py"))
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_config_parses_and_builds(path: Path) -> None:
+    cfg = Config.fromfile(str(path))
+    assert cfg.custom_imports['imports'][0] == 'dna_mm'
+    assert cfg.runner_type == 'DnARunner'
+    cfg.model.backbone.update(embed_dims=32, num_heads=2, num_transformer_layers=2, pretrained=None)
+    cfg.model.cls_head.in_channels = 32
+    model = MODELS.build(cfg.model)
+    attn = model.backbone.transformer_layers.layers[1].attentions[-1].attn
+    kind = next(k for k in ('dna', 'softmax', 'diff') if f'_{k}_' in path.stem)
+    expected = {'dna': DnAAttention, 'softmax': SoftmaxAttention, 'diff': DiffAttention}
+    assert isinstance(attn, expected[kind])
+    assert cfg.optim_wrapper.type == 'AutoAmpOptimWrapper'
+    metrics = cfg.test_evaluator.get('metric_list', ('top_k_accuracy', 'mean_class_accuracy'))
+    assert 'mean_class_accuracy' in metrics and 'top_k_accuracy' in metrics
+    if 'smarthome_cs' in path.stem:
+        assert cfg.model.cls_head.num_classes == 31
+    if 'smarthome_cv' in path.stem:
+        assert cfg.model.cls_head.num_classes == 19
+    if 'ntu60' in path.stem:
+        assert cfg.model.cls_head.num_classes == 60
+    if 'demo' not in path.stem:  # the class names tools/infer.py prints (the demo's are generated)
+        from dna_mm.apis.inference import read_label_map
+
+        assert len(read_label_map(cfg.label_map)) == cfg.model.cls_head.num_classes
+
+
+@pytest.mark.parametrize(
+    'attn_cls,combine', [(AuthorsQQKVV, 'add'), (AuthorsQQKVV, 'sub'), (AuthorsQQKV, 'sub')]
+)
+def test_pretrained_authors_dna_vit_layout(tmp_path, attn_cls, combine) -> None:
+    """The authors' DnA ViTs as their code writes them: ``vit/dna_models.py`` (``qqkvv``, pos_embed
+    ``[1, N, C]`` with no CLS row) and ``vit/dna.py`` (subtracting; ``qqkv`` with shared V)."""
+    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=32, depth=2, heads=2, attn_cls=attn_cls, combine=combine)
+    assert theirs.pos_embed.shape == (1, 16, 32)
+    torch.save({'model': theirs.state_dict(), 'epoch': 299}, tmp_path / 'authors_vit.pth')
+    ours = _ours(pretrained_combine=combine)
+    report = dna_mm.models.backbones.load_pretrained(ours, str(tmp_path / 'authors_vit.pth'), combine=combine)
+    assert not report['unexpected'] and not report['missing']
+    assert report['generated'] == (
+        []
+        if attn_cls is AuthorsQQKVV
+        else sorted(
+            f'{LAYER}.{i}.attentions.{j}.attn.v_neg.{n}'
+            for i in (0, 1)
+            for j in (0, 1)
+            for n in ('bias', 'weight')
+        )
+    )
+    got = ours.state_dict()
+    assert torch.equal(got['pos_embed'][0, 0], torch.zeros(32))
+    torch.testing.assert_close(got['pos_embed'][:, 1:], theirs.pos_embed.detach())
+    # every attention (temporal = copy of spatial) computes the authors' attention
+    x = torch.randn(2, 5, 32)
+    for j in (0, 1):
+        attn = ours.transformer_layers.layers[1].attentions[j].attn
+        with torch.no_grad():
+            torch.testing.assert_close(attn(x), theirs.blocks[1].attn(x), atol=1e-5, rtol=1e-5)
+
+
+def test_pretrained_partial_attention_names_file_and_keys(tmp_path) -> None:
+    theirs = AuthorsDnAViT(img_size=32, patch=8, dim=32, depth=2, heads=2)
+    sd = {k: v for k, v in theirs.state_dict().items() if 'blocks.1.attn.proj' not in k}
+    torch.save({'model': sd}, tmp_path / 'cut.pth')
+    with pytest.raises(ValueError, match=r'(?s)cut\.pth: .*attentions\.1\.attn: missing proj'):
+        dna_mm.models.backbones.load_pretrained(_ours(), str(tmp_path / 'cut.pth'))

@@ -1,0 +1,261 @@
+"""ViTDet Mask R-CNN: configs, a real train step and predict on generated COCO images, the COCO
+generator and checker, MMDetection's stock train.py + our test.py."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, load_tool, run_cmd, run_main
+from mmengine.config import Config
+from mmengine.dataset import pseudo_collate
+from mmengine.registry import init_default_scope
+
+import dna_mm  # noqa: F401
+from dna_mm.datasets.coco_check import check_coco
+from dna_mm.datasets.synthetic_coco import COCO_CLASSES, CocoDatasetSpec, ensure_coco_dataset
+
+pytest.importorskip('mmdet.models')  # Mask R-CNN needs mmcv's compiled ops (RoIAlign, nms)
+from mmdet.registry import DATASETS, MODELS  # noqa: E402
+
+CONFIGS = {  # leaf config -> (attention class, window, rel-pos)
+    'vitdet_dna_coco.py': ('ViTDetDnAAttention', 0, False),
+    'vitdet_softmax_coco.py': ('ViTDetSoftmaxAttention', 0, False),
+    'vitdet_diff_coco.py': ('ViTDetDiffAttention', 0, False),
+    'vitdet_dna_coco_lsj.py': ('ViTDetDnAAttention', 14, True),
+    'vitdet_softmax_coco_lsj.py': ('ViTDetSoftmaxAttention', 14, True),
+    'vitdet_dna_demo.py': ('ViTDetDnAAttention', 4, True),
+}
+TINY_SPEC = CocoDatasetSpec(
+    train_images=4, test_images=2, size=64, min_object=18, max_object=30, max_objects=2
+)
+# backbone 32 wide, 2 blocks (block 0 windowed when the config has windows), narrow neck / heads
+SHRINK = {
+    'model.backbone.embed_dim': 32,
+    'model.backbone.depth': 2,
+    'model.backbone.num_heads': 2,
+    'model.backbone.window_block_indexes': [0],
+    'model.backbone.init_cfg': None,
+    'model.neck.backbone_channel': 32,
+    'model.neck.in_channels': [8, 16, 32, 32],
+    'model.neck.out_channels': 16,
+    'model.rpn_head.in_channels': 16,
+    'model.rpn_head.feat_channels': 16,
+    'model.roi_head.bbox_roi_extractor.out_channels': 16,
+    'model.roi_head.mask_roi_extractor.out_channels': 16,
+    'model.roi_head.bbox_head.in_channels': 16,
+    'model.roi_head.bbox_head.fc_out_channels': 32,
+    'model.roi_head.mask_head.in_channels': 16,
+    'model.roi_head.mask_head.conv_out_channels': 16,
+}
+
+
+def _tiny(name: str, **extra) -> Config:
+    cfg = Config.fromfile(str(REPO / 'configs' / name))
+    opts = dict(SHRINK, **extra)
+    if cfg.model.roi_head.bbox_head.type != 'Shared2FCBBoxHead':
+        opts['model.roi_head.bbox_head.conv_out_channels'] = 16
+    if cfg.model.backbone.window_size:
+        opts.update({'model.backbone.window_size': 4, 'model.backbone.img_size': 64})
+    cfg.merge_from_dict(opts)
+    return cfg
+
+
+@pytest.mark.parametrize('name', sorted(CONFIGS))
+def test_config_parses_and_builds(name: str) -> None:
+    cfg = Config.fromfile(str(REPO / 'configs' / name))
+    assert cfg.default_scope == 'mmdet'
+    assert cfg.custom_imports == dict(imports=['dna_mm'], allow_failed_imports=False)
+    attn, window, rel_pos = CONFIGS[name]
+    b = cfg.model.backbone
+    assert (b.window_size, b.use_rel_pos) == (window, rel_pos)
+    assert cfg.test_evaluator.type == 'CocoMetric' and cfg.test_evaluator.metric == ['bbox', 'segm']
+    if name != 'vitdet_dna_demo.py':  # the paper's COCO setting / the ViTDet recipe (Appendix C)
+        assert cfg.model.neck.out_channels == 256 and cfg.model.neck.num_outs == 5
+        assert cfg.model.train_cfg.rpn_proposal.nms_pre == 2000
+        assert cfg.model.test_cfg.rpn.nms_pre == 1000
+        assert cfg.model.train_cfg.rpn_proposal.max_per_img == 1000
+        assert cfg.model.test_cfg.rpn.nms.iou_threshold == 0.7
+        assert cfg.model.train_cfg.rcnn.assigner.pos_iou_thr == 0.5
+        assert cfg.model.test_cfg.rcnn.score_thr == 0.05
+        assert cfg.model.test_cfg.rcnn.nms.iou_threshold == 0.5
+        assert cfg.train_cfg.max_iters == 184375
+        opt = cfg.optim_wrapper.optimizer
+        assert (opt.type, opt.lr, opt.weight_decay, opt.betas) == ('AdamW', 1e-4, 0.1, (0.9, 0.999))
+        flips = [t for t in cfg.train_dataloader.dataset.pipeline if t.type == 'RandomFlip']
+        assert flips and flips[0].prob == 0.5
+        if rel_pos:  # LSJ recipe
+            assert b.img_size == 1024 and b.drop_path_rate == 0.1
+            assert b.window_block_indexes == [0, 1, 3, 4, 6, 7, 9, 10]
+            assert cfg.optim_wrapper.constructor == 'LayerDecayOptimizerConstructor'
+            assert cfg.optim_wrapper.paramwise_cfg.decay_rate == 0.7
+            assert cfg.auto_scale_lr.base_batch_size == 64
+            lsj = cfg.train_dataloader.dataset.pipeline
+            assert [t.type for t in lsj][3:7] == ['RandomResize', 'RandomCrop', 'FilterAnnotations', 'Pad']
+            assert lsj[3].ratio_range == (0.1, 2.0) and lsj[4].crop_size == (1024, 1024)
+        else:  # the paper's 224 setting
+            assert b.img_size == 224 and opt.eps == 1e-6 and cfg.auto_scale_lr.base_batch_size == 32
+    init_default_scope('mmdet')
+    model = MODELS.build(_tiny(name).model)
+    kinds = {type(block.attn).__name__ for block in model.backbone.blocks}
+    assert attn in kinds
+    assert type(model.neck).__name__ == 'SimpleFPN'
+    if rel_pos:
+        assert model.backbone.blocks[0].attn.rel_pos_h.shape == (7, 16)  # window 4 after shrinking
+    with pytest.raises(ValueError, match='use_rel_pos=True is not defined'):
+        MODELS.build(
+            _tiny(name, **{'model.backbone.attn_cfg': 'diff', 'model.backbone.use_rel_pos': True}).model
+        )
+
+
+@pytest.fixture(scope='module')
+def tiny_coco(tmp_path_factory) -> Path:
+    return ensure_coco_dataset(tmp_path_factory.mktemp('coco'), TINY_SPEC)
+
+
+def _data_options(root: Path) -> dict:
+    opts = {'model.backbone.img_size': 64, 'model.backbone.pretrain_img_size': 64}
+    for split, files in (('train', 'train'), ('val', 'test'), ('test', 'test')):  # val: built, not run
+        opts.update(
+            {
+                f'{split}_dataloader.dataset.data_root': str(root),
+                f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{files}.json',
+                f'{split}_dataloader.dataset.data_prefix.img': f'images/{files}/',
+                f'{split}_dataloader.batch_size': 2,
+            }
+        )
+    ann = str(root / 'annotations/instances_test.json')
+    opts['val_evaluator.ann_file'] = opts['test_evaluator.ann_file'] = ann
+    return opts
+
+
+def test_mask_rcnn_train_step_and_predict(tiny_coco: Path) -> None:
+    cfg = _tiny('vitdet_dna_demo.py', **_data_options(tiny_coco), **{'model.test_cfg.rcnn.score_thr': 0.0})
+    init_default_scope('mmdet')
+    model = MODELS.build(cfg.model)
+    train = DATASETS.build(cfg.train_dataloader.dataset)
+    batch = model.data_preprocessor(pseudo_collate([train[0], train[1]]), True)
+    assert batch['inputs'].shape == (2, 3, 64, 64)
+    model.train()
+    losses = model(**batch, mode='loss')
+    assert {'loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox', 'loss_mask'} <= set(losses)
+    loss, _ = model.parse_losses(losses)
+    assert torch.isfinite(loss)
+    loss.backward()
+    attn = model.backbone.blocks[0].attn  # windowed, rel-pos, DnA
+    for name in ('q_neg.weight', 'v_neg.weight', 'alpha', 'rel_pos_h', 'rel_pos_w'):
+        grad = attn.get_parameter(name).grad
+        assert grad is not None and grad.abs().sum() > 0, name
+    assert model.backbone.blocks[1].attn.rel_pos_h.grad.abs().sum() > 0  # global block
+    model.eval()
+    test = DATASETS.build(cfg.test_dataloader.dataset)
+    with torch.no_grad():
+        data = model.data_preprocessor(pseudo_collate([test[0]]), False)
+        result = model(**data, mode='predict')[0].pred_instances
+    n = len(result)
+    assert n > 0 and result.bboxes.shape == (n, 4) and result.labels.max() < len(COCO_CLASSES)
+    assert result.masks.shape == (n, 64, 64) and result.masks.dtype == torch.bool
+
+
+def test_coco_generator_and_checker(tiny_coco: Path, tmp_path: Path, capsys) -> None:
+    ann = tiny_coco / 'annotations' / 'instances_train.json'
+    data = json.loads(ann.read_text())
+    assert [c['name'] for c in data['categories']] == list(COCO_CLASSES)
+    assert len(data['images']) == 4 and len(data['annotations']) >= 4
+    first = dict(data['annotations'][0])
+    assert len(first['segmentation'][0]) >= 6 and first['bbox'][2] > 0 and first['iscrowd'] == 0
+    report = check_coco(ann, tiny_coco / 'images' / 'train', check_sizes=True)
+    assert report.ok, report.format()
+    assert sum(report.per_category.values()) == len(data['annotations'])
+    # the same file reused while the spec matches (meta.json)
+    mtime = ann.stat().st_mtime_ns
+    ensure_coco_dataset(tiny_coco, TINY_SPEC)
+    assert ann.stat().st_mtime_ns == mtime
+    # break it in every way the checker names
+    data['images'][1]['file_name'] = 'nowhere.png'
+    data['annotations'][0]['bbox'] = [10, 10, 0, 5]
+    data['annotations'][1]['segmentation'] = [[1, 2, 3, 4, 5]]
+    data['annotations'].append(dict(first, id=999, category_id=42))
+    data['annotations'].append(dict(first, id=1000, image_id=77))
+    data['categories'].append(dict(id=9, name='square'))
+    bad = tmp_path / 'bad.json'
+    bad.write_text(json.dumps(data))
+    checker = load_tool('tools/data/coco/check_annotations.py')
+    assert checker.main(['--ann-file', str(bad), '--image-dir', str(tiny_coco / 'images' / 'train')]) == 1
+    out = capsys.readouterr().out
+    for message in (
+        'missing image file: 1: ',
+        'nowhere.png',
+        'empty bbox (w or h <= 0): 1',
+        'bad polygon (need an even count >= 6 of numbers): 1',
+        'annotation of an unknown category_id: 1',
+        'category_id 42',
+        'annotation of an unknown image_id: 1',
+        'duplicate category name: 1',
+    ):
+        assert message in out, (message, out)
+    assert 'annotations[0] (id 1)' in out
+    (tmp_path / 'broken.json').write_text('{"images": [')
+    assert checker.main(['--ann-file', str(tmp_path / 'broken.json')]) == 2
+    assert 'broken.json: cannot read COCO JSON' in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> None:
+    """MMDetection's own tools/train.py runs the config (custom_imports), tools/test.py tests
+    its checkpoint, prints bbox / segm AP and dumps predictions."""
+    import mmdet
+
+    stock_train = Path(mmdet.__file__).parent / '.mim' / 'tools' / 'train.py'
+    opts = dict(SHRINK, **_data_options(tiny_coco))
+    opts.update(
+        {
+            'model.backbone.window_size': 4,
+            'model.backbone.img_size': 64,
+            'train_cfg.max_iters': 1,
+            'default_hooks.checkpoint.interval': 1,
+            'default_hooks.logger.interval': 1,
+            'model.test_cfg.rcnn.score_thr': 0.0,
+        }
+    )
+    cli = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in opts.items()]
+    work = tmp_path / 'work'
+    run_cmd(
+        [
+            sys.executable,
+            str(stock_train),
+            'configs/vitdet_dna_demo.py',
+            '--work-dir',
+            str(work),
+            '--cfg-options',
+            *cli,
+        ],
+        timeout=900,
+    )
+    ckpt = work / 'iter_1.pth'
+    assert ckpt.is_file()
+    out = run_main(
+        [
+            'tools/test.py',
+            'configs/vitdet_dna_demo.py',
+            str(ckpt),
+            '--work-dir',
+            str(work),
+            '--dump',
+            str(tmp_path / 'preds.pkl'),
+            '--cfg-options',
+            *cli,
+        ]
+    ).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
+    for name in ('bbox AP', 'bbox AP50', 'bbox AP75', 'segm AP', 'segm AP50', 'segm AP75'):
+        assert re.search(rf'{name}: \d+\.\d\d', line), line
+    with open(tmp_path / 'preds.pkl', 'rb') as f:
+        preds = pickle.load(f)
+    assert len(preds) == TINY_SPEC.test_images
+    assert {'bboxes', 'scores', 'labels', 'masks'} <= set(preds[0]['pred_instances'])

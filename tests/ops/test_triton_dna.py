@@ -1,0 +1,289 @@
+"""The fused two-branch Triton kernel against the formula and against the module's SDPA path:
+outputs and every gradient, masked tiles and rows, the operator under ``torch.compile`` /
+``torch.export`` / ``meta``, and the kernels compiled ahead of time for real GPUs.
+
+On a machine without CUDA the kernels run in Triton's interpreter: ``TRITON_INTERPRET=1``
+is set for the test process by ``conftest.py`` (Triton reads it when first imported, which
+other test modules may do first), and here again when this module runs alone. bf16 is not
+run here: the interpreter's ``tl.dot`` mishandles bf16 in triton 3.9 (GPU-only case,
+``tests/ops/test_gpu.py``); it is compiled for every GPU target below.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault('TRITON_INTERPRET', '1')
+triton = pytest.importorskip('triton')
+
+from dna_mm.models import DnAAttention  # noqa: E402
+from dna_mm.ops import (  # noqa: E402
+    HEAD_DIMS,
+    TESTED_CAPABILITIES,
+    compile_kernels,
+    dna_attention,
+    kernel_available,
+    resource_usage,
+    shared_memory_limit,
+    tensor_core_instructions,
+)
+
+DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+def reference(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale):
+    """The formula in float64 with explicit maps."""
+    z_pos = scale * q @ k.transpose(-1, -2) + (0 if b_pos is None else b_pos)
+    z_neg = scale * q_neg @ k.transpose(-1, -2) + (0 if b_neg is None else b_neg)
+    return torch.softmax(z_pos, -1) @ v + alpha.view(1, -1, 1, 1) * (torch.softmax(-z_neg, -1) @ v_neg)
+
+
+def _inputs(b, h, m, n, d, dtype, bias: str, bias_dtype=torch.float32):
+    g = torch.Generator().manual_seed(m * 1000 + n + d)
+    ts = [torch.randn(b, h, s, d, generator=g).to(DEVICE, dtype).requires_grad_() for s in (m, n, n, m, n)]
+    alpha = (torch.rand(h, generator=g) * 2 - 1).to(DEVICE).requires_grad_()
+    b_pos = b_neg = None
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g).to(DEVICE, bias_dtype).requires_grad_()
+
+    if bias == 'one':  # broadcast over the batch
+        b_pos = b_neg = rand(1, h, m, n)
+    elif bias == 'pair':  # branch-specific, different broadcasts
+        b_pos, b_neg = rand(1, h, m, n), rand(b, 1, m, n)
+    return ts, alpha, b_pos, b_neg
+
+
+def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
+
+
+@pytest.mark.parametrize('d', [32, 64, 128])
+@pytest.mark.parametrize('dtype,tol', [(torch.float32, 2e-5), (torch.float16, 3e-3)])
+@pytest.mark.parametrize('bias', ['none', 'one', 'pair'])
+def test_outputs_and_every_gradient_match_the_formula(d, dtype, tol, bias) -> None:
+    if d == 128 and bias != 'pair':
+        pytest.skip('head dim 128: one bias case keeps the interpreter run short')
+    ts, alpha, b_pos, b_neg = _inputs(2, 2, 19, 37, d, dtype, bias)  # ragged M, N
+    arg = None if bias == 'none' else (b_pos if bias == 'one' else (b_pos, b_neg))
+    out = dna_attention(*ts, alpha, arg)
+    assert out.shape == ts[0].shape and out.dtype == dtype
+    wrt = [*ts, alpha] + ([b_pos] if bias == 'one' else [b_pos, b_neg] if bias == 'pair' else [])
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, wrt, grad_out)
+    ref_in = [t.detach().double().requires_grad_() for t in wrt]
+    r_ts, r_alpha = ref_in[:5], ref_in[5]
+    r_bp = ref_in[6] if bias != 'none' else None
+    r_bn = r_bp if bias == 'one' else (ref_in[7] if bias == 'pair' else None)
+    ref = reference(*r_ts, r_alpha, r_bp, r_bn, d**-0.5)
+    ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
+    names = ['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg'][: len(grads) + 1]
+    assert all(g.dtype == t.dtype and g.shape == t.shape for g, t in zip(grads, wrt, strict=True))
+    for name, got, want in zip(names, [out, *grads], [ref, *ref_grads], strict=True):
+        assert _rel(got, want) < tol, (name, _rel(got, want))
+
+
+def test_bias_gradients_only_where_asked_in_the_bias_dtype() -> None:
+    """Each bias-gradient map exists only for a bias that needs a gradient, in its dtype."""
+    ts, alpha, b_pos, b_neg = _inputs(1, 2, 9, 11, 32, torch.float32, 'pair', bias_dtype=torch.float16)
+    b_neg.requires_grad_(False)
+    out = dna_attention(*ts, alpha, (b_pos, b_neg))
+    g_bp = torch.autograd.grad(out.sum(), b_pos)[0]
+    assert g_bp.dtype == torch.float16 and g_bp.shape == b_pos.shape
+    ref_in = [t.detach().double().requires_grad_() for t in (*ts, alpha, b_pos)]
+    ref = reference(*ref_in[:6], ref_in[6], b_neg.double(), 32**-0.5)
+    assert _rel(g_bp, torch.autograd.grad(ref.sum(), ref_in[6])[0]) < 2e-3
+    _, o_pos, o_neg, lse_p, lse_n = torch.ops.dna_mm.dna_attention_fwd(
+        *ts, alpha, b_pos, b_neg, 32**-0.5, True
+    )
+    grads = torch.ops.dna_mm.dna_attention_bwd(
+        out.detach().transpose(1, 2),
+        *ts,
+        alpha,
+        b_pos,
+        b_neg,
+        o_pos,
+        o_neg,
+        lse_p,
+        lse_n,
+        32**-0.5,
+        False,
+        False,
+    )
+    assert grads[-2].numel() == 0 and grads[-1].numel() == 0  # no map asked for, none made
+
+
+def _masked_pair(keep: torch.Tensor, d: int = 32):
+    """Output and gradients (input, parameters) of the fused and the SDPA path under ``keep``."""
+    torch.manual_seed(0)
+    c = 2 * d
+    fused = DnAAttention(c, 2, kernel='triton').to(DEVICE)
+    sdpa = DnAAttention(c, 2).to(DEVICE)
+    with torch.no_grad():
+        fused.alpha.uniform_(-1, 1)
+    sdpa.load_state_dict(fused.state_dict())
+    x = torch.randn(2, keep.shape[-1], c, device=DEVICE)
+    results = []
+    for m in (fused, sdpa):
+        xi = x.clone().requires_grad_()
+        y = m(xi, attn_mask=keep.to(DEVICE))
+        y.square().sum().backward()
+        results.append([y.detach(), xi.grad] + [p.grad.clone() for p in m.parameters()])
+    return results
+
+
+def test_masks_match_the_sdpa_path() -> None:
+    """Sample 0: its first 64 keys (a whole first key tile) masked for every query, and two
+    query rows with every key masked; sample 1: each query left with one key. Outputs and
+    gradients finite and equal to the module's SDPA path (a row with no key: output 0 and no
+    gradient through it, SDPA's result)."""
+    n = 80
+    keep = torch.ones(2, 1, n, n, dtype=torch.bool)
+    keep[0, ..., :64] = False
+    keep[0, :, [5, 70]] = False
+    keep[1] = False
+    keep[1, :, torch.arange(n), (7 * torch.arange(n)) % n] = True  # query i keeps key 7i mod N
+    fused, sdpa = _masked_pair(keep)
+    for got, want in zip(fused, sdpa, strict=True):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, want, atol=3e-5, rtol=3e-5)
+    assert fused[1][0, 5].abs().sum() == 0  # token 5 of sample 0: a query with no key, a masked key
+
+
+def test_module_with_the_kernel_equals_the_sdpa_path() -> None:
+    """``DnAAttention(kernel='triton')``: same output and gradients as the default path,
+    with an exclusion mask (added after the softmin sign) and a branch-specific bias."""
+    torch.manual_seed(0)
+    fused = DnAAttention(64, 2, kernel='triton').to(DEVICE)
+    sdpa = DnAAttention(64, 2).to(DEVICE)
+    sdpa.load_state_dict(fused.state_dict())
+    with torch.no_grad():
+        fused.alpha.uniform_(-1, 1)
+        sdpa.alpha.copy_(fused.alpha)
+    x = torch.randn(2, 13, 64, device=DEVICE)
+    keep = torch.ones(13, dtype=torch.bool, device=DEVICE)
+    keep[-3:] = False
+    bias = (torch.randn(1, 2, 13, 13, device=DEVICE), torch.randn(1, 2, 13, 13, device=DEVICE))
+    outs = []
+    for m in (fused, sdpa):
+        y = m(x, attn_mask=keep.view(1, 1, 1, -1), attn_bias=bias)
+        y.square().sum().backward()
+        outs.append([y.detach()] + [p.grad.clone() for p in m.parameters()])
+    for a, b in zip(*outs, strict=True):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=2e-5)
+    assert "kernel='triton'" in repr(fused)
+
+
+def test_the_operator_traces_on_meta_compile_and_export() -> None:
+    """``kernel='triton'`` as one graph node: forward + backward on the ``meta`` device (fake
+    implementations), ``torch.compile(fullgraph=True)`` (no graph break; same values and
+    gradients as eager) and ``torch.export`` (the operator in the graph; same output)."""
+    torch.manual_seed(0)
+    m = DnAAttention(64, 2, kernel='triton').to(DEVICE)
+    meta = DnAAttention(64, 2, kernel='triton', device='meta')
+    y = meta(torch.randn(2, 13, 64, device='meta', requires_grad=True))
+    y.sum().backward()
+    assert y.shape == (2, 13, 64) and y.device.type == 'meta' and meta.alpha.grad.shape == (2,)
+
+    x = torch.randn(2, 13, 64, device=DEVICE)
+    want = m(x)
+    want.square().sum().backward()
+    want_grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    torch._dynamo.reset()
+    compiled = torch.compile(m, fullgraph=True, backend='aot_eager')
+    got = compiled(x)
+    got.square().sum().backward()
+    torch.testing.assert_close(got, want)
+    for g, w in zip((p.grad for p in m.parameters()), want_grads, strict=True):
+        torch.testing.assert_close(g, w)
+
+    exported = torch.export.export(m.eval(), (x,))
+    targets = {str(node.target) for node in exported.graph.nodes}
+    assert 'dna_mm.dna_attention_fwd.default' in targets
+    torch.testing.assert_close(exported.module()(x), want.detach())
+
+
+def test_arguments_are_checked() -> None:
+    ts, alpha, _, _ = _inputs(1, 2, 8, 8, 32, torch.float32, 'none')
+    with pytest.raises(ValueError, match='head dim 24'):
+        dna_attention(*(t[..., :24] for t in ts), alpha)
+    with pytest.raises(ValueError, match=r'v must be \[1, 2, N, 32\]'):
+        dna_attention(ts[0], ts[1], ts[2][:, :1], ts[3], ts[4], alpha)
+    with pytest.raises(ValueError, match='alpha must be'):
+        dna_attention(*ts, alpha[:1])
+    with pytest.raises(ValueError, match="kernel must be 'sdpa' or 'triton'"):
+        DnAAttention(64, 2, kernel='flash')
+    assert kernel_available(torch.device(DEVICE)) and HEAD_DIMS == (32, 64, 128)
+
+
+def test_kernel_that_cannot_run_is_refused_at_construction(monkeypatch) -> None:
+    """``kernel='triton'`` where it cannot run is an error when the module is built, naming why."""
+    with pytest.raises(ValueError, match=r"kernel='triton' cannot run: head dim 16 is not one"):
+        DnAAttention(32, 2, kernel='triton')
+    if not torch.cuda.is_available():  # CPU without the interpreter
+        monkeypatch.delenv('TRITON_INTERPRET')
+        with pytest.raises(ValueError, match='no CUDA device'):
+            DnAAttention(64, 2, kernel='triton')
+
+
+# -- ahead-of-time compilation for real GPUs (no GPU needed) ------------------------------------
+def _check_compiled(capability, dtype, head_dim, usage: bool = True) -> list[str]:
+    """Compile one (target, dtype, head dim); assert the shared memory fits and fp16 / bf16
+    reach tensor cores; return table rows (shared memory and, with ``usage``, registers and
+    spills from ``ptxas -v``)."""
+    limit = shared_memory_limit(capability)
+    rows = []
+    for name, kernel in compile_kernels(capability, dtype, head_dim).items():
+        shared = kernel.metadata.shared
+        assert shared <= limit, (
+            f'sm{capability[0]}{capability[1]} {dtype} d{head_dim} {name}: {shared} B > {limit} B'
+        )
+        if dtype != torch.float32:
+            assert tensor_core_instructions(kernel) > 0, f'{name}: no mma / wgmma for {dtype}'
+        row = f'sm{capability[0]}{capability[1]} {str(dtype)[6:]} d{head_dim} {name}: shared {shared} B'
+        if usage:
+            use = resource_usage(kernel)
+            row += f', {use.registers} registers, spills {use.spill_stores} / {use.spill_loads} B'
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize('capability,dtype,head_dim', [((8, 6), torch.bfloat16, 128)], ids=['sm86-bf16-d128'])
+def test_kernels_fit_the_gpu_they_compile_for(capability, dtype, head_dim) -> None:
+    """The tightest case of the matrix (99 KB of shared memory, the largest head dim) in the
+    default run; the full matrix is the slow test below."""
+    print('\n'.join(_check_compiled(capability, dtype, head_dim)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('head_dim', [32, 64, 128])
+@pytest.mark.parametrize('dtype', ['float16', 'bfloat16', 'float32', 'float32+tf32'])
+@pytest.mark.parametrize('capability', TESTED_CAPABILITIES, ids=lambda c: f'sm{c[0]}{c[1]}')
+def test_every_kernel_fits_every_target(capability, dtype: str, head_dim: int, monkeypatch) -> None:
+    """sm80 / sm86 / sm89 / sm90 × fp16 / bf16 / fp32 (TF32 off, PyTorch's default for
+    matmuls, and on) × head dims 32 / 64 / 128. Shared memory printed with ``-s`` (registers
+    and spills of the whole matrix: ``docs/triton_kernel.md``)."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, 'allow_tf32', dtype.endswith('tf32'))
+    rows = _check_compiled(capability, getattr(torch, dtype.split('+')[0]), head_dim, usage=False)
+    print('\n'.join(rows))
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_table_tool_runs_as_a_user_runs_it(tmp_path) -> None:
+    """``tools/analysis/triton_kernel_table.py`` in a subprocess (no interpreter): one row per kernel."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[2] / 'tools' / 'analysis' / 'triton_kernel_table.py'
+    env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
+    cmd = [sys.executable, str(tool), '--capabilities', '86', '--dtypes', 'float16', '--head-dims', '32']
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    rows = [line for line in out.splitlines() if line.startswith('| sm86 | float16 | 32 |')]
+    assert len(rows) == 3 and all('(101,376)' in row for row in rows)

@@ -1,0 +1,56 @@
+"""tools/analysis/benchmark_attention.py stays runnable (one step per method, no timing claims)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import load_tool
+
+
+@pytest.fixture(scope='module')
+def bench():
+    return load_tool('tools/analysis/benchmark_attention.py')
+
+
+@pytest.mark.parametrize('scope', ['core', 'module'])
+def test_every_method_steps_and_tabulates(bench, scope: str) -> None:
+    methods = [m for m in bench.METHODS if m not in bench.CUDA_ONLY_METHODS]
+    ms = bench.time_worker('cpu', 'temporal', methods, reps=1, dtype='float32', scope=scope)
+    assert set(ms) == set(methods) and all(math.isfinite(t) and t > 0 for t in ms.values())
+    rows = {'temporal': {m: dict(ms=t, peak_mb=1.0) for m, t in ms.items()}}
+    text = bench.table('cpu', rows, methods, 'float32', scope)
+    assert text.count('\n') == 4 and '| temporal [196, 8, 768] | 1.00×' in text
+
+
+@pytest.mark.parametrize('method', ['softmax', 'dna_fast', 'dna_eager'])
+def test_core_scope_replaces_the_input_projections(bench, method: str) -> None:
+    """Core scope: gradients reach the projection stand-ins, the token input is not used."""
+    step = bench.build_step('cpu', 'temporal', method, 'float32', 'core')
+    step()
+    x, *leaves = step.inputs
+    assert x.grad is None and len(leaves) == (3 if method.startswith('dna') else 1)
+    assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in leaves)
+
+
+def test_core_scope_inputs_are_in_the_benchmark_dtype(bench) -> None:
+    """bf16 benchmark, core scope: every method (the Triton kernel included, which autocast
+    does not cast) gets bf16 leaves; the SDPA ones step."""
+    for method in bench.METHODS:
+        if method == 'dna_triton' and not _triton_constructible():
+            continue
+        step = bench.build_step('cpu', 'temporal', method, 'bfloat16', 'core')
+        _, *leaves = step.inputs
+        assert leaves and all(t.dtype == torch.bfloat16 for t in leaves), method
+        if method in ('softmax', 'dna_fast'):
+            step()
+            assert all(t.grad is not None and t.grad.dtype == torch.bfloat16 for t in leaves)
+
+
+def _triton_constructible() -> bool:
+    try:
+        from dna_mm.ops import kernel_unusable_reason
+    except ImportError:
+        return False
+    return kernel_unusable_reason(64) is None

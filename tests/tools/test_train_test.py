@@ -1,0 +1,87 @@
+"""tools/train.py then tools/test.py on the tiny demo model (in process), and the same through
+tools/dist_train.sh / dist_test.sh: two gloo processes each."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import socket
+import sys
+
+import pytest
+from conftest import DEMO_CONFIG, run_cmd, run_main, tiny_run_options
+
+
+@pytest.mark.parametrize('attn', ['dna', 'softmax'])
+def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> None:
+    opts = tiny_run_options(tiny_video_set, attn)
+    run_main(
+        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--seed', '0', '--cfg-options', *opts]
+    )
+    ckpt = tmp_path / 'epoch_1.pth'
+    assert ckpt.exists()
+    out = run_main(
+        [
+            'tools/test.py',
+            DEMO_CONFIG,
+            str(ckpt),
+            '--work-dir',
+            str(tmp_path),
+            '--dump',
+            str(tmp_path / 'preds.csv'),
+            '--cfg-options',
+            *opts,
+        ]
+    ).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
+    assert re.search(r'top-1: [\d.]+ .*mCA: [\d.]+', line)
+    assert 'top-5' not in line  # 4 classes: top-k only for k < the number of classes
+    rows = list(csv.DictReader(open(tmp_path / 'preds.csv')))
+    assert len(rows) == 4 and {'video', 'label', 'pred', 'score', 'top5'} <= set(rows[0])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.integration
+def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
+    env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(_free_port()), 'OMP_NUM_THREADS': '1'}
+    opts = tiny_run_options(tiny_video_set)
+    run_cmd(
+        [
+            'bash',
+            'tools/dist_train.sh',
+            DEMO_CONFIG,
+            '2',
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            *opts,
+        ],
+        env=env,
+    )
+    assert (tmp_path / 'epoch_1.pth').exists()
+    env['PORT'] = str(_free_port())
+    out = run_cmd(
+        [
+            'bash',
+            'tools/dist_test.sh',
+            DEMO_CONFIG,
+            str(tmp_path / 'epoch_1.pth'),
+            '2',
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            *opts,
+        ],
+        env=env,
+    ).stdout
+    assert out.count('Test results:') == 1  # printed by rank 0 only
+    logs = list(tmp_path.glob('*/*.log'))
+    assert any(
+        'world_size: 2' in p.read_text() or 'Distributed training: True' in p.read_text() for p in logs
+    )
