@@ -28,11 +28,12 @@ import torch
 
 from dna_mm.checkpoint import UnsafeCheckpointError, read_checkpoint
 from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
+from dna_mm.converters.timesformer import WRAPPER_KEYS as MODEL_KEYS
 from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
 
-#: where checkpoints keep their weights: mmengine, DeiT / the authors' vit/main.py (and its EMA
-#: copy), PySlowFast (the authors' TimeSformer), DeepSpeed-style
-WRAPPER_KEYS = ('state_dict', 'model', 'model_ema', 'state_dict_ema', 'model_state', 'module')
+#: where checkpoints keep weights: the model's (mmengine, the authors' vit/main.py, PySlowFast,
+#: DeepSpeed-style) and the EMA copies DeiT / vit/main.py add; all of them are converted
+WRAPPER_KEYS = (*MODEL_KEYS, 'model_ema', 'state_dict_ema')
 COMBINE_HELP = (
     "how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
     "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "

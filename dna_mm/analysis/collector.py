@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -99,15 +100,20 @@ class _Mean:
         return self.total / self.weight
 
 
-def histogram_median(counts: Tensor, edges: Tensor) -> float:
-    """Median of binned values: linear interpolation inside the bin holding the middle value
-    (resolution: one bin). ``counts [n]``, ``edges [n + 1]``."""
-    cum = counts.cumsum(0).double()
-    half = float(cum[-1]) / 2
-    i = int(torch.searchsorted(cum, torch.tensor(half, dtype=torch.float64)))
-    below = float(cum[i - 1]) if i > 0 else 0.0
-    frac = (half - below) / max(int(counts[i]), 1)
-    return float(edges[i] + frac * (edges[i + 1] - edges[i]))
+def histogram_quantiles(counts: Sequence[float], edges: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Quantiles of binned values, linear inside a bin (resolution: one bin). ``counts [n]``,
+    ``edges [n + 1]``."""
+    cum = np.concatenate([[0.0], np.cumsum(np.asarray(counts, dtype=float))])
+    return [float(np.interp(q * cum[-1], cum, np.asarray(edges, dtype=float))) for q in qs]
+
+
+def summed_counts(histograms: Iterable[Sequence[int]]) -> Tensor:
+    """Bin-wise sum ``[max n]`` of count lists of different lengths (the shorter ones zero-padded)."""
+    histograms = [torch.as_tensor(h, dtype=torch.int64) for h in histograms]
+    total = torch.zeros(max(len(h) for h in histograms), dtype=torch.int64)
+    for h in histograms:
+        total[: len(h)] += h
+    return total
 
 
 class _Histogram:
@@ -126,7 +132,7 @@ class _Histogram:
         self.n += v.numel()
 
     def median(self) -> float:
-        return histogram_median(self.counts, self.edges)
+        return histogram_quantiles(self.counts, self.edges, (0.5,))[0]
 
     def to_dict(self) -> dict:
         return dict(edges=[round(float(e), 6) for e in self.edges], counts=self.counts.tolist())
@@ -183,7 +189,7 @@ class AttentionCollector:
         self.with_coefficient = with_coefficient
         self.hist_bins = hist_bins
         self._means: dict[tuple, _Mean] = defaultdict(_Mean)
-        self._hists: dict[tuple, _Histogram] = {}
+        self._hists: dict[tuple, _Histogram] = defaultdict(lambda: _Histogram(hist_bins))
         self._intruders: dict[str, Tensor] = {}
         self._keys: dict[str, int] = {}  # site → most keys N of a map (entropy's maximum is log N)
         self._ctx: Optional[contextlib.AbstractContextManager] = None
@@ -197,11 +203,6 @@ class AttentionCollector:
         assert self._ctx is not None
         self._ctx.__exit__(*exc)
         self._ctx = None
-
-    def _hist(self, key: tuple) -> _Histogram:
-        if key not in self._hists:
-            self._hists[key] = _Histogram(self.hist_bins)
-        return self._hists[key]
 
     @torch.no_grad()
     def observe(self, site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
@@ -221,13 +222,13 @@ class AttentionCollector:
         two = len(site.branches) == 2
         if 'cvv' in self.analyses and site.has_separate_values:
             c = value_alignment(heads['v'], heads['v_neg'])  # [B, H]
-            self._hist(('cvv', site.name)).add(c)
+            self._hists[('cvv', site.name)].add(c)
             self._means[('cvv', site.name)].add(c.mean(0), b)
         if two and ('cvv' in self.analyses or 'intruders' in self.analyses):
             pos, neg = branch_outputs(site, maps, heads, self.with_coefficient)  # [B, H, M, d]
             if 'cvv' in self.analyses:
                 cos = branch_cosine(pos, neg)  # [B, H]
-                self._hist(('branch_cosine', site.name)).add(cos)
+                self._hists[('branch_cosine', site.name)].add(cos)
                 self._means[('branch_cosine', site.name)].add(cos.mean(0), b)
             if 'intruders' in self.analyses:
                 counts = intruder_dimensions(pos, neg, self.intruder_k, self.intruder_eps)

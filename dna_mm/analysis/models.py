@@ -157,10 +157,7 @@ def load_mm_model(
         """One video through the config's test pipeline and the data preprocessor."""
         from mmengine.dataset import Compose
 
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'input {path} does not exist')
-        if not path.lower().endswith(VIDEO_EXTENSIONS):
-            raise ValueError(f'{config}: --input must be a video ({", ".join(VIDEO_EXTENSIONS)}), got {path}')
+        _check_input(path, VIDEO_EXTENSIONS, f'{config}: --input must be a video')
         pipeline = Compose(cfg[key].dataset.pipeline)
         packed = pipeline(dict(filename=path, label=-1, start_index=0, modality='RGB'))
         data = pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)
@@ -249,15 +246,17 @@ def load_timm_model(
             yield Batch(batch, meta=dict(files=chunk, total=len(files)))
 
     def load_input(path: str) -> Tensor:
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'input {path} does not exist')
-        if not path.lower().endswith(IMAGE_EXTENSIONS):
-            raise ValueError(
-                f'timm:{name}: --input must be an image ({", ".join(IMAGE_EXTENSIONS)}), got {path}'
-            )
+        _check_input(path, IMAGE_EXTENSIONS, f'timm:{name}: --input must be an image')
         return transform(load_image(path))[None]
 
     return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input)
+
+
+def _check_input(path: str, extensions: tuple[str, ...], wrong_kind: str) -> None:
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'input {path} does not exist')
+    if not path.lower().endswith(extensions):
+        raise ValueError(f'{wrong_kind} ({", ".join(extensions)}), got {path}')
 
 
 def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:

@@ -31,6 +31,9 @@ from matplotlib.colors import LinearSegmentedColormap, ListedColormap, Normalize
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from .collector import histogram_quantiles, summed_counts  # noqa: E402
+from .report import ALPHA_INIT  # noqa: E402
+
 #: Okabe & Ito (2008), distinguishable under the common colour-vision deficiencies
 COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#F0E442']
 BRANCH_STYLE = {'pos': ('-', 'o'), 'neg': ('--', 's'), 'attn': (':', '^')}
@@ -39,7 +42,8 @@ BRANCH_NAMES = {
     'neg': 'negative branch (DnA softmin(Q−Kᵀ), Diff A2)',
     'attn': 'single map (softmax, Cog)',
 }
-ALPHA_INIT = 0.5
+#: line style of each attention in the α-spread panel
+GROUP_STYLES = ['-', '--', '-.', ':']
 DPI = 130
 
 
@@ -56,11 +60,25 @@ def _groups(reports: Sequence[dict], key: str) -> list[str]:
     return seen
 
 
-def _axes(n: int, width: float = 4.2, height: float = 3.3, rows: int = 1, sharey: bool = True):
-    fig, axes = plt.subplots(
-        rows, n, figsize=(max(width * n, 5.0), height * rows), squeeze=False, sharey=sharey
+def _having(reports: Sequence[dict], key: str) -> list[tuple[int, dict]]:
+    """``(colour index, report)`` of the reports that have the analysis ``key``."""
+    return [(i, rep) for i, rep in enumerate(reports) if rep.get(key)]
+
+
+def _axes(n: int, width: float = 4.2, height: float = 3.3, rows: int = 1, sharey: bool = True, **kwargs):
+    return plt.subplots(
+        rows, n, figsize=(max(width * n, 5.0), height * rows), squeeze=False, sharey=sharey, **kwargs
     )
-    return fig, axes
+
+
+def _save(fig, path: str, note: Optional[str] = None, note_top: float = 0.0) -> str:
+    """The note (if any) centred under ``note_top`` (figure fraction), then the PNG."""
+    if note:
+        fill = textwrap.fill(note, int(fig.get_figwidth() * 15))
+        fig.text(0.5, note_top, fill, ha='center', va='top', fontsize=7.5)
+    fig.savefig(path, dpi=DPI, bbox_inches='tight')
+    plt.close(fig)
+    return path
 
 
 def _finish(fig, path: str, title: str, handles: Optional[list] = None, note: Optional[str] = None) -> str:
@@ -81,47 +99,43 @@ def _finish(fig, path: str, title: str, handles: Optional[list] = None, note: Op
             frameon=False,
         )
         bottom = -0.03 - 0.055 * math.ceil(len(handles) / ncol) * (3.3 / fig.get_figheight())
-    if note:
-        fig.text(
-            0.5, bottom - 0.02, textwrap.fill(note, int(width * 15)), ha='center', va='top', fontsize=7.5
-        )
-    fig.savefig(path, dpi=DPI, bbox_inches='tight')
-    plt.close(fig)
-    return path
+    return _save(fig, path, note, bottom - 0.02)
 
 
-def _run_handles(reports: Sequence[dict], suffix: Optional[dict] = None) -> list:
-    suffix = suffix or {}
-    return [
-        Line2D([], [], color=_color(i), lw=2.2, label=rep['label'] + suffix.get(rep['label'], ''))
-        for i, rep in enumerate(reports)
-    ]
+def _run_handles(reports: Sequence[dict]) -> list:
+    return [Line2D([], [], color=_color(i), lw=2.2, label=rep['label']) for i, rep in enumerate(reports)]
+
+
+def _style_handle(label: str, ls='-', color: str = '0.25', **kwargs) -> Line2D:
+    """A legend entry for a line style (not a run)."""
+    return Line2D([], [], color=color, ls=ls, label=label, **kwargs)
 
 
 def _branch_handles(branches: Sequence[str]) -> list:
-    return [
-        Line2D(
-            [],
-            [],
-            color='0.25',
-            ls=BRANCH_STYLE[b][0],
-            marker=BRANCH_STYLE[b][1],
-            ms=4,
-            label=BRANCH_NAMES[b],
-        )
-        for b in ('pos', 'neg', 'attn')
-        if b in branches
-    ]
+    styles = [(BRANCH_STYLE[b], BRANCH_NAMES[b]) for b in ('pos', 'neg', 'attn') if b in branches]
+    return [_style_handle(name, ls, marker=mk, ms=4) for (ls, mk), name in styles]
 
 
-def _panel(ax, group: str, ylabel: Optional[str], layers: Sequence[int]) -> None:
-    ax.set_xlabel('layer (block index)')
+def _title(group: str) -> str:
+    return f'{group} attention' if group in ('temporal', 'spatial') else group
+
+
+def _panel(
+    ax,
+    title: str,
+    ylabel: Optional[str],
+    ticks: Optional[Sequence[int]],
+    xlabel: str = 'layer (block index)',
+    grid: str = 'both',
+) -> None:
+    """Title, axis labels, grid and x ticks of one panel."""
+    ax.set_xlabel(xlabel)
     if ylabel:
         ax.set_ylabel(ylabel)
-    ax.set_title(f'{group} attention' if group in ('temporal', 'spatial') else group, fontsize=9.5)
-    ax.grid(alpha=0.3)
-    if layers:
-        ax.set_xticks(sorted(set(layers)))
+    ax.set_title(title, fontsize=9.5)
+    ax.grid(alpha=0.3, axis=grid)
+    if ticks:
+        ax.set_xticks(sorted(set(ticks)))
 
 
 def _series(records: list[dict], group: str, field: str, branch: Optional[str] = None):
@@ -144,13 +158,9 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
     groups = _groups(reports, 'alpha')
     if not groups:
         return None
-    have = [(i, rep) for i, rep in enumerate(reports) if rep.get('alpha')]
-    fig, axes = plt.subplots(
-        1,
-        len(groups) + 1,
-        figsize=(4.0 * (len(groups) + 1), 3.3),
-        squeeze=False,
-        gridspec_kw=dict(width_ratios=[1.0] * len(groups) + [0.8]),
+    have = _having(reports, 'alpha')
+    fig, axes = _axes(
+        len(groups) + 1, 4.0, sharey=False, gridspec_kw=dict(width_ratios=[1.0] * len(groups) + [0.8])
     )
     axes = list(axes[0])
     layers = _layers(reports, 'alpha')
@@ -171,7 +181,7 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
             ax.axhline(init, color='0.35', ls=(0, (4, 3)), lw=1)
         ax.axhline(0, color='0.6', lw=0.8)
         ax.set_ylim(lo - pad, hi + pad)
-        _panel(ax, group, 'α  (weight of the negative branch)' if ax is axes[0] else None, layers)
+        _panel(ax, _title(group), 'α  (weight of the negative branch)' if ax is axes[0] else None, layers)
         if ax is not axes[0]:
             ax.tick_params(labelleft=False)
     ax = axes[-1]
@@ -180,22 +190,15 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
         for j, group in enumerate(groups):
             x, std, _ = _series(rep['alpha'], group, 'std')
             if x:
-                ax.plot(x, std, ['-', '--', '-.', ':'][j % 4], marker='o', ms=3.5, color=_color(i))
+                ax.plot(x, std, GROUP_STYLES[j % 4], marker='o', ms=3.5, color=_color(i))
                 top = max(top, *std)
     ax.set_ylim(0, max(0.1, 1.15 * top))
     _panel(ax, 'spread over heads', 'std of α over heads', layers)
     handles = _run_handles([rep for _, rep in have])
     handles += [Patch(color='0.6', alpha=0.35, label='min–max over heads')]
-    handles += [
-        Line2D(
-            [], [], color='0.35', ls=(0, (4, 3)), label=f'initial α = {", ".join(f"{v:g}" for v in inits)}'
-        )
-    ]
+    handles += [_style_handle(f'initial α = {", ".join(f"{v:g}" for v in inits)}', (0, (4, 3)), '0.35')]
     if len(groups) > 1:
-        handles += [
-            Line2D([], [], color='0.25', ls=['-', '--', '-.', ':'][j % 4], label=f'std: {g}')
-            for j, g in enumerate(groups)
-        ]
+        handles += [_style_handle(f'std: {g}', GROUP_STYLES[j % 4]) for j, g in enumerate(groups)]
     return _finish(
         fig, path, 'DnA mixing weight α per layer: mean over heads (line), min–max over heads (band)', handles
     )
@@ -224,19 +227,17 @@ def _per_branch(
                 ax.plot(x, y, ls, marker=mk, ms=3.5, color=_color(i))
                 if faint:
                     ax.plot(x, [r[faint] for r in rows], ls, marker=mk, ms=2.5, alpha=0.35, color=_color(i))
-        _panel(ax, group, ylabel if ax is axes[0] else None, layers)
+        _panel(ax, _title(group), ylabel if ax is axes[0] else None, layers)
     return fig, axes, groups, branches
 
 
 def _max_entropy(reports: Sequence[dict], group: str) -> Optional[tuple[float, int]]:
     """``(log N, N)`` of the attention ``group`` (the largest ``N`` its records saw)."""
-    keys = [
-        r['num_keys']
-        for rep in reports
-        for r in rep.get('entropy') or []
-        if r['group'] == group and r.get('num_keys')
-    ]
-    return (math.log(max(keys)), max(keys)) if keys else None
+    n = max(
+        (r.get('num_keys') or 0 for rep in reports for r in rep.get('entropy') or [] if r['group'] == group),
+        default=0,
+    )
+    return (math.log(n), n) if n else None
 
 
 def plot_entropy(reports: Sequence[dict], path: str) -> Optional[str]:
@@ -263,10 +264,8 @@ def plot_entropy(reports: Sequence[dict], path: str) -> Optional[str]:
     axes[0].set_ylim(0, top * 1.12)
     k = next((r['top_k_percent'] for rep in reports for r in rep.get('entropy') or []), 10)
     handles = _run_handles(reports) + _branch_handles(branches)
-    handles.append(
-        Line2D([], [], color='0.5', alpha=0.5, lw=1.5, label=f'faint: the {k:g} % highest-entropy rows')
-    )
-    handles.append(Line2D([], [], color='0.45', lw=1.0, label='maximum: uniform rows over the N keys'))
+    handles.append(_style_handle(f'faint: the {k:g} % highest-entropy rows', color='0.5', alpha=0.5, lw=1.5))
+    handles.append(_style_handle('maximum: uniform rows over the N keys', color='0.45', lw=1.0))
     return _finish(fig, path, 'Attention entropy per layer: mean over rows, heads and samples', handles)
 
 
@@ -290,17 +289,9 @@ def plot_redundancy(reports: Sequence[dict], path: str) -> Optional[str]:
 
 
 # -- C(V+, V-) and branch cosine ----------------------------------------------------------------
-def histogram_quantiles(counts: Sequence[int], edges: Sequence[float], qs: Sequence[float]) -> list[float]:
-    """Quantiles of binned values, linear inside a bin (``counts [n]``, ``edges [n + 1]``)."""
-    counts = np.asarray(counts, dtype=float)
-    edges = np.asarray(edges, dtype=float)
-    cum = np.concatenate([[0.0], np.cumsum(counts)])
-    return [float(np.interp(q * cum[-1], cum, edges)) for q in qs]
-
-
 def _boxes(ax, reports: Sequence[dict], key: str, group: str) -> list[int]:
     """Per layer and run: 5–95 % whisker, interquartile bar, median tick, mean dot."""
-    have = [(i, rep) for i, rep in enumerate(reports) if rep.get(key)]
+    have = _having(reports, key)
     width = 0.7 / max(1, len(have))
     drawn = []
     for slot, (i, rep) in enumerate(have):
@@ -370,7 +361,7 @@ def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
 # -- intruders -----------------------------------------------------------------------------------
 def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
     """Histogram of intruder-dimension counts per attention (samples × heads × layers), bars per run."""
-    have = [(i, rep) for i, rep in enumerate(reports) if rep.get('intruders')]
+    have = _having(reports, 'intruders')
     if not have:
         return None
     groups = _groups([rep for _, rep in have], 'intruders')
@@ -384,22 +375,16 @@ def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
             recs = [r for r in rep['intruders'] if r['group'] == group]
             if not recs:
                 continue
-            n = max(len(r['histogram']) for r in recs)
-            hist = np.zeros(n)
-            for r in recs:
-                hist[: len(r['histogram'])] += r['histogram']
+            hist = summed_counts(r['histogram'] for r in recs).double().numpy()
+            n = len(hist)
             nz = np.nonzero(hist)[0]
             top = max(top, int(nz.max()) if nz.size else 0)
             x = np.arange(n) + (slot - (len(have) - 1) / 2) * width
             ax.bar(x, hist / hist.sum(), width, color=_color(i))
         ax.set_xlim(-0.6, max(top, 1) + 0.6)
         ax.set_ylim(0, 1)
-        ax.set_xticks(range(max(top, 1) + 1))
-        ax.grid(alpha=0.3, axis='y')
-        ax.set_title(f'{group} attention' if group in ('temporal', 'spatial') else group, fontsize=9.5)
-        ax.set_xlabel('intruder dimensions')
-        if ax is axes[0]:
-            ax.set_ylabel('fraction of (sample, head, layer)')
+        ylabel = 'fraction of (sample, head, layer)' if ax is axes[0] else None
+        _panel(ax, _title(group), ylabel, range(max(top, 1) + 1), 'intruder dimensions', grid='y')
     handles = [
         Patch(
             color=_color(i),
@@ -423,14 +408,15 @@ def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
 def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
     """Token distance within a clip per layer (mean ``1 − cos`` between its patch tokens), clean
     (solid) and with Gaussian input noise (dashed), a panel per σ; top-1 against σ beside them."""
-    have = [(i, rep) for i, rep in enumerate(reports) if rep.get('robustness')]
+    have = _having(reports, 'robustness')
     if not have:
         return None
     sigmas = sorted({e['sigma'] for _, r in have for e in r['robustness'] if e['sigma'] > 0}) or [0.0]
     with_acc = any(e.get('accuracy') is not None for _, r in have for e in r['robustness'])
     n = len(sigmas) + with_acc
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.3), squeeze=False)
+    fig, axes = _axes(n, 3.6, sharey=False)
     axes = list(axes[0])
+    layers = [lay['layer'] for _, r in have for e in r['robustness'] for lay in e['layers']]
     top = 0.0
     for ax, sigma in zip(axes[: len(sigmas)], sigmas, strict=True):
         psnrs = []
@@ -446,10 +432,8 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
                 ax.plot(x, y, ls, marker='o', ms=3.5, color=_color(i))
                 if s > 0 and e.get('psnr') is not None:
                     psnrs.append(e['psnr'])
-        ax.set_title(f'σ = {sigma:g}' + (f' (PSNR {np.mean(psnrs):.1f} dB)' if psnrs else ''), fontsize=9.5)
-        ax.set_xlabel('layer (block index)')
-        ax.grid(alpha=0.3)
-        ax.set_xticks(sorted({lay['layer'] for _, r in have for e in r['robustness'] for lay in e['layers']}))
+        title = f'σ = {sigma:g}' + (f' (PSNR {np.mean(psnrs):.1f} dB)' if psnrs else '')
+        _panel(ax, title, None, layers)
     for ax in axes[: len(sigmas)]:
         ax.set_ylim(0, top * 1.1)
         if ax is not axes[0]:
@@ -463,17 +447,11 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
             )
             ax.plot([p[0] for p in pts], [p[1] for p in pts], '-', marker='o', ms=3.5, color=_color(i))
         ax.set_ylim(0, 102)
-        ax.set_xlabel('noise σ')
-        ax.set_ylabel('top-1 (%)')
-        ax.set_title('accuracy on the analysed samples', fontsize=9.5)
-        ax.grid(alpha=0.3)
+        _panel(ax, 'accuracy on the analysed samples', 'top-1 (%)', None, 'noise σ')
     settings = have[0][1].get('settings') or {}
     space = settings.get('noise_space', 'normalized')
     handles = _run_handles([rep for _, rep in have])
-    handles += [
-        Line2D([], [], color='0.25', ls='-', label='clean input'),
-        Line2D([], [], color='0.25', ls='--', label='input + Gaussian noise of std σ'),
-    ]
+    handles += [_style_handle('clean input'), _style_handle('input + Gaussian noise of std σ', '--')]
     return _finish(
         fig,
         path,
@@ -497,9 +475,10 @@ PLOTTERS = {
 
 # -- relevance -----------------------------------------------------------------------------------
 #: overlay colour maps: light → saturated Okabe–Ito orange (positive) and blue (negative)
+_ORANGE = LinearSegmentedColormap.from_list('relevance_pos', ['#FFE6B3', '#E69F00', '#D55E00'])
 RELEVANCE_CMAPS = {
-    'pos': LinearSegmentedColormap.from_list('relevance_pos', ['#FFE6B3', '#E69F00', '#D55E00']),
-    'attn': LinearSegmentedColormap.from_list('relevance_pos', ['#FFE6B3', '#E69F00', '#D55E00']),
+    'pos': _ORANGE,
+    'attn': _ORANGE,
     'neg': LinearSegmentedColormap.from_list('relevance_neg', ['#CCE9FA', '#56B4E9', '#0072B2']),
 }
 RELEVANCE_ROWS = {'pos': 'positive branch', 'attn': 'relevance', 'neg': 'negative branch'}
@@ -583,10 +562,4 @@ def plot_relevance(
             cb.ax.tick_params(labelsize=7)
             cb.set_label('relevance', fontsize=7.5, labelpad=2)
     fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10, y=0.995)
-    if note:
-        fig.text(
-            0.5, 0.08, textwrap.fill(note, int(fig.get_figwidth() * 15)), ha='center', va='top', fontsize=7.5
-        )
-    fig.savefig(path, dpi=DPI, bbox_inches='tight')
-    plt.close(fig)
-    return path
+    return _save(fig, path, note, 0.08)

@@ -28,7 +28,13 @@ from typing import Iterable, Optional, Sequence
 import torch
 from mmengine.utils import ProgressBar
 
-from .collector import MAP_ANALYSES, AttentionCollector, TokenDistanceCollector, histogram_median
+from .collector import (
+    MAP_ANALYSES,
+    AttentionCollector,
+    TokenDistanceCollector,
+    histogram_quantiles,
+    summed_counts,
+)
 from .measures import alpha_stats
 from .models import AnalysisModel
 from .sites import find_attention_sites
@@ -193,22 +199,18 @@ def summarize(report: dict) -> dict:
     for name in ('cvv', 'branch_cosine'):
         recs = report.get(name) or []
         if recs:
-            counts = torch.tensor([r['histogram']['counts'] for r in recs]).sum(0)
-            edges = torch.tensor(recs[0]['histogram']['edges'], dtype=torch.float64)
-            total = sum(r['mean'] * r['count'] for r in recs)
+            counts = summed_counts(r['histogram']['counts'] for r in recs)
             n = int(counts.sum())
-            summary[name] = dict(mean=total / n, median=histogram_median(counts, edges), count=n)
+            median = histogram_quantiles(counts, recs[0]['histogram']['edges'], (0.5,))[0]
+            summary[name] = dict(mean=sum(r['mean'] * r['count'] for r in recs) / n, median=median, count=n)
     recs = report.get('intruders') or []
     if recs:
-        width = max(len(r['histogram']) for r in recs)
-        hist = torch.zeros(width, dtype=torch.int64)
-        for r in recs:
-            hist[: len(r['histogram'])] += torch.tensor(r['histogram'])
+        hist = summed_counts(r['histogram'] for r in recs)
         n = int(hist.sum())
         summary['intruders'] = dict(
             histogram=hist.tolist(),
             count=n,
-            mean=float((hist * torch.arange(width)).sum()) / n,
+            mean=float((hist * torch.arange(len(hist))).sum()) / n,
             mode=int(hist.argmax()),
         )
     return summary

@@ -140,8 +140,3 @@ def prefix_tokens(model: nn.Module, layer_path: str) -> int:
         if isinstance(getattr(owner, 'cls_token', None), Tensor):
             return 1
     return 0
-
-
-def layer_label(site: AttentionSite) -> str:
-    """``'temporal.3'`` / ``'attn.3'``: group and block index."""
-    return f'{site.group}.{site.layer}'

@@ -1,7 +1,6 @@
 """Throughput of a config's data path (used by ``tools/analysis/benchmark_data.py``).
 
-* :func:`write_video` writes a realistic synthetic video (textured panning background, moving
-  blobs, sensor noise; MPEG-4 Part 2 or H.264 through PyAV's bundled FFmpeg) at any size.
+* :func:`write_video_set` writes synthetic videos of any size and an annotation list over them.
 * :func:`time_pipeline` runs a dataset's pipeline in this process, clip by clip, and times the
   decode stage (everything up to and including the ``*Decode`` transform) apart from the
   transforms after it, in wall time and in CPU time of the process (all its threads). Several
@@ -27,6 +26,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from .synthetic_video import panning_clip, write_video
 
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
 STOCK = {'ScaledDecordInit': 'DecordInit', 'SortedDecordDecode': 'DecordDecode'}
@@ -43,81 +43,25 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
-def write_video(
-    path: Path,
-    width: int,
-    height: int,
+def write_video_set(
+    out_dir: Path,
+    size: tuple[int, int],
+    num_videos: int,
+    num_entries: int,
     num_frames: int = 90,
-    fps: int = 30,
     codec: str = 'mpeg4',
     keyint: Optional[int] = None,
-    bits_per_pixel: float = 0.1,
-    seed: int = 0,
 ) -> Path:
-    """Write ``num_frames`` frames of ``width × height`` video to ``path`` (mp4 container).
-
-    Content: a smooth random texture that pans 2 px per frame (every block moves, as with a
-    hand-held or zooming camera), three coloured blobs moving on their own, and Gaussian
-    noise (sigma 4), so the encoder has real motion and residuals to code. ``codec``: ``mpeg4``
-    (MPEG-4 Part 2 at ``bits_per_pixel × w × h × fps``; 0.1, about NTU RGB+D's 1080p bit
-    rate) or ``h264`` (libx264, CRF 23, preset veryfast, as dna_mm's preparation tools write it).
-    ``keyint``: keyframe interval (the encoder's default when ``None``: 12 for mpeg4, 250
-    for libx264).
-    """
-    import av
-    import cv2
-
-    rng = np.random.default_rng(seed)
-    pad = 2 * num_frames + 8
-    low = rng.uniform(40, 215, size=(max(2, (height + pad) // 24), max(2, (width + pad) // 24), 3))
-    background = cv2.resize(
-        low.astype(np.float32), (width + pad, height + pad), interpolation=cv2.INTER_CUBIC
-    )
-    yy, xx = np.mgrid[0 : height + pad, 0 : width + pad]
-    background += 20 * np.sin(xx / 7.0)[..., None] * np.cos(yy / 11.0)[..., None]  # mid frequencies
-    background = np.clip(background, 0, 255).astype(np.uint8)
-    noise = [rng.normal(0, 4, size=(height, width, 3)).astype(np.int16) for _ in range(3)]
-    blobs = rng.uniform(0.1, 0.9, size=(3, 2)) * (height, width)
-    speed = rng.uniform(-1, 1, size=(3, 2)) * max(width, height) / 200
-    colours = rng.integers(0, 256, size=(3, 3))
-    side = max(4, min(width, height) // 5)
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), mode='w') as container:
-        stream = container.add_stream('libx264' if codec == 'h264' else codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, 'yuv420p'
-        if codec == 'h264':
-            stream.options = {'crf': '23', 'preset': 'veryfast'}
-        else:
-            stream.bit_rate = int(bits_per_pixel * width * height * fps)
-        if keyint is not None:
-            stream.codec_context.gop_size = keyint
-            if codec == 'h264':
-                stream.options = {**stream.options, 'keyint_min': str(keyint), 'sc_threshold': '0'}
-        for t in range(num_frames):
-            frame = background[2 * t : 2 * t + height, t : t + width].astype(np.int16)
-            for (y, x), (vy, vx), c in zip(blobs, speed, colours, strict=True):
-                cy, cx = int(y + vy * t) % height, int(x + vx * t) % width
-                frame[cy : cy + side, cx : cx + side // 2] = c
-            frame += noise[t % len(noise)]
-            image = np.clip(frame, 0, 255).astype(np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format='rgb24')):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
-
-
-def write_video_set(
-    out_dir: Path, size: tuple[int, int], num_videos: int, num_entries: int, **kwargs: Any
-) -> Path:
-    """``num_videos`` videos of ``size`` in ``out_dir`` and an MMAction2 list (``out_dir/list.txt``,
-    label 0) with ``num_entries`` lines cycling over them; returns the list's path."""
-    names = []
-    for i in range(num_videos):
-        name = f'{size[0]}x{size[1]}_{i}.mp4'
-        write_video(out_dir / name, *size, seed=i, **kwargs)
-        names.append(name)
+    """``num_videos`` :func:`~dna_mm.datasets.synthetic_video.panning_clip` videos of ``size`` at
+    30 fps in ``out_dir`` and an MMAction2 list (``out_dir/list.txt``, label 0) with
+    ``num_entries`` lines cycling over them; returns the list's path. ``codec``: ``mpeg4``
+    (MPEG-4 Part 2 at 0.1 bit per pixel, about NTU RGB+D's 1080p bit rate) or ``h264`` (libx264,
+    CRF 23, as dna_mm's preparation tools write it); ``keyint``: keyframe interval."""
+    names = [f'{size[0]}x{size[1]}_{i}.mp4' for i in range(num_videos)]
+    bit_rate = None if codec == 'h264' else int(0.1 * size[0] * size[1] * 30)
+    codec = 'libx264' if codec == 'h264' else codec
+    for i, name in enumerate(names):
+        write_video(out_dir / name, panning_clip(*size, num_frames, seed=i), 30, codec, bit_rate, keyint)
     ann = out_dir / 'list.txt'
     ann.write_text(''.join(f'{names[i % num_videos]} 0\n' for i in range(num_entries)))
     return ann
@@ -268,7 +212,7 @@ def benchmark_config(
     """Time the ``{split}_dataloader`` of ``cfg`` (an mmengine ``Config``): its pipeline in this
     process (and MMAction2's stock decord pipeline beside it when ``baseline`` and the config
     uses dna_mm's), then its DataLoader with each worker count. With ``sizes``, on synthetic
-    videos written to ``tmp_dir`` (``video``: :func:`write_video` options) instead of the
+    videos written to ``tmp_dir`` (``video``: :func:`write_video_set` options) instead of the
     config's list. Logs a line per measurement; returns one row (dict) per input and pipeline."""
     from mmaction.registry import DATASETS
     from mmengine.dataset import Compose

@@ -23,7 +23,7 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 #: pixels a box or polygon may extend beyond the image border before it is reported
 TOLERANCE = 1.0
@@ -89,6 +89,19 @@ def _check_rle(seg: Any, w: float, h: float, where: str, report: CocoReport) -> 
         report.add('RLE size differs from the image', f'{where}: {seg["size"]} vs [{h}, {w}]')
 
 
+def _with_ids(entries: list, kind: str, report: CocoReport, seen: set) -> Iterator[tuple[str, dict]]:
+    """``(where, entry)`` per entry with an ``id``; reports entries without one and repeated ids."""
+    for i, entry in enumerate(entries):
+        where = f'{kind}s[{i}] (id {entry.get("id")!r})' if isinstance(entry, dict) else f'{kind}s[{i}]'
+        if not isinstance(entry, dict) or 'id' not in entry:
+            report.add(f'{kind} without id', where)
+            continue
+        if entry['id'] in seen:
+            report.add(f'duplicate {kind} id', where)
+        seen.add(entry['id'])
+        yield where, entry
+
+
 def _image_size(path: Path) -> Optional[tuple[int, int]]:
     import cv2
 
@@ -121,13 +134,7 @@ def check_coco(
     if not report.ok:
         return report
     images: dict[Any, dict] = {}
-    for i, img in enumerate(data['images']):
-        where = f'images[{i}] (id {img.get("id")!r})' if isinstance(img, dict) else f'images[{i}]'
-        if not isinstance(img, dict) or 'id' not in img:
-            report.add('image without id', where)
-            continue
-        if img['id'] in images:
-            report.add('duplicate image id', where)
+    for where, img in _with_ids(data['images'], 'image', report, set()):
         images[img['id']] = img
         if not isinstance(img.get('file_name'), str) or not img['file_name']:
             report.add('image without file_name', where)
@@ -165,14 +172,7 @@ def check_coco(
         names.add(cat['name'])
         report.categories[cat['id']] = cat['name']
     ann_ids: set[Any] = set()
-    for i, ann in enumerate(data['annotations']):
-        where = f'annotations[{i}] (id {ann.get("id")!r})' if isinstance(ann, dict) else f'annotations[{i}]'
-        if not isinstance(ann, dict) or 'id' not in ann:
-            report.add('annotation without id', where)
-            continue
-        if ann['id'] in ann_ids:
-            report.add('duplicate annotation id', where)
-        ann_ids.add(ann['id'])
+    for where, ann in _with_ids(data['annotations'], 'annotation', report, ann_ids):
         img = images.get(ann.get('image_id'))
         if img is None:
             report.add('annotation of an unknown image_id', f'{where}: image_id {ann.get("image_id")!r}')

@@ -18,7 +18,8 @@ from conftest import REPO
 from mmaction.registry import TRANSFORMS
 from mmengine.config import Config, DictAction
 
-from dna_mm.datasets.benchmark import stock_pipeline, write_video
+from dna_mm.datasets.benchmark import stock_pipeline
+from dna_mm.datasets.synthetic_video import panning_clip, write_video
 from dna_mm.datasets.transforms import decord_can_scale_to, scaled_size, video_size
 
 DATASETS = REPO / 'configs' / '_base_' / 'datasets'
@@ -41,9 +42,9 @@ def videos(tmp_path_factory) -> dict[str, Path]:
     and MPEG-4 Part 2 with a keyframe every 12 frames; a landscape and a portrait size."""
     root = tmp_path_factory.mktemp('throughput')
     return {
-        'h264': write_video(root / 'h264.mp4', 320, 192, num_frames=40, codec='h264'),
-        'mpeg4': write_video(root / 'mpeg4.mp4', 96, 64, num_frames=40, codec='mpeg4', keyint=12),
-        'portrait': write_video(root / 'portrait.mp4', 192, 336, num_frames=12, codec='mpeg4'),
+        'h264': write_video(root / 'h264.mp4', panning_clip(320, 192, 40), codec='libx264'),
+        'mpeg4': write_video(root / 'mpeg4.mp4', panning_clip(96, 64, 40), keyint=12),
+        'portrait': write_video(root / 'portrait.mp4', panning_clip(192, 336, 12)),
     }
 
 
@@ -140,7 +141,7 @@ def test_train_pipeline_keeps_the_geometry(tmp_path) -> None:
     """The configs' train pipeline on a 1920x1080 video (decoded at short side 320): the same
     RandomRescale size (to a pixel) and frames as MMAction2's stock pipeline, for the same
     random state, and the model's input shape; a 960x540 video is decoded at its own size."""
-    video = write_video(tmp_path / 'full_hd.mp4', 1920, 1080, num_frames=8, codec='mpeg4')
+    video = write_video(tmp_path / 'full_hd.mp4', panning_clip(1920, 1080, 8))
     pipeline = Config.fromfile(str(DATASETS / 'video_8x32.py')).train_pipeline
     for seed in range(2):
         cut = [
@@ -154,7 +155,7 @@ def test_train_pipeline_keeps_the_geometry(tmp_path) -> None:
         np.testing.assert_array_equal(ours['frame_inds'], stock['frame_inds'])
     packed = _run(pipeline, video)
     assert tuple(packed['inputs'].shape) == (1, 3, 8, 224, 224)
-    mid = write_video(tmp_path / 'qhd.mp4', 960, 540, num_frames=4, codec='mpeg4')
+    mid = write_video(tmp_path / 'qhd.mp4', panning_clip(960, 540, 4))
     assert _run(pipeline[:3], mid)['original_shape'] == (540, 960)
 
 

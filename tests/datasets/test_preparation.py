@@ -19,10 +19,10 @@ from dna_mm.datasets.cli import build_cli
 from dna_mm.datasets.preparation import person_crops, resize
 from dna_mm.datasets.preparation.encoding import probe, short_side_size
 from dna_mm.datasets.preparation.geometry import square_window
-from dna_mm.datasets.preparation.runner import part_path, produce
+from dna_mm.datasets.preparation.runner import part_path, produce, run_jobs
 from dna_mm.datasets.preparation.skeleton import SkeletonError, joint_box
-from dna_mm.datasets.preparation.synthetic import box_clip, camera_clip, write_video
 from dna_mm.datasets.preparation.verification import frames_match, verify_video
+from dna_mm.datasets.synthetic_video import box_clip, camera_clip, write_video
 
 BODY = '72057594037931101 0 1 1 1 1 0 -0.437266 -0.1939345 2'
 
@@ -144,9 +144,7 @@ def test_a_killed_write_leaves_no_output_under_the_final_name(tmp_path) -> None:
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
     assert not dst.exists() and part_path(dst).exists()
     # the next run does not take the stale .part file for the output, and writes a good one
-    outcomes = resize.run_jobs(
-        resize.resize_one, resize.plan(tmp_path, tmp_path / 'out', '.mp4', 32, 4, 0), 1
-    )
+    outcomes = run_jobs(resize.resize_one, resize.plan(tmp_path, tmp_path / 'out', '.mp4', 32, 4, 0), 1)
     assert [(o.name, o.status, o.reason) for o in outcomes] == [('src.avi', 'done', '')]
     assert not part_path(dst).exists()
     assert verify_video(dst, (42, 32), 10) is None

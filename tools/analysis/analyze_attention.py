@@ -31,7 +31,8 @@ from mmengine.config import DictAction
 from dna_mm.analysis.models import load_model
 from dna_mm.analysis.plots import PLOTTERS
 from dna_mm.analysis.report import ANALYSES, SCHEMA, analyze
-from dna_mm.errors import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.apis.cli import error_line
+from dna_mm.errors import UserError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -103,44 +104,24 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
     os.makedirs(args.out, exist_ok=True)
-    print(
-        f'writing {osp.join(args.out, "analysis.json")} and one PNG per analysis to {args.out}/', flush=True
-    )
+    out_json = osp.join(args.out, 'analysis.json')
+    print(f'writing {out_json} and one PNG per analysis to {args.out}/', flush=True)
+    names = ('analyses', 'num_samples', 'top_k_percent', 'intruder_k', 'intruder_eps', 'with_coefficient')
+    options = {name: getattr(args, name) for name in (*names, 'sigmas', 'noise_space', 'seed')}
+    options['center'] = None if args.center == 'none' else args.center
     reports = []
     for label, config, checkpoint in runs:
         start = time.time()
         try:
             am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
             print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
-            rep = analyze(
-                am,
-                args.analyses,
-                args.num_samples,
-                args.top_k_percent,
-                args.intruder_k,
-                args.intruder_eps,
-                args.with_coefficient,
-                args.sigmas,
-                args.noise_space,
-                None if args.center == 'none' else args.center,
-                args.seed,
-                label,
-                progress=True,
-            )
-        except (
-            CheckpointMismatchError,
-            UnsafeCheckpointError,
-            FileNotFoundError,
-            KeyError,
-            ValueError,
-        ) as err:
-            msg = err.args[0] if isinstance(err, KeyError) and err.args else err  # no repr quotes
-            print(f'analyze_attention.py: {msg}', file=sys.stderr)
+            rep = analyze(am, **options, label=label, progress=True)
+        except (UserError, FileNotFoundError, KeyError, ValueError) as err:
+            print(f'analyze_attention.py: {error_line(err)}', file=sys.stderr)
             sys.exit(2)
         rep.update(config=config, checkpoint=checkpoint)
         reports.append(rep)
         print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)
-    out_json = osp.join(args.out, 'analysis.json')
     with open(out_json, 'w') as f:
         json.dump(dict(schema=SCHEMA, runs=reports), f, indent=1)
     print(f'wrote {out_json}')

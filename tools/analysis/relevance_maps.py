@@ -31,7 +31,8 @@ from mmengine.utils import ProgressBar
 from dna_mm.analysis.models import load_config, load_model
 from dna_mm.analysis.plots import plot_relevance
 from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
-from dna_mm.errors import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.apis.cli import error_line
+from dna_mm.errors import UserError
 
 NOTE = (
     'Chefer et al. (ICCV 2021) relevance of the explained class, propagated through each branch '
@@ -132,8 +133,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         num_classes = getattr(getattr(am.model, 'cls_head', None), 'num_classes', None)
         num_classes = num_classes or getattr(am.model, 'num_classes', 0)
         names, pipeline = _context(args, num_classes)
-    except (CheckpointMismatchError, UnsafeCheckpointError, FileNotFoundError, KeyError, ValueError) as err:
-        _fail(str(err.args[0] if isinstance(err, KeyError) and err.args else err))
+    except (UserError, FileNotFoundError, KeyError, ValueError) as err:
+        _fail(error_line(err))
     os.makedirs(args.out, exist_ok=True)
     print(
         f'model loaded ({time.time() - start:.0f} s); writing {len(args.input)} figure(s) to {args.out}/',

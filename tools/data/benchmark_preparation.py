@@ -15,27 +15,23 @@ prints seconds per 1,000 videos with N workers. Numbers in docs/datasets/*.md co
 import argparse
 import sys
 
+from dna_mm.datasets.benchmark import parse_size
 from dna_mm.datasets.preparation.benchmark import keyint_sweep, time_tool
 from dna_mm.datasets.preparation.runner import default_workers
-
-
-def size(text: str) -> tuple[int, int]:
-    w, h = text.lower().split('x')
-    return int(w), int(h)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='what', required=True)
     k = sub.add_parser('keyint')
-    k.add_argument('--size', type=size, default=(456, 256))
+    k.add_argument('--size', type=parse_size, default=(456, 256))
     k.add_argument('--frames', type=int, default=300)
     k.add_argument('--keyints', type=int, nargs='+', default=[250, 64, 32, 16, 8, 4])
     k.add_argument('--videos', type=int, default=3)
     k.add_argument('--clips', type=int, default=40, help='timed clips per keyframe interval')
     t = sub.add_parser('tool')
     t.add_argument('tool', choices=['resize', 'crops'])
-    t.add_argument('--size', type=size, required=True, help='source size, e.g. 1920x1080')
+    t.add_argument('--size', type=parse_size, required=True, help='source size, e.g. 1920x1080')
     t.add_argument('--frames', type=int, required=True)
     t.add_argument('--videos', type=int, default=20)
     t.add_argument('--workers', type=int, default=default_workers())

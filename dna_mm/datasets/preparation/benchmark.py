@@ -24,13 +24,13 @@ from typing import Optional
 
 import numpy as np
 
+from ..synthetic_video import camera_clip, write_video
 from .encoding import encode, resize_to
-from .synthetic import camera_clip, write_video
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _train_access(path: Path):
+def _train_decode_steps() -> list:
     """The train pipeline's steps up to its decode (``configs/_base_/datasets/video_8x32.py``)."""
     from mmaction.registry import TRANSFORMS
     from mmengine.config import Config
@@ -41,15 +41,8 @@ def _train_access(path: Path):
     for step in Config.fromfile(str(REPO / 'configs/_base_/datasets/video_8x32.py')).train_pipeline:
         steps.append(TRANSFORMS.build(step))
         if 'Decode' in step['type']:
-            break
-
-    def run() -> None:
-        results = dict(filename=str(path), start_index=0, modality='RGB')
-        for step in steps:
-            results = step(results)
-        assert len(results['imgs']) == 8
-
-    return run
+            return steps
+    return steps
 
 
 def keyint_sweep(
@@ -74,14 +67,17 @@ def keyint_sweep(
                 encode(src, dst, (width, height), resize_to(width, height), keyint=k, threads=1)
         cpu: dict[int, list[float]] = {k: [] for k in keyints}
         wall: dict[int, list[float]] = {k: [] for k in keyints}
+        steps = _train_decode_steps()
         for _ in range(clips):
             v = int(rng.integers(videos))
             for k in rng.permutation(keyints):
-                run = _train_access(files[int(k)][v])
+                results = dict(filename=str(files[int(k)][v]), start_index=0, modality='RGB')
                 start, start_cpu = time.perf_counter(), time.process_time()
-                run()
+                for step in steps:
+                    results = step(results)
                 cpu[int(k)].append(time.process_time() - start_cpu)
                 wall[int(k)].append(time.perf_counter() - start)
+                assert len(results['imgs']) == 8
         rows = []
         for k in keyints:
             size = sum(f.stat().st_size for f in files[k]) / videos
@@ -100,10 +96,16 @@ def keyint_sweep(
     return rows
 
 
-def _children_cpu() -> float:
-    """CPU seconds (user + system) of the finished child processes of this one, and theirs."""
+def _run_timed(cmd: list[str]) -> tuple[float, float]:
+    """Run ``cmd``; its wall seconds and the CPU seconds (user + system) of it and its children."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f'{" ".join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}')
+    return wall, after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
 
 
 def _skeleton_text(frames: int, box: tuple[int, int, int, int], seed: int) -> str:
@@ -135,57 +137,27 @@ def time_tool(
         src.mkdir()
         rng = np.random.default_rng(0)
         for v in range(videos):
+            clip = camera_clip(width, height, frames, seed=v)
             if tool == 'crops':
                 name = f'S001C001P{v + 1:03d}R001A001'
-                write_video(
-                    src / f'{name}_rgb.avi', camera_clip(width, height, frames, seed=v), bit_rate=6_000_000
-                )
+                write_video(src / f'{name}_rgb.avi', clip, bit_rate=6_000_000)
                 w, h = rng.uniform(200, 500), rng.uniform(500, 900)
                 x0, y0 = rng.uniform(0, 1920 - w), rng.uniform(0, 1080 - h)
                 box = (int(x0), int(y0), int(x0 + w), int(y0 + h))
                 (root / 'skeletons').mkdir(exist_ok=True)
                 (root / 'skeletons' / f'{name}.skeleton').write_text(_skeleton_text(frames, box, v))
             else:
-                write_video(
-                    src / f'v{v:03d}.mp4', camera_clip(width, height, frames, seed=v), codec='libx264'
-                )
+                write_video(src / f'v{v:03d}.mp4', clip, codec='libx264')
         if tool == 'crops':
-            cmd = [
-                sys.executable,
-                str(REPO / 'tools/data/ntu60/person_crops.py'),
-                '--video-dir',
-                str(src),
-                '--skeleton-dir',
-                str(root / 'skeletons'),
-                '--out-dir',
-                str(out),
-                '--workers',
-                str(workers),
-            ]
+            skeletons = str(root / 'skeletons')
+            tool_args = ['ntu60/person_crops.py', '--video-dir', str(src), '--skeleton-dir', skeletons]
+            tool_args += ['--out-dir', str(out)]
         else:
-            cmd = [
-                sys.executable,
-                str(REPO / 'tools/data/resize_videos.py'),
-                str(src),
-                str(out),
-                '--short-side',
-                '256',
-                '--workers',
-                str(workers),
-            ]
-        cpu0 = _children_cpu()
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - start
-        cpu = _children_cpu() - cpu0  # the tool and its worker processes, user + system
-        if proc.returncode != 0:
-            raise RuntimeError(f'{" ".join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}')
+            tool_args = ['resize_videos.py', str(src), str(out), '--short-side', '256']
+        script = str(REPO / 'tools/data' / tool_args[0])
+        wall, cpu = _run_timed([sys.executable, script, *tool_args[1:], '--workers', str(workers)])
         # the interpreter and package start-up is paid once per run, not per video
-        cpu0 = _children_cpu()
-        start = time.perf_counter()
-        subprocess.run(cmd[:2] + ['--help'], check=True, capture_output=True)
-        startup = time.perf_counter() - start
-        startup_cpu = _children_cpu() - cpu0
+        startup, startup_cpu = _run_timed([sys.executable, script, '--help'])
     per_video = (wall - startup) / videos
     return dict(
         tool=tool,

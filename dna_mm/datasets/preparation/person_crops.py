@@ -24,19 +24,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..protocols import ProtocolError, parse_ntu
-from .encoding import DEFAULT_KEYINT, crop_and_resize, encode, probe
+from .encoding import crop_and_resize, encode, probe
 from .geometry import scale_box, square_window
-from .runner import (
-    FAILED,
-    LEFT_OUT,
-    Outcome,
-    Summary,
-    default_workers,
-    describe,
-    produce,
-    run_jobs,
-    source_videos,
-)
+from .runner import FAILED, LEFT_OUT, Outcome, add_run_options, describe, prepare_all, produce, source_videos
 from .skeleton import COLOR_FRAME, SkeletonError, joint_box
 from .verification import verify_video
 
@@ -139,19 +129,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument(
         '--margin', type=float, default=0.1, help='added on each side, fraction of the box (default 0.1)'
     )
-    p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
     p.add_argument(
         '--missing',
         choices=('full', 'skip'),
         default='full',
         help='sample without a usable skeleton: whole frame resized (full, default) or left out (skip)',
     )
-    p.add_argument(
-        '--keyint',
-        type=int,
-        default=DEFAULT_KEYINT,
-        help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
-    )
+    add_run_options(p)
     args = p.parse_args(argv)
     if args.size < 2 or args.size % 2:
         p.error(f'--size must be an even number >= 2, got {args.size}')
@@ -161,9 +145,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not folder.is_dir():
             print(f'error: {flag} {folder} is not a folder', file=sys.stderr)
             return 2
-    threads = 1 if args.workers > 1 else 0
-    try:
-        jobs = plan(
+    return prepare_all(
+        'person_crops',
+        args.out_dir,
+        lambda threads: plan(
             args.video_dir,
             args.skeleton_dir,
             args.out_dir,
@@ -172,18 +157,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             args.missing,
             args.keyint,
             threads,
-        )
-    except ProtocolError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
-    print(
-        f'{len(jobs)} NTU videos under {args.video_dir} -> {args.out_dir} ({args.size}x{args.size}), '
-        f'{args.workers} workers'
-    )
-    outcomes = run_jobs(crop_one, jobs, args.workers)
-    return Summary('person_crops', args.out_dir, outcomes).report(
+        ),
+        crop_one,
+        args.workers,
+        f'NTU videos under {args.video_dir} -> {args.out_dir} ({args.size}x{args.size})',
         [
             (FULL_FRAME, 'full_frame.txt', 'full frame (no usable skeleton)'),
             (LEFT_OUT, 'left_out.txt', 'left out (no usable skeleton, --missing skip)'),
-        ]
+        ],
     )

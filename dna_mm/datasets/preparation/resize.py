@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .encoding import DEFAULT_KEYINT, encode, probe, resize_to, short_side_size
-from .runner import FAILED, Outcome, Summary, default_workers, describe, produce, run_jobs, source_videos
+from .encoding import encode, probe, resize_to, short_side_size
+from .runner import FAILED, Outcome, add_run_options, describe, prepare_all, produce, source_videos
 from .verification import verify_video
 
 #: source files taken from SRC_DIR (case-insensitive)
@@ -78,14 +78,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument('src_dir', metavar='SRC_DIR', type=Path)
     p.add_argument('out_dir', metavar='OUT_DIR', type=Path)
     p.add_argument('--short-side', type=int, default=256, help='short side of the output (default 256)')
-    p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
     p.add_argument('--ext', default='.mp4', choices=OUTPUT_SUFFIXES, help='output container (default .mp4)')
-    p.add_argument(
-        '--keyint',
-        type=int,
-        default=DEFAULT_KEYINT,
-        help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
-    )
+    add_run_options(p)
     args = p.parse_args(argv)
     if args.short_side < 2 or args.short_side % 2:
         p.error(f'--short-side must be an even number >= 2, got {args.short_side}')
@@ -94,15 +88,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not args.src_dir.is_dir():
         print(f'error: SRC_DIR {args.src_dir} is not a folder', file=sys.stderr)
         return 2
-    threads = 1 if args.workers > 1 else 0
-    try:
-        jobs = plan(args.src_dir, args.out_dir, args.ext, args.short_side, args.keyint, threads)
-    except ValueError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
-    print(
-        f'{len(jobs)} videos under {args.src_dir} -> {args.out_dir} (short side {args.short_side}), '
-        f'{args.workers} workers'
+    return prepare_all(
+        'resize_videos',
+        args.out_dir,
+        lambda threads: plan(args.src_dir, args.out_dir, args.ext, args.short_side, args.keyint, threads),
+        resize_one,
+        args.workers,
+        f'videos under {args.src_dir} -> {args.out_dir} (short side {args.short_side})',
     )
-    outcomes = run_jobs(resize_one, jobs, args.workers)
-    return Summary('resize_videos', args.out_dir, outcomes).report()

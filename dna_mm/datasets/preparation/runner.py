@@ -17,6 +17,7 @@ video failed.
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import sys
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 from mmengine.utils import ProgressBar
+
+from .encoding import DEFAULT_KEYINT
 
 DONE, SKIPPED, FAILED, LEFT_OUT = 'done', 'skipped', 'failed', 'left out'
 PART_SUFFIX = '.part'
@@ -137,6 +140,37 @@ def run_jobs(task: Callable[[J], Outcome], jobs: Sequence[J], workers: int) -> l
                 bar.update()
     sys.stderr.write('\n')
     return outcomes
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options both tools share: ``--workers`` (processes) and ``--keyint`` (encoder)."""
+    p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
+    p.add_argument(
+        '--keyint',
+        type=int,
+        default=DEFAULT_KEYINT,
+        help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
+    )
+
+
+def prepare_all(
+    title: str,
+    out_dir: Path,
+    plan: Callable[[int], Sequence[J]],
+    task: Callable[[J], Outcome],
+    workers: int,
+    what: str,
+    notes: Iterable[tuple[str, str, str]] = (),
+) -> int:
+    """``plan(threads)`` the jobs (one encoder thread each when several workers share the cores, else
+    FFmpeg's choice), run them, report; a ``ValueError`` while planning is the user's (exit status 2)."""
+    try:
+        jobs = plan(1 if workers > 1 else 0)
+    except ValueError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    print(f'{len(jobs)} {what}, {workers} workers')
+    return Summary(title, out_dir, run_jobs(task, jobs, workers)).report(notes)
 
 
 @dataclass
