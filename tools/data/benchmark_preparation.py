@@ -24,20 +24,23 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='what', required=True)
     k = sub.add_parser('keyint')
-    k.add_argument('--size', type=parse_size, default=(456, 256))
+    k.add_argument('--size', default='456x256', help='source size, WIDTHxHEIGHT')
     k.add_argument('--frames', type=int, default=300)
     k.add_argument('--keyints', type=int, nargs='+', default=[250, 64, 32, 16, 8, 4])
     k.add_argument('--videos', type=int, default=3)
     k.add_argument('--clips', type=int, default=40, help='timed clips per keyframe interval')
     t = sub.add_parser('tool')
     t.add_argument('tool', choices=['resize', 'crops'])
-    t.add_argument('--size', type=parse_size, required=True, help='source size, e.g. 1920x1080')
+    t.add_argument('--size', required=True, help='source size, e.g. 1920x1080')
     t.add_argument('--frames', type=int, required=True)
     t.add_argument('--videos', type=int, default=20)
     t.add_argument('--workers', type=int, default=default_workers())
     args = p.parse_args()
+    try:
+        w, h = parse_size(args.size)
+    except ValueError as err:
+        p.error(str(err))
     if args.what == 'keyint':
-        w, h = args.size
         print(f'{w}x{h}, {args.frames} frames, {args.videos} videos, {args.clips} clips per keyint')
         print('keyint | CPU ms/clip | wall ms/clip | KiB/video | speed (CPU) | size')
         print('---|---|---|---|---|---')
@@ -47,7 +50,6 @@ def main() -> int:
                 f'{r["speed_vs_first"]:.2f}x | {r["size_vs_first"]:.2f}x'
             )
     else:
-        w, h = args.size
         r = time_tool(args.tool, w, h, args.frames, args.videos, args.workers)
         print(
             f'{args.tool}: {args.videos} videos {r["size"]} x {args.frames} frames, {args.workers} workers: '
