@@ -14,6 +14,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dna_mm_installed
 PYTEST_ARGS ?= -q
+# make test: pytest-xdist workers, one per core (at most TEST_MAX_WORKERS); TEST_WORKERS=0 runs serially
+TEST_WORKERS ?= auto
+TEST_MAX_WORKERS ?= 8
 
 .PHONY: install lint format test test-slow test-gpu demo demo-compare demo-det bench clean
 
@@ -31,7 +34,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS) tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m "not slow" $(PYTEST_ARGS) tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS) tests

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-os.environ.setdefault('OMP_NUM_THREADS', '2')
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    # a pytest-xdist worker (`make test` runs one per core): one thread, in this process and in
+    # the tools it starts, so that the workers do not oversubscribe the cores
+    os.environ['OMP_NUM_THREADS'] = '1'
+    torch.set_num_threads(1)
+else:
+    os.environ.setdefault('OMP_NUM_THREADS', '2')
 if not torch.cuda.is_available():
     # Triton kernels (dna_mm.ops) run in Triton's interpreter on the CPU. Triton reads the
     # variable when it is first imported, which any earlier test module may do (torch.compile,

@@ -61,21 +61,17 @@ INTERPRETER_CAPABILITY = (8, 0)
 
 
 @triton.jit
+def _tile(P, rows, s_row, rd, ok):
+    """``P[rows, :D]`` of a row-major tile (``s_row`` between rows, unit last stride), zeros in
+    the rows outside ``ok``: ``[len(rows), D]``."""
+    return tl.load(P + rows[:, None] * s_row + rd[None, :], mask=ok[:, None], other=0.0)
+
+
+@triton.jit
 def _logits(
-    a1,
-    a2,
-    b1,
-    b2,
-    BP,
-    BN_,
-    bp_off,
-    bn_off,
-    both_ok,
-    scale,
-    HAS_BP: tl.constexpr,
-    HAS_BN: tl.constexpr,
-    PRECISION: tl.constexpr,
-):
+    a1, a2, b1, b2, BP, BN_, bp_off, bn_off, both_ok, scale,
+    HAS_BP: tl.constexpr, HAS_BN: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
     """Logits of both branches for one tile (fp32), ``s a1 b1^T + b+`` and ``-(s a2 b2^T + b-)``
     with the biases read at ``bp_off`` / ``bn_off``, ``-inf`` outside ``both_ok``: ``[BM, BN]``
     for ``(Q+, Q-, K, K)``, the transposed ``[BN, BM]`` for ``(K, K, Q+, Q-)``."""
@@ -90,74 +86,32 @@ def _logits(
     return z1, z2
 
 
+# Kernel arguments: the tensors, then their strides grouped per tensor ((batch, head, row) for
+# [B, H, L, d] tensors; (batch, head, query, key) for the biases), sizes, then the constants.
+
+
 @triton.jit
 def _fwd_kernel(
-    Q,
-    QN,
-    K,
-    V,
-    VN,
-    BP,
-    BN_,
-    ALPHA,
-    OUT,
-    OP,
-    ON,
-    LSE_P,
-    LSE_N,
-    s_qb,
-    s_qh,
-    s_qm,
-    s_xb,
-    s_xh,
-    s_xm,
-    s_kb,
-    s_kh,
-    s_kn,
-    s_vb,
-    s_vh,
-    s_vn,
-    s_wb,
-    s_wh,
-    s_wn,
-    s_pb,
-    s_ph,
-    s_pm,
-    s_pn,
-    s_nb,
-    s_nh,
-    s_nm,
-    s_nn,
-    s_ob,
-    s_oh,
-    s_om,
-    H,
-    M,
-    N,
-    scale,
-    HAS_BP: tl.constexpr,
-    HAS_BN: tl.constexpr,
-    FOR_BACKWARD: tl.constexpr,
-    PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
+    Q, QN, K, V, VN, BP, BN_, ALPHA, OUT, OP, ON, LSE_P, LSE_N,
+    s_qb, s_qh, s_qm,  # Q+
+    s_xb, s_xh, s_xm,  # Q-
+    s_kb, s_kh, s_kn,  # K
+    s_vb, s_vh, s_vn,  # V+
+    s_wb, s_wh, s_wn,  # V-
+    s_pb, s_ph, s_pm, s_pn,  # b+
+    s_nb, s_nh, s_nm, s_nn,  # b-
+    s_ob, s_oh, s_om,  # O
+    H, M, N, scale,
+    HAS_BP: tl.constexpr, HAS_BN: tl.constexpr, FOR_BACKWARD: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+):  # fmt: skip
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = (pid_bh // H).to(tl.int64), (pid_bh % H).to(tl.int64)
     m0 = (pid_m * BLOCK_M).to(tl.int64)
     rm, rn, rd = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
     m_ok = m0 + rm < M
-    q = tl.load(
-        Q + (b * s_qb + h * s_qh + m0 * s_qm) + rm[:, None] * s_qm + rd[None, :],
-        mask=m_ok[:, None],
-        other=0.0,
-    )
-    qn = tl.load(
-        QN + (b * s_xb + h * s_xh + m0 * s_xm) + rm[:, None] * s_xm + rd[None, :],
-        mask=m_ok[:, None],
-        other=0.0,
-    )
+    q = _tile(Q + (b * s_qb + h * s_qh + m0 * s_qm), rm, s_qm, rd, m_ok)  # [BM, D]
+    qn = _tile(QN + (b * s_xb + h * s_xh + m0 * s_xm), rm, s_xm, rd, m_ok)
     K += b * s_kb + h * s_kh
     V += b * s_vb + h * s_vh
     VN += b * s_wb + h * s_wh
@@ -173,9 +127,9 @@ def _fwd_kernel(
     acc2 = tl.zeros([BLOCK_M, D], tl.float32)
     for start in range(0, N, BLOCK_N):  # the pointers advance one key tile per step
         n_ok = start + rn < N
-        k = tl.load(K + rn[:, None] * s_kn + rd[None, :], mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + rn[:, None] * s_vn + rd[None, :], mask=n_ok[:, None], other=0.0)
-        vn = tl.load(VN + rn[:, None] * s_wn + rd[None, :], mask=n_ok[:, None], other=0.0)
+        k = _tile(K, rn, s_kn, rd, n_ok)  # [BN, D]
+        v = _tile(V, rn, s_vn, rd, n_ok)
+        vn = _tile(VN, rn, s_wn, rd, n_ok)
         both_ok = m_ok[:, None] & n_ok[None, :]
         z1, z2 = _logits(
             q, qn, k, k, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN, PRECISION
@@ -218,62 +172,20 @@ def _fwd_kernel(
 
 @triton.jit
 def _bwd_kv_kernel(
-    Q,
-    QN,
-    K,
-    V,
-    VN,
-    BP,
-    BN_,
-    DO,
-    LSE_P,
-    LSE_N,
-    DELTA_P,
-    DELTA_N,
-    ALPHA,
-    DK,
-    DV,
-    DVN,
-    s_qb,
-    s_qh,
-    s_qm,
-    s_xb,
-    s_xh,
-    s_xm,
-    s_kb,
-    s_kh,
-    s_kn,
-    s_vb,
-    s_vh,
-    s_vn,
-    s_wb,
-    s_wh,
-    s_wn,
-    s_pb,
-    s_ph,
-    s_pm,
-    s_pn,
-    s_nb,
-    s_nh,
-    s_nm,
-    s_nn,
-    s_db,
-    s_dh,
-    s_dm,
-    s_gb,
-    s_gh,
-    s_gn,
-    H,
-    M,
-    N,
-    scale,
-    HAS_BP: tl.constexpr,
-    HAS_BN: tl.constexpr,
-    PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
+    Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N, ALPHA, DK, DV, DVN,
+    s_qb, s_qh, s_qm,  # Q+
+    s_xb, s_xh, s_xm,  # Q-
+    s_kb, s_kh, s_kn,  # K
+    s_vb, s_vh, s_vn,  # V+
+    s_wb, s_wh, s_wn,  # V-
+    s_pb, s_ph, s_pm, s_pn,  # b+
+    s_nb, s_nh, s_nm, s_nn,  # b-
+    s_db, s_dh, s_dm,  # dO
+    s_gb, s_gh, s_gn,  # dK, dV+, dV-
+    H, M, N, scale,
+    HAS_BP: tl.constexpr, HAS_BN: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+):  # fmt: skip
     """``dK, dV+, dV-`` of one key tile (written with strides ``s_g*``, shared by the three)."""
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = (pid_bh // H).to(tl.int64), (pid_bh % H).to(tl.int64)
@@ -281,21 +193,9 @@ def _bwd_kv_kernel(
     rm, rn, rd = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
     n_ok = n0 + rn < N
     alpha = tl.load(ALPHA + h).to(tl.float32)
-    k = tl.load(
-        K + (b * s_kb + h * s_kh + n0 * s_kn) + rn[:, None] * s_kn + rd[None, :],
-        mask=n_ok[:, None],
-        other=0.0,
-    )
-    v = tl.load(
-        V + (b * s_vb + h * s_vh + n0 * s_vn) + rn[:, None] * s_vn + rd[None, :],
-        mask=n_ok[:, None],
-        other=0.0,
-    )
-    vn = tl.load(
-        VN + (b * s_wb + h * s_wh + n0 * s_wn) + rn[:, None] * s_wn + rd[None, :],
-        mask=n_ok[:, None],
-        other=0.0,
-    )
+    k = _tile(K + (b * s_kb + h * s_kh + n0 * s_kn), rn, s_kn, rd, n_ok)  # [BN, D]
+    v = _tile(V + (b * s_vb + h * s_vh + n0 * s_vn), rn, s_vn, rd, n_ok)
+    vn = _tile(VN + (b * s_wb + h * s_wh + n0 * s_wn), rn, s_wn, rd, n_ok)
     Q += b * s_qb + h * s_qh
     QN += b * s_xb + h * s_xh
     DO += b * s_db + h * s_dh
@@ -313,9 +213,9 @@ def _bwd_kv_kernel(
     dvn = tl.zeros([BLOCK_N, D], tl.float32)
     for start in range(0, M, BLOCK_M):  # the pointers advance one query tile per step
         m_ok = start + rm < M
-        q = tl.load(Q + rm[:, None] * s_qm + rd[None, :], mask=m_ok[:, None], other=0.0)
-        qn = tl.load(QN + rm[:, None] * s_xm + rd[None, :], mask=m_ok[:, None], other=0.0)
-        do = tl.load(DO + rm[:, None] * s_dm + rd[None, :], mask=m_ok[:, None], other=0.0)
+        q = _tile(Q, rm, s_qm, rd, m_ok)  # [BM, D]
+        qn = _tile(QN, rm, s_xm, rd, m_ok)
+        do = _tile(DO, rm, s_dm, rd, m_ok)
         lse1 = tl.load(LSE_P + start + rm, mask=m_ok, other=float('inf'))
         lse2 = tl.load(LSE_N + start + rm, mask=m_ok, other=float('inf'))
         d1 = tl.load(DELTA_P + start + rm, mask=m_ok, other=0.0)
@@ -344,65 +244,20 @@ def _bwd_kv_kernel(
 
 @triton.jit
 def _bwd_q_kernel(
-    Q,
-    QN,
-    K,
-    V,
-    VN,
-    BP,
-    BN_,
-    DO,
-    LSE_P,
-    LSE_N,
-    DELTA_P,
-    DELTA_N,
-    ALPHA,
-    DQ,
-    DQN,
-    DS_P,
-    DS_N,
-    s_qb,
-    s_qh,
-    s_qm,
-    s_xb,
-    s_xh,
-    s_xm,
-    s_kb,
-    s_kh,
-    s_kn,
-    s_vb,
-    s_vh,
-    s_vn,
-    s_wb,
-    s_wh,
-    s_wn,
-    s_pb,
-    s_ph,
-    s_pm,
-    s_pn,
-    s_nb,
-    s_nh,
-    s_nm,
-    s_nn,
-    s_db,
-    s_dh,
-    s_dm,
-    s_gb,
-    s_gh,
-    s_gm,
-    H,
-    M,
-    N,
-    scale,
-    HAS_BP: tl.constexpr,
-    HAS_BN: tl.constexpr,
-    STORE_DSP: tl.constexpr,
-    STORE_DSN: tl.constexpr,
-    PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
+    Q, QN, K, V, VN, BP, BN_, DO, LSE_P, LSE_N, DELTA_P, DELTA_N, ALPHA, DQ, DQN, DS_P, DS_N,
+    s_qb, s_qh, s_qm,  # Q+
+    s_xb, s_xh, s_xm,  # Q-
+    s_kb, s_kh, s_kn,  # K
+    s_vb, s_vh, s_vn,  # V+
+    s_wb, s_wh, s_wn,  # V-
+    s_pb, s_ph, s_pm, s_pn,  # b+
+    s_nb, s_nh, s_nm, s_nn,  # b-
+    s_db, s_dh, s_dm,  # dO
+    s_gb, s_gh, s_gm,  # dQ+, dQ-
+    H, M, N, scale,
+    HAS_BP: tl.constexpr, HAS_BN: tl.constexpr, STORE_DSP: tl.constexpr, STORE_DSN: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+):  # fmt: skip
     """``dQ+, dQ-`` of one query tile (strides ``s_g*``), and the bias-gradient maps
     ``dS+``, ``-dS-`` (contiguous ``[B, H, M, N]``) that are asked for."""
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
@@ -411,21 +266,9 @@ def _bwd_q_kernel(
     rm, rn, rd = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
     m_ok = m0 + rm < M
     alpha = tl.load(ALPHA + h).to(tl.float32)
-    q = tl.load(
-        Q + (b * s_qb + h * s_qh + m0 * s_qm) + rm[:, None] * s_qm + rd[None, :],
-        mask=m_ok[:, None],
-        other=0.0,
-    )
-    qn = tl.load(
-        QN + (b * s_xb + h * s_xh + m0 * s_xm) + rm[:, None] * s_xm + rd[None, :],
-        mask=m_ok[:, None],
-        other=0.0,
-    )
-    do = tl.load(
-        DO + (b * s_db + h * s_dh + m0 * s_dm) + rm[:, None] * s_dm + rd[None, :],
-        mask=m_ok[:, None],
-        other=0.0,
-    )
+    q = _tile(Q + (b * s_qb + h * s_qh + m0 * s_qm), rm, s_qm, rd, m_ok)  # [BM, D]
+    qn = _tile(QN + (b * s_xb + h * s_xh + m0 * s_xm), rm, s_xm, rd, m_ok)
+    do = _tile(DO + (b * s_db + h * s_dh + m0 * s_dm), rm, s_dm, rd, m_ok)
     row = pid_bh.to(tl.int64) * M + m0
     lse1 = tl.load(LSE_P + row + rm, mask=m_ok, other=float('inf'))
     lse2 = tl.load(LSE_N + row + rm, mask=m_ok, other=float('inf'))
@@ -445,9 +288,9 @@ def _bwd_q_kernel(
     dqn = tl.zeros([BLOCK_M, D], tl.float32)
     for start in range(0, N, BLOCK_N):  # the pointers advance one key tile per step
         n_ok = start + rn < N
-        k = tl.load(K + rn[:, None] * s_kn + rd[None, :], mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + rn[:, None] * s_vn + rd[None, :], mask=n_ok[:, None], other=0.0)
-        vn = tl.load(VN + rn[:, None] * s_wn + rd[None, :], mask=n_ok[:, None], other=0.0)
+        k = _tile(K, rn, s_kn, rd, n_ok)  # [BN, D]
+        v = _tile(V, rn, s_vn, rd, n_ok)
+        vn = _tile(VN, rn, s_wn, rd, n_ok)
         both_ok = m_ok[:, None] & n_ok[None, :]
         z1, z2 = _logits(q, qn, k, k, BP, BN_, bp_off, bn_off, both_ok, scale, HAS_BP, HAS_BN, PRECISION)
         p1 = tl.exp(z1 - lse1[:, None])  # [BM, BN]
