@@ -2,7 +2,7 @@
 faster decord transforms."""
 
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
-from .transforms import ScaledDecordInit, SortedDecordDecode
+from .transforms import ScaledDecordInit, ScaledPyAVInit, SortedDecordDecode
 from .video_dataset import RobustVideoDataset, SkippedVideosHook
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     'smarthome_splits',
     'ntu60_splits',
     'ScaledDecordInit',
+    'ScaledPyAVInit',
     'SortedDecordDecode',
 ]

@@ -29,7 +29,11 @@ from ..errors import ConfigError
 from .synthetic_video import panning_clip, write_video
 
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
-STOCK = {'ScaledDecordInit': 'DecordInit', 'SortedDecordDecode': 'DecordDecode'}
+STOCK = {
+    'ScaledPyAVInit': 'DecordInit',
+    'ScaledDecordInit': 'DecordInit',
+    'SortedDecordDecode': 'DecordDecode',
+}
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -68,20 +72,20 @@ def write_video_set(
 
 
 def stock_pipeline(pipeline: Sequence[dict]) -> list[dict]:
-    """The pipeline with dna_mm's decord transforms replaced by MMAction2's (``DecordInit`` with
+    """The pipeline with dna_mm's decoding transforms replaced by MMAction2's (``DecordInit`` with
     its defaults, ``DecordDecode``): the data path as MMAction2 ships it."""
     stock = []
     for step in pipeline:
         step = copy.deepcopy(dict(step))
         if step['type'] in STOCK:
-            kept = {'io_backend'} if step['type'] == 'ScaledDecordInit' else {'mode'}
+            kept = {'io_backend'} if step['type'].endswith('Init') else {'mode'}
             step = {'type': STOCK[step['type']], **{k: v for k, v in step.items() if k in kept}}
         stock.append(step)
     return stock
 
 
 def is_stock(pipeline: Sequence[dict]) -> bool:
-    """Whether ``pipeline`` uses none of dna_mm's decord transforms."""
+    """Whether ``pipeline`` uses none of dna_mm's decoding transforms."""
     return not any(step['type'] in STOCK for step in pipeline)
 
 

@@ -44,19 +44,23 @@ def videos(tmp_path_factory) -> dict[str, Path]:
     return {
         'h264': write_video(root / 'h264.mp4', panning_clip(320, 192, 40), codec='libx264'),
         'mpeg4': write_video(root / 'mpeg4.mp4', panning_clip(96, 64, 40), keyint=12),
+        'mpeg4_avi': write_video(root / 'mpeg4.avi', panning_clip(96, 64, 40), keyint=12),  # as NTU ships
         'portrait': write_video(root / 'portrait.mp4', panning_clip(192, 336, 12)),
     }
 
 
-@pytest.mark.parametrize('codec', ['h264', 'mpeg4'])
-def test_sorted_decode_gives_decord_decodes_frames(videos, codec) -> None:
+#: dna_mm's two decode-time-scaling openers: decord's reader, dna_mm's PyAV reader (the configs')
+INITS = ['ScaledDecordInit', 'ScaledPyAVInit']
+
+
+@pytest.mark.parametrize('init', INITS)
+@pytest.mark.parametrize('codec', ['h264', 'mpeg4', 'mpeg4_avi'])
+def test_sorted_decode_gives_decord_decodes_frames(videos, codec, init) -> None:
     """Wrapped, unordered and repeated indices (as SampleFrames makes for a short video): the
     same frames, in the same order, as MMAction2's DecordInit + DecordDecode."""
     inds = [0, 32, 24, 5, 37, 5, 13, 39, 0]
     stock = _run([dict(type='DecordInit'), dict(type='DecordDecode')], videos[codec], frame_inds=inds)
-    ours = _run(
-        [dict(type='ScaledDecordInit'), dict(type='SortedDecordDecode')], videos[codec], frame_inds=inds
-    )
+    ours = _run([dict(type=init), dict(type='SortedDecordDecode')], videos[codec], frame_inds=inds)
     assert len(ours['imgs']) == len(inds) and ours['img_shape'] == stock['img_shape']
     for a, b in zip(ours['imgs'], stock['imgs'], strict=True):
         np.testing.assert_array_equal(a, b)
@@ -78,15 +82,19 @@ def _sample(pipeline_types: tuple[str, str], path: Path, short_side) -> list[dic
     ]
 
 
+@pytest.mark.parametrize('init', INITS)
 @pytest.mark.parametrize(
     'name,short_side,expected',
-    [('h264', 96, (96, 160)), ('portrait', 112, (196, 112)), ('mpeg4', 48, (64, 96))],
+    [('h264', 96, (96, 160)), ('portrait', 112, (196, 112)), ('mpeg4', 48, (48, 72))],
 )
-def test_scaled_decode_is_the_downscaled_picture(videos, name, short_side, expected) -> None:
+def test_scaled_decode_is_the_downscaled_picture(videos, name, short_side, expected, init) -> None:
     """A video above ``short_side`` comes out at short side ``short_side`` (aspect kept) and shows
-    the same picture as the full-size frame resized; one at or below it is read as it is, and so
-    is one whose scaled width decord 0.6 would return wrongly (72 px: a size error otherwise)."""
-    ours = _run(_sample(('ScaledDecordInit', 'SortedDecordDecode'), videos[name], short_side), videos[name])
+    the same picture as the full-size frame resized; one at or below it is read as it is, and so,
+    with decord, is one whose scaled width decord 0.6 would return wrongly (72 px: a size error
+    otherwise; the PyAV reader scales it)."""
+    if init == 'ScaledDecordInit' and not decord_can_scale_to(expected[1]):
+        expected = (64, 96)  # read at its own size
+    ours = _run(_sample((init, 'SortedDecordDecode'), videos[name], short_side), videos[name])
     full = _run(_sample(('DecordInit', 'DecordDecode'), videos[name], None), videos[name])
     assert ours['img_shape'] == expected and ours['imgs'][0].shape == (*expected, 3)
     assert ours['video_shape'] == full['img_shape']
@@ -95,12 +103,13 @@ def test_scaled_decode_is_the_downscaled_picture(videos, name, short_side, expec
     for a, b in zip(ours['imgs'], full['imgs'], strict=True):
         ref = cv2.resize(b, expected[::-1], interpolation=cv2.INTER_AREA).astype(int)
         assert np.abs(a.astype(int) - ref).mean() < 6  # same picture, another interpolation
-    native = _run(_sample(('ScaledDecordInit', 'SortedDecordDecode'), videos[name], 200), videos[name])
+    native = _run(_sample((init, 'SortedDecordDecode'), videos[name], 200), videos[name])
     assert native['img_shape'] == full['img_shape']
     assert 'video_shape' in native
 
 
-def test_a_rotated_video_is_scaled_in_display_orientation(tmp_path) -> None:
+@pytest.mark.parametrize('init', INITS)
+def test_a_rotated_video_is_scaled_in_display_orientation(tmp_path, init) -> None:
     """A phone video stored 160x96 with a 90-degree display rotation: decord returns it upright
     (96 wide), so the decode-time size must be taken in that orientation (aspect kept)."""
     import av
@@ -112,13 +121,16 @@ def test_a_rotated_video_is_scaled_in_display_orientation(tmp_path) -> None:
         stream.set_display_rotation(90)
         for i in range(4):
             image = np.full((96, 160, 3), 40 * i, np.uint8)
+            image[:16, :32] = 255  # a corner that shows which way the picture is turned
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format='rgb24')))
         container.mux(stream.encode())
-    steps = [dict(type='ScaledDecordInit', short_side=64, min_downscale=1.0), dict(type='SortedDecordDecode')]
+    steps = [dict(type=init, short_side=64, min_downscale=1.0), dict(type='SortedDecordDecode')]
     ours = _run(steps, path, frame_inds=[0, 3])
     full = _run([dict(type='DecordInit'), dict(type='DecordDecode')], path, frame_inds=[0, 3])
     assert full['img_shape'] == (160, 96) and ours['video_shape'] == (160, 96)
     assert ours['img_shape'] == (107, 64)
+    native = _run([dict(type=init), dict(type='SortedDecordDecode')], path, frame_inds=[0, 3])
+    np.testing.assert_array_equal(native['imgs'], full['imgs'])  # turned the same way
 
 
 def test_scaled_size_and_probe(videos) -> None:
@@ -206,7 +218,7 @@ def test_ntu60_configs_read_person_crops_and_switch_to_full_frames(path: Path) -
     assert _loaders(cfg) == _expected(protocol, full=True)
     # one pipeline serves both inputs: large frames are decoded at the size they are used at
     for split in ('train', 'val', 'test'):
-        assert cfg[f'{split}_dataloader'].dataset.pipeline[0]['type'] == 'ScaledDecordInit'
+        assert cfg[f'{split}_dataloader'].dataset.pipeline[0]['type'] == 'ScaledPyAVInit'
 
 
 CONFIGS = sorted((REPO / 'configs').glob('timesformer_*.py'))
@@ -214,13 +226,13 @@ CONFIGS = sorted((REPO / 'configs').glob('timesformer_*.py'))
 
 @pytest.mark.parametrize('path', CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_decode_size_never_below_what_the_pipeline_rescales_to(path: Path) -> None:
-    """``ScaledDecordInit.short_side`` >= the short side any later transform rescales to, so the
+    """``ScaledPyAVInit.short_side`` >= the short side any later transform rescales to, so the
     decode-time resize never changes what the model sees beyond interpolation."""
     cfg = Config.fromfile(str(path))
     for split in ('train', 'val', 'test'):
         pipeline = cfg[f'{split}_dataloader'].dataset.pipeline
         init = pipeline[0]
-        if init['type'] != 'ScaledDecordInit':
+        if init['type'] not in INITS:
             continue
         assert any(s['type'] == 'SortedDecordDecode' for s in pipeline)
         for step in pipeline:
@@ -241,7 +253,7 @@ def test_k400_and_smarthome_say_how_their_videos_are_read() -> None:
     cfg = Config.fromfile(str(REPO / 'configs' / 'timesformer_dna_k400.py'))
     assert cfg.train_dataloader.dataset.data_prefix.video == 'data/kinetics400/videos_train'
     assert cfg.test_dataloader.dataset.pipeline[0] == dict(
-        type='ScaledDecordInit', short_side=224, io_backend='disk'
+        type='ScaledPyAVInit', short_side=224, io_backend='disk'
     )
     for name in ('cs', 'cv1', 'cv2'):
         assert '640x480' in (DATASETS / f'smarthome_{name}.py').read_text()

@@ -14,9 +14,10 @@ writes ``--videos`` synthetic videos per size (``--frames`` frames at 30 fps; MP
 at 0.1 bit per pixel, about NTU RGB+D's 1080p rate, or H.264 CRF 23 as dna_mm's preparation
 tools write it; ``--keyint`` sets the keyframe interval) to a temporary folder that is removed afterwards.
 ``stock`` is the same pipeline with MMAction2's ``DecordInit`` / ``DecordDecode`` in place of
-dna_mm's ``ScaledDecordInit`` / ``SortedDecordDecode`` (the baseline, measured in the same run,
-clip by clip on the same frames). ``clips/s per core`` is one clip per CPU second of the
-process; ``workers per GPU`` divides ``--clips-per-s-per-gpu`` (a model's training rate) by it.
+dna_mm's ``ScaledPyAVInit`` (or ``ScaledDecordInit``) / ``SortedDecordDecode`` (the baseline,
+measured in the same run, clip by clip on the same frames). ``clips/s per core`` is one clip
+per CPU second of the process; ``workers per GPU`` divides ``--clips-per-s-per-gpu`` (a model's
+training rate) by it.
 """
 
 from __future__ import annotations

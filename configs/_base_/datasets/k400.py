@@ -28,7 +28,7 @@ test_dataloader = dict(
         ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
         data_prefix=dict(video='data/kinetics400/videos_val'),
         pipeline=[
-            dict(type='ScaledDecordInit', short_side=224, io_backend='disk'),
+            dict(type='ScaledPyAVInit', short_side=224, io_backend='disk'),
             dict(type='SampleFrames', clip_len=8, frame_interval=32, num_clips=1, test_mode=True),
             dict(type='SortedDecordDecode'),
             dict(type='Resize', scale=(-1, 224)),

@@ -4,14 +4,16 @@
 # corrupt-video tolerance in training (dna_mm.datasets.RobustVideoDataset).
 # Decoding (dna_mm.datasets.transforms): a video with a short side above `short_side` is decoded
 # at that short side (the largest the pipeline rescales to, so the geometry is unchanged), and
-# the sampled frames are decoded in increasing order (same frames as MMAction2's DecordDecode).
+# the sampled frames are decoded in increasing order, each from the keyframe before it, by
+# dna_mm's PyAV reader (same frames as MMAction2's DecordInit + DecordDecode; `type='ScaledDecordInit'`
+# reads with decord instead).
 # Throughput per input size: docs/data_throughput.md (tools/analysis/benchmark_data.py).
 dataset_type = 'RobustVideoDataset'
 clip_len, frame_interval, crop_size = 8, 32, 224
 file_client_args = dict(io_backend='disk')
 
 train_pipeline = [
-    dict(type='ScaledDecordInit', short_side=320, **file_client_args),  # RandomRescale's largest
+    dict(type='ScaledPyAVInit', short_side=320, **file_client_args),  # RandomRescale's largest
     dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1),
     dict(type='SortedDecordDecode'),
     dict(type='RandomRescale', scale_range=(256, 320)),
@@ -21,7 +23,7 @@ train_pipeline = [
     dict(type='PackActionInputs'),
 ]
 val_pipeline = [
-    dict(type='ScaledDecordInit', short_side=crop_size, **file_client_args),  # Resize's short side
+    dict(type='ScaledPyAVInit', short_side=crop_size, **file_client_args),  # Resize's short side
     dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1, test_mode=True),
     dict(type='SortedDecordDecode'),
     dict(type='Resize', scale=(-1, crop_size)),
