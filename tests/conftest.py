@@ -215,3 +215,43 @@ def tiny_runner(work_dir, root, max_epochs: int, resume: bool = False, determini
         cfg.train_dataloader.dataset.pipeline[1]['test_mode'] = True  # SampleFrames
         cfg.randomness = dict(seed=0)
     return Runner.from_cfg(cfg)
+
+
+#: ``--cfg-options`` making any configs/vitdet_*.py a tiny Mask R-CNN: backbone 32 wide, 2 blocks
+#: (block 0 windowed when the config has windows), narrow neck and heads
+TINY_MASK_RCNN = {
+    'model.backbone.embed_dim': 32,
+    'model.backbone.depth': 2,
+    'model.backbone.num_heads': 2,
+    'model.backbone.window_block_indexes': [0],
+    'model.backbone.init_cfg': None,
+    'model.neck.backbone_channel': 32,
+    'model.neck.in_channels': [8, 16, 32, 32],
+    'model.neck.out_channels': 16,
+    'model.rpn_head.in_channels': 16,
+    'model.rpn_head.feat_channels': 16,
+    'model.roi_head.bbox_roi_extractor.out_channels': 16,
+    'model.roi_head.mask_roi_extractor.out_channels': 16,
+    'model.roi_head.bbox_head.in_channels': 16,
+    'model.roi_head.bbox_head.fc_out_channels': 32,
+    'model.roi_head.mask_head.in_channels': 16,
+    'model.roi_head.mask_head.conv_out_channels': 16,
+}
+
+
+def coco_run_options(root: Path) -> dict:
+    """``--cfg-options`` pointing a ViTDet config's loaders and evaluators at a generated COCO set
+    ``root`` (``dna_mm.datasets.synthetic_coco``) of 64-pixel images, batch 2."""
+    opts = {'model.backbone.img_size': 64, 'model.backbone.pretrain_img_size': 64}
+    for split, files in (('train', 'train'), ('val', 'test'), ('test', 'test')):  # val: built, not run
+        opts.update(
+            {
+                f'{split}_dataloader.dataset.data_root': str(root),
+                f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{files}.json',
+                f'{split}_dataloader.dataset.data_prefix.img': f'images/{files}/',
+                f'{split}_dataloader.batch_size': 2,
+            }
+        )
+    ann = str(root / 'annotations/instances_test.json')
+    opts['val_evaluator.ann_file'] = opts['test_evaluator.ann_file'] = ann
+    return opts

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, TINY_MASK_RCNN, coco_run_options, run_tool, tiny_run_options
 
 from dna_mm.checkpoint import read_checkpoint
 
@@ -106,15 +106,13 @@ def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path) 
 @pytest.mark.integration
 def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path) -> None:
     pytest.importorskip('mmdet.models')
-    from test_det import SHRINK, _data_options
-
     from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
 
     root = ensure_coco_dataset(
         tmp_path / 'coco',
         CocoDatasetSpec(train_images=16, test_images=2, size=64, min_object=18, max_object=30, max_objects=2),
     )
-    values = dict(SHRINK, **_data_options(root))
+    values = dict(TINY_MASK_RCNN, **coco_run_options(root))
     values.update(
         {
             'model.backbone.window_size': 4,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, load_tool, run_cmd, run_main
+from conftest import REPO, TINY_MASK_RCNN, coco_run_options, load_tool, run_cmd, run_main
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
@@ -34,30 +34,11 @@ CONFIGS = {  # leaf config -> (attention class, window, rel-pos)
 TINY_SPEC = CocoDatasetSpec(
     train_images=4, test_images=2, size=64, min_object=18, max_object=30, max_objects=2
 )
-# backbone 32 wide, 2 blocks (block 0 windowed when the config has windows), narrow neck / heads
-SHRINK = {
-    'model.backbone.embed_dim': 32,
-    'model.backbone.depth': 2,
-    'model.backbone.num_heads': 2,
-    'model.backbone.window_block_indexes': [0],
-    'model.backbone.init_cfg': None,
-    'model.neck.backbone_channel': 32,
-    'model.neck.in_channels': [8, 16, 32, 32],
-    'model.neck.out_channels': 16,
-    'model.rpn_head.in_channels': 16,
-    'model.rpn_head.feat_channels': 16,
-    'model.roi_head.bbox_roi_extractor.out_channels': 16,
-    'model.roi_head.mask_roi_extractor.out_channels': 16,
-    'model.roi_head.bbox_head.in_channels': 16,
-    'model.roi_head.bbox_head.fc_out_channels': 32,
-    'model.roi_head.mask_head.in_channels': 16,
-    'model.roi_head.mask_head.conv_out_channels': 16,
-}
 
 
 def _tiny(name: str, **extra) -> Config:
     cfg = Config.fromfile(str(REPO / 'configs' / name))
-    opts = dict(SHRINK, **extra)
+    opts = dict(TINY_MASK_RCNN, **extra)
     if cfg.model.roi_head.bbox_head.type != 'Shared2FCBBoxHead':
         opts['model.roi_head.bbox_head.conv_out_channels'] = 16
     if cfg.model.backbone.window_size:
@@ -118,24 +99,8 @@ def tiny_coco(tmp_path_factory) -> Path:
     return ensure_coco_dataset(tmp_path_factory.mktemp('coco'), TINY_SPEC)
 
 
-def _data_options(root: Path) -> dict:
-    opts = {'model.backbone.img_size': 64, 'model.backbone.pretrain_img_size': 64}
-    for split, files in (('train', 'train'), ('val', 'test'), ('test', 'test')):  # val: built, not run
-        opts.update(
-            {
-                f'{split}_dataloader.dataset.data_root': str(root),
-                f'{split}_dataloader.dataset.ann_file': f'annotations/instances_{files}.json',
-                f'{split}_dataloader.dataset.data_prefix.img': f'images/{files}/',
-                f'{split}_dataloader.batch_size': 2,
-            }
-        )
-    ann = str(root / 'annotations/instances_test.json')
-    opts['val_evaluator.ann_file'] = opts['test_evaluator.ann_file'] = ann
-    return opts
-
-
 def test_mask_rcnn_train_step_and_predict(tiny_coco: Path) -> None:
-    cfg = _tiny('vitdet_dna_demo.py', **_data_options(tiny_coco), **{'model.test_cfg.rcnn.score_thr': 0.0})
+    cfg = _tiny('vitdet_dna_demo.py', **coco_run_options(tiny_coco), **{'model.test_cfg.rcnn.score_thr': 0.0})
     init_default_scope('mmdet')
     model = MODELS.build(cfg.model)
     train = DATASETS.build(cfg.train_dataloader.dataset)
@@ -212,7 +177,7 @@ def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> Non
     import mmdet
 
     stock_train = Path(mmdet.__file__).parent / '.mim' / 'tools' / 'train.py'
-    opts = dict(SHRINK, **_data_options(tiny_coco))
+    opts = dict(TINY_MASK_RCNN, **coco_run_options(tiny_coco))
     opts.update(
         {
             'model.backbone.window_size': 4,

@@ -179,7 +179,7 @@ def test_no_branch_falls_back_to_the_math_kernel(member: str, shape: str) -> Non
 )
 @pytest.mark.parametrize('shape', [(8, 197), (196, 8), (1, 1569)], ids=['197', '8', '1569'])
 def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, shape) -> None:
-    from test_ops_triton import reference
+    from test_triton_dna import reference
 
     from dna_mm.ops import dna_attention
 
@@ -208,7 +208,7 @@ def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, sh
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason='needs two CUDA devices')
 def test_triton_kernel_runs_on_the_inputs_device() -> None:
     """Inputs on ``cuda:1`` while ``cuda:0`` is current: the launches follow the inputs."""
-    from test_ops_triton import reference
+    from test_triton_dna import reference
 
     from dna_mm.ops import dna_attention
 
@@ -224,7 +224,7 @@ def test_triton_kernel_runs_on_the_inputs_device() -> None:
 @pytest.mark.parametrize('d', [32, 64, 128])
 def test_triton_kernel_fp32_with_tf32_allowed(d: int) -> None:
     """fp32 inputs take TF32 tensor cores only where PyTorch allows TF32 matmuls."""
-    from test_ops_triton import reference
+    from test_triton_dna import reference
 
     from dna_mm.ops import dna_attention
 
