@@ -100,7 +100,8 @@ class KeyframeReader:
 
     def _decode(self, index: int) -> np.ndarray:
         """Frame ``index``: decoded from the keyframe before it unless the decoder is on the way."""
-        key = self._keys[bisect.bisect_right(self._keys, index) - 1]
+        before = bisect.bisect_right(self._keys, index)  # keyframes at or before `index`
+        key = self._keys[before - 1] if before else 0  # none (a stream opening mid-GOP): the start
         if self._next is None or index < self._next or key > self._next:
             self._container.seek(self._pts[key], stream=self._stream, backward=True)
             self._frames = self._container.decode(self._stream)

@@ -99,3 +99,27 @@ def test_keyframe_only_decoding_asks_for_decord(files) -> None:
     results['frame_inds'] = np.array([0, 12])
     with pytest.raises(ValueError, match="mode='efficient'.*ScaledDecordInit"):
         TRANSFORMS.build(dict(type='SortedDecordDecode', mode='efficient'))(results)
+
+
+def test_a_stream_cut_before_its_first_keyframe(files, tmp_path) -> None:
+    """Packets copied from the middle of a GOP (a cut without re-encoding): the frames before the
+    first keyframe are read from the start of the stream (they decode approximately, as with
+    decord), those from the second keyframe on equal decord's."""
+    import av
+    import decord
+
+    cut = tmp_path / 'cut.mkv'
+    with av.open(str(files['h264_keyint5'])) as source, av.open(str(cut), 'w') as target:
+        stream = target.add_stream_from_template(source.streams.video[0])
+        for n, packet in enumerate(source.demux(source.streams.video[0])):
+            if packet.size and n >= 3:
+                packet.stream = stream
+                target.mux(packet)
+    ours, theirs = KeyframeReader(str(cut)), decord.VideoReader(str(cut), num_threads=1)
+    first_key, second_key = ours._keys[:2]
+    assert first_key > 0 and len(ours) == len(theirs)
+    early = list(range(second_key))  # before the first keyframe and in its GOP: near decord's
+    near = np.abs(ours.get_batch(early).astype(int) - theirs.get_batch(early).asnumpy()).mean((1, 2, 3))
+    assert near.max() < 15, near
+    inds = [len(ours) - 1, second_key, second_key + 3]
+    np.testing.assert_array_equal(ours.get_batch(inds), theirs.get_batch(inds).asnumpy())
