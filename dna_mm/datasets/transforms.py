@@ -144,10 +144,10 @@ class ScaledDecordInit(DecordInit):
     ) -> None:
         if short_side is not None and (not isinstance(short_side, int) or short_side <= 0):
             raise ConfigError(
-                f'ScaledDecordInit: short_side must be a positive int or None, got {short_side!r}'
+                f'{type(self).__name__}: short_side must be a positive int or None, got {short_side!r}'
             )
         if not min_downscale >= 1:
-            raise ConfigError(f'ScaledDecordInit: min_downscale must be >= 1, got {min_downscale!r}')
+            raise ConfigError(f'{type(self).__name__}: min_downscale must be >= 1, got {min_downscale!r}')
         super().__init__(io_backend=io_backend, num_threads=num_threads, **kwargs)
         self.short_side = short_side
         self.min_downscale = min_downscale

@@ -145,6 +145,8 @@ def test_scaled_size_and_probe(videos) -> None:
     assert not decord_can_scale_to(72) and decord_can_scale_to(569) and decord_can_scale_to(398)
     with pytest.raises(ValueError, match='short_side must be a positive int'):
         TRANSFORMS.build(dict(type='ScaledDecordInit', short_side=0))
+    with pytest.raises(ValueError, match='ScaledPyAVInit: short_side must be a positive int'):
+        TRANSFORMS.build(dict(type='ScaledPyAVInit', short_side=-1))
     with pytest.raises(ValueError, match='min_downscale must be >= 1'):
         TRANSFORMS.build(dict(type='ScaledDecordInit', short_side=320, min_downscale=0.5))
 
