@@ -225,6 +225,10 @@ def benchmark_config(
     if loader_cfg is None:
         raise ConfigError(f'the config has no {split}_dataloader')
     pipeline = loader_cfg['dataset']['pipeline']
+    pipelines = {}  # built before any video is written: a bad step fails at once
+    if baseline and not is_stock(pipeline):
+        pipelines['stock'] = Compose(stock_pipeline(pipeline))
+    pipelines['config'] = Compose(pipeline)
     batch = int(loader_cfg.get('batch_size', 1))
     sources: list[tuple[str, dict]] = []
     if sizes:
@@ -243,10 +247,6 @@ def benchmark_config(
     rows = []
     for label, source in sources:
         dataset = DATASETS.build(source['dataset'])
-        pipelines = {}
-        if baseline and not is_stock(pipeline):
-            pipelines['stock'] = Compose(stock_pipeline(pipeline))
-        pipelines['config'] = dataset.pipeline
         timings = time_pipeline(dataset, pipelines, num_clips)
         base = timings.get('stock')
         for name, tm in timings.items():
