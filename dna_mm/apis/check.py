@@ -43,8 +43,6 @@ CROP_KEYS = {
 def check_config(cfg: Config, mode: str = 'train') -> None:
     """Raise a :class:`ConfigError` listing every value that cannot work (see the module
     docstring); return quietly otherwise."""
-    if mode not in LOADERS:
-        raise ValueError(f"check_config: mode must be 'train' or 'test', got {mode!r}")
     problems = list(_attention_problems(cfg.get('model'), 'model'))
     if mode == 'train':
         problems += _train_problems(cfg)
@@ -55,12 +53,10 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
 
 
 def _positive(value: Any, key: str, allow: tuple = ()) -> list[str]:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value in allow:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value in allow or value > 0:
         return []
-    if value <= 0:
-        alt = f' (or {" / ".join(map(str, allow))})' if allow else ''
-        return [f'{key} must be > 0{alt}, got {value}']
-    return []
+    alt = f' (or {" / ".join(map(str, allow))})' if allow else ''
+    return [f'{key} must be > 0{alt}, got {value}']
 
 
 def _train_problems(cfg: Config) -> list[str]:
@@ -74,11 +70,11 @@ def _train_problems(cfg: Config) -> list[str]:
         (hooks.get('checkpoint') or {}).get('interval'), 'default_hooks.checkpoint.interval', (-1,)
     )
     wrapper = cfg.get('optim_wrapper') or {}
-    if isinstance(wrapper.get('optimizer'), dict):
-        out += _positive(wrapper['optimizer'].get('lr'), 'optim_wrapper.optimizer.lr')
-    for name, sub in wrapper.items():  # multi-optimizer configs: one wrapper per module
+    for name, sub in [('', wrapper), *wrapper.items()]:  # multi-optimizer configs: one per module
         if isinstance(sub, dict) and isinstance(sub.get('optimizer'), dict):
-            out += _positive(sub['optimizer'].get('lr'), f'optim_wrapper.{name}.optimizer.lr')
+            out += _positive(
+                sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
+            )
     return out
 
 
@@ -91,14 +87,13 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')
     for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
         kind = transform.get('type')
-        for arg in CROP_KEYS.get(kind, ()):
+        sizes = [(arg, ()) for arg in CROP_KEYS.get(kind, ())]
+        if kind in ('Resize', 'RandomResize'):
+            sizes.append(('scale', (-1,)))  # -1: keep the aspect ratio
+        for arg, allow in sizes:
             values = transform.get(arg)
             for v in values if isinstance(values, (list, tuple)) else [values]:
-                out += _positive(v, f'{key}.{arg} ({kind})')
-        if kind in ('Resize', 'RandomResize') and transform.get('scale') is not None:
-            scale = transform['scale']
-            for v in scale if isinstance(scale, (list, tuple)) else [scale]:
-                out += _positive(v, f'{key}.scale ({kind})', (-1,))
+                out += _positive(v, f'{key}.{arg} ({kind})', allow)
     return out
 
 
@@ -116,33 +111,23 @@ def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
 
 
 def _attention_problems(node: Any, key: str) -> Iterator[str]:
-    """An unknown attention name anywhere under ``node`` (the model config)."""
+    """An unknown attention name (a short name or a config dict's ``type``) anywhere under
+    ``node`` (the model config): the key, the name, the closest valid names."""
+    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415 (torch import)
+
     if isinstance(node, dict):
         for name, value in node.items():
             sub = f'{key}.{name}'
-            if name in ATTENTION_KEYS:
-                problem = attention_name_problem(value, sub)
-                if problem:
-                    yield problem
-                    continue
-            yield from _attention_problems(value, sub)
+            attn = value.get('type') if isinstance(value, dict) else value
+            known = not isinstance(attn, str) or attn in SHORT_NAMES or attn in ATTENTION_TYPES
+            if name in ATTENTION_KEYS and not known:
+                where = f'{sub}.type' if isinstance(value, dict) else sub
+                yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
+            else:
+                yield from _attention_problems(value, sub)
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
             yield from _attention_problems(value, f'{key}[{i}]')
-
-
-def attention_name_problem(value: Any, key: str) -> str | None:
-    """``None`` if ``value`` (a short name or a config dict) names a known attention, else the
-    message: the key, the name, the closest valid names."""
-    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415 (torch import)
-
-    if isinstance(value, dict):
-        name, key = value.get('type'), f'{key}.type'
-    else:
-        name = value
-    if not isinstance(name, str) or name in SHORT_NAMES or name in ATTENTION_TYPES:
-        return None
-    return f'{key}: unknown attention {name!r}; {suggest_attention(name)}'
 
 
 def suggest_attention(name: str) -> str:

@@ -1,15 +1,11 @@
-"""The one wrapper every dna_mm tool runs its ``main`` in: a user's mistake is one line on stderr
-and exit status 2, a programming error keeps its traceback.
+"""The one wrapper every dna_mm tool runs its ``main`` in (``@cli_main('train.py')``): a user's
+mistake is one line on stderr and exit status 2, a programming error keeps its traceback.
 
-    @cli_main('train.py')
-    def main(argv=None): ...
-
-A user's mistake is any :class:`dna_mm.errors.UserError`, a checkpoint that does not match /
-is unsafe / is not a checkpoint (:mod:`dna_mm.checkpoint`), a missing file
-(``FileNotFoundError``, e.g. a ``load_from`` path or a config file) and a ``type`` that is not
-registered (mmengine's ``KeyError: 'X is not in the ... registry'``), a download that failed
-(offline: the file to put in place is named). ``--debug`` anywhere on
-the command line re-raises it with the traceback.
+A user's mistake is any :class:`dna_mm.errors.UserError` (the checkpoint errors of
+:mod:`dna_mm.checkpoint` included), a missing file (``FileNotFoundError``: a ``load_from`` path, a
+config file), a ``type`` that is not registered (mmengine's ``KeyError: 'X is not in the ...
+registry'``) and a failed download (offline: the file to put in place is named). ``--debug``
+anywhere on the command line re-raises it with the traceback.
 """
 
 from __future__ import annotations
@@ -28,19 +24,7 @@ DEBUG_HELP = 'print the traceback of an input error (default: one line, exit sta
 # mmengine's registry prefixes a build error with the class it was building
 _BUILD_PREFIX = re.compile(r'class `\w+` in [\w/.\-]+\.py: ')
 _NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
-
-
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """The exception classes treated as the user's mistake (the checkpoint errors derive from
-    :class:`~dna_mm.errors.UserError`)."""
-    return (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
-
-
-def is_user_error(err: BaseException) -> bool:
-    """Whether ``err`` is the user's mistake (see the module docstring)."""
-    if isinstance(err, user_error_types()):
-        return True
-    return isinstance(err, KeyError) and bool(_NOT_REGISTERED.search(str(err)))
+USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
 
 
 def error_line(err: BaseException) -> str:
@@ -90,7 +74,8 @@ def cli_main(prog: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 return main(argv, *args, **kwargs)
             except Exception as err:  # noqa: BLE001 (sorted below: only the user's mistakes are caught)
                 given = sys.argv[1:] if argv is None else argv
-                if not is_user_error(err) or DEBUG_FLAG in given:
+                unregistered = isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err))
+                if not (isinstance(err, USER_ERRORS) or unregistered) or DEBUG_FLAG in given:
                     raise
                 message = error_line(err)
                 print(

@@ -10,8 +10,6 @@ import torch.distributed as dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-TENSORBOARD = dict(type='TensorboardVisBackend')
-
 
 def prepare_cfg(
     cfg: Config,
@@ -36,8 +34,7 @@ def prepare_cfg(
         old = {unit: train_cfg.get(f'max_{unit}') for unit in ('epochs', 'iters')}
         cfg.merge_from_dict(cfg_options)
         for unit, old_max in old.items():
-            moved = sync_schedule(cfg, old_max, set(cfg_options), unit)
-            if moved:
+            if moved := sync_schedule(cfg, old_max, set(cfg_options), unit):
                 print_log(
                     f'train_cfg.max_{unit} {old_max} -> {cfg.train_cfg[f"max_{unit}"]}, so '
                     f'also: {", ".join(moved)}',
@@ -82,11 +79,9 @@ def sync_schedule(
     Keys in ``explicit`` (the ``--cfg-options`` given; ``param_scheduler`` covers all its
     entries) are left as given. Returns ``'key old -> new'`` for each change.
     """
-    if unit not in ('epochs', 'iters'):
-        raise ValueError(f"sync_schedule: unit must be 'epochs' or 'iters', got {unit!r}")
     by_epoch = unit == 'epochs'
     new = (cfg.get('train_cfg') or {}).get(f'max_{unit}')
-    if old_max is None or new is None or new == old_max or not isinstance(new, int) or new <= 0:
+    if not isinstance(new, int) or new <= 0 or old_max in (None, new):
         return []  # an invalid length moves nothing (check_config names it)
     old, moved = old_max, []
 
@@ -159,23 +154,17 @@ def enable_tensorboard(cfg: Config) -> Config:
     metrics) are then written to ``<work_dir>/<timestamp>/vis_data`` for
     ``tensorboard --logdir <work_dir>``. The config line that does the same:
     ``visualizer = dict(vis_backends=[dict(type='LocalVisBackend'), dict(type='TensorboardVisBackend')])``.
-
-    Raises:
-        ImportError: tensorboard is not installed (``pip install 'dna_mm[tensorboard]'``).
-    """
+    An ``ImportError`` without the tensorboard package."""
     from importlib.util import find_spec
 
     if find_spec('tensorboard') is None:
         raise ImportError("--tensorboard needs the tensorboard package: pip install 'dna_mm[tensorboard]'")
     visualizer = cfg.setdefault('visualizer', dict(type='Visualizer'))
     backends = list(visualizer.get('vis_backends') or [dict(type='LocalVisBackend')])
-    if not any(b.get('type') == TENSORBOARD['type'] for b in backends):
-        backends.append(dict(TENSORBOARD))
+    if not any(b.get('type') == 'TensorboardVisBackend' for b in backends):
+        backends.append(dict(type='TensorboardVisBackend'))
     visualizer['vis_backends'] = backends
     return cfg
-
-
-COCO_SUFFIXES = (('', ''), ('_50', '50'), ('_75', '75'), ('_s', '_S'), ('_m', '_M'), ('_l', '_L'))
 
 
 def format_metrics(metrics: dict) -> str:
@@ -183,18 +172,14 @@ def format_metrics(metrics: dict) -> str:
     AP75, AP_S / AP_M / AP_L (detection) → one readable line, every accuracy and AP in %
     (COCO's -1 for a size range without objects as ``n/a``); other metrics appended as they are."""
     names = {'acc/top1': 'top-1', 'acc/top5': 'top-5', 'acc/mean1': 'mCA'}
-    names.update(
-        {
-            f'coco/{task}_mAP{sfx}': f'{task} AP{label}'  # MMDetection's CocoMetric
-            for task in ('bbox', 'segm')
-            for sfx, label in COCO_SUFFIXES
-        }
-    )
-
-    def percent(value: float) -> str:
-        return 'n/a' if value < 0 else f'{100 * value:.2f}'
-
-    parts = [f'{label}: {percent(metrics[key])}' for key, label in names.items() if key in metrics]
+    for task in ('bbox', 'segm'):  # MMDetection's CocoMetric
+        for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'), ('_s', '_S'), ('_m', '_M'), ('_l', '_L')):
+            names[f'coco/{task}_mAP{sfx}'] = f'{task} AP{label}'
+    parts = [
+        f'{label}: {"n/a" if metrics[key] < 0 else f"{100 * metrics[key]:.2f}"}'
+        for key, label in names.items()
+        if key in metrics
+    ]
     parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
     return 'Test results: ' + '  '.join(parts)
 

@@ -40,12 +40,7 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     """The videos named by ``source``: a video file, a folder (its video files, recursively,
     sorted) or a list file (``.txt``: one path per line, optionally followed by a label as in
     MMAction2's lists; relative paths are relative to ``video_root``, default the list's folder).
-
-    Raises:
-        FileNotFoundError: ``source`` does not exist, a folder holds no video, or videos of a
-            list are missing (the first few are named).
-        ValueError: a list file names no video.
-    """
+    A missing input, an empty folder or missing listed videos are a ``FileNotFoundError``."""
     path = Path(source)
     if path.is_dir():
         videos = sorted(str(p) for p in path.rglob('*') if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
@@ -59,10 +54,9 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     if path.suffix.lower() != '.txt':
         return [str(path)]
     root = Path(video_root) if video_root is not None else path.parent
-    videos = []
-    for line in path.read_text(encoding='utf-8').splitlines():
-        if line.strip() and not line.lstrip().startswith('#'):
-            videos.append(str(root / line.split()[0]))  # an absolute entry stays absolute
+    lines = path.read_text(encoding='utf-8').splitlines()
+    # an absolute entry stays absolute
+    videos = [str(root / ln.split()[0]) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
     if not videos:
         raise DataError(f'list {source} names no video (one path per line expected)')
     missing = [v for v in videos if not osp.isfile(v)]
@@ -80,15 +74,13 @@ def read_label_map(source: str) -> list[str]:
     the name of a label map shipped with dna_mm (``label_map_k400``, ``label_map_ntu60``,
     ``smarthome_cs_classes``, ``smarthome_cv_classes``)."""
     if osp.isfile(source):
-        text = Path(source).read_text(encoding='utf-8')
-    else:
-        try:
-            return shipped_label_map(source)
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f'label map {source}: neither a file nor a label map shipped with dna_mm'
-            ) from None
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+        return [ln.strip() for ln in Path(source).read_text(encoding='utf-8').splitlines() if ln.strip()]
+    try:
+        return shipped_label_map(source)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f'label map {source}: neither a file nor a label map shipped with dna_mm'
+        ) from None
 
 
 def num_classes_of(model: nn.Module) -> int:
@@ -106,11 +98,7 @@ def resolve_class_names(
     key (set by the dataset bases in ``configs/_base_/datasets``) when it exists and has the
     model's number of classes (a config whose ``num_classes`` was changed no longer has a map
     for its classes, the demo's is written with its data: a note is logged), else ``None``
-    (indices).
-
-    Raises:
-        FileNotFoundError: the given ``label_map`` is neither a file nor a shipped map.
-        ValueError: the given ``label_map``'s length is not the model's number of classes.
+    (indices). A given ``label_map`` that is missing or of the wrong length is an error.
     """
     source = label_map or cfg.get('label_map')
     if source is None:
@@ -120,21 +108,16 @@ def resolve_class_names(
     except FileNotFoundError:
         if label_map:
             raise
-        print_log(
-            f"note: the config's label map {source} does not exist (yet: the demo writes it with "
-            f'its data): printing class indices',
-            logger='current',
-        )
-        return None
-    if len(names) == num_classes:
-        return names
-    if label_map:
-        raise ConfigError(f'label map {source} has {len(names)} classes, the model predicts {num_classes}')
-    print_log(
-        f"note: the config's label map {source} has {len(names)} classes, the model predicts "
-        f'{num_classes}: not used',
-        logger='current',
-    )
+        why = 'does not exist (yet: the demo writes it with its data): printing class indices'
+    else:
+        if len(names) == num_classes:
+            return names
+        if label_map:
+            raise ConfigError(
+                f'label map {source} has {len(names)} classes, the model predicts {num_classes}'
+            )
+        why = f'has {len(names)} classes, the model predicts {num_classes}: not used'
+    print_log(f"note: the config's label map {source} {why}", logger='current')
     return None
 
 
@@ -144,18 +127,9 @@ def load_recognizer(
     device: Union[str, torch.device] = 'cpu',
     partial: bool = False,
 ) -> nn.Module:
-    """Build the config's recognizer and load ``checkpoint`` into it.
-
-    Args:
-        config: Config file or object (backbone ``pretrained`` is ignored: the checkpoint
-            holds the whole model).
-        checkpoint: Local file, URL or mmengine prefix; always a ``weights_only`` load.
-        device: Where the model runs.
-        partial: Accept a checkpoint that does not match the model (the keys not loaded are
-            printed); default: refuse it.
-
-    Raises:
-        CheckpointMismatchError: ``partial`` is false and the checkpoint does not match.
+    """Build the config's recognizer (backbone ``pretrained`` ignored: the checkpoint holds the
+    whole model) and load ``checkpoint`` (file, URL or mmengine prefix; ``weights_only``) into it;
+    a mismatch is a ``CheckpointMismatchError`` unless ``partial`` (what was not loaded is printed).
     """
     from mmaction.apis import init_recognizer  # noqa: PLC0415 (imports the whole of mmaction)
 

@@ -1,26 +1,19 @@
-"""``DnARunner``: mmengine's ``Runner`` with strict whole-model loads, plain resume messages and
-a terminal that starts with the run, not with the setup dump.
+"""``DnARunner``: mmengine's ``Runner`` with strict whole-model loads, plain resume messages,
+exact resume and a terminal that starts with the run, not with the setup dump.
 
 * **Strict loads.** ``load_from``, ``--resume`` and ``tools/test.py CHECKPOINT`` load the whole
-  model; a checkpoint with missing, unexpected or resized keys is refused with a
-  :class:`~dna_mm.errors.CheckpointMismatchError` that names the file and lists the keys
-  (mmengine loads what matches and logs the rest, so a 7-class head on a 4-class model, or a
-  file with no model weights at all, would be "tested" with random weights). ``load_partial =
-  True`` in the config (tools: ``--partial-load``) accepts a partial load and prints what was
-  not loaded. Backbone initialisation (``pretrained``, ``init_cfg``) is not affected: it keeps
-  its own non-strict load report. The load is :func:`dna_mm.checkpoint.load_whole_model`.
-* **Resume.** ``resume=True`` with no checkpoint in the work dir says so (a warning) and trains
-  from scratch, instead of "resumed from the latest checkpoint None"; a file that is not a
-  training checkpoint is an error naming it.
-* **Exact resume.** Checkpoints carry the random state and the run's seed
-  (:class:`~dna_mm.engine.rng_state.RNGStateHook`, added to every run), and mmengine's two train
-  loops are replaced by :mod:`dna_mm.engine.loops`' (same arguments): a resumed run restores
-  the state where the interrupted one saved it, continues an epoch mid-way, and logs the same
-  losses as a run that was never stopped.
-* **Quiet setup.** mmengine logs the environment, the whole config, the hook order and one
-  line per parameter option before the first progress line (hundreds of lines). They still go
-  to the log file; the terminal shows them only with ``log_setup_to_console = True``
-  (tools: ``--verbose``).
+  model with :func:`dna_mm.checkpoint.load_whole_model`; missing, unexpected or resized keys
+  are a :class:`~dna_mm.errors.CheckpointMismatchError` naming the file and the keys (mmengine
+  would load what matches and test random weights). ``load_partial = True`` (tools:
+  ``--partial-load``) accepts a partial load and prints what was not loaded. Backbone
+  initialisation (``pretrained``, ``init_cfg``) keeps its own non-strict load report.
+* **Resume.** ``resume=True`` with no checkpoint in the work dir warns and trains from scratch;
+  a file that is not a training checkpoint is an error naming it.
+* **Exact resume.** :class:`~dna_mm.engine.rng_state.RNGStateHook` is added to every run and
+  mmengine's two train loops are replaced by :mod:`dna_mm.engine.loops`' (same arguments): a
+  resumed run logs the same losses as one that was never stopped.
+* **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps go to
+  the log file only, unless ``log_setup_to_console = True`` (tools: ``--verbose``).
 
 Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime.py``);
 :func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
@@ -77,7 +70,7 @@ class SetupDumpFilter(logging.Filter):
         if not self.active or record.levelno > logging.INFO:
             return True
         head = record.getMessage().lstrip('\n-')[:80]
-        return not any(head.startswith(marker) for marker in SETUP_DUMP_MARKERS)
+        return not head.startswith(SETUP_DUMP_MARKERS)
 
 
 @RUNNERS.register_module()
@@ -132,8 +125,8 @@ class DnARunner(Runner):
         files = [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)]
         for handler in logger.handlers:
             if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
-                for old in [f for f in handler.filters if isinstance(f, SetupDumpFilter)]:
-                    handler.removeFilter(old)  # a logger reused by name (same experiment name)
+                # a logger reused by name (same experiment name) has the last run's filter
+                handler.filters = [f for f in handler.filters if not isinstance(f, SetupDumpFilter)]
                 handler.addFilter(self._setup_filter)
         if self._setup_filter.active and files:
             logger.info(
@@ -150,20 +143,13 @@ class DnARunner(Runner):
 
     def load_or_resume(self) -> None:
         """mmengine's, but ``resume`` with nothing to resume from says so plainly."""
-        if self._has_loaded:
-            return None
-        if self._resume and self._load_from is None:
-            latest = find_latest_checkpoint(self.work_dir)
-            if latest is None:
+        if self._resume and self._load_from is None and not self._has_loaded:
+            if find_latest_checkpoint(self.work_dir) is None:
                 self.logger.warning(
                     f'resume: no checkpoint found in {self.work_dir} (no '
                     f'last_checkpoint file); training starts from scratch'
                 )
                 return None
-            self.logger.info(f'resuming from the latest checkpoint in the work dir: {latest}')
-            self.resume(latest)
-            self._has_loaded = True
-            return None
         return super().load_or_resume()
 
     def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
@@ -172,7 +158,19 @@ class DnARunner(Runner):
             super().resume(filename, *args, **kwargs)
         except KeyError as err:
             layout = getattr(self, '_loaded_layout', None)  # set by load_checkpoint
-            raise CheckpointMismatchError(_not_resumable(filename, str(err), layout)) from err
+            if layout in (None, 'mmengine', 'state_dict'):
+                message = (
+                    f'cannot resume from {filename}: it has no {err} entry, so it is not a training '
+                    f'checkpoint saved by mmengine (to start from its weights use load_from)'
+                )
+            else:  # another code's file (dna_mm.converters.whole_model.LAYOUT_NAMES)
+                message = (
+                    f'cannot resume from {filename}: it is {LAYOUT_NAMES[layout]}, not a dna_mm '
+                    f"training checkpoint; --resume / resume=True continues dna_mm's own runs only. "
+                    f'Its weights load whole with load_from={filename} (training starts at epoch 0 '
+                    f'with a fresh optimizer), and tools/test.py CONFIG {filename} evaluates it'
+                )
+            raise CheckpointMismatchError(message) from err
 
     def load_checkpoint(
         self,
@@ -181,17 +179,9 @@ class DnARunner(Runner):
         strict: Optional[bool] = None,
         revise_keys: list = [(r'^module.', '')],  # noqa: B006 (mmengine's signature; only read)
     ) -> dict:
-        """Load a whole-model checkpoint (``load_from``, resume, ``tools/test.py``).
-
-        Args:
-            filename: Local path, URL or mmengine prefix (all ``weights_only`` loads).
-            map_location: As for :func:`torch.load`.
-            strict: Refuse missing / unexpected / resized keys; default: not ``load_partial``.
-            revise_keys: ``(pattern, replacement)`` applied to the keys first.
-
-        Raises:
-            CheckpointMismatchError: strict, and the checkpoint does not match the model.
-        """
+        """Load a whole-model checkpoint (``load_from``, resume, ``tools/test.py``) with
+        :func:`~dna_mm.checkpoint.load_whole_model` (``weights_only`` from every source); ``strict``
+        (default: not ``load_partial``) refuses a mismatch with a ``CheckpointMismatchError``."""
         model = self.model.module if is_model_wrapper(self.model) else self.model
         if isinstance(model, BaseTTAModel):
             model = model.module
@@ -213,22 +203,6 @@ class DnARunner(Runner):
             )
         self.logger.info(f'Load checkpoint from {filename}')
         return report.checkpoint
-
-
-def _not_resumable(filename: str, missing: str, layout: Optional[str]) -> str:
-    """Why ``filename`` cannot be resumed from (it lacks ``missing``, e.g. ``'meta'``), naming
-    its layout when it is another code's (:data:`~dna_mm.converters.whole_model.LAYOUT_NAMES`)."""
-    if layout in (None, 'mmengine', 'state_dict'):
-        return (
-            f'cannot resume from {filename}: it has no {missing} entry, so it is not a training '
-            f'checkpoint saved by mmengine (to start from its weights use load_from)'
-        )
-    return (
-        f'cannot resume from {filename}: it is {LAYOUT_NAMES[layout]}, not a dna_mm training '
-        f'checkpoint; --resume / resume=True continues dna_mm\'s own runs only. Its weights load '
-        f'whole with load_from={filename} (training starts at epoch 0 with a fresh optimizer), '
-        f'and tools/test.py CONFIG {filename} evaluates it'
-    )
 
 
 def build_runner(cfg: Config) -> Runner:

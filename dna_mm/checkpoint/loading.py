@@ -108,22 +108,13 @@ def load_whole_model(
     included) as a ``Recognizer3D``; their ImageNet ``vit/main.py`` file (``model``) with their
     attention layouts mapped; a bare state dict. A layout other than mmengine's is logged.
 
-    Args:
-        model: The (unwrapped) model.
-        filename: Local path, URL or mmengine prefix; named in the error.
-        strict: Refuse any missing, unexpected or resized key (nothing is loaded then);
-            otherwise load what matches and leave the rest at the model's values.
-        map_location: As for :func:`torch.load`.
-        revise_keys: ``(pattern, replacement)`` regexes applied to the keys first (default:
-            strip a ``module.`` prefix, as mmengine does).
-        after_read: Called with the file's contents before anything is loaded (the runner's
-            ``after_load_checkpoint`` hooks).
-
-    Returns:
-        The comparison, with ``layout`` (the file's) and ``checkpoint`` (its contents).
-
-    Raises:
-        CheckpointMismatchError: ``strict`` and the checkpoint does not match the model.
+    ``strict``: any missing, unexpected or resized key is a ``CheckpointMismatchError`` naming
+    ``filename`` (nothing is loaded); otherwise what matches is loaded and the rest keeps the
+    model's values. ``revise_keys``: ``(pattern, replacement)`` regexes applied to the keys
+    first (default: strip a ``module.`` prefix, as mmengine does). ``after_read`` is called with
+    the file's contents before anything is loaded (the runner's ``after_load_checkpoint``
+    hooks). Returns the comparison, with ``layout`` (the file's) and ``checkpoint`` (its
+    contents).
     """
     from ..converters.whole_model import LAYOUT_NAMES, whole_model_state_dict  # imports the models
 

@@ -29,7 +29,6 @@ import pickle
 import re
 import threading
 import traceback
-from types import TracebackType
 from typing import IO, Any, Iterator, Optional, Union
 
 import numpy as np
@@ -105,16 +104,6 @@ ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format (a zip archive)
 PICKLE_PROTO = b'\x80'  # the legacy format: a pickle, protocol 2 (PROTO opcode first)
 
 
-def refused_global(message: str) -> Optional[str]:
-    """The global (or callable) named in torch's ``weights_only`` refusal ``message``, if any."""
-    for pattern in _REFUSAL_PATTERNS:
-        for line in message.splitlines():
-            found = re.search(pattern, line)
-            if found:
-                return found.group(1).strip()
-    return None
-
-
 def _head(f: Union[str, os.PathLike, IO[bytes]]) -> Optional[bytes]:
     """The first 8 bytes of a path or a seekable file object (position kept); ``None`` when
     it is gone (a temporary download, a closed buffer)."""
@@ -130,19 +119,6 @@ def _head(f: Union[str, os.PathLike, IO[bytes]]) -> Optional[bytes]:
         return None
 
 
-def _what_torch_read(tb: Optional[TracebackType]) -> tuple[Optional[str], Any]:
-    """``(url, file)`` from the traceback of an error ``torch.load`` raised: the URL
-    ``torch.hub`` was fetching (or ``None``) and the path / file object ``torch.load`` read
-    (``None``: the error was not raised while reading a checkpoint)."""
-    url = read = None
-    for frame, _ in traceback.walk_tb(tb):
-        if frame.f_code is torch.hub.load_state_dict_from_url.__code__:
-            url = frame.f_locals.get('url')
-        elif frame.f_code is torch.serialization.load.__code__:
-            read = frame.f_locals.get('f')
-    return url, read
-
-
 def explain_load_error(err: Exception, source: str) -> Optional[Exception]:
     """The dna_mm error for ``err``, raised by ``torch.load`` while reading ``source`` (a path,
     URL or mmengine prefix), naming the file; ``None`` when ``torch.load`` did not raise it (a
@@ -151,7 +127,12 @@ def explain_load_error(err: Exception, source: str) -> Optional[Exception]:
     Returns an :class:`UnsafeCheckpointError` (a refused global), a
     :class:`NotACheckpointError` or a :class:`CorruptCheckpointError`.
     """
-    url, read = _what_torch_read(err.__traceback__)
+    url = read = None  # from the traceback: the URL torch.hub fetched, the file torch.load read
+    for frame, _ in traceback.walk_tb(err.__traceback__):
+        if frame.f_code is torch.hub.load_state_dict_from_url.__code__:
+            url = frame.f_locals.get('url')
+        elif frame.f_code is torch.serialization.load.__code__:
+            read = frame.f_locals.get('f')
     if read is None:
         return None
     if url:
@@ -167,7 +148,10 @@ def explain_load_error(err: Exception, source: str) -> Optional[Exception]:
             f'a different format?'
         )
     text = str(err)
-    what = refused_global(text) if isinstance(err, pickle.UnpicklingError) else None
+    what = None  # the global torch refused
+    if isinstance(err, pickle.UnpicklingError):
+        matches = (re.search(p, text, re.MULTILINE) for p in _REFUSAL_PATTERNS)
+        what = next((m.group(1).strip() for m in matches if m), None)
     truncated = isinstance(err, EOFError) or 'truncated' in text or 'EOF' in text
     if isinstance(err, pickle.UnpicklingError) and (what or not truncated):
         found = f'the global {what}' if what else 'an object that is not plain data'

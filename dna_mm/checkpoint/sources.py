@@ -43,19 +43,6 @@ CHECKED_SCHEMES = (
 )
 
 
-def _load_safetensors(filename: str, map_location: Optional[Any]) -> Any:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
-    try:
-        return load_file(filename, device=device)
-    except SafetensorError as err:
-        raise CorruptCheckpointError(
-            f'checkpoint {filename} cannot be read as a safetensors file: {err}'
-        ) from None
-
-
 def weights_only(loader: Callable[..., Any]) -> Callable[..., Any]:
     """``loader`` (an mmengine checkpoint loader, ``(filename, map_location, ...)``) run
     inside :func:`~.policy.weights_only_loads`, its reading errors explained
@@ -67,7 +54,16 @@ def weights_only(loader: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(loader)  # keeps __name__: mmengine logs "Loads checkpoint by <name> backend"
     def load(filename: str, map_location: Optional[Any] = None, *args: Any, **kwargs: Any) -> Any:
         if filename.endswith('.safetensors') and osp.isfile(filename):
-            return _load_safetensors(filename, map_location)
+            from safetensors import SafetensorError
+            from safetensors.torch import load_file
+
+            device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
+            try:
+                return load_file(filename, device=device)
+            except SafetensorError as err:
+                raise CorruptCheckpointError(
+                    f'checkpoint {filename} cannot be read as a safetensors file: {err}'
+                ) from None
         with weights_only_loads():
             try:
                 return loader(filename, map_location, *args, **kwargs)
@@ -118,13 +114,8 @@ _read = weights_only(CheckpointLoader.load_checkpoint)
 
 def read_checkpoint(source: str, map_location: Optional[Any] = 'cpu') -> Any:
     """The contents of a checkpoint given by a local path, URL or mmengine prefix
-    (``open-mmlab://...``): mmengine's loader for it, always a ``weights_only`` load.
-
-    Raises:
-        FileNotFoundError: ``source`` is a local path that does not exist.
-        UnsafeCheckpointError, NotACheckpointError, CorruptCheckpointError: see
-            :mod:`~dna_mm.checkpoint.policy`.
-    """
+    (``open-mmlab://...``): mmengine's loader for it, always a ``weights_only`` load (refusals
+    and unreadable files: :mod:`~dna_mm.checkpoint.policy`)."""
     if '://' not in source and not osp.isfile(osp.expanduser(source)):
         raise FileNotFoundError(f'checkpoint {source} does not exist')
     return _read(source, map_location)

@@ -1,33 +1,33 @@
-"""Throughput of a config's data path (used by ``tools/analysis/benchmark_data.py``).
+"""Throughput of the data path (``tools/analysis/benchmark_data.py``: :func:`benchmark_config`)
+and the measurements behind the preparation defaults (``tools/data/benchmark_preparation.py``:
+:func:`keyint_sweep`, :func:`time_tool`), on the config's data or generated videos.
 
-* :func:`write_video_set` writes synthetic videos of any size and an annotation list over them.
-* :func:`time_pipeline` runs a dataset's pipeline in this process, clip by clip, and times the
-  decode stage (everything up to and including the ``*Decode`` transform) apart from the
-  transforms after it, in wall time and in CPU time of the process (all its threads). Several
-  pipelines take turns clip by clip with the same random state, so they sample the same frames
-  and crops, and load drift on a shared machine hits them alike.
-* :func:`time_dataloader` times the config's own ``DataLoader`` with a given worker count.
-* :func:`workers_per_gpu`: ``ceil(gpu_rate / clips_per_cpu_second)``, the dataloader workers
-  (one core each) that keep a GPU stepping at ``gpu_rate`` clips/s busy.
-
-``clips/s per core`` is ``1 / (CPU seconds per clip)``: what one dataloader worker on one
-free core delivers.
+Pipelines are timed in this process, clip by clip, in wall time and in CPU time of the process
+(all its threads): the figure to compare on a machine shared with other work, where wall time
+also counts the waits for a core. ``clips/s per core`` is ``1 / (CPU seconds per clip)``: what
+one dataloader worker on one free core delivers; ``workers per GPU`` is
+``ceil(gpu_rate / clips/s per core)``.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import resource
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError
-from .synthetic_video import panning_clip, write_video
+from .preparation.encoding import encode, resize_to
+from .synthetic_video import camera_clip, panning_clip, write_video
 
+REPO = Path(__file__).resolve().parents[2]
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
 STOCK = {
     'ScaledPyAVInit': 'DecordInit',
@@ -84,81 +84,48 @@ def stock_pipeline(pipeline: Sequence[dict]) -> list[dict]:
     return stock
 
 
-def is_stock(pipeline: Sequence[dict]) -> bool:
-    """Whether ``pipeline`` uses none of dna_mm's decoding transforms."""
-    return not any(step['type'] in STOCK for step in pipeline)
-
-
-@dataclass
-class PipelineTiming:
-    """Per-clip times of one pipeline, in seconds (wall and CPU of the process)."""
-
-    name: str
-    decode_wall: list[float] = field(default_factory=list)
-    rest_wall: list[float] = field(default_factory=list)
-    decode_cpu: list[float] = field(default_factory=list)
-    rest_cpu: list[float] = field(default_factory=list)
-    shape: Optional[tuple] = None
-
-    def ms(self, key: str) -> float:
-        """Median milliseconds per clip of ``decode_wall`` / ``rest_wall`` / ``decode_cpu`` / ..."""
-        return 1000 * float(np.median(getattr(self, key)))
-
-    @property
-    def wall_ms(self) -> float:
-        return 1000 * float(np.median(np.add(self.decode_wall, self.rest_wall)))
-
-    @property
-    def cpu_ms(self) -> float:
-        return 1000 * float(np.median(np.add(self.decode_cpu, self.rest_cpu)))
-
-    @property
-    def clips_per_core(self) -> float:
-        """Clips per CPU second (one worker on one free core)."""
-        return 1000 / self.cpu_ms
-
-
-def _decode_end(transforms: Sequence[Any]) -> int:
-    """Index after the decode transform (``*Decode``), or 0 when there is none."""
-    for i, t in enumerate(transforms):
-        if type(t).__name__.endswith('Decode'):
-            return i + 1
-    return 0
-
-
 def time_pipeline(
     dataset: Any, pipelines: dict[str, Any], num_clips: int, warmup: int = 1, seed: int = 0
-) -> dict[str, PipelineTiming]:
+) -> dict[str, dict]:
     """Run each pipeline (name → mmengine ``Compose`` or list of transforms) on ``num_clips``
     samples of ``dataset`` (``get_data_info``, cycling over its list), taking turns clip by clip
-    with the same NumPy random state and alternating which goes first; the first ``warmup`` clips
-    are not counted."""
-    timings = {name: PipelineTiming(name) for name in pipelines}
+    with the same NumPy random state (the same frames and crops) and alternating which goes first
+    (load drift hits them alike); the first ``warmup`` clips are not counted. Per pipeline: median
+    ms per clip, ``decode_ms`` (up to and including the ``*Decode`` transform) / ``transforms_ms``
+    (after it) in CPU time, ``cpu_ms`` / ``wall_ms`` (the whole pipeline), ``clips_per_core`` and
+    the ``shape`` of the packed ``inputs``."""
     steps = {name: list(getattr(p, 'transforms', p)) for name, p in pipelines.items()}
-    n = len(dataset)
+    times: dict[str, list] = {name: [] for name in pipelines}  # per clip: decode CPU, rest CPU, wall
+    shapes = {}
     for i in range(warmup + num_clips):
-        info = dataset.get_data_info(i % n)
+        info = dataset.get_data_info(i % len(dataset))
         order = list(steps.items())
         for name, transforms in order if i % 2 else order[::-1]:  # alternate who goes first
             np.random.seed(seed + i)
             results = copy.deepcopy(info)
-            cut = _decode_end(transforms)
+            cut = next((j + 1 for j, t in enumerate(transforms) if type(t).__name__.endswith('Decode')), 0)
             w0, c0 = time.perf_counter(), time.process_time()
             for t in transforms[:cut]:
                 results = t(results)
-            w1, c1 = time.perf_counter(), time.process_time()
+            c1 = time.process_time()
             for t in transforms[cut:]:
                 results = t(results)
-            w2, c2 = time.perf_counter(), time.process_time()
-            if i < warmup:
-                continue
-            tm = timings[name]
-            tm.decode_wall.append(w1 - w0)
-            tm.rest_wall.append(w2 - w1)
-            tm.decode_cpu.append(c1 - c0)
-            tm.rest_cpu.append(c2 - c1)
-            inputs = results.get('inputs') if isinstance(results, dict) else None
-            tm.shape = tuple(inputs.shape) if inputs is not None else None
+            if i >= warmup:
+                times[name].append((c1 - c0, time.process_time() - c1, time.perf_counter() - w0))
+                inputs = results.get('inputs') if isinstance(results, dict) else None
+                shapes[name] = tuple(inputs.shape) if inputs is not None else None
+    timings = {}
+    for name, clips in times.items():
+        decode, rest, wall = np.asarray(clips).T
+        cpu_ms = 1000 * float(np.median(decode + rest))
+        timings[name] = dict(
+            decode_ms=1000 * float(np.median(decode)),
+            transforms_ms=1000 * float(np.median(rest)),
+            cpu_ms=cpu_ms,
+            wall_ms=1000 * float(np.median(wall)),
+            clips_per_core=1000 / cpu_ms,
+            shape=shapes[name],
+        )
     return timings
 
 
@@ -171,33 +138,20 @@ def time_dataloader(loader_cfg: dict, num_workers: int, num_clips: int, seed: in
     cfg.update(num_workers=num_workers, persistent_workers=False)
     if num_workers == 0:
         cfg.pop('prefetch_factor', None)
-    loader = Runner.build_dataloader(cfg, seed=seed)
     clips, start = 0, None
-    for batch in loader:
-        size = len(batch['inputs'])
+    for batch in Runner.build_dataloader(cfg, seed=seed):
         if start is None:
             start = time.perf_counter()
             continue
-        clips += size
+        clips += len(batch['inputs'])
         if clips >= num_clips:
             break
-    if start is None or clips == 0:
+    if clips == 0:
         raise ConfigError(
             f'the dataset yielded too few batches to time (need more than one batch of '
             f'{cfg.get("batch_size")}); give it a longer list or a smaller batch_size'
         )
     return clips / (time.perf_counter() - start)
-
-
-def workers_per_gpu(clips_per_core: float, gpu_rate: float) -> int:
-    """Workers (one core each) one GPU needs: ``ceil(gpu_rate / clips_per_core)``."""
-    return math.ceil(gpu_rate / clips_per_core)
-
-
-def _loader_with(loader_cfg: dict, **dataset: Any) -> dict:
-    cfg = copy.deepcopy(loader_cfg)
-    cfg['dataset'].update(dataset)
-    return cfg
 
 
 def benchmark_config(
@@ -226,52 +180,46 @@ def benchmark_config(
         raise ConfigError(f'the config has no {split}_dataloader')
     pipeline = loader_cfg['dataset']['pipeline']
     pipelines = {}  # built before any video is written: a bad step fails at once
-    if baseline and not is_stock(pipeline):
+    if baseline and any(step['type'] in STOCK for step in pipeline):
         pipelines['stock'] = Compose(stock_pipeline(pipeline))
     pipelines['config'] = Compose(pipeline)
     batch = int(loader_cfg.get('batch_size', 1))
-    sources: list[tuple[str, dict]] = []
-    if sizes:
-        if tmp_dir is None:
-            raise ValueError('synthetic sizes need a tmp_dir')
+    sources = [(str(loader_cfg['dataset'].get('ann_file')), copy.deepcopy(loader_cfg))] if not sizes else []
+    if sizes and tmp_dir is None:
+        raise ValueError('synthetic sizes need a tmp_dir')
+    for w, h in sizes:
+        folder = Path(tmp_dir) / f'{w}x{h}'
+        log(f'writing synthetic {w}x{h} videos to {folder} ...')
         entries = max(num_clips + 1, batch * (math.ceil(num_clips / batch) + 2))
-        for w, h in sizes:
-            folder = Path(tmp_dir) / f'{w}x{h}'
-            log(f'writing synthetic {w}x{h} videos to {folder} ...')
-            ann = write_video_set(folder, (w, h), num_videos, entries, **video)
-            source = _loader_with(loader_cfg, ann_file=str(ann), data_prefix=dict(video=str(folder)))
-            sources.append((f'{w}x{h}', source))
-    else:
-        sources.append((str(loader_cfg['dataset'].get('ann_file')), copy.deepcopy(loader_cfg)))
+        source = copy.deepcopy(loader_cfg)
+        source['dataset'].update(
+            ann_file=str(write_video_set(folder, (w, h), num_videos, entries, **video)),
+            data_prefix=dict(video=str(folder)),
+        )
+        sources.append((f'{w}x{h}', source))
 
     rows = []
     for label, source in sources:
-        dataset = DATASETS.build(source['dataset'])
-        timings = time_pipeline(dataset, pipelines, num_clips)
+        timings = time_pipeline(DATASETS.build(source['dataset']), pipelines, num_clips)
         base = timings.get('stock')
         for name, tm in timings.items():
-            row = dict(
-                input=label,
-                pipeline=name,
-                decode_ms=tm.ms('decode_cpu'),
-                transforms_ms=tm.ms('rest_cpu'),
-                wall_ms=tm.wall_ms,
-                cpu_ms=tm.cpu_ms,
-                clips_per_core=tm.clips_per_core,
-                speedup=(tm.clips_per_core / base.clips_per_core) if base is not None else None,
-                workers_per_gpu=workers_per_gpu(tm.clips_per_core, gpu_rate),
-                shape=tm.shape,
-                loader={},
+            rows.append(
+                dict(
+                    tm,
+                    input=label,
+                    pipeline=name,
+                    speedup=tm['clips_per_core'] / base['clips_per_core'] if base is not None else None,
+                    workers_per_gpu=math.ceil(gpu_rate / tm['clips_per_core']),
+                    loader={},
+                )
             )
-            rows.append(row)
             log(
-                f'{label} {name}: decode {row["decode_ms"]:.1f} + transforms {row["transforms_ms"]:.1f} '
-                f'CPU ms per clip ({row["wall_ms"]:.1f} ms wall) = {row["clips_per_core"]:.1f} clips/s per '
-                f'core; inputs {tm.shape}'
+                f'{label} {name}: decode {tm["decode_ms"]:.1f} + transforms {tm["transforms_ms"]:.1f} '
+                f'CPU ms per clip ({tm["wall_ms"]:.1f} ms wall) = {tm["clips_per_core"]:.1f} clips/s per '
+                f'core; inputs {tm["shape"]}'
             )
         for w in workers:
-            rate = time_dataloader(source, w, num_clips)
-            rows[-1]['loader'][w] = rate
+            rows[-1]['loader'][w] = rate = time_dataloader(source, w, num_clips)
             log(f'{label} DataLoader, {w} workers: {rate:.1f} clips/s')
     return rows
 
@@ -301,3 +249,123 @@ def format_report(rows: Sequence[dict], gpu_rate: float) -> str:
             cells = ' | '.join(f'{r["loader"][w]:.1f}' if w in r['loader'] else '' for w in counts)
             lines.append(f'| {r["input"]} | {cells} |')
     return '\n'.join(lines)
+
+
+def keyint_sweep(
+    width: int, height: int, frames: int, keyints: list[int], videos: int = 3, clips: int = 40, seed: int = 0
+) -> list[dict]:
+    """Per keyframe interval: median CPU and wall ms per training clip, bytes per video, ratios to the
+    first. ``videos`` generated clips are encoded with the preparation tools' encoder
+    (:func:`~.preparation.encoding.encode`) at each interval; a clip is the decoding steps of the
+    configs' train pipeline (init → ``SampleFrames(clip_len=8, frame_interval=32)`` → decode) on
+    a random file, the intervals in turns (shuffled per round)."""
+    from mmaction.registry import TRANSFORMS
+    from mmengine.config import Config
+
+    import dna_mm  # noqa: F401  (registers dna_mm's decord transforms)
+
+    steps = []  # the train pipeline up to its decode
+    for step in Config.fromfile(str(REPO / 'configs/_base_/datasets/video_8x32.py')).train_pipeline:
+        steps.append(TRANSFORMS.build(step))
+        if 'Decode' in step['type']:
+            break
+    rng = np.random.default_rng(seed)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        files = {k: [root / f'k{k}_{v}.mp4' for v in range(videos)] for k in keyints}
+        for v in range(videos):
+            src = write_video(
+                root / f'src{v}.mp4', camera_clip(width, height, frames, seed + v), codec='libx264'
+            )
+            for k in keyints:
+                encode(src, files[k][v], (width, height), resize_to(width, height), keyint=k, threads=1)
+        times: dict[int, list[tuple[float, float]]] = {k: [] for k in keyints}
+        for _ in range(clips):
+            v = int(rng.integers(videos))
+            for k in map(int, rng.permutation(keyints)):
+                results = dict(filename=str(files[k][v]), start_index=0, modality='RGB')
+                start, start_cpu = time.perf_counter(), time.process_time()
+                for step in steps:
+                    results = step(results)
+                times[k].append((time.process_time() - start_cpu, time.perf_counter() - start))
+                assert len(results['imgs']) == 8
+        for k in keyints:
+            cpu, wall = np.median(times[k], axis=0)
+            size = sum(f.stat().st_size for f in files[k]) / videos
+            rows.append(dict(keyint=k, cpu_ms=1000 * float(cpu), wall_ms=1000 * float(wall), bytes=size))
+    for row in rows:
+        row['speed_vs_first'] = rows[0]['cpu_ms'] / row['cpu_ms']
+        row['size_vs_first'] = row['bytes'] / rows[0]['bytes']
+    return rows
+
+
+def _run_timed(cmd: list[str]) -> tuple[float, float]:
+    """Run ``cmd``; its wall seconds and the CPU seconds (user + system) of it and its children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f'{" ".join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}')
+    return wall, after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+
+
+def _skeleton_text(frames: int, box: tuple[int, int, int, int], seed: int) -> str:
+    """A ``.skeleton`` file with one 25-joint body whose colour coordinates fill ``box`` (1920x1080)."""
+    rng = np.random.default_rng(seed)
+    x0, y0, x1, y1 = box
+    lines = [str(frames)]
+    for _ in range(frames):
+        lines += ['1', '72057594037931101 0 1 1 1 1 0 0.1 0.2 2', '25']
+        for _ in range(25):
+            cx, cy = rng.uniform(x0, x1), rng.uniform(y0, y1)
+            lines.append(f'0.1 0.2 3.0 250.5 200.5 {cx:.3f} {cy:.3f} 0.9 0.01 0.02 0.03 2')
+    return '\n'.join(lines) + '\n'
+
+
+def time_tool(
+    tool: str,
+    width: int,
+    height: int,
+    frames: int,
+    videos: int,
+    workers: int,
+    work_dir: Optional[Path] = None,
+) -> dict:
+    """Generate ``videos`` sources (and, for ``crops``, skeleton files), run the tool as a user runs
+    it, ``resize`` (short side 256) or ``crops`` (224²); its timings, start-up apart."""
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        root = Path(tmp)
+        src, out, skeletons = root / 'videos', root / 'out', root / 'skeletons'
+        src.mkdir()
+        skeletons.mkdir()
+        rng = np.random.default_rng(0)
+        for v in range(videos):
+            clip = camera_clip(width, height, frames, seed=v)
+            if tool != 'crops':
+                write_video(src / f'v{v:03d}.mp4', clip, codec='libx264')
+                continue
+            name = f'S001C001P{v + 1:03d}R001A001'
+            write_video(src / f'{name}_rgb.avi', clip, bit_rate=6_000_000)
+            w, h = rng.uniform(200, 500), rng.uniform(500, 900)
+            x0, y0 = rng.uniform(0, 1920 - w), rng.uniform(0, 1080 - h)
+            box = (int(x0), int(y0), int(x0 + w), int(y0 + h))
+            (skeletons / f'{name}.skeleton').write_text(_skeleton_text(frames, box, v))
+        if tool == 'crops':
+            args = ['ntu60/person_crops.py', '--video-dir', str(src), '--skeleton-dir', str(skeletons)]
+            args += ['--out-dir', str(out)]
+        else:
+            args = ['resize_videos.py', str(src), str(out), '--short-side', '256']
+        script = str(REPO / 'tools/data' / args[0])
+        wall, cpu = _run_timed([sys.executable, script, *args[1:], '--workers', str(workers)])
+        # the interpreter and package start-up is paid once per run, not per video
+        startup, startup_cpu = _run_timed([sys.executable, script, '--help'])
+    return dict(
+        size=f'{width}x{height}',
+        wall_s=wall,
+        startup_s=startup,
+        s_per_1000=1000 * (wall - startup) / videos,
+        cpu_s_per_video=(cpu - startup_cpu) / videos,
+    )

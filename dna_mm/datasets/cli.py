@@ -33,12 +33,10 @@ def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
         if smarthome:
             result = smarthome_splits(paths, args.protocol)
         else:
-            exclude = (
-                set(label_map('ntu60_samples_with_missing_skeletons'))
-                if args.exclude_missing_skeletons
-                else None
+            missing = label_map('ntu60_samples_with_missing_skeletons')
+            result = ntu60_splits(
+                paths, args.protocol, set(missing) if args.exclude_missing_skeletons else None
             )
-            result = ntu60_splits(paths, args.protocol, exclude)
     except (ProtocolError, FileNotFoundError) as err:
         print(f'error: {err}', file=sys.stderr)
         return 2

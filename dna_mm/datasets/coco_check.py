@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+import cv2
+
 #: pixels a box or polygon may extend beyond the image border before it is reported
 TOLERANCE = 1.0
 
@@ -69,30 +71,33 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v  # not NaN
 
 
-def _check_polygons(seg: Any, w: float, h: float, where: str, report: CocoReport) -> None:
+def _inside(xs: list, ys: list, w: float, h: float) -> bool:
+    """Whether the points lie in the ``w x h`` image, up to :data:`TOLERANCE`."""
+    return -TOLERANCE <= min(*xs, *ys) and max(xs) <= w + TOLERANCE and max(ys) <= h + TOLERANCE
+
+
+def _check_segmentation(seg: Any, crowd: bool, w: float, h: float, where: str, report: CocoReport) -> None:
+    if crowd:
+        if not isinstance(seg, dict) or 'counts' not in seg or 'size' not in seg:
+            report.add('bad crowd segmentation (expected RLE {size, counts})', where)
+        elif list(seg['size']) != [h, w]:
+            report.add('RLE size differs from the image', f'{where}: {seg["size"]} vs [{h}, {w}]')
+        return
     if not isinstance(seg, list) or not seg:
         report.add('bad segmentation (expected a list of polygons)', where)
         return
     for j, poly in enumerate(seg):
         if not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2 or not all(_number(v) for v in poly):
             report.add('bad polygon (need an even count >= 6 of numbers)', f'{where} polygon {j}')
-            continue
-        xs, ys = poly[0::2], poly[1::2]
-        if min(xs) < -TOLERANCE or min(ys) < -TOLERANCE or max(xs) > w + TOLERANCE or max(ys) > h + TOLERANCE:
+        elif not _inside(poly[0::2], poly[1::2], w, h):
             report.add('polygon outside the image', f'{where} polygon {j} (image {w:g}x{h:g})')
 
 
-def _check_rle(seg: Any, w: float, h: float, where: str, report: CocoReport) -> None:
-    if not isinstance(seg, dict) or 'counts' not in seg or 'size' not in seg:
-        report.add('bad crowd segmentation (expected RLE {size, counts})', where)
-    elif list(seg['size']) != [h, w]:
-        report.add('RLE size differs from the image', f'{where}: {seg["size"]} vs [{h}, {w}]')
-
-
-def _with_ids(entries: list, kind: str, report: CocoReport, seen: set) -> Iterator[tuple[str, dict]]:
-    """``(where, entry)`` per entry with an ``id``; reports entries without one and repeated ids."""
-    for i, entry in enumerate(entries):
-        where = f'{kind}s[{i}] (id {entry.get("id")!r})' if isinstance(entry, dict) else f'{kind}s[{i}]'
+def _with_ids(data: dict, section: str, report: CocoReport, seen: set) -> Iterator[tuple[str, dict]]:
+    """``(where, entry)`` per entry of ``data[section]`` with an ``id``; reports the others, repeated ids."""
+    kind = {'images': 'image', 'annotations': 'annotation', 'categories': 'category'}[section]
+    for i, entry in enumerate(data[section]):
+        where = f'{section}[{i}] (id {entry.get("id")!r})' if isinstance(entry, dict) else f'{section}[{i}]'
         if not isinstance(entry, dict) or 'id' not in entry:
             report.add(f'{kind} without id', where)
             continue
@@ -100,13 +105,6 @@ def _with_ids(entries: list, kind: str, report: CocoReport, seen: set) -> Iterat
             report.add(f'duplicate {kind} id', where)
         seen.add(entry['id'])
         yield where, entry
-
-
-def _image_size(path: Path) -> Optional[tuple[int, int]]:
-    import cv2
-
-    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    return None if img is None else (img.shape[1], img.shape[0])
 
 
 def check_coco(
@@ -134,45 +132,38 @@ def check_coco(
     if not report.ok:
         return report
     images: dict[Any, dict] = {}
-    for where, img in _with_ids(data['images'], 'image', report, set()):
+    for where, img in _with_ids(data, 'images', report, set()):
         images[img['id']] = img
         if not isinstance(img.get('file_name'), str) or not img['file_name']:
             report.add('image without file_name', where)
             continue
-        if not (
-            _number(img.get('width'))
-            and _number(img.get('height'))
-            and img['width'] > 0
-            and img['height'] > 0
-        ):
+        if not all(_number(img.get(k)) and img[k] > 0 for k in ('width', 'height')):
             report.add('image without positive width / height', where)
         if image_dir is not None:
             path = Path(image_dir) / img['file_name']
             if not path.is_file():
                 report.add('missing image file', f'{path} ({where})')
             elif check_sizes:
-                size = _image_size(path)
-                if size is None:
+                pixels = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+                if pixels is None:
                     report.add('unreadable image file', f'{path} ({where})')
-                elif size != (img.get('width'), img.get('height')):
+                elif pixels.shape[1::-1] != (img.get('width'), img.get('height')):
+                    h, w = pixels.shape[:2]
                     report.add(
                         'image size differs from the JSON',
-                        f'{path}: {size[0]}x{size[1]} vs {img.get("width")}x{img.get("height")}',
+                        f'{path}: {w}x{h} vs {img.get("width")}x{img.get("height")}',
                     )
     names: set[str] = set()
-    for i, cat in enumerate(data['categories']):
-        where = f'categories[{i}]'
-        if not isinstance(cat, dict) or 'id' not in cat or not isinstance(cat.get('name'), str):
-            report.add('category without id / name', where)
+    for where, cat in _with_ids(data, 'categories', report, set()):
+        if not isinstance(cat.get('name'), str):
+            report.add('category without name', where)
             continue
-        if cat['id'] in report.categories:
-            report.add('duplicate category id', f'{where} (id {cat["id"]!r})')
         if cat['name'] in names:
             report.add('duplicate category name', f'{where} ({cat["name"]!r})')
         names.add(cat['name'])
         report.categories[cat['id']] = cat['name']
     ann_ids: set[Any] = set()
-    for where, ann in _with_ids(data['annotations'], 'annotation', report, ann_ids):
+    for where, ann in _with_ids(data, 'annotations', report, ann_ids):
         img = images.get(ann.get('image_id'))
         if img is None:
             report.add('annotation of an unknown image_id', f'{where}: image_id {ann.get("image_id")!r}')
@@ -189,24 +180,16 @@ def check_coco(
             report.add('bad bbox (expected [x, y, w, h] numbers)', f'{where}: {box!r}')
         elif box[2] <= 0 or box[3] <= 0:
             report.add('empty bbox (w or h <= 0)', f'{where}: {box}')
-        elif (
-            box[0] < -TOLERANCE
-            or box[1] < -TOLERANCE
-            or box[0] + box[2] > w + TOLERANCE
-            or box[1] + box[3] > h + TOLERANCE
-        ):
+        elif not _inside([box[0], box[0] + box[2]], [box[1], box[1] + box[3]], w, h):
             report.add('bbox outside the image', f'{where}: {box} (image {w}x{h})')
         crowd = ann.get('iscrowd', 0)
         if crowd not in (0, 1):
             report.add('iscrowd not 0 / 1', f'{where}: {crowd!r}')
         if 'segmentation' in ann:
-            (_check_rle if crowd == 1 else _check_polygons)(ann['segmentation'], w, h, where, report)
+            _check_segmentation(ann['segmentation'], crowd == 1, w, h, where, report)
         else:
             report.add('annotation without segmentation', where)
         if 'area' in ann and not (_number(ann['area']) and ann['area'] >= 0):
             report.add('bad area', f'{where}: {ann["area"]!r}')
     report.num_images, report.num_annotations = len(images), len(ann_ids)
     return report
-
-
-__all__ = ['CocoReport', 'check_coco']

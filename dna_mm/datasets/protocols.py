@@ -7,11 +7,12 @@ the video directory) and return ``{split: [(relative_path, label), ...]}``.
 
 from __future__ import annotations
 
+import os.path as osp
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Iterable, Optional
 
 
@@ -53,37 +54,40 @@ SMARTHOME_RE = re.compile(
     r'_v(?P<video>\d{2})_c(?P<camera>\d{2})\.mp4'
 )
 SMARTHOME_STRAY = 'Pour.Fromcup'
-SMARTHOME_CS = {
-    'train': {3, 4, 6, 7, 9, 12, 13, 15, 17},
-    'val': {19, 25},
-    'test': {2, 10, 11, 14, 16, 18, 20},
+#: per protocol: the name field that splits, and its ids per split (any other id is left out)
+SMARTHOME_SPLITS = {
+    'CS': (
+        'subject',
+        {'train': {3, 4, 6, 7, 9, 12, 13, 15, 17}, 'val': {19, 25}, 'test': {2, 10, 11, 14, 16, 18, 20}},
+    ),
+    'CV1': ('camera', {'train': {1}, 'val': {5}, 'test': {2}}),
+    'CV2': ('camera', {'train': {1, 3, 4, 6, 7}, 'val': {5}, 'test': {2}}),
 }
-SMARTHOME_CV = {
-    'CV1': {'train': {1}, 'val': {5}, 'test': {2}},
-    'CV2': {'train': {1, 3, 4, 6, 7}, 'val': {5}, 'test': {2}},
-}
+
+
+def _fields(pattern: re.Pattern, path: str, what: str) -> dict[str, str]:
+    """The named groups of ``pattern`` in the file name of ``path``; else a :class:`ProtocolError`."""
+    m = pattern.fullmatch(PurePath(path).name)
+    if not m:
+        raise ProtocolError(f'{path}: not {what}')
+    return m.groupdict()
 
 
 def parse_smarthome(path: str) -> dict:
     """``Cook.Cleandishes_p02_r00_v02_c03.mp4`` → activity, subject, rep, video, camera."""
-    m = SMARTHOME_RE.fullmatch(PurePath(path).name)
-    if not m:
-        raise ProtocolError(
-            f'{path}: not a Toyota Smarthome file name (expected <Activity>_pNN_rNN_vNN_cNN.mp4)'
-        )
-    d = m.groupdict()
+    d = _fields(SMARTHOME_RE, path, 'a Toyota Smarthome file name (expected <Activity>_pNN_rNN_vNN_cNN.mp4)')
     return dict(d, **{k: int(d[k]) for k in ('subject', 'rep', 'video', 'camera')})
 
 
 def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
     """Toyota Smarthome CS (31 classes, by subject) or CV1 / CV2 (19 classes, by camera)."""
     protocol = protocol.upper()
-    if protocol not in ('CS', 'CV1', 'CV2'):
+    if protocol not in SMARTHOME_SPLITS:
         raise ProtocolError(f'unknown Smarthome protocol {protocol!r}; expected CS, CV1 or CV2')
     all_classes = label_map('smarthome_cs_classes')
     classes = all_classes if protocol == 'CS' else label_map('smarthome_cv_classes')
     index = {name: i for i, name in enumerate(classes)}
-    rules, key = (SMARTHOME_CS, 'subject') if protocol == 'CS' else (SMARTHOME_CV[protocol], 'camera')
+    key, rules = SMARTHOME_SPLITS[protocol]
     result = SplitResult({s: [] for s in ('train', 'val', 'test')}, classes)
     for path in sorted(paths):
         meta = parse_smarthome(path)
@@ -109,18 +113,17 @@ NTU_RE = re.compile(
     r'S(?P<setup>\d{3})C(?P<camera>\d{3})P(?P<performer>\d{3})'
     r'R(?P<replication>\d{3})A(?P<action>\d{3})(?:_rgb)?\.(?:avi|mp4)'
 )
-NTU_XSUB_TRAIN = {1, 2, 4, 5, 8, 9, 13, 14, 15, 16, 17, 18, 19, 25, 27, 28, 31, 34, 35, 38}
-NTU_XVIEW_TRAIN = {2, 3}
+#: per protocol: the name field that splits, and its ids in the training split (the others: test)
+NTU_TRAIN = {
+    'xsub': ('performer', {1, 2, 4, 5, 8, 9, 13, 14, 15, 16, 17, 18, 19, 25, 27, 28, 31, 34, 35, 38}),
+    'xview': ('camera', {2, 3}),
+}
 
 
 def parse_ntu(path: str) -> dict:
     """``S001C002P003R002A013_rgb.avi`` (or a re-encoded ``.mp4``) → ids and sample name."""
-    m = NTU_RE.fullmatch(PurePath(path).name)
-    if not m:
-        raise ProtocolError(
-            f'{path}: not an NTU RGB+D file name (expected SsssCcccPpppRrrrAaaa_rgb.avi or .mp4)'
-        )
-    d = {k: int(v) for k, v in m.groupdict().items()}
+    what = 'an NTU RGB+D file name (expected SsssCcccPpppRrrrAaaa_rgb.avi or .mp4)'
+    d = {k: int(v) for k, v in _fields(NTU_RE, path, what).items()}
     d['sample'] = PurePath(path).name[:20]
     if not 1 <= d['action'] <= 60:
         raise ProtocolError(
@@ -132,8 +135,9 @@ def parse_ntu(path: str) -> dict:
 def ntu60_splits(paths: Iterable[str], protocol: str, exclude: Optional[set[str]] = None) -> SplitResult:
     """NTU RGB+D 60 X-Sub (by performer) or X-View (train cameras 2, 3; test camera 1)."""
     protocol = protocol.lower()
-    if protocol not in ('xsub', 'xview'):
+    if protocol not in NTU_TRAIN:
         raise ProtocolError(f'unknown NTU60 protocol {protocol!r}; expected xsub or xview')
+    key, train_ids = NTU_TRAIN[protocol]
     result = SplitResult({'train': [], 'test': []}, label_map('label_map_ntu60'))
     seen: dict[str, str] = {}
     for path in sorted(paths):
@@ -144,17 +148,12 @@ def ntu60_splits(paths: Iterable[str], protocol: str, exclude: Optional[set[str]
         if exclude and meta['sample'] in exclude:
             result.dropped['listed in ntu60_samples_with_missing_skeletons'] += 1
             continue
-        train = (
-            meta['performer'] in NTU_XSUB_TRAIN if protocol == 'xsub' else meta['camera'] in NTU_XVIEW_TRAIN
-        )
-        result.splits['train' if train else 'test'].append((path, meta['action'] - 1))
+        result.splits['train' if meta[key] in train_ids else 'test'].append((path, meta['action'] - 1))
     return result
 
 
 def write_lists(result: SplitResult, out_dir: str) -> list[str]:
-    """``<out_dir>/<split>.txt`` with ``path label`` lines; returns the files written."""
-    from pathlib import Path
-
+    """``<out_dir>/<split>.txt`` with ``path label`` lines and ``classes.txt``; returns the lists."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -168,8 +167,6 @@ def write_lists(result: SplitResult, out_dir: str) -> list[str]:
 
 def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
     """Video files under ``video_dir`` (recursive), as sorted paths relative to it."""
-    from pathlib import Path
-
     root = Path(video_dir)
     if not root.is_dir():
         raise FileNotFoundError(f'video directory {video_dir} does not exist')
@@ -197,8 +194,6 @@ class ListReport:
 
 def check_video_list(ann_file: str, video_dir: str, num_classes: int) -> ListReport:
     """Check an MMAction2 ``path label`` list: files on disk, labels in ``[0, num_classes)``."""
-    import os.path as osp
-
     report = ListReport()
     with open(ann_file) as f:
         for lineno, line in enumerate(f, start=1):

@@ -22,6 +22,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -63,15 +64,14 @@ def _clip(rng: np.random.Generator, label: int, spec: MotionDatasetSpec) -> np.n
         return rng.uniform(lo, hi)
 
     ty, tx = start(dy), start(dx)
-    frames = np.empty((t, s, s, 3), np.float32)
     d_pos = rng.uniform(0, s - 5, size=(spec.num_distractors, 2))
     angles = rng.uniform(0, 2 * np.pi, size=spec.num_distractors)
     d_vel = np.stack([np.sin(angles), np.cos(angles)], 1) * rng.uniform(0.6, 1.5, (spec.num_distractors, 1))
     d_col = rng.uniform(90, 200, size=(spec.num_distractors, 3))
     d_col[:, 2] = np.minimum(d_col[:, 2], 120)  # distractors never as red as the target
     d_size = rng.integers(4, 7, size=spec.num_distractors)
-    for i in range(t):
-        f = np.full((s, s, 3), 20.0, np.float32)
+    frames = np.full((t, s, s, 3), 20.0, np.float32)
+    for i, f in enumerate(frames):  # f: a view of frame i
         y, x = int(round(ty + dy * spec.speed * i)), int(round(tx + dx * spec.speed * i))
         f[y : y + k, x : x + k] = (40.0, 40.0, 230.0)  # BGR red
         for j in range(spec.num_distractors):
@@ -80,7 +80,6 @@ def _clip(rng: np.random.Generator, label: int, spec: MotionDatasetSpec) -> np.n
             a, b = int(p[0]), int(p[1])
             f[a : a + d_size[j], b : b + d_size[j]] = d_col[j]
         f += rng.normal(0, spec.noise_std, size=f.shape)
-        frames[i] = f
     return np.clip(frames, 0, 255).astype(np.uint8)
 
 
@@ -96,28 +95,36 @@ def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
     writer.release()
 
 
+def ensure_generated(
+    root: str | os.PathLike, spec: Any, classes: tuple, write: Callable[[Path, np.random.Generator], None]
+) -> Path:
+    """``write(root, rng)`` (``rng`` seeded with ``spec.seed``) unless ``root/meta.json`` records
+    ``spec`` (a dataclass) and ``classes``, then that record, last: it marks a complete set."""
+    root, meta = Path(root), dict(asdict(spec), classes=list(classes))
+    if not (root / 'meta.json').is_file() or json.loads((root / 'meta.json').read_text()) != meta:
+        write(root, np.random.default_rng(spec.seed))
+        (root / 'meta.json').write_text(json.dumps(meta, indent=1))
+    return root
+
+
 def ensure_motion_dataset(root: str | os.PathLike, spec: MotionDatasetSpec = MotionDatasetSpec()) -> Path:
     """Generate the dataset under ``root`` unless an identical one is already there.
 
     Returns ``root``; lists are ``root/train.txt`` and ``root/test.txt`` with paths relative
     to ``root/videos``.
     """
-    root = Path(root)
-    meta_path = root / 'meta.json'
-    meta = dict(asdict(spec), classes=list(CLASSES))
-    if meta_path.is_file() and json.loads(meta_path.read_text()) == meta:
-        return root
-    (root / 'videos').mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(spec.seed)
-    for split, per_class in (('train', spec.train_per_class), ('test', spec.test_per_class)):
-        lines = []
-        for label, name in enumerate(CLASSES):
-            for i in range(per_class):
-                rel = f'{split}_{name}_{i:04d}.mp4'
-                _write_mp4(root / 'videos' / rel, _clip(rng, label, spec), spec.fps)
-                lines.append(f'{rel} {label}')
-        order = rng.permutation(len(lines))
-        (root / f'{split}.txt').write_text(''.join(lines[j] + '\n' for j in order))
-    (root / 'classes.txt').write_text('\n'.join(CLASSES) + '\n')
-    meta_path.write_text(json.dumps(meta, indent=1))  # written last: marks a complete set
-    return root
+
+    def write(root: Path, rng: np.random.Generator) -> None:
+        (root / 'videos').mkdir(parents=True, exist_ok=True)
+        for split, per_class in (('train', spec.train_per_class), ('test', spec.test_per_class)):
+            lines = []
+            for label, name in enumerate(CLASSES):
+                for i in range(per_class):
+                    rel = f'{split}_{name}_{i:04d}.mp4'
+                    _write_mp4(root / 'videos' / rel, _clip(rng, label, spec), spec.fps)
+                    lines.append(f'{rel} {label}')
+            order = rng.permutation(len(lines))
+            (root / f'{split}.txt').write_text(''.join(lines[j] + '\n' for j in order))
+        (root / 'classes.txt').write_text('\n'.join(CLASSES) + '\n')
+
+    return ensure_generated(root, spec, CLASSES, write)

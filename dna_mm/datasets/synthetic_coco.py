@@ -14,14 +14,17 @@ parameters match (``meta.json``, written last).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
+
+from .synthetic import ensure_generated
 
 COCO_CLASSES = ('square', 'disc', 'triangle')
 #: base colour (BGR) of each class; each object jitters it
@@ -56,19 +59,6 @@ def _background(rng: np.random.Generator, s: int, noise_std: float) -> np.ndarra
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def _polygon(rng: np.random.Generator, name: str, cx: float, cy: float, r: float) -> np.ndarray:
-    """``[V, 2]`` float (x, y) vertices of a shape of circumradius ``r`` centred at (cx, cy)."""
-    n = _VERTICES[name]
-    start = rng.uniform(0, 2 * math.pi)
-    angles = start + 2 * math.pi * np.arange(n) / n
-    return np.stack([cx + r * np.cos(angles), cy + r * np.sin(angles)], axis=1)
-
-
-def _overlaps(box: tuple[float, float, float, float], boxes: list, gap: float = 2.0) -> bool:
-    x0, y0, x1, y1 = box
-    return any(x0 < b[2] + gap and b[0] < x1 + gap and y0 < b[3] + gap and b[1] < y1 + gap for b in boxes)
-
-
 def _image(rng: np.random.Generator, spec: CocoDatasetSpec) -> tuple[np.ndarray, list[dict]]:
     """One image and its objects ``{category, polygon [V, 2]}``."""
     s = spec.size
@@ -76,22 +66,21 @@ def _image(rng: np.random.Generator, spec: CocoDatasetSpec) -> tuple[np.ndarray,
     objects: list[dict] = []
     boxes: list[tuple[float, float, float, float]] = []
     for _ in range(int(rng.integers(1, spec.max_objects + 1))):
-        for _try in range(20):  # place without overlap
+        for _try in range(20):  # place without overlap (2 px apart)
             name = COCO_CLASSES[int(rng.integers(len(COCO_CLASSES)))]
             r = rng.uniform(spec.min_object, spec.max_object) / 2
             cx, cy = rng.uniform(r + 1, s - r - 1, size=2)
-            poly = _polygon(rng, name, cx, cy, r)
-            box = (poly[:, 0].min(), poly[:, 1].min(), poly[:, 0].max(), poly[:, 1].max())
-            if not _overlaps(box, boxes):
+            n = _VERTICES[name]  # on the circle of radius r around (cx, cy), from a random angle
+            angles = rng.uniform(0, 2 * math.pi) + 2 * math.pi * np.arange(n) / n
+            poly = np.stack([cx + r * np.cos(angles), cy + r * np.sin(angles)], axis=1)  # [V, 2] (x, y)
+            x0, y0, x1, y1 = box = (*poly.min(axis=0), *poly.max(axis=0))
+            if not any(x0 < b[2] + 2 and b[0] < x1 + 2 and y0 < b[3] + 2 and b[1] < y1 + 2 for b in boxes):
                 break
         else:
             continue
-        colour = np.clip(
-            np.array(_COLOURS[name]) + rng.integers(-spec.colour_jitter, spec.colour_jitter + 1, 3), 0, 255
-        )
-        cv2.fillPoly(
-            img, [np.round(poly).astype(np.int32)], tuple(int(c) for c in colour), lineType=cv2.LINE_8
-        )
+        jitter = rng.integers(-spec.colour_jitter, spec.colour_jitter + 1, 3)
+        colour = tuple(int(c) for c in np.clip(np.array(_COLOURS[name]) + jitter, 0, 255))
+        cv2.fillPoly(img, [np.round(poly).astype(np.int32)], colour, lineType=cv2.LINE_8)
         boxes.append(box)
         objects.append(dict(category=name, polygon=poly))
     return img, objects
@@ -102,60 +91,41 @@ def _polygon_area(poly: np.ndarray) -> float:
     return float(0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
 
 
-def _write_split(root: Path, split: str, count: int, rng: np.random.Generator, spec: CocoDatasetSpec) -> Path:
-    image_dir = root / 'images' / split
-    image_dir.mkdir(parents=True, exist_ok=True)
-    images, annotations = [], []
+def _write_splits(spec: CocoDatasetSpec, root: Path, rng: np.random.Generator) -> None:
     cat_ids = {name: i + 1 for i, name in enumerate(COCO_CLASSES)}
-    for image_id in range(1, count + 1):
-        img, objects = _image(rng, spec)
-        file_name = f'{image_id:06d}.png'
-        if not cv2.imwrite(str(image_dir / file_name), img):
-            raise OSError(f'could not write {image_dir / file_name}')
-        images.append(dict(id=image_id, file_name=file_name, width=spec.size, height=spec.size))
-        for obj in objects:
-            poly = np.round(obj['polygon'], 2)
-            x0, y0 = poly.min(axis=0)
-            x1, y1 = poly.max(axis=0)
-            annotations.append(
-                dict(
-                    id=len(annotations) + 1,
-                    image_id=image_id,
-                    category_id=cat_ids[obj['category']],
-                    segmentation=[[float(v) for v in poly.reshape(-1)]],
-                    area=_polygon_area(poly),
-                    bbox=[float(x0), float(y0), float(x1 - x0), float(y1 - y0)],
-                    iscrowd=0,
+    categories = [dict(id=i, name=n, supercategory='shape') for n, i in cat_ids.items()]
+    for split, count in (('train', spec.train_images), ('test', spec.test_images)):
+        image_dir = root / 'images' / split
+        image_dir.mkdir(parents=True, exist_ok=True)
+        images, annotations = [], []
+        for image_id in range(1, count + 1):
+            img, objects = _image(rng, spec)
+            file_name = f'{image_id:06d}.png'
+            if not cv2.imwrite(str(image_dir / file_name), img):
+                raise OSError(f'could not write {image_dir / file_name}')
+            images.append(dict(id=image_id, file_name=file_name, width=spec.size, height=spec.size))
+            for obj in objects:
+                poly = np.round(obj['polygon'], 2)
+                x0, y0 = poly.min(axis=0)
+                x1, y1 = poly.max(axis=0)
+                annotations.append(
+                    dict(
+                        id=len(annotations) + 1,
+                        image_id=image_id,
+                        category_id=cat_ids[obj['category']],
+                        segmentation=[[float(v) for v in poly.reshape(-1)]],
+                        area=_polygon_area(poly),
+                        bbox=[float(x0), float(y0), float(x1 - x0), float(y1 - y0)],
+                        iscrowd=0,
+                    )
                 )
-            )
-    ann_file = root / 'annotations' / f'instances_{split}.json'
-    ann_file.parent.mkdir(parents=True, exist_ok=True)
-    ann_file.write_text(
-        json.dumps(
-            dict(
-                images=images,
-                annotations=annotations,
-                categories=[dict(id=i, name=n, supercategory='shape') for n, i in cat_ids.items()],
-            )
-        )
-    )
-    return ann_file
+        ann_file = root / 'annotations' / f'instances_{split}.json'
+        ann_file.parent.mkdir(parents=True, exist_ok=True)
+        ann_file.write_text(json.dumps(dict(images=images, annotations=annotations, categories=categories)))
 
 
 def ensure_coco_dataset(root: str | os.PathLike, spec: CocoDatasetSpec = CocoDatasetSpec()) -> Path:
     """Write the set under ``root`` unless ``root/meta.json`` says it was made with ``spec``;
     returns ``root``. Layout: ``images/{train,test}/*.png``,
     ``annotations/instances_{train,test}.json``."""
-    root = Path(root)
-    meta_path = root / 'meta.json'
-    meta = dict(asdict(spec), classes=list(COCO_CLASSES))
-    if meta_path.is_file() and json.loads(meta_path.read_text()) == meta:
-        return root
-    rng = np.random.default_rng(spec.seed)
-    _write_split(root, 'train', spec.train_images, rng, spec)
-    _write_split(root, 'test', spec.test_images, rng, spec)
-    meta_path.write_text(json.dumps(meta, indent=1))  # written last: marks a complete set
-    return root
-
-
-__all__ = ['COCO_CLASSES', 'CocoDatasetSpec', 'ensure_coco_dataset']
+    return ensure_generated(root, spec, COCO_CLASSES, functools.partial(_write_splits, spec))

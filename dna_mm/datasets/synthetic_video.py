@@ -43,8 +43,7 @@ def write_video(
         for image in frames:
             if stream is None:
                 stream = container.add_stream(codec, rate=Fraction(fps))
-                stream.height, stream.width = image.shape[:2]
-                stream.pix_fmt = 'yuv420p'
+                stream.height, stream.width, stream.pix_fmt = *image.shape[:2], 'yuv420p'
                 options = {'preset': 'veryfast', 'crf': '23'} if codec == 'libx264' else {}
                 if bit_rate:
                     stream.bit_rate = bit_rate
@@ -65,10 +64,8 @@ def camera_clip(width: int, height: int, frames: int, seed: int = 0) -> Iterator
 
     rng = np.random.default_rng(seed)
     pan = 2 * frames + 8  # the texture is wider than the frame by the pan's travel
-    coarse = rng.uniform(0, 255, size=(max(2, height // 24), max(2, (width + pan) // 24), 3)).astype(
-        np.float32
-    )
-    texture = cv2.resize(coarse, (width + pan, height), interpolation=cv2.INTER_CUBIC)
+    coarse = rng.uniform(0, 255, size=(max(2, height // 24), max(2, (width + pan) // 24), 3))
+    texture = cv2.resize(coarse.astype(np.float32), (width + pan, height), interpolation=cv2.INTER_CUBIC)
     texture += rng.normal(0, 12, size=texture.shape).astype(np.float32)  # fine detail
     noise = [rng.normal(0, 3, size=(height, width, 3)).astype(np.float32) for _ in range(4)]
     boxes = rng.uniform(0, 1, size=(3, 4))  # x, y, vx, vy as fractions

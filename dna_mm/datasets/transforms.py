@@ -15,19 +15,15 @@ the configs' opener, is :class:`ScaledDecordInit` with dna_mm's PyAV reader in p
   own size (never upscaled): below a 3x reduction FFmpeg's scaling converter costs more than
   its plain colour conversion plus an OpenCV rescale (measured: 1920x1080 to short side 320,
   3.4x, is 1.9x faster per clip; 960x540 to 320, 1.7x, is slower).
-  The pipeline's own rescale / crop then work on the smaller frames:
-  with ``short_side`` at least the largest short side a later transform rescales to (320 for
+  With ``short_side`` at least the largest short side a later transform rescales to (320 for
   ``RandomRescale(scale_range=(256, 320))``, 224 for ``Resize(scale=(-1, 224))``), the
   geometry is the same as rescaling the full frame (the final short side and the crop
-  statistics do not change; sizes agree to a pixel), and only the interpolation differs:
-  FFmpeg's area-aware bilinear downscale followed by a small OpenCV rescale instead of one
-  large OpenCV bilinear step, which aliases less.
-* :class:`SortedDecordDecode` decodes the unique frame indices in increasing order and puts
-  the frames back in the sampled order. decord seeks back to a keyframe and decodes forward
-  again for every index that is smaller than the previous one, which happens whenever a clip
+  statistics do not change; sizes agree to a pixel); only the interpolation differs (FFmpeg's
+  area-aware bilinear downscale, then a small OpenCV rescale: less aliasing).
+* :class:`SortedDecordDecode` decodes each sampled frame once, in increasing order: decord
+  seeks back to a keyframe for every index smaller than the previous one, as whenever a clip
   wraps around a short video (``SampleFrames`` loops: 8 frames at interval 32 of a 90-frame
-  video are ``0, 32, 64, 6, 38, 70, 12, 44``); in order, each frame is decoded once. The
-  frames are identical to ``DecordDecode``'s.
+  video are ``0, 32, 64, 6, 38, 70, 12, 44``).
 
 Measured with ``tools/analysis/benchmark_data.py`` (docs/data_throughput.md).
 """
@@ -36,12 +32,14 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import os.path as osp
 from typing import Optional
 
 import numpy as np
 from mmaction.datasets.transforms import DecordDecode, DecordInit
 from mmaction.registry import TRANSFORMS
+from mmengine.fileio import FileClient
 
 from ..errors import ConfigError
 
@@ -49,21 +47,21 @@ from ..errors import ConfigError
 SIZE_CACHE = 1 << 16
 
 
-def video_size(path: str, frame_rotation: bool = False) -> tuple[int, int, int]:
+def video_size(path: str, min_short: float = math.inf) -> tuple[int, int, int]:
     """``(width, height, rotation)`` of the first video stream of ``path`` as stored, read from
     the container header with PyAV. ``rotation`` (0, 90, 180, 270: the display rotation decord
     applies) is the header's ``rotate`` tag; FFmpeg 7 (PyAV 18) keeps a display matrix only on
-    the frames, so with ``frame_rotation`` the first frame is decoded to read it."""
+    the frames, so where the short side is at least ``min_short`` the first frame is decoded to
+    read it."""
     import av
 
     with av.open(path, metadata_errors='ignore') as container:
         stream = container.streams.video[0]
+        width, height = stream.codec_context.width, stream.codec_context.height
         rotation = int(float(stream.metadata.get('rotate', 0) or 0))
-        if frame_rotation and not rotation:
-            for frame in container.decode(stream):
-                rotation = int(getattr(frame, 'rotation', 0) or 0)
-                break
-        return stream.codec_context.width, stream.codec_context.height, rotation % 360
+        if not rotation and min(width, height) >= min_short:
+            rotation = int(getattr(next(container.decode(stream), None), 'rotation', 0) or 0)
+        return width, height, rotation % 360
 
 
 @functools.lru_cache(maxsize=SIZE_CACHE)
@@ -72,9 +70,7 @@ def display_size(path: str, min_short: float) -> tuple[int, int]:
     first frame is decoded for its rotation only when the short side is at least ``min_short``
     (where the decode-time size depends on it). Cached per process: a file is probed the first
     time a dataloader worker meets it (about a millisecond), not at every epoch."""
-    width, height, rotation = video_size(path)
-    if min(width, height) >= min_short and not rotation:
-        width, height, rotation = video_size(path, frame_rotation=True)
+    width, height, rotation = video_size(path, min_short)
     return (height, width) if rotation in (90, 270) else (width, height)
 
 
@@ -124,11 +120,8 @@ class ScaledDecordInit(DecordInit):
             transform rescales to. ``None`` decodes at the native size (plain ``DecordInit``).
         min_downscale: Resize at decode time only when the short side shrinks at least this
             many times (>= 1; below 3 it measured slower than converting at full size).
-        io_backend: mmengine ``FileClient`` backend the bytes are read with, as ``DecordInit``
-            (other than ``'disk'``: decoded at native size, the size probe needs a path).
-        num_threads: decord's decoding threads per video (1: one core per dataloader worker,
-            the fastest per core).
-        **kwargs: ``FileClient`` arguments.
+        io_backend, num_threads, **kwargs: as ``DecordInit`` (an ``io_backend`` other than
+            ``'disk'`` decodes at the native size: the size probe needs a path).
 
     Adds ``results['video_shape']``: the ``(h, w)`` of the file; ``original_shape`` /
     ``img_shape`` (set by the decode step) are the decoded frames' size.
@@ -152,47 +145,30 @@ class ScaledDecordInit(DecordInit):
         self.short_side = short_side
         self.min_downscale = min_downscale
 
-    def _source(self, filename: str) -> tuple[str, io.BytesIO]:
-        """The file's name (a bare name means ``.mp4``, as ``DecordInit``) and its bytes, read
-        into memory as ``DecordInit`` does (seeks then cost no file system calls)."""
-        if osp.splitext(filename)[0] == filename:
-            filename = filename + '.mp4'
-        if self.file_client is None:
-            from mmengine.fileio import FileClient
-
-            self.file_client = FileClient(self.io_backend, **self.kwargs)
-        return filename, io.BytesIO(self.file_client.get(filename))
-
-    def _sizes(self, filename: str) -> tuple[Optional[tuple[int, int]], Optional[tuple[int, int]]]:
-        """The decode-time ``(w, h)`` in display orientation (``None``: the stored size) and the
-        file's ``(h, w)`` (``None`` when not probed: no ``short_side``, or not on disk)."""
-        if self.short_side is None or self.io_backend != 'disk':
-            return None, None
-        width, height = display_size(filename, max(self.min_downscale * self.short_side, self.short_side + 1))
-        return scaled_size(width, height, self.short_side, self.min_downscale), (height, width)
-
-    def _open(self, filename: str) -> tuple:
-        """The decord reader (decoding at the scaled size where it applies) and the file's
-        ``(h, w)`` (``None`` when not probed)."""
+    def _reader(self, source: io.BytesIO, filename: str, size: Optional[tuple[int, int]]) -> object:
+        """decord's reader of ``source``, decoding at ``size = (w, h)`` where it applies."""
         import decord
 
-        filename, source = self._source(filename)
-        target, size = self._sizes(filename)  # decord rotates before it scales
-        if target is not None and decord_can_scale_to(target[0]):
-            reader = decord.VideoReader(
-                source, width=target[0], height=target[1], num_threads=self.num_threads
-            )
-        else:
-            reader = decord.VideoReader(source, num_threads=self.num_threads)
-        return reader, size
+        if size is not None and decord_can_scale_to(size[0]):
+            return decord.VideoReader(source, width=size[0], height=size[1], num_threads=self.num_threads)
+        return decord.VideoReader(source, num_threads=self.num_threads)
 
     def transform(self, results: dict) -> dict:
-        container, size = self._open(results['filename'])
-        results['total_frames'] = len(container)
-        results['video_reader'] = container
-        results['avg_fps'] = container.get_avg_fps()
-        if size is not None:
-            results['video_shape'] = size
+        filename = results['filename']
+        if osp.splitext(filename)[0] == filename:  # a bare name means .mp4, as DecordInit
+            filename += '.mp4'
+        if self.file_client is None:
+            self.file_client = FileClient(self.io_backend, **self.kwargs)
+        # the bytes are read into memory, as DecordInit does (seeks then cost no file system calls)
+        source = io.BytesIO(self.file_client.get(filename))
+        size = None  # decode-time (w, h) in display orientation: decord rotates before it scales
+        if self.short_side is not None and self.io_backend == 'disk':  # the size probe needs a path
+            min_short = max(self.min_downscale * self.short_side, self.short_side + 1)
+            width, height = display_size(filename, min_short)
+            size = scaled_size(width, height, self.short_side, self.min_downscale)
+            results['video_shape'] = (height, width)
+        reader = self._reader(source, filename, size)
+        results.update(total_frames=len(reader), video_reader=reader, avg_fps=reader.get_avg_fps())
         return results
 
     def __repr__(self) -> str:
@@ -212,12 +188,10 @@ class ScaledPyAVInit(ScaledDecordInit):
     level on average). Takes :class:`ScaledDecordInit`'s arguments; the decoding step after it
     is :class:`SortedDecordDecode`."""
 
-    def _open(self, filename: str) -> tuple:
+    def _reader(self, source: io.BytesIO, filename: str, size: Optional[tuple[int, int]]) -> object:
         from .video_reader import KeyframeReader
 
-        filename, source = self._source(filename)
-        target, size = self._sizes(filename)
-        return KeyframeReader(source, target, self.num_threads, name=filename), size
+        return KeyframeReader(source, size, self.num_threads, name=filename)
 
 
 @TRANSFORMS.register_module()

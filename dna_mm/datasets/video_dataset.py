@@ -42,25 +42,20 @@ SHOW_MISSING = 5
 
 
 class SharedCounter:
-    """A count shared by a process and the dataloader workers it starts.
-
-    A ``multiprocessing.Value`` in shared memory: workers inherit it (fork) or receive it while
-    being spawned, so their increments are seen by the main process. Copies of the owning
-    dataset (``copy.deepcopy``, mmengine's ``get_subset``) share the same count.
-    """
+    """A count shared by a process and the dataloader workers it starts (a ``multiprocessing.Value``
+    they inherit or receive while being spawned) and by copies of the owning dataset
+    (``copy.deepcopy``, mmengine's ``get_subset``)."""
 
     def __init__(self) -> None:
         self._value = multiprocessing.Value('q', 0)
 
     def add(self, n: int = 1) -> int:
-        """Add ``n``; return the new count."""
         with self._value.get_lock():
             self._value.value += n
             return self._value.value
 
     @property
     def value(self) -> int:
-        """The current count."""
         return self._value.value
 
     def __deepcopy__(self, memo: dict) -> 'SharedCounter':
@@ -96,50 +91,37 @@ class RobustVideoDataset(VideoDataset):
     def load_data_list(self) -> list[dict]:
         if not osp.isfile(self.ann_file):
             raise FileNotFoundError(f'annotation file {self.ann_file} does not exist')
-        data_list = []
-        for lineno, line in enumerate(self._read_lines(), start=1):
-            fields = line.strip().split(self.delimiter)
-            if not line.strip():
-                continue
-            if self.multi_class:
-                data_list.append(
-                    dict(
-                        filename=fields[0], label=[self._label(f, lineno) for f in fields[1:]], lineno=lineno
-                    )
-                )
-                continue
-            if len(fields) not in (1, 2):
-                raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line.strip()!r}')
-            label = self._label(fields[1], lineno) if len(fields) == 2 else -1
-            data_list.append(dict(filename=fields[0], label=label, lineno=lineno))
-        prefix = self.data_prefix.get('video')
-        for info in data_list:
-            if prefix is not None:
-                info['filename'] = osp.join(prefix, info['filename'])
-        if self.check_files:
-            missing = [d for d in data_list if not osp.isfile(d['filename'])]
-            if missing:
-                shown = '\n  '.join(f'line {d["lineno"]}: {d["filename"]}' for d in missing[:SHOW_MISSING])
-                raise FileNotFoundError(
-                    f'{self.ann_file}: {len(missing)} of {len(data_list)} listed videos are missing '
-                    f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else '')
-                )
-        return data_list
-
-    def _read_lines(self) -> list[str]:
-        """The annotation file's lines, decoded as UTF-8 one by one (errors name the line)."""
-        lines = []
         with open(self.ann_file, 'rb') as f:
             raw_lines = f.read().splitlines()
+        prefix = self.data_prefix.get('video')
+        data_list = []
         for lineno, raw in enumerate(raw_lines, start=1):
             try:
-                lines.append(raw.decode('utf-8'))
+                line = raw.decode('utf-8').strip()
             except UnicodeDecodeError as err:
                 raise DataError(
                     f'{self.ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
                     f'column {err.start + 1}): {raw!r}; save the list as UTF-8'
                 ) from None
-        return lines
+            if not line:
+                continue
+            fields = line.split(self.delimiter)
+            if self.multi_class:
+                label = [self._label(f, lineno) for f in fields[1:]]
+            elif len(fields) in (1, 2):
+                label = self._label(fields[1], lineno) if len(fields) == 2 else -1
+            else:
+                raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line!r}')
+            filename = fields[0] if prefix is None else osp.join(prefix, fields[0])
+            data_list.append(dict(filename=filename, label=label, lineno=lineno))
+        missing = [d for d in data_list if not osp.isfile(d['filename'])] if self.check_files else []
+        if missing:
+            shown = '\n  '.join(f'line {d["lineno"]}: {d["filename"]}' for d in missing[:SHOW_MISSING])
+            raise FileNotFoundError(
+                f'{self.ann_file}: {len(missing)} of {len(data_list)} listed videos are missing '
+                f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else '')
+            )
+        return data_list
 
     def _label(self, text: str, lineno: int) -> int:
         try:
@@ -160,11 +142,11 @@ class RobustVideoDataset(VideoDataset):
         try:
             data = super().prepare_data(idx)
         except Exception as err:  # undecodable / truncated / unreadable video
+            reason = f'{type(err).__name__}: {err}'
             if self.test_mode:
                 if getattr(self, 'report_unreadable', False):  # UnreadableVideosTestLoop lists them all
-                    return dict(unreadable=(path, f'{type(err).__name__}: {err}'))
+                    return dict(unreadable=(path, reason))
                 raise RuntimeError(f'cannot load test video {path}: {err}') from err
-            reason = f'{type(err).__name__}: {err}'
             self._failures.append((path, reason))
             total = self.skipped.add()
             print_log(
@@ -181,18 +163,14 @@ class RobustVideoDataset(VideoDataset):
         return data
 
     def __getitem__(self, idx: int) -> dict:
-        """mmengine's ``BaseDataset.__getitem__``; in training, when ``max_refetch + 1`` samples
-        in a row fail, the error lists each video and why."""
-        if self.test_mode:
-            return super().__getitem__(idx)
-        if not self._fully_initialized:
-            self.full_init()
+        """mmengine's ``BaseDataset.__getitem__``, with an error listing each video and why when
+        ``max_refetch + 1`` training samples in a row fail."""
         self._failures = []
-        for _ in range(self.max_refetch + 1):
-            data = self.prepare_data(idx)
-            if data is not None:
-                return data
-            idx = self._rand_another()
+        try:
+            return super().__getitem__(idx)
+        except Exception:  # in training: mmengine's "Cannot find valid image after max_refetch"
+            if self.test_mode:
+                raise
         shown = '\n  '.join(f'{path}: {reason}' for path, reason in self._failures)
         raise RuntimeError(
             f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
@@ -200,27 +178,21 @@ class RobustVideoDataset(VideoDataset):
         )
 
 
-def skip_counters(dataset: Any) -> list[SharedCounter]:
-    """The skip counters of ``dataset`` and of the datasets it wraps (Concat / Repeat / ...)."""
-    found: dict[int, SharedCounter] = {}
-    stack = [dataset]
-    while stack:
-        ds = stack.pop()
-        counter = getattr(ds, 'skipped', None)
-        if isinstance(counter, SharedCounter):
-            found[id(counter)] = counter
-        stack += list(getattr(ds, 'datasets', None) or [])
-        if getattr(ds, 'dataset', None) is not None:
-            stack.append(ds.dataset)
-    return list(found.values())
+def skip_counters(dataset: Any) -> dict[int, SharedCounter]:
+    """The skip counters (by id: copies share one) of ``dataset`` and of the datasets it wraps
+    (Concat / Repeat / ...)."""
+    counter = getattr(dataset, 'skipped', None)
+    found = {id(counter): counter} if isinstance(counter, SharedCounter) else {}
+    for inner in [*(getattr(dataset, 'datasets', None) or []), getattr(dataset, 'dataset', None)]:
+        if inner is not None:
+            found.update(skip_counters(inner))
+    return found
 
 
 @HOOKS.register_module()
 class SkippedVideosHook(Hook):
     """Log, after each training epoch, how many training videos were skipped as unreadable,
-    summed over the dataloader workers of every rank (each skip is also logged when it
-    happens, with its path, by :class:`RobustVideoDataset`). Silent when nothing was skipped
-    or the dataset keeps no count."""
+    summed over the dataloader workers of every rank; silent when none was."""
 
     priority = 'LOW'
 
@@ -231,7 +203,7 @@ class SkippedVideosHook(Hook):
         counters = skip_counters(runner.train_dataloader.dataset)
         if not counters:
             return
-        total = torch.tensor([sum(c.value for c in counters)], dtype=torch.int64)
+        total = torch.tensor([sum(c.value for c in counters.values())], dtype=torch.int64)
         all_reduce(total, op='sum')
         total = int(total.item())
         new, self._reported = total - self._reported, total

@@ -120,7 +120,3 @@ class KeyframeReader:
             if not 0 <= i < len(self):
                 raise DataError(f'{self.name}: frame index {i} outside [0, {len(self)})')
         return np.stack([self._decode(i) for i in indices])
-
-    def close(self) -> None:
-        """Close the file now (PyAV also closes it when the reader is garbage-collected)."""
-        self._container.close()

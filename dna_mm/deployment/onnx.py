@@ -51,32 +51,21 @@ class RecognizerLogits(nn.Module):
 
 @dataclass
 class Exportable:
-    """A model ready for :func:`export`.
+    """A model ready for :func:`export`."""
 
-    Attributes:
-        model: ``inputs → logits``, eval mode.
-        input_shape: Example input shape, batch first (``[1, C, T, H, W]`` / ``[1, C, H, W]``).
-        mean, std: Per-channel input normalisation (pixel scale of the source pipeline).
-        name: For messages.
-        metadata: Extra ``key → value`` strings for the ONNX file.
-    """
-
-    model: nn.Module
-    input_shape: tuple[int, ...]
-    mean: list[float]
+    model: nn.Module  # inputs -> logits, eval mode
+    input_shape: tuple[int, ...]  # example input, batch first: [1, C, T, H, W] / [1, C, H, W]
+    mean: list[float]  # per-channel input normalisation (pixel scale of the source pipeline)
     std: list[float]
-    name: str
-    metadata: dict[str, str] = field(default_factory=dict)
+    name: str  # for messages
+    metadata: dict[str, str] = field(default_factory=dict)  # extra strings for the ONNX file
 
 
 def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optional[dict] = None) -> Exportable:
     """The model of ``config`` (an OpenMMLab recognizer config, or ``timm:<name>`` with
     ``cfg_options`` as ``create_model`` arguments) with ``checkpoint``'s weights (``None``:
-    the initialisation, for benchmarks).
-
-    Raises:
-        ExportError: the config describes a model with no class scores (a detector).
-    """
+    the initialisation, for benchmarks). A model with no class scores (a detector) is an
+    ``ExportError``."""
     from ..analysis.models import load_config
     from ..checkpoint import load_whole_model
 
@@ -87,48 +76,46 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
 
         name = config[len('timm:') :]
         model = timm.create_model(name, pretrained=False, **(cfg_options or {}))
-        if checkpoint:
-            load_whole_model(model, checkpoint)
-        size = model.patch_embed.img_size
-        cfg = model.pretrained_cfg
-        return Exportable(
-            model.eval(),
-            (1, model.patch_embed.proj.in_channels, *size),
-            [float(m) for m in cfg.get('mean', (0.485, 0.456, 0.406))],
-            [float(s) for s in cfg.get('std', (0.229, 0.224, 0.225))],
+        pretrained = model.pretrained_cfg
+        exportable = Exportable(
+            model,
+            (1, model.patch_embed.proj.in_channels, *model.patch_embed.img_size),
+            [float(m) for m in pretrained.get('mean', (0.485, 0.456, 0.406))],
+            [float(s) for s in pretrained.get('std', (0.229, 0.224, 0.225))],
             name,
             {'dna_mm.source': config, 'dna_mm.pixel_range': '1'},
         )
-    from mmengine.registry import MODELS
+    else:
+        from mmengine.registry import MODELS
 
-    cfg = load_config(config, cfg_options)
-    model = MODELS.build(cfg.model)
+        cfg = load_config(config, cfg_options)
+        model = MODELS.build(cfg.model)
+        if not hasattr(model, 'cls_head'):
+            raise ExportError(
+                f'{config}: {type(model).__name__} is not a recognizer; the ONNX export takes '
+                f'recognizers (class scores) and timm:dna_vit_* models'
+            )
+        bb = cfg.model.backbone
+        if 'num_frames' not in bb or 'img_size' not in bb:
+            raise ExportError(
+                f'{config}: model.backbone needs num_frames and img_size to fix the input shape'
+            )
+        size = bb.img_size if isinstance(bb.img_size, (tuple, list)) else (bb.img_size, bb.img_size)
+        meta = {'dna_mm.source': osp.abspath(config), 'dna_mm.pixel_range': '255'}
+        if cfg.get('label_map'):
+            meta['dna_mm.label_map'] = str(cfg.label_map)
+        exportable = Exportable(
+            RecognizerLogits(model),
+            (1, bb.get('in_channels', 3), int(bb.num_frames), *size),
+            model.data_preprocessor.mean.flatten().tolist(),
+            model.data_preprocessor.std.flatten().tolist(),
+            osp.splitext(osp.basename(config))[0],
+            meta,
+        )
     if checkpoint:
         load_whole_model(model, checkpoint)
-    model.eval()
-    if not hasattr(model, 'cls_head'):
-        raise ExportError(
-            f'{config}: {type(model).__name__} is not a recognizer; the ONNX export takes '
-            f'recognizers (class scores) and timm:dna_vit_* models'
-        )
-    bb = cfg.model.backbone
-    if 'num_frames' not in bb or 'img_size' not in bb:
-        raise ExportError(f'{config}: model.backbone needs num_frames and img_size to fix the input shape')
-    size = bb.img_size if isinstance(bb.img_size, (tuple, list)) else (bb.img_size, bb.img_size)
-    pre = model.data_preprocessor
-    mean = [float(m) for m in pre.mean.flatten()]
-    std = [float(s) for s in pre.std.flatten()]
-    meta = {'dna_mm.source': osp.abspath(config), 'dna_mm.pixel_range': '255'}
-    if cfg.get('label_map'):
-        meta['dna_mm.label_map'] = str(cfg.label_map)
-    return Exportable(
-        RecognizerLogits(model).eval(),
-        (1, bb.get('in_channels', 3), int(bb.num_frames), *size),
-        mean,
-        std,
-        osp.splitext(osp.basename(config))[0],
-        meta,
-    )
+    exportable.model.eval()
+    return exportable
 
 
 def example_input(shape: Sequence[int], batch: int = 1, seed: int = 0) -> Tensor:
@@ -145,28 +132,21 @@ def export(
     opset: int = DEFAULT_OPSET,
     dynamo: bool = False,
 ) -> str:
-    """Write ``ex.model`` as ONNX to ``path`` (input ``inputs``, output ``logits``).
-
-    Args:
-        ex: From :func:`load_exportable`.
-        path: ``.onnx`` file.
-        batch: Batch size of the traced example (the graph's batch unless ``dynamic_batch``).
-        dynamic_batch: Symbolic batch dimension.
-        opset: ONNX opset (TorchScript exporter: up to 20; ``dynamo``: 18 or later).
-        dynamo: Use the ``torch.export``-based exporter.
-    """
+    """Write ``ex.model`` as ONNX to ``path`` (input ``inputs``, output ``logits``). ``batch`` is
+    the traced example's (the graph's unless ``dynamic_batch``: a symbolic batch dimension);
+    ``opset``: up to 20 for the TorchScript exporter, 18 or later with ``dynamo`` (the
+    ``torch.export``-based exporter)."""
     import onnx
 
     # torch.export specialises a size-1 dimension: trace a symbolic batch with 2 samples
     x = example_input(ex.input_shape, max(batch, 2) if dynamic_batch else batch)
     kwargs: dict = dict(input_names=['inputs'], output_names=['logits'], opset_version=opset, dynamo=dynamo)
-    if dynamic_batch:
-        if dynamo:
-            kwargs['dynamic_shapes'] = ({0: torch.export.Dim('batch', min=1, max=4096)},)
-        else:
-            kwargs['dynamic_axes'] = {'inputs': {0: 'batch'}, 'logits': {0: 'batch'}}
     if dynamo:
         kwargs.update(external_data=False, verbose=False)
+        if dynamic_batch:
+            kwargs['dynamic_shapes'] = ({0: torch.export.Dim('batch', min=1, max=4096)},)
+    elif dynamic_batch:
+        kwargs['dynamic_axes'] = {'inputs': {0: 'batch'}, 'logits': {0: 'batch'}}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter('ignore')  # the exporters' deprecation / tracer notes
         try:
@@ -178,15 +158,13 @@ def export(
                 f'exporter instead (--dynamo, opset 18 or later)'
             ) from None
     proto = onnx.load(path)
-    meta = dict(
-        ex.metadata,
-        **{
-            'dna_mm.input': 'inputs [B, C, T, H, W]' if len(ex.input_shape) == 5 else 'inputs [B, C, H, W]',
-            'dna_mm.mean': json.dumps(ex.mean),
-            'dna_mm.std': json.dumps(ex.std),
-            'dna_mm.output': 'logits [B, K] (before softmax)',
-        },
-    )
+    meta = {
+        **ex.metadata,
+        'dna_mm.input': 'inputs [B, C, T, H, W]' if len(ex.input_shape) == 5 else 'inputs [B, C, H, W]',
+        'dna_mm.mean': json.dumps(ex.mean),
+        'dna_mm.std': json.dumps(ex.std),
+        'dna_mm.output': 'logits [B, K] (before softmax)',
+    }
     for key, value in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value

@@ -9,13 +9,11 @@ divided by the world size, and cast back::
 
     g_i  <-  fp32( sum_ranks fp16(g_i) / world_size )
 
-halving the bytes every step sends (the optimizer still sees fp32 gradients). A model that is
-not wrapped in ``DistributedDataParallel`` (one process, or another wrapper) is left alone, with
-one info line saying so.
+halving the bytes every step sends (the optimizer still sees fp32 gradients). A model not
+wrapped in ``DistributedDataParallel`` is left alone, with one info line saying so.
 
-Registered in MMEngine's root ``HOOKS`` (found from the ``mmdet`` scope and any other), not in
-MMDetection's: MMDetection's own ``projects/ViTDet`` registers its class under this name in the
-``mmdet`` registry, and both can then be imported in either order (its class, when imported,
+Registered in MMEngine's root ``HOOKS`` (found from every scope), not in MMDetection's, where
+``projects/ViTDet`` registers its own class of this name: both import in either order (theirs
 takes precedence in the ``mmdet`` scope; the two do the same).
 """
 
@@ -39,18 +37,15 @@ class Fp16CompresssionHook(Hook):
     priority = 'NORMAL'
 
     def before_train(self, runner: Any) -> None:
-        model = runner.model
+        model, kind = runner.model, type(runner.model).__name__
         if isinstance(model, DistributedDataParallel):  # incl. mmengine's MMDistributedDataParallel
             model.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
-            runner.logger.info(
-                f'{NAME}: DDP gradients are all-reduced in fp16 (torch fp16_compress_hook, '
-                f'{type(model).__name__})'
-            )
+            what = f'DDP gradients are all-reduced in fp16 (torch fp16_compress_hook, {kind})'
         else:
-            runner.logger.info(
-                f'{NAME}: the model is not wrapped in DistributedDataParallel '
-                f'({type(model).__name__}); gradients are not compressed'
+            what = (
+                f'the model is not wrapped in DistributedDataParallel ({kind}); gradients are not compressed'
             )
+        runner.logger.info(f'{NAME}: {what}')
 
 
 if NAME not in HOOKS.module_dict:  # another package's root hook of this name is kept

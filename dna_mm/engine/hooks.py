@@ -31,7 +31,7 @@ class AlphaLoggerHook(Hook):
     """Log α statistics per layer to the logger and the visualizer backends.
 
     Args:
-        interval: Log every ``interval`` training iterations (and after the last one).
+        interval: Training iterations between logs (and after the last one).
         log_per_head: Also write every head's α as a scalar (``alpha/<group>/layer<i>/head<h>``).
     """
 
@@ -59,30 +59,22 @@ class AlphaLoggerHook(Hook):
     def after_train_iter(
         self, runner, batch_idx: int, data_batch: Any = None, outputs: Optional[dict] = None
     ) -> None:
-        if not self._sites:
-            return
-        if self.every_n_train_iters(runner, self.interval) or self.is_last_train_iter(runner):
+        if self._sites and (
+            self.every_n_train_iters(runner, self.interval) or self.is_last_train_iter(runner)
+        ):
             self.log(runner, runner.iter + 1)
 
-    def scalars(self) -> dict[str, float]:
-        """``alpha/<group>/layer<i>/<stat>`` (and per head if asked) → value, now."""
-        out: dict[str, float] = {}
-        for site in self._sites or []:
-            key = f'alpha/{site.group}/layer{site.layer}'
-            for stat, value in alpha_stats(site.alpha).items():
-                out[f'{key}/{stat}'] = value
-            if self.log_per_head:
-                for h, value in enumerate(site.alpha.detach().tolist()):
-                    out[f'{key}/head{h}'] = value
-        return out
-
     def log(self, runner, step: int) -> None:
-        """One logger line per attention, and the scalars to every visualizer backend."""
-        scalars = self.scalars()
+        """One logger line per attention; ``alpha/<group>/layer<i>/<stat>`` (and per head if
+        asked) as scalars to every visualizer backend."""
+        scalars: dict[str, float] = {}
         for site in self._sites or []:
-            s = alpha_stats(site.alpha)
+            key, stats = f'alpha/{site.group}/layer{site.layer}', alpha_stats(site.alpha)
+            scalars.update({f'{key}/{stat}': value for stat, value in stats.items()})
+            if self.log_per_head:
+                scalars.update({f'{key}/head{h}': v for h, v in enumerate(site.alpha.detach().tolist())})
             runner.logger.info(
                 f'alpha {site.group} layer {site.layer} (iter {step}): '
-                + '  '.join(f'{k} {s[k]:.4f}' for k in STATS)
+                + '  '.join(f'{k} {stats[k]:.4f}' for k in STATS)
             )
         runner.visualizer.add_scalars(scalars, step=step)

@@ -34,22 +34,16 @@ _BLOCK = re.compile(r'backbone\.blocks\.(\d+)\.')
 
 def get_layer_id(name: str, num_layers: int) -> int:
     """Layer id of parameter ``name`` of a detector whose ViT backbone has ``num_layers`` blocks."""
-    if name.startswith('backbone.'):
-        if name.startswith(('backbone.patch_embed', 'backbone.pos_embed')):
-            return 0
-        m = _BLOCK.match(name)
-        if m:
-            return int(m.group(1)) + 1
-    return num_layers + 1
+    if name.startswith(('backbone.patch_embed', 'backbone.pos_embed')):
+        return 0
+    block = _BLOCK.match(name)
+    return int(block.group(1)) + 1 if block else num_layers + 1
 
 
 def no_weight_decay(name: str) -> bool:
     """Block norms, ``pos_embed`` and DnA's per-head ``alpha`` are not decayed."""
-    return (
-        (name.startswith('backbone.blocks.') and 'norm' in name)
-        or 'pos_embed' in name
-        or (name.startswith('backbone.blocks.') and name.endswith('.attn.alpha'))
-    )
+    in_block = name.startswith('backbone.blocks.')
+    return 'pos_embed' in name or (in_block and ('norm' in name or name.endswith('.attn.alpha')))
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
@@ -80,25 +74,17 @@ class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
             group_name = f'layer_{layer_id}_{"decay" if decay else "no_decay"}'
             if group_name not in groups:
                 scale = decay_rate ** (num_layers + 1 - layer_id)
-                groups[group_name] = dict(
+                group = dict(
                     params=[], param_names=[], group_name=group_name, lr_scale=scale, lr=scale * self.base_lr
                 )
-                if not decay:
-                    groups[group_name]['weight_decay'] = 0.0
-                elif self.base_wd is not None:  # else the optimizer's default
-                    groups[group_name]['weight_decay'] = self.base_wd
+                if not decay or self.base_wd is not None:  # else the optimizer's default
+                    group['weight_decay'] = self.base_wd if decay else 0.0
+                groups[group_name] = group
             groups[group_name]['params'].append(param)
             groups[group_name]['param_names'].append(name)
         if get_dist_info()[0] == 0:
-            shown = {
-                k: dict(
-                    lr_scale=g['lr_scale'],
-                    lr=g['lr'],
-                    weight_decay=g.get('weight_decay'),
-                    params=len(g['params']),
-                )
-                for k, g in groups.items()
-            }
+            keys = ('lr_scale', 'lr', 'weight_decay')
+            shown = {k: dict({n: g.get(n) for n in keys}, params=len(g['params'])) for k, g in groups.items()}
             MMLogger.get_current_instance().info(
                 f'LayerDecayOptimizerConstructor (decay_rate={decay_rate}, num_layers='
                 f'{num_layers}): {json.dumps(shown, indent=1)}'

@@ -1,26 +1,17 @@
 """mmengine's train loops, resumable exactly: a run killed after any checkpoint and resumed logs
-the same losses as the run that was not interrupted.
+the same losses as the run that was not interrupted. Two things differ from mmengine 0.10.7's:
 
-Two things differ from mmengine 0.10.7's loops:
-
-* **The random state comes back** (:mod:`dna_mm.engine.rng_state`): it is restored after the
-  resumed loop has skipped the batches already trained, right before the first new batch is
-  fetched (the point at which the saved run wrote its checkpoint). The skipped batches are
-  fetched, not just counted, so the data loader's workers (seeded afresh when they start) make
-  the same random draws as in the saved run before they produce the next batch.
-* **An epoch-based run resumes mid-epoch.** mmengine's ``EpochBasedTrainLoop`` restarts the
-  epoch of a checkpoint saved by iteration (``CheckpointHook(by_epoch=False)``) from its first
-  batch, training those batches twice. :class:`ResumableEpochBasedTrainLoop` skips the
-  ``iter - epoch * len(dataloader)`` batches already trained and continues the epoch.
+* **The random state comes back** (:mod:`dna_mm.engine.rng_state`) right before the first new
+  batch is fetched, after the batches already trained are skipped: fetched, not just counted, so
+  the data loader's freshly seeded workers make the same draws as in the saved run.
+* **An epoch-based run resumes mid-epoch**: a checkpoint saved by iteration
+  (``CheckpointHook(by_epoch=False)``) continues its epoch after the
+  ``iter - epoch * len(dataloader)`` batches already trained (mmengine restarts the epoch).
 
 Validation runs inside :func:`~dna_mm.engine.rng_state.preserved_rng_state`, so it draws nothing
-from the training streams (a resumed run does not repeat the validation of its checkpoint's
-iteration). Exactness across an epoch boundary needs workers that restart with each epoch
-(``persistent_workers=False``): persistent workers carry their random state from epoch to
-epoch, which a resume cannot replay (a warning says so).
-
-``dna_mm.apis.DnARunner`` builds these in place of mmengine's two loops (configs need no
-change); they are registered as ``ResumableEpochBasedTrainLoop`` / ``ResumableIterBasedTrainLoop``.
+from the training streams. Exactness across an epoch boundary needs ``persistent_workers=False``
+(persistent workers carry their random state from epoch to epoch, which a resume cannot replay;
+a warning says so). ``dna_mm.apis.DnARunner`` builds these in place of mmengine's two loops.
 """
 
 from __future__ import annotations
@@ -36,26 +27,20 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _Infi
 from .rng_state import preserved_rng_state, rank_state, restore_rng_state
 
 
-def _sampler(dataloader: Any) -> Any:
-    """The sampler that holds the shuffling seed (``DefaultSampler``), under a batch sampler too."""
-    sampler = getattr(dataloader, 'sampler', None)
-    if hasattr(sampler, 'seed'):
-        return sampler
-    return getattr(getattr(dataloader, 'batch_sampler', None), 'sampler', None)
-
-
 def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
     """Give the sampler and mmengine's worker seeding the saved run's ``seed`` (when this run drew
     another one: no ``randomness.seed`` in the config). Returns whether anything changed."""
     if seed is None:
         return False
     changed = False
-    sampler = _sampler(dataloader)
+    sampler = getattr(dataloader, 'sampler', None)  # DefaultSampler holds the shuffling seed
+    if not hasattr(sampler, 'seed'):  # under a batch sampler
+        sampler = getattr(getattr(dataloader, 'batch_sampler', None), 'sampler', None)
     if sampler is not None and getattr(sampler, 'seed', seed) != seed:
         sampler.seed, changed = seed, True
     init_fn = getattr(dataloader, 'worker_init_fn', None)
     if isinstance(init_fn, partial) and init_fn.keywords.get('seed', seed) != seed:
-        dataloader.worker_init_fn = partial(init_fn.func, *init_fn.args, **{**init_fn.keywords, 'seed': seed})
+        dataloader.worker_init_fn = partial(init_fn, seed=seed)  # the saved seed replaces this run's
         changed = True
     return changed
 

@@ -16,24 +16,15 @@ fp16 has 5 exponent bits, so its gradients are scaled up by a ``GradScaler`` (an
 scaled gradients overflow is skipped). Where the GPU computes bf16 natively (sm80 and newer)
 bf16 is used; older GPUs would only emulate it, so they get fp16 + ``GradScaler``.
 
-A config overrides the rule key by key (what it sets wins)::
+A config overrides the rule key by key (what it sets wins: ``dtype='float16'``, as the ViTDet
+schedules do since mmcv's RoIAlign has no bf16; ``loss_scale=512.0``), and
+``type='OptimWrapper'`` is full precision everywhere. MMEngine's ``AmpOptimWrapper`` asserts a
+GPU at construction, hence the CPU branch: one config serves a GPU run and a CPU smoke run. See
+``docs/mixed_precision.md``.
 
-    optim_wrapper = dict(type='AutoAmpOptimWrapper', optimizer=..., dtype='float16')
-    # fp16 on every GPU; loss scaling follows the dtype: 'dynamic' for fp16, off otherwise
-    optim_wrapper = dict(type='AutoAmpOptimWrapper', optimizer=..., loss_scale=512.0)
-    # the device's dtype with a static scale
-    optim_wrapper = dict(type='OptimWrapper', optimizer=...)  # full precision everywhere
-
-The ViTDet schedules set ``dtype='float16'``: mmcv's RoIAlign kernels have no bf16.
-
-MMEngine's ``AmpOptimWrapper`` asserts a GPU at construction, hence the CPU branch: one config
-serves a GPU run and a CPU smoke run. See ``docs/mixed_precision.md``.
-
-bf16 and MMAction2's heads: ``BaseHead.loss_by_feat`` logs the top-k accuracy of the scores
-through NumPy (``cls_scores.detach().cpu().numpy()``), which has no bf16, so every MMAction2
-recognizer fails its first bf16 training step there. This module (imported by ``import dna_mm``)
-wraps that method to hand bf16 scores over as fp32 (:func:`fp32_head_scores`); the loss is the
-same, autocast computes the cross-entropy in fp32 anyway.
+bf16 and MMAction2's heads: ``BaseHead.loss_by_feat`` logs the top-k accuracy through NumPy,
+which has no bf16; this module (imported by ``import dna_mm``) wraps it to hand bf16 scores
+over as fp32 (:func:`fp32_head_scores`; autocast computes the cross-entropy in fp32 anyway).
 """
 
 from __future__ import annotations
@@ -74,16 +65,11 @@ def amp_settings(
     )
 
 
-def cuda_capability() -> Optional[tuple[int, int]]:
-    """Compute capability of the current CUDA device, ``None`` without one."""
-    return torch.cuda.get_device_capability() if torch.cuda.is_available() else None
-
-
 @OPTIM_WRAPPERS.register_module(name='AutoAmpOptimWrapper')
 def auto_amp_optim_wrapper(**kwargs) -> OptimWrapper:
     """``AmpOptimWrapper`` with :func:`amp_settings` on CUDA, else ``OptimWrapper`` without the
     AMP keys (see the module docstring for the rule)."""
-    capability = cuda_capability()
+    capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
     wrapper_kwargs = {k: v for k, v in kwargs.items() if k not in AMP_ONLY_KEYS}
     if capability is None:
         return OptimWrapper(**wrapper_kwargs)

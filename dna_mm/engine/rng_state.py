@@ -9,13 +9,7 @@ each worker with ``seed + worker_id + num_workers * rank`` when the workers star
 epoch unless ``persistent_workers``), and ``DefaultSampler`` shuffles with ``seed + epoch``; so
 the run's ``seed`` is saved too, and a resumed epoch replays its first batches through fresh
 workers (:mod:`dna_mm.engine.loops`) to bring them to the state they had.
-
-:class:`RNGStateHook` writes ``checkpoint['rng_state']`` (rank 0's state and the seed) and, when
-a checkpoint is loaded for ``resume``, hands the state to the train loop, which restores it at
-the point the saved run was at: after the skipped batches, before the next one
-(:class:`~dna_mm.engine.loops.ResumableEpochBasedTrainLoop`,
-:class:`~dna_mm.engine.loops.ResumableIterBasedTrainLoop`). ``dna_mm.apis.DnARunner`` adds the
-hook and the loops to every run; no config line is needed.
+``dna_mm.apis.DnARunner`` adds :class:`RNGStateHook` and those loops to every run.
 
 Everything is stored as tensors and plain containers, so the checkpoint stays loadable with
 a weights-only ``torch.load``.
@@ -94,9 +88,8 @@ class RNGStateHook(Hook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         loop = getattr(runner, '_train_loop', None)
-        if loop is None or not hasattr(loop, 'resume_rng_state') or 'rng_state' not in checkpoint:
-            return
-        loop.resume_rng_state = checkpoint['rng_state']  # used only if the loop was resumed
+        if hasattr(loop, 'resume_rng_state') and 'rng_state' in checkpoint:
+            loop.resume_rng_state = checkpoint['rng_state']  # used only if the loop was resumed
 
 
 def rank_state(saved: dict) -> Optional[RNGState]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Union
 
 from mmengine.dataset import pseudo_collate
-from mmengine.dist import all_gather_object, get_world_size
+from mmengine.dist import all_gather_object
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import TestLoop, _parse_losses
 
@@ -42,17 +42,20 @@ def collate_readable(batch: list[dict]) -> dict:
 
 @LOOPS.register_module()
 class UnreadableVideosTestLoop(TestLoop):
-    """``TestLoop`` that lists every unreadable test video (module docstring).
-
-    Args:
-        skip_unreadable: Compute the metrics over the readable videos instead of failing.
-        *args, **kwargs: ``TestLoop``'s (runner, dataloader, evaluator, fp16).
-    """
+    """``TestLoop`` that lists every unreadable test video (module docstring);
+    ``skip_unreadable=True`` computes the metrics over the readable videos instead of failing."""
 
     def __init__(
         self, runner, dataloader: Union[Any, dict], *args: Any, skip_unreadable: bool = False, **kwargs
     ):
-        reporting = isinstance(dataloader, dict) and _reports_unreadable(dataloader.get('dataset'))
+        from ..datasets.video_dataset import RobustVideoDataset  # noqa: PLC0415
+
+        # a RobustVideoDataset can report unreadable videos
+        dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
+        kind = dataset.get('type') if isinstance(dataset, dict) else None
+        reporting = kind == 'RobustVideoDataset' or (
+            isinstance(kind, type) and issubclass(kind, RobustVideoDataset)
+        )
         if reporting:
             dataloader = dict(dataloader, collate_fn=dict(type=collate_readable))
         super().__init__(runner, dataloader, *args, **kwargs)
@@ -74,9 +77,7 @@ class UnreadableVideosTestLoop(TestLoop):
                 if not data_batch:
                     continue  # the whole batch was unreadable
             self.run_iter(idx, data_batch)
-        self.unreadable = found
-        if get_world_size() > 1:
-            self.unreadable = [item for part in all_gather_object(found) for item in part]
+        self.unreadable = [item for part in all_gather_object(found) for item in part]
         total = len(self.dataloader.dataset)
         if self.unreadable and not self.skip_unreadable:
             shown = '\n  '.join(f'{path}: {reason}' for path, reason in self.unreadable[:SHOW])
@@ -91,13 +92,3 @@ class UnreadableVideosTestLoop(TestLoop):
         self.runner.call_hook('after_test_epoch', metrics=metrics)
         self.runner.call_hook('after_test')
         return metrics
-
-
-def _reports_unreadable(dataset: Any) -> bool:
-    """Whether the dataset config is a ``RobustVideoDataset`` (it can report unreadable videos)."""
-    if not isinstance(dataset, dict):
-        return False
-    kind = dataset.get('type')
-    from ..datasets.video_dataset import RobustVideoDataset  # noqa: PLC0415
-
-    return kind == 'RobustVideoDataset' or (isinstance(kind, type) and issubclass(kind, RobustVideoDataset))

@@ -20,11 +20,8 @@ from mmengine.registry import METRICS
 
 @METRICS.register_module()
 class DumpPredictions(BaseMetric):
-    """Write one CSV row per video: ``video, label, pred, score, top5``.
-
-    Args:
-        out_file_path: Destination ``.csv``.
-    """
+    """Write one CSV row per video to ``out_file_path`` (``.csv``): ``video, label, pred, score,
+    top5``."""
 
     def __init__(self, out_file_path: str, collect_device: str = 'cpu') -> None:
         super().__init__(collect_device=collect_device)

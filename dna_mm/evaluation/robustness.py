@@ -95,17 +95,16 @@ class RobustnessMetric(BaseMetric):
             )
 
     def compute_metrics(self, results: list) -> dict:
+        from torchmetrics.functional.classification import multiclass_calibration_error
+
         scores = torch.stack([r['score'] for r in results])  # [N, K]
-        if self.scores == 'logits':
-            probs = scores.softmax(dim=-1)
-        else:
-            sums = scores.sum(dim=-1)
-            if not torch.allclose(sums, torch.ones_like(sums), atol=1e-3):
-                raise ValueError(
-                    f'RobustnessMetric: the prediction scores do not sum to 1 (e.g. {float(sums[0]):.4g}); '
-                    f"set scores='logits' or the head's average_clips='prob'"
-                )
-            probs = scores
+        probs = scores.softmax(dim=-1) if self.scores == 'logits' else scores
+        sums = scores.sum(dim=-1)
+        if self.scores == 'probs' and not torch.allclose(sums, torch.ones_like(sums), atol=1e-3):
+            raise ValueError(
+                f'RobustnessMetric: the prediction scores do not sum to 1 (e.g. {float(sums[0]):.4g}); '
+                f"set scores='logits' or the head's average_clips='prob'"
+            )
         labels = torch.tensor([r['label'] for r in results])
         conf, pred = probs.max(dim=-1)
         is_ood = torch.zeros(len(results), dtype=torch.bool)
@@ -132,7 +131,11 @@ class RobustnessMetric(BaseMetric):
         metrics = dict(
             acc=float(correct.mean()),
             aurra=aurra(conf[ind], correct),
-            ece=_ece(probs[ind], labels[ind], self.ece_bins),
+            ece=float(  # torchmetrics' multiclass ECE (top-1 confidence, equal-width bins, L1)
+                multiclass_calibration_error(
+                    probs[ind], labels[ind], num_classes=probs.shape[-1], n_bins=self.ece_bins, norm='l1'
+                )
+            ),
         )
         try:
             metrics['rmsce'] = rms_calibration_error(conf[ind], correct, self.beta, self.drop_last_bin)
@@ -146,23 +149,11 @@ class RobustnessMetric(BaseMetric):
         return metrics
 
 
-def _ece(probs: torch.Tensor, labels: torch.Tensor, bins: int) -> float:
-    """torchmetrics' multiclass ECE (top-1 confidence, equal-width bins, L1)."""
-    from torchmetrics.functional.classification import multiclass_calibration_error
-
-    return float(
-        multiclass_calibration_error(probs, labels, num_classes=probs.shape[-1], n_bins=bins, norm='l1')
-    )
-
-
 def _get(sample: dict, *keys: str) -> torch.Tensor:
     """``sample[key]['item']`` (MMAction2) or ``sample[key]`` (a tensor) for the first key present."""
     for key in keys:
         value = sample.get(key)
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            value = value.get('item')
+        value = value.get('item') if isinstance(value, dict) else value
         if isinstance(value, torch.Tensor):
             return value
     raise KeyError(f'RobustnessMetric: the data samples carry none of {keys}')
@@ -184,15 +175,8 @@ def with_ood_evaluation(cfg: Config, ood_ann_file: str, ood_data_prefix: str = '
     (read with the test set's dataset type and pipeline, in test mode) as one
     ``ConcatDataset``, evaluated by ``RobustnessMetric`` with the OOD list (the arguments of a
     ``RobustnessMetric`` already in ``test_evaluator`` are kept; other metrics are dropped, as
-    OOD samples have no label of the model's classes).
-
-    Args:
-        cfg: A recognizer config with ``test_dataloader`` and ``test_evaluator``; changed in place.
-        ood_ann_file: The OOD annotation list (one path per line, a label optional).
-        ood_data_prefix: Folder of the OOD videos (default: the list's paths as they are).
-
-    Raises:
-        FileNotFoundError: ``ood_ann_file`` does not exist.
+    OOD samples have no label of the model's classes). ``cfg`` is changed in place;
+    ``ood_data_prefix`` is the folder of the OOD videos (default: the list's paths as they are).
     """
     if not osp.isfile(ood_ann_file):
         raise FileNotFoundError(f'OOD annotation list {ood_ann_file} does not exist')
@@ -208,6 +192,7 @@ def with_ood_evaluation(cfg: Config, ood_ann_file: str, ood_data_prefix: str = '
     evaluators = cfg.test_evaluator
     evaluators = evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]
     metric = next((dict(e) for e in evaluators if e.get('type') == 'RobustnessMetric'), {})
-    metric.update(type='RobustnessMetric', ood_ann_file=ood_ann_file, ood_data_prefix=ood_data_prefix)
-    cfg.test_evaluator = metric
+    cfg.test_evaluator = dict(
+        metric, type='RobustnessMetric', ood_ann_file=ood_ann_file, ood_data_prefix=ood_data_prefix
+    )
     return cfg

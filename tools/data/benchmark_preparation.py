@@ -15,8 +15,7 @@ prints seconds per 1,000 videos with N workers. Numbers in docs/datasets/*.md co
 import argparse
 import sys
 
-from dna_mm.datasets.benchmark import parse_size
-from dna_mm.datasets.preparation.benchmark import keyint_sweep, time_tool
+from dna_mm.datasets.benchmark import keyint_sweep, parse_size, time_tool
 from dna_mm.datasets.preparation.runner import default_workers
 
 

@@ -6,26 +6,3 @@ resumable, atomic, verified) with :mod:`.encoding` (PyAV / libx264) and :mod:`.v
 (decord). :mod:`.skeleton` reads NTU's ``.skeleton`` files, :mod:`.geometry` places the crop.
 See ``docs/datasets/`` for the commands per dataset.
 """
-
-from .encoding import DEFAULT_KEYINT, VideoInfo, encode, probe, short_side_size
-from .geometry import square_window
-from .runner import Outcome, Summary, produce, run_jobs
-from .skeleton import SkeletonError, joint_box
-from .verification import frames_match, verify_video
-
-__all__ = [
-    'DEFAULT_KEYINT',
-    'VideoInfo',
-    'encode',
-    'probe',
-    'short_side_size',
-    'square_window',
-    'Outcome',
-    'Summary',
-    'produce',
-    'run_jobs',
-    'SkeletonError',
-    'joint_box',
-    'frames_match',
-    'verify_video',
-]

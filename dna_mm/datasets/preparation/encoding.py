@@ -5,16 +5,16 @@ the source's average rate), so the output has as many frames as the source decod
 the frame becomes is the caller's ``transform`` (a resize, a crop). Audio is dropped.
 
 Encoder: ``libx264``, ``yuv420p``, CRF :data:`CRF` with preset :data:`PRESET` and at most
-``keyint`` frames between keyframes. A short keyframe interval makes decord's random access
-(the train pipeline seeks to 8 frames spread over 256) cheaper: a seek decodes from the
-keyframe before the target, on average ``keyint / 2`` frames, but keyframes cost space.
-Measured (``docs/datasets/kinetics400.md``, ``tools/data/benchmark_preparation.py keyint``):
-16 decodes a 10-second 456x256 training clip 1.16x faster than x264's default (250) at about
-3x the file size; 8 adds 8 % for 1.7x more; 90-frame clips gain nothing (decoded in order).
+``keyint`` frames between keyframes. A seek decodes from the keyframe before the target, on
+average ``keyint / 2`` frames, so a short interval makes the train pipeline's random access (8
+frames spread over 256) cheaper, and keyframes cost space: 16 decodes a 10-second 456x256
+training clip 1.68x faster than x264's default (250) at about 3x the file size; 90-frame clips
+gain little (measured with ``tools/data/benchmark_preparation.py keyint``, docs/datasets/kinetics400.md).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -75,11 +75,9 @@ def short_side_size(width: int, height: int, short_side: int) -> tuple[int, int]
 
 def resize_to(width: int, height: int) -> FrameTransform:
     """Frame transform: scale to ``width x height`` (swscale, bicubic as the ffmpeg CLI)."""
-
-    def transform(frame: av.VideoFrame) -> av.VideoFrame:
-        return frame.reformat(width=width, height=height, format='yuv420p', interpolation='BICUBIC')
-
-    return transform
+    return functools.partial(
+        av.VideoFrame.reformat, width=width, height=height, format='yuv420p', interpolation='BICUBIC'
+    )
 
 
 def crop_and_resize(box: tuple[int, int, int, int], size: int) -> FrameTransform:
@@ -109,22 +107,17 @@ def encode(
     ``size = (W, H)`` is what ``transform`` produces; ``threads`` per codec (0 = FFmpeg's
     choice; 1 when several files are encoded in parallel processes).
     """
-    width, height = size
     written = 0
-    with av.open(str(src)) as inp:
-        if not inp.streams.video:
-            raise ValueError('no video stream')
+    with av.open(str(src)) as inp:  # a source without video stream: probe() refused it
         vin = inp.streams.video[0]
         if threads != 1:
             vin.thread_type = 'AUTO'
         vin.codec_context.thread_count = threads
         rate = Fraction(vin.average_rate or vin.guessed_rate or FALLBACK_RATE)
         with av.open(str(dst), 'w', format='mp4' if dst.suffix != '.mkv' else 'matroska') as out:
-            vout = out.add_stream('libx264', rate=rate)
-            vout.width, vout.height, vout.pix_fmt = width, height, 'yuv420p'
-            vout.codec_context.gop_size = keyint
-            vout.codec_context.thread_count = threads
-            vout.options = {'crf': str(CRF), 'preset': PRESET}
+            vout = out.add_stream('libx264', rate, options={'crf': str(CRF), 'preset': PRESET})
+            vout.width, vout.height, vout.pix_fmt = *size, 'yuv420p'
+            vout.codec_context.gop_size, vout.codec_context.thread_count = keyint, threads
             for frame in inp.decode(vin):
                 image = transform(frame)
                 image.pts, image.time_base = written, 1 / rate

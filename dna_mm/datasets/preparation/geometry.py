@@ -35,9 +35,3 @@ def square_window(box: Box, frame_size: tuple[int, int], margin: float) -> tuple
     ax, bx = _place((x0 + x1) / 2, side, width)
     ay, by = _place((y0 + y1) / 2, side, height)
     return ax, ay, bx, by
-
-
-def scale_box(box: Box, sx: float, sy: float) -> Box:
-    """``box`` in a frame scaled by ``(sx, sy)`` (skeleton pixels of 1920x1080 → the video's)."""
-    x0, y0, x1, y1 = box
-    return x0 * sx, y0 * sy, x1 * sx, y1 * sy

@@ -18,14 +18,13 @@ with the file and line. Safety (resume, atomic rename, verification, exit status
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..protocols import ProtocolError, parse_ntu
 from .encoding import crop_and_resize, encode, probe
-from .geometry import scale_box, square_window
+from .geometry import square_window
 from .runner import FAILED, LEFT_OUT, Outcome, add_run_options, describe, prepare_all, produce, source_videos
 from .skeleton import COLOR_FRAME, SkeletonError, joint_box
 from .verification import verify_video
@@ -35,11 +34,9 @@ FULL_FRAME = 'full frame'
 
 @dataclass(frozen=True)
 class CropJob:
-    """One NTU sample: its video, its skeleton file (may not exist) and the crop settings."""
-
     name: str  # the sample, SsssCcccPpppRrrrAaaa
     video: Path
-    skeleton: Path
+    skeleton: Path  # may not exist
     dst: Path
     size: int
     margin: float
@@ -75,9 +72,9 @@ def crop_one(job: CropJob) -> Outcome:
     frame = (info.width, info.height)
     if box is None:
         window = (0, 0, *frame)
-    else:
-        scaled = scale_box(box, info.width / COLOR_FRAME[0], info.height / COLOR_FRAME[1])
-        window = square_window(scaled, frame, job.margin)
+    else:  # skeleton pixels of 1920x1080 -> the video's
+        sx, sy = info.width / COLOR_FRAME[0], info.height / COLOR_FRAME[1]
+        window = square_window((box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy), frame, job.margin)
     size = (job.size, job.size)
     return produce(
         job.name,
@@ -89,29 +86,24 @@ def crop_one(job: CropJob) -> Outcome:
     )
 
 
-def plan(
-    video_dir: Path,
-    skeleton_dir: Path,
-    out_dir: Path,
-    size: int,
-    margin: float,
-    missing: str,
-    keyint: int,
-    threads: int,
-) -> list[CropJob]:
-    """One job per NTU video under ``video_dir``; a file name that is not NTU's stops the plan."""
-    skeletons = {p.stem: p for p in skeleton_dir.rglob('*.skeleton')} if skeleton_dir.is_dir() else {}
+def plan(args: argparse.Namespace, threads: int) -> list[CropJob]:
+    """One job per NTU video under ``args.video_dir``; a file name that is not NTU's stops the plan."""
+    for flag, folder in (('--video-dir', args.video_dir), ('--skeleton-dir', args.skeleton_dir)):
+        if not folder.is_dir():
+            raise ValueError(f'{flag} {folder} is not a folder')
+    skeletons = {p.stem: p for p in args.skeleton_dir.rglob('*.skeleton')}
     jobs: dict[str, CropJob] = {}
-    for video in source_videos(video_dir, ('.avi', '.mp4'), out_dir):
-        sample = parse_ntu(str(video.relative_to(video_dir)))['sample']
+    for video in source_videos(args.video_dir, ('.avi', '.mp4'), args.out_dir):
+        sample = parse_ntu(str(video.relative_to(args.video_dir)))['sample']
         if sample in jobs:
             raise ProtocolError(f'{video}: sample {sample} also given as {jobs[sample].video}')
-        skeleton = skeletons.get(sample, skeleton_dir / f'{sample}.skeleton')
+        skeleton = skeletons.get(sample, args.skeleton_dir / f'{sample}.skeleton')
+        dst = args.out_dir / f'{sample}.mp4'
         jobs[sample] = CropJob(
-            sample, video, skeleton, out_dir / f'{sample}.mp4', size, margin, missing, keyint, threads
+            sample, video, skeleton, dst, args.size, args.margin, args.missing, args.keyint, threads
         )
     if not jobs:
-        raise ProtocolError(f'no NTU videos (SsssCcccPpppRrrrAaaa_rgb.avi) under {video_dir}')
+        raise ProtocolError(f'no NTU videos (SsssCcccPpppRrrrAaaa_rgb.avi) under {args.video_dir}')
     return list(jobs.values())
 
 
@@ -141,23 +133,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         p.error(f'--size must be an even number >= 2, got {args.size}')
     if args.margin < 0 or args.keyint < 1 or args.workers < 1:
         p.error('--margin must be >= 0, --keyint and --workers >= 1')
-    for flag, folder in (('--video-dir', args.video_dir), ('--skeleton-dir', args.skeleton_dir)):
-        if not folder.is_dir():
-            print(f'error: {flag} {folder} is not a folder', file=sys.stderr)
-            return 2
     return prepare_all(
         'person_crops',
         args.out_dir,
-        lambda threads: plan(
-            args.video_dir,
-            args.skeleton_dir,
-            args.out_dir,
-            args.size,
-            args.margin,
-            args.missing,
-            args.keyint,
-            threads,
-        ),
+        lambda threads: plan(args, threads),
         crop_one,
         args.workers,
         f'NTU videos under {args.video_dir} -> {args.out_dir} ({args.size}x{args.size})',

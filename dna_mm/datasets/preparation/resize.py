@@ -11,7 +11,6 @@ list, exit status): :mod:`.runner`.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -22,13 +21,10 @@ from .verification import verify_video
 
 #: source files taken from SRC_DIR (case-insensitive)
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v')
-OUTPUT_SUFFIXES = ('.mp4', '.mkv')
 
 
 @dataclass(frozen=True)
 class ResizeJob:
-    """One source video and where its resized copy goes."""
-
     name: str  # path relative to SRC_DIR, for the reports
     src: Path
     dst: Path
@@ -56,6 +52,8 @@ def plan(
     src_dir: Path, out_dir: Path, ext: str, short_side: int, keyint: int, threads: int
 ) -> list[ResizeJob]:
     """Jobs for every video under ``src_dir`` (outside ``out_dir``); refuses two sources with one output."""
+    if not src_dir.is_dir():
+        raise ValueError(f'SRC_DIR {src_dir} is not a folder')
     if src_dir.resolve() == out_dir.resolve():
         raise ValueError('OUT_DIR must differ from SRC_DIR (the sources would be overwritten)')
     jobs: dict[Path, ResizeJob] = {}
@@ -78,16 +76,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument('src_dir', metavar='SRC_DIR', type=Path)
     p.add_argument('out_dir', metavar='OUT_DIR', type=Path)
     p.add_argument('--short-side', type=int, default=256, help='short side of the output (default 256)')
-    p.add_argument('--ext', default='.mp4', choices=OUTPUT_SUFFIXES, help='output container (default .mp4)')
+    p.add_argument('--ext', default='.mp4', choices=('.mp4', '.mkv'), help='output container (default .mp4)')
     add_run_options(p)
     args = p.parse_args(argv)
     if args.short_side < 2 or args.short_side % 2:
         p.error(f'--short-side must be an even number >= 2, got {args.short_side}')
     if args.keyint < 1 or args.workers < 1:
         p.error('--keyint and --workers must be >= 1')
-    if not args.src_dir.is_dir():
-        print(f'error: SRC_DIR {args.src_dir} is not a folder', file=sys.stderr)
-        return 2
     return prepare_all(
         'resize_videos',
         args.out_dir,

@@ -18,20 +18,19 @@ video failed.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import functools
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
-from mmengine.utils import ProgressBar
+from mmengine.utils import track_parallel_progress, track_progress
 
 from .encoding import DEFAULT_KEYINT
 
 DONE, SKIPPED, FAILED, LEFT_OUT = 'done', 'skipped', 'failed', 'left out'
-PART_SUFFIX = '.part'
 #: how many entries of a list the summary prints before pointing to the file
 SHOW = 20
 
@@ -40,10 +39,8 @@ J = TypeVar('J')
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one video: ``status`` (done / skipped / failed / left out), why, and a note.
-
-    ``reason`` is why it failed or was left out, or why it carries its ``note``.
-    """
+    """What happened to one video: ``status`` (done / skipped / failed / left out); ``reason`` is
+    why it failed or was left out, or why it carries its ``note``."""
 
     name: str
     status: str
@@ -62,7 +59,7 @@ def source_videos(root: Path, suffixes: Iterable[str], out_dir: Path) -> Iterabl
 
 def part_path(dst: Path) -> Path:
     """Temporary name of ``dst`` while it is written (same folder, so the rename is atomic)."""
-    return dst.with_name(dst.name + PART_SUFFIX)
+    return dst.with_name(dst.name + '.part')
 
 
 def produce(
@@ -109,10 +106,6 @@ def _guarded(task: Callable[[J], Outcome], job: J) -> Outcome:
         return Outcome(getattr(job, 'name', str(job)), FAILED, describe(err))
 
 
-def _call(args: tuple[Callable[[J], Outcome], J]) -> Outcome:
-    return _guarded(*args)
-
-
 def default_workers() -> int:
     """CPU cores this process may use."""
     try:
@@ -122,24 +115,13 @@ def default_workers() -> int:
 
 
 def run_jobs(task: Callable[[J], Outcome], jobs: Sequence[J], workers: int) -> list[Outcome]:
-    """``task(job)`` for every job on ``workers`` processes (in this process if 1), with a progress bar.
-
-    ``task`` must be a module-level function and the jobs picklable. The bar (on stderr) shows
-    videos per second and the ETA.
-    """
-    bar = ProgressBar(len(jobs), file=sys.stderr)
-    outcomes: list[Outcome] = []
+    """``task(job)`` for every job on ``workers`` processes (in this process if 1), with mmengine's
+    progress bar (videos per second, ETA) on stderr; ``task`` must be a module-level function and
+    the jobs picklable."""
+    call = functools.partial(_guarded, task)
     if workers <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            outcomes.append(_guarded(task, job))
-            bar.update()
-    else:
-        with multiprocessing.Pool(min(workers, len(jobs))) as pool:
-            for outcome in pool.imap_unordered(_call, [(task, job) for job in jobs]):
-                outcomes.append(outcome)
-                bar.update()
-    sys.stderr.write('\n')
-    return outcomes
+        return track_progress(call, jobs, file=sys.stderr)
+    return track_parallel_progress(call, jobs, min(workers, len(jobs)), keep_order=False, file=sys.stderr)
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -163,64 +145,38 @@ def prepare_all(
     notes: Iterable[tuple[str, str, str]] = (),
 ) -> int:
     """``plan(threads)`` the jobs (one encoder thread each when several workers share the cores, else
-    FFmpeg's choice), run them, report; a ``ValueError`` while planning is the user's (exit status 2)."""
+    FFmpeg's choice), run them, print the summary, and list under ``heading`` and in ``out_dir/file``
+    the failures (``failed.txt``) and the outcomes of each ``notes`` entry ``(note or status, file,
+    heading)``; a list that comes out empty removes its stale file. Exit status: 2 for a
+    ``ValueError`` while planning (the user's), 1 if any video failed, else 0."""
     try:
         jobs = plan(1 if workers > 1 else 0)
     except ValueError as err:
         print(f'error: {err}', file=sys.stderr)
         return 2
     print(f'{len(jobs)} {what}, {workers} workers')
-    return Summary(title, out_dir, run_jobs(task, jobs, workers)).report(notes)
-
-
-@dataclass
-class Summary:
-    """Counts and lists of a run; :meth:`report` prints them and writes the list files."""
-
-    title: str
-    out_dir: Path
-    outcomes: list[Outcome]
-    counts: Counter = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.outcomes = sorted(self.outcomes, key=lambda o: o.name)
-        self.counts = Counter(o.status for o in self.outcomes)
-
-    @property
-    def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.status == FAILED]
-
-    def report(self, notes: Iterable[tuple[str, str, str]] = ()) -> int:
-        """Print the summary, write ``failed.txt`` (removed when nothing failed); return the exit status.
-
-        ``notes``: ``(note, file name, heading)``: outcomes carrying ``note`` (or left out, for
-        the note ``left out``) are listed under ``heading`` and written to ``out_dir/file``.
-        """
-        c = self.counts
-        print(
-            f'{self.title}: {len(self.outcomes)} videos: {c[DONE]} done, {c[SKIPPED]} skipped '
-            f'(already there and verified), {c[FAILED]} failed'
-            + (f', {c[LEFT_OUT]} left out' if c[LEFT_OUT] else '')
-        )
-        for note, file_name, heading in notes:
-            picked = [
-                o for o in self.outcomes if (o.status == LEFT_OUT if note == LEFT_OUT else o.note == note)
-            ]
-            self._list(picked, file_name, heading)
-        self._list(self.failed, 'failed.txt', 'failed')
-        return 1 if self.failed else 0
-
-    def _list(self, items: list[Outcome], file_name: str, heading: str) -> None:
-        """``name<TAB>reason`` lines into ``out_dir/file_name`` and the first :data:`SHOW` on stdout."""
-        path = self.out_dir / file_name
-        if not items:
-            path.unlink(missing_ok=True)  # a list from an earlier run would be stale
-            return
-        lines = [f'{o.name}\t{o.reason}' if o.reason else o.name for o in items]
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+    outcomes = sorted(run_jobs(task, jobs, workers), key=lambda o: o.name)
+    c = Counter(o.status for o in outcomes)
+    print(
+        f'{title}: {len(outcomes)} videos: {c[DONE]} done, {c[SKIPPED]} skipped '
+        f'(already there and verified), {c[FAILED]} failed'
+        + (f', {c[LEFT_OUT]} left out' if c[LEFT_OUT] else '')
+    )
+    for note, file_name, heading in [*notes, (FAILED, 'failed.txt', 'failed')]:
+        path = out_dir / file_name
+        lines = [
+            f'{o.name}\t{o.reason}' if o.reason else o.name
+            for o in outcomes
+            if (o.status if note in (LEFT_OUT, FAILED) else o.note) == note
+        ]
+        if not lines:
+            path.unlink(missing_ok=True)
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(''.join(line + '\n' for line in lines), encoding='utf-8')
-        print(f'{heading}: {len(items)} (listed in {path})')
+        print(f'{heading}: {len(lines)} (listed in {path})')
         for line in lines[:SHOW]:
             print('  ' + line.replace('\t', ': '))
         if len(lines) > SHOW:
             print(f'  ... ({len(lines) - SHOW} more in {path})')
+    return 1 if c[FAILED] else 0

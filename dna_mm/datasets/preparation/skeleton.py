@@ -38,54 +38,44 @@ class SkeletonError(ValueError):
         self.path, self.line, self.reason = path, line, reason
 
 
-class _Lines:
-    """Numbered non-blank lines of a file, read as whitespace-separated fields."""
-
-    def __init__(self, path: Path, text: str):
-        self.path = path
-        self._it: Iterator[tuple[int, list[str]]] = (
-            (no, line.split()) for no, line in enumerate(text.splitlines(), start=1) if line.strip()
-        )
-        self.last = 0
-
-    def fields(self, what: str, count: int) -> list[str]:
-        try:
-            self.last, fields = next(self._it)
-        except StopIteration:
-            raise SkeletonError(self.path, self.last + 1, f'file ends where {what} was expected') from None
-        if len(fields) != count:
-            raise SkeletonError(self.path, self.last, f'{what}: expected {count} values, found {len(fields)}')
-        return fields
-
-    def count(self, what: str) -> int:
-        (field,) = self.fields(what, 1)
-        if not field.isdigit():
-            raise SkeletonError(self.path, self.last, f'{what}: expected a count, found {field!r}')
-        return int(field)
-
-    def numbers(self, what: str, count: int) -> list[float]:
-        fields = self.fields(what, count)
-        try:
-            return [float(f) for f in fields]
-        except ValueError:
-            raise SkeletonError(self.path, self.last, f'{what}: expected {count} numbers') from None
-
-
 def color_joints(path: Path) -> Iterator[tuple[float, float]]:
     """``(colorX, colorY)`` of every joint of every body of every frame, in file order.
 
     Raises :class:`SkeletonError` (file and line) when the file does not follow the format,
     including when it ends before its declared frames, bodies or joints.
     """
-    text = path.read_text(errors='replace')
-    lines = _Lines(path, text)
-    for frame in range(1, lines.count('frame count') + 1):
-        for _ in range(lines.count(f'body count of frame {frame}')):
-            lines.fields(f'body record of frame {frame}', BODY_FIELDS)
-            for _ in range(lines.count(f'joint count of frame {frame}')):
-                joint = lines.numbers(f'joint record of frame {frame}', JOINT_FIELDS)
+    lines = enumerate(path.read_text(errors='replace').splitlines(), start=1)
+    records = ((no, line.split()) for no, line in lines if line.strip())
+    last = 0
+
+    def fields(what: str, count: int) -> list[str]:
+        nonlocal last
+        try:
+            last, values = next(records)
+        except StopIteration:
+            raise SkeletonError(path, last + 1, f'file ends where {what} was expected') from None
+        if len(values) != count:
+            raise SkeletonError(path, last, f'{what}: expected {count} values, found {len(values)}')
+        return values
+
+    def count(what: str) -> int:
+        (value,) = fields(what, 1)
+        if not value.isdigit():
+            raise SkeletonError(path, last, f'{what}: expected a count, found {value!r}')
+        return int(value)
+
+    for frame in range(1, count('frame count') + 1):
+        for _ in range(count(f'body count of frame {frame}')):
+            fields(f'body record of frame {frame}', BODY_FIELDS)
+            for _ in range(count(f'joint count of frame {frame}')):
+                what = f'joint record of frame {frame}'
+                values = fields(what, JOINT_FIELDS)
+                try:
+                    joint = [float(v) for v in values]
+                except ValueError:
+                    raise SkeletonError(path, last, f'{what}: expected {JOINT_FIELDS} numbers') from None
                 yield joint[COLOR_X], joint[COLOR_Y]
-    extra = next(lines._it, None)
+    extra = next(records, None)
     if extra is not None:
         raise SkeletonError(path, extra[0], 'unexpected data after the last declared frame')
 

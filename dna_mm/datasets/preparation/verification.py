@@ -9,14 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-#: allowed frame-count difference: this fraction of the source's count, at least MIN_FRAMES
-FRAME_TOLERANCE = 0.01
-MIN_FRAMES = 2
-
 
 def frames_match(frames: int, expected: int) -> bool:
     """``|frames - expected| <= max(2, 1 % of expected)``."""
-    return abs(frames - expected) <= max(MIN_FRAMES, FRAME_TOLERANCE * expected)
+    return abs(frames - expected) <= max(2, 0.01 * expected)
 
 
 def verify_video(path: Path, size: tuple[int, int], frames: int) -> Optional[str]:
