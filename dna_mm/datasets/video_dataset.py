@@ -169,8 +169,8 @@ class RobustVideoDataset(VideoDataset):
         try:
             return super().__getitem__(idx)
         except Exception:  # in training: mmengine's "Cannot find valid image after max_refetch"
-            if self.test_mode:
-                raise
+            if self.test_mode or len(self._failures) <= self.max_refetch:
+                raise  # not the refetch limit (a lazy full_init, a sampler fault): as it is
         shown = '\n  '.join(f'{path}: {reason}' for path, reason in self._failures)
         raise RuntimeError(
             f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
