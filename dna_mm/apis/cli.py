@@ -51,6 +51,18 @@ def user_file(path: str, what: str) -> str:
     raise MissingFileError(f'{what} {path} {where}')
 
 
+def parse_size(text: str) -> tuple[int, int]:
+    """A ``WIDTHxHEIGHT`` argument: ``'1920x1080'`` → ``(1920, 1080)``; a clear ``ValueError``
+    otherwise (both sides at least 16)."""
+    try:
+        w, h = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise ValueError(f'size {text!r}: expected WIDTHxHEIGHT, e.g. 1920x1080') from None
+    if w < 16 or h < 16:
+        raise ValueError(f'size {text!r}: width and height must be at least 16')
+    return w, h
+
+
 class UserExit(SystemExit):
     """``SystemExit`` with status 2 whose ``str()`` is the error message (what the tool printed)."""
 

@@ -167,12 +167,12 @@ def write_lists(result: SplitResult, out_dir: str) -> list[str]:
 
 def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
     """Video files under ``video_dir`` (recursive), as sorted paths relative to it."""
+    from .preparation.runner import source_videos
+
     root = Path(video_dir)
     if not root.is_dir():
         raise FileNotFoundError(f'video directory {video_dir} does not exist')
-    found = sorted(
-        str(p.relative_to(root)) for p in root.rglob('*') if p.is_file() and p.suffix.lower() in suffixes
-    )
+    found = sorted(str(p.relative_to(root)) for p in source_videos(root, suffixes))
     if not found:
         raise FileNotFoundError(f'no {"/".join(suffixes)} files under {video_dir}')
     return found

@@ -499,8 +499,13 @@ def test_cli_errors_name_the_file(tmp_path, capsys) -> None:
         ('analyze_attention', [*args, '--input-dir', str(tmp_path / 'none')], 'not a directory'),
         (
             'analyze_attention',
-            ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'), '--out', str(tmp_path)],
+            ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'), '--out', str(tmp_path / 'new')],
             'missing.pth does not exist',
+        ),
+        (  # every run's files are checked before the first run starts
+            'analyze_attention',
+            [*args, '--compare', 'b', 'timm:dna_vit_tiny_patch16_224', str(tmp_path / 'gone.pth')],
+            'gone.pth does not exist',
         ),
     ]
     for name, argv, message in cases:
@@ -509,6 +514,7 @@ def test_cli_errors_name_the_file(tmp_path, capsys) -> None:
             tool(name).main(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert exit_info.value.code == 2 and message in err[-1] and err[-1].startswith(f'{name}.py: ')
+    assert not (tmp_path / 'new').exists()  # nothing written for a run that cannot start
 
 
 # -- figures -------------------------------------------------------------------------------------

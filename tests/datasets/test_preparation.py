@@ -13,7 +13,7 @@ from pathlib import Path
 import decord
 import numpy as np
 import pytest
-from conftest import run_tool
+from conftest import run_main, run_tool
 
 from dna_mm.datasets.cli import build_cli
 from dna_mm.datasets.preparation import person_crops, resize
@@ -225,6 +225,26 @@ def test_resize_tool_as_a_user_runs_it(tmp_path) -> None:
     )
     assert '1 videos: 1 done, 0 skipped (already there and verified), 0 failed' in proc.stdout
     assert verify_video(out / 'x y.mp4', (42, 32), 6) is None
+
+
+@pytest.mark.integration
+def test_benchmark_preparation_measures_keyint_and_tool() -> None:
+    """tools/data/benchmark_preparation.py (the figures of docs/datasets/*.md) on tiny videos: a
+    row per keyframe interval, ratios to the first; the resize tool timed per 1,000 videos."""
+    proc = run_main(
+        ['tools/data/benchmark_preparation.py', 'keyint', '--size', '64x48', '--frames', '40']
+        + ['--keyints', '8', '4', '--videos', '1', '--clips', '2']
+    )
+    rows = [ln.split(' | ') for ln in proc.stdout.splitlines() if ln[:2] in ('8 ', '4 ')]
+    assert [r[0] for r in rows] == ['8', '4'] and rows[0][4] == '1.00x' and rows[0][5] == '1.00x'
+    proc = run_main(
+        ['tools/data/benchmark_preparation.py', 'tool', 'resize', '--size', '64x48', '--frames', '8']
+        + ['--videos', '1', '--workers', '1']
+    )
+    assert 'resize: 1 videos 64x48 x 8 frames, 1 workers' in proc.stdout
+    assert 'min per 1,000 videos on 1 workers' in proc.stdout
+    bad = run_main(['tools/data/benchmark_preparation.py', 'keyint', '--size', '64'], check=False)
+    assert bad.returncode == 2 and "size '64': expected WIDTHxHEIGHT" in bad.stderr
 
 
 # ---- person_crops ------------------------------------------------------------------------------

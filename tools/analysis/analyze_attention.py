@@ -31,7 +31,7 @@ from mmengine.config import DictAction
 from dna_mm.analysis.models import load_model
 from dna_mm.analysis.plots import PLOTTERS
 from dna_mm.analysis.report import ANALYSES, SCHEMA, analyze
-from dna_mm.apis.cli import error_line
+from dna_mm.apis.cli import error_line, user_file
 from dna_mm.errors import UserError
 
 
@@ -100,9 +100,21 @@ def describe(rep: dict) -> str:
     return '; '.join(parts)
 
 
+def _exit(err: Exception) -> None:
+    print(f'analyze_attention.py: error: {error_line(err)}', file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
+    try:  # every run's files, before the first run starts
+        for _, config, checkpoint in runs:
+            if not config.startswith('timm:'):
+                user_file(config, 'config')
+            user_file(checkpoint, 'checkpoint')
+    except UserError as err:
+        _exit(err)
     os.makedirs(args.out, exist_ok=True)
     out_json = osp.join(args.out, 'analysis.json')
     print(f'writing {out_json} and one PNG per analysis to {args.out}/', flush=True)
@@ -117,8 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
             rep = analyze(am, **options, label=label, progress=True)
         except (UserError, FileNotFoundError, KeyError, ValueError) as err:
-            print(f'analyze_attention.py: {error_line(err)}', file=sys.stderr)
-            sys.exit(2)
+            _exit(err)
         rep.update(config=config, checkpoint=checkpoint)
         reports.append(rep)
         print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)

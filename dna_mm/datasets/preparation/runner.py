@@ -48,10 +48,10 @@ class Outcome:
     note: str = ''
 
 
-def source_videos(root: Path, suffixes: Iterable[str], out_dir: Path) -> Iterable[Path]:
+def source_videos(root: Path, suffixes: Iterable[str], out_dir: Optional[Path] = None) -> Iterable[Path]:
     """Files under ``root`` with one of ``suffixes`` (any case), in sorted order, leaving out
     what lies under ``out_dir`` (an output folder inside the source tree holds outputs)."""
-    out_root = out_dir.resolve()
+    out_root = out_dir.resolve() if out_dir is not None else None
     for path in sorted(root.rglob('*')):
         if path.suffix.lower() in suffixes and path.is_file() and out_root not in path.resolve().parents:
             yield path
