@@ -24,13 +24,6 @@ WRAPPER_GROUPS: dict[str, str] = {
     'DividedTemporalAttention': 'temporal',
     'DividedSpatialAttention': 'spatial',
 }
-#: plot labels of the branches, per family member
-BRANCH_LABELS: dict[str, dict[str, str]] = {
-    'dna': {'pos': 'Q+Kᵀ (softmax)', 'neg': 'Q−Kᵀ (softmin)'},
-    'diff': {'pos': 'A1 = softmax(Q1K1ᵀ)', 'neg': 'A2 = softmax(Q2K2ᵀ)'},
-    'softmax': {'attn': 'QKᵀ (softmax)'},
-    'cog': {'attn': 'sign(S)·softmax(|S|)'},
-}
 
 
 def attention_kind(module: nn.Module) -> str:
