@@ -39,7 +39,7 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
   WHEEL_DIR="$CACHE/wheels/mmcv-$MMCV_VERSION-torch$TORCH_VERSION-$PYTAG"
   WHEEL=$(ls "$WHEEL_DIR"/mmcv-*.whl 2>/dev/null | head -n 1 || true)
   if [ -z "$WHEEL" ]; then
-    log "no cached mmcv wheel in $WHEEL_DIR: building mmcv $MMCV_VERSION from the sdist (~10 min on 2 cores)"
+    log "no cached mmcv wheel in $WHEEL_DIR: building mmcv $MMCV_VERSION from the sdist (10-25 min on 2 cores)"
     BUILD=$(mktemp -d)
     trap 'rm -rf "$BUILD"' EXIT
     "${PIP[@]}" download -q --no-deps --no-binary :all: --no-build-isolation -d "$BUILD" "mmcv==$MMCV_VERSION"
