@@ -14,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dna_mm_installed
 PYTEST_ARGS ?= -q
-# make test: pytest-xdist workers, one per core (at most TEST_MAX_WORKERS); TEST_WORKERS=0 runs serially
+# make test / test-slow: pytest-xdist workers, one per core (at most TEST_MAX_WORKERS); TEST_WORKERS=0 runs serially
 TEST_WORKERS ?= auto
 TEST_MAX_WORKERS ?= 8
 
@@ -37,7 +37,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m "not slow" $(PYTEST_ARGS) tests
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow $(PYTEST_ARGS) tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m slow $(PYTEST_ARGS) tests
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/ops
