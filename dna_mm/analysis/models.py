@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..checkpoint import load_whole_model
+from ..errors import ConfigError, DataError, MissingFileError
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
@@ -137,14 +138,14 @@ def load_mm_model(
     model.eval()
     key = f'{split}_dataloader'
     if cfg.get(key) is None:
-        raise KeyError(f'{config}: no {key} to take the samples from')
+        raise ConfigError(f'{config}: no {key} to take the samples from')
     loader_cfg = cfg[key].copy()
     if batch_size is not None:
         loader_cfg['batch_size'] = batch_size
     pre = model.data_preprocessor
     mean, std = getattr(pre, 'mean', None), getattr(pre, 'std', None)
     if mean is None or std is None:
-        raise ValueError(f'{config}: the data_preprocessor has no mean / std (needed for noise)')
+        raise ConfigError(f'{config}: the data_preprocessor has no mean / std (needed for noise)')
     is_recognizer = hasattr(model, 'cls_head')
 
     def forward(inputs: Tensor) -> Tensor:
@@ -157,7 +158,7 @@ def load_mm_model(
         """One video through the config's test pipeline and the data preprocessor."""
         from mmengine.dataset import Compose
 
-        _check_input(path, VIDEO_EXTENSIONS, f'{config}: --input must be a video')
+        check_input(config, path)
         pipeline = Compose(cfg[key].dataset.pipeline)
         packed = pipeline(dict(filename=path, label=-1, start_index=0, modality='RGB'))
         data = pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)
@@ -238,7 +239,7 @@ def load_timm_model(
 
     def batches(num_samples: Optional[int]) -> Iterator[Batch]:
         if input_dir is None:
-            raise ValueError(f'timm:{name}: pass an image folder (--input-dir)')
+            raise ConfigError(f'timm:{name}: pass an image folder (--input-dir)')
         files = list_files(input_dir, IMAGE_EXTENSIONS)[:num_samples]
         for i in range(0, len(files), batch_size):
             chunk = files[i : i + batch_size]
@@ -246,17 +247,22 @@ def load_timm_model(
             yield Batch(batch, meta=dict(files=chunk, total=len(files)))
 
     def load_input(path: str) -> Tensor:
-        _check_input(path, IMAGE_EXTENSIONS, f'timm:{name}: --input must be an image')
+        check_input(f'timm:{name}', path)
         return transform(load_image(path))[None]
 
     return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input)
 
 
-def _check_input(path: str, extensions: tuple[str, ...], wrong_kind: str) -> None:
+def check_input(config: str, path: str) -> None:
+    """``path`` is an existing file of the kind the model of ``config`` reads: an image for a
+    ``timm:`` model, a video otherwise; else a one-line error naming it."""
+    image = config.startswith('timm:')
+    extensions = IMAGE_EXTENSIONS if image else VIDEO_EXTENSIONS
     if not osp.isfile(path):
-        raise FileNotFoundError(f'input {path} does not exist')
+        raise MissingFileError(f'input {path} does not exist')
     if not path.lower().endswith(extensions):
-        raise ValueError(f'{wrong_kind} ({", ".join(extensions)}), got {path}')
+        kind = 'an image' if image else 'a video'
+        raise DataError(f'{config}: --input must be {kind} ({", ".join(extensions)}), got {path}')
 
 
 def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:

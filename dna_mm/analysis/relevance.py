@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..errors import ConfigError, UnsupportedModelError
 from .collector import eager_attention
 from .models import AnalysisModel
 from .sites import AttentionSite, find_attention_sites, prefix_tokens
@@ -99,7 +100,7 @@ def _to_tokens(site: AttentionSite, cam: Tensor) -> Tensor:
     if parent == 'DividedSpatialAttention':
         return spatial_to_tokens(cam)
     if cam.shape[0] != 1 or cam.shape[1] != cam.shape[2]:
-        raise ValueError(
+        raise UnsupportedModelError(
             f'relevance: {site.name} gave maps of shape {list(cam.shape)}; the rule '
             f'needs one self-attention over all tokens per input (batch 1), or '
             f"MMAction2's divided space-time attention"
@@ -116,7 +117,7 @@ def relevance_maps(am: AnalysisModel, inputs: Tensor, target: Optional[int] = No
         target: Class to explain; default the prediction.
     """
     if not am.is_classifier:
-        raise ValueError(f'relevance maps need class scores; {am.name} is not a classifier')
+        raise UnsupportedModelError(f'relevance maps need class scores; {am.name} is not a classifier')
     if inputs.shape[0] != 1:
         raise ValueError(f'relevance_maps: one input at a time, got batch {inputs.shape[0]}')
     sites = find_attention_sites(am.model)
@@ -132,7 +133,7 @@ def relevance_maps(am: AnalysisModel, inputs: Tensor, target: Optional[int] = No
         probs = logits.detach().softmax(-1)[0]
         cls = int(probs.argmax()) if target is None else int(target)
         if not 0 <= cls < logits.shape[-1]:
-            raise ValueError(f'relevance_maps: target {cls} outside the {logits.shape[-1]} classes')
+            raise ConfigError(f'relevance_maps: target {cls} outside the {logits.shape[-1]} classes')
         am.model.zero_grad(set_to_none=True)
         logits[0, cls].backward()
     chains = sorted({k for _, maps in calls for k in maps}, key=['pos', 'neg', 'attn'].index)

@@ -28,6 +28,7 @@ from typing import Iterable, Optional, Sequence
 import torch
 from mmengine.utils import ProgressBar
 
+from ..errors import DataError
 from .collector import (
     MAP_ANALYSES,
     AttentionCollector,
@@ -170,7 +171,7 @@ def analyze(
         sys.stderr.write('\n')
     n = report['num_samples']
     if n == 0:
-        raise ValueError(f'{am.name}: the data gave no samples')
+        raise DataError(f'{am.name}: the data gave no samples')
     if labelled == n:
         report['accuracy'] = correct[0.0] / n
     records = collector.records()

@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..errors import UnsupportedModelError
 from ..models.attention import AttentionBase, CogAttention, DiffAttention, DnAAttention
 
 #: wrapper class name → group label
@@ -89,12 +90,12 @@ def find_attention_sites(model: nn.Module) -> list[AttentionSite]:
     """Every family attention in ``model``, in block order (then module order).
 
     Raises:
-        ValueError: The model holds no family attention.
+        UnsupportedModelError: The model holds no family attention.
     """
     modules = dict(model.named_modules())
     found = [(name, m) for name, m in modules.items() if isinstance(m, AttentionBase)]
     if not found:
-        raise ValueError(
+        raise UnsupportedModelError(
             f'{type(model).__name__} holds no attention of the dna_mm family '
             f'(DnA / softmax / Diff / Cog modules); build it with dna_mm attentions'
         )

@@ -29,11 +29,13 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
+from ..errors import UnsupportedModelError
+
 #: opset of the TorchScript exporter's default
 DEFAULT_OPSET = 17
 
 
-class ExportError(ValueError):
+class ExportError(UnsupportedModelError):
     """A model or configuration the export cannot take (user-facing, one line)."""
 
 

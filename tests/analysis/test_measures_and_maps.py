@@ -480,7 +480,11 @@ def test_cli_errors_name_the_file(tmp_path, capsys) -> None:
     def tool(name):
         return load_tool(f'tools/analysis/{name}.py')
 
+    from PIL import Image
+
     torch.save(_tiny_vit().state_dict(), tmp_path / 'vit.pth')
+    Image.new('RGB', (32, 32)).save(tmp_path / 'img.png')
+    (tmp_path / 'notes.txt').write_text('not an image')
     args = [
         'timm:dna_vit_tiny_patch16_224',
         str(tmp_path / 'vit.pth'),
@@ -496,7 +500,10 @@ def test_cli_errors_name_the_file(tmp_path, capsys) -> None:
     ]
     cases = [
         ('relevance_maps', [*args, '--input', str(tmp_path / 'nope.png')], 'nope.png does not exist'),
+        ('relevance_maps', [*args, '--input', str(tmp_path / 'notes.txt')], '--input must be an image'),
+        ('relevance_maps', [*args, '--input', f'{tmp_path}/img.png', '--target', '7'], 'target 7 outside'),
         ('analyze_attention', [*args, '--input-dir', str(tmp_path / 'none')], 'not a directory'),
+        ('analyze_attention', args, 'pass an image folder (--input-dir)'),
         (
             'analyze_attention',
             ['timm:dna_vit_tiny_patch16_224', str(tmp_path / 'missing.pth'), '--out', str(tmp_path / 'new')],
@@ -512,9 +519,21 @@ def test_cli_errors_name_the_file(tmp_path, capsys) -> None:
         capsys.readouterr()
         with pytest.raises(SystemExit) as exit_info:
             tool(name).main(argv)
-        err = capsys.readouterr().err.strip().splitlines()
-        assert exit_info.value.code == 2 and message in err[-1] and err[-1].startswith(f'{name}.py: ')
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(f'{name}.py: ')]
+        assert exit_info.value.code == 2 and err[0].startswith(f'{name}.py: error: ') and message in err[0]
+        assert err[1:] == [f'{name}.py: (--debug prints the traceback)']
     assert not (tmp_path / 'new').exists()  # nothing written for a run that cannot start
+    with pytest.raises(FileNotFoundError, match='nope.png'):  # --debug: the exception itself
+        tool('relevance_maps').main([*args, '--input', str(tmp_path / 'nope.png'), '--debug'])
+    # an input that cannot be decoded is named and skipped, the others explained; status 1
+    (tmp_path / 'broken.png').write_bytes(b'\x00not an image' * 8)
+    inputs = [str(tmp_path / 'broken.png'), str(tmp_path / 'img.png')]
+    with pytest.raises(SystemExit) as exit_info:
+        tool('relevance_maps').main([*args, '--input', *inputs])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and f'{inputs[0]}\n  cannot be read: ' in err
+    assert '1 of 2 inputs could not be read' in err
+    assert (tmp_path / 'img_relevance.png').exists() and not (tmp_path / 'broken_relevance.json').exists()
 
 
 # -- figures -------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import onnx  # noqa: E402
 
 from dna_mm.deployment import ExportError, export, load_exportable, verify  # noqa: E402
 from dna_mm.deployment.onnx import example_input  # noqa: E402
+from dna_mm.errors import ConfigError  # noqa: E402
 
 TINY = {
     'model.backbone.embed_dims': 32,
@@ -162,7 +163,11 @@ def test_export_cli_errors_are_one_line(tmp_path, capsys) -> None:
         with pytest.raises(SystemExit) as exit_info:
             tool.main([*argv, '--out', str(tmp_path / 'x.onnx')])
         err = capsys.readouterr().err.strip().splitlines()
-        assert exit_info.value.code == 2 and len(err) == 1 and message in err[0], err
+        assert exit_info.value.code == 2 and len(err) == 2, err
+        assert err[0].startswith('export_onnx.py: error: ') and message in err[0], err
+    with pytest.raises(ConfigError, match='--batch must be'):  # --debug: the exception itself
+        tool.main([DEMO_CONFIG, 'x.pth', '--batch', '0', '--out', str(tmp_path / 'x.onnx'), '--debug'])
+    assert not (tmp_path / 'x.onnx').exists()
 
 
 def test_diff_needs_the_dynamo_exporter(tmp_path) -> None:

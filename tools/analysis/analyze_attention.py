@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import os.path as osp
-import sys
 import time
 
 from mmengine.config import DictAction
@@ -31,8 +30,7 @@ from mmengine.config import DictAction
 from dna_mm.analysis.models import load_model
 from dna_mm.analysis.plots import PLOTTERS
 from dna_mm.analysis.report import ANALYSES, SCHEMA, analyze
-from dna_mm.apis.cli import error_line, user_file
-from dna_mm.errors import UserError
+from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,6 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--noise-space', choices=['normalized', 'pixel'], default='normalized')
     p.add_argument('--center', choices=['feature', 'token', 'none'], default='feature')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     return p.parse_args(argv)
 
 
@@ -100,21 +99,14 @@ def describe(rep: dict) -> str:
     return '; '.join(parts)
 
 
-def _exit(err: Exception) -> None:
-    print(f'analyze_attention.py: error: {error_line(err)}', file=sys.stderr)
-    sys.exit(2)
-
-
+@cli_main('analyze_attention.py')
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
-    try:  # every run's files, before the first run starts
-        for _, config, checkpoint in runs:
-            if not config.startswith('timm:'):
-                user_file(config, 'config')
-            user_file(checkpoint, 'checkpoint')
-    except UserError as err:
-        _exit(err)
+    for _, config, checkpoint in runs:  # every run's files, before the first run starts
+        if not config.startswith('timm:'):
+            user_file(config, 'config')
+        user_file(checkpoint, 'checkpoint')
     os.makedirs(args.out, exist_ok=True)
     out_json = osp.join(args.out, 'analysis.json')
     print(f'writing {out_json} and one PNG per analysis to {args.out}/', flush=True)
@@ -124,12 +116,9 @@ def main(argv: list[str] | None = None) -> dict:
     reports = []
     for label, config, checkpoint in runs:
         start = time.time()
-        try:
-            am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
-            print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
-            rep = analyze(am, **options, label=label, progress=True)
-        except (UserError, FileNotFoundError, KeyError, ValueError) as err:
-            _exit(err)
+        am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
+        print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
+        rep = analyze(am, **options, label=label, progress=True)
         rep.update(config=config, checkpoint=checkpoint)
         reports.append(rep)
         print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)

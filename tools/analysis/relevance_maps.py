@@ -11,7 +11,8 @@ the source video) or ``timm:<model>`` (``--input`` images; ``--cfg-options`` are
 prediction); classes are named from ``--label-map`` or the config's ``label_map``. Each branch's
 map is min–max normalised over the whole clip. Writes, per input, ``DIR/<input name>_relevance``
 ``.png`` (the figure), ``.json`` (class, score, branches, frame indices) and ``.npz`` (the
-normalised maps ``[T, H, W]`` per branch); a progress bar with the ETA runs over the inputs.
+normalised maps ``[T, H, W]`` per branch); a progress bar with the ETA runs over the inputs. An
+input that cannot be decoded is named with the reason and skipped (exit status 1 at the end).
 The rule, and how it runs through divided space-time attention: ``dna_mm/analysis/relevance.py``.
 """
 
@@ -28,11 +29,10 @@ import numpy as np
 from mmengine.config import DictAction
 from mmengine.utils import ProgressBar
 
-from dna_mm.analysis.models import load_config, load_model
+from dna_mm.analysis.models import check_input, load_config, load_model
 from dna_mm.analysis.plots import plot_relevance
 from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
-from dna_mm.apis.cli import error_line
-from dna_mm.errors import UserError
+from dna_mm.apis.cli import DEBUG_HELP, cli_main
 
 NOTE = (
     'Chefer et al. (ICCV 2021) relevance of the explained class, propagated through each branch '
@@ -53,12 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--label-map', default=None, help="class names, one a line (default: the config's label_map)"
     )
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None)
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     return p.parse_args(argv)
-
-
-def _fail(msg: str) -> None:
-    print(f'relevance_maps.py: {msg}', file=sys.stderr)
-    sys.exit(2)
 
 
 def _context(args: argparse.Namespace, num_classes: int):
@@ -84,9 +80,8 @@ def _context(args: argparse.Namespace, num_classes: int):
     return names, pipeline
 
 
-def explain(am, path: str, args: argparse.Namespace, names, pipeline) -> dict:
-    """Relevance of one input: the figure, .json and .npz; returns the summary."""
-    inputs = am.load_input(path)
+def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) -> dict:
+    """Relevance of one loaded input: the figure, .json and .npz; returns the summary."""
     rel = relevance_maps(am, inputs, args.target)
     stem = osp.join(args.out, osp.splitext(osp.basename(path))[0] + '_relevance')
     pixels = am.raw_pixels(inputs)[0]
@@ -125,29 +120,31 @@ def explain(am, path: str, args: argparse.Namespace, names, pipeline) -> dict:
     return summary
 
 
+@cli_main('relevance_maps.py')
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
+    for path in args.input:  # every input, before the model is loaded
+        check_input(args.config, path)
     start = time.time()
-    try:
-        am = load_model(args.config, args.checkpoint, args.cfg_options)
-        num_classes = getattr(getattr(am.model, 'cls_head', None), 'num_classes', None)
-        num_classes = num_classes or getattr(am.model, 'num_classes', 0)
-        names, pipeline = _context(args, num_classes)
-    except (UserError, FileNotFoundError, KeyError, ValueError) as err:
-        _fail(error_line(err))
+    am = load_model(args.config, args.checkpoint, args.cfg_options)
+    num_classes = getattr(getattr(am.model, 'cls_head', None), 'num_classes', None)
+    num_classes = num_classes or getattr(am.model, 'num_classes', 0)
+    names, pipeline = _context(args, num_classes)
     os.makedirs(args.out, exist_ok=True)
     print(
         f'model loaded ({time.time() - start:.0f} s); writing {len(args.input)} figure(s) to {args.out}/',
         flush=True,
     )
     bar = ProgressBar(len(args.input), file=sys.stderr) if len(args.input) > 1 else None
-    summaries = []
+    summaries, failed = [], []
     for path in args.input:
         try:
-            summary = explain(am, path, args, names, pipeline)
-        except (FileNotFoundError, ValueError) as err:
-            _fail(str(err))
-        summaries.append(summary)
+            inputs = am.load_input(path)
+        except Exception as err:  # noqa: BLE001  (decord / pipeline errors: report, go on)
+            failed.append(path)
+            print(f'{path}\n  cannot be read: {type(err).__name__}: {err}', file=sys.stderr, flush=True)
+        else:
+            summaries.append(explain(am, path, inputs, args, names, pipeline))
         if bar is not None:
             bar.update()
     if bar is not None:
@@ -159,6 +156,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"branches {', '.join(s['branches'])}"
         )
         print(f"  wrote {s['png']} (+ .json, .npz)")
+    if failed:
+        print(f'{len(failed)} of {len(args.input)} inputs could not be read', file=sys.stderr)
+        sys.exit(1)
     return summaries
 
 

@@ -25,8 +25,9 @@ import time
 
 from mmengine.config import DictAction
 
-from dna_mm.deployment import DEFAULT_OPSET, ExportError, export, load_exportable, verify
-from dna_mm.errors import CheckpointMismatchError, UnsafeCheckpointError
+from dna_mm.apis.cli import DEBUG_HELP, cli_main
+from dna_mm.deployment import DEFAULT_OPSET, export, load_exportable, verify
+from dna_mm.errors import ConfigError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,42 +43,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument('--dynamo', action='store_true', help='torch.export-based exporter (needs onnxscript)')
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None)
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     return p.parse_args(argv)
 
 
-def _fail(msg: str) -> None:
-    print(f'export_onnx.py: {msg}', file=sys.stderr)
-    sys.exit(2)
-
-
+@cli_main('export_onnx.py')
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     dynamic = args.batch == 'dynamic'
     if not dynamic and not (args.batch.isdigit() and int(args.batch) > 0):
-        _fail(f"--batch must be a positive integer or 'dynamic', got {args.batch!r}")
+        raise ConfigError(f"--batch must be a positive integer or 'dynamic', got {args.batch!r}")
     batch = 1 if dynamic else int(args.batch)
     opset = args.opset or (18 if args.dynamo else DEFAULT_OPSET)
     if args.dynamo and opset < 18:
-        _fail(f'--dynamo exports opset 18 or later, got --opset {opset}')
-    try:
-        ex = load_exportable(args.config, args.checkpoint, args.cfg_options)
-    except (
-        CheckpointMismatchError,
-        UnsafeCheckpointError,
-        ExportError,
-        FileNotFoundError,
-        ValueError,
-    ) as err:
-        _fail(str(err))
-    except KeyError as err:
-        _fail(str(err.args[0] if err.args else err))
+        raise ConfigError(f'--dynamo exports opset 18 or later, got --opset {opset}')
+    ex = load_exportable(args.config, args.checkpoint, args.cfg_options)
     if osp.dirname(args.out):
         os.makedirs(osp.dirname(args.out), exist_ok=True)
     start = time.time()
-    try:
-        export(ex, args.out, batch, dynamic, opset, args.dynamo)
-    except ExportError as err:
-        _fail(str(err))
+    export(ex, args.out, batch, dynamic, opset, args.dynamo)
     shape = ['B' if dynamic else batch, *ex.input_shape[1:]]
     exporter = 'dynamo' if args.dynamo else 'torchscript'
     print(
