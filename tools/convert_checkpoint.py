@@ -26,9 +26,11 @@ from typing import Any, Optional
 
 import torch
 
-from dna_mm.checkpoint import UnsafeCheckpointError, read_checkpoint
+from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
+from dna_mm.checkpoint import read_checkpoint
 from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
 from dna_mm.converters.timesformer import WRAPPER_KEYS as MODEL_KEYS
+from dna_mm.errors import ConfigError, DataError, UserError
 from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
 
 #: where checkpoints keep weights: the model's (mmengine, the authors' vit/main.py, PySlowFast,
@@ -56,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         cmd = sub.add_parser(name, help=summary, description=description, formatter_class=_Formatter)
         cmd.add_argument('src', help='input checkpoint (.pth / .safetensors): path, URL or mmengine prefix')
         cmd.add_argument('dst', type=Path, help='output checkpoint (.pth / .safetensors)')
+        cmd.add_argument('--debug', action='store_true', help=DEBUG_HELP)
         return cmd
 
     s2d = command(
@@ -113,7 +116,7 @@ def num_heads_from_config(path: str) -> int:
     """``model.backbone.num_heads`` of a model config.
 
     Raises:
-        ValueError: the config has no such key (the error names the config).
+        ConfigError: the config has no such key (the error names the config).
     """
     from mmengine.config import Config
 
@@ -121,7 +124,7 @@ def num_heads_from_config(path: str) -> int:
     backbone = (cfg.get('model') or {}).get('backbone') or {}
     heads = backbone.get('num_heads')
     if not isinstance(heads, int) or heads <= 0:
-        raise ValueError(
+        raise ConfigError(
             f'{path}: model.backbone.num_heads is {heads!r}, not a positive head count; pass --num-heads'
         )
     return heads
@@ -148,9 +151,9 @@ def convert_state_dict(args: argparse.Namespace, sd: dict) -> dict:
             return softmax_to_dna(sd, args.q_neg_scale, args.v_neg_scale, args.variant, heads)
         except NothingToConvertError:
             raise
-        except ValueError as err:
+        except ValueError as err:  # no head count, or one that does not divide the width
             hint = '' if heads is not None else ' (give the model config with --config, or --num-heads)'
-            raise ValueError(f'{err}{hint}') from None
+            raise ConfigError(f'{err}{hint}') from None
     if args.direction == 'dna-to-softmax':
         return dna_to_softmax(sd, layout=args.layout)
     return official_to_dna_mm(sd, combine=args.combine)
@@ -161,33 +164,29 @@ def convert(args: argparse.Namespace) -> tuple[Any, dict[Optional[str], tuple[di
     (wrapper ``None``: the file is the state dict).
 
     Raises:
-        ValueError: naming ``args.src`` (a :class:`~dna_mm.converters.NothingToConvertError`
+        UserError: naming ``args.src`` (a :class:`~dna_mm.converters.NothingToConvertError`
             when it has nothing to convert).
     """
     ckpt = read_checkpoint(args.src, map_location='cpu')
     if not isinstance(ckpt, dict):
-        raise ValueError(f'{args.src} holds a {type(ckpt).__name__}, not a checkpoint dict')
+        raise DataError(f'{args.src} holds a {type(ckpt).__name__}, not a checkpoint dict')
     done = {}
     for wrapper in weight_containers(ckpt):
         sd = ckpt[wrapper] if wrapper else ckpt
         try:
             done[wrapper] = (sd, convert_state_dict(args, sd))
-        except ValueError as err:
+        except ValueError as err:  # the converters' errors are about the file's contents
             where = f" (its '{wrapper}' entry)" if wrapper else ''
-            raise type(err)(f'{args.src}{where}: {err}') from None
+            kind = type(err) if isinstance(err, UserError) else DataError
+            raise kind(f'{args.src}{where}: {err}') from None
     return ckpt, done
 
 
+@cli_main('convert_checkpoint.py')
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if '://' not in args.src and not Path(args.src).is_file():
-        print(f'convert_checkpoint: {args.src} does not exist', file=sys.stderr)
-        return 2
-    try:
-        ckpt, done = convert(args)
-    except (ValueError, UnsafeCheckpointError) as err:
-        print(f'convert_checkpoint: {err}', file=sys.stderr)
-        return 2
+    user_file(args.src, 'checkpoint')
+    ckpt, done = convert(args)
     for wrapper, (sd, new) in done.items():
         added, removed = sorted(set(new) - set(sd)), sorted(set(sd) - set(new))
         where = f" '{wrapper}'" if wrapper else ''
@@ -210,12 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         from safetensors.torch import save_file
 
         if len(done) > 1:
-            print(
-                f'convert_checkpoint: {args.src} holds {len(done)} state dicts '
-                f'({", ".join(map(str, done))}); a .safetensors file holds one: write a .pth',
-                file=sys.stderr,
+            raise ConfigError(
+                f'{args.src} holds {len(done)} state dicts ({", ".join(map(str, done))}); '
+                f'a .safetensors file holds one: write a .pth'
             )
-            return 2
         new = next(iter(done.values()))[1]
         save_file({k: v.contiguous() for k, v in new.items()}, str(args.dst))
     else:

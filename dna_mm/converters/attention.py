@@ -19,6 +19,8 @@ from typing import Mapping, Optional
 import torch
 from torch import Tensor
 
+from ..errors import DataError
+
 StateDict = Mapping[str, Tensor]
 _PARAMS = ('weight', 'bias')
 #: the keys of a DnA attention's negative branch (relative to its prefix)
@@ -54,7 +56,7 @@ def canonical_variant(variant: str) -> str:
     return name
 
 
-class NothingToConvertError(ValueError):
+class NothingToConvertError(DataError):
     """A conversion found no attention of the layouts it converts (the message names them)."""
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Optional
 
-from .protocols import ProtocolError, find_videos, label_map, ntu60_splits, smarthome_splits, write_lists
+from ..apis.cli import DEBUG_HELP, cli_main
+from .protocols import find_videos, label_map, ntu60_splits, smarthome_splits, write_lists
 
 
 def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
     """Shared CLI of the two builders: scan, split, report, write."""
+    return _build(argv, dataset)
+
+
+@cli_main('build_annotations.py')
+def _build(argv: Optional[list[str]], dataset: str) -> int:
     smarthome = dataset == 'smarthome'
     p = argparse.ArgumentParser(
         description=f'Write MMAction2 VideoDataset lists for '
@@ -27,19 +32,14 @@ def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
             action='store_true',
             help='drop the 302 samples without skeletons (off by default)',
         )
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
-    try:
-        paths = find_videos(args.video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
-        if smarthome:
-            result = smarthome_splits(paths, args.protocol)
-        else:
-            missing = label_map('ntu60_samples_with_missing_skeletons')
-            result = ntu60_splits(
-                paths, args.protocol, set(missing) if args.exclude_missing_skeletons else None
-            )
-    except (ProtocolError, FileNotFoundError) as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
+    paths = find_videos(args.video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
+    if smarthome:
+        result = smarthome_splits(paths, args.protocol)
+    else:
+        missing = label_map('ntu60_samples_with_missing_skeletons')
+        result = ntu60_splits(paths, args.protocol, set(missing) if args.exclude_missing_skeletons else None)
     files = write_lists(result, args.out_dir)
     print(f'{dataset} {args.protocol}: {len(paths)} videos found in {args.video_dir}')
     print(result.summary())

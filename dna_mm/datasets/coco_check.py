@@ -27,6 +27,8 @@ from typing import Any, Iterator, Optional
 
 import cv2
 
+from ..errors import DataError
+
 #: pixels a box or polygon may extend beyond the image border before it is reported
 TOLERANCE = 1.0
 
@@ -113,16 +115,16 @@ def check_coco(
     """Check ``ann_file`` (and the images under ``image_dir``, if given).
 
     Raises:
-        ValueError: the file is not JSON or not a COCO object (names the file).
+        DataError: the file is not JSON or not a COCO object (names the file).
     """
     ann_file = Path(ann_file)
     report = CocoReport(str(ann_file))
     try:
         data = json.loads(ann_file.read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f'{ann_file}: cannot read COCO JSON: {err}') from err
+        raise DataError(f'{ann_file}: cannot read COCO JSON: {err}') from err
     if not isinstance(data, dict):
-        raise ValueError(
+        raise DataError(
             f'{ann_file}: expected a JSON object with images / annotations / '
             f'categories, got {type(data).__name__}'
         )

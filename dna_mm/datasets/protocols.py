@@ -15,6 +15,8 @@ from importlib import resources
 from pathlib import Path, PurePath
 from typing import Iterable, Optional
 
+from ..errors import DataError
+
 
 def label_map(name: str) -> list[str]:
     """Class names of a shipped label map (``smarthome_cs_classes``, ``label_map_ntu60``, ...)."""
@@ -22,7 +24,7 @@ def label_map(name: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class ProtocolError(ValueError):
+class ProtocolError(DataError):
     """A file name or annotation that does not fit the protocol."""
 
 

@@ -1,5 +1,6 @@
-"""A user's mistake in train / test / infer is one line and exit status 2 (no traceback, unless
---debug); every unreadable test video is named at once; config values are checked first."""
+"""A user's mistake in train / test / infer (and every tool that reads user files) is one line and
+exit status 2 (no traceback, unless --debug); every unreadable test video is named at once;
+config values are checked first."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import sys
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, load_tool, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, load_tool, run_main, tiny_run_options
 from mmengine.config import Config, DictAction
 
 from dna_mm.apis import check_config, format_metrics
 from dna_mm.apis.check import suggest_attention
-from dna_mm.apis.cli import cli_main
+from dna_mm.apis.cli import DEBUG_HELP, cli_main
 from dna_mm.apis.config import limit_topk
 from dna_mm.errors import ConfigError
 
@@ -228,3 +229,27 @@ def test_infer_unsupported_model_and_a_missing_label_map(
     with pytest.raises(SystemExit, match='with_attention: ResNet has no attention to swap') as done:
         infer.main([str(config), str(tiny_checkpoint), video, '--cfg-options', *data])
     assert done.value.code == 2
+
+
+#: tools that take no user files (benchmarks on generated inputs, the demos and their driver)
+NO_USER_INPUT = {
+    'tools/analysis/benchmark_attention.py',
+    'tools/analysis/benchmark_onnx.py',
+    'tools/analysis/benchmark_train_step.py',
+    'tools/analysis/triton_kernel_table.py',
+    'tools/data/benchmark_preparation.py',
+    'tools/demo.py',
+    'tools/demo_det.py',
+    'tools/demo_runs.py',
+}
+
+
+@pytest.mark.parametrize(
+    'tool', sorted({str(p.relative_to(REPO)) for p in REPO.glob('tools/**/*.py')} - NO_USER_INPUT)
+)
+def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
+    """Each such tool runs in ``cli_main`` (one ``prog: error:`` line, status 2) and so takes
+    ``--debug``; a new tool that does not is caught here (or listed in NO_USER_INPUT)."""
+    sub = ['softmax-to-dna'] if tool.endswith('convert_checkpoint.py') else []
+    proc = run_main([tool, *sub, '--help'])
+    assert DEBUG_HELP in ' '.join(proc.stdout.split()), proc.stdout

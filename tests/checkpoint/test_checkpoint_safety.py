@@ -522,8 +522,10 @@ def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) ->
     marker = tmp_path / 'MARKER'
     url = _served_url(served, marker)
     out = tmp_path / 'out.pth'
-    assert tool.main(['dna-to-softmax', url, str(out)]) == 2
+    with pytest.raises(SystemExit) as done:
+        tool.main(['dna-to-softmax', url, str(out)])
     err = capsys.readouterr().err
+    assert done.value.code == 2
     assert f'refused to load checkpoint {url}' in err and 'posix.system' in err
     assert not marker.exists() and not out.exists()
 
@@ -596,9 +598,10 @@ def test_convert_checkpoint_says_a_text_file_is_not_a_checkpoint(tmp_path, capsy
     files = _unreadable_files(tmp_path)
     for name in ('text', 'truncated zip'):
         path, _, says = files[name]
-        assert tool.main(['dna-to-softmax', str(path), str(tmp_path / 'out.pth')]) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.count('\n') == 0 and str(path) in err and says in err, err
+        with pytest.raises(SystemExit) as done:
+            tool.main(['dna-to-softmax', str(path), str(tmp_path / 'out.pth')])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert done.value.code == 2 and len(err) == 2 and str(path) in err[0] and says in err[0], err
     assert not (tmp_path / 'out.pth').exists()
 
 

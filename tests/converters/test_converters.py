@@ -309,7 +309,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _tool():
-    """``tools/convert_checkpoint.py`` as a module (its ``main`` returns the exit status)."""
+    """``tools/convert_checkpoint.py`` as a module (``main`` returns 0; an input error exits with 2)."""
     return load_tool('tools/convert_checkpoint.py')
 
 
@@ -365,8 +365,10 @@ def test_convert_cli_with_nothing_to_convert_exits_non_zero(tmp_path, capsys) ->
             res = _cli(*argv)
             status, err = res.returncode, res.stderr
         else:
-            status, err = _tool().main(argv), capsys.readouterr().err
+            with pytest.raises(SystemExit) as done:
+                _tool().main(argv)
+            status, err = done.value.code, capsys.readouterr().err
         assert status == 2, (args, err)
-        lines = [ln for ln in err.splitlines() if ln.startswith('convert_checkpoint:')]
+        lines = [ln for ln in err.splitlines() if ln.startswith('convert_checkpoint.py: error: ')]
         assert len(lines) == 1 and f"{src} (its 'state_dict' entry): no" in lines[0] and says in lines[0], err
     assert not (tmp_path / 'out.pth').exists()

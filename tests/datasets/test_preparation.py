@@ -205,13 +205,22 @@ def test_resize_tree_resume_redo_and_failures(tmp_path, capsys) -> None:
 
 
 def test_resize_refuses_bad_input_with_one_line(tmp_path, capsys) -> None:
-    assert resize.main([str(tmp_path / 'nope'), str(tmp_path / 'out')]) == 2
-    assert capsys.readouterr().err.strip() == f'error: SRC_DIR {tmp_path / "nope"} is not a folder'
+    def refused(argv: list[str]) -> str:
+        with pytest.raises(SystemExit) as done:
+            resize.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert done.value.code == 2 and err[1:] == ['resize_videos.py: (--debug prints the traceback)'], err
+        return err[0]
+
+    nope = tmp_path / 'nope'
+    assert (
+        refused([str(nope), str(tmp_path / 'out')])
+        == f'resize_videos.py: error: SRC_DIR {nope} is not a folder'
+    )
     _video(tmp_path / 'a.avi')
     _video(tmp_path / 'a.mkv')
-    assert resize.main([str(tmp_path), str(tmp_path / 'out')]) == 2
-    assert 'a.avi and a.mkv would both be written to' in capsys.readouterr().err
-    assert resize.main([str(tmp_path), str(tmp_path)]) == 2
+    assert 'a.avi and a.mkv would both be written to' in refused([str(tmp_path), str(tmp_path / 'out')])
+    assert 'OUT_DIR must differ from SRC_DIR' in refused([str(tmp_path), str(tmp_path)])
 
 
 @pytest.mark.integration

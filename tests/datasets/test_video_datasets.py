@@ -186,6 +186,10 @@ def test_kinetics_checker(tmp_path) -> None:
     assert proc.returncode == 1
     assert 'missing on disk: 1' in proc.stdout and 'gone_000000_000010.mp4' in proc.stdout
     assert 'labels outside [0, 400): 1' in proc.stdout and 'malformed lines: 1' in proc.stdout
+    proc = run_main([*cmd[:2], str(tmp_path / 'gone.txt'), *cmd[3:]], check=False)
+    assert (
+        proc.returncode == 2 and 'check_annotations.py: error: ' in proc.stderr and 'gone.txt' in proc.stderr
+    )
 
 
 def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:

@@ -166,8 +166,10 @@ def test_coco_generator_and_checker(tiny_coco: Path, tmp_path: Path, capsys) -> 
         assert message in out, (message, out)
     assert 'annotations[0] (id 1)' in out
     (tmp_path / 'broken.json').write_text('{"images": [')
-    assert checker.main(['--ann-file', str(tmp_path / 'broken.json')]) == 2
-    assert 'broken.json: cannot read COCO JSON' in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        checker.main(['--ann-file', str(tmp_path / 'broken.json')])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and 'check_annotations.py: error: ' in err and 'cannot read COCO JSON' in err
 
 
 @pytest.mark.integration

@@ -75,8 +75,10 @@ def test_softmax_to_dna_takes_the_heads_from_the_config_or_refuses(tmp_path, cap
     torch.save({'state_dict': softmax.state_dict()}, tmp_path / 'softmax.pth')
     tool = _convert_tool()
 
-    assert tool.main(['softmax-to-dna', str(tmp_path / 'softmax.pth'), str(tmp_path / 'x.pth')]) == 2
+    with pytest.raises(SystemExit, match='softmax.pth') as done:
+        tool.main(['softmax-to-dna', str(tmp_path / 'softmax.pth'), str(tmp_path / 'x.pth')])
     err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith('convert_checkpoint.py: error: ')
     assert 'softmax.pth' in err and '--num-heads' in err and '--config' in err
     assert not (tmp_path / 'x.pth').exists()
 

@@ -29,6 +29,8 @@ from mmengine.config import Config, DictAction
 
 import dna_mm  # noqa: F401  (registers the models and the dna_vit_* timm names)
 from dna_mm.analysis.complexity import model_complexity
+from dna_mm.apis.cli import DEBUG_HELP, cli_main
+from dna_mm.errors import ConfigError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,6 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default={},
         help='timm: create_model keyword arguments, e.g. dna_variant=qpm_v',
     )
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     if args.input_shape is not None and len(args.input_shape) not in (3, 4):
         p.error(f'--input-shape takes C H W or C T H W, got {args.input_shape}')
@@ -84,7 +87,7 @@ def from_config(
         img_size = backbone_cfg.get('img_size', getattr(backbone, 'img_size', None))
         frames = backbone_cfg.get('num_frames', getattr(backbone, 'num_frames', None))
         if img_size is None:
-            raise ValueError(
+            raise ConfigError(
                 f'{path}: the backbone ({type(backbone).__name__}) sets no img_size; give --input-shape'
             )
         shape = [3, *([frames] if frames else []), *_size(img_size)]
@@ -105,19 +108,18 @@ def from_timm(
     return model, tuple(shape or model.pretrained_cfg['input_size']), 'the whole model', model
 
 
+@cli_main('get_flops.py')
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        if osp.isfile(args.model) or '::' in args.model:
-            model, shape, traced, forward = from_config(args.model, args.input_shape, args.cfg_options)
-        elif args.model.endswith('.py'):
-            raise FileNotFoundError(f'config {args.model} does not exist')
-        else:
+    if osp.isfile(args.model) or '::' in args.model:
+        model, shape, traced, forward = from_config(args.model, args.input_shape, args.cfg_options)
+    elif args.model.endswith('.py'):
+        raise FileNotFoundError(f'config {args.model} does not exist')
+    else:
+        try:
             model, shape, traced, forward = from_timm(args.model, args.input_shape, dict(args.model_args))
-    except (FileNotFoundError, ValueError) as err:
-        sys.exit(f'get_flops.py: {err}')
-    except RuntimeError as err:  # timm: unknown model name
-        sys.exit(f'get_flops.py: {args.model} is neither a config file nor a timm model ({err})')
+        except RuntimeError as err:  # timm: unknown model name
+            raise ConfigError(f'{args.model} is neither a config file nor a timm model ({err})') from None
     result = model_complexity(model, torch.zeros(1, *shape), forward)
     print(f'input shape: {list(shape)} (batch 1); FLOPs of {traced}, parameters of the whole model')
     print(result.summary())

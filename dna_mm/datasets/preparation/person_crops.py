@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ...apis.cli import cli_main
+from ...errors import MissingFileError
 from ..protocols import ProtocolError, parse_ntu
 from .encoding import crop_and_resize, encode, probe
 from .geometry import square_window
@@ -90,7 +92,7 @@ def plan(args: argparse.Namespace, threads: int) -> list[CropJob]:
     """One job per NTU video under ``args.video_dir``; a file name that is not NTU's stops the plan."""
     for flag, folder in (('--video-dir', args.video_dir), ('--skeleton-dir', args.skeleton_dir)):
         if not folder.is_dir():
-            raise ValueError(f'{flag} {folder} is not a folder')
+            raise MissingFileError(f'{flag} {folder} is not a folder')
     skeletons = {p.stem: p for p in args.skeleton_dir.rglob('*.skeleton')}
     jobs: dict[str, CropJob] = {}
     for video in source_videos(args.video_dir, ('.avi', '.mp4'), args.out_dir):
@@ -107,6 +109,7 @@ def plan(args: argparse.Namespace, threads: int) -> list[CropJob]:
     return list(jobs.values())
 
 
+@cli_main('person_crops.py')
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(
         description='NTU RGB+D person-centric crops from the skeleton files: square box of all joints '

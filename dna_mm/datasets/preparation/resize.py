@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ...apis.cli import cli_main
+from ...errors import ConfigError, DataError, MissingFileError
 from .encoding import encode, probe, resize_to, short_side_size
 from .runner import FAILED, Outcome, add_run_options, describe, prepare_all, produce, source_videos
 from .verification import verify_video
@@ -53,21 +55,22 @@ def plan(
 ) -> list[ResizeJob]:
     """Jobs for every video under ``src_dir`` (outside ``out_dir``); refuses two sources with one output."""
     if not src_dir.is_dir():
-        raise ValueError(f'SRC_DIR {src_dir} is not a folder')
+        raise MissingFileError(f'SRC_DIR {src_dir} is not a folder')
     if src_dir.resolve() == out_dir.resolve():
-        raise ValueError('OUT_DIR must differ from SRC_DIR (the sources would be overwritten)')
+        raise ConfigError('OUT_DIR must differ from SRC_DIR (the sources would be overwritten)')
     jobs: dict[Path, ResizeJob] = {}
     for src in source_videos(src_dir, VIDEO_SUFFIXES, out_dir):
         rel = src.relative_to(src_dir)
         dst = out_dir / rel.with_suffix(ext)
         if dst in jobs:
-            raise ValueError(f'{jobs[dst].name} and {rel} would both be written to {dst}')
+            raise DataError(f'{jobs[dst].name} and {rel} would both be written to {dst}')
         jobs[dst] = ResizeJob(str(rel), src, dst, short_side, keyint, threads)
     if not jobs:
-        raise ValueError(f'no video files ({" ".join(VIDEO_SUFFIXES)}) under {src_dir}')
+        raise DataError(f'no video files ({" ".join(VIDEO_SUFFIXES)}) under {src_dir}')
     return list(jobs.values())
 
 
+@cli_main('resize_videos.py')
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(
         description='Re-encode a video tree (H.264) so that the short side is --short-side pixels; '

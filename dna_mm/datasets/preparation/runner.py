@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 from mmengine.utils import track_parallel_progress, track_progress
 
+from ...apis.cli import DEBUG_HELP
 from .encoding import DEFAULT_KEYINT
 
 DONE, SKIPPED, FAILED, LEFT_OUT = 'done', 'skipped', 'failed', 'left out'
@@ -125,7 +126,7 @@ def run_jobs(task: Callable[[J], Outcome], jobs: Sequence[J], workers: int) -> l
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options both tools share: ``--workers`` (processes) and ``--keyint`` (encoder)."""
+    """The options both tools share: ``--workers`` (processes), ``--keyint`` (encoder), ``--debug``."""
     p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
     p.add_argument(
         '--keyint',
@@ -133,6 +134,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_KEYINT,
         help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
     )
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
 
 
 def prepare_all(
@@ -147,13 +149,10 @@ def prepare_all(
     """``plan(threads)`` the jobs (one encoder thread each when several workers share the cores, else
     FFmpeg's choice), run them, print the summary, and list under ``heading`` and in ``out_dir/file``
     the failures (``failed.txt``) and the outcomes of each ``notes`` entry ``(note or status, file,
-    heading)``; a list that comes out empty removes its stale file. Exit status: 2 for a
-    ``ValueError`` while planning (the user's), 1 if any video failed, else 0."""
-    try:
-        jobs = plan(1 if workers > 1 else 0)
-    except ValueError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
+    heading)``; a list that comes out empty removes its stale file. Exit status: 1 if any video
+    failed, else 0 (an error while planning is the user's, a :class:`~dna_mm.errors.UserError`
+    that the tool's ``cli_main`` prints)."""
+    jobs = plan(1 if workers > 1 else 0)
     print(f'{len(jobs)} {what}, {workers} workers')
     outcomes = sorted(run_jobs(task, jobs, workers), key=lambda o: o.name)
     c = Counter(o.status for o in outcomes)

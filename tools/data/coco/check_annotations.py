@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dna_mm.apis.cli import DEBUG_HELP, cli_main
 from dna_mm.datasets.coco_check import check_coco
 
 
+@cli_main('check_annotations.py')
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--ann-file', required=True, help='COCO instances JSON')
@@ -30,12 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         help='read every image and compare its size with the JSON (slow)',
     )
     p.add_argument('--show', type=int, default=5, help='examples shown per problem')
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
-    try:
-        report = check_coco(args.ann_file, args.image_dir, args.check_sizes)
-    except ValueError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
+    report = check_coco(args.ann_file, args.image_dir, args.check_sizes)
     print(report.format(args.show))
     return 0 if report.ok else 1
 

@@ -14,24 +14,23 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dna_mm.apis.cli import DEBUG_HELP, cli_main
 from dna_mm.datasets.protocols import check_video_list, label_map
 
 SHOW = 10
 
 
+@cli_main('check_annotations.py')
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--ann-file', required=True)
     p.add_argument('--video-dir', required=True)
     p.add_argument('--label-map', help='one class name per line (default: the shipped K400 map)')
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     classes = open(args.label_map).read().split('\n') if args.label_map else label_map('label_map_k400')
     classes = [c for c in classes if c.strip()]
-    try:
-        report = check_video_list(args.ann_file, args.video_dir, len(classes))
-    except FileNotFoundError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 2
+    report = check_video_list(args.ann_file, args.video_dir, len(classes))
     print(f'{args.ann_file}: {report.entries} entries, {len(classes)} classes')
     for title, items in (
         ('missing on disk', report.missing),
