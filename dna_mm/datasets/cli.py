@@ -9,13 +9,10 @@ from ..apis.cli import DEBUG_HELP, cli_main
 from .protocols import find_videos, label_map, ntu60_splits, smarthome_splits, write_lists
 
 
-def build_cli(dataset: str, argv: Optional[list[str]] = None) -> int:
-    """Shared CLI of the two builders: scan, split, report, write."""
-    return _build(argv, dataset)
-
-
 @cli_main('build_annotations.py')
-def _build(argv: Optional[list[str]], dataset: str) -> int:
+def build_cli(argv: Optional[list[str]], dataset: str) -> int:
+    """Shared CLI of the two builders (``dataset``: ``'ntu60'`` or ``'smarthome'``): scan, split,
+    report, write."""
     smarthome = dataset == 'smarthome'
     p = argparse.ArgumentParser(
         description=f'Write MMAction2 VideoDataset lists for '

@@ -333,7 +333,7 @@ def test_person_crop_contains_the_person_where_expected(ntu, capsys) -> None:
 
     # the output names are what the list builder reads
     assert (
-        build_cli('ntu60', ['--video-dir', str(out), '--out-dir', str(ntu / 'xsub'), '--protocol', 'xsub'])
+        build_cli(['--video-dir', str(out), '--out-dir', str(ntu / 'xsub'), '--protocol', 'xsub'], 'ntu60')
         == 0
     )
     lists = (ntu / 'xsub' / 'train.txt').read_text().split()

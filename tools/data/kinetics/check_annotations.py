@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dna_mm.apis.cli import DEBUG_HELP, cli_main
+from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
 from dna_mm.datasets.protocols import check_video_list, label_map
 
 SHOW = 10
@@ -28,9 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--label-map', help='one class name per line (default: the shipped K400 map)')
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
-    classes = open(args.label_map).read().split('\n') if args.label_map else label_map('label_map_k400')
+    if args.label_map:
+        classes = open(user_file(args.label_map, '--label-map')).read().split('\n')
+    else:
+        classes = label_map('label_map_k400')
     classes = [c for c in classes if c.strip()]
-    report = check_video_list(args.ann_file, args.video_dir, len(classes))
+    report = check_video_list(user_file(args.ann_file, '--ann-file'), args.video_dir, len(classes))
     print(f'{args.ann_file}: {report.entries} entries, {len(classes)} classes')
     for title, items in (
         ('missing on disk', report.missing),

@@ -14,4 +14,4 @@ import sys
 from dna_mm.datasets.cli import build_cli
 
 if __name__ == '__main__':
-    sys.exit(build_cli('ntu60'))
+    sys.exit(build_cli(dataset='ntu60'))

@@ -13,4 +13,4 @@ import sys
 from dna_mm.datasets.cli import build_cli
 
 if __name__ == '__main__':
-    sys.exit(build_cli('smarthome'))
+    sys.exit(build_cli(dataset='smarthome'))
