@@ -1,7 +1,7 @@
 """Ahead-of-time compilation of the fused DnA kernels for a GPU that is not here.
 
 :func:`compile_kernels` builds the launches of one forward + backward exactly as the launcher
-does (:func:`.triton_dna.forward_launch`, :func:`.triton_dna.backward_launches`, on ``meta``
+does (:func:`.triton_dna.forward`, :func:`.triton_dna.backward`, on ``meta``
 tensors laid out as the attention modules lay them out), specialises their arguments with
 Triton's own binder (the argument types, 16-byte alignment and ``== 1`` specialisations of a
 launch) and compiles them with ``triton.compile`` for ``GPUTarget('cuda', capability)``. No
@@ -98,30 +98,16 @@ def kernel_launches(
     capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool = True
 ) -> dict:
     """``{name: Launch}`` of one forward + backward (training: every output stored) on meta
-    tensors, built by the launcher's own functions."""
+    tensors, collected from the launcher's own :func:`~.triton_dna.forward` /
+    :func:`~.triton_dna.backward`."""
     from . import triton_dna as T
 
-    p = _meta_problem(dtype, head_dim, bias)
-    q, k = p['q'], p['k']
-    bsz, h, m, d = q.shape
-    n = k.shape[2]
-    f32 = dict(device='meta', dtype=torch.float32)
-    out = T.heads_last(bsz, h, m, d, q, dtype).transpose(1, 2)
-    o_pos, o_neg = torch.empty(bsz, h, m, d, **f32), torch.empty(bsz, h, m, d, **f32)
-    lse_p, lse_n = torch.empty(bsz, h, m, **f32), torch.empty(bsz, h, m, **f32)
-    fwd = T.forward_launch(
-        *(p[name] for name in ('q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg')),
-        head_dim**-0.5, True, capability, out, o_pos, o_neg, lse_p, lse_n,
-    )  # fmt: skip
-    dk = T.heads_last(bsz, h, n, d, k, dtype).transpose(1, 2)
-    dq = T.heads_last(bsz, h, m, d, q, dtype).transpose(1, 2)
-    ds = [None if b is None else torch.empty(bsz, h, m, n, **f32) for b in (p['b_pos'], p['b_neg'])]
-    bwd = T.backward_launches(
-        out, *(p[name] for name in ('q', 'k', 'v', 'q_neg', 'v_neg', 'alpha', 'b_pos', 'b_neg')),
-        lse_p, lse_n, lse_p, lse_n, head_dim**-0.5, capability,
-        dq, dk, torch.empty_like(dk), torch.empty_like(dq), torch.empty_like(dk), *ds,
-    )  # fmt: skip
-    return dict(zip(KERNELS, [fwd, *bwd], strict=True))
+    inputs = _meta_problem(dtype, head_dim, bias).values()  # q, k, v, q_neg, v_neg, alpha, b+, b-
+    launches: list = []
+    scale = head_dim**-0.5
+    out, *saved = T.forward(*inputs, scale, True, capability, launches.append)
+    T.backward(out.transpose(1, 2), *inputs, *saved, scale, bias, bias, capability, launches.append)
+    return dict(zip(KERNELS, launches, strict=True))
 
 
 def compile_launch(launch, capability: tuple[int, int]):

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 import triton
@@ -316,13 +316,18 @@ def _bwd_q_kernel(
 
 
 class Launch(NamedTuple):
-    """One kernel launch: ``kernel[grid](*args, **kwargs)``. The same record drives the GPU
-    launch and the ahead-of-time compilation (:func:`dna_mm.ops.compile_kernels`)."""
+    """One kernel launch: ``kernel[grid](*args, **kwargs)``. :func:`forward` and :func:`backward`
+    hand theirs to ``launch``: :func:`run` on a device, the ahead-of-time compiler
+    (:func:`dna_mm.ops.compile_kernels`) on ``meta`` tensors."""
 
     kernel: Any
     grid: tuple[int, int]
     args: tuple
     kwargs: dict
+
+
+def run(launch: Launch) -> None:
+    launch.kernel[launch.grid](*launch.args, **launch.kwargs)
 
 
 def _strides(t: Tensor) -> tuple[int, int, int]:
@@ -350,14 +355,26 @@ def dot_precision(dtype: torch.dtype) -> str:
     return 'tf32'
 
 
-def _bias_args(
-    bias: Optional[Tensor], shape: tuple[int, int, int, int], like: Tensor
-) -> tuple[Tensor, tuple]:
+def _bias_args(bias: Optional[Tensor], shape: tuple, like: Tensor) -> tuple[Tensor, tuple]:
     """A bias broadcast to ``[B, H, M, N]`` by strides (no copy), or a dummy."""
     if bias is None:
         return like, (0, 0, 0, 0)
     full = bias.expand(shape)
     return full, tuple(full.stride())
+
+
+def _input_args(q, k, v, q_neg, v_neg, b_pos, b_neg) -> tuple[tuple, tuple, dict]:
+    """The pointers of the inputs every kernel reads, their strides, and the bias switches."""
+    bsz, h, m, _ = q.shape
+    bp, sb_p = _bias_args(b_pos, (bsz, h, m, k.shape[2]), q)
+    bn, sb_n = _bias_args(b_neg, (bsz, h, m, k.shape[2]), q)
+    strides = (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg), *sb_p, *sb_n)
+    switches = dict(HAS_BP=b_pos is not None, HAS_BN=b_neg is not None, PRECISION=dot_precision(q.dtype))
+    return (q, q_neg, k, v, v_neg, bp, bn), strides, switches
+
+
+def _tiles(cfg) -> dict:
+    return dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def capability_of(device: torch.device) -> tuple[int, int]:
@@ -370,128 +387,6 @@ def capability_of(device: torch.device) -> tuple[int, int]:
 def device_guard(device: torch.device):
     """Launches under the inputs' device (Triton launches on the current one)."""
     return torch.cuda.device(device) if device.type == 'cuda' else contextlib.nullcontext()
-
-
-def forward_launch(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_neg: Tensor,
-    v_neg: Tensor,
-    alpha: Tensor,
-    b_pos: Optional[Tensor],
-    b_neg: Optional[Tensor],
-    scale: float,
-    for_backward: bool,
-    capability: tuple[int, int],
-    out: Tensor,
-    o_pos: Tensor,
-    o_neg: Tensor,
-    lse_p: Tensor,
-    lse_n: Tensor,
-) -> Launch:
-    """The forward kernel's launch (outputs preallocated by the caller)."""
-    bsz, h, m, d = q.shape
-    n = k.shape[2]
-    bp, sb_p = _bias_args(b_pos, (bsz, h, m, n), q)
-    bn, sb_n = _bias_args(b_neg, (bsz, h, m, n), q)
-    cfg = launch_configs(capability, q.dtype, d)['forward']
-    args = (q, q_neg, k, v, v_neg, bp, bn, alpha, out, o_pos, o_neg, lse_p, lse_n)
-    args += (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg), *sb_p, *sb_n)
-    args += (*_strides(out), h, m, n, scale)
-    kwargs = dict(
-        HAS_BP=b_pos is not None,
-        HAS_BN=b_neg is not None,
-        FOR_BACKWARD=for_backward,
-        PRECISION=dot_precision(q.dtype),
-        BLOCK_M=cfg.block_m,
-        BLOCK_N=cfg.block_n,
-        D=d,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
-    )
-    return Launch(_fwd_kernel, (triton.cdiv(m, cfg.block_m), bsz * h), args, kwargs)
-
-
-def backward_launches(
-    grad_out: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_neg: Tensor,
-    v_neg: Tensor,
-    alpha: Tensor,
-    b_pos: Optional[Tensor],
-    b_neg: Optional[Tensor],
-    lse_p: Tensor,
-    lse_n: Tensor,
-    delta_p: Tensor,
-    delta_n: Tensor,
-    scale: float,
-    capability: tuple[int, int],
-    dq: Tensor,
-    dk: Tensor,
-    dv: Tensor,
-    dq_neg: Tensor,
-    dv_neg: Tensor,
-    ds_p: Optional[Tensor],
-    ds_n: Optional[Tensor],
-) -> list[Launch]:
-    """The two backward kernels' launches (gradients preallocated by the caller; ``dk, dv,
-    dv_neg`` share strides, as do ``dq, dq_neg``; ``ds_p`` / ``ds_n``: contiguous
-    ``[B, H, M, N]`` maps, ``None`` where that bias needs no gradient)."""
-    bsz, h, m, d = q.shape
-    n = k.shape[2]
-    bp, sb_p = _bias_args(b_pos, (bsz, h, m, n), q)
-    bn, sb_n = _bias_args(b_neg, (bsz, h, m, n), q)
-    cfgs = launch_configs(capability, q.dtype, d)
-    ins = (q, q_neg, k, v, v_neg, bp, bn, grad_out, lse_p, lse_n, delta_p, delta_n, alpha)
-    strides = (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg), *sb_p, *sb_n)
-    strides += _strides(grad_out)
-    common = dict(HAS_BP=b_pos is not None, HAS_BN=b_neg is not None, PRECISION=dot_precision(q.dtype), D=d)
-    kv, qc = cfgs['backward_kv'], cfgs['backward_q']
-    launches = [
-        Launch(
-            _bwd_kv_kernel,
-            (triton.cdiv(n, kv.block_n), bsz * h),
-            (*ins, dk, dv, dv_neg, *strides, *_strides(dk), h, m, n, scale),
-            dict(
-                common,
-                BLOCK_M=kv.block_m,
-                BLOCK_N=kv.block_n,
-                num_warps=kv.num_warps,
-                num_stages=kv.num_stages,
-            ),
-        ),
-        Launch(
-            _bwd_q_kernel,
-            (triton.cdiv(m, qc.block_m), bsz * h),
-            (
-                *ins,
-                dq,
-                dq_neg,
-                dq if ds_p is None else ds_p,
-                dq if ds_n is None else ds_n,
-                *strides,
-                *_strides(dq),
-            )
-            + (h, m, n, scale),
-            dict(
-                common,
-                STORE_DSP=ds_p is not None,
-                STORE_DSN=ds_n is not None,
-                BLOCK_M=qc.block_m,
-                BLOCK_N=qc.block_n,
-                num_warps=qc.num_warps,
-                num_stages=qc.num_stages,
-            ),
-        ),
-    ]
-    return launches
-
-
-def run(launch: Launch) -> None:
-    launch.kernel[launch.grid](*launch.args, **launch.kwargs)
 
 
 def reduce_to(grad: Tensor, shape: torch.Size) -> Tensor:
@@ -513,9 +408,12 @@ def forward(
     b_neg: Optional[Tensor],
     scale: float,
     for_backward: bool,
+    capability: Optional[tuple[int, int]] = None,
+    launch: Callable[[Launch], None] = run,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """``O [B, M, H, d]`` (the inputs' dtype) and, when ``for_backward``, ``O+, O- [B, H, M, d]``
-    and ``lse+, lse- [B, H, M]`` (fp32; else empty)."""
+    and ``lse+, lse- [B, H, M]`` (fp32; else empty). ``capability``: the target whose launch
+    configuration is used (default: the inputs' device's)."""
     q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (q, k, v, q_neg, v_neg))
     bsz, h, m, d = q.shape
     out = heads_last(bsz, h, m, d, q, q.dtype)
@@ -526,12 +424,13 @@ def forward(
     else:  # nothing kept for a backward
         o_pos, o_neg, lse_p, lse_n = (torch.empty(0, **f32) for _ in range(4))
     alpha = alpha.to(torch.float32).contiguous()
+    ins, strides, switches = _input_args(q, k, v, q_neg, v_neg, b_pos, b_neg)
+    cfg = launch_configs(capability or capability_of(q.device), q.dtype, d)['forward']
+    o = out.transpose(1, 2)
+    args = (*ins, alpha, o, o_pos, o_neg, lse_p, lse_n, *strides, *_strides(o), h, m, k.shape[2], scale)
+    kwargs = dict(switches, FOR_BACKWARD=for_backward, D=d, **_tiles(cfg))
     with device_guard(q.device):
-        launch = forward_launch(
-            q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward, capability_of(q.device),
-            out.transpose(1, 2), o_pos, o_neg, lse_p, lse_n,
-        )  # fmt: skip
-        run(launch)
+        launch(Launch(_fwd_kernel, (triton.cdiv(m, cfg.block_m), bsz * h), args, kwargs))
     return out, o_pos, o_neg, lse_p, lse_n
 
 
@@ -552,9 +451,15 @@ def backward(
     scale: float,
     grad_b_pos: bool,
     grad_b_neg: bool,
+    capability: Optional[tuple[int, int]] = None,
+    launch: Callable[[Launch], None] = run,
 ) -> tuple[Tensor, ...]:
     """``dQ+, dQ- [B, M, H, d]``, ``dK, dV+, dV- [B, N, H, d]`` (inputs' dtype), ``dα`` and the
-    bias gradients reduced to the biases' shapes (``None`` where not asked for)."""
+    bias gradients reduced to the biases' shapes (``None`` where not asked for).
+
+    Two kernels: one over key tiles (``dK, dV+, dV-``, written with shared strides), one over
+    query tiles (``dQ+, dQ-`` and the bias-gradient maps ``dS+`` / ``-dS-``, contiguous
+    ``[B, H, M, N]`` in the bias's dtype)."""
     grad_out, q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (grad_out, q, k, v, q_neg, v_neg))
     bsz, h, m, d = q.shape
     n = k.shape[2]
@@ -569,12 +474,31 @@ def backward(
     dq, dq_neg = (heads_last(bsz, h, m, d, q, q.dtype) for _ in range(2))
     ds_p = torch.empty(bsz, h, m, n, device=q.device, dtype=b_pos.dtype) if grad_b_pos else None
     ds_n = torch.empty(bsz, h, m, n, device=q.device, dtype=b_neg.dtype) if grad_b_neg else None
+    ins, strides, switches = _input_args(q, k, v, q_neg, v_neg, b_pos, b_neg)
+    ins += (grad_out, lse_p, lse_n, delta_p, delta_n, a)
+    strides += _strides(grad_out)
+    cfgs = launch_configs(capability or capability_of(q.device), q.dtype, d)
+    kv, qc = cfgs['backward_kv'], cfgs['backward_q']
+    dk_, dv_, dvn_, dq_, dqn_ = (t.transpose(1, 2) for t in (dk, dv, dv_neg, dq, dq_neg))  # [B, H, L, d]
+    maps = (dq_ if ds_p is None else ds_p, dq_ if ds_n is None else ds_n)
+    store = dict(STORE_DSP=ds_p is not None, STORE_DSN=ds_n is not None)
     with device_guard(q.device):
-        for launch in backward_launches(
-            grad_out, q, k, v, q_neg, v_neg, a, b_pos, b_neg, lse_p, lse_n, delta_p, delta_n, scale,
-            capability_of(q.device), *(t.transpose(1, 2) for t in (dq, dk, dv, dq_neg, dv_neg)), ds_p, ds_n,
-        ):  # fmt: skip
-            run(launch)
+        launch(
+            Launch(
+                _bwd_kv_kernel,
+                (triton.cdiv(n, kv.block_n), bsz * h),
+                (*ins, dk_, dv_, dvn_, *strides, *_strides(dk_), h, m, n, scale),
+                dict(switches, D=d, **_tiles(kv)),
+            )
+        )
+        launch(
+            Launch(
+                _bwd_q_kernel,
+                (triton.cdiv(m, qc.block_m), bsz * h),
+                (*ins, dq_, dqn_, *maps, *strides, *_strides(dq_), h, m, n, scale),
+                dict(switches, **store, D=d, **_tiles(qc)),
+            )
+        )
     g_bp = None if ds_p is None else reduce_to(ds_p, b_pos.shape).to(b_pos.dtype)
     del ds_p
     g_bn = None if ds_n is None else reduce_to(ds_n, b_neg.shape).to(b_neg.dtype)
