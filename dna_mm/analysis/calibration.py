@@ -2,26 +2,8 @@
 
 Inputs are per-sample ``confidence [N]`` (e.g. the max softmax probability; higher = more
 sure / more in-distribution) and ``correct [N]`` (bool or 0/1). Results are plain floats,
-fractions in ``[0, 1]``.
-
-* :func:`rms_calibration_error`: ``sqrt(Σ_b |B_b|/N · (mean conf_b - acc_b)²)`` over bins of
-  ``beta`` samples in order of confidence (equal-count bins; the last bin takes the remainder).
-  Hendrycks' ``calib_err(p='2', beta=100)`` loops over all bins but the last — the most
-  confident one — while still dividing by all ``N``; ``drop_last_bin=True`` (default)
-  reproduces that, so numbers compare with the published ones (the DnA paper's ImageNet-A
-  RMSCE), ``False`` uses every bin. torchmetrics' ``CalibrationError(norm='l2')`` differs in
-  the binning: ``n_bins`` equal-*width* confidence intervals over ``[0, 1]``, every bin used;
-  the two agree exactly when each equal-count bin is one equal-width bin and no bin is dropped
-  (``tests/analysis/test_measures_and_maps.py`` checks that).
-* :func:`aurra`: ``mean_{r=1..N} acc(r most confident)`` — accuracy at each response rate,
-  answering the most confident first, averaged.
-* :func:`ood_measures`: OOD samples are the positive class, scored by ``-confidence`` (max-softmax
-  baseline; Hendrycks' ``get_measures(out_score, in_score)``): AUROC and AUPR by torchmetrics'
-  ``binary_auroc`` / ``binary_average_precision`` (exact, ``thresholds=None``; the reference's
-  scikit-learn ``roc_auc_score`` / ``average_precision_score`` compute the same quantities — equal
-  to 1e-7 on random tied scores; scikit-learn is not a dependency, as its presence alone makes
-  ``import mmdet.models`` ~1 s slower), FPR at 95 % TPR by the reference's rule
-  (:func:`fpr_at_recall`).
+fractions in ``[0, 1]``: :func:`rms_calibration_error`, :func:`aurra`, :func:`ood_measures`
+(with :func:`fpr_at_recall`).
 
 Ties: samples of equal confidence keep their input order (stable sorts); the reference's
 ``np.argsort`` is not stable, so on tied inputs results can differ from it in the last digits.
@@ -47,12 +29,13 @@ def _as_1d(x: ArrayLike, name: str) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def _pair(confidence: ArrayLike, correct: ArrayLike, fn: str) -> tuple[np.ndarray, np.ndarray]:
-    conf = _as_1d(confidence, f'{fn}: confidence')
-    corr = _as_1d(correct, f'{fn}: correct')
-    if conf.shape != corr.shape:
-        raise ValueError(f'{fn}: confidence has {conf.size} values, correct {corr.size}')
-    return conf, corr
+def _pair(
+    a: ArrayLike, b: ArrayLike, fn: str, names: tuple[str, str] = ('confidence', 'correct')
+) -> tuple[np.ndarray, np.ndarray]:
+    x, y = (_as_1d(v, f'{fn}: {name}') for v, name in zip((a, b), names, strict=True))
+    if x.shape != y.shape:
+        raise ValueError(f'{fn}: {names[0]} has {x.size} values, {names[1]} {y.size}')
+    return x, y
 
 
 def rms_calibration_error(
@@ -62,13 +45,17 @@ def rms_calibration_error(
 
     ``sqrt(Σ_{b ∈ used} n_b / N · (mean(conf_b) - mean(correct_b))²)``; bins hold ``beta``
     consecutive samples in increasing confidence, the last one also the ``N mod beta`` rest.
+    torchmetrics' ``CalibrationError(norm='l2')`` bins instead into ``n_bins`` equal-*width*
+    intervals of ``[0, 1]``, every bin used: the two agree exactly when each equal-count bin is
+    one equal-width bin and no bin is dropped (``tests/analysis/test_measures_and_maps.py``).
 
     Args:
         confidence: ``[N]`` confidences in ``[0, 1]``.
         correct: ``[N]`` 1 / True where the prediction is right.
         beta: Samples per bin.
-        drop_last_bin: Leave out the most confident bin, as the reference does (see the module
-            docstring); its samples still count in ``N``.
+        drop_last_bin: Leave out the most confident bin while still dividing by all ``N``, as
+            the reference does (its loop stops one bin early), so numbers compare with the
+            published ones (the DnA paper's ImageNet-A RMSCE); ``False`` uses every bin.
 
     Raises:
         ValueError: Fewer samples than the binning needs (``N < beta``, or ``N < 2·beta`` with
@@ -88,13 +75,10 @@ def rms_calibration_error(
             f'smaller beta'
         )
     order = np.argsort(conf, kind='stable')
-    conf, corr = conf[order], corr[order]
-    bounds = [i * beta for i in range(n_bins)] + [n]  # last bin: [(n_bins-1)·beta, N)
-    total = 0.0
-    for b in range(used):
-        lo, hi = bounds[b], bounds[b + 1]
-        total += (hi - lo) / n * (conf[lo:hi].mean() - corr[lo:hi].mean()) ** 2
-    return float(np.sqrt(total))
+    bins = np.minimum(np.arange(n) // beta, n_bins - 1)  # [N], the last bin takes the rest
+    size = np.bincount(bins)  # [n_bins]
+    gap = np.bincount(bins, conf[order] - corr[order]) / size  # mean conf_b - acc_b
+    return float(np.sqrt((size / n * gap**2)[:used].sum()))
 
 
 def aurra(confidence: ArrayLike, correct: ArrayLike) -> float:
@@ -105,8 +89,7 @@ def aurra(confidence: ArrayLike, correct: ArrayLike) -> float:
     """
     conf, corr = _pair(confidence, correct, 'aurra')
     order = np.argsort(-conf, kind='stable')  # most confident first, ties in input order
-    curve = np.cumsum(corr[order]) / np.arange(1, conf.size + 1)
-    return float(curve.mean())
+    return float((np.cumsum(corr[order]) / np.arange(1, conf.size + 1)).mean())
 
 
 def fpr_at_recall(labels: ArrayLike, scores: ArrayLike, recall: float = 0.95) -> float:
@@ -123,10 +106,7 @@ def fpr_at_recall(labels: ArrayLike, scores: ArrayLike, recall: float = 0.95) ->
         scores: ``[N]`` higher = more positive.
         recall: Target recall in ``(0, 1]``.
     """
-    y = _as_1d(labels, 'fpr_at_recall: labels')
-    s = _as_1d(scores, 'fpr_at_recall: scores')
-    if y.shape != s.shape:
-        raise ValueError(f'fpr_at_recall: {y.size} labels but {s.size} scores')
+    y, s = _pair(labels, scores, 'fpr_at_recall', ('labels', 'scores'))
     y = y == 1
     if y.all() or not y.any():
         raise ValueError('fpr_at_recall: needs both positive and negative samples')
@@ -146,10 +126,14 @@ def fpr_at_recall(labels: ArrayLike, scores: ArrayLike, recall: float = 0.95) ->
 def ood_measures(conf_in: ArrayLike, conf_out: ArrayLike, recall: float = 0.95) -> dict[str, float]:
     """AUROC, AUPR and FPR at ``recall`` TPR for detecting OOD samples by low confidence.
 
-    OOD is the positive class, every sample scored by ``-confidence``: AUROC = P(an OOD sample
-    is less confident than an in-distribution one) (ties count ½); AUPR = average precision of
-    the OOD class; ``fpr`` = fraction of in-distribution samples flagged at the threshold that
-    catches ``recall`` of the OOD ones (:func:`fpr_at_recall`).
+    OOD is the positive class, every sample scored by ``-confidence`` (max-softmax baseline;
+    Hendrycks' ``get_measures(out_score, in_score)``): AUROC = P(an OOD sample is less confident
+    than an in-distribution one) (ties count ½); AUPR = average precision of the OOD class (both
+    by torchmetrics, exact with ``thresholds=None``; the reference's scikit-learn
+    ``roc_auc_score`` / ``average_precision_score`` agree to 1e-7 on random tied scores, and
+    scikit-learn is not a dependency: its presence alone makes ``import mmdet.models`` ~1 s
+    slower); ``fpr`` = fraction of in-distribution samples flagged at the threshold that catches
+    ``recall`` of the OOD ones (:func:`fpr_at_recall`).
 
     Args:
         conf_in: ``[N]`` confidences on in-distribution samples.

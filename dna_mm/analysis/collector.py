@@ -1,20 +1,16 @@
 """Collect the attention analyses over a dataset without keeping any map.
 
-:func:`eager_attention` is the one hook point: for the duration of a ``with`` block every
-family attention of the model has its ``attend`` wrapped *on the instance* to take the eager
-route, so each call hands ``(site, maps, heads)`` to a callback — the maps ``[B, H, M, N]`` the
-forward actually multiplies (before dropout) and the head-split inputs of ``attend`` (``q, k,
-v`` and DnA's ``q_neg, v_neg``). Leaving the block restores it.
-
-:class:`AttentionCollector` reduces every call on the spot (per site, branch and head) with the
-functions of :mod:`.measures`; :class:`TokenDistanceCollector` hooks the blocks' outputs for the
-representational-robustness curve. Memory: running sums, fixed-bin histograms (C(V+, V-)) and
-``k + 1`` intruder counts per site — nothing grows with the dataset.
+:func:`eager_attention` is the one hook point. :class:`AttentionCollector` reduces every call on
+the spot (per site, branch and head) with the functions of :mod:`.measures`;
+:class:`TokenDistanceCollector` hooks the blocks' outputs for the representational-robustness
+curve. Memory: running sums, fixed-bin histograms (C(V+, V-)) and ``k + 1`` intruder counts per
+site — nothing grows with the dataset.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import defaultdict
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
@@ -41,9 +37,12 @@ MAP_ANALYSES = ('entropy', 'redundancy', 'cvv', 'intruders')
 def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Iterator[None]:
     """Run ``sites`` on their eager path and pass every call's maps and heads to ``callback``.
 
-    The wrapper calls the module's own ``attend(..., eager=True)`` and returns its result
-    unchanged, so the forward computes exactly the eager formula (equal to the fast path within
-    float tolerance, ``tests/models/attention/test_attention_family.py``).
+    Inside the block, each family attention's ``attend`` is wrapped *on the instance*: the
+    wrapper calls the module's own ``attend(..., eager=True)`` and returns its result unchanged,
+    so the forward computes exactly the eager formula (equal to the fast path within float
+    tolerance, ``tests/models/attention/test_attention_family.py``), and hands
+    ``callback(site, maps, heads)`` the maps ``[B, H, M, N]`` it multiplies (before dropout) and
+    the head-split inputs (``q, k, v`` and DnA's ``q_neg, v_neg``). Leaving the block restores it.
     """
     saved = []
     try:
@@ -88,12 +87,10 @@ class _Mean:
     """Weighted running mean of a tensor."""
 
     def __init__(self) -> None:
-        self.total: Optional[Tensor] = None
-        self.weight = 0
+        self.total, self.weight = 0, 0
 
     def add(self, value: Tensor, weight: int) -> None:
-        value = value.detach().double().cpu() * weight
-        self.total = value if self.total is None else self.total + value
+        self.total = self.total + value.detach().double().cpu() * weight
         self.weight += weight
 
     def value(self) -> Tensor:
@@ -107,6 +104,11 @@ def histogram_quantiles(counts: Sequence[float], edges: Sequence[float], qs: Seq
     return [float(np.interp(q * cum[-1], cum, np.asarray(edges, dtype=float))) for q in qs]
 
 
+def histogram_mean(counts: Tensor) -> float:
+    """Mean of the values ``0..n-1`` counted by ``counts [n]``."""
+    return float((counts * torch.arange(len(counts))).sum()) / int(counts.sum())
+
+
 def summed_counts(histograms: Iterable[Sequence[int]]) -> Tensor:
     """Bin-wise sum ``[max n]`` of count lists of different lengths (the shorter ones zero-padded)."""
     histograms = [torch.as_tensor(h, dtype=torch.int64) for h in histograms]
@@ -117,25 +119,32 @@ def summed_counts(histograms: Iterable[Sequence[int]]) -> Tensor:
 
 
 class _Histogram:
-    """Fixed-bin histogram on ``[lo, hi]`` with the exact sum (for the mean)."""
+    """Fixed-bin histogram on ``[lo, hi]`` of ``[B, H]`` values, with the exact sum (for the
+    mean) and the mean per head."""
 
     def __init__(self, bins: int, lo: float = -1.0, hi: float = 1.0) -> None:
         self.edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
         self.counts = torch.zeros(bins, dtype=torch.int64)
         self.total, self.n = 0.0, 0
+        self.per_head = _Mean()
 
     def add(self, values: Tensor) -> None:
+        self.per_head.add(values.mean(0), values.shape[0])
         v = values.detach().double().cpu().flatten().clamp(self.edges[0], self.edges[-1])
         idx = torch.bucketize(v, self.edges[1:-1], right=True)  # bin i: [e_i, e_{i+1})
         self.counts += torch.bincount(idx, minlength=self.counts.numel())
         self.total += float(v.sum())
         self.n += v.numel()
 
-    def median(self) -> float:
-        return histogram_quantiles(self.counts, self.edges, (0.5,))[0]
-
-    def to_dict(self) -> dict:
-        return dict(edges=[round(float(e), 6) for e in self.edges], counts=self.counts.tolist())
+    def record(self) -> dict:
+        """Mean, median (to one bin), ``per_head_mean [H]``, count and the histogram itself."""
+        return dict(
+            mean=self.total / self.n,
+            median=histogram_quantiles(self.counts, self.edges, (0.5,))[0],
+            per_head_mean=self.per_head.value().tolist(),
+            count=self.n,
+            histogram=dict(edges=[round(float(e), 6) for e in self.edges], counts=self.counts.tolist()),
+        )
 
 
 class AttentionCollector:
@@ -187,7 +196,6 @@ class AttentionCollector:
         self.top_k_percent = top_k_percent
         self.intruder_k, self.intruder_eps = intruder_k, intruder_eps
         self.with_coefficient = with_coefficient
-        self.hist_bins = hist_bins
         self._means: dict[tuple, _Mean] = defaultdict(_Mean)
         self._hists: dict[tuple, _Histogram] = defaultdict(lambda: _Histogram(hist_bins))
         self._intruders: dict[str, Tensor] = {}
@@ -200,7 +208,6 @@ class AttentionCollector:
         return self
 
     def __exit__(self, *exc) -> None:
-        assert self._ctx is not None
         self._ctx.__exit__(*exc)
         self._ctx = None
 
@@ -219,17 +226,14 @@ class AttentionCollector:
                 )
             if 'redundancy' in self.analyses and attn.shape[1] > 1:
                 self._means[('redundancy', site.name, branch)].add(head_redundancy(attn), b)
-        two = len(site.branches) == 2
         if 'cvv' in self.analyses and site.has_separate_values:
             c = value_alignment(heads['v'], heads['v_neg'])  # [B, H]
             self._hists[('cvv', site.name)].add(c)
-            self._means[('cvv', site.name)].add(c.mean(0), b)
-        if two and ('cvv' in self.analyses or 'intruders' in self.analyses):
+        if len(site.branches) == 2 and ('cvv' in self.analyses or 'intruders' in self.analyses):
             pos, neg = branch_outputs(site, maps, heads, self.with_coefficient)  # [B, H, M, d]
             if 'cvv' in self.analyses:
                 cos = branch_cosine(pos, neg)  # [B, H]
                 self._hists[('branch_cosine', site.name)].add(cos)
-                self._means[('branch_cosine', site.name)].add(cos.mean(0), b)
             if 'intruders' in self.analyses:
                 counts = intruder_dimensions(pos, neg, self.intruder_k, self.intruder_eps)
                 hist = torch.bincount(counts.flatten().cpu(), minlength=self.intruder_k + 1)
@@ -238,17 +242,12 @@ class AttentionCollector:
 
     # -- results ---------------------------------------------------------------------------
     def records(self) -> dict[str, list[dict]]:
-        """Per-analysis lists of per-site (and per-branch) records, plain Python values.
-
-        Keys: ``entropy`` (``per_head``, ``mean``, ``top_k_per_head``, ``top_k_mean`` in nats;
-        ``num_keys`` = the ``N`` of the maps, whose uniform rows have the maximum ``log N``),
-        ``redundancy`` (``mean``), ``cvv`` (``mean``, ``median``, ``per_head_mean``,
-        ``histogram``), ``branch_cosine`` (same fields), ``intruders`` (``histogram`` of counts
-        0..k, ``mean``, ``per_head_mean``); each record also has ``site``, ``layer``, ``group``, ``kind``.
-        """
+        """Per-analysis lists of per-site (and per-branch) records, plain Python values: the
+        ``entropy``, ``redundancy``, ``cvv``, ``branch_cosine`` and ``intruders`` entries of the
+        report (fields: :mod:`.report`)."""
         out: dict[str, list[dict]] = defaultdict(list)
         for site in self.sites:
-            base = dict(site=site.name, layer=site.layer, group=site.group, kind=site.kind)
+            base = site.record(kind=site.kind)
             for branch in site.branches:
                 ent = self._means.get(('entropy', site.name, branch))
                 if ent is not None and ent.weight:
@@ -257,10 +256,10 @@ class AttentionCollector:
                         dict(
                             base,
                             branch=branch,
-                            per_head=_floats(ent.value()),
+                            per_head=ent.value().tolist(),
                             mean=float(ent.value().mean()),
                             top_k_percent=self.top_k_percent,
-                            top_k_per_head=_floats(top),
+                            top_k_per_head=top.tolist(),
                             top_k_mean=float(top.mean()),
                             num_maps=ent.weight,
                             num_keys=self._keys.get(site.name),
@@ -275,33 +274,22 @@ class AttentionCollector:
                 hist = self._hists.get((name, site.name))
                 if hist is not None and hist.n:
                     extra = dict(with_coefficient=self.with_coefficient) if name == 'branch_cosine' else {}
-                    out[name].append(
-                        dict(
-                            base,
-                            **extra,
-                            mean=hist.total / hist.n,
-                            median=hist.median(),
-                            per_head_mean=_floats(self._means[(name, site.name)].value()),
-                            count=hist.n,
-                            histogram=hist.to_dict(),
-                        )
-                    )
+                    out[name].append(dict(base, **extra, **hist.record()))
             counts = self._intruders.get(site.name)
             if counts is not None:
-                n = int(counts.sum())
-                mean = float((counts * torch.arange(counts.numel())).sum()) / n
                 out['intruders'].append(
                     dict(
                         base,
                         k=self.intruder_k,
                         eps=self.intruder_eps,
                         histogram=counts.tolist(),
-                        mean=mean,
-                        per_head_mean=_floats(self._means[('intruders', site.name)].value()),
-                        count=n,
+                        mean=histogram_mean(counts),
+                        per_head_mean=self._means[('intruders', site.name)].value().tolist(),
+                        count=int(counts.sum()),
                     )
                 )
-        return dict(out)
+        order = ('entropy', 'redundancy', 'cvv', 'branch_cosine', 'intruders')
+        return {name: out[name] for name in order if out[name]}
 
 
 class TokenDistanceCollector:
@@ -319,10 +307,9 @@ class TokenDistanceCollector:
     """
 
     def __init__(self, model: nn.Module, center: Optional[str] = 'feature') -> None:
-        sites = find_attention_sites(model)
         modules = dict(model.named_modules())
-        self.layers: dict[int, tuple[str, nn.Module, int]] = {}
-        for s in sites:
+        self.layers: dict[int, tuple[str, nn.Module, int]] = {}  # block index → (path, block, prefix)
+        for s in find_attention_sites(model):
             if s.layer not in self.layers and s.layer_path in modules:
                 self.layers[s.layer] = (
                     s.layer_path,
@@ -336,7 +323,8 @@ class TokenDistanceCollector:
 
     def __enter__(self) -> 'TokenDistanceCollector':
         for layer, (path, module, prefix) in self.layers.items():
-            self._handles.append(module.register_forward_hook(self._hook(layer, path, prefix)))
+            hook = functools.partial(self._hook, layer, path, prefix)
+            self._handles.append(module.register_forward_hook(hook))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -344,20 +332,16 @@ class TokenDistanceCollector:
             h.remove()
         self._handles = []
 
-    def _hook(self, layer: int, path: str, prefix: int) -> Callable:
-        @torch.no_grad()
-        def hook(module: nn.Module, args, output) -> None:
-            x = output[0] if isinstance(output, (tuple, list)) else output
-            if not isinstance(x, Tensor) or x.dim() not in (3, 4):
-                raise ValueError(
-                    f'TokenDistanceCollector: {path} returned '
-                    f'{type(x).__name__} {list(getattr(x, "shape", []))}; expected '
-                    f'tokens [B, N, C] or [B, H, W, C]'
-                )
-            tokens = x.flatten(1, 2) if x.dim() == 4 else x[:, prefix:]  # [B, N, C]
-            self._sums[(self.tag, layer)].add(token_distance(tokens, self.center).mean(), x.shape[0])
-
-        return hook
+    @torch.no_grad()
+    def _hook(self, layer: int, path: str, prefix: int, module: nn.Module, args, output) -> None:
+        x = output[0] if isinstance(output, (tuple, list)) else output
+        if not isinstance(x, Tensor) or x.dim() not in (3, 4):
+            raise ValueError(
+                f'TokenDistanceCollector: {path} returned {type(x).__name__} '
+                f'{list(getattr(x, "shape", []))}; expected tokens [B, N, C] or [B, H, W, C]'
+            )
+        tokens = x.flatten(1, 2) if x.dim() == 4 else x[:, prefix:]  # [B, N, C]
+        self._sums[(self.tag, layer)].add(token_distance(tokens, self.center).mean(), x.shape[0])
 
     def distances(self) -> dict[float, dict[int, float]]:
         """Tag → block index → mean distance over the samples seen with that tag."""
@@ -365,7 +349,3 @@ class TokenDistanceCollector:
         for (tag, layer), m in sorted(self._sums.items()):
             out[tag][layer] = float(m.value())
         return dict(out)
-
-
-def _floats(t: Tensor) -> list[float]:
-    return [float(x) for x in t.flatten()]

@@ -31,9 +31,12 @@ from torch import Tensor
 _EPS = 1e-12
 
 
-def _check(t: Tensor, dims: int, name: str, shape: str) -> None:
+def _check(t: Tensor, dims: int, name: str, shape: str, like: Optional[Tensor] = None) -> None:
+    """``t`` has ``dims`` dimensions (and the shape of ``like``, if given)."""
     if t.dim() != dims:
         raise ValueError(f'{name}: expected a {dims}-d tensor {shape}, got shape {list(t.shape)}')
+    if like is not None and like.shape != t.shape:
+        raise ValueError(f'{name}: shapes differ, {list(t.shape)} vs {list(like.shape)}')
 
 
 def row_entropy(attn: Tensor) -> Tensor:
@@ -67,8 +70,7 @@ def attention_entropy(attn: Tensor, top_k_percent: Optional[float] = None) -> Te
         return ent.mean(dim=(0, 2))
     if not 0 < top_k_percent <= 100:
         raise ValueError(f'attention_entropy: top_k_percent must be in (0, 100], got {top_k_percent}')
-    m = ent.shape[-1]
-    n_top = max(1, math.ceil(top_k_percent / 100 * m))
+    n_top = max(1, math.ceil(top_k_percent / 100 * ent.shape[-1]))
     return ent.topk(n_top, dim=-1).values.mean(dim=(0, 2))  # [H]
 
 
@@ -77,12 +79,7 @@ def head_redundancy(attn: Tensor) -> Tensor:
 
     Per sample ``b``: ``mean_{i<j} (1 - cos(vec A[b, i], vec A[b, j]))``, then the mean over
     ``b``. 0 when all heads attend alike; higher = less redundant (more diverse) heads.
-
-    Args:
-        attn: ``[B, H, M, N]`` maps, ``H ≥ 2``.
-
-    Returns:
-        0-dim float tensor.
+    ``attn [B, H, M, N]`` (``H ≥ 2``) → 0-dim float tensor.
     """
     _check(attn, 4, 'head_redundancy', '[B, H, M, N]')
     b, h = attn.shape[:2]
@@ -98,31 +95,17 @@ def frobenius_cosine(x: Tensor, y: Tensor) -> Tensor:
     """Normalised Frobenius inner product of two matrices per ``(b, h)``.
 
     ``tr(Xᵀ Y) / (‖X‖_F ‖Y‖_F) = <vec X, vec Y> / (‖vec X‖ ‖vec Y‖)``, in ``[-1, 1]`` (1 =
-    aligned, 0 = orthogonal). A zero matrix gives 0.
-
-    Args:
-        x, y: ``[B, H, N, d]``.
-
-    Returns:
-        ``[B, H]`` float tensor.
+    aligned, 0 = orthogonal). A zero matrix gives 0. ``x, y [B, H, N, d]`` → ``[B, H]`` float.
     """
-    _check(x, 4, 'frobenius_cosine', '[B, H, N, d]')
-    if x.shape != y.shape:
-        raise ValueError(f'frobenius_cosine: shapes differ, {list(x.shape)} vs {list(y.shape)}')
+    _check(x, 4, 'frobenius_cosine', '[B, H, N, d]', y)
     xf, yf = x.flatten(2).float(), y.flatten(2).float()  # [B, H, N·d]
     return (xf * yf).sum(-1) / (xf.norm(dim=-1) * yf.norm(dim=-1)).clamp_min(_EPS)
 
 
 def value_alignment(v_pos: Tensor, v_neg: Tensor) -> Tensor:
     """``C(V+, V-) = tr(V+ᵀ V-) / (‖V+‖_F ‖V-‖_F)`` per sample and head (paper, ImageNet val:
-    mean 0.22, median 0.18 for ViT-B DnA).
-
-    Args:
-        v_pos, v_neg: ``[B, H, N, d]`` head-split values of the two branches.
-
-    Returns:
-        ``[B, H]``.
-    """
+    mean 0.22, median 0.18 for ViT-B DnA): the two branches' head-split values
+    ``[B, H, N, d]`` → ``[B, H]``."""
     return frobenius_cosine(v_pos, v_neg)
 
 
@@ -131,13 +114,7 @@ def branch_cosine(out_pos: Tensor, out_neg: Tensor) -> Tensor:
     :func:`frobenius_cosine` of the ``[N, d]`` outputs (DnA: ``softmax(sQ+Kᵀ)V+`` and
     ``softmin(sQ-Kᵀ)V-``; Diff: ``A1 V`` and ``A2 V``; paper: DnA 0.32, Diff 0.96). The mixing
     coefficient (``α``, ``-λ``) is the caller's choice: a positive scale leaves it unchanged,
-    a negative one flips its sign.
-
-    Args:
-        out_pos, out_neg: ``[B, H, N, d]``.
-
-    Returns:
-        ``[B, H]``.
+    a negative one flips its sign. ``out_pos, out_neg [B, H, N, d]`` → ``[B, H]``.
     """
     return frobenius_cosine(out_pos, out_neg)
 
@@ -149,19 +126,10 @@ def intruder_dimensions(out_a: Tensor, out_b: Tensor, k: int = 10, eps: float = 
     outputs (``X = U S Vᵀ``, columns ordered by singular value); a vector ``u_i^a`` is an
     intruder when ``|u_i^a · u_j^b| < ε`` for every ``j`` (its largest absolute cosine with the
     other branch's top-``k`` is below ε; paper: ``ε = cos(π/3) = 0.5``, ``k = 10``). ``k`` is
-    clipped to ``min(N, d)``, the number of singular vectors there are.
-
-    Args:
-        out_a, out_b: ``[B, H, N, d]`` branch outputs.
-        k: Top singular vectors compared.
-        eps: Threshold on the absolute cosine.
-
-    Returns:
-        ``[B, H]`` int64 counts in ``[0, min(k, N, d)]``.
+    clipped to ``min(N, d)``, the number of singular vectors there are. Branch outputs
+    ``out_a, out_b [B, H, N, d]`` → ``[B, H]`` int64 counts in ``[0, min(k, N, d)]``.
     """
-    _check(out_a, 4, 'intruder_dimensions', '[B, H, N, d]')
-    if out_a.shape != out_b.shape:
-        raise ValueError(f'intruder_dimensions: shapes differ, {list(out_a.shape)} vs {list(out_b.shape)}')
+    _check(out_a, 4, 'intruder_dimensions', '[B, H, N, d]', out_b)
     if k < 1 or not 0 < eps <= 1:
         raise ValueError(f'intruder_dimensions: need k >= 1 and 0 < eps <= 1, got k={k}, eps={eps}')
     kk = min(k, *out_a.shape[-2:])
@@ -178,14 +146,8 @@ def token_distance(tokens: Tensor, center: Optional[str] = 'feature') -> Tensor:
     centring: ``'feature'`` (default; the paper's "mean-centred across feature space") subtracts
     each token's mean over its ``C`` channels; ``'token'`` subtracts the mean token of the sample
     (then ``D`` stays near ``1 + 1/(N-1)`` whenever the token norms are alike, which is why it is
-    not the default); ``None`` none. Pass patch tokens only (no CLS).
-
-    Args:
-        tokens: ``[B, N, C]``, ``N ≥ 2``.
-        center: ``'feature'``, ``'token'`` or ``None``.
-
-    Returns:
-        ``[B]``.
+    not the default); ``None`` none. Pass patch tokens only (no CLS): ``tokens [B, N, C]``
+    (``N ≥ 2``) → ``[B]``.
     """
     _check(tokens, 3, 'token_distance', '[B, N, C]')
     n = tokens.shape[1]

@@ -1,14 +1,6 @@
-"""Models and inputs for the analyses: one :class:`AnalysisModel` per way a model is described.
-
-* :func:`load_mm_model` — an OpenMMLab config (MMAction2 recognizer, MMDetection detector, any
-  model with a ``backbone``) built through the registries, the checkpoint loaded by
-  :func:`dna_mm.checkpoint.load_whole_model` (strict), batches from the config's
-  ``test_dataloader`` / ``val_dataloader`` through the model's ``data_preprocessor``.
-* :func:`load_timm_model` — ``timm:<model name>`` (e.g. ``timm:dna_vit_tiny_patch16_224``)
-  with ``create_model`` keyword arguments; images from a folder, timm's eval transform.
-
-An :class:`AnalysisModel` gives normalised input batches, runs the model on them and says how
-to add pixel noise (it knows the normalisation).
+"""Models and inputs for the analyses: an :class:`AnalysisModel` from an OpenMMLab config
+(:func:`load_mm_model`) or a ``timm:<model name>`` (:func:`load_timm_model`); it gives
+normalised input batches, runs the model on them and knows how to add pixel noise.
 """
 
 from __future__ import annotations
@@ -146,6 +138,9 @@ def load_mm_model(
     mean, std = getattr(pre, 'mean', None), getattr(pre, 'std', None)
     if mean is None or std is None:
         raise ConfigError(f'{config}: the data_preprocessor has no mean / std (needed for noise)')
+    # channels on axis 2 of [B, clips, C, T, H, W] (MMAction2 NCTHW), axis 1 of [B, C, H, W] otherwise
+    shape = (1, 1, -1, 1, 1, 1) if getattr(pre, 'format_shape', None) == 'NCTHW' else (1, -1, 1, 1)
+    mean, std = mean.reshape(shape), std.reshape(shape)
     is_recognizer = hasattr(model, 'cls_head')
 
     def forward(inputs: Tensor) -> Tensor:
@@ -170,45 +165,25 @@ def load_mm_model(
         total = len(loader.dataset) if num_samples is None else min(num_samples, len(loader.dataset))
         for data in loader:
             data = pre(data, False)
-            inputs = data['inputs']
             samples = data.get('data_samples') or []
             labels = torch.tensor([_label(s) for s in samples]) if samples else None
-            if num_samples is not None and seen + inputs.shape[0] > num_samples:
-                keep = num_samples - seen
-                inputs, labels = inputs[:keep], None if labels is None else labels[:keep]
+            keep = None if num_samples is None else num_samples - seen  # slice [:None]: all
+            inputs = data['inputs'][:keep]
             seen += inputs.shape[0]
-            yield Batch(inputs, labels, meta=dict(total=total))
+            yield Batch(inputs, None if labels is None else labels[:keep], meta=dict(total=total))
             if num_samples is not None and seen >= num_samples:
                 return
 
-    shape = _channel_shape(pre)
-    return AnalysisModel(
-        model,
-        forward,
-        batches,
-        mean.reshape(shape),
-        std.reshape(shape),
-        255.0 if float(mean.max()) > 1.5 else 1.0,
-        is_recognizer,
-        osp.splitext(osp.basename(config))[0],
-        load_input,
-    )
-
-
-def _channel_shape(pre: nn.Module) -> tuple[int, ...]:
-    """``mean`` / ``std`` broadcast shape: channels on axis 2 of ``[B, clips, C, T, H, W]``
-    (MMAction2 NCTHW), axis 1 of ``[B, C, H, W]`` otherwise."""
-    if getattr(pre, 'format_shape', None) == 'NCTHW':
-        return (1, 1, -1, 1, 1, 1)
-    return (1, -1, 1, 1)
+    pixel_max = 255.0 if float(mean.max()) > 1.5 else 1.0
+    name = osp.splitext(osp.basename(config))[0]
+    return AnalysisModel(model, forward, batches, mean, std, pixel_max, is_recognizer, name, load_input)
 
 
 def _label(sample: Any) -> int:
+    """The first ground-truth label of a data sample (``gt_labels.item`` / ``gt_label``), else -1."""
     for key in ('gt_labels', 'gt_label'):
         holder = getattr(sample, key, None)
-        if holder is None:
-            continue
-        item = holder.item if hasattr(holder, 'item') and isinstance(holder.item, Tensor) else holder
+        item = holder.item if isinstance(getattr(holder, 'item', None), Tensor) else holder
         if isinstance(item, Tensor) and item.numel() >= 1:
             return int(item.flatten()[0])
     return -1

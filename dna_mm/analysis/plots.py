@@ -51,13 +51,17 @@ def _color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
+def _records(reports: Sequence[dict], key: str) -> list[dict]:
+    """The records of the analysis ``key`` of every report."""
+    return [r for rep in reports for r in rep.get(key) or []]
+
+
 def _groups(reports: Sequence[dict], key: str) -> list[str]:
-    seen: list[str] = []
-    for rep in reports:
-        for rec in rep.get(key) or []:
-            if rec['group'] not in seen:
-                seen.append(rec['group'])
-    return seen
+    return list(dict.fromkeys(r['group'] for r in _records(reports, key)))
+
+
+def _layers(reports: Sequence[dict], key: str) -> list[int]:
+    return sorted({r['layer'] for r in _records(reports, key)})
 
 
 def _having(reports: Sequence[dict], key: str) -> list[tuple[int, dict]]:
@@ -81,23 +85,17 @@ def _save(fig, path: str, note: Optional[str] = None, note_top: float = 0.0) -> 
     return path
 
 
-def _finish(fig, path: str, title: str, handles: Optional[list] = None, note: Optional[str] = None) -> str:
-    """Title above, one legend (and an optional note) below the panels, saved as PNG."""
+def _finish(fig, path: str, title: str, handles: Sequence, note: Optional[str] = None) -> str:
+    """Title above, one legend in balanced columns (and an optional note) below the panels."""
     width = fig.get_figwidth()
     fig.suptitle(textwrap.fill(title, int(width * 12)), fontsize=10.5)
     fig.tight_layout()
     bottom = 0.0
     if handles:
         rows = math.ceil(len(handles) / max(1, int(width // 2.4)))
-        ncol = math.ceil(len(handles) / rows)  # balanced columns
-        fig.legend(
-            handles=handles,
-            loc='upper center',
-            bbox_to_anchor=(0.5, 0.0),
-            ncol=ncol,
-            fontsize=8,
-            frameon=False,
-        )
+        ncol = math.ceil(len(handles) / rows)
+        legend = dict(loc='upper center', bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
+        fig.legend(handles=handles, ncol=ncol, **legend)
         bottom = -0.03 - 0.055 * math.ceil(len(handles) / ncol) * (3.3 / fig.get_figheight())
     return _save(fig, path, note, bottom - 0.02)
 
@@ -139,6 +137,7 @@ def _panel(
 
 
 def _series(records: list[dict], group: str, field: str, branch: Optional[str] = None):
+    """``(layers, values of field, records)`` of one attention (and branch), in layer order."""
     rows = sorted(
         (r for r in records if r['group'] == group and (branch is None or r.get('branch') == branch)),
         key=lambda r: r['layer'],
@@ -146,8 +145,9 @@ def _series(records: list[dict], group: str, field: str, branch: Optional[str] =
     return [r['layer'] for r in rows], [r[field] for r in rows], rows
 
 
-def _layers(reports: Sequence[dict], key: str) -> list[int]:
-    return sorted({r['layer'] for rep in reports for r in rep.get(key) or []})
+def _line(ax, x: Sequence, y: Sequence, i: int, ls='-', marker: str = 'o', ms: float = 3.5, **kwargs) -> None:
+    """One run's line (colour ``i``) with markers."""
+    ax.plot(x, y, ls, marker=marker, ms=ms, color=_color(i), **kwargs)
 
 
 # -- α -------------------------------------------------------------------------------------------
@@ -159,41 +159,37 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
     if not groups:
         return None
     have = _having(reports, 'alpha')
+    recs = _records(reports, 'alpha')
     fig, axes = _axes(
         len(groups) + 1, 4.0, sharey=False, gridspec_kw=dict(width_ratios=[1.0] * len(groups) + [0.8])
     )
-    axes = list(axes[0])
+    *panels, spread = axes[0]
     layers = _layers(reports, 'alpha')
-    inits = {r.get('init', ALPHA_INIT) for _, rep in have for r in rep['alpha']}
-    values = [v for _, rep in have for r in rep['alpha'] for v in (r['min'], r['max'])] + list(inits)
-    lo, hi = min(0.0, min(values)), max(1.0, max(values))
+    inits = {r.get('init', ALPHA_INIT) for r in recs}
+    values = [v for r in recs for v in (r['min'], r['max'])] + list(inits)
+    lo, hi = min(0.0, *values), max(1.0, *values)
     pad = 0.05 * (hi - lo)
-    for ax, group in zip(axes[:-1], groups, strict=True):
+    for ax, group in zip(panels, groups, strict=True):
         for i, rep in have:
             x, mean, rows = _series(rep['alpha'], group, 'mean')
-            if not x:
-                continue
-            ax.fill_between(
-                x, [r['min'] for r in rows], [r['max'] for r in rows], color=_color(i), alpha=0.18, lw=0
-            )
-            ax.plot(x, mean, '-', marker='o', ms=3.5, color=_color(i))
+            if x:
+                lows, highs = [r['min'] for r in rows], [r['max'] for r in rows]
+                ax.fill_between(x, lows, highs, color=_color(i), alpha=0.18, lw=0)
+                _line(ax, x, mean, i)
         for init in inits:
             ax.axhline(init, color='0.35', ls=(0, (4, 3)), lw=1)
         ax.axhline(0, color='0.6', lw=0.8)
         ax.set_ylim(lo - pad, hi + pad)
-        _panel(ax, _title(group), 'α  (weight of the negative branch)' if ax is axes[0] else None, layers)
-        if ax is not axes[0]:
+        _panel(ax, _title(group), 'α  (weight of the negative branch)' if ax is panels[0] else None, layers)
+        if ax is not panels[0]:
             ax.tick_params(labelleft=False)
-    ax = axes[-1]
-    top = 0.0
     for i, rep in have:
         for j, group in enumerate(groups):
             x, std, _ = _series(rep['alpha'], group, 'std')
             if x:
-                ax.plot(x, std, GROUP_STYLES[j % 4], marker='o', ms=3.5, color=_color(i))
-                top = max(top, *std)
-    ax.set_ylim(0, max(0.1, 1.15 * top))
-    _panel(ax, 'spread over heads', 'std of α over heads', layers)
+                _line(spread, x, std, i, GROUP_STYLES[j % 4])
+    spread.set_ylim(0, max(0.1, 1.15 * max(r['std'] for r in recs)))
+    _panel(spread, 'spread over heads', 'std of α over heads', layers)
     handles = _run_handles([rep for _, rep in have])
     handles += [Patch(color='0.6', alpha=0.35, label='min–max over heads')]
     handles += [_style_handle(f'initial α = {", ".join(f"{v:g}" for v in inits)}', (0, (4, 3)), '0.35')]
@@ -208,62 +204,52 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
 def _per_branch(
     reports: Sequence[dict], key: str, field: str, ylabel: str, faint: Optional[str] = None
 ) -> tuple:
-    """Panels per group, a line per (run, branch); returns (fig, axes, groups, branches)."""
+    """Panels per group, a line per (run, branch); returns (fig, axes, groups, legend handles)."""
     groups = _groups(reports, key)
-    fig, axes = _axes(len(groups))
-    axes = list(axes[0])
+    fig, (axes,) = _axes(len(groups))
     layers = _layers(reports, key)
     branches: list[str] = []
     for ax, group in zip(axes, groups, strict=True):
         for i, rep in enumerate(reports):
-            recs = rep.get(key) or []
             for branch in ('pos', 'neg', 'attn'):
-                x, y, rows = _series(recs, group, field, branch)
+                x, y, rows = _series(rep.get(key) or [], group, field, branch)
                 if not x:
                     continue
                 if branch not in branches:
                     branches.append(branch)
                 ls, mk = BRANCH_STYLE[branch]
-                ax.plot(x, y, ls, marker=mk, ms=3.5, color=_color(i))
+                _line(ax, x, y, i, ls, mk)
                 if faint:
-                    ax.plot(x, [r[faint] for r in rows], ls, marker=mk, ms=2.5, alpha=0.35, color=_color(i))
+                    _line(ax, x, [r[faint] for r in rows], i, ls, mk, ms=2.5, alpha=0.35)
         _panel(ax, _title(group), ylabel if ax is axes[0] else None, layers)
-    return fig, axes, groups, branches
-
-
-def _max_entropy(reports: Sequence[dict], group: str) -> Optional[tuple[float, int]]:
-    """``(log N, N)`` of the attention ``group`` (the largest ``N`` its records saw)."""
-    n = max(
-        (r.get('num_keys') or 0 for rep in reports for r in rep.get('entropy') or [] if r['group'] == group),
-        default=0,
-    )
-    return (math.log(n), n) if n else None
+    return fig, axes, groups, _run_handles(reports) + _branch_handles(branches)
 
 
 def plot_entropy(reports: Sequence[dict], path: str) -> Optional[str]:
     """Mean row entropy per layer and branch (strong lines) and the mean of the top-k % rows
     (faint), with each attention's maximum ``log N`` (uniform rows over its ``N`` keys)."""
-    if not _groups(reports, 'entropy'):
+    recs = _records(reports, 'entropy')
+    if not recs:
         return None
-    fig, axes, groups, branches = _per_branch(reports, 'entropy', 'mean', 'row entropy (nats)', 'top_k_mean')
-    top = max(r[f] for rep in reports for r in rep.get('entropy') or [] for f in ('mean', 'top_k_mean'))
+    fig, axes, groups, handles = _per_branch(reports, 'entropy', 'mean', 'row entropy (nats)', 'top_k_mean')
+    top = max(r[f] for r in recs for f in ('mean', 'top_k_mean'))
     for ax, group in zip(axes, groups, strict=True):
-        ref = _max_entropy(reports, group)
-        if ref is not None:
-            ax.axhline(ref[0], color='0.45', ls='-', lw=1.0)
+        n = max(r.get('num_keys') or 0 for r in recs if r['group'] == group)  # the largest N seen
+        if n:
+            log_n = math.log(n)
+            ax.axhline(log_n, color='0.45', ls='-', lw=1.0)
             ax.annotate(
-                f'uniform: log {ref[1]} = {ref[0]:.2f}',
-                (0.02, ref[0]),
+                f'uniform: log {n} = {log_n:.2f}',
+                (0.02, log_n),
                 xycoords=('axes fraction', 'data'),
                 xytext=(0, 3),
                 textcoords='offset points',
                 fontsize=7.5,
                 color='0.3',
             )
-            top = max(top, ref[0])
+            top = max(top, log_n)
     axes[0].set_ylim(0, top * 1.12)
-    k = next((r['top_k_percent'] for rep in reports for r in rep.get('entropy') or []), 10)
-    handles = _run_handles(reports) + _branch_handles(branches)
+    k = recs[0]['top_k_percent']
     handles.append(_style_handle(f'faint: the {k:g} % highest-entropy rows', color='0.5', alpha=0.5, lw=1.5))
     handles.append(_style_handle('maximum: uniform rows over the N keys', color='0.45', lw=1.0))
     return _finish(fig, path, 'Attention entropy per layer: mean over rows, heads and samples', handles)
@@ -273,12 +259,11 @@ def plot_redundancy(reports: Sequence[dict], path: str) -> Optional[str]:
     """Head redundancy, drawn as the distance it is computed from: the mean pairwise distance
     ``Δ = 1 − cos(vec A_i, vec A_j)`` between the heads' maps, per layer and branch (0: all heads
     attend alike, i.e. fully redundant; higher: more diverse heads)."""
-    if not _groups(reports, 'redundancy'):
+    recs = _records(reports, 'redundancy')
+    if not recs:
         return None
-    fig, axes, _, branches = _per_branch(reports, 'redundancy', 'mean', 'Δ (mean 1 − cos over head pairs)')
-    top = max(r['mean'] for rep in reports for r in rep.get('redundancy') or [])
-    axes[0].set_ylim(0, max(1.0, top * 1.05))
-    handles = _run_handles(reports) + _branch_handles(branches)
+    fig, axes, _, handles = _per_branch(reports, 'redundancy', 'mean', 'Δ (mean 1 − cos over head pairs)')
+    axes[0].set_ylim(0, max(1.0, 1.05 * max(r['mean'] for r in recs)))
     return _finish(
         fig,
         path,
@@ -313,12 +298,10 @@ def _boxes(ax, reports: Sequence[dict], key: str, group: str) -> list[int]:
 def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
     """Distribution per layer and attention of C(V+, V−) (DnA's value subspaces; top row) and
     of the cosine of the two branches' outputs (DnA, Diff; bottom row), over samples × heads."""
-    rows = [k for k in ('cvv', 'branch_cosine') if any(rep.get(k) for rep in reports)]
+    rows = [k for k in ('cvv', 'branch_cosine') if _records(reports, k)]
     if not rows:
         return None
-    groups = []
-    for k in rows:
-        groups += [g for g in _groups(reports, k) if g not in groups]
+    groups = list(dict.fromkeys(g for k in rows for g in _groups(reports, k)))
     fig, axes = _axes(len(groups), 4.2, 3.0, rows=len(rows))
     names = {
         'cvv': ('C(V+, V−) = ⟨V+, V−⟩_F / (‖V+‖ ‖V−‖)', 'value subspaces'),
@@ -364,27 +347,23 @@ def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
     have = _having(reports, 'intruders')
     if not have:
         return None
-    groups = _groups([rep for _, rep in have], 'intruders')
-    fig, axes = _axes(len(groups), 4.4, 3.2)
-    axes = list(axes[0])
+    groups = _groups(reports, 'intruders')
+    fig, (axes,) = _axes(len(groups), 4.4, 3.2)
     width = 0.8 / len(have)
-    rec0 = have[0][1]['intruders'][0]
     for ax, group in zip(axes, groups, strict=True):
-        top = 0
+        last = 1  # the highest count drawn (at least 1)
         for slot, (i, rep) in enumerate(have):
             recs = [r for r in rep['intruders'] if r['group'] == group]
             if not recs:
                 continue
             hist = summed_counts(r['histogram'] for r in recs).double().numpy()
-            n = len(hist)
-            nz = np.nonzero(hist)[0]
-            top = max(top, int(nz.max()) if nz.size else 0)
-            x = np.arange(n) + (slot - (len(have) - 1) / 2) * width
+            last = max(last, int(np.flatnonzero(hist).max(initial=0)))
+            x = np.arange(len(hist)) + (slot - (len(have) - 1) / 2) * width
             ax.bar(x, hist / hist.sum(), width, color=_color(i))
-        ax.set_xlim(-0.6, max(top, 1) + 0.6)
+        ax.set_xlim(-0.6, last + 0.6)
         ax.set_ylim(0, 1)
         ylabel = 'fraction of (sample, head, layer)' if ax is axes[0] else None
-        _panel(ax, _title(group), ylabel, range(max(top, 1) + 1), 'intruder dimensions', grid='y')
+        _panel(ax, _title(group), ylabel, range(last + 1), 'intruder dimensions', grid='y')
     handles = [
         Patch(
             color=_color(i),
@@ -393,6 +372,7 @@ def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
         )
         for i, rep in have
     ]
+    rec0 = have[0][1]['intruders'][0]
     return _finish(
         fig,
         path,
@@ -411,43 +391,33 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
     have = _having(reports, 'robustness')
     if not have:
         return None
-    sigmas = sorted({e['sigma'] for _, r in have for e in r['robustness'] if e['sigma'] > 0}) or [0.0]
-    with_acc = any(e.get('accuracy') is not None for _, r in have for e in r['robustness'])
-    n = len(sigmas) + with_acc
-    fig, axes = _axes(n, 3.6, sharey=False)
-    axes = list(axes[0])
-    layers = [lay['layer'] for _, r in have for e in r['robustness'] for lay in e['layers']]
-    top = 0.0
-    for ax, sigma in zip(axes[: len(sigmas)], sigmas, strict=True):
-        psnrs = []
+    entries = _records(reports, 'robustness')
+    sigmas = sorted({e['sigma'] for e in entries if e['sigma'] > 0}) or [0.0]
+    with_acc = any(e.get('accuracy') is not None for e in entries)
+    fig, (axes,) = _axes(len(sigmas) + with_acc, 3.6, sharey=False)
+    layers = [lay['layer'] for e in entries for lay in e['layers']]
+    top = max(lay['distance'] for e in entries for lay in e['layers'])
+    for ax, sigma in zip(axes, sigmas, strict=False):  # (and the accuracy panel)
         for i, rep in have:
-            entries = {e['sigma']: e for e in rep['robustness']}
-            for s, ls in ((0.0, '-'), (sigma, '--')) if sigma > 0 else ((0.0, '-'),):
-                e = entries.get(s)
-                if e is None:
-                    continue
-                x = [layer['layer'] for layer in e['layers']]
-                y = [layer['distance'] for layer in e['layers']]
-                top = max(top, *y)
-                ax.plot(x, y, ls, marker='o', ms=3.5, color=_color(i))
-                if s > 0 and e.get('psnr') is not None:
-                    psnrs.append(e['psnr'])
+            for e in rep['robustness']:
+                if e['sigma'] in (0.0, sigma):
+                    x, y = [lay['layer'] for lay in e['layers']], [lay['distance'] for lay in e['layers']]
+                    _line(ax, x, y, i, '-' if e['sigma'] == 0 else '--')
+        psnrs = [e['psnr'] for e in entries if e['sigma'] == sigma and e.get('psnr') is not None]
         title = f'σ = {sigma:g}' + (f' (PSNR {np.mean(psnrs):.1f} dB)' if psnrs else '')
         _panel(ax, title, None, layers)
-    for ax in axes[: len(sigmas)]:
         ax.set_ylim(0, top * 1.1)
         if ax is not axes[0]:
             ax.tick_params(labelleft=False)
     axes[0].set_ylabel('token distance within a clip\n(mean 1 − cos between patch tokens)', fontsize=8.5)
     if with_acc:
-        ax = axes[-1]
         for i, rep in have:
             pts = sorted(
                 (e['sigma'], 100 * e['accuracy']) for e in rep['robustness'] if e.get('accuracy') is not None
             )
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], '-', marker='o', ms=3.5, color=_color(i))
-        ax.set_ylim(0, 102)
-        _panel(ax, 'accuracy on the analysed samples', 'top-1 (%)', None, 'noise σ')
+            _line(axes[-1], [p[0] for p in pts], [p[1] for p in pts], i)
+        axes[-1].set_ylim(0, 102)
+        _panel(axes[-1], 'accuracy on the analysed samples', 'top-1 (%)', None, 'noise σ')
     settings = have[0][1].get('settings') or {}
     space = settings.get('noise_space', 'normalized')
     handles = _run_handles([rep for _, rep in have])
@@ -495,8 +465,7 @@ def _as_drawn(cmap, background: float = 0.4, opacity: float = 0.9) -> ListedColo
 def _grey(frame: np.ndarray) -> np.ndarray:
     """RGB ``[H, W, 3]`` in ``[0, 1]`` → luminance squeezed into ``[0.15, 0.65]`` (the overlay's
     light and saturated ends both stand out from it)."""
-    lum = frame @ np.array([0.299, 0.587, 0.114])
-    return 0.15 + 0.5 * lum
+    return 0.15 + 0.5 * (frame @ np.array([0.299, 0.587, 0.114]))
 
 
 def plot_relevance(
@@ -524,7 +493,7 @@ def plot_relevance(
     """
     chains = [c for c in ('pos', 'attn', 'neg') if c in maps]
     t = frames.shape[0]
-    idx = list(frame_indices) if frame_indices is not None else list(range(t))
+    idx = list(range(t) if frame_indices is None else frame_indices)
     cell = 1.6 if t > 1 else 2.6
     fig, axes = plt.subplots(
         1 + len(chains),
@@ -547,8 +516,7 @@ def plot_relevance(
                 ax.imshow(rgba, interpolation='bilinear')
                 if rel.max() > 0.5 > rel.min():
                     ax.contour(rel, levels=[0.5], colors=['white'], linewidths=0.7)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
             if f == 0:
                 ax.set_ylabel('input' if chain is None else RELEVANCE_ROWS[chain], fontsize=8.5)
             if r == 0 and t > 1:

@@ -67,11 +67,6 @@ def chefer_cam(attn: Tensor, grad: Tensor) -> Tensor:
     return (grad * attn).clamp(min=0).mean(dim=1)
 
 
-def propagate(rel: Tensor, cam: Tensor) -> Tensor:
-    """One step of the rule: ``R + cam · R`` (``[n, n]`` each)."""
-    return rel + cam @ rel
-
-
 def temporal_to_tokens(cam: Tensor) -> Tensor:
     """Temporal cams ``[P, T, T]`` → ``[1 + P·T, 1 + P·T]`` (block diagonal, CLS untouched)."""
     p, t, _ = cam.shape
@@ -94,7 +89,7 @@ def spatial_to_tokens(cam: Tensor) -> Tensor:
 
 
 def _to_tokens(site: AttentionSite, cam: Tensor) -> Tensor:
-    parent = type(site.parent).__name__ if site.parent is not None else ''
+    parent = type(site.parent).__name__
     if parent == 'DividedTemporalAttention':
         return temporal_to_tokens(cam)
     if parent == 'DividedSpatialAttention':
@@ -136,35 +131,34 @@ def relevance_maps(am: AnalysisModel, inputs: Tensor, target: Optional[int] = No
             raise ConfigError(f'relevance_maps: target {cls} outside the {logits.shape[-1]} classes')
         am.model.zero_grad(set_to_none=True)
         logits[0, cls].backward()
-    chains = sorted({k for _, maps in calls for k in maps}, key=['pos', 'neg', 'attn'].index)
-    chains = [c for c in chains if c != 'attn'] or ['attn']
-    rel: dict[str, Tensor] = {}
+    seen = {k for _, maps in calls for k in maps}
+    chains = [c for c in ('pos', 'neg') if c in seen] or ['attn']
+    rel: dict[str, Tensor] = {}  # chain → R [n, n]
     for site, maps in calls:
         for chain in chains:
             a = maps.get(chain, maps.get('attn'))
             if a is None or a.grad is None:
                 raise RuntimeError(f'relevance: no gradient reached the {chain!r} map of {site.name}')
             cam = _to_tokens(site, chefer_cam(a.detach().float(), a.grad.float()))  # [n, n]
-            r = rel.get(chain)
-            rel[chain] = propagate(torch.eye(cam.shape[0]) if r is None else r, cam)
+            r = rel[chain] if chain in rel else torch.eye(cam.shape[0])
+            rel[chain] = r + cam @ r
     video = any(type(s.parent).__name__.startswith('Divided') for s, _ in calls)
     prefix = 1 if video else prefix_tokens(am.model, calls[-1][0].layer_path)
-    size = inputs.shape[-2:]
+    size = tuple(inputs.shape[-2:])
+    frames = inputs.shape[-3] if video else 1
     out, raw = {}, {}
     for chain, r in rel.items():
         row = r[0, prefix:]  # [P·T] (video, index p·T + t) or [P]
-        frames = inputs.shape[-3] if video else 1
         grid = _grid(row.numel() // frames, size)
-        maps = row.reshape(-1, frames).t() if video else row[None]  # [T, P]
-        maps = maps.reshape(frames, *grid)
+        maps = row.reshape(-1, frames).t().reshape(frames, *grid)  # [T, P] → [T, h, w]
         raw[chain] = maps
-        up = F.interpolate(maps[:, None], size=tuple(size), mode='bilinear', align_corners=False)[:, 0]
+        up = F.interpolate(maps[:, None], size=size, mode='bilinear', align_corners=False)[:, 0]
         lo, hi = up.min(), up.max()
         out[chain] = (up - lo) / (hi - lo) if hi > lo else torch.zeros_like(up)
     return Relevance(cls, float(logits[0, cls].detach()), float(probs[cls]), out, raw)
 
 
-def _grid(num_patches: int, size: torch.Size) -> tuple[int, int]:
+def _grid(num_patches: int, size: tuple[int, int]) -> tuple[int, int]:
     """Patch grid ``(h, w)`` with ``h·w = num_patches`` and the input's aspect ratio."""
     h = max(1, round(math.sqrt(num_patches * size[0] / size[1])))
     if num_patches % h:
@@ -178,12 +172,8 @@ def source_frame_indices(pipeline: list[dict], path: str) -> Optional[list[int]]
     ``None`` when the pipeline has no such step."""
     from mmengine.dataset import Compose
 
-    steps = []
-    for step in pipeline:
-        steps.append(step)
-        if 'SampleFrames' in str(step.get('type', '')):
-            break
-    else:
+    end = next((i for i, step in enumerate(pipeline) if 'SampleFrames' in str(step.get('type', ''))), None)
+    if end is None:
         return None
-    out = Compose(steps)(dict(filename=path, label=-1, start_index=0, modality='RGB'))
+    out = Compose(pipeline[: end + 1])(dict(filename=path, label=-1, start_index=0, modality='RGB'))
     return [int(i) for i in out['frame_inds'][: out['clip_len']]]

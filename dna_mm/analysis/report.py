@@ -33,6 +33,7 @@ from .collector import (
     MAP_ANALYSES,
     AttentionCollector,
     TokenDistanceCollector,
+    histogram_mean,
     histogram_quantiles,
     summed_counts,
 )
@@ -50,24 +51,12 @@ def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
     """α statistics per DnA site (:func:`~.measures.alpha_stats`) and λ per Diff site."""
     alpha, lam = [], []
     for site in find_attention_sites(am.model):
-        base = dict(site=site.name, layer=site.layer, group=site.group)
         if site.alpha is not None:
-            alpha.append(
-                dict(
-                    base,
-                    per_head=[float(a) for a in site.alpha.detach()],
-                    **alpha_stats(site.alpha),
-                    init=float(getattr(site.module, 'alpha_init', ALPHA_INIT)),
-                )
-            )
+            init = float(getattr(site.module, 'alpha_init', ALPHA_INIT))
+            alpha.append(site.record(per_head=site.alpha.tolist(), **alpha_stats(site.alpha), init=init))
         if site.kind == 'diff':
-            lam.append(
-                dict(
-                    base,
-                    value=float(site.module.lambda_full().detach()),
-                    lambda_init=float(site.module.lambda_init),
-                )
-            )
+            value, lambda_init = float(site.module.lambda_full().detach()), float(site.module.lambda_init)
+            lam.append(site.record(value=value, lambda_init=lambda_init))
     return dict(alpha=alpha, **({'lambda': lam} if lam else {}))
 
 
@@ -115,17 +104,7 @@ def analyze(
             center=center,
             seed=seed,
         ),
-        sites=[
-            dict(
-                site=s.name,
-                layer=s.layer,
-                group=s.group,
-                kind=s.kind,
-                branches=list(s.branches),
-                num_heads=s.module.num_heads,
-            )
-            for s in sites
-        ],
+        sites=[s.record(kind=s.kind, branches=list(s.branches), num_heads=s.module.num_heads) for s in sites],
     )
     if 'alpha' in analyses:
         report.update(parameter_records(am))
@@ -136,8 +115,8 @@ def analyze(
     )
     tokens = TokenDistanceCollector(am.model, center) if 'robustness' in analyses else None
     gen = torch.Generator().manual_seed(seed)
-    correct = {0.0: 0, **{s: 0 for s in sigmas}}
-    psnr = {s: 0.0 for s in sigmas}
+    correct = dict.fromkeys((0.0, *sigmas), 0)
+    psnr = dict.fromkeys(sigmas, 0.0)
     labelled = 0
     bar = None
     with torch.no_grad():
@@ -148,21 +127,17 @@ def analyze(
             report['num_samples'] += b
             known = batch.labels is not None and bool((batch.labels >= 0).all()) and am.is_classifier
             labelled += b if known else 0
-            with contextlib.ExitStack() as stack:
-                if map_analyses:
-                    stack.enter_context(collector)
-                if tokens is not None:
-                    tokens.tag = 0.0
-                    stack.enter_context(tokens)
-                out = am.forward(batch.inputs)
-            if known:
-                correct[0.0] += int((out.argmax(-1) == batch.labels).sum())
-            for sigma in sigmas:
-                noisy = am.add_noise(batch.inputs, sigma, noise_space, gen)
-                psnr[sigma] += am.psnr(batch.inputs, noisy) * b
-                tokens.tag = sigma
-                with tokens:
-                    out = am.forward(noisy)
+            for sigma in (0.0, *sigmas):  # the clean pass (σ = 0) reduces the maps too
+                inputs = am.add_noise(batch.inputs, sigma, noise_space, gen)
+                with contextlib.ExitStack() as stack:
+                    if sigma == 0 and map_analyses:
+                        stack.enter_context(collector)
+                    if tokens is not None:
+                        tokens.tag = sigma
+                        stack.enter_context(tokens)
+                    out = am.forward(inputs)
+                if sigma:
+                    psnr[sigma] += am.psnr(batch.inputs, inputs) * b
                 if known:
                     correct[sigma] += int((out.argmax(-1) == batch.labels).sum())
             if bar is not None:
@@ -174,10 +149,7 @@ def analyze(
         raise DataError(f'{am.name}: the data gave no samples')
     if labelled == n:
         report['accuracy'] = correct[0.0] / n
-    records = collector.records()
-    for name in ('entropy', 'redundancy', 'cvv', 'branch_cosine', 'intruders'):
-        if name in records:
-            report[name] = records[name]
+    report.update(collector.records())
     if tokens is not None:
         dist = tokens.distances()
         report['robustness'] = [
@@ -207,11 +179,7 @@ def summarize(report: dict) -> dict:
     recs = report.get('intruders') or []
     if recs:
         hist = summed_counts(r['histogram'] for r in recs)
-        n = int(hist.sum())
         summary['intruders'] = dict(
-            histogram=hist.tolist(),
-            count=n,
-            mean=float((hist * torch.arange(len(hist))).sum()) / n,
-            mode=int(hist.argmax()),
+            histogram=hist.tolist(), count=int(hist.sum()), mean=histogram_mean(hist), mode=int(hist.argmax())
         )
     return summary

@@ -29,13 +29,8 @@ WRAPPER_GROUPS: dict[str, str] = {
 
 def attention_kind(module: nn.Module) -> str:
     """``'dna' | 'diff' | 'cog' | 'softmax'`` for a family member."""
-    if isinstance(module, DnAAttention):
-        return 'dna'
-    if isinstance(module, DiffAttention):
-        return 'diff'
-    if isinstance(module, CogAttention):
-        return 'cog'
-    return 'softmax'
+    kinds = ((DnAAttention, 'dna'), (DiffAttention, 'diff'), (CogAttention, 'cog'))
+    return next((kind for cls, kind in kinds if isinstance(module, cls)), 'softmax')
 
 
 @dataclass
@@ -62,6 +57,10 @@ class AttentionSite:
     def kind(self) -> str:
         return attention_kind(self.module)
 
+    def record(self, **fields) -> dict:
+        """``dict(site, layer, group, **fields)``: the start of every per-site record of a report."""
+        return dict(site=self.name, layer=self.layer, group=self.group, **fields)
+
     @property
     def branches(self) -> tuple[str, ...]:
         """Keys of the maps the module returns: ``('pos', 'neg')`` or ``('attn',)``."""
@@ -87,7 +86,7 @@ class AttentionSite:
 
 
 def find_attention_sites(model: nn.Module) -> list[AttentionSite]:
-    """Every family attention in ``model``, in block order (then module order).
+    """Every family attention in ``model``, in block order (then module order: a stable sort).
 
     Raises:
         UnsupportedModelError: The model holds no family attention.
@@ -105,18 +104,15 @@ def find_attention_sites(model: nn.Module) -> list[AttentionSite]:
         idx = next((i for i, p in enumerate(parts) if p.isdigit()), None)
         layer = int(parts[idx]) if idx is not None else position
         layer_path = '.'.join(parts[: idx + 1]) if idx is not None else name
-        parent_name = '.'.join(parts[:-1])
-        parent = modules.get(parent_name) if parent_name else None
+        parent = modules.get('.'.join(parts[:-1])) if len(parts) > 1 else None
         template = '.'.join('*' if i == idx else p for i, p in enumerate(parts))
-        group = WRAPPER_GROUPS.get(type(parent).__name__, template) if parent is not None else template
+        group = WRAPPER_GROUPS.get(type(parent).__name__, template)
         sites.append(AttentionSite(name, module, layer, group, layer_path, parent))
-    templates = {s.group for s in sites}
-    if len(templates) == 1 and not set(WRAPPER_GROUPS.values()) & templates:
+    groups = {s.group for s in sites}
+    if len(groups) == 1 and groups.isdisjoint(WRAPPER_GROUPS.values()):
         for s in sites:
             s.group = 'attn'
-    order = {s.name: i for i, s in enumerate(sites)}
-    sites.sort(key=lambda s: (s.layer, order[s.name]))
-    return sites
+    return sorted(sites, key=lambda s: s.layer)
 
 
 def prefix_tokens(model: nn.Module, layer_path: str) -> int:
@@ -125,10 +121,8 @@ def prefix_tokens(model: nn.Module, layer_path: str) -> int:
     module has a ``cls_token`` (MMAction2's TimeSformer), else 0."""
     modules = dict(model.named_modules())
     parts = layer_path.split('.')
-    for end in range(len(parts) - 1, -1, -1):
+    for end in reversed(range(len(parts))):
         owner = modules.get('.'.join(parts[:end]))
-        if owner is None:
-            continue
         if isinstance(getattr(owner, 'num_prefix_tokens', None), int):
             return owner.num_prefix_tokens
         if isinstance(getattr(owner, 'cls_token', None), Tensor):
