@@ -62,16 +62,8 @@ def _family(
     host: nn.Module, attn_cfg, layer_index: int, num_layers: int, embed_dims: int, **kwargs
 ) -> nn.Module:
     """The family attention with the host's heads, dropouts and scale."""
-    family = build_attention(
-        attn_cfg,
-        embed_dims,
-        host.num_heads,
-        layer_index=layer_index,
-        num_layers=num_layers,
-        attn_drop=host.attn_drop.p,
-        proj_drop=host.proj_drop.p,
-        **kwargs,
-    )
+    drops = dict(attn_drop=host.attn_drop.p, proj_drop=host.proj_drop.p)
+    family = build_attention(attn_cfg, embed_dims, host.num_heads, layer_index, num_layers, **drops, **kwargs)
     family.scale = host.scale
     return family
 
@@ -82,16 +74,19 @@ def _refuse(host: nn.Module, what: str) -> None:
     )
 
 
-# -- timm Attention -------------------------------------------------------------------------
-def _build_timm(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
-    if (
-        not isinstance(host.q_norm, nn.Identity)
-        or not isinstance(host.k_norm, nn.Identity)
-        or not isinstance(getattr(host, 'norm', nn.Identity()), nn.Identity)
-    ):
-        _refuse(host, 'qk_norm / scale_norm')
+def _refuse_extras(host: nn.Module, qk_norm: str, scale_norm: str) -> None:
+    """Refuse a timm host's ``q_norm`` / ``k_norm``, ``norm`` (when not identities) or ``gate``."""
+    if not isinstance(host.q_norm, nn.Identity) or not isinstance(host.k_norm, nn.Identity):
+        _refuse(host, qk_norm)
+    if not isinstance(getattr(host, 'norm', nn.Identity()), nn.Identity):
+        _refuse(host, scale_norm)
     if getattr(host, 'gate', None) is not None:
         _refuse(host, 'a gated output')
+
+
+# -- timm Attention -------------------------------------------------------------------------
+def _build_timm(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    _refuse_extras(host, 'qk_norm / scale_norm', 'qk_norm / scale_norm')
     if host.qkv.in_features != host.proj.out_features or host.attn_dim != host.qkv.in_features:
         _refuse(host, 'attn_head_dim / dim_out different from the token width')
     bias = dict(qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None)
@@ -106,8 +101,7 @@ def _qkv_bias(q_bias: Tensor, v_bias: Tensor) -> Tensor:
 
 # -- MMAction2 VideoMAE Attention -----------------------------------------------------------
 def _videomae_to_family(sd: StateDict) -> StateDict:
-    """``qkv.weight`` (no bias) + ``q_bias`` / ``v_bias`` → ``qkv.weight`` / ``qkv.bias``
-    (the key bias is zero: ``q·(k + b)`` shifts every logit of a row alike)."""
+    """``qkv.weight`` (no bias) + ``q_bias`` / ``v_bias`` → ``qkv.weight`` / ``qkv.bias``."""
     if 'q_bias' not in sd:
         return sd
     out = {k: v for k, v in sd.items() if k not in ('q_bias', 'v_bias')}
@@ -140,9 +134,7 @@ class WindowAttention3DAdapter(nn.Module):
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
         n = x.shape[1]
-        bias = self.relative_position_bias_table[self.relative_position_index[:n, :n].reshape(-1)].reshape(
-            n, n, -1
-        )
+        bias = self.relative_position_bias_table[self.relative_position_index[:n, :n]]  # [N, N, H]
         bias = bias.permute(2, 0, 1).unsqueeze(0)  # [1, H, N, N]
         if mask is not None:  # [nW, N, N], windows minor in the batch: [B·nW, 1, N, N]
             mask = mask.to(x.dtype).repeat(x.shape[0] // mask.shape[0], 1, 1).unsqueeze(1)
@@ -234,12 +226,7 @@ def _eva_to_adapter(sd: StateDict) -> StateDict:
 
 
 def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
-    if not isinstance(host.q_norm, nn.Identity) or not isinstance(host.k_norm, nn.Identity):
-        _refuse(host, 'qk_norm')
-    if not isinstance(host.norm, nn.Identity):
-        _refuse(host, 'scale_norm (scale_attn_inner)')
-    if getattr(host, 'gate', None) is not None:
-        _refuse(host, 'a gated output')
+    _refuse_extras(host, 'qk_norm', 'scale_norm (scale_attn_inner)')
     dim = host.proj.out_features
     if host.head_dim * host.num_heads != dim:
         _refuse(host, 'attn_head_dim different from the token width / num_heads')
@@ -250,21 +237,16 @@ def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> 
 
 def host_specs() -> dict[type, HostSpec]:
     """Host class → spec, for the host classes importable in this environment."""
-    specs: dict[type, HostSpec] = {}
-    from timm.layers.attention import Attention as TimmAttention
-
-    specs[TimmAttention] = HostSpec('timm Attention', _build_timm, lambda sd: sd, '')
-    from mmcv.cnn.bricks.transformer import MultiheadAttention
-
-    specs[MultiheadAttention] = HostSpec('mmcv MultiheadAttention', _build_mmcv_mha, _mha_to_token, 'attn.')
     from mmaction.models.backbones.swin import WindowAttention3D
     from mmaction.models.backbones.vit_mae import Attention as VideoMAEAttention
-
-    specs[VideoMAEAttention] = HostSpec(
-        'MMAction2 VideoMAE Attention', _build_videomae, _videomae_to_family, ''
-    )
-    specs[WindowAttention3D] = HostSpec('MMAction2 WindowAttention3D', _build_swin, _swin_to_adapter, 'attn.')
+    from mmcv.cnn.bricks.transformer import MultiheadAttention
+    from timm.layers.attention import Attention as TimmAttention
     from timm.models.eva import EvaAttention
 
-    specs[EvaAttention] = HostSpec('timm EvaAttention (no rope)', _build_eva, _eva_to_adapter, 'attn.')
-    return specs
+    return {
+        TimmAttention: HostSpec('timm Attention', _build_timm, lambda sd: sd, ''),
+        MultiheadAttention: HostSpec('mmcv MultiheadAttention', _build_mmcv_mha, _mha_to_token, 'attn.'),
+        VideoMAEAttention: HostSpec('MMAction2 VideoMAE Attention', _build_videomae, _videomae_to_family, ''),
+        WindowAttention3D: HostSpec('MMAction2 WindowAttention3D', _build_swin, _swin_to_adapter, 'attn.'),
+        EvaAttention: HostSpec('timm EvaAttention (no rope)', _build_eva, _eva_to_adapter, 'attn.'),
+    }

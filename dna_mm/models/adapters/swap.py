@@ -25,10 +25,9 @@ from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
-from ..backbones.pretrained import adapt_attentions
+from ..attention.builder import AttnCfg
+from ..backbones.pretrained import abbreviate, adapt_attentions
 from .hosts import HostSpec, StateDict, host_specs
-
-AttnCfg = Union[str, dict]
 
 
 class _LoadReport:
@@ -46,13 +45,10 @@ class _LoadReport:
         if self.seen < self.total:
             return
         if self.converted or self.generated:
-            shown = ', '.join(self.generated[:6]) + (
-                f', ... ({len(self.generated) - 6} more)' if len(self.generated) > 6 else ''
-            )
+            shown = f': {abbreviate(self.generated, 6)}' if self.generated else ''
             print_log(
                 f'with_attention ({self.attn_cfg}): {len(self.converted)} attention(s) read '
-                f'from the host layout; generated {len(self.generated)} tensors'
-                + (f': {shown}' if self.generated else ''),
+                f'from the host layout; generated {len(self.generated)} tensors{shown}',
                 logger='current',
             )
         self.seen, self.converted, self.generated = 0, [], []
@@ -160,12 +156,9 @@ def swap_attention(
             skip.append(name)
     if unsupported:
         raise UnsupportedModelError(
-            'with_attention: unsupported attention module(s): '
-            + '; '.join(unsupported[:8])
-            + (f' ... ({len(unsupported) - 8} more)' if len(unsupported) > 8 else '')
-            + '. Supported hosts: '
-            + ', '.join(s.name for s in specs.values())
-            + " (MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')"
+            f'with_attention: unsupported attention module(s): {abbreviate(unsupported, 8, "; ", " ")}. '
+            f'Supported hosts: {", ".join(s.name for s in specs.values())} '
+            "(MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')"
         )
     rotary = _rotary_modules(model) if hosts else []
     if rotary:

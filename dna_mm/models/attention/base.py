@@ -7,13 +7,8 @@ Every module maps tokens ``x [B, M, C]`` to ``[B, M, C]``:
   from ``ctx [B, N, C]`` with the *same* projection weights; ``value=val [B, N, C]`` takes the
   values from a different input than the keys (mmcv's ``key`` / ``value``).
 
-Two additive terms, broadcastable to ``[B, H, M, N]`` (:mod:`.functional` has the rule):
-
-* ``attn_mask`` — exclusion mask: ``bool`` (``True`` = attend) or float, added unchanged to
-  every branch's logits after the softmin sign (``-inf``, ``-1e4``, ``finfo.min``, ``-100``
-  remove a key from every branch);
-* ``attn_bias`` — logit bias inside the formula (relative positions), ``s Q K^T + b`` in every
-  branch; two-branch DnA also takes a pair ``(b_pos, b_neg)``.
+Two additive terms, broadcastable to ``[B, H, M, N]`` (the rule: :mod:`.functional`): the
+exclusion mask ``attn_mask`` and the logit bias ``attn_bias`` (DnA also takes ``(b_pos, b_neg)``).
 
 ``return_attn=True`` (or ``fused_attn=False``) takes the eager route: explicit maps, returned
 with ``return_attn`` as a dict of the normalised maps ``[B, H, M, N]`` (keys documented per
@@ -22,9 +17,8 @@ module).
 The forward is ``torch.fx``-traceable: its argument checks and mask handling are FX leaf
 functions (:func:`check_inputs`, :func:`with_causal`), kept as calls that see the real tensors.
 
-The constructor accepts timm's attention keywords (``dim`` positionally, ``qk_norm``,
-``scale_norm``, ``proj_bias``, ``norm_layer``), so each module is usable as timm's
-``attn_layer``, and mmcv's ``batch_first`` (always ``True`` here).
+The constructor also takes timm's and mmcv's keywords, so each module is usable as timm's
+``attn_layer``.
 """
 
 from __future__ import annotations
@@ -226,11 +220,8 @@ def check_inputs(
     """Raise a ``ValueError`` naming the shapes unless ``x [B, M, C]``, ``context`` / ``value
     [B, N, C]`` (where given) fit a module of width ``embed_dims`` called ``name``.
 
-    The tests branch on tensor shapes, which ``torch.fx`` symbolic tracing cannot follow, so the
-    function is an FX leaf (:func:`torch.fx.wrap`): a traced model keeps the call as one graph
-    node that checks the real inputs on every forward.
-    TorchScript-compatible (a traced graph can be scripted); ``torch.compile`` and
-    ``torch.export`` trace through it (the shapes are static there).
+    An FX leaf (it branches on shapes): a traced model checks the real inputs on every forward.
+    TorchScript-compatible; ``torch.compile`` and ``torch.export`` trace through it.
     """
     if x.dim() != 3 or x.shape[-1] != embed_dims:
         raise ValueError(f'{name}: expected x of shape [B, N, {embed_dims}], got {list(x.shape)}')

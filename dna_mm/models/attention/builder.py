@@ -25,16 +25,9 @@ SHORT_NAMES = {
     'diff': 'DiffAttention',
     'cog': 'CogAttention',
 }
-ATTENTION_TYPES = (
-    'SoftmaxAttention',
-    'DnAAttention',
-    'DiffAttention',
-    'CogAttention',
-    'SoftmaxCrossAttention',
-    'DnACrossAttention',
-    'DiffCrossAttention',
-    'CogCrossAttention',
-)
+_SELF_TYPES = tuple(SHORT_NAMES.values())
+#: the registered names: the self-attentions, then their cross-attention forms
+ATTENTION_TYPES = _SELF_TYPES + tuple(t.replace('Attention', 'CrossAttention') for t in _SELF_TYPES)
 
 AttnCfg = Union[str, dict]
 

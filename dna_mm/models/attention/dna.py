@@ -13,21 +13,17 @@ variant        formula                                                          
 =============  ====================================================================  ===========
 
 ``α`` is one unconstrained learnable scalar per head, initialised to 0.5; the branches are
-added. Masks and biases (:mod:`.functional`): an ``attn_bias`` ``b`` enters both branches'
-logits, ``softmax(s Q+ K^T + b) V+ + α softmin(s Q- K^T + b) V-``, or a pair ``(b_pos, b_neg)``
-gives each branch its own (ViTDet's relative positions from ``Q+`` and from ``Q-``); an
-exclusion ``attn_mask`` is added unchanged to both branches' logits *after* the softmin sign,
-so a masked key (``False``, ``-inf``, ``-1e4``, ``finfo.min``) leaves both branches.
+added. An ``attn_bias`` ``b`` enters both branches' logits,
+``softmax(s Q+ K^T + b) V+ + α softmin(s Q- K^T + b) V-``, or a pair ``(b_pos, b_neg)`` gives
+each its own (ViTDet's relative positions of ``Q+`` and ``Q-``); an exclusion ``attn_mask`` is
+added to both after the softmin sign, so a masked key leaves both branches (:mod:`.functional`).
 
-Fused route: each branch is one ``scaled_dot_product_attention`` call, the softmin branch as
-SDPA on ``-Q-`` with ``m - b_neg`` as its mask (see :mod:`.functional`), ``α`` applied to its
-output. ``kernel='triton'`` runs both branches in one fused Triton kernel instead
-(:func:`dna_mm.ops.dna_attention`: each ``K`` tile loaded once, two online-softmax
-accumulators; CUDA, or the CPU interpreter); the default ``'sdpa'`` is the two SDPA calls. The
-choice is fixed at construction (no run-time timing, so ``torch.compile`` / export / FX see one
-graph); the kernel is used only where it applies (no attention dropout while training), else
-SDPA. Eager route (``return_attn=True`` or ``fused_attn=False``): explicit maps, returned as
-``{'pos': softmax map, 'neg': softmin map}`` (``[B, H, M, N]``, before dropout).
+Fused route: one ``scaled_dot_product_attention`` call per branch (softmin as SDPA on ``-Q-``
+with ``m - b_neg``), ``α`` applied to its output; ``kernel='triton'``, fixed at construction,
+runs both branches in one Triton kernel (:func:`dna_mm.ops.dna_attention`: each ``K`` tile
+loaded once, two online-softmax accumulators) where no attention dropout applies. Eager route
+(``return_attn=True`` or ``fused_attn=False``): maps ``{'pos': softmax map, 'neg': softmin
+map}`` (``[B, H, M, N]``, before dropout).
 
 Parameter layout: ``qkv`` = ``Linear(C, 3C)`` with chunks ``[Q+, K, V+]`` (exactly timm's
 ``Attention.qkv``, so softmax checkpoints load unchanged), ``q_neg`` = ``Q-`` and ``v_neg`` =

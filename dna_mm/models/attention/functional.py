@@ -54,22 +54,15 @@ def branch_mask(
     (positive branch) or ``m - b`` (softmin branch, whose queries are negated). A lone ``bool``
     mask is passed unchanged (SDPA keeps its fused kernels), a lone float mask cast to ``dtype``."""
     if bias is None:
-        if attn_mask is None or attn_mask.dtype == torch.bool:
-            return attn_mask
-        return attn_mask.to(dtype)
-    bias = -bias if negative else bias
-    bias = bias.to(dtype)
-    mask = additive_mask(attn_mask, dtype)
-    return bias if mask is None else bias + mask.to(dtype)
+        return attn_mask if attn_mask is None or attn_mask.dtype == torch.bool else attn_mask.to(dtype)
+    return add_mask((-bias if negative else bias).to(dtype), attn_mask)
 
 
 @torch.fx.wrap
 def add_mask(z: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
     """Logits ``z`` plus an exclusion mask (``bool`` → ``0 / -inf``), ``z`` if there is none."""
     mask = additive_mask(attn_mask, z.dtype)
-    if mask is None:
-        return z
-    return z + mask.to(z.dtype)
+    return z if mask is None else z + mask.to(z.dtype)
 
 
 def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Tensor]]:
@@ -99,23 +92,6 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def causal_mask(m: int, n: int, device: torch.device) -> Tensor:
     """``bool [M, N]`` mask, query ``i`` sees keys ``j <= i + (N - M)``."""
     return torch.ones(m, n, dtype=torch.bool, device=device).tril_(n - m)
-
-
-def attention_probs(
-    logits: Tensor, attn_mask: Optional[Tensor] = None, bias: Optional[Tensor] = None, negative: bool = False
-) -> Tensor:
-    """Row-normalised attention map from raw logits ``s q k^T [B, H, M, N]``.
-
-    ``negative=False``: ``softmax(logits + b + m)``; ``negative=True``:
-    ``softmin(logits + b) = softmax(-logits - b + m)``. Normalised in at least fp32 (fp64
-    stays fp64) and cast back.
-    """
-    z = logits.to(compute_dtype(logits.dtype))
-    if bias is not None:
-        z = z + bias.to(z.dtype)
-    if negative:
-        z = -z
-    return add_mask(z, attn_mask).softmax(dim=-1).to(logits.dtype)
 
 
 def sdpa(
@@ -148,9 +124,14 @@ def eager(
     negative: bool = False,
     bias: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
-    """Explicit ``A = softmax(s q k^T + b + m)`` (or softmin) and ``A v``; returns ``(A v, A)``.
-
-    The returned map is the one *before* dropout (for analysis).
-    """
-    attn = attention_probs((q * scale) @ k.transpose(-2, -1), attn_mask, bias, negative)  # [B, H, M, N]
+    """Explicit ``A = softmax(s q k^T + b + m)`` (``negative``: ``softmax(-(s q k^T + b) + m)``)
+    and ``A v``; returns ``(A v, A)``, the map *before* dropout (for analysis), normalised in at
+    least fp32 (fp64 stays fp64) and cast back."""
+    logits = (q * scale) @ k.transpose(-2, -1)  # [B, H, M, N]
+    z = logits.to(compute_dtype(logits.dtype))
+    if bias is not None:
+        z = z + bias.to(z.dtype)
+    if negative:
+        z = -z
+    attn = add_mask(z, attn_mask).softmax(dim=-1).to(logits.dtype)
     return dropout(attn) @ v, attn

@@ -10,7 +10,7 @@ conversion, a method ``pretrained_state_dict(checkpoint, combine) -> ModelKeys``
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Collection, Mapping, NamedTuple
+from typing import Collection, Mapping, NamedTuple, Sequence
 
 import torch
 from mmengine.logging import print_log
@@ -76,30 +76,27 @@ def load_pretrained(
             )
     result = model.load_state_dict(sd, strict=False)
     noted = {k for _, keys in converted.notes.values() for k in keys}
-    report = dict(
-        generated=sorted(generated),
-        missing=sorted(set(result.missing_keys) - noted),
-        unexpected=sorted(result.unexpected_keys),
-        **{name: keys for name, (_, keys) in converted.notes.items()},
+    sections = dict(  # name → (log title, keys)
+        missing=('missing (kept at init)', sorted(set(result.missing_keys) - noted)),
+        unexpected=('unexpected', sorted(result.unexpected_keys)),
+        generated=('generated', sorted(generated)),
+        **converted.notes,
     )
-    titles = dict(
-        missing='missing (kept at init)',
-        unexpected='unexpected',
-        generated='generated',
-        **{name: title for name, (title, _) in converted.notes.items()},
-    )
+    report = {name: keys for name, (_, keys) in sections.items()}
     lines = [
         f'loaded {filename} into {type(model).__name__} (layout: {converted.layout}, combine: {combine}): '
         f'{len(sd) - len(report["unexpected"])} tensors; generated {len(generated)} negative-branch '
         f'tensors; missing {len(report["missing"])}; unexpected {len(report["unexpected"])}'
     ]
-    for name, title in titles.items():
-        keys = report[name]
-        if keys:
-            more = f', ... ({len(keys) - 8} more)' if len(keys) > 8 else ''
-            lines.append(f'  {title}: {", ".join(keys[:8])}{more}')
+    lines += [f'  {title}: {abbreviate(keys, 8)}' for title, keys in sections.values() if keys]
     print_log('\n'.join(lines), logger='current')
     return report
+
+
+def abbreviate(items: Sequence[str], limit: int, sep: str = ', ', tail: str = ', ') -> str:
+    """The first ``limit`` items joined by ``sep``, then ``{tail}... (K more)`` for the rest."""
+    more = f'{tail}... ({len(items) - limit} more)' if len(items) > limit else ''
+    return sep.join(items[:limit]) + more
 
 
 def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) -> 'OrderedDict[str, Tensor]':
@@ -164,17 +161,14 @@ def adapt_attentions(
             sub = OrderedDict(
                 (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
             )
-            if isinstance(module, DnAAttention):
-                has_neg = any(p + k in sub for k in NEGATIVE_KEYS)
-                new = (
-                    _upgrade_dna(sub, p, module)
-                    if has_neg
-                    else softmax_to_dna(
-                        sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
-                    )
-                )
-            else:
+            if not isinstance(module, DnAAttention):
                 new = dna_to_softmax(sub, strict=False)
+            elif any(p + k in sub for k in NEGATIVE_KEYS):
+                new = _upgrade_dna(sub, p, module)
+            else:
+                new = softmax_to_dna(
+                    sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
+                )
             for k in set(sub) - set(new):
                 del out[k]
             for k in set(new) - set(sub):
@@ -193,9 +187,7 @@ def adapt_attentions(
             for p, keys in sorted(incomplete.items())
         ]
         raise ValueError(
-            f'{source}: {len(incomplete)} attention(s) have keys in the file but not '
-            f'all of their tensors (an unconverted layout or a truncated file):\n'
-            + '\n'.join(lines[:12])
-            + (f'\n  ... ({len(lines) - 12} more)' if len(lines) > 12 else '')
+            f'{source}: {len(incomplete)} attention(s) have keys in the file but not all of their '
+            f'tensors (an unconverted layout or a truncated file):\n' + abbreviate(lines, 12, '\n', '\n  ')
         )
     return out, generated

@@ -19,10 +19,9 @@ from mmengine.model.weight_init import trunc_normal_
 from timm.layers import resample_abs_pos_embed
 
 from ...converters import to_timesformer
+from ..attention.builder import AttnCfg
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 from .pretrained import ModelKeys, load_pretrained
-
-AttnCfg = Union[str, dict]
 
 
 def _layer_cfgs(

@@ -46,10 +46,7 @@ def dna_attention_layer(variant: str, alpha_init: float) -> type[DnAAttention]:
     every attention is built once, by timm, before its weight initialisation (``fix_init``
     included). ``fused_attn`` follows timm's switch (``timm.layers.set_fused_attn`` /
     ``TIMM_FUSED_ATTN``) when the model is built, as timm's own ``Attention`` does."""
-    if (variant, alpha_init) == ('qpm_vpm', 0.5):
-        defaults: dict[str, Any] = {}
-    else:
-        defaults = dict(variant=variant, alpha_init=alpha_init)
+    defaults = dict(variant=variant, alpha_init=alpha_init)
 
     def __init__(self: DnAAttention, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault('fused_attn', use_fused_attn())
@@ -97,15 +94,16 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
     return adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
 
 
-def _create(name: str, pretrained: bool, **kwargs: Any) -> DnAVisionTransformer:
-    """timm's ViT builder: ``features_only=True`` wraps the model in timm's ``'getter'`` feature
-    net (:meth:`forward_intermediates` of blocks ``out_indices``, default the last 3); a model
-    built with ``dynamic_img_size=False`` gets ``fixed_input_size=True`` in its config."""
+def _create(name: str, pretrained: bool, arch: dict, kwargs: dict) -> DnAVisionTransformer:
+    """timm's ViT builder for a 16-patch, 12-block ``arch`` (``embed_dim``, ``num_heads``),
+    overridden by ``kwargs``: ``features_only=True`` wraps the model in timm's ``'getter'``
+    feature net (:meth:`forward_intermediates` of blocks ``out_indices``, default the last 3); a
+    model built with ``dynamic_img_size=False`` gets ``fixed_input_size=True`` in its config."""
+    kwargs = dict(patch_size=16, depth=12, dynamic_img_size=True, **arch) | kwargs
     out_indices = kwargs.pop('out_indices', 3)
     if not kwargs.get('dynamic_img_size', True):
-        kwargs['pretrained_cfg_overlay'] = dict(
-            kwargs.get('pretrained_cfg_overlay') or {}, fixed_input_size=True
-        )
+        overlay = kwargs.get('pretrained_cfg_overlay') or {}
+        kwargs['pretrained_cfg_overlay'] = dict(overlay, fixed_input_size=True)
     return build_model_with_cfg(
         DnAVisionTransformer,
         name,
@@ -143,31 +141,19 @@ default_cfgs = generate_default_cfgs(
 @register_model
 def dna_vit_tiny_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-Ti/16 (192 wide, 12 blocks, 3 heads)."""
-    return _create(
-        'dna_vit_tiny_patch16_224',
-        pretrained,
-        **dict(dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, dynamic_img_size=True), **kwargs),
-    )
+    return _create('dna_vit_tiny_patch16_224', pretrained, dict(embed_dim=192, num_heads=3), kwargs)
 
 
 @register_model
 def dna_vit_small_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-S/16 (384 wide, 12 blocks, 6 heads)."""
-    return _create(
-        'dna_vit_small_patch16_224',
-        pretrained,
-        **dict(dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, dynamic_img_size=True), **kwargs),
-    )
+    return _create('dna_vit_small_patch16_224', pretrained, dict(embed_dim=384, num_heads=6), kwargs)
 
 
 @register_model
 def dna_vit_base_patch16_224(pretrained: bool = False, **kwargs: Any) -> DnAVisionTransformer:
     """DnA ViT-B/16 (768 wide, 12 blocks, 12 heads): 100.7M parameters with Q±V±."""
-    return _create(
-        'dna_vit_base_patch16_224',
-        pretrained,
-        **dict(dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, dynamic_img_size=True), **kwargs),
-    )
+    return _create('dna_vit_base_patch16_224', pretrained, dict(embed_dim=768, num_heads=12), kwargs)
 
 
 __all__ = [

@@ -14,10 +14,9 @@ behaviour, and adds ``attn_cfg``:
   (``S_attn``: the window, or ``img_size / patch_size`` in global blocks), zero-initialised;
 * output: one map ``[B, C, H/16, W/16]`` (a 1-tuple, what MMDetection necks take).
 
-Pretrained weights: ``init_cfg=dict(type='Pretrained', checkpoint=FILE)`` (as the reference);
-:func:`load_pretrained` reads MAE / timm ViTs, ``dna_vit_*``, the authors' DnA ViT and
-MMDetection ViTDet detectors, generates missing DnA branches (``Q- = 1e-4 Q``,
-``V- = -1e-4 V``, ``α = 0.5``), resizes ``pos_embed`` and the rel-pos tables, and logs a report.
+Pretrained weights: ``init_cfg=dict(type='Pretrained', checkpoint=FILE)`` (as the reference)
+with MAE / timm ViTs, ``dna_vit_*``, the authors' DnA ViT or MMDetection ViTDet detectors
+(:meth:`ViTDet.init_weights`).
 """
 
 from __future__ import annotations
@@ -180,11 +179,8 @@ class ViTDet(BaseModule):
         self.q_neg_scale, self.v_neg_scale = q_neg_scale, v_neg_scale
         self.pretrained_combine = pretrained_combine
         self.patch_embed = PatchEmbed(patch_size, in_chans, embed_dim)
-        if use_abs_pos:
-            positions = self.pretrain_grid**2 + int(pretrain_use_cls_token)
-            self.pos_embed = nn.Parameter(torch.zeros(1, positions, embed_dim))
-        else:
-            self.pos_embed = None
+        positions = self.pretrain_grid**2 + int(pretrain_use_cls_token)
+        self.pos_embed = nn.Parameter(torch.zeros(1, positions, embed_dim)) if use_abs_pos else None
         grid = img_size // patch_size
         dpr = torch.linspace(0, drop_path_rate, depth).tolist()
         blocks = []

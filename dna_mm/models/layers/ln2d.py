@@ -1,13 +1,9 @@
 """``LN2d``: LayerNorm over the channels of a ``[B, C, H, W]`` map (ViTDet's neck and heads).
 
-Registered under the reference's name in MMEngine's root ``MODELS`` (found from the ``mmdet``
-scope; MMDetection's ``projects/ViTDet``, when imported, registers its own ``LN2d`` in the
-``mmdet`` registry without a clash and takes precedence there), so ``norm_cfg=dict(type='LN2d',
-eps=1e-6)`` builds it through mmcv's ``build_norm_layer`` (which names it ``norm_layer`` inside a
-``ConvModule``, as for the reference's class, so detector checkpoints keep their keys). Give
-``eps`` explicitly: ``build_norm_layer`` fills in 1e-5 when the config has none; detectron2 uses
-1e-6.
-"""
+Registered under the reference's name in the root ``MODELS`` (see :mod:`dna_mm.models.necks`),
+so ``norm_cfg=dict(type='LN2d', eps=1e-6)`` builds it through mmcv's ``build_norm_layer`` (as
+``norm_layer`` inside a ``ConvModule``: detector checkpoints keep their keys). Give ``eps``
+explicitly: ``build_norm_layer`` fills in 1e-5 when the config has none; detectron2 uses 1e-6."""
 
 from __future__ import annotations
 

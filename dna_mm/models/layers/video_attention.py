@@ -1,23 +1,15 @@
-"""MMAction2 / mmcv attention wrappers whose inner attention is any member of the family.
+"""MMAction2 / mmcv attention wrappers whose inner attention is any member of the family
+(``attn_cfg``: any config :func:`~dna_mm.models.attention.build_attention` accepts).
 
 They keep MMAction2's parameter names outside the attention (``norm``, ``temporal_fc``,
-``attn.*`` for the attention itself) and its token layout ``[B, 1 + P·T, C]``
-(patch-major, time-minor):
-
-* :class:`DividedTemporalAttention`: attention over ``[(B·P), T, C]`` (no CLS token), then a
-  zero-initialised ``temporal_fc``; residual inside.
-* :class:`DividedSpatialAttention`: attention over ``[(B·T), 1 + P, C]`` with the CLS token
-  repeated per frame and averaged back; residual inside.
-* :class:`TokenAttention`: exact drop-in for mmcv's ``MultiheadAttention`` (``joint_space_time`` /
-  ``space_only`` layers here; registered in the root registry, so any ``BaseTransformerLayer``
-  of MMAction2 or MMDetection can use it, self- or cross-attention). Norms live in the
-  ``BaseTransformerLayer``.
-
-``attn_cfg`` is any config accepted by :func:`~dna_mm.models.attention.build_attention`.
-"""
+``attn.*`` for the attention itself) and its token layout ``[B, 1 + P·T, C]`` (patch-major,
+time-minor): :class:`DividedTemporalAttention` and :class:`DividedSpatialAttention` (the steps
+of a divided space-time block) and :class:`TokenAttention` (mmcv's ``MultiheadAttention``)."""
 
 from __future__ import annotations
 
+import functools
+import operator
 import warnings
 from typing import Any, Optional
 
@@ -38,7 +30,8 @@ from ..attention.functional import additive_mask
 
 class _DividedAttention:
     """Shared constructor: MMAction2's wrapper, then its ``nn.MultiheadAttention`` swapped for
-    a family attention.
+    a family attention. ``forward(query [B, 1 + P·T, C])`` → same shape (the ``key`` /
+    ``value`` / ``residual`` of MMAction2's signature are not used).
 
     Args:
         embed_dims, num_heads, num_frames, attn_drop, proj_drop, dropout_layer, norm_cfg,
@@ -68,11 +61,10 @@ class _DividedAttention:
 
 @MODELS.register_module()
 class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNorm):
-    """Temporal attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
+    """Temporal step: attention over ``[B·P, T, C]`` (no CLS token), then the zero-initialised
+    ``temporal_fc``; residual inside (arguments: :class:`_DividedAttention`)."""
 
     def forward(self, query: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        """``query [B, 1 + P·T, C]`` → same shape (the ``key`` / ``value`` / ``residual`` of
-        MMAction2's signature are not used)."""
         cls_token = query[:, :1]  # [B, 1, C]
         identity = query_t = query[:, 1:]  # [B, P·T, C]
         b, pt, c = query_t.shape
@@ -85,11 +77,10 @@ class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNo
 
 @MODELS.register_module()
 class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm):
-    """Spatial attention of a divided space-time block (arguments: :class:`_DividedAttention`)."""
+    """Spatial step: attention over ``[B·T, 1 + P, C]``, the CLS token repeated per frame and
+    averaged back; residual inside (arguments: :class:`_DividedAttention`)."""
 
     def forward(self, query: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        """``query [B, 1 + P·T, C]`` → same shape (the ``key`` / ``value`` / ``residual`` of
-        MMAction2's signature are not used)."""
         identity = query
         cls_token = query[:, :1]  # [B, 1, C]
         query_s = query[:, 1:]  # [B, P·T, C]
@@ -107,7 +98,8 @@ class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm
 
 @ROOT_MODELS.register_module()
 class TokenAttention(MultiheadAttention):
-    """Drop-in for mmcv's ``MultiheadAttention`` with a family attention inside.
+    """Drop-in for mmcv's ``MultiheadAttention`` with a family attention inside (the norms are
+    the ``BaseTransformerLayer``'s).
 
     Same arguments, call and result as mmcv's module (MMAction2's ``joint_space_time`` layers,
     any ``BaseTransformerLayer`` / DETR encoder or decoder of MMDetection; registered in the
@@ -201,20 +193,17 @@ def mha_masks(
     ``attn_mask``: ``[M, N]`` or ``[B·H, M, N]``, ``bool`` True = masked out, float added;
     ``key_padding_mask``: ``[B, N]``, ``bool`` True = ignore, float added.
     """
-    masks = []
-    if attn_mask is not None:
-        if attn_mask.dim() == 3:  # [B·H, M, N] -> [B, H, M, N]
-            attn_mask = attn_mask.reshape(batch, num_heads, *attn_mask.shape[-2:])
-        masks.append(~attn_mask.bool() if attn_mask.dtype in (torch.bool, torch.uint8) else attn_mask)
+    if attn_mask is not None and attn_mask.dim() == 3:  # [B·H, M, N] -> [B, H, M, N]
+        attn_mask = attn_mask.reshape(batch, num_heads, *attn_mask.shape[-2:])
     if key_padding_mask is not None:
-        kpm = key_padding_mask[:, None, None, :]  # [B, 1, 1, N]
-        masks.append(~kpm.bool() if kpm.dtype in (torch.bool, torch.uint8) else kpm)
+        key_padding_mask = key_padding_mask[:, None, None, :]  # [B, 1, 1, N]
+    masks = [
+        ~m.bool() if m.dtype in (torch.bool, torch.uint8) else m  # bool: True = attend
+        for m in (attn_mask, key_padding_mask)
+        if m is not None
+    ]
     if not masks:
         return None
     if all(m.dtype == torch.bool for m in masks):
-        return masks[0] if len(masks) == 1 else masks[0] & masks[1]
-    out = None
-    for m in masks:
-        m = additive_mask(m, dtype).to(dtype)
-        out = m if out is None else out + m
-    return out
+        return functools.reduce(operator.and_, masks)
+    return functools.reduce(operator.add, (additive_mask(m, dtype).to(dtype) for m in masks))

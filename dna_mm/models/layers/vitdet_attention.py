@@ -35,10 +35,9 @@ from ..attention import (
     SoftmaxAttention,
     build_attention,
 )
+from ..attention.builder import AttnCfg
 from ..attention.functional import BiasArg
 from .positions import decomposed_rel_pos
-
-AttnCfg = Union[str, dict]
 
 
 class ViTDetAttentionMixin(AttentionBase):
