@@ -11,9 +11,6 @@ Checks, each reported with the JSON path (``annotations[12] (id 40)``) and a cou
   ``w, h > 0`` inside the image (1 px tolerance); ``iscrowd`` 0 / 1; ``segmentation`` is a
   list of polygons of ≥ 3 points (an even count ≥ 6 of numbers) inside the image, or, for
   crowds, an RLE ``{size: [h, w], counts}`` of the image's size; ``area`` ≥ 0.
-
-:func:`check_coco` returns a :class:`CocoReport`; its :meth:`~CocoReport.format` is what
-``tools/data/coco/check_annotations.py`` prints.
 """
 
 from __future__ import annotations
@@ -112,11 +109,8 @@ def _with_ids(data: dict, section: str, report: CocoReport, seen: set) -> Iterat
 def check_coco(
     ann_file: str | os.PathLike, image_dir: Optional[str | os.PathLike] = None, check_sizes: bool = False
 ) -> CocoReport:
-    """Check ``ann_file`` (and the images under ``image_dir``, if given).
-
-    Raises:
-        DataError: the file is not JSON or not a COCO object (names the file).
-    """
+    """Check ``ann_file`` (and the images under ``image_dir``, if given); a :class:`DataError`
+    naming the file if it is not JSON or not a COCO object."""
     ann_file = Path(ann_file)
     report = CocoReport(str(ann_file))
     try:

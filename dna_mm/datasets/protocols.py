@@ -1,8 +1,5 @@
-"""Split rules of Toyota Smarthome and NTU RGB+D 60, as pure functions (the datasets' published protocols).
-
-Both builders (``tools/data/{smarthome,ntu60}/build_annotations.py``) are thin CLIs over
-:func:`smarthome_splits` / :func:`ntu60_splits`: they take file names (paths relative to
-the video directory) and return ``{split: [(relative_path, label), ...]}``.
+"""Split rules of Toyota Smarthome and NTU RGB+D 60 (their published protocols), as pure
+functions of file names (paths relative to the video directory), and a check of MMAction2 lists.
 """
 
 from __future__ import annotations
@@ -39,8 +36,8 @@ class SplitResult:
     def summary(self) -> str:
         lines = []
         for split, items in self.splits.items():
-            present = sorted({label for _, label in items})
-            missing = [self.classes[i] for i in range(len(self.classes)) if i not in present]
+            present = {label for _, label in items}
+            missing = [name for i, name in enumerate(self.classes) if i not in present]
             lines.append(
                 f'{split:5s}: {len(items):6d} videos, {len(present)}/{len(self.classes)} '
                 f'classes' + (f' (missing: {", ".join(missing)})' if missing else '')

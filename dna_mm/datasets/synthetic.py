@@ -1,19 +1,10 @@
-"""The embedded demo dataset: small mp4 clips where a target's motion defines the class.
+"""The embedded demo dataset: small mp4 clips (MPEG-4 Part 2, written by OpenCV, read by decord)
+where a target's motion defines the class, among moving clutter, the situation DnA is meant for.
 
-Each clip (``size × size`` pixels, ``num_frames`` frames, H.264-free MPEG-4 so OpenCV can write
-it and decord can read it) shows
-
-* a red **target** square that stays put or moves along its class's axis (``still``,
-  ``horizontal``, ``vertical``, ``diagonal``; the direction along the axis is random) at
-  constant speed,
-* ``num_distractors`` grey/coloured squares moving in random directions (bouncing off the
-  borders), some of them passing over the target, and
-* per-pixel Gaussian noise on a dark background,
-
-which is the situation DnA is meant for: the evidence sits in a few tokens among moving
-clutter. :func:`ensure_motion_dataset` writes ``videos/*.mp4``, ``train.txt`` and
-``test.txt`` (MMAction2 ``VideoDataset`` lists) once and reuses them while the generation
-parameters match (``meta.json``); the classes are balanced in each split.
+Each ``size × size`` clip of ``num_frames`` frames shows a red target square that stays put or
+moves at constant speed along its class's axis (:data:`CLASSES`; the direction is random),
+``num_distractors`` grey / coloured squares bouncing off the borders (passing over the target at
+times) and Gaussian noise on a dark background. The classes are balanced in each split.
 """
 
 from __future__ import annotations
@@ -108,11 +99,9 @@ def ensure_generated(
 
 
 def ensure_motion_dataset(root: str | os.PathLike, spec: MotionDatasetSpec = MotionDatasetSpec()) -> Path:
-    """Generate the dataset under ``root`` unless an identical one is already there.
-
-    Returns ``root``; lists are ``root/train.txt`` and ``root/test.txt`` with paths relative
-    to ``root/videos``.
-    """
+    """Write ``videos/*.mp4``, ``train.txt`` / ``test.txt`` (MMAction2 lists, paths relative to
+    ``root/videos``) and ``classes.txt`` under ``root`` unless :func:`ensure_generated` finds
+    them made with ``spec``; returns ``root``."""
 
     def write(root: Path, rng: np.random.Generator) -> None:
         (root / 'videos').mkdir(parents=True, exist_ok=True)

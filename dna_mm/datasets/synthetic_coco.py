@@ -1,15 +1,10 @@
 """A small COCO-format instance-segmentation set: shapes on a textured background.
 
-Each image (``size × size`` PNG) shows 1 to ``max_objects`` non-overlapping filled shapes
-of the classes :data:`COCO_CLASSES` (a rotated square, a disc drawn as a 32-gon, a rotated
-triangle), each in a jittered colour of its class, on a background of smooth colour noise,
-stripes and per-pixel noise. Every object is annotated as MMDetection's ``CocoDataset`` reads
-COCO: ``bbox [x, y, w, h]``, one polygon ``segmentation`` (the exact outline that was drawn),
-``area`` (the polygon's), ``iscrowd`` 0.
-
-:func:`ensure_coco_dataset` writes ``images/{train,test}/*.png`` and
-``annotations/instances_{train,test}.json`` once and reuses them while the generation
-parameters match (``meta.json``, written last).
+Each ``size × size`` PNG shows 1 to ``max_objects`` non-overlapping filled shapes of the
+classes :data:`COCO_CLASSES` (a rotated square, a disc drawn as a 32-gon, a rotated triangle),
+each in a jittered colour of its class, on smooth colour noise, stripes and pixel noise. Each
+object is annotated as MMDetection's ``CocoDataset`` reads COCO: ``bbox [x, y, w, h]``, one
+polygon ``segmentation`` (the outline drawn), its ``area``, ``iscrowd`` 0.
 """
 
 from __future__ import annotations
@@ -125,7 +120,7 @@ def _write_splits(spec: CocoDatasetSpec, root: Path, rng: np.random.Generator) -
 
 
 def ensure_coco_dataset(root: str | os.PathLike, spec: CocoDatasetSpec = CocoDatasetSpec()) -> Path:
-    """Write the set under ``root`` unless ``root/meta.json`` says it was made with ``spec``;
-    returns ``root``. Layout: ``images/{train,test}/*.png``,
-    ``annotations/instances_{train,test}.json``."""
+    """Write ``images/{train,test}/*.png`` and ``annotations/instances_{train,test}.json`` under
+    ``root`` unless :func:`~.synthetic.ensure_generated` finds them made with ``spec``; returns
+    ``root``."""
     return ensure_generated(root, spec, COCO_CLASSES, functools.partial(_write_splits, spec))

@@ -1,15 +1,7 @@
-"""Generated videos for the data benchmarks and tests (no dataset needed).
-
-:func:`write_video` encodes any RGB frames with PyAV's bundled FFmpeg: ``mpeg4`` (MPEG-4 Part 2,
-in ``.avi`` as NTU RGB+D ships or in ``.mp4``) or ``libx264`` (H.264, as Kinetics downloads,
-Smarthome and dna_mm's preparation tools). The frames imitate camera footage closely enough for
-encoder and decoder timings (flat synthetic frames encode and decode far faster than real ones):
-
-* :func:`camera_clip`: a smooth random texture panned sideways, boxes moving over it, light
-  sensor noise (the preparation benchmark and tests);
-* :func:`panning_clip`: a textured background panning diagonally (every block moves, as with a
-  hand-held or zooming camera), coloured blobs, Gaussian noise (the data-throughput benchmark);
-* :func:`box_clip`: the same white rectangle on every frame (the person-crop tests).
+"""Generated videos for the data benchmarks and tests, encoded by :func:`write_video`; the frames
+imitate camera footage closely enough for codec timings (flat frames code far faster):
+:func:`camera_clip` (preparation benchmark and tests), :func:`panning_clip` (data-throughput
+benchmark), :func:`box_clip` (person-crop tests).
 """
 
 from __future__ import annotations
@@ -29,12 +21,11 @@ def write_video(
     bit_rate: Optional[int] = None,
     keyint: Optional[int] = None,
 ) -> Path:
-    """Encode ``[H, W, 3]`` uint8 RGB frames (all one size) to ``path``; returns ``path``.
-
-    ``codec``: ``mpeg4`` (at ``bit_rate`` bit/s, FFmpeg's default when ``None``) or ``libx264``
-    (CRF 23, preset veryfast). ``keyint``: keyframe interval (the encoder's default when
-    ``None``: 12 for mpeg4, 250 for libx264).
-    """
+    """Encode ``[H, W, 3]`` uint8 RGB frames (all one size) to ``path`` with PyAV's FFmpeg;
+    returns ``path``. ``codec``: ``mpeg4`` (MPEG-4 Part 2 as NTU RGB+D ships, at ``bit_rate``
+    bit/s, FFmpeg's default when ``None``) or ``libx264`` (CRF 23, preset veryfast, as Kinetics
+    and dna_mm's preparation tools). ``keyint``: keyframe interval (``None``: the encoder's, 12
+    for mpeg4, 250 for libx264)."""
     import av
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,14 +49,20 @@ def write_video(
     return path
 
 
-def camera_clip(width: int, height: int, frames: int, seed: int = 0) -> Iterator[np.ndarray]:
-    """``frames`` RGB frames ``[height, width, 3]``: panned texture, moving boxes, sensor noise."""
+def _smooth_texture(rng: np.random.Generator, low: float, high: float, width: int, height: int) -> np.ndarray:
+    """``[height, width, 3]`` float32: uniform values in ``[low, high)`` on a grid of about 24-pixel
+    cells (at least 2 x 2), interpolated bicubically."""
     import cv2
 
+    grid = rng.uniform(low, high, size=(max(2, height // 24), max(2, width // 24), 3))
+    return cv2.resize(grid.astype(np.float32), (width, height), interpolation=cv2.INTER_CUBIC)
+
+
+def camera_clip(width: int, height: int, frames: int, seed: int = 0) -> Iterator[np.ndarray]:
+    """``frames`` RGB frames ``[height, width, 3]``: panned texture, moving boxes, sensor noise."""
     rng = np.random.default_rng(seed)
     pan = 2 * frames + 8  # the texture is wider than the frame by the pan's travel
-    coarse = rng.uniform(0, 255, size=(max(2, height // 24), max(2, (width + pan) // 24), 3))
-    texture = cv2.resize(coarse.astype(np.float32), (width + pan, height), interpolation=cv2.INTER_CUBIC)
+    texture = _smooth_texture(rng, 0, 255, width + pan, height)
     texture += rng.normal(0, 12, size=texture.shape).astype(np.float32)  # fine detail
     noise = [rng.normal(0, 3, size=(height, width, 3)).astype(np.float32) for _ in range(4)]
     boxes = rng.uniform(0, 1, size=(3, 4))  # x, y, vx, vy as fractions
@@ -84,14 +81,9 @@ def panning_clip(width: int, height: int, frames: int = 90, seed: int = 0) -> It
     """``frames`` RGB frames ``[height, width, 3]``: a smooth random texture with mid frequencies
     panning 2 px down and 1 px sideways per frame, three coloured blobs moving on their own, and
     Gaussian noise (sigma 4), so the encoder has real motion and residuals to code."""
-    import cv2
-
     rng = np.random.default_rng(seed)
-    pad = 2 * frames + 8
-    low = rng.uniform(40, 215, size=(max(2, (height + pad) // 24), max(2, (width + pad) // 24), 3))
-    background = cv2.resize(
-        low.astype(np.float32), (width + pad, height + pad), interpolation=cv2.INTER_CUBIC
-    )
+    pad = 2 * frames + 8  # the background is larger than the frame by the pan's travel
+    background = _smooth_texture(rng, 40, 215, width + pad, height + pad)
     yy, xx = np.mgrid[0 : height + pad, 0 : width + pad]
     background += 20 * np.sin(xx / 7.0)[..., None] * np.cos(yy / 11.0)[..., None]  # mid frequencies
     background = np.clip(background, 0, 255).astype(np.uint8)

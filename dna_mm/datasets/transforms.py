@@ -1,31 +1,6 @@
-"""Faster video loading for MMAction2 pipelines: decode at the size the pipeline needs, in
-frame order, from the nearest keyframe.
-
-Drop-in replacements for MMAction2's ``DecordInit`` / ``DecordDecode`` (:class:`ScaledPyAVInit`,
-the configs' opener, is :class:`ScaledDecordInit` with dna_mm's PyAV reader in place of decord's):
-
-* :class:`ScaledDecordInit` opens a video whose short side is at least ``min_downscale ×
-  short_side`` with decord's decode-time resize (``decord.VideoReader(path, width=w,
-  height=h)``), so that frames come out of FFmpeg's scaler with short side ``short_side``
-  (aspect ratio kept)::
-
-      (w, h) -> (round(w * s / min(w, h)), round(h * s / min(w, h))),   s = short_side
-
-  and are never copied, converted or rescaled at full size. Other videos are read at their
-  own size (never upscaled): below a 3x reduction FFmpeg's scaling converter costs more than
-  its plain colour conversion plus an OpenCV rescale (measured: 1920x1080 to short side 320,
-  3.4x, is 1.9x faster per clip; 960x540 to 320, 1.7x, is slower).
-  With ``short_side`` at least the largest short side a later transform rescales to (320 for
-  ``RandomRescale(scale_range=(256, 320))``, 224 for ``Resize(scale=(-1, 224))``), the
-  geometry is the same as rescaling the full frame (the final short side and the crop
-  statistics do not change; sizes agree to a pixel); only the interpolation differs (FFmpeg's
-  area-aware bilinear downscale, then a small OpenCV rescale: less aliasing).
-* :class:`SortedDecordDecode` decodes each sampled frame once, in increasing order: decord
-  seeks back to a keyframe for every index smaller than the previous one, as whenever a clip
-  wraps around a short video (``SampleFrames`` loops: 8 frames at interval 32 of a 90-frame
-  video are ``0, 32, 64, 6, 38, 70, 12, 44``).
-
-Measured with ``tools/analysis/benchmark_data.py`` (docs/data_throughput.md).
+"""Faster video loading for MMAction2 pipelines: drop-in replacements for ``DecordInit`` /
+``DecordDecode`` that decode at the size the pipeline needs, in frame order (measured with
+``tools/analysis/benchmark_data.py``, docs/data_throughput.md).
 """
 
 from __future__ import annotations
@@ -43,16 +18,12 @@ from mmengine.fileio import FileClient
 
 from ..errors import ConfigError
 
-#: files whose size a process remembers (about 150 bytes each)
-SIZE_CACHE = 1 << 16
-
 
 def video_size(path: str, min_short: float = math.inf) -> tuple[int, int, int]:
-    """``(width, height, rotation)`` of the first video stream of ``path`` as stored, read from
-    the container header with PyAV. ``rotation`` (0, 90, 180, 270: the display rotation decord
-    applies) is the header's ``rotate`` tag; FFmpeg 7 (PyAV 18) keeps a display matrix only on
-    the frames, so where the short side is at least ``min_short`` the first frame is decoded to
-    read it."""
+    """``(width, height, rotation)`` of the first video stream of ``path`` as stored (PyAV, from
+    the header). ``rotation`` (0, 90, 180, 270, as decord applies it) is the ``rotate`` tag;
+    FFmpeg 7 (PyAV 18) keeps a display matrix only on the frames, so where the short side is at
+    least ``min_short`` the first frame is decoded to read it."""
     import av
 
     with av.open(path, metadata_errors='ignore') as container:
@@ -64,12 +35,10 @@ def video_size(path: str, min_short: float = math.inf) -> tuple[int, int, int]:
         return width, height, rotation % 360
 
 
-@functools.lru_cache(maxsize=SIZE_CACHE)
+@functools.lru_cache(maxsize=1 << 16)  # about 150 bytes a file
 def display_size(path: str, min_short: float) -> tuple[int, int]:
-    """``(width, height)`` of ``path`` as decord returns its frames (display orientation); the
-    first frame is decoded for its rotation only when the short side is at least ``min_short``
-    (where the decode-time size depends on it). Cached per process: a file is probed the first
-    time a dataloader worker meets it (about a millisecond), not at every epoch."""
+    """``(width, height)`` of ``path`` as decord returns its frames (display orientation), probed
+    once per process (:func:`video_size`), not at every epoch."""
     width, height, rotation = video_size(path, min_short)
     return (height, width) if rotation in (90, 270) else (width, height)
 
@@ -111,20 +80,26 @@ def decord_can_scale_to(width: int) -> bool:
 
 @TRANSFORMS.register_module()
 class ScaledDecordInit(DecordInit):
-    """``DecordInit`` that decodes a video at least ``min_downscale`` times larger than
-    ``short_side`` at short side ``short_side`` (see the module docstring for why the
-    pipeline's geometry is kept).
+    """``DecordInit`` that decodes a video whose short side is at least ``min_downscale ×
+    short_side`` straight to short side ``s = short_side`` with FFmpeg's scaler (aspect kept)::
+
+        (w, h) -> (round(w * s / min(w, h)), round(h * s / min(w, h)))
+
+    and other videos at their own size (never upscaled; below a 3x reduction the scaler costs
+    more than a plain conversion plus an OpenCV rescale). With ``short_side`` at least the
+    largest short side a later transform rescales to, the geometry is that of rescaling the full
+    frame (to a pixel); only the interpolation differs.
 
     Args:
-        short_side: Decode-time short side; at least the largest short side any later
-            transform rescales to. ``None`` decodes at the native size (plain ``DecordInit``).
+        short_side: Decode-time short side, at least the largest short side any later transform
+            rescales to; ``None``: the native size (plain ``DecordInit``).
         min_downscale: Resize at decode time only when the short side shrinks at least this
-            many times (>= 1; below 3 it measured slower than converting at full size).
-        io_backend, num_threads, **kwargs: as ``DecordInit`` (an ``io_backend`` other than
-            ``'disk'`` decodes at the native size: the size probe needs a path).
+            many times (>= 1).
+        io_backend, num_threads, **kwargs: As ``DecordInit``'s (the size probe needs a path:
+            an ``io_backend`` other than ``'disk'`` decodes at the native size).
 
-    Adds ``results['video_shape']``: the ``(h, w)`` of the file; ``original_shape`` /
-    ``img_shape`` (set by the decode step) are the decoded frames' size.
+    Adds ``results['video_shape']``, the file's ``(h, w)``; ``original_shape`` / ``img_shape``
+    are the decoded frames' size.
     """
 
     def __init__(
@@ -181,12 +156,8 @@ class ScaledDecordInit(DecordInit):
 @TRANSFORMS.register_module()
 class ScaledPyAVInit(ScaledDecordInit):
     """:class:`ScaledDecordInit` with dna_mm's PyAV reader
-    (:class:`~dna_mm.datasets.video_reader.KeyframeReader`) in place of decord's, the configs'
-    choice: each sampled frame decoded from the keyframe before it, for less CPU time per clip
-    (docs/data_throughput.md). The same frames at the stored size; at a decode-time size the same
-    size, scaled by swscale's bilinear filter (decord's filter graph differs by about one grey
-    level on average). Takes :class:`ScaledDecordInit`'s arguments; the decoding step after it
-    is :class:`SortedDecordDecode`."""
+    (:class:`~dna_mm.datasets.video_reader.KeyframeReader`) in place of decord's (the configs'
+    choice: less CPU time per clip); decode with :class:`SortedDecordDecode` after it."""
 
     def _reader(self, source: io.BytesIO, filename: str, size: Optional[tuple[int, int]]) -> object:
         from .video_reader import KeyframeReader
@@ -196,13 +167,14 @@ class ScaledPyAVInit(ScaledDecordInit):
 
 @TRANSFORMS.register_module()
 class SortedDecordDecode(DecordDecode):
-    """``DecordDecode`` that decodes each sampled frame once, in increasing order:
+    """``DecordDecode`` that decodes each sampled frame once, in increasing order (the same
+    frames, order and keys)::
 
         u, inv = unique(frame_inds);  imgs = get_batch(u)[inv]
 
-    Same frames, same order, same keys as ``DecordDecode``; fewer backward seeks (each one
-    decodes again from the previous keyframe). ``mode='efficient'`` (keyframes only) is
-    ``DecordDecode``'s.
+    A reader seeks back to a keyframe for every index smaller than the previous one, as when a
+    clip wraps around a short video (8 frames at interval 32 of a 90-frame video are
+    ``0, 32, 64, 6, 38, 70, 12, 44``). ``mode='efficient'`` is ``DecordDecode``'s.
     """
 
     def _decord_load_frames(self, container: object, frame_inds: np.ndarray) -> list[np.ndarray]:

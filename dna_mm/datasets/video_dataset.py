@@ -1,26 +1,5 @@
 """``RobustVideoDataset``: MMAction2's ``VideoDataset`` that checks its list at build time and
-survives undecodable videos during training.
-
-At build time (``load_data_list``), with a clear error that names the annotation file:
-
-* a line that is not UTF-8 text → ``ValueError`` with ``file:line`` and the byte;
-* a malformed line (``path label`` expected) → ``ValueError`` with its line number;
-* a label outside ``[0, num_classes)`` → ``ValueError`` with the line and the label;
-* files missing on disk → ``FileNotFoundError`` listing the first few (with their line
-  numbers) and the total.
-
-During training, a video that fails to load or decode is logged with its path and the reason,
-counted (one counter shared by the dataloader workers of a process; ``SkippedVideosHook``
-logs the total of all workers and ranks at the end of each epoch) and replaced by another
-sample. When ``max_refetch + 1`` samples in a row fail, the error lists each of them and why
-(mmengine's own message names no file). In test mode a broken video is an error naming the
-file: silently replacing test samples would change the metric (with ``report_unreadable = True``,
-set by :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`, it returns
-``dict(unreadable=(path, reason))`` instead, so that the loop can list every such video).
-
-Every packed sample carries its video path in ``data_samples.metainfo['filename']`` (used by
-``tools/test.py --dump``), whatever the pipeline's ``PackActionInputs(meta_keys=...)``.
-"""
+survives undecodable training videos; ``SkippedVideosHook`` reports how many it skipped."""
 
 from __future__ import annotations
 
@@ -65,6 +44,19 @@ class SharedCounter:
 @DATASETS.register_module()
 class RobustVideoDataset(VideoDataset):
     """``VideoDataset`` with build-time checks and corrupt-video tolerance.
+
+    At build time, an error naming the list: a line that is not UTF-8 (``file:line`` and the
+    byte), a line other than ``path label``, a label outside ``[0, num_classes)``, videos
+    missing on disk (the first few with their line numbers, and the total).
+
+    In training, a video that fails to load is logged with the reason, counted
+    (:class:`SkippedVideosHook` reports the count) and replaced by another sample; when
+    ``max_refetch + 1`` samples in a row fail, the error lists each of them and why (mmengine's
+    names no file). In test mode a broken video is an error naming it (replacing test samples
+    would change the metric), or, with ``report_unreadable = True`` (set by
+    :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`), ``dict(unreadable=(path,
+    reason))``. Every packed sample carries its path in ``data_samples.metainfo['filename']``
+    (for ``tools/test.py --dump``), whatever ``PackActionInputs(meta_keys=...)`` says.
 
     Args:
         num_classes: Number of classes; labels must lie in ``[0, num_classes)``.
@@ -195,9 +187,7 @@ class SkippedVideosHook(Hook):
     summed over the dataloader workers of every rank; silent when none was."""
 
     priority = 'LOW'
-
-    def __init__(self) -> None:
-        self._reported = 0
+    _reported = 0  # the total logged so far
 
     def after_train_epoch(self, runner) -> None:
         counters = skip_counters(runner.train_dataloader.dataset)

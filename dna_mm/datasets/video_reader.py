@@ -1,25 +1,20 @@
 """A video reader that decodes only what a clip needs: PyAV, from the keyframe before each frame.
 
 :class:`KeyframeReader` answers what MMAction2's decoding steps ask of decord's ``VideoReader``
-(``len``, ``get_avg_fps``, ``get_batch``) and returns the same frames for less CPU time: the same
-pixels at the stored size (both convert with FFmpeg's swscale); at a decode-time ``size``,
-swscale's bilinear filter (area-aware when it shrinks), within about one grey level on average
-of decord's scaling filter graph. For a batch of frame indices in increasing order it
-decodes, for each index ``i`` with keyframe ``k(i)`` at or before it::
+(``len``, ``get_avg_fps``, ``get_batch``) with the same frames, numbered as decord numbers them
+(by rank of the packets' presentation timestamps, read from the container index when it opens),
+for less CPU time (docs/data_throughput.md). For frame indices in increasing order it decodes,
+for each index ``i`` with keyframe ``k(i)`` at or before it::
 
     seek to k(i)   if i is behind the decoder or k(i) is ahead of it,
     decode forward to i, converting only frame i to RGB (at ``size`` when given),
 
-so each sampled frame costs the frames from the nearest keyframe, as with decord, without
-decord's per-frame overheads (measured with ``tools/analysis/benchmark_data.py``, see
-docs/data_throughput.md). Frames are addressed as decord addresses them: by rank of the
-presentation timestamps of the stream's packets, read once from the container index when the
-reader opens (no decoding).
-
-Display rotation (a phone video's rotation matrix) is applied to the RGB frames as decord
-applies it; ``size`` is then in display orientation. A stream whose packets lack timestamps (a
-raw ``.h264`` elementary stream; decord refuses those too) or repeat one is a
-:class:`~dna_mm.errors.DataError` naming the file.
+so each frame costs the frames from the nearest keyframe, as with decord, without decord's
+per-frame overheads. At the stored size the pixels are decord's; at a decode-time ``size``,
+swscale's bilinear filter (area-aware when it shrinks) is within about one grey level of
+decord's filter graph. Display rotation is applied as decord applies it (``size`` is in display
+orientation). Packets without timestamps (a raw ``.h264`` stream, which decord refuses too) or
+with repeated ones are a :class:`~dna_mm.errors.DataError` naming the file.
 """
 
 from __future__ import annotations

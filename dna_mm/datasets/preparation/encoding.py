@@ -1,15 +1,12 @@
-"""Read a source video's header and re-encode it to H.264 with PyAV's bundled FFmpeg.
+"""Read a source video's header and re-encode it to H.264 (``libx264``, ``yuv420p``, CRF
+:data:`CRF`, preset :data:`PRESET`) with PyAV's bundled FFmpeg; audio is dropped.
 
-Every decoded source frame becomes one output frame (``pts = index``, constant frame rate =
-the source's average rate), so the output has as many frames as the source decodes to; what
-the frame becomes is the caller's ``transform`` (a resize, a crop). Audio is dropped.
-
-Encoder: ``libx264``, ``yuv420p``, CRF :data:`CRF` with preset :data:`PRESET` and at most
-``keyint`` frames between keyframes. A seek decodes from the keyframe before the target, on
-average ``keyint / 2`` frames, so a short interval makes the train pipeline's random access (8
-frames spread over 256) cheaper, and keyframes cost space: 16 decodes a 10-second 456x256
-training clip 1.68x faster than x264's default (250) at about 3x the file size; 90-frame clips
-gain little (measured with ``tools/data/benchmark_preparation.py keyint``, docs/datasets/kinetics400.md).
+Every decoded source frame becomes one output frame, transformed by the caller (a resize, a
+crop), at ``pts = index`` and the source's average rate. At most ``keyint`` frames lie between
+keyframes: a seek decodes on average ``keyint / 2`` frames from the keyframe before it, so a
+short interval makes the train pipeline's random access cheaper at some cost in size (16
+decodes a 10-second 456x256 clip 1.68x faster than x264's default 250 at about 3x the file
+size; ``tools/data/benchmark_preparation.py keyint``, docs/datasets/kinetics400.md).
 """
 
 from __future__ import annotations
@@ -35,39 +32,32 @@ FrameTransform = Callable[[av.VideoFrame], av.VideoFrame]
 
 @dataclass(frozen=True)
 class VideoInfo:
-    """What a source's header (or a demux pass) says about its video stream."""
+    """A source's video stream, as :func:`probe` reads it."""
 
     width: int
     height: int
     frames: int
-    rate: Fraction
 
 
 def probe(path: Path) -> VideoInfo:
-    """Size, frame count and rate of the first video stream of ``path``.
-
-    The frame count is the header's (``nb_frames``) where the container has one (mp4, avi);
-    otherwise (mkv, webm) the number of video packets, counted by demuxing without decoding.
-    """
+    """Size and frame count of the first video stream of ``path``: the header's ``nb_frames``
+    where the container has one (mp4, avi), else (mkv, webm) the video packets, demuxed."""
     with av.open(str(path)) as container:
         if not container.streams.video:
             raise ValueError('no video stream')
         stream = container.streams.video[0]
         width, height = stream.codec_context.width, stream.codec_context.height
-        rate = stream.average_rate or stream.guessed_rate or FALLBACK_RATE
         frames = stream.frames
         if frames <= 0:
             frames = sum(1 for packet in container.demux(stream) if packet.size)
     if width <= 0 or height <= 0 or frames <= 0:
         raise ValueError(f'no decodable video ({width}x{height}, {frames} frames)')
-    return VideoInfo(width, height, frames, Fraction(rate))
+    return VideoInfo(width, height, frames)
 
 
 def short_side_size(width: int, height: int, short_side: int) -> tuple[int, int]:
-    """``(W, H)`` with ``min(W, H) == short_side``, the aspect kept and both sides even.
-
-    ``long = round(long_in * short_side / short_in)`` rounded to the nearest even number.
-    """
+    """``(W, H)`` with ``min(W, H) == short_side`` and the long side
+    ``round(long_in * short_side / short_in)`` rounded to the nearest even number."""
     if width <= height:
         return short_side, max(2, 2 * round(height * short_side / width / 2))
     return max(2, 2 * round(width * short_side / height / 2)), short_side
@@ -102,11 +92,9 @@ def encode(
     keyint: int = DEFAULT_KEYINT,
     threads: int = 1,
 ) -> int:
-    """Decode ``src``, apply ``transform`` to each frame, write H.264 mp4 ``dst``; returns frames written.
-
-    ``size = (W, H)`` is what ``transform`` produces; ``threads`` per codec (0 = FFmpeg's
-    choice; 1 when several files are encoded in parallel processes).
-    """
+    """Decode ``src``, ``transform`` each frame (to ``size = (W, H)``), write H.264 ``dst``
+    (mp4, or Matroska for ``.mkv``); returns the frames written. ``threads`` per codec (0:
+    FFmpeg's choice; 1 when several files are encoded in parallel processes)."""
     written = 0
     with av.open(str(src)) as inp:  # a source without video stream: probe() refused it
         vin = inp.streams.video[0]

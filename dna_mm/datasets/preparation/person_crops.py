@@ -1,18 +1,14 @@
 """``tools/data/ntu60/person_crops.py``: NTU RGB+D person-centric crops, as the paper's authors trained on.
 
-For each ``SsssCcccPpppRrrrAaaa_rgb.avi`` under ``--video-dir``, the skeleton
-``SsssCcccPpppRrrrAaaa.skeleton`` (found anywhere under ``--skeleton-dir``) gives the box of
-all colour-frame joints (:func:`~.skeleton.joint_box`); the box is enlarged by ``--margin``,
-squared and kept inside the frame (:func:`~.geometry.square_window`), every frame is cut to
-it and resized to ``--size`` x ``--size``, and the result is written as
-``--out-dir/SsssCcccPpppRrrrAaaa.mp4`` (the name ``tools/data/ntu60/build_annotations.py``
-reads). Skeleton coordinates refer to 1920x1080; a video of another size (e.g. a 960x540
-re-encoding) gets the box scaled to it.
-
-A sample whose skeleton is missing, empty or has no valid joint is written whole (resized to
-``--size`` x ``--size``; ``--missing full``, listed in ``full_frame.txt``) or left out
-(``--missing skip``, listed in ``left_out.txt``). A malformed skeleton fails that sample
-with the file and line. Safety (resume, atomic rename, verification, exit status): :mod:`.runner`.
+Per ``SsssCcccPpppRrrrAaaa_rgb.avi`` under ``--video-dir``: the box of the colour-frame joints
+of its ``.skeleton`` (anywhere under ``--skeleton-dir``; :func:`~.skeleton.joint_box`, scaled
+from 1920x1080 to the video's size), enlarged by ``--margin``, squared and kept inside the
+frame (:func:`~.geometry.square_window`); every frame is cut to it, resized to ``--size``² and
+written to ``--out-dir/SsssCcccPpppRrrrAaaa.mp4`` (the name ``ntu60/build_annotations.py``
+reads). Without a usable skeleton (missing, empty, no valid joint) the whole frame is resized
+(``--missing full``, listed in ``full_frame.txt``) or the sample left out (``--missing skip``,
+``left_out.txt``); a malformed skeleton fails the sample, naming file and line. Resume, atomic
+rename, verification, exit status: :mod:`.runner`.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from ...errors import MissingFileError
 from ..protocols import ProtocolError, parse_ntu
 from .encoding import crop_and_resize, encode, probe
 from .geometry import square_window
-from .runner import FAILED, LEFT_OUT, Outcome, add_run_options, describe, prepare_all, produce, source_videos
+from .runner import FAILED, LEFT_OUT, Outcome, describe, parse_args, prepare_all, produce, source_videos
 from .skeleton import COLOR_FRAME, SkeletonError, joint_box
 from .verification import verify_video
 
@@ -130,12 +126,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         default='full',
         help='sample without a usable skeleton: whole frame resized (full, default) or left out (skip)',
     )
-    add_run_options(p)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
     if args.size < 2 or args.size % 2:
         p.error(f'--size must be an even number >= 2, got {args.size}')
-    if args.margin < 0 or args.keyint < 1 or args.workers < 1:
-        p.error('--margin must be >= 0, --keyint and --workers >= 1')
+    if args.margin < 0:
+        p.error(f'--margin must be >= 0, got {args.margin}')
     return prepare_all(
         'person_crops',
         args.out_dir,

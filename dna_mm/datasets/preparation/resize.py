@@ -1,11 +1,9 @@
-"""``tools/data/resize_videos.py``: re-encode a video tree so that every short side is N pixels.
+"""``tools/data/resize_videos.py``: re-encode a video tree to H.264 with short side N pixels.
 
-Kinetics-400 as the paper's authors prepared it (short side 256); also usable for Smarthome
-or NTU. Same relative layout under ``OUT_DIR``, every file re-encoded to H.264 (``--ext``:
-the output container, ``.mp4`` by default, so ``a/b.webm`` becomes ``a/b.mp4``). Output size
-``(W, H)`` with ``min(W, H) = --short-side``, the aspect kept, both sides even
-(:func:`~.encoding.short_side_size`). Safety (resume, atomic rename, verification, failure
-list, exit status): :mod:`.runner`.
+Kinetics-400 as the paper's authors prepared it (short side 256); also usable for Smarthome or
+NTU. ``OUT_DIR`` keeps the relative layout, each file in the ``--ext`` container (``a/b.webm``
+becomes ``a/b.mp4`` by default), at :func:`~.encoding.short_side_size`. Resume, atomic
+rename, verification, failure list and exit status: :mod:`.runner`.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from typing import Optional
 from ...apis.cli import cli_main
 from ...errors import ConfigError, DataError, MissingFileError
 from .encoding import encode, probe, resize_to, short_side_size
-from .runner import FAILED, Outcome, add_run_options, describe, prepare_all, produce, source_videos
+from .runner import FAILED, Outcome, describe, parse_args, prepare_all, produce, source_videos
 from .verification import verify_video
 
 #: source files taken from SRC_DIR (case-insensitive)
@@ -80,12 +78,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument('out_dir', metavar='OUT_DIR', type=Path)
     p.add_argument('--short-side', type=int, default=256, help='short side of the output (default 256)')
     p.add_argument('--ext', default='.mp4', choices=('.mp4', '.mkv'), help='output container (default .mp4)')
-    add_run_options(p)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
     if args.short_side < 2 or args.short_side % 2:
         p.error(f'--short-side must be an even number >= 2, got {args.short_side}')
-    if args.keyint < 1 or args.workers < 1:
-        p.error('--keyint and --workers must be >= 1')
     return prepare_all(
         'resize_videos',
         args.out_dir,

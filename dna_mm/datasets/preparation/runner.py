@@ -1,18 +1,10 @@
-"""Run one preparation task per video over many processes, safely: resumable, atomic, verified.
+"""Run one preparation task per video over many processes: resumable, atomic, verified.
 
-Shared by ``tools/data/resize_videos.py`` and ``tools/data/ntu60/person_crops.py``. Per output:
-
-1. if the output exists and verifies, it is *skipped* (a second run redoes only what is
-   missing or broken);
-2. otherwise it is written to ``<output>.part`` in the same folder, verified, and only then
-   renamed to its final name (:func:`os.replace`, atomic on one file system), so a killed run
-   leaves at most a ``.part`` file, which the next run overwrites;
-3. any error (unreadable source, encoder, verification) makes it *failed* with the reason;
-   the other videos go on.
-
-At the end a summary (done / skipped / failed, plus notes such as full-frame fallbacks) is
-printed, the failures are written to ``OUT_DIR/failed.txt`` and the exit status is 1 if any
-video failed.
+Per output (:func:`produce`): an output that exists and verifies is *skipped*; otherwise it is
+written to ``<output>.part``, verified and only then renamed (atomic on one file system: a
+killed run leaves at most a ``.part`` file, overwritten by the next run); any error makes it
+*failed* with the reason while the other videos go on. :func:`prepare_all` prints the summary,
+writes the failures to ``OUT_DIR/failed.txt`` and returns exit status 1 if any video failed.
 """
 
 from __future__ import annotations
@@ -72,10 +64,8 @@ def produce(
     why: str = '',
 ) -> Outcome:
     """Skip ``dst`` if ``check`` passes on it, else ``write`` it to a temporary file, check, rename.
-
-    ``check(path)`` returns ``None`` for a good file or the reason it is not; ``note`` / ``why``
-    tag the outcome (e.g. ``full frame`` / ``no skeleton file``); a failure's reason replaces ``why``.
-    """
+    ``check(path)``: ``None`` for a good file, else why not; ``note`` / ``why`` tag the outcome
+    (``full frame`` / ``no skeleton file``); a failure's reason replaces ``why``."""
     if dst.is_file() and check(dst) is None:
         return Outcome(name, SKIPPED, why, note)
     tmp = part_path(dst)
@@ -125,16 +115,17 @@ def run_jobs(task: Callable[[J], Outcome], jobs: Sequence[J], workers: int) -> l
     return track_parallel_progress(call, jobs, min(workers, len(jobs)), keep_order=False, file=sys.stderr)
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options both tools share: ``--workers`` (processes), ``--keyint`` (encoder), ``--debug``."""
+def parse_args(p: argparse.ArgumentParser, argv: Optional[list[str]]) -> argparse.Namespace:
+    """``p``'s arguments plus the options both tools share: ``--workers`` (processes),
+    ``--keyint`` (encoder), ``--debug``."""
     p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
-    p.add_argument(
-        '--keyint',
-        type=int,
-        default=DEFAULT_KEYINT,
-        help=f'max frames between keyframes (default {DEFAULT_KEYINT})',
-    )
+    keyint_help = f'max frames between keyframes (default {DEFAULT_KEYINT})'
+    p.add_argument('--keyint', type=int, default=DEFAULT_KEYINT, help=keyint_help)
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    args = p.parse_args(argv)
+    if args.keyint < 1 or args.workers < 1:
+        p.error('--keyint and --workers must be >= 1')
+    return args
 
 
 def prepare_all(
@@ -146,12 +137,11 @@ def prepare_all(
     what: str,
     notes: Iterable[tuple[str, str, str]] = (),
 ) -> int:
-    """``plan(threads)`` the jobs (one encoder thread each when several workers share the cores, else
-    FFmpeg's choice), run them, print the summary, and list under ``heading`` and in ``out_dir/file``
-    the failures (``failed.txt``) and the outcomes of each ``notes`` entry ``(note or status, file,
-    heading)``; a list that comes out empty removes its stale file. Exit status: 1 if any video
-    failed, else 0 (an error while planning is the user's, a :class:`~dna_mm.errors.UserError`
-    that the tool's ``cli_main`` prints)."""
+    """``plan(threads)`` the jobs (one encoder thread each when several workers share the cores,
+    else FFmpeg's choice), run them, print the summary, and list under ``heading`` and in
+    ``out_dir/file`` the failures (``failed.txt``) and the outcomes of each ``notes`` entry
+    ``(note or status, file, heading)`` (an empty list removes its stale file). Returns the exit
+    status: 1 if any video failed, else 0."""
     jobs = plan(1 if workers > 1 else 0)
     print(f'{len(jobs)} {what}, {workers} workers')
     outcomes = sorted(run_jobs(task, jobs, workers), key=lambda o: o.name)

@@ -35,15 +35,12 @@ class SkeletonError(ValueError):
 
     def __init__(self, path: Path, line: int, reason: str):
         super().__init__(f'{path}, line {line}: {reason}')
-        self.path, self.line, self.reason = path, line, reason
 
 
 def color_joints(path: Path) -> Iterator[tuple[float, float]]:
-    """``(colorX, colorY)`` of every joint of every body of every frame, in file order.
-
-    Raises :class:`SkeletonError` (file and line) when the file does not follow the format,
-    including when it ends before its declared frames, bodies or joints.
-    """
+    """``(colorX, colorY)`` of every joint of every body of every frame, in file order; a
+    :class:`SkeletonError` (file and line) where the file departs from the format or ends before
+    its declared frames, bodies or joints."""
     lines = enumerate(path.read_text(errors='replace').splitlines(), start=1)
     records = ((no, line.split()) for no, line in lines if line.strip())
     last = 0
@@ -81,10 +78,8 @@ def color_joints(path: Path) -> Iterator[tuple[float, float]]:
 
 
 def joint_box(path: Path) -> Optional[Box]:
-    """Box ``(x0, y0, x1, y1)`` of the valid colour-frame joints in ``path``; ``None`` if there are none.
-
-    A missing or empty file gives ``None`` as well; a malformed one raises :class:`SkeletonError`.
-    """
+    """Box ``(x0, y0, x1, y1)`` of the valid colour-frame joints in ``path``; ``None`` if there are
+    none or the file is missing or empty; a :class:`SkeletonError` if it is malformed."""
     if not path.is_file() or not path.read_bytes().strip():
         return None
     x0 = y0 = math.inf

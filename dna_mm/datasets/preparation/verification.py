@@ -1,8 +1,5 @@
-"""Check a prepared video the way training reads it: decord opens it, size and length fit.
-
-A file passes when decord decodes its first and last frame, the frames are ``W x H`` and the
-frame count ``n`` is close to the source's ``m``: ``|n - m| <= max(2, 0.01 m)``.
-"""
+"""Check a prepared video the way training reads it: decord decodes its first and last frame,
+they are ``W x H``, and its frame count is close to the source's (:func:`frames_match`)."""
 
 from __future__ import annotations
 
