@@ -1,10 +1,5 @@
-"""Inference with a trained recognizer: inputs, class names, a safe and strict model load.
-
-:func:`load_recognizer` is MMAction2's ``init_recognizer`` with dna_mm's whole-model load
-(:func:`dna_mm.checkpoint.load_whole_model`: ``weights_only`` from every source, strict unless
-asked otherwise, the same as ``tools/test.py``); :func:`predict` runs MMAction2's
-``inference_recognizer`` (the config's ``test_pipeline``: its clips and crops are averaged by the
-recognizer) and returns the top-k classes.
+"""Inference with a trained recognizer: inputs, class names, a safe and strict model load
+(:func:`load_recognizer`, the same as ``tools/test.py``'s) and top-k predictions (:func:`predict`).
 """
 
 from __future__ import annotations
@@ -146,7 +141,8 @@ def load_recognizer(
 
 def predict(model: nn.Module, video: str, topk: int = 5) -> Prediction:
     """The ``topk`` classes of ``video`` through the config's test pipeline (MMAction2's
-    ``inference_recognizer``; the scores are the head's averaged class probabilities)."""
+    ``inference_recognizer``; the scores are the head's class probabilities, averaged over the
+    pipeline's clips and crops)."""
     from mmaction.apis import inference_recognizer  # noqa: PLC0415
 
     scores = inference_recognizer(model, video).pred_scores.item.float().cpu()  # [num_classes]

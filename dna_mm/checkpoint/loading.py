@@ -102,11 +102,10 @@ def load_whole_model(
     """Load the whole-model checkpoint ``filename`` into ``model``.
 
     The file is read ``weights_only`` from any source (:func:`~.sources.read_checkpoint`) and
-    its weights taken as the code that wrote it laid them out
-    (:func:`dna_mm.converters.whole_model.whole_model_state_dict`): mmengine's ``state_dict``;
-    the authors' TimeSformer ``.pyth`` (PySlowFast's ``model_state``, ``model.*`` keys, head
-    included) as a ``Recognizer3D``; their ImageNet ``vit/main.py`` file (``model``) with their
-    attention layouts mapped; a bare state dict. A layout other than mmengine's is logged.
+    its weights taken as the code that wrote it laid them out (mmengine, the authors' TimeSformer
+    and ImageNet ViT files, a bare state dict:
+    :func:`dna_mm.converters.whole_model.whole_model_state_dict`). A layout other than
+    mmengine's is logged.
 
     ``strict``: any missing, unexpected or resized key is a ``CheckpointMismatchError`` naming
     ``filename`` (nothing is loaded); otherwise what matches is loaded and the rest keeps the

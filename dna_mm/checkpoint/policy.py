@@ -122,11 +122,7 @@ def _head(f: Union[str, os.PathLike, IO[bytes]]) -> Optional[bytes]:
 def explain_load_error(err: Exception, source: str) -> Optional[Exception]:
     """The dna_mm error for ``err``, raised by ``torch.load`` while reading ``source`` (a path,
     URL or mmengine prefix), naming the file; ``None`` when ``torch.load`` did not raise it (a
-    missing file, a failed download, an unknown model name: let it propagate).
-
-    Returns an :class:`UnsafeCheckpointError` (a refused global), a
-    :class:`NotACheckpointError` or a :class:`CorruptCheckpointError`.
-    """
+    missing file, a failed download, an unknown model name: let it propagate)."""
     url = read = None  # from the traceback: the URL torch.hub fetched, the file torch.load read
     for frame, _ in traceback.walk_tb(err.__traceback__):
         if frame.f_code is torch.hub.load_state_dict_from_url.__code__:

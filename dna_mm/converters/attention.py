@@ -63,9 +63,8 @@ class NothingToConvertError(DataError):
 def _nothing_to_convert(
     what: str, layouts: str, state_dict: StateDict, note: str = ''
 ) -> NothingToConvertError:
-    keys = [k for k in state_dict][:5]
     return NothingToConvertError(
-        f'no {what} to convert: looked for {layouts}; {note}the first keys are {keys} '
+        f'no {what} to convert: looked for {layouts}; {note}the first keys are {list(state_dict)[:5]} '
         f'({len(state_dict)} in all)'
     )
 
@@ -275,10 +274,8 @@ def official_to_dna_mm(
       probes, ``K, V±`` from the patch tokens, scale ``d ** -0.5``, no rotary embedding) is
       ``softmax(s Q+ K^T) V+ − α softmin(s Q- K^T) V-``, i.e.
       :class:`~dna_mm.models.attention.DnACrossAttention` after the conversion (per packed
-      sequence). Only these attentions are converted: the rest of a VisCoP file (the SigLIP
-      encoder's ``layers.{i}.self_attn.{q,k,v,out}_proj`` softmax attentions with 2-D rotary
-      positions over packed sequences, ``layer_norm1/2``, ``mlp.fc1/fc2``, the probes, the LLM)
-      is passed through unchanged; no dna_mm model reproduces that encoder.
+      sequence). Only these attentions are converted: the rest of a VisCoP file (its SigLIP
+      encoder with 2-D rotary positions, the probes, the LLM) is passed through unchanged.
     * All: ``P.neg_scalers`` (any shape with ``H`` elements) → ``P.alpha [H]``.
     * A ViT ``pos_embed`` without a CLS row (``[1, N, C]``, ``N`` a square, next to a
       ``cls_token``: the authors' ``vit/dna_models.py`` gives the CLS token no position) gets a
@@ -304,9 +301,7 @@ def official_to_dna_mm(
     if combine not in COMBINE_SIGNS:
         raise ValueError(f"combine must be 'add' or 'sub', got {combine!r}")
     if strict and not has_official_attention(state_dict):
-        dna = [
-            k for k in state_dict if k.endswith(('.alpha', '.q_neg.weight')) or k in ('alpha', 'q_neg.weight')
-        ]
+        dna = _prefixes(state_dict, 'alpha') or _prefixes(state_dict, 'q_neg.weight')
         note = "the file already has dna_mm's keys (alpha / q_neg); " if dna else ''
         raise _nothing_to_convert("attention in the authors' layouts", OFFICIAL_LAYOUTS, state_dict, note)
     sign = 1.0 if combine == 'add' else -1.0

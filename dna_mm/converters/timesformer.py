@@ -40,14 +40,20 @@ def state_dict_of(checkpoint: Mapping) -> Mapping:
     return next((checkpoint[k] for k in WRAPPER_KEYS if isinstance(checkpoint.get(k), Mapping)), checkpoint)
 
 
+def strip_prefixes(key: str, prefixes: tuple[str, ...] = PREFIXES) -> str:
+    """``key`` without any leading run of ``prefixes`` (``'module.model.x'`` → ``'x'``)."""
+    while key.startswith(prefixes):
+        key = key[len(next(p for p in prefixes if key.startswith(p))) :]
+    return key
+
+
 def unwrap(checkpoint: Mapping, keep_heads: bool = False) -> 'OrderedDict[str, Tensor]':
     """The tensors of a checkpoint: unwrap ``state_dict``/``model``/... and strip ``module.``,
     ``backbone.``, ``model.``, ``encoder.`` prefixes (a classifier ``cls_head.*`` / ``head.*`` is
     dropped unless ``keep_heads``)."""
     out: OrderedDict[str, Tensor] = OrderedDict()
     for key, value in state_dict_of(checkpoint).items():
-        while key.startswith(PREFIXES):
-            key = key[len(next(p for p in PREFIXES if key.startswith(p))) :]
+        key = strip_prefixes(key)
         if isinstance(value, Tensor) and (keep_heads or not key.startswith(HEADS)):
             out[key] = value
     return out
@@ -60,8 +66,8 @@ def detect_layout(sd: Mapping[str, Tensor]) -> str:
         return 'fb_timesformer'
     if any(k.startswith('blocks.') and '.attn.' in k for k in keys):
         return 'timm_vit'
-    if any(k.startswith(LAYER) for k in keys):
-        layered = [k for k in keys if k.startswith(LAYER)]
+    layered = [k for k in keys if k.startswith(LAYER)]
+    if layered:
         if any('.norms.' in k for k in layered) and not any('.attentions.1.' in k for k in layered):
             return 'mmaction_vit'
         return 'timesformer'
@@ -73,33 +79,33 @@ def detect_layout(sd: Mapping[str, Tensor]) -> str:
 
 
 _TIMM_BLOCK = [  # timm block key → MMAction2 ViT-layer key (one attention per layer)
-    (r'norm1\.', 'norms.0.'),
-    (r'attn\.', 'attentions.0.attn.'),
-    (r'norm2\.', 'norms.1.'),
-    (r'mlp\.fc1\.', 'ffns.0.layers.0.0.'),
-    (r'mlp\.fc2\.', 'ffns.0.layers.1.'),
+    ('norm1.', 'norms.0.'),
+    ('attn.', 'attentions.0.attn.'),
+    ('norm2.', 'norms.1.'),
+    ('mlp.fc1.', 'ffns.0.layers.0.0.'),
+    ('mlp.fc2.', 'ffns.0.layers.1.'),
 ]
 _FB_BLOCK = [  # facebookresearch TimeSformer block key → dna_mm divided-space-time key
-    (r'temporal_norm1\.', 'attentions.0.norm.'),
-    (r'temporal_attn\.', 'attentions.0.attn.'),
-    (r'temporal_fc\.', 'attentions.0.temporal_fc.'),
-    (r'norm1\.', 'attentions.1.norm.'),
-    (r'attn\.', 'attentions.1.attn.'),
-    (r'norm2\.', 'ffns.0.norm.'),
-    (r'mlp\.fc1\.', 'ffns.0.layers.0.0.'),
-    (r'mlp\.fc2\.', 'ffns.0.layers.1.'),
+    ('temporal_norm1.', 'attentions.0.norm.'),
+    ('temporal_attn.', 'attentions.0.attn.'),
+    ('temporal_fc.', 'attentions.0.temporal_fc.'),
+    ('norm1.', 'attentions.1.norm.'),
+    ('attn.', 'attentions.1.attn.'),
+    ('norm2.', 'ffns.0.norm.'),
+    ('mlp.fc1.', 'ffns.0.layers.0.0.'),
+    ('mlp.fc2.', 'ffns.0.layers.1.'),
 ]
 
 
-def _map_blocks(sd: Mapping[str, Tensor], table) -> 'OrderedDict[str, Tensor]':
+def _map_blocks(sd: Mapping[str, Tensor], table: list[tuple[str, str]]) -> 'OrderedDict[str, Tensor]':
     out: OrderedDict[str, Tensor] = OrderedDict()
     for key, value in sd.items():
         m = re.match(r'blocks\.(\d+)\.(.*)', key)
         if m:
             idx, rest = m.groups()
-            for pattern, repl in table:
-                if re.match(pattern, rest):
-                    key = f'{LAYER}{idx}.' + re.sub('^' + pattern, repl, rest)
+            for old, new in table:
+                if rest.startswith(old):
+                    key = f'{LAYER}{idx}.{new}{rest[len(old) :]}'
                     break
             else:
                 raise ValueError(f'{key}: no mapping for block key {rest!r}')

@@ -37,16 +37,13 @@ CLASSIFIER_PREFIXES = ('head.', 'fc_norm.', 'head_drop.')
 def detector_backbone(checkpoint: Mapping) -> 'OrderedDict[str, Tensor] | None':
     """The ``backbone.*`` tensors of a detector checkpoint (prefix removed), or ``None`` when
     the checkpoint is not a detector's (no key starts with ``backbone.``)."""
-    sd = state_dict_of(checkpoint)
-    keys = [k for k in sd if isinstance(sd[k], Tensor)]
-    stripped = [k[len('module.') :] if k.startswith('module.') else k for k in keys]
-    if not any(k.startswith('backbone.') for k in stripped):
-        return None
-    return OrderedDict(
-        (s[len('backbone.') :], sd[k])
-        for k, s in zip(keys, stripped, strict=True)
-        if s.startswith('backbone.')
+    tensors = ((k.removeprefix('module.'), v) for k, v in state_dict_of(checkpoint).items())
+    backbone = OrderedDict(
+        (k.removeprefix('backbone.'), v)
+        for k, v in tensors
+        if isinstance(v, Tensor) and k.startswith('backbone.')
     )
+    return backbone or None
 
 
 def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[str, Tensor]', str, list[str]]:
@@ -65,14 +62,12 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[s
         layout = 'mmdet_vitdet'
     else:
         sd = unwrap(checkpoint, keep_heads=True)  # module. / model. / encoder. prefixes removed
-        authors = any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd)
-        layout = (
-            'authors_dna_vit'
-            if authors
-            else 'dna_vit'
-            if any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha')) for k in sd)
-            else 'timm_vit'
-        )
+        if any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd):
+            layout = 'authors_dna_vit'
+        elif any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha')) for k in sd):
+            layout = 'dna_vit'
+        else:
+            layout = 'timm_vit'
     sd = official_to_dna_mm(sd, combine=combine, strict=False)  # also: zero CLS row for a CLS-less pos_embed
     if not any(k.startswith('blocks.') for k in sd):
         raise ValueError(

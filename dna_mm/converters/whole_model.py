@@ -29,7 +29,7 @@ from typing import Mapping
 from torch import Tensor
 
 from .attention import has_official_attention, official_to_dna_mm
-from .timesformer import detect_layout, to_timesformer, unwrap
+from .timesformer import detect_layout, strip_prefixes, to_timesformer, unwrap
 
 #: how each layout is named in the load log and in errors
 LAYOUT_NAMES = {
@@ -44,28 +44,18 @@ LAYOUT_NAMES = {
 HEAD_KEYS = {'head.weight': 'cls_head.fc_cls.weight', 'head.bias': 'cls_head.fc_cls.bias'}
 
 
-def _tensors(state: Mapping) -> 'OrderedDict[str, Tensor]':
-    return OrderedDict((k, v) for k, v in state.items() if isinstance(v, Tensor))
-
-
-def _without_prefix(key: str, prefixes: tuple[str, ...] = ('module.', 'model.')) -> str:
-    while key.startswith(prefixes):
-        key = key[len(next(p for p in prefixes if key.startswith(p))) :]
-    return key
-
-
 def authors_timesformer_recognizer(model_state: Mapping) -> 'OrderedDict[str, Tensor] | None':
     """The ``model_state`` of the authors' TimeSformer checkpoint → the keys of a
     ``Recognizer3D`` (``backbone.*`` of :class:`~dna_mm.models.DnATimeSformer` in divided
     space-time, ``cls_head.fc_cls.*``); ``None`` when it is not a TimeSformer in their layout."""
-    tensors = _tensors(model_state)
+    tensors = OrderedDict((k, v) for k, v in model_state.items() if isinstance(v, Tensor))
     backbone = unwrap(tensors)  # model. / module. stripped, the head dropped
     if not backbone or detect_layout(backbone) != 'fb_timesformer':
         return None
     sd, _ = to_timesformer(tensors, 'divided_space_time', combine='add')
     out = OrderedDict((f'backbone.{k}', v) for k, v in sd.items())
     for key, value in tensors.items():
-        head = HEAD_KEYS.get(_without_prefix(key))
+        head = HEAD_KEYS.get(strip_prefixes(key, ('module.', 'model.')))
         if head is not None:
             out[head] = value
     return out

@@ -72,9 +72,7 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     from ..checkpoint import load_whole_model
 
     if config.startswith('timm:'):
-        import timm
-
-        import dna_mm  # noqa: F401  (registers dna_vit_*)
+        import timm  # dna_vit_* are registered by dna_mm/__init__.py, run before this module
 
         name = config[len('timm:') :]
         model = timm.create_model(name, pretrained=False, **(cfg_options or {}))

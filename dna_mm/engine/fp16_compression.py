@@ -30,9 +30,8 @@ NAME = 'Fp16CompresssionHook'  # three s: the reference's spelling
 
 
 class Fp16CompresssionHook(Hook):
-    """Register ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks.fp16_compress_hook``
-    on the runner's ``DistributedDataParallel`` model before training (see the module docstring).
-    No arguments."""
+    """Register torch's ``fp16_compress_hook`` on the runner's DDP model before training (module
+    docstring). No arguments."""
 
     priority = 'NORMAL'
 

@@ -16,11 +16,9 @@ a warning says so). ``dna_mm.apis.DnARunner`` builds these in place of mmengine'
 
 from __future__ import annotations
 
-import logging
 from functools import partial
 from typing import Any, Optional
 
-from mmengine.logging import print_log
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
@@ -54,9 +52,17 @@ class _ResumeState:
         saved, self.resume_rng_state = self.resume_rng_state, None
         return saved
 
-    def _validate(self) -> None:
-        with preserved_rng_state():
-            self.runner.val_loop.run()
+    def _maybe_validate(self, step: int, last: int) -> None:
+        """mmengine's validation rule at epoch / iteration ``step`` of ``last``, run outside the
+        training random streams."""
+        self._decide_current_val_interval()
+        if (
+            self.runner.val_loop is not None
+            and step >= self.val_begin
+            and (step % self.val_interval == 0 or step == last)
+        ):
+            with preserved_rng_state():
+                self.runner.val_loop.run()
 
 
 @LOOPS.register_module()
@@ -71,13 +77,7 @@ class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
             self.resume_rng_state = None  # a load_from checkpoint's state is not this run's
         while self._epoch < self._max_epochs and not self.stop_training:
             self.run_epoch()
-            self._decide_current_val_interval()
-            if (
-                self.runner.val_loop is not None
-                and self._epoch >= self.val_begin
-                and (self._epoch % self.val_interval == 0 or self._epoch == self._max_epochs)
-            ):
-                self._validate()
+            self._maybe_validate(self._epoch, self._max_epochs)
         self.runner.call_hook('after_train')
         return self.runner.model
 
@@ -92,29 +92,24 @@ class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
         length = len(self.dataloader)
         done = self._iter - self._epoch * length
         if not 0 <= done <= length:
-            print_log(
+            self.runner.logger.warning(
                 f'resume: iteration {self._iter} is not in epoch {self._epoch + 1} of {length} '
-                f'iterations (epochs of different lengths?); the epoch starts from its first batch',
-                logger='current',
-                level=logging.WARNING,
+                f'iterations (epochs of different lengths?); the epoch starts from its first batch'
             )
             done = 0
         if saved is not None and self._epoch > 0 and getattr(self.dataloader, 'persistent_workers', False):
-            print_log(
+            self.runner.logger.warning(
                 'resume: train_dataloader.persistent_workers=True: the workers restart with '
                 'fresh random states, not those of the interrupted run (set it to False for an '
-                'exact resume)',
-                logger='current',
-                level=logging.WARNING,
+                'exact resume)'
             )
         if state is not None and done == 0:  # saved at the end of the previous epoch
             restore_rng_state(state)
         batches = iter(self.dataloader)
         if done:
-            print_log(
+            self.runner.logger.info(
                 f'resume: epoch {self._epoch + 1} continues at batch {done + 1} of {length} '
-                f'(the first {done} are fetched and dropped)',
-                logger='current',
+                f'(the first {done} are fetched and dropped)'
             )
             for _ in range(done):
                 next(batches)
@@ -139,10 +134,8 @@ class ResumableIterBasedTrainLoop(_ResumeState, IterBasedTrainLoop):
         if saved is not None and restore_data_seed(self.dataloader, saved.get('seed')):
             self.dataloader_iterator = _InfiniteDataloaderIterator(self.dataloader)
         if self._iter > 0:
-            print_log(
-                f'Advance dataloader {self._iter} steps to skip data that has already been trained',
-                logger='current',
-                level=logging.WARNING,
+            self.runner.logger.warning(
+                f'Advance dataloader {self._iter} steps to skip data that has already been trained'
             )
             for _ in range(self._iter):
                 next(self.dataloader_iterator)
@@ -153,13 +146,7 @@ class ResumableIterBasedTrainLoop(_ResumeState, IterBasedTrainLoop):
             self.runner.model.train()
             data_batch = next(self.dataloader_iterator)
             self.run_iter(data_batch)
-            self._decide_current_val_interval()
-            if (
-                self.runner.val_loop is not None
-                and self._iter >= self.val_begin
-                and (self._iter % self.val_interval == 0 or self._iter == self._max_iters)
-            ):
-                self._validate()
+            self._maybe_validate(self._iter, self._max_iters)
         self.runner.call_hook('after_train_epoch')
         self.runner.call_hook('after_train')
         return self.runner.model

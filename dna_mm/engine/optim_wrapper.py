@@ -39,8 +39,7 @@ from mmengine.registry import OPTIM_WRAPPERS
 AMP_ONLY_KEYS = ('loss_scale', 'dtype', 'use_fsdp')
 #: first compute capability with native bf16 arithmetic (Ampere)
 BF16_CAPABILITY = (8, 0)
-#: ``loss_scale`` of a run without loss scaling (a disabled ``GradScaler`` passes losses and
-#: steps through unchanged)
+#: ``loss_scale`` without loss scaling: a disabled ``GradScaler`` passes losses and steps unchanged
 NO_LOSS_SCALE = dict(enabled=False)
 
 
