@@ -169,9 +169,9 @@ def adapt_attentions(
                 new = softmax_to_dna(
                     sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
                 )
-            for k in set(sub) - set(new):
+            for k in sub.keys() - new.keys():
                 del out[k]
-            for k in set(new) - set(sub):
+            for k in [k for k in new if k not in sub]:  # the converter's order: a stable log
                 out[k] = new[k]
                 generated.append(k)
         missing = [k for k in own if k not in out and k not in self_init]
