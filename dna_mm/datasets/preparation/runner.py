@@ -123,8 +123,9 @@ def parse_args(p: argparse.ArgumentParser, argv: Optional[list[str]]) -> argpars
     p.add_argument('--keyint', type=int, default=DEFAULT_KEYINT, help=keyint_help)
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
-    if args.keyint < 1 or args.workers < 1:
-        p.error('--keyint and --workers must be >= 1')
+    for name in ('keyint', 'workers'):
+        if getattr(args, name) < 1:
+            p.error(f'--{name} must be >= 1, got {getattr(args, name)}')
     return args
 
 
