@@ -5,6 +5,7 @@ normalised input batches, runs the model on them and knows how to add pixel nois
 
 from __future__ import annotations
 
+import functools
 import os
 import os.path as osp
 from dataclasses import dataclass, field
@@ -149,13 +150,17 @@ def load_mm_model(
             return logits.reshape(inputs.shape[0], -1, logits.shape[-1]).mean(dim=1)
         return model.backbone(inputs)
 
-    def load_input(path: str) -> Tensor:
-        """One video through the config's test pipeline and the data preprocessor."""
+    @functools.cache
+    def test_pipeline() -> Callable[[dict], dict]:
+        """The config's test pipeline, built at the first input (the analyses never need it)."""
         from mmengine.dataset import Compose
 
+        return Compose(cfg[key].dataset.pipeline)
+
+    def load_input(path: str) -> Tensor:
+        """One video through the config's test pipeline and the data preprocessor."""
         check_input(config, path)
-        pipeline = Compose(cfg[key].dataset.pipeline)
-        packed = pipeline(dict(filename=path, label=-1, start_index=0, modality='RGB'))
+        packed = test_pipeline()(dict(filename=path, label=-1, start_index=0, modality='RGB'))
         data = pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)
         return data['inputs']
 

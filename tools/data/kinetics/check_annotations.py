@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
 from dna_mm.datasets.protocols import check_video_list, label_map
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     if args.label_map:
-        classes = open(user_file(args.label_map, '--label-map')).read().split('\n')
+        classes = Path(user_file(args.label_map, '--label-map')).read_text().splitlines()
     else:
         classes = label_map('label_map_k400')
     classes = [c for c in classes if c.strip()]
