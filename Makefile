@@ -9,6 +9,8 @@
 #   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
 #   make format        apply ruff's fixes and format
 #   make test-gpu      the CUDA tests (fp32/bf16/fp16, SDPA kernels, Triton at real shapes)
+#   make device-kit    .device/: Python 3.12 wheels for a GPU machine (tools/device/gpu_check.sh)
+#   make device-rehearsal  that GPU check on this CPU, in a Python 3.12 env built like the GPU image's
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -18,7 +20,7 @@ PYTEST_ARGS ?= -q
 TEST_WORKERS ?= auto
 TEST_MAX_WORKERS ?= 8
 
-.PHONY: install lint format test test-slow test-gpu demo demo-compare demo-det bench clean
+.PHONY: install lint format test test-slow test-gpu demo demo-compare demo-det bench device-kit device-rehearsal clean
 
 install: $(STAMP)
 
@@ -53,6 +55,12 @@ demo-det: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) tools/analysis/benchmark_attention.py
+
+device-kit: $(STAMP)
+	bash tools/device/build_kit.sh
+
+device-rehearsal: device-kit
+	bash tools/device/rehearse.sh
 
 clean:
 	rm -rf work_dirs .pytest_cache

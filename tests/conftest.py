@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,7 @@ def load_tool(path: str):
 
     spec = importlib.util.spec_from_file_location(Path(path).stem + '_tool', REPO / path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

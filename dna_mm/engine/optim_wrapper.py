@@ -33,6 +33,7 @@ import functools
 from typing import Optional, Union
 
 import torch
+from mmengine.logging import print_log
 from mmengine.optim import AmpOptimWrapper, OptimWrapper
 from mmengine.registry import OPTIM_WRAPPERS
 
@@ -71,8 +72,15 @@ def auto_amp_optim_wrapper(**kwargs) -> OptimWrapper:
     capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
     wrapper_kwargs = {k: v for k, v in kwargs.items() if k not in AMP_ONLY_KEYS}
     if capability is None:
+        print_log('AMP: no CUDA device, full precision (OptimWrapper)', logger='current')
         return OptimWrapper(**wrapper_kwargs)
     amp = amp_settings(capability, **{k: v for k, v in kwargs.items() if k in AMP_ONLY_KEYS})
+    scaled = amp['loss_scale'] != NO_LOSS_SCALE
+    print_log(
+        f'AMP: {amp["dtype"]} autocast, {"a GradScaler" if scaled else "no loss scaling"} '
+        f'(compute capability {capability[0]}.{capability[1]})',
+        logger='current',
+    )
     return AmpOptimWrapper(**wrapper_kwargs, **amp)
 
 

@@ -43,6 +43,7 @@ interpreter's ``tl.dot`` mishandles bf16 in triton 3.9, so bf16 is a GPU-only ca
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -58,6 +59,35 @@ from .kernel_config import launch_configs
 INTERPRETED = os.environ.get('TRITON_INTERPRET') == '1'
 #: capability whose configurations the interpreter uses (it has no shared-memory limit)
 INTERPRETER_CAPABILITY = (8, 0)
+
+
+def _index_scalars_under_numpy2() -> None:
+    """Let the interpreter's scalars bound a ``range`` under NumPy >= 2.5.
+
+    The interpreter holds a scalar kernel argument (``N`` in ``range(0, N, BLOCK_N)``) as a
+    one-element array and patches ``tl.tensor.__index__`` per launch as ``int(array)``, which
+    NumPy 2.5 refuses for arrays of one dimension (triton 3.6: "only 0-dimensional arrays can be
+    converted to Python scalars"). The patch is followed by one that reads the element; the
+    interpreter restores both after the launch. Compiled kernels are not affected.
+    """
+    from triton.runtime import interpreter
+
+    patch_tensor = getattr(interpreter, '_patch_lang_tensor', None)
+    if patch_tensor is None or getattr(patch_tensor, 'reads_the_element', False):
+        return
+    if list(inspect.signature(patch_tensor).parameters) != ['tensor', 'scope']:
+        return  # another interpreter layout: left as it is
+
+    def patched(tensor: Any, scope: Any) -> None:
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, '__index__', lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched.reads_the_element = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patched
+
+
+if INTERPRETED:
+    _index_scalars_under_numpy2()
 
 
 @triton.jit

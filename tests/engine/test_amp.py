@@ -158,3 +158,33 @@ def test_one_training_step_in_the_precision_the_rule_picks(capability, monkeypat
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
     moved = [not torch.equal(p, old) for p, old in zip(model.parameters(), before, strict=True)]
     assert sum(moved) > 0.9 * len(moved)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason='needs CUDA (make test-gpu; tools/device/gpu_check.sh)'
+)
+def test_on_cuda_the_configs_wrapper_is_amp_in_the_rules_dtype_and_trains() -> None:
+    """On a GPU the configs' ``AutoAmpOptimWrapper`` is MMEngine's ``AmpOptimWrapper`` in the
+    dtype the rule gives the device (bf16 without a scaler from sm80, fp16 with one below), and
+    one step of the tiny TimeSformer-DnA through it gives a finite loss close to fp32's, the
+    attention in that dtype, fp32 weights that moved."""
+    torch.manual_seed(0)
+    model, cfg = _tiny_recognizer()
+    model = model.cuda()
+    reference = copy.deepcopy(model)
+    inputs = torch.randn(2, 1, 3, 4, 32, 32, device='cuda')
+    samples = [ActionDataSample().set_gt_labels([i]) for i in range(2)]
+    loss32 = reference.parse_losses(reference(inputs, samples, mode='loss'))[0]
+    cfg.optim_wrapper.type = 'AutoAmpOptimWrapper'
+    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    expected = amp_settings(torch.cuda.get_device_capability())
+    assert isinstance(wrapper, AmpOptimWrapper) and wrapper.cast_dtype == getattr(torch, expected['dtype'])
+    assert wrapper.loss_scaler.is_enabled() == (expected['dtype'] == 'float16')
+    before = [p.detach().clone() for p in model.parameters()]
+    with wrapper.optim_context(model):
+        loss = model.parse_losses(model(inputs, samples, mode='loss'))[0]
+    wrapper.update_params(loss)
+    assert torch.isfinite(loss) and abs(loss.item() - loss32.item()) < 0.05 * abs(loss32.item())
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
+    moved = [not torch.equal(p, old) for p, old in zip(model.parameters(), before, strict=True)]
+    assert sum(moved) > 0.9 * len(moved)

@@ -16,12 +16,30 @@ def bench():
 
 @pytest.mark.parametrize('scope', ['core', 'module'])
 def test_every_method_steps_and_tabulates(bench, scope: str) -> None:
-    methods = [m for m in bench.METHODS if m not in bench.CUDA_ONLY_METHODS]
+    methods = bench.methods_on('cpu', list(bench.METHODS))
     ms = bench.time_worker('cpu', 'temporal', methods, reps=1, dtype='float32', scope=scope)
     assert set(ms) == set(methods) and all(math.isfinite(t) and t > 0 for t in ms.values())
     rows = {'temporal': {m: dict(ms=t, peak_mb=1.0) for m, t in ms.items()}}
     text = bench.table('cpu', rows, methods, 'float32', scope)
     assert text.count('\n') == 4 and '| temporal [196, 8, 768] | 1.00×' in text
+
+
+@pytest.mark.parametrize('scope', ['core', 'module'])
+def test_the_vitdet_global_shape_attends_with_its_bias_at_tiny_sizes(bench, scope: str) -> None:
+    """--tiny: every method runs the biased shape (DnA with one bias per branch), and the bias
+    changes the output (it reaches the logits)."""
+    methods = bench.methods_on('cpu', list(bench.METHODS))
+    ms = bench.time_worker('cpu', 'vitdet_global', methods, reps=1, dtype='float32', scope=scope, tiny=True)
+    assert set(ms) == set(methods)
+    rows = {'vitdet_global': {m: dict(ms=t, peak_mb=1.0) for m, t in ms.items()}}
+    assert '| vitdet_global [1, 64, 64] + rel-pos bias | 1.00×' in bench.table(
+        'cpu', rows, methods, 'float32', scope, tiny=True
+    )
+    step = bench.build_step('cpu', 'vitdet_global', 'dna_fast', 'float32', 'module', tiny=True)
+    b_pos, b_neg = step.bias
+    assert b_pos.shape == b_neg.shape == (1, 2, 64, 64) and not torch.equal(b_pos, b_neg)
+    x = step.inputs[0]
+    assert not torch.allclose(step.module(x), step.module(x, attn_bias=step.bias))
 
 
 @pytest.mark.parametrize('method', ['softmax', 'dna_fast', 'dna_eager'])

@@ -1,11 +1,16 @@
 #!/usr/bin/env python
 """fwd+bwd time and peak memory of the attention family at TimeSformer-B shapes.
 
-    python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 15] [--clips 1] [--out FILE.md]
+    python tools/analysis/benchmark_attention.py [--device cpu cuda] [--reps 15] [--clips 1]
+        [--out FILE.md] [--json FILE.json] [--tiny]
 
 Shapes (12 heads of 64, C = 768; batch = ``--clips`` 8-frame clips at 224², one by default):
 spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]`` per clip; with
-``--shapes ... vitdet_global`` also ViTDet-B's global blocks ``[1, 4096, 768]``.
+``--shapes ... vitdet_global`` also ViTDet-B's global blocks ``[1, 4096, 768]`` with their
+decomposed rel-pos bias (a float logit bias ``[1, 12, 4096, 4096]`` in the benchmark dtype, one
+per branch for DnA, as ViTDet computes it from each branch's queries). ``--tiny`` shrinks every
+shape (C = 64 in 2 heads of 32, a few tokens) to run the script's paths in seconds, e.g. on a
+CPU before a GPU run (in one process; no CPU memory figures); its figures mean nothing.
 Two scopes: ``core`` (between the input projections and the output projection: what DnA
 changes; the floor for two branches is 2.0×) and ``module`` (projections included: what a
 model pays).
@@ -16,18 +21,21 @@ formulation), Diff (SDPA), Cog (explicit: no SDPA form). Optional (``--methods``
 projection weights instead (``-Q- = x (-W)ᵀ - b``, ``α V- = x (α W)ᵀ + α b``: ``O(C²)`` work
 in place of the passes; its core starts from those folded heads); ``softmax_eager`` = softmax
 with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
-over DnA eager); ``dna_triton`` = DnA through the fused Triton kernel (CUDA only).
+over DnA eager); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
+``TRITON_INTERPRET=1``; left out elsewhere).
 A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
 --methods softmax dna_fast dna_triton``.
 
-Times: one process per (device, scope, shape) builds every method and runs their steps in
-turn (``--reps`` rounds, the order rotating each round, after two warm-up steps each), so
-load that drifts on a shared machine hits all methods alike; each figure is a median.
-Memory: each (device, scope, shape, method) in a fresh process, so the peak is its own:
-CUDA ``max_memory_allocated``; CPU the growth of the process's peak RSS over the baseline
-taken after the module and inputs exist. Everything is reported as a ratio to softmax
-measured in the same run.
+Times: for each (device, scope, shape) every method is built and their steps run in turn
+(``--reps`` rounds, the order rotating each round, after two warm-up steps each), so load that
+drifts on a shared machine hits all methods alike; each figure is a median. On the CPU each
+(device, scope, shape) runs in its own process.
+Memory: CUDA ``max_memory_allocated`` of one step above what is allocated before it (the
+method's earlier gradients released first), in the same process; CPU the growth of the peak
+RSS over the baseline taken after the module and inputs exist, each (device, scope, shape,
+method) in a fresh process, so the peak is its own. Everything is reported as a ratio to
+softmax measured in the same run; ``--json`` also writes the raw figures.
 """
 
 from __future__ import annotations
@@ -53,6 +61,9 @@ SHAPES = {
     'vitdet_global': (1, 4096),
 }  # ViTDet-B's global blocks at 1024² (opt-in: --shapes)
 DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
+BIASED_SHAPES = {'vitdet_global'}  # attend with a float logit bias (ViTDet's decomposed rel-pos)
+#: ``--tiny``: a few tokens per shape, C = 64 in 2 heads of 32 (checks the paths; no benchmark)
+TINY_SHAPES = {'spatial': (2, 17), 'temporal': (16, 2), 'joint': (1, 33), 'vitdet_global': (1, 64)}
 METHODS = {
     'softmax': dict(type='SoftmaxAttention'),
     'dna_fast': dict(type='DnAAttention'),
@@ -61,11 +72,26 @@ METHODS = {
     'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
     'diff': dict(type='DiffAttention'),
     'cog': dict(type='CogAttention'),
-    'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel: CUDA only
+    'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel
 }
-CUDA_ONLY_METHODS = {'dna_triton'}  # left out on the CPU (Triton's interpreter is a test tool)
+KERNEL_METHODS = {'dna_triton'}  # run where the kernel runs: CUDA, or the CPU under TRITON_INTERPRET=1
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 C, H = 768, 12
+TINY_C, TINY_H = 64, 2
+
+
+def dims(tiny: bool = False) -> tuple[int, int, dict[str, tuple[int, int]]]:
+    """``(C, H, shapes)``: the real sizes, or the ``--tiny`` ones."""
+    return (TINY_C, TINY_H, TINY_SHAPES) if tiny else (C, H, SHAPES)
+
+
+def methods_on(device: str, methods: list[str]) -> list[str]:
+    """``methods`` less the Triton kernel where it cannot run (a CPU without the interpreter)."""
+    if not KERNEL_METHODS & set(methods):
+        return methods
+    from dna_mm.ops import kernel_available
+
+    return [m for m in methods if m not in KERNEL_METHODS or kernel_available(torch.device(device))]
 
 
 def _sync(device: str) -> None:
@@ -93,7 +119,7 @@ def folded_heads(module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def build_step(
-    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1
+    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1, tiny: bool = False
 ) -> Callable[[], None]:
     """A fwd+bwd step of one method at one shape (gradients cleared first).
 
@@ -103,7 +129,9 @@ def build_step(
     module's own code splits the heads and each method meets the memory layouts, and pays
     the gradient handling, that it has in a model. The leaves are in ``dtype`` (what the
     projections give under autocast), so every method, SDPA or not (the Triton kernel is a
-    custom operator that autocast does not cast), computes in the benchmark dtype.
+    custom operator that autocast does not cast), computes in the benchmark dtype. A shape in
+    ``BIASED_SHAPES`` attends with a fixed float bias ``[1, H, N, N]`` in ``dtype`` (DnA: one
+    per branch). ``step.clear()`` releases the gradients a step leaves.
     """
     from mmengine.registry import MODELS
 
@@ -112,10 +140,15 @@ def build_step(
 
     torch.manual_seed(0)
     torch_dtype = getattr(torch, dtype)
-    b, n = SHAPES[shape]
+    c, h, shapes = dims(tiny)
+    b, n = shapes[shape]
     b *= clips
-    module = MODELS.build(dict(METHODS[method], embed_dims=C, num_heads=H)).to(device)
-    x = torch.randn(b, n, C, device=device, requires_grad=True)
+    module = MODELS.build(dict(METHODS[method], embed_dims=c, num_heads=h)).to(device)
+    x = torch.randn(b, n, c, device=device, requires_grad=True)
+    bias = None
+    if shape in BIASED_SHAPES:  # rel-pos logits of the magnitude ViTDet's reach
+        make = lambda: torch.randn(1, h, n, n, device=device).mul_(2).to(torch_dtype)  # noqa: E731
+        bias = (make(), make()) if method.startswith('dna') else make()
     leaves: list[torch.Tensor] = []
     if scope == 'core':
         with torch.no_grad():
@@ -133,9 +166,13 @@ def build_step(
     def folded() -> torch.Tensor:  # [B, H, N, d]
         q_min, v_min = (module.q_neg(x), module.v_neg(x)) if scope == 'core' else folded_heads(module, x)
         q, k, v = AttentionBase.project(module, x).values()
+        b_pos, b_neg = bias if bias is not None else (None, None)
         sdpa = F.scaled_dot_product_attention
-        pos = sdpa(q, k, v, scale=module.scale)
-        return pos + sdpa(module.split_heads(q_min), k, module.split_heads(v_min), scale=module.scale)
+        pos = sdpa(q, k, v, attn_mask=b_pos, scale=module.scale)
+        neg_bias = None if b_neg is None else -b_neg
+        return pos + sdpa(
+            module.split_heads(q_min), k, module.split_heads(v_min), attn_mask=neg_bias, scale=module.scale
+        )
 
     amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
 
@@ -145,33 +182,56 @@ def build_step(
                 out = folded()
                 return module.proj(module.merge_heads(out)) if scope == 'module' else out
             if scope == 'module':
-                return module(x)
-            return module.attend(module.project(x), None, None, not module.fused_attn)[0]
+                return module(x, attn_bias=bias)
+            return module.attend(module.project(x), None, bias, not module.fused_attn)[0]
 
     # the output gradient a model sends back: dense [B, N, C] (through merge_heads in the core
     # scope), made here so it is an input, not part of a step's peak memory.
     # (``y.sum().backward()`` would send a stride-0 one, which some backward kernels copy
     # matrix by matrix.)
-    grad_out = torch.randn(b, n, C, device=device, dtype=torch_dtype)
+    grad_out = torch.randn(b, n, c, device=device, dtype=torch_dtype)
     if scope == 'core':
-        grad_out = grad_out.view(b, n, H, C // H).transpose(1, 2)  # [B, H, N, d]
+        grad_out = grad_out.view(b, n, h, c // h).transpose(1, 2)  # [B, H, N, d]
 
-    def step() -> None:
+    def clear() -> None:
         module.zero_grad(set_to_none=True)
         for t in (x, *leaves):
             t.grad = None
+
+    def step() -> None:
+        clear()
         forward().backward(grad_out)
 
-    step.inputs = [x, *leaves]  # type: ignore[attr-defined]  (for inspection)
+    step.inputs, step.module, step.bias = [x, *leaves], module, bias  # type: ignore[attr-defined]  (inspection)
+    step.clear = clear  # type: ignore[attr-defined]
     return step
 
 
+def _step_peak_mb(step: Callable[[], None], device: str) -> float:
+    """CUDA: the peak allocated during one ``step`` above what was allocated before it (MB)."""
+    step.clear()  # type: ignore[attr-defined]
+    _sync(device)
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    _sync(device)
+    return max(torch.cuda.max_memory_allocated() - base, 0) / 2**20
+
+
 def time_worker(
-    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str, clips: int = 1
-) -> dict[str, float]:
+    device: str,
+    shape: str,
+    methods: list[str],
+    reps: int,
+    dtype: str,
+    scope: str,
+    clips: int = 1,
+    tiny: bool = False,
+) -> dict[str, float] | dict[str, dict[str, float]]:
     """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
-    order every round), so drifting load on a shared machine hits them alike."""
-    steps = {m: build_step(device, shape, m, dtype, scope, clips) for m in methods}
+    order every round), so drifting load on a shared machine hits them alike. On CUDA also each
+    step's peak memory: ``{method: {'ms', 'peak_mb'}}``."""
+    steps = {m: build_step(device, shape, m, dtype, scope, clips, tiny) for m in methods}
     for step in steps.values():  # warm-up
         step(), step()
     times: dict[str, list[float]] = {m: [] for m in methods}
@@ -182,25 +242,22 @@ def time_worker(
             steps[m]()
             _sync(device)
             times[m].append(1e3 * (time.perf_counter() - t))
-    return {m: statistics.median(ts) for m, ts in times.items()}
+    ms = {m: statistics.median(ts) for m, ts in times.items()}
+    if device != 'cuda':
+        return ms
+    return {m: dict(ms=ms[m], peak_mb=_step_peak_mb(steps[m], device)) for m in methods}
 
 
-def memory_worker(device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1) -> float:
+def memory_worker(
+    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1, tiny: bool = False
+) -> float:
     """Peak memory (MB) of one step above what the module and its inputs hold (own process)."""
-    step = build_step(device, shape, method, dtype, scope, clips)
-    _sync(device)
+    step = build_step(device, shape, method, dtype, scope, clips, tiny)
     if device == 'cuda':
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    else:  # the first step reaches the peak (later steps reuse freed memory)
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return _step_peak_mb(step, device)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the first step reaches the peak
     step()
-    _sync(device)
-    if device == 'cuda':
-        peak = torch.cuda.max_memory_allocated() - base
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    return max(peak, 0) / 2**20
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base, 0) / 2**20
 
 
 def _run_worker(args: list[str]):
@@ -212,20 +269,41 @@ def _run_worker(args: list[str]):
 
 
 def measure(
-    device: str, shape: str, methods: list[str], reps: int, dtype: str, scope: str, clips: int
+    device: str,
+    shape: str,
+    methods: list[str],
+    reps: int,
+    dtype: str,
+    scope: str,
+    clips: int,
+    tiny: bool = False,
 ) -> dict[str, dict[str, float]]:
-    """``{method: {'ms', 'peak_mb'}}``: times from one process, each peak from its own."""
+    """``{method: {'ms', 'peak_mb'}}``. CUDA: in this process (``max_memory_allocated`` is
+    each step's own). CPU: times from one process, each peak RSS from its own; with ``tiny``
+    in this process and no memory figure (NaN)."""
+    if device == 'cuda' or tiny:
+        result = time_worker(device, shape, methods, reps, dtype, scope, clips, tiny)
+        if device == 'cuda':
+            torch.cuda.empty_cache()
+            return result
+        return {m: dict(ms=ms, peak_mb=float('nan')) for m, ms in result.items()}
     common = ['--reps', str(reps), '--dtype', dtype, '--scope', scope, '--clips', str(clips)]
-    ms = _run_worker(['--worker', 'time', device, shape, *common, '--methods', *methods])
+    common += ['--tiny'] if tiny else []
+    timed = _run_worker(['--worker', 'time', device, shape, *common, '--methods', *methods])
     return {
-        m: dict(ms=ms[m], peak_mb=_run_worker(['--worker', 'memory', device, shape, *common, '--methods', m]))
+        m: dict(
+            ms=timed[m], peak_mb=_run_worker(['--worker', 'memory', device, shape, *common, '--methods', m])
+        )
         for m in methods
     }
 
 
-def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str, clips: int = 1) -> str:
+def table(
+    device: str, rows: dict, methods: list[str], dtype: str, scope: str, clips: int = 1, tiny: bool = False
+) -> str:
+    c, _, shapes = dims(tiny)
     what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
-    versus = [m for m in ('dna_eager', 'dna_folded') if m in methods]  # time ratios to dna_fast
+    versus = [m for m in ('dna_eager', 'dna_folded', 'dna_triton') if m in methods]  # time ratios to dna_fast
     lines = [
         f'**{device}, {what}** ({dtype}; {_device_name(device)}): fwd+bwd time / peak '
         'memory as ratios to softmax (absolute softmax figures in brackets)',
@@ -243,8 +321,9 @@ def table(device: str, rows: dict, methods: list[str], dtype: str, scope: str, c
                 mem = res[m]['peak_mb'] / ref['peak_mb'] if ref['peak_mb'] > 0 else float('nan')
                 cells.append(f"{res[m]['ms'] / ref['ms']:.2f}× / {mem:.2f}× mem")
         cells += [f"{res[m]['ms'] / res['dna_fast']['ms']:.2f}×" for m in versus]
-        b, n = SHAPES[shape]
-        lines.append(f'| {shape} {[b * clips, n, C]} | ' + ' | '.join(cells) + ' |')
+        b, n = shapes[shape]
+        label = f'{shape} {[b * clips, n, c]}' + (' + rel-pos bias' if shape in BIASED_SHAPES else '')
+        lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
@@ -254,7 +333,7 @@ def _device_name(device: str) -> str:
     return f'{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads'
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--device', nargs='+', default=None, help='default: cpu, and cuda if present')
     p.add_argument('--reps', type=int, default=15, help='timed steps per method')
@@ -269,43 +348,53 @@ def main() -> None:
         help='softmax and dna_fast are always measured (the ratios need them)',
     )
     p.add_argument('--clips', type=int, default=1, help='8-frame clips per batch (scales every shape)')
+    p.add_argument('--tiny', action='store_true', help='tiny shapes: check the paths, not a benchmark')
     p.add_argument('--out', help='also write the tables (markdown) here')
+    p.add_argument('--json', help='also write the raw figures here')
     p.add_argument('--worker', nargs=3, metavar=('KIND', 'DEVICE', 'SHAPE'), help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.worker:
         kind, device, shape = args.worker
+        common = dict(dtype=args.dtype, scope=args.scope[0], clips=args.clips, tiny=args.tiny)
         if kind == 'time':
-            result = time_worker(
-                device, shape, args.methods, args.reps, args.dtype, args.scope[0], args.clips
-            )
+            result = time_worker(device, shape, args.methods, args.reps, **common)
         else:
-            result = memory_worker(device, shape, args.methods[0], args.dtype, args.scope[0], args.clips)
+            result = memory_worker(device, shape, args.methods[0], **common)
         print(json.dumps(result))
         return
     devices = args.device or (['cpu'] + (['cuda'] if torch.cuda.is_available() else []))
+    c, h, _ = dims(args.tiny)
     print(
-        f'torch {torch.__version__}; fwd+bwd median of {args.reps}; C={C}, H={H}; {args.clips} clip(s)',
+        f'torch {torch.__version__}; fwd+bwd median of {args.reps}; C={c}, H={h}; {args.clips} clip(s)'
+        + ('; --tiny: a check of the paths, not a benchmark' if args.tiny else ''),
         flush=True,
     )
     methods = [m for m in METHODS if m in {'softmax', 'dna_fast', *args.methods}]
-    tables = []
+    tables, figures = [], []
     for device in devices:
         for scope in args.scope:
             rows = {}
-            scope_methods = [m for m in methods if device == 'cuda' or m not in CUDA_ONLY_METHODS]
+            scope_methods = methods_on(device, methods)
             for shape in args.shapes:
-                rows[shape] = measure(device, shape, scope_methods, args.reps, args.dtype, scope, args.clips)
+                rows[shape] = measure(
+                    device, shape, scope_methods, args.reps, args.dtype, scope, args.clips, args.tiny
+                )
                 for method, r in rows[shape].items():
                     print(
                         f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
                         f'{r["peak_mb"]:8.1f} MB',
                         flush=True,
                     )
-            tables.append(table(device, rows, scope_methods, args.dtype, scope, args.clips))
+            tables.append(table(device, rows, scope_methods, args.dtype, scope, args.clips, args.tiny))
+            figures.append(dict(device=device, device_name=_device_name(device), scope=scope, rows=rows))
             print('\n' + tables[-1] + '\n', flush=True)
     if args.out:
         with open(args.out, 'w') as f:
             f.write('\n\n'.join(tables) + '\n')
+    if args.json:
+        meta = dict(torch=torch.__version__, dtype=args.dtype, reps=args.reps, clips=args.clips, C=c, H=h)
+        with open(args.json, 'w') as f:
+            json.dump(dict(meta, tiny=args.tiny, tables=figures), f, indent=1)
 
 
 if __name__ == '__main__':

@@ -3,7 +3,8 @@
 in one run.
 
     python tools/analysis/benchmark_train_step.py [--configs A.py B.py] [--batch 1] [--reps 3]
-        [--device cuda] [--amp-dtype bfloat16] [--compile] [--cfg-options model.backbone.with_cp=True ...]
+        [--device cuda] [--amp-dtype bfloat16] [--compile] [--part backbone] [--json FILE]
+        [--cfg-options model.backbone.with_cp=True ...]
     # the GPU comparison of the GPU issue: DnA vs softmax vs MMAction2's stock TimeSformer
     python tools/analysis/benchmark_train_step.py --device cuda --batch 8 --amp-dtype bfloat16 \
         --configs configs/timesformer_softmax_k400.py configs/timesformer_dna_k400.py \
@@ -18,17 +19,22 @@ are built first and take turns step by step, so load drift hits them alike. For 
 config (``default_scope='mmdet'``) it is the detector's loss on random ``img_size²`` images,
 each with 4 boxes and masks (preprocessed once, outside the timing); the ``backbone`` column
 counts the backbone's parameters alone. A config may be a zoo config (``mmaction::...``).
+``--part backbone``: the backbone (and the detector's neck) alone, forward and backward of the
+mean of its outputs on random inputs, with the config's optimizer: for a detector this needs
+none of mmcv's compiled ops (RoIAlign, nms), so it runs with ``mmcv-lite``.
 
 ``--amp-dtype`` (CUDA) gives every config the same recipe: MMEngine's ``AmpOptimWrapper`` in
 that dtype around the config's own optimizer (a ``GradScaler`` for fp16 only, as
 ``AutoAmpOptimWrapper`` does). ``--compile`` wraps each backbone in
 ``torch.compile``. On CUDA the table adds the peak memory of each config's steps
-(``max_memory_allocated``) and the throughput (clips/s and frames/s, or images/s).
+(``max_memory_allocated``) and the throughput (clips/s, or images/s). ``--json`` also writes
+the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from typing import Callable, Optional
@@ -85,6 +91,50 @@ def load_config(path: str) -> Config:
     return Config.fromfile(path)
 
 
+class BackboneAndNeck(torch.nn.Module):
+    """A model's backbone and (optional) neck as one module (``--part backbone``), under the
+    detector's own attribute names, so a layer-decay optimizer constructor parses them."""
+
+    def __init__(self, backbone: torch.nn.Module, neck: Optional[torch.nn.Module]) -> None:
+        super().__init__()
+        self.backbone, self.neck = backbone, neck
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = self.backbone(x)
+        feats = self.neck(feats) if self.neck is not None else feats
+        feats = feats if isinstance(feats, (list, tuple)) else [feats]
+        return sum(f.float().mean() for f in feats)  # a scalar that reaches every output
+
+
+def prepare_backbone(cfg: Config, batch: int, device: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    """``--part backbone``: the config's backbone (+ neck) and a random input batch."""
+    from mmengine.registry import MODELS as ROOT
+    from mmengine.registry import init_default_scope
+
+    backbone = dict(cfg.model.backbone)
+    for key in ('pretrained', 'init_cfg'):
+        if key in backbone:
+            backbone[key] = None
+    neck = cfg.model.get('neck')
+    detector = cfg.get('default_scope') == 'mmdet'
+    if detector:
+        # MMDetection's registry imports mmdet.models on first use, which needs mmcv's compiled
+        # ops: the backbone's class (dna_mm's ViTDet) is taken from it directly, and the rest
+        # (neck, norms, attentions: mmengine's root registry) built in MMAction2's scope.
+        from mmdet.registry import MODELS as DET_MODELS
+
+        init_default_scope('mmaction')
+        net = DET_MODELS.module_dict[backbone.pop('type')](**backbone)
+    else:
+        init_default_scope(cfg.get('default_scope', 'mmaction'))
+        net = ROOT.build(backbone)
+    model = BackboneAndNeck(net, ROOT.build(neck) if neck else None).to(device).train()
+    size = backbone.get('img_size', 224)
+    if detector:
+        return model, torch.randn(batch, 3, size, size, device=device)
+    return model, torch.randn(batch, 3, backbone.get('num_frames', 8), size, size, device=device)
+
+
 def prepare(
     path: str,
     batch: int,
@@ -92,8 +142,10 @@ def prepare(
     options: Optional[dict] = None,
     amp_dtype: Optional[str] = None,
     compile_backbone: bool = False,
+    part: str = 'model',
 ) -> tuple[Callable[[], None], int, int]:
-    """The config's model, optimizer and inputs → ``(one train step, params, backbone params)``."""
+    """The config's model, optimizer and inputs → ``(one train step, params, backbone params)``;
+    ``part='backbone'``: its backbone (+ neck) alone."""
     cfg = load_config(path)
     if options:
         cfg.merge_from_dict(options)
@@ -107,6 +159,19 @@ def prepare(
         )
     detector = cfg.get('default_scope') == 'mmdet'
     torch.manual_seed(0)
+    if part == 'backbone':
+        model, inputs = prepare_backbone(cfg, batch, device)
+        optim = build_optim_wrapper(model, cfg.optim_wrapper)
+        if compile_backbone:
+            model.backbone = torch.compile(model.backbone)
+
+        def backbone_step() -> None:
+            with optim.optim_context(model):
+                loss = model(inputs)
+            optim.update_params(loss)
+
+        n = sum(p.numel() for p in model.parameters())
+        return backbone_step, n, sum(p.numel() for p in model.backbone.parameters())
     if detector:
         from mmdet.registry import MODELS as DET_MODELS
         from mmengine.registry import init_default_scope
@@ -163,7 +228,7 @@ def measure(
     return [statistics.median(record[1:]) for record in times], peaks
 
 
-def main() -> None:
+def main(argv: Optional[list[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--configs', nargs='+', default=DEFAULT)
     p.add_argument('--batch', type=int, default=1)
@@ -176,13 +241,20 @@ def main() -> None:
     )
     p.add_argument('--compile', action='store_true', help='torch.compile each backbone')
     p.add_argument(
+        '--part',
+        default='model',
+        choices=['model', 'backbone'],
+        help='the whole model (default), or its backbone and neck alone (no RoI ops needed)',
+    )
+    p.add_argument('--json', help='also write the figures here')
+    p.add_argument(
         '--cfg-options',
         nargs='+',
         action=DictAction,
         default={},
         help='applied to every config, e.g. model.backbone.with_cp=True',
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.amp_dtype and not args.device.startswith('cuda'):
         p.error('--amp-dtype needs --device cuda')
     register_all_modules()
@@ -195,11 +267,12 @@ def main() -> None:
         f'torch {torch.__version__}, {args.device} ({device_name}), batch {args.batch} (clips '
         f'of 8x224x224, or images of the detector\'s img_size), amp {args.amp_dtype or "config"}'
         f'{", torch.compile" if args.compile else ""}'
+        f'{", backbone (+ neck) only" if args.part == "backbone" else ""}'
     )
     if args.cfg_options:
         print(f'--cfg-options {args.cfg_options}')
     prepared = [
-        prepare(c, args.batch, args.device, args.cfg_options, args.amp_dtype, args.compile)
+        prepare(c, args.batch, args.device, args.cfg_options, args.amp_dtype, args.compile, args.part)
         for c in args.configs
     ]
     step_times, peaks = measure([p[0] for p in prepared], args.reps, args.device)
@@ -220,6 +293,16 @@ def main() -> None:
         if gpu:
             row += f' {peak / 2**30:.2f} GiB | {peak / ref_peak:.2f}× | {args.batch / t:.1f} |'
         print(row, flush=True)
+    if args.json:
+        rows = [
+            dict(config=c, params=n, backbone_params=nb, step_s=t, peak_bytes=peak, per_s=args.batch / t)
+            for c, (_, n, nb), t, peak in zip(args.configs, prepared, step_times, peaks, strict=True)
+        ]
+        meta = dict(torch=torch.__version__, device=device_name, batch=args.batch, part=args.part)
+        with open(args.json, 'w') as f:
+            json.dump(
+                dict(meta, amp_dtype=args.amp_dtype, cfg_options=args.cfg_options, rows=rows), f, indent=1
+            )
 
 
 if __name__ == '__main__':

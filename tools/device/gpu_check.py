@@ -1,0 +1,538 @@
+#!/usr/bin/env python
+"""The GPU check's steps: correctness, the attention benchmark, train steps and the real tools,
+each under its own time cap, each result written to ``OUT`` as soon as the step ends.
+
+    bash tools/device/gpu_check.sh [--only STEP ...]   # on the GPU machine: installs the kit, runs this
+    python tools/device/gpu_check.py --out DIR [--profile gpu|rehearsal] [--only STEP ...]
+
+Steps (``STEPS``; a step that fails or runs out of time is recorded, and the next one runs):
+
+- ``environment``: Python, torch, triton, numpy, the OpenMMLab packages, where ``dna_mm`` is
+  imported from, the GPU and its compute capability.
+- ``tests``: every test module that uses CUDA (``CUDA_TEST_PATHS``): the family against
+  float64 in fp32 / bf16 / fp16, the SDPA kernels each branch takes, the Triton kernel at real
+  shapes, AMP.
+- ``attention``: ``tools/analysis/benchmark_attention.py`` in bf16, core and module scopes:
+  softmax, DnA over SDPA, DnA through the Triton kernel, eager, Diff, Cog, at TimeSformer-B's
+  divided shapes for a batch of 8 clips, joint space-time (1 × 1569) and the ViTDet-B global
+  block (1 × 4096 with its rel-pos bias).
+- ``train_steps``: ``tools/analysis/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
+  the configs' AMP rule (bf16 from sm80): softmax, DnA (SDPA), DnA (Triton); the ViTDet-B
+  backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos): softmax vs DnA.
+- ``tools``: ``tools/train.py`` (``--amp``) and ``tools/test.py`` on the demo config and data,
+  then a resume from the last checkpoint.
+
+Profiles: ``gpu`` (CUDA present: the real shapes) and ``rehearsal`` (no CUDA: the same steps on
+the CPU at tiny shapes, the Triton kernel in its interpreter), which ``make device-rehearsal``
+runs before a GPU is ever used. ``OUT`` receives ``results.json`` and ``report.md`` (rewritten
+after every step), ``log.txt`` (every command's output) and ``tests.xml`` (JUnit). The last
+lines printed are the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+#: the test modules that use CUDA when it is present (``make test`` runs them on the CPU, where
+#: their CUDA cases skip); a test in tests/tools/test_device_kit.py finds any other
+CUDA_TEST_PATHS = ('tests/ops', 'tests/engine/test_amp.py')
+#: left to ``make test``: compiling every kernel for every GPU target is CPU work (minutes)
+CPU_ONLY_TESTS = 'not every_kernel_fits_every_target'
+
+#: ``rehearsal``: the tiny TimeSformer / ViTDet of the test suite, through ``--cfg-options``
+TINY_TIMESFORMER = (
+    'model.backbone.embed_dims=64 model.backbone.num_heads=2 model.backbone.num_transformer_layers=2 '
+    'model.backbone.img_size=32 model.backbone.patch_size=8 model.backbone.num_frames=4 '
+    'model.cls_head.in_channels=64'
+).split()
+TINY_VITDET = (
+    'model.backbone.img_size=64 model.backbone.patch_size=8 model.backbone.embed_dim=64 '
+    'model.backbone.depth=3 model.backbone.num_heads=2 model.backbone.window_size=4 '
+    'model.backbone.window_block_indexes=[0,1] model.backbone.pretrain_img_size=32 '
+    'model.neck.backbone_channel=64 model.neck.in_channels=[16,32,64,64] model.neck.out_channels=32 '
+    'optim_wrapper.paramwise_cfg.num_layers=3'
+).split()
+
+
+@dataclass
+class Context:
+    """What a step needs: the profile, where results go, and a scratch folder."""
+
+    profile: str
+    out: Path
+    scratch: Path
+    workers: int
+
+    @property
+    def gpu(self) -> bool:
+        return self.profile == 'gpu'
+
+
+@dataclass
+class Step:
+    """One step: the commands it runs (in order, stopping at the first failure), its cap in
+    seconds per profile (on a GPU the caps add up to under 6 minutes), what it reads back from
+    the files its commands wrote, and its section of ``report.md``."""
+
+    name: str
+    caps: dict[str, int]
+    commands: Callable[[Context], list[list[str]]]
+    collect: Callable[[Context], dict] = lambda ctx: {}
+    markdown: Callable[[Context, dict], str] = lambda ctx, data: ''
+
+
+# -- environment --------------------------------------------------------------------------------
+def environment() -> dict:
+    """Versions and the device, as this Python sees them (``--environment``)."""
+    import importlib.metadata as md
+    import platform
+
+    info: dict = dict(python=platform.python_version(), executable=sys.executable)
+    for dist in ('torch', 'triton', 'numpy', 'mmengine', 'mmcv-lite', 'mmcv', 'mmaction2', 'mmdet', 'timm'):
+        try:
+            info[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    for dist in ('decord', 'av', 'opencv-python-headless', 'dna_mm'):
+        try:
+            info[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            info[dist] = None
+    import torch
+
+    import dna_mm
+
+    info['dna_mm_imported_from'] = str(Path(dna_mm.__file__).parent)
+    info['cuda'] = torch.version.cuda
+    info['cuda_available'] = torch.cuda.is_available()
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        info['gpu'] = dict(
+            name=p.name,
+            capability=list(torch.cuda.get_device_capability(0)),
+            memory_gib=round(p.total_memory / 2**30, 1),
+            multiprocessors=p.multi_processor_count,
+            count=torch.cuda.device_count(),
+        )
+    info['triton_interpret'] = os.environ.get('TRITON_INTERPRET')
+    return info
+
+
+def _env_commands(ctx: Context) -> list[list[str]]:
+    cmds = [[PY, __file__, '--environment', str(ctx.scratch / 'environment.json')]]
+    if ctx.gpu:
+        cmds.insert(0, ['nvidia-smi'])
+    return cmds
+
+
+def _env_markdown(ctx: Context, data: dict) -> str:
+    lines = ['| | |', '|---|---|'] + [f'| {k} | {v} |' for k, v in data.items()]
+    return '\n'.join(lines)
+
+
+# -- tests ------------------------------------------------------------------------------------
+def _test_commands(ctx: Context) -> list[list[str]]:
+    return [
+        [PY, '-m', 'pytest', *CUDA_TEST_PATHS, '-k', CPU_ONLY_TESTS, '-q', '-rfE', '-p', 'no:cacheprovider']
+        + ['-n', str(ctx.workers), '--durations', '10', '--junitxml', str(ctx.out / 'tests.xml')]
+    ]
+
+
+def read_junit(path: Path) -> dict:
+    """Counts and failures of a JUnit file (pytest's ``--junitxml``)."""
+    if not path.exists():
+        return {}
+    counts = dict(passed=0, failed=0, errors=0, skipped=0)
+    failures = []
+    for case in ET.parse(path).getroot().iter('testcase'):
+        kinds = {child.tag for child in case}
+        name = f"{case.get('classname')}::{case.get('name')}"
+        if 'failure' in kinds or 'error' in kinds:
+            counts['failed' if 'failure' in kinds else 'errors'] += 1
+            child = case.find('failure') if 'failure' in kinds else case.find('error')
+            failures.append(dict(test=name, message=(child.get('message') or '')[:300]))
+        elif 'skipped' in kinds:
+            counts['skipped'] += 1
+        else:
+            counts['passed'] += 1
+    return dict(counts, failures=failures)
+
+
+def _test_markdown(ctx: Context, data: dict) -> str:
+    if not data:
+        return 'no JUnit file was written'
+    text = ', '.join(f'{data[k]} {k}' for k in ('passed', 'failed', 'errors', 'skipped'))
+    return '\n'.join([text] + [f'- `{f["test"]}`: {f["message"]}' for f in data['failures']])
+
+
+# -- attention benchmark ------------------------------------------------------------------------
+ATTENTION_METHODS = ['softmax', 'dna_fast', 'dna_triton', 'dna_eager', 'diff', 'cog']
+#: (name, shapes, clips): the divided shapes at the paper's 8 clips, the long ones at one
+ATTENTION_RUNS = (('divided', ['spatial', 'temporal'], 8), ('long', ['joint', 'vitdet_global'], 1))
+
+
+def _attention_commands(ctx: Context) -> list[list[str]]:
+    cmds = []
+    for name, shapes, clips in ATTENTION_RUNS:
+        cmd = [
+            PY,
+            'tools/analysis/benchmark_attention.py',
+            '--shapes',
+            *shapes,
+            '--methods',
+            *ATTENTION_METHODS,
+        ]
+        cmd += ['--json', str(ctx.scratch / f'attention_{name}.json')]
+        if ctx.gpu:
+            cmd += ['--device', 'cuda', '--dtype', 'bfloat16', '--clips', str(clips), '--reps', '15']
+        else:  # the interpreter's tl.dot mishandles bf16: the rehearsal runs fp32
+            cmd += ['--device', 'cpu', '--dtype', 'float32', '--clips', '1', '--reps', '1', '--tiny']
+        cmds.append(cmd)
+    return cmds
+
+
+def _attention_collect(ctx: Context) -> dict:
+    return {
+        name: json.loads(path.read_text())
+        for name, _, _ in ATTENTION_RUNS
+        if (path := ctx.scratch / f'attention_{name}.json').exists()
+    }
+
+
+def _attention_markdown(ctx: Context, data: dict) -> str:
+    sys.path.insert(0, str(REPO / 'tools' / 'analysis'))
+    from benchmark_attention import table
+
+    parts = []
+    for run in data.values():
+        for t in run['tables']:
+            methods = list(next(iter(t['rows'].values())))
+            parts.append(
+                table(t['device'], t['rows'], methods, run['dtype'], t['scope'], run['clips'], run['tiny'])
+            )
+    return '\n\n'.join(parts)
+
+
+# -- train steps ------------------------------------------------------------------------------
+TIMESFORMER_CONFIGS = [
+    'configs/timesformer_softmax_k400.py',
+    'configs/timesformer_dna_k400.py',
+    'configs/timesformer_dna_triton_k400.py',
+]
+VITDET_CONFIGS = ['configs/vitdet_softmax_coco_lsj.py', 'configs/vitdet_dna_coco_lsj.py']
+
+
+def _train_step_commands(ctx: Context) -> list[list[str]]:
+    tool = [PY, 'tools/analysis/benchmark_train_step.py']
+    timesformer = tool + [
+        '--configs',
+        *TIMESFORMER_CONFIGS,
+        '--json',
+        str(ctx.scratch / 'step_timesformer.json'),
+    ]
+    vitdet = tool + ['--configs', *VITDET_CONFIGS, '--part', 'backbone']
+    vitdet += ['--json', str(ctx.scratch / 'step_vitdet.json')]
+    if ctx.gpu:
+        return [
+            timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '5'],
+            vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
+        ]
+    cpu = ['--device', 'cpu', '--reps', '1']
+    return [
+        timesformer + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
+        vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
+    ]
+
+
+def _train_step_collect(ctx: Context) -> dict:
+    return {
+        name: json.loads(path.read_text())
+        for name in ('timesformer', 'vitdet')
+        if (path := ctx.scratch / f'step_{name}.json').exists()
+    }
+
+
+def _train_step_markdown(ctx: Context, data: dict) -> str:
+    parts = []
+    for name, run in data.items():
+        ref = run['rows'][0]
+        amp = run['amp_dtype'] or "the configs' rule"
+        lines = [
+            f'**{name}** ({run["device"]}, batch {run["batch"]}, {run["part"]}, AMP: {amp})',
+            '',
+            '| config | params | step | ratio | peak memory | ratio | per second |',
+            '|---|---|---|---|---|---|---|',
+        ]
+        for r in run['rows']:
+            peak = r['peak_bytes']
+            mem = f'{peak / 2**30:.2f} GiB | {peak / ref["peak_bytes"]:.2f}×' if peak else 'n/a | n/a'
+            lines.append(
+                f'| `{r["config"]}` | {r["params"] / 1e6:.2f}M | {1e3 * r["step_s"]:.1f} ms | '
+                f'{r["step_s"] / ref["step_s"]:.2f}× | {mem} | {r["per_s"]:.1f} |'
+            )
+        parts.append('\n'.join(lines))
+    return '\n\n'.join(parts)
+
+
+# -- the real tools ---------------------------------------------------------------------------
+DEMO = 'configs/timesformer_dna_demo.py'
+
+
+def _tools_commands(ctx: Context) -> list[list[str]]:
+    work = str(ctx.scratch / 'demo')
+    make_data = [
+        PY,
+        '-c',
+        'from dna_mm.datasets.synthetic import ensure_motion_dataset as m; print(m("data/demo"))',
+    ]
+    train = [PY, 'tools/train.py', DEMO, '--amp', '--work-dir', work, '--seed', '0']
+    return [
+        make_data,
+        train + ['--cfg-options', 'train_cfg.max_epochs=2'],
+        [
+            PY,
+            'tools/test.py',
+            DEMO,
+            f'{work}/epoch_2.pth',
+            '--work-dir',
+            work,
+            '--dump',
+            f'{work}/scores.pkl',
+        ],
+        train + ['--resume', '--cfg-options', 'train_cfg.max_epochs=3'],
+        [PY, 'tools/test.py', DEMO, f'{work}/epoch_3.pth', '--work-dir', work],
+    ]
+
+
+def _tools_collect(ctx: Context) -> dict:
+    log = (ctx.scratch / 'tools.log').read_text() if (ctx.scratch / 'tools.log').exists() else ''
+    tests = [line.strip() for line in log.splitlines() if line.startswith('Test results:')]
+    return dict(
+        test_results=tests,
+        resumed='resumed' in log.lower() and (ctx.scratch / 'demo' / 'epoch_3.pth').exists(),
+        amp=sorted({line.split(' - ')[-1].strip() for line in log.splitlines() if 'INFO - AMP: ' in line}),
+    )
+
+
+def _tools_markdown(ctx: Context, data: dict) -> str:
+    lines = [f'- {t}' for t in data.get('test_results', [])]
+    lines.append(f'- resumed from epoch 2 to 3: {data.get("resumed")}')
+    return '\n'.join(lines + [f'- {a}' for a in data.get('amp', [])])
+
+
+STEPS = [
+    Step(
+        'environment',
+        dict(gpu=30, rehearsal=60),
+        _env_commands,
+        lambda ctx: json.loads((ctx.scratch / 'environment.json').read_text()),
+        _env_markdown,
+    ),
+    Step(
+        'tests',
+        dict(gpu=110, rehearsal=600),
+        _test_commands,
+        lambda ctx: read_junit(ctx.out / 'tests.xml'),
+        _test_markdown,
+    ),
+    Step(
+        'attention', dict(gpu=80, rehearsal=300), _attention_commands, _attention_collect, _attention_markdown
+    ),
+    Step(
+        'train_steps',
+        dict(gpu=70, rehearsal=300),
+        _train_step_commands,
+        _train_step_collect,
+        _train_step_markdown,
+    ),
+    Step('tools', dict(gpu=60, rehearsal=400), _tools_commands, _tools_collect, _tools_markdown),
+]
+
+
+# -- running ------------------------------------------------------------------------------------
+def run_step(step: Step, ctx: Context, log) -> dict:
+    """Run ``step``'s commands under its cap; ``{'status', 'seconds', 'cap', 'commands', 'data'}``."""
+    cap = step.caps[ctx.profile]
+    start = time.time()
+    status, commands = 'passed', step.commands(ctx)
+    step_log = ctx.scratch / f'{step.name}.log'
+    with open(step_log, 'w') as own:
+        for cmd in commands:
+            left = cap - (time.time() - start)
+            header = f'\n$ {shlex.join(cmd)}   # {step.name}, {left:.0f} s left of {cap}\n'
+            log.write(header), own.write(header)
+            log.flush(), own.flush()
+            if left <= 0:
+                status = 'timeout'
+                break
+            proc = subprocess.Popen(
+                cmd,
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            try:
+                out, _ = proc.communicate(timeout=left)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, _ = proc.communicate()
+                status = 'timeout'
+            log.write(out), own.write(out)
+            log.flush(), own.flush()
+            if status == 'timeout':
+                break
+            if proc.returncode != 0:
+                status = f'failed (exit {proc.returncode})'
+                break
+    try:
+        data = step.collect(ctx)
+    except Exception as err:  # a step that wrote nothing (or half) still reports
+        data = dict(collect_error=f'{type(err).__name__}: {err}')
+    if step.name == 'tests' and status == 'passed' and data.get('failed'):
+        status = 'failed'
+    return dict(
+        status=status,
+        seconds=round(time.time() - start, 1),
+        cap=cap,
+        commands=[shlex.join(c) for c in commands],
+        data=data,
+    )
+
+
+#: the performance targets: (what, measured ratio → limit)
+TARGETS = (
+    ('TimeSformer-B train step, DnA / softmax time (the FLOP ratio 246.5 / 196.1)', 1.26),
+    ('TimeSformer-B train step, DnA / softmax peak memory', 1.3),
+    ('Triton DnA core / one softmax SDPA, 197 tokens', 1.5),
+    ('Triton DnA core / one softmax SDPA, 4096 tokens with the rel-pos bias', 2.0),
+)
+
+
+def _core(results: dict, run: str, shape: str, method: str) -> float:
+    tables = results['attention']['data'][run]['tables']
+    rows = next(t['rows'][shape] for t in tables if t['scope'] == 'core')
+    return rows[method]['ms'] / rows['softmax']['ms']
+
+
+def targets(results: dict) -> list[dict]:
+    """Each target with its measured ratio (``None`` where its step did not measure it)."""
+
+    def step_ratio(key: str) -> float:
+        softmax, dna = results['train_steps']['data']['timesformer']['rows'][:2]
+        return dna[key] / softmax[key]
+
+    measures = (
+        lambda: step_ratio('step_s'),
+        lambda: step_ratio('peak_bytes'),
+        lambda: _core(results, 'divided', 'spatial', 'dna_triton'),
+        lambda: _core(results, 'long', 'vitdet_global', 'dna_triton'),
+    )
+    found = []
+    for (what, limit), measure in zip(TARGETS, measures, strict=True):
+        try:
+            ratio = measure()
+        except (KeyError, TypeError, StopIteration, ZeroDivisionError):
+            ratio = None
+        found.append(
+            dict(target=what, limit=limit, ratio=ratio, met=None if ratio is None else ratio <= limit)
+        )
+    return found
+
+
+def report(results: dict, ctx: Context) -> str:
+    lines = [f'# GPU check ({ctx.profile})', '']
+    env = results.get('environment', {}).get('data', {})
+    if env:
+        gpu = env.get('gpu', {}).get('name', 'no GPU')
+        lines += [
+            f'{gpu}; Python {env.get("python")}, torch {env.get("torch")}, triton {env.get("triton")}, '
+            f'numpy {env.get("numpy")}',
+            '',
+        ]
+    for step in STEPS:
+        if step.name not in results:
+            continue
+        r = results[step.name]
+        lines += [f'## {step.name}: {r["status"]} ({r["seconds"]} s of {r["cap"]})', '']
+        try:
+            body = step.markdown(ctx, r['data'])
+        except Exception as err:
+            body = f'(no table: {type(err).__name__}: {err})'
+        lines += [body, '']
+    lines += ['## targets', '', '| target | limit | measured | met |', '|---|---|---|---|']
+    for t in targets(results):
+        ratio = 'not measured' if t['ratio'] is None else f'{t["ratio"]:.2f}×'
+        lines.append(f'| {t["target"]} | ≤ {t["limit"]}× | {ratio} | {t["met"]} |')
+    return '\n'.join(lines)
+
+
+def summary(results: dict) -> str:
+    return '\n'.join(f'{name:12s} {r["status"]:24s} {r["seconds"]:7.1f} s' for name, r in results.items())
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        '--out', default=os.environ.get('OUT', 'work_dirs/gpu_check'), help='results folder ($OUT)'
+    )
+    p.add_argument('--profile', choices=['gpu', 'rehearsal'], help='default: gpu when CUDA is present')
+    p.add_argument('--only', nargs='+', choices=[s.name for s in STEPS], help='run these steps only')
+    p.add_argument('--workers', type=int, help='pytest-xdist workers (default: 8 on a GPU, 2 otherwise)')
+    p.add_argument('--install-seconds', type=float, help=argparse.SUPPRESS)
+    p.add_argument('--environment', metavar='FILE', help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.environment:
+        info = environment()
+        Path(args.environment).write_text(json.dumps(info, indent=1))
+        print(json.dumps(info, indent=1))
+        return 0
+    import torch  # the profile only
+
+    profile = args.profile or ('gpu' if torch.cuda.is_available() else 'rehearsal')
+    if profile == 'rehearsal':  # the Triton kernel in its interpreter, in every step's processes
+        os.environ['TRITON_INTERPRET'] = '1'
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(os.environ.get('DNA_MM_GPU_CHECK_SCRATCH', REPO / 'work_dirs' / 'gpu_check')).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    ctx = Context(profile, out, scratch, args.workers or (8 if profile == 'gpu' else 2))
+    results: dict = {}
+    if args.install_seconds is not None:
+        results['install'] = dict(
+            status='passed', seconds=args.install_seconds, cap=None, commands=[], data={}
+        )
+    print(f'gpu_check: profile {profile}, results in {out}', flush=True)
+    with open(out / 'log.txt', 'a') as log:
+        for step in STEPS:
+            if args.only and step.name not in args.only:
+                continue
+            print(f'gpu_check: {step.name} (cap {step.caps[profile]} s) ...', flush=True)
+            results[step.name] = run_step(step, ctx, log)
+            record = dict(profile=profile, steps=results, targets=targets(results))
+            (out / 'results.json').write_text(json.dumps(record, indent=1))
+            (out / 'report.md').write_text(report(results, ctx))
+            done = results[step.name]
+            print(f'gpu_check: {step.name}: {done["status"]} in {done["seconds"]} s', flush=True)
+    print('\n' + report(results, ctx).split('\n## ')[0].strip())
+    print(summary(results))
+    return 0 if all(r['status'] == 'passed' for r in results.values()) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
