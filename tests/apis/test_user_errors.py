@@ -241,6 +241,7 @@ NO_USER_INPUT = {
     'tools/demo.py',
     'tools/demo_det.py',
     'tools/demo_runs.py',
+    'tools/device/gpu_check.py',
 }
 
 

@@ -45,9 +45,12 @@ for line in Path('requirements/device-kit.txt').read_text().splitlines():
     shutil.copy2(hits[0], dest)
 PY
 
-log "dna_mm's wheel (from this tree)"
-"$PY" -m pip --disable-pip-version-check wheel -q --no-deps --no-build-isolation -w "$KIT/wheels" . >/dev/null
-rm -rf build dna_mm.egg-info
+log "dna_mm's wheel (from this tree, built in a copy: the tree's own build files stay as they are)"
+SRC=$(mktemp -d)
+trap 'rm -rf "$SRC"' EXIT
+cp -r setup.py README.md requirements dna_mm "$SRC/"
+find "$SRC" -name __pycache__ -prune -exec rm -rf {} +
+"$PY" -m pip --disable-pip-version-check wheel -q --no-deps --no-build-isolation -w "$KIT/wheels" "$SRC" >/dev/null
 
 (cd "$KIT/wheels" && sha256sum *.whl) > "$KIT/SHA256SUMS"
 size=$(du -cb "$KIT"/wheels/*.whl | tail -n 1 | cut -f 1)
