@@ -12,7 +12,8 @@
 #   make device-kit    .device/: Python 3.12 wheels for a GPU machine (tools/device/gpu_check.sh)
 #   make device-rehearsal  that GPU check on this CPU, in a Python 3.12 env built like the GPU image's
 SHELL := /bin/bash
-VENV ?= .venv
+# PYTHON=python3.12: that interpreter, in its own environment (.venv-python3.12)
+VENV ?= .venv$(if $(PYTHON),-$(notdir $(PYTHON)))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dna_mm_installed
 PYTEST_ARGS ?= -q
@@ -24,8 +25,8 @@ TEST_MAX_WORKERS ?= 8
 
 install: $(STAMP)
 
-$(STAMP): setup.py tools/install_env.sh $(wildcard requirements/*.txt)
-	bash tools/install_env.sh
+$(STAMP): setup.py tools/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
+	VENV=$(VENV) bash tools/install_env.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

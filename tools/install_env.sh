@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create (or complete) the project environment in .venv/ on a fresh machine.
 #
-#   bash tools/install_env.sh          # what `make install` runs
+#   bash tools/install_env.sh                                    # what `make install` runs
+#   PYTHON=python3.12 VENV=.venv-python3.12 bash tools/install_env.sh   # `make install PYTHON=python3.12`
 #
 # Steps: venv -> build tools + torch/torchvision (index builds) -> mmcv with compiled ops
 # (cached wheel, or built from the sdist once and cached) -> the rest of the stack, pinned by
@@ -19,13 +20,19 @@ TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
-"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
-import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
+"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11 or 3.12 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
+import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12)) else 1)
 PY
 
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $PYTHON"
   "$PYTHON" -m venv "$VENV"
+fi
+want=$("$PYTHON" -c 'import sys; print(*sys.version_info[:2], sep=".")')
+have=$("$VENV/bin/python" -c 'import sys; print(*sys.version_info[:2], sep=".")')
+if [ "$want" != "$have" ]; then
+  echo "install_env: $VENV holds Python $have, not $want: remove it, or name another VENV" >&2
+  exit 1
 fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)

@@ -179,13 +179,16 @@ def test_every_config_parses_and_builds(path: Path) -> None:
     cfg = Config.fromfile(str(path))
     assert cfg.custom_imports['imports'][0] == 'dna_mm'
     assert cfg.runner_type == 'DnARunner'
-    cfg.model.backbone.update(embed_dims=32, num_heads=2, num_transformer_layers=2, pretrained=None)
-    cfg.model.cls_head.in_channels = 32
+    # heads of 32: the smallest the Triton kernel takes (timesformer_dna_triton_*)
+    cfg.model.backbone.update(embed_dims=64, num_heads=2, num_transformer_layers=2, pretrained=None)
+    cfg.model.cls_head.in_channels = 64
     model = MODELS.build(cfg.model)
     attn = model.backbone.transformer_layers.layers[1].attentions[-1].attn
     kind = next(k for k in ('dna', 'softmax', 'diff') if f'_{k}_' in path.stem)
     expected = {'dna': DnAAttention, 'softmax': SoftmaxAttention, 'diff': DiffAttention}
     assert isinstance(attn, expected[kind])
+    if kind == 'dna':
+        assert attn.kernel == ('triton' if '_triton_' in path.stem else 'sdpa')
     assert cfg.optim_wrapper.type == 'AutoAmpOptimWrapper'
     metrics = cfg.test_evaluator.get('metric_list', ('top_k_accuracy', 'mean_class_accuracy'))
     assert 'mean_class_accuracy' in metrics and 'top_k_accuracy' in metrics
