@@ -1,0 +1,198 @@
+"""torch ``nn.MultiheadAttention`` as a ``with_attention`` host: the swapped module against the
+real one (self and cross attention, both layouts and unbatched, masks of each kind,
+``need_weights``), masks reaching both DnA branches, refusals by name, torchvision's
+``vit_b_16``. (The host's checkpoint loading, torchvision's ``VisionTransformer`` and
+``nn.TransformerEncoder`` run through the shared host tests of ``test_with_attention.py``.)"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from dna_mm.errors import UnsupportedModelError
+from dna_mm.models import DnAAttention, SoftmaxAttention
+from dna_mm.models.adapters import swap_attention
+
+E, H, N, L, S = 32, 4, 2, 5, 7
+
+
+def _model(batch_first: bool, bias: bool = True, dropout: float = 0.0) -> nn.Module:
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(E, H, dropout=dropout, bias=bias, batch_first=batch_first)
+    if bias:
+        with torch.no_grad():  # zero-initialised in the host
+            mha.in_proj_bias.normal_(std=0.5)
+            mha.out_proj.bias.normal_(std=0.5)
+    return nn.ModuleDict(dict(attn=mha)).eval()
+
+
+def _swapped(model: nn.Module, attn_cfg: str) -> nn.Module:
+    model = copy.deepcopy(model)
+    assert swap_attention(model, attn_cfg) == ['attn']
+    return model.eval()
+
+
+def _masks(m: int, s: int, batched: bool) -> dict[str, dict[str, torch.Tensor]]:
+    """Each kind of mask ``nn.MultiheadAttention`` takes, for ``m`` queries and ``s`` keys; every
+    query keeps at least one key (a row with none is NaN in the host too)."""
+    g = torch.Generator().manual_seed(1)
+    keep = torch.rand(m, s, generator=g) < 0.6
+    keep[:, 0] = True
+    padding = torch.zeros(N, s, dtype=torch.bool)
+    padding[1, -2:] = True
+    float_padding = torch.zeros(N, s).masked_fill_(padding, -1e4)
+    float_padding[0] = torch.randn(s, generator=g)
+    cases = {
+        'none': {},
+        'bool attn_mask [L, S]': dict(attn_mask=~keep),
+        'float attn_mask [L, S]': dict(attn_mask=torch.randn(m, s, generator=g)),
+        'float attn_mask [N·H, L, S]': dict(attn_mask=torch.randn(N * H, m, s, generator=g)),
+        'bool key_padding_mask': dict(key_padding_mask=padding),
+        'float key_padding_mask': dict(key_padding_mask=float_padding),
+        'bool attn_mask + key_padding_mask': dict(attn_mask=~keep, key_padding_mask=padding),
+    }
+    if m == s:
+        causal = torch.ones(m, s, dtype=torch.bool).triu_(1)  # True = not allowed
+        cases['causal (attn_mask + is_causal)'] = dict(attn_mask=causal, is_causal=True)
+    if not batched:
+        cases = {k: v for k, v in cases.items() if 'N·H' not in k and 'key_padding' not in k}
+    return cases
+
+
+def _inputs(mode: str, batch_first: bool, batched: bool = True):
+    g = torch.Generator().manual_seed(2)
+    shape = (lambda n: (N, n, E) if batch_first else (n, N, E)) if batched else (lambda n: (n, E))
+    x = torch.randn(*shape(L), generator=g)
+    if mode == 'self':
+        return x, x, x, L
+    memory = torch.randn(*shape(S), generator=g)
+    value = memory if mode == 'cross' else torch.randn(*shape(S), generator=g)
+    return x, memory, value, S
+
+
+@pytest.mark.parametrize('mode', ['self', 'cross', 'cross, separate value'])
+@pytest.mark.parametrize('layout', ['sequence-first', 'batch_first', 'unbatched'])
+def test_the_swapped_module_equals_nn_multihead_attention(mode: str, layout: str) -> None:
+    """Softmax inside: the host's output and weights (averaged and per head) to 1e-6 with every
+    mask kind; DnA initialised from it: output within 1e-3 relative, and its positive map is the
+    host's map."""
+    batch_first, batched = layout == 'batch_first', layout != 'unbatched'
+    host = _model(batch_first)
+    soft, dna = _swapped(host, 'softmax'), _swapped(host, 'dna')
+    assert isinstance(soft.attn, SoftmaxAttention) and isinstance(dna.attn, DnAAttention)
+    q, k, v, s = _inputs(mode, batch_first, batched)
+    for name, masks in _masks(L, s, batched).items():
+        with torch.no_grad():
+            for average in (True, False):
+                ref, ref_w = host.attn(q, k, v, average_attn_weights=average, **masks)
+                out, w = soft.attn(q, k, v, average_attn_weights=average, **masks)
+                assert out.shape == ref.shape and w.shape == ref_w.shape, name
+                torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=name)
+                torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-6, msg=name)
+                out, w = dna.attn(q, k, v, average_attn_weights=average, **masks)
+                assert ((out - ref).norm() / ref.norm()).item() < 1e-3, name
+                torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-6, msg=name)
+            ref, none = host.attn(q, k, v, need_weights=False, **masks)
+            assert none is None
+            out, w = soft.attn(q, k, v, need_weights=False, **masks)  # the fused route
+            assert w is None
+            torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=name)
+
+
+def test_masks_exclude_keys_from_both_dna_branches() -> None:
+    """A key the host's masks exclude (bool ``attn_mask``, bool / float ``key_padding_mask``)
+    has weight 0 in the softmax and in the softmin map; a float ``attn_mask`` keeps its
+    additive meaning in the positive branch (its map is the host's)."""
+    dna = _swapped(_model(batch_first=True), 'dna')
+    captured = {}
+    attend = dna.attn.attend
+
+    def spy(heads, attn_mask, attn_bias, eager):
+        out, maps = attend(heads, attn_mask, attn_bias, True)
+        captured.update(maps)
+        return out, maps
+
+    dna.attn.attend = spy
+    q, k, v, _ = _inputs('cross', batch_first=True)
+    masks = _masks(L, S, batched=True)
+    for name in ('bool attn_mask [L, S]', 'bool key_padding_mask', 'bool attn_mask + key_padding_mask'):
+        case = masks[name]
+        excluded = torch.zeros(N, 1, L, S, dtype=torch.bool)
+        if 'attn_mask' in case:
+            excluded |= case['attn_mask']
+        if 'key_padding_mask' in case:
+            excluded |= case['key_padding_mask'][:, None, None, :]
+        with torch.no_grad():
+            dna.attn(q, k, v, need_weights=False, **case)
+        for branch in ('pos', 'neg'):
+            weights = captured[branch][excluded.expand_as(captured[branch])]
+            assert weights.numel() and weights.abs().max() < 1e-30, (name, branch)
+            assert captured[branch][~excluded.expand_as(captured[branch])].min() > 0, (name, branch)
+    float_pad = masks['float key_padding_mask']['key_padding_mask']  # -1e4 on padded keys
+    with torch.no_grad():
+        dna.attn(q, k, v, key_padding_mask=float_pad, need_weights=False)
+    for branch in ('pos', 'neg'):
+        assert captured[branch][1, :, :, -2:].max() < 1e-30, branch
+
+
+def test_bias_free_host_and_train_mode_dropout() -> None:
+    """``bias=False`` maps to a family without biases (the host's state dict loads strictly);
+    the host's attention dropout becomes the family's."""
+    host = _model(batch_first=False, bias=False, dropout=0.25)
+    dna = _swapped(host, 'dna')
+    assert dna.attn.qkv.bias is None and dna.attn.proj.bias is None and dna.attn.dropout == 0.25
+    fresh = _swapped(_model(batch_first=False, bias=False), 'dna')
+    fresh.load_state_dict(host.state_dict(), strict=True)
+    q, k, v, _ = _inputs('self', batch_first=False)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.attn(q, k, v)[0], dna.attn(q, k, v)[0])
+    dna.train()
+    a, b = dna.attn(q, k, v, need_weights=False)[0], dna.attn(q, k, v, need_weights=False)[0]
+    assert (a - b).abs().max() > 1e-4  # attention dropout active in training
+
+
+@pytest.mark.parametrize(
+    'kwargs,match',
+    [
+        (dict(kdim=16, vdim=16), r'kdim / vdim \(16 / 16\) other than embed_dim \(32\)'),
+        (dict(add_bias_kv=True), 'add_bias_kv=True or add_zero_attn=True'),
+        (dict(add_zero_attn=True), 'add_bias_kv=True or add_zero_attn=True'),
+    ],
+)
+def test_what_the_family_lacks_is_refused_by_name(kwargs: dict, match: str) -> None:
+    model = nn.ModuleDict(dict(ok=nn.MultiheadAttention(E, H), bad=nn.MultiheadAttention(E, H, **kwargs)))
+    with pytest.raises(UnsupportedModelError, match=rf'torch\.nn\.modules\.activation\.MultiheadAttention: {match}'):
+        swap_attention(model, 'dna')
+    assert type(model['ok']) is nn.MultiheadAttention  # nothing swapped
+
+
+def test_is_causal_without_a_mask_is_the_hosts_error() -> None:
+    dna = _swapped(_model(batch_first=True), 'dna')
+    q, k, v, _ = _inputs('self', batch_first=True)
+    with pytest.raises(RuntimeError, match='is_causal'):
+        _model(batch_first=True).attn(q, k, v, is_causal=True)
+    with pytest.raises(RuntimeError, match='is_causal=True needs attn_mask'):
+        dna.attn(q, k, v, is_causal=True)
+
+
+@pytest.mark.slow
+def test_torchvision_vit_b_16() -> None:
+    """torchvision's ``vit_b_16`` (random weights, head made non-zero): softmax inside equals it,
+    DnA generated from it is within 1e-3 relative."""
+    from torchvision.models import vit_b_16
+
+    torch.manual_seed(0)
+    vit = vit_b_16(weights=None).eval()
+    with torch.no_grad():
+        vit.heads.head.weight.normal_(std=0.02)
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        ref = vit(x)
+        soft = copy.deepcopy(vit)
+        assert len(swap_attention(soft, 'softmax')) == 12
+        torch.testing.assert_close(soft.eval()(x), ref, atol=1e-5, rtol=1e-5)
+        swap_attention(vit, 'dna')
+        assert ((vit.eval()(x) - ref).norm() / ref.norm()).item() < 1e-3
