@@ -8,3 +8,6 @@ custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)
 model = dict(
     backbone=dict(_delete_=True, type='with_attention', model={{_base_.model.backbone}}, attn_cfg='dna')
 )
+# mmengine tags every dict of an `mmaction::` base with its scope, and its Runner passes that tag
+# to the collate function as an argument (TypeError): the base's collate_fn, restated here.
+train_dataloader = dict(collate_fn=dict(_delete_=True, type='repeat_pseudo_collate'))

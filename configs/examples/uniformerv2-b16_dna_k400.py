@@ -8,7 +8,9 @@
 # into ~/.cache/torch/hub/checkpoints/ unless it is already there (put it there to run offline).
 # From scratch, a config inheriting this one sets model.backbone.model.init_cfg=None and
 # model.cls_head.init_cfg=dict(_delete_=True, type='TruncNormal', layer='Linear', std=0.02).
-_base_ = ['mmaction::recognition/uniformerv2/uniformerv2-base-p16-res224_clip-kinetics710-pre_8xb32-u8_kinetics400-rgb.py']
+_base_ = [
+    'mmaction::recognition/uniformerv2/uniformerv2-base-p16-res224_clip-kinetics710-pre_8xb32-u8_kinetics400-rgb.py'
+]
 custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)
 model = dict(
     backbone=dict(_delete_=True, type='with_attention', model={{_base_.model.backbone}}, attn_cfg='dna')

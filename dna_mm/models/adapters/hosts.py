@@ -35,10 +35,9 @@ call are walked through (:func:`is_container`): CLIP's ``ResidualAttentionBlock`
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable, Optional
-
-import copy
 
 import torch
 from mmaction.models.backbones.uniformerv2 import Extractor
@@ -260,7 +259,9 @@ def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> 
 
 
 # -- torch nn.MultiheadAttention ------------------------------------------------------------
-def _torch_mha_form(host: nn.Module, attn_cfg, layer_index: int, num_layers: int, owner: nn.Module) -> nn.Module:
+def _torch_mha_form(
+    host: nn.Module, attn_cfg, layer_index: int, num_layers: int, owner: nn.Module
+) -> nn.Module:
     """The ``nn.MultiheadAttention`` form of the family with ``host``'s sizes, biases, dropout
     and layout; ``owner`` (the swapped module) is named in a refusal."""
     from ..layers.mha_attention import build_mha_attention
@@ -381,7 +382,10 @@ def is_container(module: nn.Module) -> bool:
     OpenCLIP) whose ``attn`` is an ``nn.MultiheadAttention``."""
     if type(module) in _container_classes():
         return True
-    return type(module).__name__ == 'ResidualAttentionBlock' and type(getattr(module, 'attn', None)) is nn.MultiheadAttention
+    return (
+        type(module).__name__ == 'ResidualAttentionBlock'
+        and type(getattr(module, 'attn', None)) is nn.MultiheadAttention
+    )
 
 
 def host_specs() -> dict[type, HostSpec]:

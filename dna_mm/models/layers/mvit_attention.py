@@ -59,7 +59,13 @@ def _pooling(
     """The host's pooling of one head: depthwise ``Conv3d`` (no bias, padding ``k // 2``) and its
     norm over ``dims`` channels."""
     conv = nn.Conv3d(
-        dims, dims, tuple(kernel), stride=tuple(stride), padding=[k // 2 for k in kernel], groups=dims, bias=False
+        dims,
+        dims,
+        tuple(kernel),
+        stride=tuple(stride),
+        padding=[k // 2 for k in kernel],
+        groups=dims,
+        bias=False,
     )
     return conv.to(**dd), build_norm_layer(norm_cfg, dims)[1].to(**dd)
 
@@ -98,7 +104,9 @@ class MViTAttentionMixin(AttentionBase):
             for name in _INPUT_PROJECTIONS:
                 old = getattr(self, name, None)
                 if old is not None:
-                    setattr(self, name, nn.Linear(self.in_dims, old.out_features, bias=old.bias is not None, **dd))
+                    setattr(
+                        self, name, nn.Linear(self.in_dims, old.out_features, bias=old.bias is not None, **dd)
+                    )
         pooling = functools.partial(_pooling, self.head_dim, pool_kernel, norm_cfg=norm_cfg, **dd)
         self.pool_q, self.norm_q = pooling(stride_q)
         self.pool_k, self.norm_k = pooling(stride_kv)
@@ -117,13 +125,22 @@ class MViTAttentionMixin(AttentionBase):
             self.rel_pos_w = nn.Parameter(torch.zeros(w, self.head_dim, **dd))
             self.rel_pos_t = nn.Parameter(torch.zeros(t, self.head_dim, **dd))
 
-    def rel_pos_bias(self, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]) -> BiasArg:
+    def rel_pos_bias(
+        self, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]
+    ) -> BiasArg:
         """``R(Q) [B, H, Nq, Nk]``, or ``(R(Q+), R(Q-))`` for heads with a ``q_neg``."""
 
         def bias(q: Tensor) -> Tensor:
             zeros = q.new_zeros(*q.shape[:3], pooled['k'].shape[2])  # [B, H, Nq, Nk]
             return add_decomposed_rel_pos(
-                zeros, q, q_shape, k_shape, self.rel_pos_h, self.rel_pos_w, self.rel_pos_t, self.with_cls_token
+                zeros,
+                q,
+                q_shape,
+                k_shape,
+                self.rel_pos_h,
+                self.rel_pos_w,
+                self.rel_pos_t,
+                self.with_cls_token,
             )
 
         b_pos = bias(pooled['q'])
@@ -203,7 +220,7 @@ def negative_pooling_from_positive(
     lacks are dropped; pooling keys already in ``sd`` are kept. Returns the new state dict and
     the keys generated."""
     out, generated = dict(sd), []
-    for name, proj in NEGATIVE_POOLING:
+    for name, _ in NEGATIVE_POOLING:
         prefixes = (f'pool_{name}_neg.', f'norm_{name}_neg.')
         if getattr(module, f'pool_{name}_neg', None) is None:
             out = {k: v for k, v in out.items() if not k.startswith(prefixes)}

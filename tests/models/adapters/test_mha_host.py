@@ -164,7 +164,9 @@ def test_bias_free_host_and_train_mode_dropout() -> None:
 )
 def test_what_the_family_lacks_is_refused_by_name(kwargs: dict, match: str) -> None:
     model = nn.ModuleDict(dict(ok=nn.MultiheadAttention(E, H), bad=nn.MultiheadAttention(E, H, **kwargs)))
-    with pytest.raises(UnsupportedModelError, match=rf'torch\.nn\.modules\.activation\.MultiheadAttention: {match}'):
+    with pytest.raises(
+        UnsupportedModelError, match=rf'torch\.nn\.modules\.activation\.MultiheadAttention: {match}'
+    ):
         swap_attention(model, 'dna')
     assert type(model['ok']) is nn.MultiheadAttention  # nothing swapped
 
