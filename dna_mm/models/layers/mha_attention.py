@@ -21,13 +21,12 @@ calls ``self.attn(q, k, v, ...)`` runs unchanged (torchvision's ``vit_*`` ``Enco
   ``is_causal`` is, as for the host, a hint that ``attn_mask`` is the causal mask: ``attn_mask``
   decides, and ``is_causal`` without it is the host's error.
 * ``need_weights=True`` (the host's default) takes the eager route and returns the positive
-  (softmax) map ``[N, L, S]``, averaged over the heads unless ``average_attn_weights=False``
-  (``[N, H, L, S]``); softmax and Cog return their one map. All maps: ``self(x, return_attn=True)``
-  of the family's own call is not available here, use the family module's forward
-  (``AttentionBase.forward``) on ``[N, L, E]`` tokens. ``need_weights=False`` takes the fused
-  route (the family's SDPA calls; the host's own fused path, ``_native_multi_head_attention``,
-  is not used) and returns ``(out, None)``. The host returns its map after attention dropout,
-  these the map before it (equal in eval).
+  (softmax) map ``[N, L, S]`` (the host's map, for DnA and Diff the first branch's; softmax and
+  Cog have one), averaged over the heads unless ``average_attn_weights=False`` (``[N, H, L, S]``);
+  the host returns its map after attention dropout, this one before it (equal in eval). Both
+  DnA maps: :meth:`AttentionBase.forward` with ``return_attn=True`` on ``[N, L, E]`` tokens.
+  ``need_weights=False`` takes the fused route (the family's SDPA calls, in place of the host's
+  own fused ``_native_multi_head_attention`` path) and returns ``(out, None)``.
 
 Keys: ``nn.MultiheadAttention``'s ``in_proj_weight`` / ``in_proj_bias`` are ``qkv.weight`` /
 ``qkv.bias`` (rows ``[Q, K, V]`` in both), ``out_proj.*`` is ``proj.*``

@@ -198,3 +198,45 @@ def test_torchvision_vit_b_16() -> None:
         torch.testing.assert_close(soft.eval()(x), ref, atol=1e-5, rtol=1e-5)
         swap_attention(vit, 'dna')
         assert ((vit.eval()(x) - ref).norm() / ref.norm()).item() < 1e-3
+
+
+class ResidualAttentionBlock(nn.Module):
+    """A CLIP-style block (OpenAI CLIP / OpenCLIP name it so): pre-norm, ``nn.MultiheadAttention``
+    called with a float causal mask (``-inf`` above the diagonal, as CLIP's text tower)."""
+
+    def __init__(self, attn: nn.Module) -> None:
+        super().__init__()
+        self.ln_1, self.attn = nn.LayerNorm(E), attn
+        self.register_buffer('attn_mask', torch.full((L, L), float('-inf')).triu_(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [L, N, E]
+        y = self.ln_1(x)
+        return x + self.attn(y, y, y, need_weights=False, attn_mask=self.attn_mask)[0]
+
+
+def test_clip_style_blocks_are_walked_through_and_others_of_that_name_refused() -> None:
+    """A block named like attention whose ``attn`` is an ``nn.MultiheadAttention`` is walked
+    through (its attention swapped, exact with softmax inside); a block of the same name around
+    another attention class is still refused by name."""
+    torch.manual_seed(0)
+    clip = nn.Sequential(*(ResidualAttentionBlock(nn.MultiheadAttention(E, H)) for _ in range(2))).eval()
+    x = torch.randn(L, N, E)
+    soft = _swapped_all(clip, 'softmax', ['0.attn', '1.attn'])
+    dna = _swapped_all(clip, 'dna', ['0.attn', '1.attn'])
+    with torch.no_grad():
+        ref = clip(x)
+        torch.testing.assert_close(soft(x), ref, atol=1e-6, rtol=1e-6)
+        assert ((dna(x) - ref).norm() / ref.norm()).item() < 1e-3
+    from timm.layers import Attention
+
+    other = nn.Sequential(ResidualAttentionBlock(Attention(E, num_heads=H)))
+    with pytest.raises(
+        UnsupportedModelError, match=r'unsupported attention module\(s\): 0 \(.*ResidualAttentionBlock\)'
+    ):
+        swap_attention(other, 'dna')
+
+
+def _swapped_all(model: nn.Module, attn_cfg: str, names: list[str]) -> nn.Module:
+    model = copy.deepcopy(model)
+    assert swap_attention(model, attn_cfg) == names
+    return model.eval()
