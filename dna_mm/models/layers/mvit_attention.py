@@ -7,9 +7,10 @@ then a norm; the CLS token skips the convolution, not the norm)::
     out     = softmax(s Q Kᵀ + R(Q)) V  (+ Q with residual_pooling; not on the CLS row)
 
 ``R(Q)``: MViTv2's decomposed relative positions (``t``, ``h``, ``w`` tables; zero on the CLS
-row and column), computed from the pooled, unscaled queries. The DnA form shares the pooled
-keys and gives the negative branch its own projections **and its own pooling** (``pool_q_neg``
-/ ``norm_q_neg``, ``pool_v_neg`` / ``norm_v_neg``, where the variant has ``Q-`` / ``V-``)::
+row and column), computed from the pooled, unscaled queries (:func:`mvit_rel_pos`). The DnA
+form shares the pooled keys and gives the negative branch its own projections **and its own
+pooling** (``pool_q_neg`` / ``norm_q_neg``, ``pool_v_neg`` / ``norm_v_neg``, where the variant
+has ``Q-`` / ``V-``)::
 
     Q- = P_q-(x W_q-),   V- = P_v-(x W_v-)
     out = softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-   (+ Q+, the host's residual)
@@ -37,7 +38,8 @@ import functools
 from typing import Optional, Sequence
 
 import torch
-from mmaction.models.backbones.mvit import add_decomposed_rel_pos, attention_pool
+import torch.nn.functional as F
+from mmaction.models.backbones.mvit import attention_pool
 from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
@@ -45,12 +47,52 @@ from ...errors import UnsupportedModelError
 from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
 from ..attention.builder import AttnCfg, attention_cfg, build_attention
 from ..attention.functional import BiasArg
+from .positions import get_rel_pos
 
 StateDict = dict[str, Tensor]
 #: the input projections (rebuilt for an input width other than ``embed_dims``)
 _INPUT_PROJECTIONS = ('qkv', 'q_neg', 'v_neg')
 #: the negative branch's own pooling: (pooled tensor, positive pooling it starts from)
 NEGATIVE_POOLING = (('q', 'q_neg'), ('v', 'v_neg'))
+
+
+def mvit_rel_pos(
+    q: Tensor,
+    q_shape: Sequence[int],
+    k_shape: Sequence[int],
+    rel_pos_t: Tensor,
+    rel_pos_h: Tensor,
+    rel_pos_w: Tensor,
+    with_cls_token: bool,
+) -> Tensor:
+    """MViTv2's decomposed spatio-temporal relative positions as a logit bias (the term
+    MMAction2's ``add_decomposed_rel_pos`` adds to the logits, computed on the queries' device).
+
+    ``b[(t, h, w), (t', h', w')] = q · Rt[t, t'] + q · Rh[h, h'] + q · Rw[w, w']`` with the
+    **unscaled** pooled queries; the tables are resized and, when the query and key grids
+    differ, indexed as :func:`~dna_mm.models.layers.positions.get_rel_pos` does.
+
+    Args:
+        q: ``[B, heads, (1 +) qt·qh·qw, d]`` (a CLS token first when ``with_cls_token``).
+        q_shape, k_shape: Query and key grids ``(t, h, w)``.
+        rel_pos_t, rel_pos_h, rel_pos_w: ``[L, d]`` tables.
+
+    Returns:
+        ``[B, heads, Nq, Nk]`` (``Nq``, ``Nk`` with the CLS token), zero on the CLS row and column.
+    """
+    (qt, qh, qw), (kt, kh, kw) = q_shape, k_shape
+    rt, rh, rw = (
+        get_rel_pos(a, b, table).to(q.dtype)  # [q_len, k_len, d]
+        for a, b, table in ((qt, kt, rel_pos_t), (qh, kh, rel_pos_h), (qw, kw, rel_pos_w))
+    )
+    b, heads, _, d = q.shape
+    grid = q[:, :, int(with_cls_token) :].reshape(b, heads, qt, qh, qw, d)
+    rel_t = torch.einsum('bythwc,tkc->bythwk', grid, rt)  # [B, heads, qt, qh, qw, kt]
+    rel_h = torch.einsum('bythwc,hkc->bythwk', grid, rh)  # [..., kh]
+    rel_w = torch.einsum('bythwc,wkc->bythwk', grid, rw)  # [..., kw]
+    bias = rel_t[..., :, None, None] + rel_h[..., None, :, None] + rel_w[..., None, None, :]
+    bias = bias.reshape(b, heads, qt * qh * qw, kt * kh * kw)
+    return F.pad(bias, (1, 0, 1, 0)) if with_cls_token else bias
 
 
 def _pooling(
@@ -131,17 +173,8 @@ class MViTAttentionMixin(AttentionBase):
         """``R(Q) [B, H, Nq, Nk]``, or ``(R(Q+), R(Q-))`` for heads with a ``q_neg``."""
 
         def bias(q: Tensor) -> Tensor:
-            zeros = q.new_zeros(*q.shape[:3], pooled['k'].shape[2])  # [B, H, Nq, Nk]
-            return add_decomposed_rel_pos(
-                zeros,
-                q,
-                q_shape,
-                k_shape,
-                self.rel_pos_h,
-                self.rel_pos_w,
-                self.rel_pos_t,
-                self.with_cls_token,
-            )
+            tables = (self.rel_pos_t, self.rel_pos_h, self.rel_pos_w)
+            return mvit_rel_pos(q, q_shape, k_shape, *tables, self.with_cls_token)
 
         b_pos = bias(pooled['q'])
         q_neg = pooled.get('q_neg')
@@ -153,15 +186,20 @@ class MViTAttentionMixin(AttentionBase):
         """``x [B, (1 +) T·H·W, in_dims]`` on the grid ``in_size = (T, H, W)`` →
         ``([B, (1 +) T'·H'·W', embed_dims], (T', H', W'))``, the grid of the pooled queries."""
         heads = self.project(x)  # each [B, heads, N, d]
-        pool = functools.partial(attention_pool, in_size=in_size, with_cls_token=self.with_cls_token)
-        q, q_shape = pool(heads['q'], self.pool_q, norm=self.norm_q)  # [B, heads, Nq, d]
-        k, k_shape = pool(heads['k'], self.pool_k, norm=self.norm_k)  # [B, heads, Nk, d]
-        v, _ = pool(heads['v'], self.pool_v, norm=self.norm_v)
+        dtype = heads['q'].dtype  # the projections' (autocast: the norms' fp32 output cast back)
+
+        def pool(t: Tensor, conv: nn.Module, norm: nn.Module) -> tuple[Tensor, Sequence[int]]:
+            out, size = attention_pool(t, conv, in_size, with_cls_token=self.with_cls_token, norm=norm)
+            return out.to(dtype), size
+
+        q, q_shape = pool(heads['q'], self.pool_q, self.norm_q)  # [B, heads, Nq, d]
+        k, k_shape = pool(heads['k'], self.pool_k, self.norm_k)  # [B, heads, Nk, d]
+        v, _ = pool(heads['v'], self.pool_v, self.norm_v)
         pooled = dict(q=q, k=k, v=v)
         for name, proj in NEGATIVE_POOLING:  # DnA: Q- and V- pooled by their own pooling
             if proj in heads:
                 conv = getattr(self, f'pool_{name}_neg')
-                own = pool(heads[proj], conv, norm=getattr(self, f'norm_{name}_neg'))[0] if conv else None
+                own = pool(heads[proj], conv, getattr(self, f'norm_{name}_neg'))[0] if conv else None
                 pooled[proj] = pooled[name] if own is None else own
         bias = self.rel_pos_bias(pooled, q_shape, k_shape) if self.rel_pos_embed else None
         out, _ = self.attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
