@@ -20,8 +20,9 @@ timm ``EvaAttention`` (EVA / EVA-02     :class:`EvaAttentionAdapter`      ``qkv.
 without rotary positions)               (``attn.*``)                      ``q_bias`` / ``v_bias``,
                                                                           or ``q/k/v_proj``
 torch ``nn.MultiheadAttention``         its ``nn.MultiheadAttention``     ``in_proj_*``,
-(torchvision ViT, CLIP blocks,          form (``qkv``, ``proj``,          ``out_proj``
-UniFormerV2's local blocks, ...)        :mod:`..layers.mha_attention`)
+(torchvision ViT, CLIP blocks,          form (``qkv`` or ``q/k/v_proj``,  ``out_proj``, or
+UniFormerV2's local blocks, ...)        ``proj``;                         ``q/k/v_proj_weight``
+                                        :mod:`..layers.mha_attention`)
 MMAction2 UniFormerV2 ``Extractor``     :class:`ExtractorAdapter`         ``attn.in_proj_*``,
 (the global UniBlocks)                  (the form under ``attn.``)        ``attn.out_proj``
 MMAction2 MViTv2                        its MViTv2 form (pooling, rel-    same names; DnA's
@@ -262,18 +263,13 @@ def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> 
 def _torch_mha_form(
     host: nn.Module, attn_cfg, layer_index: int, num_layers: int, owner: nn.Module
 ) -> nn.Module:
-    """The ``nn.MultiheadAttention`` form of the family with ``host``'s sizes, biases, dropout
-    and layout; ``owner`` (the swapped module) is named in a refusal."""
+    """The ``nn.MultiheadAttention`` form of the family with ``host``'s sizes (``kdim`` /
+    ``vdim`` included), biases, dropout and layout; ``owner`` (the swapped module) is named in a
+    refusal."""
     from ..layers.mha_attention import build_mha_attention
 
-    what = '' if owner is host else 'its nn.MultiheadAttention with '
-    if not host._qkv_same_embed_dim:
-        _refuse(
-            owner,
-            f'{what}kdim / vdim ({host.kdim} / {host.vdim}) other than embed_dim ({host.embed_dim}) '
-            f'(separate q/k/v_proj_weight; the family projects Q, K, V from one width)',
-        )
     if host.bias_k is not None or host.add_zero_attn:
+        what = '' if owner is host else 'its nn.MultiheadAttention with '
         _refuse(owner, f'{what}add_bias_kv=True or add_zero_attn=True')
     return build_mha_attention(
         attn_cfg,
@@ -285,11 +281,63 @@ def _torch_mha_form(
         proj_bias=host.out_proj.bias is not None,
         attn_drop=host.dropout,
         batch_first=host.batch_first,
+        kdim=host.kdim,
+        vdim=host.vdim,
     )
 
 
 def _build_torch_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
     return _torch_mha_form(host, attn_cfg, layer_index, num_layers, host)
+
+
+def _torch_mha_keys(sd: StateDict) -> StateDict:
+    """``nn.MultiheadAttention``'s keys → its family form's: packed ``in_proj_*`` → ``qkv.*``
+    (:func:`_mha_keys`); separate ``{q,k,v}_proj_weight`` (``kdim`` / ``vdim`` ≠ ``E``) and the
+    packed ``in_proj_bias`` → ``{q,k,v}_proj.weight`` / ``.bias``; ``out_proj.*`` → ``proj.*``."""
+    if 'q_proj_weight' not in sd:
+        return _mha_keys(sd)
+    out = {f'{n}_proj.weight': sd[f'{n}_proj_weight'] for n in 'qkv'}
+    if 'in_proj_bias' in sd:
+        out.update({f'{n}_proj.bias': b for n, b in zip('qkv', sd['in_proj_bias'].chunk(3), strict=True)})
+    out.update({'proj.' + k[len('out_proj.') :]: v for k, v in sd.items() if k.startswith('out_proj.')})
+    return out
+
+
+def _fit_torch_mha(
+    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float, source: str = 'checkpoint'
+) -> tuple[StateDict, list[str]]:
+    """Packed projections: :func:`adapt_attentions`. Separate ones (``q_proj``, ``k_proj``,
+    ``v_proj``): the same rules on them — a DnA module from softmax weights gets ``q_neg =
+    q_neg_scale · q_proj``, ``v_neg = v_neg_scale · v_proj`` (weights and biases) and ``α =
+    0.5``; from DnA weights of a variant without ``Q-`` / ``V-`` (α), copies (1); a module
+    without a negative branch drops one."""
+    from ...converters.attention import NEGATIVE_KEYS
+
+    if module._qkv_same_embed_dim:
+        return adapt_attentions(module, sd, q_neg_scale, v_neg_scale, source=source)
+    out = {k: v for k, v in sd.items() if k not in NEGATIVE_KEYS}
+    if not isinstance(module, DnAAttention):
+        return out, []
+    from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
+    generated = []
+    for neg, pos, scale in (('q_neg', 'q_proj', q_neg_scale), ('v_neg', 'v_proj', v_neg_scale)):
+        if getattr(module, neg) is None:
+            continue
+        for name in ('weight', 'bias'):
+            key, src = f'{neg}.{name}', f'{pos}.{name}'
+            if key in sd:
+                out[key] = sd[key]
+            elif src in sd:
+                out[key] = sd[src] * (scale if from_softmax else 1.0)
+                generated.append(key)
+    if module.alpha is not None:
+        if 'alpha' in sd:
+            out['alpha'] = sd['alpha']
+        else:
+            dtype = sd['q_proj.weight'].dtype
+            out['alpha'] = torch.full((module.num_heads,), 0.5 if from_softmax else 1.0, dtype=dtype)
+            generated.append('alpha')
+    return out, generated
 
 
 # -- MMAction2 UniFormerV2 Extractor (global UniBlock) ----------------------------------------
@@ -403,7 +451,9 @@ def host_specs() -> dict[type, HostSpec]:
         VideoMAEAttention: HostSpec('MMAction2 VideoMAE Attention', _build_videomae, _videomae_to_family, ''),
         WindowAttention3D: HostSpec('MMAction2 WindowAttention3D', _build_swin, _swin_to_adapter, 'attn.'),
         EvaAttention: HostSpec('timm EvaAttention (no rope)', _build_eva, _eva_to_adapter, 'attn.'),
-        nn.MultiheadAttention: HostSpec('torch nn.MultiheadAttention', _build_torch_mha, _mha_keys, ''),
+        nn.MultiheadAttention: HostSpec(
+            'torch nn.MultiheadAttention', _build_torch_mha, _torch_mha_keys, '', _fit_torch_mha
+        ),
         Extractor: HostSpec('MMAction2 UniFormerV2 Extractor', _build_extractor, _mha_keys, 'attn.'),
         MultiScaleAttention: HostSpec(
             'MMAction2 MViTv2 MultiScaleAttention', _build_mvit, lambda sd: sd, '', _fit_mvit

@@ -30,7 +30,9 @@ calls ``self.attn(q, k, v, ...)`` runs unchanged (torchvision's ``vit_*`` ``Enco
 
 Keys: ``nn.MultiheadAttention``'s ``in_proj_weight`` / ``in_proj_bias`` are ``qkv.weight`` /
 ``qkv.bias`` (rows ``[Q, K, V]`` in both), ``out_proj.*`` is ``proj.*``
-(:func:`dna_mm.converters.rename_mha`).
+(:func:`dna_mm.converters.rename_mha`). A host with ``kdim`` / ``vdim`` other than ``E`` has
+separate ``q_proj_weight`` / ``k_proj_weight`` / ``v_proj_weight`` (and the packed
+``in_proj_bias``): they are ``q_proj``, ``k_proj``, ``v_proj`` here.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Optional
 from torch import Tensor, nn
 
 from ..attention import AttentionBase, CogAttention, DiffAttention, DnAAttention, SoftmaxAttention
+from ..attention.base import check_inputs
 from ..attention.builder import AttnCfg, build_attention
 from .video_attention import mha_masks
 
@@ -50,19 +53,45 @@ class MultiheadAttentionMixin(AttentionBase):
 
     Args (keyword, beside the family class's own):
         batch_first: ``[N, L, E]`` tokens (True) or ``[L, N, E]`` (False, the host's default).
+        kdim, vdim: Widths of the key and value inputs (default ``E``). When either differs,
+            the projections are separate, as the host's ``q/k/v_proj_weight``: ``q_proj``
+            ``Linear(E, E)``, ``k_proj`` ``Linear(kdim, E)``, ``v_proj`` ``Linear(vdim, E)``
+            in place of ``qkv``, and DnA's ``v_neg`` is ``Linear(vdim, E)``.
 
     ``in_proj_weight`` / ``in_proj_bias`` are ``None`` (as on a host without packed
     projections): ``nn.TransformerEncoderLayer`` reads them to pick its fused path, and ``None``
-    sends it to the path that calls this module. The weights are in ``qkv`` / ``proj``.
+    sends it to the path that calls this module. The weights are in ``qkv`` (or ``q_proj``,
+    ``k_proj``, ``v_proj``) and ``proj``.
     """
 
     in_proj_weight = None
     in_proj_bias = None
-    _qkv_same_embed_dim = True
 
-    def __init__(self, *args, batch_first: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        batch_first: bool = False,
+        kdim: Optional[int] = None,
+        vdim: Optional[int] = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.batch_first = batch_first
+        self.kdim, self.vdim = kdim or self.embed_dims, vdim or self.embed_dims
+        if self._qkv_same_embed_dim:
+            return
+        dims, dd, bias = self.embed_dims, self.factory_kwargs, self.qkv.bias is not None
+        del self.qkv
+        self.q_proj = nn.Linear(dims, dims, bias=bias, **dd)
+        self.k_proj = nn.Linear(self.kdim, dims, bias=bias, **dd)
+        self.v_proj = nn.Linear(self.vdim, dims, bias=bias, **dd)
+        if getattr(self, 'v_neg', None) is not None:  # DnA's V- reads the values
+            self.v_neg = nn.Linear(self.vdim, dims, bias=bias, **dd)
+
+    @property
+    def _qkv_same_embed_dim(self) -> bool:
+        """Keys and values as wide as the queries (packed ``qkv``), the host's attribute."""
+        return self.kdim == self.embed_dims and self.vdim == self.embed_dims
 
     @property
     def embed_dim(self) -> int:
@@ -73,6 +102,25 @@ class MultiheadAttentionMixin(AttentionBase):
     def dropout(self) -> float:
         """The host's name for the attention dropout probability."""
         return self.attn_drop_p
+
+    def project(
+        self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
+        """The family's projections (packed ``qkv``), or the separate ones: ``Q`` (and DnA's
+        ``Q-``) from ``x``, ``K`` from ``context``, ``V`` (and ``V-``) from ``value``."""
+        if self._qkv_same_embed_dim:
+            return super().project(x, context, value)
+        keys = x if context is None else context
+        values = keys if value is None else value
+        heads = dict(q=self.q_proj(x), k=self.k_proj(keys), v=self.v_proj(values))
+        for name, src in (('q_neg', x), ('v_neg', values)):  # DnA: Q- and V-, where the variant has them
+            if getattr(self, name, None) is not None:
+                heads[name] = getattr(self, name)(src)
+        heads = {k: self.split_heads(v) for k, v in heads.items()}  # [N, H, ·, d]
+        if hasattr(self, 'q_neg'):  # DnA without its own Q- / V- shares Q / V
+            heads.setdefault('q_neg', heads['q'])
+            heads.setdefault('v_neg', heads['v'])
+        return heads
 
     def forward(
         self,
@@ -85,8 +133,9 @@ class MultiheadAttentionMixin(AttentionBase):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Optional[Tensor]]:
-        """``query [L, N, E]``, ``key`` / ``value [S, N, E]`` (``[N, ·, E]`` when ``batch_first``,
-        ``[·, E]`` unbatched) → ``(out, weights or None)``, ``out`` shaped as ``query``."""
+        """``query [L, N, E]``, ``key [S, N, kdim]``, ``value [S, N, vdim]`` (``[N, ·, ·]`` when
+        ``batch_first``, ``[·, ·]`` unbatched) → ``(out, weights or None)``, ``out`` shaped as
+        ``query``."""
         name = type(self).__name__
         if is_causal and attn_mask is None:
             raise RuntimeError(f'{name}: is_causal=True needs attn_mask (as nn.MultiheadAttention)')
@@ -99,12 +148,18 @@ class MultiheadAttentionMixin(AttentionBase):
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         elif not self.batch_first:  # [L, N, E] -> [N, L, E]
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        context = None if self_attn else key
+        value = None if self_attn or values_are_keys else value
+        if self._qkv_same_embed_dim:
+            check_inputs(name, self.embed_dims, query, context, value)
+        else:
+            _check_widths(name, (self.embed_dims, self.kdim, self.vdim), query, key, value)
         mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], self.num_heads, query.dtype)
-        kwargs = {} if self_attn else dict(context=key, value=None if values_are_keys else value)
-        result = super().forward(query, attn_mask=mask, return_attn=need_weights, **kwargs)
-        out, maps = result if need_weights else (result, None)
+        heads = self.project(query, context, value)
+        out, maps = self.attend(heads, mask, None, need_weights or not self.fused_attn)
+        out = self.proj_drop(self.proj(self.merge_heads(out)))  # [N, L, E]
         weights = None
-        if maps is not None:
+        if need_weights:
             weights = maps['attn'] if 'attn' in maps else maps['pos']  # [N, H, L, S]
             weights = weights.mean(dim=1) if average_attn_weights else weights
             weights = weights.squeeze(0) if unbatched else weights
@@ -115,7 +170,18 @@ class MultiheadAttentionMixin(AttentionBase):
         return out, weights
 
     def extra_repr(self) -> str:
-        return f'{super().extra_repr()}, batch_first={self.batch_first}'
+        dims = '' if self._qkv_same_embed_dim else f', kdim={self.kdim}, vdim={self.vdim}'
+        return f'{super().extra_repr()}, batch_first={self.batch_first}{dims}'
+
+
+def _check_widths(name: str, widths: tuple[int, int, int], query: Tensor, key: Tensor, value: Tensor) -> None:
+    """A ``ValueError`` naming the shapes unless ``query [N, L, E]``, ``key [N, S, kdim]`` and
+    ``value [N, S, vdim]`` (``widths = (E, kdim, vdim)``)."""
+    for label, t, width in zip(('query', 'key', 'value'), (query, key, value), widths, strict=True):
+        if t.dim() != 3 or t.shape[-1] != width or t.shape[0] != query.shape[0]:
+            raise ValueError(f'{name}: expected {label} of width {width}, got {list(t.shape)} (batch first)')
+    if key.shape[1] != value.shape[1]:
+        raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {key.shape[1]}')
 
 
 class MultiheadSoftmaxAttention(MultiheadAttentionMixin, SoftmaxAttention):

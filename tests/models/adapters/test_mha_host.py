@@ -19,9 +19,9 @@ from dna_mm.models.adapters import swap_attention
 E, H, N, L, S = 32, 4, 2, 5, 7
 
 
-def _model(batch_first: bool, bias: bool = True, dropout: float = 0.0) -> nn.Module:
+def _model(batch_first: bool, bias: bool = True, dropout: float = 0.0, **kwargs) -> nn.Module:
     torch.manual_seed(0)
-    mha = nn.MultiheadAttention(E, H, dropout=dropout, bias=bias, batch_first=batch_first)
+    mha = nn.MultiheadAttention(E, H, dropout=dropout, bias=bias, batch_first=batch_first, **kwargs)
     if bias:
         with torch.no_grad():  # zero-initialised in the host
             mha.in_proj_bias.normal_(std=0.5)
@@ -62,14 +62,19 @@ def _masks(m: int, s: int, batched: bool) -> dict[str, dict[str, torch.Tensor]]:
     return cases
 
 
-def _inputs(mode: str, batch_first: bool, batched: bool = True):
+def _inputs(mode: str, batch_first: bool, batched: bool = True, kdim: int = E, vdim: int = E):
     g = torch.Generator().manual_seed(2)
-    shape = (lambda n: (N, n, E) if batch_first else (n, N, E)) if batched else (lambda n: (n, E))
+
+    def shape(n: int, width: int = E) -> tuple[int, ...]:
+        if not batched:
+            return n, width
+        return (N, n, width) if batch_first else (n, N, width)
+
     x = torch.randn(*shape(L), generator=g)
     if mode == 'self':
         return x, x, x, L
-    memory = torch.randn(*shape(S), generator=g)
-    value = memory if mode == 'cross' else torch.randn(*shape(S), generator=g)
+    memory = torch.randn(*shape(S, kdim), generator=g)
+    value = memory if mode == 'cross' else torch.randn(*shape(S, vdim), generator=g)
     return x, memory, value, S
 
 
@@ -100,6 +105,37 @@ def test_the_swapped_module_equals_nn_multihead_attention(mode: str, layout: str
             out, w = soft.attn(q, k, v, need_weights=False, **masks)  # the fused route
             assert w is None
             torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize('layout', ['sequence-first', 'batch_first'])
+def test_separate_projections_kdim_vdim(layout: str) -> None:
+    """A host with ``kdim`` / ``vdim`` other than ``E`` (separate ``q/k/v_proj_weight``, packed
+    ``in_proj_bias``): the same exactness with masks, its state dict loads strictly with the
+    negative branch generated (``Q- = 1e-4·Q``, ``V- = -1e-4·V``, ``α = 0.5``)."""
+    batch_first = layout == 'batch_first'
+    host = _model(batch_first, kdim=24, vdim=20)
+    soft, dna = _swapped(host, 'softmax'), _swapped(host, 'dna')
+    assert dna.attn.k_proj.in_features == 24 and dna.attn.v_neg.in_features == 20
+    torch.testing.assert_close(dna.attn.v_neg.weight, -1e-4 * host.attn.v_proj_weight)
+    torch.testing.assert_close(dna.attn.q_neg.bias, 1e-4 * host.attn.in_proj_bias[:E])
+    q, k, v, s = _inputs('cross, separate value', batch_first, kdim=24, vdim=20)
+    masks = _masks(L, s, batched=True)
+    for name in ('none', 'bool attn_mask [L, S]', 'float key_padding_mask'):
+        with torch.no_grad():
+            ref, ref_w = host.attn(q, k, v, **masks[name])
+            out, w = soft.attn(q, k, v, **masks[name])
+            torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=name)
+            torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-6, msg=name)
+            out = dna.attn(q, k, v, need_weights=False, **masks[name])[0]
+            assert ((out - ref).norm() / ref.norm()).item() < 1e-3, name
+    torch.manual_seed(3)  # other weights, loaded over
+    fresh = _swapped(nn.ModuleDict(dict(attn=nn.MultiheadAttention(E, H, kdim=24, vdim=20))), 'dna')
+    fresh.load_state_dict(host.state_dict(), strict=True)
+    fresh.attn.batch_first = batch_first
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.attn(q, k, v)[0], dna.attn(q, k, v)[0])
+    with pytest.raises(ValueError, match='expected key of width 24'):
+        dna.attn(q, v, v)
 
 
 def test_masks_exclude_keys_from_both_dna_branches() -> None:
@@ -157,7 +193,6 @@ def test_bias_free_host_and_train_mode_dropout() -> None:
 @pytest.mark.parametrize(
     'kwargs,match',
     [
-        (dict(kdim=16, vdim=16), r'kdim / vdim \(16 / 16\) other than embed_dim \(32\)'),
         (dict(add_bias_kv=True), 'add_bias_kv=True or add_zero_attn=True'),
         (dict(add_zero_attn=True), 'add_bias_kv=True or add_zero_attn=True'),
     ],
