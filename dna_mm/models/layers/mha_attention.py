@@ -2,8 +2,8 @@
 
 Each class is the family module itself (same parameters, same names: ``qkv``, ``proj``, and for
 DnA ``q_neg``, ``v_neg``, ``alpha``) with ``nn.MultiheadAttention``'s forward, so a host that
-calls ``self.attn(q, k, v, ...)`` runs unchanged (torchvision's ``vit_*`` ``EncoderBlock``, CLIP's
-``ResidualAttentionBlock`` in OpenAI CLIP, OpenCLIP and MMAction2's UniFormerV2,
+calls ``self.attn(q, k, v, ...)`` runs unchanged (torchvision's ``vit_*`` ``EncoderBlock``, the
+CLIP-style ``ResidualAttentionBlock`` of MMAction2's UniFormerV2, OpenAI CLIP and OpenCLIP,
 ``nn.TransformerEncoderLayer``)::
 
     out, weights = attn(query, key, value, key_padding_mask=None, need_weights=True,
