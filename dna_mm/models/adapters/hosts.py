@@ -31,7 +31,8 @@ MMAction2 MViTv2                        its MViTv2 form (pooling, rel-    same n
 ======================================  ================================  =======================
 
 Blocks whose class name looks like attention but which reach their attention only through its
-call are walked through (:func:`is_container`): CLIP's ``ResidualAttentionBlock``.
+call are walked through (:func:`is_container`): CLIP's ``ResidualAttentionBlock``, OpenCLIP's
+``AttentionalPooler``.
 """
 
 from __future__ import annotations
@@ -423,15 +424,20 @@ def _container_classes() -> tuple[type, ...]:
     return (ResidualAttentionBlock,)
 
 
+#: class names of blocks (OpenAI CLIP / OpenCLIP) that reach their ``attn``, an
+#: ``nn.MultiheadAttention``, only by calling it
+CONTAINER_NAMES = ('ResidualAttentionBlock', 'AttentionalPooler')
+
+
 def is_container(module: nn.Module) -> bool:
     """A block whose class name looks like attention but which reaches its attention only by
     calling it, so the swap walks through it: MMAction2 UniFormerV2's
-    ``ResidualAttentionBlock``, and any class of that name (CLIP's block: OpenAI CLIP,
-    OpenCLIP) whose ``attn`` is an ``nn.MultiheadAttention``."""
+    ``ResidualAttentionBlock``, and any class named as in :data:`CONTAINER_NAMES` (CLIP's block,
+    OpenCLIP's attentional pooler) whose ``attn`` is an ``nn.MultiheadAttention``."""
     if type(module) in _container_classes():
         return True
     return (
-        type(module).__name__ == 'ResidualAttentionBlock'
+        type(module).__name__ in CONTAINER_NAMES
         and type(getattr(module, 'attn', None)) is nn.MultiheadAttention
     )
 

@@ -148,12 +148,12 @@ class MultiheadAttentionMixin(AttentionBase):
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         elif not self.batch_first:  # [L, N, E] -> [N, L, E]
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        if not self._qkv_same_embed_dim:
+            _check_widths(name, (self.embed_dims, self.kdim, self.vdim), query, key, value)
         context = None if self_attn else key
         value = None if self_attn or values_are_keys else value
         if self._qkv_same_embed_dim:
             check_inputs(name, self.embed_dims, query, context, value)
-        else:
-            _check_widths(name, (self.embed_dims, self.kdim, self.vdim), query, key, value)
         mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], self.num_heads, query.dtype)
         heads = self.project(query, context, value)
         out, maps = self.attend(heads, mask, None, need_weights or not self.fused_attn)

@@ -107,18 +107,21 @@ def test_the_swapped_module_equals_nn_multihead_attention(mode: str, layout: str
             torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=name)
 
 
-@pytest.mark.parametrize('layout', ['sequence-first', 'batch_first'])
-def test_separate_projections_kdim_vdim(layout: str) -> None:
+@pytest.mark.parametrize(
+    'layout,mode,kdim,vdim',
+    [('sequence-first', 'cross, separate value', 24, 20), ('batch_first', 'cross', 24, 24)],
+)
+def test_separate_projections_kdim_vdim(layout: str, mode: str, kdim: int, vdim: int) -> None:
     """A host with ``kdim`` / ``vdim`` other than ``E`` (separate ``q/k/v_proj_weight``, packed
-    ``in_proj_bias``): the same exactness with masks, its state dict loads strictly with the
-    negative branch generated (``Q- = 1e-4·Q``, ``V- = -1e-4·V``, ``α = 0.5``)."""
+    ``in_proj_bias``; OpenCLIP's attentional pooler): the same exactness with masks, its state
+    dict loads strictly with the negative branch generated (``Q- = 1e-4·Q``, ``V- = -1e-4·V``)."""
     batch_first = layout == 'batch_first'
-    host = _model(batch_first, kdim=24, vdim=20)
+    host = _model(batch_first, kdim=kdim, vdim=vdim)
     soft, dna = _swapped(host, 'softmax'), _swapped(host, 'dna')
-    assert dna.attn.k_proj.in_features == 24 and dna.attn.v_neg.in_features == 20
+    assert dna.attn.k_proj.in_features == kdim and dna.attn.v_neg.in_features == vdim
     torch.testing.assert_close(dna.attn.v_neg.weight, -1e-4 * host.attn.v_proj_weight)
     torch.testing.assert_close(dna.attn.q_neg.bias, 1e-4 * host.attn.in_proj_bias[:E])
-    q, k, v, s = _inputs('cross, separate value', batch_first, kdim=24, vdim=20)
+    q, k, v, s = _inputs(mode, batch_first, kdim=kdim, vdim=vdim)
     masks = _masks(L, s, batched=True)
     for name in ('none', 'bool attn_mask [L, S]', 'float key_padding_mask'):
         with torch.no_grad():
@@ -129,13 +132,13 @@ def test_separate_projections_kdim_vdim(layout: str) -> None:
             out = dna.attn(q, k, v, need_weights=False, **masks[name])[0]
             assert ((out - ref).norm() / ref.norm()).item() < 1e-3, name
     torch.manual_seed(3)  # other weights, loaded over
-    fresh = _swapped(nn.ModuleDict(dict(attn=nn.MultiheadAttention(E, H, kdim=24, vdim=20))), 'dna')
+    fresh = _swapped(nn.ModuleDict(dict(attn=nn.MultiheadAttention(E, H, kdim=kdim, vdim=vdim))), 'dna')
     fresh.load_state_dict(host.state_dict(), strict=True)
     fresh.attn.batch_first = batch_first
     with torch.no_grad():
         torch.testing.assert_close(fresh.attn(q, k, v)[0], dna.attn(q, k, v)[0])
-    with pytest.raises(ValueError, match='expected key of width 24'):
-        dna.attn(q, v, v)
+    with pytest.raises(ValueError, match=f'expected key of width {kdim}'):
+        dna.attn(q, q, q)
 
 
 def test_masks_exclude_keys_from_both_dna_branches() -> None:
@@ -249,15 +252,30 @@ class ResidualAttentionBlock(nn.Module):
         return x + self.attn(y, y, y, need_weights=False, attn_mask=self.attn_mask)[0]
 
 
+class AttentionalPooler(nn.Module):
+    """A CoCa-style pooler (OpenCLIP names it so): learned queries attend to the tokens through
+    an ``nn.MultiheadAttention`` whose keys are wider than its queries (``kdim = vdim = E``)."""
+
+    def __init__(self, width: int = 16, queries: int = 3) -> None:
+        super().__init__()
+        self.query = nn.Parameter(torch.randn(queries, width))
+        self.attn = nn.MultiheadAttention(width, H, kdim=E, vdim=E)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [L, N, E] -> [queries, N, width]
+        q = self.query[:, None].expand(-1, x.shape[1], -1)
+        return self.attn(q, x, x, need_weights=False)[0]
+
+
 def test_clip_style_blocks_are_walked_through_and_others_of_that_name_refused() -> None:
-    """A block named like attention whose ``attn`` is an ``nn.MultiheadAttention`` is walked
-    through (its attention swapped, exact with softmax inside); a block of the same name around
-    another attention class is still refused by name."""
+    """Blocks named like attention whose ``attn`` is an ``nn.MultiheadAttention`` are walked
+    through (their attention swapped, exact with softmax inside); a block of the same name
+    around another attention class is still refused by name."""
     torch.manual_seed(0)
-    clip = nn.Sequential(*(ResidualAttentionBlock(nn.MultiheadAttention(E, H)) for _ in range(2))).eval()
+    blocks = [ResidualAttentionBlock(nn.MultiheadAttention(E, H)) for _ in range(2)]
+    clip = nn.Sequential(*blocks, AttentionalPooler()).eval()
     x = torch.randn(L, N, E)
-    soft = _swapped_all(clip, 'softmax', ['0.attn', '1.attn'])
-    dna = _swapped_all(clip, 'dna', ['0.attn', '1.attn'])
+    soft = _swapped_all(clip, 'softmax', ['0.attn', '1.attn', '2.attn'])
+    dna = _swapped_all(clip, 'dna', ['0.attn', '1.attn', '2.attn'])
     with torch.no_grad():
         ref = clip(x)
         torch.testing.assert_close(soft(x), ref, atol=1e-6, rtol=1e-6)
