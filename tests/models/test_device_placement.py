@@ -15,7 +15,8 @@ Models: the attention family (every type and DnA variant, self and cross, masks,
 eager ``return_attn`` path), ``DnATimeSformer`` (divided, joint, space-only), the ViTDet
 backbone + SimpleFPN (padded windows, rel-pos, ``with_cp``), ``dna_vit_*`` and the models
 ``with_attention`` swaps (timm ViT / EVA, VideoMAE, Video Swin, DETR layers, MMAction2's joint
-and space-only TimeSformer). Tiny configurations throughout.
+and space-only TimeSformer, torchvision's ViT, MMAction2's UniFormerV2 and MViTv2). Tiny
+configurations throughout.
 """
 
 from __future__ import annotations
@@ -334,6 +335,55 @@ def _mmaction_timesformer(attention_type: str) -> nn.Module:
     )
 
 
+def _torchvision_vit() -> nn.Module:
+    from torchvision.models import VisionTransformer
+
+    return VisionTransformer(
+        image_size=32,
+        patch_size=16,
+        num_layers=2,
+        num_heads=HEADS,
+        hidden_dim=C,
+        mlp_dim=2 * C,
+        num_classes=3,
+    )
+
+
+def _uniformerv2() -> nn.Module:
+    init_default_scope('mmaction')
+    return MODELS.build(
+        dict(
+            type='UniFormerV2',
+            input_resolution=32,
+            patch_size=16,
+            width=C,
+            layers=2,
+            heads=HEADS,
+            t_size=2,
+            no_lmhra=False,
+            return_list=[0, 1],
+            n_layers=2,
+            n_dim=C,
+            n_head=HEADS,
+            mlp_dropout=[0.5, 0.5],
+            clip_pretrained=False,
+        )
+    )
+
+
+def _mvit() -> nn.Module:
+    init_default_scope('mmaction')
+    return MODELS.build(
+        dict(
+            type='MViT',
+            arch=dict(embed_dims=8, num_layers=2, num_heads=1, downscale_indices=[1]),
+            spatial_size=32,
+            temporal_size=4,
+            adaptive_kv_stride=(1, 4, 4),
+        )
+    )
+
+
 class _DetrLayers(nn.Module):
     """MMDetection's DETR encoder + decoder (mmcv ``MultiheadAttention``: self and cross,
     ``key_padding_mask``), called as ``DETR.forward_transformer`` calls them."""
@@ -416,6 +466,9 @@ CASES: dict[str, Case] = {
     'with_attention_timesformer_space_only_cog': _swapped(
         functools.partial(_mmaction_timesformer, 'space_only'), 'cog', _clip
     ),
+    'with_attention_torchvision_vit_dna': _swapped(_torchvision_vit, 'dna', _image),
+    'with_attention_uniformerv2_dna': _swapped(_uniformerv2, 'dna', _video),
+    'with_attention_mvit_dna': _swapped(_mvit, 'dna', _video),
 }
 #: cases whose every attention is Cog's (no SDPA call at all)
 NO_SDPA: set[str] = {'cog_self', 'cog_cross'}

@@ -19,20 +19,38 @@ mmcv ``MultiheadAttention`` (DETR, any  ``TokenAttention`` (``attn.*``)   ``attn
 timm ``EvaAttention`` (EVA / EVA-02     :class:`EvaAttentionAdapter`      ``qkv.weight`` +
 without rotary positions)               (``attn.*``)                      ``q_bias`` / ``v_bias``,
                                                                           or ``q/k/v_proj``
+torch ``nn.MultiheadAttention``         its ``nn.MultiheadAttention``     ``in_proj_*``,
+(torchvision ViT, CLIP blocks,          form (``qkv`` or ``q/k/v_proj``,  ``out_proj``, or
+UniFormerV2's local blocks, ...)        ``proj``;                         ``q/k/v_proj_weight``
+                                        :mod:`..layers.mha_attention`)
+MMAction2 UniFormerV2 ``Extractor``     :class:`ExtractorAdapter`         ``attn.in_proj_*``,
+(the global UniBlocks)                  (the form under ``attn.``)        ``attn.out_proj``
+MMAction2 MViTv2                        its MViTv2 form (pooling, rel-    same names; DnA's
+``MultiScaleAttention``                 pos; :mod:`..layers.mvit_         negative pooling
+                                        attention`)                       generated
 ======================================  ================================  =======================
+
+Blocks whose class name looks like attention but which reach their attention only through its
+call are walked through (:func:`is_container`): CLIP's ``ResidualAttentionBlock``, OpenCLIP's
+``AttentionalPooler``.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
+from mmaction.models.backbones.uniformerv2 import Extractor
+from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from ...converters import rename_mha
 from ...errors import UnsupportedModelError
-from ..attention import build_attention
+from ..attention import DnAAttention, build_attention
+from ..attention.builder import AttnCfg
+from ..backbones.pretrained import adapt_attentions
 
 StateDict = dict[str, Tensor]
 
@@ -50,12 +68,17 @@ class HostSpec:
             replacement's keys; keys already in the replacement's layout pass unchanged.
         family_prefix: Where the family attention sits inside the replacement (``''`` or
             ``'attn.'``).
+        fit: ``(family, weights, q_neg_scale, v_neg_scale, source) → (weights, generated)``:
+            fits the family attention's weights (relative to it) to its class; default
+            :func:`~dna_mm.models.backbones.adapt_attentions` (for DnA from softmax weights:
+            ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
     """
 
     name: str
-    build: Callable[[nn.Module, object, int, int], nn.Module]
+    build: Callable[[nn.Module, AttnCfg, int, int], nn.Module]
     to_replacement: Callable[[StateDict], StateDict]
     family_prefix: str
+    fit: Callable[..., tuple[StateDict, list[str]]] = adapt_attentions
 
 
 def _family(
@@ -155,7 +178,9 @@ def _build_swin(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) ->
 
 
 # -- mmcv MultiheadAttention ----------------------------------------------------------------
-def _mha_to_token(sd: StateDict) -> StateDict:
+def _mha_keys(sd: StateDict) -> StateDict:
+    """``nn.MultiheadAttention``'s keys (also under ``attn.``) → the family's: ``in_proj_*`` →
+    ``qkv.*``, ``out_proj.*`` → ``proj.*``."""
     return dict(rename_mha(sd))
 
 
@@ -235,8 +260,191 @@ def _build_eva(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> 
     return EvaAttentionAdapter(_family(host, attn_cfg, layer_index, num_layers, dim, **bias))
 
 
+# -- torch nn.MultiheadAttention ------------------------------------------------------------
+def _torch_mha_form(
+    host: nn.Module, attn_cfg, layer_index: int, num_layers: int, owner: nn.Module
+) -> nn.Module:
+    """The ``nn.MultiheadAttention`` form of the family with ``host``'s sizes (``kdim`` /
+    ``vdim`` included), biases, dropout and layout; ``owner`` (the swapped module) is named in a
+    refusal."""
+    from ..layers.mha_attention import build_mha_attention
+
+    if host.bias_k is not None or host.add_zero_attn:
+        what = '' if owner is host else 'its nn.MultiheadAttention with '
+        _refuse(owner, f'{what}add_bias_kv=True or add_zero_attn=True')
+    return build_mha_attention(
+        attn_cfg,
+        host.embed_dim,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        qkv_bias=host.in_proj_bias is not None,
+        proj_bias=host.out_proj.bias is not None,
+        attn_drop=host.dropout,
+        batch_first=host.batch_first,
+        kdim=host.kdim,
+        vdim=host.vdim,
+    )
+
+
+def _build_torch_mha(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    return _torch_mha_form(host, attn_cfg, layer_index, num_layers, host)
+
+
+def _torch_mha_keys(sd: StateDict) -> StateDict:
+    """``nn.MultiheadAttention``'s keys → its family form's: packed ``in_proj_*`` → ``qkv.*``
+    (:func:`_mha_keys`); separate ``{q,k,v}_proj_weight`` (``kdim`` / ``vdim`` ≠ ``E``) and the
+    packed ``in_proj_bias`` → ``{q,k,v}_proj.weight`` / ``.bias``; ``out_proj.*`` → ``proj.*``."""
+    if 'q_proj_weight' not in sd:
+        return _mha_keys(sd)
+    out = {f'{n}_proj.weight': sd[f'{n}_proj_weight'] for n in 'qkv'}
+    if 'in_proj_bias' in sd:
+        out.update({f'{n}_proj.bias': b for n, b in zip('qkv', sd['in_proj_bias'].chunk(3), strict=True)})
+    out.update({'proj.' + k[len('out_proj.') :]: v for k, v in sd.items() if k.startswith('out_proj.')})
+    return out
+
+
+def _fit_torch_mha(
+    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float, source: str = 'checkpoint'
+) -> tuple[StateDict, list[str]]:
+    """Packed projections: :func:`adapt_attentions`. Separate ones (``q_proj``, ``k_proj``,
+    ``v_proj``): the same rules on them — a DnA module from softmax weights gets ``q_neg =
+    q_neg_scale · q_proj``, ``v_neg = v_neg_scale · v_proj`` (weights and biases) and ``α =
+    0.5``; from DnA weights of a variant without ``Q-`` / ``V-`` (α), copies (1); a module
+    without a negative branch drops one."""
+    from ...converters.attention import NEGATIVE_KEYS
+
+    if module._qkv_same_embed_dim:
+        return adapt_attentions(module, sd, q_neg_scale, v_neg_scale, source=source)
+    out = {k: v for k, v in sd.items() if k not in NEGATIVE_KEYS}
+    if not isinstance(module, DnAAttention):
+        return out, []
+    from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
+    generated = []
+    for neg, pos, scale in (('q_neg', 'q_proj', q_neg_scale), ('v_neg', 'v_proj', v_neg_scale)):
+        if getattr(module, neg) is None:
+            continue
+        for name in ('weight', 'bias'):
+            key, src = f'{neg}.{name}', f'{pos}.{name}'
+            if key in sd:
+                out[key] = sd[key]
+            elif src in sd:
+                out[key] = sd[src] * (scale if from_softmax else 1.0)
+                generated.append(key)
+    if module.alpha is not None:
+        if 'alpha' in sd:
+            out['alpha'] = sd['alpha']
+        else:
+            dtype = sd['q_proj.weight'].dtype
+            out['alpha'] = torch.full((module.num_heads,), 0.5 if from_softmax else 1.0, dtype=dtype)
+            generated.append('alpha')
+    return out, generated
+
+
+# -- MMAction2 UniFormerV2 Extractor (global UniBlock) ----------------------------------------
+class ExtractorAdapter(Extractor):
+    """UniFormerV2's global UniBlock with its cross-attention through a family attention.
+
+    MMAction2's ``Extractor.attention(x, y)`` slices its ``nn.MultiheadAttention``'s packed
+    ``in_proj_weight`` by hand: ``Q`` from the query tokens ``x [1, N, C]`` (the temporal CLS
+    token), ``K, V`` from ``y [T·L, N, C]`` (every token of the layer), ``softmax(s Q Kᵀ) V``,
+    ``out_proj``: exactly ``nn.MultiheadAttention(x, y, y)``. Here ``attn`` is the family's
+    ``nn.MultiheadAttention`` form and ``attention(x, y) = attn(x, y, y)``. The rest
+    (``ln_1``, ``ln_2``, ``ln_3``, ``mlp``, ``drop_path``, the residuals) is the host's.
+    """
+
+    def __init__(self, host: nn.Module, attn: nn.Module) -> None:
+        BaseModule.__init__(self, init_cfg=copy.deepcopy(host.init_cfg))
+        self.drop_path = copy.deepcopy(host.drop_path)
+        self.attn = attn
+        for name in ('ln_1', 'mlp', 'ln_2', 'ln_3'):
+            setattr(self, name, copy.deepcopy(getattr(host, name)))
+
+    def attention(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.attn(x, y, y, need_weights=False)[0]  # [1, N, C]
+
+
+def _build_extractor(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    return ExtractorAdapter(host, _torch_mha_form(host.attn, attn_cfg, layer_index, num_layers, host))
+
+
+# -- MMAction2 MViTv2 MultiScaleAttention ---------------------------------------------------
+def _build_mvit(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) -> nn.Module:
+    from ..layers.mvit_attention import build_mvit_attention
+
+    if not isinstance(host.norm_q, nn.LayerNorm):
+        _refuse(host, f'a pooling norm other than LayerNorm ({type(host.norm_q).__name__})')
+    kernel = tuple(host.pool_q.kernel_size)
+    if tuple(host.pool_q.padding) != tuple(k // 2 for k in kernel):
+        _refuse(host, f'pooling padding {host.pool_q.padding} other than kernel // 2')
+    lengths = None
+    if host.rel_pos_embed:
+        lengths = tuple(getattr(host, f'rel_pos_{a}').shape[0] for a in 'thw')
+    family = build_mvit_attention(
+        attn_cfg,
+        host.out_dims,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        in_dims=host.in_dims,
+        pool_kernel=kernel,
+        stride_q=tuple(host.pool_q.stride),
+        stride_kv=tuple(host.pool_k.stride),
+        norm_cfg=dict(type='LN', eps=host.norm_q.eps),
+        rel_pos_lengths=lengths,
+        residual_pooling=host.residual_pooling,
+        with_cls_token=host.with_cls_token,
+        qkv_bias=host.qkv.bias is not None,
+        proj_bias=host.proj.bias is not None,
+    )
+    family.scale = host.scale
+    return family
+
+
+def _fit_mvit(
+    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float, source: str = 'checkpoint'
+) -> tuple[StateDict, list[str]]:
+    """DnA from softmax weights with the scales on the pooled ``Q-`` / ``V-``
+    (:mod:`..layers.mvit_attention`): the pooling norms' affine scaled, the projections copied
+    (:func:`adapt_attentions` with scales 1); from DnA weights of a variant without ``Q-`` /
+    ``V-``, copies (exact). A softmax module drops a negative pooling."""
+    from ...converters.attention import NEGATIVE_KEYS
+    from ..layers.mvit_attention import negative_pooling_from_positive
+
+    from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
+    scales = (q_neg_scale, v_neg_scale) if from_softmax and isinstance(module, DnAAttention) else (1.0, 1.0)
+    sd, pooling = negative_pooling_from_positive(module, sd, *scales)
+    sd, generated = adapt_attentions(module, sd, 1.0, 1.0, source=source)
+    return sd, generated + pooling
+
+
+def _container_classes() -> tuple[type, ...]:
+    from mmaction.models.backbones.uniformerv2 import ResidualAttentionBlock
+
+    return (ResidualAttentionBlock,)
+
+
+#: class names of blocks (OpenAI CLIP / OpenCLIP) that reach their ``attn``, an
+#: ``nn.MultiheadAttention``, only by calling it
+CONTAINER_NAMES = ('ResidualAttentionBlock', 'AttentionalPooler')
+
+
+def is_container(module: nn.Module) -> bool:
+    """A block whose class name looks like attention but which reaches its attention only by
+    calling it, so the swap walks through it: MMAction2 UniFormerV2's
+    ``ResidualAttentionBlock``, and any class named as in :data:`CONTAINER_NAMES` (CLIP's block,
+    OpenCLIP's attentional pooler) whose ``attn`` is an ``nn.MultiheadAttention``."""
+    if type(module) in _container_classes():
+        return True
+    return (
+        type(module).__name__ in CONTAINER_NAMES
+        and type(getattr(module, 'attn', None)) is nn.MultiheadAttention
+    )
+
+
 def host_specs() -> dict[type, HostSpec]:
     """Host class → spec, for the host classes importable in this environment."""
+    from mmaction.models.backbones.mvit import MultiScaleAttention
     from mmaction.models.backbones.swin import WindowAttention3D
     from mmaction.models.backbones.vit_mae import Attention as VideoMAEAttention
     from mmcv.cnn.bricks.transformer import MultiheadAttention
@@ -245,8 +453,15 @@ def host_specs() -> dict[type, HostSpec]:
 
     return {
         TimmAttention: HostSpec('timm Attention', _build_timm, lambda sd: sd, ''),
-        MultiheadAttention: HostSpec('mmcv MultiheadAttention', _build_mmcv_mha, _mha_to_token, 'attn.'),
+        MultiheadAttention: HostSpec('mmcv MultiheadAttention', _build_mmcv_mha, _mha_keys, 'attn.'),
         VideoMAEAttention: HostSpec('MMAction2 VideoMAE Attention', _build_videomae, _videomae_to_family, ''),
         WindowAttention3D: HostSpec('MMAction2 WindowAttention3D', _build_swin, _swin_to_adapter, 'attn.'),
         EvaAttention: HostSpec('timm EvaAttention (no rope)', _build_eva, _eva_to_adapter, 'attn.'),
+        nn.MultiheadAttention: HostSpec(
+            'torch nn.MultiheadAttention', _build_torch_mha, _torch_mha_keys, '', _fit_torch_mha
+        ),
+        Extractor: HostSpec('MMAction2 UniFormerV2 Extractor', _build_extractor, _mha_keys, 'attn.'),
+        MultiScaleAttention: HostSpec(
+            'MMAction2 MViTv2 MultiScaleAttention', _build_mvit, lambda sd: sd, '', _fit_mvit
+        ),
     }

@@ -26,8 +26,8 @@ from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
 from ..attention.builder import AttnCfg
-from ..backbones.pretrained import abbreviate, adapt_attentions
-from .hosts import HostSpec, StateDict, host_specs
+from ..backbones.pretrained import abbreviate
+from .hosts import HostSpec, StateDict, host_specs, is_container
 
 
 class _LoadReport:
@@ -64,11 +64,11 @@ def _fit_family(
 ) -> tuple[dict[str, Tensor], list[str]]:
     """Replacement-layout weights (``spec.to_replacement`` of the host's) with the family
     attention's part fitted to its class (:func:`adapt_attentions`: for DnA, the negative branch
-    generated from softmax weights); returns them and the keys generated."""
+    generated from softmax weights; ``spec.fit``); returns them and the keys generated."""
     fp = spec.family_prefix
     family = replacement.get_submodule(fp[:-1]) if fp else replacement
     fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
-    fam, generated = adapt_attentions(family, fam, q_neg_scale, v_neg_scale, source=source)
+    fam, generated = spec.fit(family, fam, q_neg_scale, v_neg_scale, source=source)
     out = {k: v for k, v in mapped.items() if not k.startswith(fp)}
     out.update({fp + k: v for k, v in fam.items()})
     return out, [fp + k for k in generated]
@@ -151,6 +151,8 @@ def swap_attention(
             skip.append(name)
         elif _is_ours(module):
             skip.append(name)
+        elif is_container(module):
+            continue
         elif _looks_like_attention(module):
             unsupported.append(f'{name or "<root>"} ({type(module).__module__}.{type(module).__name__})')
             skip.append(name)

@@ -25,6 +25,31 @@ from dna_mm.models import DnAAttention, SoftmaxAttention
 from dna_mm.models.adapters import swap_attention
 
 EXAMPLES = REPO / 'configs' / 'examples'
+#: MMAction2 UniFormerV2 / MViTv2 backbones, small (the zoo's options otherwise)
+TINY_UNIFORMERV2 = dict(
+    type='UniFormerV2',
+    input_resolution=32,
+    patch_size=8,
+    width=32,
+    layers=2,
+    heads=4,
+    t_size=4,
+    no_lmhra=False,
+    double_lmhra=True,
+    return_list=[0, 1],
+    n_layers=2,
+    n_dim=32,
+    n_head=4,
+    mlp_dropout=[0.5, 0.5],
+    clip_pretrained=False,
+)
+TINY_MVIT = dict(
+    type='MViT',
+    arch=dict(embed_dims=16, num_layers=3, num_heads=1, downscale_indices=[1]),
+    spatial_size=32,
+    temporal_size=4,
+    adaptive_kv_stride=(1, 4, 4),
+)
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -145,6 +170,63 @@ def _timm_eva(qkv_fused: bool = True):
     return _randomise(eva)
 
 
+def _torchvision_vit():
+    """torchvision's ``VisionTransformer`` (the class of ``vit_b_16``), small."""
+    from torchvision.models import VisionTransformer
+
+    vit = VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=32, mlp_dim=64, num_classes=3
+    )
+    with torch.no_grad():
+        vit.heads.head.weight.normal_(std=0.2)  # zero-initialised: the output would be constant
+    return vit.eval()
+
+
+def _torch_transformer_encoder():
+    """``nn.TransformerEncoder`` of ``nn.TransformerEncoderLayer`` (its eval-mode fast path
+    reads the attention's packed weights)."""
+    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+
+
+def _uniformerv2():
+    """MMAction2's UniFormerV2, small: CLIP blocks (``nn.MultiheadAttention``) with local MHRA,
+    and two global UniBlocks (``Extractor``) whose zero-initialised output layers are made
+    non-zero (else they would start as the identity and the comparison would not see them)."""
+    init_default_scope('mmaction')
+    model = MODELS.build(TINY_UNIFORMERV2)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith(('transformer.dec.', 'transformer.temporal_cls_token', 'transformer.balance')):
+                p.normal_(std=0.3)
+    return model.eval()
+
+
+def _mvit():
+    """MMAction2's MViTv2, small: a stage change (pooled queries, ``in_dims != out_dims``), pooled
+    keys / values, relative positions (made non-zero), residual pooling, a CLS token. In float64:
+    its final norms (eps 1e-6) amplify fp32 round-off to ~2e-6."""
+    init_default_scope('mmaction')
+    model = _LastScale(MODELS.build(TINY_MVIT))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(('rel_pos_h', 'rel_pos_w', 'rel_pos_t')):
+                p.normal_(std=0.5)
+    return model.double().eval()
+
+
+class _LastScale(torch.nn.Module):
+    """MViT's last-scale patch tokens ``[B, C, T, H, W]`` (its output is a tuple of lists)."""
+
+    def __init__(self, mvit: torch.nn.Module) -> None:
+        super().__init__()
+        self.mvit = mvit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        patch, cls = self.mvit(x)[-1]
+        return torch.cat([patch.flatten(2), cls[..., None]], dim=2)
+
+
 HOSTS = {
     'timm ViT': (_timm_vit, lambda: torch.randn(2, 3, 32, 32)),
     'timm EVA': (_timm_eva, lambda: torch.randn(2, 3, 32, 32)),
@@ -152,6 +234,10 @@ HOSTS = {
     'VideoMAE': (_videomae, lambda: torch.randn(2, 3, 4, 32, 32)),
     'Video Swin': (_swin, lambda: torch.randn(1, 3, 4, 32, 32)),
     'DETR layers': (_detr, _detr_inputs),
+    'torchvision ViT': (_torchvision_vit, lambda: torch.randn(2, 3, 32, 32)),
+    'nn.TransformerEncoder': (_torch_transformer_encoder, lambda: torch.randn(2, 7, 32)),
+    'UniFormerV2': (_uniformerv2, lambda: torch.randn(2, 3, 4, 32, 32)),
+    'MViTv2': (_mvit, lambda: torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)),
 }
 
 
@@ -200,7 +286,7 @@ def test_host_checkpoint_loads_strictly_into_the_swapped_model(host: str, caplog
     swap_attention(soft, 'softmax')
     generated = len(set(fresh.state_dict()) - set(soft.state_dict()))  # the negative branch, α
     assert generated >= 4 * len(names)
-    converted = 0 if host == 'timm ViT' else len(names)  # timm's Attention keys are the family's
+    converted = 0 if host in ('timm ViT', 'MViTv2') else len(names)  # the hosts' keys are the family's
     with _mmengine_log(caplog):
         fresh.load_state_dict(zoo, strict=True)
     line = (

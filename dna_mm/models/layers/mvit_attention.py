@@ -1,0 +1,273 @@
+"""MMAction2 MViTv2's pooling attention (``MultiScaleAttention``) for softmax and DnA.
+
+The host, per head (``P_*`` = ``attention_pool``: a depthwise ``Conv3d`` over the token grid,
+then a norm; the CLS token skips the convolution, not the norm)::
+
+    Q, K, V = P_q(x W_q), P_k(x W_k), P_v(x W_v)
+    out     = softmax(s Q Kᵀ + R(Q)) V  (+ Q with residual_pooling; not on the CLS row)
+
+``R(Q)``: MViTv2's decomposed relative positions (``t``, ``h``, ``w`` tables; zero on the CLS
+row and column), computed from the pooled, unscaled queries (:func:`mvit_rel_pos`). The DnA
+form shares the pooled keys and gives the negative branch its own projections **and its own
+pooling** (``pool_q_neg`` / ``norm_q_neg``, ``pool_v_neg`` / ``norm_v_neg``, where the variant
+has ``Q-`` / ``V-``)::
+
+    Q- = P_q-(x W_q-),   V- = P_v-(x W_v-)
+    out = softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-   (+ Q+, the host's residual)
+
+The rel-pos term is a bias inside the formula (dna_mm's rule,
+:mod:`dna_mm.models.attention.functional`): each branch's from its own queries, tables shared,
+entering before the softmin sign, as ViTDet's (:mod:`.vitdet_attention`). The residual
+``+ Q`` is the host's term and stays the positive queries'.
+
+Initialising from the host's softmax weights: the norm after pooling removes any scale of the
+projection, so the paper's ``Q- = 1e-4·Q``, ``V- = -1e-4·V`` is applied to the pooled,
+normalised ``Q-`` / ``V-`` that enter the attention: ``W_q- = W_q``, ``P_q-`` = ``P_q`` with its
+norm's affine (weight and bias) times ``q_neg_scale`` (``V-``: ``v_neg_scale``), so
+``Q- = 1e-4·Q`` and ``V- = -1e-4·V`` exactly (:func:`negative_pooling_from_positive`).
+
+Keys: the host's (``qkv``, ``proj``, ``pool_{q,k,v}``, ``norm_{q,k,v}``, ``rel_pos_{h,w,t}``),
+plus for DnA ``q_neg``, ``v_neg``, ``alpha`` and ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``.
+Differential and Cog attention with pooled queries and relative positions are not defined by
+the DnA paper: :func:`build_mvit_attention` refuses them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from mmaction.models.backbones.mvit import attention_pool
+from mmcv.cnn import build_norm_layer
+from torch import Tensor, nn
+
+from ...errors import UnsupportedModelError
+from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
+from ..attention.builder import AttnCfg, attention_cfg, build_attention
+from ..attention.functional import BiasArg
+from .positions import get_rel_pos
+
+StateDict = dict[str, Tensor]
+#: the input projections (rebuilt for an input width other than ``embed_dims``)
+_INPUT_PROJECTIONS = ('qkv', 'q_neg', 'v_neg')
+#: the negative branch's own pooling: (pooled tensor, positive pooling it starts from)
+NEGATIVE_POOLING = (('q', 'q_neg'), ('v', 'v_neg'))
+
+
+def mvit_rel_pos(
+    q: Tensor,
+    q_shape: Sequence[int],
+    k_shape: Sequence[int],
+    rel_pos_t: Tensor,
+    rel_pos_h: Tensor,
+    rel_pos_w: Tensor,
+    with_cls_token: bool,
+) -> Tensor:
+    """MViTv2's decomposed spatio-temporal relative positions as a logit bias (the term
+    MMAction2's ``add_decomposed_rel_pos`` adds to the logits, computed on the queries' device).
+
+    ``b[(t, h, w), (t', h', w')] = q · Rt[t, t'] + q · Rh[h, h'] + q · Rw[w, w']`` with the
+    **unscaled** pooled queries; the tables are resized and, when the query and key grids
+    differ, indexed as :func:`~dna_mm.models.layers.positions.get_rel_pos` does.
+
+    Args:
+        q: ``[B, heads, (1 +) qt·qh·qw, d]`` (a CLS token first when ``with_cls_token``).
+        q_shape, k_shape: Query and key grids ``(t, h, w)``.
+        rel_pos_t, rel_pos_h, rel_pos_w: ``[L, d]`` tables.
+
+    Returns:
+        ``[B, heads, Nq, Nk]`` (``Nq``, ``Nk`` with the CLS token), zero on the CLS row and column.
+    """
+    (qt, qh, qw), (kt, kh, kw) = q_shape, k_shape
+    rt, rh, rw = (
+        get_rel_pos(a, b, table).to(q.dtype)  # [q_len, k_len, d]
+        for a, b, table in ((qt, kt, rel_pos_t), (qh, kh, rel_pos_h), (qw, kw, rel_pos_w))
+    )
+    b, heads, _, d = q.shape
+    grid = q[:, :, int(with_cls_token) :].reshape(b, heads, qt, qh, qw, d)
+    rel_t = torch.einsum('bythwc,tkc->bythwk', grid, rt)  # [B, heads, qt, qh, qw, kt]
+    rel_h = torch.einsum('bythwc,hkc->bythwk', grid, rh)  # [..., kh]
+    rel_w = torch.einsum('bythwc,wkc->bythwk', grid, rw)  # [..., kw]
+    bias = rel_t[..., :, None, None] + rel_h[..., None, :, None] + rel_w[..., None, None, :]
+    bias = bias.reshape(b, heads, qt * qh * qw, kt * kh * kw)
+    return F.pad(bias, (1, 0, 1, 0)) if with_cls_token else bias
+
+
+def _pooling(
+    dims: int, kernel: Sequence[int], stride: Sequence[int], norm_cfg: dict, **dd
+) -> tuple[nn.Module, nn.Module]:
+    """The host's pooling of one head: depthwise ``Conv3d`` (no bias, padding ``k // 2``) and its
+    norm over ``dims`` channels."""
+    conv = nn.Conv3d(
+        dims,
+        dims,
+        tuple(kernel),
+        stride=tuple(stride),
+        padding=[k // 2 for k in kernel],
+        groups=dims,
+        bias=False,
+    )
+    return conv.to(**dd), build_norm_layer(norm_cfg, dims)[1].to(**dd)
+
+
+class MViTAttentionMixin(AttentionBase):
+    """MViTv2's pooling attention for a family attention class (mixed in before it).
+
+    Args (keyword, beside the family class's own; ``embed_dims`` is the host's ``out_dims``):
+        in_dims: Input token width (the host's ``in_dims``; MViTv2's stage-changing blocks
+            project ``in_dims → 3·embed_dims``); default ``embed_dims``.
+        pool_kernel, stride_q, stride_kv, norm_cfg: The host's pooling (``norm_cfg`` builds the
+            norm after each convolution).
+        rel_pos_lengths: Lengths ``(t, h, w)`` of the relative position tables (the host's
+            ``rel_pos_t`` / ``rel_pos_h`` / ``rel_pos_w`` rows), or None for none.
+        residual_pooling: Add the pooled queries to the output (CLS row excluded).
+        with_cls_token: The first token is a CLS token (kept out of the convolutions).
+    """
+
+    def __init__(
+        self,
+        *args,
+        in_dims: Optional[int] = None,
+        pool_kernel: Sequence[int] = (3, 3, 3),
+        stride_q: Sequence[int] = (1, 1, 1),
+        stride_kv: Sequence[int] = (1, 1, 1),
+        norm_cfg: dict = dict(type='LN'),  # noqa: B006
+        rel_pos_lengths: Optional[Sequence[int]] = None,
+        residual_pooling: bool = True,
+        with_cls_token: bool = True,
+        **kwargs,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        dd = self.factory_kwargs
+        self.in_dims = in_dims or self.embed_dims
+        if self.in_dims != self.embed_dims:
+            for name in _INPUT_PROJECTIONS:
+                old = getattr(self, name, None)
+                if old is not None:
+                    setattr(
+                        self, name, nn.Linear(self.in_dims, old.out_features, bias=old.bias is not None, **dd)
+                    )
+        pooling = functools.partial(_pooling, self.head_dim, pool_kernel, norm_cfg=norm_cfg, **dd)
+        self.pool_q, self.norm_q = pooling(stride_q)
+        self.pool_k, self.norm_k = pooling(stride_kv)
+        self.pool_v, self.norm_v = pooling(stride_kv)
+        for pooled, proj in NEGATIVE_POOLING:  # the negative branch's own, where it has its own projection
+            has_own = getattr(self, proj, None) is not None
+            conv, norm = pooling(stride_q if pooled == 'q' else stride_kv) if has_own else (None, None)
+            setattr(self, f'pool_{pooled}_neg', conv)
+            setattr(self, f'norm_{pooled}_neg', norm)
+        self.residual_pooling = residual_pooling
+        self.with_cls_token = with_cls_token
+        self.rel_pos_embed = rel_pos_lengths is not None
+        if self.rel_pos_embed:
+            t, h, w = rel_pos_lengths
+            self.rel_pos_h = nn.Parameter(torch.zeros(h, self.head_dim, **dd))
+            self.rel_pos_w = nn.Parameter(torch.zeros(w, self.head_dim, **dd))
+            self.rel_pos_t = nn.Parameter(torch.zeros(t, self.head_dim, **dd))
+
+    def rel_pos_bias(
+        self, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]
+    ) -> BiasArg:
+        """``R(Q) [B, H, Nq, Nk]``, or ``(R(Q+), R(Q-))`` for heads with a ``q_neg``."""
+
+        def bias(q: Tensor) -> Tensor:
+            tables = (self.rel_pos_t, self.rel_pos_h, self.rel_pos_w)
+            return mvit_rel_pos(q, q_shape, k_shape, *tables, self.with_cls_token)
+
+        b_pos = bias(pooled['q'])
+        q_neg = pooled.get('q_neg')
+        if q_neg is None:
+            return b_pos
+        return b_pos, (b_pos if q_neg is pooled['q'] else bias(q_neg))
+
+    def forward(self, x: Tensor, in_size: Sequence[int]) -> tuple[Tensor, Sequence[int]]:
+        """``x [B, (1 +) T·H·W, in_dims]`` on the grid ``in_size = (T, H, W)`` →
+        ``([B, (1 +) T'·H'·W', embed_dims], (T', H', W'))``, the grid of the pooled queries."""
+        heads = self.project(x)  # each [B, heads, N, d]
+        dtype = heads['q'].dtype  # the projections' (autocast: the norms' fp32 output cast back)
+
+        def pool(t: Tensor, conv: nn.Module, norm: nn.Module) -> tuple[Tensor, Sequence[int]]:
+            out, size = attention_pool(t, conv, in_size, with_cls_token=self.with_cls_token, norm=norm)
+            return out.to(dtype), size
+
+        q, q_shape = pool(heads['q'], self.pool_q, self.norm_q)  # [B, heads, Nq, d]
+        k, k_shape = pool(heads['k'], self.pool_k, self.norm_k)  # [B, heads, Nk, d]
+        v, _ = pool(heads['v'], self.pool_v, self.norm_v)
+        pooled = dict(q=q, k=k, v=v)
+        for name, proj in NEGATIVE_POOLING:  # DnA: Q- and V- pooled by their own pooling
+            if proj in heads:
+                conv = getattr(self, f'pool_{name}_neg')
+                own = pool(heads[proj], conv, getattr(self, f'norm_{name}_neg'))[0] if conv else None
+                pooled[proj] = pooled[name] if own is None else own
+        bias = self.rel_pos_bias(pooled, q_shape, k_shape) if self.rel_pos_embed else None
+        out, _ = self.attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
+        if self.residual_pooling:
+            if self.with_cls_token:
+                out = torch.cat([out[:, :, :1], out[:, :, 1:] + q[:, :, 1:]], dim=2)
+            else:
+                out = out + q
+        return self.proj_drop(self.proj(self.merge_heads(out))), q_shape
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, in_dims={self.in_dims}, rel_pos={self.rel_pos_embed}'
+
+
+class MViTSoftmaxAttention(MViTAttentionMixin, SoftmaxAttention):
+    """Softmax pooling attention (MMAction2's ``MultiScaleAttention``)."""
+
+
+class MViTDnAAttention(MViTAttentionMixin, DnAAttention):
+    """DnA pooling attention: own pooling for ``Q-`` / ``V-``, per-branch relative positions."""
+
+
+#: family class name → its MViTv2 form
+MVIT_ATTENTIONS: dict[str, type] = {
+    'SoftmaxAttention': MViTSoftmaxAttention,
+    'DnAAttention': MViTDnAAttention,
+}
+
+
+def build_mvit_attention(
+    attn_cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
+) -> nn.Module:
+    """The MViTv2 form of attention ``layer_index`` of ``num_layers`` (``kwargs``: the mixin's
+    and any family argument).
+
+    Raises:
+        UnsupportedModelError: a member other than softmax and DnA.
+    """
+    kind = attention_cfg(attn_cfg)['type']
+    if kind not in MVIT_ATTENTIONS:
+        raise UnsupportedModelError(
+            f'MViTv2 pooling attention: attn_cfg {kind!r} is not supported (pooled queries and '
+            f'decomposed relative positions are defined for softmax and DnA only); use softmax or dna'
+        )
+    return build_attention(
+        attn_cfg, embed_dims, num_heads, layer_index, num_layers, classes=MVIT_ATTENTIONS, **kwargs
+    )
+
+
+def negative_pooling_from_positive(
+    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float
+) -> tuple[StateDict, list[str]]:
+    """The negative branch's pooling of a DnA MViTv2 attention (keys relative to it) from the
+    positive one's in ``sd``: the convolution copied, the norm's affine times the scale
+    (``Q-``: ``q_neg_scale``, ``V-``: ``v_neg_scale``). Keys of a negative pooling the module
+    lacks are dropped; pooling keys already in ``sd`` are kept. Returns the new state dict and
+    the keys generated."""
+    out, generated = dict(sd), []
+    for name, _ in NEGATIVE_POOLING:
+        prefixes = (f'pool_{name}_neg.', f'norm_{name}_neg.')
+        if getattr(module, f'pool_{name}_neg', None) is None:
+            out = {k: v for k, v in out.items() if not k.startswith(prefixes)}
+            continue
+        if any(k.startswith(prefixes) for k in out):
+            continue
+        scale = q_neg_scale if name == 'q' else v_neg_scale
+        for key in [k for k in sd if k.startswith((f'pool_{name}.', f'norm_{name}.'))]:
+            new = key.replace(f'_{name}.', f'_{name}_neg.', 1)
+            out[new] = sd[key].clone() if key.startswith('pool_') else sd[key] * scale
+            generated.append(new)
+    return out, generated
