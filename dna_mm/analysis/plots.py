@@ -547,7 +547,9 @@ MASS_NAMES = {
 
 
 def _method_handles(methods: Sequence[str]) -> list:
-    return [Line2D([], [], color=_color(i), lw=2.2, label=METHOD_NAMES.get(m, m)) for i, m in enumerate(methods)]
+    return [
+        Line2D([], [], color=_color(i), lw=2.2, label=METHOD_NAMES.get(m, m)) for i, m in enumerate(methods)
+    ]
 
 
 def _seeds_note(summary: dict) -> str:
@@ -595,14 +597,24 @@ def plot_accuracy_vs_distractors(
             xs = np.array([p[0] for p in pts], dtype=float)
             xs_all.update(p[0] for p in pts)
             y = [p[2]['mean'] for p in pts]
-            acc.errorbar(xs + offsets[i], y, yerr=[p[2]['std'] or 0 for p in pts], fmt=ls, marker='o', ms=3.5,
-                         capsize=2.5, color=_color(i))
+            acc.errorbar(
+                xs + offsets[i],
+                y,
+                yerr=[p[2]['std'] or 0 for p in pts],
+                fmt=ls,
+                marker='o',
+                ms=3.5,
+                capsize=2.5,
+                color=_color(i),
+            )
             rows = []
             for n, name, _ in pts:
                 recs = [
                     r
                     for r in summary['mass'][m].get(name, [])
-                    if r['region'] == 'target' and r['branch'] in ('attn', 'combined') and r['group'] == 'spatial'
+                    if r['region'] == 'target'
+                    and r['branch'] in ('attn', 'combined')
+                    and r['group'] == 'spatial'
                 ] or [
                     r
                     for r in summary['mass'][m].get(name, [])
@@ -671,7 +683,9 @@ def plot_target_mass(summary: dict, path: str, set_name: str) -> Optional[str]:
         ('target', ('pos', 'neg'), 'on the target: each branch'),
         ('distractors', ('attn', 'combined'), 'on the distractors: the map applied'),
     ]
-    rows = [r for r in rows if any(x['region'] == r[0] and x['branch'] in r[1] for m in methods for x in recs[m])]
+    rows = [
+        r for r in rows if any(x['region'] == r[0] and x['branch'] in r[1] for m in methods for x in recs[m])
+    ]
     fig, axes = _axes(len(groups), 4.4, 2.9, rows=len(rows))
     layers = sorted({r['layer'] for m in methods for r in recs[m]})
     offsets = np.linspace(-0.15, 0.15, len(methods) * 2) if len(methods) > 1 else [0.0, 0.05]
@@ -681,13 +695,22 @@ def plot_target_mass(summary: dict, path: str, set_name: str) -> Optional[str]:
     for row, (region, branches, label) in enumerate(rows):
         for col, group in enumerate(groups):
             ax = axes[row][col]
-            uniform = [r['uniform'] for m in methods for r in recs[m] if r['group'] == group and r['region'] == region]
+            uniform = [
+                r['uniform']
+                for m in methods
+                for r in recs[m]
+                if r['group'] == group and r['region'] == region
+            ]
             if uniform:
                 ax.axhline(float(np.mean(uniform)), color='0.45', ls=(0, (1, 2)), lw=1.2)
             for i, m in enumerate(methods):
                 for j, branch in enumerate(branches):
                     sel = sorted(
-                        (r for r in recs[m] if r['group'] == group and r['region'] == region and r['branch'] == branch),
+                        (
+                            r
+                            for r in recs[m]
+                            if r['group'] == group and r['region'] == region and r['branch'] == branch
+                        ),
                         key=lambda r: r['layer'],
                     )
                     if not sel:
@@ -711,7 +734,11 @@ def plot_target_mass(summary: dict, path: str, set_name: str) -> Optional[str]:
             if row < len(rows) - 1:
                 ax.set_xlabel('')
     handles = _method_handles(methods)
-    handles += [_style_handle(MASS_NAMES[b], MASS_STYLE[b][0], marker=MASS_STYLE[b][1], ms=4) for b in MASS_STYLE if b in used]
+    handles += [
+        _style_handle(MASS_NAMES[b], MASS_STYLE[b][0], marker=MASS_STYLE[b][1], ms=4)
+        for b in MASS_STYLE
+        if b in used
+    ]
     handles.append(_style_handle('uniform attention over the patches (chance)', (0, (1, 2)), '0.45'))
     return _finish(
         fig,

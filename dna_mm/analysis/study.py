@@ -122,8 +122,8 @@ def clip_batches(cfg, pre, clip_set: ClipSet, batch_size: int, patch: tuple[int,
 
     The boxes of every source frame go through the pipeline as MMAction2's ``gt_bboxes``
     (normalised to the frame, as its decoders expect; its resizes, crops and flips then move them
-    with the pixels); the frames the sampler picked (``frame_inds``) select theirs. ``distractors``: patches overlapping a distractor but not
-    the target.
+    with the pixels); the frames the sampler picked (``frame_inds``) select theirs.
+    ``distractors``: patches overlapping a distractor but not the target.
     """
     from mmengine.dataset import Compose
 
@@ -138,14 +138,20 @@ def clip_batches(cfg, pre, clip_set: ClipSet, batch_size: int, patch: tuple[int,
         if rel not in boxes:
             raise DataError(f'{clip_set.root / "boxes.json"}: no boxes for {rel}')
         clip = boxes[rel]
-        every = np.concatenate([clip['target'][:, None], clip['distractors'].transpose(1, 0, 2)], 1)  # [F, 1+D, 4]
-        results = dict(filename=str(clip_set.root / 'videos' / rel), label=int(label), start_index=0, modality='RGB')
+        every = np.concatenate(
+            [clip['target'][:, None], clip['distractors'].transpose(1, 0, 2)], 1
+        )  # [F, 1+D, 4]
+        results = dict(
+            filename=str(clip_set.root / 'videos' / rel), label=int(label), start_index=0, modality='RGB'
+        )
         results['gt_bboxes'] = every.reshape(-1, 4).astype(np.float32) / unit  # the decoder scales them back
         results = before(results)
         moved = results.pop('gt_bboxes').reshape(every.shape)[np.asarray(results['frame_inds']) % len(every)]
         h, w = results['img_shape']
         if (moved[..., 2:] - moved[..., :2]).max() <= 1:  # still normalised: no decoder scaled them
-            raise DataError(f'{clip_set.name}: the test pipeline did not scale the boxes to pixels (gt_bboxes)')
+            raise DataError(
+                f'{clip_set.name}: the test pipeline did not scale the boxes to pixels (gt_bboxes)'
+            )
         grid = (h // patch[0], w // patch[1])
         moved = torch.from_numpy(np.asarray(moved, dtype=np.float64))  # [T, 1+D, 4]
         target = box_patch_mask(moved[:, :1], grid, patch)  # [T, P]
@@ -154,12 +160,16 @@ def clip_batches(cfg, pre, clip_set: ClipSet, batch_size: int, patch: tuple[int,
         chunk.append((packed, target, distractors))
         if len(chunk) == batch_size or i == len(lines) - 1:
             data = pre(
-                dict(inputs=[c[0]['inputs'] for c in chunk], data_samples=[c[0]['data_samples'] for c in chunk]),
+                dict(
+                    inputs=[c[0]['inputs'] for c in chunk], data_samples=[c[0]['data_samples'] for c in chunk]
+                ),
                 False,
             )
             inputs = data['inputs']
             if inputs.shape[1] != 1:
-                raise DataError(f'{clip_set.name}: the test pipeline gives {inputs.shape[1]} views per clip; expected 1')
+                raise DataError(
+                    f'{clip_set.name}: the test pipeline gives {inputs.shape[1]} views per clip; expected 1'
+                )
             labels = torch.tensor([_label(s) for s in data['data_samples']])
             regions = dict(
                 target=torch.stack([c[1] for c in chunk]), distractors=torch.stack([c[2] for c in chunk])
@@ -277,7 +287,7 @@ def summarize(results: Sequence[dict], reference: str = 'softmax', level: float 
                     **mean_std([rec['mean'] for rec in recs]),
                     uniform=float(np.mean([rec['uniform'] for rec in recs])),
                 )
-                for k, recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][3], kv[0][2]))
+                for k, recs in sorted(groups.items(), key=lambda kv: kv[0][0])  # by layer, then as collected
             ]
     seconds = sum(r['train_test_seconds'] + r.get('eval_seconds', 0.0) for r in results)
     return dict(

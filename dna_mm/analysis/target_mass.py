@@ -184,7 +184,9 @@ class TargetMassCollector:
     def observe(self, site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
         """Reduce one call's maps into the running means."""
         if not self.regions:
-            raise RuntimeError('TargetMassCollector: set .regions (name -> [B, T, P]) before the forward pass')
+            raise RuntimeError(
+                'TargetMassCollector: set .regions (name -> [B, T, P]) before the forward pass'
+            )
         measured = self.branch_maps(site, maps)
         n = next(iter(measured.values())).shape[-1]
         for name, clip_region in self.regions.items():
@@ -198,7 +200,9 @@ class TargetMassCollector:
                         f'{site.name}: {attn.shape[0]} sequences in the call, {count} from the '
                         f'regions of {name!r} (batch or layout mismatch)'
                     )
-                self._mass[(site.name, branch, name)].add(attention_mass(attn, region, keys, query).mean(0), count)
+                self._mass[(site.name, branch, name)].add(
+                    attention_mass(attn, region, keys, query).mean(0), count
+                )
 
     def records(self) -> list[dict]:
         """``[{site, layer, group, kind, branch, region, per_head, mean, uniform, num_sequences}]``

@@ -67,7 +67,9 @@ class MotionDatasetSpec:
     def __post_init__(self) -> None:
         for name, choices in SIMILARITY.items():
             if getattr(self, name) not in choices:
-                raise ValueError(f'MotionDatasetSpec.{name}: expected one of {choices}, got {getattr(self, name)!r}')
+                raise ValueError(
+                    f'MotionDatasetSpec.{name}: expected one of {choices}, got {getattr(self, name)!r}'
+                )
         if self.num_distractors < 0:
             raise ValueError(f'MotionDatasetSpec.num_distractors: expected >= 0, got {self.num_distractors}')
 

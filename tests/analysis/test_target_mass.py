@@ -67,8 +67,12 @@ def test_default_demo_set_is_bit_identical() -> None:
 
 @pytest.mark.parametrize(
     'options',
-    [dict(num_distractors=5), dict(num_distractors=3, distractor_color='target', distractor_size='target',
-                                   distractor_motion='target')],
+    [
+        dict(num_distractors=5),
+        dict(
+            num_distractors=3, distractor_color='target', distractor_size='target', distractor_motion='target'
+        ),
+    ],
 )
 def test_target_pixels_lie_in_the_target_box(options) -> None:
     spec = MotionDatasetSpec(train_per_class=2, test_per_class=0, seed=7, **options)
@@ -89,7 +93,9 @@ def test_target_pixels_lie_in_the_target_box(options) -> None:
         assert (red | ~in_target | in_distractors).all(), rel
         assert ((target[:, 2:] - target[:, :2]) == k).all()
         moved = target[-1, :2] != target[0, :2]  # (x, y) moved
-        ay, ax = {'still': (0, 0), 'horizontal': (0, 1), 'vertical': (1, 0), 'diagonal': (1, 1)}[CLASSES[label]]
+        ay, ax = {'still': (0, 0), 'horizontal': (0, 1), 'vertical': (1, 0), 'diagonal': (1, 1)}[
+            CLASSES[label]
+        ]
         assert tuple(moved) == (bool(ax), bool(ay)), rel
         if spec.distractor_size == 'target':
             assert ((distractors[..., 2:] - distractors[..., :2]) == k).all()
@@ -103,22 +109,31 @@ def test_written_boxes_match_the_decoded_video(tmp_path) -> None:
     names = [ln.split()[0] for ln in (root / 'test.txt').read_text().splitlines()]
     assert sorted(boxes) == sorted(p.name for p in (root / 'videos').glob('*.mp4')) and names
     for name in names:
-        rgb = decord.VideoReader(str(root / 'videos' / name)).get_batch(list(range(spec.num_frames))).asnumpy()
+        rgb = (
+            decord.VideoReader(str(root / 'videos' / name)).get_batch(list(range(spec.num_frames))).asnumpy()
+        )
         red = np.clip(rgb[..., 0].astype(float) - rgb[..., 1] - 60, 0, None)  # [T, H, W] the target's red
         for t, (x0, y0, x1, y1) in enumerate(boxes[name]['target']):
             # all the red within a pixel of the box (the codec's chroma is at half resolution)
-            assert red[t, max(0, y0 - 1) : y1 + 1, max(0, x0 - 1) : x1 + 1].sum() >= 0.99 * red[t].sum(), (name, t)
+            assert red[t, max(0, y0 - 1) : y1 + 1, max(0, x0 - 1) : x1 + 1].sum() >= 0.99 * red[t].sum(), (
+                name,
+                t,
+            )
         assert boxes[name]['distractors'].shape == (4, spec.num_frames, 4)
 
 
 def test_bad_generator_option_names_the_field() -> None:
-    with pytest.raises(ValueError, match=r"distractor_color: expected one of \('demo', 'target'\), got 'blue'"):
+    with pytest.raises(
+        ValueError, match=r"distractor_color: expected one of \('demo', 'target'\), got 'blue'"
+    ):
         MotionDatasetSpec(distractor_color='blue')
 
 
 # -- the measure ---------------------------------------------------------------------------------
 def test_box_patch_mask_known_patches() -> None:
-    boxes = torch.tensor([[[6, 0, 14, 8]], [[8, 8, 16, 16]], [[0, 0, 8, 8]], [[30, 30, 32, 32]]])  # [T=4, K=1, 4]
+    boxes = torch.tensor(
+        [[[6, 0, 14, 8]], [[8, 8, 16, 16]], [[0, 0, 8, 8]], [[30, 30, 32, 32]]]
+    )  # [T=4, K=1, 4]
     mask = box_patch_mask(boxes, (4, 4), (8, 8))  # 32 × 32 pixels, 16 patches
     assert [torch.nonzero(m).flatten().tolist() for m in mask] == [[0, 1], [5], [0], [15]]
     both = box_patch_mask(torch.tensor([[0, 0, 8, 8], [24, 0, 25, 1]]), (4, 4), (8, 8))  # union of K = 2
@@ -139,7 +154,9 @@ def test_mass_on_a_hand_built_map() -> None:
     region = torch.tensor([[False, True, True, False, False]])
     keys = torch.tensor([False, True, True, True, True])
     # class-token row: head 0 (0.3 + 0.1) / 0.8 = 0.5, head 1 0.8 / 1.0
-    assert torch.allclose(attention_mass(attn, region, keys, query=0), torch.tensor([[0.5, 0.8]], dtype=torch.float64))
+    assert torch.allclose(
+        attention_mass(attn, region, keys, query=0), torch.tensor([[0.5, 0.8]], dtype=torch.float64)
+    )
     # pooled rows: head 0 mean row [0.1, .15, .05, .35, .35] -> 0.2 / 0.9; head 1 [0, .8, .1, .1, 0] -> 0.9
     pooled = attention_mass(attn, region, keys)
     assert torch.allclose(pooled, torch.tensor([[0.2 / 0.9, 0.9]], dtype=torch.float64))
@@ -167,7 +184,11 @@ def test_sequence_regions_follow_the_wrappers_token_layout() -> None:
     assert query is None and keys.all()
     assert set(temporal_ids[region].tolist()) == marked_ids and int(region.sum()) == 2
     region, keys, query = sequence_regions('attn', clip, 1 + p * t)  # joint space-time
-    assert query == 0 and set((torch.nonzero(region)[:, 1] - 1 + torch.nonzero(region)[:, 0] * p * t).tolist()) == marked_ids
+    assert (
+        query == 0
+        and set((torch.nonzero(region)[:, 1] - 1 + torch.nonzero(region)[:, 0] * p * t).tolist())
+        == marked_ids
+    )
     with pytest.raises(ValueError, match='spatial attention with 5 keys; expected 1 \\+ 3 patches'):
         sequence_regions('spatial', clip, 5)
 
@@ -280,11 +301,20 @@ def test_mean_std_and_paired_interval_on_known_numbers() -> None:
 def test_summarize_pairs_by_seed_and_averages_the_mass() -> None:
     def run(method, seed, top1, mass):
         rec = dict(layer=0, group='spatial', branch='attn', region='target', mean=mass, uniform=0.2)
-        sets = [dict(name='demo_4', num_distractors=4, likeness='demo', heldout=True, top1=top1 - 10, mass=[rec])]
-        return dict(method=method, seed=seed, test=dict(top1=top1, mca=top1), train_test_seconds=100.0, sets=sets)
+        sets = [
+            dict(name='demo_4', num_distractors=4, likeness='demo', heldout=True, top1=top1 - 10, mass=[rec])
+        ]
+        return dict(
+            method=method, seed=seed, test=dict(top1=top1, mca=top1), train_test_seconds=100.0, sets=sets
+        )
 
-    results = [run('softmax', 0, 80.0, 0.3), run('dna', 0, 82.0, 0.5), run('softmax', 1, 90.0, 0.4),
-               run('dna', 1, 86.0, 0.7), run('dna', 2, 99.0, 0.6)]  # seed 2 has no softmax run
+    results = [
+        run('softmax', 0, 80.0, 0.3),
+        run('dna', 0, 82.0, 0.5),
+        run('softmax', 1, 90.0, 0.4),
+        run('dna', 1, 86.0, 0.7),
+        run('dna', 2, 99.0, 0.6),
+    ]  # seed 2 has no softmax run
     s = summarize(results)
     assert s['table']['dna']['top1'] == pytest.approx(dict(mean=89.0, std=np.std([82, 86, 99], ddof=1), n=3))
     diff = s['table']['dna']['diff_top1']

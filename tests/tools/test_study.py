@@ -29,7 +29,10 @@ def test_two_seed_one_epoch_study_runs_resumes_and_reports(tmp_path) -> None:
     assert summary['seeds'] == [0, 1] and summary['methods'] == ['softmax', 'dna']
     row = summary['table']['dna']
     assert row['top1']['n'] == 2 and row['top1']['std'] is not None
-    assert row['diff_top1']['n'] == 2 and row['diff_top1']['low'] <= row['diff_top1']['mean'] <= row['diff_top1']['high']
+    assert (
+        row['diff_top1']['n'] == 2
+        and row['diff_top1']['low'] <= row['diff_top1']['mean'] <= row['diff_top1']['high']
+    )
     for run in runs:
         sets = {s['name']: s for s in run['sets']}
         assert set(sets) == {'demo_test', 'demo_2', 'demo_6', 'color_2', 'color_6'}

@@ -52,13 +52,17 @@ HELDOUT_SEED = 1000
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=['dna', 'softmax', 'diff', 'cog'])
+    p.add_argument(
+        '--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=['dna', 'softmax', 'diff', 'cog']
+    )
     p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
     p.add_argument('--epochs', type=int, default=None, help="training epochs (default: the demo config's 20)")
     p.add_argument('--out', default='work_dirs/study', help='study folder (runs, JSON, table, figures)')
     p.add_argument('--data-root', default='data/demo', help='the demo set (generated there once)')
     p.add_argument('--heldout-root', default=None, help='held-out sets (default: <data-root>_heldout)')
-    p.add_argument('--distractors', nargs='+', type=int, default=[2, 4, 8, 16], help='held-out distractor counts')
+    p.add_argument(
+        '--distractors', nargs='+', type=int, default=[2, 4, 8, 16], help='held-out distractor counts'
+    )
     p.add_argument('--likeness', nargs='+', default=['demo', 'color'], choices=sorted(LIKENESS))
     p.add_argument('--heldout-per-class', type=int, default=32, help='clips per class of each held-out set')
     p.add_argument('--reference', default='softmax', help='the method the paired differences are taken to')
@@ -91,7 +95,11 @@ def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
     demo = MotionDatasetSpec()
     ensure_motion_dataset(data_root, demo)
     sets = [ClipSet('demo_test', data_root, demo.num_distractors, heldout=False)]
-    root = _absolute(args.heldout_root) if args.heldout_root else data_root.with_name(data_root.name + '_heldout')
+    root = (
+        _absolute(args.heldout_root)
+        if args.heldout_root
+        else data_root.with_name(data_root.name + '_heldout')
+    )
     for like in args.likeness:
         for n in args.distractors:
             spec = MotionDatasetSpec(
@@ -121,7 +129,9 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         test = json.loads(test_file.read_text())
     else:
         opts = demo_options(method, str(data_root), args.epochs)
-        line, secs = train_then_test(CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), 'study', seed)
+        line, secs = train_then_test(
+            CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), 'study', seed
+        )
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
         test = dict(line=line, **test_numbers(line), seconds=secs, checkpoint=ckpt)
         _write_json(test_file, test)
@@ -152,7 +162,9 @@ def report(args, results: list[dict], out: Path, wall: float) -> dict:
     _write_json(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
     print('\n' + table)
     figures = [
-        plot_accuracy_vs_distractors(summary, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors),
+        plot_accuracy_vs_distractors(
+            summary, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors
+        ),
         plot_target_mass(summary, str(out / 'target_mass.png'), 'demo_test'),
     ]
     for path in figures:
