@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from typing import Iterable, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -225,8 +225,3 @@ class TargetMassCollector:
                     )
                 )
         return out
-
-
-def mass_table(records: Iterable[dict], region: str = 'target') -> dict[tuple[int, str, str], float]:
-    """``(layer, group, branch) → mean`` of one region's records (for summaries and plots)."""
-    return {(r['layer'], r['group'], r['branch']): r['mean'] for r in records if r['region'] == region}
