@@ -5,7 +5,20 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_tool
+from conftest import run_main, run_tool
+
+
+@pytest.mark.parametrize(
+    'args, message',
+    [
+        (['--methods', 'dna', 'diff'], "--reference softmax is not one of --methods ['dna', 'diff']"),
+        (['--seeds', '0'], '--seeds, --epochs and --heldout-per-class must be at least 1'),
+    ],
+)
+def test_bad_options_are_one_line_before_any_work(tmp_path, args, message) -> None:
+    proc = run_main(['tools/analysis/study.py', *args, '--out', str(tmp_path / 'out')], check=False)
+    assert proc.returncode == 2 and f'study.py: error: {message}' in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr and not (tmp_path / 'out').exists()
 
 
 @pytest.mark.slow
