@@ -62,3 +62,73 @@ def test_two_seed_one_epoch_study_runs_resumes_and_reports(tmp_path) -> None:
     again = run_tool(cmd, timeout=600).stdout  # resumed: every finished run kept, nothing trained
     assert again.count(': kept (') == 4 and 'tools/train.py' not in again
     assert json.loads((out / 'study.json').read_text())['summary']['table'] == summary['table']
+
+
+def _result(method: str, seed: int, top1: float) -> dict:
+    """A finished run as ``result.json`` holds it (numbers made up, layout as written)."""
+    branches = ['attn'] if method == 'softmax' else ['pos', 'neg', 'combined']
+    mass = [
+        dict(
+            layer=layer,
+            group=group,
+            kind=method,
+            branch=b,
+            region=region,
+            mean=0.3 + 0.01 * seed,
+            uniform=0.2,
+        )
+        for layer in range(3)
+        for group in ('temporal', 'spatial')
+        for region in ('target', 'distractors')
+        for b in branches
+    ]
+    sets = [
+        dict(
+            name='demo_test',
+            num_distractors=2,
+            likeness='demo',
+            heldout=False,
+            top1=top1,
+            mca=top1,
+            mass=mass,
+        )
+    ]
+    sets += [
+        dict(
+            name=f'{like}_{n}',
+            num_distractors=n,
+            likeness=like,
+            heldout=True,
+            top1=top1 - n,
+            mca=top1 - n,
+            mass=mass,
+        )
+        for like in ('demo', 'color')
+        for n in (2, 8)
+    ]
+    test = dict(top1=top1, mca=top1, line=f'Test results: top-1: {top1:.2f}  mCA: {top1:.2f}')
+    return dict(
+        method=method, seed=seed, epochs=None, test=test, train_test_seconds=90.0, eval_seconds=5.0, sets=sets
+    )
+
+
+def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
+    out = tmp_path / 'study'
+    for method, seed, top1 in (
+        ('softmax', 0, 84.375),
+        ('dna', 0, 79.6875),
+        ('softmax', 1, 90.625),
+        ('dna', 1, 87.5),
+    ):
+        run = out / 'runs' / f'{method}_seed{seed}'
+        run.mkdir(parents=True)
+        (run / 'result.json').write_text(json.dumps(_result(method, seed, top1)))
+    proc = run_main(['tools/analysis/study.py', '--report-only', '--out', str(out)])
+    assert 'diff seed 0: not finished yet' in proc.stdout and 'softmax seed 1: kept' in proc.stdout
+    table = (out / 'table.md').read_text().splitlines()
+    # DnA - softmax per seed: -4.6875, -3.125 -> mean -3.91, interval ± 12.706 · 1.105 / √2
+    assert table[2].startswith('| softmax | 87.50 ± 4.42 | 87.50 ± 4.42 | — |')
+    assert table[3].startswith('| DnA (Q±V±) | 83.59 ± 5.52 | 83.59 ± 5.52 | -3.91 [-13.83, +6.02] |')
+    assert table[3].endswith('| 2 | 90 s |')
+    for png in ('accuracy_vs_distractors.png', 'target_mass.png'):
+        assert (out / png).stat().st_size > 10_000

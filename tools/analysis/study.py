@@ -5,6 +5,7 @@ ground truth, error bars.
     python tools/analysis/study.py [--methods softmax dna diff] [--seeds 5] [--epochs E]
         [--out DIR] [--data-root data/demo] [--distractors 2 4 8 16] [--likeness demo color]
         [--heldout-per-class 32] [--reference softmax] [--batch-size 8] [--device cpu|cuda]
+        [--report-only]
 
 Each method is trained with each seed (0 … N−1) on the demo set (``tools/train.py`` then
 ``tools/test.py``, through the video demo's runs: ``configs/timesformer_dna_demo.py``, 2
@@ -20,8 +21,10 @@ color``: distractors in the target's colour too). The results:
 
 Runs go seed by seed (every method of seed 0, then of seed 1, …), so a partial study is already
 paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``; a study started again
-with the same ``--out`` skips them (a run killed half-way trains again). The training runs use
-CUDA when there is a GPU, the CPU otherwise (``--device`` sets the evaluation's).
+with the same ``--out`` skips them (a run killed half-way trains again); ``--report-only``
+writes the JSON, table and figures of the runs finished so far and trains nothing (e.g. while
+another invocation is still running). The training runs use CUDA when there is a GPU, the CPU
+otherwise (``--device`` sets the evaluation's).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--reference', default='softmax', help='the method the paired differences are taken to')
     p.add_argument('--batch-size', type=int, default=8, help='evaluation batch size')
     p.add_argument('--device', default=None, help='evaluation device (default: cuda when available)')
+    p.add_argument('--report-only', action='store_true', help='summarise the finished runs, train nothing')
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
@@ -182,8 +186,9 @@ def main(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     data_root = _absolute(args.data_root)
     print(f'study: {", ".join(args.methods)} × {args.seeds} seeds → {out}', flush=True)
-    sets = clip_sets(args, data_root)
-    print(f'clip sets: {", ".join(f"{s.name} ({s.root})" for s in sets)}', flush=True)
+    sets = [] if args.report_only else clip_sets(args, data_root)
+    if sets:
+        print(f'clip sets: {", ".join(f"{s.name} ({s.root})" for s in sets)}', flush=True)
     plan = [(m, s) for s in range(args.seeds) for m in args.methods]
     results, spent = [], []
     for k, (method, seed) in enumerate(plan, 1):
@@ -198,6 +203,9 @@ def main(argv: list[str] | None = None) -> dict:
             results.append(result)
             print(f'[{k}/{len(plan)}] {method} seed {seed}: kept ({done})', flush=True)
             continue
+        if args.report_only:
+            print(f'[{k}/{len(plan)}] {method} seed {seed}: not finished yet', flush=True)
+            continue
         print(f'[{k}/{len(plan)}] {method} seed {seed}: training', flush=True)
         start = time.time()
         result = run_one(args, method, seed, data_root, sets, out)
@@ -210,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict:
             f'({spent[-1]:.0f} s{eta})',
             flush=True,
         )
+    if not results:
+        raise ConfigError(f'{out}: no finished run to report')
     summary = report(args, results, out, time.time() - t0)
     print(f'study: {time.time() - t0:.0f} s this time, {summary["seconds"]:.0f} s of runs in all')
     return summary
