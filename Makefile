@@ -5,6 +5,8 @@
 #   make demo          train + test TimeSformer-DnA on the embedded synthetic video set
 #   make demo-compare  the same for the softmax baseline, then both results
 #   make demo-det      train + test a tiny ViTDet-DnA Mask R-CNN on generated COCO-format shapes
+#   make demo-study    softmax / DnA / Diff × 5 seeds on the demo set: mean ± std, paired 95 % interval,
+#                      attention on the target, accuracy vs distractors (work_dirs/study; resumes)
 #   make bench         attention benchmark (CPU, and CUDA when present)
 #   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
 #   make format        apply ruff's fixes and format
@@ -53,6 +55,10 @@ demo-compare: $(STAMP)
 
 demo-det: $(STAMP)
 	$(PY) tools/demo_det.py --attn dna
+
+.PHONY: demo-study
+demo-study: $(STAMP)
+	$(PY) tools/analysis/study.py --methods softmax dna diff --seeds 5 --out work_dirs/study
 
 bench: $(STAMP)
 	$(PY) tools/analysis/benchmark_attention.py

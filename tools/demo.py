@@ -16,7 +16,7 @@ import argparse
 import re
 import time
 
-from demo_runs import REPO, train_then_test  # tools/demo_runs.py
+from demo_runs import REPO, demo_options, train_then_test  # tools/demo_runs.py
 
 from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
 
@@ -49,14 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
-        opts = [f'model.backbone.temporal_attn={attn}', f'model.backbone.spatial_attn={attn}']
-        for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
-            opts += [
-                f'{split}_dataloader.dataset.ann_file={args.data_root}/{ann}.txt',
-                f'{split}_dataloader.dataset.data_prefix.video={args.data_root}/videos',
-            ]
-        if args.epochs:  # the schedule's end, val and checkpoint intervals move with it
-            opts += [f'train_cfg.max_epochs={args.epochs}']
+        opts = demo_options(attn, args.data_root, args.epochs)
         line, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.csv')
         results[attn] = (line, secs)
         print(f'[{attn}] {line}  ({secs:.0f} s)', flush=True)

@@ -50,14 +50,29 @@ def test_line(out: str) -> str:
     return next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
 
 
+def demo_options(attn: str, data_root: str, epochs: Optional[int] = None) -> list[str]:
+    """``--cfg-options`` of a run of the video demo's config: ``attn`` in the temporal and the
+    spatial attention, the clips of ``data_root`` (``train.txt``; ``test.txt`` for validation and
+    test), ``epochs`` (the schedule's end, validation and checkpoint intervals move with it)."""
+    opts = [f'model.backbone.temporal_attn={attn}', f'model.backbone.spatial_attn={attn}']
+    for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
+        opts += [
+            f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',
+            f'{split}_dataloader.dataset.data_prefix.video={data_root}/videos',
+        ]
+    if epochs:
+        opts += [f'train_cfg.max_epochs={epochs}']
+    return opts
+
+
 def train_then_test(
-    config: str, work_dir: str, opts: list[str], dump: str, name: str = 'demo'
+    config: str, work_dir: str, opts: list[str], dump: str, name: str = 'demo', seed: int = 0
 ) -> tuple[str, float]:
-    """``tools/train.py`` (seed 0), then ``tools/test.py`` on its last checkpoint with
+    """``tools/train.py`` (``--seed seed``), then ``tools/test.py`` on its last checkpoint with
     ``--dump``; the test line and the seconds both took."""
     start = time.time()
     run_tool(
-        ['tools/train.py', config, '--work-dir', work_dir, '--seed', '0', '--cfg-options', *opts],
+        ['tools/train.py', config, '--work-dir', work_dir, '--seed', str(seed), '--cfg-options', *opts],
         name,
         work_dir,
     )

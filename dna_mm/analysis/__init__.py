@@ -7,6 +7,9 @@
 * :mod:`.collector` — :class:`AttentionCollector` / :class:`TokenDistanceCollector` (hooks on a
   real model, running reductions) and :func:`eager_attention`, the hook point;
 * :mod:`.relevance` — Chefer relevance per branch (:func:`relevance_maps`);
+* :mod:`.target_mass` — the share of attention on an object's patches
+  (:func:`attention_mass`, :class:`TargetMassCollector`); :mod:`.study` — the denoising study's
+  evaluation and statistics (``tools/analysis/study.py``);
 * :mod:`.models`, :mod:`.report`, :mod:`.plots` — loading a checkpoint, one analysis run as
   JSON, the figures (``tools/analysis/analyze_attention.py``, ``relevance_maps.py``).
 """
@@ -28,6 +31,7 @@ from .models import AnalysisModel, load_model
 from .relevance import Relevance, relevance_maps
 from .report import ANALYSES, analyze
 from .sites import AttentionSite, find_attention_sites
+from .target_mass import TargetMassCollector, attention_mass, box_patch_mask, uniform_mass
 
 __all__ = [
     'attention_entropy',
@@ -55,4 +59,8 @@ __all__ = [
     'relevance_maps',
     'ANALYSES',
     'analyze',
+    'TargetMassCollector',
+    'attention_mass',
+    'uniform_mass',
+    'box_patch_mask',
 ]

@@ -531,3 +531,220 @@ def plot_relevance(
             cb.set_label('relevance', fontsize=7.5, labelpad=2)
     fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10, y=0.995)
     return _save(fig, path, note, 0.08)
+
+
+# -- the denoising study (tools/analysis/study.py) ------------------------------------------------
+#: how the study names its methods in figures and tables
+METHOD_NAMES = {'dna': 'DnA (Q±V±)', 'softmax': 'softmax', 'diff': 'Diff', 'cog': 'Cog'}
+#: line style of each measured map of the target-mass figure
+MASS_STYLE = {'pos': ('-', 'o'), 'neg': ('--', 's'), 'attn': (':', '^'), 'combined': ('-.', 'D')}
+MASS_NAMES = {
+    'attn': 'single map (softmax, Cog)',
+    'combined': 'combined A+ + c·A− (DnA c = α, Diff c = −λ)',
+    'pos': 'positive branch (DnA softmax(Q+Kᵀ), Diff A1)',
+    'neg': 'negative branch (DnA softmin(Q−Kᵀ), Diff A2)',
+}
+
+
+def _method_handles(methods: Sequence[str]) -> list:
+    return [
+        Line2D([], [], color=_color(i), lw=2.2, label=METHOD_NAMES.get(m, m)) for i, m in enumerate(methods)
+    ]
+
+
+def _seeds_note(summary: dict) -> str:
+    n = len(summary['seeds'])
+    return f'mean over {n} seed{"s" if n > 1 else ""}; error bars: ± one standard deviation over the seeds'
+
+
+#: line style per kind of held-out distractor (``MotionDatasetSpec`` likeness)
+LIKENESS_STYLE = {'demo': '-', 'color': '--', 'size': '-.', 'motion': ':'}
+LIKENESS_NAMES = {
+    'demo': 'distractors as in training',
+    'color': "distractors in the target's colour",
+    'size': "distractors of the target's size",
+    'motion': "distractors moving as targets do",
+}
+
+
+def plot_accuracy_vs_distractors(
+    summary: dict, path: str, train_distractors: Optional[int] = None
+) -> Optional[str]:
+    """Top-1 against the number of distractors of the held-out sets (left) and the share of the
+    attention the last layer's spatial class token puts on the target (the map the layer applies;
+    right), mean ± std over seeds per method; a line style per kind of distractor."""
+    methods = [m for m in summary['methods'] if summary['curve'].get(m)]
+    if not methods:
+        return None
+    fig, (axes,) = _axes(2, 4.6, 3.4, sharey=False)
+    acc, mass_ax = axes
+    offsets = np.linspace(-0.15, 0.15, len(methods)) if len(methods) > 1 else [0.0]
+    likeness = list(dict.fromkeys(e['likeness'] for m in methods for e in summary['curve'][m].values()))
+    xs_all: set = set()
+    uniform: dict = {}
+    tops = [1e-3]
+    last = None
+    for i, m in enumerate(methods):
+        for like in likeness:
+            pts = sorted(
+                (e['num_distractors'], name, e['top1'])
+                for name, e in summary['curve'][m].items()
+                if e['likeness'] == like
+            )
+            if not pts:
+                continue
+            ls = LIKENESS_STYLE.get(like, '-')
+            xs = np.array([p[0] for p in pts], dtype=float)
+            xs_all.update(p[0] for p in pts)
+            y = [p[2]['mean'] for p in pts]
+            acc.errorbar(
+                xs + offsets[i],
+                y,
+                yerr=[p[2]['std'] or 0 for p in pts],
+                fmt=ls,
+                marker='o',
+                ms=3.5,
+                capsize=2.5,
+                color=_color(i),
+            )
+            rows = []
+            for n, name, _ in pts:
+                recs = [
+                    r
+                    for r in summary['mass'][m].get(name, [])
+                    if r['region'] == 'target'
+                    and r['branch'] in ('attn', 'combined')
+                    and r['group'] == 'spatial'
+                ] or [
+                    r
+                    for r in summary['mass'][m].get(name, [])
+                    if r['region'] == 'target' and r['branch'] in ('attn', 'combined')
+                ]
+                if recs:
+                    top = max(recs, key=lambda r: r['layer'])
+                    last = (top['layer'], top['group'])
+                    rows.append((n, top))
+                    uniform.setdefault((like, n), []).append(top['uniform'])
+                    tops.append(top['mean'] + (top['std'] or 0))
+            if rows:
+                mass_ax.errorbar(
+                    np.array([r[0] for r in rows], dtype=float) + offsets[i],
+                    [r[1]['mean'] for r in rows],
+                    yerr=[r[1]['std'] or 0 for r in rows],
+                    fmt=ls,
+                    marker='o',
+                    ms=3.5,
+                    capsize=2.5,
+                    color=_color(i),
+                )
+    ticks = sorted(xs_all)
+    acc.axhline(100 / 4, color='0.45', ls=(0, (4, 3)), lw=1)
+    acc.set_ylim(0, 102)
+    _panel(acc, 'accuracy on held-out sets', 'top-1 (%)', ticks, 'distractors per clip')
+    handles = _method_handles(methods)
+    if len(likeness) > 1 or likeness != ['demo']:
+        handles += [_style_handle(LIKENESS_NAMES.get(k, k), LIKENESS_STYLE.get(k, '-')) for k in likeness]
+    handles.append(_style_handle('chance (4 classes)', (0, (4, 3)), '0.45'))
+    if uniform:
+        ns = sorted({n for _, n in uniform})
+        level = [float(np.mean([u for (_, n2), v in uniform.items() if n2 == n for u in v])) for n in ns]
+        mass_ax.plot(ns, level, color='0.45', ls=(0, (1, 2)), lw=1.2)
+        tops += level
+        handles.append(_style_handle('uniform attention over the patches', (0, (1, 2)), '0.45'))
+    mass_ax.set_ylim(0, min(1.0, 1.15 * max(tops)))
+    title = f'layer {last[0]}, {_title(last[1])}: class token on the target' if last else 'target mass'
+    _panel(mass_ax, title, 'share of attention on the target', ticks, 'distractors per clip')
+    if train_distractors is not None:
+        for ax in axes:
+            ax.axvline(train_distractors, color='0.6', lw=0.9, ls='-')
+        handles.append(_style_handle(f'training set: {train_distractors} distractors', '-', '0.6'))
+    return _finish(
+        fig,
+        path,
+        'Robustness to distractors: models trained with few distractors, tested with more',
+        handles,
+        _seeds_note(summary) + '. Right: the map the layer applies (softmax / Cog map, DnA / Diff '
+        'combined map).',
+    )
+
+
+def plot_target_mass(summary: dict, path: str, set_name: str) -> Optional[str]:
+    """Per layer and attention (columns), the share of the query's attention on the target's
+    patches: the map each layer applies (top), each branch of the two-branch attentions
+    (middle), and the share on the distractors' patches (bottom); mean ± std over seeds, the
+    uniform-attention level drawn in grey."""
+    methods = [m for m in summary['methods'] if summary['mass'].get(m, {}).get(set_name)]
+    if not methods:
+        return None
+    recs = {m: summary['mass'][m][set_name] for m in methods}
+    groups = list(dict.fromkeys(r['group'] for m in methods for r in recs[m]))
+    rows = [
+        ('target', ('attn', 'combined'), 'on the target: the map applied'),
+        ('target', ('pos', 'neg'), 'on the target: each branch'),
+        ('distractors', ('attn', 'combined'), 'on the distractors: the map applied'),
+    ]
+    rows = [
+        r for r in rows if any(x['region'] == r[0] and x['branch'] in r[1] for m in methods for x in recs[m])
+    ]
+    fig, axes = _axes(len(groups), 4.4, 2.9, rows=len(rows))
+    layers = sorted({r['layer'] for m in methods for r in recs[m]})
+    offsets = np.linspace(-0.15, 0.15, len(methods) * 2) if len(methods) > 1 else [0.0, 0.05]
+    top = max(r['mean'] + (r['std'] or 0) for m in methods for r in recs[m])
+    top = max(top, max(r['uniform'] for m in methods for r in recs[m]))
+    used: list[str] = []
+    for row, (region, branches, label) in enumerate(rows):
+        for col, group in enumerate(groups):
+            ax = axes[row][col]
+            uniform = [
+                r['uniform']
+                for m in methods
+                for r in recs[m]
+                if r['group'] == group and r['region'] == region
+            ]
+            if uniform:
+                ax.axhline(float(np.mean(uniform)), color='0.45', ls=(0, (1, 2)), lw=1.2)
+            for i, m in enumerate(methods):
+                for j, branch in enumerate(branches):
+                    sel = sorted(
+                        (
+                            r
+                            for r in recs[m]
+                            if r['group'] == group and r['region'] == region and r['branch'] == branch
+                        ),
+                        key=lambda r: r['layer'],
+                    )
+                    if not sel:
+                        continue
+                    if branch not in used:
+                        used.append(branch)
+                    ls, mk = MASS_STYLE[branch]
+                    ax.errorbar(
+                        np.array([r['layer'] for r in sel]) + offsets[(2 * i + j) % len(offsets)],
+                        [r['mean'] for r in sel],
+                        yerr=[r['std'] or 0 for r in sel],
+                        fmt=ls,
+                        marker=mk,
+                        ms=3.5,
+                        capsize=2.5,
+                        color=_color(i),
+                    )
+            ax.set_ylim(0, min(1.0, 1.12 * top))
+            title = f'{_title(group)}: {label}'
+            _panel(ax, title, 'share of attention' if col == 0 else None, layers)
+            if row < len(rows) - 1:
+                ax.set_xlabel('')
+    handles = _method_handles(methods)
+    handles += [
+        _style_handle(MASS_NAMES[b], MASS_STYLE[b][0], marker=MASS_STYLE[b][1], ms=4)
+        for b in MASS_STYLE
+        if b in used
+    ]
+    handles.append(_style_handle('uniform attention over the patches (chance)', (0, (1, 2)), '0.45'))
+    return _finish(
+        fig,
+        path,
+        f'Attention on the target ({set_name}): Σ |a| over the target\'s patches / Σ |a| over all patches',
+        handles,
+        _seeds_note(summary) + '. Spatial: the class token\'s row, per frame; temporal (no class token): '
+        'the mean row of each patch\'s sequence over the frames.',
+    )

@@ -1,0 +1,337 @@
+"""The denoising study's evaluation and statistics (``tools/analysis/study.py`` runs it).
+
+* statistics over seeds: :func:`mean_std` (sample std, ``n − 1``), :func:`paired_difference`
+  (per-seed differences of two methods, their mean and the Student-t interval
+  ``d̄ ± t_{1−(1−level)/2, n−1} · s_d / √n``), :func:`t_quantile` (exact for integer degrees of
+  freedom: the closed form of the t distribution function, inverted by bisection);
+* :func:`evaluate` — one trained model on clip sets with ground-truth boxes: top-1, mean class
+  accuracy and the target attention mass (:class:`~.target_mass.TargetMassCollector`) per set;
+* :func:`summarize` / :func:`markdown_table` — the per-run results of a study as its table,
+  its accuracy-against-distractors curve and its mass per layer.
+
+A run's result (``result.json`` of one method and seed)::
+
+    method, seed, test {top1, mca} (tools/test.py on the training set's test split, in %),
+    train_test_seconds, eval_seconds,
+    sets [{name, num_distractors, likeness, heldout, num_clips, top1, mca, seconds,
+           mass [records of TargetMassCollector]}]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..datasets.synthetic import load_boxes
+from ..errors import DataError
+from .models import _label
+from .target_mass import TargetMassCollector, box_patch_mask
+
+SCHEMA = 'dna_mm.study/1'
+
+
+# -- statistics ------------------------------------------------------------------------------
+def t_cdf_two_sided(t: float, df: int) -> float:
+    """``P(|T| ≤ t)`` for Student's t with integer ``df`` (Abramowitz & Stegun 26.7.3 / 26.7.4):
+    with ``θ = atan(t / √df)``, odd ``df``: ``2/π (θ + sin θ (cos θ + 2/3 cos³θ + … ))``, even
+    ``df``: ``sin θ (1 + 1/2 cos²θ + 1·3/(2·4) cos⁴θ + … )``, ``df − 2`` powers of ``cos θ``."""
+    if df < 1:
+        raise ValueError(f'degrees of freedom must be >= 1, got {df}')
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c, s = math.cos(theta), math.sin(theta)
+    if df % 2:  # odd
+        if df == 1:
+            return 2 * theta / math.pi
+        term, total = c, c
+        for k in range(3, df - 1, 2):  # terms cos^k θ · (2·4·…(k−1)) / (1·3·…k)
+            term *= c * c * (k - 1) / k
+            total += term
+        return 2 / math.pi * (theta + s * total)
+    term, total = 1.0, 1.0
+    for k in range(2, df - 1, 2):  # terms cos^k θ · (1·3·…(k−1)) / (2·4·…k)
+        term *= c * c * (k - 1) / k
+        total += term
+    return s * total
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile (``p > 0.5``) of Student's t with integer ``df``, e.g.
+    ``t_quantile(0.975, 4) = 2.776``."""
+    if not 0.5 < p < 1:
+        raise ValueError(f't_quantile: p must be in (0.5, 1), got {p}')
+    target = 2 * p - 1  # P(|T| <= t)
+    lo, hi = 0.0, 1.0
+    while t_cdf_two_sided(hi, df) < target:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf_two_sided(mid, df) < target else (lo, mid)
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
+def mean_std(values: Sequence[float]) -> dict:
+    """``{mean, std, n}``; ``std`` with ``n − 1`` (``None`` for one value)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError('mean_std: no values')
+    std = float(x.std(ddof=1)) if x.size > 1 else None
+    return dict(mean=float(x.mean()), std=std, n=int(x.size))
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict:
+    """``a − b`` paired by position (one seed each): ``{mean, std, low, high, n, level, t}``, the
+    interval ``d̄ ± t · s_d / √n`` with ``t = t_quantile(1 − (1 − level)/2, n − 1)`` (``low`` /
+    ``high`` ``None`` for one pair)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError(f'paired_difference: expected two equally long lists, got {a.shape} and {b.shape}')
+    d = a - b
+    out = dict(mean_std(d), level=level, low=None, high=None, t=None)
+    if d.size > 1:
+        t = t_quantile(1 - (1 - level) / 2, d.size - 1)
+        half = t * out['std'] / math.sqrt(d.size)
+        out.update(low=out['mean'] - half, high=out['mean'] + half, t=t)
+    return out
+
+
+# -- evaluation --------------------------------------------------------------------------------
+@dataclass
+class ClipSet:
+    """Clips with ground-truth boxes: ``root/videos/<file>``, the list ``root/<ann>``
+    (``file label`` lines) and ``root/boxes.json`` (:func:`~dna_mm.datasets.synthetic.load_boxes`)."""
+
+    name: str
+    root: Path
+    num_distractors: int
+    likeness: str = 'demo'
+    heldout: bool = True
+    ann: str = 'test.txt'
+
+
+def clip_batches(cfg, pre, clip_set: ClipSet, batch_size: int, patch: tuple[int, int]) -> Iterator[tuple]:
+    """``(inputs [B, 1, C, T, H, W], labels [B], regions {'target', 'distractors': [B, T, P]})``
+    of ``clip_set`` through the config's test pipeline and the data preprocessor ``pre``.
+
+    The boxes of every source frame go through the pipeline as MMAction2's ``gt_bboxes``
+    (normalised to the frame, as its decoders expect; its resizes, crops and flips then move them
+    with the pixels); the frames the sampler picked (``frame_inds``) select theirs.
+    ``distractors``: patches overlapping a distractor but not the target.
+    """
+    from mmengine.dataset import Compose
+
+    pipeline = Compose(cfg.test_dataloader.dataset.pipeline)
+    *before, pack = pipeline.transforms
+    before = Compose(before)
+    boxes, (width, height) = load_boxes(clip_set.root)
+    unit = np.array([width, height, width, height], np.float32)
+    lines = [ln.split() for ln in (clip_set.root / clip_set.ann).read_text().splitlines() if ln.strip()]
+    chunk: list = []
+    for i, (rel, label) in enumerate(lines):
+        if rel not in boxes:
+            raise DataError(f'{clip_set.root / "boxes.json"}: no boxes for {rel}')
+        clip = boxes[rel]
+        every = np.concatenate(
+            [clip['target'][:, None], clip['distractors'].transpose(1, 0, 2)], 1
+        )  # [F, 1+D, 4]
+        results = dict(
+            filename=str(clip_set.root / 'videos' / rel), label=int(label), start_index=0, modality='RGB'
+        )
+        results['gt_bboxes'] = every.reshape(-1, 4).astype(np.float32) / unit  # the decoder scales them back
+        results = before(results)
+        moved = results.pop('gt_bboxes').reshape(every.shape)[np.asarray(results['frame_inds']) % len(every)]
+        h, w = results['img_shape']
+        if (moved[..., 2:] - moved[..., :2]).max() <= 1:  # still normalised: no decoder scaled them
+            raise DataError(
+                f'{clip_set.name}: the test pipeline did not scale the boxes to pixels (gt_bboxes)'
+            )
+        grid = (h // patch[0], w // patch[1])
+        moved = torch.from_numpy(np.asarray(moved, dtype=np.float64))  # [T, 1+D, 4]
+        target = box_patch_mask(moved[:, :1], grid, patch)  # [T, P]
+        distractors = box_patch_mask(moved[:, 1:], grid, patch) & ~target
+        packed = pack(results)
+        chunk.append((packed, target, distractors))
+        if len(chunk) == batch_size or i == len(lines) - 1:
+            data = pre(
+                dict(
+                    inputs=[c[0]['inputs'] for c in chunk], data_samples=[c[0]['data_samples'] for c in chunk]
+                ),
+                False,
+            )
+            inputs = data['inputs']
+            if inputs.shape[1] != 1:
+                raise DataError(
+                    f'{clip_set.name}: the test pipeline gives {inputs.shape[1]} views per clip; expected 1'
+                )
+            labels = torch.tensor([_label(s) for s in data['data_samples']])
+            regions = dict(
+                target=torch.stack([c[1] for c in chunk]), distractors=torch.stack([c[2] for c in chunk])
+            )
+            yield inputs, labels, regions
+            chunk = []
+
+
+def evaluate(
+    config: str,
+    checkpoint: str,
+    clip_sets: Sequence[ClipSet],
+    batch_size: int = 8,
+    device: Optional[str] = None,
+) -> list[dict]:
+    """Top-1, mean class accuracy (%, MMAction2's functions) and target mass records per clip set
+    of the model of ``config`` / ``checkpoint`` (a TimeSformer recognizer; ``device``: default
+    CUDA when available). Every attention runs on its eager path (the maps it returns are the
+    ones it multiplies; equal to the fast path within float tolerance)."""
+    from mmaction.evaluation.functional import mean_class_accuracy, top_k_accuracy
+
+    from .models import load_config, load_mm_model
+
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    cfg = load_config(config)
+    am = load_mm_model(config, checkpoint)
+    am.model.to(device)
+    pre = am.model.data_preprocessor
+    patch = cfg.model.backbone.patch_size
+    patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
+    out = []
+    for clip_set in clip_sets:
+        start = time.time()
+        collector = TargetMassCollector(am.model)
+        scores, labels = [], []
+        with torch.no_grad(), collector:
+            for inputs, y, regions in clip_batches(cfg, pre, clip_set, batch_size, patch):
+                collector.regions = {k: v.to(device) for k, v in regions.items()}
+                scores.append(am.forward(inputs.to(device)).float().cpu().numpy())
+                labels.append(y.numpy())
+        scores_np, labels_np = np.concatenate(scores), np.concatenate(labels)
+        out.append(
+            dict(
+                name=clip_set.name,
+                num_distractors=clip_set.num_distractors,
+                likeness=clip_set.likeness,
+                heldout=clip_set.heldout,
+                num_clips=len(labels_np),
+                top1=100 * float(top_k_accuracy(list(scores_np), list(labels_np), (1,))[0]),
+                mca=100 * float(mean_class_accuracy(list(scores_np), list(labels_np))),
+                mass=collector.records(),
+                seconds=time.time() - start,
+            )
+        )
+    return out
+
+
+# -- summary -----------------------------------------------------------------------------------
+def summarize(results: Sequence[dict], reference: str = 'softmax', level: float = 0.95) -> dict:
+    """The study over its finished runs (:mod:`result layout <dna_mm.analysis.study>`).
+
+    Returns ``{methods, seeds, reference, table, curve, mass, seconds}``:
+
+    * ``table[method]``: ``top1`` / ``mca`` :func:`mean_std` (test split), ``diff_top1`` /
+      ``diff_mca`` :func:`paired_difference` against ``reference`` over the seeds both have,
+      ``seeds``, ``train_test_seconds`` (:func:`mean_std` of one run's time);
+    * ``curve[method][set name]``: ``num_distractors``, ``likeness`` and ``top1``
+      :func:`mean_std` of the held-out sets;
+    * ``mass[method][set name]``: ``[{layer, group, branch, region, mean, std, n, uniform}]``
+      (``mean`` / ``std`` over seeds of the mean over heads).
+    """
+    methods = list(dict.fromkeys(r['method'] for r in results))
+    by = {(r['method'], r['seed']): r for r in results}
+    seeds = sorted({r['seed'] for r in results})
+    table, curve, mass = {}, {}, {}
+    for m in methods:
+        runs = [by[(m, s)] for s in seeds if (m, s) in by]
+        row = dict(
+            seeds=[r['seed'] for r in runs],
+            top1=mean_std([r['test']['top1'] for r in runs]),
+            mca=mean_std([r['test']['mca'] for r in runs]),
+            train_test_seconds=mean_std([r['train_test_seconds'] for r in runs]),
+        )
+        if m != reference:
+            pairs = [s for s in seeds if (m, s) in by and (reference, s) in by]
+            if pairs:
+                for key in ('top1', 'mca'):
+                    row[f'diff_{key}'] = paired_difference(
+                        [by[(m, s)]['test'][key] for s in pairs],
+                        [by[(reference, s)]['test'][key] for s in pairs],
+                        level,
+                    )
+                row['diff_seeds'] = pairs
+        table[m] = row
+        curve[m], mass[m] = {}, {}
+        for name in dict.fromkeys(e['name'] for r in runs for e in r['sets']):
+            entries = [e for r in runs for e in r['sets'] if e['name'] == name]
+            if entries[0].get('heldout', True):
+                curve[m][name] = dict(
+                    num_distractors=entries[0]['num_distractors'],
+                    likeness=entries[0].get('likeness', 'demo'),
+                    top1=mean_std([e['top1'] for e in entries]),
+                )
+            groups: dict[tuple, list] = {}
+            for e in entries:
+                for rec in e['mass']:
+                    key = (rec['layer'], rec['group'], rec['branch'], rec['region'])
+                    groups.setdefault(key, []).append(rec)
+            mass[m][name] = [
+                dict(
+                    layer=k[0],
+                    group=k[1],
+                    branch=k[2],
+                    region=k[3],
+                    **mean_std([rec['mean'] for rec in recs]),
+                    uniform=float(np.mean([rec['uniform'] for rec in recs])),
+                )
+                for k, recs in sorted(groups.items(), key=lambda kv: kv[0][0])  # by layer, then as collected
+            ]
+    seconds = sum(r['train_test_seconds'] + r.get('eval_seconds', 0.0) for r in results)
+    return dict(
+        schema=SCHEMA,
+        methods=methods,
+        seeds=seeds,
+        reference=reference,
+        level=level,
+        table=table,
+        curve=curve,
+        mass=mass,
+        seconds=seconds,
+    )
+
+
+def _pm(stat: dict, digits: int = 2) -> str:
+    if stat['std'] is None:
+        return f'{stat["mean"]:.{digits}f}'
+    return f'{stat["mean"]:.{digits}f} ± {stat["std"]:.{digits}f}'
+
+
+def _interval(d: Optional[dict]) -> str:
+    if d is None:
+        return '—'
+    if d['low'] is None:
+        return f'{d["mean"]:+.2f} (one seed: no interval)'
+    return f'{d["mean"]:+.2f} [{d["low"]:+.2f}, {d["high"]:+.2f}]'
+
+
+def markdown_table(summary: dict, names: Optional[dict] = None) -> str:
+    """The study's table in Markdown: per method top-1 / mCA mean ± std, the paired difference
+    to the reference with its interval, the seeds, the mean time of one run."""
+    names = names or {}
+    ref = summary['reference']
+    level = round(100 * summary['level'])
+    lines = [
+        f'| attention | top-1 (%) | mCA (%) | top-1 − {names.get(ref, ref)} [{level} % CI] | '
+        f'mCA − {names.get(ref, ref)} [{level} % CI] | seeds | train + test per run |',
+        '|---|---|---|---|---|---|---|',
+    ]
+    for m, row in summary['table'].items():
+        lines.append(
+            f'| {names.get(m, m)} | {_pm(row["top1"])} | {_pm(row["mca"])} | '
+            f'{_interval(row.get("diff_top1"))} | {_interval(row.get("diff_mca"))} | '
+            f'{len(row["seeds"])} | {row["train_test_seconds"]["mean"]:.0f} s |'
+        )
+    return '\n'.join(lines) + '\n'

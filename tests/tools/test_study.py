@@ -1,0 +1,134 @@
+"""tools/analysis/study.py end to end (minutes): `make test-slow`, skipped by `make test` / CI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_main, run_tool
+
+
+@pytest.mark.parametrize(
+    'args, message',
+    [
+        (['--methods', 'dna', 'diff'], "--reference softmax is not one of --methods ['dna', 'diff']"),
+        (['--seeds', '0'], '--seeds, --epochs and --heldout-per-class must be at least 1'),
+    ],
+)
+def test_bad_options_are_one_line_before_any_work(tmp_path, args, message) -> None:
+    proc = run_main(['tools/analysis/study.py', *args, '--out', str(tmp_path / 'out')], check=False)
+    assert proc.returncode == 2 and f'study.py: error: {message}' in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr and not (tmp_path / 'out').exists()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_two_seed_one_epoch_study_runs_resumes_and_reports(tmp_path) -> None:
+    out = tmp_path / 'study'
+    cmd = [
+        'tools/analysis/study.py',
+        '--methods', 'softmax', 'dna',
+        '--seeds', '2',
+        '--epochs', '1',
+        '--distractors', '2', '6',
+        '--heldout-per-class', '2',
+        '--data-root', str(tmp_path / 'demo'),
+        '--out', str(out),
+    ]  # fmt: skip
+    first = run_tool(cmd, timeout=1800).stdout
+    assert '[4/4] dna seed 1: top-1' in first, first[-3000:]
+    study = json.loads((out / 'study.json').read_text())
+    summary, runs = study['summary'], study['runs']
+    assert summary['seeds'] == [0, 1] and summary['methods'] == ['softmax', 'dna']
+    row = summary['table']['dna']
+    assert row['top1']['n'] == 2 and row['top1']['std'] is not None
+    assert (
+        row['diff_top1']['n'] == 2
+        and row['diff_top1']['low'] <= row['diff_top1']['mean'] <= row['diff_top1']['high']
+    )
+    for run in runs:
+        sets = {s['name']: s for s in run['sets']}
+        assert set(sets) == {'demo_test', 'demo_2', 'demo_6', 'color_2', 'color_6'}
+        # the in-process evaluation (eager attention) agrees with tools/test.py (fast path), to a clip
+        assert abs(sets['demo_test']['top1'] - run['test']['top1']) <= 100 / 64 + 1e-6, run['test']
+        branches = {r['branch'] for r in sets['demo_test']['mass']}
+        assert branches == ({'attn'} if run['method'] == 'softmax' else {'pos', 'neg', 'combined'})
+        assert all(0 <= r['mean'] <= 1 and 0 < r['uniform'] < 1 for r in sets['demo_test']['mass'])
+    assert {c['num_distractors'] for c in summary['curve']['dna'].values()} == {2, 6}
+    table = (out / 'table.md').read_text()
+    assert 'DnA (Q±V±)' in table and '±' in table and 'top-1 − softmax [95 % CI]' in table
+    for png in ('accuracy_vs_distractors.png', 'target_mass.png'):
+        assert (out / png).stat().st_size > 10_000
+    again = run_tool(cmd, timeout=600).stdout  # resumed: every finished run kept, nothing trained
+    assert again.count(': kept (') == 4 and 'tools/train.py' not in again
+    assert json.loads((out / 'study.json').read_text())['summary']['table'] == summary['table']
+
+
+def _result(method: str, seed: int, top1: float) -> dict:
+    """A finished run as ``result.json`` holds it (numbers made up, layout as written)."""
+    branches = ['attn'] if method == 'softmax' else ['pos', 'neg', 'combined']
+    mass = [
+        dict(
+            layer=layer,
+            group=group,
+            kind=method,
+            branch=b,
+            region=region,
+            mean=0.3 + 0.01 * seed,
+            uniform=0.2,
+        )
+        for layer in range(3)
+        for group in ('temporal', 'spatial')
+        for region in ('target', 'distractors')
+        for b in branches
+    ]
+    sets = [
+        dict(
+            name='demo_test',
+            num_distractors=2,
+            likeness='demo',
+            heldout=False,
+            top1=top1,
+            mca=top1,
+            mass=mass,
+        )
+    ]
+    sets += [
+        dict(
+            name=f'{like}_{n}',
+            num_distractors=n,
+            likeness=like,
+            heldout=True,
+            top1=top1 - n,
+            mca=top1 - n,
+            mass=mass,
+        )
+        for like in ('demo', 'color')
+        for n in (2, 8)
+    ]
+    test = dict(top1=top1, mca=top1, line=f'Test results: top-1: {top1:.2f}  mCA: {top1:.2f}')
+    return dict(
+        method=method, seed=seed, epochs=None, test=test, train_test_seconds=90.0, eval_seconds=5.0, sets=sets
+    )
+
+
+def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
+    out = tmp_path / 'study'
+    for method, seed, top1 in (
+        ('softmax', 0, 84.375),
+        ('dna', 0, 79.6875),
+        ('softmax', 1, 90.625),
+        ('dna', 1, 87.5),
+    ):
+        run = out / 'runs' / f'{method}_seed{seed}'
+        run.mkdir(parents=True)
+        (run / 'result.json').write_text(json.dumps(_result(method, seed, top1)))
+    proc = run_main(['tools/analysis/study.py', '--report-only', '--out', str(out)])
+    assert 'diff seed 0: not finished yet' in proc.stdout and 'softmax seed 1: kept' in proc.stdout
+    table = (out / 'table.md').read_text().splitlines()
+    # DnA - softmax per seed: -4.6875, -3.125 -> mean -3.91, interval ± 12.706 · 1.105 / √2
+    assert table[2].startswith('| softmax | 87.50 ± 4.42 | 87.50 ± 4.42 | — |')
+    assert table[3].startswith('| DnA (Q±V±) | 83.59 ± 5.52 | 83.59 ± 5.52 | -3.91 [-13.83, +6.02] |')
+    assert table[3].endswith('| 2 | 90 s |')
+    for png in ('accuracy_vs_distractors.png', 'target_mass.png'):
+        assert (out / png).stat().st_size > 10_000

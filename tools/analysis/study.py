@@ -1,0 +1,229 @@
+#!/usr/bin/env python
+"""Does DnA denoise? The video demo as a controlled experiment: several methods, several seeds,
+ground truth, error bars.
+
+    python tools/analysis/study.py [--methods softmax dna diff] [--seeds 5] [--epochs E]
+        [--out DIR] [--data-root data/demo] [--distractors 2 4 8 16] [--likeness demo color]
+        [--heldout-per-class 32] [--reference softmax] [--batch-size 8] [--device cpu|cuda]
+        [--report-only]
+
+Each method is trained with each seed (0 … N−1) on the demo set (``tools/train.py`` then
+``tools/test.py``, through the video demo's runs: ``configs/timesformer_dna_demo.py``, 2
+distractors per clip), then evaluated in this process on clip sets whose target boxes are known:
+the demo's test split and held-out sets with more distractors (``--distractors``; ``--likeness
+color``: distractors in the target's colour too). The results:
+
+* ``DIR/study.json`` — every run and the summary (:func:`dna_mm.analysis.study.summarize`):
+  top-1 / mCA mean ± std over seeds, each method's paired difference to ``--reference`` with
+  its 95 % Student-t interval, accuracy per held-out set, target attention mass per layer,
+  attention, branch and set;
+* ``DIR/table.md`` — the table; ``DIR/accuracy_vs_distractors.png``, ``DIR/target_mass.png``.
+
+Runs go seed by seed (every method of seed 0, then of seed 1, …), so a partial study is already
+paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``; a study started again
+with the same ``--out`` skips them (a run killed half-way trains again); ``--report-only``
+writes the JSON, table and figures of the runs finished so far and trains nothing (e.g. while
+another invocation is still running). The training runs use CUDA when there is a GPU, the CPU
+otherwise (``--device`` sets the evaluation's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/: the demo's runs
+from demo_runs import REPO, demo_options, train_then_test  # noqa: E402
+
+from dna_mm.analysis.plots import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass  # noqa: E402
+from dna_mm.analysis.study import SCHEMA, ClipSet, evaluate, markdown_table, summarize  # noqa: E402
+from dna_mm.apis.cli import DEBUG_HELP, cli_main  # noqa: E402
+from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset  # noqa: E402
+from dna_mm.errors import ConfigError  # noqa: E402
+
+CONFIG = 'configs/timesformer_dna_demo.py'
+#: --likeness → the MotionDatasetSpec fields that make the held-out distractors like the target
+LIKENESS = {'demo': {}, 'color': dict(distractor_color='target'), 'size': dict(distractor_size='target')}
+#: seed of the held-out set with n distractors: far from the demo set's (0)
+HELDOUT_SEED = 1000
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        '--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=['dna', 'softmax', 'diff', 'cog']
+    )
+    p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
+    p.add_argument('--epochs', type=int, default=None, help="training epochs (default: the demo config's 20)")
+    p.add_argument('--out', default='work_dirs/study', help='study folder (runs, JSON, table, figures)')
+    p.add_argument('--data-root', default='data/demo', help='the demo set (generated there once)')
+    p.add_argument('--heldout-root', default=None, help='held-out sets (default: <data-root>_heldout)')
+    p.add_argument(
+        '--distractors', nargs='+', type=int, default=[2, 4, 8, 16], help='held-out distractor counts'
+    )
+    p.add_argument('--likeness', nargs='+', default=['demo', 'color'], choices=sorted(LIKENESS))
+    p.add_argument('--heldout-per-class', type=int, default=32, help='clips per class of each held-out set')
+    p.add_argument('--reference', default='softmax', help='the method the paired differences are taken to')
+    p.add_argument('--batch-size', type=int, default=8, help='evaluation batch size')
+    p.add_argument('--device', default=None, help='evaluation device (default: cuda when available)')
+    p.add_argument('--report-only', action='store_true', help='summarise the finished runs, train nothing')
+    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    args = p.parse_args(argv)
+    if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
+        raise ConfigError('--seeds, --epochs and --heldout-per-class must be at least 1')
+    if min(args.distractors) < 0:
+        raise ConfigError(f'--distractors must be >= 0, got {args.distractors}')
+    if args.reference not in args.methods:
+        raise ConfigError(f'--reference {args.reference} is not one of --methods {args.methods}')
+    return args
+
+
+def _absolute(path: str) -> Path:
+    return Path(path) if os.path.isabs(path) else REPO / path
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Written whole or not at all (a kill leaves the previous file or none)."""
+    tmp = path.with_suffix('.tmp')
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
+    """The demo set (generated once) and the held-out sets, each made unless cached."""
+    demo = MotionDatasetSpec()
+    ensure_motion_dataset(data_root, demo)
+    sets = [ClipSet('demo_test', data_root, demo.num_distractors, heldout=False)]
+    root = (
+        _absolute(args.heldout_root)
+        if args.heldout_root
+        else data_root.with_name(data_root.name + '_heldout')
+    )
+    for like in args.likeness:
+        for n in args.distractors:
+            spec = MotionDatasetSpec(
+                train_per_class=0,
+                test_per_class=args.heldout_per_class,
+                num_distractors=n,
+                seed=HELDOUT_SEED + 100 * sorted(LIKENESS).index(like) + n,
+                **LIKENESS[like],
+            )
+            name = f'{like}_{n}'
+            sets.append(ClipSet(name, ensure_motion_dataset(root / name, spec), n, like))
+    return sets
+
+
+def test_numbers(line: str) -> dict:
+    """``{top1, mca}`` (%) of ``tools/test.py``'s ``Test results:`` line."""
+    nums = dict(re.findall(r'(top-1|mCA): ([\d.]+)', line))
+    return dict(top1=float(nums['top-1']), mca=float(nums['mCA']))
+
+
+def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
+    """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
+    run_dir = out / 'runs' / f'{method}_seed{seed}'
+    run_dir.mkdir(parents=True, exist_ok=True)
+    test_file = run_dir / 'test.json'
+    if test_file.is_file():
+        test = json.loads(test_file.read_text())
+    else:
+        opts = demo_options(method, str(data_root), args.epochs)
+        line, secs = train_then_test(
+            CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), 'study', seed
+        )
+        ckpt = (run_dir / 'last_checkpoint').read_text().strip()
+        test = dict(line=line, **test_numbers(line), seconds=secs, checkpoint=ckpt)
+        _write_json(test_file, test)
+    start = time.time()
+    config = str(run_dir / Path(CONFIG).name)  # the config as the run used it (mmengine's dump)
+    evaluated = evaluate(config, test['checkpoint'], sets, args.batch_size, args.device)
+    result = dict(
+        method=method,
+        seed=seed,
+        epochs=args.epochs,
+        test=dict(top1=test['top1'], mca=test['mca'], line=test['line']),
+        train_test_seconds=test['seconds'],
+        eval_seconds=time.time() - start,
+        checkpoint=test['checkpoint'],
+        sets=evaluated,
+    )
+    _write_json(run_dir / 'result.json', result)
+    return result
+
+
+def report(args, results: list[dict], out: Path, wall: float) -> dict:
+    """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
+    summary = summarize(results, args.reference)
+    summary['command'] = 'python tools/analysis/study.py ' + ' '.join(sys.argv[1:])
+    summary['wall_seconds_this_invocation'] = wall
+    table = markdown_table(summary, METHOD_NAMES)
+    (out / 'table.md').write_text(table)
+    _write_json(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
+    print('\n' + table)
+    figures = [
+        plot_accuracy_vs_distractors(
+            summary, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors
+        ),
+        plot_target_mass(summary, str(out / 'target_mass.png'), 'demo_test'),
+    ]
+    for path in figures:
+        if path:
+            print(f'wrote {path}')
+    print(f'wrote {out / "study.json"} and {out / "table.md"}')
+    return summary
+
+
+@cli_main('study.py')
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    t0 = time.time()
+    out = _absolute(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data_root = _absolute(args.data_root)
+    print(f'study: {", ".join(args.methods)} × {args.seeds} seeds → {out}', flush=True)
+    sets = [] if args.report_only else clip_sets(args, data_root)
+    if sets:
+        print(f'clip sets: {", ".join(f"{s.name} ({s.root})" for s in sets)}', flush=True)
+    plan = [(m, s) for s in range(args.seeds) for m in args.methods]
+    results, spent = [], []
+    for k, (method, seed) in enumerate(plan, 1):
+        done = out / 'runs' / f'{method}_seed{seed}' / 'result.json'
+        if done.is_file():
+            result = json.loads(done.read_text())
+            if result.get('epochs') != args.epochs:
+                raise ConfigError(
+                    f'{done}: made with --epochs {result.get("epochs")}, this study asks for {args.epochs}; '
+                    f'use another --out'
+                )
+            results.append(result)
+            print(f'[{k}/{len(plan)}] {method} seed {seed}: kept ({done})', flush=True)
+            continue
+        if args.report_only:
+            print(f'[{k}/{len(plan)}] {method} seed {seed}: not finished yet', flush=True)
+            continue
+        print(f'[{k}/{len(plan)}] {method} seed {seed}: training', flush=True)
+        start = time.time()
+        result = run_one(args, method, seed, data_root, sets, out)
+        results.append(result)
+        spent.append(time.time() - start)
+        left = len(plan) - k
+        eta = f', about {left * sum(spent) / len(spent) / 60:.0f} min left' if left else ''
+        print(
+            f'[{k}/{len(plan)}] {method} seed {seed}: top-1 {result["test"]["top1"]:.2f}% '
+            f'({spent[-1]:.0f} s{eta})',
+            flush=True,
+        )
+    if not results:
+        raise ConfigError(f'{out}: no finished run to report')
+    summary = report(args, results, out, time.time() - t0)
+    print(f'study: {time.time() - t0:.0f} s this time, {summary["seconds"]:.0f} s of runs in all')
+    return summary
+
+
+if __name__ == '__main__':
+    main()
