@@ -4,7 +4,8 @@
     python tools/extract_features.py CONFIG CHECKPOINT --videos LIST|DIR --out DIR
         [--level pooled|pre-head|tokens] [--per video|clip] [--single-file] [--video-root DIR]
         [--workers N] [--launcher {none,pytorch,slurm}] [--partial-load] [--cfg-options k=v ...] [--debug]
-    # several GPUs (the usual launcher): torchrun --nproc_per_node 8 tools/extract_features.py ... --launcher pytorch
+    # several GPUs, the usual launcher:
+    python -m torch.distributed.run --nproc_per_node 8 tools/extract_features.py ... --launcher pytorch
 
 ``--videos`` is a folder (its videos, recursively) or a list (one path per line; MMAction2's
 ``path label`` lists work, with ``--video-root`` for the folder their paths are relative to).
@@ -51,7 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--out', required=True, help='output folder')
     p.add_argument('--video-root', help="folder the paths of a list are relative to (default: the list's)")
     p.add_argument('--level', choices=LEVELS, default='pooled', help='which features (default pooled)')
-    p.add_argument('--per', choices=PER, default='video', help='average the views (video) or keep them (clip)')
+    p.add_argument(
+        '--per', choices=PER, default='video', help='average the views (video) or keep them (clip)'
+    )
     p.add_argument('--single-file', action='store_true', help='one features.npy with index.csv')
     p.add_argument(
         '--workers', type=int, help="decoding processes (default: the config's test_dataloader.num_workers)"
@@ -77,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     check_config(cfg, 'test')
     user_file(args.checkpoint, 'checkpoint')
     videos = collect_videos(args.videos, args.video_root)
-    root = args.videos if os.path.isdir(args.videos) else (args.video_root or str(Path(args.videos).parent))
     rank, world, device = start_distributed(args.launcher)
     try:
         return extract_all(args, cfg, videos, rank, world, device)
@@ -85,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         shutdown_distributed()
 
 
-def extract_all(args: argparse.Namespace, cfg: Config, videos: list[str], rank: int, world: int, device: str) -> int:
+def extract_all(
+    args: argparse.Namespace, cfg: Config, videos: list[str], rank: int, world: int, device: str
+) -> int:
     """This rank's share, then on rank 0: the unreadable list, the index (and the single file)."""
     root = args.videos if os.path.isdir(args.videos) else (args.video_root or str(Path(args.videos).parent))
     settings = dict(
@@ -99,7 +103,9 @@ def extract_all(args: argparse.Namespace, cfg: Config, videos: list[str], rank: 
     model = load_recognizer(cfg, args.checkpoint, device, partial=args.partial_load)
     loader = cfg.get('test_dataloader') or {}
     workers = args.workers if args.workers is not None else min(int(loader.get('num_workers', 0)), 4)
-    found = run_extraction(model, loader['dataset']['pipeline'], videos, store, args.level, args.per, rank, world, workers)
+    found = run_extraction(
+        model, loader['dataset']['pipeline'], videos, store, args.level, args.per, rank, world, workers
+    )
     shards = [found]
     if world > 1:
         shards = [None] * world

@@ -88,7 +88,9 @@ def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
     if views is None or views is False:
         return []
     if isinstance(views, bool) or not isinstance(views, int) or views <= 0:
-        return [f'model.test_cfg.max_testing_views must be a positive int (or None: all views), got {views!r}']
+        return [
+            f'model.test_cfg.max_testing_views must be a positive int (or None: all views), got {views!r}'
+        ]
     return [
         f'{name}.batch_size must be 1 with model.test_cfg.max_testing_views={views} (the views of one '
         f'video are split), got {loader.get("batch_size")}'

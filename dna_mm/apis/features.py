@@ -16,7 +16,8 @@ level           what                                                  TimeSforme
 ==============  ====================================================  ========================
 
 ``per='video'`` averages the views (as the head averages their scores), ``per='clip'`` keeps
-them (a head that merges the views before its classifier, as TSN's consensus, gives one row). :func:`extract` returns one array; :class:`FeatureStore` writes one ``.npy`` per video
+them (a head that merges the views before its classifier, as TSN's consensus, gives one row).
+:func:`extract` returns one array; :class:`FeatureStore` writes one ``.npy`` per video
 (atomically: a killed run resumes at the first missing file) and assembles one
 ``features.npy`` with ``index.csv`` on request.
 """
@@ -45,7 +46,9 @@ def classifier_of(model: nn.Module) -> nn.Linear:
     head = getattr(model, 'cls_head', None)
     linears = [m for m in head.modules() if isinstance(m, nn.Linear)] if head is not None else []
     if not linears:
-        raise ConfigError(f'{type(model).__name__}: no cls_head with a linear classifier to take features from')
+        raise ConfigError(
+            f'{type(model).__name__}: no cls_head with a linear classifier to take features from'
+        )
     return linears[-1]
 
 

@@ -160,7 +160,9 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
     for line in lines:
         print_log(line, logger='current', level=30 if line.startswith('warning') else 20)
     hooks = [
-        h for h in cfg.get('custom_hooks') or [] if not (isinstance(h, dict) and h.get('type') == 'GlobalBatchHook')
+        h
+        for h in cfg.get('custom_hooks') or []
+        if not (isinstance(h, dict) and h.get('type') == 'GlobalBatchHook')
     ]
     cfg.custom_hooks = [*hooks, dict(type='GlobalBatchHook', global_batch=target, changes=changes)]
     return lines

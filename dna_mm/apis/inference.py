@@ -35,7 +35,8 @@ class Prediction:
 def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     """The videos named by ``source``: a video file, a folder (its video files, recursively,
     sorted) or a list file (``.txt``: one path per line, optionally followed by a label as in
-    MMAction2's lists, :func:`list_path`; relative paths are relative to ``video_root``, default the list's folder).
+    MMAction2's lists, :func:`list_path`; relative paths are relative to ``video_root``, default
+    the list's folder).
     A missing input, an empty folder or missing listed videos are a ``FileNotFoundError``."""
     path = Path(source)
     if path.is_dir():

@@ -5,6 +5,7 @@ activations; one file per video or one file with an index; resume; unreadable vi
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import shutil
 import socket
@@ -16,12 +17,14 @@ import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, load_tool
 from mmaction.registry import MODELS
+from mmaction.utils import register_all_modules
 from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
 
 import dna_mm  # noqa: F401
 
 extract = load_tool('tools/extract_features.py')
+register_all_modules()
 
 
 @pytest.fixture(scope='module')
@@ -42,25 +45,41 @@ def demo_model(tiny_video_set, tmp_path_factory):
     return ckpt, videos
 
 
-def own_pre_head(ckpt, video) -> np.ndarray:
-    """What the recognizer's ``test_step`` hands to its head for ``video``: ``[views, C]``."""
+@functools.cache
+def _recognizer(ckpt) -> tuple:
     cfg = Config.fromfile(DEMO_CONFIG)
     model = MODELS.build(cfg.model).eval()
     model.load_state_dict(torch.load(ckpt, weights_only=True)['state_dict'])
+    return model, Compose(cfg.test_dataloader.dataset.pipeline)
+
+
+def own_pre_head(ckpt, video) -> np.ndarray:
+    """What the recognizer's ``test_step`` hands to its head for ``video``: ``[views, C]``."""
+    model, pipeline = _recognizer(ckpt)
     seen = []
-    model.cls_head.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
-    sample = Compose(cfg.test_dataloader.dataset.pipeline)(
-        dict(filename=str(video), label=-1, start_index=0, modality='RGB')
-    )
+    hook = model.cls_head.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+    sample = pipeline(dict(filename=str(video), label=-1, start_index=0, modality='RGB'))
     with torch.no_grad():
         model.test_step(pseudo_collate([sample]))
+    hook.remove()
     return seen[0].numpy()
 
 
 def test_features_are_the_recognizers_pre_head_activations(demo_model, tmp_path, capsys) -> None:
     ckpt, videos = demo_model
     out = tmp_path / 'clip'
-    args = [DEMO_CONFIG, str(ckpt), '--videos', str(videos), '--out', str(out), '--per', 'clip']
+    args = [
+        DEMO_CONFIG,
+        str(ckpt),
+        '--videos',
+        str(videos),
+        '--out',
+        str(out),
+        '--workers',
+        '0',
+        '--per',
+        'clip',
+    ]
     assert extract.main(args) == 1  # the broken file: listed, the others written
     err = capsys.readouterr().err
     assert f'{videos / "broken.mp4"}: ' in err and (out / 'unreadable.txt').read_text().count('\n') == 1
@@ -84,16 +103,21 @@ def test_features_are_the_recognizers_pre_head_activations(demo_model, tmp_path,
 def test_one_file_with_an_index_and_tokens(demo_model, tmp_path, capsys) -> None:
     ckpt, videos = demo_model
     (listing := tmp_path / 'list.txt').write_text(
-        ''.join(f'{p.relative_to(videos)} 0\n' for p in sorted(videos.rglob('*.mp4')) if p.name != 'broken.mp4')
+        ''.join(
+            f'{p.relative_to(videos)} 0\n' for p in sorted(videos.rglob('*.mp4')) if p.name != 'broken.mp4'
+        )
     )
     out = tmp_path / 'one'
-    args = [DEMO_CONFIG, str(ckpt), '--videos', str(listing), '--video-root', str(videos), '--out', str(out)]
+    args = [DEMO_CONFIG, str(ckpt), '--videos', str(listing), '--video-root', str(videos), '--workers', '0']
+    args += ['--out', str(out)]
     assert extract.main([*args, '--single-file']) == 0
     feats = np.load(out / 'features.npy')
     rows = list(csv.DictReader(open(out / 'index.csv', encoding='utf-8')))
     assert feats.shape == (3, 96) and [int(r['row']) for r in rows] == [0, 1, 2]
     for row in rows:
-        np.testing.assert_allclose(feats[int(row['row'])], own_pre_head(ckpt, row['video'])[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            feats[int(row['row'])], own_pre_head(ckpt, row['video'])[0], rtol=1e-5, atol=1e-6
+        )
     assert extract.main([*args[:-1], str(tmp_path / 'tokens'), '--level', 'tokens']) == 0
     tokens = np.load(next((tmp_path / 'tokens').rglob('*.npy')))
     assert tokens.shape == (1 + 16 * 8, 96)  # CLS + 4x4 patches x 8 frames, averaged over 1 view
@@ -112,7 +136,14 @@ def test_two_processes_share_the_videos(demo_model, tmp_path) -> None:
     args = [DEMO_CONFIG, str(ckpt), '--videos', str(videos), '--per', 'clip']
     extract.main([*args, '--out', str(tmp_path / 'one')])
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', f'--master_port={_free_port()}']
+    cmd = [
+        sys.executable,
+        '-m',
+        'torch.distributed.run',
+        '--nproc_per_node',
+        '2',
+        f'--master_port={_free_port()}',
+    ]
     done = subprocess.run(
         [*cmd, 'tools/extract_features.py', *args, '--out', str(tmp_path / 'two'), '--launcher', 'pytorch'],
         cwd=REPO,

@@ -47,14 +47,14 @@ def test_train_with_launcher_slurm_in_one_process(tiny_video_set, tmp_path, monk
     slurm = dict(SLURM_PROCID='0', SLURM_NTASKS='1', SLURM_LOCALID='0', SLURM_NODELIST='localhost')
     for name, value in {**slurm, 'MASTER_PORT': str(_free_port())}.items():
         monkeypatch.setenv(name, value)
-    opts = tiny_run_options(tiny_video_set)
-    proc = run_main(
-        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--launcher', 'slurm', '--cfg-options', *opts]
-    )
+    opts = tiny_run_options(tiny_video_set)  # batch 2: 2 accumulation steps reach 4
+    train = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--launcher', 'slurm']
+    proc = run_main([*train, '--global-batch', '4', '--cfg-options', *opts])
     assert 'gloo process group, rank 0 of 1' in proc.stdout + proc.stderr
     assert (tmp_path / 'epoch_1.pth').exists()
     log = next(tmp_path.glob('*/*.log')).read_text()
     assert 'Distributed launcher: slurm' in log and 'Distributed training: True' in log
+    assert 'global batch 4 = 1 process x 2 clips x 2 gradient accumulation steps' in log
     assert os.environ['RANK'] == '0' and os.environ['MASTER_ADDR'] == 'localhost'
 
 
@@ -71,12 +71,35 @@ def test_slurm_scripts_call_srun_with_the_tool(script, tmp_path) -> None:
         'SRUN_ARGS': '--time=1:00:00 --qos=high',
     }
     fourth = 'work_dirs/x' if script == 'slurm_train.sh' else 'ckpt.pth'
-    cmd = ['bash', f'tools/{script}', 'gpu', 'dna job', 'configs/timesformer_dna_ntu60.py', fourth, '--seed', '1']
+    cmd = [
+        'bash',
+        f'tools/{script}',
+        'gpu',
+        'dna job',
+        'configs/timesformer_dna_ntu60.py',
+        fourth,
+        '--seed',
+        '1',
+    ]
     subprocess.run(cmd, cwd=REPO, env=env, check=True)
     args = (tmp_path / 'args').read_text().splitlines()
     tool = 'train.py' if script == 'slurm_train.sh' else 'test.py'
-    assert args[:6] == ['-p', 'gpu', '--job-name=dna job', '--gres=gpu:8', '--ntasks=16', '--ntasks-per-node=8']
+    assert args[:6] == [
+        '-p',
+        'gpu',
+        '--job-name=dna job',
+        '--gres=gpu:8',
+        '--ntasks=16',
+        '--ntasks-per-node=8',
+    ]
     assert '--time=1:00:00' in args and '--qos=high' in args and '--kill-on-bad-exit=1' in args
     at = next(i for i, a in enumerate(args) if a.endswith(f'tools/{tool}'))
     second = '--work-dir=work_dirs/x' if script == 'slurm_train.sh' else 'ckpt.pth'
-    assert args[at + 1 :] == ['configs/timesformer_dna_ntu60.py', second, '--launcher', 'slurm', '--seed', '1']
+    assert args[at + 1 :] == [
+        'configs/timesformer_dna_ntu60.py',
+        second,
+        '--launcher',
+        'slurm',
+        '--seed',
+        '1',
+    ]

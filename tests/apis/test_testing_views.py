@@ -21,7 +21,9 @@ def _views(pipeline: list[dict]) -> int:
     return clips * next((crops[t['type']] for t in pipeline if t['type'] in crops), 1)
 
 
-@pytest.mark.parametrize('name', ['k400', 'ntu60', 'ntu60_xview', 'smarthome_cs', 'smarthome_cv1', 'smarthome_cv2'])
+@pytest.mark.parametrize(
+    'name', ['k400', 'ntu60', 'ntu60_xview', 'smarthome_cs', 'smarthome_cv1', 'smarthome_cv2']
+)
 def test_dataset_configs_test_on_three_views_validate_on_one(name) -> None:
     cfg = Config.fromfile(str(REPO / 'configs' / f'timesformer_dna_{name}.py'))
     assert _views(cfg.test_dataloader.dataset.pipeline) == 3 and cfg.test_dataloader.batch_size == 1
@@ -42,12 +44,14 @@ def test_max_testing_views_gives_the_same_scores(tiny_video_set) -> None:
     assert sample['inputs'].shape[0] == 6  # views
     torch.manual_seed(0)
     model = MODELS.build(cfg.model).eval()
-    scores = {}
+    scores, passes = {}, []
+    model.backbone.register_forward_pre_hook(lambda _m, args: passes.append(args[0].shape[0]))
     for views in (None, 1, 4):
         model.test_cfg = dict(max_testing_views=views)
         with torch.no_grad():
             (pred,) = model.test_step(pseudo_collate([sample]))
         scores[views] = pred.pred_scores.item
+    assert passes == [6, 1, 1, 1, 1, 1, 1, 4, 2]  # clips per backbone pass
     torch.testing.assert_close(scores[1], scores[None], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(scores[4], scores[None], rtol=1e-5, atol=1e-6)
     assert not torch.allclose(scores[None], torch.full_like(scores[None], 0.25))  # not uniform

@@ -30,7 +30,10 @@ def tree(tiny_video_set, tmp_path) -> Path:
     """SRC/<class>/<clip n>.mp4, 3 clips a class (the demo clips, by their label), plus a broken
     'video' in the last class."""
     src = tmp_path / 'my videos'
-    for line in [*(tiny_video_set / 'train.txt').read_text().splitlines(), *(tiny_video_set / 'test.txt').read_text().splitlines()]:
+    for line in [
+        *(tiny_video_set / 'train.txt').read_text().splitlines(),
+        *(tiny_video_set / 'test.txt').read_text().splitlines(),
+    ]:
         path, label = line.rsplit(' ', 1)
         folder = src / NAMES[int(label)]
         folder.mkdir(parents=True, exist_ok=True)
@@ -40,7 +43,10 @@ def tree(tiny_video_set, tmp_path) -> Path:
 
 
 def _lines(path: Path) -> list[tuple[str, int]]:
-    return [(p, int(label)) for p, label in (ln.rsplit(' ', 1) for ln in path.read_text(encoding='utf-8').splitlines())]
+    return [
+        (p, int(label))
+        for p, label in (ln.rsplit(' ', 1) for ln in path.read_text(encoding='utf-8').splitlines())
+    ]
 
 
 def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
@@ -56,7 +62,9 @@ def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
     printed = capsys.readouterr().out
     broken = tree / NAMES[3] / 'broken clip.mp4'
     assert 'checked 13 videos (0 from the last run): 1 unreadable' in printed
-    assert f'  {broken}: ' in printed and (out / 'unreadable.txt').read_text(encoding='utf-8').startswith(f'{broken}\t')
+    assert f'  {broken}: ' in printed and (out / 'unreadable.txt').read_text(encoding='utf-8').startswith(
+        f'{broken}\t'
+    )
     assert (out / 'classes.txt').read_text(encoding='utf-8').splitlines() == sorted(NAMES)
     train, val = _lines(out / 'train.txt'), _lines(out / 'val.txt')
     assert not (out / 'test.txt').exists()
@@ -143,15 +151,39 @@ def test_train_test_infer_and_confusion_matrix_on_the_built_config(tree, tmp_pat
     ]
     run_main(['tools/train.py', config, '--work-dir', str(work), '--cfg-options', *tiny])
     ckpt = str(work / 'epoch_1.pth')
-    test = run_main(['tools/test.py', config, ckpt, '--dump', str(tmp_path / 'p.pkl'), '--cfg-options', *tiny[:4]])
+    test = run_main(
+        ['tools/test.py', config, ckpt, '--dump', str(tmp_path / 'p.pkl'), '--cfg-options', *tiny[:4]]
+    )
     assert 'Test results: top-1:' in test.stdout
-    infer = run_main(['tools/infer.py', config, ckpt, str(out / 'val.txt'), '--video-root', str(tree),
-                      '--out', str(tmp_path / 'p.csv'), '--cfg-options', *tiny[:4]])
+    infer = run_main(
+        [
+            'tools/infer.py',
+            config,
+            ckpt,
+            str(out / 'val.txt'),
+            '--video-root',
+            str(tree),
+            '--out',
+            str(tmp_path / 'p.csv'),
+            '--cfg-options',
+            *tiny[:4],
+        ]
+    )
     rows = list(csv.DictReader(open(tmp_path / 'p.csv', encoding='utf-8')))
     assert {r['class_name'] for r in rows} <= set(NAMES) and len({r['video'] for r in rows}) == 4
     assert infer.returncode == 0
     stock = Path(__import__('mmaction').__file__).parent / '.mim/tools/analysis_tools/confusion_matrix.py'
-    run_main(['dna_mm/launch.py', str(stock), config, str(tmp_path / 'p.pkl'), '--out', str(tmp_path / 'cm.pkl'),
-              '--label-file', str(out / 'classes.txt')])
+    run_main(
+        [
+            'dna_mm/launch.py',
+            str(stock),
+            config,
+            str(tmp_path / 'p.pkl'),
+            '--out',
+            str(tmp_path / 'cm.pkl'),
+            '--label-file',
+            str(out / 'classes.txt'),
+        ]
+    )
     matrix = pickle.load(open(tmp_path / 'cm.pkl', 'rb'))
     assert tuple(matrix.shape) == (4, 4) and int(matrix.sum()) == 4

@@ -23,7 +23,7 @@ from mmengine.config import Config
 from ...apis.cli import DEBUG_HELP, cli_main
 from ...errors import DataError
 from ..preparation.runner import SHOW, default_workers
-from .recipe import base_reference, config_text, dataset_type, init_lines, size_recipe
+from .recipe import base_reference, config_text, dataset_type, initialisation, size_recipe
 from .source import SPLITS, Sample, read_source, stratified_split
 from .videos import check_videos
 
@@ -74,7 +74,9 @@ def load_base(base: str, repo_configs: Path) -> tuple[str, Config]:
     for candidate in (Path(base), repo_configs / base):
         if candidate.is_file():
             return str(candidate), Config.fromfile(str(candidate))
-    raise FileNotFoundError(f'--base {base}: no such config (a file, a name under {repo_configs}, or mmaction::...)')
+    raise FileNotFoundError(
+        f'--base {base}: no such config (a file, a name under {repo_configs}, or mmaction::...)'
+    )
 
 
 def _absolute(source_root: Path, sample: Sample) -> str:
@@ -141,16 +143,16 @@ def build_cli(argv: Optional[list[str]], default_base: str, repo_configs: Path) 
     if load_from not in (None, 'none') and '://' not in load_from and not os.path.isfile(load_from):
         print(f'note: {load_from} does not exist yet; put the checkpoint there before training')
     recipe = size_recipe(base, len(splits['train']))
-    init, init_note = init_lines(base, load_from)
+    backbone, init_note = initialisation(base, load_from)
     write_outputs(out, source.classes, splits, unreadable)
     text = config_text(
-        base_reference(base_path, out),
+        base_reference(base_path),
         out,
         source.root,
         source.classes,
         {s: len(v) for s, v in splits.items()},
         recipe,
-        init,
+        backbone,
         init_note,
         str(Path(args.src).resolve()),
     )
@@ -164,4 +166,3 @@ def build_cli(argv: Optional[list[str]], default_base: str, repo_configs: Path) 
     print(f'wrote {out}/: {", ".join(f"{s}.txt" for s in splits)}, classes.txt, config.py')
     print(f'next: python tools/train.py {out / "config.py"}')
     return 0
-

@@ -12,15 +12,14 @@ From the base config's recipe (per-GPU batch ``b0``, global batch ``G0``, learni
 
 and the base's epoch-based schedule moved to ``E`` epochs (milestones at the same fraction of
 the run, :func:`dna_mm.apis.sync_schedule`). :func:`config_text` writes the config: ``_base_``
-the base, ``num_classes``, the lists and video root, the initialisation, the recipe.
+the base, ``num_classes``, the lists and video root, the initialisation (:func:`initialisation`),
+the recipe.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import os
-import pprint
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -54,15 +53,18 @@ class Recipe:
     base_lr: float
 
     def describe(self, n_train: int) -> str:
+        gpus = self.global_batch // self.batch_size
+        spread = f'{gpus} GPUs, or fewer with gradient accumulation' if gpus > 1 else 'one GPU'
         lines = [
-            f'recipe for {n_train} training videos: global batch {self.global_batch} '
-            f'({self.batch_size} per GPU, accumulated to {self.global_batch}), lr {self.lr:g} '
+            f'recipe for {n_train} training videos: global batch {self.global_batch} ({self.batch_size} '
+            f'clips a GPU: {spread}), lr {self.lr:g} '
             f'(the base: {self.base_lr:g} for {self.base_global_batch})'
         ]
         if self.epochs is not None:
             steps = math.ceil(n_train / self.global_batch)
             lines.append(
-                f'{self.epochs} epochs of {steps} optimizer steps, {self.warmup_epochs} warm-up epoch(s)'
+                f'{self.epochs} epochs of {steps} optimizer step{"s" if steps > 1 else ""}, '
+                f'{self.warmup_epochs} of them warm-up'
             )
         return '; '.join(lines)
 
@@ -124,7 +126,12 @@ def size_recipe(base: Config, n_train: int) -> Recipe:
         schedulers.insert(
             0,
             dict(
-                type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=warmup, convert_to_iter_based=True
+                type='LinearLR',
+                start_factor=0.1,
+                by_epoch=True,
+                begin=0,
+                end=warmup,
+                convert_to_iter_based=True,
             ),
         )
     return Recipe(g, b, lr, epochs, warmup, schedulers, g0, lr0)
@@ -141,30 +148,36 @@ def dataset_type(base: Config) -> str:
     return kind
 
 
-def init_lines(base: Config, load_from: Optional[str]) -> tuple[list[str], str]:
-    """Config lines for the initialisation, and a sentence saying what it is.
+def initialisation(base: Config, load_from: Optional[str]) -> tuple[dict, str]:
+    """The ``model.backbone`` keys that set the initialisation, and a sentence saying what it is.
 
-    ``load_from``: a checkpoint (a DnATimeSformer base, or any backbone with a ``pretrained``
-    argument: ``model.backbone.pretrained``, which converts and reports the keys; other
-    backbones: mmengine's ``Pretrained`` init of the backbone keys); ``'none'``: from scratch;
-    ``None``: the base's own initialisation."""
+    ``load_from``: a checkpoint (a backbone with a ``pretrained`` argument, as DnATimeSformer:
+    ``pretrained``, which converts the layout and reports the keys; other backbones: mmengine's
+    ``Pretrained`` init of the checkpoint's ``backbone.`` keys); ``'none'``: from scratch;
+    ``None``: the base's own initialisation (no keys)."""
     backbone = (base.get('model') or {}).get('backbone') or {}
+    init_cfg = backbone.get('init_cfg')
+    pretrained_init = isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'
     if load_from is None:
-        return [], "the base config's own initialisation"
+        return {}, "the base config's own initialisation"
     if load_from == 'none':
-        scratch = dict(pretrained=None) if 'pretrained' in backbone else {}
-        if isinstance(backbone.get('init_cfg'), dict) and backbone['init_cfg'].get('type') == 'Pretrained':
-            scratch['init_cfg'] = None
-        return [f'model = dict(backbone={scratch!r})', 'load_from = None'], 'from scratch'
+        keys = dict(pretrained=None) if 'pretrained' in backbone else {}
+        return (dict(keys, init_cfg=None) if pretrained_init else keys), 'from scratch'
     if 'pretrained' in backbone or backbone.get('type') == 'DnATimeSformer':
-        return [f'model = dict(backbone=dict(pretrained={load_from!r}))'], f'the backbone of {load_from}'
+        return dict(pretrained=load_from), f'the backbone of {load_from} (a new head)'
     init = dict(type='Pretrained', checkpoint=load_from, prefix='backbone.')
-    return [f'model = dict(backbone=dict(init_cfg={init!r}))'], f'the backbone keys of {load_from}'
+    return dict(init_cfg=init), f'the backbone keys of {load_from} (a new head)'
 
 
-def _literal(name: str, value: Any) -> str:
-    text = pprint.pformat(value, width=100, sort_dicts=False)
-    return f'{name} = {text}'
+def python(value: Any, indent: int = 0) -> str:
+    """``value`` as config source: dicts as ``dict(key=...)``, a list of dicts one per line."""
+    pad = ' ' * indent
+    if isinstance(value, dict):
+        return 'dict(' + ', '.join(f'{k}={python(v, indent)}' for k, v in value.items()) + ')'
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        inner = ''.join(f'{pad}    {python(v, indent + 4)},\n' for v in value)
+        return f'[\n{inner}{pad}]'
+    return repr(value)
 
 
 def config_text(
@@ -174,16 +187,18 @@ def config_text(
     classes: list[str],
     splits: dict[str, int],
     recipe: Recipe,
-    init: list[str],
+    backbone: dict,
     init_note: str,
     source: str,
 ) -> str:
     """The generated ``config.py`` (see the module docstring); ``splits`` maps each written
-    list (``train`` / ``val`` / ``test``) to its video count."""
+    list (``train`` / ``val`` / ``test``) to its video count, ``backbone`` holds the
+    initialisation keys (:func:`initialisation`)."""
     out = out_dir.resolve()
     lists = {s: str(out / f'{s}.txt') for s in splits}
     test = 'test' if 'test' in lists else 'val'
     counts = ' / '.join(f'{n} {s}' for s, n in splits.items())
+    model = dict(backbone=backbone) if backbone else {}
     lines = [
         f'# Fine-tuning on {source}: {len(classes)} classes, {counts} videos. Written by',
         '# tools/data/build_custom_dataset.py (docs/datasets/custom.md); running it again rewrites it.',
@@ -194,9 +209,14 @@ def config_text(
         f"label_map = {str(out / 'classes.txt')!r}  # class names (tools/infer.py, confusion matrix)",
         "custom_imports = dict(imports=['dna_mm', 'dna_mm.apis'], allow_failed_imports=False)",
         f'# initialisation: {init_note}',
-        *init,
-        'model = dict(cls_head=dict(num_classes=num_classes))',
-        "dataset = dict(type='RobustVideoDataset', num_classes=num_classes, data_prefix=dict(video=data_root))",
+        'model = ' + python(model)[:-1] + (', ' if model else '') + 'cls_head=dict(num_classes=num_classes))',
+    ]
+    if backbone.get('pretrained', 0) is None or backbone.get('init_cfg', 0) is None:
+        lines.append('load_from = None')
+    lines += [
+        'dataset = dict(',
+        "    type='RobustVideoDataset', num_classes=num_classes, data_prefix=dict(video=data_root)",
+        ')',
         f'train_dataloader = dict(batch_size={recipe.batch_size}, dataset=dict(**dataset, '
         f'ann_file={lists["train"]!r}))',
     ]
@@ -205,7 +225,8 @@ def config_text(
     else:
         lines.append('val_cfg = val_dataloader = val_evaluator = None  # no validation list')
     lines += [
-        f'test_dataloader = dict(dataset=dict(**dataset, ann_file={lists[test]!r}))',
+        f'test_dataloader = dict(dataset=dict(**dataset, ann_file={lists[test]!r}))'
+        + ('' if test == 'test' else '  # no test list: val'),
         '',
         f'# The recipe, sized to {splits["train"]} training videos (docs/datasets/custom.md): global batch',
         f'# {recipe.global_batch} (tools/train.py accumulates gradients to it), the base lr '
@@ -217,13 +238,11 @@ def config_text(
     ]
     if recipe.epochs is not None:
         lines.append(f'train_cfg = dict(max_epochs={recipe.epochs})')
-        lines.append(_literal('param_scheduler', recipe.param_scheduler))
+        lines.append(f'param_scheduler = {python(recipe.param_scheduler)}')
     return '\n'.join(lines) + '\n'
 
 
-def base_reference(base: str, out_dir: Path) -> str:
-    """``_base_`` entry for ``base``: a zoo name (``mmaction::...``) as it is, a file relative
-    to ``out_dir`` (so the folder and the repository can move together)."""
-    if '::' in base:
-        return base
-    return os.path.relpath(Path(base).resolve(), out_dir.resolve())
+def base_reference(base: str) -> str:
+    """``_base_`` entry for ``base``: a zoo name (``mmaction::...``) as it is, a file by its
+    absolute path (as the lists and the video folder are named)."""
+    return base if '::' in base else str(Path(base).resolve())

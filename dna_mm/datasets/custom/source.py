@@ -69,8 +69,8 @@ def read_folder(root: Path, skip: Optional[Path] = None) -> Source:
     """``root/<class>/...`` or ``root/<split>/<class>/...`` (see the module docstring); ``skip``
     (the output folder, if inside) is left out. A class folder without videos is a
     :class:`~dna_mm.errors.DataError` naming it."""
-    from ..preparation.runner import source_videos
     from ...apis.inference import VIDEO_SUFFIXES
+    from ..preparation.runner import source_videos
 
     skip = skip.resolve() if skip is not None else None
     top = _visible_dirs(root, skip)
@@ -105,7 +105,9 @@ def _rows(path: Path) -> list[tuple[int, list[str]]]:
     try:
         text = path.read_text(encoding='utf-8-sig')
     except UnicodeDecodeError as err:
-        raise DataError(f'{path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8') from None
+        raise DataError(
+            f'{path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8'
+        ) from None
     rows = []
     if path.suffix.lower() == '.csv':
         for lineno, fields in enumerate(csv.reader(io.StringIO(text)), start=1):

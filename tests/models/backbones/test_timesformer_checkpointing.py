@@ -29,13 +29,17 @@ def _pair(attention_type: str) -> tuple[torch.nn.Module, torch.nn.Module]:
 def _step(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, dict, int]:
     """Output, parameter gradients and how often layer 0 ran, for ``(out ** 2).sum()``."""
     calls = []
-    hook = model.transformer_layers.layers[0].register_forward_hook(lambda *_: calls.append(1))
+    hook = model.transformer_layers.layers[0].register_forward_pre_hook(lambda *_: calls.append(1))
     model.zero_grad()
     torch.manual_seed(7)  # the same drop-path masks for both models
     out = model(x)
     (out**2).sum().backward()
     hook.remove()
-    return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, len(calls)
+    return (
+        out.detach(),
+        {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None},
+        len(calls),
+    )
 
 
 @pytest.mark.parametrize('attention_type', ['divided_space_time', 'joint_space_time'])
