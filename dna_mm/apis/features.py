@@ -143,8 +143,10 @@ class FeatureStore:
                     f'{self.out} holds features made with other settings ({diff}, as (then, now)); '
                     f'use another --out, or delete {record} to overwrite'
                 )
-        else:
-            record.write_text(json.dumps(self.settings, indent=1), encoding='utf-8')
+        else:  # atomically: the ranks of a distributed run all write it
+            tmp = record.with_name(f'{record.name}.{os.getpid()}.part')
+            tmp.write_text(json.dumps(self.settings, indent=1), encoding='utf-8')
+            os.replace(tmp, record)
 
     def name(self, video: str) -> str:
         """The video's name below ``out``: relative to ``root``, else its full path."""

@@ -11,7 +11,8 @@ From the base config's recipe (per-GPU batch ``b0``, global batch ``G0``, learni
     W  = ceil(E / 20)                      linear warm-up epochs from 0.1 · lr (new head)
 
 and the base's epoch-based schedule moved to ``E`` epochs (milestones at the same fraction of
-the run, :func:`dna_mm.apis.sync_schedule`). :func:`config_text` writes the config: ``_base_``
+the run; validation and checkpoint intervals equal to the base's length become ``E``:
+:func:`dna_mm.apis.sync_schedule`). :func:`config_text` writes the config: ``_base_``
 the base, ``num_classes``, the lists and video root, the initialisation (:func:`initialisation`),
 the recipe.
 """
@@ -51,6 +52,8 @@ class Recipe:
     param_scheduler: Optional[list[dict]]
     base_global_batch: int
     base_lr: float
+    val_interval: Optional[int] = None  # moved with the length (the base's: None)
+    checkpoint_interval: Optional[int] = None
 
     def describe(self, n_train: int) -> str:
         gpus = self.global_batch // self.batch_size
@@ -106,13 +109,22 @@ def size_recipe(base: Config, n_train: int) -> Recipe:
     steps = math.ceil(n_train / g)
     epochs = min(MAX_EPOCHS, max(e0, math.ceil(MIN_STEPS / steps)))
     warmup = math.ceil(epochs / WARMUP_DIVISOR)
+    checkpoint = copy.deepcopy((base.get('default_hooks') or {}).get('checkpoint') or {})
+    checkpoint_before = checkpoint.get('interval')
     sched_cfg = Config(
         dict(
             param_scheduler=copy.deepcopy(base.get('param_scheduler') or []),
-            train_cfg=dict(max_epochs=epochs),
+            train_cfg=dict(copy.deepcopy(train_cfg), max_epochs=epochs),
+            default_hooks=dict(checkpoint=checkpoint),
         )
     )
-    sync_schedule(sched_cfg, e0)
+    sync_schedule(sched_cfg, e0)  # intervals equal to the run's length stay so (validate at the end)
+    intervals = dict(
+        val_interval=sched_cfg.train_cfg.get('val_interval'),
+        checkpoint_interval=sched_cfg.default_hooks.checkpoint.get('interval'),
+    )
+    before = dict(val_interval=train_cfg.get('val_interval'), checkpoint_interval=checkpoint_before)
+    intervals = {k: v for k, v in intervals.items() if v != before[k]}
     schedulers = [dict(s) for s in sched_cfg.param_scheduler]
     first = schedulers[0] if schedulers else {}
     if first.get('type') == 'LinearLR' and first.get('begin', 0) == 0 and first.get('by_epoch', True):
@@ -134,7 +146,7 @@ def size_recipe(base: Config, n_train: int) -> Recipe:
                 convert_to_iter_based=True,
             ),
         )
-    return Recipe(g, b, lr, epochs, warmup, schedulers, g0, lr0)
+    return Recipe(g, b, lr, epochs, warmup, schedulers, g0, lr0, **intervals)
 
 
 def dataset_type(base: Config) -> str:
@@ -237,8 +249,11 @@ def config_text(
         f'optim_wrapper = dict(optimizer=dict(lr={recipe.lr!r}))',
     ]
     if recipe.epochs is not None:
-        lines.append(f'train_cfg = dict(max_epochs={recipe.epochs})')
+        val = f', val_interval={recipe.val_interval}' if recipe.val_interval else ''
+        lines.append(f'train_cfg = dict(max_epochs={recipe.epochs}{val})')
         lines.append(f'param_scheduler = {python(recipe.param_scheduler)}')
+    if recipe.checkpoint_interval:
+        lines.append(f'default_hooks = dict(checkpoint=dict(interval={recipe.checkpoint_interval}))')
     return '\n'.join(lines) + '\n'
 
 
