@@ -3,7 +3,7 @@
 detector from an MMDetection config (``configs/vitdet_*.py``) the same way.
 
     python tools/train.py configs/timesformer_dna_ntu60.py [--work-dir DIR] [--resume [CKPT]]
-        [--amp] [--no-validate] [--auto-scale-lr] [--seed N] [--cfg-options k=v ...]
+        [--amp] [--no-validate] [--global-batch N|none] [--auto-scale-lr] [--seed N] [--cfg-options k=v ...]
         [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--tensorboard] [--verbose] [--debug]
 
 Without CUDA, distributed runs use gloo and AMP falls back to full precision (logged).
@@ -11,7 +11,11 @@ Without CUDA, distributed runs use gloo and AMP falls back to full precision (lo
 when there is none). ``load_from`` / ``--resume`` checkpoints must match the model
 (``--partial-load`` accepts one that does not and prints what was not loaded); a new
 ``train_cfg.max_epochs`` moves the schedule's end, ``val_interval`` and the checkpoint interval
-with it. ``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
+with it. ``--global-batch N`` (config key ``global_batch_size``; the video recipes state 64) reaches a
+global batch of N clips per optimizer step on any number of processes by gradient accumulation
+(the steps are logged, iteration-based schedules scaled; :mod:`dna_mm.apis.global_batch`);
+``--auto-scale-lr`` is the other choice (lr scaled to the actual batch, no accumulation).
+``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
 (environment, config, hooks) on the terminal, not only in the log file.
 
 Config values are checked before anything is built (lengths, intervals, batch sizes, learning
@@ -30,6 +34,17 @@ from mmengine.config import Config, DictAction
 
 from dna_mm.apis import build_runner, check_config, enable_tensorboard, prepare_cfg, shutdown_distributed
 from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
+from dna_mm.apis.global_batch import apply_global_batch
+from dna_mm.errors import ConfigError
+
+
+def _global_batch(text: str) -> int:
+    """``--global-batch``: a positive int, or ``none`` (0: accumulation off)."""
+    if text.lower() == 'none':
+        return 0
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f'expected a positive integer or none, got {text!r}')
+    return int(text)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +60,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument('--amp', action='store_true', help='automatic mixed precision (CUDA only)')
     p.add_argument('--no-validate', action='store_true', help='skip validation during training')
-    p.add_argument('--auto-scale-lr', action='store_true', help='scale the lr by actual / base batch size')
+    p.add_argument(
+        '--global-batch',
+        type=_global_batch,
+        metavar='N|none',
+        help='clips per optimizer step, reached by gradient accumulation over world size x batch '
+        "(default: the config's global_batch_size; none: off)",
+    )
+    p.add_argument(
+        '--auto-scale-lr',
+        action='store_true',
+        help='scale the lr by actual / base batch size instead (no accumulation)',
+    )
     p.add_argument('--seed', type=int, default=None, help='random seed')
     p.add_argument('--diff-rank-seed', action='store_true', help='different seeds per rank')
     p.add_argument('--deterministic', action='store_true', help='deterministic CUDNN')
@@ -98,13 +124,17 @@ def main(argv: list[str] | None = None) -> None:
     elif args.resume is not None:
         cfg.resume, cfg.load_from = True, args.resume
     if args.auto_scale_lr:
+        if args.global_batch:
+            raise ConfigError('--global-batch and --auto-scale-lr: choose one (see docs/training.md)')
         cfg.auto_scale_lr.enable = True
+        cfg.global_batch_size = None  # the other answer to a smaller batch
     if cfg.get('randomness') is None:
         cfg.randomness = dict(
             seed=args.seed, diff_rank_seed=args.diff_rank_seed, deterministic=args.deterministic
         )
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     check_config(cfg, 'train')
+    apply_global_batch(cfg, args.launcher, args.global_batch)
     if cfg.get('load_from'):
         user_file(cfg.load_from, '--resume' if cfg.get('resume') else 'load_from')
     try:

@@ -10,6 +10,8 @@ names every bad key and its value.
 * clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
   ``num_clips``, ``crop_size`` / ``size`` of the crops, ``Resize.scale`` (> 0, or -1 for "keep
   the aspect ratio");
+* ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
+  dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
 * attention names under ``model`` (``temporal_attn``, ``spatial_attn``, ``attn_cfg``): one of
   dna_mm's, else the closest valid name is suggested (``'dnaa'`` → ``DnAAttention / dna``).
 
@@ -46,6 +48,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems = list(_attention_problems(cfg.get('model'), 'model'))
     if mode == 'train':
         problems += _train_problems(cfg)
+    problems += _testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
         problems += _loader_problems(cfg.get(loader), loader)
     if problems:
@@ -76,6 +79,24 @@ def _train_problems(cfg: Config) -> list[str]:
                 sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
             )
     return out
+
+
+def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
+    """``model.test_cfg.max_testing_views``: an int > 0 (or None), with batch_size 1 in ``loaders``
+    (MMAction2's Recognizer3D asserts it)."""
+    views = ((cfg.get('model') or {}).get('test_cfg') or {}).get('max_testing_views')
+    if views is None or views is False:
+        return []
+    if isinstance(views, bool) or not isinstance(views, int) or views <= 0:
+        return [
+            f'model.test_cfg.max_testing_views must be a positive int (or None: all views), got {views!r}'
+        ]
+    return [
+        f'{name}.batch_size must be 1 with model.test_cfg.max_testing_views={views} (the views of one '
+        f'video are split), got {loader.get("batch_size")}'
+        for name in loaders
+        if isinstance(loader := cfg.get(name), dict) and loader.get('batch_size', 1) != 1
+    ]
 
 
 def _loader_problems(loader: Any, name: str) -> list[str]:

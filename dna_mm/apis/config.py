@@ -10,6 +10,8 @@ import torch.distributed as dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 
+from .distributed import init_cpu_group
+
 
 def prepare_cfg(
     cfg: Config,
@@ -25,8 +27,9 @@ def prepare_cfg(
       (:func:`sync_schedule`);
     * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>``;
     * without CUDA, for distributed runs: ``gloo`` instead of ``nccl``, the process group
-      initialised here (mmengine's ``pytorch`` launcher would call ``torch.cuda.set_device``)
-      and DDP without ``device_ids``.
+      initialised here (mmengine's ``pytorch`` / ``slurm`` launchers would call
+      ``torch.cuda.set_device``) and DDP without ``device_ids``; ``slurm``: torch's rendezvous
+      variables from SLURM's (:mod:`dna_mm.apis.distributed`).
     """
     cfg.launcher = launcher
     if cfg_options:
@@ -50,12 +53,7 @@ def prepare_cfg(
         dist_cfg['backend'] = 'gloo'
         cfg.setdefault('model_wrapper_cfg', dict(type='MMDistributedDataParallel'))
         cfg.model_wrapper_cfg['device_ids'] = None
-        if launcher == 'pytorch' and not dist.is_initialized():
-            dist.init_process_group('gloo')  # env:// (torchrun)
-            print_log(
-                f'no CUDA: gloo process group, rank {dist.get_rank()} of {dist.get_world_size()}',
-                logger='current',
-            )
+    init_cpu_group(launcher)  # gloo without CUDA; SLURM's variables -> torch's
     return cfg
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import os.path as osp
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -34,7 +35,8 @@ class Prediction:
 def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     """The videos named by ``source``: a video file, a folder (its video files, recursively,
     sorted) or a list file (``.txt``: one path per line, optionally followed by a label as in
-    MMAction2's lists; relative paths are relative to ``video_root``, default the list's folder).
+    MMAction2's lists, :func:`list_path`; relative paths are relative to ``video_root``, default
+    the list's folder).
     A missing input, an empty folder or missing listed videos are a ``FileNotFoundError``."""
     path = Path(source)
     if path.is_dir():
@@ -51,7 +53,7 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     root = Path(video_root) if video_root is not None else path.parent
     lines = path.read_text(encoding='utf-8').splitlines()
     # an absolute entry stays absolute
-    videos = [str(root / ln.split()[0]) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
+    videos = [str(root / list_path(ln)) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
     if not videos:
         raise DataError(f'list {source} names no video (one path per line expected)')
     missing = [v for v in videos if not osp.isfile(v)]
@@ -62,6 +64,14 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
             f'{", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}'
         )
     return videos
+
+
+def list_path(line: str) -> str:
+    """The video of a list line: the line, or the text before its last field when that field
+    is an integer (a label; the path itself may hold blanks)."""
+    line = line.strip()
+    labelled = re.fullmatch(r'(.+?)\s+-?\d+', line)
+    return labelled.group(1) if labelled else line
 
 
 def read_label_map(source: str) -> list[str]:

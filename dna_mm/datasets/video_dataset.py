@@ -46,7 +46,8 @@ class RobustVideoDataset(VideoDataset):
     """``VideoDataset`` with build-time checks and corrupt-video tolerance.
 
     At build time, an error naming the list: a line that is not UTF-8 (``file:line`` and the
-    byte), a line other than ``path label``, a label outside ``[0, num_classes)``, videos
+    byte), a line other than ``path label`` (a path may hold blanks: the label is the last
+    field), a label outside ``[0, num_classes)``, videos
     missing on disk (the first few with their line numbers, and the total).
 
     In training, a video that fails to load is logged with the reason, counted
@@ -102,6 +103,9 @@ class RobustVideoDataset(VideoDataset):
                 label = [self._label(f, lineno) for f in fields[1:]]
             elif len(fields) in (1, 2):
                 label = self._label(fields[1], lineno) if len(fields) == 2 else -1
+            elif _is_int(fields[-1]):  # a path with blanks: the label is the last field
+                label = self._label(fields[-1], lineno)
+                fields = [self.delimiter.join(fields[:-1])]
             else:
                 raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line!r}')
             filename = fields[0] if prefix is None else osp.join(prefix, fields[0])
@@ -168,6 +172,10 @@ class RobustVideoDataset(VideoDataset):
             f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
             f'(max_refetch={self.max_refetch}); check the video files and the pipeline:\n  {shown}'
         )
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip('-').isdigit()
 
 
 def skip_counters(dataset: Any) -> dict[int, SharedCounter]:

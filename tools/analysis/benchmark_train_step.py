@@ -23,6 +23,16 @@ counts the backbone's parameters alone. A config may be a zoo config (``mmaction
 mean of its outputs on random inputs, with the config's optimizer: for a detector this needs
 none of mmcv's compiled ops (RoIAlign, nms), so it runs with ``mmcv-lite``.
 
+``--compare-with-cp`` measures each config twice, as it is and with
+``model.backbone.with_cp=True`` (activation checkpointing). ``--peak-rss`` (CPU) runs each
+(config, with_cp) in a fresh process and reports its resident memory after building the model
+and optimizer and its peak over the train steps (``ru_maxrss``): the difference is what the
+steps themselves need (activations, gradients, optimizer state). Measured figures:
+docs/training.md (memory)::
+
+    python tools/analysis/benchmark_train_step.py --configs configs/timesformer_dna_k400.py \
+        --compare-with-cp --peak-rss --reps 1 [--cfg-options model.backbone.num_frames=16]
+
 ``--amp-dtype`` (CUDA) gives every config the same recipe: MMEngine's ``AmpOptimWrapper`` in
 that dtype around the config's own optimizer (a ``GradScaler`` for fp16 only, as
 ``AutoAmpOptimWrapper`` does). ``--compile`` wraps each backbone in
@@ -35,6 +45,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import statistics
 import time
 from typing import Callable, Optional
@@ -228,6 +240,41 @@ def measure(
     return [statistics.median(record[1:]) for record in times], peaks
 
 
+def _rss_bytes() -> int:
+    """This process's resident memory now (Linux ``/proc/self/statm``)."""
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+
+def _peak_rss_child(path: str, batch: int, options: dict, reps: int, queue) -> None:
+    """In a fresh process: build, then ``reps + 1`` train steps; put ``(rss after build, peak
+    rss, median step time)`` in ``queue``."""
+    import resource
+
+    torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', torch.get_num_threads())))
+    register_all_modules()
+    step, *_ = prepare(path, batch, 'cpu', options)
+    built = _rss_bytes()
+    times = []
+    for _ in range(reps + 1):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    queue.put((built, peak, statistics.median(times[1:] or times)))
+
+
+def peak_rss(path: str, batch: int, options: dict, reps: int) -> tuple[int, int, float]:
+    """:func:`_peak_rss_child` in a spawned process (its ``ru_maxrss`` is this config's alone)."""
+    ctx = multiprocessing.get_context('spawn')
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_peak_rss_child, args=(path, batch, options, reps, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--configs', nargs='+', default=DEFAULT)
@@ -254,9 +301,39 @@ def main(argv: Optional[list[str]] = None) -> None:
         default={},
         help='applied to every config, e.g. model.backbone.with_cp=True',
     )
+    p.add_argument(
+        '--compare-with-cp',
+        action='store_true',
+        help='measure each config also with model.backbone.with_cp=True (activation checkpointing)',
+    )
+    p.add_argument(
+        '--peak-rss',
+        action='store_true',
+        help='CPU: each config in a fresh process; resident memory after building and its peak in the steps',
+    )
     args = p.parse_args(argv)
     if args.amp_dtype and not args.device.startswith('cuda'):
         p.error('--amp-dtype needs --device cuda')
+    if args.peak_rss and args.device != 'cpu':
+        p.error('--peak-rss measures CPU memory (--device cpu); on CUDA the table has the peak GPU memory')
+    runs = [(c, dict(args.cfg_options)) for c in args.configs]
+    if args.compare_with_cp:
+        runs = [(c, dict(o, **{'model.backbone.with_cp': cp})) for c, o in runs for cp in (False, True)]
+    if args.peak_rss:
+        print(f'torch {torch.__version__}, cpu ({torch.get_num_threads()} threads), batch {args.batch}')
+        if args.cfg_options:
+            print(f'--cfg-options {args.cfg_options}')
+        print('| config | with_cp | after build | peak in train steps | steps need | train step |')
+        print('|---|---|---|---|---|---|')
+        for c, options in runs:
+            built, peak, t = peak_rss(c, args.batch, options, args.reps)
+            cp = options.get('model.backbone.with_cp', False)
+            print(
+                f'| {c} | {cp} | {built / 2**30:.2f} GiB | {peak / 2**30:.2f} GiB | '
+                f'{(peak - built) / 2**30:.2f} GiB | {t:.2f} s |',
+                flush=True,
+            )
+        return
     register_all_modules()
     device_name = (
         torch.cuda.get_device_name(args.device)
@@ -272,8 +349,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.cfg_options:
         print(f'--cfg-options {args.cfg_options}')
     prepared = [
-        prepare(c, args.batch, args.device, args.cfg_options, args.amp_dtype, args.compile, args.part)
-        for c in args.configs
+        prepare(c, args.batch, args.device, o, args.amp_dtype, args.compile, args.part) for c, o in runs
     ]
     step_times, peaks = measure([p[0] for p in prepared], args.reps, args.device)
     ref_params, ref_time, ref_peak = prepared[0][1], step_times[0], peaks[0]
@@ -285,7 +361,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         + '|---|---|---|---|---|---|'
         + ('---|---|---|' if gpu else '')
     )
-    for c, (_, n, nb), t, peak in zip(args.configs, prepared, step_times, peaks, strict=True):
+    names = [c + (' with_cp' if o.get('model.backbone.with_cp') else '') for c, o in runs]
+    for c, (_, n, nb), t, peak in zip(names, prepared, step_times, peaks, strict=True):
         row = (
             f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {nb / 1e6:.2f}M | '
             f'{t:.3f} s | {t / ref_time:.2f}× |'
@@ -296,7 +373,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.json:
         rows = [
             dict(config=c, params=n, backbone_params=nb, step_s=t, peak_bytes=peak, per_s=args.batch / t)
-            for c, (_, n, nb), t, peak in zip(args.configs, prepared, step_times, peaks, strict=True)
+            for c, (_, n, nb), t, peak in zip(names, prepared, step_times, peaks, strict=True)
         ]
         meta = dict(torch=torch.__version__, device=device_name, batch=args.batch, part=args.part)
         with open(args.json, 'w') as f:

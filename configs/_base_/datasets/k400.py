@@ -1,5 +1,5 @@
 # Kinetics-400: MMAction2's lists as they are (labels index shared/data/label_map_k400.txt);
-# check them with tools/data/kinetics/check_annotations.py. Test: 1 clip x 3 crops.
+# check them with tools/data/kinetics/check_annotations.py. Test: 1 clip x 3 crops (video_8x32.py).
 # Videos resized to short side 256, as the paper's authors prepared them (docs/datasets/):
 #   python tools/data/resize_videos.py data/kinetics400/raw/videos_train \
 #       data/kinetics400/videos_train --short-side 256
@@ -27,14 +27,5 @@ test_dataloader = dict(
         num_classes=num_classes,
         ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
         data_prefix=dict(video='data/kinetics400/videos_val'),
-        pipeline=[
-            dict(type='ScaledPyAVInit', short_side=224, io_backend='disk'),
-            dict(type='SampleFrames', clip_len=8, frame_interval=32, num_clips=1, test_mode=True),
-            dict(type='SortedDecordDecode'),
-            dict(type='Resize', scale=(-1, 224)),
-            dict(type='ThreeCrop', crop_size=224),
-            dict(type='FormatShape', input_format='NCTHW'),
-            dict(type='PackActionInputs'),
-        ],
     )
 )

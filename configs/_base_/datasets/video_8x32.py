@@ -1,5 +1,7 @@
 # Shared video pipelines: 8 frames, interval 32; train RandomRescale(256, 320) -> RandomCrop 224
-# -> Flip 0.5; val/test 224 centre crop (Kinetics test overrides with three crops).
+# -> Flip 0.5; validation: 1 clip x 1 centre crop 224; test: 1 clip x 3 crops 224 (left / centre /
+# right of the short-side-224 frame), the authors' protocol on all three datasets (their
+# TEST.NUM_ENSEMBLE_VIEWS 1, TEST.NUM_SPATIAL_CROPS 3). Views and memory: docs/training.md.
 # MMAction2's VideoDataset + build-time checks (missing files, labels vs num_classes) and
 # corrupt-video tolerance in training (dna_mm.datasets.RobustVideoDataset).
 # Decoding (dna_mm.datasets.transforms): a video with a short side above `short_side` is decoded
@@ -31,7 +33,15 @@ val_pipeline = [
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs'),
 ]
-test_pipeline = val_pipeline
+test_pipeline = [
+    dict(type='ScaledPyAVInit', short_side=crop_size, **file_client_args),
+    dict(type='SampleFrames', clip_len=clip_len, frame_interval=frame_interval, num_clips=1, test_mode=True),
+    dict(type='SortedDecordDecode'),
+    dict(type='Resize', scale=(-1, crop_size)),
+    dict(type='ThreeCrop', crop_size=crop_size),  # 3 views a clip: scores averaged
+    dict(type='FormatShape', input_format='NCTHW'),
+    dict(type='PackActionInputs'),
+]
 
 # top-1, top-5 and mean class accuracy (acc/top1, acc/top5, acc/mean1)
 val_evaluator = dict(type='AccMetric', metric_list=('top_k_accuracy', 'mean_class_accuracy'))

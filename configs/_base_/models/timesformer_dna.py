@@ -28,6 +28,10 @@ model = dict(
     # were trained on it; fine-tuning from them, or testing them, needs the same pixels.
     # MMAction2's own TimeSformer configs use mean = std = 127.5 (made for the JAX ImageNet-21k
     # ViT): to start from MMAction2's checkpoints set mean=[127.5] * 3, std=[127.5] * 3 here.
+    # Test views (clips x crops, 3 in the dataset bases) go through the backbone
+    # `max_testing_views` at a time (MMAction2's Recognizer3D; None: all at once). A bound such
+    # as 1 caps test memory at one clip's; it needs val / test batch_size=1 (docs/training.md).
+    test_cfg=dict(max_testing_views=None),
     data_preprocessor=dict(
         type='ActionDataPreprocessor', mean=[0.45 * 255] * 3, std=[0.225 * 255] * 3, format_shape='NCTHW'
     ),

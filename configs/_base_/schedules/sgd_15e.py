@@ -21,5 +21,9 @@ optim_wrapper = dict(
 
 param_scheduler = [dict(type='MultiStepLR', begin=0, end=15, by_epoch=True, milestones=[11, 14], gamma=0.1)]
 
-# base_batch_size = 8 GPUs x 8 clips; `--auto-scale-lr` rescales lr to the actual batch.
-auto_scale_lr = dict(enable=False, base_batch_size=64)
+# The recipe's global batch: 64 clips per optimizer step (8 GPUs x 8 clips; the authors' code
+# accumulates gradients to GLOBAL_BATCH_SIZE = 64). tools/train.py reaches it on any number of
+# GPUs by gradient accumulation (world size x batch x steps, logged; docs/training.md);
+# `--global-batch none` turns it off, `--auto-scale-lr` rescales the lr to the actual batch instead.
+global_batch_size = 64
+auto_scale_lr = dict(enable=False, base_batch_size=global_batch_size)

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Mapping, Optional, Union
 
 import numpy as np
+import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+from einops import rearrange
 from mmaction.models.backbones import TimeSformer
 from mmaction.registry import MODELS
 from mmengine import ConfigDict
@@ -103,6 +106,9 @@ class DnATimeSformer(TimeSformer):
             ``vit/dna.py``; VisCoP files hold only probe cross-attentions, no TimeSformer);
             see :func:`dna_mm.converters.official_to_dna_mm`.
         transformer_layers: Explicit layer configs (overrides the attention arguments).
+        with_cp: Activation checkpointing while training: each transformer layer keeps only its
+            input, and its activations are recomputed in the backward pass (one more forward
+            of the layers, far less memory; gradients and drop-path masks unchanged).
     """
 
     def __init__(
@@ -126,6 +132,7 @@ class DnATimeSformer(TimeSformer):
         q_neg_scale: float = 1e-4,
         v_neg_scale: float = -1e-4,
         pretrained_combine: str = 'add',
+        with_cp: bool = False,
         **kwargs,
     ) -> None:
         if attention_type not in self.supported_attention_types:
@@ -164,6 +171,7 @@ class DnATimeSformer(TimeSformer):
         self.q_neg_scale = q_neg_scale
         self.v_neg_scale = v_neg_scale
         self.pretrained_combine = pretrained_combine
+        self.with_cp = with_cp
 
     def init_weights(self, pretrained: Optional[str] = None) -> None:
         """Truncated-normal CLS / position embeddings, then the optional checkpoint."""
@@ -175,6 +183,27 @@ class DnATimeSformer(TimeSformer):
             load_pretrained(
                 self, self.pretrained, self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
             )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, C, T, H, W]`` → the CLS token ``[B, embed_dims]``: MMAction2's forward, with
+        ``with_cp`` its transformer layers checkpointed while training with gradients."""
+        if not (self.with_cp and self.training and torch.is_grad_enabled()):
+            return super().forward(x)
+        batches = x.shape[0]
+        x = self.patch_embed(x)  # [B*T, P, C]
+        x = torch.cat((self.cls_token.expand(x.size(0), -1, -1), x), dim=1)
+        x = self.drop_after_pos(x + self.pos_embed)  # [B*T, 1+P, C]
+        if self.attention_type != 'space_only':
+            cls_tokens = x[:batches, 0, :].unsqueeze(1)
+            x = rearrange(x[:, 1:, :], '(b t) p m -> (b p) t m', b=batches)
+            x = self.drop_after_time(x + self.time_embed)
+            x = rearrange(x, '(b p) t m -> b (p t) m', b=batches)
+            x = torch.cat((cls_tokens, x), dim=1)  # [B, 1+P*T, C]
+        for layer in self.transformer_layers.layers:  # recomputed in backward
+            x = cp.checkpoint(layer, x, None, None, use_reentrant=False)
+        if self.attention_type == 'space_only':
+            x = x.view(-1, self.num_frames, *x.size()[-2:]).mean(1)
+        return self.norm(x)[:, 0]
 
     def pretrained_state_dict(self, checkpoint: Mapping, combine: str) -> ModelKeys:
         """``checkpoint`` (any layout :func:`~dna_mm.converters.to_timesformer` reads) in this

@@ -1,0 +1,198 @@
+"""The recipe's global batch on any number of processes, by gradient accumulation.
+
+A recipe states the batch its learning rate and schedule were made for
+(``global_batch_size``: the DnA video recipes, 8 clips × 8 GPUs = 64). With ``W`` processes of
+``b`` clips each, :func:`apply_global_batch` sets mmengine's
+``optim_wrapper.accumulative_counts`` to
+
+    K = max(1, round(G / (W · b)))
+
+so that each optimizer step sees ``W · b · K = G`` clips. mmengine's ``OptimWrapper`` divides
+each loss by ``K`` and steps after every ``K``-th backward pass (under DDP the ``K - 1`` others
+skip the gradient all-reduce, ``no_sync``), so for a loss that is a mean over the batch and a
+model without batch statistics (LayerNorm, as TimeSformer and ViTDet) the step is the one a
+single batch of ``G`` takes::
+
+    (1/K) Σ_k (1/(W·b)) Σ_{i ∈ batch k} ∇ℓ_i  =  (1/G) Σ_i ∇ℓ_i
+
+A schedule counts *data* iterations, ``K`` of them per optimizer step; so that every
+iteration-based part keeps its length in optimizer steps, :func:`scale_iteration_schedule`
+multiplies by ``K``: an ``IterBasedTrainLoop``'s ``max_iters``, ``val_begin`` /
+``val_interval``, every ``by_epoch=False`` scheduler's ``begin`` / ``end`` / ``milestones`` /
+``T_max``, and an iteration-based checkpoint interval. Epoch-based parts need nothing: an epoch
+is the same data, and ``convert_to_iter_based`` schedulers count the iterations of an epoch.
+
+The other choice, ``--auto-scale-lr`` (mmengine's ``auto_scale_lr``), keeps one optimizer step
+per batch and multiplies the learning rate by ``W · b / base_batch_size`` (Goyal et al., 2017):
+more steps of a smaller batch, which is not the recipe's trajectory. The two are exclusive.
+:class:`GlobalBatchHook` logs what was chosen from the built runner (processes, batch,
+accumulation steps) when training starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Optional
+
+from mmengine.config import Config
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.registry import HOOKS
+
+from ..errors import ConfigError
+
+#: environment variable holding the number of processes, per mmengine launcher
+WORLD_SIZE_ENV = {'pytorch': 'WORLD_SIZE', 'slurm': 'SLURM_NTASKS', 'mpi': 'OMPI_COMM_WORLD_SIZE'}
+
+
+def launcher_world_size(launcher: str) -> int:
+    """The number of training processes the launcher starts (1 for ``'none'``): the initialised
+    process group's size, else the launcher's environment variable (``WORLD_SIZE`` for torchrun,
+    ``SLURM_NTASKS``, ``OMPI_COMM_WORLD_SIZE``)."""
+    import torch.distributed as dist
+
+    if launcher == 'none':
+        return 1
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    value = os.environ.get(WORLD_SIZE_ENV.get(launcher, 'WORLD_SIZE'), '1')
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ConfigError(f'--launcher {launcher}: the process count {value!r} is not an integer') from None
+
+
+def accumulation_steps(global_batch: int, world_size: int, batch_size: int) -> int:
+    """``K = max(1, round(G / (W · b)))``, the accumulation steps closest to ``G`` clips a step."""
+    return max(1, round(global_batch / (world_size * batch_size)))
+
+
+def scale_iteration_schedule(cfg: Config, factor: int) -> list[str]:
+    """Multiply the iteration-based parts of ``cfg`` by ``factor`` (see the module docstring);
+    returns ``'key old -> new'`` for each change."""
+    if factor == 1:
+        return []
+    changes: list[str] = []
+
+    def scale(holder: Any, key: str, name: str) -> None:
+        value = holder.get(key)
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, (list, tuple)):
+            new: Any = [v * factor for v in value]
+        elif isinstance(value, (int, float)) and math.isfinite(value):
+            new = value * factor
+        else:
+            return
+        changes.append(f'{name} {value} -> {new}')
+        holder[key] = new
+
+    train_cfg = cfg.get('train_cfg') or {}
+    iter_loop = train_cfg.get('type') in ('IterBasedTrainLoop', 'ResumableIterBasedTrainLoop') or (
+        'max_iters' in train_cfg and 'max_epochs' not in train_cfg
+    )
+    if iter_loop:
+        for key in ('max_iters', 'val_begin', 'val_interval'):
+            scale(train_cfg, key, f'train_cfg.{key}')
+        dynamic = train_cfg.get('dynamic_intervals')
+        if dynamic:
+            train_cfg['dynamic_intervals'] = [(m * factor, i * factor) for m, i in dynamic]
+            changes.append(f'train_cfg.dynamic_intervals {dynamic} -> {train_cfg["dynamic_intervals"]}')
+    schedulers = cfg.get('param_scheduler')
+    for i, sched in enumerate([schedulers] if isinstance(schedulers, dict) else schedulers or []):
+        if sched.get('by_epoch', True):
+            continue
+        for key in ('begin', 'end', 'milestones', 'T_max'):
+            scale(sched, key, f'param_scheduler[{i}]({sched.get("type")}).{key}')
+    checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint')
+    if checkpoint and checkpoint.get('by_epoch', True) is False:
+        scale(checkpoint, 'interval', 'default_hooks.checkpoint.interval')
+    return changes
+
+
+def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Optional[int] = None) -> list[str]:
+    """Reach ``global_batch`` (default: the config's ``global_batch_size``; ``None`` / 0: off)
+    by gradient accumulation: set ``optim_wrapper.accumulative_counts``, scale the iteration-based
+    schedule (:func:`scale_iteration_schedule`) and add :class:`GlobalBatchHook`. Returns the
+    lines it logged. A ``ConfigError`` for a value <= 0, for ``auto_scale_lr.enable`` at the
+    same time, or for a config without one ``optim_wrapper.optimizer``."""
+    if global_batch is not None:
+        cfg.global_batch_size = global_batch or None
+    target = cfg.get('global_batch_size')
+    if not target:
+        return []
+    if isinstance(target, bool) or not isinstance(target, int) or target < 0:
+        raise ConfigError(f'global_batch_size must be a positive int (or None: off), got {target!r}')
+    if (cfg.get('auto_scale_lr') or {}).get('enable'):
+        raise ConfigError(
+            f'global_batch_size={target} (gradient accumulation) and auto_scale_lr.enable=True '
+            f'(--auto-scale-lr, lr scaled to the batch) are two answers to one question: use one '
+            f'(--global-batch none turns the first off)'
+        )
+    wrapper = cfg.get('optim_wrapper')
+    if not isinstance(wrapper, dict) or not isinstance(wrapper.get('optimizer'), dict):
+        raise ConfigError('global_batch_size needs a config with one optim_wrapper.optimizer')
+    loader = cfg.get('train_dataloader') or {}
+    batch = loader.get('batch_size')
+    if not isinstance(batch, int) or batch <= 0:
+        raise ConfigError(f'global_batch_size needs train_dataloader.batch_size > 0, got {batch!r}')
+    world = launcher_world_size(launcher)
+    steps = accumulation_steps(target, world, batch)
+    reached = world * batch * steps
+    wrapper['accumulative_counts'] = steps
+    lines = [
+        f'global batch {reached} = {world} process{"es" if world > 1 else ""} x {batch} clips x '
+        f'{steps} accumulation step{"s" if steps > 1 else ""} (global_batch_size={target}; '
+        f'optim_wrapper.accumulative_counts={steps})'
+    ]
+    if reached != target:
+        lines.append(
+            f'warning: global_batch_size={target} is not a multiple of {world} x {batch}: each '
+            f'optimizer step sees {reached} clips, with the lr made for {target} (a '
+            f'train_dataloader.batch_size b with {world} x b dividing {target} reaches it exactly)'
+        )
+    changes = scale_iteration_schedule(cfg, steps)
+    if changes:
+        lines.append(
+            f'iteration-based schedule x{steps} (data iterations per optimizer step): ' + '; '.join(changes)
+        )
+    for line in lines:
+        print_log(line, logger='current', level=30 if line.startswith('warning') else 20)
+    hooks = [
+        h
+        for h in cfg.get('custom_hooks') or []
+        if not (isinstance(h, dict) and h.get('type') == 'GlobalBatchHook')
+    ]
+    cfg.custom_hooks = [*hooks, dict(type='GlobalBatchHook', global_batch=target, changes=changes)]
+    return lines
+
+
+@HOOKS.register_module()
+class GlobalBatchHook(Hook):
+    """Log, when training starts, the global batch the run reaches: processes × per-process
+    batch × ``optim_wrapper``'s accumulation steps (read from the built runner), and the
+    iteration-based schedule values :func:`apply_global_batch` scaled. Added by it.
+
+    Args:
+        global_batch: The config's ``global_batch_size``.
+        changes: The scaled schedule values (``'key old -> new'``).
+    """
+
+    priority = 'VERY_LOW'
+
+    def __init__(self, global_batch: int, changes: Optional[list[str]] = None) -> None:
+        self.global_batch = global_batch
+        self.changes = list(changes or [])
+
+    def before_train(self, runner) -> None:
+        world, batch = runner.world_size, runner.train_dataloader.batch_size
+        steps = getattr(runner.optim_wrapper, '_accumulative_counts', 1)
+        reached = world * batch * steps
+        note = '' if reached == self.global_batch else f' (global_batch_size={self.global_batch})'
+        runner.logger.info(
+            f'global batch {reached} = {world} process{"es" if world > 1 else ""} x {batch} clips x '
+            f'{steps} gradient accumulation step{"s" if steps > 1 else ""}{note}'
+        )
+        if self.changes:
+            runner.logger.info(f'iteration-based schedule x{steps}: ' + '; '.join(self.changes))

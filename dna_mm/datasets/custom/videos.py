@@ -1,0 +1,96 @@
+"""Check every video once, the way training reads it, and remember the answers.
+
+:func:`check_video` opens a file with dna_mm's reader
+(:class:`~dna_mm.datasets.video_reader.KeyframeReader`, what the configs' ``ScaledPyAVInit``
+decodes with) and decodes its first and last frame. :func:`check_videos` runs it over many
+processes with mmengine's progress bar and appends each answer to a JSON-lines cache as it
+arrives; a second run (after a kill, or with new videos) checks only the files that are not in
+the cache with the same size and modification time.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Optional
+
+from mmengine.utils import track_iter_progress
+
+
+def check_video(path: str) -> Optional[str]:
+    """``None`` if ``path`` opens and its first and last frames decode, else why not (one line)."""
+    from ..preparation.runner import describe
+    from ..video_reader import KeyframeReader
+
+    if not os.path.isfile(path):
+        return 'file not found'
+    try:
+        reader = KeyframeReader(path, name=path)
+        if len(reader) == 0:
+            return 'no frame'
+        reader.get_batch([0, len(reader) - 1])
+    except Exception as err:  # FFmpeg, container or index errors: the reason, not the traceback
+        return describe(err)
+    return None
+
+
+def _stamp(path: str) -> Optional[list[int]]:
+    """``[size, mtime_ns]`` of ``path``, or ``None`` if it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _job(path: str) -> tuple[str, Optional[list[int]], Optional[str]]:
+    return path, _stamp(path), check_video(path)
+
+
+def load_cache(cache: Path) -> dict[str, tuple[list[int], Optional[str]]]:
+    """``path -> (stamp, problem)`` from a cache file (lines that do not parse, e.g. the last
+    one of a killed run, are ignored)."""
+    known: dict[str, tuple[list[int], Optional[str]]] = {}
+    if not cache.is_file():
+        return known
+    for line in cache.read_text(encoding='utf-8').splitlines():
+        try:
+            entry = json.loads(line)
+            known[entry['path']] = (entry['stamp'], entry['problem'])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return known
+
+
+def check_videos(paths: Iterable[str], cache: Path, workers: int = 1) -> tuple[dict[str, Optional[str]], int]:
+    """``path -> problem`` (``None``: readable) for every path, and how many came from
+    ``cache``; new answers are appended to ``cache`` as they arrive (progress on stderr)."""
+    paths = list(dict.fromkeys(paths))
+    known = load_cache(cache)
+    results: dict[str, Optional[str]] = {}
+    todo = []
+    for path in paths:
+        entry = known.get(path)
+        if entry is not None and entry[0] is not None and entry[0] == _stamp(path):
+            results[path] = entry[1]
+        else:
+            todo.append(path)
+    reused = len(results)
+    if not todo:
+        return results, reused
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    pool = multiprocessing.Pool(min(workers, len(todo))) if workers > 1 and len(todo) > 1 else None
+    answers = pool.imap_unordered(_job, todo) if pool is not None else map(_job, todo)
+    try:
+        with open(cache, 'a', encoding='utf-8') as f:
+            for path, stamp, problem in track_iter_progress((answers, len(todo)), file=sys.stderr):
+                results[path] = problem
+                f.write(json.dumps(dict(path=path, stamp=stamp, problem=problem), ensure_ascii=False) + '\n')
+                f.flush()
+    finally:
+        if pool is not None:
+            pool.terminate()
+    return results, reused

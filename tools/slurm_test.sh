@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Testing on a SLURM cluster: one srun task per GPU, mmengine's 'slurm' launcher.
+#   [GPUS=8] [GPUS_PER_NODE=8] bash tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]
+# Env: GPUS (8, the tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5), SRUN_ARGS (extra srun options),
+# MASTER_PORT (29500), PYTHON (python).
+set -euo pipefail
+if [ $# -lt 4 ]; then
+  echo "usage: $0 PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]" >&2
+  exit 2
+fi
+PARTITION=$1
+JOB_NAME=$2
+CONFIG=$3
+CHECKPOINT=$4
+GPUS=${GPUS:-8}
+GPUS_PER_NODE=${GPUS_PER_NODE:-$((GPUS < 8 ? GPUS : 8))}
+read -r -a EXTRA <<< "${SRUN_ARGS:-}"
+export PYTHONPATH="$(dirname "$0")/..${PYTHONPATH:+:$PYTHONPATH}"
+exec srun -p "$PARTITION" \
+  --job-name="$JOB_NAME" \
+  --gres=gpu:"$GPUS_PER_NODE" \
+  --ntasks="$GPUS" \
+  --ntasks-per-node="$GPUS_PER_NODE" \
+  --cpus-per-task="${CPUS_PER_TASK:-5}" \
+  --kill-on-bad-exit=1 \
+  "${EXTRA[@]}" \
+  "${PYTHON:-python}" -u "$(dirname "$0")/test.py" "$CONFIG" "$CHECKPOINT" --launcher slurm "${@:5}"
