@@ -18,7 +18,8 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
   block (1 × 4096 with its rel-pos bias).
 - ``train_steps``: ``tools/analysis/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
   the configs' AMP rule (bf16 from sm80): softmax, DnA (SDPA), DnA (Triton); the ViTDet-B
-  backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos): softmax vs DnA.
+  backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos): softmax vs DnA; DnA with and
+  without activation checkpointing (``model.backbone.with_cp``).
 - ``tools``: ``tools/train.py`` (``--amp``) and ``tools/test.py`` on the demo config and data,
   then a resume from the last checkpoint.
 
@@ -246,22 +247,26 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
     ]
     vitdet = tool + ['--configs', *VITDET_CONFIGS, '--part', 'backbone']
     vitdet += ['--json', str(ctx.scratch / 'step_vitdet.json')]
+    with_cp = tool + ['--configs', TIMESFORMER_CONFIGS[1], '--compare-with-cp']
+    with_cp += ['--json', str(ctx.scratch / 'step_timesformer_with_cp.json')]
     if ctx.gpu:
         return [
             timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '5'],
             vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
+            with_cp + ['--device', 'cuda', '--batch', '8', '--reps', '3'],
         ]
     cpu = ['--device', 'cpu', '--reps', '1']
     return [
         timesformer + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
         vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
+        with_cp + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
     ]
 
 
 def _train_step_collect(ctx: Context) -> dict:
     return {
         name: json.loads(path.read_text())
-        for name in ('timesformer', 'vitdet')
+        for name in ('timesformer', 'vitdet', 'timesformer_with_cp')
         if (path := ctx.scratch / f'step_{name}.json').exists()
     }
 
@@ -344,7 +349,7 @@ STEPS = [
     ),
     Step(
         'tests',
-        dict(gpu=110, rehearsal=600),
+        dict(gpu=100, rehearsal=600),
         _test_commands,
         lambda ctx: read_junit(ctx.out / 'tests.xml'),
         _test_markdown,
@@ -354,7 +359,7 @@ STEPS = [
     ),
     Step(
         'train_steps',
-        dict(gpu=70, rehearsal=300),
+        dict(gpu=90, rehearsal=300),
         _train_step_commands,
         _train_step_collect,
         _train_step_markdown,
