@@ -98,7 +98,7 @@ def check_reader(
                 call = [i for i in call if i < check.frames]
                 batch = opened.get_batch(call)
                 batch = batch if isinstance(batch, np.ndarray) else batch.asnumpy()
-                for i, frame in zip(call, batch):
+                for i, frame in zip(call, batch, strict=True):
                     if frame.shape != reference[i].shape:
                         wrong.append((i, -1, 255))
                         continue
@@ -129,11 +129,11 @@ def describe(path: Path) -> str:
         return f'{stream.codec_context.name} {stream.format.name}, {container.format.name.split(",")[0]}'
 
 
-def report(paths: list[Path], readers: tuple[str, ...], names: Optional[list[str]] = None) -> tuple[str, bool]:
+def report(
+    paths: list[Path], readers: tuple[str, ...], names: Optional[list[str]] = None
+) -> tuple[str, bool]:
     """A markdown table, a row per file (``names`` label the rows), and whether the first reader
     was exact on every file the reference reads."""
-    from ..errors import DataError
-
     lines = [
         '| file | stream | frames | ' + ' | '.join(readers) + ' |',
         '|---|---|---|' + '---|' * len(readers),
@@ -158,7 +158,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         'presentation timestamp): frame count and frames, in increasing, random and wrapped access.'
     )
     p.add_argument('videos', nargs='*', type=Path, help='video files (each is decoded into memory)')
-    p.add_argument('--kinds', nargs='*', metavar='KIND', help='generated files of these kinds (none given: all)')
+    p.add_argument(
+        '--kinds', nargs='*', metavar='KIND', help='generated files of these kinds (none given: all)'
+    )
     p.add_argument('--readers', nargs='+', default=['dna_mm', 'decord'], choices=sorted(READERS))
     p.add_argument('--out-dir', type=Path, help='keep the generated files here (default: a temporary folder)')
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)

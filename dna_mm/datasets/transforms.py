@@ -129,11 +129,15 @@ class ScaledDecordInit(DecordInit):
         """decord's reader of ``source``, decoding at ``size = (w, h)`` where it applies."""
         import decord
 
-        scaled = {} if size is None or not decord_can_scale_to(size[0]) else dict(width=size[0], height=size[1])
+        scaled = (
+            {} if size is None or not decord_can_scale_to(size[0]) else dict(width=size[0], height=size[1])
+        )
         try:
             return decord.VideoReader(source, num_threads=self.num_threads, **scaled)
         except (decord.DECORDError, RuntimeError) as err:  # a C++ trace: its last line says why
-            raise DataError(f'{filename}: decord cannot read it ({str(err).strip().splitlines()[-1]})') from None
+            raise DataError(
+                f'{filename}: decord cannot read it ({str(err).strip().splitlines()[-1]})'
+            ) from None
 
     def transform(self, results: dict) -> dict:
         filename = results['filename']

@@ -65,9 +65,14 @@ KINDS: dict[str, VideoKind] = {
     'h264_mkv': VideoKind('h264.mkv', 'libx264', _h264()),
     'h264_mkv_no_cues': VideoKind('h264_no_cues.mkv', 'libx264', _h264(), container={'live': '1'}),
     'h264_fragmented': VideoKind(
-        'h264_fragmented.mp4', 'libx264', _h264(), container={'movflags': 'frag_keyframe+empty_moov+default_base_moof'}
+        'h264_fragmented.mp4',
+        'libx264',
+        _h264(),
+        container={'movflags': 'frag_keyframe+empty_moov+default_base_moof'},
     ),
-    'h264_faststart': VideoKind('h264_faststart.mp4', 'libx264', _h264(), container={'movflags': 'faststart'}),
+    'h264_faststart': VideoKind(
+        'h264_faststart.mp4', 'libx264', _h264(), container={'movflags': 'faststart'}
+    ),
     'h264_odd_size': VideoKind('h264_odd_size.mp4', 'libx264', _h264(), size=(70, 46)),
     'h264_yuv444': VideoKind('h264_yuv444.mp4', 'libx264', _h264(), pix_fmt='yuv444p', size=(71, 45)),
     'h264_10bit': VideoKind('h264_10bit.mp4', 'libx264', _h264(), pix_fmt='yuv420p10le'),
@@ -76,14 +81,20 @@ KINDS: dict[str, VideoKind] = {
     'h264_short': VideoKind('h264_short.mp4', 'libx264', _h264(), frames=3),
     'h264_edit_list': VideoKind('h264_edit_list.mp4', 'libx264', _h264(), cut=11),
     'h264_ts': VideoKind('h264.ts', 'libx264', _h264()),
-    'hevc': VideoKind('hevc.mp4', 'libx265', {'preset': 'ultrafast', 'x265-params': 'keyint=8:log-level=none'}),
+    'hevc': VideoKind(
+        'hevc.mp4', 'libx265', {'preset': 'ultrafast', 'x265-params': 'keyint=8:log-level=none'}
+    ),
     'vp9_webm': VideoKind(
-        'vp9.webm', 'libvpx-vp9', {'deadline': 'realtime', 'cpu-used': '8', 'g': '8', 'auto-alt-ref': '1', 'lag-in-frames': '8'}
+        'vp9.webm',
+        'libvpx-vp9',
+        {'deadline': 'realtime', 'cpu-used': '8', 'g': '8', 'auto-alt-ref': '1', 'lag-in-frames': '8'},
     ),
     'av1_mp4': VideoKind('av1.mp4', 'libsvtav1', {'preset': '12', 'g': '8'}),
     'av1_webm': VideoKind('av1.webm', 'libsvtav1', {'preset': '12', 'g': '8'}),
     'mpeg4_avi': VideoKind('mpeg4.avi', 'mpeg4', context={'gop_size': 12}),
-    'mpeg4_bframes_avi': VideoKind('xvid_bframes.avi', 'mpeg4', context={'gop_size': 12, 'max_b_frames': 2}, tag='XVID'),
+    'mpeg4_bframes_avi': VideoKind(
+        'xvid_bframes.avi', 'mpeg4', context={'gop_size': 12, 'max_b_frames': 2}, tag='XVID'
+    ),
     'mpeg4_packed_avi': VideoKind(
         'divx_packed.avi', 'mpeg4', context={'gop_size': 12, 'max_b_frames': 1}, tag='DX50', packed=True
     ),
@@ -110,8 +121,13 @@ def _vfr_timestamps(frames: int, seed: int = 0) -> list[int]:
     return [int(t) for t in np.concatenate([[0], np.cumsum(steps[:-1])])]
 
 
-def _encode(kind: VideoKind, path: Path, codec: str) -> None:
+def encode(kind: VideoKind, path: Path) -> Path:
+    """Encode ``kind``'s frames to ``path`` (as it is before a cut or packing); returns ``path``."""
     import av
+
+    codec = encoder(kind)
+    if codec is None:
+        raise RuntimeError(f'{kind.file}: PyAV has no {kind.codec} encoder')
 
     width, height = kind.size
     with av.open(str(path), 'w', options=dict(kind.container)) as container:
@@ -126,7 +142,9 @@ def _encode(kind: VideoKind, path: Path, codec: str) -> None:
         if stamps:
             stream.codec_context.time_base = Fraction(1, 1000)
         if audio is not None:  # two seconds of silence, muxed before the first video packet
-            samples = av.AudioFrame.from_ndarray(np.zeros((1, 32000), np.float32), format='fltp', layout='mono')
+            samples = av.AudioFrame.from_ndarray(
+                np.zeros((1, 32000), np.float32), format='fltp', layout='mono'
+            )
             samples.sample_rate, samples.pts = 16000, 0
             for packet in [*audio.encode(samples), *audio.encode(None)]:
                 container.mux(packet)
@@ -136,6 +154,7 @@ def _encode(kind: VideoKind, path: Path, codec: str) -> None:
                 frame.pts, frame.time_base = stamps[i], Fraction(1, 1000)
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
+    return path
 
 
 def copy_from(src: Path, dst: Path, start: int) -> Path:
@@ -198,7 +217,10 @@ def pack_bframes(src: Path, dst: Path) -> Path:
             start = data.find(VOP_START)
             data = data[:start] + user_data + data[start:]
         if _vop_type(data) in (0, 1) and i + 1 < len(packets) and _vop_type(packets[i + 1][0]) == 2:
-            chunks += [(data + packets[i + 1][0], key), (_not_coded(packets[i + 1][0], increment_bits), False)]
+            chunks += [
+                (data + packets[i + 1][0], key),
+                (_not_coded(packets[i + 1][0], increment_bits), False),
+            ]
             i += 2
         else:
             chunks.append((data, key))
@@ -219,17 +241,15 @@ def write_kind(name: str, folder: Path) -> Path:
     """Write kind ``name`` of :data:`KINDS` into ``folder``; returns its path. A
     ``RuntimeError`` if PyAV bundles no encoder for it."""
     kind = KINDS[name]
-    codec = encoder(kind)
-    if codec is None:
-        raise RuntimeError(f'{name}: PyAV has no {kind.codec} encoder')
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / kind.file
     if kind.cut is None and not kind.packed:
-        _encode(kind, path, codec)
-        return path
-    plain = folder / f'plain_{kind.file}'
-    _encode(kind, plain, codec)
-    pack_bframes(plain, path) if kind.packed else copy_from(plain, path, kind.cut)
+        return encode(kind, path)
+    plain = encode(kind, folder / f'plain_{kind.file}')
+    if kind.packed:
+        pack_bframes(plain, path)
+    else:
+        copy_from(plain, path, kind.cut)
     plain.unlink()
     return path
 

@@ -244,15 +244,22 @@ class KeyframeReader:
                 if packet.is_keyframe:
                     keys.append(packet.pts)
         except av.FFmpegError as err:
-            raise DataError(f'{self.name}: unreadable container data (FFmpeg: {err.strerror or err})') from None
+            raise DataError(
+                f'{self.name}: unreadable container data (FFmpeg: {err.strerror or err})'
+            ) from None
         if not pts:
             raise DataError(f'{self.name}: the video stream holds no frame')
         listed = self._stream.frames
         if listed > count:
-            raise DataError(f'{self.name}: truncated: its header lists {listed} frames, the file holds {count}')
+            raise DataError(
+                f'{self.name}: truncated: its header lists {listed} frames, the file holds {count}'
+            )
         if cut:
             raise DataError(f'{self.name}: truncated: the file ends inside its last frame\'s data')
-        declared, rate = _declared_seconds(self._stream), self._stream.average_rate or self._stream.guessed_rate
+        declared, rate = (
+            _declared_seconds(self._stream),
+            self._stream.average_rate or self._stream.guessed_rate,
+        )
         if not listed and declared and rate and self._stream.time_base:
             found = float((max(position) - min(position)) * self._stream.time_base) + 1 / float(rate)
             if declared - found > max(0.5, 0.05 * declared):
