@@ -256,10 +256,11 @@ def write_kind(name: str, folder: Path) -> Path:
 
 #: broken file name -> what the readers must say is wrong (a regular expression)
 BROKEN = {
-    'moov_lost.mp4': 'without its index \\(no moov box\\)',
+    'moov_lost.mp4': 'an MP4 / MOV file without its index \\(no moov box\\)',
     'truncated.mp4': 'truncated: its header lists 40 frames, the file holds \\d+',
     'truncated.mkv': 'truncated: its header states 1.33 s of video, the file holds',
     'truncated.avi': 'truncated: its header lists 40 frames, the file holds \\d+',
+    'cut_in_header.avi': 'truncated: its RIFF header states \\d+ bytes, the file has \\d+',
     'empty.mp4': 'empty file \\(0 bytes\\)',
     'audio_only.mp4': 'no video stream \\(streams: audio\\)',
     'garbage.mp4': 'not a video file FFmpeg can read',
@@ -268,19 +269,20 @@ BROKEN = {
 
 
 def write_broken(folder: Path) -> dict[str, Path]:
-    """The files of :data:`BROKEN` in ``folder``: the first half of whole files (a download or
-    copy cut off), or written; returns name -> path."""
+    """The files of :data:`BROKEN` in ``folder``: the start of whole files (a download or copy
+    cut off), or written; returns name -> path."""
     import av
 
     made = {name: folder / name for name in BROKEN}
-    for name, whole in (
-        ('moov_lost.mp4', 'h264_bframes'),  # the index (moov) is written last: lost
-        ('truncated.mp4', 'h264_faststart'),  # the index first: frames lost
-        ('truncated.mkv', 'h264_mkv'),
-        ('truncated.avi', 'mpeg4_avi'),
+    for name, whole, kept in (
+        ('moov_lost.mp4', 'h264_bframes', 0.5),  # the index (moov) is written last: lost
+        ('truncated.mp4', 'h264_faststart', 0.5),  # the index first: frames lost
+        ('truncated.mkv', 'h264_mkv', 0.5),
+        ('truncated.avi', 'mpeg4_avi', 0.75),  # AVI's headers take 8 of these 11 kB
+        ('cut_in_header.avi', 'mpeg4_avi', 0.25),
     ):
         data = write_kind(whole, folder / 'whole').read_bytes()
-        made[name].write_bytes(data[: len(data) // 2])
+        made[name].write_bytes(data[: int(len(data) * kept)])
     made['empty.mp4'].write_bytes(b'')
     with av.open(str(made['audio_only.mp4']), 'w') as container:
         stream = container.add_stream('aac', rate=16000)

@@ -103,18 +103,34 @@ def _top_level_boxes(source: Source, limit: int = 1024) -> list[bytes]:
             f.seek(0)
 
 
+def _riff_sizes(source: Source) -> Optional[tuple[int, int]]:
+    """``(bytes its RIFF header states, bytes there are)`` of a RIFF file (AVI), else ``None``."""
+    f = open(source, 'rb') if isinstance(source, (str, os.PathLike)) else source
+    try:
+        head = f.read(12)
+        f.seek(0, io.SEEK_END)
+        size = f.tell()
+    finally:
+        f.close() if f is not source else f.seek(0)
+    if len(head) < 12 or head[:4] != b'RIFF':
+        return None
+    return struct.unpack('<I', head[4:8])[0] + 8, size
+
+
 def _why_unopenable(source: Source, err: Exception) -> str:
     """What is wrong with a file FFmpeg cannot open."""
     reason = getattr(err, 'strerror', None) or str(err)
     try:
-        boxes = _top_level_boxes(source)
+        boxes, riff = _top_level_boxes(source), _riff_sizes(source)
     except (OSError, struct.error):
-        boxes = []
+        boxes, riff = [], None
     if boxes[:1] == [b'ftyp'] and b'moov' not in boxes:
         return (
             'an MP4 / MOV file without its index (no moov box): cut off while it was written or '
             f'copied (FFmpeg: {reason})'
         )
+    if riff is not None and riff[0] > riff[1]:
+        return f'truncated: its RIFF header states {riff[0]} bytes, the file has {riff[1]} (FFmpeg: {reason})'
     return f'not a video file FFmpeg can read (FFmpeg: {reason})'
 
 
@@ -262,13 +278,16 @@ class KeyframeReader:
         )
         if not listed and declared and rate and self._stream.time_base:
             found = float((max(position) - min(position)) * self._stream.time_base) + 1 / float(rate)
-            if declared - found > max(0.5, 0.05 * declared):
+            if declared - found > max(2 / float(rate), 0.02 * declared):  # 2 frames, 2 %
                 raise DataError(
                     f'{self.name}: truncated: its header states {declared:.2f} s of video, the file '
                     f'holds {found:.2f} s'
                 )
-        self._pts = sorted(pts)  # frame index -> pts
         self._keys = sorted(keys)  # pts of the keyframes
+        first_key = min(keys, key=position.get) if keys else None  # in decode order
+        if first_key is None or min(pts) < first_key:  # a stream cut before a keyframe
+            pts = self._decodable(pts, first_key)
+        self._pts = sorted(pts)  # frame index -> pts
         self._position, self._dts = position, dts  # pts -> decode order, pts -> dts
         self._first = min(position, key=position.get)  # pts of the first packet in decode order
         if packed:
@@ -278,6 +297,22 @@ class KeyframeReader:
             )
         elif len(position) < pictures:
             self.fallback = 'repeated presentation timestamps'
+
+    def _decodable(self, pts: list[int], first_key: Optional[int]) -> list[int]:
+        """``pts`` without the frames before ``first_key`` (the first keyframe in decode order)
+        that the decoder does not put out: a stream cut without re-encoding starts with frames
+        whose references were cut away (decoded from the start up to that keyframe, once)."""
+        came_out = set()
+        self._container.close()
+        self._open()
+        try:
+            for frame in self._decoded():
+                came_out.add(frame.pts)
+                if first_key is not None and frame.pts is not None and frame.pts >= first_key:
+                    break
+        except _NotExact as why:
+            raise DataError(f'{self.name}: {why}') from None
+        return [t for t in pts if (first_key is not None and t >= first_key) or t in came_out]
 
     def __len__(self) -> int:
         return len(self._pts)

@@ -150,7 +150,7 @@ def test_training_skips_and_counts_broken_files_and_testing_lists_them(
     ann = tmp_path / 'list.txt'
     ann.write_text(''.join(f'{p} 0\n' for p in listed))
     pipeline = [
-        dict(type='ScaledPyAVInit', short_side=32),
+        dict(type='ScaledPyAVInit', short_side=32, min_downscale=1.0),
         dict(type='SampleFrames', clip_len=4, frame_interval=2, num_clips=1),
         dict(type='SortedDecordDecode'),
     ]

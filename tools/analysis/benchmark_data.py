@@ -4,7 +4,7 @@ apart, beside MMAction2's stock decord pipeline) and its DataLoader per worker c
 
     python tools/analysis/benchmark_data.py CONFIG [--split train] [--num-clips N]
         [--workers W [W ...]] [--synthetic WxH [WxH ...]] [--clips-per-s-per-gpu 200]
-        [--frames 90] [--codec {mpeg4,h264}] [--keyint K] [--bframes B] [--container {mp4,avi}]
+        [--frames 90] [--codec {mpeg4,h264}] [--keyint K] [--bframes B] [--container {mp4,avi}] [--packed]
         [--compare TYPE [TYPE ...]] [--cfg-options k=v ...]
     # the table of docs/data_throughput.md (synthetic videos, no dataset needed)
     python tools/analysis/benchmark_data.py configs/timesformer_dna_ntu60.py --num-clips 30 \\
@@ -43,6 +43,7 @@ from mmengine.utils import import_modules_from_strings
 import dna_mm  # noqa: F401  (registers dna_mm's datasets and transforms)
 from dna_mm.apis.cli import DEBUG_HELP, cli_main, parse_size, user_file
 from dna_mm.datasets.synthetic_video import panning_clip, write_video
+from dna_mm.datasets.video_kinds import pack_bframes
 from dna_mm.errors import ConfigError
 
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
@@ -63,6 +64,7 @@ def write_video_set(
     keyint: Optional[int] = None,
     bframes: Optional[int] = None,
     container: str = 'mp4',
+    packed: bool = False,
 ) -> Path:
     """``num_videos`` :func:`~dna_mm.datasets.synthetic_video.panning_clip` videos of ``size`` at
     30 fps in ``out_dir`` and an MMAction2 list (``out_dir/list.txt``, label 0) with
@@ -70,13 +72,18 @@ def write_video_set(
     (MPEG-4 Part 2 at 0.1 bit per pixel, about NTU RGB+D's 1080p bit rate) or ``h264`` (libx264,
     CRF 23, as dna_mm's preparation tools write it); ``keyint``: keyframe interval; ``bframes``:
     B-frames between references (the encoder's default when ``None``); ``container``: ``mp4`` or
-    ``avi``."""
+    ``avi``; ``packed``: MPEG-4 AVI with one B-frame, rewritten with DivX packed B-frames
+    (:func:`~dna_mm.datasets.video_kinds.pack_bframes`)."""
     names = [f'{size[0]}x{size[1]}_{i}.{container}' for i in range(num_videos)]
     bit_rate = None if codec == 'h264' else int(0.1 * size[0] * size[1] * 30)
     codec = 'libx264' if codec == 'h264' else codec
     for i, name in enumerate(names):
         frames = panning_clip(*size, num_frames, seed=i)
-        write_video(out_dir / name, frames, 30, codec, bit_rate, keyint, b_frames=bframes)
+        path = out_dir / (f'plain_{name}' if packed else name)
+        write_video(path, frames, 30, codec, bit_rate, keyint, b_frames=bframes)
+        if packed:
+            pack_bframes(path, out_dir / name)
+            path.unlink()
     ann = out_dir / 'list.txt'
     ann.write_text(''.join(f'{names[i % num_videos]} 0\n' for i in range(num_entries)))
     return ann
@@ -289,6 +296,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--keyint', type=int, default=None, help='synthetic keyframe interval (encoder default)')
     p.add_argument('--bframes', type=int, default=None, help='synthetic B-frames between references')
     p.add_argument('--container', default='mp4', choices=['mp4', 'avi'], help='synthetic video container')
+    p.add_argument(
+        '--packed', action='store_true', help='synthetic DivX packed B-frames (mpeg4, avi, --bframes 1)'
+    )
     p.add_argument('--videos', type=int, default=2, help='synthetic videos per size')
     p.add_argument(
         '--compare', nargs='+', default=[], metavar='TYPE', help='also time these opening transforms'
@@ -301,6 +311,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f'--num-clips must be at least 1, got {args.num_clips}')
     if any(w < 0 for w in args.workers):
         p.error(f'--workers must be >= 0, got {args.workers}')
+    if args.packed and (args.codec, args.container, args.bframes) != ('mpeg4', 'avi', 1):
+        p.error('--packed needs --codec mpeg4 --container avi --bframes 1')
     try:
         args.sizes = [parse_size(s) for s in args.synthetic or []]
     except ValueError as err:
@@ -334,6 +346,7 @@ def main(argv: list[str] | None = None) -> None:
             keyint=args.keyint,
             bframes=args.bframes,
             container=args.container,
+            packed=args.packed,
         )
     print(f'\n{args.config}, {args.split} pipeline, {args.num_clips} clips per measurement (medians)\n')
     print(format_report(rows, args.clips_per_s_per_gpu))
