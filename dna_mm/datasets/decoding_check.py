@@ -6,6 +6,7 @@ Behind ``tools/data/check_decoding.py`` (docs/datasets/decoding.md)."""
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,8 +109,9 @@ def check_reader(
                         wrong.append((i, _nearest(frame, reference), diff))
             check.wrong[pattern] = wrong
     except Exception as err:  # a reader's own error (decord's DECORDError, FFmpeg's, dna_mm's)
-        text = str(err).strip().splitlines()
-        check.error = f'{type(err).__name__}: {text[-1] if text else ""}'[:200]
+        text = str(err).strip().splitlines()  # decord's: a C++ trace, its last line says why
+        reason = re.sub(r'^\[[\d:]+\] \S+:\d+: ', '', text[-1]) if text else ''
+        check.error = f'{type(err).__name__}: {reason}'[:200]
     return check
 
 

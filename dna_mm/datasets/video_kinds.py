@@ -257,9 +257,9 @@ def write_kind(name: str, folder: Path) -> Path:
 #: broken file name -> what the readers must say is wrong (a regular expression)
 BROKEN = {
     'moov_lost.mp4': 'an MP4 / MOV file without its index \\(no moov box\\)',
-    'truncated.mp4': 'truncated: its header lists 40 frames, the file holds \\d+',
+    'truncated.mp4': 'truncated \\(or damaged\\): its header lists 40 frames, the file holds \\d+',
     'truncated.mkv': 'truncated: its header states 1.33 s of video, the file holds',
-    'truncated.avi': 'truncated: its header lists 40 frames, the file holds \\d+',
+    'truncated.avi': 'truncated \\(or damaged\\): its header lists 40 frames, the file holds \\d+',
     'cut_in_header.avi': 'truncated: its RIFF header states \\d+ bytes, the file has \\d+',
     'empty.mp4': 'empty file \\(0 bytes\\)',
     'audio_only.mp4': 'no video stream \\(streams: audio\\)',

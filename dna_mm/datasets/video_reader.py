@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import io
 import itertools
+import math
 import os
 import struct
 import time
@@ -170,12 +171,14 @@ def _declared_seconds(stream) -> Optional[float]:
 def frames_in_sequence(source: Source, name: str = '<video>') -> tuple[list[Optional[int]], list[np.ndarray]]:
     """Every frame of the first video stream decoded from the start, no seek, in the order the
     decoder puts them out (presentation order): ``(pts, [H, W, 3] uint8 RGB frames)`` at the
-    stored size; the reference :class:`KeyframeReader` is held to. The pts increase along it,
+    stored size, with one decoding thread (FFmpeg conceals damaged data differently with slice or
+    frame threads); the reference :class:`KeyframeReader` is held to. The pts increase along it,
     except where a container's timestamps are not its frames' (DivX packed B-frames): ordering
     by pts would then swap frames."""
     import av
 
     container, stream = open_video(source, name)
+    stream.thread_type, stream.thread_count = 'NONE', 1  # damaged data is concealed per thread layout
     with container:
         try:
             frames = [(f.pts, f.to_ndarray(format='rgb24')) for f in container.decode(stream)]
@@ -220,6 +223,7 @@ class KeyframeReader:
         self._index()
         self._at = None  # pts of the frame last returned: the decoder is past it (None: unknown)
         self._count = None  # in sequence: frames put out since the file was opened (None: reopen)
+        self._floor = -math.inf  # pts from which a damaged frame means seeking is not exact
         self._by_dts = False  # this demuxer's seek lands on a keyframe's dts (AVI), learnt once
         self._reformatter = VideoReformatter()
 
@@ -268,7 +272,8 @@ class KeyframeReader:
         listed = self._stream.frames
         if listed > count:
             raise DataError(
-                f'{self.name}: truncated: its header lists {listed} frames, the file holds {count}'
+                f'{self.name}: truncated (or damaged): its header lists {listed} frames, the file '
+                f'holds {count}'
             )
         if cut:
             raise DataError(f'{self.name}: truncated: the file ends inside its last frame\'s data')
@@ -382,6 +387,8 @@ class KeyframeReader:
                         f'({"a" if frame.key_frame else "not a"} key frame)'
                     )
                 key = None
+            if frame.is_corrupt and frame.pts >= self._floor:  # concealed: from what came before
+                raise _NotExact(f'damaged frame data at pts {frame.pts}: concealed from the frames before it')
             if frame.pts == target:
                 return frame
             if frame.pts > target:
@@ -394,6 +401,8 @@ class KeyframeReader:
         if self._at is None or target <= self._at or (key is not None and key > self._at):
             self._seek(self._first if key is None else key)
             self._frames = self._decoded()
+            # frames before the keyframe may lack references (open GOP): their damage is expected
+            self._floor = -math.inf if key is None else key
         else:
             key = None  # already on the way: no keyframe passes before the target
         shown = key is not None and self._pts[bisect.bisect_left(self._pts, key) % len(self._pts)] == key

@@ -129,6 +129,33 @@ def test_a_broken_file_is_a_data_error_naming_it_and_what_is_wrong(broken_files,
         assert time.perf_counter() - start < 5
 
 
+def _damage_keyframe(path: Path, out: Path, index: int) -> Path:
+    """``path`` with the second half of the packet of the ``index``-th keyframe overwritten."""
+    container, stream = open_video(str(path), path.name)
+    with container:
+        packet = [p for p in container.demux(stream) if p.size and p.is_keyframe][index]
+        start, size = packet.pos + packet.size // 2, packet.size // 2
+    data = bytearray(path.read_bytes())
+    data[start : start + size] = np.random.default_rng(0).bytes(size)
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_damaged_frame_data(kind_files, tmp_path) -> None:
+    """A damaged H.264 keyframe is concealed from the frames decoded before it, which a seek
+    does not decode: the reader notices the damaged frame and reads in sequence (exact); a
+    damaged MJPEG frame does not decode at all: a DataError naming the file and the frame."""
+    damaged = _damage_keyframe(kind_files['h264_bframes'], tmp_path / 'damaged.mp4', 2)
+    _, reference = frames_in_sequence(str(damaged))
+    reader = KeyframeReader(str(damaged), name=str(damaged))
+    inds = [len(reference) - 1, 3, 20, 17, 0]
+    np.testing.assert_array_equal(reader.get_batch(inds), np.stack([reference[i] for i in inds]))
+    assert reader.fallback.startswith('damaged frame data at pts'), reader.fallback
+    mjpeg = _damage_keyframe(kind_files['mjpeg_full_range'], tmp_path / 'damaged.avi', 5)
+    with pytest.raises(DataError, match=f'{re.escape(str(mjpeg))}: frame 5 of 40: damaged frame data'):
+        KeyframeReader(str(mjpeg), name=str(mjpeg)).get_batch([0, 5, 30])
+
+
 def test_a_time_limit_per_file(kind_files) -> None:
     path = str(kind_files['h264_bframes'])
     with pytest.raises(DataError, match=f'{path}: opening .*took more than 1e-06 s \\(time_limit\\)'):
