@@ -301,6 +301,32 @@ def test_person_crops_read_every_kind(kind_files, tmp_path) -> None:
     _person_crops(kind_files, {}, tmp_path)
 
 
+def test_check_decoding_lists_what_each_reader_gets_wrong(kind_files, broken_files, capsys) -> None:
+    from dna_mm.datasets.decoding_check import main
+
+    files = [kind_files['h264_bframes'], kind_files['mpeg4_bframes_avi'], broken_files['empty.mp4']]
+    assert main([str(f) for f in files]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert rows[0].endswith('| h264 yuv420p, mov | 40 | exact | exact |'), rows
+    # decord on random access: frame 11 gives another frame (docs/datasets/decoding.md)
+    assert re.search(r'\| 40 \| exact \| random: \d+ wrong \(11 gives \d+', rows[1]), rows
+    assert 'unreadable' in rows[2] and 'empty file (0 bytes)' in rows[2], rows
+    with pytest.raises(SystemExit) as done:
+        main(['--kinds', 'nope'])
+    assert done.value.code == 2 and 'unknown kind(s) nope' in capsys.readouterr().err
+
+
+def test_decord_reader_errors_name_the_file(broken_files) -> None:
+    from mmaction.registry import TRANSFORMS
+
+    for name in ('garbage.mp4', 'empty.mp4'):
+        path = str(broken_files[name])
+        with pytest.raises(DataError, match=f'^{re.escape(path)}: decord cannot read it'):
+            TRANSFORMS.build(dict(type='ScaledDecordInit'))(
+                dict(filename=path, start_index=0, modality='RGB')
+            )
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_check_decoding_tool_as_a_user_runs_it(tmp_path) -> None:
