@@ -22,10 +22,9 @@ from typing import Optional
 import numpy as np
 
 from .synthetic_video import panning_clip
+from .video_reader import VOP_START
 
 X264 = {'preset': 'veryfast', 'crf': '23'}
-#: the start code of an MPEG-4 Part 2 picture (VOP)
-VOP_START = b'\x00\x00\x01\xb6'
 
 
 @dataclass(frozen=True)

@@ -1,32 +1,33 @@
 """A video reader that decodes only what a clip needs: PyAV, from the keyframe before each frame.
 
 :class:`KeyframeReader` answers what MMAction2's decoding steps ask of decord's ``VideoReader``
-(``len``, ``get_avg_fps``, ``get_batch``) for less CPU time (docs/data_throughput.md). Frame
-``i`` is the ``i``-th frame of the video in presentation order: the ``i``-th smallest
-presentation timestamp (pts) of its packets, read from the container when it opens (packets
-an edit list leaves out are not frames). That is, exactly, the ``i``-th frame of
-:func:`frames_in_sequence` (every frame decoded from the start, ordered by pts), the reference
-the tests hold it to. For frame indices in increasing order, with ``key(t)`` the last keyframe
-at or before pts ``t``::
+(``len``, ``get_avg_fps``, ``get_batch``) for less CPU time (docs/data_throughput.md). Its frame
+``i`` is, exactly, the ``i``-th frame of :func:`frames_in_sequence`: the frames FFmpeg's
+decoder puts out when the file is decoded from the start (docs/datasets/decoding.md). It
+numbers them without decoding, by the presentation timestamps (pts) of the packets, read from
+the container when it opens (packets an edit list hides are not frames; nor are those before
+the first keyframe of a cut stream that the decoder does not put out). For frame indices in
+increasing order, with ``key(t)`` the last keyframe at or before pts ``t`` (the fast path)::
 
     seek to key(t)   if t is behind the decoder or key(t) is ahead of it,
     decode forward to the frame of pts t, converting only that frame to RGB (at ``size``),
 
 so each frame costs the frames from the nearest keyframe, as with decord. Seeking is checked,
-never trusted: the demuxer must land at or before the keyframe in decode order (AVI indexes
-decode timestamps: a file with B-frames is sought by the keyframe's dts), the frame at the
-keyframe's pts must be a key frame (a container that flags other frames as keyframes fails
-this), and the frame of pts ``t`` must come out (none later first). A file that fails any check
-is read from then on by the exact path, :func:`frames_in_sequence`'s (decode from the start,
-no seek: a clip costs every frame up to its last one, and the start again for an index below
-the previous one); :attr:`KeyframeReader.fallback` says why.
+never trusted: the demuxer must land at or before the keyframe in decode order (AVI and
+MPEG-TS index decode timestamps: with B-frames the keyframe is sought by its dts), the frame at
+the keyframe's pts must come out as a key frame, no frame from it on may be damaged (FFmpeg
+conceals damage from what it decoded before), and the frame of pts ``t`` must come out (none
+later first). A file that fails a check, or whose pts cannot number its frames (DivX packed
+B-frames, repeated pts), is read by the exact path from then on: decode from the start, no
+seek, and count the frames (a clip costs every frame up to its last one, and the start again
+for an index below the previous one); :attr:`KeyframeReader.fallback` says why.
 
 At the stored size the pixels are those of PyAV's ``to_ndarray(format='rgb24')``; at a
 decode-time ``size``, swscale's bilinear filter (area-aware when it shrinks) is within about one
 grey level of decord's filter graph. Display rotation is applied as decord applies it (``size``
 is in display orientation). A file that cannot be read is a :class:`~dna_mm.errors.DataError`
 naming it and what is wrong (empty, not a video, an MP4 without its index, no video stream,
-truncated, packets without timestamps, damaged frame data, over ``time_limit``).
+truncated, packets without timestamps, a frame that does not decode, over ``time_limit``).
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ class KeyframeReader:
         self._deadline.start('opening and indexing it')
         self._open()
         self._index()
-        self._at = None  # pts of the frame last returned: the decoder is past it (None: unknown)
+        self._next = None  # frame index the decoder puts out next (None: unknown, seek first)
         self._count = None  # in sequence: frames put out since the file was opened (None: reopen)
         self._floor = -math.inf  # pts from which a damaged frame means seeking is not exact
         self._by_dts = False  # this demuxer's seek lands on a keyframe's dts (AVI), learnt once
@@ -395,10 +396,16 @@ class KeyframeReader:
                 raise _NotExact(f'the frame of pts {target} does not come out (pts {frame.pts} first)')
         raise _NotExact(f'the stream ends before the frame of pts {target}')
 
-    def _by_seeking(self, target: int):
+    def _by_seeking(self, index: int):
+        target = self._pts[index]
         before = bisect.bisect_right(self._keys, target)
         key = self._keys[before - 1] if before else None  # None: a stream opening mid-GOP
-        if self._at is None or target <= self._at or (key is not None and key > self._at):
+        # seek unless the decoder is on the way: behind the target, no keyframe in between
+        if (
+            self._next is None
+            or index < self._next
+            or (key is not None and bisect.bisect_left(self._pts, key) > self._next)  # a keyframe between
+        ):
             self._seek(self._first if key is None else key)
             self._frames = self._decoded()
             # frames before the keyframe may lack references (open GOP): their damage is expected
@@ -427,8 +434,8 @@ class KeyframeReader:
         """Frame ``index``: by seeking while the checks pass, else decoded in sequence."""
         if self.fallback is None:
             try:
-                frame = self._by_seeking(self._pts[index])
-                self._at = self._pts[index]
+                frame = self._by_seeking(index)
+                self._next = index + 1
                 return self._rgb(frame)
             except _NotExact as why:
                 self.fallback = str(why)
