@@ -47,8 +47,9 @@ from ..errors import DataError
 
 #: seconds that opening a file, or one ``get_batch``, may take before it is a DataError
 TIME_LIMIT = 60.0
-#: MPEG-4 Part 2 packets looked at for packed B-frames, and the start code of a picture (VOP)
-PACKED_LOOK, VOP_START = 64, b'\x00\x00\x01\xb6'
+#: the start code of an MPEG-4 Part 2 picture (VOP), and a size below which a packet can only
+#: be a not-coded one: DivX packed B-frames put one after each packet holding two pictures
+VOP_START, N_VOP_SIZE = b'\x00\x00\x01\xb6', 24
 
 Source = Union[str, io.IOBase]
 
@@ -241,29 +242,30 @@ class KeyframeReader:
         """Demux every packet (no decoding): the frames' pts, the keyframes, the decode order."""
         import av
 
-        pts, keys, position, dts, count, pictures, cut = [], [], {}, {}, 0, 0, False
-        packed, looked = False, 0  # DivX packed B-frames, looked for in the first packets of MPEG-4 Part 2
-        look = PACKED_LOOK if self._stream.codec_context.name == 'mpeg4' else 0
+        pts, keys, position, dts, count, pictures = [], [], {}, {}, 0, 0
+        mpeg4, packed, previous = self._stream.codec_context.name == 'mpeg4', False, None
         try:
             for packet in self._container.demux(self._stream):
-                self._deadline.check()
-                if packet.size == 0 and packet.pts is None and packet.dts is None:
+                size, t = packet.size, packet.pts
+                if size == 0 and t is None and packet.dts is None:
                     continue  # the demuxer's end-of-stream packet
-                count, cut = count + 1, packet.is_corrupt  # the last packet's flag: read only in part
-                if packet.size == 0:
+                count += 1
+                if count % 64 == 0:
+                    self._deadline.check()
+                if mpeg4 and size < N_VOP_SIZE and not packed and previous is not None:
+                    packed = bytes(previous).count(VOP_START) > 1  # a placeholder after two pictures
+                previous = packet
+                if size == 0:
                     continue  # an empty chunk (a dropped frame): no picture
-                if packet.pts is None:
+                if t is None:
                     raise DataError(f'{self.name}: a packet without a presentation timestamp (not indexable)')
                 pictures += 1
-                if looked < look:
-                    looked += 1
-                    packed = packed or bytes(packet).count(VOP_START) > 1  # two pictures in one packet
-                position.setdefault(packet.pts, len(position))
-                dts[packet.pts] = packet.dts
+                position[t] = pictures  # decode order
                 if not packet.is_discard:  # an edit list leaves it out: decoded, never shown
-                    pts.append(packet.pts)
+                    pts.append(t)
                 if packet.is_keyframe:
-                    keys.append(packet.pts)
+                    keys.append(t)
+                    dts[t] = packet.dts
         except av.FFmpegError as err:
             raise DataError(
                 f'{self.name}: unreadable container data (FFmpeg: {err.strerror or err})'
@@ -276,7 +278,7 @@ class KeyframeReader:
                 f'{self.name}: truncated (or damaged): its header lists {listed} frames, the file '
                 f'holds {count}'
             )
-        if cut:
+        if previous.is_corrupt:  # read only in part
             raise DataError(f'{self.name}: truncated: the file ends inside its last frame\'s data')
         declared, rate = (
             _declared_seconds(self._stream),
@@ -294,7 +296,7 @@ class KeyframeReader:
         if first_key is None or min(pts) < first_key:  # a stream cut before a keyframe
             pts = self._decodable(pts, first_key)
         self._pts = sorted(pts)  # frame index -> pts
-        self._position, self._dts = position, dts  # pts -> decode order, pts -> dts
+        self._position, self._dts = position, dts  # pts -> decode order; keyframe pts -> dts
         self._first = min(position, key=position.get)  # pts of the first packet in decode order
         if packed:
             self.fallback = (
@@ -363,7 +365,7 @@ class KeyframeReader:
     def _seek(self, key: int) -> None:
         """Seek so that the demuxer's next packet is the keyframe of pts ``key`` or one before it
         in decode order (by its pts, or its dts where the container indexes dts)."""
-        want, dts = self._position[key], self._dts[key]
+        want, dts = self._position[key], self._dts.get(key)
         targets = [key] if dts is None or dts >= key else [dts, key] if self._by_dts else [key, dts]
         for target in targets:
             self._container.seek(target, stream=self._stream, backward=True)  # flushes the decoder
