@@ -158,6 +158,16 @@ def open_video(source: Source, name: str, timeout: Optional[float] = None):
     return container, container.streams.video[0]
 
 
+def _decode(packet) -> list:
+    """The frames of one packet; FFmpeg's error as :class:`_NotExact`."""
+    import av
+
+    try:
+        return packet.decode()
+    except av.FFmpegError as err:
+        raise _NotExact(f'damaged frame data (FFmpeg: {err.strerror or err})') from None
+
+
 def _declared_seconds(stream) -> Optional[float]:
     """The video stream's own duration as its header states it (Matroska: the ``DURATION`` tag)."""
     if stream.duration is not None and stream.time_base:
@@ -235,8 +245,7 @@ class KeyframeReader:
         self._container, self._stream = open_video(self._source, self.name, self._deadline.limit)
         self._stream.thread_count = self.num_threads
         self._stream.thread_type = 'NONE' if self.num_threads == 1 else 'AUTO'
-        self._packets: Iterator = self._container.demux(self._stream)  # since the last seek / open
-        self._frames: Iterator = iter(())  # the decoder's frames from those packets
+        self._frames: Iterator = self._container.decode(self._stream)  # since the last seek / open
 
     def _index(self) -> None:
         """Demux every packet (no decoding): the frames' pts, the keyframes, the decode order."""
@@ -280,11 +289,9 @@ class KeyframeReader:
             )
         if previous.is_corrupt:  # read only in part
             raise DataError(f'{self.name}: truncated: the file ends inside its last frame\'s data')
-        declared, rate = (
-            _declared_seconds(self._stream),
-            self._stream.average_rate or self._stream.guessed_rate,
-        )
-        if not listed and declared and rate and self._stream.time_base:
+        declared = None if listed else _declared_seconds(self._stream)  # no frame count: the duration
+        rate = self._stream.average_rate or self._stream.guessed_rate if declared else None
+        if declared and rate and self._stream.time_base:
             found = float((max(position) - min(position)) * self._stream.time_base) + 1 / float(rate)
             if declared - found > max(2 / float(rate), 0.02 * declared):  # 2 frames, 2 %
                 raise DataError(
@@ -310,16 +317,19 @@ class KeyframeReader:
         """``pts`` without the frames before ``first_key`` (the first keyframe in decode order)
         that the decoder does not put out: a stream cut without re-encoding starts with frames
         whose references were cut away (decoded from the start up to that keyframe, once)."""
+        import av
+
         came_out = set()
         self._container.close()
         self._open()
         try:
-            for frame in self._decoded():
+            for frame in self._frames:
+                self._deadline.check()
                 came_out.add(frame.pts)
                 if first_key is not None and frame.pts is not None and frame.pts >= first_key:
                     break
-        except _NotExact as why:
-            raise DataError(f'{self.name}: {why}') from None
+        except av.FFmpegError as err:
+            raise DataError(f'{self.name}: damaged frame data (FFmpeg: {err.strerror or err})') from None
         return [t for t in pts if (first_key is not None and t >= first_key) or t in came_out]
 
     def __len__(self) -> int:
@@ -349,19 +359,6 @@ class KeyframeReader:
         # decord turns the picture by the display matrix: counter-clockwise by `rotation`
         return np.ascontiguousarray(np.rot90(rgb, rotation // 90)) if rotation else rgb
 
-    def _decoded(self) -> Iterator:
-        """Decoded frames from the demuxer's position."""
-        import av
-
-        for packet in self._packets:
-            self._deadline.check()
-            if packet.size == 0 and (packet.pts is not None or packet.dts is not None):
-                continue  # an empty chunk: decoding it would end the stream
-            try:
-                yield from packet.decode()
-            except av.FFmpegError as err:
-                raise _NotExact(f'damaged frame data (FFmpeg: {err.strerror or err})') from None
-
     def _seek(self, key: int) -> None:
         """Seek so that the demuxer's next packet is the keyframe of pts ``key`` or one before it
         in decode order (by its pts, or its dts where the container indexes dts)."""
@@ -373,29 +370,38 @@ class KeyframeReader:
             first = next((p for p in packets if p.size), None)
             if first is not None and self._position.get(first.pts, want + 1) <= want:
                 self._by_dts = target != key
-                self._packets = itertools.chain([first], packets)
+                self._frames = itertools.chain(_decode(first), self._container.decode(self._stream))
                 return
         raise _NotExact(f'seeking to the keyframe of pts {key} lands after it')
 
     def _read(self, target: int, key: Optional[int] = None):
         """The next decoded frame of pts ``target``; with ``key``, the frame of pts ``key`` on the
         way must be a key frame."""
-        for frame in self._frames:  # [the decoder's frames since the last seek / open]
-            if frame.pts is None:
-                raise _NotExact('a decoded frame without a timestamp')
-            if key is not None and frame.pts >= key:
-                if frame.pts != key or not frame.key_frame:
-                    raise _NotExact(
-                        f'decoding from the keyframe of pts {key} gives first a frame of pts {frame.pts} '
-                        f'({"a" if frame.key_frame else "not a"} key frame)'
-                    )
-                key = None
-            if frame.is_corrupt and frame.pts >= self._floor:  # concealed: from what came before
-                raise _NotExact(f'damaged frame data at pts {frame.pts}: concealed from the frames before it')
-            if frame.pts == target:
-                return frame
-            if frame.pts > target:
-                raise _NotExact(f'the frame of pts {target} does not come out (pts {frame.pts} first)')
+        import av
+
+        floor = self._floor
+        try:
+            for n, frame in enumerate(self._frames):  # the decoder's frames since the last seek
+                if n % 16 == 15:
+                    self._deadline.check()
+                pts = frame.pts
+                if pts is None:
+                    raise _NotExact('a decoded frame without a timestamp')
+                if key is not None and pts >= key:
+                    if pts != key or not frame.key_frame:
+                        raise _NotExact(
+                            f'decoding from the keyframe of pts {key} gives first a frame of pts {pts} '
+                            f'({"a" if frame.key_frame else "not a"} key frame)'
+                        )
+                    key = None
+                if pts >= floor and frame.is_corrupt:  # concealed: from what came before
+                    raise _NotExact(f'damaged frame data at pts {pts}: concealed from the frames before it')
+                if pts == target:
+                    return frame
+                if pts > target:
+                    raise _NotExact(f'the frame of pts {target} does not come out (pts {pts} first)')
+        except av.FFmpegError as err:
+            raise _NotExact(f'damaged frame data (FFmpeg: {err.strerror or err})') from None
         raise _NotExact(f'the stream ends before the frame of pts {target}')
 
     def _by_seeking(self, index: int):
@@ -409,7 +415,6 @@ class KeyframeReader:
             or (key is not None and bisect.bisect_left(self._pts, key) > self._next)  # a keyframe between
         ):
             self._seek(self._first if key is None else key)
-            self._frames = self._decoded()
             # frames before the keyframe may lack references (open GOP): their damage is expected
             self._floor = -math.inf if key is None else key
         else:
@@ -419,17 +424,24 @@ class KeyframeReader:
 
     def _in_sequence(self, index: int):
         """The ``index``-th frame the decoder puts out from the start of the file."""
+        import av
+
         if self._count is None or index < self._count:
             self._container.close()
             self._open()  # from the start, no seek
-            self._frames, self._count = self._decoded(), 0
+            self._count = 0
         try:
             for frame in self._frames:
                 self._count += 1
+                if self._count % 16 == 0:
+                    self._deadline.check()
                 if self._count > index:
                     return frame
-        except _NotExact as why:
-            raise DataError(f'{self.name}: frame {index} of {len(self)}: {why}') from None
+        except av.FFmpegError as err:
+            raise DataError(
+                f'{self.name}: frame {index} of {len(self)}: damaged frame data '
+                f'(FFmpeg: {err.strerror or err})'
+            ) from None
         raise DataError(f'{self.name}: frame {index} of {len(self)}: the decoder puts out only {self._count}')
 
     def _decode(self, index: int) -> np.ndarray:

@@ -338,3 +338,55 @@ def test_check_decoding_tool_as_a_user_runs_it(tmp_path) -> None:
     written = [name for name, kind in KINDS.items() if encoder(kind) is not None]
     assert len(rows) == len(written)
     assert all(row.split(' | ')[3] == 'exact' for row in rows), proc.stdout
+
+
+@pytest.mark.slow
+def test_train_and_test_tools_with_broken_videos(tiny_video_set, broken_files, tmp_path) -> None:
+    """tools/train.py and tools/test.py on the demo with the configs' reader and every broken
+    file in its lists: training skips and counts them, testing names each with what is wrong."""
+    import argparse
+    import shutil
+
+    import torch
+    from conftest import DEMO_CONFIG, run_main, tiny_run_options
+    from mmaction.registry import MODELS
+    from mmengine.config import Config, DictAction
+    from mmengine.registry import init_default_scope
+
+    videos = tmp_path / 'videos'
+    shutil.copytree(tiny_video_set / 'videos', videos)
+    for name, path in broken_files.items():
+        shutil.copy(path, videos / f'broken_{name}')
+    broken = ''.join(f'broken_{name} 0\n' for name in broken_files)
+    for split in ('train', 'test'):
+        (tmp_path / f'{split}.txt').write_text((tiny_video_set / f'{split}.txt').read_text() + broken)
+    opts = [*tiny_run_options(tmp_path), f'val_dataloader.dataset.ann_file={tiny_video_set}/test.txt']
+    for split in ('train', 'val', 'test'):  # the configs' reader in place of the demo's decord
+        opts += [
+            f'{split}_dataloader.dataset.pipeline.0.type=ScaledPyAVInit',
+            f'{split}_dataloader.dataset.pipeline.2.type=SortedDecordDecode',
+        ]
+    train = run_main(
+        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *opts]
+    )
+    log = train.stdout + train.stderr
+    for name in broken_files:
+        assert re.search(
+            f'skipped unreadable video {re.escape(str(videos))}/broken_{re.escape(name)} ', log
+        ), name
+    assert re.search(r'epoch 1: \d+ unreadable training video\(s\) skipped', log)
+
+    init_default_scope('mmaction')
+    cfg = Config.fromfile(DEMO_CONFIG)
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
+    checkpoint = tmp_path / 'tiny.pth'
+    torch.save(dict(state_dict=MODELS.build(cfg.model).state_dict()), checkpoint)
+    test = run_main(['tools/test.py', DEMO_CONFIG, str(checkpoint), '--cfg-options', *opts], check=False)
+    assert test.returncode == 2, test.stderr[-3000:]
+    total = len(broken_files) + len((tiny_video_set / 'test.txt').read_text().splitlines())
+    assert f'{len(broken_files)} of the {total} test videos cannot be read' in test.stderr
+    for name in broken_files:
+        path = re.escape(str(videos / f'broken_{name}'))
+        assert re.search(f'{path}: DataError: {path}: {BROKEN[name]}', test.stderr), (name, test.stderr)
