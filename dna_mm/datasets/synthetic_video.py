@@ -20,12 +20,14 @@ def write_video(
     codec: str = 'mpeg4',
     bit_rate: Optional[int] = None,
     keyint: Optional[int] = None,
+    b_frames: Optional[int] = None,
 ) -> Path:
     """Encode ``[H, W, 3]`` uint8 RGB frames (all one size) to ``path`` with PyAV's FFmpeg;
     returns ``path``. ``codec``: ``mpeg4`` (MPEG-4 Part 2 as NTU RGB+D ships, at ``bit_rate``
     bit/s, FFmpeg's default when ``None``) or ``libx264`` (CRF 23, preset veryfast, as Kinetics
     and dna_mm's preparation tools). ``keyint``: keyframe interval (``None``: the encoder's, 12
-    for mpeg4, 250 for libx264)."""
+    for mpeg4, 250 for libx264). ``b_frames``: B-frames between references (``None``: the
+    encoder's, none for mpeg4, 3 for libx264)."""
     import av
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,6 +40,8 @@ def write_video(
                 options = {'preset': 'veryfast', 'crf': '23'} if codec == 'libx264' else {}
                 if bit_rate:
                     stream.bit_rate = bit_rate
+                if b_frames is not None:
+                    stream.codec_context.max_b_frames = b_frames
                 if keyint is not None:
                     stream.codec_context.gop_size = keyint
                     if codec == 'libx264':

@@ -16,22 +16,27 @@ from mmaction.datasets.transforms import DecordDecode, DecordInit
 from mmaction.registry import TRANSFORMS
 from mmengine.fileio import FileClient
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
+from .video_reader import TIME_LIMIT, open_video
 
 
 def video_size(path: str, min_short: float = math.inf) -> tuple[int, int, int]:
     """``(width, height, rotation)`` of the first video stream of ``path`` as stored (PyAV, from
     the header). ``rotation`` (0, 90, 180, 270, as decord applies it) is the ``rotate`` tag;
     FFmpeg 7 (PyAV 18) keeps a display matrix only on the frames, so where the short side is at
-    least ``min_short`` the first frame is decoded to read it."""
+    least ``min_short`` the first frame is decoded to read it. A file that cannot be read is a
+    :class:`~dna_mm.errors.DataError` naming it and what is wrong."""
     import av
 
-    with av.open(path, metadata_errors='ignore') as container:
-        stream = container.streams.video[0]
+    container, stream = open_video(path, path, timeout=TIME_LIMIT)
+    with container:
         width, height = stream.codec_context.width, stream.codec_context.height
         rotation = int(float(stream.metadata.get('rotate', 0) or 0))
         if not rotation and min(width, height) >= min_short:
-            rotation = int(getattr(next(container.decode(stream), None), 'rotation', 0) or 0)
+            try:
+                rotation = int(getattr(next(container.decode(stream), None), 'rotation', 0) or 0)
+            except av.FFmpegError:
+                pass  # damaged data: the reader says so
         return width, height, rotation % 360
 
 
@@ -124,9 +129,15 @@ class ScaledDecordInit(DecordInit):
         """decord's reader of ``source``, decoding at ``size = (w, h)`` where it applies."""
         import decord
 
-        if size is not None and decord_can_scale_to(size[0]):
-            return decord.VideoReader(source, width=size[0], height=size[1], num_threads=self.num_threads)
-        return decord.VideoReader(source, num_threads=self.num_threads)
+        scaled = (
+            {} if size is None or not decord_can_scale_to(size[0]) else dict(width=size[0], height=size[1])
+        )
+        try:
+            return decord.VideoReader(source, num_threads=self.num_threads, **scaled)
+        except (decord.DECORDError, RuntimeError) as err:  # a C++ trace: its last line says why
+            raise DataError(
+                f'{filename}: decord cannot read it ({str(err).strip().splitlines()[-1]})'
+            ) from None
 
     def transform(self, results: dict) -> dict:
         filename = results['filename']
@@ -157,12 +168,25 @@ class ScaledDecordInit(DecordInit):
 class ScaledPyAVInit(ScaledDecordInit):
     """:class:`ScaledDecordInit` with dna_mm's PyAV reader
     (:class:`~dna_mm.datasets.video_reader.KeyframeReader`) in place of decord's (the configs'
-    choice: less CPU time per clip); decode with :class:`SortedDecordDecode` after it."""
+    choice: the exact frames of every kind of file, for less CPU time per clip); decode with
+    :class:`SortedDecordDecode` after it.
+
+    Args:
+        time_limit: Seconds that opening a video, and decoding one clip of it, may take before
+            the video counts as unreadable (``None``: no limit).
+        *args, **kwargs: As :class:`ScaledDecordInit`'s.
+    """
+
+    def __init__(self, *args, time_limit: Optional[float] = TIME_LIMIT, **kwargs) -> None:
+        if time_limit is not None and not time_limit > 0:
+            raise ConfigError(f'{type(self).__name__}: time_limit must be > 0 or None, got {time_limit!r}')
+        super().__init__(*args, **kwargs)
+        self.time_limit = time_limit
 
     def _reader(self, source: io.BytesIO, filename: str, size: Optional[tuple[int, int]]) -> object:
         from .video_reader import KeyframeReader
 
-        return KeyframeReader(source, size, self.num_threads, name=filename)
+        return KeyframeReader(source, size, self.num_threads, name=filename, time_limit=self.time_limit)
 
 
 @TRANSFORMS.register_module()

@@ -263,8 +263,9 @@ def test_k400_and_smarthome_say_how_their_videos_are_read() -> None:
 
 @pytest.mark.integration
 def test_benchmark_tool_runs_as_a_user_runs_it(capsys) -> None:
-    """tools/analysis/benchmark_data.py on tiny synthetic videos: both pipelines timed, the
-    DataLoader timed, the workers-per-GPU column; bad input is one clear line."""
+    """tools/analysis/benchmark_data.py on tiny synthetic videos (DivX packed AVIs): the stock,
+    the config's and a --compare pipeline timed, the DataLoader timed, the workers-per-GPU
+    column; bad input is one clear line."""
     cmd = [
         sys.executable,
         'tools/analysis/benchmark_data.py',
@@ -282,6 +283,13 @@ def test_benchmark_tool_runs_as_a_user_runs_it(capsys) -> None:
         '0',
         '--clips-per-s-per-gpu',
         '100',
+        '--container',
+        'avi',
+        '--bframes',
+        '1',
+        '--packed',
+        '--compare',
+        'ScaledDecordInit',
         '--cfg-options',
         'train_dataloader.batch_size=2',
     ]
@@ -293,7 +301,7 @@ def test_benchmark_tool_runs_as_a_user_runs_it(capsys) -> None:
         tuple(c.strip() for c in ln.split('|')[1:3]): ln for ln in out.splitlines() if ln.startswith('| ')
     }
     for size in ('400x240', '64x48'):
-        assert (size, 'stock') in rows and (size, 'config') in rows
+        assert (size, 'stock') in rows and (size, 'config') in rows and (size, 'ScaledDecordInit') in rows
         assert re.search(r'\| [\d.]+x \|', rows[(size, 'config')])  # speed-up over the stock pipeline
     assert re.search(r'^\| 64x48 \| [\d.]+ \|$', out, re.M)  # the DataLoader with 0 workers
     assert 'inputs (1, 3, 8, 224, 224)' in out  # the packed clip of the config's pipeline

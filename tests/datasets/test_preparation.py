@@ -179,7 +179,7 @@ def test_resize_tree_resume_redo_and_failures(tmp_path, capsys) -> None:
     assert 'broken.mp4: source unreadable' in text
     failed = dict(line.split('\t') for line in (out / 'failed.txt').read_text(encoding='utf-8').splitlines())
     assert set(failed) == {'broken.mp4', 'truncated.avi'}
-    assert 'the source has 30' in failed['truncated.avi']  # frame count verification
+    assert 'truncated (or damaged): its header lists 30 frames, the file holds' in failed['truncated.avi']
     expected = {
         'abseiling/a b.mp4': ((42, 32), 12),
         'café ü/été 1.mp4': ((32, 56), 9),

@@ -4,7 +4,8 @@ apart, beside MMAction2's stock decord pipeline) and its DataLoader per worker c
 
     python tools/analysis/benchmark_data.py CONFIG [--split train] [--num-clips N]
         [--workers W [W ...]] [--synthetic WxH [WxH ...]] [--clips-per-s-per-gpu 200]
-        [--frames 90] [--codec {mpeg4,h264}] [--keyint K] [--cfg-options k=v ...]
+        [--frames 90] [--codec {mpeg4,h264}] [--keyint K] [--bframes B] [--container {mp4,avi}] [--packed]
+        [--compare TYPE [TYPE ...]] [--cfg-options k=v ...]
     # the table of docs/data_throughput.md (synthetic videos, no dataset needed)
     python tools/analysis/benchmark_data.py configs/timesformer_dna_ntu60.py --num-clips 30 \\
         --synthetic 1920x1080 1280x720 960x540 640x480 340x256 224x224 --workers 0 2
@@ -12,10 +13,14 @@ apart, beside MMAction2's stock decord pipeline) and its DataLoader per worker c
 Without ``--synthetic`` it reads the config's own list (``{split}_dataloader``). With it, it
 writes ``--videos`` synthetic videos per size (``--frames`` frames at 30 fps; MPEG-4 Part 2
 at 0.1 bit per pixel, about NTU RGB+D's 1080p rate, or H.264 CRF 23 as dna_mm's preparation
-tools write it; ``--keyint`` sets the keyframe interval) to a temporary folder that is removed afterwards.
+tools write it; ``--keyint`` sets the keyframe interval, ``--bframes`` the B-frames between
+references, ``--container`` mp4 or avi) to a temporary folder that is removed afterwards.
 ``stock`` is the same pipeline with MMAction2's ``DecordInit`` / ``DecordDecode`` in place of
 dna_mm's ``ScaledPyAVInit`` (or ``ScaledDecordInit``) / ``SortedDecordDecode`` (the baseline,
-measured in the same run, clip by clip on the same frames). ``clips/s per core`` is one clip
+measured in the same run, clip by clip on the same frames); ``--compare TYPE`` times the
+config's pipeline with its opening transform's type replaced by ``TYPE`` too (another reader:
+``ScaledDecordInit``, or one a module in ``custom_imports`` registers, named with
+``--cfg-options``). ``clips/s per core`` is one clip
 per CPU second of the process; ``workers per GPU`` divides ``--clips-per-s-per-gpu`` (a model's
 training rate) by it.
 """
@@ -33,10 +38,12 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from mmengine.config import Config, DictAction
 from mmengine.registry import init_default_scope
+from mmengine.utils import import_modules_from_strings
 
 import dna_mm  # noqa: F401  (registers dna_mm's datasets and transforms)
 from dna_mm.apis.cli import DEBUG_HELP, cli_main, parse_size, user_file
 from dna_mm.datasets.synthetic_video import panning_clip, write_video
+from dna_mm.datasets.video_kinds import pack_bframes
 from dna_mm.errors import ConfigError
 
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
@@ -55,17 +62,28 @@ def write_video_set(
     num_frames: int = 90,
     codec: str = 'mpeg4',
     keyint: Optional[int] = None,
+    bframes: Optional[int] = None,
+    container: str = 'mp4',
+    packed: bool = False,
 ) -> Path:
     """``num_videos`` :func:`~dna_mm.datasets.synthetic_video.panning_clip` videos of ``size`` at
     30 fps in ``out_dir`` and an MMAction2 list (``out_dir/list.txt``, label 0) with
     ``num_entries`` lines cycling over them; returns the list's path. ``codec``: ``mpeg4``
     (MPEG-4 Part 2 at 0.1 bit per pixel, about NTU RGB+D's 1080p bit rate) or ``h264`` (libx264,
-    CRF 23, as dna_mm's preparation tools write it); ``keyint``: keyframe interval."""
-    names = [f'{size[0]}x{size[1]}_{i}.mp4' for i in range(num_videos)]
+    CRF 23, as dna_mm's preparation tools write it); ``keyint``: keyframe interval; ``bframes``:
+    B-frames between references (the encoder's default when ``None``); ``container``: ``mp4`` or
+    ``avi``; ``packed``: MPEG-4 AVI with one B-frame, rewritten with DivX packed B-frames
+    (:func:`~dna_mm.datasets.video_kinds.pack_bframes`)."""
+    names = [f'{size[0]}x{size[1]}_{i}.{container}' for i in range(num_videos)]
     bit_rate = None if codec == 'h264' else int(0.1 * size[0] * size[1] * 30)
     codec = 'libx264' if codec == 'h264' else codec
     for i, name in enumerate(names):
-        write_video(out_dir / name, panning_clip(*size, num_frames, seed=i), 30, codec, bit_rate, keyint)
+        frames = panning_clip(*size, num_frames, seed=i)
+        path = out_dir / (f'plain_{name}' if packed else name)
+        write_video(path, frames, 30, codec, bit_rate, keyint, b_frames=bframes)
+        if packed:
+            pack_bframes(path, out_dir / name)
+            path.unlink()
     ann = out_dir / 'list.txt'
     ann.write_text(''.join(f'{names[i % num_videos]} 0\n' for i in range(num_entries)))
     return ann
@@ -82,6 +100,16 @@ def stock_pipeline(pipeline: Sequence[dict]) -> list[dict]:
             step = {'type': STOCK[step['type']], **{k: v for k, v in step.items() if k in kept}}
         stock.append(step)
     return stock
+
+
+def swap_init(pipeline: Sequence[dict], init: str) -> list[dict]:
+    """The pipeline with its opening transform (``*Init``) of type ``init``, arguments kept."""
+    swapped = [copy.deepcopy(dict(step)) for step in pipeline]
+    for step in swapped:
+        if step['type'].endswith('Init'):
+            step['type'] = init
+            return swapped
+    raise ConfigError(f'the pipeline has no *Init transform to replace by {init}')
 
 
 def time_pipeline(
@@ -163,13 +191,15 @@ def benchmark_config(
     gpu_rate: float = 200.0,
     tmp_dir: Optional[Path] = None,
     baseline: bool = True,
+    compare: Sequence[str] = (),
     num_videos: int = 2,
     log: Any = print,
     **video: Any,
 ) -> list[dict]:
     """Time the ``{split}_dataloader`` of ``cfg`` (an mmengine ``Config``): its pipeline in this
     process (and MMAction2's stock decord pipeline beside it when ``baseline`` and the config
-    uses dna_mm's), then its DataLoader with each worker count. With ``sizes``, on synthetic
+    uses dna_mm's; and with each opening transform of ``compare``), then its DataLoader with each
+    worker count. With ``sizes``, on synthetic
     videos written to ``tmp_dir`` (``video``: :func:`write_video_set` options) instead of the
     config's list. Logs a line per measurement; returns one row (dict) per input and pipeline."""
     from mmaction.registry import DATASETS
@@ -183,6 +213,8 @@ def benchmark_config(
     if baseline and any(step['type'] in STOCK for step in pipeline):
         pipelines['stock'] = Compose(stock_pipeline(pipeline))
     pipelines['config'] = Compose(pipeline)
+    for init in compare:
+        pipelines[init] = Compose(swap_init(pipeline, init))
     batch = int(loader_cfg.get('batch_size', 1))
     sources = [(str(loader_cfg['dataset'].get('ann_file')), copy.deepcopy(loader_cfg))] if not sizes else []
     if sizes and tmp_dir is None:
@@ -262,7 +294,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--frames', type=int, default=90, help='frames per synthetic video')
     p.add_argument('--codec', default='mpeg4', choices=['mpeg4', 'h264'], help='synthetic video codec')
     p.add_argument('--keyint', type=int, default=None, help='synthetic keyframe interval (encoder default)')
+    p.add_argument('--bframes', type=int, default=None, help='synthetic B-frames between references')
+    p.add_argument('--container', default='mp4', choices=['mp4', 'avi'], help='synthetic video container')
+    p.add_argument(
+        '--packed', action='store_true', help='synthetic DivX packed B-frames (mpeg4, avi, --bframes 1)'
+    )
     p.add_argument('--videos', type=int, default=2, help='synthetic videos per size')
+    p.add_argument(
+        '--compare', nargs='+', default=[], metavar='TYPE', help='also time these opening transforms'
+    )
     p.add_argument('--no-baseline', action='store_true', help="skip MMAction2's stock pipeline")
     p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
@@ -271,6 +311,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f'--num-clips must be at least 1, got {args.num_clips}')
     if any(w < 0 for w in args.workers):
         p.error(f'--workers must be >= 0, got {args.workers}')
+    if args.packed and (args.codec, args.container, args.bframes) != ('mpeg4', 'avi', 1):
+        p.error('--packed needs --codec mpeg4 --container avi --bframes 1')
     try:
         args.sizes = [parse_size(s) for s in args.synthetic or []]
     except ValueError as err:
@@ -284,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
+        if cfg.get('custom_imports'):  # a module named with --cfg-options registers its transforms
+            import_modules_from_strings(**cfg['custom_imports'])
     init_default_scope(cfg.get('default_scope', 'mmaction'))
     with tempfile.TemporaryDirectory(prefix='dna_mm_bench_data_') as tmp:
         rows = benchmark_config(
@@ -295,10 +339,14 @@ def main(argv: list[str] | None = None) -> None:
             gpu_rate=args.clips_per_s_per_gpu,
             tmp_dir=Path(tmp),
             baseline=not args.no_baseline,
+            compare=args.compare,
             num_videos=args.videos,
             num_frames=args.frames,
             codec=args.codec,
             keyint=args.keyint,
+            bframes=args.bframes,
+            container=args.container,
+            packed=args.packed,
         )
     print(f'\n{args.config}, {args.split} pipeline, {args.num_clips} clips per measurement (medians)\n')
     print(format_report(rows, args.clips_per_s_per_gpu))

@@ -20,6 +20,9 @@ from typing import Callable
 import av
 import numpy as np
 
+from ...errors import DataError
+from ..video_reader import KeyframeReader
+
 #: frames between keyframes (``--keyint``), chosen by measuring decord random access
 DEFAULT_KEYINT = 16
 CRF = 23
@@ -40,19 +43,16 @@ class VideoInfo:
 
 
 def probe(path: Path) -> VideoInfo:
-    """Size and frame count of the first video stream of ``path``: the header's ``nb_frames``
-    where the container has one (mp4, avi), else (mkv, webm) the video packets, demuxed."""
-    with av.open(str(path)) as container:
-        if not container.streams.video:
-            raise ValueError('no video stream')
-        stream = container.streams.video[0]
-        width, height = stream.codec_context.width, stream.codec_context.height
-        frames = stream.frames
-        if frames <= 0:
-            frames = sum(1 for packet in container.demux(stream) if packet.size)
-    if width <= 0 or height <= 0 or frames <= 0:
-        raise ValueError(f'no decodable video ({width}x{height}, {frames} frames)')
-    return VideoInfo(width, height, frames)
+    """Size and frame count of the first video stream of ``path``, counted as training reads it
+    (:class:`~dna_mm.datasets.video_reader.KeyframeReader`: the packets shown, an edit list's
+    hidden lead-in left out); a :class:`~dna_mm.errors.DataError` saying what is wrong with a
+    file it cannot read (empty, not a video, truncated, no video stream, ...)."""
+    reader = KeyframeReader(str(path), name=path.name, time_limit=None)
+    width, height = reader.stored_size
+    reader.close()
+    if width <= 0 or height <= 0:
+        raise DataError(f'{path.name}: no picture size in the header ({width}x{height})')
+    return VideoInfo(width, height, len(reader))
 
 
 def short_side_size(width: int, height: int, short_side: int) -> tuple[int, int]:

@@ -20,7 +20,20 @@ from .runner import FAILED, Outcome, describe, parse_args, prepare_all, produce,
 from .verification import verify_video
 
 #: source files taken from SRC_DIR (case-insensitive)
-VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v')
+VIDEO_SUFFIXES = (
+    '.mp4',
+    '.avi',
+    '.mkv',
+    '.webm',
+    '.mov',
+    '.m4v',
+    '.mpg',
+    '.mpeg',
+    '.ts',
+    '.mts',
+    '.m2ts',
+    '.3gp',
+)
 
 
 @dataclass(frozen=True)

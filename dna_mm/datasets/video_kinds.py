@@ -1,0 +1,294 @@
+"""The kinds of video files real datasets hold, written small by PyAV's bundled encoders, and
+broken files of each way a download or a copy goes wrong: the inputs the readers and the
+preparation tools are checked on (``tests/datasets/test_decoding_matrix.py``,
+``tools/data/check_decoding.py``, docs/datasets/decoding.md).
+
+Kinetics from YouTube is H.264 mp4 (with B-frames, open GOPs, fragmented or faststart), VP9
+webm, AV1 in mp4 / webm; phones add HEVC, variable frame rate, 10-bit and audio before video;
+older action datasets are MPEG-4 Part 2 (XviD) AVIs with B-frames, MJPEG, MPEG-2 program
+streams; clips cut without re-encoding carry an MP4 edit list. PyAV's wheel has no XviD
+encoder: FFmpeg's own MPEG-4 Part 2 encoder with B-frames and the ``XVID`` fourcc writes the same
+syntax, and :func:`pack_bframes` rewrites its output into DivX 5 / XviD's "packed bitstream"
+(a B-frame in the chunk of the reference before it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .synthetic_video import panning_clip
+from .video_reader import VOP_START
+
+X264 = {'preset': 'veryfast', 'crf': '23'}
+
+
+@dataclass(frozen=True)
+class VideoKind:
+    """One kind of file: ``file`` name (its extension picks the container), encoder ``codec``
+    and its ``options``, ``pix_fmt``, size, frames; ``container`` options (movflags, ...);
+    ``context`` codec-context attributes (``max_b_frames``, ``gop_size``); ``tag`` a fourcc;
+    ``vfr``: irregular frame durations; ``audio_first``: an AAC stream before the video;
+    ``cut``: copied without re-encoding from frame ``cut`` on (an MP4 edit list); ``packed``:
+    B-frames packed as DivX 5 / XviD write them (:func:`pack_bframes`)."""
+
+    file: str
+    codec: str
+    options: dict = field(default_factory=dict)
+    pix_fmt: str = 'yuv420p'
+    size: tuple[int, int] = (96, 64)
+    frames: int = 40
+    container: dict = field(default_factory=dict)
+    context: dict = field(default_factory=dict)
+    tag: Optional[str] = None
+    vfr: bool = False
+    audio_first: bool = False
+    cut: Optional[int] = None
+    packed: bool = False
+
+
+def _h264(**options) -> dict:
+    return {**X264, 'g': '8', **options}
+
+
+#: name -> kind; the first ones are what the common datasets hold
+KINDS: dict[str, VideoKind] = {
+    'h264_bframes': VideoKind('h264_bframes.mp4', 'libx264', _h264()),  # x264's 3 B-frames
+    'h264_open_gop': VideoKind(
+        'h264_open_gop.mp4', 'libx264', {**X264, 'x264-params': 'keyint=8:min-keyint=8:scenecut=0:open-gop=1'}
+    ),
+    'h264_mkv': VideoKind('h264.mkv', 'libx264', _h264()),
+    'h264_mkv_no_cues': VideoKind('h264_no_cues.mkv', 'libx264', _h264(), container={'live': '1'}),
+    'h264_fragmented': VideoKind(
+        'h264_fragmented.mp4',
+        'libx264',
+        _h264(),
+        container={'movflags': 'frag_keyframe+empty_moov+default_base_moof'},
+    ),
+    'h264_faststart': VideoKind(
+        'h264_faststart.mp4', 'libx264', _h264(), container={'movflags': 'faststart'}
+    ),
+    'h264_odd_size': VideoKind('h264_odd_size.mp4', 'libx264', _h264(), size=(70, 46)),
+    'h264_yuv444': VideoKind('h264_yuv444.mp4', 'libx264', _h264(), pix_fmt='yuv444p', size=(71, 45)),
+    'h264_10bit': VideoKind('h264_10bit.mp4', 'libx264', _h264(), pix_fmt='yuv420p10le'),
+    'h264_vfr': VideoKind('h264_vfr.mp4', 'libx264', _h264(), vfr=True),
+    'h264_audio_first': VideoKind('h264_audio_first.mp4', 'libx264', _h264(), audio_first=True),
+    'h264_short': VideoKind('h264_short.mp4', 'libx264', _h264(), frames=3),
+    'h264_edit_list': VideoKind('h264_edit_list.mp4', 'libx264', _h264(), cut=11),
+    'h264_ts': VideoKind('h264.ts', 'libx264', _h264()),
+    'hevc': VideoKind(
+        'hevc.mp4', 'libx265', {'preset': 'ultrafast', 'x265-params': 'keyint=8:log-level=none'}
+    ),
+    'vp9_webm': VideoKind(
+        'vp9.webm',
+        'libvpx-vp9',
+        {'deadline': 'realtime', 'cpu-used': '8', 'g': '8', 'auto-alt-ref': '1', 'lag-in-frames': '8'},
+    ),
+    'av1_mp4': VideoKind('av1.mp4', 'libsvtav1', {'preset': '12', 'g': '8'}),
+    'av1_webm': VideoKind('av1.webm', 'libsvtav1', {'preset': '12', 'g': '8'}),
+    'mpeg4_avi': VideoKind('mpeg4.avi', 'mpeg4', context={'gop_size': 12}),
+    'mpeg4_bframes_avi': VideoKind(
+        'xvid_bframes.avi', 'mpeg4', context={'gop_size': 12, 'max_b_frames': 2}, tag='XVID'
+    ),
+    'mpeg4_packed_avi': VideoKind(
+        'divx_packed.avi', 'mpeg4', context={'gop_size': 12, 'max_b_frames': 1}, tag='DX50', packed=True
+    ),
+    'mjpeg_full_range': VideoKind('mjpeg.avi', 'mjpeg', pix_fmt='yuvj420p', size=(71, 45)),
+    'mpeg2_ps': VideoKind('mpeg2.mpg', 'mpeg2video', context={'gop_size': 12, 'max_b_frames': 2}),
+}
+
+#: AV1 encoders PyAV's wheels may bundle, in the order tried
+AV1_ENCODERS = ('libsvtav1', 'libaom-av1', 'librav1e')
+
+
+def encoder(kind: VideoKind) -> Optional[str]:
+    """The bundled encoder that writes ``kind`` (for AV1 the first of :data:`AV1_ENCODERS`
+    present), or ``None`` if this PyAV has none."""
+    import av
+
+    names = AV1_ENCODERS if kind.codec in AV1_ENCODERS else (kind.codec,)
+    return next((name for name in names if name in av.codecs_available), None)
+
+
+def _vfr_timestamps(frames: int, seed: int = 0) -> list[int]:
+    """Milliseconds: frame durations drawn from 20-60 ms (a phone's variable rate)."""
+    steps = np.random.default_rng(seed).integers(20, 61, size=frames)
+    return [int(t) for t in np.concatenate([[0], np.cumsum(steps[:-1])])]
+
+
+def encode(kind: VideoKind, path: Path) -> Path:
+    """Encode ``kind``'s frames to ``path`` (as it is before a cut or packing); returns ``path``."""
+    import av
+
+    codec = encoder(kind)
+    if codec is None:
+        raise RuntimeError(f'{kind.file}: PyAV has no {kind.codec} encoder')
+
+    width, height = kind.size
+    with av.open(str(path), 'w', options=dict(kind.container)) as container:
+        audio = container.add_stream('aac', rate=16000) if kind.audio_first else None
+        stream = container.add_stream(codec, rate=Fraction(30), options=dict(kind.options))
+        stream.width, stream.height, stream.pix_fmt = width, height, kind.pix_fmt
+        for name, value in kind.context.items():
+            setattr(stream.codec_context, name, value)
+        if kind.tag:
+            stream.codec_context.codec_tag = kind.tag
+        stamps = _vfr_timestamps(kind.frames) if kind.vfr else None
+        if stamps:
+            stream.codec_context.time_base = Fraction(1, 1000)
+        if audio is not None:  # two seconds of silence, muxed before the first video packet
+            samples = av.AudioFrame.from_ndarray(
+                np.zeros((1, 32000), np.float32), format='fltp', layout='mono'
+            )
+            samples.sample_rate, samples.pts = 16000, 0
+            for packet in [*audio.encode(samples), *audio.encode(None)]:
+                container.mux(packet)
+        for i, image in enumerate(panning_clip(width, height, kind.frames)):
+            frame = av.VideoFrame.from_ndarray(image, format='rgb24')
+            if stamps:
+                frame.pts, frame.time_base = stamps[i], Fraction(1, 1000)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return path
+
+
+def copy_from(src: Path, dst: Path, start: int) -> Path:
+    """Copy ``src``'s video packets without re-encoding from frame ``start`` on, as a cut with
+    ``ffmpeg -ss T -c copy`` does: the packets from the keyframe before it are kept, timestamps
+    shifted so that frame ``start`` is at 0; the MP4 muxer writes the lead-in as an edit list
+    (its frames are decoded, not shown)."""
+    import av
+
+    with av.open(str(src)) as source, av.open(str(dst), 'w') as target:
+        stream = source.streams.video[0]
+        out = target.add_stream_from_template(stream)
+        packets = [p for p in source.demux(stream) if p.size]
+        shown = sorted(p.pts for p in packets)[start]
+        begin = max(i for i, p in enumerate(packets) if p.is_keyframe and p.pts <= shown)
+        for packet in packets[begin:]:
+            packet.pts -= shown
+            packet.dts = None if packet.dts is None else packet.dts - shown
+            packet.stream = out
+            target.mux(packet)
+    return dst
+
+
+def _vop_type(data: bytes) -> int:
+    """The coding type of the first picture (VOP) in MPEG-4 Part 2 ``data``: 0 I, 1 P, 2 B."""
+    start = data.find(VOP_START)
+    return data[start + 4] >> 6 if start >= 0 else -1
+
+
+def _not_coded(b_vop: bytes, increment_bits: int) -> bytes:
+    """A not-coded P picture (N-VOP) with the timing of ``b_vop``: the placeholder DivX writes
+    after a packed pair (ISO/IEC 14496-2 6.2.5: coding type, modulo time base, marker, time
+    increment, marker, ``vop_coded = 0``, stuffing to the byte)."""
+    bits = ''.join(f'{byte:08b}' for byte in b_vop[4:16])
+    end = bits.index('0', 2) + 1  # modulo_time_base: ones, then a zero
+    header = '01' + bits[2:end] + '1' + bits[end + 1 : end + 1 + increment_bits] + '1' + '0'
+    header += '0' + '1' * (-(len(header) + 1) % 8)
+    return VOP_START + int(header, 2).to_bytes(len(header) // 8, 'big')
+
+
+def pack_bframes(src: Path, dst: Path) -> Path:
+    """Rewrite the MPEG-4 Part 2 AVI ``src`` (one B-frame between references) with its B-frames
+    packed, as DivX 5 and XviD write them: each B-frame goes into the chunk of the reference
+    before it in decode order, an N-VOP fills its own chunk, and the user data carries DivX's
+    packed flag (``DivX503b1393p``). FFmpeg decodes it frame for frame as ``src``; the AVI's
+    timestamps (one per chunk) are then no longer the frames'."""
+    import av
+
+    user_data = b'\x00\x00\x01\xb2DivX503b1393p'
+    with av.open(str(src)) as source:
+        stream = source.streams.video[0]
+        rate, extradata = stream.average_rate, stream.codec_context.extradata
+        width, height = stream.codec_context.width, stream.codec_context.height
+        packets = [(bytes(p), p.is_keyframe) for p in source.demux(stream) if p.size]
+    increment_bits = max(1, (int(rate.numerator) - 1).bit_length())  # vop_time_increment_resolution = fps
+    chunks, i = [], 0
+    while i < len(packets):
+        data, key = packets[i]
+        if key:  # the packed flag in the headers before each keyframe's picture
+            start = data.find(VOP_START)
+            data = data[:start] + user_data + data[start:]
+        if _vop_type(data) in (0, 1) and i + 1 < len(packets) and _vop_type(packets[i + 1][0]) == 2:
+            chunks += [
+                (data + packets[i + 1][0], key),
+                (_not_coded(packets[i + 1][0], increment_bits), False),
+            ]
+            i += 2
+        else:
+            chunks.append((data, key))
+            i += 1
+    with av.open(str(dst), 'w') as target:
+        out = target.add_stream('mpeg4', rate=rate)
+        out.width, out.height, out.codec_context.codec_tag = width, height, 'DX50'
+        out.codec_context.extradata = extradata
+        for n, (data, key) in enumerate(chunks):
+            packet = av.Packet(data)
+            packet.pts = packet.dts = n
+            packet.time_base, packet.is_keyframe, packet.stream = 1 / rate, key, out
+            target.mux(packet)
+    return dst
+
+
+def write_kind(name: str, folder: Path) -> Path:
+    """Write kind ``name`` of :data:`KINDS` into ``folder``; returns its path. A
+    ``RuntimeError`` if PyAV bundles no encoder for it."""
+    kind = KINDS[name]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / kind.file
+    if kind.cut is None and not kind.packed:
+        return encode(kind, path)
+    plain = encode(kind, folder / f'plain_{kind.file}')
+    if kind.packed:
+        pack_bframes(plain, path)
+    else:
+        copy_from(plain, path, kind.cut)
+    plain.unlink()
+    return path
+
+
+#: broken file name -> what the readers must say is wrong (a regular expression)
+BROKEN = {
+    'moov_lost.mp4': 'an MP4 / MOV file without its index \\(no moov box\\)',
+    'truncated.mp4': 'truncated \\(or damaged\\): its header lists 40 frames, the file holds \\d+',
+    'truncated.mkv': 'truncated: its header states 1.33 s of video, the file holds',
+    'truncated.avi': 'truncated \\(or damaged\\): its header lists 40 frames, the file holds \\d+',
+    'cut_in_header.avi': 'truncated: its RIFF header states \\d+ bytes, the file has \\d+',
+    'empty.mp4': 'empty file \\(0 bytes\\)',
+    'audio_only.mp4': 'no video stream \\(streams: audio\\)',
+    'garbage.mp4': 'not a video file FFmpeg can read',
+    'text.avi': 'not a video file FFmpeg can read',
+}
+
+
+def write_broken(folder: Path) -> dict[str, Path]:
+    """The files of :data:`BROKEN` in ``folder``: the start of whole files (a download or copy
+    cut off), or written; returns name -> path."""
+    import av
+
+    made = {name: folder / name for name in BROKEN}
+    for name, whole, kept in (
+        ('moov_lost.mp4', 'h264_bframes', 0.5),  # the index (moov) is written last: lost
+        ('truncated.mp4', 'h264_faststart', 0.5),  # the index first: frames lost
+        ('truncated.mkv', 'h264_mkv', 0.5),
+        ('truncated.avi', 'mpeg4_avi', 0.75),  # AVI's headers take 8 of these 11 kB
+        ('cut_in_header.avi', 'mpeg4_avi', 0.25),
+    ):
+        data = write_kind(whole, folder / 'whole').read_bytes()
+        made[name].write_bytes(data[: int(len(data) * kept)])
+    made['empty.mp4'].write_bytes(b'')
+    with av.open(str(made['audio_only.mp4']), 'w') as container:
+        stream = container.add_stream('aac', rate=16000)
+        samples = av.AudioFrame.from_ndarray(np.zeros((1, 16000), np.float32), format='fltp', layout='mono')
+        samples.sample_rate, samples.pts = 16000, 0
+        for packet in [*stream.encode(samples), *stream.encode(None)]:
+            container.mux(packet)
+    made['garbage.mp4'].write_bytes(np.random.default_rng(0).bytes(50_000))
+    made['text.avi'].write_bytes(b'these are not the frames you are looking for\n' * 500)
+    return made
