@@ -28,7 +28,7 @@ def video_size(path: str, min_short: float = math.inf) -> tuple[int, int, int]:
     :class:`~dna_mm.errors.DataError` naming it and what is wrong."""
     import av
 
-    container, stream = open_video(path, path, timeout=TIME_LIMIT)
+    container, stream = open_video(path, path)
     with container:
         width, height = stream.codec_context.width, stream.codec_context.height
         rotation = int(float(stream.metadata.get('rotate', 0) or 0))
