@@ -47,8 +47,8 @@ class RobustVideoDataset(VideoDataset):
 
     At build time, an error naming the list: a line that is not UTF-8 (``file:line`` and the
     byte), a line other than ``path label`` (a path may hold blanks: the label is the last
-    field), a label outside ``[0, num_classes)``, videos
-    missing on disk (the first few with their line numbers, and the total).
+    field), a label outside ``[0, num_classes)``, videos missing on disk (the first few with
+    their line numbers, and the total).
 
     In training, a video that fails to load is logged with the reason, counted
     (:class:`SkippedVideosHook` reports the count) and replaced by another sample; when

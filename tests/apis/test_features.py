@@ -118,7 +118,24 @@ def test_one_file_with_an_index_and_tokens(demo_model, tmp_path, capsys) -> None
         np.testing.assert_allclose(
             feats[int(row['row'])], own_pre_head(ckpt, row['video'])[0], rtol=1e-5, atol=1e-6
         )
-    assert extract.main([*args[:-1], str(tmp_path / 'tokens'), '--level', 'tokens']) == 0
+    one = str(next(videos.glob('*.mp4')))  # per-token features of one video
+    assert (
+        extract.main(
+            [
+                DEMO_CONFIG,
+                str(ckpt),
+                '--videos',
+                one,
+                '--out',
+                str(tmp_path / 'tokens'),
+                '--workers',
+                '0',
+                '--level',
+                'tokens',
+            ]
+        )
+        == 0
+    )
     tokens = np.load(next((tmp_path / 'tokens').rglob('*.npy')))
     assert tokens.shape == (1 + 16 * 8, 96)  # CLS + 4x4 patches x 8 frames, averaged over 1 view
 

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, load_tool, run_main
+from mmaction.registry import DATASETS
 from mmengine.config import Config
 
+from dna_mm.apis.inference import collect_videos
 from dna_mm.datasets.custom import read_source, size_recipe, stratified_split
 from dna_mm.datasets.custom.source import Sample
 from dna_mm.errors import DataError
@@ -73,6 +75,19 @@ def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
     classes = sorted(NAMES)
     for path, label in train + val:
         assert path.split('/')[0] == classes[label] and 'broken' not in path
+    # the lists as the dataset and tools/infer.py read them: paths with blanks, labels last
+    dataset = DATASETS.build(
+        dict(
+            type='RobustVideoDataset',
+            ann_file=str(out / 'train.txt'),
+            data_prefix=dict(video=str(tree)),
+            pipeline=[],
+            num_classes=4,
+        )
+    )
+    read = [dataset.get_data_info(i) for i in range(len(dataset))]
+    assert [(d['filename'], d['label']) for d in read] == [(str(tree / p), i) for p, i in train]
+    assert collect_videos(str(out / 'val.txt'), str(tree)) == [str(tree / p) for p, _ in val]
     cfg = Config.fromfile(str(out / 'config.py'))
     assert cfg.num_classes == cfg.model.cls_head.num_classes == 4
     assert cfg.model.backbone.pretrained is None and cfg.load_from is None  # --load-from none
@@ -81,6 +96,8 @@ def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
     assert cfg.train_dataloader.dataset.data_prefix.video == str(tree.resolve())
     assert (cfg.global_batch_size, cfg.train_dataloader.batch_size) == (8, 8)
     assert cfg.train_cfg.max_epochs == 100  # at least 1000 steps of 8 clips
+    # the demo validates and saves at its end: so does the longer run
+    assert cfg.train_cfg.val_interval == cfg.default_hooks.checkpoint.interval == 100
     warmup, cosine = cfg.param_scheduler  # the demo's, stretched: 5 warm-up epochs, then cosine
     assert (warmup.end, cosine.begin, cosine.T_max, cosine.end) == (5, 5, 95, 100)
     # again: the checks are reused, the split is the same
@@ -127,7 +144,7 @@ def test_recipe_is_sized_to_the_data() -> None:
     big = size_recipe(base, 20000)
     assert (big.global_batch, big.batch_size, big.lr, big.epochs, big.warmup_epochs) == (64, 8, 0.005, 15, 1)
     milestones = next(s for s in big.param_scheduler if s['type'] == 'MultiStepLR')['milestones']
-    assert milestones == [11, 14]
+    assert milestones == [11, 14] and big.val_interval is big.checkpoint_interval is None  # every epoch
     small = size_recipe(base, 300)  # 300 / 32 < 10 steps an epoch: 16 (19 steps)
     assert (small.global_batch, small.lr) == (16, 0.005 * 16 / 64)
     assert small.epochs == math.ceil(1000 / math.ceil(300 / 16)) == 53 and small.warmup_epochs == 3
