@@ -86,7 +86,7 @@ class Context:
 @dataclass
 class Step:
     """One step: the commands it runs (in order, stopping at the first failure), its cap in
-    seconds per profile (on a GPU the caps add up to under 6 minutes), what it reads back from
+    seconds per profile (on a GPU the caps add up to 6 minutes), what it reads back from
     the files its commands wrote, and its section of ``report.md``."""
 
     name: str
@@ -103,16 +103,12 @@ def environment() -> dict:
     import platform
 
     info: dict = dict(python=platform.python_version(), executable=sys.executable)
-    for dist in ('torch', 'triton', 'numpy', 'mmengine', 'mmcv-lite', 'mmcv', 'mmaction2', 'mmdet', 'timm'):
+    stack = ('torch', 'triton', 'numpy', 'mmengine', 'mmcv-lite', 'mmcv', 'mmaction2', 'mmdet', 'timm')
+    for dist in stack + ('decord', 'av', 'opencv-python-headless', 'dna_mm'):
         try:
             info[dist] = md.version(dist)
         except md.PackageNotFoundError:
-            pass
-    for dist in ('decord', 'av', 'opencv-python-headless', 'dna_mm'):
-        try:
-            info[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            info[dist] = None
+            info[dist] = None  # not installed
     import torch
 
     import dna_mm
