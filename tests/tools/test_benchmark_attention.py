@@ -16,7 +16,8 @@ def bench():
 
 @pytest.mark.parametrize('scope', ['core', 'module'])
 def test_every_method_steps_and_tabulates(bench, scope: str) -> None:
-    methods = bench.methods_on('cpu', list(bench.METHODS))
+    # the Triton kernel at this real shape would run minutes in the interpreter: the tiny shapes below
+    methods = [m for m in bench.METHODS if m not in bench.KERNEL_METHODS]
     ms = bench.time_worker('cpu', 'temporal', methods, reps=1, dtype='float32', scope=scope)
     assert set(ms) == set(methods) and all(math.isfinite(t) and t > 0 for t in ms.values())
     rows = {'temporal': {m: dict(ms=t, peak_mb=1.0) for m, t in ms.items()}}
