@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+try:  # PyAV before decord: decord loads an older libvpx process-wide, which then breaks PyAV's
+    import av  # noqa: F401  VP9 encoder ("ABI version mismatch"; the decoding matrix writes VP9)
+except ImportError:  # a machine without PyAV (the GPU check's)
+    pass
+
 if os.environ.get('PYTEST_XDIST_WORKER'):
     # a pytest-xdist worker (`make test` runs one per core): one thread, in this process and in
     # the tools it starts, so that the workers do not oversubscribe the cores
