@@ -117,8 +117,9 @@ def time_pipeline(
 ) -> dict[str, dict]:
     """Run each pipeline (name → mmengine ``Compose`` or list of transforms) on ``num_clips``
     samples of ``dataset`` (``get_data_info``, cycling over its list), taking turns clip by clip
-    with the same NumPy random state (the same frames and crops) and alternating which goes first
-    (load drift hits them alike); the first ``warmup`` clips are not counted. Per pipeline: median
+    with the same NumPy random state (the same frames and crops) and rotating the order (each
+    pipeline takes each place in turn: load drift and the caches a pipeline leaves behind hit
+    them alike); the first ``warmup`` clips are not counted. Per pipeline: median
     ms per clip, ``decode_ms`` (up to and including the ``*Decode`` transform) / ``transforms_ms``
     (after it) in CPU time, ``cpu_ms`` / ``wall_ms`` (the whole pipeline), ``clips_per_core`` and
     the ``shape`` of the packed ``inputs``."""
@@ -128,7 +129,7 @@ def time_pipeline(
     for i in range(warmup + num_clips):
         info = dataset.get_data_info(i % len(dataset))
         order = list(steps.items())
-        for name, transforms in order if i % 2 else order[::-1]:  # alternate who goes first
+        for name, transforms in order[i % len(order) :] + order[: i % len(order)]:  # rotate
             np.random.seed(seed + i)
             results = copy.deepcopy(info)
             cut = next((j + 1 for j, t in enumerate(transforms) if type(t).__name__.endswith('Decode')), 0)
