@@ -10,6 +10,11 @@ streams; clips cut without re-encoding carry an MP4 edit list. PyAV's wheel has 
 encoder: FFmpeg's own MPEG-4 Part 2 encoder with B-frames and the ``XVID`` fourcc writes the same
 syntax, and :func:`pack_bframes` rewrites its output into DivX 5 / XviD's "packed bitstream"
 (a B-frame in the chunk of the reference before it).
+
+Writing VP9 needs PyAV loaded before decord in the process (the test suite's ``conftest`` imports
+it first): decord loads its own, older libvpx into the global symbol scope, and PyAV's libvpx-vp9
+encoder then fails to open ("ABI version mismatch"). Decoding is not affected (FFmpeg's own VP9
+decoder).
 """
 
 from __future__ import annotations
