@@ -42,7 +42,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m "not slow" $(PYTEST_ARGS) tests
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m slow $(PYTEST_ARGS) tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m slow --timeout 3600 -o faulthandler_timeout=3000 $(PYTEST_ARGS) tests
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/ops

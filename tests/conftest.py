@@ -21,6 +21,9 @@ if os.environ.get('PYTEST_XDIST_WORKER'):
     torch.set_num_threads(1)
 else:
     os.environ.setdefault('OMP_NUM_THREADS', '2')
+# torch.distributed's gloo (the multi-process tests) on the loopback interface: no lookup of the
+# machine's host name, which an offline machine may not resolve
+os.environ.setdefault('GLOO_SOCKET_IFNAME', 'lo')
 if not torch.cuda.is_available():
     # Triton kernels (dna_mm.ops) run in Triton's interpreter on the CPU. Triton reads the
     # variable when it is first imported, which any earlier test module may do (torch.compile,
