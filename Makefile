@@ -10,6 +10,7 @@
 #   make bench         attention benchmark (CPU, and CUDA when present)
 #   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
 #   make format        apply ruff's fixes and format
+#   make test-pythons  the suite on the other supported Pythons (PYTHONS, each in .venv-<name>)
 #   make test-gpu      the CUDA tests (fp32/bf16/fp16, SDPA kernels, Triton at real shapes)
 #   make device-kit    .device/: Python 3.12 wheels for a GPU machine (tools/device/gpu_check.sh)
 #   make device-rehearsal  that GPU check on this CPU, in a Python 3.12 env built like the GPU image's
@@ -22,8 +23,10 @@ PYTEST_ARGS ?= -q
 # make test / test-slow: pytest-xdist workers, one per core (at most TEST_MAX_WORKERS); TEST_WORKERS=0 runs serially
 TEST_WORKERS ?= auto
 TEST_MAX_WORKERS ?= 8
+# make test-pythons: interpreters by name or path (pyenv: $$(pyenv root)/versions/3.12.1/bin/python3.12)
+PYTHONS ?= python3.12
 
-.PHONY: install lint format test test-slow test-gpu demo demo-compare demo-det bench device-kit device-rehearsal clean
+.PHONY: install lint format test test-slow test-pythons test-gpu demo demo-compare demo-det bench device-kit device-rehearsal clean
 
 install: $(STAMP)
 
@@ -43,6 +46,9 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) -m slow --timeout 3600 -o faulthandler_timeout=3000 $(PYTEST_ARGS) tests
+
+test-pythons:
+	for python in $(PYTHONS); do $(MAKE) test PYTHON=$$python || exit 1; done
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/ops

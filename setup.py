@@ -22,7 +22,7 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['dna_mm', 'dna_mm.*']),
     package_data={'dna_mm.datasets': ['label_maps/*.txt']},
-    # 3.11: CI and `make install`; 3.12: the GPU machines' image (tools/device, `make device-rehearsal`)
+    # 3.11: CI and `make install`; 3.12: `make test-pythons` and the GPU machines' image (tools/device)
     python_requires='>=3.11,<3.13',
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
     extras_require={
