@@ -20,8 +20,8 @@ TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
-"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11, 3.12 or 3.13 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
-import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)) else 1)
+"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11 or 3.12 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
+import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12)) else 1)
 PY
 
 if [ ! -x "$VENV/bin/python" ]; then
