@@ -23,6 +23,7 @@ from pathlib import Path
 from demo_runs import REPO, run_tool, test_line, train_then_test  # tools/demo_runs.py
 
 from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
+from dna_mm.models.attention.builder import SHORT_NAMES
 
 CONFIG = 'configs/vitdet_dna_demo.py'
 METRICS = ('bbox AP', 'bbox AP50', 'segm AP', 'segm AP50')
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=['dna', 'softmax', 'diff', 'cog'],
+        choices=list(SHORT_NAMES),
         help='backbone attention(s) to train and test',
     )
     p.add_argument('--data-root', default='data/demo_coco')

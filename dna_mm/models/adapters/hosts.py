@@ -48,6 +48,7 @@ from torch import Tensor, nn
 
 from ...converters import rename_mha
 from ...errors import UnsupportedModelError
+from ...family import NEGATIVE_KEYS
 from ..attention import DnAAttention, build_attention
 from ..attention.builder import AttnCfg
 from ..backbones.pretrained import adapt_attentions
@@ -312,8 +313,6 @@ def _fit_torch_mha(
     q_neg_scale · q_proj``, ``v_neg = v_neg_scale · v_proj`` (weights and biases) and ``α =
     0.5``; from DnA weights of a variant without ``Q-`` / ``V-`` (α), copies (1); a module
     without a negative branch drops one."""
-    from ...converters.attention import NEGATIVE_KEYS
-
     if module._qkv_same_embed_dim:
         return adapt_attentions(module, sd, q_neg_scale, v_neg_scale, source=source)
     out = {k: v for k, v in sd.items() if k not in NEGATIVE_KEYS}
@@ -408,7 +407,6 @@ def _fit_mvit(
     (:mod:`..layers.mvit_attention`): the pooling norms' affine scaled, the projections copied
     (:func:`adapt_attentions` with scales 1); from DnA weights of a variant without ``Q-`` /
     ``V-``, copies (exact). A softmax module drops a negative pooling."""
-    from ...converters.attention import NEGATIVE_KEYS
     from ..layers.mvit_attention import negative_pooling_from_positive
 
     from_softmax = not any(k in sd for k in NEGATIVE_KEYS)

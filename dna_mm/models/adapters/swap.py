@@ -25,6 +25,7 @@ from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
+from ...family import NEGATIVE_INIT
 from ..attention.builder import AttnCfg
 from ..backbones.pretrained import abbreviate
 from .hosts import HostSpec, StateDict, host_specs, is_container
@@ -127,7 +128,10 @@ def _rotary_modules(model: nn.Module) -> list[str]:
 
 
 def swap_attention(
-    model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4
+    model: nn.Module,
+    attn_cfg: AttnCfg = 'dna',
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
 ) -> list[str]:
     """Replace every supported host attention of ``model`` in place; returns their names.
 
@@ -198,8 +202,8 @@ def swap_attention(
 def with_attention(
     model: Union[dict, nn.Module],
     attn_cfg: AttnCfg = 'dna',
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
     **kwargs,
 ) -> nn.Module:
     """Build ``model`` (a config of any registry scope, or a module) and swap its attention.
@@ -209,7 +213,7 @@ def with_attention(
         attn_cfg: The attention: ``'dna' | 'softmax' | 'diff' | 'cog'`` or a config such as
             ``dict(type='DnAAttention', variant='qpm_v')``.
         q_neg_scale, v_neg_scale: Scales of the negative branch generated from softmax
-            weights (authors: ``1e-4``, ``-1e-4``).
+            weights (default: the authors', :data:`~dna_mm.family.NEGATIVE_INIT`).
 
     Returns:
         The built model itself (no wrapper), its attentions replaced.

@@ -17,8 +17,9 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 from torch import Tensor, nn
 
-from ...converters.attention import NEGATIVE_KEYS, dna_to_softmax, softmax_to_dna
-from ..attention import DiffAttention, DnAAttention
+from ...converters.attention import dna_to_softmax, softmax_to_dna
+from ...family import NEGATIVE_INIT, NEGATIVE_KEYS
+from ..attention import AttentionBase, DiffAttention, DnAAttention
 
 
 class ModelKeys(NamedTuple):
@@ -43,8 +44,8 @@ class ModelKeys(NamedTuple):
 def load_pretrained(
     model: nn.Module,
     filename: str,
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
     combine: str = 'add',
 ) -> dict[str, list[str]]:
     """Load a checkpoint into a backbone (non-strict) and log a report: tensors ``generated``
@@ -121,8 +122,8 @@ def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) 
 def adapt_attentions(
     model: nn.Module,
     sd: Mapping[str, Tensor],
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
     source: str = 'checkpoint',
     self_init: Collection[str] = (),
 ) -> tuple['OrderedDict[str, Tensor]', list[str]]:
@@ -151,7 +152,7 @@ def adapt_attentions(
     incomplete: dict[str, list[str]] = {}
     for name, module in model.named_modules():
         p = f'{name}.' if name else ''
-        if not (hasattr(module, 'qkv') and hasattr(module, 'proj')):
+        if not isinstance(module, AttentionBase):
             continue
         if not any(k.startswith(p) for k in out):  # not in the file: the load report's job
             continue

@@ -22,6 +22,7 @@ from mmengine.model.weight_init import trunc_normal_
 from timm.layers import resample_abs_pos_embed
 
 from ...converters import to_timesformer
+from ...family import NEGATIVE_INIT, check_combine
 from ..attention.builder import AttnCfg
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 from .pretrained import ModelKeys, load_pretrained
@@ -100,7 +101,8 @@ class DnATimeSformer(TimeSformer):
             ViT, the authors' DnA ViT / TimeSformer, or a softmax / DnA TimeSformer (MMAction2
             or dna_mm). DnA attentions missing a negative branch get one
             (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
-        q_neg_scale, v_neg_scale: Scales of that initialisation (authors: ``1e-4``, ``-1e-4``).
+        q_neg_scale, v_neg_scale: Scales of that initialisation (default: the authors',
+            :data:`~dna_mm.family.NEGATIVE_INIT`).
         pretrained_combine: Sign of the branch sum in the authors' checkpoint ``pretrained``
             (``'add'``: their TimeSformer fork and ``vit/dna_models.py``; ``'sub'``:
             ``vit/dna.py``; VisCoP files hold only probe cross-attentions, no TimeSformer);
@@ -129,8 +131,8 @@ class DnATimeSformer(TimeSformer):
         spatial_attn: AttnCfg = 'dna',
         drop_path_rate: float = 0.1,
         attn_drop: float = 0.0,
-        q_neg_scale: float = 1e-4,
-        v_neg_scale: float = -1e-4,
+        q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+        v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
         pretrained_combine: str = 'add',
         with_cp: bool = False,
         **kwargs,
@@ -166,8 +168,7 @@ class DnATimeSformer(TimeSformer):
             norm_cfg=norm_cfg,
             **kwargs,
         )
-        if pretrained_combine not in ('add', 'sub'):
-            raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
+        check_combine(pretrained_combine)
         self.q_neg_scale = q_neg_scale
         self.v_neg_scale = v_neg_scale
         self.pretrained_combine = pretrained_combine

@@ -10,7 +10,7 @@ timm ViT checkpoint maps 1:1 except the attention's negative branch. After ``imp
 
 Pretrained files go through :func:`checkpoint_filter_fn`: the authors' layouts are mapped by
 :func:`~dna_mm.converters.official_to_dna_mm`, softmax attentions get a negative branch by
-:func:`~dna_mm.converters.softmax_to_dna` (``Q- = 1e-4 Q``, ``V- = -1e-4 V``, ``α = 0.5``).
+:func:`~dna_mm.converters.softmax_to_dna` (the authors' initialisation, :data:`~dna_mm.family.NEGATIVE_INIT`).
 
 They behave as timm's own ViTs do (``tests/models/backbones/test_timm_vit.py`` runs timm's model checks on
 them): any input size that is a multiple of the patch size (``dynamic_img_size=True``: the
@@ -25,7 +25,6 @@ model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-t
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
@@ -35,24 +34,35 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
 from ...converters import official_to_dna_mm
-from ..attention.dna import DnAAttention, canonical_variant
+from ...family import DNA_VARIANTS, canonical_variant, check_combine
+from ..attention.dna import DnAAttention
 from .pretrained import adapt_attentions
 
 
-@functools.lru_cache(maxsize=None)
-def dna_attention_layer(variant: str, alpha_init: float) -> type[DnAAttention]:
-    """:class:`DnAAttention` with ``variant`` and ``alpha_init`` as defaults, for timm's ``attn_layer``
-    (timm builds each block's attention from a class, which it inspects with ``issubclass``), so
-    every attention is built once, by timm, before its weight initialisation (``fix_init``
-    included). ``fused_attn`` follows timm's switch (``timm.layers.set_fused_attn`` /
-    ``TIMM_FUSED_ATTN``) when the model is built, as timm's own ``Attention`` does."""
-    defaults = dict(variant=variant, alpha_init=alpha_init)
+class TimmDnAAttention(DnAAttention):
+    """:class:`DnAAttention` as timm's ``Block`` builds it (timm takes the class as ``attn_layer``
+    and inspects it with ``issubclass``): ``fused_attn`` follows timm's switch
+    (``timm.layers.set_fused_attn`` / ``TIMM_FUSED_ATTN``) when the model is built, as timm's own
+    ``Attention`` does, and the variant is the class's :attr:`VARIANT` (one class per variant,
+    :data:`TIMM_ATTENTIONS`), so every attention is built once, by timm, before its weight
+    initialisation (``fix_init`` included)."""
 
-    def __init__(self: DnAAttention, *args: Any, **kwargs: Any) -> None:
+    VARIANT = 'qpm_vpm'
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault('fused_attn', use_fused_attn())
-        DnAAttention.__init__(self, *args, **{**defaults, **kwargs})
+        kwargs.setdefault('variant', self.VARIANT)
+        super().__init__(*args, **kwargs)
 
-    return type('DnAAttention', (DnAAttention,), {'__init__': __init__, '__module__': __name__})
+
+def _variant_class(variant: str) -> type[TimmDnAAttention]:
+    name = f'TimmDnAAttention_{variant}'
+    return type(name, (TimmDnAAttention,), dict(VARIANT=variant, __module__=__name__, __qualname__=name))
+
+
+#: variant → the attention class timm builds for it (module-level names, so they pickle)
+TIMM_ATTENTIONS: dict[str, type[TimmDnAAttention]] = {v: _variant_class(v) for v in DNA_VARIANTS}
+globals().update({cls.__name__: cls for cls in TIMM_ATTENTIONS.values()})
 
 
 class DnAVisionTransformer(VisionTransformer):
@@ -74,11 +84,13 @@ class DnAVisionTransformer(VisionTransformer):
         pretrained_combine: str = 'add',
         **kwargs: Any,
     ) -> None:
-        if pretrained_combine not in ('add', 'sub'):
-            raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
+        check_combine(pretrained_combine)
         kwargs.setdefault('qkv_bias', True)
         variant = canonical_variant(dna_variant)
-        super().__init__(*args, attn_layer=dna_attention_layer(variant, float(alpha_init)), **kwargs)
+        super().__init__(*args, attn_layer=TIMM_ATTENTIONS[variant], **kwargs)
+        for block in self.blocks:  # a constant: no random draw, the same weights as built with it
+            if block.attn.alpha is not None:
+                block.attn.alpha.data.fill_(float(alpha_init))
         self.dna_variant = variant
         self.pretrained_combine = pretrained_combine
 

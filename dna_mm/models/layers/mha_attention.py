@@ -156,7 +156,7 @@ class MultiheadAttentionMixin(AttentionBase):
             check_inputs(name, self.embed_dims, query, context, value)
         mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], self.num_heads, query.dtype)
         heads = self.project(query, context, value)
-        out, maps = self.attend(heads, mask, None, need_weights or not self.fused_attn)
+        out, maps = self.run_attend(heads, mask, None, need_weights or not self.fused_attn)
         out = self.proj_drop(self.proj(self.merge_heads(out)))  # [N, L, E]
         weights = None
         if need_weights:

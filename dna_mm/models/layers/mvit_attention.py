@@ -202,7 +202,7 @@ class MViTAttentionMixin(AttentionBase):
                 own = pool(heads[proj], conv, getattr(self, f'norm_{name}_neg'))[0] if conv else None
                 pooled[proj] = pooled[name] if own is None else own
         bias = self.rel_pos_bias(pooled, q_shape, k_shape) if self.rel_pos_embed else None
-        out, _ = self.attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
+        out, _ = self.run_attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
         if self.residual_pooling:
             if self.with_cls_token:
                 out = torch.cat([out[:, :, :1], out[:, :, 1:] + q[:, :, 1:]], dim=2)

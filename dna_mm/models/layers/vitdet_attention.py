@@ -98,7 +98,7 @@ class ViTDetAttentionMixin(AttentionBase):
         b, h, w, c = x.shape
         heads = self.project(x.reshape(b, h * w, c))  # each [B, heads, HW, d]
         bias = self.rel_pos_bias(heads, (h, w)) if self.use_rel_pos else None
-        out, maps = self.attend(heads, None, bias, return_attn or not self.fused_attn)
+        out, maps = self.run_attend(heads, None, bias, return_attn or not self.fused_attn)
         out = self.proj_drop(self.proj(self.merge_heads(out))).reshape(b, h, w, c)
         return (out, maps) if return_attn else out
 
