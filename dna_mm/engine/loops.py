@@ -11,7 +11,14 @@ the same losses as the run that was not interrupted. Two things differ from mmen
 Validation runs inside :func:`~dna_mm.engine.rng_state.preserved_rng_state`, so it draws nothing
 from the training streams. Exactness across an epoch boundary needs ``persistent_workers=False``
 (persistent workers carry their random state from epoch to epoch, which a resume cannot replay;
-a warning says so). ``dna_mm.apis.DnARunner`` builds these in place of mmengine's two loops.
+a warning says so). A config names them (``train_cfg = dict(type='ResumableEpochBasedTrainLoop',
+...)``, ``configs/_base_/schedules/``), with ``RNGStateHook`` in ``custom_hooks``
+(``configs/_base_/default_runtime*.py``).
+
+``run`` / ``run_epoch`` are mmengine 0.10's with the two changes above: mmengine has no hook
+point between the batches a resumed run skips and the first new fetch. They use three private
+names of mmengine, pinned in :data:`MMENGINE_PRIVATE_NAMES` (``requirements/runtime.txt``:
+mmengine 0.10; ``tests/engine/test_exact_resume.py`` checks that they are there).
 """
 
 from __future__ import annotations
@@ -23,6 +30,13 @@ from mmengine.registry import LOOPS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
 from .rng_state import preserved_rng_state, rank_state, restore_rng_state
+
+#: the private names of mmengine 0.10 that dna_mm's loops use (module → names)
+MMENGINE_PRIVATE_NAMES = {
+    'mmengine.runner.loops': ('_InfiniteDataloaderIterator', '_parse_losses'),
+    'mmengine.runner.loops.EpochBasedTrainLoop': ('_decide_current_val_interval',),
+    'mmengine.runner.loops.IterBasedTrainLoop': ('_decide_current_val_interval',),
+}
 
 
 def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
@@ -43,7 +57,7 @@ def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
     return changed
 
 
-class _ResumeState:
+class ResumableLoopMixin:
     """What both loops share: the saved state given by ``RNGStateHook`` and its restoring."""
 
     resume_rng_state: Optional[dict] = None
@@ -66,7 +80,7 @@ class _ResumeState:
 
 
 @LOOPS.register_module()
-class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
+class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
     """``EpochBasedTrainLoop`` that resumes mid-epoch and restores the random state (module
     docstring). Same arguments as mmengine's."""
 
@@ -122,7 +136,7 @@ class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
 
 
 @LOOPS.register_module()
-class ResumableIterBasedTrainLoop(_ResumeState, IterBasedTrainLoop):
+class ResumableIterBasedTrainLoop(ResumableLoopMixin, IterBasedTrainLoop):
     """``IterBasedTrainLoop`` that restores the random state on resume (module docstring). Same
     arguments as mmengine's."""
 

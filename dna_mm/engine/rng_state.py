@@ -9,7 +9,8 @@ each worker with ``seed + worker_id + num_workers * rank`` when the workers star
 epoch unless ``persistent_workers``), and ``DefaultSampler`` shuffles with ``seed + epoch``; so
 the run's ``seed`` is saved too, and a resumed epoch replays its first batches through fresh
 workers (:mod:`dna_mm.engine.loops`) to bring them to the state they had.
-``dna_mm.apis.DnARunner`` adds :class:`RNGStateHook` and those loops to every run.
+A config names :class:`RNGStateHook` in ``custom_hooks`` and those loops in ``train_cfg``
+(``configs/_base_/``).
 
 Everything is stored as tensors and plain containers, so the checkpoint stays loadable with
 a weights-only ``torch.load``.
