@@ -1,4 +1,4 @@
-"""TimeSformer whose temporal and spatial attentions are chosen by config (DnA, softmax, ...).
+"""TimeSformer whose attention is chosen by config (DnA, softmax, ...): ``attn_cfg``.
 
 Subclass of MMAction2's :class:`~mmaction.models.backbones.TimeSformer`: same constructor
 arguments and parameter names outside the attention modules, so a stock TimeSformer state
@@ -23,7 +23,7 @@ from timm.layers import resample_abs_pos_embed
 
 from ...converters import to_timesformer
 from ...family import NEGATIVE_INIT, check_combine
-from ..attention.builder import AttnCfg
+from ..attention.builder import AttnCfg, deprecated_key
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 from .pretrained import ModelKeys, load_pretrained
 
@@ -82,6 +82,40 @@ def _layer_cfgs(
     return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers, num_layers=num_layers)
 
 
+STEPS = ('temporal', 'spatial')
+
+
+def step_attentions(
+    attn_cfg: Union[AttnCfg, Mapping[str, AttnCfg]],
+    temporal_attn: Optional[AttnCfg] = None,
+    spatial_attn: Optional[AttnCfg] = None,
+) -> tuple[AttnCfg, AttnCfg]:
+    """``attn_cfg`` → the ``(temporal, spatial)`` attentions: one attention (a short name or a
+    config with ``type``) for both steps, or ``dict(temporal=..., spatial=...)`` (a step left
+    out: ``'dna'``). The deprecated ``temporal_attn`` / ``spatial_attn`` replace their step,
+    with a ``FutureWarning``."""
+    if isinstance(attn_cfg, Mapping) and 'type' not in attn_cfg:
+        unknown = sorted(set(attn_cfg) - set(STEPS))
+        if unknown:
+            raise ValueError(
+                "DnATimeSformer: attn_cfg is an attention ('dna', dict(type='DnAAttention', ...)) or "
+                f'dict(temporal=..., spatial=...); got the keys {unknown}'
+            )
+        steps = [attn_cfg.get(step, 'dna') for step in STEPS]
+    elif isinstance(attn_cfg, Mapping) and set(STEPS) & set(attn_cfg):
+        raise ValueError(
+            f'DnATimeSformer: attn_cfg has a type ({attn_cfg["type"]!r}) and per-step keys '
+            f'{sorted(set(STEPS) & set(attn_cfg))} (merged onto a base config? use _delete_=True)'
+        )
+    else:
+        steps = [attn_cfg, attn_cfg]
+    for i, (step, old) in enumerate(zip(STEPS, (temporal_attn, spatial_attn), strict=True)):
+        if old is not None:
+            deprecated_key('DnATimeSformer', f'{step}_attn', f'attn_cfg=dict({step}=...)')
+            steps[i] = old
+    return steps[0], steps[1]
+
+
 @MODELS.register_module()
 class DnATimeSformer(TimeSformer):
     """TimeSformer with configurable attention (default: DnA Q±V± in both temporal and spatial
@@ -90,11 +124,12 @@ class DnATimeSformer(TimeSformer):
     Args:
         num_frames, img_size, patch_size, embed_dims, num_heads, num_transformer_layers,
             in_channels, dropout_ratio, attention_type, norm_cfg: As MMAction2's TimeSformer.
-        temporal_attn: Attention of the temporal step (``divided_space_time`` only): a short
-            name (``'dna' | 'softmax' | 'diff' | 'cog'``) or a config such as
-            ``dict(type='DnAAttention', variant='qpm_v')``.
-        spatial_attn: Attention of the spatial step (the only attention for
-            ``joint_space_time`` / ``space_only``).
+        attn_cfg: The attention of every block: a short name (``'dna' | 'softmax' | 'diff' |
+            'cog'``) or a config such as ``dict(type='DnAAttention', variant='qpm_v')``; or
+            one per step of a divided space-time block, ``dict(temporal=..., spatial=...)``
+            (``joint_space_time`` / ``space_only`` have the spatial step only).
+        temporal_attn, spatial_attn: Deprecated aliases of ``attn_cfg=dict(temporal=...)`` /
+            ``dict(spatial=...)`` (a ``FutureWarning``; removed in the next release).
         drop_path_rate: Stochastic-depth rate of the last layer (linear from 0; MMAction2: 0.1).
         attn_drop: Dropout on the attention maps.
         pretrained: Local checkpoint to initialise from: MMAction2's ImageNet ViT file, a timm
@@ -127,8 +162,9 @@ class DnATimeSformer(TimeSformer):
         transformer_layers: Optional[Union[dict, list]] = None,
         attention_type: str = 'divided_space_time',
         norm_cfg: dict = dict(type='LN', eps=1e-6),  # noqa: B006 (mmcv style; copied by build_norm_layer)
-        temporal_attn: AttnCfg = 'dna',
-        spatial_attn: AttnCfg = 'dna',
+        attn_cfg: Union[AttnCfg, Mapping[str, AttnCfg]] = 'dna',
+        temporal_attn: Optional[AttnCfg] = None,
+        spatial_attn: Optional[AttnCfg] = None,
         drop_path_rate: float = 0.1,
         attn_drop: float = 0.0,
         q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
@@ -141,6 +177,7 @@ class DnATimeSformer(TimeSformer):
             raise ValueError(
                 f'attention_type must be one of {self.supported_attention_types}, got {attention_type!r}'
             )
+        temporal_attn, spatial_attn = step_attentions(attn_cfg, temporal_attn, spatial_attn)
         if transformer_layers is None:
             transformer_layers = _layer_cfgs(
                 attention_type,

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from mmaction.models.backbones.mvit import attention_pool
 from mmcv.cnn import build_norm_layer
+from mmengine.registry import Registry
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
@@ -110,6 +111,10 @@ def _pooling(
         bias=False,
     )
     return conv.to(**dd), build_norm_layer(norm_cfg, dims)[1].to(**dd)
+
+
+#: family self-attention name → its MViTv2 form (``build_attention(registry=...)``)
+MVIT_ATTENTIONS = Registry('MViTv2 forms')
 
 
 class MViTAttentionMixin(AttentionBase):
@@ -214,19 +219,14 @@ class MViTAttentionMixin(AttentionBase):
         return f'{super().extra_repr()}, in_dims={self.in_dims}, rel_pos={self.rel_pos_embed}'
 
 
+@MVIT_ATTENTIONS.register_module(name='SoftmaxAttention')
 class MViTSoftmaxAttention(MViTAttentionMixin, SoftmaxAttention):
     """Softmax pooling attention (MMAction2's ``MultiScaleAttention``)."""
 
 
+@MVIT_ATTENTIONS.register_module(name='DnAAttention')
 class MViTDnAAttention(MViTAttentionMixin, DnAAttention):
     """DnA pooling attention: own pooling for ``Q-`` / ``V-``, per-branch relative positions."""
-
-
-#: family class name → its MViTv2 form
-MVIT_ATTENTIONS: dict[str, type] = {
-    'SoftmaxAttention': MViTSoftmaxAttention,
-    'DnAAttention': MViTDnAAttention,
-}
 
 
 def build_mvit_attention(
@@ -239,13 +239,13 @@ def build_mvit_attention(
         UnsupportedModelError: a member other than softmax and DnA.
     """
     kind = attention_cfg(attn_cfg)['type']
-    if kind not in MVIT_ATTENTIONS:
+    if kind not in MVIT_ATTENTIONS.module_dict:
         raise UnsupportedModelError(
             f'MViTv2 pooling attention: attn_cfg {kind!r} is not supported (pooled queries and '
             f'decomposed relative positions are defined for softmax and DnA only); use softmax or dna'
         )
     return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, classes=MVIT_ATTENTIONS, **kwargs
+        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=MVIT_ATTENTIONS, **kwargs
     )
 
 
