@@ -51,7 +51,7 @@ from ...errors import UnsupportedModelError
 from ...family import NEGATIVE_KEYS
 from ..attention import DnAAttention, build_attention
 from ..attention.builder import AttnCfg
-from ..backbones.pretrained import adapt_attentions
+from ..fitting import adapt_attentions
 
 StateDict = dict[str, Tensor]
 

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from ...errors import UnsupportedModelError
 from ...family import NEGATIVE_INIT
 from ..attention.builder import AttnCfg
-from ..backbones.pretrained import abbreviate
+from ..fitting import abbreviate
 from .hosts import HostSpec, StateDict, host_specs, is_container
 
 

@@ -38,7 +38,7 @@ from ...converters import official_to_dna_mm
 from ...family import DNA_VARIANTS, canonical_variant, check_combine
 from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
 from ..attention.dna import DnAAttention
-from .pretrained import adapt_attentions
+from ..fitting import adapt_attentions
 
 
 class TimmDnAAttention(DnAAttention):
