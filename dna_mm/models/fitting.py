@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ..converters.attention import dna_to_softmax, softmax_to_dna
-from ..family import NEGATIVE_INIT, NEGATIVE_KEYS
+from ..family import NEGATIVE_INIT, NEGATIVE_KEYS, NegativeInit
 from .attention import AttentionBase, DiffAttention, DnAAttention
 
 
@@ -46,15 +46,14 @@ def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) 
 def adapt_attentions(
     model: nn.Module,
     sd: Mapping[str, Tensor],
-    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
-    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
+    neg_init: NegativeInit = NEGATIVE_INIT,
     source: str = 'checkpoint',
     self_init: Collection[str] = (),
 ) -> tuple['OrderedDict[str, Tensor]', list[str]]:
     """Fit every attention's keys in ``sd`` to the attention class in ``model``.
 
     * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
-      with the module's variant and heads);
+      with ``neg_init`` and the module's variant and heads);
     * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
       say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``);
     * non-DnA target: a negative branch present in ``sd`` is dropped.
@@ -91,9 +90,8 @@ def adapt_attentions(
             elif any(p + k in sub for k in NEGATIVE_KEYS):
                 new = _upgrade_dna(sub, p, module)
             else:
-                new = softmax_to_dna(
-                    sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
-                )
+                scales = neg_init.q_neg_scale, neg_init.v_neg_scale
+                new = softmax_to_dna(sub, *scales, module.variant, module.num_heads, strict=False)
             for k in sub.keys() - new.keys():
                 del out[k]
             for k in [k for k in new if k not in sub]:  # the converter's order: a stable log

@@ -15,7 +15,7 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 from torch import Tensor, nn
 
-from ...family import NEGATIVE_INIT
+from ...family import NEGATIVE_INIT, NegativeInit
 from ..fitting import abbreviate, adapt_attentions
 
 
@@ -39,14 +39,10 @@ class ModelKeys(NamedTuple):
 
 
 def load_pretrained(
-    model: nn.Module,
-    filename: str,
-    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
-    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
-    combine: str = 'add',
+    model: nn.Module, filename: str, neg_init: NegativeInit = NEGATIVE_INIT, combine: str = 'add'
 ) -> dict[str, list[str]]:
     """Load a checkpoint into a backbone (non-strict) and log a report: tensors ``generated``
-    (DnA negative branches, ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``),
+    (DnA negative branches, ``neg_init``: ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``),
     ``missing`` (they keep their initialisation), ``unexpected``, and the backbone's notes
     (``resized``; TimeSformer: ``video_init``; ViTDet: ``unused``).
 
@@ -62,9 +58,7 @@ def load_pretrained(
             names the file and the key(s).
     """
     converted = model.pretrained_state_dict(_load_checkpoint(filename, map_location='cpu'), combine)
-    sd, generated = adapt_attentions(
-        model, converted.state_dict, q_neg_scale, v_neg_scale, filename, converted.self_init
-    )
+    sd, generated = adapt_attentions(model, converted.state_dict, neg_init, filename, converted.self_init)
     own = model.state_dict()
     for key, value in sd.items():
         if key in own and own[key].shape != value.shape:

@@ -22,7 +22,7 @@ from mmengine.model.weight_init import trunc_normal_
 from timm.layers import resample_abs_pos_embed
 
 from ...converters import to_timesformer
-from ...family import NEGATIVE_INIT, check_combine
+from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg, deprecated_key
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 from .pretrained import ModelKeys, load_pretrained
@@ -206,8 +206,7 @@ class DnATimeSformer(TimeSformer):
             **kwargs,
         )
         check_combine(pretrained_combine)
-        self.q_neg_scale = q_neg_scale
-        self.v_neg_scale = v_neg_scale
+        self.neg_init = NegativeInit(q_neg_scale, v_neg_scale)
         self.pretrained_combine = pretrained_combine
         self.with_cp = with_cp
 
@@ -218,9 +217,7 @@ class DnATimeSformer(TimeSformer):
         if pretrained:
             self.pretrained = pretrained
         if isinstance(self.pretrained, str):
-            load_pretrained(
-                self, self.pretrained, self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
-            )
+            load_pretrained(self, self.pretrained, self.neg_init, self.pretrained_combine)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, C, T, H, W]`` → the CLS token ``[B, embed_dims]``: MMAction2's forward, with

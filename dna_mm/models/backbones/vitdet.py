@@ -32,7 +32,7 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from ...converters.vitdet import to_vitdet
-from ...family import NEGATIVE_INIT, check_combine
+from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
 from ..layers.vitdet_attention import AttnCfg, build_vitdet_attention
 from ..layers.window import window_partition, window_unpartition
@@ -177,7 +177,7 @@ class ViTDet(BaseModule):
         self.pretrain_use_cls_token = pretrain_use_cls_token
         self.pretrain_grid = pretrain_img_size // patch_size
         self.with_cp = with_cp
-        self.q_neg_scale, self.v_neg_scale = q_neg_scale, v_neg_scale
+        self.neg_init = NegativeInit(q_neg_scale, v_neg_scale)
         self.pretrained_combine = pretrained_combine
         self.patch_embed = PatchEmbed(patch_size, in_chans, embed_dim)
         positions = self.pretrain_grid**2 + int(pretrain_use_cls_token)
@@ -227,9 +227,7 @@ class ViTDet(BaseModule):
             raise ValueError(
                 f"ViTDet: init_cfg must be dict(type='Pretrained', checkpoint=FILE), got {self.init_cfg}"
             )
-        load_pretrained(
-            self, self.init_cfg['checkpoint'], self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
-        )
+        load_pretrained(self, self.init_cfg['checkpoint'], self.neg_init, self.pretrained_combine)
         self._is_init = True
 
     def pretrained_state_dict(self, checkpoint: Mapping, combine: str) -> ModelKeys:

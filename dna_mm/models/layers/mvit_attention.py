@@ -45,6 +45,7 @@ from mmengine.registry import Registry
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
+from ...family import NegativeInit
 from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
 from ..attention.builder import AttnCfg, attention_cfg, build_attention
 from ..attention.functional import BiasArg
@@ -250,7 +251,7 @@ def build_mvit_attention(
 
 
 def negative_pooling_from_positive(
-    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float
+    module: nn.Module, sd: StateDict, neg_init: NegativeInit
 ) -> tuple[StateDict, list[str]]:
     """The negative branch's pooling of a DnA MViTv2 attention (keys relative to it) from the
     positive one's in ``sd``: the convolution copied, the norm's affine times the scale
@@ -265,7 +266,7 @@ def negative_pooling_from_positive(
             continue
         if any(k.startswith(prefixes) for k in out):
             continue
-        scale = q_neg_scale if name == 'q' else v_neg_scale
+        scale = neg_init.q_neg_scale if name == 'q' else neg_init.v_neg_scale
         for key in [k for k in sd if k.startswith((f'pool_{name}.', f'norm_{name}.'))]:
             new = key.replace(f'_{name}.', f'_{name}_neg.', 1)
             out[new] = sd[key].clone() if key.startswith('pool_') else sd[key] * scale
