@@ -16,9 +16,10 @@ a warning says so). A config names them (``train_cfg = dict(type='ResumableEpoch
 (``configs/_base_/default_runtime*.py``).
 
 ``run`` / ``run_epoch`` are mmengine 0.10's with the two changes above: mmengine has no hook
-point between the batches a resumed run skips and the first new fetch. They use three private
-names of mmengine, pinned in :data:`MMENGINE_PRIVATE_NAMES` (``requirements/runtime.txt``:
-mmengine 0.10; ``tests/engine/test_exact_resume.py`` checks that they are there).
+point between the batches a resumed run skips and the first new fetch. They and
+:mod:`.test_loop` use three private names of mmengine, pinned in :data:`MMENGINE_PRIVATE_NAMES`
+(``requirements/runtime.txt``: mmengine 0.10; ``tests/engine/test_exact_resume.py`` checks that
+they are there).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _Infi
 
 from .rng_state import preserved_rng_state, rank_state, restore_rng_state
 
-#: the private names of mmengine 0.10 that dna_mm's loops use (module → names)
+#: the private names of mmengine 0.10 that dna_mm's loops use (where → names)
 MMENGINE_PRIVATE_NAMES = {
     'mmengine.runner.loops': ('_InfiniteDataloaderIterator', '_parse_losses'),
     'mmengine.runner.loops.EpochBasedTrainLoop': ('_decide_current_val_interval',),
