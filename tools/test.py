@@ -30,9 +30,15 @@ import sys
 
 from mmengine.config import Config, DictAction
 
-from dna_mm.apis import build_runner, check_config, format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.apis import (
+    build_runner,
+    check_config,
+    format_metrics,
+    prepare_cfg,
+    shutdown_distributed,
+    skip_unreadable,
+)
 from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.apis.config import skip_unreadable
 from dna_mm.errors import ConfigError
 from dna_mm.evaluation import with_ood_evaluation
 
