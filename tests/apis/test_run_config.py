@@ -161,3 +161,24 @@ def test_the_runner_builds_the_loops_the_config_names(tiny_video_set, tmp_path, 
             assert type(runner.test_loop).__name__ == 'TestLoop'
             (line,) = [ln for ln in shown.splitlines() if 'exact resume not guaranteed' in ln]
             assert 'train_cfg.type is EpochBasedTrainLoop' in line
+
+
+def test_skip_unreadable_needs_the_loop_that_skips(caplog) -> None:
+    """``tools/test.py --skip-unreadable``: dna_mm's runtime names the loop that can skip; a
+    config naming mmengine's ``TestLoop`` gets it, and a log line says so."""
+    from mmengine.logging import MMLogger
+
+    from dna_mm.apis import skip_unreadable
+
+    logger = MMLogger.get_current_instance()  # print_log's; it does not propagate to caplog's
+    logger.addHandler(caplog.handler)
+    try:
+        cfg = skip_unreadable(Config.fromfile(DEMO_CONFIG))
+        assert cfg.test_cfg == dict(type='UnreadableVideosTestLoop', skip_unreadable=True)
+        assert '--skip-unreadable' not in caplog.text
+        stock = Config.fromfile(DEMO_CONFIG)
+        stock.test_cfg = dict(type='TestLoop')
+        assert skip_unreadable(stock).test_cfg == dict(type='UnreadableVideosTestLoop', skip_unreadable=True)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "test_cfg.type 'TestLoop' -> 'UnreadableVideosTestLoop'" in caplog.text
