@@ -1,8 +1,4 @@
 # Differential-attention baseline of timesformer_dna_smarthome_cv2.py.
 _base_ = ['./timesformer_dna_smarthome_cv2.py']
 # Initialisation: the Kinetics-400 Diff TimeSformer.
-model = dict(
-    backbone=dict(
-        temporal_attn='diff', spatial_attn='diff', pretrained='checkpoints/timesformer_diff_k400.pth'
-    )
-)
+model = dict(backbone=dict(attn_cfg='diff', pretrained='checkpoints/timesformer_diff_k400.pth'))

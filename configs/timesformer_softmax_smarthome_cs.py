@@ -1,8 +1,4 @@
 # Softmax baseline of timesformer_dna_smarthome_cs.py (stock TimeSformer attention).
 _base_ = ['./timesformer_dna_smarthome_cs.py']
 # Initialisation: the Kinetics-400 softmax TimeSformer.
-model = dict(
-    backbone=dict(
-        temporal_attn='softmax', spatial_attn='softmax', pretrained='checkpoints/timesformer_softmax_k400.pth'
-    )
-)
+model = dict(backbone=dict(attn_cfg='softmax', pretrained='checkpoints/timesformer_softmax_k400.pth'))

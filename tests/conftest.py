@@ -105,8 +105,7 @@ def tiny_video_set(tmp_path_factory):
 def tiny_run_options(root, attn: str = 'dna', epochs: int = 1) -> list[str]:
     """``--cfg-options`` turning the demo config into a seconds-long run on ``root``."""
     opts = [
-        f'model.backbone.temporal_attn={attn}',
-        f'model.backbone.spatial_attn={attn}',
+        f'model.backbone.attn_cfg={attn}',
         'model.backbone.embed_dims=32',
         'model.backbone.num_heads=2',
         'model.backbone.num_transformer_layers=1',

@@ -31,7 +31,7 @@ from dna_mm.checkpoint import read_checkpoint
 from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
 from dna_mm.converters.timesformer import WRAPPER_KEYS as MODEL_KEYS
 from dna_mm.errors import ConfigError, DataError, UserError
-from dna_mm.models.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS
+from dna_mm.family import COMBINE_SIGNS, DNA_VARIANT_ALIASES, DNA_VARIANTS, NEGATIVE_INIT
 
 #: where checkpoints keep weights: the model's (mmengine, the authors' vit/main.py, PySlowFast,
 #: DeepSpeed-style) and the EMA copies DeiT / vit/main.py add; all of them are converted
@@ -79,8 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=[*DNA_VARIANTS, *DNA_VARIANT_ALIASES],
         help="DnA variant the output is for (dna_mm's name or the paper's)",
     )
-    s2d.add_argument('--q-neg-scale', type=float, default=1e-4, help='Q- = scale * Q')
-    s2d.add_argument('--v-neg-scale', type=float, default=-1e-4, help='V- = scale * V')
+    s2d.add_argument('--q-neg-scale', type=float, default=NEGATIVE_INIT.q_neg_scale, help='Q- = scale * Q')
+    s2d.add_argument('--v-neg-scale', type=float, default=NEGATIVE_INIT.v_neg_scale, help='V- = scale * V')
 
     d2s = command(
         'dna-to-softmax',
@@ -108,7 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "k_proj, v_pos_proj, v_neg_proj, out_proj) are converted, to DnACrossAttention "
         "keys; the SigLIP encoder and the LLM keys pass through unchanged.",
     )
-    off.add_argument('--combine', choices=['add', 'sub'], default='add', help=COMBINE_HELP)
+    off.add_argument('--combine', choices=list(COMBINE_SIGNS), default='add', help=COMBINE_HELP)
     return p.parse_args(argv)
 
 

@@ -19,6 +19,7 @@ import time
 from demo_runs import REPO, demo_options, train_then_test  # tools/demo_runs.py
 
 from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
+from dna_mm.models.attention.builder import SHORT_NAMES
 
 CONFIG = 'configs/timesformer_dna_demo.py'
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=['dna', 'softmax', 'diff', 'cog'],
+        choices=list(SHORT_NAMES),
         help='attention(s) to train and test (temporal and spatial)',
     )
     p.add_argument('--data-root', default='data/demo')

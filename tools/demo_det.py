@@ -23,6 +23,8 @@ from pathlib import Path
 from demo_runs import REPO, run_tool, test_line, train_then_test  # tools/demo_runs.py
 
 from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
+from dna_mm.models.attention.builder import SHORT_NAMES
+from dna_mm.models.layers.vitdet_attention import VITDET_ATTENTIONS
 
 CONFIG = 'configs/vitdet_dna_demo.py'
 METRICS = ('bbox AP', 'bbox AP50', 'segm AP', 'segm AP50')
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=['dna', 'softmax', 'diff', 'cog'],
+        choices=list(SHORT_NAMES),
         help='backbone attention(s) to train and test',
     )
     p.add_argument('--data-root', default='data/demo_coco')
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         opts = common + [f'model.backbone.attn_cfg={attn}']
         if args.iters:  # the schedule's end, cosine and the val / checkpoint intervals follow
             opts += [f'train_cfg.max_iters={args.iters}']
-        if attn in ('diff', 'cog'):  # relative positions are defined for softmax and DnA only
+        if not VITDET_ATTENTIONS.get(SHORT_NAMES[attn]).supports_rel_pos:  # softmax and DnA only
             opts += ['model.backbone.use_rel_pos=False']
         if args.baseline:
             ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)

@@ -51,10 +51,10 @@ def test_line(out: str) -> str:
 
 
 def demo_options(attn: str, data_root: str, epochs: Optional[int] = None) -> list[str]:
-    """``--cfg-options`` of a run of the video demo's config: ``attn`` in the temporal and the
-    spatial attention, the clips of ``data_root`` (``train.txt``; ``test.txt`` for validation and
+    """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention
+    (``model.backbone.attn_cfg``), the clips of ``data_root`` (``train.txt``; ``test.txt`` for validation and
     test), ``epochs`` (the schedule's end, validation and checkpoint intervals move with it)."""
-    opts = [f'model.backbone.temporal_attn={attn}', f'model.backbone.spatial_attn={attn}']
+    opts = [f'model.backbone.attn_cfg={attn}']
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         opts += [
             f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',

@@ -30,7 +30,14 @@ import sys
 
 from mmengine.config import Config, DictAction
 
-from dna_mm.apis import build_runner, check_config, format_metrics, prepare_cfg, shutdown_distributed
+from dna_mm.apis import (
+    build_runner,
+    check_config,
+    format_metrics,
+    prepare_cfg,
+    shutdown_distributed,
+    skip_unreadable,
+)
 from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
 from dna_mm.errors import ConfigError
 from dna_mm.evaluation import with_ood_evaluation
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     check_config(cfg, 'test')
     if args.skip_unreadable:
-        cfg.test_cfg = dict(cfg.get('test_cfg') or {}, skip_unreadable=True)
+        skip_unreadable(cfg)
     if args.ood is not None:
         with_ood_evaluation(cfg, *args.ood)
     if args.dump is not None and cfg.get('default_scope') == 'mmdet':  # a detector

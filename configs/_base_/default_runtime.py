@@ -19,8 +19,15 @@ default_hooks = dict(
     sampler_seed=dict(type='DistSamplerSeedHook'),
     sync_buffers=dict(type='SyncBuffersHook'),
 )
-# per-epoch total of unreadable training videos skipped, over all workers and ranks
-custom_hooks = [dict(type='SkippedVideosHook')]
+# SkippedVideosHook: per-epoch total of unreadable training videos skipped, over all workers and
+# ranks. RNGStateHook: the random state in each checkpoint, restored on resume by the
+# schedules' Resumable*TrainLoop (exact resume; without them dna_mm's runner logs that a resumed
+# run is not guaranteed to repeat the interrupted one).
+custom_hooks = [dict(type='SkippedVideosHook'), dict(type='RNGStateHook')]
+val_cfg = dict(type='ValLoop')
+# every unreadable test video listed at once (tools/test.py --skip-unreadable: the metrics over
+# the others); other datasets are tested as by mmengine's TestLoop
+test_cfg = dict(type='UnreadableVideosTestLoop')
 
 env_cfg = dict(
     cudnn_benchmark=False,

@@ -11,6 +11,9 @@ default_hooks = dict(
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='DetVisualizationHook'),
 )
+# the random state in each checkpoint, restored on resume by the schedule's
+# ResumableIterBasedTrainLoop (exact resume)
+custom_hooks = [dict(type='RNGStateHook')]
 
 env_cfg = dict(
     cudnn_benchmark=False,

@@ -1,7 +1,8 @@
 """Collect the attention analyses over a dataset without keeping any map.
 
-:func:`eager_attention` is the one hook point. :class:`AttentionCollector` reduces every call on
-the spot (per site, branch and head) with the functions of :mod:`.measures`;
+:func:`eager_attention` is the one hook point (the attentions' own attend hooks).
+:class:`AttentionCollector` reduces every call on the spot (per site, branch and head) with the
+functions of :mod:`.measures`;
 :class:`TokenDistanceCollector` hooks the blocks' outputs for the representational-robustness
 curve. Memory: running sums, fixed-bin histograms (C(V+, V-)) and ``k + 1`` intruder counts per
 site — nothing grows with the dataset.
@@ -37,35 +38,26 @@ MAP_ANALYSES = ('entropy', 'redundancy', 'cvv', 'intruders')
 def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Iterator[None]:
     """Run ``sites`` on their eager path and pass every call's maps and heads to ``callback``.
 
-    Inside the block, each family attention's ``attend`` is wrapped *on the instance*: the
-    wrapper calls the module's own ``attend(..., eager=True)`` and returns its result unchanged,
-    so the forward computes exactly the eager formula (equal to the fast path within float
-    tolerance, ``tests/models/attention/test_attention_family.py``), and hands
-    ``callback(site, maps, heads)`` the maps ``[B, H, M, N]`` it multiplies (before dropout) and
-    the head-split inputs (``q, k, v`` and DnA's ``q_neg, v_neg``). Leaving the block restores it.
+    Inside the block, each family attention has an attend hook
+    (:meth:`~dna_mm.models.attention.AttentionBase.register_attend_hook`): the module computes
+    exactly the eager formula (equal to the fast path within float tolerance,
+    ``tests/models/attention/test_attention_family.py``) and hands ``callback(site, maps,
+    heads)`` the maps ``[B, H, M, N]`` it multiplies (before dropout) and the head-split inputs
+    (``q, k, v`` and DnA's ``q_neg, v_neg``). Leaving the block removes the hooks.
     """
-    saved = []
+    handles = []
     try:
         for site in sites:
-            module = site.module
-            saved.append((module, module.__dict__.get('attend')))
-            module.attend = _eager_attend(site, module.attend, callback)
+            hook = functools.partial(_call_back, site, callback)
+            handles.append(site.module.register_attend_hook(hook))
         yield
     finally:
-        for module, own_attend in reversed(saved):
-            if own_attend is None:
-                module.__dict__.pop('attend', None)
-            else:
-                module.attend = own_attend
+        for handle in reversed(handles):
+            handle.remove()
 
 
-def _eager_attend(site: AttentionSite, attend: Callable, callback: Callback) -> Callable:
-    def wrapped(heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias, eager: bool):
-        out, maps = attend(heads, attn_mask, attn_bias, True)
-        callback(site, maps, heads)
-        return out, maps
-
-    return wrapped
+def _call_back(site: AttentionSite, callback: Callback, module: nn.Module, maps: dict, heads: dict) -> None:
+    callback(site, maps, heads)
 
 
 def branch_outputs(

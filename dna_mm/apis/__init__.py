@@ -1,7 +1,14 @@
 """Helpers shared by ``tools/train.py`` and ``tools/test.py``: config preparation and the runner."""
 
 from .check import check_config
-from .config import enable_tensorboard, format_metrics, prepare_cfg, shutdown_distributed, sync_schedule
+from .config import (
+    enable_tensorboard,
+    format_metrics,
+    prepare_cfg,
+    shutdown_distributed,
+    skip_unreadable,
+    sync_schedule,
+)
 from .runner import DnARunner, SetupDumpFilter, build_runner
 
 __all__ = [
@@ -10,6 +17,7 @@ __all__ = [
     'format_metrics',
     'shutdown_distributed',
     'sync_schedule',
+    'skip_unreadable',
     'enable_tensorboard',
     'DnARunner',
     'SetupDumpFilter',

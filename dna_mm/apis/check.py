@@ -12,8 +12,9 @@ names every bad key and its value.
   the aspect ratio");
 * ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
   dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
-* attention names under ``model`` (``temporal_attn``, ``spatial_attn``, ``attn_cfg``): one of
-  dna_mm's, else the closest valid name is suggested (``'dnaa'`` → ``DnAAttention / dna``).
+* attention names under ``model`` (``attn_cfg``, also per step: ``attn_cfg.temporal`` /
+  ``.spatial``; and its deprecated aliases): one of dna_mm's, else the closest valid name is
+  suggested (``'dnaa'`` → ``DnAAttention / dna``).
 
 ``mode='test'`` checks only what a test / inference run uses (the model and the test
 dataloader).
@@ -29,7 +30,11 @@ from mmengine.config import Config
 from ..errors import ConfigError
 
 LOADERS = {'train': ('train_dataloader', 'val_dataloader', 'test_dataloader'), 'test': ('test_dataloader',)}
-ATTENTION_KEYS = ('temporal_attn', 'spatial_attn', 'attn_cfg')
+#: the keyword every host takes its attention by (``dna_mm.models.attention.builder.ATTENTION_KEY``),
+#: then DnATimeSformer's deprecated aliases (removed in the next release)
+ATTENTION_KEYS = ('attn_cfg', 'temporal_attn', 'spatial_attn')
+#: the per-step keys of a DnATimeSformer's ``attn_cfg=dict(temporal=..., spatial=...)``
+STEP_KEYS = ('temporal', 'spatial')
 # transform type -> its size arguments that must be > 0
 CROP_KEYS = {
     'SampleFrames': ('clip_len', 'frame_interval', 'num_clips'),
@@ -134,21 +139,29 @@ def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
 def _attention_problems(node: Any, key: str) -> Iterator[str]:
     """An unknown attention name (a short name or a config dict's ``type``) anywhere under
     ``node`` (the model config): the key, the name, the closest valid names."""
-    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415 (torch import)
-
     if isinstance(node, dict):
         for name, value in node.items():
             sub = f'{key}.{name}'
-            attn = value.get('type') if isinstance(value, dict) else value
-            known = not isinstance(attn, str) or attn in SHORT_NAMES or attn in ATTENTION_TYPES
-            if name in ATTENTION_KEYS and not known:
-                where = f'{sub}.type' if isinstance(value, dict) else sub
-                yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
+            if name == 'attn_cfg' and isinstance(value, dict) and 'type' not in value:  # per step
+                for step in (s for s in STEP_KEYS if s in value):
+                    yield from _unknown_attention(value[step], f'{sub}.{step}')
+            elif name in ATTENTION_KEYS:
+                yield from _unknown_attention(value, sub)
             else:
                 yield from _attention_problems(value, sub)
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
             yield from _attention_problems(value, f'{key}[{i}]')
+
+
+def _unknown_attention(value: Any, key: str) -> Iterator[str]:
+    """The problem of an attention choice ``value`` at ``key``: an unknown name."""
+    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415 (torch import)
+
+    attn = value.get('type') if isinstance(value, dict) else value
+    if isinstance(attn, str) and attn not in SHORT_NAMES and attn not in ATTENTION_TYPES:
+        where = f'{key}.type' if isinstance(value, dict) else key
+        yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
 
 
 def suggest_attention(name: str) -> str:

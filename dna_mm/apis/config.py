@@ -165,6 +165,22 @@ def enable_tensorboard(cfg: Config) -> Config:
     return cfg
 
 
+def skip_unreadable(cfg: Config) -> Config:
+    """``tools/test.py --skip-unreadable``: ``test_cfg.skip_unreadable = True``, on
+    :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop` (dna_mm's runtime names it; a
+    config naming mmengine's ``TestLoop`` gets it, with a log line saying so)."""
+    test_cfg = dict(cfg.get('test_cfg') or {})
+    if test_cfg.get('type', 'TestLoop') == 'TestLoop':
+        print_log(
+            "--skip-unreadable: test_cfg.type 'TestLoop' -> 'UnreadableVideosTestLoop' (the loop that "
+            'can skip unreadable videos)',
+            logger='current',
+        )
+        test_cfg['type'] = 'UnreadableVideosTestLoop'
+    cfg.test_cfg = dict(test_cfg, skip_unreadable=True)
+    return cfg
+
+
 def format_metrics(metrics: dict) -> str:
     """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition) and COCO's bbox / segm AP, AP50,
     AP75, AP_S / AP_M / AP_L (detection) → one readable line, every accuracy and AP in %

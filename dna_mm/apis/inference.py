@@ -18,9 +18,8 @@ from mmengine.logging import print_log
 
 from ..checkpoint import load_whole_model
 from ..datasets.protocols import label_map as shipped_label_map
+from ..datasets.video_reader import VIDEO_SUFFIXES
 from ..errors import ConfigError, DataError
-
-VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
 
 
 @dataclass

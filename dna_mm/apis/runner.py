@@ -9,13 +9,16 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   initialisation (``pretrained``, ``init_cfg``) keeps its own non-strict load report.
 * **Resume.** ``resume=True`` with no checkpoint in the work dir warns and trains from scratch;
   a file that is not a training checkpoint is an error naming it.
-* **Exact resume.** :class:`~dna_mm.engine.rng_state.RNGStateHook` is added to every run and
-  mmengine's two train loops are replaced by :mod:`dna_mm.engine.loops`' (same arguments): a
-  resumed run logs the same losses as one that was never stopped.
+* **Exact resume, where the config asks for it.** A config that names
+  :mod:`dna_mm.engine.loops`' train loops and :class:`~dna_mm.engine.rng_state.RNGStateHook`
+  (``configs/_base_/``' schedules and runtimes do) resumes to the same losses as a run that was
+  never stopped. The runner builds the loops and hooks the config names, nothing else; with
+  others (a stock config: mmengine's loops) one log line says that exact resume is not
+  guaranteed.
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps go to
   the log file only, unless ``log_setup_to_console = True`` (tools: ``--verbose``).
 
-Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime.py``);
+Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime*.py``);
 :func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
 too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
 ``tools/train.py`` always builds mmengine's plain ``Runner``.
@@ -23,31 +26,20 @@ too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any, Callable, Optional, Union
 
 from mmengine.config import Config
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.registry import RUNNERS
-from mmengine.runner import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, Runner, TestLoop
+from mmengine.runner import BaseLoop, Runner
 from mmengine.runner.checkpoint import find_latest_checkpoint
 
 from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
-from ..engine.loops import ResumableEpochBasedTrainLoop, ResumableIterBasedTrainLoop
+from ..engine.loops import ResumableLoopMixin
 from ..engine.rng_state import RNGStateHook
-from ..engine.test_loop import UnreadableVideosTestLoop
 from ..errors import CheckpointMismatchError
-
-RNG_HOOK_TYPES = ('RNGStateHook', RNGStateHook)
-# mmengine's train loops (by name or class) -> the exactly resumable ones
-RESUMABLE_LOOPS = {
-    'EpochBasedTrainLoop': ResumableEpochBasedTrainLoop,
-    EpochBasedTrainLoop: ResumableEpochBasedTrainLoop,
-    'IterBasedTrainLoop': ResumableIterBasedTrainLoop,
-    IterBasedTrainLoop: ResumableIterBasedTrainLoop,
-}
 
 # Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
 SETUP_DUMP_MARKERS = (
@@ -88,34 +80,20 @@ class DnARunner(Runner):
         cfg = kwargs.get('cfg') or {}
         self.load_partial = bool(cfg.get('load_partial', False))
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
-        hooks = list(kwargs.get('custom_hooks') or [])
-        if not any(
-            isinstance(h, RNGStateHook) or (isinstance(h, dict) and h.get('type') in RNG_HOOK_TYPES)
-            for h in hooks
-        ):
-            hooks.append(dict(type=RNGStateHook))  # random state in checkpoints, back on resume
-        kwargs['custom_hooks'] = hooks
         super().__init__(*args, **kwargs)
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """mmengine's, with its two train loops replaced by the exactly resumable ones
-        (:mod:`dna_mm.engine.loops`, same arguments); other loops are built as they are."""
-        if isinstance(loop, dict):
-            loop = copy.deepcopy(loop)
-            kind = loop.get('type')
-            if 'type' not in loop and 'by_epoch' in loop:
-                kind = 'EpochBasedTrainLoop' if loop.pop('by_epoch') else 'IterBasedTrainLoop'
-            if kind in RESUMABLE_LOOPS:
-                loop['type'] = RESUMABLE_LOOPS[kind]
-        return super().build_train_loop(loop)
-
-    def build_test_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """mmengine's, with ``TestLoop`` replaced by
-        :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop` (every unreadable test video
-        listed at once; ``test_cfg.skip_unreadable=True``: the metrics over the others)."""
-        if isinstance(loop, dict) and loop.get('type', 'TestLoop') in ('TestLoop', TestLoop):
-            loop = dict(loop, type=UnreadableVideosTestLoop)
-        return super().build_test_loop(loop)
+        """mmengine's; one log line when the loop or the hooks the config names cannot resume
+        exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook``)."""
+        built = super().build_train_loop(loop)
+        hooked = any(isinstance(h, RNGStateHook) for h in self.hooks)
+        if not (isinstance(built, ResumableLoopMixin) and hooked):
+            self.logger.info(
+                f'exact resume not guaranteed: train_cfg.type is {type(built).__name__}; a resumed run '
+                "repeats the interrupted one with dna_mm's ResumableEpochBasedTrainLoop / "
+                'ResumableIterBasedTrainLoop and RNGStateHook (configs/_base_/ name them)'
+            )
+        return built
 
     def build_logger(
         self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None, **kwargs: Any

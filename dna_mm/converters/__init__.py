@@ -3,8 +3,8 @@ TimeSformer / ViT checkpoint layouts. Pure key / tensor functions: nothing here 
 :mod:`dna_mm.models` (fitting a state dict to a built model is
 :func:`dna_mm.models.backbones.adapt_attentions`)."""
 
+from ..family import COMBINE_SIGNS
 from .attention import (
-    COMBINE_SIGNS,
     NothingToConvertError,
     dna_to_softmax,
     official_to_dna_mm,

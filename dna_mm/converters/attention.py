@@ -20,40 +20,17 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError
+from ..family import (
+    DNA_VARIANTS,
+    NEGATIVE_INIT,
+    NEGATIVE_KEYS,
+    NEGATIVE_MARKERS,
+    canonical_variant,
+    check_combine,
+)
 
 StateDict = Mapping[str, Tensor]
 _PARAMS = ('weight', 'bias')
-#: the keys of a DnA attention's negative branch (relative to its prefix)
-NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
-
-#: canonical DnA variant name → (separate ``Q-`` (``q_neg``), separate ``V-`` (``v_neg``),
-#: learnable ``α`` (``alpha``)): the keys each variant has (``DnAAttention`` reads this table)
-DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
-    'apm': (False, False, False),
-    'apm_alpha': (False, False, True),
-    'qpm_v': (True, False, True),
-    'q_vpm': (False, True, True),
-    'qpm_vpm': (True, True, True),
-}
-#: the paper's names, accepted as aliases
-DNA_VARIANT_ALIASES: dict[str, str] = {
-    'A±': 'apm',
-    'Â±': 'apm_alpha',
-    'Q±V': 'qpm_v',
-    'QV±': 'q_vpm',
-    'Q±V±': 'qpm_vpm',
-}
-
-
-def canonical_variant(variant: str) -> str:
-    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; a clear error for anything else."""
-    name = DNA_VARIANT_ALIASES.get(variant, variant)
-    if name not in DNA_VARIANTS:
-        raise ValueError(
-            f'unknown DnA variant {variant!r}; expected one of '
-            f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
-        )
-    return name
 
 
 class NothingToConvertError(DataError):
@@ -119,8 +96,8 @@ def _to_mha(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
 
 def softmax_to_dna(
     state_dict: StateDict,
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
     variant: str = 'qpm_vpm',
     num_heads: Optional[int] = None,
     alpha_init: float = 0.5,
@@ -152,7 +129,7 @@ def softmax_to_dna(
     sep_q, sep_v, learn_alpha = DNA_VARIANTS[variant]
     out = rename_mha(state_dict)
     found = _prefixes(out, 'qkv.weight')
-    softmax = [p for p in found if not any(p + k in out for k in ('alpha', 'q_neg.weight', 'v_neg.weight'))]
+    softmax = [p for p in found if not any(p + k in out for k in NEGATIVE_MARKERS)]
     if strict and not softmax:
         note = f'the {len(found)} found already have a negative branch; ' if found else ''
         raise _nothing_to_convert('softmax attention', SOFTMAX_LAYOUTS, state_dict, note)
@@ -194,7 +171,7 @@ def dna_to_softmax(
     """
     if layout not in ('timm', 'mha'):
         raise ValueError(f"layout must be 'timm' or 'mha', got {layout!r}")
-    dna = {p for suffix in ('alpha', 'q_neg.weight', 'v_neg.weight') for p in _prefixes(state_dict, suffix)}
+    dna = {p for suffix in NEGATIVE_MARKERS for p in _prefixes(state_dict, suffix)}
     if strict and not dna:
         note = (
             "(the authors' files: official-to-dna-mm first); " if has_official_attention(state_dict) else ''
@@ -206,15 +183,6 @@ def dna_to_softmax(
 
 
 _OFFICIAL_ALPHA = 'neg_scalers'
-#: where the authors' released code puts each sign (github rjccv/DnA)
-COMBINE_SIGNS = {
-    'add': 'pos + α·neg: vit/dna_models.py (the ViT their main.py trains) and the TimeSformer '
-    'fork (timesformer/models/dna.py)',
-    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and '
-    "VisCoP's DnA cross-attention (InteractionModule_CrossDenoisingAttention_FA2, the "
-    "q_pos_proj / q_neg_proj / k_proj / v_pos_proj / v_neg_proj / out_proj keys of "
-    "'encoder.interaction_modules.{i}.', the only layout read with 'sub' alone)",
-}
 #: VisCoP's DnA cross-attention (viscop/viscop/model/viscop_vision_encoder/
 #: modeling_viscop_vision_encoder.py): one ``Linear(C, C)`` with bias per projection; the
 #: first three become the rows ``[Q+, K, V+]`` of ``qkv``, the others are renamed
@@ -285,7 +253,7 @@ def official_to_dna_mm(
         state_dict: The authors' state dict (any key prefix).
         combine: How the file's code combines the branches: ``'add'`` (``pos + α·neg``, dna_mm's
             form; kept) or ``'sub'`` (``pos − α·neg``; converted exactly by negating α). Their
-            files use both under the same key names (:data:`COMBINE_SIGNS`); the VisCoP layout
+            files use both under the same key names (:data:`~dna_mm.family.COMBINE_SIGNS`); the VisCoP layout
             only ``'sub'``.
         strict: Refuse a state dict with no attention in the authors' layouts (the loaders,
             which read any checkpoint, pass ``False``: the others pass through unchanged).
@@ -298,8 +266,7 @@ def official_to_dna_mm(
     (The authors' own ViT module builds ``qqkvv`` from the second layout by concatenating
     ``[qkv, q_neg, v_neg]``, which puts ``K`` in the ``Q-`` slot; this converter does not.)
     """
-    if combine not in COMBINE_SIGNS:
-        raise ValueError(f"combine must be 'add' or 'sub', got {combine!r}")
+    check_combine(combine, 'combine')
     if strict and not has_official_attention(state_dict):
         dna = _prefixes(state_dict, 'alpha') or _prefixes(state_dict, 'q_neg.weight')
         note = "the file already has dna_mm's keys (alpha / q_neg); " if dna else ''

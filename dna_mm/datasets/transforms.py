@@ -17,7 +17,7 @@ from mmaction.registry import TRANSFORMS
 from mmengine.fileio import FileClient
 
 from ..errors import ConfigError, DataError
-from .video_reader import TIME_LIMIT, open_video
+from .video_reader import TIME_LIMIT, KeyframeReader, open_video
 
 
 def video_size(path: str, min_short: float = math.inf) -> tuple[int, int, int]:
@@ -203,7 +203,7 @@ class SortedDecordDecode(DecordDecode):
 
     def _decord_load_frames(self, container: object, frame_inds: np.ndarray) -> list[np.ndarray]:
         if self.mode != 'accurate':
-            if not hasattr(container, 'next'):  # dna_mm's PyAV reader: exact frames only
+            if isinstance(container, KeyframeReader):  # dna_mm's PyAV reader: exact frames only
                 raise ConfigError(
                     "SortedDecordDecode(mode='efficient') seeks decord's reader to keyframes: "
                     "open the video with ScaledDecordInit, or use mode='accurate'"

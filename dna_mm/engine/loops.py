@@ -8,10 +8,19 @@ the same losses as the run that was not interrupted. Two things differ from mmen
   (``CheckpointHook(by_epoch=False)``) continues its epoch after the
   ``iter - epoch * len(dataloader)`` batches already trained (mmengine restarts the epoch).
 
-Validation runs inside :func:`~dna_mm.engine.rng_state.preserved_rng_state`, so it draws nothing
-from the training streams. Exactness across an epoch boundary needs ``persistent_workers=False``
+Validation draws nothing from the training streams (``RNGStateHook`` puts them back after it).
+Exactness across an epoch boundary needs ``persistent_workers=False``
 (persistent workers carry their random state from epoch to epoch, which a resume cannot replay;
-a warning says so). ``dna_mm.apis.DnARunner`` builds these in place of mmengine's two loops.
+a warning says so). A config names them (``train_cfg = dict(type='ResumableEpochBasedTrainLoop',
+...)``, ``configs/_base_/schedules/``), with ``RNGStateHook`` in ``custom_hooks``
+(``configs/_base_/default_runtime*.py``).
+
+Both run mmengine's ``run``: the iteration-based loop hands it an iterator that restores the
+state after the batches it skips; the epoch-based one re-implements ``run_epoch`` (mmengine's
+restarts the epoch, and has no hook point between the batches a resumed run skips and the first
+new fetch). They and :mod:`.test_loop` use two private names of mmengine, pinned in
+:data:`MMENGINE_PRIVATE_NAMES` (``requirements/runtime.txt``: mmengine 0.10;
+``tests/engine/test_exact_resume.py`` checks that they are there).
 """
 
 from __future__ import annotations
@@ -22,7 +31,10 @@ from typing import Any, Optional
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
-from .rng_state import preserved_rng_state, rank_state, restore_rng_state
+from .rng_state import rank_state, restore_rng_state
+
+#: the private names of mmengine 0.10 that dna_mm's loops use (where → names)
+MMENGINE_PRIVATE_NAMES = {'mmengine.runner.loops': ('_InfiniteDataloaderIterator', '_parse_losses')}
 
 
 def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
@@ -43,43 +55,22 @@ def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
     return changed
 
 
-class _ResumeState:
-    """What both loops share: the saved state given by ``RNGStateHook`` and its restoring."""
+class ResumableLoopMixin:
+    """What both loops share: the saved state given by ``RNGStateHook``."""
 
     resume_rng_state: Optional[dict] = None
 
     def _pop_rng_state(self) -> Optional[dict]:
+        """The saved state, once; ``None`` when the run was not resumed (a ``load_from``
+        checkpoint's state is not this run's)."""
         saved, self.resume_rng_state = self.resume_rng_state, None
-        return saved
-
-    def _maybe_validate(self, step: int, last: int) -> None:
-        """mmengine's validation rule at epoch / iteration ``step`` of ``last``, run outside the
-        training random streams."""
-        self._decide_current_val_interval()
-        if (
-            self.runner.val_loop is not None
-            and step >= self.val_begin
-            and (step % self.val_interval == 0 or step == last)
-        ):
-            with preserved_rng_state():
-                self.runner.val_loop.run()
+        return saved if self._iter > 0 else None
 
 
 @LOOPS.register_module()
-class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
+class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
     """``EpochBasedTrainLoop`` that resumes mid-epoch and restores the random state (module
-    docstring). Same arguments as mmengine's."""
-
-    def run(self) -> Any:
-        """mmengine's, with validation outside the training random streams."""
-        self.runner.call_hook('before_train')
-        if self._iter == 0:
-            self.resume_rng_state = None  # a load_from checkpoint's state is not this run's
-        while self._epoch < self._max_epochs and not self.stop_training:
-            self.run_epoch()
-            self._maybe_validate(self._epoch, self._max_epochs)
-        self.runner.call_hook('after_train')
-        return self.runner.model
+    docstring). Same arguments as mmengine's; its ``run`` is mmengine's."""
 
     def run_epoch(self) -> None:
         """One epoch; a resumed one skips (fetches and drops) the batches already trained."""
@@ -121,32 +112,40 @@ class ResumableEpochBasedTrainLoop(_ResumeState, EpochBasedTrainLoop):
         self._epoch += 1
 
 
+class _ResumedIterator:
+    """A resumed iteration-based run's data iterator: its first call makes the loop's iterator
+    anew when the saved seed was given back to the sampler (after the loop's before-train
+    hooks, where mmengine makes it), and the saved random state comes back right before the
+    first batch not trained yet (after the ``skip`` that mmengine's ``run`` fetches and drops)."""
+
+    def __init__(self, loop: IterBasedTrainLoop, renew: bool, skip: int, state: Optional[dict]) -> None:
+        self.loop, self.renew, self.skip, self.state = loop, renew, skip, state
+        self.iterator = loop.dataloader_iterator
+        self.fetched = 0
+
+    def __iter__(self) -> '_ResumedIterator':
+        return self
+
+    def __next__(self) -> Any:
+        if self.renew:
+            self.iterator, self.renew = _InfiniteDataloaderIterator(self.loop.dataloader), False
+        if self.fetched == self.skip and self.state is not None:
+            restore_rng_state(self.state)
+            self.state = None
+        self.fetched += 1
+        return next(self.iterator)
+
+
 @LOOPS.register_module()
-class ResumableIterBasedTrainLoop(_ResumeState, IterBasedTrainLoop):
+class ResumableIterBasedTrainLoop(ResumableLoopMixin, IterBasedTrainLoop):
     """``IterBasedTrainLoop`` that restores the random state on resume (module docstring). Same
     arguments as mmengine's."""
 
     def run(self) -> Any:
-        """mmengine's, restoring the saved random state after the skipped batches."""
-        self.runner.call_hook('before_train')
-        self.runner.call_hook('before_train_epoch')
-        saved = self._pop_rng_state() if self._iter > 0 else None
-        if saved is not None and restore_data_seed(self.dataloader, saved.get('seed')):
-            self.dataloader_iterator = _InfiniteDataloaderIterator(self.dataloader)
-        if self._iter > 0:
-            self.runner.logger.warning(
-                f'Advance dataloader {self._iter} steps to skip data that has already been trained'
-            )
-            for _ in range(self._iter):
-                next(self.dataloader_iterator)
-        state = rank_state(saved) if saved is not None else None
-        if state is not None:
-            restore_rng_state(state)
-        while self._iter < self._max_iters and not self.stop_training:
-            self.runner.model.train()
-            data_batch = next(self.dataloader_iterator)
-            self.run_iter(data_batch)
-            self._maybe_validate(self._iter, self._max_iters)
-        self.runner.call_hook('after_train_epoch')
-        self.runner.call_hook('after_train')
-        return self.runner.model
+        """mmengine's, on an iterator that gives the saved seed and random state back where the
+        saved run stood (:class:`_ResumedIterator`)."""
+        saved = self._pop_rng_state()
+        if saved is not None:
+            renew = restore_data_seed(self.dataloader, saved.get('seed'))
+            self.dataloader_iterator = _ResumedIterator(self, renew, self._iter, rank_state(saved))
+        return super().run()

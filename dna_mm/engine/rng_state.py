@@ -9,7 +9,8 @@ each worker with ``seed + worker_id + num_workers * rank`` when the workers star
 epoch unless ``persistent_workers``), and ``DefaultSampler`` shuffles with ``seed + epoch``; so
 the run's ``seed`` is saved too, and a resumed epoch replays its first batches through fresh
 workers (:mod:`dna_mm.engine.loops`) to bring them to the state they had.
-``dna_mm.apis.DnARunner`` adds :class:`RNGStateHook` and those loops to every run.
+A config names :class:`RNGStateHook` in ``custom_hooks`` and those loops in ``train_cfg``
+(``configs/_base_/``).
 
 Everything is stored as tensors and plain containers, so the checkpoint stays loadable with
 a weights-only ``torch.load``.
@@ -17,9 +18,8 @@ a weights-only ``torch.load``.
 
 from __future__ import annotations
 
-import contextlib
 import random
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -57,23 +57,14 @@ def restore_rng_state(state: RNGState) -> None:
         torch.cuda.set_rng_state_all(state['cuda'])
 
 
-@contextlib.contextmanager
-def preserved_rng_state() -> Iterator[None]:
-    """Run the block and put the generators back as they were (validation inside training draws
-    nothing from the training run's streams, so a run resumed after it draws the same)."""
-    state = capture_rng_state()
-    try:
-        yield
-    finally:
-        restore_rng_state(state)
-
-
 @HOOKS.register_module()
 class RNGStateHook(Hook):
     """Save the random state and the run's seed in each checkpoint
     (``checkpoint['rng_state'] = dict(seed=..., world_size=..., state=...)``); on resume, give
     them to the train loop (``resume_rng_state``), which restores them where the saved run
-    stood. Loops without ``resume_rng_state`` (not dna_mm's) are left alone.
+    stood. Loops without ``resume_rng_state`` (not dna_mm's) are left alone. Validation runs
+    between :func:`capture_rng_state` and :func:`restore_rng_state`, so it draws nothing from the
+    training streams.
 
     mmengine saves checkpoints on rank 0 only (``Runner.save_checkpoint`` is ``master_only``),
     so the state saved is rank 0's: a run of one process resumes exactly; a distributed run
@@ -85,6 +76,14 @@ class RNGStateHook(Hook):
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         _, world_size = get_dist_info()
         checkpoint['rng_state'] = dict(seed=runner.seed, world_size=world_size, state=capture_rng_state())
+
+    def before_val(self, runner) -> None:
+        self._before_val = capture_rng_state()  # validation inside training draws nothing from it
+
+    def after_val(self, runner) -> None:
+        state, self._before_val = getattr(self, '_before_val', None), None
+        if state is not None:
+            restore_rng_state(state)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         loop = getattr(runner, '_train_loop', None)

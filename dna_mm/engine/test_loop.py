@@ -12,8 +12,9 @@ a sample that cannot be loaded, tests the others, and at the end
   list in :attr:`unreadable` (``tools/test.py --skip-unreadable`` prints the count beside the
   metric).
 
-Datasets of other types are tested exactly as by ``TestLoop``. ``dna_mm.apis.DnARunner`` builds
-this loop for ``test_cfg = dict(type='TestLoop')``.
+Datasets of other types are tested exactly as by ``TestLoop``. A config names it,
+``test_cfg = dict(type='UnreadableVideosTestLoop')`` (``configs/_base_/default_runtime*.py``);
+``tools/test.py --skip-unreadable`` needs it.
 """
 
 from __future__ import annotations

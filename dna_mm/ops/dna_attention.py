@@ -10,14 +10,14 @@ runs trace through them as single graph nodes. Triton is imported only when a ke
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
+from ..family import BiasArg, split_bias
 from .kernel_config import HEAD_DIMS
 
-BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -225,10 +225,7 @@ def dna_attention(
         alpha = torch.ones(h, device=q.device, dtype=torch.float32)
     if alpha.shape != (h,):
         raise ValueError(f'dna_attention: alpha must be [{h}], got {list(alpha.shape)}')
-    if bias is None or isinstance(bias, Tensor):
-        b_pos = b_neg = bias
-    else:
-        b_pos, b_neg = bias
+    b_pos, b_neg = split_bias(bias, 'dna_attention')
     inputs = (q, k, v, q_neg, v_neg, alpha, b_pos, b_neg)
     for_backward = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
     scale = d**-0.5 if scale is None else float(scale)

@@ -65,7 +65,7 @@ def test_cli_timm_names_and_variant() -> None:
             'tools/analysis/get_flops.py',
             'dna_vit_tiny_patch16_224',
             '--model-args',
-            'dna_variant=qpm_v',
+            'attn_cfg.variant=qpm_v',
             '--input-shape',
             '3',
             '64',

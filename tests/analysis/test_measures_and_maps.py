@@ -328,7 +328,7 @@ def test_eager_attention_restores_the_fast_path_after_an_error() -> None:
     with pytest.raises(RuntimeError, match='boom'):
         with eager_attention(sites, lambda *a: (_ for _ in ()).throw(RuntimeError('boom'))):
             model(torch.randn(1, 1, 3, 8, 32, 32), mode='tensor', stage='head')
-    assert all(s.module.fused_attn and 'attend' not in vars(s.module) for s in sites)
+    assert all(s.module.fused_attn and not s.module._attend_hooks for s in sites)
 
 
 def _tiny_vit(depth: int = 2, **kw):

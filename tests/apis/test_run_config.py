@@ -124,3 +124,61 @@ def test_verbose_prints_the_setup_dump(tiny_video_set, tmp_path, capsys) -> None
 def test_enable_tensorboard_adds_the_backend_once() -> None:
     cfg = enable_tensorboard(enable_tensorboard(Config.fromfile(DEMO_CONFIG)))
     assert [b['type'] for b in cfg.visualizer.vis_backends] == ['LocalVisBackend', 'TensorboardVisBackend']
+
+
+def test_the_runner_builds_the_loops_the_config_names(tiny_video_set, tmp_path, capsys) -> None:
+    """dna_mm's configs name the exactly resumable loop and RNGStateHook; a config naming
+    mmengine's loop trains with it, and one line says that exact resume is not guaranteed."""
+    import argparse
+
+    from mmengine.config import DictAction
+    from mmengine.runner import EpochBasedTrainLoop
+
+    from dna_mm.apis import build_runner
+    from dna_mm.engine import ResumableEpochBasedTrainLoop, RNGStateHook, UnreadableVideosTestLoop
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    options = parser.parse_args(['--o', *tiny_run_options(tiny_video_set)]).o
+    stock = {'train_cfg.type': 'EpochBasedTrainLoop', 'custom_hooks': [], 'test_cfg.type': 'TestLoop'}
+    for name, extra in (('named', {}), ('stock', stock)):
+        cfg = prepare_cfg(
+            Config.fromfile(DEMO_CONFIG),
+            DEMO_CONFIG,
+            work_dir=str(tmp_path / name),
+            cfg_options={**options, **extra},
+        )
+        cfg.experiment_name = f'loops_{name}'
+        runner = build_runner(cfg)
+        loop, hooks = runner.train_loop, [type(h) for h in runner.hooks]
+        shown = capsys.readouterr().out
+        if name == 'named':
+            assert type(loop) is ResumableEpochBasedTrainLoop and RNGStateHook in hooks
+            assert type(runner.test_loop) is UnreadableVideosTestLoop
+            assert 'exact resume not guaranteed' not in shown
+        else:
+            assert type(loop) is EpochBasedTrainLoop and RNGStateHook not in hooks
+            assert type(runner.test_loop).__name__ == 'TestLoop'
+            (line,) = [ln for ln in shown.splitlines() if 'exact resume not guaranteed' in ln]
+            assert 'train_cfg.type is EpochBasedTrainLoop' in line
+
+
+def test_skip_unreadable_needs_the_loop_that_skips(caplog) -> None:
+    """``tools/test.py --skip-unreadable``: dna_mm's runtime names the loop that can skip; a
+    config naming mmengine's ``TestLoop`` gets it, and a log line says so."""
+    from mmengine.logging import MMLogger
+
+    from dna_mm.apis import skip_unreadable
+
+    logger = MMLogger.get_current_instance()  # print_log's; it does not propagate to caplog's
+    logger.addHandler(caplog.handler)
+    try:
+        cfg = skip_unreadable(Config.fromfile(DEMO_CONFIG))
+        assert cfg.test_cfg == dict(type='UnreadableVideosTestLoop', skip_unreadable=True)
+        assert '--skip-unreadable' not in caplog.text
+        stock = Config.fromfile(DEMO_CONFIG)
+        stock.test_cfg = dict(type='TestLoop')
+        assert skip_unreadable(stock).test_cfg == dict(type='UnreadableVideosTestLoop', skip_unreadable=True)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "test_cfg.type 'TestLoop' -> 'UnreadableVideosTestLoop'" in caplog.text

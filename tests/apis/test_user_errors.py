@@ -56,8 +56,8 @@ def _demo_cfg(*opts: str) -> Config:
             'test_dataloader.dataset.pipeline[3].scale (Resize) must be > 0 (or -1), got 0',
         ),
         (
-            'model.backbone.spatial_attn.type=dnaa',
-            "model.backbone.spatial_attn.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
+            'model.backbone.attn_cfg.type=dnaa',
+            "model.backbone.attn_cfg.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
         ),
         (
             'model.backbone.temporal_attn=sofmax',
@@ -78,6 +78,14 @@ def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> 
     # a train-only mistake does not stop a test run
     check_config(_demo_cfg('train_cfg.max_epochs=0'), 'test')
     assert suggest_attention('zzzz').startswith('valid: softmax, dna, diff, cog')
+
+
+def test_check_config_reads_an_attention_per_step() -> None:
+    cfg = _demo_cfg()
+    cfg.model.backbone.attn_cfg = dict(temporal='softmax', spatial=dict(type='DnAAtention'))
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'train')
+    assert "model.backbone.attn_cfg.spatial.type: unknown attention 'DnAAtention'" in str(err.value)
 
 
 def test_topk_only_below_the_number_of_classes_and_coco_in_percent() -> None:

@@ -30,13 +30,7 @@ TIMM_TINY = dict(img_size=32, patch_size=8, depth=2, embed_dim=32, num_heads=2, 
 
 def _tiny(attn: str, attention_type: str = 'divided_space_time', **extra) -> dict:
     return dict(
-        TINY,
-        **{
-            'model.backbone.temporal_attn': attn,
-            'model.backbone.spatial_attn': attn,
-            'model.backbone.attention_type': attention_type,
-        },
-        **extra,
+        TINY, **{'model.backbone.attn_cfg': attn, 'model.backbone.attention_type': attention_type}, **extra
     )
 
 

@@ -124,3 +124,42 @@ def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path) -> None:
     )
     opts = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in values.items()]
     check_exact_resume(VITDET_DEMO, opts, tmp_path, last=8)
+
+
+def test_validation_draws_nothing_from_the_training_streams() -> None:
+    """RNGStateHook puts the random state back after validation (mmengine's loops run it)."""
+    import random
+
+    import numpy as np
+
+    from dna_mm.engine import RNGStateHook
+
+    def seed() -> None:
+        torch.manual_seed(0), random.seed(0), np.random.seed(0)
+
+    def draw() -> tuple:
+        return torch.rand(3).tolist(), random.random(), np.random.rand()
+
+    seed()
+    expected = draw()
+    seed()
+    hook = RNGStateHook()
+    hook.before_val(None)
+    draw(), draw()  # what validation draws
+    hook.after_val(None)
+    assert draw() == expected
+
+
+def test_the_private_mmengine_names_the_loops_use_are_there() -> None:
+    """dna_mm's loops re-implement mmengine 0.10's ``run``; the private names they use
+    (``MMENGINE_PRIVATE_NAMES``) must be in the mmengine installed (requirements: 0.10)."""
+    import pkgutil
+
+    import mmengine
+
+    from dna_mm.engine.loops import MMENGINE_PRIVATE_NAMES
+
+    assert mmengine.__version__.startswith('0.10.'), mmengine.__version__
+    for owner, names in MMENGINE_PRIVATE_NAMES.items():
+        where = pkgutil.resolve_name(owner)
+        assert all(callable(getattr(where, name, None)) for name in names), (owner, names)

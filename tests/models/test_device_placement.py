@@ -198,8 +198,7 @@ def _timesformer(attention_type: str, attn: str) -> Case:
                 num_heads=HEADS,
                 num_transformer_layers=3,  # Cog: softmax, Cog, softmax
                 attention_type=attention_type,
-                temporal_attn=attn,
-                spatial_attn=attn,
+                attn_cfg=attn,
                 attn_drop=0.1,
             )
         )
@@ -269,7 +268,7 @@ def _dna_vit(variant: str) -> Case:
             num_heads=HEADS,
             depth=2,
             num_classes=3,
-            dna_variant=variant,
+            attn_cfg=dict(type='DnAAttention', variant=variant),
             drop_rate=0.1,
         )
 

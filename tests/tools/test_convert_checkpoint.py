@@ -71,7 +71,7 @@ def test_softmax_to_dna_takes_the_heads_from_the_config_or_refuses(tmp_path, cap
         num_heads=4,
         num_transformer_layers=1,
     )
-    softmax = MODELS.build(dict(common, temporal_attn='softmax', spatial_attn='softmax')).eval()
+    softmax = MODELS.build(dict(common, attn_cfg='softmax')).eval()
     torch.save({'state_dict': softmax.state_dict()}, tmp_path / 'softmax.pth')
     tool = _convert_tool()
 
@@ -97,7 +97,7 @@ def test_softmax_to_dna_takes_the_heads_from_the_config_or_refuses(tmp_path, cap
     converted = torch.load(tmp_path / 'dna.pth', weights_only=True)['state_dict']
     alphas = {k: v for k, v in converted.items() if k.endswith('alpha')}
     assert len(alphas) == 2 and all(v.tolist() == [0.5] * 4 for v in alphas.values())
-    dna = MODELS.build(dict(common, temporal_attn='dna', spatial_attn='dna')).eval()
+    dna = MODELS.build(dict(common, attn_cfg='dna')).eval()
     dna.load_state_dict(converted, strict=True)
     x = torch.randn(1, 3, demo.num_frames, demo.img_size, demo.img_size)
     with torch.no_grad():

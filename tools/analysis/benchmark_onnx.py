@@ -99,13 +99,7 @@ def main(argv: list[str] | None = None) -> str:
                 variants = [(model[len('timm:') :], None)]
             else:
                 stem = os.path.splitext(os.path.basename(model))[0]
-                variants = [
-                    (
-                        f'{stem} ({attn})',
-                        {'model.backbone.temporal_attn': attn, 'model.backbone.spatial_attn': attn},
-                    )
-                    for attn in args.attn
-                ]
+                variants = [(f'{stem} ({attn})', {'model.backbone.attn_cfg': attn}) for attn in args.attn]
             for name, opts in variants:
                 ex = load_exportable(model, None, opts)
                 rows += bench(name, ex, args, os.path.join(tmp, f'model{len(rows)}.onnx'))

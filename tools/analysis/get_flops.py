@@ -7,7 +7,8 @@
 MODEL is a config file or a zoo config (``mmaction::recognition/...``; a recognizer: backbone +
 head on one clip; a detector: backbone + neck, ``extract_feat``, on one image) or a timm model
 name (``dna_vit_base_patch16_224``, ``vit_base_patch16_224``, ...: the whole model on one
-image; ``--model-args dna_variant=qpm_v`` picks a DnA variant). The input shape defaults to the
+image; ``--model-args attn_cfg.variant=qpm_v`` picks a DnA variant: dotted keys nest, as in
+``--cfg-options``). The input shape defaults to the
 model's own (``num_frames`` / ``img_size`` of the backbone, timm's ``input_size``).
 
 Counting (fvcore's, through MMEngine's ``FlopAnalyzer``): one multiply-add = one FLOP;
@@ -49,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs='+',
         action=DictAction,
         default={},
-        help='timm: create_model keyword arguments, e.g. dna_variant=qpm_v',
+        help='timm: create_model keyword arguments (dotted keys nest), e.g. attn_cfg.variant=qpm_v',
     )
     p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
     args = p.parse_args(argv)
@@ -103,8 +104,11 @@ def from_timm(
 ) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
     """The timm model (random weights), its input shape, and the whole model traced."""
     import timm
+    from mmengine.config import Config
 
-    model = timm.create_model(name, pretrained=False, **kwargs)
+    nested = Config()
+    nested.merge_from_dict(kwargs)  # 'attn_cfg.variant' -> attn_cfg=dict(variant=...)
+    model = timm.create_model(name, pretrained=False, **nested.to_dict())
     return model, tuple(shape or model.pretrained_cfg['input_size']), 'the whole model', model
 
 

@@ -45,6 +45,7 @@ from dna_mm.analysis.study import SCHEMA, ClipSet, evaluate, markdown_table, sum
 from dna_mm.apis.cli import DEBUG_HELP, cli_main  # noqa: E402
 from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset  # noqa: E402
 from dna_mm.errors import ConfigError  # noqa: E402
+from dna_mm.models.attention.builder import SHORT_NAMES  # noqa: E402
 
 CONFIG = 'configs/timesformer_dna_demo.py'
 #: --likeness → the MotionDatasetSpec fields that make the held-out distractors like the target
@@ -55,9 +56,7 @@ HELDOUT_SEED = 1000
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        '--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=['dna', 'softmax', 'diff', 'cog']
-    )
+    p.add_argument('--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=list(SHORT_NAMES))
     p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
     p.add_argument('--epochs', type=int, default=None, help="training epochs (default: the demo config's 20)")
     p.add_argument('--out', default='work_dirs/study', help='study folder (runs, JSON, table, figures)')

@@ -1,5 +1,5 @@
 # TimeSformer-B/16, divided space-time, DnA (Q±V±) in both the temporal and the spatial
-# attention of every block. Baselines override `temporal_attn` / `spatial_attn`.
+# attention of every block. Baselines override `attn_cfg` (one per step: dict(temporal=..., spatial=...)).
 model = dict(
     type='Recognizer3D',
     backbone=dict(
@@ -15,8 +15,7 @@ model = dict(
         in_channels=3,
         dropout_ratio=0.0,
         attention_type='divided_space_time',
-        temporal_attn=dict(type='DnAAttention', variant='qpm_vpm'),
-        spatial_attn=dict(type='DnAAttention', variant='qpm_vpm'),
+        attn_cfg=dict(type='DnAAttention', variant='qpm_vpm'),
         drop_path_rate=0.1,
         norm_cfg=dict(type='LN', eps=1e-6),
     ),

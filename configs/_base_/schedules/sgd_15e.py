@@ -1,9 +1,9 @@
 # The DnA paper's video recipe: SGD lr 0.005, momentum 0.9, wd 1e-4, 15 epochs, lr x0.1 at
 # epochs 11 and 14, batch 8 per GPU. AutoAmpOptimWrapper (dna_mm): bf16 on GPUs from sm80, fp16 +
 # GradScaler on older ones, plain on CPU (docs/mixed_precision.md).
-train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=15, val_begin=1, val_interval=1)
-val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
+# dna_mm's EpochBasedTrainLoop: a resumed run repeats the interrupted one exactly (with the
+# runtime's RNGStateHook)
+train_cfg = dict(type='ResumableEpochBasedTrainLoop', max_epochs=15, val_begin=1, val_interval=1)
 
 optim_wrapper = dict(
     type='AutoAmpOptimWrapper',

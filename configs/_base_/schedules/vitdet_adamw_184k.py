@@ -23,8 +23,10 @@ param_scheduler = [
     dict(type='MultiStepLR', begin=0, end=max_iters, by_epoch=False, milestones=[163889, 177546], gamma=0.1),
 ]
 
+# dna_mm's IterBasedTrainLoop: a resumed run repeats the interrupted one exactly (with the
+# runtime's RNGStateHook)
 train_cfg = dict(
-    type='IterBasedTrainLoop',
+    type='ResumableIterBasedTrainLoop',
     max_iters=max_iters,
     val_interval=interval,
     dynamic_intervals=[(max_iters // interval * interval + 1, max_iters)],

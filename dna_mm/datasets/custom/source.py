@@ -1,7 +1,7 @@
 """A user's videos as classes and samples: a folder of class folders, or a ``path,label`` list;
 and the stratified split (:func:`stratified_split`).
 
-Folder layouts (video files by suffix, :data:`~dna_mm.apis.inference.VIDEO_SUFFIXES`; names
+Folder layouts (video files by suffix, :data:`~dna_mm.datasets.video_reader.VIDEO_SUFFIXES`; names
 starting with ``.`` are skipped)::
 
     SRC/<class>/**/<video>                one set: split by the tool
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import DataError
+from ..video_reader import VIDEO_SUFFIXES
 
 SPLITS = ('train', 'val', 'test')
 
@@ -54,8 +55,6 @@ class Source:
 
 
 def _is_video(path: Path) -> bool:
-    from ...apis.inference import VIDEO_SUFFIXES
-
     return path.is_file() and path.suffix.lower() in VIDEO_SUFFIXES and not path.name.startswith('.')
 
 
@@ -69,7 +68,6 @@ def read_folder(root: Path, skip: Optional[Path] = None) -> Source:
     """``root/<class>/...`` or ``root/<split>/<class>/...`` (see the module docstring); ``skip``
     (the output folder, if inside) is left out. A class folder without videos is a
     :class:`~dna_mm.errors.DataError` naming it."""
-    from ...apis.inference import VIDEO_SUFFIXES
     from ..preparation.runner import source_videos
 
     skip = skip.resolve() if skip is not None else None

@@ -48,9 +48,10 @@ from torch import Tensor, nn
 
 from ...converters import rename_mha
 from ...errors import UnsupportedModelError
+from ...family import NEGATIVE_KEYS, NegativeInit
 from ..attention import DnAAttention, build_attention
 from ..attention.builder import AttnCfg
-from ..backbones.pretrained import adapt_attentions
+from ..fitting import adapt_attentions
 
 StateDict = dict[str, Tensor]
 
@@ -68,10 +69,11 @@ class HostSpec:
             replacement's keys; keys already in the replacement's layout pass unchanged.
         family_prefix: Where the family attention sits inside the replacement (``''`` or
             ``'attn.'``).
-        fit: ``(family, weights, q_neg_scale, v_neg_scale, source) → (weights, generated)``:
-            fits the family attention's weights (relative to it) to its class; default
-            :func:`~dna_mm.models.backbones.adapt_attentions` (for DnA from softmax weights:
-            ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
+        fit: ``(family, weights, neg_init, source) → (weights, generated)``: fits the family
+            attention's weights (relative to it) to its class; default
+            :func:`~dna_mm.models.fitting.adapt_attentions` (for DnA from softmax weights:
+            ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``, the scales of
+            :class:`~dna_mm.family.NegativeInit`).
     """
 
     name: str
@@ -305,23 +307,22 @@ def _torch_mha_keys(sd: StateDict) -> StateDict:
 
 
 def _fit_torch_mha(
-    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float, source: str = 'checkpoint'
+    module: nn.Module, sd: StateDict, neg_init: NegativeInit, source: str = 'checkpoint'
 ) -> tuple[StateDict, list[str]]:
     """Packed projections: :func:`adapt_attentions`. Separate ones (``q_proj``, ``k_proj``,
     ``v_proj``): the same rules on them — a DnA module from softmax weights gets ``q_neg =
     q_neg_scale · q_proj``, ``v_neg = v_neg_scale · v_proj`` (weights and biases) and ``α =
     0.5``; from DnA weights of a variant without ``Q-`` / ``V-`` (α), copies (1); a module
     without a negative branch drops one."""
-    from ...converters.attention import NEGATIVE_KEYS
-
     if module._qkv_same_embed_dim:
-        return adapt_attentions(module, sd, q_neg_scale, v_neg_scale, source=source)
+        return adapt_attentions(module, sd, neg_init, source=source)
     out = {k: v for k, v in sd.items() if k not in NEGATIVE_KEYS}
     if not isinstance(module, DnAAttention):
         return out, []
     from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
     generated = []
-    for neg, pos, scale in (('q_neg', 'q_proj', q_neg_scale), ('v_neg', 'v_proj', v_neg_scale)):
+    branches = (('q_neg', 'q_proj', neg_init.q_neg_scale), ('v_neg', 'v_proj', neg_init.v_neg_scale))
+    for neg, pos, scale in branches:
         if getattr(module, neg) is None:
             continue
         for name in ('weight', 'bias'):
@@ -402,19 +403,18 @@ def _build_mvit(host: nn.Module, attn_cfg, layer_index: int, num_layers: int) ->
 
 
 def _fit_mvit(
-    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float, source: str = 'checkpoint'
+    module: nn.Module, sd: StateDict, neg_init: NegativeInit, source: str = 'checkpoint'
 ) -> tuple[StateDict, list[str]]:
     """DnA from softmax weights with the scales on the pooled ``Q-`` / ``V-``
     (:mod:`..layers.mvit_attention`): the pooling norms' affine scaled, the projections copied
     (:func:`adapt_attentions` with scales 1); from DnA weights of a variant without ``Q-`` /
     ``V-``, copies (exact). A softmax module drops a negative pooling."""
-    from ...converters.attention import NEGATIVE_KEYS
     from ..layers.mvit_attention import negative_pooling_from_positive
 
     from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
-    scales = (q_neg_scale, v_neg_scale) if from_softmax and isinstance(module, DnAAttention) else (1.0, 1.0)
-    sd, pooling = negative_pooling_from_positive(module, sd, *scales)
-    sd, generated = adapt_attentions(module, sd, 1.0, 1.0, source=source)
+    scales = neg_init if from_softmax and isinstance(module, DnAAttention) else NegativeInit(1.0, 1.0)
+    sd, pooling = negative_pooling_from_positive(module, sd, scales)
+    sd, generated = adapt_attentions(module, sd, NegativeInit(1.0, 1.0), source=source)
     return sd, generated + pooling
 
 

@@ -25,8 +25,9 @@ from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
+from ...family import NEGATIVE_INIT, NegativeInit
 from ..attention.builder import AttnCfg
-from ..backbones.pretrained import abbreviate
+from ..fitting import abbreviate
 from .hosts import HostSpec, StateDict, host_specs, is_container
 
 
@@ -55,12 +56,7 @@ class _LoadReport:
 
 
 def _fit_family(
-    replacement: nn.Module,
-    spec: HostSpec,
-    mapped: StateDict,
-    q_neg_scale: float,
-    v_neg_scale: float,
-    source: str,
+    replacement: nn.Module, spec: HostSpec, mapped: StateDict, neg_init: NegativeInit, source: str
 ) -> tuple[dict[str, Tensor], list[str]]:
     """Replacement-layout weights (``spec.to_replacement`` of the host's) with the family
     attention's part fitted to its class (:func:`adapt_attentions`: for DnA, the negative branch
@@ -68,14 +64,14 @@ def _fit_family(
     fp = spec.family_prefix
     family = replacement.get_submodule(fp[:-1]) if fp else replacement
     fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
-    fam, generated = spec.fit(family, fam, q_neg_scale, v_neg_scale, source=source)
+    fam, generated = spec.fit(family, fam, neg_init, source=source)
     out = {k: v for k, v in mapped.items() if not k.startswith(fp)}
     out.update({fp + k: v for k, v in fam.items()})
     return out, [fp + k for k in generated]
 
 
 def _install_load_hook(
-    module: nn.Module, spec: HostSpec, report: _LoadReport, q_neg_scale: float, v_neg_scale: float
+    module: nn.Module, spec: HostSpec, report: _LoadReport, neg_init: NegativeInit
 ) -> None:
     def pre_hook(state_dict, prefix, *args) -> None:
         keys = [k for k in state_dict if k.startswith(prefix)]
@@ -84,7 +80,7 @@ def _install_load_hook(
         sub = {k[len(prefix) :]: state_dict[k] for k in keys}
         mapped = spec.to_replacement(sub)
         source = f'state dict of {prefix[:-1] or "the model"}'
-        weights, generated = _fit_family(module, spec, mapped, q_neg_scale, v_neg_scale, source)
+        weights, generated = _fit_family(module, spec, mapped, neg_init, source)
         for k in keys:
             del state_dict[k]
         state_dict.update({prefix + k: v for k, v in weights.items()})
@@ -127,7 +123,10 @@ def _rotary_modules(model: nn.Module) -> list[str]:
 
 
 def swap_attention(
-    model: nn.Module, attn_cfg: AttnCfg = 'dna', q_neg_scale: float = 1e-4, v_neg_scale: float = -1e-4
+    model: nn.Module,
+    attn_cfg: AttnCfg = 'dna',
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
 ) -> list[str]:
     """Replace every supported host attention of ``model`` in place; returns their names.
 
@@ -175,6 +174,7 @@ def swap_attention(
             f'(supported hosts: {", ".join(s.name for s in specs.values())})'
         )
     report = _LoadReport(len(hosts), attn_cfg)
+    neg_init = NegativeInit(q_neg_scale, v_neg_scale)
     built: list[nn.Module] = []  # every replacement first: a host refused leaves the model as it was
     for i, (name, host) in enumerate(hosts):
         spec = specs[type(host)]
@@ -184,9 +184,9 @@ def swap_attention(
             new.to(device=like.device, dtype=like.dtype)
         new.train(host.training)
         mapped = spec.to_replacement(host.state_dict())  # the host's weights, read as a checkpoint
-        weights, _ = _fit_family(new, spec, mapped, q_neg_scale, v_neg_scale, f'the host {name or "<root>"}')
+        weights, _ = _fit_family(new, spec, mapped, neg_init, f'the host {name or "<root>"}')
         new.load_state_dict({**new.state_dict(), **weights})  # what softmax lacks (Diff's λ) keeps its init
-        _install_load_hook(new, spec, report, q_neg_scale, v_neg_scale)
+        _install_load_hook(new, spec, report, neg_init)
         built.append(new)
     for (name, _), new in zip(hosts, built, strict=True):
         parent, _, child = name.rpartition('.')
@@ -198,8 +198,8 @@ def swap_attention(
 def with_attention(
     model: Union[dict, nn.Module],
     attn_cfg: AttnCfg = 'dna',
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
+    q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+    v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
     **kwargs,
 ) -> nn.Module:
     """Build ``model`` (a config of any registry scope, or a module) and swap its attention.
@@ -209,7 +209,7 @@ def with_attention(
         attn_cfg: The attention: ``'dna' | 'softmax' | 'diff' | 'cog'`` or a config such as
             ``dict(type='DnAAttention', variant='qpm_v')``.
         q_neg_scale, v_neg_scale: Scales of the negative branch generated from softmax
-            weights (authors: ``1e-4``, ``-1e-4``).
+            weights (default: the authors', :data:`~dna_mm.family.NEGATIVE_INIT`).
 
     Returns:
         The built model itself (no wrapper), its attentions replaced.

@@ -5,11 +5,12 @@ scopes): ``SoftmaxAttention``, ``DnAAttention``, ``DiffAttention``, ``CogAttenti
 ``*CrossAttention`` forms.
 """
 
+from ...family import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant
 from .base import AttentionBase
 from .builder import ATTENTION_TYPES, attention_cfg, build_attention
 from .cog import CogAttention, CogCrossAttention
 from .diff import DiffAttention, DiffCrossAttention
-from .dna import DNA_VARIANT_ALIASES, DNA_VARIANTS, DnAAttention, DnACrossAttention, canonical_variant
+from .dna import DnAAttention, DnACrossAttention
 from .softmax import SoftmaxAttention, SoftmaxCrossAttention
 
 __all__ = [

@@ -12,7 +12,8 @@ exclusion mask ``attn_mask`` and the logit bias ``attn_bias`` (DnA also takes ``
 
 ``return_attn=True`` (or ``fused_attn=False``) takes the eager route: explicit maps, returned
 with ``return_attn`` as a dict of the normalised maps ``[B, H, M, N]`` (keys documented per
-module).
+module). :meth:`AttentionBase.register_attend_hook` observes every call of a module on that
+route, whichever host calls it (the analyses' one hook point).
 
 The forward is ``torch.fx``-traceable: its argument checks and mask handling are FX leaf
 functions (:func:`check_inputs`, :func:`with_causal`), kept as calls that see the real tensors.
@@ -23,17 +24,21 @@ The constructor also takes timm's and mmcv's keywords, so each module is usable 
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from collections import OrderedDict
+from typing import Callable, Optional, Union
 
 import torch
 import torch.fx
 from torch import Tensor, nn
 from torch.fx.node import has_side_effect
+from torch.utils.hooks import RemovableHandle
 
 from . import functional as AF
 from .functional import BiasArg, causal_mask
 
 AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
+#: ``hook(module, maps, heads)``: the maps ``[B, H, M, N]`` of one call and its head-split inputs
+AttendHook = Callable[[nn.Module, dict[str, Tensor], dict[str, Tensor]], None]
 
 
 class AttentionBase(nn.Module):
@@ -156,6 +161,31 @@ class AttentionBase(nn.Module):
         (``{}`` on the fused route, the explicit maps when ``eager``)."""
         raise NotImplementedError
 
+    _attend_hooks: 'OrderedDict[int, AttendHook]' = OrderedDict()  # a module's own once registered
+
+    def register_attend_hook(self, hook: AttendHook) -> RemovableHandle:
+        """Run this module's :meth:`attend` on the eager route and call ``hook(module, maps,
+        heads)`` after each call: the maps it multiplies (before dropout) and the head-split
+        inputs (``q, k, v``; DnA's ``q_neg, v_neg``). The output is the eager formula's (equal
+        to the fused route's within float tolerance). ``handle.remove()`` ends it."""
+        if '_attend_hooks' not in self.__dict__:
+            self._attend_hooks = OrderedDict()
+        handle = RemovableHandle(self._attend_hooks)
+        self._attend_hooks[handle.id] = hook
+        return handle
+
+    def run_attend(
+        self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: BiasArg, eager: bool
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """:meth:`attend`, as every host form calls it: eager, with the hooks called, while the
+        module has attend hooks (:meth:`register_attend_hook`)."""
+        if not self._attend_hooks:
+            return self.attend(heads, attn_mask, attn_bias, eager)
+        out, maps = self.attend(heads, attn_mask, attn_bias, True)
+        for hook in list(self._attend_hooks.values()):
+            hook(self, maps, heads)
+        return out, maps
+
     def forward(
         self,
         x: Tensor,
@@ -180,7 +210,7 @@ class AttentionBase(nn.Module):
         check_inputs(type(self).__name__, self.embed_dims, x, context, value)
         attn_mask = with_causal(attn_mask, is_causal, x, context)
         heads = self.project(x, context, value)
-        out, maps = self.attend(heads, attn_mask, attn_bias, return_attn or not self.fused_attn)
+        out, maps = self.run_attend(heads, attn_mask, attn_bias, return_attn or not self.fused_attn)
         out = self.proj_drop(self.proj(self.merge_heads(out)))  # [B, M, C]
         return (out, maps) if return_attn else out
 

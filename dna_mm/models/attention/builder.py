@@ -8,15 +8,21 @@ names ``'softmax' | 'dna' | 'diff' | 'cog'``. Layer-dependent defaults:
   unless the config says ``softmax_first_last=False``.
 
 Every model builds its attentions here: MMAction2's wrappers, ``with_attention``'s hosts and
-ViTDet (its grid forms through ``classes``).
+ViTDet. A host whose attention is a form of the family's (ViTDet's grid forms, the
+``nn.MultiheadAttention`` and MViTv2 forms) keeps its forms in a registry of its own, each
+registered under the family name it is a form of, and passes it as ``registry``.
+
+Every host takes the attention as one keyword, :data:`ATTENTION_KEY` (``attn_cfg``); a key it
+took before is a deprecated alias for one release (:func:`deprecated_key`).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Mapping, Optional, Union
+import warnings
+from typing import Union
 
-from mmengine.registry import MODELS
+from mmengine.registry import MODELS, Registry
 from torch import nn
 
 SHORT_NAMES = {
@@ -30,6 +36,8 @@ _SELF_TYPES = tuple(SHORT_NAMES.values())
 ATTENTION_TYPES = _SELF_TYPES + tuple(t.replace('Attention', 'CrossAttention') for t in _SELF_TYPES)
 
 AttnCfg = Union[str, dict]
+#: the keyword every host takes its attention by
+ATTENTION_KEY = 'attn_cfg'
 
 
 def attention_cfg(cfg: AttnCfg) -> dict:
@@ -51,15 +59,16 @@ def build_attention(
     num_heads: int,
     layer_index: int = 0,
     num_layers: int = 1,
-    classes: Optional[Mapping[str, type]] = None,
+    registry: Registry = MODELS,
     **default_args,
 ) -> nn.Module:
     """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model.
 
-    ``classes``: self-attention type name → the class to build instead of the registered one
-    (ViTDet's grid forms, :data:`~dna_mm.models.layers.vitdet_attention.VITDET_ATTENTIONS`); a
-    type it lacks is refused. ``default_args`` fill what ``cfg`` leaves out (a Cog layer turned
-    softmax keeps them too).
+    ``registry``: where the type is looked up: MMEngine's ``MODELS`` (the family), or a host's
+    registry of forms, which holds them under the family's self-attention names
+    (:data:`~dna_mm.models.layers.vitdet_attention.VITDET_ATTENTIONS`, ...); a type it lacks is
+    refused. ``default_args`` fill what ``cfg`` leaves out (a Cog layer turned softmax keeps
+    them too).
     """
     cfg = attention_cfg(cfg)
     kind = cfg['type'] if isinstance(cfg['type'], str) else cfg['type'].__name__
@@ -69,14 +78,25 @@ def build_attention(
     if kind.startswith('Diff'):
         cfg.setdefault('layer_index', layer_index)
     cfg = dict(embed_dims=embed_dims, num_heads=num_heads, **default_args) | cfg
-    if classes is None:
+    if registry is MODELS:
         return MODELS.build(cfg)
-    if kind not in classes:
+    if kind not in registry.module_dict:
         raise ValueError(
             f'attention type {kind!r} is not a self-attention of the family; expected one of '
-            f'{sorted(classes)}'
+            f'{sorted(registry.module_dict)}'
         )
-    return classes[kind](**{k: v for k, v in cfg.items() if k != 'type'})
+    # get, not build: build would look the name up in the default scope's registry tree
+    return registry.get(kind)(**{k: v for k, v in cfg.items() if k != 'type'})
+
+
+def deprecated_key(owner: str, old: str, new: str) -> None:
+    """Warn (``FutureWarning``) that ``owner``'s argument ``old`` is a deprecated alias, kept
+    for one release; ``new`` is what to write instead (it names the new key)."""
+    warnings.warn(
+        f'{owner}: {old} is deprecated and will be removed in the next release; use {new}',
+        FutureWarning,
+        stacklevel=3,
+    )
 
 
 #: arguments every member takes (what a Cog layer keeps when it falls back to softmax)

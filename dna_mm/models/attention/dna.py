@@ -38,7 +38,7 @@ import torch
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
-from ...converters.attention import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant  # noqa: F401
+from ...family import DNA_VARIANTS, canonical_variant
 from . import functional as AF
 from .base import AttentionBase, CrossAttentionMixin
 
@@ -54,7 +54,7 @@ class DnAAttention(AttentionBase):
         embed_dims: Token width ``C``.
         num_heads: Number of heads ``H``.
         qkv_bias: Bias in ``qkv``, ``q_neg`` and ``v_neg``.
-        variant: One of :data:`DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
+        variant: One of :data:`~dna_mm.family.DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
         alpha_init: Initial value of every ``α_h``.
         kernel: Fused route: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls) or
             ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`: head dims 32 / 64 /

@@ -28,15 +28,14 @@ mask that is a traced input, ``None`` at run time.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 from torch import Tensor
 
-#: a bias for both branches, or ``(b_pos, b_neg)`` for branch-specific biases
-BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
+from ...family import BiasArg, split_bias  # noqa: F401  (part of this module's rule)
 
 
 def additive_mask(mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
@@ -63,15 +62,6 @@ def add_mask(z: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
     """Logits ``z`` plus an exclusion mask (``bool`` → ``0 / -inf``), ``z`` if there is none."""
     mask = additive_mask(attn_mask, z.dtype)
     return z if mask is None else z + mask.to(z.dtype)
-
-
-def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Tensor]]:
-    """``b`` → ``(b, b)``; ``(b_pos, b_neg)`` unchanged; a clear error for anything else."""
-    if bias is None or isinstance(bias, Tensor):
-        return bias, bias
-    if isinstance(bias, (tuple, list)) and len(bias) == 2:
-        return bias[0], bias[1]
-    raise TypeError(f'{name}: attn_bias must be a tensor or a pair (b_pos, b_neg), got {type(bias).__name__}')
 
 
 def single_bias(bias: BiasArg, name: str) -> Optional[Tensor]:

@@ -1,24 +1,22 @@
-"""The backbones' ``pretrained`` loader: read the file, convert its keys, fit the attentions,
-check the shapes, load (non-strict) and log a report.
+"""The backbones' ``pretrained`` loader: read the file, convert its keys, fit the attentions
+(:func:`~dna_mm.models.fitting.adapt_attentions`), check the shapes, load (non-strict) and log
+a report.
 
 :func:`load_pretrained` serves ``DnATimeSformer`` and ``ViTDet``; each gives only its key
 conversion, a method ``pretrained_state_dict(checkpoint, combine) -> ModelKeys``.
-:func:`adapt_attentions` fits a state dict's attentions to the attention classes of a model
-(also for ``dna_vit_*`` and the attention swap).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Collection, Mapping, NamedTuple, Sequence
+from typing import Collection, Mapping, NamedTuple
 
-import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 from torch import Tensor, nn
 
-from ...converters.attention import NEGATIVE_KEYS, dna_to_softmax, softmax_to_dna
-from ..attention import DiffAttention, DnAAttention
+from ...family import NEGATIVE_INIT, NegativeInit
+from ..fitting import abbreviate, adapt_attentions
 
 
 class ModelKeys(NamedTuple):
@@ -41,14 +39,10 @@ class ModelKeys(NamedTuple):
 
 
 def load_pretrained(
-    model: nn.Module,
-    filename: str,
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
-    combine: str = 'add',
+    model: nn.Module, filename: str, neg_init: NegativeInit = NEGATIVE_INIT, combine: str = 'add'
 ) -> dict[str, list[str]]:
     """Load a checkpoint into a backbone (non-strict) and log a report: tensors ``generated``
-    (DnA negative branches, ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``),
+    (DnA negative branches, ``neg_init``: ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``),
     ``missing`` (they keep their initialisation), ``unexpected``, and the backbone's notes
     (``resized``; TimeSformer: ``video_init``; ViTDet: ``unused``).
 
@@ -64,9 +58,7 @@ def load_pretrained(
             names the file and the key(s).
     """
     converted = model.pretrained_state_dict(_load_checkpoint(filename, map_location='cpu'), combine)
-    sd, generated = adapt_attentions(
-        model, converted.state_dict, q_neg_scale, v_neg_scale, filename, converted.self_init
-    )
+    sd, generated = adapt_attentions(model, converted.state_dict, neg_init, filename, converted.self_init)
     own = model.state_dict()
     for key, value in sd.items():
         if key in own and own[key].shape != value.shape:
@@ -91,103 +83,3 @@ def load_pretrained(
     lines += [f'  {title}: {abbreviate(keys, 8)}' for title, keys in sections.values() if keys]
     print_log('\n'.join(lines), logger='current')
     return report
-
-
-def abbreviate(items: Sequence[str], limit: int, sep: str = ', ', tail: str = ', ') -> str:
-    """The first ``limit`` items joined by ``sep``, then ``{tail}... (K more)`` for the rest."""
-    more = f'{tail}... ({len(items) - limit} more)' if len(items) > limit else ''
-    return sep.join(items[:limit]) + more
-
-
-def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) -> 'OrderedDict[str, Tensor]':
-    """A DnA attention of a variant with fewer projections → ``module``'s variant, exactly:
-    a variant without its own ``Q-`` (``V-``) uses ``Q+`` (``V+``), so ``q_neg = Q`` (``v_neg =
-    V``); a variant without ``α`` has ``α = 1``."""
-    out = OrderedDict(sub)
-    for name in ('weight', 'bias'):
-        qkv = out.get(p + 'qkv.' + name)
-        if qkv is None:
-            continue
-        q, _, v = qkv.chunk(3, dim=0)
-        if module.q_neg is not None and p + 'q_neg.' + name not in out:
-            out[p + 'q_neg.' + name] = q.clone()
-        if module.v_neg is not None and p + 'v_neg.' + name not in out:
-            out[p + 'v_neg.' + name] = v.clone()
-    if module.alpha is not None and p + 'alpha' not in out:
-        out[p + 'alpha'] = torch.ones(module.num_heads, dtype=out[p + 'qkv.weight'].dtype)
-    return out
-
-
-def adapt_attentions(
-    model: nn.Module,
-    sd: Mapping[str, Tensor],
-    q_neg_scale: float = 1e-4,
-    v_neg_scale: float = -1e-4,
-    source: str = 'checkpoint',
-    self_init: Collection[str] = (),
-) -> tuple['OrderedDict[str, Tensor]', list[str]]:
-    """Fit every attention's keys in ``sd`` to the attention class in ``model``.
-
-    * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
-      with the module's variant and heads);
-    * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
-      say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``);
-    * non-DnA target: a negative branch present in ``sd`` is dropped.
-
-    Returns the new state dict and the keys it generated.
-
-    Args:
-        self_init: Keys of the model that keep their initialisation when ``sd`` lacks them.
-
-    Raises:
-        ValueError: ``sd`` has keys for one of the model's attentions but not all of that
-            attention's tensors (an unconverted layout, a truncated file); the message names
-            ``source`` and the missing keys. Parameters a Diff attention adds to a softmax one
-            (``lambda_*``, ``sub_norm``) may be absent when the source has none of them, and
-            the keys in ``self_init``.
-    """
-    out = OrderedDict(sd)
-    generated: list[str] = []
-    incomplete: dict[str, list[str]] = {}
-    for name, module in model.named_modules():
-        p = f'{name}.' if name else ''
-        if not (hasattr(module, 'qkv') and hasattr(module, 'proj')):
-            continue
-        if not any(k.startswith(p) for k in out):  # not in the file: the load report's job
-            continue
-        own = [p + k for k in module.state_dict()]
-        if p + 'qkv.weight' in out:
-            # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
-            sub = OrderedDict(
-                (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
-            )
-            if not isinstance(module, DnAAttention):
-                new = dna_to_softmax(sub, strict=False)
-            elif any(p + k in sub for k in NEGATIVE_KEYS):
-                new = _upgrade_dna(sub, p, module)
-            else:
-                new = softmax_to_dna(
-                    sub, q_neg_scale, v_neg_scale, module.variant, module.num_heads, strict=False
-                )
-            for k in sub.keys() - new.keys():
-                del out[k]
-            for k in [k for k in new if k not in sub]:  # the converter's order: a stable log
-                out[k] = new[k]
-                generated.append(k)
-        missing = [k for k in own if k not in out and k not in self_init]
-        if isinstance(module, DiffAttention) and not any(
-            p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))
-        ):
-            missing = [k for k in missing if not k[len(p) :].startswith(('lambda_', 'sub_norm.'))]
-        if missing:
-            incomplete[p] = missing
-    if incomplete:
-        lines = [
-            f'  {p[:-1] or "<root>"}: missing {", ".join(k[len(p) :] for k in keys)}'
-            for p, keys in sorted(incomplete.items())
-        ]
-        raise ValueError(
-            f'{source}: {len(incomplete)} attention(s) have keys in the file but not all of their '
-            f'tensors (an unconverted layout or a truncated file):\n' + abbreviate(lines, 12, '\n', '\n  ')
-        )
-    return out, generated

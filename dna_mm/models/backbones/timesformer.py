@@ -1,4 +1,4 @@
-"""TimeSformer whose temporal and spatial attentions are chosen by config (DnA, softmax, ...).
+"""TimeSformer whose attention is chosen by config (DnA, softmax, ...): ``attn_cfg``.
 
 Subclass of MMAction2's :class:`~mmaction.models.backbones.TimeSformer`: same constructor
 arguments and parameter names outside the attention modules, so a stock TimeSformer state
@@ -22,7 +22,8 @@ from mmengine.model.weight_init import trunc_normal_
 from timm.layers import resample_abs_pos_embed
 
 from ...converters import to_timesformer
-from ..attention.builder import AttnCfg
+from ...family import NEGATIVE_INIT, NegativeInit, check_combine
+from ..attention.builder import AttnCfg, deprecated_key
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
 from .pretrained import ModelKeys, load_pretrained
 
@@ -81,6 +82,40 @@ def _layer_cfgs(
     return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers, num_layers=num_layers)
 
 
+STEPS = ('temporal', 'spatial')
+
+
+def step_attentions(
+    attn_cfg: Union[AttnCfg, Mapping[str, AttnCfg]],
+    temporal_attn: Optional[AttnCfg] = None,
+    spatial_attn: Optional[AttnCfg] = None,
+) -> tuple[AttnCfg, AttnCfg]:
+    """``attn_cfg`` → the ``(temporal, spatial)`` attentions: one attention (a short name or a
+    config with ``type``) for both steps, or ``dict(temporal=..., spatial=...)`` (a step left
+    out: ``'dna'``). The deprecated ``temporal_attn`` / ``spatial_attn`` replace their step,
+    with a ``FutureWarning``."""
+    if isinstance(attn_cfg, Mapping) and 'type' not in attn_cfg:
+        unknown = sorted(set(attn_cfg) - set(STEPS))
+        if unknown:
+            raise ValueError(
+                "DnATimeSformer: attn_cfg is an attention ('dna', dict(type='DnAAttention', ...)) or "
+                f'dict(temporal=..., spatial=...); got the keys {unknown}'
+            )
+        steps = [attn_cfg.get(step, 'dna') for step in STEPS]
+    elif isinstance(attn_cfg, Mapping) and set(STEPS) & set(attn_cfg):
+        raise ValueError(
+            f'DnATimeSformer: attn_cfg has a type ({attn_cfg["type"]!r}) and per-step keys '
+            f'{sorted(set(STEPS) & set(attn_cfg))} (merged onto a base config? use _delete_=True)'
+        )
+    else:
+        steps = [attn_cfg, attn_cfg]
+    for i, (step, old) in enumerate(zip(STEPS, (temporal_attn, spatial_attn), strict=True)):
+        if old is not None:
+            deprecated_key('DnATimeSformer', f'{step}_attn', f'attn_cfg=dict({step}=...)')
+            steps[i] = old
+    return steps[0], steps[1]
+
+
 @MODELS.register_module()
 class DnATimeSformer(TimeSformer):
     """TimeSformer with configurable attention (default: DnA Q±V± in both temporal and spatial
@@ -89,18 +124,20 @@ class DnATimeSformer(TimeSformer):
     Args:
         num_frames, img_size, patch_size, embed_dims, num_heads, num_transformer_layers,
             in_channels, dropout_ratio, attention_type, norm_cfg: As MMAction2's TimeSformer.
-        temporal_attn: Attention of the temporal step (``divided_space_time`` only): a short
-            name (``'dna' | 'softmax' | 'diff' | 'cog'``) or a config such as
-            ``dict(type='DnAAttention', variant='qpm_v')``.
-        spatial_attn: Attention of the spatial step (the only attention for
-            ``joint_space_time`` / ``space_only``).
+        attn_cfg: The attention of every block: a short name (``'dna' | 'softmax' | 'diff' |
+            'cog'``) or a config such as ``dict(type='DnAAttention', variant='qpm_v')``; or
+            one per step of a divided space-time block, ``dict(temporal=..., spatial=...)``
+            (``joint_space_time`` / ``space_only`` have the spatial step only).
+        temporal_attn, spatial_attn: Deprecated aliases of ``attn_cfg=dict(temporal=...)`` /
+            ``dict(spatial=...)`` (a ``FutureWarning``; removed in the next release).
         drop_path_rate: Stochastic-depth rate of the last layer (linear from 0; MMAction2: 0.1).
         attn_drop: Dropout on the attention maps.
         pretrained: Local checkpoint to initialise from: MMAction2's ImageNet ViT file, a timm
             ViT, the authors' DnA ViT / TimeSformer, or a softmax / DnA TimeSformer (MMAction2
             or dna_mm). DnA attentions missing a negative branch get one
             (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
-        q_neg_scale, v_neg_scale: Scales of that initialisation (authors: ``1e-4``, ``-1e-4``).
+        q_neg_scale, v_neg_scale: Scales of that initialisation (default: the authors',
+            :data:`~dna_mm.family.NEGATIVE_INIT`).
         pretrained_combine: Sign of the branch sum in the authors' checkpoint ``pretrained``
             (``'add'``: their TimeSformer fork and ``vit/dna_models.py``; ``'sub'``:
             ``vit/dna.py``; VisCoP files hold only probe cross-attentions, no TimeSformer);
@@ -125,12 +162,13 @@ class DnATimeSformer(TimeSformer):
         transformer_layers: Optional[Union[dict, list]] = None,
         attention_type: str = 'divided_space_time',
         norm_cfg: dict = dict(type='LN', eps=1e-6),  # noqa: B006 (mmcv style; copied by build_norm_layer)
-        temporal_attn: AttnCfg = 'dna',
-        spatial_attn: AttnCfg = 'dna',
+        attn_cfg: Union[AttnCfg, Mapping[str, AttnCfg]] = 'dna',
+        temporal_attn: Optional[AttnCfg] = None,
+        spatial_attn: Optional[AttnCfg] = None,
         drop_path_rate: float = 0.1,
         attn_drop: float = 0.0,
-        q_neg_scale: float = 1e-4,
-        v_neg_scale: float = -1e-4,
+        q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+        v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
         pretrained_combine: str = 'add',
         with_cp: bool = False,
         **kwargs,
@@ -139,6 +177,7 @@ class DnATimeSformer(TimeSformer):
             raise ValueError(
                 f'attention_type must be one of {self.supported_attention_types}, got {attention_type!r}'
             )
+        temporal_attn, spatial_attn = step_attentions(attn_cfg, temporal_attn, spatial_attn)
         if transformer_layers is None:
             transformer_layers = _layer_cfgs(
                 attention_type,
@@ -166,10 +205,8 @@ class DnATimeSformer(TimeSformer):
             norm_cfg=norm_cfg,
             **kwargs,
         )
-        if pretrained_combine not in ('add', 'sub'):
-            raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
-        self.q_neg_scale = q_neg_scale
-        self.v_neg_scale = v_neg_scale
+        check_combine(pretrained_combine)
+        self.neg_init = NegativeInit(q_neg_scale, v_neg_scale)
         self.pretrained_combine = pretrained_combine
         self.with_cp = with_cp
 
@@ -180,9 +217,7 @@ class DnATimeSformer(TimeSformer):
         if pretrained:
             self.pretrained = pretrained
         if isinstance(self.pretrained, str):
-            load_pretrained(
-                self, self.pretrained, self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
-            )
+            load_pretrained(self, self.pretrained, self.neg_init, self.pretrained_combine)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, C, T, H, W]`` → the CLS token ``[B, embed_dims]``: MMAction2's forward, with

@@ -3,14 +3,15 @@
 Built on timm's :class:`~timm.models.vision_transformer.VisionTransformer`, so every key of a
 timm ViT checkpoint maps 1:1 except the attention's negative branch. After ``import dna_mm``::
 
-    timm.create_model('dna_vit_base_patch16_224', dna_variant='qpm_vpm', num_classes=400)
+    timm.create_model('dna_vit_base_patch16_224', num_classes=400)  # Q±V±, attn_cfg='dna'
+    timm.create_model('dna_vit_base_patch16_224', attn_cfg=dict(type='DnAAttention', variant='qpm_v'))
     # a softmax timm ViT or the authors' DnA ViT as initialisation (local file, no download):
     timm.create_model('dna_vit_base_patch16_224', pretrained=True,
                       pretrained_cfg_overlay=dict(file='vit_base_patch16_224.pth'))
 
 Pretrained files go through :func:`checkpoint_filter_fn`: the authors' layouts are mapped by
 :func:`~dna_mm.converters.official_to_dna_mm`, softmax attentions get a negative branch by
-:func:`~dna_mm.converters.softmax_to_dna` (``Q- = 1e-4 Q``, ``V- = -1e-4 V``, ``α = 0.5``).
+:func:`~dna_mm.converters.softmax_to_dna` (the authors' initialisation, :data:`~dna_mm.family.NEGATIVE_INIT`).
 
 They behave as timm's own ViTs do (``tests/models/backbones/test_timm_vit.py`` runs timm's model checks on
 them): any input size that is a multiple of the patch size (``dynamic_img_size=True``: the
@@ -25,8 +26,7 @@ model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-t
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import Any, Optional
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import use_fused_attn
@@ -35,31 +35,61 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
 from ...converters import official_to_dna_mm
-from ..attention.dna import DnAAttention, canonical_variant
-from .pretrained import adapt_attentions
+from ...family import DNA_VARIANTS, canonical_variant, check_combine
+from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
+from ..attention.dna import DnAAttention
+from ..fitting import adapt_attentions
 
 
-@functools.lru_cache(maxsize=None)
-def dna_attention_layer(variant: str, alpha_init: float) -> type[DnAAttention]:
-    """:class:`DnAAttention` with ``variant`` and ``alpha_init`` as defaults, for timm's ``attn_layer``
-    (timm builds each block's attention from a class, which it inspects with ``issubclass``), so
-    every attention is built once, by timm, before its weight initialisation (``fix_init``
-    included). ``fused_attn`` follows timm's switch (``timm.layers.set_fused_attn`` /
-    ``TIMM_FUSED_ATTN``) when the model is built, as timm's own ``Attention`` does."""
-    defaults = dict(variant=variant, alpha_init=alpha_init)
+class TimmDnAAttention(DnAAttention):
+    """:class:`DnAAttention` as timm's ``Block`` builds it (timm takes the class as ``attn_layer``
+    and inspects it with ``issubclass``): ``fused_attn`` follows timm's switch
+    (``timm.layers.set_fused_attn`` / ``TIMM_FUSED_ATTN``) when the model is built, as timm's own
+    ``Attention`` does, and the variant is the class's :attr:`VARIANT` (one class per variant,
+    :data:`TIMM_ATTENTIONS`), so every attention is built once, by timm, before its weight
+    initialisation (``fix_init`` included)."""
 
-    def __init__(self: DnAAttention, *args: Any, **kwargs: Any) -> None:
+    VARIANT = 'qpm_vpm'
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault('fused_attn', use_fused_attn())
-        DnAAttention.__init__(self, *args, **{**defaults, **kwargs})
+        kwargs.setdefault('variant', self.VARIANT)
+        super().__init__(*args, **kwargs)
 
-    return type('DnAAttention', (DnAAttention,), {'__init__': __init__, '__module__': __name__})
+
+def _variant_class(variant: str) -> type[TimmDnAAttention]:
+    name = f'TimmDnAAttention_{variant}'
+    return type(name, (TimmDnAAttention,), dict(VARIANT=variant, __module__=__name__, __qualname__=name))
+
+
+#: variant → the attention class timm builds for it (module-level names, so they pickle)
+TIMM_ATTENTIONS: dict[str, type[TimmDnAAttention]] = {v: _variant_class(v) for v in DNA_VARIANTS}
+globals().update({cls.__name__: cls for cls in TIMM_ATTENTIONS.values()})
+
+
+def dna_variant_of(attn_cfg: AttnCfg) -> str:
+    """The DnA variant an ``attn_cfg`` of a ``dna_vit_*`` model names (a config without a type
+    is DnA's); a ``ValueError`` for an attention of another kind or another argument."""
+    if isinstance(attn_cfg, dict):
+        attn_cfg = dict(attn_cfg, type=attn_cfg.get('type', 'DnAAttention'))
+    cfg = attention_cfg(attn_cfg)
+    if cfg['type'] != 'DnAAttention' or set(cfg) - {'type', 'variant'}:
+        raise ValueError(
+            f"dna_vit_*: attn_cfg must be 'dna' or dict(type='DnAAttention', variant=...), got {attn_cfg!r} "
+            "(another attention in a timm ViT: type='with_attention'; alpha_init is the model's argument)"
+        )
+    return cfg.get('variant', 'qpm_vpm')
 
 
 class DnAVisionTransformer(VisionTransformer):
     """timm ``VisionTransformer`` whose blocks use :class:`DnAAttention`.
 
     Args:
-        dna_variant: DnA variant of every block (default ``'qpm_vpm'``, the paper's Q±V±).
+        attn_cfg: The attention of every block, DnA: ``'dna'`` (the paper's Q±V±) or
+            ``dict(type='DnAAttention', variant='qpm_v')`` (another attention in a timm ViT:
+            ``with_attention`` / :func:`~dna_mm.models.adapters.swap_attention`).
+        dna_variant: Deprecated alias of ``attn_cfg=dict(type='DnAAttention', variant=...)`` (a
+            ``FutureWarning``; removed in the next release).
         alpha_init: Initial ``α``.
         pretrained_combine: Sign of the branch sum in the authors' pretrained file
             (``'add'`` or ``'sub'``, see :func:`~dna_mm.converters.official_to_dna_mm`).
@@ -69,16 +99,23 @@ class DnAVisionTransformer(VisionTransformer):
     def __init__(
         self,
         *args: Any,
-        dna_variant: str = 'qpm_vpm',
+        attn_cfg: AttnCfg = 'dna',
+        dna_variant: Optional[str] = None,
         alpha_init: float = 0.5,
         pretrained_combine: str = 'add',
         **kwargs: Any,
     ) -> None:
-        if pretrained_combine not in ('add', 'sub'):
-            raise ValueError(f"pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
+        check_combine(pretrained_combine)
         kwargs.setdefault('qkv_bias', True)
-        variant = canonical_variant(dna_variant)
-        super().__init__(*args, attn_layer=dna_attention_layer(variant, float(alpha_init)), **kwargs)
+        if dna_variant is not None:
+            new = f"attn_cfg=dict(type='DnAAttention', variant={dna_variant!r})"
+            deprecated_key('DnAVisionTransformer', 'dna_variant', new)
+            attn_cfg = dict(type='DnAAttention', variant=dna_variant)
+        variant = canonical_variant(dna_variant_of(attn_cfg))
+        super().__init__(*args, attn_layer=TIMM_ATTENTIONS[variant], **kwargs)
+        for block in self.blocks:  # a constant: no random draw, the same weights as built with it
+            if block.attn.alpha is not None:
+                block.attn.alpha.data.fill_(float(alpha_init))
         self.dna_variant = variant
         self.pretrained_combine = pretrained_combine
 

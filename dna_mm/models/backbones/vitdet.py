@@ -32,6 +32,7 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from ...converters.vitdet import to_vitdet
+from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
 from ..layers.vitdet_attention import AttnCfg, build_vitdet_attention
 from ..layers.window import window_partition, window_unpartition
@@ -126,7 +127,8 @@ class ViTDet(BaseModule):
             defined for softmax and DnA only.
         with_cp: Activation checkpointing per block while training (recompute in backward).
         q_neg_scale, v_neg_scale: DnA branch generated from a softmax checkpoint
-            (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``; authors: ``1e-4``, ``-1e-4``).
+            (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``;
+            default: the authors', :data:`~dna_mm.family.NEGATIVE_INIT`).
         pretrained_combine: Sign of the branch sum in the authors' checkpoint (``'add'`` /
             ``'sub'``, see :func:`dna_mm.converters.official_to_dna_mm`).
     """
@@ -154,8 +156,8 @@ class ViTDet(BaseModule):
         init_cfg: Optional[dict] = None,
         attn_cfg: AttnCfg = 'dna',
         with_cp: bool = False,
-        q_neg_scale: float = 1e-4,
-        v_neg_scale: float = -1e-4,
+        q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
+        v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
         pretrained_combine: str = 'add',
     ) -> None:
         super().__init__(init_cfg=init_cfg)
@@ -168,15 +170,14 @@ class ViTDet(BaseModule):
                 f'pretrain_img_size ({pretrain_img_size}) multiples of patch_size '
                 f'({patch_size})'
             )
-        if pretrained_combine not in ('add', 'sub'):
-            raise ValueError(f"ViTDet: pretrained_combine must be 'add' or 'sub', got {pretrained_combine!r}")
+        check_combine(pretrained_combine, 'ViTDet: pretrained_combine')
         self.patch_size = patch_size
         self.embed_dim = embed_dim
         self.depth = depth
         self.pretrain_use_cls_token = pretrain_use_cls_token
         self.pretrain_grid = pretrain_img_size // patch_size
         self.with_cp = with_cp
-        self.q_neg_scale, self.v_neg_scale = q_neg_scale, v_neg_scale
+        self.neg_init = NegativeInit(q_neg_scale, v_neg_scale)
         self.pretrained_combine = pretrained_combine
         self.patch_embed = PatchEmbed(patch_size, in_chans, embed_dim)
         positions = self.pretrain_grid**2 + int(pretrain_use_cls_token)
@@ -226,9 +227,7 @@ class ViTDet(BaseModule):
             raise ValueError(
                 f"ViTDet: init_cfg must be dict(type='Pretrained', checkpoint=FILE), got {self.init_cfg}"
             )
-        load_pretrained(
-            self, self.init_cfg['checkpoint'], self.q_neg_scale, self.v_neg_scale, self.pretrained_combine
-        )
+        load_pretrained(self, self.init_cfg['checkpoint'], self.neg_init, self.pretrained_combine)
         self._is_init = True
 
     def pretrained_state_dict(self, checkpoint: Mapping, combine: str) -> ModelKeys:

@@ -39,12 +39,16 @@ from __future__ import annotations
 
 from typing import Optional
 
+from mmengine.registry import Registry
 from torch import Tensor, nn
 
 from ..attention import AttentionBase, CogAttention, DiffAttention, DnAAttention, SoftmaxAttention
 from ..attention.base import check_inputs
 from ..attention.builder import AttnCfg, build_attention
 from .video_attention import mha_masks
+
+#: family self-attention name → its ``nn.MultiheadAttention`` form (``build_attention(registry=...)``)
+MHA_ATTENTIONS = Registry('nn.MultiheadAttention forms')
 
 
 class MultiheadAttentionMixin(AttentionBase):
@@ -156,7 +160,7 @@ class MultiheadAttentionMixin(AttentionBase):
             check_inputs(name, self.embed_dims, query, context, value)
         mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], self.num_heads, query.dtype)
         heads = self.project(query, context, value)
-        out, maps = self.attend(heads, mask, None, need_weights or not self.fused_attn)
+        out, maps = self.run_attend(heads, mask, None, need_weights or not self.fused_attn)
         out = self.proj_drop(self.proj(self.merge_heads(out)))  # [N, L, E]
         weights = None
         if need_weights:
@@ -184,29 +188,24 @@ def _check_widths(name: str, widths: tuple[int, int, int], query: Tensor, key: T
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {key.shape[1]}')
 
 
+@MHA_ATTENTIONS.register_module(name='SoftmaxAttention')
 class MultiheadSoftmaxAttention(MultiheadAttentionMixin, SoftmaxAttention):
     """Softmax attention with ``nn.MultiheadAttention``'s call (the host's formula)."""
 
 
+@MHA_ATTENTIONS.register_module(name='DnAAttention')
 class MultiheadDnAAttention(MultiheadAttentionMixin, DnAAttention):
     """DnA attention with ``nn.MultiheadAttention``'s call."""
 
 
+@MHA_ATTENTIONS.register_module(name='DiffAttention')
 class MultiheadDiffAttention(MultiheadAttentionMixin, DiffAttention):
     """Differential attention with ``nn.MultiheadAttention``'s call."""
 
 
+@MHA_ATTENTIONS.register_module(name='CogAttention')
 class MultiheadCogAttention(MultiheadAttentionMixin, CogAttention):
     """Cog attention with ``nn.MultiheadAttention``'s call."""
-
-
-#: family class name → its ``nn.MultiheadAttention`` form
-MHA_ATTENTIONS: dict[str, type] = {
-    'SoftmaxAttention': MultiheadSoftmaxAttention,
-    'DnAAttention': MultiheadDnAAttention,
-    'DiffAttention': MultiheadDiffAttention,
-    'CogAttention': MultiheadCogAttention,
-}
 
 
 def build_mha_attention(
@@ -216,5 +215,5 @@ def build_mha_attention(
     :func:`~dna_mm.models.attention.build_attention` (its per-layer rules included) with the
     classes above; ``kwargs``: ``batch_first`` and any family argument."""
     return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, classes=MHA_ATTENTIONS, **kwargs
+        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=MHA_ATTENTIONS, **kwargs
     )

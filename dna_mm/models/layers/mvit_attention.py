@@ -41,9 +41,11 @@ import torch
 import torch.nn.functional as F
 from mmaction.models.backbones.mvit import attention_pool
 from mmcv.cnn import build_norm_layer
+from mmengine.registry import Registry
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
+from ...family import NegativeInit
 from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
 from ..attention.builder import AttnCfg, attention_cfg, build_attention
 from ..attention.functional import BiasArg
@@ -110,6 +112,10 @@ def _pooling(
         bias=False,
     )
     return conv.to(**dd), build_norm_layer(norm_cfg, dims)[1].to(**dd)
+
+
+#: family self-attention name → its MViTv2 form (``build_attention(registry=...)``)
+MVIT_ATTENTIONS = Registry('MViTv2 forms')
 
 
 class MViTAttentionMixin(AttentionBase):
@@ -202,7 +208,7 @@ class MViTAttentionMixin(AttentionBase):
                 own = pool(heads[proj], conv, getattr(self, f'norm_{name}_neg'))[0] if conv else None
                 pooled[proj] = pooled[name] if own is None else own
         bias = self.rel_pos_bias(pooled, q_shape, k_shape) if self.rel_pos_embed else None
-        out, _ = self.attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
+        out, _ = self.run_attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
         if self.residual_pooling:
             if self.with_cls_token:
                 out = torch.cat([out[:, :, :1], out[:, :, 1:] + q[:, :, 1:]], dim=2)
@@ -214,19 +220,14 @@ class MViTAttentionMixin(AttentionBase):
         return f'{super().extra_repr()}, in_dims={self.in_dims}, rel_pos={self.rel_pos_embed}'
 
 
+@MVIT_ATTENTIONS.register_module(name='SoftmaxAttention')
 class MViTSoftmaxAttention(MViTAttentionMixin, SoftmaxAttention):
     """Softmax pooling attention (MMAction2's ``MultiScaleAttention``)."""
 
 
+@MVIT_ATTENTIONS.register_module(name='DnAAttention')
 class MViTDnAAttention(MViTAttentionMixin, DnAAttention):
     """DnA pooling attention: own pooling for ``Q-`` / ``V-``, per-branch relative positions."""
-
-
-#: family class name → its MViTv2 form
-MVIT_ATTENTIONS: dict[str, type] = {
-    'SoftmaxAttention': MViTSoftmaxAttention,
-    'DnAAttention': MViTDnAAttention,
-}
 
 
 def build_mvit_attention(
@@ -239,18 +240,18 @@ def build_mvit_attention(
         UnsupportedModelError: a member other than softmax and DnA.
     """
     kind = attention_cfg(attn_cfg)['type']
-    if kind not in MVIT_ATTENTIONS:
+    if kind not in MVIT_ATTENTIONS.module_dict:
         raise UnsupportedModelError(
             f'MViTv2 pooling attention: attn_cfg {kind!r} is not supported (pooled queries and '
             f'decomposed relative positions are defined for softmax and DnA only); use softmax or dna'
         )
     return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, classes=MVIT_ATTENTIONS, **kwargs
+        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=MVIT_ATTENTIONS, **kwargs
     )
 
 
 def negative_pooling_from_positive(
-    module: nn.Module, sd: StateDict, q_neg_scale: float, v_neg_scale: float
+    module: nn.Module, sd: StateDict, neg_init: NegativeInit
 ) -> tuple[StateDict, list[str]]:
     """The negative branch's pooling of a DnA MViTv2 attention (keys relative to it) from the
     positive one's in ``sd``: the convolution copied, the norm's affine times the scale
@@ -265,7 +266,7 @@ def negative_pooling_from_positive(
             continue
         if any(k.startswith(prefixes) for k in out):
             continue
-        scale = q_neg_scale if name == 'q' else v_neg_scale
+        scale = neg_init.q_neg_scale if name == 'q' else neg_init.v_neg_scale
         for key in [k for k in sd if k.startswith((f'pool_{name}.', f'norm_{name}.'))]:
             new = key.replace(f'_{name}.', f'_{name}_neg.', 1)
             out[new] = sd[key].clone() if key.startswith('pool_') else sd[key] * scale

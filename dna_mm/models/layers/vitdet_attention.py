@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
+from mmengine.registry import Registry
 from torch import Tensor, nn
 
 from ..attention import (
@@ -38,6 +39,9 @@ from ..attention import (
 from ..attention.builder import AttnCfg
 from ..attention.functional import BiasArg
 from .positions import decomposed_rel_pos
+
+#: family self-attention name → its ViTDet form (``build_attention(registry=...)``)
+VITDET_ATTENTIONS = Registry('ViTDet forms')
 
 
 class ViTDetAttentionMixin(AttentionBase):
@@ -98,7 +102,7 @@ class ViTDetAttentionMixin(AttentionBase):
         b, h, w, c = x.shape
         heads = self.project(x.reshape(b, h * w, c))  # each [B, heads, HW, d]
         bias = self.rel_pos_bias(heads, (h, w)) if self.use_rel_pos else None
-        out, maps = self.attend(heads, None, bias, return_attn or not self.fused_attn)
+        out, maps = self.run_attend(heads, None, bias, return_attn or not self.fused_attn)
         out = self.proj_drop(self.proj(self.merge_heads(out))).reshape(b, h, w, c)
         return (out, maps) if return_attn else out
 
@@ -107,33 +111,28 @@ class ViTDetAttentionMixin(AttentionBase):
         return super().extra_repr() + rel
 
 
+@VITDET_ATTENTIONS.register_module(name='SoftmaxAttention')
 class ViTDetSoftmaxAttention(ViTDetAttentionMixin, SoftmaxAttention):
     """Softmax attention on a ``[B, H, W, C]`` grid (MMDetection / detectron2 ViTDet's)."""
 
 
+@VITDET_ATTENTIONS.register_module(name='DnAAttention')
 class ViTDetDnAAttention(ViTDetAttentionMixin, DnAAttention):
     """DnA attention on a ``[B, H, W, C]`` grid, per-branch relative positions."""
 
 
+@VITDET_ATTENTIONS.register_module(name='DiffAttention')
 class ViTDetDiffAttention(ViTDetAttentionMixin, DiffAttention):
     """Differential attention on a ``[B, H, W, C]`` grid (no relative positions)."""
 
     supports_rel_pos = False
 
 
+@VITDET_ATTENTIONS.register_module(name='CogAttention')
 class ViTDetCogAttention(ViTDetAttentionMixin, CogAttention):
     """Cog attention on a ``[B, H, W, C]`` grid (no relative positions)."""
 
     supports_rel_pos = False
-
-
-#: family class name → its ViTDet form
-VITDET_ATTENTIONS: dict[str, type] = {
-    'SoftmaxAttention': ViTDetSoftmaxAttention,
-    'DnAAttention': ViTDetDnAAttention,
-    'DiffAttention': ViTDetDiffAttention,
-    'CogAttention': ViTDetCogAttention,
-}
 
 
 def build_vitdet_attention(
@@ -148,5 +147,5 @@ def build_vitdet_attention(
         ValueError: a cross-attention or unknown type, or ``use_rel_pos`` with Diff / Cog.
     """
     return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, classes=VITDET_ATTENTIONS, **kwargs
+        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=VITDET_ATTENTIONS, **kwargs
     )

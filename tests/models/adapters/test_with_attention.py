@@ -703,20 +703,20 @@ def test_the_joint_timesformer_example_builds_with_dna() -> None:
 
 
 def test_the_joint_timesformer_example_with_softmax_inside_is_mmactions_own() -> None:
-    """The example's backbone, shrunk, with ``attn_cfg='softmax'``: on the weights of MMAction2's
-    own joint TimeSformer (mmcv ``MultiheadAttention`` keys renamed) it computes the same
-    (float64: fp32 round-off alone reaches ~2e-6 at 17 × 4 + 1 tokens, see above)."""
-    from dna_mm.converters import rename_mha
-
+    """The example's backbone, shrunk, with ``attn_cfg='softmax'``: MMAction2's own joint
+    TimeSformer's state dict (mmcv ``MultiheadAttention`` keys) loads strictly and it computes
+    the same (float64: fp32 round-off alone reaches ~2e-6 at 17 × 4 + 1 tokens, see above)."""
     cfg = Config.fromfile(str(EXAMPLES / 'mmaction_timesformer_jointST_dna_k400.py'))
     backbone = cfg.model.backbone
+    host = backbone.model
     dims, heads, layers = 32, 4, 2
-    backbone.update(num_frames=4, img_size=32, patch_size=8, embed_dims=dims, num_heads=heads)
-    backbone.update(num_transformer_layers=layers)
-    backbone.transformer_layers.num_layers = layers
-    block = backbone.transformer_layers.transformerlayers
-    block.attn_cfgs[0].update(embed_dims=dims, num_heads=heads, attn_cfg='softmax')
+    host.update(num_frames=4, img_size=32, patch_size=8, embed_dims=dims, num_heads=heads)
+    host.update(num_transformer_layers=layers)
+    host.transformer_layers.num_layers = layers
+    block = host.transformer_layers.transformerlayers
+    block.attn_cfgs[0].update(embed_dims=dims, num_heads=heads)
     block.ffn_cfgs.update(embed_dims=dims, feedforward_channels=4 * dims)
+    backbone.attn_cfg = 'softmax'
     init_default_scope('mmaction')
     example = MODELS.build(backbone).double().eval()
     torch.manual_seed(0)
@@ -724,6 +724,6 @@ def test_the_joint_timesformer_example_with_softmax_inside_is_mmactions_own() ->
     with torch.no_grad():
         for p in (stock.cls_token, stock.pos_embed, stock.time_embed):
             p.normal_(std=0.5)
-    example.load_state_dict(rename_mha(stock.state_dict()), strict=True)
+    example.load_state_dict(stock.state_dict(), strict=True)
     x = torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)
     assert _max_diff(_run(example, x), _run(stock, x)) < 1e-10

@@ -459,7 +459,7 @@ def test_timm_vit_b_parameter_counts(variant, millions) -> None:
     import timm
 
     with torch.device('meta'):
-        model = timm.create_model('dna_vit_base_patch16_224', dna_variant=variant)
+        model = timm.create_model('dna_vit_base_patch16_224', attn_cfg=dict(variant=variant))
     assert abs(sum(p.numel() for p in model.parameters()) / 1e6 - millions) < 0.1
     assert all(isinstance(b.attn, DnAAttention) and b.attn.variant == variant for b in model.blocks)
 

@@ -50,33 +50,50 @@ def test_stock_timesformer_converts_to_dna(attention_type) -> None:
 
 
 def test_attention_choice_per_step() -> None:
-    m = _ours(temporal_attn='softmax', spatial_attn=dict(type='DnAAttention', variant='qpm_v'))
+    m = _ours(attn_cfg=dict(temporal='softmax', spatial=dict(type='DnAAttention', variant='qpm_v')))
     layer = m.transformer_layers.layers[0]
     assert isinstance(layer.attentions[0].attn, SoftmaxAttention)
     assert isinstance(layer.attentions[1].attn, DnAAttention)
     assert layer.attentions[1].attn.variant == 'qpm_v'
-    diff = _ours(temporal_attn='diff', spatial_attn='diff')
+    diff = _ours(attn_cfg='diff')
     assert [layer.attentions[1].attn.layer_index for layer in diff.transformer_layers.layers] == [0, 1]
-    cog = _ours(spatial_attn='cog', num_transformer_layers=3)
+    assert type(diff.transformer_layers.layers[0].attentions[0].attn).__name__ == 'DiffAttention'
+    cog = _ours(attn_cfg=dict(spatial='cog'), num_transformer_layers=3)
     assert [type(layer.attentions[1].attn).__name__ for layer in cog.transformer_layers.layers] == [
         'SoftmaxAttention',
         'CogAttention',
         'SoftmaxAttention',
     ]
+    assert isinstance(cog.transformer_layers.layers[1].attentions[0].attn, DnAAttention)  # 'dna' by default
     with pytest.raises(ValueError, match='attention type'):
-        _ours(spatial_attn='linear')
+        _ours(attn_cfg='linear')
     with pytest.raises(ValueError, match='attention_type'):
         _ours(attention_type='divided')
+    with pytest.raises(ValueError, match=r"got the keys \['temporl'\]"):
+        _ours(attn_cfg=dict(temporl='softmax'))
+    with pytest.raises(ValueError, match='use _delete_=True'):  # a per-step override merged onto a type
+        _ours(attn_cfg=dict(type='DnAAttention', temporal='softmax'))
+
+
+def test_the_old_attention_keys_warn_and_build_the_same_model() -> None:
+    """``temporal_attn`` / ``spatial_attn`` (deprecated, one release): a FutureWarning naming
+    ``attn_cfg``, and the model ``attn_cfg`` builds."""
+    named = r'temporal_attn is deprecated .* use attn_cfg=dict\(temporal='
+    with pytest.warns(FutureWarning, match=named) as seen:
+        torch.manual_seed(0)
+        old = _ours(temporal_attn='softmax', spatial_attn='diff')
+    assert any('spatial_attn is deprecated' in str(w.message) for w in seen)
+    torch.manual_seed(0)
+    new = _ours(attn_cfg=dict(temporal='softmax', spatial='diff'))
+    old_sd, new_sd = old.state_dict(), new.state_dict()
+    assert old_sd.keys() == new_sd.keys() and all(torch.equal(old_sd[k], new_sd[k]) for k in old_sd)
 
 
 def test_timesformer_b_parameter_counts() -> None:
     full = dict(num_frames=8, img_size=224, patch_size=16)
     dna = sum(p.numel() for p in MODELS.build(dict(type='DnATimeSformer', **full)).parameters())
     soft = sum(
-        p.numel()
-        for p in MODELS.build(
-            dict(type='DnATimeSformer', temporal_attn='softmax', spatial_attn='softmax', **full)
-        ).parameters()
+        p.numel() for p in MODELS.build(dict(type='DnATimeSformer', attn_cfg='softmax', **full)).parameters()
     )
     stock = sum(p.numel() for p in MODELS.build(dict(type='TimeSformer', **full)).parameters())
     assert soft == stock

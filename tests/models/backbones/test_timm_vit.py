@@ -285,7 +285,7 @@ def test_model_forward_torchscript() -> None:
         model = create('dna_vit_tiny', depth=1).eval()
     first_error = (
         r"(?s)Expected a value of type 'Tensor' for argument '0' but instead found type "
-        r"'__torch__\.dna_mm\.models\.[\w.]+\.DnAAttention.*"
+        r"'__torch__\.dna_mm\.models\.[\w.]+\.\w*DnAAttention\w*.*"
         r'check_inputs\(type\(self\)\.__name__'
     )
     with pytest.raises(RuntimeError, match=first_error):
@@ -386,14 +386,31 @@ def test_vit_exports() -> None:
 def test_a_variant_keeps_every_argument_timm_gave_the_attention() -> None:
     """A non-default variant is built by timm itself with the variant as the attention's
     default: proj bias, dropout, device and dtype are timm's."""
+    qpm_v = dict(type='DnAAttention', variant='qpm_v')
     m = timm.create_model(
-        'dna_vit_tiny_patch16_224', dna_variant='qpm_v', alpha_init=0.3, proj_bias=False, attn_drop_rate=0.1
+        'dna_vit_tiny_patch16_224', attn_cfg=qpm_v, alpha_init=0.3, proj_bias=False, attn_drop_rate=0.1
     )
     attn = m.blocks[0].attn
     assert attn.variant == 'qpm_v' and attn.proj.bias is None and attn.attn_drop_p == 0.1
     assert torch.equal(attn.alpha.detach().flatten(), torch.full((3,), 0.3))
-    meta = timm.create_model('dna_vit_tiny_patch16_224', dna_variant='qpm_v', device='meta')
+    meta = timm.create_model('dna_vit_tiny_patch16_224', attn_cfg=qpm_v, device='meta')
     assert {p.device.type for p in meta.parameters()} == {'meta'}
+
+
+def test_the_attention_is_attn_cfg_and_dna_variant_a_deprecated_alias() -> None:
+    """``attn_cfg`` as every host takes it (DnA only here); ``dna_variant`` warns, naming
+    ``attn_cfg``, and builds the same model."""
+    torch.manual_seed(0)
+    new = create('dna_vit_tiny', depth=2, attn_cfg=dict(type='DnAAttention', variant='Q±V'))
+    named = r"dna_variant is deprecated .* use attn_cfg=dict\(type='DnAAttention', variant='Q±V'\)"
+    with pytest.warns(FutureWarning, match=named):
+        torch.manual_seed(0)
+        old = create('dna_vit_tiny', depth=2, dna_variant='Q±V')
+    assert new.dna_variant == old.dna_variant == 'qpm_v'
+    new_sd, old_sd = new.state_dict(), old.state_dict()
+    assert new_sd.keys() == old_sd.keys() and all(torch.equal(new_sd[k], old_sd[k]) for k in new_sd)
+    with pytest.raises(ValueError, match="attn_cfg must be 'dna' or dict"):
+        timm.create_model('dna_vit_tiny_patch16_224', attn_cfg='softmax')
 
 
 @pytest.mark.parametrize('variant', ['qpm_vpm', 'qpm_v'])
@@ -401,7 +418,7 @@ def test_timm_initialisation_is_kept(variant: str) -> None:
     """The attentions are built once, by timm, before its weight init: ``fix_init`` divides each
     block's ``attn.proj`` by sqrt(2 (i + 1)) for every variant, and the rest of the init is
     the same draw (same seed, same weights)."""
-    kw = dict(depth=3, dna_variant=variant)
+    kw = dict(depth=3, attn_cfg=dict(type='DnAAttention', variant=variant))
     torch.manual_seed(0)
     plain = timm.create_model('dna_vit_tiny_patch16_224', **kw)
     torch.manual_seed(0)
@@ -419,7 +436,7 @@ def test_fused_attention_follows_timms_switch(monkeypatch: pytest.MonkeyPatch) -
 
     for fused in (False, True):
         monkeypatch.setattr(timm_config, '_USE_FUSED_ATTN', int(fused))
-        m = timm.create_model('dna_vit_tiny_patch16_224', depth=2, dna_variant='q_vpm')
+        m = timm.create_model('dna_vit_tiny_patch16_224', depth=2, attn_cfg=dict(variant='q_vpm'))
         stock = timm.create_model('vit_tiny_patch16_224', depth=2)
         assert [b.attn.fused_attn for b in m.blocks] == [fused] * 2
         assert [b.attn.fused_attn for b in stock.blocks] == [fused] * 2

@@ -1,0 +1,93 @@
+"""What the DnA family is, in one place: its variants and the keys each has, the negative
+branch a softmax attention gets, the signs of the authors' pretrained files and the
+``attn_bias`` argument. The models (:mod:`dna_mm.models`), the fused kernel (:mod:`dna_mm.ops`)
+and the checkpoint converters (:mod:`dna_mm.converters`) all read these; this module imports
+only torch.
+
+Negative branch generated from a softmax attention (the authors' initialisation)::
+
+    Q- = q_neg_scale · Q,   V- = v_neg_scale · V   (weights and biases),   α = 0.5
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from torch import Tensor
+
+#: canonical DnA variant name → (separate ``Q-`` (``q_neg``), separate ``V-`` (``v_neg``),
+#: learnable ``α`` (``alpha``)): the keys each variant has (``DnAAttention`` reads this table)
+DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
+    'apm': (False, False, False),
+    'apm_alpha': (False, False, True),
+    'qpm_v': (True, False, True),
+    'q_vpm': (False, True, True),
+    'qpm_vpm': (True, True, True),
+}
+#: the paper's names, accepted as aliases
+DNA_VARIANT_ALIASES: dict[str, str] = {
+    'A±': 'apm',
+    'Â±': 'apm_alpha',
+    'Q±V': 'qpm_v',
+    'QV±': 'q_vpm',
+    'Q±V±': 'qpm_vpm',
+}
+
+#: the keys of a DnA attention's negative branch (relative to its prefix)
+NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
+#: the negative-branch keys whose presence marks a DnA attention (biases are optional)
+NEGATIVE_MARKERS = tuple(k for k in NEGATIVE_KEYS if not k.endswith('.bias'))
+
+
+@dataclass(frozen=True)
+class NegativeInit:
+    """The negative branch generated from softmax weights: ``Q- = q_neg_scale · Q``,
+    ``V- = v_neg_scale · V`` (the authors' defaults), ``α = 0.5``."""
+
+    q_neg_scale: float = 1e-4
+    v_neg_scale: float = -1e-4
+
+
+#: the authors' initialisation, the default of every loader, swap and converter
+NEGATIVE_INIT = NegativeInit()
+
+#: where the authors' released code puts each sign (github rjccv/DnA)
+COMBINE_SIGNS = {
+    'add': 'pos + α·neg: vit/dna_models.py (the ViT their main.py trains) and the TimeSformer '
+    'fork (timesformer/models/dna.py)',
+    'sub': 'pos − α·neg: vit/dna.py (DenoisingAttention and the shared-V qqkv module) and '
+    "VisCoP's DnA cross-attention (InteractionModule_CrossDenoisingAttention_FA2, the "
+    "q_pos_proj / q_neg_proj / k_proj / v_pos_proj / v_neg_proj / out_proj keys of "
+    "'encoder.interaction_modules.{i}.', the only layout read with 'sub' alone)",
+}
+
+#: a bias for both branches, or ``(b_pos, b_neg)`` for branch-specific biases
+BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
+
+
+def canonical_variant(variant: str) -> str:
+    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; a clear error for anything else."""
+    name = DNA_VARIANT_ALIASES.get(variant, variant)
+    if name not in DNA_VARIANTS:
+        raise ValueError(
+            f'unknown DnA variant {variant!r}; expected one of '
+            f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
+        )
+    return name
+
+
+def check_combine(combine: str, key: str = 'pretrained_combine') -> str:
+    """``combine`` if it is a sign of :data:`COMBINE_SIGNS`; else a ``ValueError`` naming ``key``."""
+    if combine not in COMBINE_SIGNS:
+        raise ValueError(f'{key} must be {" or ".join(map(repr, COMBINE_SIGNS))}, got {combine!r}')
+    return combine
+
+
+def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """``b`` → ``(b, b)``; ``(b_pos, b_neg)`` unchanged; a clear error for anything else."""
+    if bias is None or isinstance(bias, Tensor):
+        return bias, bias
+    if isinstance(bias, (tuple, list)) and len(bias) == 2:
+        return bias[0], bias[1]
+    raise TypeError(f'{name}: attn_bias must be a tensor or a pair (b_pos, b_neg), got {type(bias).__name__}')
