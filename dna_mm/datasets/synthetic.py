@@ -15,6 +15,7 @@ as before these options existed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -156,13 +157,33 @@ def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
     writer.release()
 
 
+def generator_key(*sources: str | os.PathLike) -> dict[str, str]:
+    """What decides a generated set's bytes besides its spec: the SHA-256 of the generator's source
+    files (any edit regenerates the set once) and the OpenCV version that encodes it."""
+    import cv2
+
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(Path(source).read_bytes())
+    return dict(source_sha256=digest.hexdigest(), opencv=cv2.__version__)
+
+
 def ensure_generated(
-    root: str | os.PathLike, spec: Any, classes: tuple, write: Callable[[Path, np.random.Generator], None]
+    root: str | os.PathLike,
+    spec: Any,
+    classes: tuple,
+    write: Callable[[Path, np.random.Generator], None],
+    sources: tuple[str | os.PathLike, ...],
 ) -> Path:
     """``write(root, rng)`` (``rng`` seeded with ``spec.seed``) unless ``root/meta.json`` records
-    ``spec`` (a dataclass) and ``classes``, then that record, last: it marks a complete set."""
-    root, meta = Path(root), dict(asdict(spec), classes=list(classes))
+    ``spec`` (a dataclass), ``classes`` and :func:`generator_key` of ``sources`` (the files whose
+    code writes the set), then that record, last: it marks a complete set. A set cached under the
+    same spec by an earlier version of the generator is therefore written again, not reused."""
+    root = Path(root)
+    meta = dict(asdict(spec), classes=list(classes), generator=generator_key(*sources))
     if not (root / 'meta.json').is_file() or json.loads((root / 'meta.json').read_text()) != meta:
+        (root / 'meta.json').unlink(missing_ok=True)  # an interrupted write leaves no record
+        root.mkdir(parents=True, exist_ok=True)
         write(root, np.random.default_rng(spec.seed))
         (root / 'meta.json').write_text(json.dumps(meta, indent=1))
     return root
@@ -191,7 +212,7 @@ def ensure_motion_dataset(root: str | os.PathLike, spec: MotionDatasetSpec = Mot
         (root / 'boxes.json').write_text(json.dumps(dict(frame_size=[spec.size, spec.size], clips=boxes)))
         (root / 'classes.txt').write_text('\n'.join(CLASSES) + '\n')
 
-    return ensure_generated(root, spec, CLASSES, write)
+    return ensure_generated(root, spec, CLASSES, write, (__file__,))
 
 
 def load_boxes(root: str | os.PathLike) -> tuple[dict[str, dict[str, np.ndarray]], tuple[int, int]]:

@@ -123,4 +123,4 @@ def ensure_coco_dataset(root: str | os.PathLike, spec: CocoDatasetSpec = CocoDat
     """Write ``images/{train,test}/*.png`` and ``annotations/instances_{train,test}.json`` under
     ``root`` unless :func:`~.synthetic.ensure_generated` finds them made with ``spec``; returns
     ``root``."""
-    return ensure_generated(root, spec, COCO_CLASSES, functools.partial(_write_splits, spec))
+    return ensure_generated(root, spec, COCO_CLASSES, functools.partial(_write_splits, spec), (__file__,))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -13,8 +14,8 @@ from conftest import DEMO_CONFIG, run_main, run_tool, tiny_run_options, tiny_run
 from mmaction.registry import DATASETS
 from mmaction.utils import register_all_modules
 
-from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits
-from dna_mm.datasets.synthetic import CLASSES, MotionDatasetSpec, ensure_motion_dataset
+from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits, synthetic
+from dna_mm.datasets.synthetic import CLASSES, MotionDatasetSpec, ensure_motion_dataset, generator_key
 
 register_all_modules()
 
@@ -221,6 +222,23 @@ def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:
     mtime = (root / 'meta.json').stat().st_mtime_ns
     ensure_motion_dataset(tmp_path / 'demo', spec)  # cached: not regenerated
     assert (root / 'meta.json').stat().st_mtime_ns == mtime
+    # a set written by another version of the generator under the same spec is written again
+    meta = json.loads((root / 'meta.json').read_text())
+    assert meta['generator'] == generator_key(synthetic.__file__)
+    older = dict(meta['generator'], source_sha256='0' * 64)
+    (root / 'meta.json').write_text(json.dumps(dict(meta, generator=older)))
+    first = root / 'videos' / train[0][0]
+    first.write_bytes(b'stale')
+    ensure_motion_dataset(tmp_path / 'demo', spec)
+    assert json.loads((root / 'meta.json').read_text()) == meta and first.read_bytes()[:5] != b'stale'
+
+
+def test_generator_key_follows_the_source(tmp_path) -> None:
+    source = tmp_path / 'generator.py'
+    source.write_text('x = 1\n')
+    before = generator_key(source)
+    source.write_text('x = 2\n')
+    assert generator_key(source)['source_sha256'] != before['source_sha256']
 
 
 def _dataset_cfg(ann: Path, videos: Path, **kw) -> dict:
