@@ -47,8 +47,12 @@ from ..errors import DataError
 
 #: seconds that opening a file, or one ``get_batch``, may take before it is a DataError
 TIME_LIMIT = 60.0
-#: the suffixes of the files taken as videos in a folder (``tools/infer.py``, custom datasets)
-VIDEO_SUFFIXES = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v', '.mpg', '.mpeg', '.flv')
+#: the suffixes (case-insensitive) of the files taken as videos in a folder: ``tools/infer.py``,
+#: custom datasets, ``tools/data/resize_videos.py``
+VIDEO_SUFFIXES = (
+    *('.mp4', '.m4v', '.mov', '.3gp', '.mkv', '.webm', '.avi', '.flv'),
+    *('.mpg', '.mpeg', '.ts', '.mts', '.m2ts'),
+)
 #: the start code of an MPEG-4 Part 2 picture (VOP), and a size below which a packet can only
 #: be a not-coded one: DivX packed B-frames put one after each packet holding two pictures
 VOP_START, N_VOP_SIZE = b'\x00\x00\x01\xb6', 24

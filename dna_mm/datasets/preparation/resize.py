@@ -15,25 +15,10 @@ from typing import Optional
 
 from ...apis.cli import cli_main
 from ...errors import ConfigError, DataError, MissingFileError
+from ..video_reader import VIDEO_SUFFIXES
 from .encoding import encode, probe, resize_to, short_side_size
 from .runner import FAILED, Outcome, describe, parse_args, prepare_all, produce, source_videos
 from .verification import verify_video
-
-#: source files taken from SRC_DIR (case-insensitive)
-VIDEO_SUFFIXES = (
-    '.mp4',
-    '.avi',
-    '.mkv',
-    '.webm',
-    '.mov',
-    '.m4v',
-    '.mpg',
-    '.mpeg',
-    '.ts',
-    '.mts',
-    '.m2ts',
-    '.3gp',
-)
 
 
 @dataclass(frozen=True)
