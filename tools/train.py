@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action='store_true',
         help='scale the lr by actual / base batch size instead (no accumulation)',
     )
-    p.add_argument('--seed', type=int, default=None, help='random seed')
+    p.add_argument('--seed', type=int, default=None, help="random seed (overrides the config's)")
     p.add_argument('--diff-rank-seed', action='store_true', help='different seeds per rank')
     p.add_argument('--deterministic', action='store_true', help='deterministic CUDNN')
     p.add_argument(
@@ -128,10 +128,16 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigError('--global-batch and --auto-scale-lr: choose one (see docs/training.md)')
         cfg.auto_scale_lr.enable = True
         cfg.global_batch_size = None  # the other answer to a smaller batch
-    if cfg.get('randomness') is None:
-        cfg.randomness = dict(
-            seed=args.seed, diff_rank_seed=args.diff_rank_seed, deterministic=args.deterministic
-        )
+    # the command line overrides the config's randomness, key by key (MMAction2's train.py drops
+    # --seed when the config sets one: every seed of a sweep would train the same model)
+    randomness = {'seed': None, **(cfg.get('randomness') or {})}  # None: a random seed
+    if args.seed is not None:
+        randomness['seed'] = args.seed
+    if args.diff_rank_seed:
+        randomness['diff_rank_seed'] = True
+    if args.deterministic:
+        randomness['deterministic'] = True
+    cfg.randomness = randomness
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     check_config(cfg, 'train')
     apply_global_batch(cfg, args.launcher, args.global_batch)

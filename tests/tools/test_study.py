@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from conftest import run_main, run_tool
+
+from dna_mm.checkpoint import weights_only_loads
 
 
 @pytest.mark.parametrize(
@@ -55,6 +58,13 @@ def test_two_seed_one_epoch_study_runs_resumes_and_reports(tmp_path) -> None:
         assert branches == ({'attn'} if run['method'] == 'softmax' else {'pos', 'neg', 'combined'})
         assert all(0 <= r['mean'] <= 1 and 0 < r['uniform'] < 1 for r in sets['demo_test']['mass'])
     assert {c['num_distractors'] for c in summary['curve']['dna'].values()} == {2, 6}
+    # each seed trains its own model (tools/train.py --seed overrides the config's randomness.seed)
+    with weights_only_loads():
+        first, second = (
+            torch.load(out / 'runs' / f'dna_seed{s}' / 'epoch_1.pth', map_location='cpu')['state_dict']
+            for s in (0, 1)
+        )
+    assert any(not torch.equal(first[k], second[k]) for k in first)
     table = (out / 'table.md').read_text()
     assert 'DnA (Q±V±)' in table and '±' in table and 'top-1 − softmax [95 % CI]' in table
     for png in ('accuracy_vs_distractors.png', 'target_mass.png'):

@@ -17,10 +17,13 @@ from conftest import DEMO_CONFIG, run_cmd, run_main, tiny_run_options
 def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> None:
     opts = tiny_run_options(tiny_video_set, attn)
     run_main(
-        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--seed', '0', '--cfg-options', *opts]
+        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--seed', '3', '--cfg-options', *opts]
     )
     ckpt = tmp_path / 'epoch_1.pth'
     assert ckpt.exists()
+    # --seed wins over the config's randomness.seed (0): mmengine's own record of the run's seed
+    (log,) = tmp_path.glob('*/*.log')
+    assert re.search(r'^\s+seed: 3$', log.read_text(), re.M), 'the run did not use --seed 3'
     out = run_main(
         [
             'tools/test.py',
