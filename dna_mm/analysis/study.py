@@ -237,7 +237,8 @@ def summarize(results: Sequence[dict], reference: str = 'softmax', level: float 
       ``diff_mca`` :func:`paired_difference` against ``reference`` over the seeds both have,
       ``seeds``, ``train_test_seconds`` (:func:`mean_std` of one run's time);
     * ``curve[method][set name]``: ``num_distractors``, ``likeness`` and ``top1``
-      :func:`mean_std` of the held-out sets;
+      :func:`mean_std` of the held-out sets, and for the other methods ``diff_top1``, the
+      :func:`paired_difference` against ``reference`` on that set;
     * ``mass[method][set name]``: ``[{layer, group, branch, region, mean, std, n, uniform}]``
       (``mean`` / ``std`` over seeds of the mean over heads).
     """
@@ -245,6 +246,7 @@ def summarize(results: Sequence[dict], reference: str = 'softmax', level: float 
     by = {(r['method'], r['seed']): r for r in results}
     seeds = sorted({r['seed'] for r in results})
     table, curve, mass = {}, {}, {}
+    heldout: dict[tuple[str, str], dict[int, float]] = {}  # (method, set) -> seed -> top-1
     for m in methods:
         runs = [by[(m, s)] for s in seeds if (m, s) in by]
         row = dict(
@@ -273,6 +275,9 @@ def summarize(results: Sequence[dict], reference: str = 'softmax', level: float 
                     likeness=entries[0].get('likeness', 'demo'),
                     top1=mean_std([e['top1'] for e in entries]),
                 )
+                heldout[(m, name)] = {
+                    r['seed']: e['top1'] for r in runs for e in r['sets'] if e['name'] == name
+                }
             groups: dict[tuple, list] = {}
             for e in entries:
                 for rec in e['mass']:
@@ -289,6 +294,13 @@ def summarize(results: Sequence[dict], reference: str = 'softmax', level: float 
                 )
                 for k, recs in sorted(groups.items(), key=lambda kv: kv[0][0])  # by layer, then as collected
             ]
+    for (m, name), per_seed in heldout.items():
+        ref = heldout.get((reference, name), {})
+        pairs = [s for s in seeds if s in per_seed and s in ref]
+        if m != reference and pairs:
+            curve[m][name]['diff_top1'] = paired_difference(
+                [per_seed[s] for s in pairs], [ref[s] for s in pairs], level
+            )
     seconds = sum(r['train_test_seconds'] + r.get('eval_seconds', 0.0) for r in results)
     return dict(
         schema=SCHEMA,
@@ -318,8 +330,10 @@ def _interval(d: Optional[dict]) -> str:
 
 
 def markdown_table(summary: dict, names: Optional[dict] = None) -> str:
-    """The study's table in Markdown: per method top-1 / mCA mean ± std, the paired difference
-    to the reference with its interval, the seeds, the mean time of one run."""
+    """The study's tables in Markdown. The test split: per method top-1 / mCA mean ± std, the
+    paired difference to the reference with its interval, the seeds, the mean time of one run.
+    Then the held-out sets, one row each: per method top-1 mean ± std and, for the others, the
+    paired difference to the reference with its interval."""
     names = names or {}
     ref = summary['reference']
     level = round(100 * summary['level'])
@@ -334,4 +348,21 @@ def markdown_table(summary: dict, names: Optional[dict] = None) -> str:
             f'{_interval(row.get("diff_top1"))} | {_interval(row.get("diff_mca"))} | '
             f'{len(row["seeds"])} | {row["train_test_seconds"]["mean"]:.0f} s |'
         )
+    methods = [m for m in summary['methods'] if summary['curve'].get(m)]
+    if methods:
+        head = ['held-out set']
+        for m in methods:
+            head.append(f'{names.get(m, m)} top-1 (%)')
+            if m != ref:
+                head.append(f'{names.get(m, m)} − {names.get(ref, ref)} [{level} % CI]')
+        lines += ['', '| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+        for name, entry in summary['curve'][methods[0]].items():
+            likeness = ' in the target\'s colour' if entry['likeness'] != 'demo' else ''
+            cells = [f'{entry["num_distractors"]} distractors{likeness}']
+            for m in methods:
+                point = summary['curve'][m].get(name)
+                cells.append(_pm(point['top1']) if point else '—')
+                if m != ref:
+                    cells.append(_interval(point.get('diff_top1')) if point else '—')
+            lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'

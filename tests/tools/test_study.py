@@ -140,5 +140,10 @@ def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
     assert table[2].startswith('| softmax | 87.50 ± 4.42 | 87.50 ± 4.42 | — |')
     assert table[3].startswith('| DnA (Q±V±) | 83.59 ± 5.52 | 83.59 ± 5.52 | -3.91 [-13.83, +6.02] |')
     assert table[3].endswith('| 2 | 90 s |')
+    # the held-out sets (top-1 minus the number of distractors in the made-up runs), paired the same
+    assert table[5].startswith('| held-out set | softmax top-1 (%) | DnA (Q±V±) top-1 (%) |')
+    assert '| 2 distractors | 85.50 ± 4.42 | 81.59 ± 5.52 | -3.91 [-13.83, +6.02] |' in table
+    colour = "| 8 distractors in the target's colour | 79.50 ± 4.42 | 75.59 ± 5.52 | -3.91 [-13.83, +6.02] |"
+    assert colour in table
     for png in ('accuracy_vs_distractors.png', 'target_mass.png'):
         assert (out / png).stat().st_size > 10_000

@@ -17,7 +17,8 @@ color``: distractors in the target's colour too). The results:
   top-1 / mCA mean ± std over seeds, each method's paired difference to ``--reference`` with
   its 95 % Student-t interval, accuracy per held-out set, target attention mass per layer,
   attention, branch and set;
-* ``DIR/table.md`` — the table; ``DIR/accuracy_vs_distractors.png``, ``DIR/target_mass.png``.
+* ``DIR/table.md`` — the tables (the test split; the held-out sets);
+  ``DIR/accuracy_vs_distractors.png``, ``DIR/target_mass.png``.
 
 Runs go seed by seed (every method of seed 0, then of seed 1, …), so a partial study is already
 paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``; a study started again
