@@ -133,7 +133,10 @@ def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
         run = out / 'runs' / f'{method}_seed{seed}'
         run.mkdir(parents=True)
         (run / 'result.json').write_text(json.dumps(_result(method, seed, top1)))
+    command = 'python tools/analysis/study.py --methods softmax dna diff --seeds 2 --out study'
+    (out / 'study.json').write_text(json.dumps(dict(summary=dict(command=command))))  # an earlier report
     proc = run_main(['tools/analysis/study.py', '--report-only', '--out', str(out)])
+    assert json.loads((out / 'study.json').read_text())['summary']['command'] == command
     assert 'diff seed 0: not finished yet' in proc.stdout and 'softmax seed 1: kept' in proc.stdout
     table = (out / 'table.md').read_text().splitlines()
     # DnA - softmax per seed: -4.6875, -3.125 -> mean -3.91, interval ± 12.706 · 1.105 / √2

@@ -156,10 +156,20 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     return result
 
 
+def _study_command(args, out: Path) -> str:
+    """The command that ran the study: this one, or under ``--report-only`` the one that
+    ``study.json`` already records (a report does not rename the study)."""
+    command = 'python tools/analysis/study.py ' + ' '.join(sys.argv[1:])
+    previous = out / 'study.json'
+    if args.report_only and previous.is_file():
+        return json.loads(previous.read_text())['summary'].get('command', command)
+    return command
+
+
 def report(args, results: list[dict], out: Path, wall: float) -> dict:
     """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
     summary = summarize(results, args.reference)
-    summary['command'] = 'python tools/analysis/study.py ' + ' '.join(sys.argv[1:])
+    summary['command'] = _study_command(args, out)
     summary['wall_seconds_this_invocation'] = wall
     table = markdown_table(summary, METHOD_NAMES)
     (out / 'table.md').write_text(table)
