@@ -270,14 +270,13 @@ def summarize(results: Sequence[dict], reference: str = 'softmax', level: float 
         for name in dict.fromkeys(e['name'] for r in runs for e in r['sets']):
             entries = [e for r in runs for e in r['sets'] if e['name'] == name]
             if entries[0].get('heldout', True):
+                per_seed = {r['seed']: e['top1'] for r in runs for e in r['sets'] if e['name'] == name}
                 curve[m][name] = dict(
                     num_distractors=entries[0]['num_distractors'],
                     likeness=entries[0].get('likeness', 'demo'),
-                    top1=mean_std([e['top1'] for e in entries]),
+                    top1=mean_std(list(per_seed.values())),
                 )
-                heldout[(m, name)] = {
-                    r['seed']: e['top1'] for r in runs for e in r['sets'] if e['name'] == name
-                }
+                heldout[(m, name)] = per_seed
             groups: dict[tuple, list] = {}
             for e in entries:
                 for rec in e['mass']:
