@@ -16,10 +16,12 @@ from dna_mm.checkpoint import weights_only_loads
     [
         (['--methods', 'dna', 'diff'], "--reference softmax is not one of --methods ['dna', 'diff']"),
         (['--seeds', '0'], '--seeds, --epochs and --heldout-per-class must be at least 1'),
+        (['--report-only'], '--out {out}: no study there (no runs/ folder) for --report-only to summarise'),
     ],
 )
 def test_bad_options_are_one_line_before_any_work(tmp_path, args, message) -> None:
     proc = run_main(['tools/analysis/study.py', *args, '--out', str(tmp_path / 'out')], check=False)
+    message = message.format(out=tmp_path / 'out')
     assert proc.returncode == 2 and f'study.py: error: {message}' in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr and not (tmp_path / 'out').exists()
 

@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     t0 = time.time()
     out = _absolute(args.out)
+    if args.report_only and not (out / 'runs').is_dir():
+        raise ConfigError(f'--out {out}: no study there (no runs/ folder) for --report-only to summarise')
     out.mkdir(parents=True, exist_ok=True)
     data_root = _absolute(args.data_root)
     print(f'study: {", ".join(args.methods)} × {args.seeds} seeds → {out}', flush=True)
