@@ -2,8 +2,10 @@
 
 ``import dna_mm`` registers the attention family in MMEngine's root ``MODELS`` registry (found
 from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMAction2's, the
-``dna_vit_*`` timm models, makes every mmengine checkpoint load a ``weights_only`` load
-(:mod:`dna_mm.checkpoint.sources`) and lets mmengine read ``mmaction::`` bases
+``dna_vit_*`` timm models, and the runner, loops, hooks, datasets, transforms and metrics: every
+``type`` that a config dna_mm ships, writes or saves names. It also makes every mmengine
+checkpoint load a ``weights_only`` load (:mod:`dna_mm.checkpoint.sources`) and lets mmengine
+read ``mmaction::`` bases
 (:mod:`dna_mm.utils.mim_compat`); ``docs/checkpoint_safety.md`` lists each change.
 """
 
@@ -21,7 +23,11 @@ from importlib.util import find_spec as _find_spec  # noqa: E402
 
 if _find_spec('mmdet') is not None:  # mmdet's OPTIM_WRAPPER_CONSTRUCTORS
     from .engine import layer_decay  # noqa: E402,F401  (LayerDecayOptimizerConstructor)
+
+# last: the runner and the hooks that tools/train.py writes into a run's config (DnARunner,
+# GlobalBatchHook), so that every type a dna_mm config names is registered by this one import
+from . import apis  # noqa: E402
 # isort: on
 
 __version__ = '0.1.0'
-__all__ = ["checkpoint", "converters", "datasets", "engine", "evaluation", "models", "__version__"]
+__all__ = ["apis", "checkpoint", "converters", "datasets", "engine", "evaluation", "models", "__version__"]

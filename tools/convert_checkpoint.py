@@ -24,18 +24,16 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import torch
-
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.checkpoint import read_checkpoint
-from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
-from dna_mm.converters.timesformer import WRAPPER_KEYS as MODEL_KEYS
-from dna_mm.errors import ConfigError, DataError, UserError
-from dna_mm.family import COMBINE_SIGNS, DNA_VARIANT_ALIASES, DNA_VARIANTS, NEGATIVE_INIT
-
 #: where checkpoints keep weights: the model's (mmengine, the authors' vit/main.py, PySlowFast,
-#: DeepSpeed-style) and the EMA copies DeiT / vit/main.py add; all of them are converted
-WRAPPER_KEYS = (*MODEL_KEYS, 'model_ema', 'state_dict_ema')
+#: DeepSpeed-style: ``dna_mm.converters.timesformer.WRAPPER_KEYS``) and the EMA copies DeiT /
+#: vit/main.py add; all of them are converted
+WRAPPER_KEYS = ('state_dict', 'model', 'module', 'model_state', 'model_ema', 'state_dict_ema')
+#: what ``dna_mm.family`` defines, for the command line (a test keeps them equal): the variants
+#: (``DNA_VARIANTS``, then the paper's names, ``DNA_VARIANT_ALIASES``), the negative branch's
+#: initial scales (``NEGATIVE_INIT``) and the combine signs (``COMBINE_SIGNS``)
+VARIANTS = ('apm', 'apm_alpha', 'qpm_v', 'q_vpm', 'qpm_vpm', 'A±', 'Â±', 'Q±V', 'QV±', 'Q±V±')
+Q_NEG_SCALE, V_NEG_SCALE = 1e-4, -1e-4
+COMBINES = ('add', 'sub')
 COMBINE_HELP = (
     "how the authors' code that wrote IN combines the branches: 'add' (pos + α·neg: "
     "their vit/dna_models.py, the ViT their main.py trains, and their TimeSformer "
@@ -58,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         cmd = sub.add_parser(name, help=summary, description=description, formatter_class=_Formatter)
         cmd.add_argument('src', help='input checkpoint (.pth / .safetensors): path, URL or mmengine prefix')
         cmd.add_argument('dst', type=Path, help='output checkpoint (.pth / .safetensors)')
-        cmd.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+        cmd.add_argument('--debug', action='store_true', help='print the traceback of an input error')
         return cmd
 
     s2d = command(
@@ -76,11 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s2d.add_argument(
         '--variant',
         default='qpm_vpm',
-        choices=[*DNA_VARIANTS, *DNA_VARIANT_ALIASES],
+        choices=VARIANTS,
         help="DnA variant the output is for (dna_mm's name or the paper's)",
     )
-    s2d.add_argument('--q-neg-scale', type=float, default=NEGATIVE_INIT.q_neg_scale, help='Q- = scale * Q')
-    s2d.add_argument('--v-neg-scale', type=float, default=NEGATIVE_INIT.v_neg_scale, help='V- = scale * V')
+    s2d.add_argument('--q-neg-scale', type=float, default=Q_NEG_SCALE, help='Q- = scale * Q')
+    s2d.add_argument('--v-neg-scale', type=float, default=V_NEG_SCALE, help='V- = scale * V')
 
     d2s = command(
         'dna-to-softmax',
@@ -108,7 +106,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "k_proj, v_pos_proj, v_neg_proj, out_proj) are converted, to DnACrossAttention "
         "keys; the SigLIP encoder and the LLM keys pass through unchanged.",
     )
-    off.add_argument('--combine', choices=list(COMBINE_SIGNS), default='add', help=COMBINE_HELP)
+    off.add_argument('--combine', choices=COMBINES, default='add', help=COMBINE_HELP)
     return p.parse_args(argv)
 
 
@@ -119,6 +117,8 @@ def num_heads_from_config(path: str) -> int:
         ConfigError: the config has no such key (the error names the config).
     """
     from mmengine.config import Config
+
+    from dna_mm.errors import ConfigError
 
     cfg = Config.fromfile(path)
     backbone = (cfg.get('model') or {}).get('backbone') or {}
@@ -133,6 +133,8 @@ def num_heads_from_config(path: str) -> int:
 def weight_containers(ckpt: dict) -> list[Optional[str]]:
     """The keys of ``ckpt`` that hold weights (:data:`WRAPPER_KEYS` whose value is a mapping
     of tensors), or ``[None]`` when ``ckpt`` is itself a state dict."""
+    import torch
+
     found = [
         k
         for k in WRAPPER_KEYS
@@ -143,6 +145,9 @@ def weight_containers(ckpt: dict) -> list[Optional[str]]:
 
 def convert_state_dict(args: argparse.Namespace, sd: dict) -> dict:
     """One state dict converted as ``args.direction`` says."""
+    from dna_mm.converters import NothingToConvertError, dna_to_softmax, official_to_dna_mm, softmax_to_dna
+    from dna_mm.errors import ConfigError
+
     if args.direction == 'softmax-to-dna':
         heads = args.num_heads
         if heads is None and args.config is not None:
@@ -167,6 +172,9 @@ def convert(args: argparse.Namespace) -> tuple[Any, dict[Optional[str], tuple[di
         UserError: naming ``args.src`` (a :class:`~dna_mm.converters.NothingToConvertError`
             when it has nothing to convert).
     """
+    from dna_mm.checkpoint import read_checkpoint
+    from dna_mm.errors import DataError, UserError
+
     ckpt = read_checkpoint(args.src, map_location='cpu')
     if not isinstance(ckpt, dict):
         raise DataError(f'{args.src} holds a {type(ckpt).__name__}, not a checkpoint dict')
@@ -182,9 +190,12 @@ def convert(args: argparse.Namespace) -> tuple[Any, dict[Optional[str], tuple[di
     return ckpt, done
 
 
-@cli_main('convert_checkpoint.py')
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def convert_file(args: argparse.Namespace) -> int:
+    import torch
+
+    from dna_mm.apis.cli import user_file
+    from dna_mm.errors import ConfigError
+
     user_file(args.src, 'checkpoint')
     ckpt, done = convert(args)
     for wrapper, (sd, new) in done.items():
@@ -220,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.save({**ckpt, **wrapped} if wrapped else done[None][1], args.dst)
     print(f'wrote {args.dst}')
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('convert_checkpoint.py', convert_file, args)
 
 
 if __name__ == '__main__':

@@ -18,9 +18,8 @@ import time
 
 from demo_runs import REPO, demo_options, train_then_test  # tools/demo_runs.py
 
-from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
-from dna_mm.models.attention.builder import SHORT_NAMES
-
+#: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
+ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/timesformer_dna_demo.py'
 
 
@@ -30,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=list(SHORT_NAMES),
+        choices=ATTENTIONS,
         help='attention(s) to train and test (temporal and spatial)',
     )
     p.add_argument('--data-root', default='data/demo')
@@ -43,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         'checkpoint intervals follow)',
     )
     args = p.parse_args(argv)
+    from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
 
     t0 = time.time()
     root = ensure_motion_dataset(REPO / args.data_root)

@@ -22,10 +22,8 @@ from pathlib import Path
 
 from demo_runs import REPO, run_tool, test_line, train_then_test  # tools/demo_runs.py
 
-from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
-from dna_mm.models.attention.builder import SHORT_NAMES
-from dna_mm.models.layers.vitdet_attention import VITDET_ATTENTIONS
-
+#: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
+ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/vitdet_dna_demo.py'
 METRICS = ('bbox AP', 'bbox AP50', 'segm AP', 'segm AP50')
 
@@ -66,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=list(SHORT_NAMES),
+        choices=ATTENTIONS,
         help='backbone attention(s) to train and test',
     )
     p.add_argument('--data-root', default='data/demo_coco')
@@ -83,6 +81,9 @@ def main(argv: list[str] | None = None) -> None:
         help='also test the untrained model (what AP a model that learned nothing gets)',
     )
     args = p.parse_args(argv)
+    from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
+    from dna_mm.models.attention.builder import SHORT_NAMES
+    from dna_mm.models.layers.vitdet_attention import VITDET_ATTENTIONS
 
     t0 = time.time()
     root = ensure_coco_dataset(REPO / args.data_root)

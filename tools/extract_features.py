@@ -31,17 +31,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch.distributed as dist
-from mmengine.config import Config, DictAction
+if TYPE_CHECKING:
+    from mmengine.config import Config
 
-import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
-from dna_mm.apis.check import check_config
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.apis.config import shutdown_distributed
-from dna_mm.apis.distributed import start_distributed
-from dna_mm.apis.features import LEVELS, PER, FeatureStore, run_extraction
-from dna_mm.apis.inference import collect_videos, load_recognizer
+#: ``dna_mm.apis.features.LEVELS`` and ``PER`` (a test keeps them equal)
+LEVELS = ('pooled', 'pre-head', 'tokens')
+PER = ('video', 'clip')
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,8 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
     p.add_argument('--partial-load', action='store_true', help='accept a checkpoint that does not match')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument(
+        '--cfg-options', nargs='+', metavar='KEY=VALUE', help='override config settings, key=value'
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 0:
         p.error(f'--workers must be >= 0, got {args.workers}')
@@ -71,9 +70,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-@cli_main('extract_features.py')
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def extract(args: argparse.Namespace) -> int:
+    from mmengine.config import Config
+
+    import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
+    from dna_mm.apis.check import check_config
+    from dna_mm.apis.cli import user_file
+    from dna_mm.apis.config import shutdown_distributed
+    from dna_mm.apis.distributed import start_distributed
+    from dna_mm.apis.inference import collect_videos
+
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
@@ -91,6 +97,11 @@ def extract_all(
     args: argparse.Namespace, cfg: Config, videos: list[str], rank: int, world: int, device: str
 ) -> int:
     """This rank's share, then on rank 0: the unreadable list, the index (and the single file)."""
+    import torch.distributed as dist
+
+    from dna_mm.apis.features import FeatureStore, run_extraction
+    from dna_mm.apis.inference import load_recognizer
+
     root = args.videos if os.path.isdir(args.videos) else (args.video_root or str(Path(args.videos).parent))
     settings = dict(
         config=str(Path(args.config).resolve()),
@@ -129,6 +140,13 @@ def extract_all(
             print(f'  {video}: {why}', file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('extract_features.py', extract, args)
 
 
 if __name__ == '__main__':

@@ -16,7 +16,9 @@ decoded is reported and skipped; the exit status is then 1. A mistake in the inp
 file, a label map of the wrong size, a checkpoint that does not match or cannot be read) is one
 line and exit status 2; ``--debug`` prints its traceback.
 
-``--out x.csv`` writes one row per video and rank: ``video,rank,class_index,class_name,score``.
+A labelled list (MMAction2's ``path label`` lines) also prints each video's true class and the
+top-1 over the list. ``--out x.csv`` writes one row per video and rank:
+``video,rank,class_index,class_name,score``, plus ``true_index,true_name`` for a labelled list.
 """
 
 from __future__ import annotations
@@ -24,21 +26,6 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-
-import torch
-from mmengine.config import Config, DictAction
-
-import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
-from dna_mm.apis.check import check_config
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.apis.inference import (
-    Prediction,
-    collect_videos,
-    load_recognizer,
-    num_classes_of,
-    predict,
-    resolve_class_names,
-)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,15 +43,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '(label_map_k400, label_map_ntu60, smarthome_cs_classes, ...)',
     )
     p.add_argument('--out', help='write the predictions to this .csv file')
-    p.add_argument('--device', default='cuda:0' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', help='cuda:0, cpu, ... (default: cuda:0 when there is a GPU)')
     p.add_argument(
         '--partial-load',
         action='store_true',
         help='accept a checkpoint that does not match the model (prints what was not '
         'loaded); default: refuse it',
     )
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument(
+        '--cfg-options', nargs='+', metavar='KEY=VALUE', help='override config settings, key=value'
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if args.topk < 1:
         p.error(f'--topk must be >= 1, got {args.topk}')
@@ -73,44 +62,77 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def format_block(pred: Prediction, names: list[str] | None) -> str:
-    """One video's block: its path, then one ``score  class`` line per rank."""
-    width = len(str(max(pred.indices))) if names is None else 0
+def _name(index: int, names: list[str] | None, width: int = 0) -> str:
+    return names[index] if names is not None else f'class {index:>{width}}'
+
+
+def format_block(pred, names: list[str] | None, label: int | None = None) -> str:
+    """One video's block: its path, then one ``score  class`` line per rank, then its true class
+    (when the list gave one)."""
+    width = len(str(max([*pred.indices, label or 0]))) if names is None else 0
     lines = [pred.video]
     for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
-        label = names[index] if names is not None else f'class {index:>{width}}'
-        lines.append(f'  {rank}. {score:.4f}  {label}')
+        lines.append(f'  {rank}. {score:.4f}  {_name(index, names, width)}')
+    if label is not None:
+        mark = 'right' if pred.indices[0] == label else 'wrong'
+        lines.append(f'  true: {_name(label, names, width)} ({mark})')
     return '\n'.join(lines)
 
 
-def write_csv(path: str, preds: list[Prediction], names: list[str] | None) -> None:
-    with open(path, 'w', newline='') as f:
+def write_csv(path: str, preds: list, names: list[str] | None, labels: dict[str, int | None]) -> None:
+    """One row per video and rank; ``true_index`` / ``true_name`` columns when the input had labels."""
+    labelled = any(v is not None for v in labels.values())
+    with open(path, 'w', newline='', encoding='utf-8') as f:
         writer = csv.writer(f)
-        writer.writerow(['video', 'rank', 'class_index', 'class_name', 'score'])
+        truth = ['true_index', 'true_name'] if labelled else []
+        writer.writerow(['video', 'rank', 'class_index', 'class_name', 'score', *truth])
         for pred in preds:
+            label = labels.get(pred.video)
+            true = ['' if label is None else label, '' if label is None or not names else names[label]]
             for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
-                writer.writerow([pred.video, rank, index, names[index] if names else '', f'{score:.6f}'])
+                row = [pred.video, rank, index, names[index] if names else '', f'{score:.6f}']
+                writer.writerow(row + (true if labelled else []))
 
 
-@cli_main('infer.py')
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    videos = collect_videos(args.input, args.video_root)
+def infer(args: argparse.Namespace) -> int:
+    import torch
+    from mmengine.config import Config
+
+    from dna_mm.apis.check import check_config
+    from dna_mm.apis.cli import user_file
+    from dna_mm.apis.inference import (
+        collect_labelled_videos,
+        load_recognizer,
+        num_classes_of,
+        predict,
+        resolve_class_names,
+    )
+    from dna_mm.errors import DataError
+
+    labels = collect_labelled_videos(args.input, args.video_root)
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     check_config(cfg, 'test')
     user_file(args.checkpoint, 'checkpoint')
-    model = load_recognizer(cfg, args.checkpoint, args.device, partial=args.partial_load)
-    names = resolve_class_names(cfg, num_classes_of(model), args.label_map)
+    device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
+    model = load_recognizer(cfg, args.checkpoint, device, partial=args.partial_load)
+    num_classes = num_classes_of(model)
+    names = resolve_class_names(cfg, num_classes, args.label_map)
     if names is None:
         print(
             'note: no label map for this config (set --label-map or label_map in the config): '
             'printing class indices',
             flush=True,
         )
+    wrong = {v: y for v, y in labels.items() if y is not None and not 0 <= y < num_classes}
+    if wrong:
+        video, label = next(iter(wrong.items()))
+        raise DataError(
+            f'{args.input}: label {label} of {video} is not a class of the model (0-{num_classes - 1})'
+        )
     preds, failed = [], []
-    for video in videos:
+    for video in labels:
         try:
             pred = predict(model, video, args.topk)
         except Exception as err:  # noqa: BLE001  (decord / pipeline errors: report, go on)
@@ -118,14 +140,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f'{video}\n  cannot be read: {type(err).__name__}: {err}', file=sys.stderr, flush=True)
             continue
         preds.append(pred)
-        print(format_block(pred, names), flush=True)
+        print(format_block(pred, names, labels[video]), flush=True)
+    scored = [p for p in preds if labels[p.video] is not None]
+    if scored:
+        right = sum(p.indices[0] == labels[p.video] for p in scored)
+        print(f'top-1 on the {len(scored)} labelled videos: {100 * right / len(scored):.2f} ({right} right)')
     if args.out is not None:
-        write_csv(args.out, preds, names)
+        write_csv(args.out, preds, names, labels)
         print(f'wrote {len(preds)} videos to {args.out}')
     if failed:
-        print(f'{len(failed)} of {len(videos)} videos could not be read', file=sys.stderr)
+        print(f'{len(failed)} of {len(labels)} videos could not be read', file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('infer.py', infer, args)
 
 
 if __name__ == '__main__':

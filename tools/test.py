@@ -2,7 +2,8 @@
 """Test a recognizer (top-1, top-5, mean class accuracy) or a detector (COCO bbox / segm AP).
 
     python tools/test.py CONFIG CHECKPOINT [--dump preds.csv|preds.pkl] [--work-dir DIR]
-        [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--verbose]
+        [--confusion-matrix cm.png [--normalize]] [--cfg-options k=v ...]
+        [--launcher {none,pytorch,slurm,mpi}] [--partial-load] [--verbose]
         [--ood OOD_LIST [OOD_VIDEO_DIR]] [--skip-unreadable] [--debug]
 
 CHECKPOINT is a local file, a URL or an mmengine prefix (``open-mmlab://...``); every load is
@@ -13,7 +14,9 @@ error listing them (``--partial-load`` tests anyway and prints what was not load
 OOD detection: the test set plus the OOD list, by ``RobustnessMetric`` (AUROC, AUPR, FPR95).
 Detectors (MMDetection configs) print bbox and segm AP, AP50, AP75 (COCO); ``--dump x.pkl``
 writes MMDetection's pickle of the predictions (masks as RLE), ``--dump x.json`` the COCO
-results files ``x.bbox.json`` and ``x.segm.json``.
+results files ``x.bbox.json`` and ``x.segm.json``. ``--confusion-matrix cm.png`` draws the
+recognizer's confusion matrix (rows true, columns predicted; counts, or ``--normalize`` shares of
+the true class; class names from the config's ``label_map``) and writes its counts to ``cm.csv``.
 
 Every test video that cannot be read is listed (file and reason) at the end of the run, which
 then exits with status 2 and no metric; ``--skip-unreadable`` computes the metrics over the
@@ -28,20 +31,6 @@ import argparse
 import os
 import sys
 
-from mmengine.config import Config, DictAction
-
-from dna_mm.apis import (
-    build_runner,
-    check_config,
-    format_metrics,
-    prepare_cfg,
-    shutdown_distributed,
-    skip_unreadable,
-)
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.errors import ConfigError
-from dna_mm.evaluation import with_ood_evaluation
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description='Test a recognizer (accuracy) or a detector (COCO AP) (dna_mm)')
@@ -53,7 +42,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=str,
         help='predictions: recognizers .csv (per video) or .pkl; detectors .pkl or .json (COCO results)',
     )
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
+    p.add_argument(
+        '--confusion-matrix',
+        metavar='FILE',
+        help='recognizers: draw the confusion matrix to FILE (.png, .pdf, .svg; its counts beside it, .csv)',
+    )
+    p.add_argument(
+        '--normalize',
+        action='store_true',
+        help="with --confusion-matrix: each cell as a share of its true class (default: counts)",
+    )
+    p.add_argument(
+        '--cfg-options', nargs='+', metavar='KEY=VALUE', help='override config settings, key=value'
+    )
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
     p.add_argument('--local_rank', '--local-rank', type=int, default=0)
     p.add_argument(
@@ -80,17 +81,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help='compute the metrics over the readable test videos (the count skipped is printed); '
         'default: list the unreadable ones and stop without a metric',
     )
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if args.ood is not None and len(args.ood) > 2:
         p.error('--ood takes ANN_FILE and optionally DATA_PREFIX')
+    if args.normalize and not args.confusion_matrix:
+        p.error('--normalize goes with --confusion-matrix FILE')
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
-@cli_main('test.py')
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def test(args: argparse.Namespace) -> dict:
+    from mmengine.config import Config
+
+    from dna_mm.apis import (
+        build_runner,
+        check_config,
+        format_metrics,
+        prepare_cfg,
+        shutdown_distributed,
+        skip_unreadable,
+    )
+    from dna_mm.apis.cli import user_file
+    from dna_mm.errors import ConfigError
+    from dna_mm.evaluation import with_ood_evaluation
+
     user_file(args.checkpoint, 'checkpoint')
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.partial_load:
@@ -101,11 +116,17 @@ def main(argv: list[str] | None = None) -> dict:
     # --cfg-options first: they may address test_evaluator, which --dump turns into a list
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     check_config(cfg, 'test')
+    detector = cfg.get('default_scope') == 'mmdet'
     if args.skip_unreadable:
         skip_unreadable(cfg)
     if args.ood is not None:
         with_ood_evaluation(cfg, *args.ood)
-    if args.dump is not None and cfg.get('default_scope') == 'mmdet':  # a detector
+    added = []
+    if args.confusion_matrix is not None:
+        if detector:
+            raise ConfigError('--confusion-matrix is for recognizers (a detector has no class per input)')
+        added.append(dict(type='ConfusionMatrix'))
+    if args.dump is not None and detector:
         if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
             cfg.test_evaluator.outfile_prefix = args.dump[: -len('.json')]
             args.dump = None
@@ -113,24 +134,39 @@ def main(argv: list[str] | None = None) -> dict:
             raise ConfigError(f'--dump for a detector must end in .pkl or .json, got {args.dump}')
     if args.dump is not None:
         if args.dump.endswith('.csv'):
-            dump = dict(type='DumpPredictions', out_file_path=args.dump)
+            added.append(dict(type='DumpPredictions', out_file_path=args.dump))
         elif args.dump.endswith(('.pkl', '.pickle')):
-            dump = dict(
-                type='DumpDetResults' if cfg.get('default_scope') == 'mmdet' else 'DumpResults',
-                out_file_path=args.dump,
-            )
+            kind = 'DumpDetResults' if detector else 'DumpResults'
+            added.append(dict(type=kind, out_file_path=args.dump))
         else:
             raise ConfigError(f'--dump must end in .csv or .pkl, got {args.dump}')
+    if added:
         evaluators = cfg.test_evaluator
-        cfg.test_evaluator = [*(evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]), dump]
+        cfg.test_evaluator = [
+            *(evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]),
+            *added,
+        ]
     try:
         runner = build_runner(cfg)
         metrics = runner.test()
+        matrix = metrics.pop('confusion_matrix/result', None)
         if runner.rank == 0:
             print(format_metrics(metrics) + skipped_note(runner), flush=True)
+            if matrix is not None:
+                draw_confusion_matrix(cfg, matrix, args.confusion_matrix, args.normalize)
     finally:
         shutdown_distributed()
     return metrics
+
+
+def draw_confusion_matrix(cfg, matrix, path: str, normalize: bool) -> None:
+    """The figure and its table, class names from the config's label map."""
+    from dna_mm.apis.inference import resolve_class_names
+    from dna_mm.evaluation.confusion import confusion_figure
+
+    names = resolve_class_names(cfg, int(matrix.shape[0]))
+    written = confusion_figure(matrix.numpy(), names, path, normalize)
+    print(f'confusion matrix: {" and ".join(written)}', flush=True)
 
 
 def skipped_note(runner) -> str:
@@ -142,6 +178,13 @@ def skipped_note(runner) -> str:
     for path, reason in skipped:
         print(f'skipped unreadable test video {path}: {reason}', file=sys.stderr)
     return f'  ({len(skipped)} unreadable videos skipped: metrics over {total - len(skipped)} of {total})'
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('test.py', test, args)
 
 
 if __name__ == '__main__':

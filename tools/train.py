@@ -13,7 +13,8 @@ when there is none). ``load_from`` / ``--resume`` checkpoints must match the mod
 ``train_cfg.max_epochs`` moves the schedule's end, ``val_interval`` and the checkpoint interval
 with it. ``--global-batch N`` (config key ``global_batch_size``; the video recipes state 64) reaches a
 global batch of N clips per optimizer step on any number of processes by gradient accumulation
-(the steps are logged, iteration-based schedules scaled; :mod:`dna_mm.apis.global_batch`);
+(the steps are logged, iteration-based schedules scaled; :mod:`dna_mm.apis.global_batch`); it
+leaves the lr as the config sets it (the log says so, with the linearly scaled value to set);
 ``--auto-scale-lr`` is the other choice (lr scaled to the actual batch, no accumulation).
 ``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
 (environment, config, hooks) on the terminal, not only in the log file.
@@ -29,13 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-
-from mmengine.config import Config, DictAction
-
-from dna_mm.apis import build_runner, check_config, enable_tensorboard, prepare_cfg, shutdown_distributed
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.apis.global_batch import apply_global_batch
-from dna_mm.errors import ConfigError
 
 
 def _global_batch(text: str) -> int:
@@ -78,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        metavar='KEY=VALUE',
         help='override config settings, key=value (e.g. train_cfg.max_epochs=1)',
     )
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
@@ -99,15 +93,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action='store_true',
         help='print the environment / config / hook dump on the terminal too',
     )
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
-@cli_main('train.py')
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def train(args: argparse.Namespace) -> None:
+    from mmengine.config import Config
+
+    from dna_mm.apis import (
+        apply_global_batch,
+        build_runner,
+        check_config,
+        enable_tensorboard,
+        prepare_cfg,
+        shutdown_distributed,
+    )
+    from dna_mm.apis.cli import user_file
+    from dna_mm.errors import ConfigError
+
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.partial_load:
         cfg.load_partial = True
@@ -147,6 +152,13 @@ def main(argv: list[str] | None = None) -> None:
         build_runner(cfg).train()
     finally:
         shutdown_distributed()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    run_tool('train.py', train, args)
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ from .config import (
     skip_unreadable,
     sync_schedule,
 )
+from .global_batch import GlobalBatchHook, apply_global_batch
 from .runner import DnARunner, SetupDumpFilter, build_runner
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     'sync_schedule',
     'skip_unreadable',
     'enable_tensorboard',
+    'apply_global_batch',
+    'GlobalBatchHook',
     'DnARunner',
     'SetupDumpFilter',
     'build_runner',

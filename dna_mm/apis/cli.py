@@ -4,27 +4,58 @@ mistake is one line on stderr and exit status 2, a programming error keeps its t
 A user's mistake is any :class:`dna_mm.errors.UserError` (the checkpoint errors of
 :mod:`dna_mm.checkpoint` included), a missing file (``FileNotFoundError``: a ``load_from`` path, a
 config file), a ``type`` that is not registered (mmengine's ``KeyError: 'X is not in the ...
-registry'``) and a failed download (offline: the file to put in place is named). ``--debug``
+registry'``), a failed download (offline: the file to put in place is named), a value that
+mmengine cannot merge into a config (``--cfg-options`` or a child config: a dict over a string,
+an index past a list's end), and a config that
+builds a part with an argument it does not take or a step that needs a package that is not
+installed (:func:`config_mistake`: the key, the type and the closest valid names). ``--debug``
 anywhere on the command line re-raises it with the traceback.
+
+A tool parses its command line before it imports anything heavy (``--help`` answers at once):
+``main`` parses with :mod:`argparse` alone, then hands its work to :func:`run_tool`::
+
+    def main(argv=None):
+        args = parse_args(argv)  # argparse only
+        from dna_mm.apis.cli import run_tool
+        return run_tool('train.py', train, args)
+
+A tool declares ``--cfg-options`` with ``nargs='+'`` (plain ``key=value`` strings at parse time);
+:func:`run_tool` turns them into mmengine's ``DictAction`` dict before the work starts.
 """
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import functools
+import inspect
 import os
 import re
 import sys
+from types import TracebackType
 from typing import Any, Callable, Optional
 from urllib.error import HTTPError, URLError
 
 from ..errors import MissingFileError, UserError
 
 DEBUG_FLAG = '--debug'
-DEBUG_HELP = 'print the traceback of an input error (default: one line, exit status 2)'
+#: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
+DEBUG_HELP = 'print the traceback of an input error'
 # mmengine's registry prefixes a build error with the class it was building
 _BUILD_PREFIX = re.compile(r'class `\w+` in [\w/.\-]+\.py: ')
 _NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
+_UNEXPECTED_ARGUMENT = re.compile(r"got an unexpected keyword argument '(\w+)'")
+# what MMAction2 / MMDetection steps say when an optional package is missing ('Install X to use Y')
+_INSTALL_HINT = re.compile(r'\b[Ii]nstall ([\w\-.]+)')
+#: what a part built from a config is called in a message, by its mmengine registry
+_PART = {
+    'model': 'model part',
+    'transform': 'pipeline step',
+    'loop': 'loop',
+    'hook': 'hook',
+    'dataset': 'dataset',
+}
 
 
 def error_line(err: BaseException) -> str:
@@ -63,6 +94,119 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _accepted_arguments(obj: Any) -> list[str]:
+    """The keyword arguments ``obj`` (a class or a function) takes: its ``__init__``'s, and up the
+    MRO while an ``__init__`` passes ``**kwargs`` on (torch's ``Module`` ends the walk)."""
+    if not inspect.isclass(obj):
+        owners = [obj]
+    else:
+        owners = [k.__dict__['__init__'] for k in obj.__mro__ if '__init__' in k.__dict__]
+    names: list[str] = []
+    for fn in owners:
+        if getattr(fn, '__module__', '').startswith(('torch.', 'builtins')) or fn is object.__init__:
+            break
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            break
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        names += [p.name for p in params if p.kind in keyword and p.name not in ('self', 'cls')]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    return list(dict.fromkeys(names))
+
+
+def _builds(tb: Optional[TracebackType]) -> list[tuple[Any, dict, str]]:
+    """``(class, arguments, registry name)`` of each mmengine ``build_from_cfg`` call on the
+    traceback, outermost first: the parts being built from a config when the error was raised."""
+    found = []
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == 'build_from_cfg' and 'obj_cls' in frame.f_locals:
+            local = frame.f_locals
+            found.append(
+                (local['obj_cls'], local.get('args') or {}, getattr(local.get('registry'), 'name', ''))
+            )
+        tb = tb.tb_next
+    return found
+
+
+def _key_path(builds: list[tuple[Any, dict, str]]) -> str:
+    """Where in the config the innermost part sits, as far as the builds tell: ``model.backbone``
+    for a backbone built inside the model (the argument of each outer part that holds the next
+    one), ``train_cfg`` for a train loop; ``''`` when it cannot be told."""
+    cls, _, registry = builds[-1]
+    name = getattr(cls, '__name__', '')
+    if registry == 'loop':
+        return next((f'{k}_cfg' for k in ('train', 'val', 'test') if k in name.lower()), '')
+    if registry != 'model':
+        return ''
+    path = 'model'
+    for (_, outer, _), (inner, _, _) in zip(builds, builds[1:], strict=False):
+        held = [
+            k for k, v in outer.items() if isinstance(v, dict) and v.get('type') in (inner.__name__, inner)
+        ]
+        if len(held) != 1:
+            return ''
+        path += f'.{held[0]}'
+    return path
+
+
+def config_mistake(err: BaseException) -> Optional[str]:
+    """One line for a config that builds a part wrongly, else ``None``:
+
+    * an argument the part does not take (``TypeError: ... unexpected keyword argument``, raised
+      where mmengine builds it from the config): the key, the part's type and the closest valid
+      names (``did you mean 'embed_dims'?``);
+    * a part (a pipeline step, typically) that needs a package that is not installed
+      (``ImportError``, or MMAction2's ``Install X to use Y``): the part and the package.
+    """
+    builds = _builds(err.__traceback__)
+    if not builds:
+        return None
+    cls, args, registry = builds[-1]
+    name = getattr(cls, '__name__', str(cls))
+    what = f'{_PART.get(registry, registry or "part")} {name}'
+    unexpected = _UNEXPECTED_ARGUMENT.search(str(err)) if isinstance(err, TypeError) else None
+    if unexpected and unexpected.group(1) in args:
+        key, valid = unexpected.group(1), _accepted_arguments(cls)
+        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+        hint = (
+            f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"
+        )
+        path = _key_path(builds)
+        where = f'{path}.{key}: ' if path else ''
+        return f'{where}the {what} takes no argument {key!r}; {hint}'
+    install = _INSTALL_HINT.search(str(err))
+    if isinstance(err, ImportError) or (isinstance(err, RuntimeError) and install):
+        package = getattr(err, 'name', None) or (install.group(1) if install else None) or 'a package'
+        return f'the {what} needs {package}, which is not installed: install it, or take the step out'
+    return None
+
+
+def _user_message(err: BaseException) -> Optional[str]:
+    """The one line for a user's mistake, or ``None`` for a programming error."""
+    if isinstance(err, USER_ERRORS):
+        return error_line(err)
+    if isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err)):
+        return error_line(err)
+    if isinstance(err, (TypeError, KeyError)) and _raised_in(err, '_merge_a_into_b'):
+        return error_line(err)  # mmengine merging --cfg-options or a child config into its base
+    if isinstance(err, (TypeError, ImportError, RuntimeError)):
+        return config_mistake(err)
+    return None
+
+
+def _raised_in(err: BaseException, function: str) -> bool:
+    """Whether ``function`` is on the traceback of ``err``."""
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 class UserExit(SystemExit):
     """``SystemExit`` with status 2 whose ``str()`` is the error message (what the tool printed)."""
 
@@ -74,26 +218,52 @@ class UserExit(SystemExit):
         return self.message
 
 
+def _report(prog: str, err: BaseException, debug: bool) -> None:
+    """Re-raise ``err`` unless it is a user's mistake and not ``debug``; else print its line and
+    raise :class:`UserExit`."""
+    message = None if debug else _user_message(err)
+    if message is None:
+        raise err
+    print(f'{prog}: error: {message}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr)
+    raise UserExit(message) from None
+
+
+def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
+    """``--cfg-options`` strings (``['a.b=1', 'c=[1,2]']``) as mmengine's ``DictAction`` reads
+    them (``{'a.b': 1, 'c': [1, 2]}``); ``None`` for none."""
+    if not values or isinstance(values, dict):
+        return values or None
+    from mmengine.config import DictAction
+
+    namespace = argparse.Namespace()
+    DictAction(option_strings=['--cfg-options'], dest='cfg_options')(None, namespace, values)
+    return namespace.cfg_options
+
+
+def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
+    """``work(args)``, a user's mistake as one line on stderr and :class:`UserExit` (status 2),
+    anything else (or anything with ``args.debug``) with its traceback. ``args.cfg_options``, if
+    present, is turned into a dict first (:func:`cfg_options`)."""
+    debug = bool(getattr(args, 'debug', False))
+    try:
+        if hasattr(args, 'cfg_options'):
+            args.cfg_options = cfg_options(args.cfg_options)
+        return work(args)
+    except Exception as err:  # noqa: BLE001 (sorted by _report: only the user's mistakes are caught)
+        _report(prog, err, debug)
+
+
 def cli_main(prog: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a tool's ``main(argv=None)``: a user's mistake prints ``prog: error: <message>``
-    on stderr and raises :class:`UserExit` (exit status 2, no traceback); with ``--debug`` in the
-    arguments, or for any other exception, the exception propagates with its traceback."""
+    """Decorate a ``main(argv=None)`` that parses its own arguments: what :func:`run_tool` does,
+    with ``--debug`` read from the arguments."""
 
     def decorate(main: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(main)
         def wrapped(argv: Optional[list[str]] = None, *args: Any, **kwargs: Any) -> Any:
             try:
                 return main(argv, *args, **kwargs)
-            except Exception as err:  # noqa: BLE001 (sorted below: only the user's mistakes are caught)
-                given = sys.argv[1:] if argv is None else argv
-                unregistered = isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err))
-                if not (isinstance(err, USER_ERRORS) or unregistered) or DEBUG_FLAG in given:
-                    raise
-                message = error_line(err)
-                print(
-                    f'{prog}: error: {message}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr
-                )
-                raise UserExit(message) from None
+            except Exception as err:  # noqa: BLE001 (sorted by _report)
+                _report(prog, err, DEBUG_FLAG in (sys.argv[1:] if argv is None else argv))
 
         return wrapped
 

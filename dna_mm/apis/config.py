@@ -68,7 +68,8 @@ def sync_schedule(
     it at parse time (e.g. ``T_max=max_epochs - 1``, ViTDet's steps at 88.9% / 96.3%):
 
     * a ``param_scheduler`` of that unit ending at the old length ends at the new one; its
-      ``T_max``, if it spanned ``begin`` to the end, spans to the new end; its ``milestones``
+      ``T_max``, if it spanned ``begin`` to the end, spans to the new end (one equal to the
+      old length, as MMAction2's MViTv2 recipe has, becomes the new length); its ``milestones``
       keep their fraction of the run (rounded, at least ``begin + 1``); one that would begin
       at or after the new end is dropped;
     * ``train_cfg.val_interval`` and ``default_hooks.checkpoint.interval`` (of that unit)
@@ -105,6 +106,8 @@ def sync_schedule(
                 continue
             if sched.get('T_max') == old - begin:
                 move(sched, 'T_max', f'{name}.T_max', new - begin)
+            elif sched.get('T_max') == old:
+                move(sched, 'T_max', f'{name}.T_max', new)
             if sched.get('milestones'):
                 steps = [
                     max(begin + 1, round(begin + (m - begin) * (new - begin) / (old - begin)))
@@ -123,12 +126,20 @@ def sync_schedule(
 
 def limit_topk(cfg: Config) -> list[int]:
     """Keep only the top-k accuracies with k < the number of classes in the config's
-    ``AccMetric`` evaluators (a 4-class model's top-5 is 100% by definition); top-1 always stays.
-    Returns the ks dropped."""
-    num_classes = ((cfg.get('model') or {}).get('cls_head') or {}).get('num_classes')
+    ``AccMetric`` evaluators and in the training log (MMAction2's heads log ``top{k}_acc`` for
+    their ``topk``, (1, 5) by default): a 4-class model's top-5 is 100% by definition; top-1
+    always stays. Returns the ks dropped."""
+    head = (cfg.get('model') or {}).get('cls_head') or {}
+    num_classes = head.get('num_classes')
     if not isinstance(num_classes, int):
         return []
     dropped: set[int] = set()
+    head_topk = head.get('topk', (1, 5))
+    head_topk = (head_topk,) if isinstance(head_topk, int) else tuple(head_topk)
+    kept = tuple(k for k in head_topk if k < num_classes or k == 1)
+    if kept != head_topk and _takes_topk(head.get('type')):
+        dropped |= set(head_topk) - set(kept)
+        head['topk'] = kept
     for key in ('val_evaluator', 'test_evaluator'):
         evaluators = cfg.get(key)
         for metric in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
@@ -145,6 +156,18 @@ def limit_topk(cfg: Config) -> list[int]:
                 options['top_k_accuracy'] = dict(options.get('top_k_accuracy', {}), topk=kept)
                 metric['metric_options'] = options
     return sorted(dropped)
+
+
+def _takes_topk(head_type: Any) -> bool:
+    """Whether the head class ``head_type`` (a registered name) takes ``topk`` (MMAction2's
+    ``BaseHead`` and its subclasses)."""
+    import inspect
+
+    from mmaction.models.heads.base import BaseHead
+    from mmaction.registry import MODELS
+
+    cls = MODELS.get(head_type) if isinstance(head_type, str) else head_type
+    return inspect.isclass(cls) and issubclass(cls, BaseHead)
 
 
 def enable_tensorboard(cfg: Config) -> Config:

@@ -22,6 +22,10 @@ multiplies by ``K``: an ``IterBasedTrainLoop``'s ``max_iters``, ``val_begin`` /
 ``T_max``, and an iteration-based checkpoint interval. Epoch-based parts need nothing: an epoch
 is the same data, and ``convert_to_iter_based`` schedulers count the iterations of an epoch.
 
+Accumulation leaves the learning rate as the config sets it: the lr of a recipe is the one made
+for its ``global_batch_size``. A ``--global-batch`` other than the config's is logged with the lr
+the linear rule would give (the value to set with ``--cfg-options optim_wrapper.optimizer.lr=``).
+
 The other choice, ``--auto-scale-lr`` (mmengine's ``auto_scale_lr``), keeps one optimizer step
 per batch and multiplies the learning rate by ``W · b / base_batch_size`` (Goyal et al., 2017):
 more steps of a smaller batch, which is not the recipe's trajectory. The two are exclusive.
@@ -117,6 +121,7 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
     schedule (:func:`scale_iteration_schedule`) and add :class:`GlobalBatchHook`. Returns the
     lines it logged. A ``ConfigError`` for a value <= 0, for ``auto_scale_lr.enable`` at the
     same time, or for a config without one ``optim_wrapper.optimizer``."""
+    configured = cfg.get('global_batch_size')
     if global_batch is not None:
         cfg.global_batch_size = global_batch or None
     target = cfg.get('global_batch_size')
@@ -146,6 +151,13 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
         f'{steps} accumulation step{"s" if steps > 1 else ""} (global_batch_size={target}; '
         f'optim_wrapper.accumulative_counts={steps})'
     ]
+    lr = wrapper['optimizer'].get('lr')
+    if global_batch and configured and global_batch != configured and isinstance(lr, (int, float)):
+        lines.append(
+            f'--global-batch {global_batch}: the lr stays optim_wrapper.optimizer.lr={lr:g}, which the '
+            f'config sets for its global batch of {configured}; the linear rule would give '
+            f'{lr * global_batch / configured:g} (--cfg-options optim_wrapper.optimizer.lr=...)'
+        )
     if reached != target:
         lines.append(
             f'warning: global_batch_size={target} is not a multiple of {world} x {batch}: each '

@@ -34,25 +34,32 @@ class Prediction:
 def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     """The videos named by ``source``: a video file, a folder (its video files, recursively,
     sorted) or a list file (``.txt``: one path per line, optionally followed by a label as in
-    MMAction2's lists, :func:`list_path`; relative paths are relative to ``video_root``, default
+    MMAction2's lists, :func:`list_entry`; relative paths are relative to ``video_root``, default
     the list's folder).
     A missing input, an empty folder or missing listed videos are a ``FileNotFoundError``."""
+    return list(collect_labelled_videos(source, video_root))
+
+
+def collect_labelled_videos(source: str, video_root: Optional[str] = None) -> dict[str, Optional[int]]:
+    """:func:`collect_videos` with each video's label: the list's (MMAction2's ``path label``
+    lines), ``None`` for a file, a folder or an unlabelled line."""
     path = Path(source)
     if path.is_dir():
         videos = sorted(str(p) for p in path.rglob('*') if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
         if not videos:
             raise FileNotFoundError(f'no video files ({", ".join(VIDEO_SUFFIXES)}) under {source}')
-        return videos
+        return dict.fromkeys(videos)
     if not path.is_file():
         raise FileNotFoundError(
             f'input {source} does not exist (expected a video file, a folder or a .txt list of videos)'
         )
     if path.suffix.lower() != '.txt':
-        return [str(path)]
+        return {str(path): None}
     root = Path(video_root) if video_root is not None else path.parent
     lines = path.read_text(encoding='utf-8').splitlines()
-    # an absolute entry stays absolute
-    videos = [str(root / list_path(ln)) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
+    entries = [list_entry(ln) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
+    labelled = {str(root / video): label for video, label in entries}  # an absolute entry stays absolute
+    videos = list(labelled)
     if not videos:
         raise DataError(f'list {source} names no video (one path per line expected)')
     missing = [v for v in videos if not osp.isfile(v)]
@@ -62,15 +69,15 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
             f'exist (relative to {root}; set the folder with --video-root): '
             f'{", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}'
         )
-    return videos
+    return labelled
 
 
-def list_path(line: str) -> str:
-    """The video of a list line: the line, or the text before its last field when that field
-    is an integer (a label; the path itself may hold blanks)."""
+def list_entry(line: str) -> tuple[str, Optional[int]]:
+    """The video of a list line and its label: the line and ``None``, or the text before its last
+    field and that field when it is an integer (a label; the path itself may hold blanks)."""
     line = line.strip()
-    labelled = re.fullmatch(r'(.+?)\s+-?\d+', line)
-    return labelled.group(1) if labelled else line
+    labelled = re.fullmatch(r'(.+?)\s+(-?\d+)', line)
+    return (labelled.group(1), int(labelled.group(2))) if labelled else (line, None)
 
 
 def read_label_map(source: str) -> list[str]:

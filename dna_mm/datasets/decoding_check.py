@@ -5,17 +5,16 @@ Behind ``tools/data/check_decoding.py`` (docs/datasets/decoding.md)."""
 
 from __future__ import annotations
 
-import argparse
 import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..apis.cli import DEBUG_HELP, cli_main, user_file
-from ..errors import DataError
+from ..apis.cli import user_file
+from ..errors import ConfigError, DataError
 from .video_kinds import KINDS, encoder, write_kind
 from .video_reader import KeyframeReader, frames_in_sequence
 
@@ -153,35 +152,30 @@ def report(
     return '\n'.join(lines), all_exact
 
 
-@cli_main('check_decoding.py')
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(
-        description='Compare video readers with every frame decoded in sequence (PyAV, ordered by '
-        'presentation timestamp): frame count and frames, in increasing, random and wrapped access.'
-    )
-    p.add_argument('videos', nargs='*', type=Path, help='video files (each is decoded into memory)')
-    p.add_argument(
-        '--kinds', nargs='*', metavar='KIND', help='generated files of these kinds (none given: all)'
-    )
-    p.add_argument('--readers', nargs='+', default=['dna_mm', 'decord'], choices=sorted(READERS))
-    p.add_argument('--out-dir', type=Path, help='keep the generated files here (default: a temporary folder)')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
-    args = p.parse_args(argv)
-    if not args.videos and args.kinds is None:
-        p.error('give video files or --kinds')
-    unknown = [k for k in args.kinds or [] if k not in KINDS]
+def check_decoding(
+    videos: Sequence[Path], kinds: Optional[Sequence[str]], readers: Sequence[str], out_dir: Optional[Path]
+) -> int:
+    """What ``tools/data/check_decoding.py`` does with its arguments: ``videos`` and the generated
+    files of ``kinds`` (``[]``: all; ``None``: none), kept in ``out_dir`` (default: a temporary
+    folder), checked with each of ``readers``; prints the table and returns the exit status (1 if
+    the first reader is not exact on a readable file).
+
+    Raises:
+        ConfigError: an unknown kind.
+    """
+    unknown = [k for k in kinds or [] if k not in KINDS]
     if unknown:
-        p.error(f'unknown kind(s) {", ".join(unknown)}; known: {", ".join(KINDS)}')
-    paths = [Path(user_file(str(v), 'video')) for v in args.videos]
+        raise ConfigError(f'unknown kind(s) {", ".join(unknown)}; known: {", ".join(KINDS)}')
+    paths = [Path(user_file(str(v), 'video')) for v in videos]
     names = [str(v) for v in paths]
     with tempfile.TemporaryDirectory(prefix='dna_mm_decoding_') as tmp:
-        folder = args.out_dir or Path(tmp)
-        for kind in [] if args.kinds is None else args.kinds or list(KINDS):
+        folder = out_dir or Path(tmp)
+        for kind in [] if kinds is None else kinds or list(KINDS):
             if encoder(KINDS[kind]) is None:
                 print(f'{kind}: not written, PyAV has no {KINDS[kind].codec} encoder')
                 continue
             paths.append(write_kind(kind, folder))
             names.append(f'{kind} ({paths[-1].name})')
-        table, exact = report(paths, tuple(args.readers), names)
+        table, exact = report(paths, tuple(readers), names)
     print(table)
     return 0 if exact else 1

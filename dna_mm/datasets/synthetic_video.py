@@ -1,7 +1,9 @@
 """Generated videos for the data benchmarks and tests, encoded by :func:`write_video`; the frames
 imitate camera footage closely enough for codec timings (flat frames code far faster):
 :func:`camera_clip` (preparation benchmark and tests), :func:`panning_clip` (data-throughput
-benchmark), :func:`box_clip` (person-crop tests).
+benchmark), :func:`box_clip` (person-crop tests), :func:`camera_move_clip` (custom-set tests and
+the walk-through of docs/datasets/custom.md: a camera panning, tilting or zooming over a still
+picture, classes that depend on direction).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ def write_video(
 ) -> Path:
     """Encode ``[H, W, 3]`` uint8 RGB frames (all one size) to ``path`` with PyAV's FFmpeg;
     returns ``path``. ``codec``: ``mpeg4`` (MPEG-4 Part 2 as NTU RGB+D ships, at ``bit_rate``
-    bit/s, FFmpeg's default when ``None``) or ``libx264`` (CRF 23, preset veryfast, as Kinetics
-    and dna_mm's preparation tools). ``keyint``: keyframe interval (``None``: the encoder's, 12
+    bit/s, FFmpeg's default when ``None``), ``libx264`` (CRF 23, preset veryfast, as Kinetics
+    and dna_mm's preparation tools), or any other FFmpeg encoder PyAV has (``mjpeg``,
+    ``libvpx-vp9``, ...) with its defaults. ``keyint``: keyframe interval (``None``: the encoder's, 12
     for mpeg4, 250 for libx264). ``b_frames``: B-frames between references (``None``: the
     encoder's, none for mpeg4, 3 for libx264)."""
     import av
@@ -36,7 +39,8 @@ def write_video(
         for image in frames:
             if stream is None:
                 stream = container.add_stream(codec, rate=Fraction(fps))
-                stream.height, stream.width, stream.pix_fmt = *image.shape[:2], 'yuv420p'
+                pix_fmt = 'yuvj420p' if codec == 'mjpeg' else 'yuv420p'  # MJPEG: full range
+                stream.height, stream.width, stream.pix_fmt = *image.shape[:2], pix_fmt
                 options = {'preset': 'veryfast', 'crf': '23'} if codec == 'libx264' else {}
                 if bit_rate:
                     stream.bit_rate = bit_rate
@@ -103,6 +107,60 @@ def panning_clip(width: int, height: int, frames: int = 90, seed: int = 0) -> It
             frame[cy : cy + side, cx : cx + side // 2] = c
         frame += noise[t % len(noise)]
         yield np.clip(frame, 0, 255).astype(np.uint8)
+
+
+#: camera moves of :func:`camera_move_clip`: (x, y) travel in units of the margin, zoom sign
+CAMERA_MOVES = {
+    'pan left': (-1, 0, 0),
+    'pan right': (1, 0, 0),
+    'tilt up': (0, -1, 0),
+    'tilt down': (0, 1, 0),
+    'zoom in': (0, 0, 1),
+    'zoom out': (0, 0, -1),
+}
+
+
+def still_picture(width: int, height: int, seed: int = 0) -> np.ndarray:
+    """``[height, width, 3]`` uint8: a smooth random scene with edges and blobs at several scales,
+    a stand-in for a photograph (detail everywhere, so every camera move shows)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    picture = _smooth_texture(rng, 30, 225, width, height)
+    for _ in range(12):  # objects: filled ellipses of random size and colour
+        centre = (int(rng.integers(0, width)), int(rng.integers(0, height)))
+        axes = (
+            int(rng.integers(width // 30 + 2, width // 6 + 3)),
+            int(rng.integers(height // 30 + 2, height // 6 + 3)),
+        )
+        cv2.ellipse(
+            picture, centre, axes, float(rng.uniform(0, 180)), 0, 360, rng.uniform(0, 255, 3).tolist(), -1
+        )
+    picture += rng.normal(0, 6, size=picture.shape).astype(np.float32)  # texture
+    return np.clip(picture, 0, 255).astype(np.uint8)
+
+
+def camera_move_clip(move: str, width: int, height: int, frames: int, seed: int = 0) -> Iterator[np.ndarray]:
+    """``frames`` RGB frames ``[height, width, 3]`` of a camera moving over :func:`still_picture`:
+    ``move`` one of :data:`CAMERA_MOVES` (a pan or tilt crosses a quarter of the frame, a zoom
+    goes between the whole picture and its central 60 %)."""
+    import cv2
+
+    dx, dy, zoom = CAMERA_MOVES[move]
+    margin_x, margin_y = width // 4, height // 4
+    picture = still_picture(width + 2 * margin_x, height + 2 * margin_y, seed)
+    for t in range(frames):
+        f = t / max(1, frames - 1)  # 0 -> 1 over the clip
+        if zoom:
+            scale = 1 - 0.4 * (f if zoom > 0 else 1 - f)  # share of the picture in view
+            w, h = int(picture.shape[1] * scale), int(picture.shape[0] * scale)
+            x0, y0 = (picture.shape[1] - w) // 2, (picture.shape[0] - h) // 2
+        else:
+            w, h = width, height
+            x0 = margin_x + int(round(dx * margin_x * (2 * f - 1)))
+            y0 = margin_y + int(round(dy * margin_y * (2 * f - 1)))
+        view = picture[y0 : y0 + h, x0 : x0 + w]
+        yield cv2.resize(view, (width, height), interpolation=cv2.INTER_AREA)
 
 
 def box_clip(width: int, height: int, frames: int, box: tuple[int, int, int, int]) -> Iterator[np.ndarray]:

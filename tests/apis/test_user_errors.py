@@ -4,6 +4,7 @@ config values are checked first."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -92,7 +93,9 @@ def test_topk_only_below_the_number_of_classes_and_coco_in_percent() -> None:
     cfg = _demo_cfg()  # 4 classes
     assert limit_topk(cfg) == [5]
     assert cfg.test_evaluator.metric_options == dict(top_k_accuracy=dict(topk=(1,)))
-    assert limit_topk(_demo_cfg('model.cls_head.num_classes=400')) == []
+    assert cfg.model.cls_head.topk == (1,)  # the training log's top{k}_acc too
+    big = _demo_cfg('model.cls_head.num_classes=400')
+    assert limit_topk(big) == [] and 'topk' not in big.model.cls_head
     line = format_metrics({'coco/bbox_mAP': 0.703, 'coco/bbox_mAP_s': 0.685, 'coco/bbox_mAP_l': -1.0})
     assert line == 'Test results: bbox AP: 70.30  bbox AP_S: 68.50  bbox AP_L: n/a'
 
@@ -246,6 +249,7 @@ NO_USER_INPUT = {
     'tools/analysis/benchmark_train_step.py',
     'tools/analysis/triton_kernel_table.py',
     'tools/data/benchmark_preparation.py',
+    'tools/data/make_example_clips.py',
     'tools/demo.py',
     'tools/demo_det.py',
     'tools/demo_runs.py',
@@ -257,8 +261,67 @@ NO_USER_INPUT = {
     'tool', sorted({str(p.relative_to(REPO)) for p in REPO.glob('tools/**/*.py')} - NO_USER_INPUT)
 )
 def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
-    """Each such tool runs in ``cli_main`` (one ``prog: error:`` line, status 2) and so takes
+    """Each such tool runs in ``run_tool`` (one ``prog: error:`` line, status 2) and so takes
     ``--debug``; a new tool that does not is caught here (or listed in NO_USER_INPUT)."""
     sub = ['softmax-to-dna'] if tool.endswith('convert_checkpoint.py') else []
     proc = run_main([tool, *sub, '--help'])
     assert DEBUG_HELP in ' '.join(proc.stdout.split()), proc.stdout
+
+
+@pytest.mark.parametrize(
+    'opt, line',
+    [
+        (
+            'model.backbone.embed_dim=64',
+            "model.backbone.embed_dim: the model part DnATimeSformer takes no argument 'embed_dim'; "
+            "did you mean 'embed_dims'?",
+        ),
+        (
+            'train_cfg.max_epoch=2',
+            "train_cfg.max_epoch: the loop ResumableEpochBasedTrainLoop takes no argument 'max_epoch'; "
+            "did you mean 'max_epochs'?",
+        ),
+        (
+            'default_hooks.logger.intervall=1',
+            "the hook LoggerHook takes no argument 'intervall'; "
+            "did you mean 'interval' / 'interval_exp_name'?",
+        ),
+        (
+            'train_dataloader.dataset.ann_fil=x.txt',
+            "the dataset RobustVideoDataset takes no argument 'ann_fil'; did you mean 'ann_file'?",
+        ),
+    ],
+)
+def test_an_unknown_argument_is_one_line_naming_the_closest(opt, line, tiny_video_set, tmp_path) -> None:
+    """A model part, a loop, a hook, a dataset: the key, the type and the closest valid names;
+    status 2, no traceback; --debug raises the TypeError itself."""
+    args = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--cfg-options']
+    args += [*tiny_run_options(tiny_video_set), opt]
+    proc = run_main(args, check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours == [f'train.py: error: {line}', 'train.py: (--debug prints the traceback)']
+    with pytest.raises(TypeError, match='unexpected keyword argument'):
+        _tool('train').main([*args[1:], '--debug'])
+
+
+def test_a_step_that_needs_a_missing_package_is_one_line(tiny_video_set, tmp_path) -> None:
+    """MMAction2's pytorchvideo RandAugment (not installed here): the step and the package."""
+    assert importlib.util.find_spec('pytorchvideo') is None, 'this test needs pytorchvideo absent'
+    cfg = tmp_path / 'randaugment.py'
+    cfg.write_text(
+        f"_base_ = ['{DEMO_CONFIG}']\n"
+        "train_pipeline = [dict(type='DecordInit'), dict(type='SampleFrames', clip_len=4, num_clips=1),\n"
+        "    dict(type='DecordDecode'), dict(type='PytorchVideoWrapper', op='RandAugment'),\n"
+        "    dict(type='FormatShape', input_format='NCTHW'), dict(type='PackActionInputs')]\n"
+        'train_dataloader = dict(dataset=dict(pipeline=train_pipeline))\n'
+    )
+    args = ['tools/train.py', str(cfg), '--work-dir', str(tmp_path), '--cfg-options']
+    proc = run_main([*args, *tiny_run_options(tiny_video_set)], check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours[0] == (
+        'train.py: error: the pipeline step PytorchVideoWrapper needs pytorchvideo, which is not '
+        'installed: install it, or take the step out'
+    )

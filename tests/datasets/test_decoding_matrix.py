@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_tool
 
 from dna_mm.datasets.video_kinds import BROKEN, KINDS, encode, encoder, pack_bframes, write_broken, write_kind
 from dna_mm.datasets.video_reader import KeyframeReader, frames_in_sequence, open_video
@@ -225,7 +226,7 @@ def test_resize_videos_reads_every_kind_and_lists_the_broken(
     tool's own verification); each broken file is in failed.txt with what is wrong."""
     import decord
 
-    from dna_mm.datasets.preparation import resize
+    resize = load_tool('tools/data/resize_videos.py')
 
     sources = {**kind_files, **{f'broken_{n}': p for n, p in broken_files.items()}}
     _source_tree(tmp_path / 'src', sources, lambda name, path: name + path.suffix)
@@ -251,7 +252,7 @@ def test_resize_videos_reads_every_kind_and_lists_the_broken(
 def _person_crops(kinds: dict[str, Path], broken: dict[str, Path], root: Path) -> None:
     """The NTU person-crop tool on ``kinds`` and ``broken`` files named as NTU samples (no
     skeletons: whole frames): each kind is cropped with its frame count, the broken fail."""
-    from dna_mm.datasets.preparation import person_crops
+    person_crops = load_tool('tools/data/ntu60/person_crops.py')
 
     files = {**kinds, **{f'broken_{n}': p for n, p in broken.items()}}
     names = {name: f'S001C001P001R001A{i + 1:03d}' for i, name in enumerate(files)}
@@ -300,7 +301,7 @@ def test_person_crops_read_every_kind(kind_files, tmp_path) -> None:
 
 
 def test_check_decoding_lists_what_each_reader_gets_wrong(kind_files, broken_files, capsys) -> None:
-    from dna_mm.datasets.decoding_check import main
+    main = load_tool('tools/data/check_decoding.py').main
 
     files = [kind_files['h264_bframes'], kind_files['mpeg4_bframes_avi'], broken_files['empty.mp4']]
     assert main([str(f) for f in files]) == 0

@@ -13,16 +13,19 @@ from pathlib import Path
 import decord
 import numpy as np
 import pytest
-from conftest import run_main, run_tool
+from conftest import load_tool, run_main, run_tool
 
-from dna_mm.datasets.cli import build_cli
-from dna_mm.datasets.preparation import person_crops, resize
+from dna_mm.datasets.preparation import resize
 from dna_mm.datasets.preparation.encoding import probe, short_side_size
 from dna_mm.datasets.preparation.geometry import square_window
 from dna_mm.datasets.preparation.runner import part_path, produce, run_jobs
 from dna_mm.datasets.preparation.skeleton import SkeletonError, joint_box
 from dna_mm.datasets.preparation.verification import frames_match, verify_video
 from dna_mm.datasets.synthetic_video import box_clip, camera_clip, write_video
+
+resize_tool = load_tool('tools/data/resize_videos.py')
+person_crops = load_tool('tools/data/ntu60/person_crops.py')
+build_ntu60_lists = load_tool('tools/data/ntu60/build_annotations.py').main
 
 BODY = '72057594037931101 0 1 1 1 1 0 -0.437266 -0.1939345 2'
 
@@ -173,7 +176,7 @@ def test_resize_tree_resume_redo_and_failures(tmp_path, capsys) -> None:
     out = tmp_path / 'out'
     args = [str(src), str(out), '--short-side', '32', '--workers', '2', '--keyint', '4']
 
-    assert resize.main(args) == 1
+    assert resize_tool.main(args) == 1
     text = capsys.readouterr().out
     assert '5 videos: 3 done, 0 skipped (already there and verified), 2 failed' in text
     assert 'broken.mp4: source unreadable' in text
@@ -192,14 +195,14 @@ def test_resize_tree_resume_redo_and_failures(tmp_path, capsys) -> None:
 
     # second run: the good outputs are skipped; a wrong-size output is redone
     write_video(out / 'abseiling' / 'c.mp4', camera_clip(16, 16, 8), codec='libx264')
-    assert resize.main(args) == 1
+    assert resize_tool.main(args) == 1
     assert '5 videos: 1 done, 2 skipped' in capsys.readouterr().out
     assert verify_video(out / 'abseiling' / 'c.mp4', (56, 32), 8) is None
 
     # once the bad sources are gone, nothing fails and failed.txt goes away
     (src / 'broken.mp4').unlink()
     (src / 'truncated.avi').unlink()
-    assert resize.main(args) == 0
+    assert resize_tool.main(args) == 0
     assert '3 videos: 0 done, 3 skipped' in capsys.readouterr().out
     assert not (out / 'failed.txt').exists()
 
@@ -207,7 +210,7 @@ def test_resize_tree_resume_redo_and_failures(tmp_path, capsys) -> None:
 def test_resize_refuses_bad_input_with_one_line(tmp_path, capsys) -> None:
     def refused(argv: list[str]) -> str:
         with pytest.raises(SystemExit) as done:
-            resize.main(argv)
+            resize_tool.main(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert done.value.code == 2 and err[1:] == ['resize_videos.py: (--debug prints the traceback)'], err
         return err[0]
@@ -333,7 +336,7 @@ def test_person_crop_contains_the_person_where_expected(ntu, capsys) -> None:
 
     # the output names are what the list builder reads
     assert (
-        build_cli(['--video-dir', str(out), '--out-dir', str(ntu / 'xsub'), '--protocol', 'xsub'], 'ntu60')
+        build_ntu60_lists(['--video-dir', str(out), '--out-dir', str(ntu / 'xsub'), '--protocol', 'xsub'])
         == 0
     )
     lists = (ntu / 'xsub' / 'train.txt').read_text().split()

@@ -25,12 +25,8 @@ import os
 import os.path as osp
 import time
 
-from mmengine.config import DictAction
-
-from dna_mm.analysis.models import load_model
-from dna_mm.analysis.plots import PLOTTERS
-from dna_mm.analysis.report import ANALYSES, SCHEMA, analyze
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
+#: ``dna_mm.analysis.report.ANALYSES`` (a test keeps them equal)
+ANALYSES = ('alpha', 'entropy', 'redundancy', 'cvv', 'intruders', 'robustness')
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        metavar='KEY=VALUE',
         default=None,
         help='config overrides (every run), or create_model arguments for timm:',
     )
@@ -77,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--noise-space', choices=['normalized', 'pixel'], default='normalized')
     p.add_argument('--center', choices=['feature', 'token', 'none'], default='feature')
     p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     return p.parse_args(argv)
 
 
@@ -99,9 +95,12 @@ def describe(rep: dict) -> str:
     return '; '.join(parts)
 
 
-@cli_main('analyze_attention.py')
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def analyze_runs(args: argparse.Namespace) -> dict:
+    from dna_mm.analysis.models import load_model
+    from dna_mm.analysis.plots import PLOTTERS
+    from dna_mm.analysis.report import SCHEMA, analyze
+    from dna_mm.apis.cli import user_file
+
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
     for _, config, checkpoint in runs:  # every run's files, before the first run starts
         if not config.startswith('timm:'):
@@ -129,6 +128,13 @@ def main(argv: list[str] | None = None) -> dict:
         path = PLOTTERS[name](reports, osp.join(args.out, f'{name}.png'))
         print(f'wrote {path}' if path else f'{name}: nothing to plot (no run has it)')
     return dict(schema=SCHEMA, runs=reports)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('analyze_attention.py', analyze_runs, args)
 
 
 if __name__ == '__main__':

@@ -49,10 +49,10 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-import torch.nn.functional as F
+if TYPE_CHECKING:
+    import torch
 
 SHAPES = {
     'spatial': (8, 197),
@@ -89,6 +89,8 @@ def methods_on(device: str, methods: list[str]) -> list[str]:
     """``methods`` less the Triton kernel where it cannot run (a CPU without the interpreter)."""
     if not KERNEL_METHODS & set(methods):
         return methods
+    import torch
+
     from dna_mm.ops import kernel_available
 
     return [m for m in methods if m not in KERNEL_METHODS or kernel_available(torch.device(device))]
@@ -96,23 +98,32 @@ def methods_on(device: str, methods: list[str]) -> list[str]:
 
 def _sync(device: str) -> None:
     if device == 'cuda':
+        import torch
+
         torch.cuda.synchronize()
 
 
-class _Given(torch.nn.Module):
-    """Stands in for a projection in the core scope: returns a fixed leaf of its output."""
+def _given(out: torch.Tensor) -> torch.nn.Module:
+    """A module standing in for a projection in the core scope: returns ``out``, a fixed leaf of
+    its output."""
+    import torch
 
-    def __init__(self, out: torch.Tensor) -> None:
-        super().__init__()
-        self.out = out
+    class Given(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = out
 
-    def forward(self, _x: torch.Tensor) -> torch.Tensor:
-        return self.out
+        def forward(self, _x: torch.Tensor) -> torch.Tensor:
+            return self.out
+
+    return Given()
 
 
 def folded_heads(module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``-Q-`` and ``α V-`` ``[B, N, C]`` of a Q±V± module with the sign and α folded into the
     projection weights (``α`` repeated over each head's channels)."""
+    import torch.nn.functional as F
+
     a = module.alpha.repeat_interleave(module.head_dim)  # [C]
     q_min = F.linear(x, -module.q_neg.weight, -module.q_neg.bias)
     return q_min, F.linear(x, module.v_neg.weight * a[:, None], module.v_neg.bias * a)
@@ -133,6 +144,8 @@ def build_step(
     ``BIASED_SHAPES`` attends with a fixed float bias ``[1, H, N, N]`` in ``dtype`` (DnA: one
     per branch). ``step.clear()`` releases the gradients a step leaves.
     """
+    import torch
+    import torch.nn.functional as F
     from mmengine.registry import MODELS
 
     import dna_mm  # noqa: F401
@@ -161,7 +174,7 @@ def build_step(
                 outs['q_neg'], outs['v_neg'] = folded_heads(module, x)
         for name, out in outs.items():
             leaves.append(out.to(torch_dtype).clone().requires_grad_())
-            setattr(module, name, _Given(leaves[-1]))
+            setattr(module, name, _given(leaves[-1]))
 
     def folded() -> torch.Tensor:  # [B, H, N, d]
         q_min, v_min = (module.q_neg(x), module.v_neg(x)) if scope == 'core' else folded_heads(module, x)
@@ -209,6 +222,8 @@ def build_step(
 
 def _step_peak_mb(step: Callable[[], None], device: str) -> float:
     """CUDA: the peak allocated during one ``step`` above what was allocated before it (MB)."""
+    import torch
+
     step.clear()  # type: ignore[attr-defined]
     _sync(device)
     torch.cuda.reset_peak_memory_stats()
@@ -284,6 +299,8 @@ def measure(
     if device == 'cuda' or tiny:
         result = time_worker(device, shape, methods, reps, dtype, scope, clips, tiny)
         if device == 'cuda':
+            import torch
+
             torch.cuda.empty_cache()
             return result
         return {m: dict(ms=ms, peak_mb=float('nan')) for m, ms in result.items()}
@@ -328,6 +345,8 @@ def table(
 
 
 def _device_name(device: str) -> str:
+    import torch
+
     if device == 'cuda':
         return torch.cuda.get_device_name()
     return f'{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads'
@@ -353,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument('--json', help='also write the raw figures here')
     p.add_argument('--worker', nargs=3, metavar=('KIND', 'DEVICE', 'SHAPE'), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    import torch
+
     if args.worker:
         kind, device, shape = args.worker
         common = dict(dtype=args.dtype, scope=args.scope[0], clips=args.clips, tiny=args.tiny)

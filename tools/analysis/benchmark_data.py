@@ -35,17 +35,6 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import numpy as np
-from mmengine.config import Config, DictAction
-from mmengine.registry import init_default_scope
-from mmengine.utils import import_modules_from_strings
-
-import dna_mm  # noqa: F401  (registers dna_mm's datasets and transforms)
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, parse_size, user_file
-from dna_mm.datasets.synthetic_video import panning_clip, write_video
-from dna_mm.datasets.video_kinds import pack_bframes
-from dna_mm.errors import ConfigError
-
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
 STOCK = {
     'ScaledPyAVInit': 'DecordInit',
@@ -74,6 +63,9 @@ def write_video_set(
     B-frames between references (the encoder's default when ``None``); ``container``: ``mp4`` or
     ``avi``; ``packed``: MPEG-4 AVI with one B-frame, rewritten with DivX packed B-frames
     (:func:`~dna_mm.datasets.video_kinds.pack_bframes`)."""
+    from dna_mm.datasets.synthetic_video import panning_clip, write_video
+    from dna_mm.datasets.video_kinds import pack_bframes
+
     names = [f'{size[0]}x{size[1]}_{i}.{container}' for i in range(num_videos)]
     bit_rate = None if codec == 'h264' else int(0.1 * size[0] * size[1] * 30)
     codec = 'libx264' if codec == 'h264' else codec
@@ -104,6 +96,8 @@ def stock_pipeline(pipeline: Sequence[dict]) -> list[dict]:
 
 def swap_init(pipeline: Sequence[dict], init: str) -> list[dict]:
     """The pipeline with its opening transform (``*Init``) of type ``init``, arguments kept."""
+    from dna_mm.errors import ConfigError
+
     swapped = [copy.deepcopy(dict(step)) for step in pipeline]
     for step in swapped:
         if step['type'].endswith('Init'):
@@ -123,6 +117,8 @@ def time_pipeline(
     ms per clip, ``decode_ms`` (up to and including the ``*Decode`` transform) / ``transforms_ms``
     (after it) in CPU time, ``cpu_ms`` / ``wall_ms`` (the whole pipeline), ``clips_per_core`` and
     the ``shape`` of the packed ``inputs``."""
+    import numpy as np
+
     steps = {name: list(getattr(p, 'transforms', p)) for name, p in pipelines.items()}
     times: dict[str, list] = {name: [] for name in pipelines}  # per clip: decode CPU, rest CPU, wall
     shapes = {}
@@ -162,6 +158,8 @@ def time_dataloader(loader_cfg: dict, num_workers: int, num_clips: int, seed: in
     """Clips/s through the DataLoader built from ``loader_cfg`` with ``num_workers`` workers: the
     batches after the first (worker start-up excluded) until ``num_clips`` clips were read."""
     from mmengine.runner import Runner
+
+    from dna_mm.errors import ConfigError
 
     cfg = copy.deepcopy(loader_cfg)
     cfg.update(num_workers=num_workers, persistent_workers=False)
@@ -205,6 +203,8 @@ def benchmark_config(
     config's list. Logs a line per measurement; returns one row (dict) per input and pipeline."""
     from mmaction.registry import DATASETS
     from mmengine.dataset import Compose
+
+    from dna_mm.errors import ConfigError
 
     loader_cfg = cfg.get(f'{split}_dataloader')
     if loader_cfg is None:
@@ -305,8 +305,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--compare', nargs='+', default=[], metavar='TYPE', help='also time these opening transforms'
     )
     p.add_argument('--no-baseline', action='store_true', help="skip MMAction2's stock pipeline")
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument(
+        '--cfg-options', nargs='+', metavar='KEY=VALUE', help='override config settings, key=value'
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if args.num_clips < 1:
         p.error(f'--num-clips must be at least 1, got {args.num_clips}')
@@ -314,16 +316,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f'--workers must be >= 0, got {args.workers}')
     if args.packed and (args.codec, args.container, args.bframes) != ('mpeg4', 'avi', 1):
         p.error('--packed needs --codec mpeg4 --container avi --bframes 1')
-    try:
-        args.sizes = [parse_size(s) for s in args.synthetic or []]
-    except ValueError as err:
-        p.error(str(err))
     return args
 
 
-@cli_main('benchmark_data.py')
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def benchmark(args: argparse.Namespace) -> None:
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmengine.utils import import_modules_from_strings
+
+    import dna_mm  # noqa: F401  (registers dna_mm's datasets and transforms)
+    from dna_mm.apis.cli import parse_size, user_file
+    from dna_mm.errors import ConfigError
+
+    try:
+        sizes = [parse_size(s) for s in args.synthetic or []]
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
@@ -336,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
             split=args.split,
             num_clips=args.num_clips,
             workers=args.workers,
-            sizes=args.sizes,
+            sizes=sizes,
             gpu_rate=args.clips_per_s_per_gpu,
             tmp_dir=Path(tmp),
             baseline=not args.no_baseline,
@@ -351,6 +359,13 @@ def main(argv: list[str] | None = None) -> None:
         )
     print(f'\n{args.config}, {args.split} pipeline, {args.num_clips} clips per measurement (medians)\n')
     print(format_report(rows, args.clips_per_s_per_gpu))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    run_tool('benchmark_data.py', benchmark, args)
 
 
 if __name__ == '__main__':

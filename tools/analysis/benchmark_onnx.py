@@ -24,11 +24,6 @@ import sys
 import tempfile
 import time
 
-import torch
-
-from dna_mm.deployment import export, load_exportable, onnx_session, verify
-from dna_mm.deployment.onnx import example_input
-
 DEFAULT_MODELS = ['configs/timesformer_dna_demo.py', 'timm:dna_vit_tiny_patch16_224']
 
 
@@ -51,6 +46,11 @@ def _time(fn, x) -> float:
 
 def bench(name: str, ex, args: argparse.Namespace, path: str) -> list[str]:
     """Table rows of one model (exported to ``path``)."""
+    import torch
+
+    from dna_mm.deployment import export, onnx_session, verify
+    from dna_mm.deployment.onnx import example_input
+
     export(ex, path, dynamic_batch=True)
     diff = max(verify(ex, path, (1, 2)).values())
     rows = []
@@ -83,6 +83,10 @@ def bench(name: str, ex, args: argparse.Namespace, path: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> str:
     args = parse_args(argv)
+    import torch
+
+    from dna_mm.deployment import load_exportable
+
     header = [
         f'torch {torch.__version__}, onnxruntime {__import__("onnxruntime").__version__}, '
         f'{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs; '

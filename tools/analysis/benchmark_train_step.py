@@ -49,16 +49,11 @@ import multiprocessing
 import os
 import statistics
 import time
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-import torch
-from mmaction.registry import MODELS
-from mmaction.structures import ActionDataSample
-from mmaction.utils import register_all_modules
-from mmengine.config import Config, DictAction
-from mmengine.optim import build_optim_wrapper
-
-import dna_mm  # noqa: F401
+if TYPE_CHECKING:
+    import torch
+    from mmengine.config import Config
 
 DEFAULT = ['configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py']
 
@@ -66,6 +61,7 @@ DEFAULT = ['configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.
 def detection_inputs(model: torch.nn.Module, cfg: Config, batch: int, device: str) -> tuple:
     """Random ``img_size²`` images with 4 boxes / masks each, through the detector's
     data preprocessor (normalise, pad)."""
+    import torch
     from mmdet.structures import DetDataSample
     from mmdet.structures.mask import BitmapMasks
     from mmengine.structures import InstanceData
@@ -100,26 +96,33 @@ def load_config(path: str) -> Config:
         from mmengine.hub import get_config
 
         return get_config(path)
+    from mmengine.config import Config
+
     return Config.fromfile(path)
 
 
-class BackboneAndNeck(torch.nn.Module):
+def backbone_and_neck(backbone: torch.nn.Module, neck: Optional[torch.nn.Module]) -> torch.nn.Module:
     """A model's backbone and (optional) neck as one module (``--part backbone``), under the
     detector's own attribute names, so a layer-decay optimizer constructor parses them."""
+    import torch
 
-    def __init__(self, backbone: torch.nn.Module, neck: Optional[torch.nn.Module]) -> None:
-        super().__init__()
-        self.backbone, self.neck = backbone, neck
+    class BackboneAndNeck(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone, self.neck = backbone, neck
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        feats = self.backbone(x)
-        feats = self.neck(feats) if self.neck is not None else feats
-        feats = feats if isinstance(feats, (list, tuple)) else [feats]
-        return sum(f.float().mean() for f in feats)  # a scalar that reaches every output
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            feats = self.backbone(x)
+            feats = self.neck(feats) if self.neck is not None else feats
+            feats = feats if isinstance(feats, (list, tuple)) else [feats]
+            return sum(f.float().mean() for f in feats)  # a scalar that reaches every output
+
+    return BackboneAndNeck()
 
 
 def prepare_backbone(cfg: Config, batch: int, device: str) -> tuple[torch.nn.Module, torch.Tensor]:
     """``--part backbone``: the config's backbone (+ neck) and a random input batch."""
+    import torch
     from mmengine.registry import MODELS as ROOT
     from mmengine.registry import init_default_scope
 
@@ -140,7 +143,7 @@ def prepare_backbone(cfg: Config, batch: int, device: str) -> tuple[torch.nn.Mod
     else:
         init_default_scope(cfg.get('default_scope', 'mmaction'))
         net = ROOT.build(backbone)
-    model = BackboneAndNeck(net, ROOT.build(neck) if neck else None).to(device).train()
+    model = backbone_and_neck(net, ROOT.build(neck) if neck else None).to(device).train()
     size = backbone.get('img_size', 224)
     if detector:
         return model, torch.randn(batch, 3, size, size, device=device)
@@ -158,6 +161,13 @@ def prepare(
 ) -> tuple[Callable[[], None], int, int]:
     """The config's model, optimizer and inputs → ``(one train step, params, backbone params)``;
     ``part='backbone'``: its backbone (+ neck) alone."""
+    import torch
+    from mmaction.registry import MODELS
+    from mmaction.structures import ActionDataSample
+    from mmengine.optim import build_optim_wrapper
+
+    import dna_mm  # noqa: F401
+
     cfg = load_config(path)
     if options:
         cfg.merge_from_dict(options)
@@ -223,6 +233,8 @@ def measure(
     """Median step time of each model and, on CUDA, the peak memory of its steps; the models
     take turns step by step (one warm-up round), so load drifting on a shared machine hits all
     of them alike."""
+    import torch
+
     times: list[list[float]] = [[] for _ in steps]
     peaks: list[Optional[int]] = [None for _ in steps]
     cuda = device.startswith('cuda')
@@ -250,6 +262,11 @@ def _peak_rss_child(path: str, batch: int, options: dict, reps: int, queue) -> N
     """In a fresh process: build, then ``reps + 1`` train steps; put ``(rss after build, peak
     rss, median step time)`` in ``queue``."""
     import resource
+
+    import torch
+    from mmaction.utils import register_all_modules
+
+    import dna_mm  # noqa: F401
 
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', torch.get_num_threads())))
     register_all_modules()
@@ -280,7 +297,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument('--configs', nargs='+', default=DEFAULT)
     p.add_argument('--batch', type=int, default=1)
     p.add_argument('--reps', type=int, default=3)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', default=None)  # default: cuda if there is a GPU, else cpu
     p.add_argument(
         '--amp-dtype',
         choices=['bfloat16', 'float16'],
@@ -297,7 +314,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        metavar='KEY=VALUE',
         default={},
         help='applied to every config, e.g. model.backbone.with_cp=True',
     )
@@ -312,6 +329,14 @@ def main(argv: Optional[list[str]] = None) -> None:
         help='CPU: each config in a fresh process; resident memory after building and its peak in the steps',
     )
     args = p.parse_args(argv)
+    import torch
+    from mmaction.utils import register_all_modules
+
+    from dna_mm.apis.cli import cfg_options
+
+    args.cfg_options = cfg_options(args.cfg_options) or {}
+    if args.device is None:
+        args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     if args.amp_dtype and not args.device.startswith('cuda'):
         p.error('--amp-dtype needs --device cuda')
     if args.peak_rss and args.device != 'cpu':

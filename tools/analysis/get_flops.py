@@ -22,16 +22,10 @@ from __future__ import annotations
 import argparse
 import os.path as osp
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-import torch.nn as nn
-from mmengine.config import Config, DictAction
-
-import dna_mm  # noqa: F401  (registers the models and the dna_vit_* timm names)
-from dna_mm.analysis.complexity import model_complexity
-from dna_mm.apis.cli import DEBUG_HELP, cli_main
-from dna_mm.errors import ConfigError
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,15 +38,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar='N',
         help='one input without the batch: C H W (images) or C T H W (clips)',
     )
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, help='config: override settings, key=value')
+    p.add_argument(
+        '--cfg-options', nargs='+', metavar='KEY=VALUE', help='config: override settings, key=value'
+    )
     p.add_argument(
         '--model-args',
         nargs='+',
-        action=DictAction,
+        metavar='KEY=VALUE',
         default={},
         help='timm: create_model keyword arguments (dotted keys nest), e.g. attn_cfg.variant=qpm_v',
     )
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if args.input_shape is not None and len(args.input_shape) not in (3, 4):
         p.error(f'--input-shape takes C H W or C T H W, got {args.input_shape}')
@@ -67,7 +63,10 @@ def from_config(
     path: str, shape: list[int] | None, options: dict | None
 ) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
     """The config's model, its input shape, what is traced (in words) and how."""
+    from mmengine.config import Config
     from mmengine.registry import MODELS, init_default_scope
+
+    from dna_mm.errors import ConfigError
 
     if '::' in path:  # a zoo config: mmaction::recognition/timesformer/...
         from mmengine.hub import get_config
@@ -112,16 +111,22 @@ def from_timm(
     return model, tuple(shape or model.pretrained_cfg['input_size']), 'the whole model', model
 
 
-@cli_main('get_flops.py')
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def count(args: argparse.Namespace) -> int:
+    import torch
+
+    import dna_mm  # noqa: F401  (registers the models and the dna_vit_* timm names)
+    from dna_mm.analysis.complexity import model_complexity
+    from dna_mm.apis.cli import cfg_options
+    from dna_mm.errors import ConfigError
+
     if osp.isfile(args.model) or '::' in args.model:
         model, shape, traced, forward = from_config(args.model, args.input_shape, args.cfg_options)
     elif args.model.endswith('.py'):
         raise FileNotFoundError(f'config {args.model} does not exist')
     else:
+        model_args = cfg_options(args.model_args) or {}  # 'attn_cfg.variant=qpm_v' -> a dict
         try:
-            model, shape, traced, forward = from_timm(args.model, args.input_shape, dict(args.model_args))
+            model, shape, traced, forward = from_timm(args.model, args.input_shape, model_args)
         except RuntimeError as err:  # timm: unknown model name
             raise ConfigError(f'{args.model} is neither a config file nor a timm model ({err})') from None
     result = model_complexity(model, torch.zeros(1, *shape), forward)
@@ -131,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         ops = ', '.join(f'{op} ×{n}' for op, n in sorted(result.unsupported.items()))
         print(f'not counted (no handle, as in fvcore): {ops}')
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('get_flops.py', count, args)
 
 
 if __name__ == '__main__':

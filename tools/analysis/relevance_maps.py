@@ -25,15 +25,6 @@ import os.path as osp
 import sys
 import time
 
-import numpy as np
-from mmengine.config import DictAction
-from mmengine.utils import ProgressBar
-
-from dna_mm.analysis.models import check_input, load_config, load_model
-from dna_mm.analysis.plots import plot_relevance
-from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
-from dna_mm.apis.cli import DEBUG_HELP, cli_main
-
 NOTE = (
     'Chefer et al. (ICCV 2021) relevance of the explained class, propagated through each branch '
     'on its own; each row min–max normalised over all {what} (0: least, 1: most relevant patch of '
@@ -52,8 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--label-map', default=None, help="class names, one a line (default: the config's label_map)"
     )
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None)
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE', default=None)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     return p.parse_args(argv)
 
 
@@ -66,6 +57,7 @@ def _context(args: argparse.Namespace, num_classes: int):
 
             names = read_label_map(args.label_map)
         return names, None
+    from dna_mm.analysis.models import load_config
     from dna_mm.apis.inference import resolve_class_names
 
     cfg = load_config(args.config, args.cfg_options)
@@ -82,6 +74,11 @@ def _context(args: argparse.Namespace, num_classes: int):
 
 def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) -> dict:
     """Relevance of one loaded input: the figure, .json and .npz; returns the summary."""
+    import numpy as np
+
+    from dna_mm.analysis.plots import plot_relevance
+    from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
+
     rel = relevance_maps(am, inputs, args.target)
     stem = osp.join(args.out, osp.splitext(osp.basename(path))[0] + '_relevance')
     pixels = am.raw_pixels(inputs)[0]
@@ -120,9 +117,11 @@ def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) ->
     return summary
 
 
-@cli_main('relevance_maps.py')
-def main(argv: list[str] | None = None) -> list[dict]:
-    args = parse_args(argv)
+def explain_inputs(args: argparse.Namespace) -> list[dict]:
+    from mmengine.utils import ProgressBar
+
+    from dna_mm.analysis.models import check_input, load_model
+
     for path in args.input:  # every input, before the model is loaded
         check_input(args.config, path)
     start = time.time()
@@ -160,6 +159,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f'{len(failed)} of {len(args.input)} inputs could not be read', file=sys.stderr)
         sys.exit(1)
     return summaries
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('relevance_maps.py', explain_inputs, args)
 
 
 if __name__ == '__main__':

@@ -37,17 +37,16 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dna_mm.analysis.study import ClipSet
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/: the demo's runs
 from demo_runs import REPO, demo_options, train_then_test  # noqa: E402
 
-from dna_mm.analysis.plots import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass  # noqa: E402
-from dna_mm.analysis.study import SCHEMA, ClipSet, evaluate, markdown_table, summarize  # noqa: E402
-from dna_mm.apis.cli import DEBUG_HELP, cli_main  # noqa: E402
-from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset  # noqa: E402
-from dna_mm.errors import ConfigError  # noqa: E402
-from dna_mm.models.attention.builder import SHORT_NAMES  # noqa: E402
-
+#: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
+ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/timesformer_dna_demo.py'
 #: --likeness → the MotionDatasetSpec fields that make the held-out distractors like the target
 LIKENESS = {'demo': {}, 'color': dict(distractor_color='target'), 'size': dict(distractor_size='target')}
@@ -57,7 +56,7 @@ HELDOUT_SEED = 1000
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=list(SHORT_NAMES))
+    p.add_argument('--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=ATTENTIONS)
     p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
     p.add_argument('--epochs', type=int, default=None, help="training epochs (default: the demo config's 20)")
     p.add_argument('--out', default='work_dirs/study', help='study folder (runs, JSON, table, figures)')
@@ -72,15 +71,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--batch-size', type=int, default=8, help='evaluation batch size')
     p.add_argument('--device', default=None, help='evaluation device (default: cuda when available)')
     p.add_argument('--report-only', action='store_true', help='summarise the finished runs, train nothing')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
-    args = p.parse_args(argv)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The values :func:`parse_args` does not check: a :class:`~dna_mm.errors.ConfigError`."""
+    from dna_mm.errors import ConfigError
+
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
         raise ConfigError('--seeds, --epochs and --heldout-per-class must be at least 1')
     if min(args.distractors) < 0:
         raise ConfigError(f'--distractors must be >= 0, got {args.distractors}')
     if args.reference not in args.methods:
         raise ConfigError(f'--reference {args.reference} is not one of --methods {args.methods}')
-    return args
 
 
 def _absolute(path: str) -> Path:
@@ -96,6 +100,9 @@ def _write_json(path: Path, data: dict) -> None:
 
 def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
     """The demo set (generated once) and the held-out sets, each made unless cached."""
+    from dna_mm.analysis.study import ClipSet
+    from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset
+
     demo = MotionDatasetSpec()
     ensure_motion_dataset(data_root, demo)
     sets = [ClipSet('demo_test', data_root, demo.num_distractors, heldout=False)]
@@ -126,6 +133,8 @@ def test_numbers(line: str) -> dict:
 
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
+    from dna_mm.analysis.study import evaluate
+
     run_dir = out / 'runs' / f'{method}_seed{seed}'
     run_dir.mkdir(parents=True, exist_ok=True)
     test_file = run_dir / 'test.json'
@@ -168,6 +177,10 @@ def _study_command(args, out: Path) -> str:
 
 def report(args, results: list[dict], out: Path, wall: float) -> dict:
     """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
+    from dna_mm.analysis.plots import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass
+    from dna_mm.analysis.study import SCHEMA, markdown_table, summarize
+    from dna_mm.datasets.synthetic import MotionDatasetSpec
+
     summary = summarize(results, args.reference)
     summary['command'] = _study_command(args, out)
     summary['wall_seconds_this_invocation'] = wall
@@ -188,9 +201,10 @@ def report(args, results: list[dict], out: Path, wall: float) -> dict:
     return summary
 
 
-@cli_main('study.py')
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def study(args: argparse.Namespace) -> dict:
+    from dna_mm.errors import ConfigError
+
+    check_args(args)
     t0 = time.time()
     out = _absolute(args.out)
     if args.report_only and not (out / 'runs').is_dir():
@@ -235,6 +249,13 @@ def main(argv: list[str] | None = None) -> dict:
     summary = report(args, results, out, time.time() - t0)
     print(f'study: {time.time() - t0:.0f} s this time, {summary["seconds"]:.0f} s of runs in all')
     return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('study.py', study, args)
 
 
 if __name__ == '__main__':

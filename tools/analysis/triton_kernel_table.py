@@ -13,16 +13,6 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
-from dna_mm.ops import (
-    compile_kernels,
-    launch_configs,
-    resource_usage,
-    shared_memory_limit,
-    tensor_core_instructions,
-)
-
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -35,6 +25,16 @@ def main() -> None:
     )
     p.add_argument('--head-dims', nargs='+', type=int, default=[32, 64, 128])
     args = p.parse_args()
+    import torch
+
+    from dna_mm.ops import (
+        compile_kernels,
+        launch_configs,
+        resource_usage,
+        shared_memory_limit,
+        tensor_core_instructions,
+    )
+
     print('| target | dtype | d | kernel | config | shared B (limit) | regs | spill st / ld B | mma |')
     print('|---|---|---|---|---|---|---|---|---|')
     for cap_text in args.capabilities:

@@ -21,13 +21,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-
-from dna_mm.apis.cli import parse_size
-from dna_mm.datasets.preparation.encoding import encode, resize_to
-from dna_mm.datasets.preparation.runner import default_workers
-from dna_mm.datasets.synthetic_video import camera_clip, write_video
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,10 +32,13 @@ def keyint_sweep(
     (:func:`dna_mm.datasets.preparation.encoding.encode`) at each interval; a clip is the
     decoding steps of the configs' train pipeline (init → ``SampleFrames(clip_len=8,
     frame_interval=32)`` → decode) on a random file, the intervals in turns (shuffled per round)."""
+    import numpy as np
     from mmaction.registry import TRANSFORMS
     from mmengine.config import Config
 
     import dna_mm  # noqa: F401  (registers dna_mm's decord transforms)
+    from dna_mm.datasets.preparation.encoding import encode, resize_to
+    from dna_mm.datasets.synthetic_video import camera_clip, write_video
 
     steps = []  # the train pipeline up to its decode
     for step in Config.fromfile(str(REPO / 'configs/_base_/datasets/video_8x32.py')).train_pipeline:
@@ -94,6 +90,8 @@ def _run_timed(cmd: list[str]) -> tuple[float, float]:
 
 def _skeleton_text(frames: int, box: tuple[int, int, int, int], seed: int) -> str:
     """A ``.skeleton`` file with one 25-joint body whose colour coordinates fill ``box`` (1920x1080)."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     x0, y0, x1, y1 = box
     lines = [str(frames)]
@@ -116,6 +114,10 @@ def time_tool(
 ) -> dict:
     """Generate ``videos`` sources (and, for ``crops``, skeleton files), run the tool as a user runs
     it, ``resize`` (short side 256) or ``crops`` (224²); its timings, start-up apart."""
+    import numpy as np
+
+    from dna_mm.datasets.synthetic_video import camera_clip, write_video
+
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         root = Path(tmp)
         src, out, skeletons = root / 'videos', root / 'out', root / 'skeletons'
@@ -140,8 +142,12 @@ def time_tool(
             args = ['resize_videos.py', str(src), str(out), '--short-side', '256']
         script = str(REPO / 'tools/data' / args[0])
         wall, cpu = _run_timed([sys.executable, script, *args[1:], '--workers', str(workers)])
-        # the interpreter and package start-up is paid once per run, not per video
-        startup, startup_cpu = _run_timed([sys.executable, script, '--help'])
+        # the interpreter and package start-up is paid once per run, not per video (the tool's
+        # --help answers before it imports the package: the start-up is the import of its module)
+        module = 'person_crops' if tool == 'crops' else 'resize'
+        startup, startup_cpu = _run_timed(
+            [sys.executable, '-c', f'import dna_mm.datasets.preparation.{module}']
+        )
     return dict(
         size=f'{width}x{height}',
         wall_s=wall,
@@ -165,8 +171,13 @@ def main() -> int:
     t.add_argument('--size', required=True, help='source size, e.g. 1920x1080')
     t.add_argument('--frames', type=int, required=True)
     t.add_argument('--videos', type=int, default=20)
-    t.add_argument('--workers', type=int, default=default_workers())
+    t.add_argument('--workers', type=int, default=None)  # default: every core this process may use
     args = p.parse_args()
+    from dna_mm.apis.cli import parse_size
+    from dna_mm.datasets.preparation.runner import default_workers
+
+    if args.what == 'tool' and args.workers is None:
+        args.workers = default_workers()
     try:
         w, h = parse_size(args.size)
     except ValueError as err:

@@ -23,11 +23,8 @@ import os.path as osp
 import sys
 import time
 
-from mmengine.config import DictAction
-
-from dna_mm.apis.cli import DEBUG_HELP, cli_main
-from dna_mm.deployment import DEFAULT_OPSET, export, load_exportable, verify
-from dna_mm.errors import ConfigError
+#: ``dna_mm.deployment.DEFAULT_OPSET`` (a test keeps them equal)
+DEFAULT_OPSET = 17
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,14 +39,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--opset', type=int, default=None, help=f'ONNX opset (default {DEFAULT_OPSET}; 18 with --dynamo)'
     )
     p.add_argument('--dynamo', action='store_true', help='torch.export-based exporter (needs onnxscript)')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None)
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
+    p.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE', default=None)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     return p.parse_args(argv)
 
 
-@cli_main('export_onnx.py')
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def export_model(args: argparse.Namespace) -> dict:
+    from dna_mm.deployment import export, load_exportable, verify
+    from dna_mm.errors import ConfigError
+
     dynamic = args.batch == 'dynamic'
     if not dynamic and not (args.batch.isdigit() and int(args.batch) > 0):
         raise ConfigError(f"--batch must be a positive integer or 'dynamic', got {args.batch!r}")
@@ -79,6 +77,13 @@ def main(argv: list[str] | None = None) -> dict:
             print(f'export_onnx.py: max difference {worst:.2e} exceeds --atol {args.atol:g}', file=sys.stderr)
             sys.exit(1)
     return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('export_onnx.py', export_model, args)
 
 
 if __name__ == '__main__':

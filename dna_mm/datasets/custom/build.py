@@ -3,7 +3,7 @@ command (docs/datasets/custom.md).
 
     SRC --(read_source)--> classes + samples --(check_videos: once, resumable)--> readable
         --(stratified_split)--> OUT/{train,val,test}.txt, OUT/classes.txt
-        --(size_recipe, config_text)--> OUT/config.py
+        --(size_recipe, initialisation, fit_sampling / check_steps, config_text)--> OUT/config.py
 
 Unreadable videos (file and reason) are printed and listed in ``OUT/unreadable.txt``, left out
 of the lists, and the build goes on; a class left without a readable video is an error naming
@@ -13,55 +13,39 @@ only new or changed files.
 
 from __future__ import annotations
 
-import argparse
+import copy
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from mmengine.config import Config
 
-from ...apis.cli import DEBUG_HELP, cli_main
 from ...errors import DataError
-from ..preparation.runner import SHOW, default_workers
-from .recipe import base_reference, config_text, dataset_type, initialisation, size_recipe
+from ..preparation.runner import SHOW
+from .pipelines import SPLITS as PIPELINE_SPLITS
+from .pipelines import check_steps, drop_flip, fit_sampling
+from .recipe import base_reference, class_count, config_text, dataset_type, initialisation, merge, size_recipe
 from .source import SPLITS, Sample, read_source, stratified_split
 from .videos import check_videos
 
-#: the documented path of the Kinetics-400 DnA TimeSformer (docs/checkpoints.md)
+#: the documented path of the Kinetics-400 DnA TimeSformer (docs/checkpoints.md), relative to the
+#: repository (the config gets it absolute)
 K400_DNA_CHECKPOINT = 'checkpoints/timesformer_dna_k400.pth'
 
 
-def _ratio(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f'expected a ratio in [0, 1), got {text}')
-    return value
+@dataclass
+class BuildRequest:
+    """What ``tools/data/build_custom_dataset.py`` asks for (its options, one to one)."""
 
-
-def parse_args(argv: Optional[list[str]], default_base: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description='Lists, label map and a fine-tuning config for your own videos (docs/datasets/custom.md)'
-    )
-    p.add_argument('src', help='a folder of class folders of videos, or a path,label list (.csv / .txt)')
-    p.add_argument('--out', required=True, help='folder for train/val/test.txt, classes.txt, config.py')
-    p.add_argument('--base', default=default_base, help=f'config to inherit (default {default_base})')
-    p.add_argument(
-        '--load-from',
-        default='auto',
-        help=f'initial weights: a checkpoint, none (from scratch), or auto (default: {K400_DNA_CHECKPOINT} '
-        "for a DnATimeSformer base, else the base's own)",
-    )
-    p.add_argument('--val-ratio', type=_ratio, default=0.2, help='share of each class for val.txt (0.2)')
-    p.add_argument('--test-ratio', type=_ratio, default=0.0, help='share of each class for test.txt (0)')
-    p.add_argument('--seed', type=int, default=0, help='seed of the split (0)')
-    p.add_argument('--workers', type=int, default=default_workers(), help='processes checking videos')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
-    args = p.parse_args(argv)
-    if args.val_ratio + args.test_ratio >= 1:
-        p.error(f'--val-ratio + --test-ratio must be < 1, got {args.val_ratio + args.test_ratio}')
-    if args.workers < 1:
-        p.error(f'--workers must be >= 1, got {args.workers}')
-    return args
+    src: str
+    out: str
+    base: str
+    load_from: str = 'auto'
+    val_ratio: float = 0.2
+    test_ratio: float = 0.0
+    seed: int = 0
+    workers: int = 1
+    flip: bool = True
 
 
 def load_base(base: str, repo_configs: Path) -> tuple[str, Config]:
@@ -103,25 +87,39 @@ def write_outputs(
         listed.unlink(missing_ok=True)
 
 
-@cli_main('build_custom_dataset.py')
-def build_cli(argv: Optional[list[str]], default_base: str, repo_configs: Path) -> int:
-    """Read, check, split, write (see the module docstring); exit status 0."""
-    args = parse_args(argv, default_base)
-    out = Path(args.out)
-    base_path, base = load_base(args.base, repo_configs)
-    dataset_type(base)
-    source = read_source(args.src, skip=str(out))
+def base_pipelines(base: Config) -> dict[str, list[dict]]:
+    """A copy of the base's train / val / test pipelines (the loaders' datasets'), by split."""
+    found = {}
+    for split in PIPELINE_SPLITS:
+        dataset = ((base.get(f'{split}_dataloader') or {}).get('dataset')) or {}
+        dataset = dataset.get('dataset', dataset)  # a wrapper (RepeatDataset, ...) holds it
+        if dataset.get('pipeline'):
+            found[split] = [dict(step) for step in copy.deepcopy(dataset['pipeline'])]
+    return found
+
+
+def build_dataset(request: BuildRequest, repo: Path) -> int:
+    """Read, check, split, fit, write (see the module docstring), printing each step; ``repo``:
+    the checkout, for the default base and checkpoint. Exit status 0."""
+    from mmaction.registry import TRANSFORMS
+    from mmengine.registry import init_default_scope
+
+    out = Path(request.out)
+    base_path, base = load_base(request.base, repo / 'configs')
+    if dataset_type(base) == 'RepeatAugDataset':
+        print('note: the base trains with repeated augmentation (RepeatAugDataset): this set trains without')
+    source = read_source(request.src, skip=str(out))
     for note in source.notes:
         print(f'note: {note}')
-    print(f'{args.src}: {len(source.classes)} classes, {len(source.samples)} videos')
+    print(f'{request.src}: {len(source.classes)} classes, {len(source.samples)} videos')
     for name in source.classes:
         if name != name.strip() or any(c in name for c in '\n\r\t'):
             raise DataError(f'class name {name!r}: leading / trailing blanks or a line break; rename it')
-    problems, reused = check_videos(
-        [_absolute(source.root, s) for s in source.samples], out / 'video_check.jsonl', args.workers
+    checks, reused = check_videos(
+        [_absolute(source.root, s) for s in source.samples], out / 'video_check.jsonl', request.workers
     )
-    unreadable = {p: why for p, why in problems.items() if why is not None}
-    print(f'checked {len(problems)} videos ({reused} from the last run): {len(unreadable)} unreadable')
+    unreadable = {p: c.problem for p, c in checks.items() if c.problem is not None}
+    print(f'checked {len(checks)} videos ({reused} from the last run): {len(unreadable)} unreadable')
     for path, why in sorted(unreadable.items())[:SHOW]:
         print(f'  {path}: {why}')
     if len(unreadable) > SHOW:
@@ -131,19 +129,30 @@ def build_cli(argv: Optional[list[str]], default_base: str, repo_configs: Path) 
     if empty:
         names = ', '.join(repr(source.classes[i]) for i in empty)
         raise DataError(f'class {names}: no readable video left (see the unreadable videos above)')
-    splits, notes = stratified_split(readable, args.val_ratio, args.test_ratio, args.seed, source.classes)
+    splits, notes = stratified_split(
+        readable, request.val_ratio, request.test_ratio, request.seed, source.classes
+    )
     for note in notes:
         print(f'note: {note}')
     if 'train' not in splits:
-        raise DataError(f'{args.src}: no training video (a train split was given without videos?)')
-    load_from = args.load_from
+        raise DataError(f'{request.src}: no training video (a train split was given without videos?)')
+    load_from = request.load_from
     dna_base = ((base.get('model') or {}).get('backbone') or {}).get('type') == 'DnATimeSformer'
     if load_from == 'auto':
-        load_from = K400_DNA_CHECKPOINT if dna_base else None
+        load_from = str(repo / K400_DNA_CHECKPOINT) if dna_base else None
+    elif load_from != 'none' and '://' not in load_from:
+        load_from = str(Path(load_from).resolve())
     if load_from not in (None, 'none') and '://' not in load_from and not os.path.isfile(load_from):
         print(f'note: {load_from} does not exist yet; put the checkpoint there before training')
-    recipe = size_recipe(base, len(splits['train']))
-    backbone, init_note = initialisation(base, load_from)
+    recipe = size_recipe(base, len(splits['train']), from_scratch=load_from == 'none')
+    model, init_note = initialisation(base, load_from)
+    heads = {k: v for k, v in (base.get('model') or {}).items() if k != 'backbone'}  # a backbone's own
+    model = merge(class_count(heads) or {}, model)  # num_classes (timm's 0: features) is its business
+    pipelines = base_pipelines(base)
+    sampling = fit_sampling(pipelines, [checks[_absolute(source.root, s)].frames for s in readable])
+    flips = 0 if request.flip else drop_flip(pipelines)
+    init_default_scope('mmaction')
+    replaced = check_steps(pipelines, TRANSFORMS.build)
     write_outputs(out, source.classes, splits, unreadable)
     text = config_text(
         base_reference(base_path),
@@ -152,15 +161,28 @@ def build_cli(argv: Optional[list[str]], default_base: str, repo_configs: Path) 
         source.classes,
         {s: len(v) for s, v in splits.items()},
         recipe,
-        backbone,
+        model,
         init_note,
-        str(Path(args.src).resolve()),
+        str(Path(request.src).resolve()),
+        pipelines,
+        clear_load_from=load_from is not None and bool(base.get('load_from')),
+        repeat_collate=(base.train_dataloader.get('collate_fn') or {}).get('type') == 'repeat_pseudo_collate',
+        auto_amp=base.optim_wrapper.get('type') == 'AmpOptimWrapper',
     )
     (out / 'config.py').write_text(text, encoding='utf-8')
     Config.fromfile(str(out / 'config.py'))  # it parses
     for split, items in splits.items():
         per_class = [sum(s.label == i for s in items) for i in range(len(source.classes))]
         print(f'{split:5s}: {len(items):6d} videos, per class {min(per_class)}-{max(per_class)}')
+    if sampling is not None:
+        print(sampling.describe())
+    if not request.flip:
+        print(
+            f'horizontal flip: off ({flips} Flip step{"s" if flips != 1 else ""} taken out of the '
+            'training pipeline)'
+        )
+    for note in replaced:
+        print(f'note: {note}')
     print(recipe.describe(len(splits['train'])))
     print(f'initialisation: {init_note}')
     print(f'wrote {out}/: {", ".join(f"{s}.txt" for s in splits)}, classes.txt, config.py')

@@ -13,17 +13,14 @@ rename, verification, exit status: :mod:`.runner`.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-from ...apis.cli import cli_main
 from ...errors import MissingFileError
 from ..protocols import ProtocolError, parse_ntu
 from .encoding import crop_and_resize, encode, probe
 from .geometry import square_window
-from .runner import FAILED, LEFT_OUT, Outcome, describe, parse_args, prepare_all, produce, source_videos
+from .runner import FAILED, LEFT_OUT, Outcome, describe, prepare_all, produce, source_videos
 from .skeleton import COLOR_FRAME, SkeletonError, joint_box
 from .verification import verify_video
 
@@ -84,60 +81,55 @@ def crop_one(job: CropJob) -> Outcome:
     )
 
 
-def plan(args: argparse.Namespace, threads: int) -> list[CropJob]:
-    """One job per NTU video under ``args.video_dir``; a file name that is not NTU's stops the plan."""
-    for flag, folder in (('--video-dir', args.video_dir), ('--skeleton-dir', args.skeleton_dir)):
+def plan(
+    video_dir: Path,
+    skeleton_dir: Path,
+    out_dir: Path,
+    size: int,
+    margin: float,
+    missing: str,
+    keyint: int,
+    threads: int,
+) -> list[CropJob]:
+    """One job per NTU video under ``video_dir``; a file name that is not NTU's stops the plan."""
+    for flag, folder in (('--video-dir', video_dir), ('--skeleton-dir', skeleton_dir)):
         if not folder.is_dir():
             raise MissingFileError(f'{flag} {folder} is not a folder')
-    skeletons = {p.stem: p for p in args.skeleton_dir.rglob('*.skeleton')}
+    skeletons = {p.stem: p for p in skeleton_dir.rglob('*.skeleton')}
     jobs: dict[str, CropJob] = {}
-    for video in source_videos(args.video_dir, ('.avi', '.mp4'), args.out_dir):
-        sample = parse_ntu(str(video.relative_to(args.video_dir)))['sample']
+    for video in source_videos(video_dir, ('.avi', '.mp4'), out_dir):
+        sample = parse_ntu(str(video.relative_to(video_dir)))['sample']
         if sample in jobs:
             raise ProtocolError(f'{video}: sample {sample} also given as {jobs[sample].video}')
-        skeleton = skeletons.get(sample, args.skeleton_dir / f'{sample}.skeleton')
-        dst = args.out_dir / f'{sample}.mp4'
-        jobs[sample] = CropJob(
-            sample, video, skeleton, dst, args.size, args.margin, args.missing, args.keyint, threads
-        )
+        skeleton = skeletons.get(sample, skeleton_dir / f'{sample}.skeleton')
+        dst = out_dir / f'{sample}.mp4'
+        jobs[sample] = CropJob(sample, video, skeleton, dst, size, margin, missing, keyint, threads)
     if not jobs:
-        raise ProtocolError(f'no NTU videos (SsssCcccPpppRrrrAaaa_rgb.avi) under {args.video_dir}')
+        raise ProtocolError(f'no NTU videos (SsssCcccPpppRrrrAaaa_rgb.avi) under {video_dir}')
     return list(jobs.values())
 
 
-@cli_main('person_crops.py')
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(
-        description='NTU RGB+D person-centric crops from the skeleton files: square box of all joints '
-        '(+ margin), every frame cut to it and resized; resumable, verified with decord.'
-    )
-    p.add_argument('--video-dir', required=True, type=Path, help='the *_rgb.avi files (searched recursively)')
-    p.add_argument(
-        '--skeleton-dir', required=True, type=Path, help='the .skeleton files (searched recursively)'
-    )
-    p.add_argument('--out-dir', required=True, type=Path, help='where SsssCcccPpppRrrrAaaa.mp4 go')
-    p.add_argument('--size', type=int, default=224, help='side of the square output (default 224)')
-    p.add_argument(
-        '--margin', type=float, default=0.1, help='added on each side, fraction of the box (default 0.1)'
-    )
-    p.add_argument(
-        '--missing',
-        choices=('full', 'skip'),
-        default='full',
-        help='sample without a usable skeleton: whole frame resized (full, default) or left out (skip)',
-    )
-    args = parse_args(p, argv)
-    if args.size < 2 or args.size % 2:
-        p.error(f'--size must be an even number >= 2, got {args.size}')
-    if args.margin < 0:
-        p.error(f'--margin must be >= 0, got {args.margin}')
+def make_person_crops(
+    video_dir: Path,
+    skeleton_dir: Path,
+    out_dir: Path,
+    size: int,
+    margin: float,
+    missing: str,
+    keyint: int,
+    workers: int,
+) -> int:
+    """What ``tools/data/ntu60/person_crops.py`` does with its arguments: the crops of every NTU
+    video under ``video_dir`` (skeletons under ``skeleton_dir``) written to ``out_dir`` on
+    ``workers`` processes; the summary printed, the exit status returned
+    (:func:`~.runner.prepare_all`)."""
     return prepare_all(
         'person_crops',
-        args.out_dir,
-        lambda threads: plan(args, threads),
+        out_dir,
+        lambda threads: plan(video_dir, skeleton_dir, out_dir, size, margin, missing, keyint, threads),
         crop_one,
-        args.workers,
-        f'NTU videos under {args.video_dir} -> {args.out_dir} ({args.size}x{args.size})',
+        workers,
+        f'NTU videos under {video_dir} -> {out_dir} ({size}x{size})',
         [
             (FULL_FRAME, 'full_frame.txt', 'full frame (no usable skeleton)'),
             (LEFT_OUT, 'left_out.txt', 'left out (no usable skeleton, --missing skip)'),

@@ -8,16 +8,13 @@ rename, verification, failure list and exit status: :mod:`.runner`.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-from ...apis.cli import cli_main
 from ...errors import ConfigError, DataError, MissingFileError
 from ..video_reader import VIDEO_SUFFIXES
 from .encoding import encode, probe, resize_to, short_side_size
-from .runner import FAILED, Outcome, describe, parse_args, prepare_all, produce, source_videos
+from .runner import FAILED, Outcome, describe, prepare_all, produce, source_videos
 from .verification import verify_video
 
 
@@ -66,24 +63,16 @@ def plan(
     return list(jobs.values())
 
 
-@cli_main('resize_videos.py')
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(
-        description='Re-encode a video tree (H.264) so that the short side is --short-side pixels; '
-        'resumable, verified with decord, failures in OUT_DIR/failed.txt.'
-    )
-    p.add_argument('src_dir', metavar='SRC_DIR', type=Path)
-    p.add_argument('out_dir', metavar='OUT_DIR', type=Path)
-    p.add_argument('--short-side', type=int, default=256, help='short side of the output (default 256)')
-    p.add_argument('--ext', default='.mp4', choices=('.mp4', '.mkv'), help='output container (default .mp4)')
-    args = parse_args(p, argv)
-    if args.short_side < 2 or args.short_side % 2:
-        p.error(f'--short-side must be an even number >= 2, got {args.short_side}')
+def resize_videos(src_dir: Path, out_dir: Path, short_side: int, ext: str, keyint: int, workers: int) -> int:
+    """What ``tools/data/resize_videos.py`` does with its arguments: every video under ``src_dir``
+    re-encoded into ``out_dir`` (``ext`` container, short side ``short_side``, a keyframe at most
+    every ``keyint`` frames) on ``workers`` processes; the summary printed, the exit status
+    returned (:func:`~.runner.prepare_all`)."""
     return prepare_all(
         'resize_videos',
-        args.out_dir,
-        lambda threads: plan(args.src_dir, args.out_dir, args.ext, args.short_side, args.keyint, threads),
+        out_dir,
+        lambda threads: plan(src_dir, out_dir, ext, short_side, keyint, threads),
         resize_one,
-        args.workers,
-        f'videos under {args.src_dir} -> {args.out_dir} (short side {args.short_side})',
+        workers,
+        f'videos under {src_dir} -> {out_dir} (short side {short_side})',
     )

@@ -9,7 +9,6 @@ writes the failures to ``OUT_DIR/failed.txt`` and returns exit status 1 if any v
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import sys
@@ -19,9 +18,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 from mmengine.utils import track_parallel_progress, track_progress
-
-from ...apis.cli import DEBUG_HELP
-from .encoding import DEFAULT_KEYINT
 
 DONE, SKIPPED, FAILED, LEFT_OUT = 'done', 'skipped', 'failed', 'left out'
 #: how many entries of a list the summary prints before pointing to the file
@@ -113,20 +109,6 @@ def run_jobs(task: Callable[[J], Outcome], jobs: Sequence[J], workers: int) -> l
     if workers <= 1 or len(jobs) <= 1:
         return track_progress(call, jobs, file=sys.stderr)
     return track_parallel_progress(call, jobs, min(workers, len(jobs)), keep_order=False, file=sys.stderr)
-
-
-def parse_args(p: argparse.ArgumentParser, argv: Optional[list[str]]) -> argparse.Namespace:
-    """``p``'s arguments plus the options both tools share: ``--workers`` (processes),
-    ``--keyint`` (encoder), ``--debug``."""
-    p.add_argument('--workers', type=int, default=default_workers(), help='processes (default: all cores)')
-    keyint_help = f'max frames between keyframes (default {DEFAULT_KEYINT})'
-    p.add_argument('--keyint', type=int, default=DEFAULT_KEYINT, help=keyint_help)
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
-    args = p.parse_args(argv)
-    for name in ('keyint', 'workers'):
-        if getattr(args, name) < 1:
-            p.error(f'--{name} must be >= 1, got {getattr(args, name)}')
-    return args
 
 
 def prepare_all(

@@ -17,12 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dna_mm.apis.cli import DEBUG_HELP, cli_main
-from dna_mm.datasets.coco_check import check_coco
 
-
-@cli_main('check_annotations.py')
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--ann-file', required=True, help='COCO instances JSON')
     p.add_argument('--image-dir', help='directory the file_name entries are relative to')
@@ -32,11 +28,23 @@ def main(argv: list[str] | None = None) -> int:
         help='read every image and compare its size with the JSON (slow)',
     )
     p.add_argument('--show', type=int, default=5, help='examples shown per problem')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
-    args = p.parse_args(argv)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def check(args: argparse.Namespace) -> int:
+    from dna_mm.datasets.coco_check import check_coco
+
     report = check_coco(args.ann_file, args.image_dir, args.check_sizes)
     print(report.format(args.show))
     return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('check_annotations.py', check, args)
 
 
 if __name__ == '__main__':

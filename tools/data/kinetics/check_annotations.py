@@ -15,20 +15,22 @@ import argparse
 import sys
 from pathlib import Path
 
-from dna_mm.apis.cli import DEBUG_HELP, cli_main, user_file
-from dna_mm.datasets.protocols import check_video_list, label_map
-
 SHOW = 10
 
 
-@cli_main('check_annotations.py')
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--ann-file', required=True)
     p.add_argument('--video-dir', required=True)
     p.add_argument('--label-map', help='one class name per line (default: the shipped K400 map)')
-    p.add_argument('--debug', action='store_true', help=DEBUG_HELP)
-    args = p.parse_args(argv)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def check(args: argparse.Namespace) -> int:
+    from dna_mm.apis.cli import user_file
+    from dna_mm.datasets.protocols import check_video_list, label_map
+
     if args.label_map:
         classes = Path(user_file(args.label_map, '--label-map')).read_text().splitlines()
     else:
@@ -49,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f'  ... ({len(items) - SHOW} more)')
     print('OK' if report.ok else 'problems found')
     return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('check_annotations.py', check, args)
 
 
 if __name__ == '__main__':

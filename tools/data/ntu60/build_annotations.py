@@ -9,9 +9,42 @@ Paths in the lists are relative to DIR; labels follow the shipped label maps
 that does not parse stops the build with a message naming it.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 
-from dna_mm.datasets.cli import build_cli
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description='Write MMAction2 VideoDataset lists for NTU RGB+D 60 (the published protocols).'
+    )
+    p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
+    p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')
+    p.add_argument('--protocol', required=True, choices=['xsub', 'xview'])
+    p.add_argument(
+        '--exclude-missing-skeletons',
+        action='store_true',
+        help='drop the 302 samples without skeletons (off by default)',
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def build(args: argparse.Namespace) -> int:
+    from dna_mm.datasets.cli import build_annotations
+
+    return build_annotations(
+        'ntu60', args.video_dir, args.out_dir, args.protocol, args.exclude_missing_skeletons
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    return run_tool('build_annotations.py', build, args)
+
 
 if __name__ == '__main__':
-    sys.exit(build_cli(dataset='ntu60'))
+    sys.exit(main())
