@@ -74,8 +74,8 @@ def format_block(pred, names: list[str] | None, label: int | None = None) -> str
     for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
         lines.append(f'  {rank}. {score:.4f}  {_name(index, names, width)}')
     if label is not None:
-        mark = 'right' if pred.indices[0] == label else 'wrong'
-        lines.append(f'  true: {_name(label, names, width)} ({mark})')
+        mark = 'correct' if pred.indices[0] == label else 'wrong'
+        lines.append(f'  true: {_name(label, names, width)} (top-1 {mark})')
     return '\n'.join(lines)
 
 
@@ -144,7 +144,9 @@ def infer(args: argparse.Namespace) -> int:
     scored = [p for p in preds if labels[p.video] is not None]
     if scored:
         right = sum(p.indices[0] == labels[p.video] for p in scored)
-        print(f'top-1 on the {len(scored)} labelled videos: {100 * right / len(scored):.2f} ({right} right)')
+        print(
+            f'top-1 on the {len(scored)} labelled videos: {100 * right / len(scored):.2f} ({right} correct)'
+        )
     if args.out is not None:
         write_csv(args.out, preds, names, labels)
         print(f'wrote {len(preds)} videos to {args.out}')
