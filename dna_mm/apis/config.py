@@ -129,7 +129,8 @@ def limit_topk(cfg: Config) -> list[int]:
     ``AccMetric`` evaluators and in the training log (MMAction2's heads log ``top{k}_acc`` for
     their ``topk``, (1, 5) by default): a 4-class model's top-5 is 100% by definition; top-1
     always stays. Returns the ks dropped."""
-    head = (cfg.get('model') or {}).get('cls_head') or {}
+    model = cfg.get('model') or {}
+    head = model.get('cls_head') or model.get('head') or {}  # MMAction2's cls_head, MMPretrain's head
     num_classes = head.get('num_classes')
     if not isinstance(num_classes, int):
         return []
@@ -137,12 +138,18 @@ def limit_topk(cfg: Config) -> list[int]:
     head_topk = head.get('topk', (1, 5))
     head_topk = (head_topk,) if isinstance(head_topk, int) else tuple(head_topk)
     kept = tuple(k for k in head_topk if k < num_classes or k == 1)
-    if kept != head_topk and _takes_topk(head.get('type')):
+    if 'cls_head' in model and kept != head_topk and _takes_topk(head.get('type')):
         dropped |= set(head_topk) - set(kept)
         head['topk'] = kept
     for key in ('val_evaluator', 'test_evaluator'):
         evaluators = cfg.get(key)
         for metric in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
+            if isinstance(metric, dict) and metric.get('type') == 'Accuracy':  # MMPretrain's
+                topk = metric.get('topk', (1,))
+                topk = (topk,) if isinstance(topk, int) else tuple(topk)
+                kept = tuple(k for k in topk if k < num_classes or k == 1)
+                dropped |= set(topk) - set(kept)
+                metric['topk'] = kept
             if not isinstance(metric, dict) or metric.get('type') != 'AccMetric':
                 continue
             if 'top_k_accuracy' not in metric.get('metric_list', ('top_k_accuracy',)):
@@ -205,18 +212,22 @@ def skip_unreadable(cfg: Config) -> Config:
 
 
 def format_metrics(metrics: dict) -> str:
-    """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition) and COCO's bbox / segm AP, AP50,
+    """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition), ``accuracy/top1`` / ``top5`` (image
+    classification, MMPretrain) and COCO's bbox / segm AP, AP50,
     AP75, AP_S / AP_M / AP_L (detection) → one readable line, every accuracy and AP in %
     (COCO's -1 for a size range without objects as ``n/a``); other metrics appended as they are."""
     names = {'acc/top1': 'top-1', 'acc/top5': 'top-5', 'acc/mean1': 'mCA'}
+    names |= {'accuracy/top1': 'top-1', 'accuracy/top5': 'top-5'}  # MMPretrain's Accuracy (in %)
     for task in ('bbox', 'segm'):  # MMDetection's CocoMetric
         for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'), ('_s', '_S'), ('_m', '_M'), ('_l', '_L')):
             names[f'coco/{task}_mAP{sfx}'] = f'{task} AP{label}'
-    parts = [
-        f'{label}: {"n/a" if metrics[key] < 0 else f"{100 * metrics[key]:.2f}"}'
-        for key, label in names.items()
-        if key in metrics
-    ]
+    percent = {k for k in names if k.startswith('accuracy/')}  # already in %, not a fraction
+
+    def shown(key: str) -> str:
+        value = metrics[key]
+        return 'n/a' if value < 0 else f'{value if key in percent else 100 * value:.2f}'
+
+    parts = [f'{label}: {shown(key)}' for key, label in names.items() if key in metrics]
     parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
     return 'Test results: ' + '  '.join(parts)
 

@@ -29,7 +29,13 @@ from torch import Tensor
 from .attention import official_to_dna_mm, rename_mha
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'model_state')
-PREFIXES = ('module.', 'backbone.', 'model.', 'encoder.')
+PREFIXES = (
+    'module.',
+    'backbone.',
+    'model.',
+    'encoder.',
+    'timm_model.',
+)  # timm_model.: MMPretrain's TIMMBackbone
 LAYER = 'transformer_layers.layers.'
 HEADS = ('cls_head.', 'head.', 'fc_norm.', 'head_drop.')  # a classifier's parts
 
@@ -49,8 +55,8 @@ def strip_prefixes(key: str, prefixes: tuple[str, ...] = PREFIXES) -> str:
 
 def unwrap(checkpoint: Mapping, keep_heads: bool = False) -> 'OrderedDict[str, Tensor]':
     """The tensors of a checkpoint: unwrap ``state_dict``/``model``/... and strip ``module.``,
-    ``backbone.``, ``model.``, ``encoder.`` prefixes (a classifier ``cls_head.*`` / ``head.*`` is
-    dropped unless ``keep_heads``)."""
+    ``backbone.``, ``model.``, ``encoder.``, ``timm_model.`` prefixes (a classifier ``cls_head.*`` /
+    ``head.*`` is dropped unless ``keep_heads``)."""
     out: OrderedDict[str, Tensor] = OrderedDict()
     for key, value in state_dict_of(checkpoint).items():
         key = strip_prefixes(key)

@@ -36,13 +36,16 @@ CLASSIFIER_PREFIXES = ('head.', 'fc_norm.', 'head_drop.')
 
 def detector_backbone(checkpoint: Mapping) -> 'OrderedDict[str, Tensor] | None':
     """The ``backbone.*`` tensors of a detector checkpoint (prefix removed), or ``None`` when
-    the checkpoint is not a detector's (no key starts with ``backbone.``)."""
+    the checkpoint is not a detector's (no key starts with ``backbone.``, or it is an MMPretrain
+    classifier's: ``backbone.timm_model.*``, a timm ViT read by :func:`to_vitdet` as one)."""
     tensors = ((k.removeprefix('module.'), v) for k, v in state_dict_of(checkpoint).items())
     backbone = OrderedDict(
         (k.removeprefix('backbone.'), v)
         for k, v in tensors
         if isinstance(v, Tensor) and k.startswith('backbone.')
     )
+    if any(k.startswith('timm_model.') for k in backbone):  # MMPretrain's TIMMBackbone
+        return None
     return backbone or None
 
 

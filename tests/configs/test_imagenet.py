@@ -1,0 +1,201 @@
+"""configs/imagenet/: the paper's ImageNet recipe as configs, and the chain they start, at tiny
+scale with no conversion by hand: a generated image set in ImageNet's folder layout, a tiny
+DnA-ViT trained and tested on it through tools/train.py / tools/test.py, its checkpoint given as
+``model.backbone.pretrained`` of a TimeSformer-DnA config (the demo's, a child of the K400 one)
+trained and tested on the demo clips, and as ViTDet-DnA's ``init_cfg``; each load's report is
+asserted."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, run_main, tiny_run_options
+from mmengine.config import Config
+
+IMAGENET = REPO / 'configs' / 'imagenet'
+WNIDS = [f'n0{c:07d}' for c in range(4)]
+
+
+def test_the_recipe_is_the_papers_table() -> None:
+    """Table "supp_imnet_hp", value by value (the DnA ViT-B/16 config)."""
+    cfg = Config.fromfile(str(IMAGENET / 'dna_vit-b16_in1k.py'))
+    opt = cfg.optim_wrapper.optimizer
+    assert (opt.type, opt.lr, opt.eps, opt.weight_decay) == ('AdamW', 1e-3, 1e-8, 0.075)
+    assert cfg.global_batch_size == 1024 and cfg.train_cfg.max_epochs == 300
+    warmup, cosine = cfg.param_scheduler
+    assert warmup.end == cosine.begin == 5 and warmup.start_factor * opt.lr == pytest.approx(1e-6)
+    assert (cosine.eta_min, cosine.end, cosine.T_max) == (1e-5, 300, 295)
+    assert cfg.model.backbone.model_name == 'dna_vit_base_patch16_224'
+    assert cfg.model.backbone.drop_path_rate == 0.15
+    assert cfg.model.head.loss.label_smooth_val == 0.1
+    assert [(a.type, a.alpha) for a in cfg.model.train_cfg.augments] == [('Mixup', 0.8), ('CutMix', 1.0)]
+    crop, flip, randaug, erase, _ = cfg.train_dataloader.dataset.pipeline[1:]
+    assert (crop.scale, crop.crop_ratio_range, crop.aspect_ratio_range) == (224, (0.08, 1.0), (0.67, 1.5))
+    assert (randaug.magnitude_level, randaug.magnitude_std, randaug.num_policies) == (9, 0.5, 2)
+    assert flip.prob == 0.5 and erase.erase_prob == 0.25
+    resize, centre = cfg.test_dataloader.dataset.pipeline[1:3]
+    assert (resize.scale, centre.crop_size) == (int(224 / 0.9), 224)  # crop ratio 0.9
+
+
+@pytest.mark.parametrize(
+    'config, attention',
+    [
+        ('dna_vit-b16_in1k.py', 'qpm_vpm'),
+        ('dna_vit-b16_apm_in1k.py', 'apm'),
+        ('dna_vit-b16_apm_alpha_in1k.py', 'apm_alpha'),
+        ('dna_vit-b16_qpm_v_in1k.py', 'qpm_v'),
+        ('dna_vit-b16_q_vpm_in1k.py', 'q_vpm'),
+        ('vit-b16_softmax_in1k.py', None),
+        ('vit-b16_diff_in1k.py', 'diff'),
+        ('vit-b16_cog_in1k.py', 'cog'),
+        ('dna_vit-t16_in1k.py', 'qpm_vpm'),
+        ('vit-t16_softmax_in1k.py', None),
+    ],
+)
+def test_every_image_config_names_its_attention(config: str, attention: str | None) -> None:
+    cfg = Config.fromfile(str(IMAGENET / config))
+    backbone = cfg.model.backbone
+    if backbone.type == 'with_attention':
+        assert backbone.attn_cfg == attention and backbone.model.model_name == 'vit_base_patch16_224'
+    elif attention is None:
+        assert not backbone.model_name.startswith('dna_')
+    else:
+        assert backbone.model_name.startswith('dna_vit_')
+        assert (backbone.get('attn_cfg') or {}).get('variant', 'qpm_vpm') == attention
+    tiny = '-t16' in config
+    assert cfg.train_cfg.max_epochs == (100 if tiny else 300)
+    assert cfg.model.head.in_channels == (192 if tiny else 768)
+
+
+@pytest.fixture
+def image_folders(tmp_path) -> Path:
+    """ImageNet's layout, 4 classes named by WordNet ids: train/<wnid>/*.JPEG (8 each),
+    val/<wnid>/*.JPEG (3 each); each class its own colour, with noise."""
+    import cv2
+
+    rng = np.random.default_rng(0)
+    root = tmp_path / 'imagenet'
+    for split, n in (('train', 8), ('val', 3)):
+        for c, wnid in enumerate(WNIDS):
+            (root / split / wnid).mkdir(parents=True)
+            for i in range(n):
+                img = np.full((40, 48, 3), 40.0)
+                img[..., c % 3] = 200 if c < 3 else 120
+                img += rng.normal(0, 20, img.shape)
+                cv2.imwrite(str(root / split / wnid / f'{wnid}_{i}.JPEG'), img.clip(0, 255).astype(np.uint8))
+    return root
+
+
+def _tiny_imagenet(root: Path, train: bool) -> list[str]:
+    """``--cfg-options`` for a 2-block DnA-ViT-T at 32 px (patch 8) on ``root``, 4 classes."""
+    classes = '[' + ','.join(WNIDS) + ']'
+    opts = [
+        'model.head.num_classes=4',
+        'model.data_preprocessor.num_classes=4',
+        'model.backbone.img_size=32',
+        'model.backbone.patch_size=8',
+        'model.backbone.depth=2',
+    ]
+    splits = ('train', 'val', 'test') if train else ('val', 'test')
+    for split in splits:
+        opts += [
+            f'{split}_dataloader.dataset.data_root={root}',
+            f'{split}_dataloader.dataset.metainfo.classes={classes}',
+            f'{split}_dataloader.batch_size=8',
+            f'{split}_dataloader.num_workers=0',
+            f'{split}_dataloader.persistent_workers=False',
+        ]
+    if train:
+        opts += ['train_dataloader.dataset.pipeline.1.scale=32', 'train_cfg.max_epochs=1']
+    for split in ('val', 'test'):
+        opts += [
+            f'{split}_dataloader.dataset.pipeline.1.scale=36',
+            f'{split}_dataloader.dataset.pipeline.2.crop_size=32',
+        ]
+    return opts
+
+
+def _report(text: str, filename: str) -> str:
+    """The load report ``load_pretrained`` logged for ``filename`` (its first line and details)."""
+    start = text.index(f'loaded {filename} into ')
+    lines = text[start:].splitlines()
+    return '\n'.join([lines[0], *[ln for ln in lines[1:] if ln.startswith('  ')][:4]])
+
+
+def test_imagenet_checkpoint_starts_the_video_and_detection_models(
+    image_folders, tiny_video_set, tmp_path
+) -> None:
+    config = str(IMAGENET / 'dna_vit-t16_in1k.py')
+    work = tmp_path / 'imagenet'
+    run_main(
+        ['tools/train.py', config, '--work-dir', str(work), '--global-batch', '8']
+        + ['--cfg-options', *_tiny_imagenet(image_folders, train=True)]
+    )
+    ckpt = str(work / 'epoch_1.pth')
+    test = run_main(
+        ['tools/test.py', config, ckpt, '--cfg-options', *_tiny_imagenet(image_folders, train=False)]
+    )
+    assert re.search(
+        r'Test results: top-1: \d+\.\d\d$', test.stdout.strip().splitlines()[-1]
+    )  # 4 classes: no top-5
+
+    # link 2: the checkpoint as it is, as the TimeSformer-DnA backbone's `pretrained` (the demo
+    # config, a child of timesformer_dna_k400.py, on the demo clips), widths of the image model
+    video = tmp_path / 'video'
+    opts = [o for o in tiny_run_options(tiny_video_set) if not o.startswith('model.')]
+    opts += [
+        f'model.backbone.pretrained={ckpt}',
+        'model.backbone.embed_dims=192',
+        'model.backbone.num_heads=3',
+        'model.backbone.num_transformer_layers=2',
+        'model.cls_head.in_channels=192',
+    ]
+    train = run_main(
+        [
+            'tools/train.py',
+            str(REPO / 'configs' / 'timesformer_dna_demo.py'),
+            '--work-dir',
+            str(video),
+            '--cfg-options',
+            *opts,
+        ]
+    )
+    report = _report(train.stdout + train.stderr, ckpt)
+    assert 'into DnATimeSformer (layout: timm_vit' in report
+    assert 'generated 0 negative-branch tensors; missing 0; unexpected 0' in report  # a DnA image model
+    assert 'not in an image model, kept at init: time_embed, ' in report
+    assert 'temporal_fc' in report
+    test = run_main(
+        [
+            'tools/test.py',
+            str(REPO / 'configs' / 'timesformer_dna_demo.py'),
+            str(video / 'epoch_1.pth'),
+            '--cfg-options',
+            *opts,
+        ]
+    )
+    assert 'Test results: top-1:' in test.stdout
+
+    # link 3: the same file as ViTDet-DnA's init_cfg (the COCO config's backbone, tiny)
+    from mmengine.logging import MMLogger
+    from mmengine.registry import MODELS, init_default_scope
+
+    init_default_scope('mmdet')
+    backbone = Config.fromfile(str(REPO / 'configs' / 'vitdet_dna_coco.py')).model.backbone
+    backbone.update(embed_dim=192, depth=2, num_heads=3, patch_size=8, img_size=64, pretrain_img_size=32)
+    backbone.init_cfg = dict(type='Pretrained', checkpoint=ckpt)
+    logged: list[str] = []
+    logger = MMLogger.get_current_instance()
+    handler = __import__('logging').Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        MODELS.build(backbone).init_weights()
+    finally:
+        logger.removeHandler(handler)
+    report = _report('\n'.join(logged), ckpt)
+    assert 'into ViTDet (layout: ' in report and 'generated 0 negative-branch tensors' in report
+    assert 'unexpected 0' in report
