@@ -104,8 +104,9 @@ def load_whole_model(
     The file is read ``weights_only`` from any source (:func:`~.sources.read_checkpoint`) and
     its weights taken as the code that wrote it laid them out (mmengine, the authors' TimeSformer
     and ImageNet ViT files, a bare state dict:
-    :func:`dna_mm.converters.whole_model.whole_model_state_dict`). A layout other than
-    mmengine's is logged.
+    :func:`dna_mm.converters.whole_model.whole_model_state_dict`; an MMPretrain classifier on a
+    timm model into that timm model: :func:`~dna_mm.converters.whole_model.timm_classifier_state_dict`).
+    A layout other than mmengine's is logged.
 
     ``strict``: any missing, unexpected or resized key is a ``CheckpointMismatchError`` naming
     ``filename`` (nothing is loaded); otherwise what matches is loaded and the rest keeps the
@@ -115,7 +116,11 @@ def load_whole_model(
     hooks). Returns the comparison, with ``layout`` (the file's) and ``checkpoint`` (its
     contents).
     """
-    from ..converters.whole_model import LAYOUT_NAMES, whole_model_state_dict  # imports the models
+    from ..converters.whole_model import (  # imports the models
+        LAYOUT_NAMES,
+        timm_classifier_state_dict,
+        whole_model_state_dict,
+    )
 
     checkpoint = read_checkpoint(filename, map_location)
     if after_read is not None:
@@ -125,6 +130,9 @@ def load_whole_model(
             f'checkpoint {filename} holds a {type(checkpoint).__name__}, not a state dict'
         )
     state_dict, layout = whole_model_state_dict(checkpoint)
+    timm_keys = timm_classifier_state_dict(state_dict)
+    if timm_keys is not None and not any(k.startswith('backbone.') for k in model.state_dict()):
+        state_dict, layout = timm_keys, 'mmpretrain_timm'  # into the timm model itself
     if layout != 'mmengine':
         print_log(f'checkpoint {filename}: {LAYOUT_NAMES[layout]}', logger='current')
     for pattern, repl in STRIP_DDP_PREFIX if revise_keys is None else revise_keys:

@@ -15,7 +15,10 @@ it, with no conversion step:
   'optimizer', 'lr_scheduler', 'epoch', 'scaler', 'args'}``): ``model`` (what their ``--eval``
   loads, not ``model_ema``) with the authors' attention layouts mapped
   (:func:`.official_to_dna_mm`): the keys of ``dna_vit_*`` (a DeiT file: timm's ViT);
-* ``'state_dict'`` (a bare state dict): itself, the authors' attention layouts mapped.
+* ``'state_dict'`` (a bare state dict): itself, the authors' attention layouts mapped;
+* ``'mmpretrain_timm'`` (an MMPretrain ``ImageClassifier`` on ``TIMMBackbone``, what
+  ``configs/imagenet/`` train): loaded into the timm model itself (``dna_vit_*``, the analysis and
+  export tools' ``timm:`` models), timm's own keys (:func:`timm_classifier_state_dict`).
 
 The authors' files are read with ``combine='add'``, the sign of the code that wrote them (their
 TimeSformer fork and ``vit/dna_models.py``, the ViT ``main.py`` trains).
@@ -39,7 +42,10 @@ LAYOUT_NAMES = {
     'deit': "a DeiT-style checkpoint, as the authors' ImageNet vit/main.py writes it (weights under "
     "'model'; optimizer, lr_scheduler, epoch, scaler, args beside them)",
     'state_dict': 'a bare state dict',
+    'mmpretrain_timm': 'an MMPretrain classifier on a timm model (configs/imagenet/), read as the timm model',
 }
+#: MMPretrain's ``ImageClassifier`` on ``TIMMBackbone`` + ``LinearClsHead`` → the timm model's keys
+MMPRETRAIN_TIMM = {'backbone.timm_model.': '', 'head.fc.': 'head.'}
 #: PySlowFast's classifier (``DnATransformer.head``) → MMAction2's ``TimeSformerHead``
 HEAD_KEYS = {'head.weight': 'cls_head.fc_cls.weight', 'head.bias': 'cls_head.fc_cls.bias'}
 
@@ -59,6 +65,19 @@ def authors_timesformer_recognizer(model_state: Mapping) -> 'OrderedDict[str, Te
         if head is not None:
             out[head] = value
     return out
+
+
+def timm_classifier_state_dict(state_dict: Mapping) -> 'OrderedDict[str, Tensor] | None':
+    """An MMPretrain classifier's state dict on ``TIMMBackbone`` (``backbone.timm_model.*``,
+    ``head.fc.*``) in the timm model's own keys (``blocks.*``, ``head.*``); ``None`` when it is not
+    one (a key under another prefix)."""
+    out: OrderedDict[str, Tensor] = OrderedDict()
+    for key, value in state_dict.items():
+        prefix = next((p for p in MMPRETRAIN_TIMM if key.startswith(p)), None)
+        if prefix is None:
+            return None
+        out[MMPRETRAIN_TIMM[prefix] + key[len(prefix) :]] = value
+    return out or None
 
 
 def whole_model_state_dict(checkpoint: Mapping) -> tuple['OrderedDict[str, Tensor]', str]:

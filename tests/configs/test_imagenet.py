@@ -199,3 +199,52 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     report = _report('\n'.join(logged), ckpt)
     assert 'into ViTDet (layout: ' in report and 'generated 0 negative-branch tensors' in report
     assert 'unexpected 0' in report
+
+    # link 4: the same file as timm's dna_vit_tiny_patch16_224 (pretrained_cfg_overlay), equal to
+    # the MMPretrain classifier it was saved from; and through the analysis and export tools
+    import timm
+    import torch
+
+    from dna_mm.checkpoint import load_whole_model
+
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(config)
+    parser_opts = dict(
+        o.split('=', 1) for o in _tiny_imagenet(image_folders, train=False) if o.startswith('model.')
+    )
+    cfg.merge_from_dict({k: int(v) for k, v in parser_opts.items()})
+    classifier = MODELS.build(cfg.model).eval()
+    load_whole_model(classifier, ckpt)
+    arch = dict(num_classes=4, img_size=32, patch_size=8, depth=2)
+    overlay = dict(file=ckpt, num_classes=4)  # the file's classes (timm drops a head of another size)
+    vit = timm.create_model(
+        'dna_vit_tiny_patch16_224', pretrained=True, pretrained_cfg_overlay=overlay, **arch
+    ).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = classifier(x, mode='tensor')
+        torch.testing.assert_close(vit(x), expected, rtol=1e-5, atol=1e-5)
+    model_args = [f'{k}={v}' for k, v in arch.items()]
+    run_main(
+        [
+            'tools/deployment/export_onnx.py',
+            'timm:dna_vit_tiny_patch16_224',
+            ckpt,
+            '--out',
+            str(tmp_path / 'vit.onnx'),
+        ]
+        + ['--cfg-options', *model_args]
+    )
+    assert (tmp_path / 'vit.onnx').stat().st_size > 0
+    run_main(
+        [
+            'tools/analysis/analyze_attention.py',
+            'timm:dna_vit_tiny_patch16_224',
+            ckpt,
+            '--out',
+            str(tmp_path / 'a'),
+        ]
+        + ['--analyses', 'alpha', '--input-dir', str(image_folders / 'val'), '--num-samples', '2']
+        + ['--cfg-options', *model_args]
+    )
+    assert (tmp_path / 'a' / 'analysis.json').is_file()

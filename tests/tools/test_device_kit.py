@@ -23,7 +23,10 @@ SUBSTITUTES = {
     'opencv-contrib-python': 'opencv-python-headless',
 }
 #: requirements the kit leaves out on purpose, and why (requirements/device-kit.txt)
-NOT_CARRIED = {'av': 'the re-encoding tools only; its 36 MB wheel does not fit beside decord'}
+NOT_CARRIED = {
+    'av': 'the re-encoding tools only; its 36 MB wheel does not fit beside decord',
+    'mmpretrain': 'the ImageNet configs only (configs/imagenet/); the GPU check trains no image classifier',
+}
 #: the GPU machines run Linux x86-64 with this Python
 MARKERS = dict(
     python_version='3.12', python_full_version='3.12.3', sys_platform='linux', platform_system='Linux'

@@ -85,6 +85,9 @@ def from_config(
     if shape is None:  # the backbone's own input size, from the config or the module
         backbone_cfg = cfg.model.get('backbone', cfg.model)
         img_size = backbone_cfg.get('img_size', getattr(backbone, 'img_size', None))
+        timm_model = getattr(backbone, 'timm_model', None)  # MMPretrain's TIMMBackbone: timm's own size
+        if img_size is None and timm_model is not None:
+            img_size = tuple(timm_model.pretrained_cfg['input_size'][1:])
         frames = backbone_cfg.get('num_frames', getattr(backbone, 'num_frames', None))
         if img_size is None:
             raise ConfigError(
@@ -93,6 +96,8 @@ def from_config(
         shape = [3, *([frames] if frames else []), *_size(img_size)]
     if hasattr(model, 'cls_head'):  # a recognizer: one clip (or image) through backbone + head
         return model, tuple(shape), 'backbone + head', lambda x: model.cls_head(model.backbone(x))
+    if hasattr(model, 'head') and hasattr(model, 'extract_feat'):  # MMPretrain's image classifier
+        return model, tuple(shape), 'backbone + neck + head', lambda x: model.head(model.extract_feat(x))
     if hasattr(model, 'extract_feat'):  # a detector: backbone + neck
         return model, tuple(shape), 'backbone + neck (extract_feat)', model.extract_feat
     return model, tuple(shape), 'the whole model', model

@@ -35,6 +35,7 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
 from ...converters import official_to_dna_mm
+from ...converters.whole_model import timm_classifier_state_dict
 from ...family import DNA_VARIANTS, canonical_variant, check_combine
 from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
 from ..attention.dna import DnAAttention
@@ -124,8 +125,10 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
     """The authors' layouts mapped (:func:`~dna_mm.converters.official_to_dna_mm`, with the
     model's ``pretrained_combine``), timm's ViT filter (prefixes, position-embedding resize,
     ...), then every attention fitted to the model's variant
-    (:func:`~dna_mm.models.backbones.adapt_attentions`)."""
+    (:func:`~dna_mm.models.backbones.adapt_attentions`). An MMPretrain classifier's file
+    (``configs/imagenet/``) is read as the timm model it holds."""
     state_dict = state_dict.get('model', state_dict.get('state_dict', state_dict))
+    state_dict = timm_classifier_state_dict(state_dict) or state_dict
     state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine, strict=False)
     state_dict = vit_filter_fn(state_dict, model)
     return adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
@@ -138,6 +141,13 @@ def _create(name: str, pretrained: bool, arch: dict, kwargs: dict) -> DnAVisionT
     model built with ``dynamic_img_size=False`` gets ``fixed_input_size=True`` in its config."""
     kwargs = dict(patch_size=16, depth=12, dynamic_img_size=True, **arch) | kwargs
     out_indices = kwargs.pop('out_indices', 3)
+    overlay = kwargs.get('pretrained_cfg_overlay') or {}
+    if pretrained and overlay.get('file') and overlay.get('state_dict') is None:
+        # read as every dna_mm load is (weights_only, mmengine's objects allow-listed): timm's own
+        # torch.load refuses an mmengine checkpoint (its message hub); timm takes the contents
+        from mmengine.runner.checkpoint import _load_checkpoint
+
+        kwargs['pretrained_cfg_overlay'] = dict(overlay, state_dict=_load_checkpoint(overlay['file'], 'cpu'))
     if not kwargs.get('dynamic_img_size', True):
         overlay = kwargs.get('pretrained_cfg_overlay') or {}
         kwargs['pretrained_cfg_overlay'] = dict(overlay, fixed_input_size=True)
