@@ -248,3 +248,44 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
         + ['--cfg-options', *model_args]
     )
     assert (tmp_path / 'a' / 'analysis.json').is_file()
+
+    # the robustness sets (their folder layouts, generated): ImageNet-A and -R as two of the four
+    # classes (the validation images), ImageNet-O as images of two classes the model never saw
+    import json
+    import shutil
+
+    for name in ('a', 'r'):
+        for wnid in WNIDS[:2]:
+            shutil.copytree(image_folders / 'val' / wnid, tmp_path / f'imagenet-{name}' / wnid)
+    for k, wnid in enumerate(['n09999991', 'n09999992']):
+        (tmp_path / 'imagenet-o' / wnid).mkdir(parents=True)
+        for i in range(3):
+            shutil.copy(
+                image_folders / 'val' / WNIDS[2 + k] / f'{WNIDS[2 + k]}_{i}.JPEG',
+                tmp_path / 'imagenet-o' / wnid / f'o_{i}.jpg',
+            )
+    sets = ['--imagenet-a', str(tmp_path / 'imagenet-a'), '--imagenet-r', str(tmp_path / 'imagenet-r')]
+    sets += ['--imagenet-o', str(tmp_path / 'imagenet-o'), '--imagenet-val', str(image_folders / 'val')]
+    opts = [o for o in _tiny_imagenet(image_folders, train=False) if o.startswith(('model.', 'test_'))]
+    out = tmp_path / 'robustness.json'
+    printed = run_main(
+        ['tools/analysis/eval_imagenet_variants.py', config, ckpt, *sets, '--train-root', str(image_folders)]
+        + ['--out', str(out), '--beta', '2', '--cfg-options', *opts]
+    ).stdout
+    results = json.loads(out.read_text())
+    assert set(results) == {'imagenet-a', 'imagenet-r', 'imagenet-o'}
+    assert results['imagenet-a'] == results['imagenet-r']  # the same images
+    assert results['imagenet-a']['images'] == 6 and set(results['imagenet-a']) == {
+        'acc',
+        'rmsce',
+        'aurra',
+        'images',
+    }
+    assert results['imagenet-o']['images'] == 6 and results['imagenet-o']['in_distribution'] == 6
+    assert all(
+        0 <= v <= 100
+        for m in results.values()
+        for k, v in m.items()
+        if k not in ('images', 'in_distribution')
+    )
+    assert 'imagenet-o (6 images, 6 in-distribution): auroc: ' in printed

@@ -1,0 +1,132 @@
+"""An ImageNet-1K classifier on ImageNet-A, -R and -O (the paper's robustness tables), with the
+measures of Hendrycks et al.'s evaluation code (:mod:`dna_mm.analysis.calibration`).
+
+ImageNet-A and -R hold 200 of ImageNet-1K's classes, one folder each, named by WordNet id
+(``imagenet-a/n01498041/*.jpg``). As in their code, the 1000-way model is read on those 200
+classes only: the logits of the classes present, a softmax over them. Reported: accuracy, RMS
+calibration error (equal-count bins of 100), AURRA.
+
+ImageNet-O holds images of classes outside ImageNet-1K (folders of other WordNet ids). It is
+scored against ImageNet-1K validation images of the same 200 classes (the in-distribution
+set), each image's confidence the maximum softmax over those classes, an OOD image the positive:
+AUROC, AUPR and FPR at 95 % TPR.
+
+Every image goes through the config's test pipeline (MMPretrain's ``LoadImageFromFile`` and
+resizing) and the classifier in ``'tensor'`` mode (logits ``[B, 1000]``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..analysis.calibration import aurra, ood_measures, rms_calibration_error
+from ..errors import DataError
+
+#: what the folders may hold (MMPretrain's image suffixes)
+IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif')
+
+
+def class_folders(root: Path) -> dict[str, list[Path]]:
+    """``wnid -> images`` of ``root/<wnid>/*`` (sorted); an error naming ``root`` when it holds none."""
+    if not root.is_dir():
+        raise DataError(f'{root}: not a folder (expected <wnid>/ class folders of images)')
+    found = {
+        d.name: sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        for d in sorted(root.iterdir())
+        if d.is_dir() and not d.name.startswith('.')
+    }
+    found = {w: images for w, images in found.items() if images}
+    if not found:
+        raise DataError(f'{root}: no <wnid>/ class folder with images')
+    return found
+
+
+@torch.no_grad()
+def logits_of(model: nn.Module, pipeline: Any, images: Sequence[Path], batch_size: int = 32) -> torch.Tensor:
+    """``[N, K]`` logits of ``model`` (an MMPretrain classifier) on ``images`` read by ``pipeline``
+    (a ``Compose`` of the test pipeline), through the model's data preprocessor."""
+    from mmengine.dataset import pseudo_collate
+
+    out = []
+    for start in range(0, len(images), batch_size):
+        batch = pseudo_collate([pipeline(dict(img_path=str(p))) for p in images[start : start + batch_size]])
+        data = model.data_preprocessor(batch, False)
+        out.append(model(data['inputs'], mode='tensor').float().cpu())
+    return torch.cat(out) if out else torch.zeros(0, 0)
+
+
+def _subset(logits: torch.Tensor, columns: list[int]) -> torch.Tensor:
+    return torch.softmax(logits[:, columns], dim=1)  # [N, len(columns)]
+
+
+def classification_scores(probs: torch.Tensor, labels: np.ndarray, beta: int = 100) -> dict[str, float]:
+    """Accuracy, RMSCE (bins of ``beta`` samples) and AURRA (in %) of ``probs`` ``[N, C]`` against
+    ``labels`` ``[N]``."""
+    confidence, predicted = probs.max(dim=1)
+    correct = (predicted.numpy() == labels).astype(np.float64)
+    conf = confidence.double().numpy()
+    return dict(
+        acc=100 * float(correct.mean()),
+        rmsce=100 * rms_calibration_error(conf, correct, beta),
+        aurra=100 * aurra(conf, correct),
+        images=float(len(labels)),
+    )
+
+
+def evaluate_variants(
+    model: nn.Module,
+    pipeline: Any,
+    wnids: list[str],
+    imagenet_a: Optional[Path] = None,
+    imagenet_r: Optional[Path] = None,
+    imagenet_o: Optional[Path] = None,
+    imagenet_val: Optional[Path] = None,
+    batch_size: int = 32,
+    beta: int = 100,
+) -> dict[str, dict[str, float]]:
+    """The measures of each set given (see the module docstring); ``wnids``: the model's 1000
+    classes in label order. ImageNet-O needs ``imagenet_val`` (class folders, or the images of
+    ``meta/val.txt``'s classes: give its ``val/<wnid>/`` folders) and the 200 classes of
+    ``imagenet_a`` or ``imagenet_r``; ``beta``: images per RMSCE bin (Hendrycks': 100)."""
+    index = {w: i for i, w in enumerate(wnids)}
+    results: dict[str, dict[str, float]] = {}
+    subset: Optional[list[str]] = None
+    for name, root in (('imagenet-a', imagenet_a), ('imagenet-r', imagenet_r)):
+        if root is None:
+            continue
+        folders = class_folders(root)
+        unknown = sorted(set(folders) - set(index))
+        if unknown:
+            raise DataError(
+                f'{root}: class folders that are not ImageNet-1K classes: {", ".join(unknown[:5])}'
+            )
+        subset = subset or sorted(folders)
+        classes = sorted(folders)
+        images = [p for w in classes for p in folders[w]]
+        labels = np.array([i for i, w in enumerate(classes) for _ in folders[w]])
+        probs = _subset(logits_of(model, pipeline, images, batch_size), [index[w] for w in classes])
+        results[name] = classification_scores(probs, labels, beta)
+    if imagenet_o is not None:
+        if imagenet_val is None or subset is None:
+            raise DataError(
+                'ImageNet-O is scored against ImageNet validation images of the 200 classes of '
+                'ImageNet-A / -R: give the validation folder and --imagenet-a or --imagenet-r'
+            )
+        val = class_folders(imagenet_val)
+        inside = [p for w in subset if w in val for p in val[w]]
+        if not inside:
+            raise DataError(f'{imagenet_val}: no image of the {len(subset)} classes of ImageNet-A / -R')
+        columns = [index[w] for w in subset]
+        outside = [p for images in class_folders(imagenet_o).values() for p in images]
+        conf_in = _subset(logits_of(model, pipeline, inside, batch_size), columns).max(dim=1).values
+        conf_out = _subset(logits_of(model, pipeline, outside, batch_size), columns).max(dim=1).values
+        measures = ood_measures(conf_in.double().numpy(), conf_out.double().numpy())
+        results['imagenet-o'] = {k: 100 * v for k, v in measures.items()} | dict(
+            images=float(len(outside)), in_distribution=float(len(inside))
+        )
+    return results
