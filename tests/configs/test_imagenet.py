@@ -2,8 +2,10 @@
 scale with no conversion by hand: a generated image set in ImageNet's folder layout, a tiny
 DnA-ViT trained and tested on it through tools/train.py / tools/test.py, its checkpoint given as
 ``model.backbone.pretrained`` of a TimeSformer-DnA config (the demo's, a child of the K400 one)
-trained and tested on the demo clips, and as ViTDet-DnA's ``init_cfg``; each load's report is
-asserted."""
+trained and tested on the demo clips, that model fine-tuned and tested with the NTU RGB+D 60
+config on an X-Sub split the NTU tool writes, the ImageNet file as ViTDet-DnA's ``init_cfg``, as
+timm's model (equal outputs), through the ONNX export and the analyses, and on ImageNet-A / -R /
+-O sets in their layouts; each load's report is asserted."""
 
 from __future__ import annotations
 
@@ -176,6 +178,65 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
             '--cfg-options',
             *opts,
         ]
+    )
+    assert 'Test results: top-1:' in test.stdout
+
+    # link 2b: that video model fine-tuned on an NTU-style split (X-Sub lists written by the NTU
+    # tool from NTU file names; the demo clips as actions A001-A004), then tested
+    import shutil
+
+    ntu = tmp_path / 'ntu'
+    (ntu / 'videos').mkdir(parents=True)
+    for split, performer in (('train', 1), ('test', 3)):  # X-Sub: performer 1 trains, 3 tests
+        for n, line in enumerate((tiny_video_set / f'{split}.txt').read_text().splitlines()):
+            path, label = line.rsplit(' ', 1)
+            name = f'S001C001P{performer:03d}R{n + 1:03d}A{int(label) + 1:03d}_rgb.avi'
+            shutil.copy(tiny_video_set / 'videos' / path, ntu / 'videos' / name)
+    run_main(
+        ['tools/data/ntu60/build_annotations.py', '--video-dir', str(ntu / 'videos')]
+        + ['--out-dir', str(ntu / 'xsub'), '--protocol', 'xsub']
+    )
+    sizes = {
+        'train': ['0.short_side=40', '3.scale_range=(32,40)', '4.size=32'],
+        'val': ['0.short_side=32', '3.scale=(-1,32)', '4.crop_size=32'],
+        'test': ['0.short_side=32', '3.scale=(-1,32)', '4.crop_size=32'],
+    }
+    ntu_opts = [
+        f'model.backbone.pretrained={video / "epoch_1.pth"}',
+        'model.backbone.img_size=32',
+        'model.backbone.patch_size=8',
+        'model.backbone.embed_dims=192',
+        'model.backbone.num_heads=3',
+        'model.backbone.num_transformer_layers=2',
+        'model.cls_head.in_channels=192',
+        'train_cfg.max_epochs=1',
+    ]
+    for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
+        ntu_opts += [f'{split}_dataloader.dataset.ann_file={ntu / "xsub" / ann}.txt']
+        ntu_opts += [f'{split}_dataloader.dataset.data_prefix.video={ntu / "videos"}']
+        ntu_opts += [
+            f'{split}_dataloader.{k}' for k in ('batch_size=2', 'num_workers=0', 'persistent_workers=False')
+        ]
+        ntu_opts += [f'{split}_dataloader.dataset.pipeline.1.frame_interval=2']
+        ntu_opts += [f'{split}_dataloader.dataset.pipeline.{o}' for o in sizes[split]]
+    ntu_config = str(REPO / 'configs' / 'timesformer_dna_ntu60.py')
+    train = run_main(
+        [
+            'tools/train.py',
+            ntu_config,
+            '--work-dir',
+            str(ntu / 'work'),
+            '--global-batch',
+            'none',
+            '--cfg-options',
+            *ntu_opts,
+        ]
+    )
+    report = _report(train.stdout + train.stderr, str(video / 'epoch_1.pth'))
+    assert 'into DnATimeSformer (layout: timesformer' in report  # the video recognizer's checkpoint
+    assert 'generated 0 negative-branch tensors; missing 0; unexpected 0' in report
+    test = run_main(
+        ['tools/test.py', ntu_config, str(ntu / 'work' / 'epoch_1.pth'), '--cfg-options', *ntu_opts]
     )
     assert 'Test results: top-1:' in test.stdout
 
