@@ -1,8 +1,8 @@
 """configs/imagenet/: the paper's ImageNet recipe as configs, and the chain they start, at tiny
 scale with no conversion by hand: a generated image set in ImageNet's folder layout, a tiny
 DnA-ViT trained and tested on it through tools/train.py / tools/test.py, its checkpoint given as
-``model.backbone.pretrained`` of a TimeSformer-DnA config (the demo's, a child of the K400 one)
-trained and tested on the demo clips, that model fine-tuned and tested with the NTU RGB+D 60
+``model.backbone.pretrained`` of the Kinetics-400 TimeSformer-DnA config trained and tested on
+the demo clips, that model fine-tuned and tested with the NTU RGB+D 60
 config on an X-Sub split the NTU tool writes, the ImageNet file as ViTDet-DnA's ``init_cfg``, as
 timm's model (equal outputs), through the ONNX export and the analyses, and on ImageNet-A / -R /
 -O sets in their layouts; each load's report is asserted."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, run_main, tiny_run_options
+from conftest import REPO, run_main
 from mmengine.config import Config
 
 IMAGENET = REPO / 'configs' / 'imagenet'
@@ -120,6 +120,37 @@ def _tiny_imagenet(root: Path, train: bool) -> list[str]:
     return opts
 
 
+def _tiny_video(pretrained: str, lists: dict, videos: Path) -> list[str]:
+    """``--cfg-options`` making a TimeSformer-B config (the video_8x32 pipelines) a 2-block model of
+    the tiny image model's widths on 32-pixel crops, 8 frames every 2, reading ``lists``."""
+    sizes = {
+        'train': ['0.short_side=40', '3.scale_range=(32,40)', '4.size=32'],
+        'val': ['0.short_side=32', '3.scale=(-1,32)', '4.crop_size=32'],
+        'test': ['0.short_side=32', '3.scale=(-1,32)', '4.crop_size=32'],
+    }
+    opts = [
+        f'model.backbone.pretrained={pretrained}',
+        'model.backbone.img_size=32',
+        'model.backbone.patch_size=8',
+        'model.backbone.embed_dims=192',
+        'model.backbone.num_heads=3',
+        'model.backbone.num_transformer_layers=2',
+        'model.cls_head.in_channels=192',
+        'train_cfg.max_epochs=1',
+    ]
+    for split, ann in lists.items():
+        opts += [
+            f'{split}_dataloader.dataset.ann_file={ann}',
+            f'{split}_dataloader.dataset.data_prefix.video={videos}',
+        ]
+        opts += [
+            f'{split}_dataloader.{k}' for k in ('batch_size=2', 'num_workers=0', 'persistent_workers=False')
+        ]
+        opts += [f'{split}_dataloader.dataset.pipeline.1.frame_interval=2']
+        opts += [f'{split}_dataloader.dataset.pipeline.{o}' for o in sizes[split]]
+    return opts
+
+
 def _report(text: str, filename: str) -> str:
     """The load report ``load_pretrained`` logged for ``filename`` (its first line and details)."""
     start = text.index(f'loaded {filename} into ')
@@ -144,41 +175,24 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
         r'Test results: top-1: \d+\.\d\d$', test.stdout.strip().splitlines()[-1]
     )  # 4 classes: no top-5
 
-    # link 2: the checkpoint as it is, as the TimeSformer-DnA backbone's `pretrained` (the demo
-    # config, a child of timesformer_dna_k400.py, on the demo clips), widths of the image model
+    # link 2: the checkpoint as it is, as the backbone's `pretrained` of the Kinetics-400
+    # TimeSformer-DnA config (tiny: the image model's widths, 32-pixel crops of the demo clips)
     video = tmp_path / 'video'
-    opts = [o for o in tiny_run_options(tiny_video_set) if not o.startswith('model.')]
-    opts += [
-        f'model.backbone.pretrained={ckpt}',
-        'model.backbone.embed_dims=192',
-        'model.backbone.num_heads=3',
-        'model.backbone.num_transformer_layers=2',
-        'model.cls_head.in_channels=192',
-    ]
+    k400 = str(REPO / 'configs' / 'timesformer_dna_k400.py')
+    lists = {
+        'train': tiny_video_set / 'train.txt',
+        'val': tiny_video_set / 'test.txt',
+        'test': tiny_video_set / 'test.txt',
+    }
+    opts = _tiny_video(ckpt, lists, tiny_video_set / 'videos')
     train = run_main(
-        [
-            'tools/train.py',
-            str(REPO / 'configs' / 'timesformer_dna_demo.py'),
-            '--work-dir',
-            str(video),
-            '--cfg-options',
-            *opts,
-        ]
+        ['tools/train.py', k400, '--work-dir', str(video), '--global-batch', 'none', '--cfg-options', *opts]
     )
     report = _report(train.stdout + train.stderr, ckpt)
     assert 'into DnATimeSformer (layout: timm_vit' in report
     assert 'generated 0 negative-branch tensors; missing 0; unexpected 0' in report  # a DnA image model
-    assert 'not in an image model, kept at init: time_embed, ' in report
-    assert 'temporal_fc' in report
-    test = run_main(
-        [
-            'tools/test.py',
-            str(REPO / 'configs' / 'timesformer_dna_demo.py'),
-            str(video / 'epoch_1.pth'),
-            '--cfg-options',
-            *opts,
-        ]
-    )
+    assert 'not in an image model, kept at init: time_embed, ' in report and 'temporal_fc' in report
+    test = run_main(['tools/test.py', k400, str(video / 'epoch_1.pth'), '--cfg-options', *opts])
     assert 'Test results: top-1:' in test.stdout
 
     # link 2b: that video model fine-tuned on an NTU-style split (X-Sub lists written by the NTU
@@ -196,29 +210,12 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
         ['tools/data/ntu60/build_annotations.py', '--video-dir', str(ntu / 'videos')]
         + ['--out-dir', str(ntu / 'xsub'), '--protocol', 'xsub']
     )
-    sizes = {
-        'train': ['0.short_side=40', '3.scale_range=(32,40)', '4.size=32'],
-        'val': ['0.short_side=32', '3.scale=(-1,32)', '4.crop_size=32'],
-        'test': ['0.short_side=32', '3.scale=(-1,32)', '4.crop_size=32'],
+    xsub = {
+        'train': ntu / 'xsub' / 'train.txt',
+        'val': ntu / 'xsub' / 'test.txt',
+        'test': ntu / 'xsub' / 'test.txt',
     }
-    ntu_opts = [
-        f'model.backbone.pretrained={video / "epoch_1.pth"}',
-        'model.backbone.img_size=32',
-        'model.backbone.patch_size=8',
-        'model.backbone.embed_dims=192',
-        'model.backbone.num_heads=3',
-        'model.backbone.num_transformer_layers=2',
-        'model.cls_head.in_channels=192',
-        'train_cfg.max_epochs=1',
-    ]
-    for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
-        ntu_opts += [f'{split}_dataloader.dataset.ann_file={ntu / "xsub" / ann}.txt']
-        ntu_opts += [f'{split}_dataloader.dataset.data_prefix.video={ntu / "videos"}']
-        ntu_opts += [
-            f'{split}_dataloader.{k}' for k in ('batch_size=2', 'num_workers=0', 'persistent_workers=False')
-        ]
-        ntu_opts += [f'{split}_dataloader.dataset.pipeline.1.frame_interval=2']
-        ntu_opts += [f'{split}_dataloader.dataset.pipeline.{o}' for o in sizes[split]]
+    ntu_opts = _tiny_video(str(video / 'epoch_1.pth'), xsub, ntu / 'videos')
     ntu_config = str(REPO / 'configs' / 'timesformer_dna_ntu60.py')
     train = run_main(
         [
