@@ -27,6 +27,14 @@ build = load_tool('tools/data/build_custom_dataset.py')
 DEMO_BASE = str(REPO / 'configs' / 'timesformer_dna_demo.py')
 #: the demo's four motion classes, named as a user might
 NAMES = ['still', 'left right', 'haut – bas', 'діагональ ↗']
+#: --cfg-options making the demo base a tiny model trained for one epoch (the first four: the model)
+TINY_DEMO = [
+    'model.backbone.embed_dims=32',
+    'model.backbone.num_heads=2',
+    'model.backbone.num_transformer_layers=1',
+    'model.cls_head.in_channels=32',
+    'train_cfg.max_epochs=1',
+]
 
 
 @pytest.fixture
@@ -161,13 +169,7 @@ def test_train_test_infer_and_confusion_matrix_on_the_built_config(tree, tmp_pat
     out = tmp_path / 'built'
     assert build.main([str(tree), '--out', str(out), '--base', DEMO_BASE, '--load-from', 'none']) == 0
     config, work = str(out / 'config.py'), tmp_path / 'work'
-    tiny = [
-        'model.backbone.embed_dims=32',
-        'model.backbone.num_heads=2',
-        'model.backbone.num_transformer_layers=1',
-        'model.cls_head.in_channels=32',
-        'train_cfg.max_epochs=1',
-    ]
+    tiny = TINY_DEMO
     run_main(['tools/train.py', config, '--work-dir', str(work), '--cfg-options', *tiny])
     ckpt = str(work / 'epoch_1.pth')
     test = run_main(
@@ -407,13 +409,7 @@ def test_every_tool_runs_the_config_a_run_saved(tree, tmp_path) -> None:
     DnARunner, the resumable loop, ...)."""
     out, work = tmp_path / 'built', tmp_path / 'work'
     assert build.main([str(tree), '--out', str(out), '--base', DEMO_BASE, '--load-from', 'none']) == 0
-    tiny = [
-        'model.backbone.embed_dims=32',
-        'model.backbone.num_heads=2',
-        'model.backbone.num_transformer_layers=1',
-        'model.cls_head.in_channels=32',
-        'train_cfg.max_epochs=1',
-    ]
+    tiny = TINY_DEMO
     run_tool(['tools/train.py', str(out / 'config.py'), '--work-dir', str(work), '--cfg-options', *tiny])
     saved = str(work / 'config.py')
     assert "type='GlobalBatchHook'" in (work / 'config.py').read_text()
