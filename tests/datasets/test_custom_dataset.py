@@ -458,6 +458,9 @@ def test_every_tool_runs_the_config_a_run_saved(tree, tmp_path) -> None:
         ]
     )
     assert (tmp_path / 'a' / 'analysis.json').is_file()
+    clip = str(tree / NAMES[0] / 'clip 1.mp4')
+    run_tool(['tools/analysis/relevance_maps.py', saved, ckpt, '--input', clip, '--out', str(tmp_path / 'r')])
+    assert (tmp_path / 'r' / 'clip 1_relevance.png').is_file()
     flops = run_tool(['tools/analysis/get_flops.py', saved])
     assert 'GFLOPs' in flops.stdout
     run_tool(['tools/deployment/export_onnx.py', saved, ckpt, '--out', str(tmp_path / 'm.onnx')])
