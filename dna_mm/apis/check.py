@@ -12,6 +12,9 @@ names every bad key and its value.
   the aspect ratio");
 * ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
   dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
+* ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
+  know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
+  after an epoch of training; the closest valid name is suggested;
 * attention names under ``model`` (``attn_cfg``, also per step: ``attn_cfg.temporal`` /
   ``.spatial``; and its deprecated aliases): one of dna_mm's, else the closest valid name is
   suggested (``'dnaa'`` → ``DnAAttention / dna``).
@@ -73,6 +76,7 @@ def _train_problems(cfg: Config) -> list[str]:
     for key in ('max_epochs', 'max_iters', 'val_interval'):
         out += _positive(train_cfg.get(key), f'train_cfg.{key}')
     hooks = cfg.get('default_hooks') or {}
+    out += _checkpoint_keys(hooks.get('checkpoint'))
     out += _positive((hooks.get('logger') or {}).get('interval'), 'default_hooks.logger.interval')
     out += _positive(
         (hooks.get('checkpoint') or {}).get('interval'), 'default_hooks.checkpoint.interval', (-1,)
@@ -83,6 +87,29 @@ def _train_problems(cfg: Config) -> list[str]:
             out += _positive(
                 sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
             )
+    return out
+
+
+def _checkpoint_keys(hook: Any) -> list[str]:
+    """Keys of ``default_hooks.checkpoint`` that neither mmengine's ``CheckpointHook`` nor the
+    runner's ``save_checkpoint`` (where the hook passes the rest) takes."""
+    if not isinstance(hook, dict) or hook.get('type', 'CheckpointHook') != 'CheckpointHook':
+        return []
+    from mmengine.hooks import CheckpointHook
+    from mmengine.runner import Runner
+
+    from .cli import accepted_arguments
+
+    valid = accepted_arguments(CheckpointHook) + accepted_arguments(Runner.save_checkpoint)
+    out = []
+    for key in sorted(set(hook) - {'type', 'priority', *valid}):
+        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+        hint = (
+            f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"
+        )
+        out.append(
+            f'default_hooks.checkpoint.{key}: the hook CheckpointHook takes no argument {key!r}; {hint}'
+        )
     return out
 
 

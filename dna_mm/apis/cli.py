@@ -94,7 +94,7 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
-def _accepted_arguments(obj: Any) -> list[str]:
+def accepted_arguments(obj: Any) -> list[str]:
     """The keyword arguments ``obj`` (a class or a function) takes: its ``__init__``'s, and up the
     MRO while an ``__init__`` passes ``**kwargs`` on (torch's ``Module`` ends the walk)."""
     if not inspect.isclass(obj):
@@ -169,7 +169,7 @@ def config_mistake(err: BaseException) -> Optional[str]:
     what = f'{_PART.get(registry, registry or "part")} {name}'
     unexpected = _UNEXPECTED_ARGUMENT.search(str(err)) if isinstance(err, TypeError) else None
     if unexpected and unexpected.group(1) in args:
-        key, valid = unexpected.group(1), _accepted_arguments(cls)
+        key, valid = unexpected.group(1), accepted_arguments(cls)
         close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
         hint = (
             f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"

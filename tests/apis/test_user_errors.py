@@ -57,6 +57,11 @@ def _demo_cfg(*opts: str) -> Config:
             'test_dataloader.dataset.pipeline[3].scale (Resize) must be > 0 (or -1), got 0',
         ),
         (
+            'default_hooks.checkpoint.intervl=1',  # CheckpointHook takes **kwargs: caught before the run
+            "default_hooks.checkpoint.intervl: the hook CheckpointHook takes no argument 'intervl'; "
+            "did you mean 'interval'?",
+        ),
+        (
             'model.backbone.attn_cfg.type=dnaa',
             "model.backbone.attn_cfg.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
         ),
