@@ -100,9 +100,13 @@ def _checkpoint_keys(hook: Any) -> list[str]:
 
     from .cli import accepted_arguments
 
-    valid = accepted_arguments(CheckpointHook) + accepted_arguments(Runner.save_checkpoint)
+    valid = list(
+        dict.fromkeys(accepted_arguments(CheckpointHook) + accepted_arguments(Runner.save_checkpoint))
+    )
     out = []
-    for key in sorted(set(hook) - {'type', 'priority', *valid}):
+    for key in sorted(
+        k for k in set(hook) - {'type', 'priority', *valid} if not k.startswith('_')
+    ):  # _scope_
         close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
         hint = (
             f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"

@@ -330,3 +330,18 @@ def test_a_step_that_needs_a_missing_package_is_one_line(tiny_video_set, tmp_pat
         'train.py: error: the pipeline step PytorchVideoWrapper needs pytorchvideo, which is not '
         'installed: install it, or take the step out'
     )
+
+
+def test_no_shipped_config_has_a_checkpoint_key_the_check_refuses() -> None:
+    """The check of default_hooks.checkpoint's keys passes every config dna_mm ships (zoo bases
+    add mmengine's ``_scope_``)."""
+    from dna_mm.apis.check import _checkpoint_keys
+
+    configs = [p for p in (REPO / 'configs').rglob('*.py') if '_base_' not in p.parts]
+    refused = {
+        str(p.relative_to(REPO)): _checkpoint_keys(
+            (Config.fromfile(str(p)).get('default_hooks') or {}).get('checkpoint')
+        )
+        for p in configs
+    }
+    assert {k: v for k, v in refused.items() if v} == {} and len(configs) > 40
