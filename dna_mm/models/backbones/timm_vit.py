@@ -143,11 +143,17 @@ def _create(name: str, pretrained: bool, arch: dict, kwargs: dict) -> DnAVisionT
     out_indices = kwargs.pop('out_indices', 3)
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
     if pretrained and overlay.get('file') and overlay.get('state_dict') is None:
-        # read as every dna_mm load is (weights_only, mmengine's objects allow-listed): timm's own
-        # torch.load refuses an mmengine checkpoint (its message hub); timm takes the contents
+        # read as every dna_mm load is (weights_only, mmengine's objects allow-listed: timm's own
+        # torch.load refuses an mmengine checkpoint, its message hub), the weights picked by
+        # timm's rule (an EMA first, then state_dict, then model; module. stripped)
         from mmengine.runner.checkpoint import _load_checkpoint
+        from timm.models import clean_state_dict
 
-        kwargs['pretrained_cfg_overlay'] = dict(overlay, state_dict=_load_checkpoint(overlay['file'], 'cpu'))
+        checkpoint = _load_checkpoint(overlay['file'], 'cpu')
+        keys = ('state_dict_ema', 'model_ema', 'state_dict', 'model')
+        key = next((k for k in keys if isinstance(checkpoint, dict) and checkpoint.get(k) is not None), None)
+        state = clean_state_dict(checkpoint[key] if key else checkpoint)
+        kwargs['pretrained_cfg_overlay'] = dict(overlay, state_dict=state)
     if not kwargs.get('dynamic_img_size', True):
         overlay = kwargs.get('pretrained_cfg_overlay') or {}
         kwargs['pretrained_cfg_overlay'] = dict(overlay, fixed_input_size=True)
