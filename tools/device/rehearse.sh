@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 
 CACHE=${DNA_MM_CACHE:-$HOME/.cache/dna_mm}
 ENV=$CACHE/device-rehearsal/venv
-PY312=${PYTHON312:-$(command -v python3.12 || echo "$HOME/.pyenv/versions/3.12.1/bin/python3.12")}
+PY312=${PYTHON312:-$(bash tools/find_python.sh python3.12 PYTHON312)} || exit 1
 OUT=${OUT:-work_dirs/device-rehearsal/out}
 log() { printf '[device-rehearsal %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
