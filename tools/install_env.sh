@@ -14,8 +14,12 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 # an interpreter that answers -V (a pyenv shim of an installed, not activated version falls back
-# to pyenv's copy; none: one line naming PYTHON): tools/find_python.sh
-PYTHON=$(bash tools/find_python.sh "${PYTHON:-python3.11}" PYTHON) || exit 1
+# to pyenv's copy; none: one line naming PYTHON): tools/find_python.sh; default python3.11, else python3
+if [ -n "${PYTHON:-}" ]; then
+  PYTHON=$(bash tools/find_python.sh "$PYTHON" PYTHON) || exit 1
+else
+  PYTHON=$(bash tools/find_python.sh python3.11 PYTHON 2>/dev/null || bash tools/find_python.sh python3 PYTHON) || exit 1
+fi
 CACHE=${DNA_MM_CACHE:-$HOME/.cache/dna_mm}
 MMCV_VERSION=$(sed -n 's/^mmcv==\(.*\)$/\1/p' requirements/lock.txt)
 TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
