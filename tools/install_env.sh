@@ -26,8 +26,8 @@ TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
-"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11, 3.12 or 3.13 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
-import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)) else 1)
+"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11 or 3.12 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
+import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12)) else 1)
 PY
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -61,7 +61,8 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
     # torch >= 2.10 headers need C++20; mmcv 2.0/2.1 ask for C++14/17.
     sed -i -E "s/-std=c\+\+1[47]/-std=c++20/g" "$SRC/setup.py"
     # Python 3.13 (PEP 667): exec() no longer writes into locals(), where get_version() reads
-    # __version__; read it from a namespace of its own
+    # __version__; read it from a namespace of its own (3.13 is not admitted yet: pip's download
+    # above already runs the unpatched setup.py, docs/installation.md)
     sed -i -E "s/exec\(compile\(f\.read\(\), version_file, 'exec'\)\)/exec(compile(f.read(), version_file, 'exec'), _ns := {})/; s/return locals\(\)\['__version__'\]/return _ns['__version__']/" "$SRC/setup.py"
     start=$(date +%s)
     MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} "${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$SRC"
