@@ -32,7 +32,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'datasets': ('errors', 'apis.cli'),
     'datasets.custom': ('errors', 'datasets', 'apis.cli', 'apis.config'),  # + the schedule rule
     'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets'),
-    'evaluation': ('errors', 'analysis'),
+    'evaluation': ('errors', 'analysis', 'datasets'),  # + ImageNet's folders (imagenet_variants)
     'deployment': ('errors', 'models', 'checkpoint', 'analysis'),
     'engine': ('errors', 'datasets', 'analysis'),
     'apis': ('errors', 'family', 'converters', 'checkpoint', 'models', 'datasets', 'engine', 'analysis'),

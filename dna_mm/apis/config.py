@@ -126,42 +126,41 @@ def sync_schedule(
 
 def limit_topk(cfg: Config) -> list[int]:
     """Keep only the top-k accuracies with k < the number of classes in the config's
-    ``AccMetric`` evaluators and in the training log (MMAction2's heads log ``top{k}_acc`` for
-    their ``topk``, (1, 5) by default): a 4-class model's top-5 is 100% by definition; top-1
-    always stays. Returns the ks dropped."""
+    evaluators (MMAction2's ``AccMetric``, MMPretrain's ``Accuracy``) and in the training log
+    (MMAction2's heads log ``top{k}_acc`` for their ``topk``, (1, 5) by default): a 4-class
+    model's top-5 is 100% by definition; top-1 always stays. Returns the ks dropped."""
     model = cfg.get('model') or {}
     head = model.get('cls_head') or model.get('head') or {}  # MMAction2's cls_head, MMPretrain's head
     num_classes = head.get('num_classes')
     if not isinstance(num_classes, int):
         return []
     dropped: set[int] = set()
-    head_topk = head.get('topk', (1, 5))
-    head_topk = (head_topk,) if isinstance(head_topk, int) else tuple(head_topk)
-    kept = tuple(k for k in head_topk if k < num_classes or k == 1)
-    if 'cls_head' in model and kept != head_topk and _takes_topk(head.get('type')):
-        dropped |= set(head_topk) - set(kept)
-        head['topk'] = kept
+
+    def limit(holder: dict, key: str, default: tuple[int, ...]) -> None:
+        topk = holder.get(key, default)
+        topk = (topk,) if isinstance(topk, int) else tuple(topk)
+        kept = tuple(k for k in topk if k < num_classes or k == 1)
+        if kept != topk:
+            dropped.update(set(topk) - set(kept))
+            holder[key] = kept
+
+    if 'cls_head' in model and _takes_topk(head.get('type')):
+        limit(head, 'topk', (1, 5))
     for key in ('val_evaluator', 'test_evaluator'):
         evaluators = cfg.get(key)
         for metric in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
-            if isinstance(metric, dict) and metric.get('type') == 'Accuracy':  # MMPretrain's
-                topk = metric.get('topk', (1,))
-                topk = (topk,) if isinstance(topk, int) else tuple(topk)
-                kept = tuple(k for k in topk if k < num_classes or k == 1)
-                dropped |= set(topk) - set(kept)
-                metric['topk'] = kept
-            if not isinstance(metric, dict) or metric.get('type') != 'AccMetric':
+            if not isinstance(metric, dict):
                 continue
-            if 'top_k_accuracy' not in metric.get('metric_list', ('top_k_accuracy',)):
-                continue
-            options = dict(metric.get('metric_options') or {})
-            topk = options.get('top_k_accuracy', {}).get('topk', (1, 5))
-            topk = (topk,) if isinstance(topk, int) else tuple(topk)
-            kept = tuple(k for k in topk if k < num_classes or k == 1)
-            if kept != topk:
-                dropped |= set(topk) - set(kept)
-                options['top_k_accuracy'] = dict(options.get('top_k_accuracy', {}), topk=kept)
-                metric['metric_options'] = options
+            if metric.get('type') == 'Accuracy':  # MMPretrain's
+                limit(metric, 'topk', (1,))
+            elif metric.get('type') == 'AccMetric' and 'top_k_accuracy' in metric.get(
+                'metric_list', ('top_k_accuracy',)
+            ):
+                options = dict(metric.get('metric_options') or {})
+                option = dict(options.get('top_k_accuracy', {}))
+                limit(option, 'topk', (1, 5))
+                if 'topk' in option:
+                    metric['metric_options'] = dict(options, top_k_accuracy=option)
     return sorted(dropped)
 
 

@@ -43,7 +43,8 @@ class Split:
     per_class: list[int] = field(default_factory=list)
 
 
-def _images(folder: Path) -> list[Path]:
+def images_in(folder: Path) -> list[Path]:
+    """The images directly in ``folder`` (by suffix, any case), sorted."""
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
 
 
@@ -68,7 +69,7 @@ def from_folders(root: Path, split: str, wnids: list[str]) -> Split:
     samples = [
         (f'{split}/{w}/{p.name}', i)
         for i, w in enumerate(wnids)
-        for p in _images(folder / w)
+        for p in images_in(folder / w)
         if (folder / w).is_dir()
     ]
     return _counted(Split(split, samples, 'folders'), len(wnids))

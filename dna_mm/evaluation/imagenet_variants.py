@@ -25,10 +25,8 @@ import torch
 from torch import nn
 
 from ..analysis.calibration import aurra, ood_measures, rms_calibration_error
+from ..datasets.imagenet import images_in
 from ..errors import DataError
-
-#: what the folders may hold (MMPretrain's image suffixes)
-IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif')
 
 
 def class_folders(root: Path) -> dict[str, list[Path]]:
@@ -36,9 +34,7 @@ def class_folders(root: Path) -> dict[str, list[Path]]:
     if not root.is_dir():
         raise DataError(f'{root}: not a folder (expected <wnid>/ class folders of images)')
     found = {
-        d.name: sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-        for d in sorted(root.iterdir())
-        if d.is_dir() and not d.name.startswith('.')
+        d.name: images_in(d) for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith('.')
     }
     found = {w: images for w, images in found.items() if images}
     if not found:
