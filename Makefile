@@ -11,7 +11,7 @@
 #   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
 #   make format        apply ruff's fixes and format
 #   make test-pythons  the suite on the other supported Pythons (PYTHONS, each in .venv-<name>)
-#   make test-gpu      the CUDA tests (fp32/bf16/fp16, SDPA kernels, Triton at real shapes)
+#   make test-gpu      the CUDA tests, marked cuda (fp32/bf16/fp16, SDPA kernels, Triton at real shapes, AMP)
 #   make device-kit    .device/: Python 3.12 wheels for a GPU machine (tools/device/gpu_check.sh)
 #   make device-rehearsal  that GPU check on this CPU, in a Python 3.12 env built like the GPU image's
 SHELL := /bin/bash
@@ -51,7 +51,7 @@ test-pythons:
 	for python in $(PYTHONS); do $(MAKE) test PYTHON=$$python || exit 1; done
 
 test-gpu: $(STAMP)
-	$(PY) -m pytest -rs $(PYTEST_ARGS) tests/ops
+	$(PY) -m pytest -m cuda -rs $(PYTEST_ARGS) tests
 
 demo: $(STAMP)
 	$(PY) tools/demo.py --attn dna

@@ -4,9 +4,10 @@ branch a softmax attention gets, the signs of the authors' pretrained files and 
 and the checkpoint converters (:mod:`dna_mm.converters`) all read these; this module imports
 only torch.
 
-Negative branch generated from a softmax attention (the authors' initialisation)::
+Negative branch generated from a softmax attention (the authors' initialisation,
+:class:`NegativeInit`)::
 
-    Q- = q_neg_scale · Q,   V- = v_neg_scale · V   (weights and biases),   α = 0.5
+    Q- = q_neg_scale · Q,   V- = v_neg_scale · V   (weights and biases),   α = alpha
 """
 
 from __future__ import annotations
@@ -42,15 +43,29 @@ NEGATIVE_MARKERS = tuple(k for k in NEGATIVE_KEYS if not k.endswith('.bias'))
 
 @dataclass(frozen=True)
 class NegativeInit:
-    """The negative branch generated from softmax weights: ``Q- = q_neg_scale · Q``,
-    ``V- = v_neg_scale · V`` (the authors' defaults), ``α = 0.5``."""
+    """Where the negative branch starts, generated from the positive one: ``Q- = q_neg_scale · Q``,
+    ``V- = v_neg_scale · V`` (weights and biases), ``α = alpha`` per head (the authors' defaults:
+    ``+1e-4``, ``-1e-4``, ``0.5``). Every module, loader, swap and converter reads it here."""
 
     q_neg_scale: float = 1e-4
     v_neg_scale: float = -1e-4
+    alpha: float = 0.5
 
 
 #: the authors' initialisation, the default of every loader, swap and converter
 NEGATIVE_INIT = NegativeInit()
+#: a DnA variant with fewer projections read exactly by one with more: a variant without its own
+#: ``Q-`` (``V-``) uses ``Q+`` (``V+``), one without ``α`` has ``α = 1``
+EXACT_UPGRADE = NegativeInit(1.0, 1.0, 1.0)
+
+
+def is_negative_key(key: str) -> bool:
+    """Whether ``key`` (relative to its attention) is the negative branch's: ``alpha`` or a
+    tensor of a module whose name ends in ``_neg`` (``q_neg``, ``v_neg``, MViTv2's
+    ``pool_q_neg`` / ``norm_v_neg``)."""
+    head = key.split('.', 1)[0]
+    return key == 'alpha' or ('.' in key and head.endswith('_neg'))
+
 
 #: where the authors' released code puts each sign (github rjccv/DnA)
 COMBINE_SIGNS = {

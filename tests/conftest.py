@@ -70,6 +70,22 @@ def pytest_configure(config: pytest.Config) -> None:
         'integration: runs a tool as a user does (a new Python process); `make test` runs them, '
         '`-m "not integration"` leaves them out',
     )
+    config.addinivalue_line(
+        'markers',
+        'cuda(interpreter=False): runs on the GPU; `make test-gpu` and the GPU check run these '
+        '(`-m cuda`). Skipped without CUDA, unless interpreter=True: the Triton kernel\'s tests, which '
+        'run on the CPU in Triton\'s interpreter',
+    )
+
+
+#: why a test marked ``cuda`` skips on a machine without CUDA
+NEEDS_CUDA = 'needs CUDA (make test-gpu; tools/device/gpu_check.sh)'
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    cuda = item.get_closest_marker('cuda')
+    if cuda is not None and not cuda.kwargs.get('interpreter') and not torch.cuda.is_available():
+        pytest.skip(NEEDS_CUDA)
 
 
 REPO = Path(__file__).resolve().parents[1]

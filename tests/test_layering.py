@@ -28,14 +28,22 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'models.backbones': HOSTS_BASE,
     'models.adapters': HOSTS_BASE,
     'models': ('models',),
-    # the data tools' logic (preparation, checks, custom datasets) runs in the tools' wrapper
-    'datasets': ('errors', 'apis.cli'),
-    'datasets.custom': ('errors', 'datasets', 'apis.cli', 'apis.config'),  # + the schedule rule
+    'datasets': ('errors', 'utils'),
     'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets'),
     'evaluation': ('errors', 'analysis', 'datasets'),  # + ImageNet's folders (imagenet_variants)
     'deployment': ('errors', 'models', 'checkpoint', 'analysis'),
     'engine': ('errors', 'datasets', 'analysis'),
-    'apis': ('errors', 'family', 'converters', 'checkpoint', 'models', 'datasets', 'engine', 'analysis'),
+    'apis': (
+        'errors',
+        'family',
+        'utils',
+        'converters',
+        'checkpoint',
+        'models',
+        'datasets',
+        'engine',
+        'analysis',
+    ),
     'launch': ('',),  # the package's entry points: anything
     '__init__': ('',),
 }
@@ -104,6 +112,7 @@ def test_the_check_sees_an_import_against_the_layering() -> None:
     assert not _allowed('models.attention.dna', 'converters.attention')  # beside, not below
     assert not _allowed('models.adapters.swap', 'models.backbones.pretrained')  # siblings
     assert not _allowed('datasets.video_reader', 'apis.inference')
+    assert not _allowed('datasets.custom.recipe', 'apis.config')  # the data tools' logic: below apis
     assert _allowed('models.backbones.timm_vit', 'family') and _allowed('apis.runner', 'engine.loops')
     assert 'family' in {target for _, target in _imports(PACKAGE / 'ops' / 'dna_attention.py')}
     mha = PACKAGE / 'models' / 'layers' / 'mha_attention.py'

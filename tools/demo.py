@@ -13,10 +13,10 @@ dataset.
 from __future__ import annotations
 
 import argparse
-import re
 import time
+from pathlib import Path
 
-from demo_runs import REPO, demo_options, train_then_test  # tools/demo_runs.py
+REPO = Path(__file__).resolve().parents[1]  # the runs' commands run here (config-relative paths)
 
 #: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
 ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         'checkpoint intervals follow)',
     )
     args = p.parse_args(argv)
+    from dna_mm.apis import format_metrics
     from dna_mm.datasets.synthetic import CLASSES, ensure_motion_dataset
+    from dna_mm.utils.tool_runs import demo_options, train_then_test
 
     t0 = time.time()
     root = ensure_motion_dataset(REPO / args.data_root)
@@ -51,16 +53,13 @@ def main(argv: list[str] | None = None) -> None:
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
         opts = demo_options(attn, args.data_root, args.epochs)
-        line, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.csv')
-        results[attn] = (line, secs)
-        print(f'[{attn}] {line}  ({secs:.0f} s)', flush=True)
+        metrics, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.csv', REPO)
+        results[attn] = (metrics, secs)
+        print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)
     print('\nSummary (synthetic motion set, test split):')
-    for attn, (line, secs) in results.items():
-        nums = dict(re.findall(r'(top-1|mCA): ([\d.]+)', line))
-        print(
-            f'  {attn:8s} top-1 {nums.get("top-1", "?"):>6s}%   mCA {nums.get("mCA", "?"):>6s}%   '
-            f'({secs:.0f} s train + test)'
-        )
+    for attn, (metrics, secs) in results.items():
+        top1, mca = (f'{100 * metrics[k]:.2f}' if k in metrics else '?' for k in ('acc/top1', 'acc/mean1'))
+        print(f'  {attn:8s} top-1 {top1:>6s}%   mCA {mca:>6s}%   ({secs:.0f} s train + test)')
     print(f'total {time.time() - t0:.0f} s')
 
 

@@ -16,16 +16,17 @@ object is shown as n/a).
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 
-from demo_runs import REPO, run_tool, test_line, train_then_test  # tools/demo_runs.py
+REPO = Path(__file__).resolve().parents[1]  # the runs' commands run here (config-relative paths)
 
 #: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
 ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/vitdet_dna_demo.py'
-METRICS = ('bbox AP', 'bbox AP50', 'segm AP', 'segm AP50')
+#: the summary's columns: their names in the test line, their keys in the test's metrics (COCO)
+METRICS = {'bbox AP': 'coco/bbox_mAP', 'bbox AP50': 'coco/bbox_mAP_50', 'segm AP': 'coco/segm_mAP'}
+METRICS['segm AP50'] = 'coco/segm_mAP_50'
 
 
 def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
@@ -53,9 +54,10 @@ def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
     return path
 
 
-def summary(line: str) -> str:
-    nums = dict(re.findall(r'((?:bbox|segm) AP(?:50|75)?): ([\d.]+)', line))
-    return '  '.join(f'{k} {nums.get(k, "?"):>6s}' for k in METRICS)
+def summary(metrics: dict) -> str:
+    """The summary's AP columns, in % (``?`` where COCO measured none)."""
+    shown = {k: f'{100 * metrics[key]:.2f}' for k, key in METRICS.items() if metrics.get(key, -1) >= 0}
+    return '  '.join(f'{k} {shown.get(k, "?"):>6s}' for k in METRICS)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,9 +83,11 @@ def main(argv: list[str] | None = None) -> None:
         help='also test the untrained model (what AP a model that learned nothing gets)',
     )
     args = p.parse_args(argv)
+    from dna_mm.apis import format_metrics
     from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
     from dna_mm.models.attention.builder import SHORT_NAMES
     from dna_mm.models.layers.vitdet_attention import VITDET_ATTENTIONS
+    from dna_mm.utils.tool_runs import read_test_metrics, run_script, train_then_test
 
     t0 = time.time()
     root = ensure_coco_dataset(REPO / args.data_root)
@@ -103,20 +107,23 @@ def main(argv: list[str] | None = None) -> None:
             opts += ['model.backbone.use_rel_pos=False']
         if args.baseline:
             ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)
-            out = run_tool(
+            run_script(
                 ['tools/test.py', CONFIG, str(ckpt), '--work-dir', work_dir, '--cfg-options', *opts],
+                REPO,
                 'demo_det',
                 work_dir,
             )
-            results[f'{attn} untrained'] = (test_line(out), 0.0)
-            print(f'[{attn} untrained] {test_line(out)}', flush=True)
-        line, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.pkl', 'demo_det')
-        results[f'{attn} trained'] = (line, secs)
-        print(f'[{attn}] {line}  ({secs:.0f} s)', flush=True)
+            results[f'{attn} untrained'] = (read_test_metrics(REPO / work_dir), 0.0)
+            print(f'[{attn} untrained] {format_metrics(results[f"{attn} untrained"][0])}', flush=True)
+        metrics, secs = train_then_test(
+            CONFIG, work_dir, opts, f'{work_dir}/predictions.pkl', REPO, 'demo_det'
+        )
+        results[f'{attn} trained'] = (metrics, secs)
+        print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)
     print('\nSummary (synthetic shapes set, test split, COCO AP in %):')
-    for name, (line, secs) in results.items():
+    for name, (metrics, secs) in results.items():
         timing = f'   ({secs:.0f} s train + test)' if secs else ''
-        print(f'  {name:18s} {summary(line)}{timing}')
+        print(f'  {name:18s} {summary(metrics)}{timing}')
     print(f'total {time.time() - t0:.0f} s')
 
 

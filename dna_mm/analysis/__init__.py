@@ -5,13 +5,15 @@
   :func:`intruder_dimensions`, :func:`token_distance`, :func:`alpha_stats`;
 * :mod:`.calibration` — :func:`rms_calibration_error`, :func:`aurra`, :func:`ood_measures`;
 * :mod:`.collector` — :class:`AttentionCollector` / :class:`TokenDistanceCollector` (hooks on a
-  real model, running reductions) and :func:`eager_attention`, the hook point;
+  real model, running reductions), :func:`eager_attention`, the hook point, and
+  :class:`~.collector.EagerObserver`, the ``with`` block of the collectors that use it;
 * :mod:`.relevance` — Chefer relevance per branch (:func:`relevance_maps`);
 * :mod:`.target_mass` — the share of attention on an object's patches
   (:func:`attention_mass`, :class:`TargetMassCollector`); :mod:`.study` — the denoising study's
   evaluation and statistics (``tools/analysis/study.py``);
-* :mod:`.models`, :mod:`.report`, :mod:`.plots` — loading a checkpoint, one analysis run as
-  JSON, the figures (``tools/analysis/analyze_attention.py``, ``relevance_maps.py``).
+* :mod:`.models`, :mod:`.report` — loading a checkpoint, one analysis run as JSON;
+* :mod:`.plots` — the figures, one module per tool (``analyze_attention.py``,
+  ``relevance_maps.py``, ``study.py``) in one style.
 """
 
 from .calibration import aurra, fpr_at_recall, ood_measures, rms_calibration_error

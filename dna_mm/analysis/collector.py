@@ -60,6 +60,27 @@ def _call_back(site: AttentionSite, callback: Callback, module: nn.Module, maps:
     callback(site, maps, heads)
 
 
+class EagerObserver:
+    """A collector's ``with`` block: inside it, :attr:`sites` run on their eager path and every
+    call goes to :meth:`observe` (:func:`eager_attention`). A subclass sets :attr:`sites` and
+    defines :meth:`observe`."""
+
+    sites: list[AttentionSite]
+    _ctx: Optional[contextlib.AbstractContextManager] = None
+
+    def observe(self, site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor]) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._ctx = eager_attention(self.sites, self.observe)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._ctx.__exit__(*exc)
+        self._ctx = None
+
+
 def branch_outputs(
     site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor], with_coefficient: bool = False
 ) -> tuple[Tensor, Tensor]:
@@ -139,7 +160,7 @@ class _Histogram:
         )
 
 
-class AttentionCollector:
+class AttentionCollector(EagerObserver):
     """Entropy, head redundancy, C(V+, V-), branch cosine and intruder dimensions of every
     attention of a model, accumulated over the forward passes run inside ``with collector:``.
 
@@ -192,16 +213,6 @@ class AttentionCollector:
         self._hists: dict[tuple, _Histogram] = defaultdict(lambda: _Histogram(hist_bins))
         self._intruders: dict[str, Tensor] = {}
         self._keys: dict[str, int] = {}  # site → most keys N of a map (entropy's maximum is log N)
-        self._ctx: Optional[contextlib.AbstractContextManager] = None
-
-    def __enter__(self) -> 'AttentionCollector':
-        self._ctx = eager_attention(self.sites, self.observe)
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._ctx.__exit__(*exc)
-        self._ctx = None
 
     @torch.no_grad()
     def observe(self, site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor]) -> None:

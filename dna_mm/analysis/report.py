@@ -29,6 +29,7 @@ import torch
 from mmengine.utils import ProgressBar
 
 from ..errors import DataError
+from ..family import NEGATIVE_INIT
 from .collector import (
     MAP_ANALYSES,
     AttentionCollector,
@@ -43,7 +44,7 @@ from .sites import find_attention_sites
 
 SCHEMA = 'dna_mm.analysis/1'
 #: ``DnAAttention``'s initial α (its ``alpha_init`` default and the converters' value)
-ALPHA_INIT = 0.5
+ALPHA_INIT = NEGATIVE_INIT.alpha
 ANALYSES = ('alpha', 'entropy', 'redundancy', 'cvv', 'intruders', 'robustness')
 
 

@@ -2,8 +2,7 @@
 
 * statistics over seeds: :func:`mean_std` (sample std, ``n − 1``), :func:`paired_difference`
   (per-seed differences of two methods, their mean and the Student-t interval
-  ``d̄ ± t_{1−(1−level)/2, n−1} · s_d / √n``), :func:`t_quantile` (exact for integer degrees of
-  freedom: the closed form of the t distribution function, inverted by bisection);
+  ``d̄ ± t_{1−(1−level)/2, n−1} · s_d / √n``, the quantile from ``scipy.stats.t``);
 * :func:`evaluate` — one trained model on clip sets with ground-truth boxes: top-1, mean class
   accuracy and the target attention mass (:class:`~.target_mass.TargetMassCollector`) per set;
 * :func:`summarize` / :func:`markdown_table` — the per-run results of a study as its table,
@@ -27,6 +26,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import torch
+from scipy.stats import t as student_t
 
 from ..datasets.synthetic import load_boxes
 from ..errors import DataError
@@ -37,46 +37,6 @@ SCHEMA = 'dna_mm.study/1'
 
 
 # -- statistics ------------------------------------------------------------------------------
-def t_cdf_two_sided(t: float, df: int) -> float:
-    """``P(|T| ≤ t)`` for Student's t with integer ``df`` (Abramowitz & Stegun 26.7.3 / 26.7.4):
-    with ``θ = atan(t / √df)``, odd ``df``: ``2/π (θ + sin θ (cos θ + 2/3 cos³θ + … ))``, even
-    ``df``: ``sin θ (1 + 1/2 cos²θ + 1·3/(2·4) cos⁴θ + … )``, ``df − 2`` powers of ``cos θ``."""
-    if df < 1:
-        raise ValueError(f'degrees of freedom must be >= 1, got {df}')
-    theta = math.atan(abs(t) / math.sqrt(df))
-    c, s = math.cos(theta), math.sin(theta)
-    if df % 2:  # odd
-        if df == 1:
-            return 2 * theta / math.pi
-        term, total = c, c
-        for k in range(3, df - 1, 2):  # terms cos^k θ · (2·4·…(k−1)) / (1·3·…k)
-            term *= c * c * (k - 1) / k
-            total += term
-        return 2 / math.pi * (theta + s * total)
-    term, total = 1.0, 1.0
-    for k in range(2, df - 1, 2):  # terms cos^k θ · (1·3·…(k−1)) / (2·4·…k)
-        term *= c * c * (k - 1) / k
-        total += term
-    return s * total
-
-
-def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile (``p > 0.5``) of Student's t with integer ``df``, e.g.
-    ``t_quantile(0.975, 4) = 2.776``."""
-    if not 0.5 < p < 1:
-        raise ValueError(f't_quantile: p must be in (0.5, 1), got {p}')
-    target = 2 * p - 1  # P(|T| <= t)
-    lo, hi = 0.0, 1.0
-    while t_cdf_two_sided(hi, df) < target:
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf_two_sided(mid, df) < target else (lo, mid)
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return (lo + hi) / 2
-
-
 def mean_std(values: Sequence[float]) -> dict:
     """``{mean, std, n}``; ``std`` with ``n − 1`` (``None`` for one value)."""
     x = np.asarray(values, dtype=float)
@@ -88,15 +48,15 @@ def mean_std(values: Sequence[float]) -> dict:
 
 def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict:
     """``a − b`` paired by position (one seed each): ``{mean, std, low, high, n, level, t}``, the
-    interval ``d̄ ± t · s_d / √n`` with ``t = t_quantile(1 − (1 − level)/2, n − 1)`` (``low`` /
-    ``high`` ``None`` for one pair)."""
+    interval ``d̄ ± t · s_d / √n`` with ``t`` the ``1 − (1 − level)/2`` quantile of Student's t with
+    ``n − 1`` degrees of freedom (``low`` / ``high`` ``None`` for one pair)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError(f'paired_difference: expected two equally long lists, got {a.shape} and {b.shape}')
     d = a - b
     out = dict(mean_std(d), level=level, low=None, high=None, t=None)
     if d.size > 1:
-        t = t_quantile(1 - (1 - level) / 2, d.size - 1)
+        t = float(student_t.ppf(1 - (1 - level) / 2, d.size - 1))
         half = t * out['std'] / math.sqrt(d.size)
         out.update(low=out['mean'] - half, high=out['mean'] + half, t=t)
     return out

@@ -36,14 +36,13 @@ sees; set :attr:`TargetMassCollector.regions` before each one.
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-from .collector import _Mean, eager_attention
+from .collector import EagerObserver, _Mean
 from .sites import AttentionSite, find_attention_sites, prefix_tokens
 
 _EPS = 1e-12
@@ -139,7 +138,7 @@ def sequence_regions(
     return region, keys, (0 if prefix else None)
 
 
-class TargetMassCollector:
+class TargetMassCollector(EagerObserver):
     """:func:`attention_mass` of every attention of a model, per site, branch, region and head,
     averaged over the forward passes run inside ``with collector:``.
 
@@ -161,16 +160,6 @@ class TargetMassCollector:
         self.regions: dict[str, Tensor] = {}
         self._mass: dict[tuple, _Mean] = defaultdict(_Mean)
         self._uniform: dict[tuple, _Mean] = defaultdict(_Mean)
-        self._ctx: Optional[contextlib.AbstractContextManager] = None
-
-    def __enter__(self) -> 'TargetMassCollector':
-        self._ctx = eager_attention(self.sites, self.observe)
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._ctx.__exit__(*exc)
-        self._ctx = None
 
     @staticmethod
     def branch_maps(site: AttentionSite, maps: dict[str, Tensor]) -> dict[str, Tensor]:

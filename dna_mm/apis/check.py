@@ -98,7 +98,7 @@ def _checkpoint_keys(hook: Any) -> list[str]:
     from mmengine.hooks import CheckpointHook
     from mmengine.runner import Runner
 
-    from .cli import accepted_arguments
+    from ..utils.build_errors import accepted_arguments
 
     valid = list(
         dict.fromkeys(accepted_arguments(CheckpointHook) + accepted_arguments(Runner.save_checkpoint))

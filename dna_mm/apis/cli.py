@@ -6,10 +6,10 @@ A user's mistake is any :class:`dna_mm.errors.UserError` (the checkpoint errors 
 config file), a ``type`` that is not registered (mmengine's ``KeyError: 'X is not in the ...
 registry'``), a failed download (offline: the file to put in place is named), a value that
 mmengine cannot merge into a config (``--cfg-options`` or a child config: a dict over a string,
-an index past a list's end), and a config that
-builds a part with an argument it does not take or a step that needs a package that is not
-installed (:func:`config_mistake`: the key, the type and the closest valid names). ``--debug``
-anywhere on the command line re-raises it with the traceback.
+an index past a list's end), and a config that builds a part with an argument it does not take
+or a step that needs a package that is not installed
+(:func:`~dna_mm.utils.build_errors.config_mistake`: the key, the type and the closest valid
+names). ``--debug`` anywhere on the command line re-raises it with the traceback.
 
 A tool parses its command line before it imports anything heavy (``--help`` answers at once):
 ``main`` parses with :mod:`argparse` alone, then hands its work to :func:`run_tool`::
@@ -26,17 +26,15 @@ A tool declares ``--cfg-options`` with ``nargs='+'`` (plain ``key=value`` string
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
-import inspect
 import os
 import re
 import sys
-from types import TracebackType
 from typing import Any, Callable, Optional
 from urllib.error import HTTPError, URLError
 
 from ..errors import MissingFileError, UserError
+from ..utils.build_errors import config_mistake
 
 DEBUG_FLAG = '--debug'
 #: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
@@ -45,17 +43,6 @@ DEBUG_HELP = 'print the traceback of an input error'
 _BUILD_PREFIX = re.compile(r'class `\w+` in [\w/.\-]+\.py: ')
 _NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
-_UNEXPECTED_ARGUMENT = re.compile(r"got an unexpected keyword argument '(\w+)'")
-# what MMAction2 / MMDetection steps say when an optional package is missing ('Install X to use Y')
-_INSTALL_HINT = re.compile(r'\b[Ii]nstall ([\w\-.]+)')
-#: what a part built from a config is called in a message, by its mmengine registry
-_PART = {
-    'model': 'model part',
-    'transform': 'pipeline step',
-    'loop': 'loop',
-    'hook': 'hook',
-    'dataset': 'dataset',
-}
 
 
 def error_line(err: BaseException) -> str:
@@ -92,96 +79,6 @@ def parse_size(text: str) -> tuple[int, int]:
     if w < 16 or h < 16:
         raise ValueError(f'size {text!r}: width and height must be at least 16')
     return w, h
-
-
-def accepted_arguments(obj: Any) -> list[str]:
-    """The keyword arguments ``obj`` (a class or a function) takes: its ``__init__``'s, and up the
-    MRO while an ``__init__`` passes ``**kwargs`` on (torch's ``Module`` ends the walk)."""
-    if not inspect.isclass(obj):
-        owners = [obj]
-    else:
-        owners = [k.__dict__['__init__'] for k in obj.__mro__ if '__init__' in k.__dict__]
-    names: list[str] = []
-    for fn in owners:
-        if getattr(fn, '__module__', '').startswith(('torch.', 'builtins')) or fn is object.__init__:
-            break
-        try:
-            params = list(inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
-            break
-        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        names += [p.name for p in params if p.kind in keyword and p.name not in ('self', 'cls')]
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-            break
-    return list(dict.fromkeys(names))
-
-
-def _builds(tb: Optional[TracebackType]) -> list[tuple[Any, dict, str]]:
-    """``(class, arguments, registry name)`` of each mmengine ``build_from_cfg`` call on the
-    traceback, outermost first: the parts being built from a config when the error was raised."""
-    found = []
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == 'build_from_cfg' and 'obj_cls' in frame.f_locals:
-            local = frame.f_locals
-            found.append(
-                (local['obj_cls'], local.get('args') or {}, getattr(local.get('registry'), 'name', ''))
-            )
-        tb = tb.tb_next
-    return found
-
-
-def _key_path(builds: list[tuple[Any, dict, str]]) -> str:
-    """Where in the config the innermost part sits, as far as the builds tell: ``model.backbone``
-    for a backbone built inside the model (the argument of each outer part that holds the next
-    one), ``train_cfg`` for a train loop; ``''`` when it cannot be told."""
-    cls, _, registry = builds[-1]
-    name = getattr(cls, '__name__', '')
-    if registry == 'loop':
-        return next((f'{k}_cfg' for k in ('train', 'val', 'test') if k in name.lower()), '')
-    if registry != 'model':
-        return ''
-    path = 'model'
-    for (_, outer, _), (inner, _, _) in zip(builds, builds[1:], strict=False):
-        held = [
-            k for k, v in outer.items() if isinstance(v, dict) and v.get('type') in (inner.__name__, inner)
-        ]
-        if len(held) != 1:
-            return ''
-        path += f'.{held[0]}'
-    return path
-
-
-def config_mistake(err: BaseException) -> Optional[str]:
-    """One line for a config that builds a part wrongly, else ``None``:
-
-    * an argument the part does not take (``TypeError: ... unexpected keyword argument``, raised
-      where mmengine builds it from the config): the key, the part's type and the closest valid
-      names (``did you mean 'embed_dims'?``);
-    * a part (a pipeline step, typically) that needs a package that is not installed
-      (``ImportError``, or MMAction2's ``Install X to use Y``): the part and the package.
-    """
-    builds = _builds(err.__traceback__)
-    if not builds:
-        return None
-    cls, args, registry = builds[-1]
-    name = getattr(cls, '__name__', str(cls))
-    what = f'{_PART.get(registry, registry or "part")} {name}'
-    unexpected = _UNEXPECTED_ARGUMENT.search(str(err)) if isinstance(err, TypeError) else None
-    if unexpected and unexpected.group(1) in args:
-        key, valid = unexpected.group(1), accepted_arguments(cls)
-        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
-        hint = (
-            f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"
-        )
-        path = _key_path(builds)
-        where = f'{path}.{key}: ' if path else ''
-        return f'{where}the {what} takes no argument {key!r}; {hint}'
-    install = _INSTALL_HINT.search(str(err))
-    if isinstance(err, ImportError) or (isinstance(err, RuntimeError) and install):
-        package = getattr(err, 'name', None) or (install.group(1) if install else None) or 'a package'
-        return f'the {what} needs {package}, which is not installed: install it, or take the step out'
-    return None
 
 
 def _user_message(err: BaseException) -> Optional[str]:

@@ -36,6 +36,7 @@ import torch.nn as nn
 from torch.utils.data import Dataset
 
 from ..errors import ConfigError
+from ..utils.files import atomic_path, write_json_atomic
 
 LEVELS = ('pooled', 'pre-head', 'tokens')
 PER = ('video', 'clip')
@@ -143,10 +144,8 @@ class FeatureStore:
                     f'{self.out} holds features made with other settings ({diff}, as (then, now)); '
                     f'use another --out, or delete {record} to overwrite'
                 )
-        else:  # atomically: the ranks of a distributed run all write it
-            tmp = record.with_name(f'{record.name}.{os.getpid()}.part')
-            tmp.write_text(json.dumps(self.settings, indent=1), encoding='utf-8')
-            os.replace(tmp, record)
+        else:  # the ranks of a distributed run all write it: a part name per process
+            write_json_atomic(record, self.settings, unique=True)
 
     def name(self, video: str) -> str:
         """The video's name below ``out``: relative to ``root``, else its full path."""
@@ -164,12 +163,8 @@ class FeatureStore:
 
     def write(self, video: str, array: np.ndarray) -> None:
         """``array`` to the video's file, through a temporary name (atomic on one file system)."""
-        target = self.file(video)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + '.part')
-        with open(tmp, 'wb') as f:
+        with atomic_path(self.file(video)) as tmp, open(tmp, 'wb') as f:
             np.save(f, array)
-        os.replace(tmp, target)
 
     def write_index(self, videos: Sequence[str]) -> Path:
         """``index.csv``: ``row, video, file, shape`` of every video with features (``file``:
@@ -200,10 +195,8 @@ class FeatureStore:
                 'use per-video files (no --single-file) or --per video'
             )
         target = self.out / 'features.npy'
-        tmp = self.out / 'features.npy.part'
-        with open(tmp, 'wb') as f:
+        with atomic_path(target) as tmp, open(tmp, 'wb') as f:
             np.save(f, np.stack(arrays))
-        os.replace(tmp, target)
         return target
 
 

@@ -18,7 +18,7 @@ from mmengine.logging import print_log
 
 from ..checkpoint import load_whole_model
 from ..datasets.protocols import label_map as shipped_label_map
-from ..datasets.video_reader import VIDEO_SUFFIXES
+from ..datasets.video_files import VIDEO_SUFFIXES, list_videos
 from ..errors import ConfigError, DataError
 
 
@@ -45,7 +45,7 @@ def collect_labelled_videos(source: str, video_root: Optional[str] = None) -> di
     lines), ``None`` for a file, a folder or an unlabelled line."""
     path = Path(source)
     if path.is_dir():
-        videos = sorted(str(p) for p in path.rglob('*') if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
+        videos = [str(p) for p in list_videos(path)]
         if not videos:
             raise FileNotFoundError(f'no video files ({", ".join(VIDEO_SUFFIXES)}) under {source}')
         return dict.fromkeys(videos)

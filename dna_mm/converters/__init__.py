@@ -7,6 +7,7 @@ from ..family import COMBINE_SIGNS
 from .attention import (
     NothingToConvertError,
     dna_to_softmax,
+    negative_branch,
     official_to_dna_mm,
     pos_embed_with_cls,
     rename_mha,
@@ -17,6 +18,7 @@ from .timesformer import detect_layout, to_timesformer, unwrap
 __all__ = [
     'official_to_dna_mm',
     'softmax_to_dna',
+    'negative_branch',
     'dna_to_softmax',
     'rename_mha',
     'to_timesformer',

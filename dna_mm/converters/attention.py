@@ -25,6 +25,7 @@ from ..family import (
     NEGATIVE_INIT,
     NEGATIVE_KEYS,
     NEGATIVE_MARKERS,
+    NegativeInit,
     canonical_variant,
     check_combine,
 )
@@ -94,22 +95,55 @@ def _to_mha(state_dict: StateDict) -> 'OrderedDict[str, Tensor]':
     return _rename_attention_keys(state_dict, 'qkv.weight', tuple((new, old) for old, new in _MHA_TO_TIMM))
 
 
+def negative_branch(
+    state_dict: StateDict, prefix: str, variant: str, num_heads: int, init: NegativeInit = NEGATIVE_INIT
+) -> 'OrderedDict[str, Tensor]':
+    """The negative branch of the attention at ``prefix`` from its positive projections, for the
+    tensors ``state_dict`` lacks (the one rule every loader, swap and converter applies)::
+
+        q_neg = init.q_neg_scale · Q,   v_neg = init.v_neg_scale · V   (weights and biases)
+        alpha = init.alpha                                            ([num_heads])
+
+    where ``variant`` has them; ``Q`` / ``V`` are the rows of the packed ``qkv`` (``[Q, K, V]``)
+    or the separate ``q_proj`` / ``v_proj`` (``nn.MultiheadAttention`` with ``kdim`` / ``vdim``).
+    With :data:`~dna_mm.family.EXACT_UPGRADE` it completes a variant of fewer projections exactly.
+    """
+    sep_q, sep_v, learn_alpha = DNA_VARIANTS[canonical_variant(variant)]
+    out = OrderedDict(state_dict)
+    packed = prefix + 'qkv.weight' in out
+    for name in _PARAMS:
+        if packed:
+            rows = out.get(f'{prefix}qkv.{name}')
+            q, v = (None, None) if rows is None else rows.chunk(3, dim=0)[::2]  # [C, ...] each
+        else:
+            q, v = out.get(f'{prefix}q_proj.{name}'), out.get(f'{prefix}v_proj.{name}')
+        for own, src, scale in (('q_neg', q, init.q_neg_scale), ('v_neg', v, init.v_neg_scale)):
+            key = f'{prefix}{own}.{name}'
+            if (sep_q if own == 'q_neg' else sep_v) and src is not None and key not in out:
+                out[key] = src * scale
+    if learn_alpha and prefix + 'alpha' not in out:
+        like = out[prefix + ('qkv.weight' if packed else 'q_proj.weight')]
+        out[prefix + 'alpha'] = torch.full((num_heads,), float(init.alpha), dtype=like.dtype)
+    return out
+
+
 def softmax_to_dna(
     state_dict: StateDict,
     q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
     v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
     variant: str = 'qpm_vpm',
     num_heads: Optional[int] = None,
-    alpha_init: float = 0.5,
+    alpha_init: float = NEGATIVE_INIT.alpha,
     *,
     strict: bool = True,
 ) -> 'OrderedDict[str, Tensor]':
     """Initialise DnA attentions from softmax ones (the paper's fine-tuning initialisation).
 
     Every attention found by a ``qkv.weight`` (timm layout) or ``in_proj_weight``
-    (``nn.MultiheadAttention``, renamed to ``qkv`` / ``proj``) gets, where the variant has them,
-    ``q_neg = q_neg_scale · Q`` and ``v_neg = v_neg_scale · V`` (weights and biases) and
-    ``alpha = alpha_init`` per head. Attentions that already have a negative branch are kept.
+    (``nn.MultiheadAttention``, renamed to ``qkv`` / ``proj``) gets its negative branch by
+    :func:`negative_branch`: where the variant has them, ``q_neg = q_neg_scale · Q`` and
+    ``v_neg = v_neg_scale · V`` (weights and biases) and ``alpha = alpha_init`` per head.
+    Attentions that already have a negative branch are kept.
 
     Args:
         state_dict: The softmax state dict (any key prefix).
@@ -118,7 +152,7 @@ def softmax_to_dna(
         variant: DnA variant the result is for.
         num_heads: Heads per attention (length of ``alpha``); required when the variant has
             ``α`` (it cannot be read off the weights).
-        alpha_init: Initial ``α``.
+        alpha_init: Initial ``α`` (authors': :data:`~dna_mm.family.NEGATIVE_INIT`).
         strict: Refuse a state dict in which no softmax attention is found.
 
     Raises:
@@ -126,7 +160,8 @@ def softmax_to_dna(
         NothingToConvertError: ``strict`` and no attention without a negative branch is found.
     """
     variant = canonical_variant(variant)
-    sep_q, sep_v, learn_alpha = DNA_VARIANTS[variant]
+    learn_alpha = DNA_VARIANTS[variant][2]
+    init = NegativeInit(q_neg_scale, v_neg_scale, alpha_init)
     out = rename_mha(state_dict)
     found = _prefixes(out, 'qkv.weight')
     softmax = [p for p in found if not any(p + k in out for k in NEGATIVE_MARKERS)]
@@ -143,16 +178,7 @@ def softmax_to_dna(
         heads = num_heads or 1
         if embed_dims % heads:
             raise ValueError(f'{p}qkv.weight: width {embed_dims} is not divisible by num_heads={heads}')
-        for name in _PARAMS:
-            if p + 'qkv.' + name not in out:
-                continue
-            q, _, v = out[p + 'qkv.' + name].chunk(3, dim=0)
-            if sep_q:
-                out[p + 'q_neg.' + name] = q * q_neg_scale
-            if sep_v:
-                out[p + 'v_neg.' + name] = v * v_neg_scale
-        if learn_alpha:
-            out[p + 'alpha'] = torch.full((heads,), float(alpha_init), dtype=out[p + 'qkv.weight'].dtype)
+        out = negative_branch(out, p, variant, heads, init)
     return out
 
 

@@ -1,5 +1,7 @@
-"""Video data: robust MMAction2 dataset, protocol split rules (+ their CLI), the embedded demo set,
-faster decord transforms."""
+"""Video data: robust MMAction2 dataset, protocol split rules and the lists they write, the
+embedded demo set, faster decord transforms; the data tools' work (:mod:`.preparation`,
+:mod:`.custom`, :mod:`.decoding_check`, :func:`.protocols.build_annotations`), which returns
+what a tool prints or says it through the tool's ``echo`` (its ``print``)."""
 
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
 from .transforms import ScaledDecordInit, ScaledPyAVInit, SortedDecordDecode

@@ -1,21 +1,18 @@
 """Hold a video reader to the reference: every frame decoded from the start with PyAV, no seek,
 ordered by presentation timestamp (:func:`~.video_reader.frames_in_sequence`). Frame ``i`` of a
 reader must be that list's ``i``-th frame, exactly, and the reader must count as many frames.
-Behind ``tools/data/check_decoding.py`` (docs/datasets/decoding.md)."""
+Behind ``tools/data/check_decoding.py``, which prints :func:`report`'s table (docs/datasets/decoding.md)."""
 
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import numpy as np
 
-from ..apis.cli import user_file
-from ..errors import ConfigError, DataError
-from .video_kinds import KINDS, encoder, write_kind
+from ..errors import DataError
 from .video_reader import KeyframeReader, frames_in_sequence
 
 
@@ -150,32 +147,3 @@ def report(
         cells = ' | '.join(c.summary() for c in checks)
         lines.append(f'| {label} | {describe(path)} | {count} | {cells} |')
     return '\n'.join(lines), all_exact
-
-
-def check_decoding(
-    videos: Sequence[Path], kinds: Optional[Sequence[str]], readers: Sequence[str], out_dir: Optional[Path]
-) -> int:
-    """What ``tools/data/check_decoding.py`` does with its arguments: ``videos`` and the generated
-    files of ``kinds`` (``[]``: all; ``None``: none), kept in ``out_dir`` (default: a temporary
-    folder), checked with each of ``readers``; prints the table and returns the exit status (1 if
-    the first reader is not exact on a readable file).
-
-    Raises:
-        ConfigError: an unknown kind.
-    """
-    unknown = [k for k in kinds or [] if k not in KINDS]
-    if unknown:
-        raise ConfigError(f'unknown kind(s) {", ".join(unknown)}; known: {", ".join(KINDS)}')
-    paths = [Path(user_file(str(v), 'video')) for v in videos]
-    names = [str(v) for v in paths]
-    with tempfile.TemporaryDirectory(prefix='dna_mm_decoding_') as tmp:
-        folder = out_dir or Path(tmp)
-        for kind in [] if kinds is None else kinds or list(KINDS):
-            if encoder(KINDS[kind]) is None:
-                print(f'{kind}: not written, PyAV has no {KINDS[kind].codec} encoder')
-                continue
-            paths.append(write_kind(kind, folder))
-            names.append(f'{kind} ({paths[-1].name})')
-        table, exact = report(paths, tuple(readers), names)
-    print(table)
-    return 0 if exact else 1

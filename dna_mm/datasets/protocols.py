@@ -1,5 +1,7 @@
 """Split rules of Toyota Smarthome and NTU RGB+D 60 (their published protocols), as pure
-functions of file names (paths relative to the video directory), and a check of MMAction2 lists.
+functions of file names (paths relative to the video directory), the lists they write
+(:func:`build_annotations`, behind ``tools/data/{smarthome,ntu60}/build_annotations.py``), and a
+check of MMAction2 lists.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePath
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..errors import DataError
+from .video_files import list_videos
 
 
 def label_map(name: str) -> list[str]:
@@ -166,15 +169,39 @@ def write_lists(result: SplitResult, out_dir: str) -> list[str]:
 
 def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
     """Video files under ``video_dir`` (recursive), as sorted paths relative to it."""
-    from .preparation.runner import source_videos
-
     root = Path(video_dir)
     if not root.is_dir():
         raise FileNotFoundError(f'video directory {video_dir} does not exist')
-    found = sorted(str(p.relative_to(root)) for p in source_videos(root, suffixes))
+    found = sorted(str(p.relative_to(root)) for p in list_videos(root, suffixes))
     if not found:
         raise FileNotFoundError(f'no {"/".join(suffixes)} files under {video_dir}')
     return found
+
+
+def build_annotations(
+    dataset: str,
+    video_dir: str,
+    out_dir: str,
+    protocol: str,
+    echo: Callable[[str], object],
+    exclude_missing_skeletons: Optional[bool] = None,
+) -> int:
+    """The annotation builders' work (``dataset``: ``'ntu60'`` or ``'smarthome'``): scan
+    ``video_dir``, split by ``protocol``, write the lists to ``out_dir`` and say what was found
+    and written with ``echo``; returns the exit status (0). ``exclude_missing_skeletons`` (NTU
+    only) drops the samples without skeletons."""
+    smarthome = dataset == 'smarthome'
+    paths = find_videos(video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
+    if smarthome:
+        result = smarthome_splits(paths, protocol)
+    else:
+        missing = label_map('ntu60_samples_with_missing_skeletons')
+        result = ntu60_splits(paths, protocol, set(missing) if exclude_missing_skeletons else None)
+    files = write_lists(result, out_dir)
+    echo(f'{dataset} {protocol}: {len(paths)} videos found in {video_dir}')
+    echo(result.summary())
+    echo('wrote ' + ', '.join(files))
+    return 0
 
 
 @dataclass

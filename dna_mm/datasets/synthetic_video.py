@@ -3,7 +3,8 @@ imitate camera footage closely enough for codec timings (flat frames code far fa
 :func:`camera_clip` (preparation benchmark and tests), :func:`panning_clip` (data-throughput
 benchmark), :func:`box_clip` (person-crop tests), :func:`camera_move_clip` (custom-set tests and
 the walk-through of docs/datasets/custom.md: a camera panning, tilting or zooming over a still
-picture, classes that depend on direction).
+picture, classes that depend on direction); :func:`pack_bframes` rewrites an MPEG-4 Part 2 AVI
+as DivX 5 and XviD write B-frames (the data-throughput benchmark's NTU-like files).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 import numpy as np
+
+from .video_reader import VOP_START
 
 
 def write_video(
@@ -55,6 +58,65 @@ def write_video(
         if stream is not None:
             container.mux(stream.encode(None))
     return path
+
+
+def _vop_type(data: bytes) -> int:
+    """The coding type of the first picture (VOP) in MPEG-4 Part 2 ``data``: 0 I, 1 P, 2 B."""
+    start = data.find(VOP_START)
+    return data[start + 4] >> 6 if start >= 0 else -1
+
+
+def _not_coded(b_vop: bytes, increment_bits: int) -> bytes:
+    """A not-coded P picture (N-VOP) with the timing of ``b_vop``: the placeholder DivX writes
+    after a packed pair (ISO/IEC 14496-2 6.2.5: coding type, modulo time base, marker, time
+    increment, marker, ``vop_coded = 0``, stuffing to the byte)."""
+    bits = ''.join(f'{byte:08b}' for byte in b_vop[4:16])
+    end = bits.index('0', 2) + 1  # modulo_time_base: ones, then a zero
+    header = '01' + bits[2:end] + '1' + bits[end + 1 : end + 1 + increment_bits] + '1' + '0'
+    header += '0' + '1' * (-(len(header) + 1) % 8)
+    return VOP_START + int(header, 2).to_bytes(len(header) // 8, 'big')
+
+
+def pack_bframes(src: Path, dst: Path) -> Path:
+    """Rewrite the MPEG-4 Part 2 AVI ``src`` (one B-frame between references) with its B-frames
+    packed, as DivX 5 and XviD write them: each B-frame goes into the chunk of the reference
+    before it in decode order, an N-VOP fills its own chunk, and the user data carries DivX's
+    packed flag (``DivX503b1393p``). FFmpeg decodes it frame for frame as ``src``; the AVI's
+    timestamps (one per chunk) are then no longer the frames'."""
+    import av
+
+    user_data = b'\x00\x00\x01\xb2DivX503b1393p'
+    with av.open(str(src)) as source:
+        stream = source.streams.video[0]
+        rate, extradata = stream.average_rate, stream.codec_context.extradata
+        width, height = stream.codec_context.width, stream.codec_context.height
+        packets = [(bytes(p), p.is_keyframe) for p in source.demux(stream) if p.size]
+    increment_bits = max(1, (int(rate.numerator) - 1).bit_length())  # vop_time_increment_resolution = fps
+    chunks, i = [], 0
+    while i < len(packets):
+        data, key = packets[i]
+        if key:  # the packed flag in the headers before each keyframe's picture
+            start = data.find(VOP_START)
+            data = data[:start] + user_data + data[start:]
+        if _vop_type(data) in (0, 1) and i + 1 < len(packets) and _vop_type(packets[i + 1][0]) == 2:
+            chunks += [
+                (data + packets[i + 1][0], key),
+                (_not_coded(packets[i + 1][0], increment_bits), False),
+            ]
+            i += 2
+        else:
+            chunks.append((data, key))
+            i += 1
+    with av.open(str(dst), 'w') as target:
+        out = target.add_stream('mpeg4', rate=rate)
+        out.width, out.height, out.codec_context.codec_tag = width, height, 'DX50'
+        out.codec_context.extradata = extradata
+        for n, (data, key) in enumerate(chunks):
+            packet = av.Packet(data)
+            packet.pts = packet.dts = n
+            packet.time_base, packet.is_keyframe, packet.stream = 1 / rate, key, out
+            target.mux(packet)
+    return dst
 
 
 def _smooth_texture(rng: np.random.Generator, low: float, high: float, width: int, height: int) -> np.ndarray:

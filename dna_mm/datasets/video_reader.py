@@ -39,6 +39,7 @@ import math
 import os
 import struct
 import time
+from contextlib import contextmanager
 from typing import Iterator, Optional, Union
 
 import numpy as np
@@ -47,12 +48,6 @@ from ..errors import DataError
 
 #: seconds that opening a file, or one ``get_batch``, may take before it is a DataError
 TIME_LIMIT = 60.0
-#: the suffixes (case-insensitive) of the files taken as videos in a folder: ``tools/infer.py``,
-#: custom datasets, ``tools/data/resize_videos.py``
-VIDEO_SUFFIXES = (
-    *('.mp4', '.m4v', '.mov', '.3gp', '.mkv', '.webm', '.avi', '.flv'),
-    *('.mpg', '.mpeg', '.ts', '.mts', '.m2ts'),
-)
 #: the start code of an MPEG-4 Part 2 picture (VOP), and a size below which a packet can only
 #: be a not-coded one: DivX packed B-frames put one after each packet holding two pictures
 VOP_START, N_VOP_SIZE = b'\x00\x00\x01\xb6', 24
@@ -143,6 +138,20 @@ def _why_unopenable(source: Source, err: Exception) -> str:
     return f'not a video file FFmpeg can read (FFmpeg: {reason})'
 
 
+@contextmanager
+def _ffmpeg_errors(
+    where: str = '', what: str = 'damaged frame data', error: type[Exception] = DataError
+) -> Iterator[None]:
+    """FFmpeg's error in the block as one ``error``: ``'{where}{what} (FFmpeg: {reason})'`` (a
+    :class:`DataError` naming the file, as ``where`` does, or :class:`_NotExact`)."""
+    import av
+
+    try:
+        yield
+    except av.FFmpegError as err:
+        raise error(f'{where}{what} (FFmpeg: {err.strerror or err})') from None
+
+
 def open_video(source: Source, name: str):
     """``av.open(source)`` for reading, its first video stream; FFmpeg's errors become a
     :class:`DataError` naming the file (``name``) and what is wrong. Returns ``(container,
@@ -165,12 +174,8 @@ def open_video(source: Source, name: str):
 
 def _decode(packet) -> list:
     """The frames of one packet; FFmpeg's error as :class:`_NotExact`."""
-    import av
-
-    try:
+    with _ffmpeg_errors(error=_NotExact):
         return packet.decode()
-    except av.FFmpegError as err:
-        raise _NotExact(f'damaged frame data (FFmpeg: {err.strerror or err})') from None
 
 
 def _declared_seconds(stream) -> Optional[float]:
@@ -192,15 +197,10 @@ def frames_in_sequence(source: Source, name: str = '<video>') -> tuple[list[Opti
     frame threads); the reference :class:`KeyframeReader` is held to. The pts increase along it,
     except where a container's timestamps are not its frames' (DivX packed B-frames): ordering
     by pts would then swap frames."""
-    import av
-
     container, stream = open_video(source, name)
     stream.thread_type, stream.thread_count = 'NONE', 1  # damaged data is concealed per thread layout
-    with container:
-        try:
-            frames = [(f.pts, f.to_ndarray(format='rgb24')) for f in container.decode(stream)]
-        except av.FFmpegError as err:
-            raise DataError(f'{name}: damaged frame data (FFmpeg: {err.strerror or err})') from None
+    with container, _ffmpeg_errors(f'{name}: '):
+        frames = [(f.pts, f.to_ndarray(format='rgb24')) for f in container.decode(stream)]
     return [f[0] for f in frames], [f[1] for f in frames]
 
 
@@ -254,11 +254,9 @@ class KeyframeReader:
 
     def _index(self) -> None:
         """Demux every packet (no decoding): the frames' pts, the keyframes, the decode order."""
-        import av
-
         pts, keys, position, dts, count, pictures = [], [], {}, {}, 0, 0
         mpeg4, packed, previous = self._stream.codec_context.name == 'mpeg4', False, None
-        try:
+        with _ffmpeg_errors(f'{self.name}: ', 'unreadable container data'):
             for packet in self._container.demux(self._stream):
                 size, t = packet.size, packet.pts
                 if size == 0 and t is None and packet.dts is None:
@@ -280,10 +278,6 @@ class KeyframeReader:
                 if packet.is_keyframe:
                     keys.append(t)
                     dts[t] = packet.dts
-        except av.FFmpegError as err:
-            raise DataError(
-                f'{self.name}: unreadable container data (FFmpeg: {err.strerror or err})'
-            ) from None
         self._deadline.check()
         if not pts:
             raise DataError(f'{self.name}: the video stream holds no frame')
@@ -323,19 +317,15 @@ class KeyframeReader:
         """``pts`` without the frames before ``first_key`` (the first keyframe in decode order)
         that the decoder does not put out: a stream cut without re-encoding starts with frames
         whose references were cut away (decoded from the start up to that keyframe, once)."""
-        import av
-
         came_out = set()
         self._container.close()
         self._open()
-        try:
+        with _ffmpeg_errors(f'{self.name}: '):
             for frame in self._frames:
                 self._deadline.check()
                 came_out.add(frame.pts)
                 if first_key is not None and frame.pts is not None and frame.pts >= first_key:
                     break
-        except av.FFmpegError as err:
-            raise DataError(f'{self.name}: damaged frame data (FFmpeg: {err.strerror or err})') from None
         return [t for t in pts if (first_key is not None and t >= first_key) or t in came_out]
 
     def __len__(self) -> int:
@@ -383,10 +373,8 @@ class KeyframeReader:
     def _read(self, target: int, key: Optional[int] = None):
         """The next decoded frame of pts ``target``; with ``key``, the frame of pts ``key`` on the
         way must be a key frame."""
-        import av
-
         floor = self._floor
-        try:
+        with _ffmpeg_errors(error=_NotExact):
             for n, frame in enumerate(self._frames):  # the decoder's frames since the last seek
                 if n % 16 == 15:
                     self._deadline.check()
@@ -406,8 +394,6 @@ class KeyframeReader:
                     return frame
                 if pts > target:
                     raise _NotExact(f'the frame of pts {target} does not come out (pts {pts} first)')
-        except av.FFmpegError as err:
-            raise _NotExact(f'damaged frame data (FFmpeg: {err.strerror or err})') from None
         raise _NotExact(f'the stream ends before the frame of pts {target}')
 
     def _by_seeking(self, index: int):
@@ -430,24 +416,17 @@ class KeyframeReader:
 
     def _in_sequence(self, index: int):
         """The ``index``-th frame the decoder puts out from the start of the file."""
-        import av
-
         if self._count is None or index < self._count:
             self._container.close()
             self._open()  # from the start, no seek
             self._count = 0
-        try:
+        with _ffmpeg_errors(f'{self.name}: frame {index} of {len(self)}: '):
             for frame in self._frames:
                 self._count += 1
                 if self._count % 16 == 0:
                     self._deadline.check()
                 if self._count > index:
                     return frame
-        except av.FFmpegError as err:
-            raise DataError(
-                f'{self.name}: frame {index} of {len(self)}: damaged frame data '
-                f'(FFmpeg: {err.strerror or err})'
-            ) from None
         raise DataError(f'{self.name}: frame {index} of {len(self)}: the decoder puts out only {self._count}')
 
     def _decode(self, index: int) -> np.ndarray:

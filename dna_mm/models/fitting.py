@@ -2,19 +2,21 @@
 reading softmax weights gets its negative branch generated, a DnA module of more projections
 reads a variant of fewer exactly, a module without a negative branch drops one. The backbones'
 ``pretrained`` loader, the ``dna_vit_*`` checkpoint filter and the attention swap's load hooks
-all fit through :func:`adapt_attentions`.
+all fit through :func:`adapt_attentions` (MViTv2's pooling form: :func:`adapt_pooled_attention`),
+each negative branch by the one rule, :func:`~dna_mm.converters.attention.negative_branch`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from typing import Collection, Mapping, Sequence
 
-import torch
 from torch import Tensor, nn
 
-from ..converters.attention import dna_to_softmax, softmax_to_dna
-from ..family import NEGATIVE_INIT, NEGATIVE_KEYS, NegativeInit
+from ..converters.attention import dna_to_softmax, negative_branch
+from ..converters.hosts import negative_pooling
+from ..family import EXACT_UPGRADE, NEGATIVE_INIT, NEGATIVE_KEYS, NegativeInit
 from .attention import AttentionBase, DiffAttention, DnAAttention
 
 
@@ -22,25 +24,6 @@ def abbreviate(items: Sequence[str], limit: int, sep: str = ', ', tail: str = ',
     """The first ``limit`` items joined by ``sep``, then ``{tail}... (K more)`` for the rest."""
     more = f'{tail}... ({len(items) - limit} more)' if len(items) > limit else ''
     return sep.join(items[:limit]) + more
-
-
-def _upgrade_dna(sub: 'OrderedDict[str, Tensor]', p: str, module: DnAAttention) -> 'OrderedDict[str, Tensor]':
-    """A DnA attention of a variant with fewer projections → ``module``'s variant, exactly:
-    a variant without its own ``Q-`` (``V-``) uses ``Q+`` (``V+``), so ``q_neg = Q`` (``v_neg =
-    V``); a variant without ``α`` has ``α = 1``."""
-    out = OrderedDict(sub)
-    for name in ('weight', 'bias'):
-        qkv = out.get(p + 'qkv.' + name)
-        if qkv is None:
-            continue
-        q, _, v = qkv.chunk(3, dim=0)
-        if module.q_neg is not None and p + 'q_neg.' + name not in out:
-            out[p + 'q_neg.' + name] = q.clone()
-        if module.v_neg is not None and p + 'v_neg.' + name not in out:
-            out[p + 'v_neg.' + name] = v.clone()
-    if module.alpha is not None and p + 'alpha' not in out:
-        out[p + 'alpha'] = torch.ones(module.num_heads, dtype=out[p + 'qkv.weight'].dtype)
-    return out
 
 
 def adapt_attentions(
@@ -52,10 +35,12 @@ def adapt_attentions(
 ) -> tuple['OrderedDict[str, Tensor]', list[str]]:
     """Fit every attention's keys in ``sd`` to the attention class in ``model``.
 
-    * DnA target, softmax source: a negative branch is generated (:func:`softmax_to_dna`,
-      with ``neg_init`` and the module's variant and heads);
+    * DnA target, softmax source: a negative branch is generated (:func:`negative_branch`,
+      with ``neg_init`` and the module's variant and heads), from the packed ``qkv`` or the
+      separate ``q_proj`` / ``v_proj``;
     * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
-      say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``);
+      say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``:
+      :data:`~dna_mm.family.EXACT_UPGRADE`);
     * non-DnA target: a negative branch present in ``sd`` is dropped.
 
     Returns the new state dict and the keys it generated.
@@ -80,18 +65,17 @@ def adapt_attentions(
         if not any(k.startswith(p) for k in out):  # not in the file: the load report's job
             continue
         own = [p + k for k in module.state_dict()]
-        if p + 'qkv.weight' in out:
+        if p + 'qkv.weight' in out or p + 'q_proj.weight' in out:
             # the attention's own tensors: 'qkv.weight', 'alpha', 'sub_norm.weight', ...
             sub = OrderedDict(
                 (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
             )
             if not isinstance(module, DnAAttention):
                 new = dna_to_softmax(sub, strict=False)
-            elif any(p + k in sub for k in NEGATIVE_KEYS):
-                new = _upgrade_dna(sub, p, module)
             else:
-                scales = neg_init.q_neg_scale, neg_init.v_neg_scale
-                new = softmax_to_dna(sub, *scales, module.variant, module.num_heads, strict=False)
+                from_dna = any(p + k in sub for k in NEGATIVE_KEYS)
+                init = EXACT_UPGRADE if from_dna else neg_init
+                new = negative_branch(sub, p, module.variant, module.num_heads, init)
             for k in sub.keys() - new.keys():
                 del out[k]
             for k in [k for k in new if k not in sub]:  # the converter's order: a stable log
@@ -114,3 +98,24 @@ def adapt_attentions(
             f'tensors (an unconverted layout or a truncated file):\n' + abbreviate(lines, 12, '\n', '\n  ')
         )
     return out, generated
+
+
+def adapt_pooled_attention(
+    module: nn.Module,
+    sd: Mapping[str, Tensor],
+    neg_init: NegativeInit = NEGATIVE_INIT,
+    source: str = 'checkpoint',
+) -> tuple['OrderedDict[str, Tensor]', list[str]]:
+    """:func:`adapt_attentions` for MViTv2's pooling form (keys relative to it), whose norm after
+    each pooling removes any scale of a projection: from softmax weights the scales go on the
+    pooled ``Q-`` / ``V-`` (:func:`~dna_mm.converters.hosts.negative_pooling`: the pooling norms'
+    affine scaled, the convolutions copied) and the projections are copied (scales 1, ``α`` of
+    ``neg_init``); from DnA weights of a variant without ``Q-`` / ``V-``, copies (exact). A
+    softmax module drops a negative pooling."""
+    from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
+    scales = neg_init if from_softmax and isinstance(module, DnAAttention) else EXACT_UPGRADE
+    own = tuple(getattr(module, f'pool_{name}_neg', None) is not None for name in 'qv')
+    pooled, pooling = negative_pooling(dict(sd), own, scales)
+    copies = dataclasses.replace(neg_init, q_neg_scale=1.0, v_neg_scale=1.0)
+    out, generated = adapt_attentions(module, pooled, copies, source=source)
+    return out, generated + pooling

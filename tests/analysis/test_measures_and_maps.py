@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import timm
 import torch
-from conftest import DEMO_CONFIG, tiny_backbone, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, tiny_backbone, tiny_run_options
 from mmengine.config import Config, DictAction
 from scipy.spatial.distance import pdist
 from scipy.stats import entropy as scipy_entropy
@@ -564,13 +564,18 @@ def three_reports() -> list[dict]:
     return [_report('dna', 'DnA'), _report('softmax', 'softmax'), _report('diff', 'Diff')]
 
 
-def _drawn(monkeypatch, plot, reports, path) -> 'matplotlib.figure.Figure':  # noqa: F821
-    """Call ``plot`` and keep the figure it closes."""
-    import dna_mm.analysis.plots as plots
+def _saved_figures(monkeypatch) -> list:
+    """The figures saved from now on (``Figure.savefig`` still writes them)."""
+    from matplotlib.figure import Figure
 
-    kept = []
-    close = plots.plt.close
-    monkeypatch.setattr(plots.plt, 'close', lambda fig: (kept.append(fig), close(fig)))
+    kept, savefig = [], Figure.savefig
+    monkeypatch.setattr(Figure, 'savefig', lambda fig, *a, **k: (kept.append(fig), savefig(fig, *a, **k))[1])
+    return kept
+
+
+def _drawn(monkeypatch, plot, reports, path) -> 'matplotlib.figure.Figure':  # noqa: F821
+    """Call ``plot`` and keep the figure it saves."""
+    kept = _saved_figures(monkeypatch)
     assert plot(reports, str(path)) == str(path)
     assert path.read_bytes()[:4] == b'\x89PNG'
     (fig,) = kept
@@ -591,7 +596,7 @@ def _one_legend_off_the_data(fig) -> list[str]:
 
 
 def test_histogram_quantiles_match_numpy() -> None:
-    from dna_mm.analysis.plots import histogram_quantiles
+    from dna_mm.analysis.collector import histogram_quantiles
 
     values = np.random.default_rng(0).normal(0.1, 0.3, 20000).clip(-1, 1)
     edges = np.linspace(-1, 1, 401)
@@ -666,11 +671,7 @@ def test_relevance_figure_frames_colour_bars_and_grey_background(monkeypatch, tm
         'pos': np.random.default_rng(0).random((3, 16, 16)),
         'neg': np.random.default_rng(1).random((3, 16, 16)),
     }
-    kept = []
-    import dna_mm.analysis.plots as plots
-
-    close = plots.plt.close
-    monkeypatch.setattr(plots.plt, 'close', lambda fig: (kept.append(fig), close(fig)))
+    kept = _saved_figures(monkeypatch)
     plot_relevance(frames, maps, str(tmp_path / 'r.png'), 'title', [4, 12, 20], 'normalised per branch')
     (fig,) = kept
     axes = np.array(fig.axes[:12]).reshape(3, 4)
@@ -685,3 +686,15 @@ def test_relevance_figure_frames_colour_bars_and_grey_background(monkeypatch, tm
     top_pos, top_neg = RELEVANCE_CMAPS['pos'](1.0), RELEVANCE_CMAPS['neg'](1.0)
     assert top_pos[0] > top_pos[2] and top_neg[2] > top_neg[0]  # orange vs blue
     assert any('normalised per branch' in t.get_text() for t in fig.texts)
+
+
+def test_figures_leave_the_backend_alone_and_name_every_method_and_likeness() -> None:
+    from dna_mm.analysis.plots.study import LIKENESS_NAMES, LIKENESS_STYLE, METHOD_NAMES
+    from dna_mm.models.attention.builder import SHORT_NAMES
+
+    for path in (REPO / 'dna_mm' / 'analysis' / 'plots').glob('*.py'):
+        text = path.read_text()
+        assert not any(s in text for s in ('matplotlib.use(', 'import pyplot', 'matplotlib.pyplot'))
+    assert list(METHOD_NAMES) == list(SHORT_NAMES)
+    assert METHOD_NAMES == {'softmax': 'softmax', 'dna': 'DnA (Q±V±)', 'diff': 'Diff', 'cog': 'Cog'}
+    assert list(LIKENESS_NAMES) == list(LIKENESS_STYLE) == ['demo', 'color', 'size', 'motion']

@@ -16,7 +16,7 @@ from einops import rearrange
 from mmengine.config import Config, DictAction
 
 import dna_mm  # noqa: F401
-from dna_mm.analysis.study import mean_std, paired_difference, summarize, t_quantile
+from dna_mm.analysis.study import mean_std, paired_difference, summarize
 from dna_mm.analysis.target_mass import (
     TargetMassCollector,
     attention_mass,
@@ -280,10 +280,10 @@ def test_collector_needs_regions() -> None:
 
 
 # -- the study's statistics ------------------------------------------------------------------------
-def test_t_quantiles_match_the_tables() -> None:
+def test_the_interval_takes_the_t_quantiles_of_the_tables() -> None:
     for df, q in ((1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)):
-        assert t_quantile(0.975, df) == pytest.approx(q, abs=1e-4)
-    assert t_quantile(0.95, 5) == pytest.approx(2.0150, abs=1e-4)
+        assert paired_difference(list(range(df + 1)), [0.0] * (df + 1))['t'] == pytest.approx(q, abs=1e-4)
+    assert paired_difference([1.0] * 6, [0.0] * 6, level=0.9)['t'] == pytest.approx(2.0150, abs=1e-4)
 
 
 def test_mean_std_and_paired_interval_on_known_numbers() -> None:

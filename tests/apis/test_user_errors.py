@@ -247,7 +247,8 @@ def test_infer_unsupported_model_and_a_missing_label_map(
     assert done.value.code == 2
 
 
-#: tools that take no user files (benchmarks on generated inputs, the demos and their driver)
+#: tools that take no user files (benchmarks on generated inputs, the demos and their driver, the
+#: writer of test videos beside check_decoding.py)
 NO_USER_INPUT = {
     'tools/analysis/benchmark_attention.py',
     'tools/analysis/benchmark_onnx.py',
@@ -255,9 +256,9 @@ NO_USER_INPUT = {
     'tools/analysis/triton_kernel_table.py',
     'tools/data/benchmark_preparation.py',
     'tools/data/make_example_clips.py',
+    'tools/data/video_kinds.py',
     'tools/demo.py',
     'tools/demo_det.py',
-    'tools/demo_runs.py',
     'tools/device/gpu_check.py',
 }
 

@@ -15,7 +15,8 @@ from conftest import REPO, load_tool, run_main
 from torch import nn
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
-from dna_mm.converters import dna_to_softmax, official_to_dna_mm, rename_mha, softmax_to_dna
+from dna_mm.converters import dna_to_softmax, negative_branch, official_to_dna_mm, rename_mha, softmax_to_dna
+from dna_mm.family import EXACT_UPGRADE, NEGATIVE_INIT, NegativeInit
 from dna_mm.models import DnAAttention, DnACrossAttention, SoftmaxAttention
 from dna_mm.models.backbones import adapt_attentions
 
@@ -218,6 +219,35 @@ def test_softmax_to_dna_needs_the_head_count() -> None:
 def test_softmax_to_dna_variants_load_strict(variant) -> None:
     sd = softmax_to_dna(SoftmaxAttention(C, H).state_dict(), variant=variant, num_heads=H)
     DnAAttention(C, H, variant=variant).load_state_dict(sd, strict=True)
+
+
+def test_one_negative_start_for_packed_and_separate_projections() -> None:
+    """:func:`negative_branch` is the one rule: the same tensors from a packed ``qkv`` and from
+    separate ``q_proj`` / ``v_proj``, ``α`` of :class:`NegativeInit`; what is there is kept."""
+    packed = SoftmaxAttention(C, H).state_dict()
+    separate = {
+        f'{n}_proj.{p}': t
+        for p in ('weight', 'bias')
+        for n, t in zip('qkv', packed[f'qkv.{p}'].chunk(3), strict=True)
+    }
+    init = NegativeInit(2e-4, -3e-4, 0.25)
+    a, b = negative_branch(packed, '', 'qpm_vpm', H, init), negative_branch(separate, '', 'qpm_vpm', H, init)
+    for key in ('q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias', 'alpha'):
+        torch.testing.assert_close(a[key], b[key])
+    torch.testing.assert_close(b['q_neg.weight'], 2e-4 * separate['q_proj.weight'])
+    torch.testing.assert_close(a['alpha'], torch.full((H,), 0.25))
+    kept = negative_branch({**packed, 'alpha': torch.ones(H)}, '', 'qpm_vpm', H, EXACT_UPGRADE)
+    torch.testing.assert_close(kept['alpha'], torch.ones(H))
+    torch.testing.assert_close(kept['v_neg.weight'], packed['qkv.weight'].chunk(3)[2])
+
+
+def test_alpha_starts_where_negative_init_says() -> None:
+    assert NEGATIVE_INIT.alpha == 0.5  # the authors'
+    assert DnAAttention(C, H).alpha.tolist() == [NEGATIVE_INIT.alpha] * H
+    sd = softmax_to_dna(SoftmaxAttention(C, H).state_dict(), num_heads=H)
+    assert sd['alpha'].tolist() == [NEGATIVE_INIT.alpha] * H
+    vit = timm.create_model('dna_vit_tiny_patch16_224', depth=1, num_classes=2, img_size=32)
+    assert vit.blocks[0].attn.alpha.tolist() == [NEGATIVE_INIT.alpha] * 3
 
 
 def test_timm_vit_converted_gives_the_same_logits() -> None:

@@ -1,5 +1,5 @@
 """The codec / container matrix: for every kind of file real datasets hold
-(``dna_mm.datasets.video_kinds``, written at test time by PyAV's bundled encoders), dna_mm's PyAV
+(``tools/data/video_kinds.py``, written at test time by PyAV's bundled encoders), dna_mm's PyAV
 reader returns exactly the frames FFmpeg decodes in sequence, in any access order, by the fast
 (seeking) path wherever that is exact; broken files are a DataError naming the file and what
 is wrong, fast; training skips and counts them, testing lists them."""
@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import load_tool
+from video_kinds import BROKEN, KINDS, encode, encoder, write_broken, write_kind
 
-from dna_mm.datasets.video_kinds import BROKEN, KINDS, encode, encoder, pack_bframes, write_broken, write_kind
+from dna_mm.datasets.synthetic_video import pack_bframes
 from dna_mm.datasets.video_reader import KeyframeReader, frames_in_sequence, open_video
 from dna_mm.errors import DataError
 

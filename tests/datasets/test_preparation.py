@@ -18,10 +18,11 @@ from conftest import load_tool, run_main, run_tool
 from dna_mm.datasets.preparation import resize
 from dna_mm.datasets.preparation.encoding import probe, short_side_size
 from dna_mm.datasets.preparation.geometry import square_window
-from dna_mm.datasets.preparation.runner import part_path, produce, run_jobs
+from dna_mm.datasets.preparation.runner import produce, run_jobs
 from dna_mm.datasets.preparation.skeleton import SkeletonError, joint_box
 from dna_mm.datasets.preparation.verification import frames_match, verify_video
 from dna_mm.datasets.synthetic_video import box_clip, camera_clip, write_video
+from dna_mm.utils.files import part_path
 
 resize_tool = load_tool('tools/data/resize_videos.py')
 person_crops = load_tool('tools/data/ntu60/person_crops.py')

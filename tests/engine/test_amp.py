@@ -160,9 +160,7 @@ def test_one_training_step_in_the_precision_the_rule_picks(capability, monkeypat
     assert sum(moved) > 0.9 * len(moved)
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available(), reason='needs CUDA (make test-gpu; tools/device/gpu_check.sh)'
-)
+@pytest.mark.cuda
 def test_on_cuda_the_configs_wrapper_is_amp_in_the_rules_dtype_and_trains() -> None:
     """On a GPU the configs' ``AutoAmpOptimWrapper`` is MMEngine's ``AmpOptimWrapper`` in the
     dtype the rule gives the device (bf16 without a scaler from sm80, fp16 with one below), and

@@ -1,10 +1,10 @@
 """The GPU path: every member of the family in fp32 / bf16 / fp16, which SDPA kernel each branch
 takes at the shapes that matter, and the fused Triton kernel at real shapes.
 
-Runs when CUDA is present (``make test-gpu``), skipped otherwise. Each fast and eager result is
-compared with the same module run eagerly in float64 (the truth), outputs and every gradient
-(input, projections, α, bias), so a wrong fast path cannot hide behind an equally wrong eager
-one.
+Marked ``cuda``: ``make test-gpu`` and the GPU check run it, a machine without CUDA skips it.
+Each fast and eager result is compared with the same module run eagerly in float64 (the truth),
+outputs and every gradient (input, projections, α, bias), so a wrong fast path cannot hide
+behind an equally wrong eager one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from dna_mm.models import CogAttention, DiffAttention, DnAAttention, SoftmaxAttention
 from dna_mm.models.attention import DNA_VARIANTS
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA (make test-gpu)')
+pytestmark = pytest.mark.cuda
 
 C, H, N = 128, 4, 50
 

@@ -2,7 +2,8 @@
 outputs and every gradient, masked tiles and rows, the operator under ``torch.compile`` /
 ``torch.export`` / ``meta``, and the kernels compiled ahead of time for real GPUs.
 
-On a machine without CUDA the kernels run in Triton's interpreter: ``TRITON_INTERPRET=1``
+Marked ``cuda(interpreter=True)``: on a GPU (``make test-gpu``, the GPU check) the kernels run
+on it; on a machine without CUDA they run in Triton's interpreter: ``TRITON_INTERPRET=1``
 is set for the test process by ``conftest.py`` (Triton reads it when first imported, which
 other test modules may do first), and here again when this module runs alone. bf16 is not
 run here: the interpreter's ``tl.dot`` mishandles bf16 in triton 3.9 (GPU-only case,
@@ -32,6 +33,7 @@ from dna_mm.ops import (  # noqa: E402
     tensor_core_instructions,
 )
 
+pytestmark = pytest.mark.cuda(interpreter=True)
 DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'
 
 

@@ -108,6 +108,5 @@ MIRRORED = [
 @pytest.mark.parametrize(
     'tool, name, package', MIRRORED, ids=[f'{tool}:{name}' for tool, name, _ in MIRRORED]
 )
-def test_a_tools_copy_of_a_package_value_is_equal_to_it(tool, name, package, monkeypatch) -> None:
-    monkeypatch.syspath_prepend(str(REPO / 'tools'))  # the demos import tools/demo_runs.py
+def test_a_tools_copy_of_a_package_value_is_equal_to_it(tool, name, package) -> None:
     assert getattr(load_tool(tool), name) == package()

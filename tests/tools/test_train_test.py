@@ -12,6 +12,9 @@ import sys
 import pytest
 from conftest import DEMO_CONFIG, run_cmd, run_main, tiny_run_options
 
+from dna_mm.apis import format_metrics
+from dna_mm.utils.tool_runs import read_test_metrics
+
 
 @pytest.mark.parametrize('attn', ['dna', 'softmax'])
 def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> None:
@@ -38,6 +41,7 @@ def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> No
         ]
     ).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith('Test results:'))
+    assert format_metrics(read_test_metrics(tmp_path)) == line  # the JSON mmengine writes says the same
     assert re.search(r'top-1: [\d.]+ .*mCA: [\d.]+', line)
     assert 'top-5' not in line  # 4 classes: top-k only for k < the number of classes
     rows = list(csv.DictReader(open(tmp_path / 'preds.csv')))

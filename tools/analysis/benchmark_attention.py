@@ -45,10 +45,8 @@ import contextlib
 import json
 import platform
 import resource
-import statistics
 import subprocess
 import sys
-import time
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -246,18 +244,11 @@ def time_worker(
     """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
     order every round), so drifting load on a shared machine hits them alike. On CUDA also each
     step's peak memory: ``{method: {'ms', 'peak_mb'}}``."""
+    from dna_mm.utils.timing import median_ms, time_in_turns
+
     steps = {m: build_step(device, shape, m, dtype, scope, clips, tiny) for m in methods}
-    for step in steps.values():  # warm-up
-        step(), step()
-    times: dict[str, list[float]] = {m: [] for m in methods}
-    for r in range(reps):
-        for m in methods[r % len(methods) :] + methods[: r % len(methods)]:
-            _sync(device)
-            t = time.perf_counter()
-            steps[m]()
-            _sync(device)
-            times[m].append(1e3 * (time.perf_counter() - t))
-    ms = {m: statistics.median(ts) for m, ts in times.items()}
+    samples = time_in_turns(steps, reps, warmup=2, cuda=device == 'cuda')
+    ms = {m: median_ms(s) for m, s in samples.items()}
     if device != 'cuda':
         return ms
     return {m: dict(ms=ms[m], peak_mb=_step_peak_mb(steps[m], device)) for m in methods}

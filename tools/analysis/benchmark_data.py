@@ -33,7 +33,7 @@ import math
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
 STOCK = {
@@ -62,9 +62,8 @@ def write_video_set(
     CRF 23, as dna_mm's preparation tools write it); ``keyint``: keyframe interval; ``bframes``:
     B-frames between references (the encoder's default when ``None``); ``container``: ``mp4`` or
     ``avi``; ``packed``: MPEG-4 AVI with one B-frame, rewritten with DivX packed B-frames
-    (:func:`~dna_mm.datasets.video_kinds.pack_bframes`)."""
-    from dna_mm.datasets.synthetic_video import panning_clip, write_video
-    from dna_mm.datasets.video_kinds import pack_bframes
+    (:func:`~dna_mm.datasets.synthetic_video.pack_bframes`)."""
+    from dna_mm.datasets.synthetic_video import pack_bframes, panning_clip, write_video
 
     names = [f'{size[0]}x{size[1]}_{i}.{container}' for i in range(num_videos)]
     bit_rate = None if codec == 'h264' else int(0.1 * size[0] * size[1] * 30)
@@ -119,37 +118,45 @@ def time_pipeline(
     the ``shape`` of the packed ``inputs``."""
     import numpy as np
 
-    steps = {name: list(getattr(p, 'transforms', p)) for name, p in pipelines.items()}
-    times: dict[str, list] = {name: [] for name in pipelines}  # per clip: decode CPU, rest CPU, wall
-    shapes = {}
-    for i in range(warmup + num_clips):
-        info = dataset.get_data_info(i % len(dataset))
-        order = list(steps.items())
-        for name, transforms in order[i % len(order) :] + order[: i % len(order)]:  # rotate
-            np.random.seed(seed + i)
-            results = copy.deepcopy(info)
-            cut = next((j + 1 for j, t in enumerate(transforms) if type(t).__name__.endswith('Decode')), 0)
-            w0, c0 = time.perf_counter(), time.process_time()
+    from dna_mm.utils.timing import rotated, time_in_turns
+
+    clip: dict = {}  # the round's sample: its index (the random seed) and data info
+
+    def order(r: int, names: list[str]) -> list[str]:
+        i = r + warmup
+        clip.update(i=i, info=dataset.get_data_info(i % len(dataset)))
+        return rotated(i, names)
+
+    def pipeline(transforms: list) -> Callable[[], tuple[float, Optional[tuple]]]:
+        cut = next((j + 1 for j, t in enumerate(transforms) if type(t).__name__.endswith('Decode')), 0)
+
+        def run() -> tuple[float, Optional[tuple]]:  # CPU seconds up to the decode, inputs' shape
+            np.random.seed(seed + clip['i'])
+            results = copy.deepcopy(clip['info'])
+            start = time.process_time()
             for t in transforms[:cut]:
                 results = t(results)
-            c1 = time.process_time()
+            decoded = time.process_time() - start
             for t in transforms[cut:]:
                 results = t(results)
-            if i >= warmup:
-                times[name].append((c1 - c0, time.process_time() - c1, time.perf_counter() - w0))
-                inputs = results.get('inputs') if isinstance(results, dict) else None
-                shapes[name] = tuple(inputs.shape) if inputs is not None else None
+            inputs = results.get('inputs') if isinstance(results, dict) else None
+            return decoded, tuple(inputs.shape) if inputs is not None else None
+
+        return run
+
+    calls = {name: pipeline(list(getattr(p, 'transforms', p))) for name, p in pipelines.items()}
     timings = {}
-    for name, clips in times.items():
-        decode, rest, wall = np.asarray(clips).T
-        cpu_ms = 1000 * float(np.median(decode + rest))
+    for name, samples in time_in_turns(calls, num_clips, warmup, order).items():
+        decode = np.array([s.value[0] for s in samples])
+        cpu, wall = np.array([s.cpu for s in samples]), np.array([s.wall for s in samples])
+        cpu_ms = 1000 * float(np.median(cpu))
         timings[name] = dict(
             decode_ms=1000 * float(np.median(decode)),
-            transforms_ms=1000 * float(np.median(rest)),
+            transforms_ms=1000 * float(np.median(cpu - decode)),
             cpu_ms=cpu_ms,
             wall_ms=1000 * float(np.median(wall)),
             clips_per_core=1000 / cpu_ms,
-            shape=shapes[name],
+            shape=samples[-1].value[1],
         )
     return timings
 

@@ -17,12 +17,11 @@ of recognizer configs (one row each). Prints a Markdown table (and writes it to 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
-import statistics
 import sys
 import tempfile
-import time
 
 DEFAULT_MODELS = ['configs/timesformer_dna_demo.py', 'timm:dna_vit_tiny_patch16_224']
 
@@ -38,18 +37,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _time(fn, x) -> float:
-    t = time.perf_counter()
-    fn(x)
-    return time.perf_counter() - t
-
-
 def bench(name: str, ex, args: argparse.Namespace, path: str) -> list[str]:
     """Table rows of one model (exported to ``path``)."""
     import torch
 
     from dna_mm.deployment import export, onnx_session, verify
     from dna_mm.deployment.onnx import example_input
+    from dna_mm.utils.timing import median_ms, time_in_turns
 
     export(ex, path, dynamic_batch=True)
     diff = max(verify(ex, path, (1, 2)).values())
@@ -67,15 +61,9 @@ def bench(name: str, ex, args: argparse.Namespace, path: str) -> list[str]:
 
         for b in args.batches:
             x = example_input(ex.input_shape, b)
-            for _ in range(3):
-                eager(x)
-                ort(x)
-            times = {'eager': [], 'ort': []}
-            for r in range(args.reps):
-                order = ('eager', 'ort') if r % 2 == 0 else ('ort', 'eager')
-                for k in order:
-                    times[k].append(_time(eager if k == 'eager' else ort, x))
-            te, to = (1000 * statistics.median(times[k]) for k in ('eager', 'ort'))
+            calls = {'eager': functools.partial(eager, x), 'ort': functools.partial(ort, x)}
+            times = time_in_turns(calls, args.reps, warmup=3)
+            te, to = (median_ms(times[k]) for k in ('eager', 'ort'))
             rows.append(f'| {name} | {b} | {threads} | {te:.2f} | {to:.2f} | {te / to:.2f}× | {diff:.1e} |')
             print(rows[-1], flush=True)
     return rows

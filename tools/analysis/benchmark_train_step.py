@@ -48,7 +48,6 @@ import json
 import multiprocessing
 import os
 import statistics
-import time
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
@@ -233,23 +232,12 @@ def measure(
     """Median step time of each model and, on CUDA, the peak memory of its steps; the models
     take turns step by step (one warm-up round), so load drifting on a shared machine hits all
     of them alike."""
-    import torch
+    from dna_mm.utils.timing import in_order, time_in_turns
 
-    times: list[list[float]] = [[] for _ in steps]
-    peaks: list[Optional[int]] = [None for _ in steps]
     cuda = device.startswith('cuda')
-    for _ in range(reps + 1):
-        for i, (step, record) in enumerate(zip(steps, times, strict=True)):
-            if cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-            t = time.perf_counter()
-            step()
-            if cuda:
-                torch.cuda.synchronize()
-                peaks[i] = max(peaks[i] or 0, torch.cuda.max_memory_allocated())
-            record.append(time.perf_counter() - t)
-    return [statistics.median(record[1:]) for record in times], peaks
+    samples = time_in_turns(dict(enumerate(steps)), reps + 1, order=in_order, cuda=cuda)
+    times = [statistics.median(s.wall for s in samples[i][1:]) for i in range(len(steps))]
+    return times, [max(s.peak_bytes for s in samples[i]) if cuda else None for i in range(len(steps))]
 
 
 def _rss_bytes() -> int:
@@ -270,13 +258,11 @@ def _peak_rss_child(path: str, batch: int, options: dict, reps: int, queue) -> N
 
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', torch.get_num_threads())))
     register_all_modules()
+    from dna_mm.utils.timing import in_order, time_in_turns
+
     step, *_ = prepare(path, batch, 'cpu', options)
     built = _rss_bytes()
-    times = []
-    for _ in range(reps + 1):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
+    times = [s.wall for s in time_in_turns({'step': step}, reps + 1, order=in_order)['step']]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     queue.put((built, peak, statistics.median(times[1:] or times)))
 

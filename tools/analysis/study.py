@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -42,9 +41,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from dna_mm.analysis.study import ClipSet
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/: the demo's runs
-from demo_runs import REPO, demo_options, train_then_test  # noqa: E402
-
+REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
 #: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
 ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/timesformer_dna_demo.py'
@@ -91,13 +88,6 @@ def _absolute(path: str) -> Path:
     return Path(path) if os.path.isabs(path) else REPO / path
 
 
-def _write_json(path: Path, data: dict) -> None:
-    """Written whole or not at all (a kill leaves the previous file or none)."""
-    tmp = path.with_suffix('.tmp')
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
 def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
     """The demo set (generated once) and the held-out sets, each made unless cached."""
     from dna_mm.analysis.study import ClipSet
@@ -125,15 +115,23 @@ def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
     return sets
 
 
-def test_numbers(line: str) -> dict:
-    """``{top1, mca}`` (%) of ``tools/test.py``'s ``Test results:`` line."""
-    nums = dict(re.findall(r'(top-1|mCA): ([\d.]+)', line))
-    return dict(top1=float(nums['top-1']), mca=float(nums['mCA']))
+def test_numbers(metrics: dict) -> dict:
+    """``{line, top1, mca}`` of a test run's metrics (``dna_mm.utils.tool_runs.read_test_metrics``): the
+    line ``tools/test.py`` prints and its top-1 and mCA (%), as it prints them (two decimals)."""
+    from dna_mm.apis import format_metrics
+
+    return dict(
+        line=format_metrics(metrics),
+        top1=round(100 * metrics['acc/top1'], 2),
+        mca=round(100 * metrics['acc/mean1'], 2),
+    )
 
 
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
     from dna_mm.analysis.study import evaluate
+    from dna_mm.utils.files import write_json_atomic
+    from dna_mm.utils.tool_runs import demo_options, train_then_test
 
     run_dir = out / 'runs' / f'{method}_seed{seed}'
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -142,12 +140,12 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         test = json.loads(test_file.read_text())
     else:
         opts = demo_options(method, str(data_root), args.epochs)
-        line, secs = train_then_test(
-            CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), 'study', seed
+        metrics, secs = train_then_test(
+            CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), REPO, 'study', seed
         )
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
-        test = dict(line=line, **test_numbers(line), seconds=secs, checkpoint=ckpt)
-        _write_json(test_file, test)
+        test = dict(**test_numbers(metrics), seconds=secs, checkpoint=ckpt)
+        write_json_atomic(test_file, test)
     start = time.time()
     config = str(run_dir / Path(CONFIG).name)  # the config as the run used it (mmengine's dump)
     evaluated = evaluate(config, test['checkpoint'], sets, args.batch_size, args.device)
@@ -161,7 +159,7 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         checkpoint=test['checkpoint'],
         sets=evaluated,
     )
-    _write_json(run_dir / 'result.json', result)
+    write_json_atomic(run_dir / 'result.json', result)
     return result
 
 
@@ -180,13 +178,14 @@ def report(args, results: list[dict], out: Path, wall: float) -> dict:
     from dna_mm.analysis.plots import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass
     from dna_mm.analysis.study import SCHEMA, markdown_table, summarize
     from dna_mm.datasets.synthetic import MotionDatasetSpec
+    from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     summary = summarize(results, args.reference)
     summary['command'] = _study_command(args, out)
     summary['wall_seconds_this_invocation'] = wall
     table = markdown_table(summary, METHOD_NAMES)
-    (out / 'table.md').write_text(table)
-    _write_json(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
+    write_text_atomic(out / 'table.md', table)
+    write_json_atomic(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
     print('\n' + table)
     figures = [
         plot_accuracy_vs_distractors(

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,6 +39,7 @@ def keyint_sweep(
     import dna_mm  # noqa: F401  (registers dna_mm's decord transforms)
     from dna_mm.datasets.preparation.encoding import encode, resize_to
     from dna_mm.datasets.synthetic_video import camera_clip, write_video
+    from dna_mm.utils.timing import median_ms, time_in_turns
 
     steps = []  # the train pipeline up to its decode
     for step in Config.fromfile(str(REPO / 'configs/_base_/datasets/video_8x32.py')).train_pipeline:
@@ -56,20 +57,27 @@ def keyint_sweep(
             )
             for k in keyints:
                 encode(src, files[k][v], (width, height), resize_to(width, height), keyint=k, threads=1)
-        times: dict[int, list[tuple[float, float]]] = {k: [] for k in keyints}
-        for _ in range(clips):
-            v = int(rng.integers(videos))
-            for k in map(int, rng.permutation(keyints)):
-                results = dict(filename=str(files[k][v]), start_index=0, modality='RGB')
-                start, start_cpu = time.perf_counter(), time.process_time()
+        video: dict = {}  # the round's video
+
+        def order(r: int, keys: list[int]) -> list[int]:  # a random video, the intervals shuffled
+            video['v'] = int(rng.integers(videos))
+            return [int(k) for k in rng.permutation(keys)]
+
+        def clip(k: int) -> Callable[[], int]:
+            def decode() -> int:
+                results = dict(filename=str(files[k][video['v']]), start_index=0, modality='RGB')
                 for step in steps:
                     results = step(results)
-                times[k].append((time.process_time() - start_cpu, time.perf_counter() - start))
-                assert len(results['imgs']) == 8
+                return len(results['imgs'])
+
+            return decode
+
+        times = time_in_turns({k: clip(k) for k in keyints}, clips, order=order)
         for k in keyints:
-            cpu, wall = np.median(times[k], axis=0)
+            assert all(s.value == 8 for s in times[k])
             size = sum(f.stat().st_size for f in files[k]) / videos
-            rows.append(dict(keyint=k, cpu_ms=1000 * float(cpu), wall_ms=1000 * float(wall), bytes=size))
+            cpu, wall = median_ms(times[k], 'cpu'), median_ms(times[k])
+            rows.append(dict(keyint=k, cpu_ms=cpu, wall_ms=wall, bytes=size))
     for row in rows:
         row['speed_vs_first'] = rows[0]['cpu_ms'] / row['cpu_ms']
         row['size_vs_first'] = row['bytes'] / rows[0]['bytes']

@@ -80,7 +80,7 @@ def build(args: argparse.Namespace) -> int:
     from dna_mm.datasets.custom import BuildRequest, build_dataset
 
     request = BuildRequest(**{k: v for k, v in vars(args).items() if k != 'debug'})
-    return build_dataset(request, REPO)
+    return build_dataset(request, REPO, print)
 
 
 def main(argv: list[str] | None = None) -> int:

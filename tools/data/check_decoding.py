@@ -7,7 +7,8 @@ sequence (PyAV, ordered by presentation timestamp), in increasing, random and wr
     python tools/data/check_decoding.py --kinds [KIND ...] [--out-dir DIR]
 
 Prints a table (a row per file: frame count, and per reader `exact` or what differs); exit
-status 1 if dna_mm's reader (the first of --readers) is not exact on a readable file.
+status 1 if dna_mm's reader (the first of --readers) is not exact on a readable file. The
+generated files are written by ``video_kinds.py`` beside this tool.
 """
 
 from __future__ import annotations
@@ -39,9 +40,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.decoding_check import check_decoding
+    """``args.videos`` and the generated files of ``args.kinds`` (``[]``: all; ``None``: none),
+    kept in ``args.out_dir`` (default: a temporary folder), checked with each of ``args.readers``;
+    prints the table and returns the exit status."""
+    import tempfile
 
-    return check_decoding(args.videos, args.kinds, args.readers, args.out_dir)
+    from video_kinds import kind_names, write_kinds  # beside this tool
+
+    from dna_mm.apis.cli import user_file
+    from dna_mm.datasets.decoding_check import report
+
+    kinds = [] if args.kinds is None else kind_names(args.kinds)
+    paths = [Path(user_file(str(v), 'video')) for v in args.videos]
+    names = [str(v) for v in paths]
+    with tempfile.TemporaryDirectory(prefix='dna_mm_decoding_') as tmp:
+        written = write_kinds(kinds, args.out_dir or Path(tmp), print)
+        paths += written.values()
+        names += [f'{kind} ({path.name})' for kind, path in written.items()]
+        table, exact = report(paths, tuple(args.readers), names)
+    print(table)
+    return 0 if exact else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,7 +52,7 @@ def resize(args: argparse.Namespace) -> int:
     from dna_mm.datasets.preparation.runner import default_workers
 
     workers = args.workers or default_workers()
-    return resize_videos(args.src_dir, args.out_dir, args.short_side, args.ext, args.keyint, workers)
+    return resize_videos(args.src_dir, args.out_dir, args.short_side, args.ext, args.keyint, workers, print)
 
 
 def main(argv: list[str] | None = None) -> int:

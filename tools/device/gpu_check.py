@@ -9,9 +9,9 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
 
 - ``environment``: Python, torch, triton, numpy, the OpenMMLab packages, where ``dna_mm`` is
   imported from, the GPU and its compute capability.
-- ``tests``: every test module that uses CUDA (``CUDA_TEST_PATHS``): the family against
-  float64 in fp32 / bf16 / fp16, the SDPA kernels each branch takes, the Triton kernel at real
-  shapes, AMP.
+- ``tests``: the CUDA tests (marked ``cuda``, as ``make test-gpu`` runs them): the family
+  against float64 in fp32 / bf16 / fp16, the SDPA kernels each branch takes, the Triton kernel
+  at real shapes, AMP.
 - ``attention``: ``tools/analysis/benchmark_attention.py`` in bf16, core and module scopes:
   softmax, DnA over SDPA, DnA through the Triton kernel, eager, Diff, Cog, at TimeSformer-B's
   divided shapes for a batch of 8 clips, joint space-time (1 × 1569) and the ViTDet-B global
@@ -48,9 +48,13 @@ from typing import Callable, Optional
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
-#: the test modules that use CUDA when it is present (``make test`` runs them on the CPU, where
-#: their CUDA cases skip); a test in tests/tools/test_device_kit.py finds any other
-CUDA_TEST_PATHS = ('tests/ops', 'tests/engine/test_amp.py')
+#: the test modules that hold CUDA tests: those that mark a test ``cuda`` (tests/conftest.py), so
+#: that pytest collects only modules whose imports the device kit provides
+CUDA_TEST_PATHS = tuple(
+    str(path.relative_to(REPO))
+    for path in sorted((REPO / 'tests').rglob('test_*.py'))
+    if 'pytest.mark.cuda' in path.read_text(encoding='utf-8')
+)
 #: left to ``make test``: compiling every kernel for every GPU target is CPU work (minutes)
 CPU_ONLY_TESTS = 'not every_kernel_fits_every_target'
 
@@ -71,12 +75,14 @@ TINY_VITDET = (
 
 @dataclass
 class Context:
-    """What a step needs: the profile, where results go, and a scratch folder."""
+    """What a step needs: the profile, where results go, a scratch folder, and when the step
+    that runs started (``time.time()``)."""
 
     profile: str
     out: Path
     scratch: Path
     workers: int
+    started: float = 0.0
 
     @property
     def gpu(self) -> bool:
@@ -144,7 +150,8 @@ def _env_markdown(ctx: Context, data: dict) -> str:
 # -- tests ------------------------------------------------------------------------------------
 def _test_commands(ctx: Context) -> list[list[str]]:
     return [
-        [PY, '-m', 'pytest', *CUDA_TEST_PATHS, '-k', CPU_ONLY_TESTS, '-q', '-rfE', '-p', 'no:cacheprovider']
+        [PY, '-m', 'pytest', *CUDA_TEST_PATHS, '-m', 'cuda', '-k', CPU_ONLY_TESTS, '-q', '-rfE']
+        + ['-p', 'no:cacheprovider']
         + ['-n', str(ctx.workers), '--durations', '10', '--junitxml', str(ctx.out / 'tests.xml')]
     ]
 
@@ -194,6 +201,7 @@ def _attention_commands(ctx: Context) -> list[list[str]]:
             *ATTENTION_METHODS,
         ]
         cmd += ['--json', str(ctx.scratch / f'attention_{name}.json')]
+        cmd += ['--out', str(ctx.scratch / f'attention_{name}.md')]
         if ctx.gpu:
             cmd += ['--device', 'cuda', '--dtype', 'bfloat16', '--clips', str(clips), '--reps', '15']
         else:  # the interpreter's tl.dot mishandles bf16: the rehearsal runs fp32
@@ -211,17 +219,8 @@ def _attention_collect(ctx: Context) -> dict:
 
 
 def _attention_markdown(ctx: Context, data: dict) -> str:
-    sys.path.insert(0, str(REPO / 'tools' / 'analysis'))
-    from benchmark_attention import table
-
-    parts = []
-    for run in data.values():
-        for t in run['tables']:
-            methods = list(next(iter(t['rows'].values())))
-            parts.append(
-                table(t['device'], t['rows'], methods, run['dtype'], t['scope'], run['clips'], run['tiny'])
-            )
-    return '\n\n'.join(parts)
+    """The tables the benchmark wrote (``--out``) for the runs it finished."""
+    return '\n\n'.join((ctx.scratch / f'attention_{name}.md').read_text().rstrip('\n') for name in data)
 
 
 # -- train steps ------------------------------------------------------------------------------
@@ -320,8 +319,13 @@ def _tools_commands(ctx: Context) -> list[list[str]]:
 
 
 def _tools_collect(ctx: Context) -> dict:
+    """The tests' results (the metrics each wrote in the work dir during this step, as the line
+    ``tools/test.py`` prints), whether the training resumed, the AMP lines of the log."""
+    from dna_mm.apis import format_metrics
+    from dna_mm.utils.tool_runs import read_test_runs
+
     log = (ctx.scratch / 'tools.log').read_text() if (ctx.scratch / 'tools.log').exists() else ''
-    tests = [line.strip() for line in log.splitlines() if line.startswith('Test results:')]
+    tests = [format_metrics(metrics) for metrics in read_test_runs(ctx.scratch / 'demo', since=ctx.started)]
     return dict(
         test_results=tests,
         resumed='resumed' in log.lower() and (ctx.scratch / 'demo' / 'epoch_2.pth').exists(),
@@ -368,7 +372,7 @@ STEPS = [
 def run_step(step: Step, ctx: Context, log) -> dict:
     """Run ``step``'s commands under its cap; ``{'status', 'seconds', 'cap', 'commands', 'data'}``."""
     cap = step.caps[ctx.profile]
-    start = time.time()
+    start = ctx.started = time.time()
     status, commands = 'passed', step.commands(ctx)
     step_log = ctx.scratch / f'{step.name}.log'
     with open(step_log, 'w') as own:

@@ -5,10 +5,10 @@ command (docs/datasets/custom.md).
         --(stratified_split)--> OUT/{train,val,test}.txt, OUT/classes.txt
         --(size_recipe, initialisation, fit_sampling / check_steps, config_text)--> OUT/config.py
 
-Unreadable videos (file and reason) are printed and listed in ``OUT/unreadable.txt``, left out
-of the lists, and the build goes on; a class left without a readable video is an error naming
-it. The answers of the video check are kept in ``OUT/video_check.jsonl``: a second run checks
-only new or changed files.
+Each step is said with ``echo`` (the tool's ``print``). Unreadable videos (file and reason) are
+said and listed in ``OUT/unreadable.txt``, left out of the lists, and the build goes on; a class
+left without a readable video is an error naming it. The answers of the video check are kept
+in ``OUT/video_check.jsonl``: a second run checks only new or changed files.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from mmengine.config import Config
 
 from ...errors import DataError
-from ..preparation.runner import SHOW
+from ..preparation.runner import SHOW, Echo
 from .pipelines import SPLITS as PIPELINE_SPLITS
 from .pipelines import check_steps, drop_flip, fit_sampling
 from .recipe import base_reference, class_count, config_text, dataset_type, initialisation, merge, size_recipe
@@ -98,20 +98,20 @@ def base_pipelines(base: Config) -> dict[str, list[dict]]:
     return found
 
 
-def build_dataset(request: BuildRequest, repo: Path) -> int:
-    """Read, check, split, fit, write (see the module docstring), printing each step; ``repo``:
-    the checkout, for the default base and checkpoint. Exit status 0."""
+def build_dataset(request: BuildRequest, repo: Path, echo: Echo) -> int:
+    """Read, check, split, fit, write (see the module docstring), saying each step with
+    ``echo``; ``repo``: the checkout, for the default base and checkpoint. Exit status 0."""
     from mmaction.registry import TRANSFORMS
     from mmengine.registry import init_default_scope
 
     out = Path(request.out)
     base_path, base = load_base(request.base, repo / 'configs')
     if dataset_type(base) == 'RepeatAugDataset':
-        print('note: the base trains with repeated augmentation (RepeatAugDataset): this set trains without')
+        echo('note: the base trains with repeated augmentation (RepeatAugDataset): this set trains without')
     source = read_source(request.src, skip=str(out))
     for note in source.notes:
-        print(f'note: {note}')
-    print(f'{request.src}: {len(source.classes)} classes, {len(source.samples)} videos')
+        echo(f'note: {note}')
+    echo(f'{request.src}: {len(source.classes)} classes, {len(source.samples)} videos')
     for name in source.classes:
         if name != name.strip() or any(c in name for c in '\n\r\t'):
             raise DataError(f'class name {name!r}: leading / trailing blanks or a line break; rename it')
@@ -119,11 +119,11 @@ def build_dataset(request: BuildRequest, repo: Path) -> int:
         [_absolute(source.root, s) for s in source.samples], out / 'video_check.jsonl', request.workers
     )
     unreadable = {p: c.problem for p, c in checks.items() if c.problem is not None}
-    print(f'checked {len(checks)} videos ({reused} from the last run): {len(unreadable)} unreadable')
+    echo(f'checked {len(checks)} videos ({reused} from the last run): {len(unreadable)} unreadable')
     for path, why in sorted(unreadable.items())[:SHOW]:
-        print(f'  {path}: {why}')
+        echo(f'  {path}: {why}')
     if len(unreadable) > SHOW:
-        print(f'  ... ({len(unreadable) - SHOW} more in {out / "unreadable.txt"})')
+        echo(f'  ... ({len(unreadable) - SHOW} more in {out / "unreadable.txt"})')
     readable = [s for s in source.samples if _absolute(source.root, s) not in unreadable]
     empty = sorted(set(range(len(source.classes))) - {s.label for s in readable})
     if empty:
@@ -133,7 +133,7 @@ def build_dataset(request: BuildRequest, repo: Path) -> int:
         readable, request.val_ratio, request.test_ratio, request.seed, source.classes
     )
     for note in notes:
-        print(f'note: {note}')
+        echo(f'note: {note}')
     if 'train' not in splits:
         raise DataError(f'{request.src}: no training video (a train split was given without videos?)')
     load_from = request.load_from
@@ -143,7 +143,7 @@ def build_dataset(request: BuildRequest, repo: Path) -> int:
     elif load_from != 'none' and '://' not in load_from:
         load_from = str(Path(load_from).resolve())
     if load_from not in (None, 'none') and '://' not in load_from and not os.path.isfile(load_from):
-        print(f'note: {load_from} does not exist yet; put the checkpoint there before training')
+        echo(f'note: {load_from} does not exist yet; put the checkpoint there before training')
     recipe = size_recipe(base, len(splits['train']), from_scratch=load_from == 'none')
     model, init_note = initialisation(base, load_from)
     heads = {k: v for k, v in (base.get('model') or {}).items() if k != 'backbone'}  # a backbone's own
@@ -173,18 +173,18 @@ def build_dataset(request: BuildRequest, repo: Path) -> int:
     Config.fromfile(str(out / 'config.py'))  # it parses
     for split, items in splits.items():
         per_class = [sum(s.label == i for s in items) for i in range(len(source.classes))]
-        print(f'{split:5s}: {len(items):6d} videos, per class {min(per_class)}-{max(per_class)}')
+        echo(f'{split:5s}: {len(items):6d} videos, per class {min(per_class)}-{max(per_class)}')
     if sampling is not None:
-        print(sampling.describe())
+        echo(sampling.describe())
     if not request.flip:
-        print(
+        echo(
             f'horizontal flip: off ({flips} Flip step{"s" if flips != 1 else ""} taken out of the '
             'training pipeline)'
         )
     for note in replaced:
-        print(f'note: {note}')
-    print(recipe.describe(len(splits['train'])))
-    print(f'initialisation: {init_note}')
-    print(f'wrote {out}/: {", ".join(f"{s}.txt" for s in splits)}, classes.txt, config.py')
-    print(f'next: python tools/train.py {out / "config.py"}')
+        echo(f'note: {note}')
+    echo(recipe.describe(len(splits['train'])))
+    echo(f'initialisation: {init_note}')
+    echo(f'wrote {out}/: {", ".join(f"{s}.txt" for s in splits)}, classes.txt, config.py')
+    echo(f'next: python tools/train.py {out / "config.py"}')
     return 0

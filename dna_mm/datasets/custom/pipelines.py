@@ -137,7 +137,7 @@ def check_steps(pipelines: dict[str, list[dict]], build: Callable[[dict], Any]) 
     """Build every step of ``pipelines`` with ``build`` (the transforms registry); a step that
     needs a package that is not installed is replaced from :data:`REPLACEMENTS`, or refused
     (``ConfigError`` naming the step and the package). Returns a sentence per replacement."""
-    from ...apis.cli import config_mistake
+    from ...utils.build_errors import config_mistake
 
     notes = []
     for split, steps in pipelines.items():

@@ -18,7 +18,7 @@ From the base config's recipe (per-GPU batch ``b0``, global batch ``G0``, learni
 
 and the base's epoch-based schedule moved to ``E`` epochs (milestones at the same fraction of
 the run; validation and checkpoint intervals equal to the base's length become ``E``:
-:func:`dna_mm.apis.sync_schedule`; an ``eta_min`` keeps its ratio to the lr).
+:func:`dna_mm.utils.schedule.sync_schedule`; an ``eta_min`` keeps its ratio to the lr).
 :func:`config_text` writes the config: ``_base_`` the base, ``num_classes``, the lists and video
 root, the initialisation (:func:`initialisation`:
 from scratch clears every pretrained initialisation of the base, a zoo URL included), the
@@ -133,7 +133,7 @@ def size_recipe(base: Config, n_train: int, from_scratch: bool = False) -> Recip
     """The recipe for ``n_train`` training videos (see the module docstring); ``from_scratch``:
     the run starts from random weights (on a base that fine-tunes, the lr is the optimizer's
     from-scratch rule, not the base's)."""
-    from ...apis.config import sync_schedule
+    from ...utils.schedule import sync_schedule
 
     b0, g0, lr0 = base_values(base)
     floor = min(8, g0)

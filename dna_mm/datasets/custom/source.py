@@ -1,8 +1,8 @@
 """A user's videos as classes and samples: a folder of class folders, or a ``path,label`` list;
 and the stratified split (:func:`stratified_split`).
 
-Folder layouts (video files by suffix, :data:`~dna_mm.datasets.video_reader.VIDEO_SUFFIXES`; names
-starting with ``.`` are skipped)::
+Folder layouts (video files and hidden names as :mod:`dna_mm.datasets.video_files` tells them;
+hidden class or split folders are skipped too)::
 
     SRC/<class>/**/<video>                one set: split by the tool
     SRC/{train,val,test}/<class>/**/...   split already (any of the three folders)
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import DataError
-from ..video_reader import VIDEO_SUFFIXES
+from ..video_files import VIDEO_SUFFIXES, hidden, is_video, list_videos
 
 SPLITS = ('train', 'val', 'test')
 
@@ -54,22 +54,14 @@ class Source:
         return any(s.split is not None for s in self.samples)
 
 
-def _is_video(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() in VIDEO_SUFFIXES and not path.name.startswith('.')
-
-
 def _visible_dirs(folder: Path, skip: Optional[Path]) -> list[Path]:
-    return sorted(
-        d for d in folder.iterdir() if d.is_dir() and not d.name.startswith('.') and d.resolve() != skip
-    )
+    return sorted(d for d in folder.iterdir() if d.is_dir() and not hidden(d.name) and d.resolve() != skip)
 
 
 def read_folder(root: Path, skip: Optional[Path] = None) -> Source:
     """``root/<class>/...`` or ``root/<split>/<class>/...`` (see the module docstring); ``skip``
     (the output folder, if inside) is left out. A class folder without videos is a
     :class:`~dna_mm.errors.DataError` naming it."""
-    from ..preparation.runner import source_videos
-
     skip = skip.resolve() if skip is not None else None
     top = _visible_dirs(root, skip)
     split_dirs = [d for d in top if d.name in SPLITS]
@@ -81,14 +73,14 @@ def read_folder(root: Path, skip: Optional[Path] = None) -> Source:
     found: dict[str, list[tuple[str, Optional[str]]]] = {}
     for split, folder in groups:
         for class_dir in _visible_dirs(folder, skip):
-            videos = [p for p in source_videos(class_dir, VIDEO_SUFFIXES, skip) if _is_video(p)]
+            videos = list_videos(class_dir, skip=skip)
             if not videos:
                 raise DataError(
                     f'class folder {class_dir} holds no video ({" ".join(VIDEO_SUFFIXES)}): add videos '
                     f'or remove the folder'
                 )
             found.setdefault(class_dir.name, []).extend((str(p.relative_to(root)), split) for p in videos)
-        loose = [p.name for p in folder.iterdir() if _is_video(p)]
+        loose = [p.name for p in folder.iterdir() if is_video(p)]
         if loose:
             notes.append(f'{len(loose)} video(s) directly in {folder}, outside a class folder: left out')
     if not found:

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from ...errors import MissingFileError
 from ..protocols import ProtocolError, parse_ntu
+from ..video_files import list_videos
 from .encoding import crop_and_resize, encode, probe
 from .geometry import square_window
-from .runner import FAILED, LEFT_OUT, Outcome, describe, prepare_all, produce, source_videos
+from .runner import FAILED, LEFT_OUT, Echo, Outcome, describe, prepare_all, produce
 from .skeleton import COLOR_FRAME, SkeletonError, joint_box
 from .verification import verify_video
 
@@ -97,7 +98,7 @@ def plan(
             raise MissingFileError(f'{flag} {folder} is not a folder')
     skeletons = {p.stem: p for p in skeleton_dir.rglob('*.skeleton')}
     jobs: dict[str, CropJob] = {}
-    for video in source_videos(video_dir, ('.avi', '.mp4'), out_dir):
+    for video in list_videos(video_dir, ('.avi', '.mp4'), out_dir):
         sample = parse_ntu(str(video.relative_to(video_dir)))['sample']
         if sample in jobs:
             raise ProtocolError(f'{video}: sample {sample} also given as {jobs[sample].video}')
@@ -118,10 +119,11 @@ def make_person_crops(
     missing: str,
     keyint: int,
     workers: int,
+    echo: Echo,
 ) -> int:
     """What ``tools/data/ntu60/person_crops.py`` does with its arguments: the crops of every NTU
     video under ``video_dir`` (skeletons under ``skeleton_dir``) written to ``out_dir`` on
-    ``workers`` processes; the summary printed, the exit status returned
+    ``workers`` processes; the summary said with ``echo``, the exit status returned
     (:func:`~.runner.prepare_all`)."""
     return prepare_all(
         'person_crops',
@@ -130,6 +132,7 @@ def make_person_crops(
         crop_one,
         workers,
         f'NTU videos under {video_dir} -> {out_dir} ({size}x{size})',
+        echo,
         [
             (FULL_FRAME, 'full_frame.txt', 'full frame (no usable skeleton)'),
             (LEFT_OUT, 'left_out.txt', 'left out (no usable skeleton, --missing skip)'),

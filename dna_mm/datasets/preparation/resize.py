@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import ConfigError, DataError, MissingFileError
-from ..video_reader import VIDEO_SUFFIXES
+from ..video_files import VIDEO_SUFFIXES, list_videos
 from .encoding import encode, probe, resize_to, short_side_size
-from .runner import FAILED, Outcome, describe, prepare_all, produce, source_videos
+from .runner import FAILED, Echo, Outcome, describe, prepare_all, produce
 from .verification import verify_video
 
 
@@ -52,7 +52,7 @@ def plan(
     if src_dir.resolve() == out_dir.resolve():
         raise ConfigError('OUT_DIR must differ from SRC_DIR (the sources would be overwritten)')
     jobs: dict[Path, ResizeJob] = {}
-    for src in source_videos(src_dir, VIDEO_SUFFIXES, out_dir):
+    for src in list_videos(src_dir, skip=out_dir):
         rel = src.relative_to(src_dir)
         dst = out_dir / rel.with_suffix(ext)
         if dst in jobs:
@@ -63,11 +63,13 @@ def plan(
     return list(jobs.values())
 
 
-def resize_videos(src_dir: Path, out_dir: Path, short_side: int, ext: str, keyint: int, workers: int) -> int:
+def resize_videos(
+    src_dir: Path, out_dir: Path, short_side: int, ext: str, keyint: int, workers: int, echo: Echo
+) -> int:
     """What ``tools/data/resize_videos.py`` does with its arguments: every video under ``src_dir``
     re-encoded into ``out_dir`` (``ext`` container, short side ``short_side``, a keyframe at most
-    every ``keyint`` frames) on ``workers`` processes; the summary printed, the exit status
-    returned (:func:`~.runner.prepare_all`)."""
+    every ``keyint`` frames) on ``workers`` processes; the summary said with ``echo``, the exit
+    status returned (:func:`~.runner.prepare_all`)."""
     return prepare_all(
         'resize_videos',
         out_dir,
@@ -75,4 +77,5 @@ def resize_videos(src_dir: Path, out_dir: Path, short_side: int, ext: str, keyin
         resize_one,
         workers,
         f'videos under {src_dir} -> {out_dir} (short side {short_side})',
+        echo,
     )

@@ -1,10 +1,11 @@
 """Run one preparation task per video over many processes: resumable, atomic, verified.
 
 Per output (:func:`produce`): an output that exists and verifies is *skipped*; otherwise it is
-written to ``<output>.part``, verified and only then renamed (atomic on one file system: a
-killed run leaves at most a ``.part`` file, overwritten by the next run); any error makes it
-*failed* with the reason while the other videos go on. :func:`prepare_all` prints the summary,
-writes the failures to ``OUT_DIR/failed.txt`` and returns exit status 1 if any video failed.
+written to ``<output>.part``, verified and only then renamed (:func:`dna_mm.utils.files.atomic_path`:
+a killed run leaves at most a ``.part`` file, overwritten by the next run); any error makes it
+*failed* with the reason while the other videos go on. :func:`prepare_all` says the summary
+(``echo``, the tool's ``print``), writes the failures to ``OUT_DIR/failed.txt`` and returns exit
+status 1 if any video failed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 from mmengine.utils import track_parallel_progress, track_progress
 
+from ...utils.files import atomic_path
+
 DONE, SKIPPED, FAILED, LEFT_OUT = 'done', 'skipped', 'failed', 'left out'
+#: how a preparation says a line of its summary: the tool's ``print``
+Echo = Callable[[str], object]
 #: how many entries of a list the summary prints before pointing to the file
 SHOW = 20
 
@@ -37,20 +42,6 @@ class Outcome:
     note: str = ''
 
 
-def source_videos(root: Path, suffixes: Iterable[str], out_dir: Optional[Path] = None) -> Iterable[Path]:
-    """Files under ``root`` with one of ``suffixes`` (any case), in sorted order, leaving out
-    what lies under ``out_dir`` (an output folder inside the source tree holds outputs)."""
-    out_root = out_dir.resolve() if out_dir is not None else None
-    for path in sorted(root.rglob('*')):
-        if path.suffix.lower() in suffixes and path.is_file() and out_root not in path.resolve().parents:
-            yield path
-
-
-def part_path(dst: Path) -> Path:
-    """Temporary name of ``dst`` while it is written (same folder, so the rename is atomic)."""
-    return dst.with_name(dst.name + '.part')
-
-
 def produce(
     name: str,
     dst: Path,
@@ -64,19 +55,21 @@ def produce(
     (``full frame`` / ``no skeleton file``); a failure's reason replaces ``why``."""
     if dst.is_file() and check(dst) is None:
         return Outcome(name, SKIPPED, why, note)
-    tmp = part_path(dst)
     try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        problem = check(tmp)
-        if problem is not None:
-            return Outcome(name, FAILED, f'output failed verification: {problem}', note)
-        os.replace(tmp, dst)
+        with atomic_path(dst) as tmp:
+            write(tmp)
+            problem = check(tmp)
+            if problem is not None:
+                raise _Rejected(problem)
+    except _Rejected as problem:
+        return Outcome(name, FAILED, f'output failed verification: {problem}', note)
     except Exception as err:  # any encoder / container / OS error fails this video only
         return Outcome(name, FAILED, describe(err), note)
-    finally:
-        tmp.unlink(missing_ok=True)
     return Outcome(name, DONE, why, note)
+
+
+class _Rejected(Exception):
+    """An output that failed its check: not renamed into place."""
 
 
 def describe(err: BaseException) -> str:
@@ -118,18 +111,19 @@ def prepare_all(
     task: Callable[[J], Outcome],
     workers: int,
     what: str,
+    echo: Echo,
     notes: Iterable[tuple[str, str, str]] = (),
 ) -> int:
     """``plan(threads)`` the jobs (one encoder thread each when several workers share the cores,
-    else FFmpeg's choice), run them, print the summary, and list under ``heading`` and in
+    else FFmpeg's choice), run them, ``echo`` the summary, and list under ``heading`` and in
     ``out_dir/file`` the failures (``failed.txt``) and the outcomes of each ``notes`` entry
     ``(note or status, file, heading)`` (an empty list removes its stale file). Returns the exit
     status: 1 if any video failed, else 0."""
     jobs = plan(1 if workers > 1 else 0)
-    print(f'{len(jobs)} {what}, {workers} workers')
+    echo(f'{len(jobs)} {what}, {workers} workers')
     outcomes = sorted(run_jobs(task, jobs, workers), key=lambda o: o.name)
     c = Counter(o.status for o in outcomes)
-    print(
+    echo(
         f'{title}: {len(outcomes)} videos: {c[DONE]} done, {c[SKIPPED]} skipped '
         f'(already there and verified), {c[FAILED]} failed'
         + (f', {c[LEFT_OUT]} left out' if c[LEFT_OUT] else '')
@@ -146,9 +140,9 @@ def prepare_all(
             continue
         out_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(''.join(line + '\n' for line in lines), encoding='utf-8')
-        print(f'{heading}: {len(lines)} (listed in {path})')
+        echo(f'{heading}: {len(lines)} (listed in {path})')
         for line in lines[:SHOW]:
-            print('  ' + line.replace('\t', ': '))
+            echo('  ' + line.replace('\t', ': '))
         if len(lines) > SHOW:
-            print(f'  ... ({len(lines) - SHOW} more in {path})')
+            echo(f'  ... ({len(lines) - SHOW} more in {path})')
     return 1 if c[FAILED] else 0

@@ -7,9 +7,16 @@ builds the base's model unchanged, then replaces every supported host attention
 name outside the attention is kept and there is no wrapper prefix, so the zoo checkpoint of
 the base config loads: each replacement carries a load hook that reads the host's layout
 (``in_proj_*``, ``q_bias`` / ``v_bias``, ...) and, for DnA, generates the negative branch
-from the softmax weights (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``,
-the authors' defaults); one log line per load reports what was generated. An attention class the swap
-does not know is an error naming it and its path, never skipped.
+from the softmax weights (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α`` of
+:data:`~dna_mm.family.NEGATIVE_INIT`, the authors' defaults); one log line per load reports what
+was generated. An attention class the swap does not know is an error naming it and its path,
+never skipped.
+
+The negative branch starts by the same rule from the host's own weights at the swap, and again
+after the host's ``init_weights`` (MMEngine's initialisation of a model trained from scratch
+re-draws every projection and resets every norm): each replacement's ``init_weights`` runs its
+class's own, then regenerates the negative branch from the positive one
+(:class:`NegativeStart`).
 
 The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: Diff's
 ``λ_init`` follows it, Cog keeps softmax in the first and last one.
@@ -20,15 +27,16 @@ from __future__ import annotations
 import re
 from typing import Union
 
+import torch
 from mmengine.logging import print_log
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
-from ...family import NEGATIVE_INIT, NegativeInit
+from ...family import NEGATIVE_INIT, NegativeInit, is_negative_key
 from ..attention.builder import AttnCfg
 from ..fitting import abbreviate
-from .hosts import HostSpec, StateDict, host_specs, is_container
+from .hosts import CONTAINER_NAMES, HostSpec, StateDict, container_classes, host_specs
 
 
 class _LoadReport:
@@ -54,6 +62,10 @@ class _LoadReport:
             )
         self.seen, self.converted, self.generated = 0, [], []
 
+    def __call__(self, module: nn.Module, incompatible_keys: object) -> None:
+        """The replacements' load post-hook: one more of them loaded."""
+        self.done_one()
+
 
 def _fit_family(
     replacement: nn.Module, spec: HostSpec, mapped: StateDict, neg_init: NegativeInit, source: str
@@ -70,26 +82,59 @@ def _fit_family(
     return out, [fp + k for k in generated]
 
 
-def _install_load_hook(
-    module: nn.Module, spec: HostSpec, report: _LoadReport, neg_init: NegativeInit
-) -> None:
-    def pre_hook(state_dict, prefix, *args) -> None:
+class _LoadHook:
+    """A replacement's load pre-hook: the keys under its prefix read from the host's layout
+    (``spec.to_replacement``) and fitted (:func:`_fit_family`); what it converted and generated
+    goes to ``report``. A module-level class, so a swapped model pickles."""
+
+    def __init__(self, spec: HostSpec, report: _LoadReport, neg_init: NegativeInit) -> None:
+        self.spec, self.report, self.neg_init = spec, report, neg_init
+
+    def __call__(self, module: nn.Module, state_dict: dict, prefix: str, *args: object) -> None:
         keys = [k for k in state_dict if k.startswith(prefix)]
         if not keys:
             return
         sub = {k[len(prefix) :]: state_dict[k] for k in keys}
-        mapped = spec.to_replacement(sub)
+        mapped = self.spec.to_replacement(sub)
         source = f'state dict of {prefix[:-1] or "the model"}'
-        weights, generated = _fit_family(module, spec, mapped, neg_init, source)
+        weights, generated = _fit_family(module, self.spec, mapped, self.neg_init, source)
         for k in keys:
             del state_dict[k]
         state_dict.update({prefix + k: v for k, v in weights.items()})
         if mapped.keys() != sub.keys():
-            report.converted.append(prefix[:-1])
-        report.generated += [prefix + k for k in generated]
+            self.report.converted.append(prefix[:-1])
+        self.report.generated += [prefix + k for k in generated]
 
-    module._register_load_state_dict_pre_hook(pre_hook)
-    module.register_load_state_dict_post_hook(lambda *_: report.done_one())
+
+class NegativeStart:
+    """A replacement's ``init_weights``: its class's own (if it has one), then its family
+    attention's negative branch regenerated from the positive one by the swap's rule (the
+    replacement's own weights fitted as softmax weights: ``Q- = q_neg_scale · Q``, ``V- =
+    v_neg_scale · V``, ``α``; MViTv2's negative pooling from the positive one). MMEngine calls it
+    after the host's own initialisation (a parent's ``init_cfg``), so a DnA model trained from
+    scratch starts where one swapped from softmax weights does."""
+
+    def __init__(self, module: nn.Module, spec: HostSpec, neg_init: NegativeInit) -> None:
+        self.module, self.spec, self.neg_init = module, spec, neg_init
+
+    def __call__(self) -> None:
+        module, fp = self.module, self.spec.family_prefix
+        own_init = getattr(type(module), 'init_weights', None)
+        if own_init is not None:
+            own_init(module)
+        family = module.get_submodule(fp[:-1]) if fp else module
+        if not getattr(family, 'has_negative_branch', False):
+            return
+        tensors = module.state_dict(keep_vars=True)
+        positive = {
+            k: v.detach()
+            for k, v in tensors.items()
+            if not (k.startswith(fp) and is_negative_key(k[len(fp) :]))
+        }
+        weights, generated = _fit_family(module, self.spec, positive, self.neg_init, 'init_weights')
+        with torch.no_grad():
+            for k in generated:
+                tensors[k].copy_(weights[k])
 
 
 def _is_ours(module: nn.Module) -> bool:
@@ -99,6 +144,20 @@ def _is_ours(module: nn.Module) -> bool:
 _ATTENTION_WORDS = re.compile(r'attention|attn', re.IGNORECASE)  # *Attention*, *SelfAttn*, ...
 _ATTENTION_ACRONYMS = re.compile(r'MSA|MHSA|MHA(?![a-z])')  # WindowMSA, ShiftWindowMSA, MHSA, MHA
 _ROTARY = re.compile(r'[Rr]otary|RoPE|Rope(?![a-z])')  # RotaryEmbeddingCat, MRoPE, ...; not Europe
+
+
+def is_container(module: nn.Module) -> bool:
+    """A block whose class name looks like attention but which reaches its attention only by
+    calling it, so the swap walks through it: MMAction2 UniFormerV2's
+    ``ResidualAttentionBlock``, and any class named as in
+    :data:`~.hosts.CONTAINER_NAMES` (CLIP's block, OpenCLIP's attentional pooler) whose ``attn``
+    is an ``nn.MultiheadAttention``."""
+    if type(module) in container_classes():
+        return True
+    return (
+        type(module).__name__ in CONTAINER_NAMES
+        and type(getattr(module, 'attn', None)) is nn.MultiheadAttention
+    )
 
 
 def _looks_like_attention(module: nn.Module) -> bool:
@@ -186,7 +245,9 @@ def swap_attention(
         mapped = spec.to_replacement(host.state_dict())  # the host's weights, read as a checkpoint
         weights, _ = _fit_family(new, spec, mapped, neg_init, f'the host {name or "<root>"}')
         new.load_state_dict({**new.state_dict(), **weights})  # what softmax lacks (Diff's λ) keeps its init
-        _install_load_hook(new, spec, report, neg_init)
+        new._register_load_state_dict_pre_hook(_LoadHook(spec, report, neg_init), with_module=True)
+        new.register_load_state_dict_post_hook(report)
+        new.init_weights = NegativeStart(new, spec, neg_init)  # after the host's own (MMEngine)
         built.append(new)
     for (name, _), new in zip(hosts, built, strict=True):
         parent, _, child = name.rpartition('.')

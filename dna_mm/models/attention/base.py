@@ -60,7 +60,13 @@ class AttentionBase(nn.Module):
         qk_norm, scale_norm, norm_layer: timm keywords; only the defaults are supported.
         batch_first: mmcv keyword; only ``True`` is supported.
         device, dtype: Factory keywords for the parameters (timm passes them).
+
+    Attributes:
+        has_negative_branch: The member has DnA's negative branch (``q_neg``, ``v_neg``,
+            ``alpha``, where its variant has them; :meth:`project` gives ``q_neg`` / ``v_neg``).
     """
+
+    has_negative_branch: bool = False
 
     def __init__(
         self,

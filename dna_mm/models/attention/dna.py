@@ -12,7 +12,8 @@ variant        formula                                                          
 ``qpm_vpm``    ``softmax(s Q+ K^T) V+ + α_h softmin(s Q- K^T) V-``             (Q±V±)  2C² + 2C + H
 =============  ====================================================================  ===========
 
-``α`` is one unconstrained learnable scalar per head, initialised to 0.5; the branches are
+``α`` is one unconstrained learnable scalar per head, initialised to
+:data:`~dna_mm.family.NEGATIVE_INIT`'s ``alpha`` (the authors' value); the branches are
 added. An ``attn_bias`` ``b`` enters both branches' logits,
 ``softmax(s Q+ K^T + b) V+ + α softmin(s Q- K^T + b) V-``, or a pair ``(b_pos, b_neg)`` gives
 each its own (ViTDet's relative positions of ``Q+`` and ``Q-``); an exclusion ``attn_mask`` is
@@ -38,7 +39,7 @@ import torch
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
-from ...family import DNA_VARIANTS, canonical_variant
+from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant
 from . import functional as AF
 from .base import AttentionBase, CrossAttentionMixin
 
@@ -55,7 +56,7 @@ class DnAAttention(AttentionBase):
         num_heads: Number of heads ``H``.
         qkv_bias: Bias in ``qkv``, ``q_neg`` and ``v_neg``.
         variant: One of :data:`~dna_mm.family.DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
-        alpha_init: Initial value of every ``α_h``.
+        alpha_init: Initial value of every ``α_h`` (default: :data:`~dna_mm.family.NEGATIVE_INIT`).
         kernel: Fused route: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls) or
             ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`: head dims 32 / 64 /
             128, CUDA of compute capability 8.0+ or the CPU interpreter; refused here, with
@@ -63,13 +64,15 @@ class DnAAttention(AttentionBase):
         **kwargs: See :class:`~dna_mm.models.attention.base.AttentionBase`.
     """
 
+    has_negative_branch = True
+
     def __init__(
         self,
         embed_dims: int,
         num_heads: int = 8,
         qkv_bias: bool = True,
         variant: str = 'qpm_vpm',
-        alpha_init: float = 0.5,
+        alpha_init: float = NEGATIVE_INIT.alpha,
         kernel: str = 'sdpa',
         **kwargs,
     ) -> None:

@@ -42,7 +42,7 @@ def load_pretrained(
     model: nn.Module, filename: str, neg_init: NegativeInit = NEGATIVE_INIT, combine: str = 'add'
 ) -> dict[str, list[str]]:
     """Load a checkpoint into a backbone (non-strict) and log a report: tensors ``generated``
-    (DnA negative branches, ``neg_init``: ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``),
+    (DnA negative branches, ``neg_init``: ``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = alpha``),
     ``missing`` (they keep their initialisation), ``unexpected``, and the backbone's notes
     (``resized``; TimeSformer: ``video_init``; ViTDet: ``unused``).
 

@@ -135,7 +135,7 @@ class DnATimeSformer(TimeSformer):
         pretrained: Local checkpoint to initialise from: MMAction2's ImageNet ViT file, a timm
             ViT, the authors' DnA ViT / TimeSformer, or a softmax / DnA TimeSformer (MMAction2
             or dna_mm). DnA attentions missing a negative branch get one
-            (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α = 0.5``).
+            (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α`` of ``NEGATIVE_INIT``).
         q_neg_scale, v_neg_scale: Scales of that initialisation (default: the authors',
             :data:`~dna_mm.family.NEGATIVE_INIT`).
         pretrained_combine: Sign of the branch sum in the authors' checkpoint ``pretrained``

@@ -36,7 +36,7 @@ from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
 from ...converters import official_to_dna_mm
 from ...converters.whole_model import timm_classifier_state_dict
-from ...family import DNA_VARIANTS, canonical_variant, check_combine
+from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant, check_combine
 from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
 from ..attention.dna import DnAAttention
 from ..fitting import adapt_attentions
@@ -91,7 +91,7 @@ class DnAVisionTransformer(VisionTransformer):
             ``with_attention`` / :func:`~dna_mm.models.adapters.swap_attention`).
         dna_variant: Deprecated alias of ``attn_cfg=dict(type='DnAAttention', variant=...)`` (a
             ``FutureWarning``; removed in the next release).
-        alpha_init: Initial ``α``.
+        alpha_init: Initial ``α`` (default: :data:`~dna_mm.family.NEGATIVE_INIT`).
         pretrained_combine: Sign of the branch sum in the authors' pretrained file
             (``'add'`` or ``'sub'``, see :func:`~dna_mm.converters.official_to_dna_mm`).
         *args, **kwargs: timm ``VisionTransformer`` arguments.
@@ -102,7 +102,7 @@ class DnAVisionTransformer(VisionTransformer):
         *args: Any,
         attn_cfg: AttnCfg = 'dna',
         dna_variant: Optional[str] = None,
-        alpha_init: float = 0.5,
+        alpha_init: float = NEGATIVE_INIT.alpha,
         pretrained_combine: str = 'add',
         **kwargs: Any,
     ) -> None:

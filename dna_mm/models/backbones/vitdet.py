@@ -33,8 +33,10 @@ from torch import Tensor, nn
 
 from ...converters.vitdet import to_vitdet
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
+from ..attention.builder import AttnCfg
+from ..layers.forms import build_form
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
-from ..layers.vitdet_attention import AttnCfg, build_vitdet_attention
+from ..layers.vitdet_attention import VITDET_ATTENTIONS
 from ..layers.window import window_partition, window_unpartition
 from .pretrained import ModelKeys, load_pretrained
 
@@ -187,7 +189,8 @@ class ViTDet(BaseModule):
         blocks = []
         for i in range(depth):
             window = window_size if i in window_block_indexes else 0
-            attn = build_vitdet_attention(
+            attn = build_form(
+                VITDET_ATTENTIONS,
                 attn_cfg,
                 embed_dim,
                 num_heads,
@@ -204,7 +207,7 @@ class ViTDet(BaseModule):
 
     def _init_weights(self) -> None:
         """The reference's init: ``pos_embed`` and every ``Linear`` truncated normal (std 0.02),
-        biases 0, LayerNorms 1 / 0; DnA's ``α`` keeps 0.5, rel-pos tables their own init."""
+        biases 0, LayerNorms 1 / 0; DnA's ``α`` keeps its start, rel-pos tables their own init."""
         if self.pos_embed is not None:
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
         for m in self.modules():

@@ -13,7 +13,7 @@ CLIP-style ``ResidualAttentionBlock`` of MMAction2's UniFormerV2, OpenAI CLIP an
   unbatched ``[L, E]`` sequence, as the host.
 * Self-attention when ``key`` and ``value`` are ``query`` (the same tensor), cross-attention
   otherwise: ``Q±`` from ``query``, ``K`` from ``key``, ``V±`` from ``value``.
-* Masks (:func:`~dna_mm.models.layers.video_attention.mha_masks`): ``attn_mask`` ``[L, S]`` or
+* Masks (:func:`mha_masks`): ``attn_mask`` ``[L, S]`` or
   ``[N·H, L, S]`` and ``key_padding_mask`` ``[N, S]``, ``bool`` (True = not allowed) or float
   (added), are **exclusion masks** (dna_mm's rule, :mod:`dna_mm.models.attention.functional`):
   added unchanged to every branch's logits after the softmin sign, so a masked key leaves both
@@ -33,22 +33,54 @@ Keys: ``nn.MultiheadAttention``'s ``in_proj_weight`` / ``in_proj_bias`` are ``qk
 (:func:`dna_mm.converters.rename_mha`). A host with ``kdim`` / ``vdim`` other than ``E`` has
 separate ``q_proj_weight`` / ``k_proj_weight`` / ``v_proj_weight`` (and the packed
 ``in_proj_bias``): they are ``q_proj``, ``k_proj``, ``v_proj`` here.
+
+Classes ``Multihead{Member}`` (``MultiheadDnAAttention``, ...), one per member of the family
+(:func:`~.forms.register_forms`); :func:`from_host` builds the form of a host module.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Optional
 
-from mmengine.registry import Registry
+import torch
 from torch import Tensor, nn
 
-from ..attention import AttentionBase, CogAttention, DiffAttention, DnAAttention, SoftmaxAttention
+from ..attention import AttentionBase
 from ..attention.base import check_inputs
-from ..attention.builder import AttnCfg, build_attention
-from .video_attention import mha_masks
+from ..attention.builder import AttnCfg
+from ..attention.functional import additive_mask
+from .forms import build_form, refuse, register_forms
 
-#: family self-attention name → its ``nn.MultiheadAttention`` form (``build_attention(registry=...)``)
-MHA_ATTENTIONS = Registry('nn.MultiheadAttention forms')
+
+def mha_masks(
+    attn_mask: Optional[Tensor],
+    key_padding_mask: Optional[Tensor],
+    batch: int,
+    num_heads: int,
+    dtype: torch.dtype,
+) -> Optional[Tensor]:
+    """``nn.MultiheadAttention``'s two masks → one exclusion mask broadcastable to
+    ``[B, H, M, N]`` (``bool``: True = attend, or an additive float).
+
+    ``attn_mask``: ``[M, N]`` or ``[B·H, M, N]``, ``bool`` True = masked out, float added;
+    ``key_padding_mask``: ``[B, N]``, ``bool`` True = ignore, float added.
+    """
+    if attn_mask is not None and attn_mask.dim() == 3:  # [B·H, M, N] -> [B, H, M, N]
+        attn_mask = attn_mask.reshape(batch, num_heads, *attn_mask.shape[-2:])
+    if key_padding_mask is not None:
+        key_padding_mask = key_padding_mask[:, None, None, :]  # [B, 1, 1, N]
+    masks = [
+        ~m.bool() if m.dtype in (torch.bool, torch.uint8) else m  # bool: True = attend
+        for m in (attn_mask, key_padding_mask)
+        if m is not None
+    ]
+    if not masks:
+        return None
+    if all(m.dtype == torch.bool for m in masks):
+        return functools.reduce(operator.and_, masks)
+    return functools.reduce(operator.add, (additive_mask(m, dtype).to(dtype) for m in masks))
 
 
 class MultiheadAttentionMixin(AttentionBase):
@@ -89,7 +121,7 @@ class MultiheadAttentionMixin(AttentionBase):
         self.q_proj = nn.Linear(dims, dims, bias=bias, **dd)
         self.k_proj = nn.Linear(self.kdim, dims, bias=bias, **dd)
         self.v_proj = nn.Linear(self.vdim, dims, bias=bias, **dd)
-        if getattr(self, 'v_neg', None) is not None:  # DnA's V- reads the values
+        if self.has_negative_branch and self.v_neg is not None:  # DnA's V- reads the values
             self.v_neg = nn.Linear(self.vdim, dims, bias=bias, **dd)
 
     @property
@@ -117,11 +149,12 @@ class MultiheadAttentionMixin(AttentionBase):
         keys = x if context is None else context
         values = keys if value is None else value
         heads = dict(q=self.q_proj(x), k=self.k_proj(keys), v=self.v_proj(values))
-        for name, src in (('q_neg', x), ('v_neg', values)):  # DnA: Q- and V-, where the variant has them
-            if getattr(self, name, None) is not None:
-                heads[name] = getattr(self, name)(src)
+        if self.has_negative_branch:  # DnA: Q- and V-, where the variant has them
+            for name, src in (('q_neg', x), ('v_neg', values)):
+                if getattr(self, name) is not None:
+                    heads[name] = getattr(self, name)(src)
         heads = {k: self.split_heads(v) for k, v in heads.items()}  # [N, H, ·, d]
-        if hasattr(self, 'q_neg'):  # DnA without its own Q- / V- shares Q / V
+        if self.has_negative_branch:  # DnA without its own Q- / V- shares Q / V
             heads.setdefault('q_neg', heads['q'])
             heads.setdefault('v_neg', heads['v'])
         return heads
@@ -188,32 +221,37 @@ def _check_widths(name: str, widths: tuple[int, int, int], query: Tensor, key: T
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {key.shape[1]}')
 
 
-@MHA_ATTENTIONS.register_module(name='SoftmaxAttention')
-class MultiheadSoftmaxAttention(MultiheadAttentionMixin, SoftmaxAttention):
-    """Softmax attention with ``nn.MultiheadAttention``'s call (the host's formula)."""
+#: family self-attention name → its ``nn.MultiheadAttention`` form (:func:`~.forms.build_form`)
+MHA_ATTENTIONS = register_forms(
+    MultiheadAttentionMixin, 'Multihead', globals(), "with nn.MultiheadAttention's call"
+)
 
 
-@MHA_ATTENTIONS.register_module(name='DnAAttention')
-class MultiheadDnAAttention(MultiheadAttentionMixin, DnAAttention):
-    """DnA attention with ``nn.MultiheadAttention``'s call."""
-
-
-@MHA_ATTENTIONS.register_module(name='DiffAttention')
-class MultiheadDiffAttention(MultiheadAttentionMixin, DiffAttention):
-    """Differential attention with ``nn.MultiheadAttention``'s call."""
-
-
-@MHA_ATTENTIONS.register_module(name='CogAttention')
-class MultiheadCogAttention(MultiheadAttentionMixin, CogAttention):
-    """Cog attention with ``nn.MultiheadAttention``'s call."""
-
-
-def build_mha_attention(
-    attn_cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
+def form_of(
+    mha: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int, owner: nn.Module
 ) -> nn.Module:
-    """The ``nn.MultiheadAttention`` form of layer ``layer_index`` of ``num_layers``:
-    :func:`~dna_mm.models.attention.build_attention` (its per-layer rules included) with the
-    classes above; ``kwargs``: ``batch_first`` and any family argument."""
-    return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=MHA_ATTENTIONS, **kwargs
+    """The form of the ``nn.MultiheadAttention`` ``mha``: its sizes (``kdim`` / ``vdim``
+    included), biases, dropout and layout; ``owner`` (the module swapped, ``mha`` or a block
+    holding it) is named in a refusal of ``add_bias_kv`` / ``add_zero_attn``."""
+    if mha.bias_k is not None or mha.add_zero_attn:
+        what = '' if owner is mha else 'its nn.MultiheadAttention with '
+        refuse(owner, f'{what}add_bias_kv=True or add_zero_attn=True')
+    return build_form(
+        MHA_ATTENTIONS,
+        attn_cfg,
+        mha.embed_dim,
+        mha.num_heads,
+        layer_index,
+        num_layers,
+        qkv_bias=mha.in_proj_bias is not None,
+        proj_bias=mha.out_proj.bias is not None,
+        attn_drop=mha.dropout,
+        batch_first=mha.batch_first,
+        kdim=mha.kdim,
+        vdim=mha.vdim,
     )
+
+
+def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
+    """The form of torch's ``nn.MultiheadAttention`` ``host`` (:func:`form_of`)."""
+    return form_of(host, attn_cfg, layer_index, num_layers, host)

@@ -24,12 +24,13 @@ Initialising from the host's softmax weights: the norm after pooling removes any
 projection, so the paper's ``Q- = 1e-4·Q``, ``V- = -1e-4·V`` is applied to the pooled,
 normalised ``Q-`` / ``V-`` that enter the attention: ``W_q- = W_q``, ``P_q-`` = ``P_q`` with its
 norm's affine (weight and bias) times ``q_neg_scale`` (``V-``: ``v_neg_scale``), so
-``Q- = 1e-4·Q`` and ``V- = -1e-4·V`` exactly (:func:`negative_pooling_from_positive`).
+``Q- = 1e-4·Q`` and ``V- = -1e-4·V`` exactly (:func:`~dna_mm.models.fitting.adapt_pooled_attention`).
 
 Keys: the host's (``qkv``, ``proj``, ``pool_{q,k,v}``, ``norm_{q,k,v}``, ``rel_pos_{h,w,t}``),
 plus for DnA ``q_neg``, ``v_neg``, ``alpha`` and ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``.
-Differential and Cog attention with pooled queries and relative positions are not defined by
-the DnA paper: :func:`build_mvit_attention` refuses them.
+Classes ``MViTSoftmaxAttention`` and ``MViTDnAAttention`` (:func:`~.forms.register_forms`);
+:func:`from_host` builds the form of a host module. Differential and Cog attention with pooled
+queries and relative positions are not defined by the DnA paper: :func:`from_host` refuses them.
 """
 
 from __future__ import annotations
@@ -41,17 +42,15 @@ import torch
 import torch.nn.functional as F
 from mmaction.models.backbones.mvit import attention_pool
 from mmcv.cnn import build_norm_layer
-from mmengine.registry import Registry
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
-from ...family import NegativeInit
 from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
-from ..attention.builder import AttnCfg, attention_cfg, build_attention
+from ..attention.builder import AttnCfg, attention_cfg
 from ..attention.functional import BiasArg
+from .forms import build_form, refuse, register_forms
 from .positions import get_rel_pos
 
-StateDict = dict[str, Tensor]
 #: the input projections (rebuilt for an input width other than ``embed_dims``)
 _INPUT_PROJECTIONS = ('qkv', 'q_neg', 'v_neg')
 #: the negative branch's own pooling: (pooled tensor, positive pooling it starts from)
@@ -112,10 +111,6 @@ def _pooling(
         bias=False,
     )
     return conv.to(**dd), build_norm_layer(norm_cfg, dims)[1].to(**dd)
-
-
-#: family self-attention name → its MViTv2 form (``build_attention(registry=...)``)
-MVIT_ATTENTIONS = Registry('MViTv2 forms')
 
 
 class MViTAttentionMixin(AttentionBase):
@@ -220,55 +215,51 @@ class MViTAttentionMixin(AttentionBase):
         return f'{super().extra_repr()}, in_dims={self.in_dims}, rel_pos={self.rel_pos_embed}'
 
 
-@MVIT_ATTENTIONS.register_module(name='SoftmaxAttention')
-class MViTSoftmaxAttention(MViTAttentionMixin, SoftmaxAttention):
-    """Softmax pooling attention (MMAction2's ``MultiScaleAttention``)."""
+#: family self-attention name → its MViTv2 form (:func:`~.forms.build_form`)
+MVIT_ATTENTIONS = register_forms(
+    MViTAttentionMixin, 'MViT', globals(), "with MViTv2's pooling", members=(SoftmaxAttention, DnAAttention)
+)
 
 
-@MVIT_ATTENTIONS.register_module(name='DnAAttention')
-class MViTDnAAttention(MViTAttentionMixin, DnAAttention):
-    """DnA pooling attention: own pooling for ``Q-`` / ``V-``, per-branch relative positions."""
-
-
-def build_mvit_attention(
-    attn_cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
-) -> nn.Module:
-    """The MViTv2 form of attention ``layer_index`` of ``num_layers`` (``kwargs``: the mixin's
-    and any family argument).
+def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
+    """The form of MMAction2's MViTv2 ``MultiScaleAttention`` ``host``: its sizes, pooling, norm,
+    relative position tables, biases and scale.
 
     Raises:
-        UnsupportedModelError: a member other than softmax and DnA.
+        UnsupportedModelError: a member other than softmax and DnA, a pooling norm other than
+            ``LayerNorm``, a pooling padding other than ``kernel // 2``.
     """
+    if not isinstance(host.norm_q, nn.LayerNorm):
+        refuse(host, f'a pooling norm other than LayerNorm ({type(host.norm_q).__name__})')
+    kernel = tuple(host.pool_q.kernel_size)
+    if tuple(host.pool_q.padding) != tuple(k // 2 for k in kernel):
+        refuse(host, f'pooling padding {host.pool_q.padding} other than kernel // 2')
     kind = attention_cfg(attn_cfg)['type']
     if kind not in MVIT_ATTENTIONS.module_dict:
         raise UnsupportedModelError(
             f'MViTv2 pooling attention: attn_cfg {kind!r} is not supported (pooled queries and '
             f'decomposed relative positions are defined for softmax and DnA only); use softmax or dna'
         )
-    return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=MVIT_ATTENTIONS, **kwargs
+    lengths = None
+    if host.rel_pos_embed:
+        lengths = tuple(getattr(host, f'rel_pos_{a}').shape[0] for a in 'thw')
+    form = build_form(
+        MVIT_ATTENTIONS,
+        attn_cfg,
+        host.out_dims,
+        host.num_heads,
+        layer_index,
+        num_layers,
+        in_dims=host.in_dims,
+        pool_kernel=kernel,
+        stride_q=tuple(host.pool_q.stride),
+        stride_kv=tuple(host.pool_k.stride),
+        norm_cfg=dict(type='LN', eps=host.norm_q.eps),
+        rel_pos_lengths=lengths,
+        residual_pooling=host.residual_pooling,
+        with_cls_token=host.with_cls_token,
+        qkv_bias=host.qkv.bias is not None,
+        proj_bias=host.proj.bias is not None,
     )
-
-
-def negative_pooling_from_positive(
-    module: nn.Module, sd: StateDict, neg_init: NegativeInit
-) -> tuple[StateDict, list[str]]:
-    """The negative branch's pooling of a DnA MViTv2 attention (keys relative to it) from the
-    positive one's in ``sd``: the convolution copied, the norm's affine times the scale
-    (``Q-``: ``q_neg_scale``, ``V-``: ``v_neg_scale``). Keys of a negative pooling the module
-    lacks are dropped; pooling keys already in ``sd`` are kept. Returns the new state dict and
-    the keys generated."""
-    out, generated = dict(sd), []
-    for name, _ in NEGATIVE_POOLING:
-        prefixes = (f'pool_{name}_neg.', f'norm_{name}_neg.')
-        if getattr(module, f'pool_{name}_neg', None) is None:
-            out = {k: v for k, v in out.items() if not k.startswith(prefixes)}
-            continue
-        if any(k.startswith(prefixes) for k in out):
-            continue
-        scale = neg_init.q_neg_scale if name == 'q' else neg_init.v_neg_scale
-        for key in [k for k in sd if k.startswith((f'pool_{name}.', f'norm_{name}.'))]:
-            new = key.replace(f'_{name}.', f'_{name}_neg.', 1)
-            out[new] = sd[key].clone() if key.startswith('pool_') else sd[key] * scale
-            generated.append(new)
-    return out, generated
+    form.scale = host.scale
+    return form

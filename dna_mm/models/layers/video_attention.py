@@ -4,12 +4,11 @@
 They keep MMAction2's parameter names outside the attention (``norm``, ``temporal_fc``,
 ``attn.*`` for the attention itself) and its token layout ``[B, 1 + P·T, C]`` (patch-major,
 time-minor): :class:`DividedTemporalAttention` and :class:`DividedSpatialAttention` (the steps
-of a divided space-time block) and :class:`TokenAttention` (mmcv's ``MultiheadAttention``)."""
+of a divided space-time block) and :class:`TokenAttention` (mmcv's ``MultiheadAttention``; the
+form ``with_attention`` gives that host, built by :func:`from_host`)."""
 
 from __future__ import annotations
 
-import functools
-import operator
 import warnings
 from typing import Any, Optional
 
@@ -22,10 +21,12 @@ from mmaction.models.common.transformer import (
 from mmaction.registry import MODELS
 from mmcv.cnn.bricks.transformer import MultiheadAttention
 from mmengine.registry import MODELS as ROOT_MODELS
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..attention import build_attention
-from ..attention.functional import additive_mask
+from ..attention.builder import AttnCfg
+from .forms import refuse
+from .mha_attention import mha_masks
 
 
 class _DividedAttention:
@@ -180,30 +181,23 @@ class TokenAttention(MultiheadAttention):
         return identity + self.dropout_layer(self.proj_drop(out))
 
 
-def mha_masks(
-    attn_mask: Optional[Tensor],
-    key_padding_mask: Optional[Tensor],
-    batch: int,
-    num_heads: int,
-    dtype: torch.dtype,
-) -> Optional[Tensor]:
-    """``nn.MultiheadAttention``'s two masks → one exclusion mask broadcastable to
-    ``[B, H, M, N]`` (``bool``: True = attend, or an additive float).
-
-    ``attn_mask``: ``[M, N]`` or ``[B·H, M, N]``, ``bool`` True = masked out, float added;
-    ``key_padding_mask``: ``[B, N]``, ``bool`` True = ignore, float added.
-    """
-    if attn_mask is not None and attn_mask.dim() == 3:  # [B·H, M, N] -> [B, H, M, N]
-        attn_mask = attn_mask.reshape(batch, num_heads, *attn_mask.shape[-2:])
-    if key_padding_mask is not None:
-        key_padding_mask = key_padding_mask[:, None, None, :]  # [B, 1, 1, N]
-    masks = [
-        ~m.bool() if m.dtype in (torch.bool, torch.uint8) else m  # bool: True = attend
-        for m in (attn_mask, key_padding_mask)
-        if m is not None
-    ]
-    if not masks:
-        return None
-    if all(m.dtype == torch.bool for m in masks):
-        return functools.reduce(operator.and_, masks)
-    return functools.reduce(operator.add, (additive_mask(m, dtype).to(dtype) for m in masks))
+def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
+    """The form of mmcv's ``MultiheadAttention`` ``host``: :class:`TokenAttention` with its sizes,
+    dropouts, layout and ``dropout_layer``; refuses an ``nn.MultiheadAttention`` inside with
+    ``kdim`` / ``vdim``, extra key / value rows or no biases."""
+    mha = host.attn
+    if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.in_proj_bias is None:
+        refuse(host, 'nn.MultiheadAttention with kdim / vdim, add_bias_kv or bias=False')
+    token = TokenAttention(
+        host.embed_dims,
+        host.num_heads,
+        attn_cfg=attn_cfg,
+        attn_drop=mha.dropout,
+        proj_drop=host.proj_drop.p,
+        batch_first=host.batch_first,
+        layer_index=layer_index,
+        num_layers=num_layers,
+        dropout_layer=None,
+    )
+    token.dropout_layer = host.dropout_layer  # the host's module (DropPath, Dropout, Identity)
+    return token

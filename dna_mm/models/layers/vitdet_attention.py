@@ -17,7 +17,11 @@ DnA        ``softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-``
 passed to the family's ``attend`` as ``attn_bias`` (``(R(Q+), R(Q-))`` for DnA), so the fused
 route is the family's SDPA route with the bias as SDPA's ``attn_mask`` (no map beyond the bias)
 and ``return_attn=True`` the eager one. Differential and Cog attention with relative positions are
-not defined by the DnA paper: :func:`build_vitdet_attention` refuses them.
+not defined by the DnA paper: their forms refuse ``use_rel_pos``.
+
+Classes ``ViTDet{Member}`` (``ViTDetDnAAttention``, ...), one per member of the family
+(:func:`~.forms.register_forms`), built by :func:`~.forms.build_form` with
+:data:`VITDET_ATTENTIONS`.
 """
 
 from __future__ import annotations
@@ -25,23 +29,12 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
-from mmengine.registry import Registry
 from torch import Tensor, nn
 
-from ..attention import (
-    AttentionBase,
-    CogAttention,
-    DiffAttention,
-    DnAAttention,
-    SoftmaxAttention,
-    build_attention,
-)
-from ..attention.builder import AttnCfg
+from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
 from ..attention.functional import BiasArg
+from .forms import register_forms
 from .positions import decomposed_rel_pos
-
-#: family self-attention name → its ViTDet form (``build_attention(registry=...)``)
-VITDET_ATTENTIONS = Registry('ViTDet forms')
 
 
 class ViTDetAttentionMixin(AttentionBase):
@@ -54,7 +47,13 @@ class ViTDetAttentionMixin(AttentionBase):
         input_size: Grid ``(h, w)`` the tables are made for (required with ``use_rel_pos``).
     """
 
-    supports_rel_pos = True
+    #: whether the form takes ``use_rel_pos``: the paper defines relative positions for softmax
+    #: and DnA (set per class, :meth:`__init_subclass__`)
+    supports_rel_pos: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.supports_rel_pos = issubclass(cls, (SoftmaxAttention, DnAAttention))
 
     def __init__(
         self,
@@ -111,41 +110,5 @@ class ViTDetAttentionMixin(AttentionBase):
         return super().extra_repr() + rel
 
 
-@VITDET_ATTENTIONS.register_module(name='SoftmaxAttention')
-class ViTDetSoftmaxAttention(ViTDetAttentionMixin, SoftmaxAttention):
-    """Softmax attention on a ``[B, H, W, C]`` grid (MMDetection / detectron2 ViTDet's)."""
-
-
-@VITDET_ATTENTIONS.register_module(name='DnAAttention')
-class ViTDetDnAAttention(ViTDetAttentionMixin, DnAAttention):
-    """DnA attention on a ``[B, H, W, C]`` grid, per-branch relative positions."""
-
-
-@VITDET_ATTENTIONS.register_module(name='DiffAttention')
-class ViTDetDiffAttention(ViTDetAttentionMixin, DiffAttention):
-    """Differential attention on a ``[B, H, W, C]`` grid (no relative positions)."""
-
-    supports_rel_pos = False
-
-
-@VITDET_ATTENTIONS.register_module(name='CogAttention')
-class ViTDetCogAttention(ViTDetAttentionMixin, CogAttention):
-    """Cog attention on a ``[B, H, W, C]`` grid (no relative positions)."""
-
-    supports_rel_pos = False
-
-
-def build_vitdet_attention(
-    attn_cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int, num_layers: int, **kwargs
-) -> nn.Module:
-    """The ViTDet attention of block ``layer_index`` of ``num_layers``:
-    :func:`~dna_mm.models.attention.build_attention` (its per-layer rules included) with the
-    grid forms; ``kwargs``: ``use_rel_pos``, ``rel_pos_zero_init``, ``input_size`` and any
-    family argument.
-
-    Raises:
-        ValueError: a cross-attention or unknown type, or ``use_rel_pos`` with Diff / Cog.
-    """
-    return build_attention(
-        attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=VITDET_ATTENTIONS, **kwargs
-    )
+#: family self-attention name → its ViTDet form (:func:`~.forms.build_form`)
+VITDET_ATTENTIONS = register_forms(ViTDetAttentionMixin, 'ViTDet', globals(), 'on a [B, H, W, C] grid')

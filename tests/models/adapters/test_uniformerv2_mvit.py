@@ -21,9 +21,9 @@ from dna_mm.checkpoint import load_whole_model, weights_only_loads
 from dna_mm.errors import UnsupportedModelError
 from dna_mm.models import DnAAttention
 from dna_mm.models.adapters import swap_attention
-from dna_mm.models.adapters.hosts import ExtractorAdapter
 from dna_mm.models.layers.mha_attention import MultiheadDnAAttention
 from dna_mm.models.layers.mvit_attention import MViTDnAAttention
+from dna_mm.models.layers.uniformerv2_attention import ExtractorAdapter
 
 #: example → (tiny backbone overrides, head width, DnA attentions of the tiny / the full model)
 EXAMPLE_MODELS = {
@@ -184,6 +184,40 @@ def test_mvit_negative_pooling_starts_at_the_scaled_positive_one() -> None:
     torch.testing.assert_close(b_neg, 1e-4 * b_pos)
     cls_terms = b_pos[:, :, 0].abs().max() + b_pos[:, :, :, 0].abs().max()
     assert cls_terms.item() == 0  # no rel-pos term on the CLS token
+
+
+def _assert_mvit_negative_start(attn: MViTDnAAttention) -> None:
+    """The negative branch of ``attn`` where docs/adding_dna.md puts it: ``W_q- = W_q``, ``W_v- =
+    W_v``, the pooling convolutions copied, the norms' affine ``±1e-4 ×`` the positive ones',
+    ``α = 0.5``."""
+    q_w, _, v_w = attn.qkv.weight.chunk(3)
+    torch.testing.assert_close(attn.q_neg.weight, q_w)
+    torch.testing.assert_close(attn.v_neg.weight, v_w)
+    for name, scale in (('q', 1e-4), ('v', -1e-4)):
+        pos_pool, neg_pool = getattr(attn, f'pool_{name}'), getattr(attn, f'pool_{name}_neg')
+        pos_norm, neg_norm = getattr(attn, f'norm_{name}'), getattr(attn, f'norm_{name}_neg')
+        torch.testing.assert_close(neg_pool.weight, pos_pool.weight)
+        torch.testing.assert_close(neg_norm.weight, scale * pos_norm.weight)
+        torch.testing.assert_close(neg_norm.bias, scale * pos_norm.bias)
+    torch.testing.assert_close(attn.alpha, torch.full_like(attn.alpha, 0.5))
+
+
+def test_mvit_from_scratch_starts_as_documented_after_init_weights() -> None:
+    """MMAction2's MViT built through its registry with DnA swapped in (``with_attention``):
+    ``init_weights()`` (its ``init_cfg``: truncated-normal projections, norms set to 1 / 0.02)
+    re-draws the positive branch and would reset the negative norms to 1; the negative branch is
+    then regenerated from the positive one, so the model starts as one swapped from softmax
+    weights does."""
+    init_default_scope('mmaction')
+    model = MODELS.build(dict(type='with_attention', model=dict(TINY_MVIT), attn_cfg='dna'))
+    before = model.blocks[1].attn.qkv.weight.detach().clone()
+    model.init_weights()
+    for block in model.blocks:
+        attn = block.attn
+        assert isinstance(attn, MViTDnAAttention)
+        _assert_mvit_negative_start(attn)
+    assert not torch.equal(model.blocks[1].attn.qkv.weight, before)  # init_weights ran
+    assert model.blocks[1].attn.norm_q.bias.abs().max() > 0  # the host's init (bias 0.02)
 
 
 def test_mvit_rel_pos_tables_train_through_the_negative_branch() -> None:

@@ -21,6 +21,7 @@ from vitdet_reference import (
 
 import dna_mm  # noqa: F401  (registers the mmdet-scope modules)
 from dna_mm.models.backbones.vitdet import ViTDet, load_pretrained
+from dna_mm.models.layers.forms import build_form
 from dna_mm.models.layers.positions import (
     abs_pos_grid,
     decomposed_rel_pos,
@@ -29,9 +30,9 @@ from dna_mm.models.layers.positions import (
     resize_rel_pos,
 )
 from dna_mm.models.layers.vitdet_attention import (
+    VITDET_ATTENTIONS,
     ViTDetDnAAttention,
     ViTDetSoftmaxAttention,
-    build_vitdet_attention,
 )
 from dna_mm.models.layers.window import window_partition, window_unpartition
 
@@ -176,7 +177,7 @@ def _dna_rel_pos_formula(attn: ViTDetDnAAttention, x: torch.Tensor) -> torch.Ten
 
 
 def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
-    attn = _randomise(build_vitdet_attention('dna', 32, 2, 0, 4, use_rel_pos=True, input_size=(4, 4)))
+    attn = _randomise(build_form(VITDET_ATTENTIONS, 'dna', 32, 2, 0, 4, use_rel_pos=True, input_size=(4, 4)))
     assert isinstance(attn, ViTDetDnAAttention)
     x = torch.randn(3, 4, 4, 32, requires_grad=True)
     fast = attn(x)

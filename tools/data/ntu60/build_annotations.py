@@ -32,10 +32,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.cli import build_annotations
+    from dna_mm.datasets.protocols import build_annotations
 
     return build_annotations(
-        'ntu60', args.video_dir, args.out_dir, args.protocol, args.exclude_missing_skeletons
+        'ntu60', args.video_dir, args.out_dir, args.protocol, print, args.exclude_missing_skeletons
     )
 
 

@@ -74,6 +74,7 @@ def crop(args: argparse.Namespace) -> int:
         args.missing,
         args.keyint,
         args.workers or default_workers(),
+        print,
     )
 
 

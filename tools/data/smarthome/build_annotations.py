@@ -26,9 +26,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.cli import build_annotations
+    from dna_mm.datasets.protocols import build_annotations
 
-    return build_annotations('smarthome', args.video_dir, args.out_dir, args.protocol)
+    return build_annotations('smarthome', args.video_dir, args.out_dir, args.protocol, print)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,15 +1,16 @@
 """The kinds of video files real datasets hold, written small by PyAV's bundled encoders, and
 broken files of each way a download or a copy goes wrong: the inputs the readers and the
-preparation tools are checked on (``tests/datasets/test_decoding_matrix.py``,
-``tools/data/check_decoding.py``, docs/datasets/decoding.md).
+preparation tools are checked on (``tools/data/check_decoding.py --kinds``,
+``tests/datasets/test_decoding_matrix.py``, docs/datasets/decoding.md). A module beside the tool
+that writes them; the tests import it by name too (``pythonpath`` in ``pyproject.toml``).
 
 Kinetics from YouTube is H.264 mp4 (with B-frames, open GOPs, fragmented or faststart), VP9
 webm, AV1 in mp4 / webm; phones add HEVC, variable frame rate, 10-bit and audio before video;
 older action datasets are MPEG-4 Part 2 (XviD) AVIs with B-frames, MJPEG, MPEG-2 program
 streams; clips cut without re-encoding carry an MP4 edit list. PyAV's wheel has no XviD
 encoder: FFmpeg's own MPEG-4 Part 2 encoder with B-frames and the ``XVID`` fourcc writes the same
-syntax, and :func:`pack_bframes` rewrites its output into DivX 5 / XviD's "packed bitstream"
-(a B-frame in the chunk of the reference before it).
+syntax, and :func:`~dna_mm.datasets.synthetic_video.pack_bframes` rewrites its output into DivX 5
+/ XviD's "packed bitstream" (a B-frame in the chunk of the reference before it).
 
 Writing VP9 needs PyAV loaded before decord in the process (the test suite's ``conftest`` imports
 it first): decord loads its own, older libvpx into the global symbol scope, and PyAV's libvpx-vp9
@@ -22,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from .synthetic_video import panning_clip
-from .video_reader import VOP_START
+from dna_mm.datasets.synthetic_video import pack_bframes, panning_clip
+from dna_mm.errors import ConfigError
 
 X264 = {'preset': 'veryfast', 'crf': '23'}
 #: SVT-AV1's fastest preset on one core (its default takes a thread pool sized by the cores)
@@ -41,7 +42,8 @@ class VideoKind:
     ``context`` codec-context attributes (``max_b_frames``, ``gop_size``); ``tag`` a fourcc;
     ``vfr``: irregular frame durations; ``audio_first``: an AAC stream before the video;
     ``cut``: copied without re-encoding from frame ``cut`` on (an MP4 edit list); ``packed``:
-    B-frames packed as DivX 5 / XviD write them (:func:`pack_bframes`)."""
+    B-frames packed as DivX 5 / XviD write them
+    (:func:`~dna_mm.datasets.synthetic_video.pack_bframes`)."""
 
     file: str
     codec: str
@@ -185,65 +187,6 @@ def copy_from(src: Path, dst: Path, start: int) -> Path:
     return dst
 
 
-def _vop_type(data: bytes) -> int:
-    """The coding type of the first picture (VOP) in MPEG-4 Part 2 ``data``: 0 I, 1 P, 2 B."""
-    start = data.find(VOP_START)
-    return data[start + 4] >> 6 if start >= 0 else -1
-
-
-def _not_coded(b_vop: bytes, increment_bits: int) -> bytes:
-    """A not-coded P picture (N-VOP) with the timing of ``b_vop``: the placeholder DivX writes
-    after a packed pair (ISO/IEC 14496-2 6.2.5: coding type, modulo time base, marker, time
-    increment, marker, ``vop_coded = 0``, stuffing to the byte)."""
-    bits = ''.join(f'{byte:08b}' for byte in b_vop[4:16])
-    end = bits.index('0', 2) + 1  # modulo_time_base: ones, then a zero
-    header = '01' + bits[2:end] + '1' + bits[end + 1 : end + 1 + increment_bits] + '1' + '0'
-    header += '0' + '1' * (-(len(header) + 1) % 8)
-    return VOP_START + int(header, 2).to_bytes(len(header) // 8, 'big')
-
-
-def pack_bframes(src: Path, dst: Path) -> Path:
-    """Rewrite the MPEG-4 Part 2 AVI ``src`` (one B-frame between references) with its B-frames
-    packed, as DivX 5 and XviD write them: each B-frame goes into the chunk of the reference
-    before it in decode order, an N-VOP fills its own chunk, and the user data carries DivX's
-    packed flag (``DivX503b1393p``). FFmpeg decodes it frame for frame as ``src``; the AVI's
-    timestamps (one per chunk) are then no longer the frames'."""
-    import av
-
-    user_data = b'\x00\x00\x01\xb2DivX503b1393p'
-    with av.open(str(src)) as source:
-        stream = source.streams.video[0]
-        rate, extradata = stream.average_rate, stream.codec_context.extradata
-        width, height = stream.codec_context.width, stream.codec_context.height
-        packets = [(bytes(p), p.is_keyframe) for p in source.demux(stream) if p.size]
-    increment_bits = max(1, (int(rate.numerator) - 1).bit_length())  # vop_time_increment_resolution = fps
-    chunks, i = [], 0
-    while i < len(packets):
-        data, key = packets[i]
-        if key:  # the packed flag in the headers before each keyframe's picture
-            start = data.find(VOP_START)
-            data = data[:start] + user_data + data[start:]
-        if _vop_type(data) in (0, 1) and i + 1 < len(packets) and _vop_type(packets[i + 1][0]) == 2:
-            chunks += [
-                (data + packets[i + 1][0], key),
-                (_not_coded(packets[i + 1][0], increment_bits), False),
-            ]
-            i += 2
-        else:
-            chunks.append((data, key))
-            i += 1
-    with av.open(str(dst), 'w') as target:
-        out = target.add_stream('mpeg4', rate=rate)
-        out.width, out.height, out.codec_context.codec_tag = width, height, 'DX50'
-        out.codec_context.extradata = extradata
-        for n, (data, key) in enumerate(chunks):
-            packet = av.Packet(data)
-            packet.pts = packet.dts = n
-            packet.time_base, packet.is_keyframe, packet.stream = 1 / rate, key, out
-            target.mux(packet)
-    return dst
-
-
 def write_kind(name: str, folder: Path) -> Path:
     """Write kind ``name`` of :data:`KINDS` into ``folder``; returns its path. A
     ``RuntimeError`` if PyAV bundles no encoder for it."""
@@ -259,6 +202,27 @@ def write_kind(name: str, folder: Path) -> Path:
         copy_from(plain, path, kind.cut)
     plain.unlink()
     return path
+
+
+def kind_names(asked: Sequence[str]) -> list[str]:
+    """The kinds ``asked`` for (none: all of :data:`KINDS`); a
+    :class:`~dna_mm.errors.ConfigError` naming an unknown one."""
+    unknown = [k for k in asked if k not in KINDS]
+    if unknown:
+        raise ConfigError(f'unknown kind(s) {", ".join(unknown)}; known: {", ".join(KINDS)}')
+    return list(asked) or list(KINDS)
+
+
+def write_kinds(names: Sequence[str], folder: Path, echo: Callable[[str], object]) -> dict[str, Path]:
+    """Write kinds ``names`` of :data:`KINDS` into ``folder``; a kind this PyAV has no encoder
+    for is said with ``echo`` and left out. Returns name -> path."""
+    written = {}
+    for name in names:
+        if encoder(KINDS[name]) is None:
+            echo(f'{name}: not written, PyAV has no {KINDS[name].codec} encoder')
+            continue
+        written[name] = write_kind(name, folder)
+    return written
 
 
 #: broken file name -> what the readers must say is wrong (a regular expression)

@@ -1,0 +1,36 @@
+"""Figures, one module per consumer, one look (:mod:`.style`: palette, line styles, panels, the
+legend below them, error bars; figures outside pyplot, written by the Agg renderer):
+
+* :mod:`.analyses` — the analyses' figures (``tools/analysis/analyze_attention.py``):
+  :data:`PLOTTERS`, one ``plot_*`` per analysis;
+* :mod:`.relevance_maps` — :func:`plot_relevance` (``tools/analysis/relevance_maps.py``);
+* :mod:`.study` — the denoising study's figures and :data:`METHOD_NAMES`
+  (``tools/analysis/study.py``).
+"""
+
+from .analyses import (
+    PLOTTERS,
+    plot_alpha,
+    plot_cvv,
+    plot_entropy,
+    plot_intruders,
+    plot_redundancy,
+    plot_robustness,
+)
+from .relevance_maps import RELEVANCE_CMAPS, plot_relevance
+from .study import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass
+
+__all__ = [
+    'METHOD_NAMES',
+    'PLOTTERS',
+    'RELEVANCE_CMAPS',
+    'plot_accuracy_vs_distractors',
+    'plot_alpha',
+    'plot_cvv',
+    'plot_entropy',
+    'plot_intruders',
+    'plot_redundancy',
+    'plot_relevance',
+    'plot_robustness',
+    'plot_target_mass',
+]

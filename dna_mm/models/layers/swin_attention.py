@@ -1,0 +1,49 @@
+"""MMAction2 Video Swin's window attention (``WindowAttention3D``) with a family attention
+inside: :class:`WindowAttention3DAdapter`, built by :func:`from_host`.
+
+The relative position bias ``table[index]`` (``[H, N, N]``) is an ``attn_bias`` (inside the
+formula: both DnA branches, ``s Q K^T + b``); the shifted-window mask (``0 / -100``) is an
+exclusion ``attn_mask`` (a key of another window leaves both branches). Keys:
+``relative_position_bias_table``, ``relative_position_index`` (as the host), ``attn.*``
+(:func:`~dna_mm.converters.hosts.swin_keys`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from torch import Tensor, nn
+
+from ..attention.builder import AttnCfg
+from .forms import host_family
+
+
+class WindowAttention3DAdapter(nn.Module):
+    """Video Swin's window attention with ``family`` (``attn.*``) inside: ``forward(x [B·nW, N,
+    C], mask [nW, N, N] or None)`` as the host."""
+
+    def __init__(self, family: nn.Module, table: Tensor, index: Tensor, window_size: tuple[int, ...]) -> None:
+        super().__init__()
+        self.attn = family
+        self.embed_dims, self.num_heads = family.embed_dims, family.num_heads
+        self.window_size = window_size
+        self.relative_position_bias_table = nn.Parameter(table.detach().clone())
+        self.register_buffer('relative_position_index', index.clone())
+
+    def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        n = x.shape[1]
+        bias = self.relative_position_bias_table[self.relative_position_index[:n, :n]]  # [N, N, H]
+        bias = bias.permute(2, 0, 1).unsqueeze(0)  # [1, H, N, N]
+        if mask is not None:  # [nW, N, N], windows minor in the batch: [B·nW, 1, N, N]
+            mask = mask.to(x.dtype).repeat(x.shape[0] // mask.shape[0], 1, 1).unsqueeze(1)
+        return self.attn(x, attn_mask=mask, attn_bias=bias.to(x.dtype))
+
+
+def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
+    """The form of MMAction2's ``WindowAttention3D`` ``host``: its sizes, bias table and index."""
+    family = host_family(
+        host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=host.qkv.bias is not None
+    )
+    return WindowAttention3DAdapter(
+        family, host.relative_position_bias_table, host.relative_position_index, tuple(host.window_size)
+    )

@@ -1,0 +1,117 @@
+"""What an error raised while mmengine builds a part from a config means, in one line: the
+argument the part does not take (with the closest valid names) or the package it needs.
+
+mmengine's ``build_from_cfg`` frames on the traceback tell which part was being built, with
+which arguments, from which registry (:func:`config_mistake`). Used by the tools' error wrapper
+(:mod:`dna_mm.apis.cli`) and by the custom-dataset builder's pipeline check.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from types import TracebackType
+from typing import Any, Optional
+
+_UNEXPECTED_ARGUMENT = re.compile(r"got an unexpected keyword argument '(\w+)'")
+# what MMAction2 / MMDetection steps say when an optional package is missing ('Install X to use Y')
+_INSTALL_HINT = re.compile(r'\b[Ii]nstall ([\w\-.]+)')
+#: what a part built from a config is called in a message, by its mmengine registry
+_PART = {
+    'model': 'model part',
+    'transform': 'pipeline step',
+    'loop': 'loop',
+    'hook': 'hook',
+    'dataset': 'dataset',
+}
+
+
+def accepted_arguments(obj: Any) -> list[str]:
+    """The keyword arguments ``obj`` (a class or a function) takes: its ``__init__``'s, and up the
+    MRO while an ``__init__`` passes ``**kwargs`` on (torch's ``Module`` ends the walk)."""
+    if not inspect.isclass(obj):
+        owners = [obj]
+    else:
+        owners = [k.__dict__['__init__'] for k in obj.__mro__ if '__init__' in k.__dict__]
+    names: list[str] = []
+    for fn in owners:
+        if getattr(fn, '__module__', '').startswith(('torch.', 'builtins')) or fn is object.__init__:
+            break
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            break
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        names += [p.name for p in params if p.kind in keyword and p.name not in ('self', 'cls')]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    return list(dict.fromkeys(names))
+
+
+def _builds(tb: Optional[TracebackType]) -> list[tuple[Any, dict, str]]:
+    """``(class, arguments, registry name)`` of each mmengine ``build_from_cfg`` call on the
+    traceback, outermost first: the parts being built from a config when the error was raised."""
+    found = []
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == 'build_from_cfg' and 'obj_cls' in frame.f_locals:
+            local = frame.f_locals
+            found.append(
+                (local['obj_cls'], local.get('args') or {}, getattr(local.get('registry'), 'name', ''))
+            )
+        tb = tb.tb_next
+    return found
+
+
+def _key_path(builds: list[tuple[Any, dict, str]]) -> str:
+    """Where in the config the innermost part sits, as far as the builds tell: ``model.backbone``
+    for a backbone built inside the model (the argument of each outer part that holds the next
+    one), ``train_cfg`` for a train loop; ``''`` when it cannot be told."""
+    cls, _, registry = builds[-1]
+    name = getattr(cls, '__name__', '')
+    if registry == 'loop':
+        return next((f'{k}_cfg' for k in ('train', 'val', 'test') if k in name.lower()), '')
+    if registry != 'model':
+        return ''
+    path = 'model'
+    for (_, outer, _), (inner, _, _) in zip(builds, builds[1:], strict=False):
+        held = [
+            k for k, v in outer.items() if isinstance(v, dict) and v.get('type') in (inner.__name__, inner)
+        ]
+        if len(held) != 1:
+            return ''
+        path += f'.{held[0]}'
+    return path
+
+
+def config_mistake(err: BaseException) -> Optional[str]:
+    """One line for a config that builds a part wrongly, else ``None``:
+
+    * an argument the part does not take (``TypeError: ... unexpected keyword argument``, raised
+      where mmengine builds it from the config): the key, the part's type and the closest valid
+      names (``did you mean 'embed_dims'?``);
+    * a part (a pipeline step, typically) that needs a package that is not installed
+      (``ImportError``, or MMAction2's ``Install X to use Y``): the part and the package.
+    """
+    builds = _builds(err.__traceback__)
+    if not builds:
+        return None
+    cls, args, registry = builds[-1]
+    name = getattr(cls, '__name__', str(cls))
+    what = f'{_PART.get(registry, registry or "part")} {name}'
+    unexpected = _UNEXPECTED_ARGUMENT.search(str(err)) if isinstance(err, TypeError) else None
+    if unexpected and unexpected.group(1) in args:
+        key, valid = unexpected.group(1), accepted_arguments(cls)
+        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+        hint = (
+            f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"
+        )
+        path = _key_path(builds)
+        where = f'{path}.{key}: ' if path else ''
+        return f'{where}the {what} takes no argument {key!r}; {hint}'
+    install = _INSTALL_HINT.search(str(err))
+    if isinstance(err, ImportError) or (isinstance(err, RuntimeError) and install):
+        package = getattr(err, 'name', None) or (install.group(1) if install else None) or 'a package'
+        return f'the {what} needs {package}, which is not installed: install it, or take the step out'
+    return None

@@ -1,0 +1,124 @@
+"""The tools run by other tools (the demos, the denoising study, the GPU check):
+``python tools/<tool>.py`` in a subprocess as a user types it, its output shown as it comes,
+and what a run of ``tools/test.py`` measured, read back from the file mmengine writes.
+
+``tools/test.py --work-dir DIR`` leaves its metrics in ``DIR/<timestamp>/<timestamp>.json``
+(mmengine's ``LoggerHook``: one JSON object, the evaluator's metrics as it returns them, e.g.
+``acc/top1`` as a fraction, plus the mean ``time`` / ``data_time`` of a batch); a training run's
+folder has no such file (its scalars are in ``vis_data/``). :func:`read_test_runs` reads them; the
+line ``tools/test.py`` prints is ``dna_mm.apis.format_metrics`` of the same metrics.
+
+The tools pass their checkout as ``repo``: the commands run there, so that the paths in the
+configs resolve as they do for a user, and a relative ``work_dir`` is relative to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Union
+
+PathLike = Union[str, os.PathLike]
+#: what mmengine adds to a test run's metrics: the mean seconds of a batch and of its loading
+TIMING_KEYS = ('time', 'data_time')
+
+
+def latest_log(work_dir: PathLike) -> Optional[Path]:
+    """The newest mmengine log file (``<work_dir>/<timestamp>/<timestamp>.log``), if any."""
+    logs = sorted(Path(work_dir).glob('*/*.log'), key=lambda p: p.stat().st_mtime)
+    return logs[-1] if logs else None
+
+
+def read_test_runs(work_dir: PathLike, since: float = 0.0) -> list[dict]:
+    """The metrics of every run of ``tools/test.py`` in ``work_dir`` whose result was written at
+    or after ``since`` (``time.time()``), oldest first: the numeric entries of each
+    ``<timestamp>/<timestamp>.json`` but mmengine's :data:`TIMING_KEYS`."""
+    found = [p for p in Path(work_dir).glob('*/*.json') if p.stem == p.parent.name]
+    found = sorted((p.stat().st_mtime, p) for p in found)
+    return [
+        {
+            key: value
+            for key, value in json.loads(path.read_text()).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in TIMING_KEYS
+        }
+        for mtime, path in found
+        if mtime >= since
+    ]
+
+
+def read_test_metrics(work_dir: PathLike) -> dict:
+    """The metrics of the last run of ``tools/test.py`` in ``work_dir`` (:func:`read_test_runs`)."""
+    runs = read_test_runs(work_dir)
+    if not runs:
+        raise FileNotFoundError(f'{work_dir}: no test results (<timestamp>/<timestamp>.json) in it')
+    return runs[-1]
+
+
+def run_script(
+    args: list[str], repo: PathLike, name: str = 'demo', work_dir: Optional[PathLike] = None
+) -> str:
+    """``python <args>`` in ``repo``, the command echoed first and its output shown as it comes
+    (mmengine's progress lines with their ETA); returns the output. A failure exits naming the
+    newest log file of ``work_dir``."""
+    cmd = [sys.executable, *args]
+    print('$ ' + shlex.join(cmd), flush=True)
+    env = dict(os.environ, PYTHONUNBUFFERED='1')
+    lines = []
+    with subprocess.Popen(
+        cmd, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
+    ) as proc:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+    log = latest_log(Path(repo) / work_dir) if work_dir is not None else None
+    if proc.returncode != 0:
+        where = f'; full log: {log}' if log is not None else ''
+        sys.exit(f'{name}: command failed with exit code {proc.returncode}{where}')
+    if log is not None:
+        print(f'full log: {log}', flush=True)
+    return ''.join(lines)
+
+
+def demo_options(attn: str, data_root: str, epochs: Optional[int] = None) -> list[str]:
+    """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention
+    (``model.backbone.attn_cfg``), the clips of ``data_root`` (``train.txt``; ``test.txt`` for
+    validation and test), ``epochs`` (the schedule's end, validation and checkpoint intervals
+    move with it)."""
+    opts = [f'model.backbone.attn_cfg={attn}']
+    for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
+        opts += [
+            f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',
+            f'{split}_dataloader.dataset.data_prefix.video={data_root}/videos',
+        ]
+    if epochs:
+        opts += [f'train_cfg.max_epochs={epochs}']
+    return opts
+
+
+def train_then_test(
+    config: str, work_dir: str, opts: list[str], dump: str, repo: PathLike, name: str = 'demo', seed: int = 0
+) -> tuple[dict, float]:
+    """``tools/train.py`` (``--seed seed``), then ``tools/test.py`` on its last checkpoint with
+    ``--dump``, both in ``repo``; the test's metrics (:func:`read_test_metrics`) and the seconds both
+    took."""
+    start = time.time()
+    run_script(
+        ['tools/train.py', config, '--work-dir', work_dir, '--seed', str(seed), '--cfg-options', *opts],
+        repo,
+        name,
+        work_dir,
+    )
+    ckpt = (Path(repo) / work_dir / 'last_checkpoint').read_text().strip()
+    run_script(
+        ['tools/test.py', config, ckpt, '--work-dir', work_dir, '--dump', dump, '--cfg-options', *opts],
+        repo,
+        name,
+        work_dir,
+    )
+    return read_test_metrics(Path(repo) / work_dir), time.time() - start

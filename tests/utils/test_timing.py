@@ -1,0 +1,28 @@
+"""dna_mm.utils.timing: the calls take turns, warm-up rounds are run and not kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from dna_mm.utils.timing import Sample, in_order, median_ms, rotated, time_in_turns
+
+
+def test_calls_take_turns_and_the_warmup_is_not_kept() -> None:
+    calls, rounds = [], []
+
+    def order(r: int, keys):
+        rounds.append(r)
+        return rotated(r, keys)
+
+    made = {k: (lambda k=k: calls.append(k) or k) for k in 'abc'}
+    samples = time_in_turns(made, rounds=3, warmup=2, order=order)
+    assert rounds == [-2, -1, 0, 1, 2]
+    assert ''.join(calls[6:]) == 'abc' + 'bca' + 'cab'  # the kept rounds, each rotated by one
+    assert {k: [s.value for s in v] for k, v in samples.items()} == {k: [k] * 3 for k in 'abc'}
+    assert all(s.wall >= 0 and s.cpu >= 0 and s.peak_bytes is None for v in samples.values() for s in v)
+
+
+def test_in_order_and_the_median() -> None:
+    assert in_order(5, ['x', 'y']) == ['x', 'y'] and rotated(-1, [1, 2, 3]) == [3, 1, 2]
+    samples = [Sample(wall=w, cpu=2 * w) for w in (0.003, 0.001, 0.002)]
+    assert median_ms(samples) == pytest.approx(2.0) and median_ms(samples, 'cpu') == pytest.approx(4.0)
