@@ -25,7 +25,7 @@ The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: 
 from __future__ import annotations
 
 import re
-from typing import Union
+from typing import Optional, Union
 
 import torch
 from mmengine.logging import print_log
@@ -146,13 +146,14 @@ _ATTENTION_ACRONYMS = re.compile(r'MSA|MHSA|MHA(?![a-z])')  # WindowMSA, ShiftWi
 _ROTARY = re.compile(r'[Rr]otary|RoPE|Rope(?![a-z])')  # RotaryEmbeddingCat, MRoPE, ...; not Europe
 
 
-def is_container(module: nn.Module) -> bool:
+def is_container(module: nn.Module, containers: Optional[tuple[type, ...]] = None) -> bool:
     """A block whose class name looks like attention but which reaches its attention only by
     calling it, so the swap walks through it: MMAction2 UniFormerV2's
     ``ResidualAttentionBlock``, and any class named as in
     :data:`~.hosts.CONTAINER_NAMES` (CLIP's block, OpenCLIP's attentional pooler) whose ``attn``
-    is an ``nn.MultiheadAttention``."""
-    if type(module) in container_classes():
+    is an ``nn.MultiheadAttention``. ``containers``: :func:`~.hosts.container_classes`, when the
+    caller has them (the swap resolves them once, not per module)."""
+    if type(module) in (container_classes() if containers is None else containers):
         return True
     return (
         type(module).__name__ in CONTAINER_NAMES
@@ -197,7 +198,7 @@ def swap_attention(
             attention lacks (``qk_norm``, ...); or ``model`` has no attention at all. Nothing
             is replaced when it raises.
     """
-    specs = host_specs()
+    specs, containers = host_specs(), container_classes()
     hosts: list[tuple[str, nn.Module]] = []
     unsupported: list[str] = []
     skip: list[str] = []  # subtrees already handled (hosts, dna_mm modules)
@@ -209,7 +210,7 @@ def swap_attention(
             skip.append(name)
         elif _is_ours(module):
             skip.append(name)
-        elif is_container(module):
+        elif is_container(module, containers):
             continue
         elif _looks_like_attention(module):
             unsupported.append(f'{name or "<root>"} ({type(module).__module__}.{type(module).__name__})')
