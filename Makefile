@@ -12,6 +12,8 @@
 #   make format        apply ruff's fixes and format
 #   make test-pythons  the suite on the other supported Pythons (PYTHONS, each in .venv-<name>)
 #   make test-gpu      the CUDA tests, marked cuda (fp32/bf16/fp16, SDPA kernels, Triton at real shapes, AMP)
+#   make mmcv-sm90     mmcv's ops cross-compiled for sm_90 (H100) without a GPU, nvcc from the index (.venv-sm90)
+#   make device-mmcv   mmcv with CUDA ops (sm_90) for the GPU machines' stack, for the kit (after device-rehearsal)
 #   make device-kit    .device/: Python 3.12 wheels for a GPU machine (tools/device/gpu_check.sh)
 #   make device-rehearsal  that GPU check on this CPU, in a Python 3.12 env built like the GPU image's
 SHELL := /bin/bash
@@ -26,9 +28,12 @@ TEST_MAX_WORKERS ?= 8
 # make test-pythons: interpreters by name or path (pyenv: $$(pyenv root)/versions/3.12.1/bin/python3.12)
 PYTHONS ?= python3.12
 
-.PHONY: install lint format test test-slow test-pythons test-gpu demo demo-compare demo-det bench device-kit device-rehearsal clean
+.PHONY: install lint format test test-slow test-pythons test-gpu mmcv-sm90 device-mmcv demo demo-compare demo-det bench device-kit device-rehearsal clean
 
-install: $(STAMP)
+# install always runs the script (each step it finds done is skipped): MMCV_CUDA_ARCHS="8.0 9.0"
+# or a GPU that appeared rebuilds mmcv's ops for it
+install:
+	VENV=$(VENV) bash tools/install_env.sh
 
 $(STAMP): setup.py tools/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
 	VENV=$(VENV) bash tools/install_env.sh
@@ -50,6 +55,10 @@ test-slow: $(STAMP)
 test-pythons:
 	for python in $(PYTHONS); do $(MAKE) test PYTHON=$$python || exit 1; done
 
+# the GPU build path on a machine without a GPU (a cluster's login node): not in CI (tens of minutes)
+mmcv-sm90:
+	time VENV=.venv-sm90 MMCV_CUDA_ARCHS=9.0 bash tools/install_env.sh
+
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m cuda -rs $(PYTEST_ARGS) tests
 
@@ -68,6 +77,9 @@ demo-study: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) tools/analysis/benchmark_attention.py
+
+device-mmcv:
+	bash tools/device/build_mmcv.sh
 
 device-kit: $(STAMP)
 	bash tools/device/build_kit.sh

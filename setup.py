@@ -23,7 +23,7 @@ setup(
     packages=find_packages(include=['dna_mm', 'dna_mm.*']),
     package_data={'dna_mm.datasets': ['label_maps/*.txt']},
     # 3.11: CI and `make install`; 3.12: `make test-pythons` and the GPU machines' image (tools/device)
-    python_requires='>=3.11,<3.13',
+    python_requires='>=3.11,<3.14',
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
     extras_require={
         'tests': read_requirements('tests.txt'),

@@ -8,7 +8,13 @@
 # (cached wheel, or built from the sdist once and cached) -> the rest of the stack, pinned by
 # requirements/lock.txt -> dna_mm in editable mode.  Each step is skipped when already done.
 #
-# Cache: ${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-<mmcv>-torch<torch>-<pytag>/
+# mmcv's ops (tools/cuda_toolkit.py plan): CUDA for the GPUs torch sees, or for those named
+# (MMCV_CUDA_ARCHS="8.0 9.0", e.g. on a login node without a GPU), else the CPU only; compiled by
+# the system's nvcc when its release is torch's CUDA, else by nvcc from the index's wheels for
+# that CUDA (<cache>/cuda/X.Y), so that no system toolkit is needed. After the install, one line
+# fails it when the ops lack CUDA they were to have, or a visible GPU is not among the archs.
+#
+# Cache: ${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-<mmcv>-torch<torch>[-cu<XY>-sm<archs>]-<pytag>/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +32,8 @@ TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
-"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11 or 3.12 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
-import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12)) else 1)
+"$PYTHON" - <<'PY' || { echo "install_env: Python 3.11, 3.12 or 3.13 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
+import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)) else 1)
 PY
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -47,24 +53,46 @@ CONSTRAINTS=(-c requirements/lock.txt)
 log "build tools, torch $TORCH_VERSION"
 "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/build.txt -r requirements/torch.txt
 
-if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_VERSION')" 2>/dev/null; then
+PLAN=$("$PY" tools/cuda_toolkit.py plan) || exit 1
+eval "$PLAN"
+if [ -n "$MMCV_ARCHS" ]; then
+  log "mmcv ops: CUDA $MMCV_CUDA for ${MMCV_ARCHS//;/ } (nvcc: $MMCV_NVCC)"
+else
+  log "mmcv ops: CPU only (no GPU visible; name GPUs with MMCV_CUDA_ARCHS=\"8.0 9.0\")"
+fi
+built_for() {  # the key of the mmcv installed in the venv (written beside it at install)
+  cat "$VENV/.mmcv_key" 2>/dev/null || echo cpu
+}
+if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_VERSION')" 2>/dev/null \
+    || [ "$(built_for)" != "$MMCV_KEY" ]; then
   PYTAG=$("$PY" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
-  WHEEL_DIR="$CACHE/wheels/mmcv-$MMCV_VERSION-torch$TORCH_VERSION-$PYTAG"
+  SUFFIX=${MMCV_KEY/#cpu/}  # the CPU-only wheel keeps the key it always had
+  WHEEL_DIR="$CACHE/wheels/mmcv-$MMCV_VERSION-torch$TORCH_VERSION${SUFFIX:+-$SUFFIX}-$PYTAG"
   WHEEL=$(ls "$WHEEL_DIR"/mmcv-*.whl 2>/dev/null | head -n 1 || true)
   if [ -z "$WHEEL" ]; then
-    log "no cached mmcv wheel in $WHEEL_DIR: building mmcv $MMCV_VERSION from the sdist (10-25 min on 2 cores)"
+    log "no cached mmcv wheel in $WHEEL_DIR: building mmcv $MMCV_VERSION from the sdist (on 2 cores: 10-25 min for the CPU, 40-50 min with CUDA for one architecture)"
     BUILD=$(mktemp -d)
     trap 'rm -rf "$BUILD"' EXIT
-    "${PIP[@]}" download -q --no-deps --no-binary :all: --no-build-isolation -d "$BUILD" "mmcv==$MMCV_VERSION"
+    # the sdist fetched, not prepared: pip's download would run the unpatched setup.py below
+    "$PY" tools/fetch_sdist.py "mmcv==$MMCV_VERSION" "$BUILD" >/dev/null || exit 1
     tar -xzf "$BUILD"/mmcv-*.tar.gz -C "$BUILD"
     SRC=$(ls -d "$BUILD"/mmcv-*/ | head -n 1)
     # torch >= 2.10 headers need C++20; mmcv 2.0/2.1 ask for C++14/17.
     sed -i -E "s/-std=c\+\+1[47]/-std=c++20/g" "$SRC/setup.py"
     # Python 3.13 (PEP 667): exec() no longer writes into locals(), where get_version() reads
-    # __version__; read it from a namespace of its own (3.13 is not admitted yet: pip's download
-    # above already runs the unpatched setup.py, docs/installation.md)
+    # __version__; read it from a namespace of its own
     sed -i -E "s/exec\(compile\(f\.read\(\), version_file, 'exec'\)\)/exec(compile(f.read(), version_file, 'exec'), _ns := {})/; s/return locals\(\)\['__version__'\]/return _ns['__version__']/" "$SRC/setup.py"
     start=$(date +%s)
+    if [ -n "$MMCV_ARCHS" ]; then
+      if [ "$MMCV_NVCC" = index ]; then
+        export CUDA_HOME
+        CUDA_HOME=$("$PY" tools/cuda_toolkit.py toolkit --cuda "$MMCV_CUDA" --cache "$CACHE") || exit 1
+        log "nvcc from the index's wheels for CUDA $MMCV_CUDA: $CUDA_HOME"
+      else
+        export CUDA_HOME=${MMCV_NVCC%/bin/nvcc}
+      fi
+      export PATH="$CUDA_HOME/bin:$PATH" TORCH_CUDA_ARCH_LIST="$MMCV_ARCHS" FORCE_CUDA=1
+    fi
     MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} "${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$SRC"
     log "mmcv built in $(( $(date +%s) - start )) s"
     mkdir -p "$WHEEL_DIR"
@@ -73,8 +101,11 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
   else
     log "reusing cached $WHEEL"
   fi
-  "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "$WHEEL"
+  "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "$WHEEL"  # with its dependencies
+  "${PIP[@]}" install -q --force-reinstall --no-deps "$WHEEL"  # over an mmcv 2.0.1 built for other archs
+  echo "$MMCV_KEY" > "$VENV/.mmcv_key"
 fi
+"$PY" tools/cuda_toolkit.py check --archs "$MMCV_ARCHS" || exit 1
 
 log "OpenMMLab stack + test tools"
 "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/optional.txt -r requirements/tests.txt -r requirements/lint.txt

@@ -15,6 +15,9 @@ names every bad key and its value.
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
   know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
   after an epoch of training; the closest valid name is suggested;
+* ``compile`` (mmengine compiles ``train_step`` with it): ``True`` / ``False``, or a dict of
+  ``torch.compile``'s keyword arguments (``backend``, ``mode``, ...), a misspelt one with the
+  closest valid name; mmengine would stop on it with an assertion after building everything;
 * attention names under ``model`` (``attn_cfg``, also per step: ``attn_cfg.temporal`` /
   ``.spatial``; and its deprecated aliases): one of dna_mm's, else the closest valid name is
   suggested (``'dnaa'`` → ``DnAAttention / dna``).
@@ -81,12 +84,36 @@ def _train_problems(cfg: Config) -> list[str]:
     out += _positive(
         (hooks.get('checkpoint') or {}).get('interval'), 'default_hooks.checkpoint.interval', (-1,)
     )
+    out += _compile_problems(cfg.get('compile'))
     wrapper = cfg.get('optim_wrapper') or {}
     for name, sub in [('', wrapper), *wrapper.items()]:  # multi-optimizer configs: one per module
         if isinstance(sub, dict) and isinstance(sub.get('optimizer'), dict):
             out += _positive(
                 sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
             )
+    return out
+
+
+def _compile_problems(value: Any) -> list[str]:
+    """``compile``: ``None`` / a bool, or a dict whose keys ``torch.compile`` takes."""
+    if value is None or isinstance(value, bool):
+        return []
+    if not isinstance(value, dict):
+        return [
+            f'compile must be True / False or a dict of torch.compile arguments '
+            f"(e.g. dict(mode='max-autotune')), got {value!r}"
+        ]
+    import inspect
+
+    import torch
+
+    valid = [n for n in inspect.signature(torch.compile).parameters if n != 'model']
+    out = []
+    for key in value:
+        if key not in valid:
+            near = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ''
+            out.append(f'compile.{key} is not an argument of torch.compile ({hint}valid: {", ".join(valid)})')
     return out
 
 

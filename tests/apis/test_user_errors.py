@@ -62,6 +62,15 @@ def _demo_cfg(*opts: str) -> Config:
             "did you mean 'interval'?",
         ),
         (
+            'compile=fast',  # mmengine asserts on it only when training starts
+            'compile must be True / False or a dict of torch.compile arguments '
+            "(e.g. dict(mode='max-autotune')), got 'fast'",
+        ),
+        (
+            'compile.mdoe=max-autotune',
+            "compile.mdoe is not an argument of torch.compile (did you mean 'mode'?",
+        ),
+        (
             'model.backbone.attn_cfg.type=dnaa',
             "model.backbone.attn_cfg.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
         ),
@@ -81,6 +90,8 @@ def test_check_config_names_the_key_and_the_value(opt, message) -> None:
 def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> None:
     check_config(_demo_cfg(), 'train')
     check_config(_demo_cfg('default_hooks.checkpoint.interval=-1'), 'train')  # -1: never
+    for compile_cfg in ('compile=True', 'compile=False', 'compile.mode=max-autotune'):
+        check_config(_demo_cfg(compile_cfg), 'train')
     # a train-only mistake does not stop a test run
     check_config(_demo_cfg('train_cfg.max_epochs=0'), 'test')
     assert suggest_attention('zzzz').startswith('valid: softmax, dna, diff, cog')

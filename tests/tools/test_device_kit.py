@@ -246,3 +246,12 @@ def test_every_test_that_uses_cuda_is_in_the_check() -> None:
     assert users
     outside = [str(p.relative_to(REPO)) for p in users if not any(p == q or q in p.parents for q in listed)]
     assert not outside, f'tests that use CUDA but that tools/device/gpu_check.py does not run: {outside}'
+
+
+def test_the_steps_fit_one_call_on_a_lent_gpu() -> None:
+    """Every step has a cap in both profiles, and on a GPU the caps add up to ``GPU_CAPS_S`` at
+    most (with the kit's install, the check ends within 9 minutes)."""
+    check = load_tool('tools/device/gpu_check.py')
+    assert all(set(step.caps) == {'gpu', 'rehearsal'} for step in check.STEPS)
+    assert sum(step.caps['gpu'] for step in check.STEPS) <= check.GPU_CAPS_S <= 540 - 40
+    assert [s.name for s in check.STEPS][-1] == 'compiled'  # the compiler's time cuts nothing short

@@ -3,7 +3,8 @@
 in one run.
 
     python tools/analysis/benchmark_train_step.py [--configs A.py B.py] [--batch 1] [--reps 3]
-        [--device cuda] [--amp-dtype bfloat16] [--compile] [--part backbone] [--json FILE]
+        [--device cuda] [--amp-dtype bfloat16] [--compile | --compare-compile] [--part backbone]
+        [--json FILE]
         [--cfg-options model.backbone.with_cp=True ...]
     # the GPU comparison of the GPU issue: DnA vs softmax vs MMAction2's stock TimeSformer
     python tools/analysis/benchmark_train_step.py --device cuda --batch 8 --amp-dtype bfloat16 \
@@ -36,7 +37,15 @@ docs/training.md (memory)::
 ``--amp-dtype`` (CUDA) gives every config the same recipe: MMEngine's ``AmpOptimWrapper`` in
 that dtype around the config's own optimizer (a ``GradScaler`` for fp16 only, as
 ``AutoAmpOptimWrapper`` does). ``--compile`` wraps each backbone in
-``torch.compile``. On CUDA the table adds the peak memory of each config's steps
+``torch.compile`` (inductor: the attention is there); ``--compare-compile`` measures each config
+twice, eager and compiled, in the same turns, and adds the first step's time (the compiler's
+work, not in the median). Measured figures: docs/training.md (torch.compile)::
+
+    python tools/analysis/benchmark_train_step.py --configs configs/timesformer_softmax_k400.py \
+        configs/timesformer_dna_k400.py --compare-compile --batch 2 --reps 5 --cfg-options \
+        model.backbone.num_transformer_layers=4 model.backbone.img_size=112
+
+On CUDA the table adds the peak memory of each config's steps
 (``max_memory_allocated``) and the throughput (clips/s, or images/s). ``--json`` also writes
 the figures.
 """
@@ -228,16 +237,17 @@ def prepare(
 
 def measure(
     steps: list[Callable[[], None]], reps: int, device: str
-) -> tuple[list[float], list[Optional[int]]]:
-    """Median step time of each model and, on CUDA, the peak memory of its steps; the models
-    take turns step by step (one warm-up round), so load drifting on a shared machine hits all
-    of them alike."""
+) -> tuple[list[float], list[Optional[int]], list[float]]:
+    """Median step time of each model, on CUDA the peak memory of its steps, and the time of
+    its first (warm-up) step; the models take turns step by step (one warm-up round), so load
+    drifting on a shared machine hits all of them alike."""
     from dna_mm.utils.timing import in_order, time_in_turns
 
     cuda = device.startswith('cuda')
     samples = time_in_turns(dict(enumerate(steps)), reps + 1, order=in_order, cuda=cuda)
     times = [statistics.median(s.wall for s in samples[i][1:]) for i in range(len(steps))]
-    return times, [max(s.peak_bytes for s in samples[i]) if cuda else None for i in range(len(steps))]
+    peaks = [max(s.peak_bytes for s in samples[i]) if cuda else None for i in range(len(steps))]
+    return times, peaks, [samples[i][0].wall for i in range(len(steps))]
 
 
 def _rss_bytes() -> int:
@@ -291,6 +301,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     )
     p.add_argument('--compile', action='store_true', help='torch.compile each backbone')
     p.add_argument(
+        '--compare-compile',
+        action='store_true',
+        help='measure each config eager and with its backbone compiled (and the first, compiling step)',
+    )
+    p.add_argument(
         '--part',
         default='model',
         choices=['model', 'backbone'],
@@ -327,16 +342,20 @@ def main(argv: Optional[list[str]] = None) -> None:
         p.error('--amp-dtype needs --device cuda')
     if args.peak_rss and args.device != 'cpu':
         p.error('--peak-rss measures CPU memory (--device cpu); on CUDA the table has the peak GPU memory')
-    runs = [(c, dict(args.cfg_options)) for c in args.configs]
+    if args.compile and args.compare_compile:
+        p.error('--compile or --compare-compile: choose one')
+    runs = [(c, dict(args.cfg_options), args.compile) for c in args.configs]
     if args.compare_with_cp:
-        runs = [(c, dict(o, **{'model.backbone.with_cp': cp})) for c, o in runs for cp in (False, True)]
+        runs = [(c, dict(o, **{'model.backbone.with_cp': cp}), k) for c, o, k in runs for cp in (False, True)]
+    if args.compare_compile:
+        runs = [(c, o, k) for c, o, _ in runs for k in (False, True)]
     if args.peak_rss:
         print(f'torch {torch.__version__}, cpu ({torch.get_num_threads()} threads), batch {args.batch}')
         if args.cfg_options:
             print(f'--cfg-options {args.cfg_options}')
         print('| config | with_cp | after build | peak in train steps | steps need | train step |')
         print('|---|---|---|---|---|---|')
-        for c, options in runs:
+        for c, options, _ in runs:
             built, peak, t = peak_rss(c, args.batch, options, args.reps)
             cp = options.get('model.backbone.with_cp', False)
             print(
@@ -359,32 +378,45 @@ def main(argv: Optional[list[str]] = None) -> None:
     )
     if args.cfg_options:
         print(f'--cfg-options {args.cfg_options}')
-    prepared = [
-        prepare(c, args.batch, args.device, o, args.amp_dtype, args.compile, args.part) for c, o in runs
-    ]
-    step_times, peaks = measure([p[0] for p in prepared], args.reps, args.device)
+    prepared = [prepare(c, args.batch, args.device, o, args.amp_dtype, k, args.part) for c, o, k in runs]
+    step_times, peaks, firsts = measure([p[0] for p in prepared], args.reps, args.device)
     ref_params, ref_time, ref_peak = prepared[0][1], step_times[0], peaks[0]
     gpu = ref_peak is not None
     print(
         '| config | params | Δ params vs first | backbone | train step | ratio |'
         + (' peak memory | ratio | clips (images)/s |' if gpu else '')
+        + (' first step |' if args.compare_compile else '')
         + '\n'
         + '|---|---|---|---|---|---|'
         + ('---|---|---|' if gpu else '')
+        + ('---|' if args.compare_compile else '')
     )
-    names = [c + (' with_cp' if o.get('model.backbone.with_cp') else '') for c, o in runs]
-    for c, (_, n, nb), t, peak in zip(names, prepared, step_times, peaks, strict=True):
+    names = [
+        c + (' with_cp' if o.get('model.backbone.with_cp') else '') + (' compiled' if k else '')
+        for c, o, k in runs
+    ]
+    for c, (_, n, nb), t, peak, first in zip(names, prepared, step_times, peaks, firsts, strict=True):
         row = (
             f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {nb / 1e6:.2f}M | '
             f'{t:.3f} s | {t / ref_time:.2f}× |'
         )
         if gpu:
             row += f' {peak / 2**30:.2f} GiB | {peak / ref_peak:.2f}× | {args.batch / t:.1f} |'
+        if args.compare_compile:
+            row += f' {first:.1f} s |'
         print(row, flush=True)
     if args.json:
         rows = [
-            dict(config=c, params=n, backbone_params=nb, step_s=t, peak_bytes=peak, per_s=args.batch / t)
-            for c, (_, n, nb), t, peak in zip(names, prepared, step_times, peaks, strict=True)
+            dict(
+                config=c,
+                params=n,
+                backbone_params=nb,
+                step_s=t,
+                first_step_s=first,
+                peak_bytes=peak,
+                per_s=args.batch / t,
+            )
+            for c, (_, n, nb), t, peak, first in zip(names, prepared, step_times, peaks, firsts, strict=True)
         ]
         meta = dict(torch=torch.__version__, device=device_name, batch=args.batch, part=args.part)
         with open(args.json, 'w') as f:

@@ -52,8 +52,29 @@ cp -r setup.py README.md requirements dna_mm "$SRC/"
 find "$SRC" -name __pycache__ -prune -exec rm -rf {} +
 "$PY" -m pip --disable-pip-version-check wheel -q --no-deps --no-build-isolation -w "$KIT/wheels" "$SRC" >/dev/null
 
+# mmcv with compiled ops for the device's stack (CPython 3.12, torch 2.11 + CUDA 13.0, sm_90), in
+# place of mmcv-lite, when it has been built here (`make device-mmcv`: nvcc from the index's
+# wheels, no GPU needed) and the kit still fits: Mask R-CNN's RoIAlign and nms then run in the
+# GPU check
+DEVICE_MMCV=${DEVICE_MMCV:-${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-2.0.1-torch2.11.0-cu130-sm90-cp312}
+kit_bytes() { du -cb "$KIT"/wheels/*.whl | tail -n 1 | cut -f 1; }
+if ls "$DEVICE_MMCV"/mmcv-2.0.1-cp312-*.whl >/dev/null 2>&1; then
+  lite=$(ls "$KIT"/wheels/mmcv_lite-*.whl)
+  with_ops=$(ls "$DEVICE_MMCV"/mmcv-2.0.1-cp312-*.whl)
+  swapped=$(( $(kit_bytes) - $(stat -c %s "$lite") + $(stat -c %s "$with_ops") ))
+  if (( swapped <= LIMIT_MIB * 1024 * 1024 )); then
+    rm "$lite"
+    cp "$with_ops" "$KIT/wheels/"
+    log "mmcv with CUDA ops (sm_90, $(( $(stat -c %s "$with_ops") / 1024 / 1024 )) MiB) from $DEVICE_MMCV, in place of mmcv-lite"
+  else
+    log "mmcv-lite kept: with $with_ops the kit would be $(( swapped / 1024 / 1024 )) MiB, over ${LIMIT_MIB} MiB"
+  fi
+else
+  log "mmcv-lite (no compiled ops: no Mask R-CNN on the GPU); build mmcv for the device with 'make device-mmcv'"
+fi
+
 (cd "$KIT/wheels" && sha256sum *.whl) > "$KIT/SHA256SUMS"
-size=$(du -cb "$KIT"/wheels/*.whl | tail -n 1 | cut -f 1)
+size=$(kit_bytes)
 log "$(ls "$KIT"/wheels | wc -l) wheels, $(( size / 1024 / 1024 )) MiB in $KIT/wheels"
 if (( size > LIMIT_MIB * 1024 * 1024 )); then
   echo "device-kit: $KIT is $(( size / 1024 / 1024 )) MiB, over the ${LIMIT_MIB} MiB it may take" >&2

@@ -19,9 +19,14 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
 - ``train_steps``: ``tools/analysis/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
   the configs' AMP rule (bf16 from sm80): softmax, DnA (SDPA), DnA (Triton); the ViTDet-B
   backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos): softmax vs DnA; DnA with and
-  without activation checkpointing (``model.backbone.with_cp``).
+  without activation checkpointing (``model.backbone.with_cp``); with mmcv's compiled ops, the
+  whole ViTDet-B Mask R-CNN at 1024², batch 1: softmax vs DnA.
 - ``tools``: ``tools/train.py`` (``--amp``, one epoch) and ``tools/test.py`` on the demo config
   and data, then a resume from that checkpoint to a second epoch and its test.
+- ``detector`` (mmcv's compiled ops): ``tools/train.py configs/vitdet_dna_demo.py --amp`` on the
+  generated COCO-format set, then ``tools/test.py`` of its last checkpoint (bbox and segm mAP).
+- ``compiled``: TimeSformer-B train steps with ``torch.compile`` (inductor), softmax vs DnA,
+  last, so that the compiler's time cannot cut the other steps short.
 
 Profiles: ``gpu`` (CUDA present: the real shapes) and ``rehearsal`` (no CUDA: the same steps on
 the CPU at tiny shapes, the Triton kernel in its interpreter), which ``make device-rehearsal``
@@ -72,6 +77,26 @@ TINY_VITDET = (
     'optim_wrapper.paramwise_cfg.num_layers=3'
 ).split()
 
+#: ``rehearsal``: the tiny ViTDet as a whole Mask R-CNN (neck and heads 32 wide, the 64² images
+#: not padded to the recipe's 1024²)
+TINY_MASK_RCNN = (
+    TINY_VITDET
+    + (
+        'model.data_preprocessor.batch_augments=None '
+        'model.rpn_head.in_channels=32 model.rpn_head.feat_channels=32 '
+        'model.roi_head.bbox_roi_extractor.out_channels=32 model.roi_head.mask_roi_extractor.out_channels=32 '
+        'model.roi_head.bbox_head.in_channels=32 model.roi_head.bbox_head.fc_out_channels=64 '
+        'model.roi_head.mask_head.in_channels=32 model.roi_head.mask_head.conv_out_channels=32'
+    ).split()
+)
+
+
+def has_mmcv_ops() -> bool:
+    """Whether mmcv's compiled ops are installed (mmcv, not mmcv-lite): Mask R-CNN needs them."""
+    import importlib.util
+
+    return importlib.util.find_spec('mmcv._ext') is not None
+
 
 @dataclass
 class Context:
@@ -92,7 +117,7 @@ class Context:
 @dataclass
 class Step:
     """One step: the commands it runs (in order, stopping at the first failure), its cap in
-    seconds per profile (on a GPU the caps add up to 6 minutes), what it reads back from
+    seconds per profile (on a GPU they add up to ``GPU_CAPS_S`` at most), what it reads back from
     the files its commands wrote, and its section of ``report.md``."""
 
     name: str
@@ -122,6 +147,10 @@ def environment() -> dict:
     info['dna_mm_imported_from'] = str(Path(dna_mm.__file__).parent)
     info['cuda'] = torch.version.cuda
     info['cuda_available'] = torch.cuda.is_available()
+    if has_mmcv_ops():  # the CUDA version mmcv's ops were compiled with ('not available': CPU only)
+        from mmcv.ops import get_compiling_cuda_version
+
+        info['mmcv_ops_cuda'] = get_compiling_cuda_version()
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info['gpu'] = dict(
@@ -244,26 +273,42 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
     vitdet += ['--json', str(ctx.scratch / 'step_vitdet.json')]
     with_cp = tool + ['--configs', TIMESFORMER_CONFIGS[1], '--compare-with-cp']
     with_cp += ['--json', str(ctx.scratch / 'step_timesformer_with_cp.json')]
+    mask_rcnn = tool + ['--configs', *VITDET_CONFIGS, '--part', 'model']  # 1024², RoI ops: mmcv
+    mask_rcnn += ['--json', str(ctx.scratch / 'step_mask_rcnn.json')]
     if ctx.gpu:
-        return [
+        runs = [
             timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '5'],
             vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
             with_cp + ['--device', 'cuda', '--batch', '8', '--reps', '3'],
         ]
+        return runs + (
+            [mask_rcnn + ['--device', 'cuda', '--batch', '1', '--reps', '5']] if has_mmcv_ops() else []
+        )
     cpu = ['--device', 'cpu', '--reps', '1']
-    return [
+    runs = [
         timesformer + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
         vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
         with_cp + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
     ]
+    return runs + (
+        [mask_rcnn + cpu + ['--batch', '1', '--cfg-options', *TINY_MASK_RCNN]] if has_mmcv_ops() else []
+    )
 
 
-def _train_step_collect(ctx: Context) -> dict:
-    return {
-        name: json.loads(path.read_text())
-        for name in ('timesformer', 'vitdet', 'timesformer_with_cp')
-        if (path := ctx.scratch / f'step_{name}.json').exists()
-    }
+def _step_tables(*names: str) -> Callable[[Context], dict]:
+    """A step's ``collect``: the tables ``benchmark_train_step.py --json`` wrote (``step_{name}.json``)."""
+
+    def collect(ctx: Context) -> dict:
+        return {
+            name: json.loads(path.read_text())
+            for name in names
+            if (path := ctx.scratch / f'step_{name}.json').exists()
+        }
+
+    return collect
+
+
+_train_step_collect = _step_tables('timesformer', 'vitdet', 'timesformer_with_cp', 'mask_rcnn')
 
 
 def _train_step_markdown(ctx: Context, data: dict) -> str:
@@ -339,32 +384,90 @@ def _tools_markdown(ctx: Context, data: dict) -> str:
     return '\n'.join(lines + [f'- {a}' for a in data.get('amp', [])])
 
 
+def _compiled_commands(ctx: Context) -> list[list[str]]:
+    """TimeSformer softmax / DnA with ``torch.compile`` (inductor): its own step, last, so that
+    the compiler's time cannot cut the others short."""
+    tool = [PY, 'tools/analysis/benchmark_train_step.py', '--configs', *TIMESFORMER_CONFIGS[:2], '--compile']
+    tool += ['--json', str(ctx.scratch / 'step_timesformer_compiled.json')]
+    if ctx.gpu:
+        return [tool + ['--device', 'cuda', '--batch', '8', '--reps', '5']]
+    return [tool + ['--device', 'cpu', '--reps', '1', '--batch', '2', '--cfg-options', *TINY_TIMESFORMER]]
+
+
+# -- the detector: ViTDet-DnA Mask R-CNN trained and tested by the tools (mmcv's ops) ---------
+DEMO_DET = 'configs/vitdet_dna_demo.py'
+
+
+def _detector_commands(ctx: Context) -> list[list[str]]:
+    if not has_mmcv_ops():
+        return []  # mmcv-lite: no RoIAlign / nms (the markdown says so)
+    work = str(ctx.scratch / 'detector')
+    make_data = [
+        PY,
+        '-c',
+        'from dna_mm.datasets.synthetic_coco import ensure_coco_dataset as m; print(m("data/demo_coco"))',
+    ]
+    iters = 100 if ctx.gpu else 4  # the checkpoint and cosine follow the end (the schedule rule)
+    opts = ['--cfg-options', f'train_cfg.max_iters={iters}']
+    train = [PY, 'tools/train.py', DEMO_DET, '--amp', '--work-dir', work, '--seed', '0', *opts]
+    test = [PY, 'tools/test.py', DEMO_DET, f'{work}/iter_{iters}.pth', '--work-dir', work]
+    return [make_data, train, test]
+
+
+def _detector_collect(ctx: Context) -> dict:
+    from dna_mm.apis import format_metrics
+    from dna_mm.utils.tool_runs import read_test_runs
+
+    if not has_mmcv_ops():
+        return dict(skipped="mmcv's compiled ops are not installed (mmcv-lite): no Mask R-CNN")
+    tests = read_test_runs(ctx.scratch / 'detector', since=ctx.started)
+    return dict(test_results=[format_metrics(metrics) for metrics in tests])
+
+
+def _detector_markdown(ctx: Context, data: dict) -> str:
+    if 'skipped' in data:
+        return f'skipped: {data["skipped"]}'
+    return '\n'.join(f'- {t}' for t in data.get('test_results', []))
+
+
+#: what the steps' caps on a GPU may add up to: with the kit's install the check ends within 9
+#: minutes, which leaves time for the machine's start and a rerun of one step (``--only``)
+GPU_CAPS_S = 480
+
 STEPS = [
     Step(
         'environment',
-        dict(gpu=30, rehearsal=60),
+        dict(gpu=20, rehearsal=60),
         _env_commands,
         lambda ctx: json.loads((ctx.scratch / 'environment.json').read_text()),
         _env_markdown,
     ),
     Step(
         'tests',
-        dict(gpu=100, rehearsal=600),
+        dict(gpu=70, rehearsal=600),
         _test_commands,
         lambda ctx: read_junit(ctx.out / 'tests.xml'),
         _test_markdown,
     ),
     Step(
-        'attention', dict(gpu=80, rehearsal=300), _attention_commands, _attention_collect, _attention_markdown
+        'attention', dict(gpu=70, rehearsal=300), _attention_commands, _attention_collect, _attention_markdown
     ),
     Step(
         'train_steps',
-        dict(gpu=90, rehearsal=300),
+        dict(gpu=100, rehearsal=300),
         _train_step_commands,
         _train_step_collect,
         _train_step_markdown,
     ),
     Step('tools', dict(gpu=60, rehearsal=600), _tools_commands, _tools_collect, _tools_markdown),
+    Step('detector', dict(gpu=60, rehearsal=600), _detector_commands, _detector_collect, _detector_markdown),
+    Step(
+        'compiled',
+        dict(gpu=100, rehearsal=600),
+        _compiled_commands,
+        _step_tables('timesformer_compiled'),
+        _train_step_markdown,
+    ),
 ]
 
 
@@ -424,6 +527,8 @@ def run_step(step: Step, ctx: Context, log) -> dict:
 TARGETS = (
     ('TimeSformer-B train step, DnA / softmax time (the FLOP ratio 246.5 / 196.1)', 1.26),
     ('TimeSformer-B train step, DnA / softmax peak memory', 1.3),
+    ('TimeSformer-B train step compiled, DnA / softmax time', 1.26),
+    ('TimeSformer-B train step compiled, DnA / softmax peak memory', 1.3),
     ('Triton DnA core / one softmax SDPA, 197 tokens', 1.5),
     ('Triton DnA core / one softmax SDPA, 4096 tokens with the rel-pos bias', 2.0),
 )
@@ -438,13 +543,15 @@ def _core(results: dict, run: str, shape: str, method: str) -> float:
 def targets(results: dict) -> list[dict]:
     """Each target with its measured ratio (``None`` where its step did not measure it)."""
 
-    def step_ratio(key: str) -> float:
-        softmax, dna = results['train_steps']['data']['timesformer']['rows'][:2]
+    def step_ratio(key: str, step: str = 'train_steps', table: str = 'timesformer') -> float:
+        softmax, dna = results[step]['data'][table]['rows'][:2]
         return dna[key] / softmax[key]
 
     measures = (
         lambda: step_ratio('step_s'),
         lambda: step_ratio('peak_bytes'),
+        lambda: step_ratio('step_s', 'compiled', 'timesformer_compiled'),
+        lambda: step_ratio('peak_bytes', 'compiled', 'timesformer_compiled'),
         lambda: _core(results, 'divided', 'spatial', 'dna_triton'),
         lambda: _core(results, 'long', 'vitdet_global', 'dna_triton'),
     )
@@ -480,7 +587,13 @@ def report(results: dict, ctx: Context) -> str:
         except Exception as err:
             body = f'(no table: {type(err).__name__}: {err})'
         lines += [body, '']
-    lines += ['## targets', '', '| target | limit | measured | met |', '|---|---|---|---|']
+    lines += ['## targets', '']
+    if not ctx.gpu:
+        lines += [
+            "(rehearsal: CPU figures at tiny shapes, the Triton kernel interpreted: not the targets' shapes)",
+            '',
+        ]
+    lines += ['| target | limit | measured | met |', '|---|---|---|---|']
     for t in targets(results):
         ratio = 'not measured' if t['ratio'] is None else f'{t["ratio"]:.2f}×'
         lines.append(f'| {t["target"]} | ≤ {t["limit"]}× | {ratio} | {t["met"]} |')

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check in one call: install the device kit (.device/, `make device-kit`) offline into a
 # private folder, print the versions and the GPU, then run tools/device/gpu_check.py's steps
-# (tests, attention benchmark, train steps, the real tools), each under its own time cap, each
-# result written to $OUT as it ends. From the repository root of a copy that carries .device:
+# (tests, attention benchmark, train steps, the real tools, the detector, compiled steps), each
+# under its own time cap, each result written to $OUT as it ends. From the repository root of a
+# copy that carries .device:
 #
 #   bash tools/device/gpu_check.sh [--only STEP ...]      # results in $OUT (default work_dirs/gpu_check/out)
 #
