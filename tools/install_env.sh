@@ -31,6 +31,7 @@ MMCV_VERSION=$(sed -n 's/^mmcv==\(.*\)$/\1/p' requirements/lock.txt)
 TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
+source tools/mmcv_sdist.sh
 
 "$PYTHON" - <<'PY' || { echo "install_env: Python 3.11, 3.12 or 3.13 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
 import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)) else 1)
@@ -73,15 +74,7 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
     log "no cached mmcv wheel in $WHEEL_DIR: building mmcv $MMCV_VERSION from the sdist (on 2 cores: 10-25 min for the CPU, 40-50 min with CUDA for one architecture)"
     BUILD=$(mktemp -d)
     trap 'rm -rf "$BUILD"' EXIT
-    # the sdist fetched, not prepared: pip's download would run the unpatched setup.py below
-    "$PY" tools/fetch_sdist.py "mmcv==$MMCV_VERSION" "$BUILD" >/dev/null || exit 1
-    tar -xzf "$BUILD"/mmcv-*.tar.gz -C "$BUILD"
-    SRC=$(ls -d "$BUILD"/mmcv-*/ | head -n 1)
-    # torch >= 2.10 headers need C++20; mmcv 2.0/2.1 ask for C++14/17.
-    sed -i -E "s/-std=c\+\+1[47]/-std=c++20/g" "$SRC/setup.py"
-    # Python 3.13 (PEP 667): exec() no longer writes into locals(), where get_version() reads
-    # __version__; read it from a namespace of its own
-    sed -i -E "s/exec\(compile\(f\.read\(\), version_file, 'exec'\)\)/exec(compile(f.read(), version_file, 'exec'), _ns := {})/; s/return locals\(\)\['__version__'\]/return _ns['__version__']/" "$SRC/setup.py"
+    SRC=$(mmcv_sdist "$PY" "$MMCV_VERSION" "$BUILD") || exit 1  # fetched and patched (C++20, 3.13)
     start=$(date +%s)
     if [ -n "$MMCV_ARCHS" ]; then
       if [ "$MMCV_NVCC" = index ]; then

@@ -55,3 +55,47 @@ def test_names_are_matched_as_the_index_normalises_them() -> None:
         'https://files.example/Mmcv_Full-1.7.2.tar.gz',
         'ab',
     )
+
+
+#: the lines of mmcv 2.0.1's setup.py that tools/mmcv_sdist.sh patches, as the sdist has them
+MMCV_SETUP = """def get_version():
+    with open(version_file) as f:
+        exec(compile(f.read(), version_file, 'exec'))
+    return locals()['__version__']
+            'nvcc': [cuda_args, '-std=c++14'] if cuda_args else ['-std=c++14'],
+            extra_compile_args['cxx'] = ['-Wall', '-std=c++17']
+"""
+
+
+def test_the_mmcv_source_is_fetched_and_patched_for_cpp20_and_python_3_13(tmp_path) -> None:
+    """``mmcv_sdist`` (tools/mmcv_sdist.sh, what both mmcv builds use) on an index that holds a
+    tarball laid out as mmcv's sdist is."""
+    import io
+    import subprocess
+    import sys
+    import tarfile
+
+    from conftest import REPO
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode='w:gz') as tar:
+        info = tarfile.TarInfo('mmcv-2.0.1/setup.py')
+        info.size = len(MMCV_SETUP.encode())
+        tar.addfile(info, io.BytesIO(MMCV_SETUP.encode()))
+    data = buf.getvalue()
+    index = _index(tmp_path, data, hashlib.sha256(data).hexdigest())
+    script = f'source tools/mmcv_sdist.sh && mmcv_sdist {sys.executable} 2.0.1 {tmp_path / "build"}'
+    out = subprocess.run(
+        ['bash', '-c', script],
+        cwd=REPO,
+        env={'PATH': '/usr/bin:/bin', 'PIP_INDEX_URL': index},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    src = tmp_path / 'build' / 'mmcv-2.0.1'
+    assert out.strip() == str(src)
+    setup = (src / 'setup.py').read_text()
+    assert "exec(compile(f.read(), version_file, 'exec'), _ns := {})" in setup
+    assert "return _ns['__version__']" in setup and 'locals()' not in setup
+    assert setup.count('-std=c++20') == 3 and 'c++14' not in setup and 'c++17' not in setup

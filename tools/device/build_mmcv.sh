@@ -18,6 +18,7 @@ IMAGE=$CACHE/device-rehearsal/venv
 BUILD_ENV=$CACHE/device-mmcv/venv
 OUT=$CACHE/wheels/mmcv-2.0.1-torch2.11.0-cu130-sm90-cp312
 log() { printf '[device-mmcv %(%H:%M:%S)T] %s\n' -1 "$*"; }
+source tools/mmcv_sdist.sh
 
 if ls "$OUT"/mmcv-2.0.1-cp312-*.whl >/dev/null 2>&1; then
   log "already built: $(ls "$OUT"/*.whl)"
@@ -38,14 +39,12 @@ DIST=$CACHE/device-mmcv/dist
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
 if ! ls "$DIST"/mmcv-2.0.1-cp312-*.whl >/dev/null 2>&1; then
-  "$PY" tools/fetch_sdist.py mmcv==2.0.1 "$BUILD" >/dev/null
-  tar -xzf "$BUILD"/mmcv-2.0.1.tar.gz -C "$BUILD"
-  sed -i -E "s/-std=c\+\+1[47]/-std=c++20/g" "$BUILD/mmcv-2.0.1/setup.py"  # torch's headers need C++20
+  SRC=$(mmcv_sdist "$PY" 2.0.1 "$BUILD")  # fetched and patched (tools/mmcv_sdist.sh)
   CUDA_HOME=$("$PY" tools/cuda_toolkit.py toolkit --cuda 13.0 --cache "$CACHE")
   export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH" TORCH_CUDA_ARCH_LIST=9.0 FORCE_CUDA=1 MMCV_WITH_OPS=1
   log "building mmcv 2.0.1 for sm_90 against $("$PY" -c 'import torch; print(torch.__version__)') with $CUDA_HOME/bin/nvcc"
   start=$(date +%s)
-  MAX_JOBS=${MAX_JOBS:-$(nproc)} "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$BUILD/mmcv-2.0.1"
+  MAX_JOBS=${MAX_JOBS:-$(nproc)} "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$SRC"
   mkdir -p "$DIST"
   cp "$BUILD"/dist/mmcv-*.whl "$DIST/"
   log "built in $(( $(date +%s) - start )) s: $(ls "$DIST"/*.whl) ($(du -h "$DIST"/*.whl | cut -f1))"

@@ -280,19 +280,17 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
             timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '5'],
             vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
             with_cp + ['--device', 'cuda', '--batch', '8', '--reps', '3'],
+            mask_rcnn + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
         ]
-        return runs + (
-            [mask_rcnn + ['--device', 'cuda', '--batch', '1', '--reps', '5']] if has_mmcv_ops() else []
-        )
-    cpu = ['--device', 'cpu', '--reps', '1']
-    runs = [
-        timesformer + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
-        vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
-        with_cp + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
-    ]
-    return runs + (
-        [mask_rcnn + cpu + ['--batch', '1', '--cfg-options', *TINY_MASK_RCNN]] if has_mmcv_ops() else []
-    )
+    else:
+        cpu = ['--device', 'cpu', '--reps', '1']
+        runs = [
+            timesformer + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
+            vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
+            with_cp + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
+            mask_rcnn + cpu + ['--batch', '1', '--cfg-options', *TINY_MASK_RCNN],
+        ]
+    return runs if has_mmcv_ops() else runs[:-1]  # Mask R-CNN last: its RoI ops need mmcv's
 
 
 def _step_tables(*names: str) -> Callable[[Context], dict]:
