@@ -52,13 +52,21 @@ def restricted_getattr(obj: Any, name: str) -> Any:
 
 
 def _numpy_globals() -> list[Any]:
-    """numpy objects that mmengine's log history stores (scalars, arrays, dtypes)."""
+    """numpy objects that mmengine's log history stores (scalars, arrays, dtypes). A pickle names
+    ``_reconstruct`` and ``scalar`` by the module of the numpy that wrote it
+    (``numpy.core.multiarray`` in 1.x, ``numpy._core.multiarray`` in 2.x): both names are
+    allowed, so a checkpoint loads under either major."""
     if np.lib.NumpyVersion(np.__version__) >= '2.0.0':
         from numpy._core import multiarray
     else:
         from numpy.core import multiarray
     dtype_classes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith('DType')]
-    return [multiarray._reconstruct, multiarray.scalar, np.ndarray, np.dtype, *dtype_classes]
+    by_name = [
+        (getattr(multiarray, name), f'{module}.{name}')
+        for name in ('_reconstruct', 'scalar')
+        for module in ('numpy.core.multiarray', 'numpy._core.multiarray')
+    ]
+    return [*by_name, np.ndarray, np.dtype, *dtype_classes]
 
 
 ALLOWED_GLOBALS: list[Any] = [

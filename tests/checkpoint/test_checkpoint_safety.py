@@ -643,3 +643,22 @@ def test_getattr_in_a_pickle_is_restricted(tmp_path) -> None:
 def test_missing_checkpoint_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match='nope.pth'):
         dna_mm.checkpoint.read_checkpoint(str(tmp_path / 'nope.pth'))
+
+
+@pytest.mark.parametrize('written_with', ['numpy1', 'numpy2'])
+def test_a_checkpoint_saved_under_either_numpy_major_loads(written_with) -> None:
+    """mmengine's Runner pickles its message hub's numpy values under the module names of the
+    numpy it ran with (``numpy.core.multiarray`` in 1.x, ``numpy._core.multiarray`` in 2.x):
+    a checkpoint trained with one (a GPU machine's numpy 2) loads where the other runs. The
+    files were written by mmengine 0.10.7 itself (``fixtures/make_runner_checkpoint.py``)."""
+    from mmengine.runner import load_checkpoint
+
+    path = Path(__file__).parent / 'fixtures' / f'runner_{written_with}.pth'
+    ckpt = dna_mm.checkpoint.read_checkpoint(str(path))
+    assert ckpt['meta']['iter'] == 2 and set(ckpt['state_dict']) == {'fc.weight', 'fc.bias'}
+    scalars = ckpt['message_hub']['log_scalars']
+    assert scalars['train/loss'].data[0].dtype.kind == 'f' and len(scalars['train/loss'].data[0]) == 2
+    model = torch.nn.Module()
+    model.fc = torch.nn.Linear(2, 1)
+    load_checkpoint(model, str(path))  # mmengine's loader, as the tools call it
+    torch.testing.assert_close(model.fc.weight, ckpt['state_dict']['fc.weight'])

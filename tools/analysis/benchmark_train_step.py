@@ -329,13 +329,19 @@ def main(argv: Optional[list[str]] = None) -> None:
         action='store_true',
         help='CPU: each config in a fresh process; resident memory after building and its peak in the steps',
     )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
+    from dna_mm.apis.cli import run_tool
+
+    run_tool('benchmark_train_step.py', lambda args: benchmark(args, p), args)  # a typo: one line
+
+
+def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
+    """The tables of :func:`main`'s arguments (``--cfg-options`` already a dict)."""
     import torch
     from mmaction.utils import register_all_modules
 
-    from dna_mm.apis.cli import cfg_options
-
-    args.cfg_options = cfg_options(args.cfg_options) or {}
+    args.cfg_options = args.cfg_options or {}
     if args.device is None:
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     if args.amp_dtype and not args.device.startswith('cuda'):
