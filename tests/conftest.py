@@ -78,6 +78,33 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        '--failures-now',
+        action='store_true',
+        help='print each failure (its last traceback lines) as soon as it happens, not only at '
+        'the end: a run cut off by a time limit (the GPU check) still shows what failed',
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``--failures-now``: one block per failure, printed when its report arrives (with
+    pytest-xdist, in the controller)."""
+    config = _CONFIG.get('config')
+    if not report.failed or config is None or not config.getoption('--failures-now'):
+        return
+    text = str(report.longrepr).rstrip().splitlines()
+    print(f'\nFAILED NOW {report.nodeid} ({report.when}):\n  ' + '\n  '.join(text[-25:]), flush=True)
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG['config'] = session.config
+
+
 #: why a test marked ``cuda`` skips on a machine without CUDA
 NEEDS_CUDA = 'needs CUDA (make test-gpu; tools/device/gpu_check.sh)'
 

@@ -27,6 +27,11 @@ MEMBERS = {
     'diff_official': functools.partial(DiffAttention, diff_heads='official'),
     'cog': CogAttention,
     **{f'dna_{v}': functools.partial(DnAAttention, variant=v) for v in sorted(DNA_VARIANTS)},
+    # both branches in one SDPA call over 2H heads
+    **{
+        f'dna_{v}_2h': functools.partial(DnAAttention, variant=v, kernel='sdpa_2h')
+        for v in ('apm', 'qpm_vpm')
+    },
 }
 # relative error (max |got − fp64| / max |fp64|) allowed per dtype, outputs and gradients
 TOL = {torch.float32: 2e-4, torch.bfloat16: 4e-2, torch.float16: 6e-3}
@@ -156,7 +161,7 @@ def _backends_that_run(m: torch.nn.Module, x: torch.Tensor, extra: dict) -> list
 
 
 @pytest.mark.parametrize('shape', list(SHAPES))
-@pytest.mark.parametrize('member', ['softmax', 'dna_qpm_vpm'])
+@pytest.mark.parametrize('member', ['softmax', 'dna_qpm_vpm', 'dna_qpm_vpm_2h'])
 def test_no_branch_falls_back_to_the_math_kernel(member: str, shape: str) -> None:
     """bf16, no mask: both DnA branches take flash attention, as softmax does; with a float
     bias (ViTDet's rel-pos), the memory-efficient kernel. Printed with ``-s``."""

@@ -250,8 +250,8 @@ def test_every_test_that_uses_cuda_is_in_the_check() -> None:
 
 def test_the_steps_fit_one_call_on_a_lent_gpu() -> None:
     """Every step has a cap in both profiles, and on a GPU the caps add up to ``GPU_CAPS_S`` at
-    most (with the kit's install, the check ends within 9 minutes)."""
+    most, which with the kit's install fits one call of a lent GPU (600 s at most)."""
     check = load_tool('tools/device/gpu_check.py')
     assert all(set(step.caps) == {'gpu', 'rehearsal'} for step in check.STEPS)
-    assert sum(step.caps['gpu'] for step in check.STEPS) <= check.GPU_CAPS_S <= 540 - 40
+    assert sum(step.caps['gpu'] for step in check.STEPS) <= check.GPU_CAPS_S <= 600 - 40
     assert [s.name for s in check.STEPS][-1] == 'compiled'  # the compiler's time cuts nothing short

@@ -21,7 +21,8 @@ formulation), Diff (SDPA), Cog (explicit: no SDPA form). Optional (``--methods``
 projection weights instead (``-Q- = x (-W)ᵀ - b``, ``α V- = x (α W)ᵀ + α b``: ``O(C²)`` work
 in place of the passes; its core starts from those folded heads); ``softmax_eager`` = softmax
 with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
-over DnA eager); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
+over DnA eager); ``dna_2h`` = DnA with both branches in one SDPA call over ``2H`` heads
+(``kernel='sdpa_2h'``); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
 ``TRITON_INTERPRET=1``; left out elsewhere).
 A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
@@ -70,6 +71,7 @@ METHODS = {
     'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
     'diff': dict(type='DiffAttention'),
     'cog': dict(type='CogAttention'),
+    'dna_2h': dict(type='DnAAttention', kernel='sdpa_2h'),  # both branches in one SDPA call over 2H heads
     'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel
 }
 KERNEL_METHODS = {'dna_triton'}  # run where the kernel runs: CUDA, or the CPU under TRITON_INTERPRET=1
@@ -311,7 +313,8 @@ def table(
 ) -> str:
     c, _, shapes = dims(tiny)
     what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
-    versus = [m for m in ('dna_eager', 'dna_folded', 'dna_triton') if m in methods]  # time ratios to dna_fast
+    # time ratios to dna_fast
+    versus = [m for m in ('dna_eager', 'dna_folded', 'dna_2h', 'dna_triton') if m in methods]
     lines = [
         f'**{device}, {what}** ({dtype}; {_device_name(device)}): fwd+bwd time / peak '
         'memory as ratios to softmax (absolute softmax figures in brackets)',

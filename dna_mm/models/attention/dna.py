@@ -19,9 +19,11 @@ added. An ``attn_bias`` ``b`` enters both branches' logits,
 each its own (ViTDet's relative positions of ``Q+`` and ``Q-``); an exclusion ``attn_mask`` is
 added to both after the softmin sign, so a masked key leaves both branches (:mod:`.functional`).
 
-Fused route: one ``scaled_dot_product_attention`` call per branch (softmin as SDPA on ``-Q-``
-with ``m - b_neg``), ``α`` applied to its output; ``kernel='triton'``, fixed at construction,
-runs both branches in one Triton kernel (:func:`dna_mm.ops.dna_attention`: each ``K`` tile
+Fused route, ``kernel`` fixed at construction: ``'sdpa'``, one ``scaled_dot_product_attention``
+call per branch (softmin as SDPA on ``-Q-`` with ``m - b_neg``), ``α`` applied to its output;
+``'sdpa_2h'``, both branches in one SDPA call over ``2H`` heads (``Q = [Q+, -Q-]``, ``K = [K, K]``,
+``V = [V+, α V-]``, the two halves of the output added: :func:`.functional.sdpa_pair`);
+``'triton'``, both branches in one Triton kernel (:func:`dna_mm.ops.dna_attention`: each ``K`` tile
 loaded once, two online-softmax accumulators) where no attention dropout applies. Eager route
 (``return_attn=True`` or ``fused_attn=False``): maps ``{'pos': softmax map, 'neg': softmin
 map}`` (``[B, H, M, N]``, before dropout).
@@ -45,6 +47,8 @@ from .base import AttentionBase, CrossAttentionMixin
 
 #: the heads :meth:`DnAAttention.project` gives, in the formula's order
 HEADS = ('q', 'k', 'v', 'q_neg', 'v_neg')
+#: the fused routes of :class:`DnAAttention` (``kernel``)
+KERNELS = ('sdpa', 'sdpa_2h', 'triton')
 
 
 @MODELS.register_module()
@@ -57,7 +61,8 @@ class DnAAttention(AttentionBase):
         qkv_bias: Bias in ``qkv``, ``q_neg`` and ``v_neg``.
         variant: One of :data:`~dna_mm.family.DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
         alpha_init: Initial value of every ``α_h`` (default: :data:`~dna_mm.family.NEGATIVE_INIT`).
-        kernel: Fused route: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls) or
+        kernel: Fused route: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls),
+            ``'sdpa_2h'`` (one call over ``2H`` heads, both branches; the same function) or
             ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`: head dims 32 / 64 /
             128, CUDA of compute capability 8.0+ or the CPU interpreter; refused here, with
             the reason, where it cannot run).
@@ -77,8 +82,8 @@ class DnAAttention(AttentionBase):
         **kwargs,
     ) -> None:
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
-        if kernel not in ('sdpa', 'triton'):
-            raise ValueError(f"DnAAttention: kernel must be 'sdpa' or 'triton', got {kernel!r}")
+        if kernel not in KERNELS:
+            raise ValueError(f'DnAAttention: kernel must be one of {list(KERNELS)}, got {kernel!r}')
         if kernel == 'triton':
             from ...ops.dna_attention import kernel_unusable_reason
 
@@ -113,6 +118,11 @@ class DnAAttention(AttentionBase):
             return self.fused_kernel(heads, attn_mask, attn_bias), {}
         b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
         q, k, v, q_neg, v_neg = (heads[name] for name in HEADS)
+        if not eager and self.kernel == 'sdpa_2h':
+            out = AF.sdpa_pair(
+                q, k, v, q_neg, v_neg, self.alpha, attn_mask, self.scale, self.dropout_p, b_pos, b_neg
+            )
+            return out, {}  # [B, H, M, d]
         pos, a_pos = self.softmax_branch(q, k, v, attn_mask, b_pos, eager)
         neg, a_neg = self.softmax_branch(q_neg, k, v_neg, attn_mask, b_neg, eager, negative=True)
         maps = {'pos': a_pos, 'neg': a_neg} if eager else {}
@@ -136,7 +146,7 @@ class DnAAttention(AttentionBase):
         return dna_attention(*(heads[name] for name in HEADS), self.alpha, bias, self.scale)
 
     def extra_repr(self) -> str:
-        kernel = ", kernel='triton'" if self.kernel == 'triton' else ''
+        kernel = f', kernel={self.kernel!r}' if self.kernel != 'sdpa' else ''
         return f'{super().extra_repr()}, variant={self.variant!r}{kernel}'
 
 

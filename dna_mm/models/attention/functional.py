@@ -104,6 +104,70 @@ def sdpa(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 
+@torch.fx.wrap
+def pair_mask(
+    attn_mask: Optional[Tensor],
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    heads: int,
+    dtype: torch.dtype,
+) -> Optional[Tensor]:
+    """The ``attn_mask`` of :func:`sdpa_pair`'s one call over ``2H`` heads: ``[m + b+, m - b-]``
+    along the head axis (:func:`branch_mask` of each branch). Without a bias the mask is the same
+    for both halves: kept as it is where it broadcasts over the heads (a ``bool`` one keeps
+    SDPA's fused kernels), else repeated."""
+    if b_pos is None and b_neg is None:
+        mask = branch_mask(attn_mask, None, False, dtype)
+        if mask is None or mask.dim() < 3 or mask.shape[-3] == 1:
+            return mask
+        return torch.cat([mask, mask], dim=-3)
+    zero = (b_pos if b_pos is not None else b_neg).new_zeros((), dtype=dtype)  # a branch without a bias
+    pos, neg = (
+        zero if t is None else additive_mask(t, dtype).to(dtype)
+        for t in (branch_mask(attn_mask, b_pos, False, dtype), branch_mask(attn_mask, b_neg, True, dtype))
+    )
+    shape = torch.broadcast_shapes(pos.shape, neg.shape, (1, heads, 1, 1))
+    return torch.cat([pos.expand(shape), neg.expand(shape)], dim=-3)  # [B, 2H, M, N]
+
+
+def sdpa_pair(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Optional[Tensor],
+    attn_mask: Optional[Tensor],
+    scale: float,
+    dropout_p: float = 0.0,
+    b_pos: Optional[Tensor] = None,
+    b_neg: Optional[Tensor] = None,
+) -> Tensor:
+    """Both DnA branches in **one** SDPA call over ``2H`` heads → ``[B, H, M, dv]``.
+
+    ``softmin(z) = softmax(-z)``, so with the heads concatenated (``[B, 2H, ·, d]``)::
+
+        Q = [Q+, -Q-],   K = [K, K],   V = [V+, α V-],   mask = [m + b+, m - b-]
+        O = SDPA(Q, K, V, mask),   out = O[:, :H] + O[:, H:]
+
+    which is ``softmax(s Q+ K^T + b+ + m) V+ + α softmin(s Q- K^T + b-) V-`` exactly: ``α`` is
+    folded into ``V-`` (the product is linear), and SDPA's dropout acts on each head's map, so
+    on each branch's map as in two calls. ``alpha [H]`` or ``None`` (``α = 1``)."""
+    h = q.shape[1]
+    if alpha is not None:
+        v_neg = v_neg * alpha.to(v_neg.dtype).view(1, -1, 1, 1)
+    mask = pair_mask(attn_mask, b_pos, b_neg, h, q.dtype)
+    o = F.scaled_dot_product_attention(
+        torch.cat([q, -q_neg], dim=1),  # [B, 2H, M, d]
+        torch.cat([k, k], dim=1),  # [B, 2H, N, d]
+        torch.cat([v, v_neg], dim=1),  # [B, 2H, N, dv]
+        attn_mask=mask,
+        dropout_p=dropout_p,
+        scale=scale,
+    )
+    return o[:, :h] + o[:, h:]  # [B, H, M, dv]
+
+
 def eager(
     q: Tensor,
     k: Tensor,

@@ -53,7 +53,8 @@ def reference_dna(m: DnAAttention, x: torch.Tensor, ctx=None, bias=None, mask=No
     zn = s * qn @ k.transpose(-1, -2)
     if bias is not None:
         b_pos, b_neg = bias if isinstance(bias, tuple) else (bias, bias)
-        zp, zn = zp + b_pos.double(), zn + b_neg.double()
+        zp = zp if b_pos is None else zp + b_pos.double()
+        zn = zn if b_neg is None else zn + b_neg.double()
     m_add = 0.0 if mask is None else mask.double()
     a_pos = torch.softmax(zp + m_add, -1)
     a_neg = torch.softmax(-zn + m_add, -1)  # softmin of the whole biased logits, then the mask
@@ -532,7 +533,16 @@ class _Calls(torch.nn.Module):
 
 
 @pytest.mark.parametrize('fused', [True, False])
-@pytest.mark.parametrize('cls', [SoftmaxAttention, DnAAttention, DiffAttention, CogAttention])
+@pytest.mark.parametrize(
+    'cls',
+    [
+        SoftmaxAttention,
+        DnAAttention,
+        functools.partial(DnAAttention, kernel='sdpa_2h'),
+        DiffAttention,
+        CogAttention,
+    ],
+)
 def test_every_member_traces_with_torch_fx(cls, fused: bool) -> None:
     """Symbolic tracing (timm's feature extraction, torchvision's create_feature_extractor)
     follows every member, with and without a mask: the branches on masks are FX leaves."""
@@ -543,3 +553,92 @@ def test_every_member_traces_with_torch_fx(cls, fused: bool) -> None:
     x, keep = torch.randn(2, 7, C), torch.ones(2, 1, 1, 7, dtype=torch.bool)
     keep[1, ..., -2:] = False
     torch.testing.assert_close(graph(x, keep), model(x, keep))
+
+
+# -- both branches in one SDPA call over 2H heads (kernel='sdpa_2h') ------------------------------
+def _pair_inputs(kind: str, m_tokens: int, n_tokens: int) -> dict:
+    """The additive terms a host hands DnA: none, one bias for both branches, a (b_pos, b_neg)
+    pair, a bool / float exclusion mask (shared over the heads, or one per head), and a bias
+    pair with a mask on top (ViTDet's relative positions in a padded window)."""
+    keep = torch.ones(m_tokens, n_tokens, dtype=torch.bool)
+    keep[:, -2:] = False
+    bias = lambda: torch.randn(2, H, m_tokens, n_tokens, dtype=torch.float64) * 3  # noqa: E731
+    return {
+        'none': {},
+        'bias': dict(attn_bias=bias()),
+        'bias pair': dict(attn_bias=(bias(), bias())),
+        'half pair': dict(attn_bias=(bias(), None)),
+        'bool mask': dict(attn_mask=keep),
+        'float mask per head': dict(attn_mask=torch.randn(1, H, m_tokens, n_tokens, dtype=torch.float64)),
+        'pair + mask': dict(
+            attn_bias=(bias(), bias()), attn_mask=torch.zeros(m_tokens, n_tokens).masked_fill(~keep, -1e4)
+        ),
+    }[kind]
+
+
+PAIR_KINDS = ['none', 'bias', 'bias pair', 'half pair', 'bool mask', 'float mask per head', 'pair + mask']
+
+
+@pytest.mark.parametrize('kind', PAIR_KINDS)
+@pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
+@pytest.mark.parametrize('cross', [False, True])
+def test_one_call_over_2h_heads_is_exact_in_float64(cross: bool, variant: str, kind: str) -> None:
+    """``kernel='sdpa_2h'``: ``SDPA([Q+, -Q-], [K, K], [V+, α V-])`` halves added equals the eager
+    formula (explicit softmax and softmin maps) to float64 rounding, output and every gradient,
+    for every variant, self and cross, with every kind of bias and mask."""
+    cls = DnACrossAttention if cross else DnAAttention
+    one = _perturbed(cls(C, H, variant=variant, kernel='sdpa_2h')).double()
+    x = torch.randn(2, 5, C, dtype=torch.float64, requires_grad=True)
+    ctx = torch.randn(2, 7, C, dtype=torch.float64, requires_grad=True) if cross else None
+    extra = _pair_inputs(kind, 5, 7 if cross else 5)
+    if kind == 'half pair' and variant in ('apm', 'apm_alpha', 'q_vpm'):
+        extra = {}  # a one-sided pair is the same either way; keep the case about the variants
+    results = []
+    for eager in (False, True):
+        one.zero_grad()
+        x.grad = None
+        y = one(x, ctx, return_attn=eager, **extra) if cross else one(x, return_attn=eager, **extra)
+        y = y[0] if eager else y
+        y.pow(2).sum().backward()
+        results.append([y.detach(), x.grad.clone()] + [p.grad.clone() for p in one.parameters()])
+    for fast, ref in zip(*results, strict=True):
+        assert (fast - ref).abs().max() <= 1e-12 * max(1.0, ref.abs().max().item())
+    mask = extra.get('attn_mask')
+    if mask is not None and mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float('-inf'))
+    ref = reference_dna(one, x.detach(), None if ctx is None else ctx.detach(), extra.get('attn_bias'), mask)
+    y = one(x.detach(), ctx.detach(), **extra) if cross else one(x.detach(), **extra)
+    assert (y - ref).abs().max() < 1e-12
+
+
+def test_one_call_equals_two_calls_in_float32_and_under_autocast() -> None:
+    """The one-call route computes what the two-call route does, in float32 and bf16 autocast."""
+    two = _perturbed(DnAAttention(C, H))
+    one = DnAAttention(C, H, kernel='sdpa_2h').eval()
+    one.load_state_dict(two.state_dict())
+    x = torch.randn(3, 9, C)
+    bias = (torch.randn(1, H, 9, 9), torch.randn(1, H, 9, 9))
+    torch.testing.assert_close(one(x, attn_bias=bias), two(x, attn_bias=bias), atol=1e-5, rtol=1e-5)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        y1, y2 = one(x, attn_bias=bias), two(x, attn_bias=bias)
+    assert y1.dtype == y2.dtype == torch.bfloat16
+    torch.testing.assert_close(y1.float(), y2.float(), atol=3e-2, rtol=3e-2)
+    assert "kernel='sdpa_2h'" in repr(one)
+
+
+def test_one_call_drops_each_branch_map_independently() -> None:
+    """Attention dropout on the one-call route acts on each of the 2H maps (each branch's,
+    as two calls do): training outputs vary, their mean is the dropout-free output."""
+    torch.manual_seed(0)
+    m = _perturbed(DnAAttention(C, H, attn_drop=0.3, kernel='sdpa_2h'))
+    x = torch.randn(1, 6, C)
+    clean = m(x)
+    m.train()
+    runs = torch.stack([m(x) for _ in range(2000)])
+    assert runs.std(0).mean() > 1e-3
+    torch.testing.assert_close(runs.mean(0), clean, atol=0.02, rtol=0.0)
+    # the negative branch's half is dropped too: with α V- alone, training output still varies
+    with torch.no_grad():
+        m.qkv.weight[2 * C :].zero_()
+        m.qkv.bias[2 * C :].zero_()
+    assert torch.stack([m(x) for _ in range(20)]).std(0).mean() > 1e-4
