@@ -2,7 +2,8 @@
 #   make install       environment in .venv/ (mmcv wheel cached in ~/.cache/dna_mm)
 #   make test          the test suite (what CI runs)
 #   make test-slow     the tests marked slow
-#   make demo          train + test TimeSformer-DnA on the embedded synthetic video set
+#   make demo          train + test TimeSformer-DnA on the embedded synthetic video set (installs
+#                      mmcv without its compiled ops if nothing is installed; make install adds them)
 #   make demo-compare  the same for the softmax baseline, then both results
 #   make demo-det      train + test a tiny ViTDet-DnA Mask R-CNN on generated COCO-format shapes
 #   make demo-study    softmax / DnA / Diff × 5 seeds on the demo set: mean ± std, paired 95 % interval,
@@ -21,6 +22,8 @@ SHELL := /bin/bash
 VENV ?= .venv$(if $(PYTHON),-$(notdir $(PYTHON)))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dna_mm_installed
+# either install: the full one, or mmcv without its compiled ops (MMCV_OPS=0: video recognition)
+STAMP_LITE := $(VENV)/.dna_mm_installed_lite
 PYTEST_ARGS ?= -q
 # make test / test-slow: pytest-xdist workers, one per core (at most TEST_MAX_WORKERS); TEST_WORKERS=0 runs serially
 TEST_WORKERS ?= auto
@@ -37,6 +40,10 @@ install:
 
 $(STAMP): setup.py tools/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
 	VENV=$(VENV) bash tools/install_env.sh
+
+# the demos need no compiled mmcv ops: a new machine gets mmcv without them (seconds, not minutes)
+$(STAMP_LITE): setup.py tools/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
+	VENV=$(VENV) MMCV_OPS=0 bash tools/install_env.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -62,17 +69,17 @@ mmcv-sm90:
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m cuda -rs $(PYTEST_ARGS) tests
 
-demo: $(STAMP)
+demo: $(STAMP_LITE)
 	$(PY) tools/demo.py --attn dna
 
-demo-compare: $(STAMP)
+demo-compare: $(STAMP_LITE)
 	$(PY) tools/demo.py --attn dna softmax
 
 demo-det: $(STAMP)
 	$(PY) tools/demo_det.py --attn dna
 
 .PHONY: demo-study
-demo-study: $(STAMP)
+demo-study: $(STAMP_LITE)
 	$(PY) tools/analysis/study.py --methods softmax dna diff --seeds 5 --out work_dirs/study
 
 bench: $(STAMP)

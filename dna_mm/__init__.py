@@ -9,10 +9,15 @@ read ``mmaction::`` bases
 (:mod:`dna_mm.utils.mim_compat`); ``docs/checkpoint_safety.md`` lists each change.
 """
 
-# Order matters: safe loading and the mmengine patch before anything is built.
+# Order matters: mmcv checked first (it is not an install_requires: dna_mm/utils/mmcv_ops.py),
+# then safe loading and the mmengine patch before anything is built.
 # isort: off
-from .checkpoint import install as install_safe_checkpoint_loading
-from .utils.mim_compat import patch_mmengine
+from .utils.mmcv_ops import check_mmcv
+
+check_mmcv()
+
+from .checkpoint import install as install_safe_checkpoint_loading  # noqa: E402
+from .utils.mim_compat import patch_mmengine  # noqa: E402
 
 install_safe_checkpoint_loading()
 patch_mmengine()

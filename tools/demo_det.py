@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> None:
         help='also test the untrained model (what AP a model that learned nothing gets)',
     )
     args = p.parse_args(argv)
+    from dna_mm.utils.mmcv_ops import has_ops, missing_ops_line
+
+    if not has_ops():  # Mask R-CNN's RoI ops: one line before anything is built
+        p.exit(2, f'demo_det.py: error: {missing_ops_line("The detector demo (Mask R-CNN)")}\n')
     from dna_mm.apis import format_metrics
     from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
     from dna_mm.models.attention.builder import SHORT_NAMES

@@ -14,7 +14,13 @@
 # that CUDA (<cache>/cuda/X.Y), so that no system toolkit is needed. After the install, one line
 # fails it when the ops lack CUDA they were to have, or a visible GPU is not among the archs.
 #
+# MMCV_OPS=0 (`make demo`): mmcv without its compiled ops (built from the sdist with
+# MMCV_WITH_OPS=0, seconds), enough for video recognition; an mmcv already there is kept, and a
+# later full install replaces the op-less one in the same environment. Stamps: .dna_mm_installed
+# (full) and .dna_mm_installed_lite (either).
+#
 # Cache: ${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-<mmcv>-torch<torch>[-cu<XY>-sm<archs>]-<pytag>/
+# (the op-less wheel: wheels/mmcv-<mmcv>-noops/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +59,32 @@ CONSTRAINTS=(-c requirements/lock.txt)
 
 log "build tools, torch $TORCH_VERSION"
 "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/build.txt -r requirements/torch.txt
+
+if [ "${MMCV_OPS:-1}" = 0 ]; then
+  if "$PY" -c "import mmcv, sys; sys.exit(mmcv.__version__ != '$MMCV_VERSION')" 2>/dev/null; then
+    log "mmcv $MMCV_VERSION is installed: kept"
+  else
+    WHEEL_DIR="$CACHE/wheels/mmcv-$MMCV_VERSION-noops"
+    if ! ls "$WHEEL_DIR"/mmcv-*.whl >/dev/null 2>&1; then
+      log "mmcv $MMCV_VERSION without its compiled ops (MMCV_WITH_OPS=0: video recognition; 'make install' adds the ops)"
+      BUILD=$(mktemp -d)
+      trap 'rm -rf "$BUILD"' EXIT
+      SRC=$(mmcv_sdist "$PY" "$MMCV_VERSION" "$BUILD") || exit 1
+      MMCV_WITH_OPS=0 "${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$SRC"
+      mkdir -p "$WHEEL_DIR"
+      cp "$BUILD"/dist/mmcv-*.whl "$WHEEL_DIR/"
+    fi
+    "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "$(ls "$WHEEL_DIR"/mmcv-*.whl | head -n 1)"
+  fi
+  log "OpenMMLab stack + test tools"
+  "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/optional.txt -r requirements/tests.txt -r requirements/lint.txt
+  "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
+  "$PY" -c "import mmcv, mmaction.models, decord, timm, dna_mm" \
+    || { echo "install_env: the environment in $VENV does not import; see above" >&2; exit 1; }
+  touch "$VENV/.dna_mm_installed_lite"
+  log "environment ready in $VENV (mmcv's compiled ops: $("$PY" -c 'from dna_mm.utils.mmcv_ops import has_ops; print("yes" if has_ops() else "no: make install adds them")'))"
+  exit 0
+fi
 
 PLAN=$("$PY" tools/cuda_toolkit.py plan) || exit 1
 eval "$PLAN"
@@ -105,5 +137,5 @@ log "OpenMMLab stack + test tools"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
 "$PY" -c "import mmcv.ops, mmaction.models, mmdet.models, decord, timm, dna_mm" \
   || { echo "install_env: the environment in $VENV does not import; see above" >&2; exit 1; }
-touch "$VENV/.dna_mm_installed"
+touch "$VENV/.dna_mm_installed" "$VENV/.dna_mm_installed_lite"
 log "environment ready in $VENV"

@@ -35,6 +35,7 @@ from urllib.error import HTTPError, URLError
 
 from ..errors import MissingFileError, UserError
 from ..utils.build_errors import config_mistake
+from ..utils.mmcv_ops import missing_ops_line
 
 DEBUG_FLAG = '--debug'
 #: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
@@ -85,6 +86,8 @@ def _user_message(err: BaseException) -> Optional[str]:
     """The one line for a user's mistake, or ``None`` for a programming error."""
     if isinstance(err, USER_ERRORS):
         return error_line(err)
+    if isinstance(err, ImportError) and err.name == 'mmcv._ext':  # mmcv without its ops
+        return missing_ops_line()
     if isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err)):
         return error_line(err)
     if isinstance(err, (TypeError, KeyError)) and _raised_in(err, '_merge_a_into_b'):
