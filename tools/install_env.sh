@@ -14,13 +14,12 @@
 # that CUDA (<cache>/cuda/X.Y), so that no system toolkit is needed. After the install, one line
 # fails it when the ops lack CUDA they were to have, or a visible GPU is not among the archs.
 #
-# MMCV_OPS=0 (`make demo`): mmcv without its compiled ops (built from the sdist with
-# MMCV_WITH_OPS=0, seconds), enough for video recognition; an mmcv already there is kept, and a
-# later full install replaces the op-less one in the same environment. Stamps: .dna_mm_installed
+# MMCV_OPS=0 (`make demo`): mmcv without its compiled ops, OpenMMLab's mmcv-lite wheel (mmcv's
+# MMCV_WITH_OPS=0 build; seconds), enough for video recognition; an mmcv already there is kept,
+# and a later full install replaces mmcv-lite in the same environment. Stamps: .dna_mm_installed
 # (full) and .dna_mm_installed_lite (either).
 #
 # Cache: ${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-<mmcv>-torch<torch>[-cu<XY>-sm<archs>]-<pytag>/
-# (the op-less wheel: wheels/mmcv-<mmcv>-noops/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,18 +62,9 @@ log "build tools, torch $TORCH_VERSION"
 if [ "${MMCV_OPS:-1}" = 0 ]; then
   if "$PY" -c "import mmcv, sys; sys.exit(mmcv.__version__ != '$MMCV_VERSION')" 2>/dev/null; then
     log "mmcv $MMCV_VERSION is installed: kept"
-  else
-    WHEEL_DIR="$CACHE/wheels/mmcv-$MMCV_VERSION-noops"
-    if ! ls "$WHEEL_DIR"/mmcv-*.whl >/dev/null 2>&1; then
-      log "mmcv $MMCV_VERSION without its compiled ops (MMCV_WITH_OPS=0: video recognition; 'make install' adds the ops)"
-      BUILD=$(mktemp -d)
-      trap 'rm -rf "$BUILD"' EXIT
-      SRC=$(mmcv_sdist "$PY" "$MMCV_VERSION" "$BUILD") || exit 1
-      MMCV_WITH_OPS=0 "${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$BUILD/dist" "$SRC"
-      mkdir -p "$WHEEL_DIR"
-      cp "$BUILD"/dist/mmcv-*.whl "$WHEEL_DIR/"
-    fi
-    "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "$(ls "$WHEEL_DIR"/mmcv-*.whl | head -n 1)"
+  else  # OpenMMLab's wheel of mmcv built with MMCV_WITH_OPS=0 (what its setup.py names mmcv-lite)
+    log "mmcv-lite $MMCV_VERSION: mmcv without its compiled ops (video recognition; 'make install' adds the ops)"
+    "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "mmcv-lite==$MMCV_VERSION"
   fi
   log "OpenMMLab stack + test tools"
   "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/optional.txt -r requirements/tests.txt -r requirements/lint.txt
@@ -126,6 +116,7 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
   else
     log "reusing cached $WHEEL"
   fi
+  "${PIP[@]}" uninstall -q -y mmcv-lite 2>/dev/null || true  # make demo's op-less mmcv, replaced
   "${PIP[@]}" install -q "${CONSTRAINTS[@]}" "$WHEEL"  # with its dependencies
   "${PIP[@]}" install -q --force-reinstall --no-deps "$WHEEL"  # over an mmcv 2.0.1 built for other archs
   echo "$MMCV_KEY" > "$VENV/.mmcv_key"

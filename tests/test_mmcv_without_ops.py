@@ -1,0 +1,82 @@
+"""dna_mm on mmcv without its compiled ops (mmcv-lite, as a pip user may have it, or the op-less
+build ``make demo`` installs): video recognition trains and tests, and what needs the ops (a
+Mask R-CNN config, the detector demo) stops with one line naming the command that builds them.
+
+The environment: OpenMMLab's ``mmcv-lite`` 2.0.1 wheel (from the package index, cached beside
+mmcv's other wheels) installed into a folder put first on ``PYTHONPATH``, so that it takes the
+place of the project's mmcv for the tools run here; the rest of the stack is the project's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DEMO_CONFIG, REPO, tiny_run_options
+
+pytestmark = pytest.mark.integration
+
+CACHE = Path(os.environ.get('DNA_MM_CACHE', Path.home() / '.cache' / 'dna_mm')) / 'wheels' / 'mmcv-lite-2.0.1'
+
+
+@pytest.fixture(scope='module')
+def lite_env(tmp_path_factory) -> dict:
+    """The environment variables of a run whose ``mmcv`` is mmcv-lite 2.0.1."""
+    if not list(CACHE.glob('mmcv_lite-2.0.1-*.whl')):
+        pip = [sys.executable, '-m', 'pip', '--disable-pip-version-check']
+        fetch = pip + [
+            'download',
+            '-q',
+            '--no-deps',
+            '--only-binary=:all:',
+            'mmcv-lite==2.0.1',
+            '-d',
+            str(CACHE),
+        ]
+        subprocess.run(fetch, check=True, capture_output=True, timeout=300)
+    site = tmp_path_factory.mktemp('mmcv_lite')
+    wheel = next(CACHE.glob('mmcv_lite-2.0.1-*.whl'))
+    install = [sys.executable, '-m', 'pip', 'install', '-q', '--no-deps', '--no-index', '--target', str(site)]
+    subprocess.run(install + [str(wheel)], check=True, capture_output=True, timeout=300)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+
+
+def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_the_environment_has_no_ops_and_dna_mm_imports(lite_env) -> None:
+    code = 'import mmcv, dna_mm; from dna_mm.utils.mmcv_ops import has_ops; print(mmcv.__file__, has_ops())'
+    proc = _run(['-c', code], lite_env)
+    assert proc.returncode == 0, proc.stderr
+    where, ops = proc.stdout.split()[-2:]
+    assert 'mmcv_lite' in where and ops == 'False'
+    assert _run(['-c', 'import mmcv.ops'], lite_env).returncode != 0  # really without the ops
+
+
+def test_video_recognition_trains_and_tests(lite_env, tiny_video_set, tmp_path) -> None:
+    work = tmp_path / 'w'
+    opts = tiny_run_options(tiny_video_set)
+    train = _run(['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), '--cfg-options', *opts], lite_env)
+    assert train.returncode == 0, train.stderr[-3000:]
+    test = _run(['tools/test.py', DEMO_CONFIG, str(work / 'epoch_1.pth'), '--cfg-options', *opts], lite_env)
+    assert test.returncode == 0, test.stderr[-3000:]
+    assert 'acc/top1' in test.stdout + test.stderr
+
+
+@pytest.mark.parametrize(
+    'args',
+    [['tools/train.py', 'configs/vitdet_dna_demo.py'], ['tools/demo_det.py', '--iters', '1']],
+    ids=['mask_rcnn_config', 'demo_det'],
+)
+def test_what_needs_the_ops_says_so_in_one_line(lite_env, args, tmp_path) -> None:
+    proc = _run([*args, '--work-dir', str(tmp_path / 'w')], lite_env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if ': error: ' in line]
+    assert len(errors) == 1 and "mmcv's compiled ops are needed" in errors[0], proc.stderr[-3000:]
+    assert "'make install'" in errors[0] and 'Traceback' not in proc.stderr
