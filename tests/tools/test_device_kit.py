@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from conftest import REPO, load_tool
+from conftest import REPO, load_tool, run_main
 from packaging.requirements import Requirement
 
 #: kit packages that stand in for a requirement of another name (same import name)
@@ -255,3 +255,24 @@ def test_the_steps_fit_one_call_on_a_lent_gpu() -> None:
     assert all(set(step.caps) == {'gpu', 'rehearsal'} for step in check.STEPS)
     assert sum(step.caps['gpu'] for step in check.STEPS) <= check.GPU_CAPS_S <= 600 - 40
     assert [s.name for s in check.STEPS][-1] == 'compiled'  # the compiler's time cuts nothing short
+
+
+def test_the_train_step_table_adds_the_gpu_busy_time_where_it_was_profiled() -> None:
+    """``benchmark_train_step.py --kernels`` rows (GPU busy time, kernels launched) become two
+    more columns of the report's table; rows without them keep the plain table."""
+    check = load_tool('tools/device/gpu_check.py')
+    row = dict(config='a.py', params=121.6e6, step_s=0.1, peak_bytes=2**30, per_s=80.0)
+    profiled = [
+        dict(row, gpu_busy_s=0.04, kernels=1234),
+        dict(row, config='b.py', step_s=0.15, gpu_busy_s=0.05, kernels=2000),
+    ]
+    run = dict(device='GPU', batch=8, part='model', amp_dtype=None, rows=profiled)
+    text = check._train_step_markdown(None, {'timesformer': run})
+    assert '| GPU busy | kernels |' in text.splitlines()[2]
+    assert text.splitlines()[-1].endswith('| 1.50× | 1.00 GiB | 1.00× | 80.0 | 50.0 ms | 2000 |')
+    assert 'GPU busy' not in check._train_step_markdown(None, {'timesformer': dict(run, rows=[row])})
+
+
+def test_kernels_are_profiled_on_cuda_only() -> None:
+    proc = run_main(['tools/analysis/benchmark_train_step.py', '--kernels', '--device', 'cpu'], check=False)
+    assert proc.returncode == 2 and '--kernels profiles CUDA kernels: it needs --device cuda' in proc.stderr

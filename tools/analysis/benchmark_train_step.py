@@ -46,7 +46,10 @@ work, not in the median). Measured figures: docs/training.md (torch.compile)::
         model.backbone.num_transformer_layers=4 model.backbone.img_size=112
 
 On CUDA the table adds the peak memory of each config's steps
-(``max_memory_allocated``) and the throughput (clips/s, or images/s). ``--json`` also writes
+(``max_memory_allocated``) and the throughput (clips/s, or images/s); ``--kernels`` profiles one
+more step of each config (``torch.profiler``): the time its kernels kept the GPU busy, as a share
+of the step, and how many kernels it launched (a step much longer than its GPU time is bound by
+launching them, not by the GPU's work). ``--json`` also writes
 the figures.
 """
 
@@ -235,6 +238,19 @@ def prepare(
     )
 
 
+def gpu_kernels(step: Callable[[], None]) -> tuple[float, int]:
+    """One step under ``torch.profiler``: the seconds its CUDA kernels ran (their sum: the time
+    the GPU was busy) and how many it launched."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(e.device_time for e in events) / 1e6, len(events)
+
+
 def measure(
     steps: list[Callable[[], None]], reps: int, device: str
 ) -> tuple[list[float], list[Optional[int]], list[float]]:
@@ -329,6 +345,12 @@ def main(argv: Optional[list[str]] = None) -> None:
         action='store_true',
         help='CPU: each config in a fresh process; resident memory after building and its peak in the steps',
     )
+    p.add_argument(
+        '--kernels',
+        action='store_true',
+        help='CUDA: also profile one step of each config: the time its kernels kept the GPU busy '
+        'and how many it launched (a step far longer than its GPU time is bound by launching them)',
+    )
     p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     from dna_mm.apis.cli import run_tool
@@ -348,6 +370,8 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
         p.error('--amp-dtype needs --device cuda')
     if args.peak_rss and args.device != 'cpu':
         p.error('--peak-rss measures CPU memory (--device cpu); on CUDA the table has the peak GPU memory')
+    if args.kernels and not args.device.startswith('cuda'):
+        p.error('--kernels profiles CUDA kernels: it needs --device cuda')
     if args.compile and args.compare_compile:
         p.error('--compile or --compare-compile: choose one')
     runs = [(c, dict(args.cfg_options), args.compile) for c in args.configs]
@@ -386,22 +410,27 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
         print(f'--cfg-options {args.cfg_options}')
     prepared = [prepare(c, args.batch, args.device, o, args.amp_dtype, k, args.part) for c, o, k in runs]
     step_times, peaks, firsts = measure([p[0] for p in prepared], args.reps, args.device)
+    kernels = [gpu_kernels(p[0]) for p in prepared] if args.kernels else None
     ref_params, ref_time, ref_peak = prepared[0][1], step_times[0], peaks[0]
     gpu = ref_peak is not None
     print(
         '| config | params | Δ params vs first | backbone | train step | ratio |'
         + (' peak memory | ratio | clips (images)/s |' if gpu else '')
         + (' first step |' if args.compare_compile else '')
+        + (' GPU busy | kernels |' if kernels else '')
         + '\n'
         + '|---|---|---|---|---|---|'
         + ('---|---|---|' if gpu else '')
         + ('---|' if args.compare_compile else '')
+        + ('---|---|' if kernels else '')
     )
     names = [
         c + (' with_cp' if o.get('model.backbone.with_cp') else '') + (' compiled' if k else '')
         for c, o, k in runs
     ]
-    for c, (_, n, nb), t, peak, first in zip(names, prepared, step_times, peaks, firsts, strict=True):
+    for i, (c, (_, n, nb), t, peak, first) in enumerate(
+        zip(names, prepared, step_times, peaks, firsts, strict=True)
+    ):
         row = (
             f'| {c} | {n / 1e6:.2f}M | {(n - ref_params) / 1e6:+.2f}M | {nb / 1e6:.2f}M | '
             f'{t:.3f} s | {t / ref_time:.2f}× |'
@@ -410,6 +439,9 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
             row += f' {peak / 2**30:.2f} GiB | {peak / ref_peak:.2f}× | {args.batch / t:.1f} |'
         if args.compare_compile:
             row += f' {first:.1f} s |'
+        if kernels:
+            busy, launched = kernels[i]
+            row += f' {busy * 1e3:.1f} ms ({busy / t:.0%}) | {launched} |'
         print(row, flush=True)
     if args.json:
         rows = [
@@ -421,8 +453,11 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
                 first_step_s=first,
                 peak_bytes=peak,
                 per_s=args.batch / t,
+                **(dict(gpu_busy_s=kernels[i][0], kernels=kernels[i][1]) if kernels else {}),
             )
-            for c, (_, n, nb), t, peak, first in zip(names, prepared, step_times, peaks, firsts, strict=True)
+            for i, (c, (_, n, nb), t, peak, first) in enumerate(
+                zip(names, prepared, step_times, peaks, firsts, strict=True)
+            )
         ]
         meta = dict(torch=torch.__version__, device=device_name, batch=args.batch, part=args.part)
         with open(args.json, 'w') as f:

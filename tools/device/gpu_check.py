@@ -290,7 +290,7 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
     mask_rcnn += ['--json', str(ctx.scratch / 'step_mask_rcnn.json')]
     if ctx.gpu:
         runs = [
-            timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '5'],
+            timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '10', '--kernels'],
             vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
             with_cp + ['--device', 'cuda', '--batch', '8', '--reps', '3'],
             mask_rcnn + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
@@ -327,18 +327,21 @@ def _train_step_markdown(ctx: Context, data: dict) -> str:
     for name, run in data.items():
         ref = run['rows'][0]
         amp = run['amp_dtype'] or "the configs' rule"
+        kernels = 'kernels' in ref  # benchmark_train_step.py --kernels
         lines = [
             f'**{name}** ({run["device"]}, batch {run["batch"]}, {run["part"]}, AMP: {amp})',
             '',
-            '| config | params | step | ratio | peak memory | ratio | per second |',
-            '|---|---|---|---|---|---|---|',
+            '| config | params | step | ratio | peak memory | ratio | per second |'
+            + (' GPU busy | kernels |' if kernels else ''),
+            '|---|---|---|---|---|---|---|' + ('---|---|' if kernels else ''),
         ]
         for r in run['rows']:
             peak = r['peak_bytes']
             mem = f'{peak / 2**30:.2f} GiB | {peak / ref["peak_bytes"]:.2f}×' if peak else 'n/a | n/a'
+            busy = f' {1e3 * r["gpu_busy_s"]:.1f} ms | {r["kernels"]} |' if kernels else ''
             lines.append(
                 f'| `{r["config"]}` | {r["params"] / 1e6:.2f}M | {1e3 * r["step_s"]:.1f} ms | '
-                f'{r["step_s"] / ref["step_s"]:.2f}× | {mem} | {r["per_s"]:.1f} |'
+                f'{r["step_s"] / ref["step_s"]:.2f}× | {mem} | {r["per_s"]:.1f} |{busy}'
             )
         parts.append('\n'.join(lines))
     return '\n\n'.join(parts)
