@@ -35,6 +35,14 @@ MEMBERS = {
 }
 # relative error (max |got − fp64| / max |fp64|) allowed per dtype, outputs and gradients
 TOL = {torch.float32: 2e-4, torch.bfloat16: 4e-2, torch.float16: 6e-3}
+# members whose formula amplifies rounding in 16 bits: Cog's sign(S) flips where S rounds across 0,
+# Diff's A1 − λA2 cancels (measured on an H200: Cog 9.2e-2 (bf16) and 6.2e-2 (fp16) on the
+# output, Diff official 6.8e-2 (bf16) on a gradient); a wrong fast path is off by O(1)
+TOL_16BIT = {'cog': 0.15, 'diff_official': 0.15}
+# fp16 gradients are compared as a GradScaler makes them: the loss scaled (its default initial
+# scale), else the attention's own gradients fall into fp16's subnormals (~1e-6 here), which
+# measured 1e-2 even for PyTorch's softmax SDPA and 1e-1 for the softmin queries
+FP16_LOSS_SCALE = 2.0**16
 
 
 @pytest.fixture(autouse=True)
@@ -46,15 +54,16 @@ def _no_tf32():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
-def _extras(kind: str, dual: bool) -> dict:
-    """The forward's keyword arguments for ``kind`` on a ``[2, N]`` batch."""
+def _extras(kind: str, dual: bool, heads: int = H) -> dict:
+    """The forward's keyword arguments for ``kind`` on a ``[2, N]`` batch, a bias of ``heads``
+    heads (Diff's official layout has ``H/2``)."""
     g = torch.Generator().manual_seed(1)
     if kind == 'mask':  # exclude the last 7 keys of the second sample, from every branch
         keep = torch.ones(2, 1, 1, N, dtype=torch.bool)
         keep[1, ..., -7:] = False
         return dict(attn_mask=keep.cuda())
     if kind == 'bias':  # a rel-pos-style float bias (ViTDet), branch-specific for DnA
-        make = lambda: (torch.randn(1, H, N, N, generator=g) * 2).cuda().requires_grad_()  # noqa: E731
+        make = lambda: (torch.randn(1, heads, N, N, generator=g) * 2).cuda().requires_grad_()  # noqa: E731
         return dict(attn_bias=(make(), make()) if dual else make())
     return {}
 
@@ -70,9 +79,10 @@ def _run(m: torch.nn.Module, x: torch.Tensor, extra: dict, fused: bool, dtype: t
         b.grad = None
     with torch.autocast('cuda', dtype=dtype, enabled=dtype in (torch.bfloat16, torch.float16)):
         y = m(x, **extra)
-    (y if y.dtype == torch.float64 else y.float()).square().mean().backward()
+    scale = FP16_LOSS_SCALE if dtype == torch.float16 else 1.0
+    ((y if y.dtype == torch.float64 else y.float()).square().mean() * scale).backward()
     grads = [x.grad] + [p.grad for p in m.parameters()] + [b.grad for b in biases]
-    return y.detach().double(), [g.detach().double() for g in grads]
+    return y.detach().double(), [g.detach().double() / scale for g in grads]
 
 
 def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -89,7 +99,7 @@ def test_fast_and_eager_match_float64(member: str, dtype: torch.dtype, extra: st
         with torch.no_grad():
             m.alpha.uniform_(-1, 1)
     dual = member.startswith('dna')
-    kwargs = _extras(extra, dual)
+    kwargs = _extras(extra, dual, m.num_heads)
     x = torch.randn(2, N, C, device='cuda')
     ref_m = MEMBERS[member](C, H).cuda().double()
     ref_m.load_state_dict(m.state_dict())
@@ -109,7 +119,8 @@ def test_fast_and_eager_match_float64(member: str, dtype: torch.dtype, extra: st
         assert torch.isfinite(got[0]).all()
         errors = [_rel(got[0], want[0])] + [_rel(a, b) for a, b in zip(got[1], want[1], strict=True)]
         worst = max(range(len(errors)), key=errors.__getitem__)
-        assert errors[worst] < TOL[dtype], (
+        tol = TOL_16BIT.get(member, TOL[dtype]) if dtype != torch.float32 else TOL[dtype]
+        assert errors[worst] < tol, (
             f'{"fast" if fused else "eager"}: tensor {worst} '
             f'(0 = output, 1 = input grad, then parameters, '
             f'biases) rel. error {errors[worst]:.2e}'
@@ -243,7 +254,7 @@ def test_triton_kernel_fp32_with_tf32_allowed(d: int) -> None:
     ref = reference(*ref_in, None, None, d**-0.5)
     ref_grads = torch.autograd.grad(ref.square().sum(), ref_in)
     for got, want in zip([out, *grads], [ref, *ref_grads], strict=True):
-        assert _rel(got.double(), want) < 5e-3
+        assert _rel(got.double(), want) < 1e-2  # TF32's 10-bit mantissa: 5.7-5.9e-3 on an H200
 
 
 def test_module_with_the_triton_kernel_under_bf16_autocast() -> None:
