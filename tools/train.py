@@ -24,6 +24,11 @@ rates, clip / crop sizes > 0; attention names known): a mistake in the input (a 
 line, a missing file, a checkpoint that does not match or cannot be read) is one line and exit
 status 2; ``--debug`` prints its traceback. Checkpoints carry the random state: a run stopped
 at any checkpoint (also mid-epoch) and resumed logs the same losses as one never stopped.
+
+Faults (``docs/training.md``, "When the machine misbehaves"): ``SIGTERM`` / ``SIGUSR1`` save the
+iteration in progress and exit with status 128 + the signal's number (143 / 138: requeue and
+``--resume``); a checkpoint write that fails, a NaN / inf loss or gradient norm, or a work dir
+that a live run holds is one line and status 2.
 """
 
 from __future__ import annotations

@@ -15,9 +15,16 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=20, ignore_last=False),
     param_scheduler=dict(type='ParamSchedulerHook'),
+    # DnARunner builds it as dna_mm's AtomicCheckpointHook: whole files, the old ones removed
+    # only once the new one is written
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='auto'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     sync_buffers=dict(type='SyncBuffersHook'),
+    # SIGTERM / SIGUSR1: save the iteration, exit with 128 + the signal's number (to requeue on)
+    preemption=dict(type='PreemptionHook'),
+    # a NaN / inf loss or gradient norm stops the run before the step is applied
+    # (max_skips_in_a_row=N: skip up to N such steps in a row instead)
+    non_finite=dict(type='NonFiniteLossHook'),
 )
 # SkippedVideosHook: per-epoch total of unreadable training videos skipped, over all workers and
 # ranks. RNGStateHook: the random state in each checkpoint, restored on resume by the

@@ -7,9 +7,14 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
+    # DnARunner builds it as dna_mm's AtomicCheckpointHook (whole files, pruned after the save)
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, save_last=True, max_keep_ckpts=3),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='DetVisualizationHook'),
+    # SIGTERM / SIGUSR1: save the iteration, exit with 128 + the signal's number (to requeue on)
+    preemption=dict(type='PreemptionHook'),
+    # a NaN / inf loss or gradient norm stops the run before the step is applied
+    non_finite=dict(type='NonFiniteLossHook'),
 )
 # the random state in each checkpoint, restored on resume by the schedule's
 # ResumableIterBasedTrainLoop (exact resume)

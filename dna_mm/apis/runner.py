@@ -17,6 +17,14 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   guaranteed.
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps go to
   the log file only, unless ``log_setup_to_console = True`` (tools: ``--verbose``).
+* **Faults** (``docs/training.md``, "When the machine misbehaves"). Checkpoints are written whole
+  or not at all (:mod:`dna_mm.engine.atomic_files`; a failed write is a
+  :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause);
+  ``resume=True`` skips a checkpoint that does not load and takes the one before
+  (:func:`~dna_mm.engine.checkpoint_hook.resume_candidates`); ``train()`` holds the work dir
+  (:mod:`dna_mm.engine.work_dir_lock`) and refuses one that a live run holds. mmengine's
+  ``CheckpointHook`` is built as :class:`~dna_mm.engine.checkpoint_hook.AtomicCheckpointHook`
+  (the same arguments and files; the old checkpoint goes only once the new one is written).
 
 Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime*.py``);
 :func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
@@ -27,19 +35,31 @@ too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
 from __future__ import annotations
 
 import logging
+import os.path as osp
 from typing import Any, Callable, Optional, Union
 
 from mmengine.config import Config
+from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
+from mmengine.fileio import LocalBackend, get_file_backend
+from mmengine.hooks import CheckpointHook, Hook
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
-from mmengine.runner.checkpoint import find_latest_checkpoint
 
 from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
+from ..engine.atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
+from ..engine.checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
 from ..engine.loops import ResumableLoopMixin
 from ..engine.rng_state import RNGStateHook
-from ..errors import CheckpointMismatchError
+from ..engine.work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use
+from ..errors import CheckpointMismatchError, UnreadableCheckpointError
+from .cli import error_line
+
+#: how a config names mmengine's ``CheckpointHook`` (built as ``AtomicCheckpointHook``)
+STOCK_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook', CheckpointHook)
+#: the default hooks mmengine 0.10.7 knows by name (``None`` removes one of them)
+MMENGINE_DEFAULT_HOOKS = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
 
 # Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
 SETUP_DUMP_MARKERS = (
@@ -119,16 +139,132 @@ class DnARunner(Runner):
             self._setup_filter.active = False
         super().call_hook(fn_name, **kwargs)
 
+    def register_default_hooks(self, hooks: Optional[dict] = None) -> None:
+        """mmengine's; ``None`` also turns off a default hook that mmengine does not know
+        (``default_hooks.preemption=None``; mmengine accepts ``None`` only for its own names)."""
+        if hooks is not None:
+            hooks = {k: h for k, h in hooks.items() if h is not None or k in MMENGINE_DEFAULT_HOOKS}
+        super().register_default_hooks(hooks)
+
+    def register_hook(self, hook: Union[Hook, dict], priority: Any = None) -> None:
+        """mmengine's; mmengine's ``CheckpointHook`` is built as
+        :class:`~dna_mm.engine.checkpoint_hook.AtomicCheckpointHook` (the same arguments and
+        files; a failed write cannot leave the run without a checkpoint that loads)."""
+        if isinstance(hook, dict) and hook.get('type') in STOCK_CHECKPOINT_HOOK:
+            hook = {**hook, 'type': AtomicCheckpointHook}
+        super().register_hook(hook, priority)
+
     def load_or_resume(self) -> None:
-        """mmengine's, but ``resume`` with nothing to resume from says so plainly."""
-        if self._resume and self._load_from is None and not self._has_loaded:
-            if find_latest_checkpoint(self.work_dir) is None:
-                self.logger.warning(
-                    f'resume: no checkpoint found in {self.work_dir} (no '
-                    f'last_checkpoint file); training starts from scratch'
+        """mmengine's, but ``resume`` with nothing to resume from says so plainly, and one that
+        does not load (cut short, damaged, gone) is skipped with one line for the one before it
+        (:func:`~dna_mm.engine.checkpoint_hook.resume_candidates`)."""
+        if not (self._resume and self._load_from is None) or self._has_loaded:
+            return super().load_or_resume()
+        candidates = resume_candidates(self.work_dir)
+        if not candidates:
+            self.logger.warning(
+                f'resume: no checkpoint found in {self.work_dir} (no '
+                f'last_checkpoint file); training starts from scratch'
+            )
+            return None
+        for i, path in enumerate(candidates):
+            try:
+                self.resume(path)
+            except (UnreadableCheckpointError, FileNotFoundError) as err:
+                after = (
+                    f'trying the one before, {candidates[i + 1]}' if candidates[i + 1 :] else 'none before it'
                 )
-                return None
-        return super().load_or_resume()
+                self.logger.warning(
+                    f'resume: skipping {path}, which does not load ({error_line(err)}); {after}'
+                )
+                continue
+            self._has_loaded = True
+            self.logger.info(f'resume: continuing from {path}')
+            return None
+        raise UnreadableCheckpointError(
+            f'resume: none of the {len(candidates)} checkpoint(s) in {self.work_dir} loads (the lines '
+            f'above say why); move them away to train from scratch'
+        )
+
+    def train(self) -> Any:
+        """mmengine's, holding the work dir (:mod:`dna_mm.engine.work_dir_lock`): a work dir that
+        a live run holds is a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`."""
+        lock = self._hold_work_dir()
+        try:
+            return super().train()
+        finally:
+            lock.release()
+
+    def _hold_work_dir(self) -> WorkDirLock:
+        """Lock the work dir on rank 0 and give every rank its answer; clear the partial files a
+        killed run left."""
+        lock, refused = WorkDirLock(self.work_dir), None
+        if is_main_process():
+            try:
+                locked, previous = lock.acquire()
+            except WorkDirBusyError as err:
+                refused = str(err)
+            else:
+                if not locked:
+                    self.logger.warning(
+                        f'{self.work_dir}: the file system has no file locks; a second run into this '
+                        f'work dir would not be refused'
+                    )
+                if previous:
+                    self.logger.info(
+                        f'work dir {self.work_dir}: taking it over from a run that ended without '
+                        f'releasing it ({holder_text(previous)})'
+                    )
+                removed = remove_partial_files(self.work_dir)
+                if removed:
+                    self.logger.info(f'removed partial files a killed run left: {", ".join(removed)}')
+        if get_world_size() > 1:
+            box = [refused]
+            broadcast_object_list(box)
+            refused = box[0]
+        if refused:
+            raise WorkDirBusyError(refused)
+        return lock
+
+    def dump_config(self) -> None:
+        """mmengine's, except into the work dir of a live training run (that run's copy stays;
+        a training run is then refused by :meth:`train`)."""
+        if not in_use(self.work_dir):
+            super().dump_config()
+
+    def save_checkpoint(
+        self,
+        out_dir: str,
+        filename: str,
+        file_client_args: Optional[dict] = None,
+        save_optimizer: bool = True,
+        save_param_scheduler: bool = True,
+        meta: Optional[dict] = None,
+        by_epoch: bool = True,
+        backend_args: Optional[dict] = None,
+    ) -> None:
+        """mmengine's (rank 0 writes), to a local folder whole or not at all
+        (:func:`~dna_mm.engine.atomic_files.atomic_path`); a failed write is a
+        :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause.
+        Other storage (``backend_args``, ``s3://``) is written by mmengine as it is."""
+        args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch, backend_args)
+        backend = get_file_backend(out_dir, backend_args=backend_args)
+        if not is_main_process() or file_client_args is not None or not isinstance(backend, LocalBackend):
+            return super().save_checkpoint(out_dir, filename, *args)
+        path = osp.join(out_dir, filename)
+        try:
+            with atomic_path(path) as part:
+                super().save_checkpoint(out_dir, osp.basename(part), *args)
+        except CheckpointWriteError:
+            raise
+        except OSError as err:
+            pointer = osp.join(self.work_dir, LAST_CHECKPOINT)
+            kept = open(pointer).read().strip() if osp.isfile(pointer) else ''
+            kept = f'; last_checkpoint still names {kept}' if kept else ''
+            raise CheckpointWriteError(
+                f'could not write the checkpoint {path}: {describe_os_error(err)}; nothing was written '
+                f'under that name{kept}'
+            ) from err
 
     def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
         """mmengine's, with an error naming the file when it is not a training checkpoint."""

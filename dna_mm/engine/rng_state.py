@@ -47,14 +47,15 @@ def capture_rng_state() -> RNGState:
 
 
 def restore_rng_state(state: RNGState) -> None:
-    """Set the generators to ``state`` (from :func:`capture_rng_state`)."""
+    """Set the generators to ``state`` (from :func:`capture_rng_state`). Its tensors may be on a
+    GPU (mmengine's resume maps a checkpoint to the run's device); the generators take CPU ones."""
     version, internal, gauss = state['python']
     random.setstate((int(version), tuple(int(x) for x in internal.tolist()), gauss))
     name, keys, pos, has_gauss, cached = state['numpy']
-    np.random.set_state((name, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
-    torch.set_rng_state(state['torch'])
+    np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(state['torch'].cpu())
     if 'cuda' in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state['cuda'])
+        torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
 
 
 @HOOKS.register_module()

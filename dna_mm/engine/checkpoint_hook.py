@@ -1,0 +1,126 @@
+"""``AtomicCheckpointHook``: mmengine's ``CheckpointHook`` whose checkpoints a fault cannot spoil.
+
+Same arguments and file names as mmengine 0.10.7's; three things differ:
+
+* **Whole files.** The checkpoint and ``last_checkpoint`` are written to a temporary name and
+  renamed (:mod:`dna_mm.engine.atomic_files`; ``DnARunner.save_checkpoint`` does it for the
+  checkpoint): a kill or a full disk never leaves part of a file under a final name, and
+  ``last_checkpoint`` always names a whole file.
+* **Save first, prune after.** With ``max_keep_ckpts=N`` mmengine deletes the oldest checkpoint
+  *before* writing the new one, so a failed write can leave none that loads. Here the oldest goes
+  only once the new one is written: the newest checkpoint that loads is never deleted.
+* **All ranks together.** A failed write stops every rank, not only rank 0, which writes
+  (:func:`save_on_all_ranks`).
+
+``--resume`` reads the files in the order of :func:`resume_candidates` and skips one that does
+not load (``DnARunner.load_or_resume``). A checkpoint written out of schedule (on preemption,
+:mod:`dna_mm.engine.preemption`) is recorded in the message hub as :data:`INTERIM_INFO` and
+removed once a later scheduled checkpoint is written.
+"""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+import re
+from typing import Callable, Optional
+
+from mmengine.dist import is_main_process
+from mmengine.hooks import CheckpointHook
+from mmengine.registry import HOOKS
+
+from .atomic_files import CheckpointWriteError, write_text_atomically
+from .ranks import any_rank
+
+#: the message-hub key naming a checkpoint written out of schedule (removed by the next one)
+INTERIM_INFO = 'interim_ckpt'
+#: the training checkpoints of a work dir that ``--resume`` may fall back to
+CHECKPOINT_NAME = re.compile(r'(epoch|iter|preempted_iter)_\d+\.pth')
+LAST_CHECKPOINT = 'last_checkpoint'
+
+
+def save_on_all_ranks(save: Callable[[], None], path: str) -> None:
+    """Call ``save`` (mmengine writes on rank 0 only); then a failure on any rank raises on
+    every rank: its error where it happened, a :class:`CheckpointWriteError` naming ``path``
+    elsewhere. One all-reduce; none in a run of one process."""
+    error: Optional[Exception] = None
+    try:
+        save()
+    except Exception as err:  # noqa: BLE001 (re-raised below, on every rank)
+        error = err
+    if any_rank(error is not None):
+        if error is not None:
+            raise error
+        raise CheckpointWriteError(f'checkpoint {path} was not written (rank 0 failed; its log says why)')
+
+
+def point_last_checkpoint(work_dir: str, path: str) -> None:
+    """``<work_dir>/last_checkpoint`` = ``path``, whole or not at all (main process only)."""
+    if is_main_process():
+        write_text_atomically(osp.join(work_dir, LAST_CHECKPOINT), path)
+
+
+def resume_candidates(work_dir: str) -> list[str]:
+    """The checkpoints ``--resume`` tries, in order: the one ``last_checkpoint`` names, then the
+    other training checkpoints of its folder (:data:`CHECKPOINT_NAME`), newest first."""
+    pointer = osp.join(work_dir, LAST_CHECKPOINT)
+    named = open(pointer).read().strip() if osp.isfile(pointer) else ''
+    folder = osp.dirname(named) if named else work_dir
+    if '://' in folder or not osp.isdir(folder):
+        return [named] if named else []
+    found = [osp.join(folder, n) for n in os.listdir(folder) if CHECKPOINT_NAME.fullmatch(n)]
+    found = [p for p in found if osp.isfile(p) and p != named]
+    found.sort(key=lambda p: (osp.getmtime(p), p), reverse=True)
+    return ([named] if named else []) + found
+
+
+@HOOKS.register_module()
+class AtomicCheckpointHook(CheckpointHook):
+    """mmengine's ``CheckpointHook`` (same arguments) with whole-file writes, pruning after a
+    successful save, and a save that all ranks agree on (module docstring)."""
+
+    def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
+        expired = self._keep(runner, step)
+        filename = self.filename_tmpl.format(step)
+        self.last_ckpt = self.file_backend.join_path(self.out_dir, filename)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        interim = runner.message_hub.pop_info(INTERIM_INFO)
+        save_on_all_ranks(
+            lambda: runner.save_checkpoint(
+                self.out_dir,
+                filename,
+                self.file_client_args,
+                save_optimizer=self.save_optimizer,
+                save_param_scheduler=self.save_param_scheduler,
+                meta=meta,
+                by_epoch=self.by_epoch,
+                backend_args=self.backend_args,
+                **self.args,
+            ),
+            self.last_ckpt,
+        )
+        if not is_main_process():
+            return
+        point_last_checkpoint(runner.work_dir, self.last_ckpt)
+        done = [interim] if interim else []
+        if expired is not None:
+            done.append(self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(expired)))
+        for path in done:
+            if path != self.last_ckpt:
+                self._remove(path)
+
+    def _keep(self, runner, step: int) -> Optional[int]:
+        """mmengine's ``keep_ckpt_ids`` bookkeeping for ``step`` (recorded before the save, so the
+        checkpoint lists itself); the step whose file goes once the save worked, if any."""
+        if self.max_keep_ckpts <= 0 or (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
+            return None
+        expired = self.keep_ckpt_ids.popleft() if len(self.keep_ckpt_ids) == self.max_keep_ckpts else None
+        self.keep_ckpt_ids.append(step)
+        runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        return expired
+
+    def _remove(self, path: str) -> None:
+        if self.file_backend.isfile(path):
+            self.file_backend.remove(path)
+        elif self.file_backend.isdir(path):  # deepspeed saves folders
+            self.file_backend.rmtree(path)

@@ -1,0 +1,181 @@
+"""``PreemptionHook``: a run told to stop saves where it stands and exits with a status to requeue on.
+
+Schedulers stop a job with a signal, then kill it after a grace period: SLURM on preemption and
+``scancel`` (``SIGTERM``; ``--signal=USR1@120`` sends ``SIGUSR1`` two minutes before the time
+limit), Kubernetes and spot machines (``SIGTERM``). On one of ``signals`` the handler only
+records it; at the end of the iteration in progress (after the other hooks: the parameter
+schedulers have stepped, the logger has logged) every rank learns whether any rank was
+signalled (:mod:`dna_mm.engine.ranks`), and then all of them
+
+1. save that iteration as ``CheckpointHook(by_epoch=False)`` would (model, optimizer, parameter
+   schedulers, message hub, the random state of ``RNGStateHook``, ``meta`` epoch / iter) to
+   ``preempted_iter_<N>.pth`` in the checkpoint folder, whole or not at all, and point
+   ``last_checkpoint`` at it (:mod:`dna_mm.engine.checkpoint_hook`); the ``Resumable*TrainLoop``
+   continue from it mid-epoch, to the weights of a run that was never stopped;
+2. log one line: the signal, the iteration, the file, the exit status;
+3. end with :class:`Preempted`, a ``SystemExit`` with status ``128 + signal number`` (143 for
+   ``SIGTERM``, 138 for ``SIGUSR1``).
+
+Why ``128 + N``: it is what a shell (and ``srun``) reports for a process ended by signal ``N``,
+so whatever watches the job sees what the signal alone would have given, now with a checkpoint
+behind it. Kubeflow's training operator (``restartPolicy: ExitCode``) restarts a worker that
+exits 143 (``SIGTERM``), 137 or 130, and 138 (``128 + SIGUSR1``, its code for "retry me"), and
+treats 1, 2 and codes it does not list, ``timeout``'s 124 among them, as permanent; a SLURM
+script requeues on ``[ $? -ge 128 ]``; dna_mm's own failures are 1 (a crash) and 2 (a user's
+mistake).
+
+The handlers are set in ``before_train`` (main thread only) and the previous ones put back when
+training ends. SLURM signals every process of a job step, data-loader workers included, and a
+torch worker dies on ``SIGTERM`` (``SIGUSR1``'s default also ends a process): the main process
+would then fail on the lost worker. So the train and validation loaders' workers ignore
+``signals`` (:func:`workers_ignore`, in their ``worker_init_fn``, before the loader's own); an
+iteration-based loop's first workers, started when the loop was built, are started again.
+Validation and checkpoint writes are not interrupted: the grace period (``--signal=USR1@T``,
+SLURM's ``GraceTime``, Kubernetes' ``terminationGracePeriodSeconds``) must cover one validation,
+one iteration and one save.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from functools import partial
+from typing import Any, Callable, Optional
+
+from mmengine.dist import is_main_process
+from mmengine.hooks import CheckpointHook, Hook
+from mmengine.registry import HOOKS
+
+from ..errors import ConfigError
+from .checkpoint_hook import INTERIM_INFO, point_last_checkpoint, save_on_all_ranks
+from .ranks import max_over_ranks
+
+#: the checkpoint of a preempted iteration (its number, 1-based, as ``iter_{}.pth``)
+PREEMPTED_TMPL = 'preempted_iter_{}.pth'
+
+
+class Preempted(SystemExit):
+    """The run stopped on ``signum`` after saving ``checkpoint``; exit status ``128 + signum``."""
+
+    def __init__(self, signum: int, checkpoint: str) -> None:
+        super().__init__(128 + signum)
+        self.signum, self.checkpoint = signum, checkpoint
+
+
+@HOOKS.register_module()
+class PreemptionHook(Hook):
+    """Save and exit on ``signals`` at the end of the current iteration (module docstring).
+
+    Args:
+        signals: Names of the signals that stop the run (``signal.Signals`` names).
+    """
+
+    priority = 'LOWEST'
+
+    def __init__(self, signals: tuple[str, ...] = ('SIGTERM', 'SIGUSR1')) -> None:
+        signals = (signals,) if isinstance(signals, str) else tuple(signals)
+        known = {s.name for s in signal.Signals}
+        unknown = [s for s in signals if s not in known]
+        if unknown or not signals:
+            raise ConfigError(f'PreemptionHook: signals must be signal names (SIGTERM, ...), got {signals}')
+        self.signals = tuple(signal.Signals[s] for s in signals)
+        self.received = 0  # the last signal's number; 0: none
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def _record(self, signum: int, frame: Any) -> None:
+        self.received = signum  # nothing else in a handler: the main thread may hold any lock
+
+    def before_train(self, runner) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            runner.logger.warning('PreemptionHook: training outside the main thread; signals are not caught')
+            return
+        self.received = 0
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, self._record)
+        for loop in (runner.train_loop, getattr(runner, '_val_loop', None)):
+            loader = getattr(loop, 'dataloader', None)
+            if getattr(loader, 'num_workers', 0):
+                workers_ignore(loader, self.signals)
+        started = getattr(runner.train_loop, 'dataloader_iterator', None)  # iteration-based loops
+        if started is not None and getattr(runner.train_loop.dataloader, 'num_workers', 0):
+            if hasattr(started, 'renew'):  # dna_mm's resumed iterator: anew at its first batch
+                started.renew = True
+            else:
+                runner.train_loop.dataloader_iterator = type(started)(runner.train_loop.dataloader)
+
+    def after_train(self, runner) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous.clear()
+
+    def after_train_iter(
+        self, runner, batch_idx: int, data_batch: Any = None, outputs: Optional[dict] = None
+    ) -> None:
+        signum = int(max_over_ranks([self.received])[0])
+        if not signum:
+            return
+        self._restore()
+        path = save_preempted(runner)
+        name, status = signal.Signals(signum).name, 128 + signum
+        runner.logger.warning(
+            f'preempted by {name}: saved iteration {runner.iter + 1} (epoch {runner.epoch + 1}) to {path}; '
+            f'exit status {status} (128 + {name}); --resume continues from it'
+        )
+        raise Preempted(signum, path)
+
+
+def _ignore_in_worker(
+    worker_id: int, *, init_fn: Optional[Callable] = None, signals=(), **kwargs: Any
+) -> None:
+    """A data-loader worker's start: ``signals`` ignored, then the loader's ``init_fn``."""
+    for sig in signals:
+        signal.signal(sig, signal.SIG_IGN)
+    if init_fn is not None:
+        init_fn(worker_id, **kwargs)
+
+
+def workers_ignore(loader, signals: tuple[int, ...]) -> None:
+    """Make ``loader``'s workers ignore ``signals`` (idempotent). The loader's own
+    ``worker_init_fn`` runs after; its ``seed`` stays a keyword of the new one, where
+    :func:`dna_mm.engine.loops.restore_data_seed` reads and replaces it."""
+    init_fn = loader.worker_init_fn
+    if isinstance(init_fn, partial) and init_fn.func is _ignore_in_worker:
+        return
+    seed = (
+        {'seed': init_fn.keywords['seed']}
+        if isinstance(init_fn, partial) and 'seed' in init_fn.keywords
+        else {}
+    )
+    loader.worker_init_fn = partial(_ignore_in_worker, init_fn=init_fn, signals=tuple(signals), **seed)
+
+
+def save_preempted(runner) -> str:
+    """Save the iteration that just ended as ``CheckpointHook(by_epoch=False)`` would, to
+    :data:`PREEMPTED_TMPL` in the checkpoint hook's folder (else the work dir), on every rank
+    together, point ``last_checkpoint`` at it and drop the previous out-of-schedule checkpoint;
+    its path."""
+    hook = next((h for h in runner.hooks if isinstance(h, CheckpointHook)), None)
+    out_dir = getattr(hook, 'out_dir', None) or runner.work_dir
+    filename = PREEMPTED_TMPL.format(runner.iter + 1)
+    backend = getattr(hook, 'file_backend', None)
+    path = backend.join_path(out_dir, filename) if backend is not None else f'{out_dir}/{filename}'
+    previous = runner.message_hub.get_info(INTERIM_INFO)
+    runner.message_hub.update_info(INTERIM_INFO, path)  # in the checkpoint: the next one removes it
+    save_on_all_ranks(
+        lambda: runner.save_checkpoint(
+            out_dir,
+            filename,
+            meta=dict(epoch=runner.epoch, iter=runner.iter + 1),
+            by_epoch=False,
+            backend_args=getattr(hook, 'backend_args', None),
+        ),
+        path,
+    )
+    point_last_checkpoint(runner.work_dir, path)
+    stale = previous if previous and previous != path and backend is not None else None
+    if is_main_process() and stale and backend.isfile(stale):
+        backend.remove(stale)
+    return path

@@ -1,0 +1,123 @@
+"""One training run per work dir: an exclusive ``flock`` on ``<work_dir>/.dna_mm_train.lock``.
+
+A second ``tools/train.py`` into the work dir of a run still going would write over its
+checkpoints and ``last_checkpoint``. The run holds ``flock(LOCK_EX | LOCK_NB)`` on the lock file
+for as long as it trains and writes its holder (pid, host, start time, command) into the file; a
+second run finds the lock taken and stops with :class:`WorkDirBusyError`, one line naming the
+holder. The kernel drops a ``flock`` when its process ends in any way (``kill -9`` included), so
+a dead run never leaves the folder locked: the next run (``--resume`` to continue it) takes it
+over, and says so when the holder had not released it. The file is emptied, never deleted, on
+release (deleting a lock file lets two runs lock two different files).
+
+``flock`` works across machines on NFS (Linux emulates it with NFS byte-range locks) and on
+Lustre mounted with ``-o flock``; on a file system without locks the run warns and goes on
+unlocked. Only the process of rank 0 locks (every rank learns its answer); ``tools/test.py``
+does not lock (testing a checkpoint while training goes on is fine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import os.path as osp
+import socket
+import sys
+import time
+
+from ..errors import UserError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock
+    fcntl = None
+
+LOCK_NAME = '.dna_mm_train.lock'
+
+
+class WorkDirBusyError(UserError, RuntimeError):
+    """Another live run holds the work dir."""
+
+
+def holder_text(holder: dict) -> str:
+    """``'pid 4242 on gpu07, started 2026-11-28 04:30:12 UTC (python tools/train.py ...)'``."""
+    if not holder:
+        return 'a process that has not written its name yet'
+    command = f' ({holder["command"]})' if holder.get('command') else ''
+    return f'pid {holder.get("pid")} on {holder.get("host")}, started {holder.get("started")}{command}'
+
+
+class WorkDirLock:
+    """The lock of one work dir (module docstring). :meth:`acquire` it, :meth:`release` it."""
+
+    def __init__(self, work_dir: str) -> None:
+        self.path = osp.join(work_dir, LOCK_NAME)
+        self._file = None
+
+    def _read(self, f) -> dict:
+        f.seek(0)
+        try:
+            return json.loads(f.read() or '{}')
+        except ValueError:
+            return {}
+
+    def acquire(self) -> tuple[bool, dict]:
+        """Take the lock. Returns ``(locked, previous)``: ``locked`` is ``False`` where the file
+        system has no locks (the run goes on unlocked); ``previous`` is the holder written by a
+        run that ended without releasing it (killed), else ``{}``. A live holder raises
+        :class:`WorkDirBusyError`."""
+        if fcntl is None:
+            return False, {}
+        f = open(self.path, 'a+')
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._read(f)
+            f.close()
+            raise WorkDirBusyError(
+                f'the work dir {osp.dirname(self.path)} is in use by another training run: '
+                f'{holder_text(holder)}; wait for it to end, stop it, or choose another --work-dir'
+            ) from None
+        except OSError:  # ENOLCK, EINVAL, ENOTSUP: no locks on this file system
+            f.close()
+            return False, {}
+        previous = self._read(f)
+        holder = dict(
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
+            command=' '.join([osp.basename(sys.executable), *sys.argv])[:300],
+        )
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps(holder))
+        f.flush()
+        os.fsync(f.fileno())
+        self._file = f
+        return True, previous
+
+    def release(self) -> None:
+        """Empty the file and drop the lock (nothing if not held)."""
+        f, self._file = self._file, None
+        if f is None:
+            return
+        try:
+            f.seek(0)
+            f.truncate()
+            f.flush()
+        finally:
+            f.close()  # closing drops the flock
+
+
+def in_use(work_dir: str) -> bool:
+    """Whether a live run holds ``work_dir`` (a probe: the lock is taken and dropped at once)."""
+    if fcntl is None or not osp.isfile(osp.join(work_dir, LOCK_NAME)):
+        return False
+    with open(osp.join(work_dir, LOCK_NAME)) as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    return False

@@ -1,0 +1,125 @@
+"""Checkpoint writes a fault cannot spoil: a write over a real file-size limit (``RLIMIT_FSIZE``,
+what a full disk does to a write) is one line naming the file and the cause, leaves no partial
+file under a final name and deletes nothing (``max_keep_ckpts=1``: mmengine would have removed
+the only checkpoint first); ``--resume`` skips a checkpoint that does not load and takes the one
+before."""
+
+from __future__ import annotations
+
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
+from toy_runner import toy_runner
+
+from dna_mm.checkpoint import read_checkpoint
+
+
+def _file_size_limit(limit: int):
+    """``preexec_fn``: files of the child may not grow past ``limit`` bytes; ``SIGXFSZ`` ignored,
+    so a write past it fails with ``OSError: [Errno 27] File too large`` (as Python does)."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.integration
+def test_a_write_past_the_file_size_limit_is_one_line_and_the_last_checkpoint_stays(
+    tiny_video_set, tmp_path
+) -> None:
+    work = tmp_path / 'run'
+    train = ['tools/train.py', DEMO_CONFIG, '--seed', '0', '--work-dir', str(work)]
+    opts = [*tiny_run_options(tiny_video_set), 'default_hooks.checkpoint.max_keep_ckpts=1']
+    run_main([*train, '--cfg-options', *opts])  # epoch_1.pth
+    first = work / 'epoch_1.pth'
+    size = first.stat().st_size
+
+    # epoch 2 from epoch_1, in a process whose files may not grow past epoch_1's size: epoch_2.pth
+    # holds two epochs of log history, so it is larger and its write fails
+    two = [*opts, 'train_cfg.max_epochs=2', 'train_cfg.val_interval=2']
+    proc = subprocess.run(
+        [sys.executable, *train, '--resume', '--cfg-options', *two],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_file_size_limit(size),
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py: error:')]
+    assert errors == [
+        f'train.py: error: could not write the checkpoint {work / "epoch_2.pth"}: File too large '
+        f'(EFBIG); nothing was written under that name; last_checkpoint still names {first}'
+    ], proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    assert sorted(p.name for p in work.glob('*.pth*')) == ['epoch_1.pth']  # kept; no partial file
+    assert (work / 'last_checkpoint').read_text() == str(first)
+    assert read_checkpoint(str(first))['meta']['epoch'] == 1  # loads
+
+    # a checkpoint that does not load (cut short, as a write without a temporary name leaves it)
+    # named by last_checkpoint: --resume says so in one line and takes the one before
+    cut = work / 'epoch_2.pth'
+    cut.write_bytes(first.read_bytes()[: size // 2])
+    (work / 'last_checkpoint').write_text(str(cut))
+    out = run_main([*train, '--resume', '--cfg-options', *two]).stdout
+    skipped = [ln for ln in out.splitlines() if 'resume: skipping' in ln]
+    assert len(skipped) == 1 and f'{cut}, which does not load' in skipped[0], out[-3000:]
+    assert f'trying the one before, {first}' in skipped[0]
+    assert f'resume: continuing from {first}' in out
+    written = read_checkpoint(str(cut))  # trained again and written whole over the cut file
+    assert written['meta']['epoch'] == 2
+    assert not first.exists()  # max_keep_ckpts=1, once epoch_2.pth was written
+
+
+def test_pruning_waits_for_the_new_checkpoint_and_resume_falls_back(tmp_path) -> None:
+    """``max_keep_ckpts=2``: the oldest goes after the new one is written; a damaged newest
+    checkpoint and a missing one are skipped for the one before, an explicit one is not."""
+    from dna_mm.engine.checkpoint_hook import resume_candidates
+    from dna_mm.errors import UnreadableCheckpointError
+
+    values = [2.0, 3.0, 0.5, 4.0, 1.5, 2.5, 3.5, 1.2]
+    hooks = dict(checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False, max_keep_ckpts=2))
+    toy_runner(tmp_path, values, max_iters=6, default_hooks=hooks).train()
+    assert sorted(p.name for p in tmp_path.glob('*.pth*')) == ['iter_4.pth', 'iter_6.pth']
+    assert resume_candidates(str(tmp_path)) == [str(tmp_path / 'iter_6.pth'), str(tmp_path / 'iter_4.pth')]
+
+    (tmp_path / 'iter_6.pth').write_bytes(b'not a checkpoint')
+    runner = toy_runner(tmp_path, values, resume=True, default_hooks=hooks)
+    runner.train()  # from iter_4.pth: iterations 5 .. 8
+    assert runner.iter == 8 and read_checkpoint(str(tmp_path / 'iter_8.pth'))['meta']['iter'] == 8
+    assert torch.isfinite(runner.model.w).all()
+
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'gone.pth'))
+    runner = toy_runner(tmp_path, values, max_iters=9, resume=True, default_hooks=hooks)
+    runner.train()  # gone.pth skipped: the newest file, iter_8.pth
+    assert runner.iter == 9
+
+    bad = tmp_path / 'bad.pth'
+    bad.write_bytes(b'')
+    runner = toy_runner(tmp_path, values, resume=True, default_hooks=hooks)
+    runner._load_from = str(bad)  # --resume bad.pth: the user named it, so it is an error
+    with pytest.raises(UnreadableCheckpointError, match='bad.pth'):
+        runner.train()
+
+
+def test_a_failed_write_leaves_the_final_name_as_it_was(tmp_path: Path) -> None:
+    from dna_mm.engine.atomic_files import CheckpointWriteError, atomic_path, write_text_atomically
+
+    target = tmp_path / 'epoch_1.pth'
+    target.write_bytes(b'old')
+    with pytest.raises(RuntimeError), atomic_path(str(target)) as part:
+        Path(part).write_bytes(b'half of a new fi')
+        raise RuntimeError('killed while writing')
+    assert target.read_bytes() == b'old' and not Path(part).exists()
+    write_text_atomically(str(tmp_path / 'last_checkpoint'), str(target))
+    assert (tmp_path / 'last_checkpoint').read_text() == str(target)
+    with pytest.raises(CheckpointWriteError, match='could not write .*missing/last_checkpoint'):
+        write_text_atomically(str(tmp_path / 'missing' / 'last_checkpoint'), 'x')

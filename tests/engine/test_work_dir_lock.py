@@ -1,0 +1,86 @@
+"""One run per work dir: a second ``tools/train.py`` into the work dir of a run still going is
+refused with one line naming the holder and writes nothing there; once the holder is killed
+(``kill -9``: no clean-up), ``--resume`` takes the folder over and continues."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
+
+
+def _steps(work_dir) -> int:
+    """The last training step logged in ``work_dir`` so far (0: none; a line being written is
+    left for the next look)."""
+    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
+    lines = runs[-1].read_text().splitlines() if runs else []
+    return max((json.loads(ln).get('step', 0) for ln in lines if ln.endswith('}')), default=0)
+
+
+@pytest.mark.integration
+def test_a_second_run_is_refused_and_resume_takes_over_from_a_killed_one(tiny_video_set, tmp_path) -> None:
+    work = tmp_path / 'work'
+    opts = [*tiny_run_options(tiny_video_set, epochs=12), 'default_hooks.checkpoint.interval=1']
+    train = ['tools/train.py', DEMO_CONFIG, '--seed', '0', '--work-dir', str(work)]
+    log = open(tmp_path / 'holder.out', 'w')
+    holder = subprocess.Popen(
+        [sys.executable, *train, '--cfg-options', *opts],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        start = time.time()
+        while _steps(work) < 5 and holder.poll() is None and time.time() - start < 300:
+            time.sleep(0.05)
+        assert holder.poll() is None, (tmp_path / 'holder.out').read_text()[-3000:]
+        dump = work / 'timesformer_dna_demo.py'
+        dumped = (dump.stat().st_mtime_ns, dump.read_text())
+
+        second = run_main([*train, '--cfg-options', *opts], check=False)
+        errors = [ln for ln in second.stderr.splitlines() if ln.startswith('train.py: error:')]
+        assert second.returncode == 2 and len(errors) == 1, second.stderr[-3000:]
+        holder_is = f'pid {holder.pid} on {socket.gethostname()}, started '
+        assert f'the work dir {work} is in use by another training run: {holder_is}' in errors[0]
+        assert 'tools/train.py' in errors[0] and 'Traceback' not in second.stderr
+        assert (dump.stat().st_mtime_ns, dump.read_text()) == dumped  # its config copy untouched
+        assert holder.poll() is None  # and it trains on
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        log.close()
+
+    # one epoch more than the killed run saved (its own experiment name: the refused run of this
+    # process may have started in the same second)
+    last = int(re.search(r'epoch_(\d+)\.pth', (work / 'last_checkpoint').read_text())[1])
+    more = [f'train_cfg.max_epochs={last + 1}', 'experiment_name=takeover']
+    out = run_main([*train, '--resume', '--cfg-options', *opts, *more]).stdout
+    taken = [
+        ln for ln in out.splitlines() if 'taking it over from a run that ended without releasing it' in ln
+    ]
+    assert len(taken) == 1 and f'pid {holder.pid} on {socket.gethostname()}' in taken[0], out[-3000:]
+    assert f'resume: continuing from {work / f"epoch_{last}.pth"}' in out
+    assert (work / f'epoch_{last + 1}.pth').is_file()
+    assert (work / '.dna_mm_train.lock').read_text() == ''  # released at the end
+
+
+def test_the_lock_refuses_a_second_holder_until_released(tmp_path) -> None:
+    from dna_mm.engine import WorkDirBusyError, WorkDirLock
+
+    first = WorkDirLock(str(tmp_path))
+    assert first.acquire() == (True, {})
+    with pytest.raises(WorkDirBusyError, match=f'pid {os.getpid()} on '):
+        WorkDirLock(str(tmp_path)).acquire()
+    first.release()
+    again = WorkDirLock(str(tmp_path))
+    assert again.acquire() == (True, {})  # released cleanly: nothing to take over
+    again.release()
