@@ -21,7 +21,15 @@ setup(
     long_description=(HERE / 'README.md').read_text() if (HERE / 'README.md').exists() else '',
     long_description_content_type='text/markdown',
     packages=find_packages(include=['dna_mm', 'dna_mm.*']),
-    package_data={'dna_mm.datasets': ['label_maps/*.txt']},
+    # the configs and the tools, as OpenMMLab's packages ship theirs: dna_mm/.mim/configs and
+    # dna_mm/.mim/tools link to the repo's configs/ and tools/ (an editable install reads them
+    # there), and the wheel holds copies (`_base_ = ['dna_mm::…']`, `python -m dna_mm.tools NAME`)
+    package_data={
+        'dna_mm': ['.mim/configs/**/*', '.mim/tools/**/*'],
+        'dna_mm.datasets': ['label_maps/*.txt'],
+    },
+    exclude_package_data={'dna_mm': ['.mim/**/__pycache__/*', '.mim/**/*.pyc']},
+    entry_points={'console_scripts': ['dna_mm = dna_mm.tools.__main__:main']},
     # 3.11: CI and `make install`; 3.12: `make test-pythons` and the GPU machines' image (tools/device)
     python_requires='>=3.11,<3.14',
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),

@@ -5,7 +5,7 @@ from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMActio
 ``dna_vit_*`` timm models, and the runner, loops, hooks, datasets, transforms and metrics: every
 ``type`` that a config dna_mm ships, writes or saves names. It also makes every mmengine
 checkpoint load a ``weights_only`` load (:mod:`dna_mm.checkpoint.sources`) and lets mmengine
-read ``mmaction::`` bases
+read ``mmaction::`` bases and ``dna_mm::`` ones (the shipped configs)
 (:mod:`dna_mm.utils.mim_compat`); ``docs/checkpoint_safety.md`` lists each change.
 """
 

@@ -3,8 +3,9 @@
     python -m dna_mm.launch SCRIPT [ARGS...]
 
 Scripts such as MMAction2's ``.mim/tools/train.py`` parse the config before its
-``custom_imports`` run; configs with ``mmaction::`` bases need dna_mm's in-memory fix of
-mmengine's metafile reader (:mod:`dna_mm.utils.mim_compat`) at that point. This imports dna_mm,
+``custom_imports`` run; configs with ``mmaction::`` or ``dna_mm::`` bases need dna_mm's
+in-memory fix of mmengine's base reader (:mod:`dna_mm.utils.mim_compat`) at that point. dna_mm's
+own tools: ``python -m dna_mm.tools NAME`` (:mod:`dna_mm.tools`). This imports dna_mm,
 then runs ``SCRIPT`` as ``__main__`` with ``ARGS`` as its ``sys.argv[1:]``.
 """
 

@@ -45,6 +45,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'analysis',
     ),
     'launch': ('',),  # the package's entry points: anything
+    'tools': ('utils',),  # python -m dna_mm.tools: the shipped tools/ scripts (utils.mim_compat)
     '__init__': ('',),
 }
 

@@ -1,0 +1,66 @@
+"""The command-line tools of ``tools/``, from an installed dna_mm (a wheel, or a checkout's
+editable install).
+
+    python -m dna_mm.tools NAME [ARGS...]     (or the console script: dna_mm NAME [ARGS...])
+
+The wheel carries the scripts of ``tools/`` in ``dna_mm/.mim/tools`` (beside its configs, as
+OpenMMLab's packages ship theirs; in a checkout the folder links to the repo's ``tools/``).
+``NAME`` is a script's path under ``tools/`` without ``.py`` (``train``, ``test``, ``infer``,
+``extract_features``, ``data/build_custom_dataset``, ``analysis/get_flops``), or its basename
+where no other script has it (``build_custom_dataset``); a shell script keeps its ``.sh``
+(``dist_train.sh``). The script runs as ``python tools/NAME.py ARGS...`` would: as ``__main__``,
+with ``sys.argv[0]`` its path, ``sys.path[0]`` its folder and the same flags. An argument
+``dna_mm::FILE`` names a shipped config (``dna_mm::timesformer_dna_demo.py``) and is passed on as
+that file's path.
+"""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+from ..utils.mim_compat import PREFIX, mim_folder, packaged_config
+
+
+def scripts() -> dict[str, Path]:
+    """Every shipped tool by name: ``path/under/tools`` for a Python script (no ``.py``), with
+    ``.sh`` for a shell script; files starting with ``_`` are helpers, not tools."""
+    root = mim_folder('tools')
+    found = {}
+    for path in sorted(root.rglob('*')):
+        if path.suffix not in ('.py', '.sh') or path.name.startswith('_') or '__pycache__' in path.parts:
+            continue
+        rel = path.relative_to(root).as_posix()
+        found[rel[: -len('.py')] if path.suffix == '.py' else rel] = path
+    return found
+
+
+def find(name: str) -> Path:
+    """The script of a tool name: its path under ``tools/`` (``.py`` optional), or a basename
+    that only one script has. Unknown or ambiguous: ``LookupError`` naming the candidates."""
+    known = scripts()
+    key = name.removeprefix('tools/').removesuffix('.py')
+    if key in known:
+        return known[key]
+    same = [n for n in known if n.rsplit('/', 1)[-1] == key]
+    if len(same) == 1:
+        return known[same[0]]
+    if same:
+        raise LookupError(f'tool {name!r} is ambiguous: {", ".join(same)}')
+    raise LookupError(f'no tool {name!r}; the tools: {", ".join(known)}')
+
+
+def run(name: str, argv: list[str]) -> int:
+    """Run tool ``name`` with ``argv`` as ``python tools/NAME.py ARGV...`` would (a shell script
+    with ``bash``); ``dna_mm::FILE`` arguments become the shipped config's path. Returns the exit
+    status of a shell script; a Python script's ``sys.exit`` propagates, its normal end is 0."""
+    script = find(name)
+    argv = [packaged_config(a) if a.startswith(PREFIX) else a for a in argv]
+    if script.suffix == '.sh':
+        return subprocess.call(['bash', str(script), *argv])
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    runpy.run_path(str(script), run_name='__main__')
+    return 0

@@ -1,0 +1,26 @@
+"""``python -m dna_mm.tools NAME [ARGS...]``: run a shipped tool (:mod:`dna_mm.tools`); with no
+name, or ``--list``, list them."""
+
+from __future__ import annotations
+
+import sys
+
+from . import __doc__ as _doc
+from . import run, scripts
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ('-h', '--help', '--list'):
+        print(_doc.strip().splitlines()[3].strip())
+        print('tools:', *scripts(), sep='\n  ')
+        sys.exit(0 if argv else 2)
+    try:
+        status = run(argv[0], argv[1:])
+    except LookupError as err:
+        sys.exit(f'dna_mm.tools: {err.args[0]}')
+    sys.exit(status)
+
+
+if __name__ == '__main__':
+    main()

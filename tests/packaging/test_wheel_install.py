@@ -1,0 +1,133 @@
+"""dna_mm as a pip user gets it: the wheel built from a copy of the sources, installed (no ``-e``)
+into a fresh environment beside the project's, used from a project folder outside the repo: a
+config inheriting ``dna_mm::`` bases, trained and tested with the installed tools (the console
+script, ``python -m dna_mm.tools``) and tested again with MMAction2's stock ``tools/test.py``
+through ``python -m dna_mm.launch``. Slow: about two minutes on 2 CPU cores."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO, tiny_run_options
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+def _run(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f'{cmd[:4]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
+    return proc
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory) -> Path:
+    """The wheel of a copy of the sources (links kept, no build/ left over from the checkout)."""
+    src = tmp_path_factory.mktemp('src')
+    skip = shutil.ignore_patterns('__pycache__', '*.pyc')
+    for name in ('setup.py', 'MANIFEST.in', 'README.md', 'pyproject.toml'):
+        shutil.copy2(REPO / name, src / name)
+    for name in ('requirements', 'dna_mm', 'configs', 'tools'):
+        shutil.copytree(REPO / name, src / name, symlinks=True, ignore=skip)
+    out = tmp_path_factory.mktemp('dist')
+    pip = [sys.executable, '-m', 'pip', '--disable-pip-version-check']
+    _run([*pip, 'wheel', '--no-deps', '--no-build-isolation', '--quiet', '-w', str(out), str(src)], cwd=src)
+    (whl,) = out.glob('dna_mm-*.whl')
+    return whl
+
+
+@pytest.fixture(scope='module')
+def fresh(wheel, tmp_path_factory) -> Path:
+    """A new venv whose site-packages reaches the project's through a ``.pth`` line (after its
+    own), with the wheel installed into it: its dna_mm shadows the project's editable one."""
+    env_dir = tmp_path_factory.mktemp('env') / 'fresh'
+    _run([sys.executable, '-m', 'venv', '--without-pip', str(env_dir)], cwd=env_dir.parent)
+    python = env_dir / 'bin' / 'python'
+    site = Path(
+        _run(
+            [str(python), '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], cwd=env_dir
+        ).stdout.strip()
+    )
+    (site / 'project_env.pth').write_text(sysconfig.get_paths()['purelib'] + '\n')
+    _run(
+        [
+            str(python),
+            '-m',
+            'pip',
+            'install',
+            '--no-deps',
+            '--no-index',
+            '--ignore-installed',
+            '--quiet',
+            str(wheel),
+        ],
+        cwd=env_dir,
+    )
+    return env_dir
+
+
+def test_the_wheel_holds_every_config_and_tool(wheel) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder in ('configs', 'tools'):
+        files = [p for p in (REPO / folder).rglob('*') if p.is_file() and '__pycache__' not in p.parts]
+        assert files
+        missing = [p for p in files if f'dna_mm/.mim/{p.relative_to(REPO).as_posix()}' not in names]
+        assert not missing, missing
+    assert 'dna_mm/tools/__main__.py' in names
+
+
+def test_train_and_test_from_a_project_folder(fresh, tiny_video_set, tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    env['PATH'] = f'{fresh / "bin"}{os.pathsep}{env["PATH"]}'
+    python = str(fresh / 'bin' / 'python')
+    where = _run(
+        [
+            python,
+            '-c',
+            'import dna_mm; from dna_mm.utils.mim_compat import mim_folder; '
+            'print(dna_mm.__file__); print(mim_folder("configs"))',
+        ],
+        cwd=tmp_path,
+        env=env,
+    ).stdout.split()
+    package = Path(where[0]).parent
+    assert package.is_relative_to(fresh) and not Path(where[0]).is_relative_to(REPO), where
+    assert Path(where[1]) == package / '.mim' / 'configs' and not Path(where[1]).is_symlink()
+
+    project = tmp_path / 'project'
+    project.mkdir()
+    (project / 'tiny.py').write_text(
+        "_base_ = ['dna_mm::timesformer_dna_demo.py']\ndefault_hooks = dict(checkpoint=dict(interval=1))\n"
+    )
+    opts = ['--cfg-options', *tiny_run_options(tiny_video_set)]
+    _run(
+        [str(fresh / 'bin' / 'dna_mm'), 'train', 'tiny.py', '--work-dir', 'run', *opts], cwd=project, env=env
+    )
+    ckpt = project / 'run' / 'epoch_1.pth'
+    assert ckpt.is_file()
+    out = _run(
+        [python, '-m', 'dna_mm.tools', 'test', 'tiny.py', str(ckpt), '--work-dir', 'run', *opts],
+        cwd=project,
+        env=env,
+    ).stdout
+    assert any(ln.startswith('Test results: top-1: ') for ln in out.splitlines()), out[-2000:]
+
+    stock = _run(
+        [python, '-c', 'import mmaction, os; print(os.path.dirname(mmaction.__file__))'], cwd=project, env=env
+    )
+    script = Path(stock.stdout.strip()) / '.mim' / 'tools' / 'test.py'
+    if not script.is_file():
+        pytest.skip('mmaction2 ships no .mim/tools/test.py')
+    out = _run(
+        [python, '-m', 'dna_mm.launch', str(script), 'tiny.py', str(ckpt), '--work-dir', 'stock', *opts],
+        cwd=project,
+        env=env,
+    )
+    assert 'acc/top1' in out.stdout + out.stderr
