@@ -9,8 +9,10 @@
 
 ``--videos`` is a folder (its videos, recursively) or a list (one path per line; MMAction2's
 ``path label`` lists work, with ``--video-root`` for the folder their paths are relative to).
-Each video goes through the config's test pipeline (its clips x crops are the views) and the
-recognizer's ``extract_feat`` (``model.test_cfg.max_testing_views`` bounds memory). Levels
+Each video goes through the config's test pipeline (``test_dataloader.dataset.pipeline``, or
+the top-level ``test_pipeline`` when ``--cfg-options`` changes that one; its clips x crops are
+the views) and the recognizer's ``extract_feat`` (``model.test_cfg.max_testing_views`` bounds
+memory). Levels
 (dna_mm.apis.features): ``pooled`` (default) the classifier's input, for TimeSformer the CLS token
 after the last norm, ``[views, C]``; ``pre-head`` what the recognizer hands its head;
 ``tokens`` every token after the backbone's final norm, ``[views, 1 + P*T, C]``. ``--per video``
@@ -100,7 +102,7 @@ def extract_all(
     import torch.distributed as dist
 
     from dna_mm.apis.features import FeatureStore, run_extraction
-    from dna_mm.apis.inference import load_recognizer
+    from dna_mm.apis.inference import load_recognizer, test_pipeline_of
 
     root = args.videos if os.path.isdir(args.videos) else (args.video_root or str(Path(args.videos).parent))
     settings = dict(
@@ -114,9 +116,8 @@ def extract_all(
     model = load_recognizer(cfg, args.checkpoint, device, partial=args.partial_load)
     loader = cfg.get('test_dataloader') or {}
     workers = args.workers if args.workers is not None else min(int(loader.get('num_workers', 0)), 4)
-    found = run_extraction(
-        model, loader['dataset']['pipeline'], videos, store, args.level, args.per, rank, world, workers
-    )
+    pipeline = test_pipeline_of(cfg, args.cfg_options)
+    found = run_extraction(model, pipeline, videos, store, args.level, args.per, rank, world, workers)
     shards = [found]
     if world > 1:
         shards = [None] * world

@@ -1,24 +1,51 @@
 #!/usr/bin/env python
-"""Classify videos with a trained recognizer and print the top-k classes of each.
+"""Classify videos with a trained recognizer and print the top-k classes of each, or follow one
+video over time.
 
     python tools/infer.py CONFIG CHECKPOINT INPUT [--topk 5] [--label-map FILE] [--out preds.csv]
         [--video-root DIR] [--device cpu|cuda:0] [--partial-load] [--cfg-options k=v ...] [--debug]
+    python tools/infer.py CONFIG CHECKPOINT VIDEO --over-time [--stride SECONDS] [--batch-size 8]
+        [--smooth 5] [--min-segment SECONDS] [--out timeline.json|.csv] [--out-video annotated.mp4]
+        [--relevance both|pos|neg] [--stream-timeout 10]
+    python tools/infer.py CONFIG CHECKPOINT - --over-time < stream.ts     # or udp://..., /dev/video0
 
 INPUT is a video file, a folder (its videos, recursively) or a ``.txt`` list (one path per
 line; MMAction2's ``path label`` lists work as they are, with ``--video-root`` for the folder
-their paths are relative to). Class names come from ``--label-map``
-(a file, one name per line, or a shipped map such as ``label_map_k400``), else from the
-config's ``label_map`` (the dataset bases set it) if that file exists, else the class indices
-are printed (with a note).
+their paths are relative to) or a ``.csv`` list (``path,label`` as the dataset builder reads).
+Class names come from ``--label-map`` (a file, one name per line, or a shipped map such as
+``label_map_k400``), else from the config's ``label_map`` (the dataset bases set it) if that
+file exists, else the class indices are printed (with a note). Videos are read by the config's
+``test_dataloader.dataset.pipeline`` (the one ``tools/test.py`` runs; a ``--cfg-options``
+override of the top-level ``test_pipeline`` is honoured too).
 CHECKPOINT loads as in ``tools/test.py``: ``weights_only`` from every source, and a checkpoint
 that does not match the model is refused unless ``--partial-load``. A video that cannot be
 decoded is reported and skipped; the exit status is then 1. A mistake in the input (a missing
 file, a label map of the wrong size, a checkpoint that does not match or cannot be read) is one
 line and exit status 2; ``--debug`` prints its traceback.
 
+A video longer than four of the pipeline's clips gets a note that one clip classified it.
 A labelled list (MMAction2's ``path label`` lines) also prints each video's true class and the
 top-1 over the list. ``--out x.csv`` writes one row per video and rank:
 ``video,rank,class_index,class_name,score``, plus ``true_index,true_name`` for a labelled list.
+
+``--over-time`` (one video) slides the model's clip over the whole video: a window is the span
+the config's ``SampleFrames`` samples one clip from (``clip_len x frame_interval`` frames; its
+length in seconds at the video's rate), one every ``--stride`` seconds (default half a
+window), ``--batch-size`` windows a forward pass. Each window's top-k is printed as it is
+scored; then the segments (runs of one class after averaging the scores over ``--smooth``
+windows; a segment shorter than ``--min-segment`` seconds joins a neighbour) and the speed as a
+real-time factor. The video is decoded in sequence, holding only the frames of the windows
+that overlap: memory does not grow with its length. ``--out x.json`` (or ``.csv``) writes every
+window (start, end, top-k) and the segments (dna_mm/apis/timeline_files.py).
+With ``--over-time`` the input may be a stream: ``-`` (a container such as MPEG-TS on standard
+input), a URL FFmpeg reads (``udp://``, ``rtsp://``, ``http://``) or a camera (``/dev/video0``):
+each window is printed as it completes, with its latency; the run stops cleanly at the stream's
+end (or after ``--stream-timeout`` seconds without data) or on Ctrl-C, then prints the segments.
+``--out-video y.mp4`` (implies ``--over-time``; ``.mp4 .m4v .mov .mkv``) writes the video at its
+own size, rate and length with the current top-k and a strip of the segments on every frame,
+its audio kept; ``--relevance`` overlays where the model looks in each window (the relevance maps
+of tools/analysis/relevance_maps.py: for DnA the positive branch in orange and the negative in
+blue, side by side with ``both``). docs/inference.md shows the output.
 """
 
 from __future__ import annotations
@@ -26,13 +53,25 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from pathlib import Path
+
+#: a video longer than this many clips gets a note that one clip classified it
+LONG = 4
+#: ``dna_mm.apis.relevance_overlay.BRANCHES`` (a test keeps them equal)
+RELEVANCE = ('both', 'pos', 'neg')
+#: the suffixes ``--out-video`` takes (``dna_mm.apis.annotated_video.CONTAINERS``; a test keeps them equal)
+VIDEO_OUT = ('.mp4', '.m4v', '.mov', '.mkv')
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description='Video classification with a dna_mm recognizer')
     p.add_argument('config', help='config file')
     p.add_argument('checkpoint', help='checkpoint: local file, URL or mmengine prefix')
-    p.add_argument('input', help='a video file, a folder of videos or a .txt list of videos')
+    p.add_argument(
+        'input',
+        help='a video file, a folder of videos or a .txt / .csv list of videos; with --over-time also a '
+        'stream: - (standard input), a URL (udp://, rtsp://, http://) or a camera (/dev/video0)',
+    )
     p.add_argument(
         '--video-root', help='folder the paths of a .txt list are relative to (default: the list\'s folder)'
     )
@@ -42,7 +81,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help='class names: a file (one per line) or a shipped map '
         '(label_map_k400, label_map_ntu60, smarthome_cs_classes, ...)',
     )
-    p.add_argument('--out', help='write the predictions to this .csv file')
+    p.add_argument('--out', help='write the predictions to this .csv file (with --over-time: .json or .csv)')
+    t = p.add_argument_group('over time (one video)')
+    t.add_argument('--over-time', action='store_true', help='slide the model over the whole video')
+    t.add_argument('--stride', type=float, help='seconds between windows (default: half a window)')
+    t.add_argument('--batch-size', type=int, default=8, help='windows a forward pass (default 8)')
+    t.add_argument(
+        '--smooth', type=int, default=5, help='windows averaged before the segments (odd, default 5)'
+    )
+    t.add_argument(
+        '--min-segment',
+        type=float,
+        default=0.0,
+        help='seconds: a shorter segment joins its neighbour (default 0: none)',
+    )
+    t.add_argument('--out-video', help='write the annotated video (.mp4 .m4v .mov .mkv); implies --over-time')
+    t.add_argument(
+        '--stream-timeout',
+        type=float,
+        default=10.0,
+        help='a stream input ends after this many seconds without data (default 10)',
+    )
+    t.add_argument(
+        '--relevance',
+        choices=RELEVANCE,
+        help='with --out-video: overlay where the model looks (relevance maps; DnA: both branches '
+        'side by side, or the positive / negative one)',
+    )
     p.add_argument('--device', help='cuda:0, cpu, ... (default: cuda:0 when there is a GPU)')
     p.add_argument(
         '--partial-load',
@@ -57,8 +122,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.topk < 1:
         p.error(f'--topk must be >= 1, got {args.topk}')
-    if args.out is not None and not args.out.endswith('.csv'):
-        p.error(f'--out must end in .csv, got {args.out}')
+    args.over_time = args.over_time or args.out_video is not None
+    suffixes = ('.json', '.csv') if args.over_time else ('.csv',)
+    if args.out is not None and not args.out.lower().endswith(suffixes):
+        p.error(f'--out must end in {" or ".join(suffixes)}, got {args.out}')
+    if args.out_video is not None and not args.out_video.lower().endswith(VIDEO_OUT):
+        p.error(f'--out-video must end in {" ".join(VIDEO_OUT)}, got {args.out_video}')
+    if args.stride is not None and not 0 < args.stride < float('inf'):
+        p.error(f'--stride must be a positive number of seconds, got {args.stride}')
+    if args.relevance is not None and args.out_video is None:
+        p.error('--relevance draws on the annotated video: give --out-video too')
+    if not 0 < args.stream_timeout < float('inf'):
+        p.error(f'--stream-timeout must be a positive number of seconds, got {args.stream_timeout}')
+    if args.batch_size < 1:
+        p.error(f'--batch-size must be >= 1, got {args.batch_size}')
+    if args.smooth < 1 or args.smooth % 2 == 0:
+        p.error(f'--smooth must be an odd number of windows >= 1, got {args.smooth}')
+    if not args.min_segment >= 0:
+        p.error(f'--min-segment must be >= 0 seconds, got {args.min_segment}')
     return args
 
 
@@ -101,19 +182,30 @@ def infer(args: argparse.Namespace) -> int:
     from dna_mm.apis.check import check_config
     from dna_mm.apis.cli import user_file
     from dna_mm.apis.inference import (
+        clip_coverage,
         collect_labelled_videos,
         load_recognizer,
         num_classes_of,
         predict,
         resolve_class_names,
+        test_pipeline_of,
     )
+    from dna_mm.datasets.frame_stream import is_live
     from dna_mm.errors import DataError
 
-    labels = collect_labelled_videos(args.input, args.video_root)
+    live = args.over_time and is_live(args.input)
+    if live and args.out_video:
+        raise DataError(f'--out-video reads the video twice: give a file, not the stream {args.input}')
+    labels = {args.input: None} if live else collect_labelled_videos(args.input, args.video_root)
+    one = len(labels) == 1 and next(iter(labels.values())) is None and not Path(args.input).is_dir()
+    if args.over_time and not one:
+        what = 'a folder' if Path(args.input).is_dir() else f'a list of {len(labels)} videos'
+        raise DataError(f'--over-time takes one video file or stream, got {args.input} ({what})')
     cfg = Config.fromfile(user_file(args.config, 'config'))
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     check_config(cfg, 'test')
+    pipeline = test_pipeline_of(cfg, args.cfg_options)
     user_file(args.checkpoint, 'checkpoint')
     device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     model = load_recognizer(cfg, args.checkpoint, device, partial=args.partial_load)
@@ -131,16 +223,43 @@ def infer(args: argparse.Namespace) -> int:
         raise DataError(
             f'{args.input}: label {label} of {video} is not a class of the model (0-{num_classes - 1})'
         )
+    if args.over_time:
+        from dna_mm.apis.video_timeline import TimelineOptions, timeline
+
+        options = TimelineOptions(
+            args.stride,
+            args.batch_size,
+            args.topk,
+            args.smooth,
+            args.min_segment,
+            args.out,
+            args.out_video,
+            args.stream_timeout,
+        )
+        relevance = None
+        if args.relevance is not None:
+            from dna_mm.apis.relevance_overlay import BRANCHES, relevance_for
+
+            relevance = relevance_for(BRANCHES[args.relevance])
+        timeline(model, pipeline, next(iter(labels)), options, names, relevance)
+        return 0
     preds, failed = [], []
     for video in labels:
         try:
-            pred = predict(model, video, args.topk)
+            pred = predict(model, video, args.topk, pipeline)
         except Exception as err:  # noqa: BLE001  (decord / pipeline errors: report, go on)
             failed.append(video)
             print(f'{video}\n  cannot be read: {type(err).__name__}: {err}', file=sys.stderr, flush=True)
             continue
         preds.append(pred)
         print(format_block(pred, names, labels[video]), flush=True)
+        coverage = clip_coverage(video, pipeline)
+        if coverage is not None and coverage[0] > LONG * coverage[1]:
+            print(
+                f'  note: one clip of {coverage[1]:.2f} s classifies these {coverage[0]:.1f} s of video; '
+                '--over-time follows it over time',
+                flush=True,
+            )
     scored = [p for p in preds if labels[p.video] is not None]
     if scored:
         right = sum(p.indices[0] == labels[p.video] for p in scored)

@@ -34,8 +34,8 @@ class Prediction:
 def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     """The videos named by ``source``: a video file, a folder (its video files, recursively,
     sorted) or a list file (``.txt``: one path per line, optionally followed by a label as in
-    MMAction2's lists, :func:`list_entry`; relative paths are relative to ``video_root``, default
-    the list's folder).
+    MMAction2's lists, :func:`list_entry`; ``.csv``: ``path,label`` rows, :func:`csv_entries`;
+    relative paths are relative to ``video_root``, default the list's folder).
     A missing input, an empty folder or missing listed videos are a ``FileNotFoundError``."""
     return list(collect_labelled_videos(source, video_root))
 
@@ -53,11 +53,14 @@ def collect_labelled_videos(source: str, video_root: Optional[str] = None) -> di
         raise FileNotFoundError(
             f'input {source} does not exist (expected a video file, a folder or a .txt list of videos)'
         )
-    if path.suffix.lower() != '.txt':
+    if path.suffix.lower() not in ('.txt', '.csv'):
         return {str(path): None}
     root = Path(video_root) if video_root is not None else path.parent
-    lines = path.read_text(encoding='utf-8').splitlines()
-    entries = [list_entry(ln) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
+    if path.suffix.lower() == '.csv':
+        entries = csv_entries(path)
+    else:
+        lines = path.read_text(encoding='utf-8').splitlines()
+        entries = [list_entry(ln) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
     labelled = {str(root / video): label for video, label in entries}  # an absolute entry stays absolute
     videos = list(labelled)
     if not videos:
@@ -78,6 +81,19 @@ def list_entry(line: str) -> tuple[str, Optional[int]]:
     line = line.strip()
     labelled = re.fullmatch(r'(.+?)\s+(-?\d+)', line)
     return (labelled.group(1), int(labelled.group(2))) if labelled else (line, None)
+
+
+def csv_entries(path: Path) -> list[tuple[str, Optional[int]]]:
+    """The videos of a ``.csv`` list (``tools/data/build_custom_dataset.py``'s ``path,label``
+    layout, a header line ``path,...`` skipped) and their labels where the second field is a
+    class index (a class name gives ``None``: the model's classes are indices)."""
+    import csv
+
+    rows = [r for r in csv.reader(path.read_text(encoding='utf-8').splitlines()) if r and r[0].strip()]
+    if rows and rows[0][0].strip().lower() == 'path':
+        rows = rows[1:]
+    index = re.compile(r'-?\d+')
+    return [(r[0].strip(), int(r[1]) if len(r) > 1 and index.fullmatch(r[1].strip()) else None) for r in rows]
 
 
 def read_label_map(source: str) -> list[str]:
@@ -155,12 +171,56 @@ def load_recognizer(
     return model.to(device).eval()
 
 
-def predict(model: nn.Module, video: str, topk: int = 5) -> Prediction:
-    """The ``topk`` classes of ``video`` through the config's test pipeline (MMAction2's
-    ``inference_recognizer``; the scores are the head's class probabilities, averaged over the
-    pipeline's clips and crops)."""
-    from mmaction.apis import inference_recognizer  # noqa: PLC0415
+#: the key of the test pipeline every tool reads (the one ``tools/test.py`` runs)
+PIPELINE_KEY = 'test_dataloader.dataset.pipeline'
 
-    scores = inference_recognizer(model, video).pred_scores.item.float().cpu()  # [num_classes]
+
+def test_pipeline_of(cfg: Config, cfg_options: Optional[dict] = None) -> list[dict]:
+    """The config's test pipeline: ``test_dataloader.dataset.pipeline``, the one ``tools/test.py``
+    runs, unless ``cfg_options`` (the tool's ``--cfg-options``) changed the top-level
+    ``test_pipeline`` and not that key: then ``test_pipeline`` (a config's ``test_pipeline``
+    variable is copied into its loaders when the file is read; an override of one is not seen
+    in the other). So either key changes what every tool runs."""
+    keys = list(cfg_options or {})
+    top = any(k == 'test_pipeline' or k.startswith('test_pipeline.') for k in keys)
+    whole = ('test_dataloader', 'test_dataloader.dataset')
+    loader = any(k in whole or k.startswith(PIPELINE_KEY) for k in keys)
+    if top and not loader and cfg.get('test_pipeline') is not None:
+        return list(cfg.test_pipeline)
+    pipeline = (cfg.get('test_dataloader') or {}).get('dataset', {}).get('pipeline')
+    if pipeline is None:
+        pipeline = cfg.get('test_pipeline')
+    if pipeline is None:
+        raise ConfigError(f'the config has no {PIPELINE_KEY} (nor test_pipeline) to read videos with')
+    return list(pipeline)
+
+
+def clip_coverage(video: str, pipeline: list[dict]) -> Optional[tuple[float, float]]:
+    """``(the video's seconds, the seconds one clip of the test pipeline spans)`` from the
+    file's header and the pipeline's sampling step (``clip_len x frame_interval`` frames at the
+    video's rate), or ``None`` when either is unknown."""
+    from ..datasets.frame_stream import FrameStream
+    from .windows import split_pipeline, window_sampling
+
+    try:
+        _, sample, _ = split_pipeline(pipeline)
+    except ConfigError:
+        return None
+    with FrameStream(video) as stream:
+        info = stream.info
+    if not info.duration:
+        return None
+    return info.duration, window_sampling(sample, info.fps).span / info.fps
+
+
+def predict(model: nn.Module, video: str, topk: int = 5, pipeline: Optional[list[dict]] = None) -> Prediction:
+    """The ``topk`` classes of ``video`` through the config's test pipeline (``pipeline``,
+    default :func:`test_pipeline_of` the model's config; MMAction2's ``inference_recognizer``;
+    the scores are the head's class probabilities, averaged over the pipeline's clips and crops)."""
+    from mmaction.apis import inference_recognizer  # noqa: PLC0415
+    from mmengine.dataset import Compose
+
+    steps = Compose(pipeline if pipeline is not None else test_pipeline_of(model.cfg))
+    scores = inference_recognizer(model, video, steps).pred_scores.item.float().cpu()  # [num_classes]
     top = scores.topk(min(topk, scores.numel()))
     return Prediction(video, top.indices.tolist(), top.values.tolist())

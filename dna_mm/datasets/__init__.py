@@ -4,6 +4,7 @@ embedded demo set, faster decord transforms; the data tools' work (:mod:`.prepar
 what a tool prints or says it through the tool's ``echo`` (its ``print``)."""
 
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
+from .sampling import SampleFramesBySeconds
 from .transforms import ScaledDecordInit, ScaledPyAVInit, SortedDecordDecode
 from .video_dataset import RobustVideoDataset, SkippedVideosHook
 
@@ -17,4 +18,5 @@ __all__ = [
     'ScaledDecordInit',
     'ScaledPyAVInit',
     'SortedDecordDecode',
+    'SampleFramesBySeconds',
 ]

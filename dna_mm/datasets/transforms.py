@@ -104,7 +104,10 @@ class ScaledDecordInit(DecordInit):
             an ``io_backend`` other than ``'disk'`` decodes at the native size).
 
     Adds ``results['video_shape']``, the file's ``(h, w)``; ``original_shape`` / ``img_shape``
-    are the decoded frames' size.
+    are the decoded frames' size (always upright, as shown). ``video_shape`` is the shown size
+    where the rotation is known without decoding (a ``rotate`` tag) or the file is large enough
+    to be scaled (its first frame is then decoded to read the display matrix), and the stored
+    size of a smaller clip rotated by a display matrix only: use ``img_shape`` for the frames.
     """
 
     def __init__(

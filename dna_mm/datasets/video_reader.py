@@ -193,15 +193,44 @@ def _declared_seconds(stream) -> Optional[float]:
 def frames_in_sequence(source: Source, name: str = '<video>') -> tuple[list[Optional[int]], list[np.ndarray]]:
     """Every frame of the first video stream decoded from the start, no seek, in the order the
     decoder puts them out (presentation order): ``(pts, [H, W, 3] uint8 RGB frames)`` at the
-    stored size, with one decoding thread (FFmpeg conceals damaged data differently with slice or
-    frame threads); the reference :class:`KeyframeReader` is held to. The pts increase along it,
+    stored size, turned upright by the display rotation as FFmpeg shows them (:func:`upright_rgb`),
+    with one decoding thread (FFmpeg conceals damaged data differently with slice or frame
+    threads); the reference :class:`KeyframeReader` is held to. The pts increase along it,
     except where a container's timestamps are not its frames' (DivX packed B-frames): ordering
     by pts would then swap frames."""
+    from av.video.reformatter import VideoReformatter
+
     container, stream = open_video(source, name)
     stream.thread_type, stream.thread_count = 'NONE', 1  # damaged data is concealed per thread layout
     with container, _ffmpeg_errors(f'{name}: '):
-        frames = [(f.pts, f.to_ndarray(format='rgb24')) for f in container.decode(stream)]
+        convert = VideoReformatter()
+        frames = [(f.pts, upright_rgb(f, None, convert)) for f in container.decode(stream)]
     return [f[0] for f in frames], [f[1] for f in frames]
+
+
+def rotation_of(frame) -> int:
+    """The display rotation of a decoded frame (0, 90, 180, 270: counter-clockwise, from its
+    display matrix), as decord applies it."""
+    return int(getattr(frame, 'rotation', 0) or 0) % 360
+
+
+def upright_rgb(frame, size: Optional[tuple[int, int]] = None, reformatter=None) -> np.ndarray:
+    """A decoded frame as ``[H, W, 3]`` uint8 RGB in display orientation, at ``size = (width,
+    height)`` (display orientation; swscale's bilinear filter) or its own size (``None``).
+    ``reformatter``: a PyAV ``VideoReformatter`` to reuse (one a reader)."""
+    from av.video.reformatter import VideoReformatter
+
+    rotation = rotation_of(frame)
+    width, height = size or (None, None)
+    if rotation in (90, 270) and size is not None:
+        width, height = height, width  # scale in storage orientation, then rotate
+    rgb = (
+        (reformatter or VideoReformatter())
+        .reformat(frame, width=width, height=height, format='rgb24', interpolation='BILINEAR')
+        .to_ndarray()
+    )
+    # decord turns the picture by the display matrix: counter-clockwise by `rotation`
+    return np.ascontiguousarray(np.rot90(rgb, rotation // 90)) if rotation else rgb
 
 
 class KeyframeReader:
@@ -345,15 +374,7 @@ class KeyframeReader:
 
     def _rgb(self, frame) -> np.ndarray:
         """One decoded frame as ``[H, W, 3]`` uint8 RGB, at ``size`` in display orientation."""
-        rotation = int(getattr(frame, 'rotation', 0) or 0) % 360
-        width, height = self.size or (None, None)
-        if rotation in (90, 270) and self.size is not None:
-            width, height = height, width  # scale in storage orientation, then rotate
-        rgb = self._reformatter.reformat(
-            frame, width=width, height=height, format='rgb24', interpolation='BILINEAR'
-        ).to_ndarray()
-        # decord turns the picture by the display matrix: counter-clockwise by `rotation`
-        return np.ascontiguousarray(np.rot90(rgb, rotation // 90)) if rotation else rgb
+        return upright_rgb(frame, self.size, self._reformatter)
 
     def _seek(self, key: int) -> None:
         """Seek so that the demuxer's next packet is the keyframe of pts ``key`` or one before it

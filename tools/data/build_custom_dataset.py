@@ -2,7 +2,7 @@
 """Your own videos to lists, label map and a fine-tuning config, in one command.
 
     python tools/data/build_custom_dataset.py SRC --out DIR [--base CONFIG] [--load-from CKPT|none]
-        [--val-ratio 0.2] [--test-ratio 0] [--seed 0] [--no-flip] [--workers N] [--debug]
+        [--val-ratio 0.2] [--test-ratio 0] [--seed 0] [--no-flip] [--sample-by-time] [--workers N] [--debug]
 
 SRC is a folder with one sub-folder of videos per class (or train/ val/ test/ folders of class
 folders), or a CSV / list file of ``path,label`` lines (label a class name or an index). Writes
@@ -13,6 +13,8 @@ recipe sized to the data (global batch, lr, epochs, warm-up) and the clip sampli
 clips' frame counts, starting from --load-from (default: checkpoints/timesformer_dna_k400.pth of
 this checkout for a DnA TimeSformer base; none: from scratch, every pretrained initialisation of
 the base cleared). --no-flip leaves the horizontal flip out of training (direction classes).
+Clips of mixed frame rates get a note; --sample-by-time then samples frames a fixed number of
+seconds apart (SampleFramesBySeconds) instead of a fixed number of frames.
 
 Every video is checked once (decoded by the reader training uses), with a progress bar;
 unreadable ones are printed (file and reason), listed in DIR/unreadable.txt and left out, and the
@@ -63,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         dest='flip',
         action='store_false',
         help='no horizontal flip in training: for classes that depend on left and right',
+    )
+    p.add_argument(
+        '--sample-by-time',
+        action='store_true',
+        help='clips mixing frame rates: sample frames a fixed number of seconds apart, not frames '
+        '(the build proposes it when it sees mixed rates)',
     )
     p.add_argument(
         '--workers', type=int, default=len(os.sched_getaffinity(0)), help='processes checking videos'

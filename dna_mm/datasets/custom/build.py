@@ -23,7 +23,7 @@ from mmengine.config import Config
 from ...errors import DataError
 from ..preparation.runner import SHOW, Echo
 from .pipelines import SPLITS as PIPELINE_SPLITS
-from .pipelines import check_steps, drop_flip, fit_sampling
+from .pipelines import check_steps, drop_flip, fit_sampling, rates_note, read_with_pyav, sample_by_seconds
 from .recipe import base_reference, class_count, config_text, dataset_type, initialisation, merge, size_recipe
 from .source import SPLITS, Sample, read_source, stratified_split
 from .videos import check_videos
@@ -46,6 +46,7 @@ class BuildRequest:
     seed: int = 0
     workers: int = 1
     flip: bool = True
+    sample_by_time: bool = False
 
 
 def load_base(base: str, repo_configs: Path) -> tuple[str, Config]:
@@ -150,7 +151,12 @@ def build_dataset(request: BuildRequest, repo: Path, echo: Echo) -> int:
     model = merge(class_count(heads) or {}, model)  # num_classes (timm's 0: features) is its business
     pipelines = base_pipelines(base)
     sampling = fit_sampling(pipelines, [checks[_absolute(source.root, s)].frames for s in readable])
+    rates = [f for f in (checks[_absolute(source.root, s)].fps for s in readable) if f]
+    by_time = rates_note(rates, sampling, request.sample_by_time)
+    if by_time and request.sample_by_time:
+        sample_by_seconds(pipelines, sampling.frame_interval / min(rates))
     flips = 0 if request.flip else drop_flip(pipelines)
+    to_pyav = read_with_pyav(pipelines)
     init_default_scope('mmaction')
     replaced = check_steps(pipelines, TRANSFORMS.build)
     write_outputs(out, source.classes, splits, unreadable)
@@ -176,10 +182,17 @@ def build_dataset(request: BuildRequest, repo: Path, echo: Echo) -> int:
         echo(f'{split:5s}: {len(items):6d} videos, per class {min(per_class)}-{max(per_class)}')
     if sampling is not None:
         echo(sampling.describe())
+    if by_time:
+        echo(by_time if request.sample_by_time else f'note: {by_time}')
     if not request.flip:
         echo(
             f'horizontal flip: off ({flips} Flip step{"s" if flips != 1 else ""} taken out of the '
             'training pipeline)'
+        )
+    if to_pyav:
+        echo(
+            f"decoding: dna_mm's PyAV reader, the one the videos were checked with ({to_pyav} decord "
+            'step(s) of the base replaced: DecordInit -> ScaledPyAVInit, DecordDecode -> SortedDecordDecode)'
         )
     for note in replaced:
         echo(f'note: {note}')

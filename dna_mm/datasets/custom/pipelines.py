@@ -17,6 +17,18 @@ never decrease either. Validation and test pipelines sample the same way.
 **Direction.** ``flip=False`` takes the ``Flip`` steps out of the training pipeline (classes that
 depend on left and right: "pan left" flipped is "pan right").
 
+**Frame rates.** ``SampleFrames`` counts frames: in a set that mixes 25 and 60 fps clips the same
+interval is 2.4 times longer in seconds in one than in the other. The build says so when it
+sees mixed rates (:func:`rates_note`) and, asked (``--sample-by-time``), samples by time instead
+(:func:`sample_by_seconds`: ``SampleFramesBySeconds``, the seconds the fitted frame interval
+makes at the slowest rate, so that no clip is sampled below one frame a step).
+
+**Decoding.** The build checks every video with dna_mm's PyAV reader; the written pipelines read
+with it too (:func:`read_with_pyav`): a base's ``DecordInit`` / ``ScaledDecordInit`` becomes
+``ScaledPyAVInit`` (same arguments) and ``DecordDecode`` becomes ``SortedDecordDecode``, so a
+video that passed the build (an index-less ``.mkv`` FFmpeg reads, which decord cannot open) is
+read in training and test as it was checked.
+
 **Steps that need a package dna_mm does not install** are replaced by an equivalent that needs
 none (:data:`REPLACEMENTS`: pytorchvideo's RandAugment by torchvision's, the same operation on
 every frame of a clip), or refused with one line (:func:`check_steps`).
@@ -112,6 +124,69 @@ def drop_flip(pipelines: dict[str, list[dict]]) -> int:
     kept = [step for step in train if not (isinstance(step, dict) and step.get('type') == 'Flip')]
     pipelines['train'] = kept
     return len(train) - len(kept)
+
+
+#: the spread of frame rates (fastest / slowest) from which the build proposes sampling by time
+MIXED_RATES = 1.2
+
+
+def rates_note(rates: list[float], sampling: Optional[ClipSampling], by_time: bool) -> Optional[str]:
+    """What the build says of the clips' frame rates when they are mixed (the fastest at least
+    :data:`MIXED_RATES` times the slowest): what a frame interval means in seconds at each end,
+    and the seconds :func:`sample_by_seconds` would take, the fitted interval at the slowest rate
+    (``by_time``: it took them)."""
+    if not rates or sampling is None or max(rates) < MIXED_RATES * min(rates):
+        return None
+    lo, hi = min(rates), max(rates)
+    seconds = sampling.frame_interval / lo
+    if by_time:
+        return (
+            f'clip sampling by time: {sampling.clip_len} frames every {seconds:.3f} s '
+            f'({sampling.frame_interval} frames at the slowest rate, {lo:g} fps), a span of '
+            f'{sampling.clip_len * seconds:.2f} s in every clip ({lo:g}-{hi:g} fps)'
+        )
+    span = sampling.span
+    return (
+        f'the clips mix frame rates ({lo:g}-{hi:g} fps): {sampling.clip_len} frames every '
+        f'{sampling.frame_interval} are {span / lo:.2f} s of a {lo:g} fps clip and {span / hi:.2f} s of a '
+        f'{hi:g} fps one; --sample-by-time samples every {seconds:.3f} s instead (a span of '
+        f'{sampling.clip_len * seconds:.2f} s in every clip)'
+    )
+
+
+def sample_by_seconds(pipelines: dict[str, list[dict]], seconds: float) -> int:
+    """Every ``SampleFrames`` step becomes ``SampleFramesBySeconds`` with ``seconds`` between
+    frames (its other arguments kept); returns how many."""
+    replaced = 0
+    for steps in pipelines.values():
+        for i, step in enumerate(steps):
+            if isinstance(step, dict) and step.get('type') == 'SampleFrames':
+                kept = {k: v for k, v in step.items() if k not in ('type', 'frame_interval')}
+                steps[i] = dict(type='SampleFramesBySeconds', seconds=round(seconds, 6), **kept)
+                replaced += 1
+    return replaced
+
+
+#: decord's steps -> the same steps on dna_mm's PyAV reader
+PYAV_STEPS = {
+    'DecordInit': 'ScaledPyAVInit',
+    'ScaledDecordInit': 'ScaledPyAVInit',
+    'DecordDecode': 'SortedDecordDecode',
+}
+
+
+def read_with_pyav(pipelines: dict[str, list[dict]]) -> int:
+    """Replace decord's opening and decoding steps by dna_mm's PyAV reader's (:data:`PYAV_STEPS`,
+    their arguments kept; ``DecordDecode(mode='efficient')``, decord's keyframe approximation,
+    becomes the exact decode); returns how many steps were replaced."""
+    replaced = 0
+    for steps in pipelines.values():
+        for i, step in enumerate(steps):
+            new = PYAV_STEPS.get(step.get('type')) if isinstance(step, dict) else None
+            if new is not None:
+                steps[i] = {**{k: v for k, v in step.items() if k != 'mode'}, 'type': new}
+                replaced += 1
+    return replaced
 
 
 def _torchvision_randaugment(step: dict) -> dict:

@@ -183,7 +183,9 @@ def stratified_split(
         n_test = round(n · test_ratio),  n_val = round(n · val_ratio),  n_train = the rest
 
     raised to 1 for a requested split while at least one training video remains. A split that
-    was given (e.g. ``SRC/val``) is not drawn from the rest. Returns the splits and notes on
+    was given (e.g. ``SRC/val``) is not drawn from the rest. A requested split that was not
+    given while ``train`` was (``SRC/train`` and ``SRC/test``, no ``SRC/val``) is drawn from the
+    given training videos, with a note. Returns the splits and notes on what was drawn and on
     classes (named by ``classes``) too small for every split."""
     rng = random.Random(seed)
     out: dict[str, list[Sample]] = {s: [] for s in SPLITS}
@@ -193,8 +195,19 @@ def stratified_split(
     given = {s for s in SPLITS if out[s]}
     ratios = {'test': 0.0 if 'test' in given else test_ratio, 'val': 0.0 if 'val' in given else val_ratio}
     notes = []
+    pool = [s for s in samples if s.split is None]
+    drawn = [split for split in ('val', 'test') if ratios[split] > 0]
+    if 'train' in given and drawn:  # split folders without this one: drawn from the training videos
+        pool += out['train']
+        out['train'] = []
+        shares = ', '.join(f'{100 * ratios[x]:g} %' for x in drawn)
+        flags = '/'.join(f'--{x}-ratio' for x in drawn)
+        notes.append(
+            f'no {" or ".join(drawn)} folder: {" and ".join(drawn)} drawn from the train folder '
+            f'({shares} of each class, {flags})'
+        )
     by_class: dict[int, list[Sample]] = {}
-    for s in sorted((s for s in samples if s.split is None), key=lambda s: s.path):
+    for s in sorted(pool, key=lambda s: s.path):
         by_class.setdefault(s.label, []).append(s)
     for label in sorted(by_class):
         items = by_class[label]

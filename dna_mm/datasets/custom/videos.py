@@ -23,15 +23,16 @@ from mmengine.utils import track_iter_progress
 
 class VideoCheck(NamedTuple):
     """What :func:`check_video` found: ``problem`` (one line) or ``None``, and the frame count
-    of a readable video (``None`` for an unreadable one)."""
+    and average frame rate of a readable video (``None`` for an unreadable one)."""
 
     problem: Optional[str]
     frames: Optional[int] = None
+    fps: Optional[float] = None
 
 
 def check_video(path: str) -> VideoCheck:
     """Whether ``path`` opens and its first and last frames decode (else why not, one line), and
-    its frame count."""
+    its frame count and average frame rate."""
     from ..preparation.runner import describe
     from ..video_reader import KeyframeReader
 
@@ -44,7 +45,7 @@ def check_video(path: str) -> VideoCheck:
         reader.get_batch([0, len(reader) - 1])
     except Exception as err:  # FFmpeg, container or index errors: the reason, not the traceback
         return VideoCheck(describe(err))
-    return VideoCheck(None, len(reader))
+    return VideoCheck(None, len(reader), reader.get_avg_fps())
 
 
 def _stamp(path: str) -> Optional[list[int]]:
@@ -70,7 +71,7 @@ def load_cache(cache: Path) -> dict[str, tuple[list[int], VideoCheck]]:
     for line in cache.read_text(encoding='utf-8').splitlines():
         try:
             entry = json.loads(line)
-            check = VideoCheck(entry['problem'], entry.get('frames'))
+            check = VideoCheck(entry['problem'], entry.get('frames'), entry.get('fps'))
         except (ValueError, KeyError, TypeError):
             continue
         if check.problem is None and not isinstance(check.frames, int):
@@ -103,6 +104,7 @@ def check_videos(paths: Iterable[str], cache: Path, workers: int = 1) -> tuple[d
             for path, stamp, check in track_iter_progress((answers, len(todo)), file=sys.stderr):
                 results[path] = check
                 entry = dict(path=path, stamp=stamp, problem=check.problem, frames=check.frames)
+                entry['fps'] = check.fps
                 f.write(json.dumps(entry, ensure_ascii=False) + '\n')
                 f.flush()
     finally:

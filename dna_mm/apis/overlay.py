@@ -1,0 +1,178 @@
+"""What an annotated video draws on each frame: the current top-k, a timeline strip of the
+segments, and where the model looks (optional). Pure drawing on ``[H, W, 3]`` uint8 RGB arrays
+(OpenCV), no I/O.
+
+* top left, on a dark translucent panel: one line per class, ``score  name`` over a bar as long
+  as the score, in the class's colour;
+* bottom: a strip as wide as the frame, one block per segment in its class's colour (its name
+  inside where it fits), a white cursor at the current time, the time and the video's length;
+* ``relevance``: a heat map blended over the frame (positive branch orange, negative blue:
+  the colours of the analyses' figures, :mod:`dna_mm.analysis.plots.relevance_maps`), the
+  branches side by side when there are two.
+
+Colours are the Okabe–Ito palette (colour-blind safe), class ``c`` taking colour ``c mod 8``.
+Text and strip scale with the frame's height (readable from 240 to 2160 lines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .segments import Segment
+
+#: Okabe–Ito, RGB
+PALETTE = (
+    (230, 159, 0),
+    (86, 180, 233),
+    (0, 158, 115),
+    (240, 228, 66),
+    (0, 114, 178),
+    (213, 94, 0),
+    (204, 121, 167),
+    (153, 153, 153),
+)
+#: relevance colours (RGB) at relevance 1, per branch, as the analyses' figures draw them
+RELEVANCE_RGB = {'pos': (213, 94, 0), 'attn': (213, 94, 0), 'neg': (0, 114, 178)}
+
+
+def colour(label: int) -> tuple[int, int, int]:
+    return PALETTE[label % len(PALETTE)]
+
+
+def clock(seconds: float) -> str:
+    """``m:ss.s`` (``h:mm:ss`` from an hour)."""
+    seconds = max(0.0, seconds)
+    if seconds >= 3600:
+        return f'{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{int(seconds % 60):02d}'
+    return f'{int(seconds // 60)}:{seconds % 60:04.1f}'
+
+
+@dataclass
+class Layout:
+    """Sizes for a frame of ``height`` lines: font scale, line thickness, line height, strip height."""
+
+    font: float
+    thick: int
+    line: int
+    strip: int
+
+    @classmethod
+    def for_height(cls, height: int) -> Layout:
+        font = min(1.6, max(0.3, height / 720))
+        return cls(font, max(1, round(1.6 * font)), max(10, round(30 * font)), max(6, round(height * 0.045)))
+
+
+def _text(img: np.ndarray, text: str, org: tuple[int, int], layout: Layout, rgb=(255, 255, 255)) -> None:
+    import cv2
+
+    cv2.putText(
+        img, text, org, cv2.FONT_HERSHEY_SIMPLEX, layout.font, (0, 0, 0), layout.thick + 2, cv2.LINE_AA
+    )
+    cv2.putText(img, text, org, cv2.FONT_HERSHEY_SIMPLEX, layout.font, rgb, layout.thick, cv2.LINE_AA)
+
+
+def _shade(img: np.ndarray, x0: int, y0: int, x1: int, y1: int, alpha: float = 0.55) -> None:
+    """Darken ``img[y0:y1, x0:x1]`` towards black by ``alpha``, in place."""
+    region = img[max(0, y0) : y1, max(0, x0) : x1]
+    region[:] = (region * (1 - alpha)).astype(np.uint8)
+
+
+def draw_topk(
+    img: np.ndarray, top: Sequence[tuple[int, float]], names: Optional[Sequence[str]], layout: Layout
+) -> None:
+    """The top-k panel (module docstring), in place."""
+    import cv2
+
+    if not top:
+        return
+    h, w = img.shape[:2]
+    pad = max(2, layout.line // 4)
+    labels = [f'{s:.2f}  {names[c] if names else f"class {c}"}' for c, s in top]
+    width = max(cv2.getTextSize(t, cv2.FONT_HERSHEY_SIMPLEX, layout.font, layout.thick)[0][0] for t in labels)
+    width = min(w - 2 * pad, width + 2 * pad)
+    _shade(img, pad, pad, pad + width, pad + layout.line * len(top) + pad)
+    for k, ((c, s), label) in enumerate(zip(top, labels, strict=True)):
+        base = pad + layout.line * (k + 1)
+        bar = int(round((width - 2 * pad) * min(1.0, max(0.0, s))))
+        bar_h = max(2, layout.line // 6)
+        cv2.rectangle(img, (2 * pad, base - bar_h), (2 * pad + bar, base), colour(c), -1)
+        _text(img, label, (2 * pad, base - bar_h - 2), layout)
+
+
+def strip_image(
+    width: int, layout: Layout, segments: Sequence[Segment], duration: float, names=None
+) -> np.ndarray:
+    """``[strip, width, 3]``: the segments as coloured blocks, names inside where they fit."""
+    import cv2
+
+    strip = np.full((layout.strip, width, 3), 40, np.uint8)
+    font = max(0.25, layout.strip / 40)
+    for seg in segments:
+        x0 = int(round(seg.start / duration * width)) if duration > 0 else 0
+        x1 = int(round(seg.end / duration * width)) if duration > 0 else width
+        cv2.rectangle(strip, (x0, 0), (max(x0, x1 - 1), layout.strip - 1), colour(seg.label), -1)
+        if x1 - x0 > 2:
+            cv2.line(strip, (x1 - 1, 0), (x1 - 1, layout.strip - 1), (20, 20, 20), 1)
+        name = names[seg.label] if names else str(seg.label)
+        (tw, th), _ = cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, font, 1)
+        if tw + 6 < x1 - x0 and th + 2 < layout.strip:
+            y = (layout.strip + th) // 2
+            cv2.putText(strip, name, (x0 + 3, y), cv2.FONT_HERSHEY_SIMPLEX, font, (0, 0, 0), 1, cv2.LINE_AA)
+    return strip
+
+
+def draw_strip(img: np.ndarray, strip: np.ndarray, t: float, duration: float, layout: Layout) -> None:
+    """The strip at the bottom of ``img`` with the cursor at ``t`` and the clock, in place."""
+    import cv2
+
+    h, w = img.shape[:2]
+    s = strip.shape[0]
+    img[h - s :] = strip
+    x = int(round(t / duration * (w - 1))) if duration > 0 else 0
+    cv2.line(img, (x, h - s - max(2, s // 3)), (x, h - 1), (255, 255, 255), max(1, layout.thick))
+    text = f'{clock(t)} / {clock(duration)}'
+    (tw, _), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, layout.font, layout.thick)
+    _text(img, text, (w - tw - 4, h - s - max(4, s // 2)), layout)
+
+
+def blend_relevance(img: np.ndarray, maps: dict[str, np.ndarray], opacity: float = 0.6) -> np.ndarray:
+    """``img`` with relevance ``maps`` (branch → ``[H, W]`` in ``[0, 1]``, at the frame's size)
+    blended in: one branch over the whole frame; two (``pos``, ``neg``) side by side, each half
+    of the frame's width over its own copy of the frame (the frame is squeezed to half width).
+    Returns a new array of ``img``'s size."""
+    import cv2
+
+    h, w = img.shape[:2]
+    branches = [b for b in ('pos', 'attn', 'neg') if b in maps]
+    if not branches:
+        return img
+    cols = len(branches)
+    width = w // cols
+    out = img.copy()
+    for k, branch in enumerate(branches):
+        base = cv2.resize(img, (width, h), interpolation=cv2.INTER_AREA) if cols > 1 else img
+        rel = cv2.resize(maps[branch].astype(np.float32), (width, h), interpolation=cv2.INTER_LINEAR)
+        a = (opacity * np.clip(rel, 0, 1))[..., None]
+        tint = np.asarray(RELEVANCE_RGB[branch], np.float32)
+        out[:, k * width : (k + 1) * width] = (base * (1 - a) + tint * a).astype(np.uint8)
+    return out
+
+
+def annotate(
+    img: np.ndarray,
+    t: float,
+    top: Sequence[tuple[int, float]],
+    strip: np.ndarray,
+    duration: float,
+    layout: Layout,
+    names: Optional[Sequence[str]] = None,
+    relevance: Optional[dict[str, np.ndarray]] = None,
+) -> np.ndarray:
+    """One annotated frame (module docstring): a new array of ``img``'s size."""
+    out = blend_relevance(img, relevance) if relevance else img.copy()
+    draw_topk(out, top, names, layout)
+    draw_strip(out, strip, t, duration, layout)
+    return out

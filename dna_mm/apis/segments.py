@@ -1,0 +1,103 @@
+"""Segments of a video from its windows' class scores: runs of one class after smoothing.
+
+With ``N`` windows in time order and their scores ``S [N, K]`` (class probabilities)::
+
+    S̄ = moving average of S over `width` windows, centred   (fewer at the two ends)
+    y_i = argmax_k S̄[i, k]
+    segments = runs of equal y_i; each covers its windows' cells, scored by mean S̄[run, y]
+
+A window's *cell* is the part of the video nearer its centre than any other window's: cells
+meet half-way between two windows' centres, the first starts at 0 and the last ends with the
+video, so the segments tile the video without gap or overlap, whatever the stride. Then, while
+a segment is shorter than ``min_length`` seconds (and there are two or more), the shortest one
+joins the neighbour whose class scores higher over its windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+@dataclass
+class Segment:
+    """A run of one class: ``label``, ``start`` and ``end`` in seconds, ``score`` (its class's
+    mean smoothed score over its windows) and the windows ``[first, last]`` (inclusive) it spans."""
+
+    label: int
+    start: float
+    end: float
+    score: float
+    first: int
+    last: int
+
+
+def smooth_scores(scores: np.ndarray, width: int) -> np.ndarray:
+    """Centred moving average of ``scores [N, K]`` over ``width`` windows (odd; 1: unchanged);
+    near the ends, over the windows there are."""
+    if width < 1 or width % 2 == 0:
+        raise ValueError(f'smoothing width must be an odd number of windows >= 1, got {width}')
+    scores = np.asarray(scores, dtype=np.float64)
+    if width == 1 or len(scores) == 0:
+        return scores.copy()
+    half = width // 2
+    padded = np.concatenate([np.zeros((1, scores.shape[1])), np.cumsum(scores, axis=0)])
+    n = len(scores)
+    lo = np.clip(np.arange(n) - half, 0, n)
+    hi = np.clip(np.arange(n) + half + 1, 0, n)
+    return (padded[hi] - padded[lo]) / (hi - lo)[:, None]
+
+
+def cell_bounds(
+    starts: Sequence[float], ends: Sequence[float], duration: Optional[float] = None
+) -> np.ndarray:
+    """``[N + 1]`` cell boundaries of windows ``[start, end)``: 0, the midpoints between
+    consecutive centres, then ``duration`` (default the last window's end)."""
+    centres = (np.asarray(starts, dtype=np.float64) + np.asarray(ends, dtype=np.float64)) / 2
+    last = float(ends[-1]) if duration is None else float(duration)
+    return np.concatenate([[0.0], (centres[1:] + centres[:-1]) / 2, [max(last, centres[-1])]])
+
+
+def find_segments(
+    starts: Sequence[float],
+    ends: Sequence[float],
+    scores: np.ndarray,
+    width: int = 1,
+    min_length: float = 0.0,
+    duration: Optional[float] = None,
+) -> list[Segment]:
+    """The segments of windows ``[starts[i], ends[i])`` with scores ``[N, K]`` (module
+    docstring); ``duration``: the video's length in seconds (the last cell's end)."""
+    if len(starts) == 0:
+        return []
+    smoothed = smooth_scores(scores, width)
+    labels = smoothed.argmax(axis=1)
+    bounds = cell_bounds(starts, ends, duration)
+    runs, first = [], 0  # [first, last] window ranges of one label
+    for i in range(1, len(labels) + 1):
+        if i == len(labels) or labels[i] != labels[first]:
+            runs.append([int(labels[first]), first, i - 1])
+            first = i
+    while len(runs) > 1 and min_length > 0:
+        lengths = [bounds[b + 1] - bounds[a] for _, a, b in runs]
+        k = int(np.argmin(lengths))
+        if lengths[k] >= min_length:
+            break
+        _, a, b = runs[k]
+        near = [j for j in (k - 1, k + 1) if 0 <= j < len(runs)]
+        into = max(near, key=lambda j: smoothed[a : b + 1, runs[j][0]].mean())
+        runs[into][1], runs[into][2] = min(runs[into][1], a), max(runs[into][2], b)
+        del runs[k]
+        merged = []  # neighbours of one label after the join become one run
+        for run in runs:
+            if merged and merged[-1][0] == run[0]:
+                merged[-1][2] = run[2]
+            else:
+                merged.append(run)
+        runs = merged
+    return [
+        Segment(label, float(bounds[a]), float(bounds[b + 1]), float(smoothed[a : b + 1, label].mean()), a, b)
+        for label, a, b in runs
+    ]
