@@ -110,6 +110,9 @@ def test_sigint_from_the_terminal(tiny, tmp_path) -> None:  # noqa: F811
     proc = subprocess.Popen(
         cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=False,
         env={**os.environ, 'PYTHONUNBUFFERED': '1'},
+        # a terminal's Ctrl-C, also where the suite runs in the background of a shell without job
+        # control, which starts it with SIGINT ignored (Python then installs no handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     proc.stdin.write(ts[: len(ts) // 2])  # half, and the pipe stays open: the stream goes on
     proc.stdin.flush()

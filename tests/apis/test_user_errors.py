@@ -267,6 +267,7 @@ NO_USER_INPUT = {
     'tools/analysis/triton_kernel_table.py',
     'tools/data/benchmark_preparation.py',
     'tools/data/make_example_clips.py',
+    'tools/data/make_long_video.py',
     'tools/data/video_kinds.py',
     'tools/demo.py',
     'tools/demo_det.py',
