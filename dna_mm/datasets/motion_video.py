@@ -22,6 +22,24 @@ from .synthetic import _AXES, CLASSES
 TARGET_RGB = (230.0, 40.0, 40.0)
 
 
+def mux_tone(container, sound, sent: int, until: float, amplitude: float = 0.2) -> int:
+    """Mux a 440 Hz tone into the mono audio stream ``sound`` of the PyAV ``container``, in blocks
+    of 1024 samples in the stream's own sample format (``fltp`` or ``s16``), from sample ``sent``
+    until ``until`` samples are out; returns how many are."""
+    import av
+
+    rate, fmt = sound.rate, sound.codec_context.format.name
+    while sent < until:
+        samples = (amplitude * np.sin(2 * np.pi * 440 * (sent + np.arange(1024)) / rate)).astype(np.float32)
+        if fmt.startswith('s16'):
+            samples = (samples * 32767).astype(np.int16)
+        frame = av.AudioFrame.from_ndarray(samples[None], format=fmt, layout='mono')
+        frame.sample_rate, frame.pts = rate, sent
+        container.mux(sound.encode(frame))
+        sent += 1024
+    return sent
+
+
 def motion_frames(
     schedule: Sequence[tuple[str, int]], size: int = 256, seed: int = 0
 ) -> Iterator[np.ndarray]:
@@ -98,13 +116,8 @@ def write_motion_video(
         sent = 0
         for i, img in enumerate(motion_frames(schedule, size, seed)):
             container.mux(video.encode(av.VideoFrame.from_ndarray(img, format='rgb24')))
-            while audio is not None and sent < (i + 1) * rate / fps:
-                t = (sent + np.arange(1024)) / rate
-                samples = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
-                frame = av.AudioFrame.from_ndarray(samples, format='fltp', layout='mono')
-                frame.sample_rate, frame.pts = rate, sent
-                container.mux(audio.encode(frame))
-                sent += 1024
+            if audio is not None:
+                sent = mux_tone(container, audio, sent, (i + 1) * rate / fps)
         container.mux(video.encode())
         if audio is not None:
             container.mux(audio.encode())

@@ -11,6 +11,7 @@ from test_over_time import moving_box, run, tiny  # noqa: F401  (the module's ch
 
 from dna_mm.apis.overlay import PALETTE, Layout, annotate, strip_image
 from dna_mm.apis.segments import Segment
+from dna_mm.datasets.motion_video import mux_tone
 
 
 def write_with_audio(path: Path, frames, fps: int = 25, audio: str | None = 'aac', rotation: int = 0) -> Path:
@@ -31,16 +32,8 @@ def write_with_audio(path: Path, frames, fps: int = 25, audio: str | None = 'aac
                 if rotation:
                     video.set_display_rotation(rotation)
             container.mux(video.encode(av.VideoFrame.from_ndarray(img, format='rgb24')))
-            while sound is not None and sent < (i + 1) * rate / fps:  # audio up to this frame's end
-                t = (sent + np.arange(1024)) / rate
-                fmt = sound.codec_context.format.name
-                samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-                if fmt.startswith('s16'):
-                    samples = (samples * 32767).astype(np.int16)
-                frame = av.AudioFrame.from_ndarray(samples[None], format=fmt, layout='mono')
-                frame.sample_rate, frame.pts = rate, sent
-                container.mux(sound.encode(frame))
-                sent += 1024
+            if sound is not None:  # audio up to this frame's end
+                sent = mux_tone(container, sound, sent, (i + 1) * rate / fps, amplitude=0.3)
         container.mux(video.encode())
         if sound is not None:
             container.mux(sound.encode())
