@@ -8,7 +8,10 @@ host                                   mapping
 =====================================  =========================================================
 timm ``Attention``, MMAction2 MViTv2   none (the family's names)
 MMAction2 ``vit_mae.Attention``        ``qkv.weight`` + ``q_bias`` / ``v_bias`` → ``qkv.*``
-MMAction2 ``WindowAttention3D``        ``qkv``, ``proj`` → ``attn.qkv``, ``attn.proj``
+MMAction2 ``WindowAttention3D``,       ``qkv``, ``proj`` → ``attn.qkv``, ``attn.proj``
+MMPretrain / MMDetection ``WindowMSA``,
+MMPretrain ``MultiheadAttention``
+MMPretrain ``BEiTAttention``           the same, ``q_bias`` / ``v_bias`` → ``attn.qkv.bias``
 mmcv ``MultiheadAttention``,           ``attn.in_proj_*`` → ``attn.qkv.*``, ``attn.out_proj`` →
 UniFormerV2 ``Extractor``              ``attn.proj`` (:func:`~.attention.rename_mha`)
 timm ``EvaAttention``                  ``qkv`` + ``q_bias`` / ``v_bias`` or ``q/k/v_proj`` →
@@ -51,9 +54,18 @@ def videomae_keys(sd: StateDict) -> StateDict:
     return out
 
 
-def swin_keys(sd: StateDict) -> StateDict:
-    """``qkv.*``, ``proj.*`` → ``attn.qkv.*``, ``attn.proj.*``; the bias table and index kept."""
+def under_attn(sd: StateDict) -> StateDict:
+    """``qkv.*``, ``proj.*`` → ``attn.qkv.*``, ``attn.proj.*``; the rest (bias table and index,
+    layer scale) kept."""
     return {(f'attn.{k}' if k.startswith(('qkv.', 'proj.')) else k): v for k, v in sd.items()}
+
+
+def beit_keys(sd: StateDict) -> StateDict:
+    """:func:`under_attn`, with BEiT's ``q_bias`` / ``v_bias`` (no key bias) → ``attn.qkv.bias``."""
+    out = under_attn({k: v for k, v in sd.items() if k not in ('q_bias', 'v_bias')})
+    if 'q_bias' in sd:
+        out['attn.qkv.bias'] = qkv_bias(sd['q_bias'], sd['v_bias'])
+    return out
 
 
 def mha_keys(sd: StateDict) -> StateDict:

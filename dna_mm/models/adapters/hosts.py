@@ -13,7 +13,12 @@ timm ``Attention`` (ViT, DeiT, ...)     the family module (``qkv``,        same 
 MMAction2 ``vit_mae.Attention``         the family module, ``qkv`` with    ``qkv.weight`` +
 (VideoMAE / VideoMAE V2)                bias                               ``q_bias``, ``v_bias``
 MMAction2 ``WindowAttention3D``         ``WindowAttention3DAdapter``       ``qkv``, ``proj`` →
-(Video Swin)                            (``attn.*``, the bias table)       ``attn.qkv``, ...
+(Video Swin); MMPretrain / MMDetection  (``attn.*``, the bias table)       ``attn.qkv``, ...
+``WindowMSA`` (Swin)
+MMPretrain ``MultiheadAttention``       ``MultiheadAttentionAdapter``      ``qkv``, ``proj`` →
+(ViT, DeiT, DeiT III)                   (``attn.*``, ``gamma1``)           ``attn.qkv``, ...
+MMPretrain ``BEiTAttention`` (BEiT)     ``BEiTAttentionAdapter``           ``qkv`` + ``q_bias`` /
+                                        (``attn.*``, the bias table)       ``v_bias`` → ``attn.qkv``
 mmcv ``MultiheadAttention`` (DETR, any  ``TokenAttention`` (``attn.*``)    ``attn.in_proj_*``,
 ``BaseTransformerLayer``)                                                  ``attn.out_proj``
 timm ``EvaAttention`` (EVA / EVA-02     ``EvaAttentionAdapter``            ``qkv.weight`` +
@@ -113,7 +118,35 @@ HOSTS = (
         'MMAction2 WindowAttention3D',
         'mmaction.models.backbones.swin:WindowAttention3D',
         'swin_attention:from_host',
-        keys.swin_keys,
+        keys.under_attn,
+        'attn.',
+    ),
+    HostSpec(
+        'MMPretrain MultiheadAttention',
+        'mmpretrain.models.utils.attention:MultiheadAttention',
+        'mmpretrain_attention:from_multihead',
+        keys.under_attn,
+        'attn.',
+    ),
+    HostSpec(
+        'MMPretrain BEiTAttention',
+        'mmpretrain.models.utils.attention:BEiTAttention',
+        'mmpretrain_attention:from_beit',
+        keys.beit_keys,
+        'attn.',
+    ),
+    HostSpec(
+        'MMPretrain WindowMSA',
+        'mmpretrain.models.utils.attention:WindowMSA',
+        'swin_attention:from_host',
+        keys.under_attn,
+        'attn.',
+    ),
+    HostSpec(
+        'MMDetection WindowMSA',
+        'mmdet.models.backbones.swin:WindowMSA',
+        'swin_attention:from_host',
+        keys.under_attn,
         'attn.',
     ),
     HostSpec(
@@ -148,8 +181,13 @@ HOSTS = (
 )
 
 #: blocks the swap walks through (``'module:Class'``): MMAction2 UniFormerV2's
-#: ``ResidualAttentionBlock`` reaches its ``nn.MultiheadAttention`` only by calling it
-CONTAINERS = ('mmaction.models.backbones.uniformerv2:ResidualAttentionBlock',)
+#: ``ResidualAttentionBlock`` reaches its ``nn.MultiheadAttention`` only by calling it, Swin's
+#: ``ShiftWindowMSA`` (MMPretrain's, MMDetection's) its ``WindowMSA``
+CONTAINERS = (
+    'mmaction.models.backbones.uniformerv2:ResidualAttentionBlock',
+    'mmpretrain.models.utils.attention:ShiftWindowMSA',
+    'mmdet.models.backbones.swin:ShiftWindowMSA',
+)
 #: class names of blocks (OpenAI CLIP / OpenCLIP) that reach their ``attn``, an
 #: ``nn.MultiheadAttention``, only by calling it
 CONTAINER_NAMES = ('ResidualAttentionBlock', 'AttentionalPooler')

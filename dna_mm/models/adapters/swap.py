@@ -25,17 +25,18 @@ The ``i``-th replaced attention (model order) is built as layer ``i`` of ``n``: 
 from __future__ import annotations
 
 import re
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 from mmengine.logging import print_log
-from mmengine.registry import MODELS
+from mmengine.registry import MODELS, Registry
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
 from ...family import NEGATIVE_INIT, NegativeInit, is_negative_key
 from ..attention.builder import AttnCfg
 from ..fitting import abbreviate
+from ..scopes import build_model, library_registries
 from .hosts import CONTAINER_NAMES, HostSpec, StateDict, container_classes, host_specs
 
 
@@ -256,15 +257,15 @@ def swap_attention(
     return [name for name, _ in hosts]
 
 
-@MODELS.register_module(name='with_attention')
 def with_attention(
     model: Union[dict, nn.Module],
     attn_cfg: AttnCfg = 'dna',
     q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
     v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
+    registry: Registry = MODELS,
     **kwargs,
 ) -> nn.Module:
-    """Build ``model`` (a config of any registry scope, or a module) and swap its attention.
+    """Build ``model`` (a config of any library, or a module) and swap its attention.
 
     Args:
         model: The model or backbone config of the base (``{{_base_.model}}``), or a module.
@@ -272,6 +273,9 @@ def with_attention(
             ``dict(type='DnAAttention', variant='qpm_v')``.
         q_neg_scale, v_neg_scale: Scales of the negative branch generated from softmax
             weights (default: the authors', :data:`~dna_mm.family.NEGATIVE_INIT`).
+        registry: The registry ``with_attention`` was reached through (each library's
+            ``MODELS`` holds its own ``with_attention``, :func:`register_in_libraries`); the
+            ``model`` config is built as :func:`~dna_mm.models.scopes.build_model` says.
 
     Returns:
         The built model itself (no wrapper), its attentions replaced.
@@ -282,6 +286,28 @@ def with_attention(
             f'own arguments inside model=dict(...))'
         )
     if isinstance(model, dict):
-        model = MODELS.build(model)
+        model = build_model(model, registry)
     swap_attention(model, attn_cfg, q_neg_scale, v_neg_scale)
     return model
+
+
+def _reached_through(registry: Registry) -> Callable[..., nn.Module]:
+    """:func:`with_attention` as registered in ``registry``: its ``model`` is looked up there."""
+
+    def with_attention_in(model: Union[dict, nn.Module], **kwargs: object) -> nn.Module:
+        return with_attention(model, registry=registry, **kwargs)
+
+    with_attention_in.__doc__ = with_attention.__doc__
+    return with_attention_in
+
+
+def register_in_libraries() -> None:
+    """``with_attention`` in the root ``MODELS`` and in each installed library's
+    (:func:`~dna_mm.models.scopes.library_registries`), so that ``mmaction.registry.MODELS``
+    builds its ``model`` from MMAction2's models, without a default scope as with one."""
+    MODELS.register_module(name='with_attention', module=with_attention)
+    for registry in library_registries().values():
+        registry.register_module(name='with_attention', module=_reached_through(registry))
+
+
+register_in_libraries()

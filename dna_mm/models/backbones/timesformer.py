@@ -16,8 +16,8 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from einops import rearrange
 from mmaction.models.backbones import TimeSformer
-from mmaction.registry import MODELS
 from mmengine import ConfigDict
+from mmengine.registry import MODELS
 from mmengine.model.weight_init import trunc_normal_
 from timm.layers import resample_abs_pos_embed
 
@@ -25,6 +25,7 @@ from ...converters import to_timesformer
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg, deprecated_key
 from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
+from ..scopes import home_scope
 from .pretrained import ModelKeys, load_pretrained
 
 
@@ -190,21 +191,22 @@ class DnATimeSformer(TimeSformer):
                 drop_path_rate,
                 attn_drop,
             )
-        super().__init__(
-            num_frames,
-            img_size,
-            patch_size,
-            pretrained=pretrained,
-            embed_dims=embed_dims,
-            num_heads=num_heads,
-            num_transformer_layers=num_transformer_layers,
-            in_channels=in_channels,
-            dropout_ratio=dropout_ratio,
-            transformer_layers=transformer_layers,
-            attention_type=attention_type,
-            norm_cfg=norm_cfg,
-            **kwargs,
-        )
+        with home_scope('mmaction'):  # MMAction2's layers, whatever the caller's scope
+            super().__init__(
+                num_frames,
+                img_size,
+                patch_size,
+                pretrained=pretrained,
+                embed_dims=embed_dims,
+                num_heads=num_heads,
+                num_transformer_layers=num_transformer_layers,
+                in_channels=in_channels,
+                dropout_ratio=dropout_ratio,
+                transformer_layers=transformer_layers,
+                attention_type=attention_type,
+                norm_cfg=norm_cfg,
+                **kwargs,
+            )
         check_combine(pretrained_combine)
         self.neg_init = NegativeInit(q_neg_scale, v_neg_scale)
         self.pretrained_combine = pretrained_combine

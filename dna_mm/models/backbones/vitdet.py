@@ -27,7 +27,7 @@ import torch
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
-from mmdet.registry import MODELS
+from mmengine.registry import MODELS
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 
@@ -38,6 +38,7 @@ from ..layers.forms import build_form
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
 from ..layers.vitdet_attention import VITDET_ATTENTIONS
 from ..layers.window import window_partition, window_unpartition
+from ..scopes import home_scope
 from .pretrained import ModelKeys, load_pretrained
 
 
@@ -201,7 +202,8 @@ class ViTDet(BaseModule):
                 input_size=(window, window) if window else (grid, grid),
                 qkv_bias=qkv_bias,
             )
-            blocks.append(Block(attn, embed_dim, mlp_ratio, dpr[i], norm_cfg, act_cfg, window))
+            with home_scope('mmdet'):  # the norm / activation types of MMDetection's scope
+                blocks.append(Block(attn, embed_dim, mlp_ratio, dpr[i], norm_cfg, act_cfg, window))
         self.blocks = nn.ModuleList(blocks)
         self._init_weights()
 

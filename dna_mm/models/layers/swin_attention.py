@@ -5,13 +5,16 @@ The relative position bias ``table[index]`` (``[H, N, N]``) is an ``attn_bias`` 
 formula: both DnA branches, ``s Q K^T + b``); the shifted-window mask (``0 / -100``) is an
 exclusion ``attn_mask`` (a key of another window leaves both branches). Keys:
 ``relative_position_bias_table``, ``relative_position_index`` (as the host), ``attn.*``
-(:func:`~dna_mm.converters.hosts.swin_keys`).
+(:func:`~dna_mm.converters.hosts.under_attn`).
+
+MMPretrain's and MMDetection's Swin ``WindowMSA`` (2-D windows, the same call) take this form too.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
 from ..attention.builder import AttnCfg
@@ -29,6 +32,10 @@ class WindowAttention3DAdapter(nn.Module):
         self.window_size = window_size
         self.relative_position_bias_table = nn.Parameter(table.detach().clone())
         self.register_buffer('relative_position_index', index.clone())
+
+    def init_weights(self) -> None:
+        """The hosts': the bias table truncated normal (std 0.02)."""
+        trunc_normal_(self.relative_position_bias_table, std=0.02)
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
         n = x.shape[1]

@@ -18,9 +18,8 @@ from mmaction.models.common.transformer import (
     DividedSpatialAttentionWithNorm,
     DividedTemporalAttentionWithNorm,
 )
-from mmaction.registry import MODELS
 from mmcv.cnn.bricks.transformer import MultiheadAttention
-from mmengine.registry import MODELS as ROOT_MODELS
+from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ..attention import build_attention
@@ -97,7 +96,7 @@ class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm
         return identity + torch.cat((cls_res, res), dim=1)
 
 
-@ROOT_MODELS.register_module()
+@MODELS.register_module()
 class TokenAttention(MultiheadAttention):
     """Drop-in for mmcv's ``MultiheadAttention`` with a family attention inside (the norms are
     the ``BaseTransformerLayer``'s).

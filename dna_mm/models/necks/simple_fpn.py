@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from mmcv.cnn import ConvModule, build_norm_layer
 from mmengine.model import BaseModule
 from mmengine.registry import MODELS
+from ..scopes import home_scope
 from torch import Tensor, nn
 
 
@@ -71,20 +72,21 @@ class SimpleFPN(BaseModule):
         self.out_channels = out_channels
         self.num_ins = len(in_channels)
         self.num_outs = num_outs
-        self.fpn1 = nn.Sequential(
-            nn.ConvTranspose2d(c, c // 2, 2, 2),
-            build_norm_layer(norm_cfg, c // 2)[1],
-            nn.GELU(),
-            nn.ConvTranspose2d(c // 2, c // 4, 2, 2),
-        )
-        self.fpn2 = nn.Sequential(nn.ConvTranspose2d(c, c // 2, 2, 2))
-        self.fpn3 = nn.Sequential(nn.Identity())
-        self.fpn4 = nn.Sequential(nn.MaxPool2d(kernel_size=2, stride=2))
-        conv = dict(conv_cfg=conv_cfg, norm_cfg=norm_cfg, act_cfg=act_cfg, inplace=False)
-        self.lateral_convs = nn.ModuleList(ConvModule(ch, out_channels, 1, **conv) for ch in in_channels)
-        self.fpn_convs = nn.ModuleList(
-            ConvModule(out_channels, out_channels, 3, padding=1, **conv) for _ in in_channels
-        )
+        with home_scope('mmdet'):  # the norm / conv types of MMDetection's scope, whatever the caller's
+            self.fpn1 = nn.Sequential(
+                nn.ConvTranspose2d(c, c // 2, 2, 2),
+                build_norm_layer(norm_cfg, c // 2)[1],
+                nn.GELU(),
+                nn.ConvTranspose2d(c // 2, c // 4, 2, 2),
+            )
+            self.fpn2 = nn.Sequential(nn.ConvTranspose2d(c, c // 2, 2, 2))
+            self.fpn3 = nn.Sequential(nn.Identity())
+            self.fpn4 = nn.Sequential(nn.MaxPool2d(kernel_size=2, stride=2))
+            conv = dict(conv_cfg=conv_cfg, norm_cfg=norm_cfg, act_cfg=act_cfg, inplace=False)
+            self.lateral_convs = nn.ModuleList(ConvModule(ch, out_channels, 1, **conv) for ch in in_channels)
+            self.fpn_convs = nn.ModuleList(
+                ConvModule(out_channels, out_channels, 3, padding=1, **conv) for _ in in_channels
+            )
 
     def forward(self, x: Tensor | Sequence[Tensor]) -> tuple[Tensor, ...]:
         """``[B, C, H, W]`` (or the backbone's 1-tuple) → ``num_outs`` maps of strides

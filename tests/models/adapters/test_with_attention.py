@@ -77,7 +77,7 @@ def _randomise(model: torch.nn.Module) -> torch.nn.Module:
     """Non-trivial values where hosts initialise zeros (q/v biases, bias tables)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith(('q_bias', 'v_bias', 'relative_position_bias_table')):
+            if name.endswith(('q_bias', 'v_bias', 'relative_position_bias_table', 'gamma1.weight')):
                 p.normal_(std=0.5)
     model.eval()  # (Swin's train() returns None)
     return model
@@ -228,6 +228,26 @@ class _LastScale(torch.nn.Module):
         return torch.cat([patch.flatten(2), cls[..., None]], dim=2)
 
 
+class _LastOutput(torch.nn.Module):
+    """An MMPretrain / MMDetection backbone's last output (they return a tuple)."""
+
+    def __init__(self, backbone: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)[-1]
+
+
+_TINY_VIT_ARCH = dict(embed_dims=32, num_layers=2, num_heads=4, feedforward_channels=64)
+
+
+def _mmpretrain(cfg: dict, library: str = 'mmpretrain'):
+    """An MMPretrain (or MMDetection) backbone, built in its library's scope."""
+    init_default_scope(library)
+    return _LastOutput(_randomise(MODELS.build(cfg)))
+
+
 HOSTS = {
     'timm ViT': (_timm_vit, lambda: torch.randn(2, 3, 32, 32)),
     'timm EVA': (_timm_eva, lambda: torch.randn(2, 3, 32, 32)),
@@ -239,6 +259,69 @@ HOSTS = {
     'nn.TransformerEncoder': (_torch_transformer_encoder, lambda: torch.randn(2, 7, 32)),
     'UniFormerV2': (_uniformerv2, lambda: torch.randn(2, 3, 4, 32, 32)),
     'MViTv2': (_mvit, lambda: torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)),
+    'MMPretrain ViT': (
+        functools.partial(
+            _mmpretrain,
+            dict(type='VisionTransformer', arch=_TINY_VIT_ARCH, img_size=32, patch_size=8, drop_path_rate=0.1),
+        ),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
+    'MMPretrain DeiT III': (
+        functools.partial(_mmpretrain, dict(type='DeiT3', arch=_TINY_VIT_ARCH, img_size=32, patch_size=8)),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
+    'MMPretrain BEiT': (
+        functools.partial(
+            _mmpretrain,
+            dict(type='BEiTViT', arch=_TINY_VIT_ARCH, img_size=32, patch_size=8, layer_scale_init_value=0.1),
+        ),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
+    'MMPretrain BEiT shared bias': (
+        functools.partial(
+            _mmpretrain,
+            dict(
+                type='BEiTViT',
+                arch=_TINY_VIT_ARCH,
+                img_size=32,
+                patch_size=8,
+                use_rel_pos_bias=False,
+                use_shared_rel_pos_bias=True,
+            ),
+        ),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
+    'MMPretrain Swin': (
+        functools.partial(
+            _mmpretrain,
+            dict(
+                type='SwinTransformer',
+                arch=dict(embed_dims=16, depths=[2, 2], num_heads=[2, 4]),
+                img_size=32,
+                window_size=2,
+                patch_size=4,
+                out_indices=(1,),
+            ),
+        ),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
+    'MMDetection Swin': (
+        functools.partial(
+            _mmpretrain,
+            dict(
+                type='SwinTransformer',
+                embed_dims=16,
+                depths=[2, 2],
+                num_heads=[2, 4],
+                window_size=2,
+                patch_size=4,
+                strides=(4, 2),
+                out_indices=(1,),
+            ),
+            'mmdet',
+        ),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
 }
 
 
@@ -362,21 +445,22 @@ def test_unsupported_attention_is_named() -> None:
         )
 
 
-@pytest.mark.parametrize('cls_name', ['WindowMSA', 'ShiftWindowMSA'])
-def test_mmdet_swin_window_attention_is_named_beside_a_supported_one(cls_name: str) -> None:
-    """MMDetection's Swin attentions (no "Attention" in their names) beside a supported DETR
-    attention: an error naming the class and its path, and nothing is swapped."""
-    from mmdet.models.backbones.swin import ShiftWindowMSA, WindowMSA
+@pytest.mark.parametrize('cls_name', ['WindowMSAV2', 'ChannelMultiheadAttention'])
+def test_an_unsupported_attention_is_named_beside_a_supported_one(cls_name: str) -> None:
+    """MMPretrain's Swin V2 window attention (cosine logits; "MSA" in its name) and its channel
+    attention beside a supported DETR attention: an error naming the class and its path, and
+    nothing is swapped."""
+    from mmpretrain.models.utils.attention import ChannelMultiheadAttention, WindowMSAV2
 
     msa = (
-        WindowMSA(embed_dims=16, num_heads=2, window_size=(2, 2))
-        if cls_name == 'WindowMSA'
-        else ShiftWindowMSA(embed_dims=16, num_heads=2, window_size=2, shift_size=1)
+        WindowMSAV2(embed_dims=16, num_heads=2, window_size=(2, 2))
+        if cls_name == 'WindowMSAV2'
+        else ChannelMultiheadAttention(embed_dims=16, num_heads=2)
     )
     mixed = torch.nn.ModuleDict(dict(swin=torch.nn.Sequential(msa), detr=_DetrLayers()))
     before = [type(m) for m in mixed.modules()]
     with pytest.raises(
-        ValueError, match=rf'unsupported attention module\(s\): swin\.0 \(mmdet\.\S+\.{cls_name}\)'
+        ValueError, match=rf'unsupported attention module\(s\): swin\.0 \(mmpretrain\.\S+\.{cls_name}\)'
     ):
         swap_attention(mixed, 'dna')
     assert [type(m) for m in mixed.modules()] == before
