@@ -585,6 +585,7 @@ def test_stock_parse_of_zoo_bases_needs_dna_mm_first(tmp_path) -> None:
         ('videomae_vit-b_dna_k400.py', 'mmaction', 'Recognizer3D'),
         ('swin-t_dna_k400.py', 'mmaction', 'Recognizer3D'),
         ('detr_r50_dna_coco.py', 'mmdet', 'DETR'),
+        ('mmpretrain_vit-b16_dna_in1k.py', 'mmpretrain', 'ImageClassifier'),
     ],
 )
 def test_examples_build_offline_with_dna(name: str, scope: str, kind: str) -> None:
@@ -593,7 +594,7 @@ def test_examples_build_offline_with_dna(name: str, scope: str, kind: str) -> No
     model = MODELS.build(cfg.model)  # no weights are fetched at build
     assert type(model).__name__ == kind
     n = sum(isinstance(m, DnAAttention) for m in model.modules())
-    assert n == {'mmaction': 12, 'mmdet': 18}[scope]
+    assert n == {'mmaction': 12, 'mmdet': 18, 'mmpretrain': 12}[scope]
 
 
 # -- one real train step per example (tiny) --------------------------------------------------
