@@ -87,7 +87,8 @@ def _build(cfg: dict, registry: str, scope: str | None) -> torch.nn.Module:
 
 
 def _fingerprint(model: torch.nn.Module) -> tuple[list[str], dict[str, torch.Tensor]]:
-    return [f'{n}:{type(m).__module__}.{type(m).__qualname__}' for n, m in model.named_modules()], model.state_dict()
+    types = [f'{n}:{type(m).__module__}.{type(m).__qualname__}' for n, m in model.named_modules()]
+    return types, model.state_dict()
 
 
 @pytest.mark.parametrize('case', list(CASES))
@@ -109,14 +110,16 @@ def test_a_library_registry_builds_its_own_model_without_a_default_scope(no_defa
     bare = dict(CASES['with_attention over mmaction.MViT'], model=dict(type='MViT', **TINY_MVIT))
     model = _build(bare, 'mmaction', None)
     assert type(model).__module__ == 'mmaction.models.backbones.mvit'
-    assert _fingerprint(model)[0] == _fingerprint(_build(CASES['with_attention over mmaction.MViT'], 'mmengine', None))[0]
+    named = _build(CASES['with_attention over mmaction.MViT'], 'mmengine', None)
+    assert _fingerprint(model)[0] == _fingerprint(named)[0]
 
 
 def test_a_type_of_several_libraries_asks_which(no_default_scope) -> None:
     bare = dict(type='with_attention', model=dict(type='MViT', **TINY_MVIT))
-    with pytest.raises(ConfigError, match=r"'MViT' is in mmaction and mmpretrain: say which, as type='mmaction.MViT'"):
+    which = r"'MViT' is in mmaction and mmpretrain: say which, as type='mmaction.MViT' or _scope_='mmaction'"
+    with pytest.raises(ConfigError, match=which):
         _build(bare, 'mmengine', None)
-    with pytest.raises(ConfigError, match=r"model type 'NoSuchNet' is not in the registry of mmaction, mmdet"):
+    with pytest.raises(ConfigError, match=r"'NoSuchNet' is not in the registry of mmaction, mmdet"):
         _build(dict(type='with_attention', model=dict(type='NoSuchNet')), 'mmengine', None)
 
 

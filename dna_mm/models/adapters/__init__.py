@@ -1,5 +1,6 @@
 """Swapping the attention of models other libraries build (``with_attention``, root
-``MODELS``): MMAction2's VideoMAE ViT, Video Swin, UniFormerV2 and MViTv2, mmcv
+``MODELS``, and each library's): MMAction2's VideoMAE ViT, Video Swin, UniFormerV2 and MViTv2,
+MMPretrain's ViT / DeiT III, BEiT and Swin, MMDetection's Swin, mmcv
 ``MultiheadAttention`` layers (DETR, any ``BaseTransformerLayer``), torch
 ``nn.MultiheadAttention`` (torchvision's ViT, CLIP blocks), timm ``Attention`` / ``EvaAttention``.
 The hosts: :mod:`.hosts`; their forms: :mod:`dna_mm.models.layers`."""

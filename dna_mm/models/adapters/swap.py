@@ -1,4 +1,4 @@
-"""Swap the attention of a model MMAction2 / MMDetection / timm builds: one config line.
+"""Swap the attention of a model MMAction2 / MMDetection / MMPretrain / timm builds: one config line.
 
     model = dict(_delete_=True, type='with_attention', model={{_base_.model}}, attn_cfg='dna')
 

@@ -17,8 +17,8 @@ import torch.utils.checkpoint as cp
 from einops import rearrange
 from mmaction.models.backbones import TimeSformer
 from mmengine import ConfigDict
-from mmengine.registry import MODELS
 from mmengine.model.weight_init import trunc_normal_
+from mmengine.registry import MODELS
 from timm.layers import resample_abs_pos_embed
 
 from ...converters import to_timesformer

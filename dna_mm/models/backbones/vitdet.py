@@ -27,8 +27,8 @@ import torch
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
-from mmengine.registry import MODELS
 from mmengine.model import BaseModule
+from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ...converters.vitdet import to_vitdet

@@ -88,5 +88,6 @@ class BEiTAttentionAdapter(nn.Module):
 def from_beit(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
     """The form of MMPretrain's ``BEiTAttention`` ``host``: its scale, dropouts, biases and
     table."""
-    family = host_family(host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=host.bias is not False)
+    bias = dict(qkv_bias=host.bias is not False)  # 'qv_bias', True or False
+    family = host_family(host, attn_cfg, layer_index, num_layers, host.embed_dims, **bias)
     return BEiTAttentionAdapter(family, host.relative_position_bias_table, host.relative_position_index)

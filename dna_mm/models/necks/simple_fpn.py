@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from mmcv.cnn import ConvModule, build_norm_layer
 from mmengine.model import BaseModule
 from mmengine.registry import MODELS
-from ..scopes import home_scope
 from torch import Tensor, nn
+
+from ..scopes import home_scope
 
 
 @MODELS.register_module()

@@ -262,7 +262,9 @@ HOSTS = {
     'MMPretrain ViT': (
         functools.partial(
             _mmpretrain,
-            dict(type='VisionTransformer', arch=_TINY_VIT_ARCH, img_size=32, patch_size=8, drop_path_rate=0.1),
+            dict(
+                type='VisionTransformer', arch=_TINY_VIT_ARCH, img_size=32, patch_size=8, drop_path_rate=0.1
+            ),
         ),
         lambda: torch.randn(2, 3, 32, 32),
     ),
