@@ -200,8 +200,9 @@ def test_the_recipe_on_an_mmpretrain_vit_trains_with_the_stock_tools(fresh, tmp_
     assert 'loss:' in out.stdout + out.stderr
     ckpt = project / 'run' / 'epoch_1.pth'
     assert ckpt.is_file()
+    keys = f'from dna_mm.checkpoint import read_checkpoint as r; print(list(r({str(ckpt)!r})["state_dict"]))'
     state = _run(
-        [python, '-c', f'from dna_mm.checkpoint import read_checkpoint; print(read_checkpoint({str(ckpt)!r}))'],
+        [python, '-c', keys],
         cwd=project,
         env=env,
     ).stdout
