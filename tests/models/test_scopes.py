@@ -53,17 +53,35 @@ CASES = {
         attn_cfg='diff',
     ),
     'DnATimeSformer': dict(
-        type='DnATimeSformer', num_frames=2, img_size=32, patch_size=16, embed_dims=32, num_heads=2,
-        num_transformer_layers=2, attn_cfg=dict(temporal='dna', spatial='cog'),
-    ),  # fmt: skip
+        type='DnATimeSformer',
+        num_frames=2,
+        img_size=32,
+        patch_size=16,
+        embed_dims=32,
+        num_heads=2,
+        num_transformer_layers=2,
+        attn_cfg=dict(temporal='dna', spatial='cog'),
+    ),
     'ViTDet': dict(
-        type='ViTDet', img_size=64, patch_size=16, embed_dim=32, depth=2, num_heads=2, window_size=2,
-        window_block_indexes=[0], pretrain_img_size=64, use_rel_pos=True,
-    ),  # fmt: skip
+        type='ViTDet',
+        img_size=64,
+        patch_size=16,
+        embed_dim=32,
+        depth=2,
+        num_heads=2,
+        window_size=2,
+        window_block_indexes=[0],
+        pretrain_img_size=64,
+        use_rel_pos=True,
+    ),
     'SimpleFPN': dict(
-        type='SimpleFPN', backbone_channel=32, in_channels=[8, 16, 32, 32], out_channels=8, num_outs=5,
+        type='SimpleFPN',
+        backbone_channel=32,
+        in_channels=[8, 16, 32, 32],
+        out_channels=8,
+        num_outs=5,
         norm_cfg=dict(type='LN2d', eps=1e-6),
-    ),  # fmt: skip
+    ),
 }
 REGISTRIES = ('mmengine', *LIBRARIES)
 SCOPES = (None, 'mmengine', *LIBRARIES)

@@ -201,11 +201,7 @@ def test_the_recipe_on_an_mmpretrain_vit_trains_with_the_stock_tools(fresh, tmp_
     ckpt = project / 'run' / 'epoch_1.pth'
     assert ckpt.is_file()
     keys = f'from dna_mm.checkpoint import read_checkpoint as r; print(list(r({str(ckpt)!r})["state_dict"]))'
-    state = _run(
-        [python, '-c', keys],
-        cwd=project,
-        env=env,
-    ).stdout
+    state = _run([python, '-c', keys], cwd=project, env=env).stdout
     for key in ('q_neg.weight', 'v_neg.weight', 'alpha'):
         assert f'backbone.layers.1.attn.attn.{key}' in state, key
     test = [python, '-m', 'dna_mm.launch', str(tools / 'test.py'), 'tiny.py', str(ckpt), '--work-dir', 'run']

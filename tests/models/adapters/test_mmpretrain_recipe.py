@@ -94,6 +94,10 @@ def test_one_train_step_moves_both_branches(zoo_file) -> None:
     losses = model.train_step(data, optim)
     assert torch.isfinite(losses['loss'])
     after = model.state_dict()
-    for key in ('backbone.layers.0.attn.attn.q_neg.weight', 'backbone.layers.0.attn.attn.v_neg.weight',
-                'backbone.layers.0.attn.attn.alpha', 'backbone.layers.0.attn.attn.qkv.weight'):  # fmt: skip
+    for key in (
+        'backbone.layers.0.attn.attn.q_neg.weight',
+        'backbone.layers.0.attn.attn.v_neg.weight',
+        'backbone.layers.0.attn.attn.alpha',
+        'backbone.layers.0.attn.attn.qkv.weight',
+    ):
         assert not torch.equal(before[key], after[key]), key
