@@ -220,7 +220,7 @@ class AttentionCollector(EagerObserver):
         b = heads['q'].shape[0]
         for branch in site.branches:
             attn = maps[branch].detach()
-            attn = attn.abs() if site.kind == 'cog' else attn  # [B, H, M, N]
+            attn = attn.abs() if site.module.signed_maps else attn  # [B, H, M, N]
             if 'entropy' in self.analyses:
                 self._keys[site.name] = max(self._keys.get(site.name, 0), attn.shape[-1])
                 self._means[('entropy', site.name, branch)].add(attention_entropy(attn), b)

@@ -55,7 +55,7 @@ def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
         if site.alpha is not None:
             init = float(getattr(site.module, 'alpha_init', ALPHA_INIT))
             alpha.append(site.record(per_head=site.alpha.tolist(), **alpha_stats(site.alpha), init=init))
-        if site.kind == 'diff':
+        if hasattr(site.module, 'lambda_full'):  # Diff's λ
             value, lambda_init = float(site.module.lambda_full().detach()), float(site.module.lambda_init)
             lam.append(site.record(value=value, lambda_init=lambda_init))
     return dict(alpha=alpha, **({'lambda': lam} if lam else {}))

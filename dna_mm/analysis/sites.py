@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import UnsupportedModelError
-from ..models.attention import AttentionBase, CogAttention, DiffAttention, DnAAttention
+from ..models.attention import AttentionBase
 
 #: wrapper class name → group label
 WRAPPER_GROUPS: dict[str, str] = {
@@ -28,9 +27,9 @@ WRAPPER_GROUPS: dict[str, str] = {
 
 
 def attention_kind(module: nn.Module) -> str:
-    """``'dna' | 'diff' | 'cog' | 'softmax'`` for a family member."""
-    kinds = ((DnAAttention, 'dna'), (DiffAttention, 'diff'), (CogAttention, 'cog'))
-    return next((kind for cls, kind in kinds if isinstance(module, cls)), 'softmax')
+    """The member's short name (``'dna' | 'diff' | 'cog' | 'softmax'``, inherited by a cross
+    form), or its class name for a member without one."""
+    return type(module).short_name or type(module).__name__
 
 
 @dataclass
@@ -63,26 +62,24 @@ class AttentionSite:
 
     @property
     def branches(self) -> tuple[str, ...]:
-        """Keys of the maps the module returns: ``('pos', 'neg')`` or ``('attn',)``."""
-        return ('pos', 'neg') if self.kind in ('dna', 'diff') else ('attn',)
+        """Keys of the maps the module returns: ``('pos', 'neg')`` or ``('attn',)`` (the member's
+        :attr:`~dna_mm.models.attention.AttentionBase.map_names`)."""
+        return tuple(self.module.map_names)
 
     @property
     def alpha(self) -> Optional[Tensor]:
         """DnA's per-head ``α [H]`` (``None`` for other members and for variant ``apm``)."""
-        return getattr(self.module, 'alpha', None) if self.kind == 'dna' else None
+        return getattr(self.module, 'alpha', None) if self.module.has_negative_branch else None
 
     @property
     def has_separate_values(self) -> bool:
         """Whether ``V-`` has its own projection (DnA ``q_vpm`` / ``qpm_vpm``)."""
-        return self.kind == 'dna' and getattr(self.module, 'v_neg', None) is not None
+        return self.module.has_negative_branch and getattr(self.module, 'v_neg', None) is not None
 
     def neg_coefficient(self) -> Tensor:
         """The factor of the second branch in the output, broadcastable to ``[B, H, M, d]``:
-        DnA ``α_h`` (1 without α), Diff ``-λ``."""
-        if self.kind == 'diff':
-            return -self.module.lambda_full().detach().reshape(1, 1, 1, 1)
-        alpha = self.alpha
-        return torch.ones(()) if alpha is None else alpha.detach().reshape(1, -1, 1, 1)
+        DnA ``α_h`` (1 without α), Diff ``-λ`` (the member's ``neg_coefficient``)."""
+        return self.module.neg_coefficient().detach()
 
 
 def find_attention_sites(model: nn.Module) -> list[AttentionSite]:

@@ -214,10 +214,10 @@ def _attention_problems(node: Any, key: str) -> Iterator[str]:
 
 def _unknown_attention(value: Any, key: str) -> Iterator[str]:
     """The problem of an attention choice ``value`` at ``key``: an unknown name."""
-    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415 (torch import)
+    from ..models.attention.builder import attention_types, short_names  # noqa: PLC0415 (torch import)
 
     attn = value.get('type') if isinstance(value, dict) else value
-    if isinstance(attn, str) and attn not in SHORT_NAMES and attn not in ATTENTION_TYPES:
+    if isinstance(attn, str) and attn not in short_names() and attn not in attention_types():
         where = f'{key}.type' if isinstance(value, dict) else key
         yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
 
@@ -225,15 +225,16 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
 def suggest_attention(name: str) -> str:
     """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib),
     else the list of valid names."""
-    from ..models.attention.builder import ATTENTION_TYPES, SHORT_NAMES  # noqa: PLC0415
+    from ..models.attention.builder import attention_types, short_names  # noqa: PLC0415
 
-    short_of = {v: k for k, v in SHORT_NAMES.items()}
-    candidates = {c.lower(): c for c in (*SHORT_NAMES, *ATTENTION_TYPES)}
-    valid = f'valid: {", ".join(SHORT_NAMES)} or {", ".join(ATTENTION_TYPES)}'
+    shorts, types = short_names(), tuple(attention_types())
+    short_of = {v: k for k, v in shorts.items()}
+    candidates = {c.lower(): c for c in (*shorts, *types)}
+    valid = f'valid: {", ".join(shorts)} or {", ".join(types)}'
     match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
     if not match:
         return valid
     best = candidates[match[0]]
-    full = SHORT_NAMES.get(best, best)
+    full = shorts.get(best, best)
     names = f'{full} / {short_of[full]}' if full in short_of else full
     return f'did you mean {names}? ({valid})'

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from ..converters.attention import dna_to_softmax, negative_branch
 from ..converters.hosts import negative_pooling
 from ..family import EXACT_UPGRADE, NEGATIVE_INIT, NEGATIVE_KEYS, NegativeInit
-from .attention import AttentionBase, DiffAttention, DnAAttention
+from .attention import AttentionBase
 
 
 def abbreviate(items: Sequence[str], limit: int, sep: str = ', ', tail: str = ', ') -> str:
@@ -51,9 +51,9 @@ def adapt_attentions(
     Raises:
         ValueError: ``sd`` has keys for one of the model's attentions but not all of that
             attention's tensors (an unconverted layout, a truncated file); the message names
-            ``source`` and the missing keys. Parameters a Diff attention adds to a softmax one
-            (``lambda_*``, ``sub_norm``) may be absent when the source has none of them, and
-            the keys in ``self_init``.
+            ``source`` and the missing keys. Parameters a member starts itself
+            (:attr:`~.attention.AttentionBase.own_start`: Diff's ``lambda_*``, ``sub_norm``) may
+            be absent when the source has none of them, and the keys in ``self_init``.
     """
     out = OrderedDict(sd)
     generated: list[str] = []
@@ -70,7 +70,7 @@ def adapt_attentions(
             sub = OrderedDict(
                 (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
             )
-            if not isinstance(module, DnAAttention):
+            if not module.has_negative_branch:
                 new = dna_to_softmax(sub, strict=False)
             else:
                 from_dna = any(p + k in sub for k in NEGATIVE_KEYS)
@@ -82,10 +82,9 @@ def adapt_attentions(
                 out[k] = new[k]
                 generated.append(k)
         missing = [k for k in own if k not in out and k not in self_init]
-        if isinstance(module, DiffAttention) and not any(
-            p + k in out for k in module.state_dict() if k.startswith(('lambda_', 'sub_norm.'))
-        ):
-            missing = [k for k in missing if not k[len(p) :].startswith(('lambda_', 'sub_norm.'))]
+        own_start = module.own_start  # what the member starts itself when the file has none of it
+        if own_start and not any(p + k in out for k in module.state_dict() if k.startswith(own_start)):
+            missing = [k for k in missing if not k[len(p) :].startswith(own_start)]
         if missing:
             incomplete[p] = missing
     if incomplete:
@@ -113,7 +112,7 @@ def adapt_pooled_attention(
     ``neg_init``); from DnA weights of a variant without ``Q-`` / ``V-``, copies (exact). A
     softmax module drops a negative pooling."""
     from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
-    scales = neg_init if from_softmax and isinstance(module, DnAAttention) else EXACT_UPGRADE
+    scales = neg_init if from_softmax and module.has_negative_branch else EXACT_UPGRADE
     own = tuple(getattr(module, f'pool_{name}_neg', None) is not None for name in 'qv')
     pooled, pooling = negative_pooling(dict(sd), own, scales)
     copies = dataclasses.replace(neg_init, q_neg_scale=1.0, v_neg_scale=1.0)

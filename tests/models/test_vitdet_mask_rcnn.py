@@ -24,12 +24,12 @@ pytest.importorskip('mmdet.models')  # Mask R-CNN needs mmcv's compiled ops (RoI
 from mmdet.registry import DATASETS, MODELS  # noqa: E402
 
 CONFIGS = {  # leaf config -> (attention class, window, rel-pos)
-    'vitdet_dna_coco.py': ('ViTDetDnAAttention', 0, False),
-    'vitdet_softmax_coco.py': ('ViTDetSoftmaxAttention', 0, False),
-    'vitdet_diff_coco.py': ('ViTDetDiffAttention', 0, False),
-    'vitdet_dna_coco_lsj.py': ('ViTDetDnAAttention', 14, True),
-    'vitdet_softmax_coco_lsj.py': ('ViTDetSoftmaxAttention', 14, True),
-    'vitdet_dna_demo.py': ('ViTDetDnAAttention', 4, True),
+    'vitdet_dna_coco.py': ('DnAAttention', 0, False),
+    'vitdet_softmax_coco.py': ('SoftmaxAttention', 0, False),
+    'vitdet_diff_coco.py': ('DiffAttention', 0, False),
+    'vitdet_dna_coco_lsj.py': ('DnAAttention', 14, True),
+    'vitdet_softmax_coco_lsj.py': ('SoftmaxAttention', 14, True),
+    'vitdet_dna_demo.py': ('DnAAttention', 4, True),
 }
 TINY_SPEC = CocoDatasetSpec(
     train_images=4, test_images=2, size=64, min_object=18, max_object=30, max_objects=2

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ...datasets.synthetic import SIMILARITY
-from ...models.attention.builder import SHORT_NAMES
+from ...models.attention.builder import short_names
 from .style import (
     BRANCH_STYLE,
     branch_handles,
@@ -23,11 +23,11 @@ from .style import (
     style_handle,
 )
 
-#: how figures and tables name each attention of ``builder.SHORT_NAMES``: its registered type
+#: how figures and tables name each attention of ``builder.short_names()``: its registered type
 #: without ``Attention``, but the baseline as ``softmax`` and DnA with its default variant
 METHOD_NAMES = {
     name: {'softmax': 'softmax', 'dna': 'DnA (Q±V±)'}.get(name, kind.removesuffix('Attention'))
-    for name, kind in SHORT_NAMES.items()
+    for name, kind in short_names().items()
 }
 #: what a held-out set's distractors share with the target: ``'demo'`` (nothing: as in training)
 #: or one of the generator's ``distractor_*`` fields (``datasets.synthetic.SIMILARITY``) set to

@@ -1,13 +1,14 @@
 """The attention family: DnA (five variants) and the baselines, one interface.
 
-Registered in MMEngine's root ``MODELS`` (so visible from the ``mmaction`` and ``mmdet``
-scopes): ``SoftmaxAttention``, ``DnAAttention``, ``DiffAttention``, ``CogAttention`` and their
-``*CrossAttention`` forms.
+Registered in MMEngine's root ``MODELS`` (so visible from every library's scope):
+``SoftmaxAttention``, ``DnAAttention``, ``DiffAttention``, ``CogAttention`` and their
+``*CrossAttention`` forms. A member of your own is one file: a subclass of
+:class:`AttentionBase` registered there (docs/attention.md).
 """
 
 from ...family import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant
 from .base import AttentionBase
-from .builder import ATTENTION_TYPES, attention_cfg, build_attention
+from .builder import attention_cfg, attention_class, attention_types, build_attention, short_names
 from .cog import CogAttention, CogCrossAttention
 from .diff import DiffAttention, DiffCrossAttention
 from .dna import DnAAttention, DnACrossAttention
@@ -28,5 +29,15 @@ __all__ = [
     'canonical_variant',
     'ATTENTION_TYPES',
     'attention_cfg',
+    'attention_class',
+    'attention_types',
     'build_attention',
+    'short_names',
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ATTENTION_TYPES`` of earlier releases: the registered members now."""
+    if name == 'ATTENTION_TYPES':
+        return tuple(attention_types())
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -25,7 +25,7 @@ The constructor also takes timm's and mmcv's keywords, so each module is usable 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Optional, Union
+from typing import Callable, ClassVar, Optional, Union
 
 import torch
 import torch.fx
@@ -37,6 +37,8 @@ from . import functional as AF
 from .functional import BiasArg, causal_mask
 
 AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
+#: the arguments every member takes (what a layer keeps when its member's rule changes its type)
+BASE_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn', 'embed_dims', 'num_heads')
 #: ``hook(module, maps, heads)``: the maps ``[B, H, M, N]`` of one call and its head-split inputs
 AttendHook = Callable[[nn.Module, dict[str, Tensor], dict[str, Tensor]], None]
 
@@ -59,6 +61,10 @@ class AttentionBase(nn.Module):
             requested.
         qk_norm, scale_norm, norm_layer: timm keywords; only the defaults are supported.
         batch_first: mmcv keyword; only ``True`` is supported.
+        kdim, vdim: Widths of the key and value inputs (default ``embed_dims``; torch's
+            ``nn.MultiheadAttention`` keywords). When either differs, the projections are
+            separate: ``q_proj`` ``Linear(C, C)``, ``k_proj`` ``Linear(kdim, C)``, ``v_proj``
+            ``Linear(vdim, C)`` in place of ``qkv``.
         device, dtype: Factory keywords for the parameters (timm passes them).
 
     Attributes:
@@ -67,6 +73,35 @@ class AttentionBase(nn.Module):
     """
 
     has_negative_branch: bool = False
+    #: the short name a config may give instead of the registered one (``attn_cfg='dna'``): the
+    #: member's own, a subclass (its cross form) does not inherit it
+    short_name: ClassVar[Optional[str]] = None
+    #: the keys of the maps the eager route returns
+    map_names: ClassVar[tuple[str, ...]] = ('attn',)
+    #: takes a position bias from its host (ViTDet's and MViTv2's relative positions)
+    takes_position_bias: ClassVar[bool] = True
+    #: its maps are signed (Cog): the analyses measure their magnitude
+    signed_maps: ClassVar[bool] = False
+    #: prefixes of the parameters that keep their own start when a checkpoint lacks them
+    #: (Diff's ``lambda_*`` read from softmax weights)
+    own_start: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def layer_config(cls, cfg: dict, layer_index: int, num_layers: int) -> dict:
+        """The config of attention ``layer_index`` (0-based) of a ``num_layers``-deep model:
+        the member's depth-dependent settings (Diff's ``λ_init``, Cog's softmax first and last
+        layer). ``cfg`` has ``type`` and the arguments; the default returns it unchanged."""
+        return cfg
+
+    def neg_coefficient(self) -> Tensor:
+        """The factor of the second map (``'neg'``) in the output, broadcastable to
+        ``[B, H, M, d]`` (the analyses weight that map by it); 1 for a member of one map."""
+        return torch.ones((), device=self.proj.weight.device)
+
+    @classmethod
+    def own_short_name(cls) -> Optional[str]:
+        """:attr:`short_name` if this class declares it itself."""
+        return vars(cls).get('short_name')
 
     def __init__(
         self,
@@ -81,6 +116,8 @@ class AttentionBase(nn.Module):
         scale_norm: bool = False,
         norm_layer: Optional[type] = None,
         batch_first: bool = True,
+        kdim: Optional[int] = None,
+        vdim: Optional[int] = None,
         device: Optional[torch.device] = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
@@ -105,11 +142,23 @@ class AttentionBase(nn.Module):
         self.fused_attn = fused_attn
         self.batch_first = True
         self.factory_kwargs = dict(device=device, dtype=dtype)
-        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias, **self.factory_kwargs)
+        self.kdim, self.vdim = kdim or embed_dims, vdim or embed_dims
+        dd = self.factory_kwargs
+        if self.packed_projections:
+            self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias, **dd)
         self.attn_drop_p = attn_drop
         self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(embed_dims, embed_dims, bias=proj_bias, **self.factory_kwargs)
+        self.proj = nn.Linear(embed_dims, embed_dims, bias=proj_bias, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
+        if not self.packed_projections:  # after proj: the key order of earlier releases
+            self.q_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd)
+            self.k_proj = nn.Linear(self.kdim, embed_dims, bias=qkv_bias, **dd)
+            self.v_proj = nn.Linear(self.vdim, embed_dims, bias=qkv_bias, **dd)
+
+    @property
+    def packed_projections(self) -> bool:
+        """Keys and values as wide as the queries: one packed ``qkv``."""
+        return self.kdim == self.embed_dims and self.vdim == self.embed_dims
 
     # -- helpers -----------------------------------------------------------------------------
     def split_heads(self, t: Tensor) -> Tensor:
@@ -152,7 +201,12 @@ class AttentionBase(nn.Module):
         """The head-split inputs of :meth:`attend`: ``q`` from ``x``, ``k`` from ``context`` (or
         ``x``), ``v`` from ``value`` (or the keys' input), each ``[B, H, ·, d]``. Each distinct
         input goes once through ``qkv`` (called, so a wrapper or hook on it sees every input)
-        and keeps its rows of the output."""
+        and keeps its rows of the output; or through ``q_proj``, ``k_proj``, ``v_proj``."""
+        if not self.packed_projections:
+            keys = x if context is None else context
+            values = keys if value is None else value
+            heads = (self.q_proj(x), self.k_proj(keys), self.v_proj(values))
+            return dict(zip('qkv', (self.split_heads(t) for t in heads), strict=True))
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × [B, M, C]
         if context is not None:
             _, k, v = self.qkv(context).chunk(3, dim=-1)  # [B, N, C]

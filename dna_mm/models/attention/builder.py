@@ -1,92 +1,90 @@
 """Build an attention module of the family from a config, per layer.
 
-``cfg`` is an MMEngine config dict (``type`` = a registered name below) or one of the short
-names ``'softmax' | 'dna' | 'diff' | 'cog'``. Layer-dependent defaults:
-
-* ``DiffAttention``: ``layer_index`` (sets ``λ_init``) is filled in from the layer's depth;
-* ``CogAttention``: the first and last layer use ``SoftmaxAttention`` (the authors' setting)
-  unless the config says ``softmax_first_last=False``.
+``cfg`` is an MMEngine config dict whose ``type`` is a registered member (a subclass of
+:class:`~dna_mm.models.attention.AttentionBase` in MMEngine's ``MODELS``: the shipped ones, or
+your own, registered by your import) or the member's short name (``'softmax' | 'dna' | 'diff' |
+'cog'``, a member's :attr:`~.base.AttentionBase.short_name`). Each member states its own
+per-layer rule (:meth:`~.base.AttentionBase.layer_config`): Diff's ``λ_init`` by depth, Cog's
+softmax first and last layer; this module keeps no list of members.
 
 Every model builds its attentions here: MMAction2's wrappers, ``with_attention``'s hosts and
-ViTDet. A host whose attention is a form of the family's (ViTDet's grid forms, the
-``nn.MultiheadAttention`` and MViTv2 forms) keeps its forms in a registry of its own, each
-registered under the family name it is a form of, and passes it as ``registry``.
-
-Every host takes the attention as one keyword, :data:`ATTENTION_KEY` (``attn_cfg``); a key it
-took before is a deprecated alias for one release (:func:`deprecated_key`).
+ViTDet. Every host takes the attention as one keyword, :data:`ATTENTION_KEY` (``attn_cfg``); a
+key it took before is a deprecated alias for one release (:func:`deprecated_key`).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 from typing import Union
 
-from mmengine.registry import MODELS, Registry
+from mmengine.registry import MODELS
 from torch import nn
 
-SHORT_NAMES = {
-    'softmax': 'SoftmaxAttention',
-    'dna': 'DnAAttention',
-    'diff': 'DiffAttention',
-    'cog': 'CogAttention',
-}
-_SELF_TYPES = tuple(SHORT_NAMES.values())
-#: the registered names: the self-attentions, then their cross-attention forms
-ATTENTION_TYPES = _SELF_TYPES + tuple(t.replace('Attention', 'CrossAttention') for t in _SELF_TYPES)
+from ..scopes import current_registry
+from .base import AttentionBase
 
 AttnCfg = Union[str, dict]
 #: the keyword every host takes its attention by
 ATTENTION_KEY = 'attn_cfg'
 
 
+def attention_types() -> dict[str, type]:
+    """Registered name → class of every member registered now (root ``MODELS`` and the default
+    scope's), the self-attentions before their cross forms."""
+    found = {}
+    for registry in dict.fromkeys((MODELS, current_registry(MODELS))):
+        for name, cls in registry.module_dict.items():
+            if inspect.isclass(cls) and issubclass(cls, AttentionBase):
+                found.setdefault(name, cls)
+    return dict(sorted(found.items(), key=lambda item: 'Cross' in item[0]))
+
+
+def short_names() -> dict[str, str]:
+    """Short name → registered name, from each member's own :attr:`~.base.AttentionBase.short_name`."""
+    return {cls.own_short_name(): name for name, cls in attention_types().items() if cls.own_short_name()}
+
+
 def attention_cfg(cfg: AttnCfg) -> dict:
-    """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)``."""
+    """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)``.
+
+    Raises:
+        KeyError: a config without ``type``.
+        ValueError: a type that is not a registered member (the message lists them).
+    """
     cfg = dict(type=cfg) if isinstance(cfg, str) else copy.deepcopy(dict(cfg))
     if 'type' not in cfg:
         raise KeyError(f'attention config {cfg} has no "type"')
-    cfg['type'] = SHORT_NAMES.get(cfg['type'], cfg['type'])
-    if isinstance(cfg['type'], str) and cfg['type'] not in ATTENTION_TYPES:
+    shorts = short_names()
+    cfg['type'] = shorts.get(cfg['type'], cfg['type'])
+    if isinstance(cfg['type'], str) and cfg['type'] not in attention_types():
         raise ValueError(
-            f'attention type {cfg["type"]!r} is not one of {sorted(SHORT_NAMES)} or {list(ATTENTION_TYPES)}'
+            f'attention type {cfg["type"]!r} is not one of {sorted(shorts)} or {list(attention_types())} '
+            '(your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
         )
     return cfg
 
 
-def build_attention(
-    cfg: AttnCfg,
-    embed_dims: int,
-    num_heads: int,
-    layer_index: int = 0,
-    num_layers: int = 1,
-    registry: Registry = MODELS,
-    **default_args,
-) -> nn.Module:
-    """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model.
+def attention_class(cfg: AttnCfg) -> type:
+    """The member class a config (or short name) names."""
+    kind = attention_cfg(cfg)['type']
+    return kind if inspect.isclass(kind) else attention_types()[kind]
 
-    ``registry``: where the type is looked up: MMEngine's ``MODELS`` (the family), or a host's
-    registry of forms, which holds them under the family's self-attention names
-    (:data:`~dna_mm.models.layers.vitdet_attention.VITDET_ATTENTIONS`, ...); a type it lacks is
-    refused. ``default_args`` fill what ``cfg`` leaves out (a Cog layer turned softmax keeps
-    them too).
-    """
+
+def build_attention(
+    cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int = 0, num_layers: int = 1, **default_args
+) -> nn.Module:
+    """Build the attention of layer ``layer_index`` (0-based) of a ``num_layers``-deep model:
+    the member's :meth:`~.base.AttentionBase.layer_config` applied, then ``default_args``
+    (the host's sizes, dropouts, ...) filling what the config leaves out (also in a layer
+    whose rule changed its type)."""
     cfg = attention_cfg(cfg)
-    kind = cfg['type'] if isinstance(cfg['type'], str) else cfg['type'].__name__
-    if kind.startswith('Cog') and cfg.pop('softmax_first_last', True) and layer_index in (0, num_layers - 1):
-        kind = kind.replace('Cog', 'Softmax')
-        cfg = {k: v for k, v in cfg.items() if k in _COMMON_KEYS} | dict(type=kind)
-    if kind.startswith('Diff'):
-        cfg.setdefault('layer_index', layer_index)
+    cfg = attention_class(cfg).layer_config(cfg, layer_index, num_layers)
     cfg = dict(embed_dims=embed_dims, num_heads=num_heads, **default_args) | cfg
-    if registry is MODELS:
-        return MODELS.build(cfg)
-    if kind not in registry.module_dict:
-        raise ValueError(
-            f'attention type {kind!r} is not a self-attention of the family; expected one of '
-            f'{sorted(registry.module_dict)}'
-        )
-    # get, not build: build would look the name up in the default scope's registry tree
-    return registry.get(kind)(**{k: v for k, v in cfg.items() if k != 'type'})
+    kind = cfg.pop('type')
+    cls = kind if inspect.isclass(kind) else attention_types()[kind]
+    return cls(**cfg)
 
 
 def deprecated_key(owner: str, old: str, new: str) -> None:
@@ -99,5 +97,10 @@ def deprecated_key(owner: str, old: str, new: str) -> None:
     )
 
 
-#: arguments every member takes (what a Cog layer keeps when it falls back to softmax)
-_COMMON_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn', 'embed_dims', 'num_heads')
+def __getattr__(name: str) -> object:
+    """``SHORT_NAMES`` / ``ATTENTION_TYPES`` of earlier releases, read from the registry now."""
+    if name == 'SHORT_NAMES':
+        return short_names()
+    if name == 'ATTENTION_TYPES':
+        return tuple(attention_types())
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -19,7 +19,7 @@ from mmengine.registry import MODELS
 from torch import Tensor
 
 from . import functional as AF
-from .base import AttentionBase, CrossAttentionMixin
+from .base import BASE_KEYS, AttentionBase, CrossAttentionMixin
 
 
 @torch.fx.wrap
@@ -32,7 +32,25 @@ def cog_weights(s: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
 
 @MODELS.register_module()
 class CogAttention(AttentionBase):
-    """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored)."""
+    """Cog attention. Arguments: see :class:`.base.AttentionBase` (``fused_attn`` is ignored);
+    ``softmax_first_last`` (config only, default True): :meth:`layer_config` builds the first
+    and the last layer as :attr:`softmax_type`."""
+
+    short_name = 'cog'
+    #: relative positions are not defined for it by the DnA paper
+    takes_position_bias = False
+    signed_maps = True
+    #: what the first and last layer are (the authors' setting)
+    softmax_type = 'SoftmaxAttention'
+
+    @classmethod
+    def layer_config(cls, cfg: dict, layer_index: int, num_layers: int) -> dict:
+        """The first and last layer softmax (keeping the arguments every member takes) unless
+        ``softmax_first_last=False``."""
+        cfg = dict(cfg)
+        if cfg.pop('softmax_first_last', True) and layer_index in (0, num_layers - 1):
+            return {k: v for k, v in cfg.items() if k in BASE_KEYS} | dict(type=cls.softmax_type)
+        return cfg
 
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
@@ -48,3 +66,5 @@ class CogAttention(AttentionBase):
 @MODELS.register_module()
 class CogCrossAttention(CrossAttentionMixin, CogAttention):
     """Cog cross-attention: queries ``[B, M, C]``, context ``[B, N, C]``."""
+
+    softmax_type = 'SoftmaxCrossAttention'

@@ -45,6 +45,18 @@ class DiffAttention(AttentionBase):
             (``H/2`` heads of ``d``-wide ``Q1, Q2``), see the module docstring.
     """
 
+    short_name = 'diff'
+    map_names = ('pos', 'neg')
+    #: relative positions are not defined for it by the DnA paper
+    takes_position_bias = False
+    #: λ and the sub-norm start as their own init when loading softmax weights
+    own_start = ('lambda_', 'sub_norm.')
+
+    @classmethod
+    def layer_config(cls, cfg: dict, layer_index: int, num_layers: int) -> dict:
+        """``layer_index`` (sets ``λ_init``) from the layer's depth, unless the config sets it."""
+        return {'layer_index': layer_index, **cfg}
+
     def __init__(
         self,
         embed_dims: int,
@@ -84,6 +96,10 @@ class DiffAttention(AttentionBase):
             - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2).to(dtype))
             + self.lambda_init
         )
+
+    def neg_coefficient(self) -> Tensor:
+        """``-λ`` (a scalar shaped ``[1, 1, 1, 1]``): ``A = A1 - λ A2``."""
+        return -self.lambda_full().reshape(1, 1, 1, 1)
 
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool

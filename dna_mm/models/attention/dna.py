@@ -70,6 +70,8 @@ class DnAAttention(AttentionBase):
     """
 
     has_negative_branch = True
+    short_name = 'dna'
+    map_names = ('pos', 'neg')
 
     def __init__(
         self,
@@ -95,7 +97,8 @@ class DnAAttention(AttentionBase):
         sep_q, sep_v, learn_alpha = DNA_VARIANTS[self.variant]
         dd = self.factory_kwargs
         self.q_neg = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if sep_q else None
-        self.v_neg = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if sep_v else None
+        # V- reads the values (vdim wide)
+        self.v_neg = nn.Linear(self.vdim, embed_dims, bias=qkv_bias, **dd) if sep_v else None
         self.alpha = nn.Parameter(torch.full((num_heads,), float(alpha_init), **dd)) if learn_alpha else None
 
     def project(
@@ -129,6 +132,12 @@ class DnAAttention(AttentionBase):
         if self.alpha is None:
             return pos + neg, maps
         return torch.addcmul(pos, neg, self.alpha.to(neg).view(1, -1, 1, 1)), maps  # [B, H, M, d]
+
+    def neg_coefficient(self) -> Tensor:
+        """``α_h`` ``[1, H, 1, 1]`` (1 for the variant without α)."""
+        if self.alpha is None:
+            return super().neg_coefficient()
+        return self.alpha.reshape(1, -1, 1, 1)
 
     def fused_kernel(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg

@@ -19,6 +19,8 @@ from .base import AttentionBase, CrossAttentionMixin
 class SoftmaxAttention(AttentionBase):
     """Standard multi-head self-attention. Arguments: see :class:`.base.AttentionBase`."""
 
+    short_name = 'softmax'
+
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:

@@ -34,9 +34,8 @@ from torch import Tensor, nn
 from ...converters.vitdet import to_vitdet
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg
-from ..layers.forms import build_form
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
-from ..layers.vitdet_attention import VITDET_ATTENTIONS
+from ..layers.vitdet_attention import vitdet_attention
 from ..layers.window import window_partition, window_unpartition
 from ..scopes import home_scope
 from .pretrained import ModelKeys, load_pretrained
@@ -190,8 +189,7 @@ class ViTDet(BaseModule):
         blocks = []
         for i in range(depth):
             window = window_size if i in window_block_indexes else 0
-            attn = build_form(
-                VITDET_ATTENTIONS,
+            attn = vitdet_attention(
                 attn_cfg,
                 embed_dim,
                 num_heads,

@@ -1,73 +1,57 @@
 """The one way to give a host the family: a *form*, one module in :mod:`dna_mm.models.layers`
 per host call, built by that module's ``from_host(host, attn_cfg, layer_index, num_layers)``
-with the host's sizes, dropouts and scale.
+with the host's sizes, dropouts and scale. Every form takes whatever member the config names
+(the shipped ones or your own), by composition:
 
-A form either *is* the family module with the host's call, or *holds* it:
-
-* is (ViTDet's grid, ``nn.MultiheadAttention``, MViTv2's pooling): a mixin placed before each
-  member; :func:`register_forms` makes the classes ``{prefix}{Member}`` (``ViTDetDnAAttention``,
-  ...) at the form module's level, so they pickle, and registers each under its member's name in
-  the form's registry; :func:`build_form` builds one (the family's per-layer rules included);
-* holds (Video Swin's windows, EVA's call, UniFormerV2's ``Extractor``, mmcv's
-  ``MultiheadAttention``): a module with the family attention under ``attn.``
+* a call (ViTDet's grid, ``nn.MultiheadAttention``'s, MViTv2's pooling): a :class:`HostForm`
+  gives the member itself the parameters the host's call needs (relative position tables,
+  pooling layers) and makes it answer that call; the member keeps its class, its keys and its
+  formula, so a block's keys are the host's and the member's (``blocks.0.attn.qkv``, ...);
+* a holder (Video Swin's windows, EVA's call, UniFormerV2's ``Extractor``, mmcv's
+  ``MultiheadAttention``, MMPretrain's): a module with the member under ``attn.``
   (:func:`host_family`).
 
-A host whose call is the family's own (timm ``Attention``, VideoMAE's) gets the family module
-itself (:mod:`.family_attention`). Every ``from_host`` refuses, in one line naming the host
-class, what the family lacks (:func:`refuse`).
+A host whose call is the family's own (timm ``Attention``, VideoMAE's) gets the member itself
+(:mod:`.family_attention`). Every ``from_host`` refuses, in one line naming the host class,
+what the family lacks (:func:`refuse`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+from typing import Any
 
-from mmengine.registry import Registry
 from torch import nn
 
 from ...errors import UnsupportedModelError
-from ..attention import CogAttention, DiffAttention, DnAAttention, SoftmaxAttention, build_attention
+from ..attention import AttentionBase, build_attention
+from ..attention.base import CrossAttentionMixin
 from ..attention.builder import AttnCfg
 
-#: the self-attention members every form is made for, unless it says fewer
-MEMBERS: tuple[type, ...] = (SoftmaxAttention, DnAAttention, DiffAttention, CogAttention)
 
+class HostForm:
+    """A host's call given to a member: :meth:`attach` makes ``member(*args)`` run
+    ``form(member, *args)`` (the member's ``forward`` for this module only; MMEngine's and
+    PyTorch's hooks run around it as usual), using the member's own steps
+    (:meth:`~dna_mm.models.attention.AttentionBase.project`, ``run_attend``, ``proj``). A plain
+    object: it pickles and deep-copies with its member."""
 
-def register_forms(
-    mixin: type, prefix: str, namespace: dict[str, Any], what: str, members: Sequence[type] = MEMBERS
-) -> Registry:
-    """The classes ``{prefix}{Member}(mixin, Member)`` put in ``namespace`` (the form module's
-    ``globals()``: module-level names, so they pickle) and a registry holding each under its
-    member's name (:func:`build_form`); ``what`` ends each class's docstring (``'on a
-    [B, H, W, C] grid'``)."""
-    forms = Registry(f'{prefix} forms')
-    for member in members:
-        name = prefix + member.__name__
-        doc = f'{member.__name__} {what} (:class:`{mixin.__name__}`).'
-        cls = type(
-            name, (mixin, member), dict(__module__=namespace['__name__'], __qualname__=name, __doc__=doc)
-        )
-        namespace[name] = cls
-        forms.register_module(name=member.__name__, module=cls)
-    return forms
+    #: the host, named in refusals
+    host = 'this host'
 
+    def attach(self, member: nn.Module) -> AttentionBase:
+        """``member`` answering the host's call (refused: a cross form, or not a member)."""
+        if not isinstance(member, AttentionBase) or isinstance(member, CrossAttentionMixin):
+            raise ValueError(
+                f'{self.host}: attention type {type(member).__name__!r} is not a self-attention of '
+                'the family (a cross form, or not a subclass of AttentionBase)'
+            )
+        member.host_form = self
+        member.forward = functools.partial(self, member)
+        return member
 
-def build_form(
-    forms: Registry,
-    attn_cfg: AttnCfg,
-    embed_dims: int,
-    num_heads: int,
-    layer_index: int,
-    num_layers: int,
-    **kwargs: Any,
-) -> nn.Module:
-    """The form (from ``forms``, :func:`register_forms`) of attention ``layer_index`` of
-    ``num_layers``: :func:`~dna_mm.models.attention.build_attention` with the form's classes (its
-    per-layer rules included); ``kwargs``: the mixin's and any family argument.
-
-    Raises:
-        ValueError: a cross-attention, or a member the form is not made for.
-    """
-    return build_attention(attn_cfg, embed_dims, num_heads, layer_index, num_layers, registry=forms, **kwargs)
+    def __call__(self, member: AttentionBase, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
 
 
 def host_family(

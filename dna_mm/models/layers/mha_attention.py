@@ -1,7 +1,7 @@
-"""``torch.nn.MultiheadAttention``'s call for every member of the family.
+"""``torch.nn.MultiheadAttention``'s call for any member of the family (:class:`MultiheadForm`).
 
-Each class is the family module itself (same parameters, same names: ``qkv``, ``proj``, and for
-DnA ``q_neg``, ``v_neg``, ``alpha``) with ``nn.MultiheadAttention``'s forward, so a host that
+The member keeps its class, parameters and names (``qkv``, ``proj``, and for DnA ``q_neg``,
+``v_neg``, ``alpha``) and answers ``nn.MultiheadAttention``'s call, so a host that
 calls ``self.attn(q, k, v, ...)`` runs unchanged (torchvision's ``vit_*`` ``EncoderBlock``, the
 CLIP-style ``ResidualAttentionBlock`` of MMAction2's UniFormerV2, OpenAI CLIP and OpenCLIP,
 ``nn.TransformerEncoderLayer``)::
@@ -32,10 +32,8 @@ Keys: ``nn.MultiheadAttention``'s ``in_proj_weight`` / ``in_proj_bias`` are ``qk
 ``qkv.bias`` (rows ``[Q, K, V]`` in both), ``out_proj.*`` is ``proj.*``
 (:func:`dna_mm.converters.rename_mha`). A host with ``kdim`` / ``vdim`` other than ``E`` has
 separate ``q_proj_weight`` / ``k_proj_weight`` / ``v_proj_weight`` (and the packed
-``in_proj_bias``): they are ``q_proj``, ``k_proj``, ``v_proj`` here.
-
-Classes ``Multihead{Member}`` (``MultiheadDnAAttention``, ...), one per member of the family
-(:func:`~.forms.register_forms`); :func:`from_host` builds the form of a host module.
+``in_proj_bias``): they are the member's ``q_proj``, ``k_proj``, ``v_proj`` (its ``kdim`` /
+``vdim``). :func:`from_host` builds the form of a host module.
 """
 
 from __future__ import annotations
@@ -47,11 +45,11 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..attention import AttentionBase
+from ..attention import AttentionBase, build_attention
 from ..attention.base import check_inputs
 from ..attention.builder import AttnCfg
 from ..attention.functional import additive_mask
-from .forms import build_form, refuse, register_forms
+from .forms import HostForm, refuse
 
 
 def mha_masks(
@@ -83,84 +81,37 @@ def mha_masks(
     return functools.reduce(operator.add, (additive_mask(m, dtype).to(dtype) for m in masks))
 
 
-class MultiheadAttentionMixin(AttentionBase):
-    """``nn.MultiheadAttention``'s call and layout for a family attention class (mixed in before
-    it: ``class MultiheadDnAAttention(MultiheadAttentionMixin, DnAAttention)``).
+class MultiheadForm(HostForm):
+    """``nn.MultiheadAttention``'s call and layout on a member.
 
-    Args (keyword, beside the family class's own):
-        batch_first: ``[N, L, E]`` tokens (True) or ``[L, N, E]`` (False, the host's default).
-        kdim, vdim: Widths of the key and value inputs (default ``E``). When either differs,
-            the projections are separate, as the host's ``q/k/v_proj_weight``: ``q_proj``
-            ``Linear(E, E)``, ``k_proj`` ``Linear(kdim, E)``, ``v_proj`` ``Linear(vdim, E)``
-            in place of ``qkv``, and DnA's ``v_neg`` is ``Linear(vdim, E)``.
+    Args:
+        batch_first: ``[N, L, E]`` tokens (True) or ``[L, N, E]`` (False, the host's default);
+            the member's ``batch_first`` attribute from then on, as the host's.
 
-    ``in_proj_weight`` / ``in_proj_bias`` are ``None`` (as on a host without packed
+    :meth:`attach` also gives the member the host's attributes that callers read:
+    ``embed_dim``, ``batch_first``, ``dropout``, ``_qkv_same_embed_dim``, and
+    ``in_proj_weight`` / ``in_proj_bias`` set to ``None`` (as on a host without packed
     projections): ``nn.TransformerEncoderLayer`` reads them to pick its fused path, and ``None``
-    sends it to the path that calls this module. The weights are in ``qkv`` (or ``q_proj``,
+    sends it to the path that calls the member. The weights are in ``qkv`` (or ``q_proj``,
     ``k_proj``, ``v_proj``) and ``proj``.
     """
 
-    in_proj_weight = None
-    in_proj_bias = None
+    host = 'nn.MultiheadAttention'
 
-    def __init__(
-        self,
-        *args,
-        batch_first: bool = False,
-        kdim: Optional[int] = None,
-        vdim: Optional[int] = None,
-        **kwargs,
-    ) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, batch_first: bool = False) -> None:
         self.batch_first = batch_first
-        self.kdim, self.vdim = kdim or self.embed_dims, vdim or self.embed_dims
-        if self._qkv_same_embed_dim:
-            return
-        dims, dd, bias = self.embed_dims, self.factory_kwargs, self.qkv.bias is not None
-        del self.qkv
-        self.q_proj = nn.Linear(dims, dims, bias=bias, **dd)
-        self.k_proj = nn.Linear(self.kdim, dims, bias=bias, **dd)
-        self.v_proj = nn.Linear(self.vdim, dims, bias=bias, **dd)
-        if self.has_negative_branch and self.v_neg is not None:  # DnA's V- reads the values
-            self.v_neg = nn.Linear(self.vdim, dims, bias=bias, **dd)
 
-    @property
-    def _qkv_same_embed_dim(self) -> bool:
-        """Keys and values as wide as the queries (packed ``qkv``), the host's attribute."""
-        return self.kdim == self.embed_dims and self.vdim == self.embed_dims
+    def attach(self, member: nn.Module) -> AttentionBase:
+        member = super().attach(member)
+        member.batch_first = self.batch_first
+        member.embed_dim, member.dropout = member.embed_dims, member.attn_drop_p
+        member._qkv_same_embed_dim = member.packed_projections
+        member.in_proj_weight = member.in_proj_bias = None
+        return member
 
-    @property
-    def embed_dim(self) -> int:
-        """The host's name for the token width."""
-        return self.embed_dims
-
-    @property
-    def dropout(self) -> float:
-        """The host's name for the attention dropout probability."""
-        return self.attn_drop_p
-
-    def project(
-        self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
-    ) -> dict[str, Tensor]:
-        """The family's projections (packed ``qkv``), or the separate ones: ``Q`` (and DnA's
-        ``Q-``) from ``x``, ``K`` from ``context``, ``V`` (and ``V-``) from ``value``."""
-        if self._qkv_same_embed_dim:
-            return super().project(x, context, value)
-        keys = x if context is None else context
-        values = keys if value is None else value
-        heads = dict(q=self.q_proj(x), k=self.k_proj(keys), v=self.v_proj(values))
-        if self.has_negative_branch:  # DnA: Q- and V-, where the variant has them
-            for name, src in (('q_neg', x), ('v_neg', values)):
-                if getattr(self, name) is not None:
-                    heads[name] = getattr(self, name)(src)
-        heads = {k: self.split_heads(v) for k, v in heads.items()}  # [N, H, ·, d]
-        if self.has_negative_branch:  # DnA without its own Q- / V- shares Q / V
-            heads.setdefault('q_neg', heads['q'])
-            heads.setdefault('v_neg', heads['v'])
-        return heads
-
-    def forward(
+    def __call__(
         self,
+        member: AttentionBase,
         query: Tensor,
         key: Tensor,
         value: Tensor,
@@ -173,7 +124,7 @@ class MultiheadAttentionMixin(AttentionBase):
         """``query [L, N, E]``, ``key [S, N, kdim]``, ``value [S, N, vdim]`` (``[N, ·, ·]`` when
         ``batch_first``, ``[·, ·]`` unbatched) → ``(out, weights or None)``, ``out`` shaped as
         ``query``."""
-        name = type(self).__name__
+        name = type(member).__name__
         if is_causal and attn_mask is None:
             raise RuntimeError(f'{name}: is_causal=True needs attn_mask (as nn.MultiheadAttention)')
         self_attn = key is query and value is query
@@ -183,18 +134,18 @@ class MultiheadAttentionMixin(AttentionBase):
             query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif not self.batch_first:  # [L, N, E] -> [N, L, E]
+        elif not member.batch_first:  # [L, N, E] -> [N, L, E] (the member's attribute, as the host's)
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        if not self._qkv_same_embed_dim:
-            _check_widths(name, (self.embed_dims, self.kdim, self.vdim), query, key, value)
+        if not member.packed_projections:
+            _check_widths(name, (member.embed_dims, member.kdim, member.vdim), query, key, value)
         context = None if self_attn else key
         value = None if self_attn or values_are_keys else value
-        if self._qkv_same_embed_dim:
-            check_inputs(name, self.embed_dims, query, context, value)
-        mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], self.num_heads, query.dtype)
-        heads = self.project(query, context, value)
-        out, maps = self.run_attend(heads, mask, None, need_weights or not self.fused_attn)
-        out = self.proj_drop(self.proj(self.merge_heads(out)))  # [N, L, E]
+        if member.packed_projections:
+            check_inputs(name, member.embed_dims, query, context, value)
+        mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], member.num_heads, query.dtype)
+        heads = member.project(query, context, value)
+        out, maps = member.run_attend(heads, mask, None, need_weights or not member.fused_attn)
+        out = member.proj_drop(member.proj(member.merge_heads(out)))  # [N, L, E]
         weights = None
         if need_weights:
             weights = maps['attn'] if 'attn' in maps else maps['pos']  # [N, H, L, S]
@@ -202,13 +153,9 @@ class MultiheadAttentionMixin(AttentionBase):
             weights = weights.squeeze(0) if unbatched else weights
         if unbatched:
             out = out.squeeze(0)
-        elif not self.batch_first:
+        elif not member.batch_first:
             out = out.transpose(0, 1)
         return out, weights
-
-    def extra_repr(self) -> str:
-        dims = '' if self._qkv_same_embed_dim else f', kdim={self.kdim}, vdim={self.vdim}'
-        return f'{super().extra_repr()}, batch_first={self.batch_first}{dims}'
 
 
 def _check_widths(name: str, widths: tuple[int, int, int], query: Tensor, key: Tensor, value: Tensor) -> None:
@@ -221,12 +168,6 @@ def _check_widths(name: str, widths: tuple[int, int, int], query: Tensor, key: T
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {key.shape[1]}')
 
 
-#: family self-attention name → its ``nn.MultiheadAttention`` form (:func:`~.forms.build_form`)
-MHA_ATTENTIONS = register_forms(
-    MultiheadAttentionMixin, 'Multihead', globals(), "with nn.MultiheadAttention's call"
-)
-
-
 def form_of(
     mha: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int, owner: nn.Module
 ) -> nn.Module:
@@ -236,8 +177,7 @@ def form_of(
     if mha.bias_k is not None or mha.add_zero_attn:
         what = '' if owner is mha else 'its nn.MultiheadAttention with '
         refuse(owner, f'{what}add_bias_kv=True or add_zero_attn=True')
-    return build_form(
-        MHA_ATTENTIONS,
+    member = build_attention(
         attn_cfg,
         mha.embed_dim,
         mha.num_heads,
@@ -246,10 +186,10 @@ def form_of(
         qkv_bias=mha.in_proj_bias is not None,
         proj_bias=mha.out_proj.bias is not None,
         attn_drop=mha.dropout,
-        batch_first=mha.batch_first,
         kdim=mha.kdim,
         vdim=mha.vdim,
     )
+    return MultiheadForm(mha.batch_first).attach(member)
 
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:

@@ -1,4 +1,5 @@
-"""MMAction2 MViTv2's pooling attention (``MultiScaleAttention``) for softmax and DnA.
+"""MMAction2 MViTv2's pooling attention (``MultiScaleAttention``) for any member that takes a
+position bias (:class:`PoolingForm`): softmax, DnA, or your own.
 
 The host, per head (``P_*`` = ``attention_pool``: a depthwise ``Conv3d`` over the token grid,
 then a norm; the CLS token skips the convolution, not the norm)::
@@ -27,10 +28,10 @@ norm's affine (weight and bias) times ``q_neg_scale`` (``V-``: ``v_neg_scale``),
 ``Q- = 1e-4·Q`` and ``V- = -1e-4·V`` exactly (:func:`~dna_mm.models.fitting.adapt_pooled_attention`).
 
 Keys: the host's (``qkv``, ``proj``, ``pool_{q,k,v}``, ``norm_{q,k,v}``, ``rel_pos_{h,w,t}``),
-plus for DnA ``q_neg``, ``v_neg``, ``alpha`` and ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``.
-Classes ``MViTSoftmaxAttention`` and ``MViTDnAAttention`` (:func:`~.forms.register_forms`);
-:func:`from_host` builds the form of a host module. Differential and Cog attention with pooled
-queries and relative positions are not defined by the DnA paper: :func:`from_host` refuses them.
+plus for DnA ``q_neg``, ``v_neg``, ``alpha`` and ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``: the
+member's own keys and those the form adds to it. :func:`from_host` builds the form of a host
+module. Differential and Cog attention with pooled queries and relative positions are not
+defined by the DnA paper (they take no position bias): :func:`from_host` refuses them.
 """
 
 from __future__ import annotations
@@ -45,14 +46,12 @@ from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
 from ...errors import UnsupportedModelError
-from ..attention import AttentionBase, DnAAttention, SoftmaxAttention
-from ..attention.builder import AttnCfg, attention_cfg
+from ..attention import AttentionBase, build_attention
+from ..attention.builder import AttnCfg, attention_class
 from ..attention.functional import BiasArg
-from .forms import build_form, refuse, register_forms
+from .forms import HostForm, refuse
 from .positions import get_rel_pos
 
-#: the input projections (rebuilt for an input width other than ``embed_dims``)
-_INPUT_PROJECTIONS = ('qkv', 'q_neg', 'v_neg')
 #: the negative branch's own pooling: (pooled tensor, positive pooling it starts from)
 NEGATIVE_POOLING = (('q', 'q_neg'), ('v', 'v_neg'))
 
@@ -113,68 +112,74 @@ def _pooling(
     return conv.to(**dd), build_norm_layer(norm_cfg, dims)[1].to(**dd)
 
 
-class MViTAttentionMixin(AttentionBase):
-    """MViTv2's pooling attention for a family attention class (mixed in before it).
+class PoolingForm(HostForm):
+    """MViTv2's pooling attention on a member: ``(x [B, (1 +) T·H·W, in_dims], in_size) →
+    ([B, (1 +) T'·H'·W', embed_dims], (T', H', W'))``, the grid of the pooled queries.
 
-    Args (keyword, beside the family class's own; ``embed_dims`` is the host's ``out_dims``):
-        in_dims: Input token width (the host's ``in_dims``; MViTv2's stage-changing blocks
-            project ``in_dims → 3·embed_dims``); default ``embed_dims``.
-        pool_kernel, stride_q, stride_kv, norm_cfg: The host's pooling (``norm_cfg`` builds the
-            norm after each convolution).
-        rel_pos_lengths: Lengths ``(t, h, w)`` of the relative position tables (the host's
-            ``rel_pos_t`` / ``rel_pos_h`` / ``rel_pos_w`` rows), or None for none.
+    Args (the host's; the member's ``embed_dims`` is the host's ``out_dims``):
+        in_dims: Input token width (MViTv2's stage-changing blocks project ``in_dims →
+            3·embed_dims``): the member's input projections are rebuilt to read it.
+        pool_kernel, stride_q, stride_kv, norm_cfg: The pooling (``norm_cfg`` builds the norm
+            after each convolution).
+        rel_pos_lengths: Lengths ``(t, h, w)`` of the relative position tables, or None.
         residual_pooling: Add the pooled queries to the output (CLS row excluded).
         with_cls_token: The first token is a CLS token (kept out of the convolutions).
     """
 
+    host = 'MViTv2'
+
     def __init__(
         self,
-        *args,
-        in_dims: Optional[int] = None,
-        pool_kernel: Sequence[int] = (3, 3, 3),
-        stride_q: Sequence[int] = (1, 1, 1),
-        stride_kv: Sequence[int] = (1, 1, 1),
-        norm_cfg: dict = dict(type='LN'),  # noqa: B006
-        rel_pos_lengths: Optional[Sequence[int]] = None,
-        residual_pooling: bool = True,
-        with_cls_token: bool = True,
-        **kwargs,
+        in_dims: int,
+        pool_kernel: Sequence[int],
+        stride_q: Sequence[int],
+        stride_kv: Sequence[int],
+        norm_cfg: dict,
+        rel_pos_lengths: Optional[Sequence[int]],
+        residual_pooling: bool,
+        with_cls_token: bool,
     ) -> None:
-        super().__init__(*args, **kwargs)
-        dd = self.factory_kwargs
-        self.in_dims = in_dims or self.embed_dims
-        if self.in_dims != self.embed_dims:
-            for name in _INPUT_PROJECTIONS:
-                old = getattr(self, name, None)
-                if old is not None:
-                    setattr(
-                        self, name, nn.Linear(self.in_dims, old.out_features, bias=old.bias is not None, **dd)
-                    )
-        pooling = functools.partial(_pooling, self.head_dim, pool_kernel, norm_cfg=norm_cfg, **dd)
-        self.pool_q, self.norm_q = pooling(stride_q)
-        self.pool_k, self.norm_k = pooling(stride_kv)
-        self.pool_v, self.norm_v = pooling(stride_kv)
+        self.in_dims, self.norm_cfg = in_dims, norm_cfg
+        self.pool_kernel = tuple(pool_kernel)
+        self.stride_q, self.stride_kv = tuple(stride_q), tuple(stride_kv)
+        self.rel_pos_lengths = rel_pos_lengths
+        self.residual_pooling, self.with_cls_token = residual_pooling, with_cls_token
+
+    def attach(self, member: nn.Module) -> AttentionBase:
+        """``member`` reading ``in_dims``-wide tokens, with the pooling of each head (the
+        negative branch's own where it has its own projection) and the relative position
+        tables."""
+        member = super().attach(member)
+        dd = member.factory_kwargs
+        if self.in_dims != member.embed_dims:  # the input projections: every Linear but proj
+            for name, old in list(member.named_children()):
+                if isinstance(old, nn.Linear) and name != 'proj' and old.in_features == member.embed_dims:
+                    new = nn.Linear(self.in_dims, old.out_features, bias=old.bias is not None, **dd)
+                    setattr(member, name, new)
+        pooling = functools.partial(_pooling, member.head_dim, self.pool_kernel, norm_cfg=self.norm_cfg, **dd)
+        member.pool_q, member.norm_q = pooling(self.stride_q)
+        member.pool_k, member.norm_k = pooling(self.stride_kv)
+        member.pool_v, member.norm_v = pooling(self.stride_kv)
         for pooled, proj in NEGATIVE_POOLING:  # the negative branch's own, where it has its own projection
-            has_own = getattr(self, proj, None) is not None
-            conv, norm = pooling(stride_q if pooled == 'q' else stride_kv) if has_own else (None, None)
-            setattr(self, f'pool_{pooled}_neg', conv)
-            setattr(self, f'norm_{pooled}_neg', norm)
-        self.residual_pooling = residual_pooling
-        self.with_cls_token = with_cls_token
-        self.rel_pos_embed = rel_pos_lengths is not None
-        if self.rel_pos_embed:
-            t, h, w = rel_pos_lengths
-            self.rel_pos_h = nn.Parameter(torch.zeros(h, self.head_dim, **dd))
-            self.rel_pos_w = nn.Parameter(torch.zeros(w, self.head_dim, **dd))
-            self.rel_pos_t = nn.Parameter(torch.zeros(t, self.head_dim, **dd))
+            has_own = getattr(member, proj, None) is not None
+            stride = self.stride_q if pooled == 'q' else self.stride_kv
+            conv, norm = pooling(stride) if has_own else (None, None)
+            setattr(member, f'pool_{pooled}_neg', conv)
+            setattr(member, f'norm_{pooled}_neg', norm)
+        if self.rel_pos_lengths is not None:
+            t, h, w = self.rel_pos_lengths
+            member.rel_pos_h = nn.Parameter(torch.zeros(h, member.head_dim, **dd))
+            member.rel_pos_w = nn.Parameter(torch.zeros(w, member.head_dim, **dd))
+            member.rel_pos_t = nn.Parameter(torch.zeros(t, member.head_dim, **dd))
+        return member
 
     def rel_pos_bias(
-        self, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]
+        self, member: AttentionBase, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]
     ) -> BiasArg:
         """``R(Q) [B, H, Nq, Nk]``, or ``(R(Q+), R(Q-))`` for heads with a ``q_neg``."""
 
         def bias(q: Tensor) -> Tensor:
-            tables = (self.rel_pos_t, self.rel_pos_h, self.rel_pos_w)
+            tables = (member.rel_pos_t, member.rel_pos_h, member.rel_pos_w)
             return mvit_rel_pos(q, q_shape, k_shape, *tables, self.with_cls_token)
 
         b_pos = bias(pooled['q'])
@@ -183,42 +188,35 @@ class MViTAttentionMixin(AttentionBase):
             return b_pos
         return b_pos, (b_pos if q_neg is pooled['q'] else bias(q_neg))
 
-    def forward(self, x: Tensor, in_size: Sequence[int]) -> tuple[Tensor, Sequence[int]]:
-        """``x [B, (1 +) T·H·W, in_dims]`` on the grid ``in_size = (T, H, W)`` →
-        ``([B, (1 +) T'·H'·W', embed_dims], (T', H', W'))``, the grid of the pooled queries."""
-        heads = self.project(x)  # each [B, heads, N, d]
+    def __call__(
+        self, member: AttentionBase, x: Tensor, in_size: Sequence[int]
+    ) -> tuple[Tensor, Sequence[int]]:
+        heads = member.project(x)  # each [B, heads, N, d]
         dtype = heads['q'].dtype  # the projections' (autocast: the norms' fp32 output cast back)
 
         def pool(t: Tensor, conv: nn.Module, norm: nn.Module) -> tuple[Tensor, Sequence[int]]:
             out, size = attention_pool(t, conv, in_size, with_cls_token=self.with_cls_token, norm=norm)
             return out.to(dtype), size
 
-        q, q_shape = pool(heads['q'], self.pool_q, self.norm_q)  # [B, heads, Nq, d]
-        k, k_shape = pool(heads['k'], self.pool_k, self.norm_k)  # [B, heads, Nk, d]
-        v, _ = pool(heads['v'], self.pool_v, self.norm_v)
+        q, q_shape = pool(heads['q'], member.pool_q, member.norm_q)  # [B, heads, Nq, d]
+        k, k_shape = pool(heads['k'], member.pool_k, member.norm_k)  # [B, heads, Nk, d]
+        v, _ = pool(heads['v'], member.pool_v, member.norm_v)
         pooled = dict(q=q, k=k, v=v)
         for name, proj in NEGATIVE_POOLING:  # DnA: Q- and V- pooled by their own pooling
             if proj in heads:
-                conv = getattr(self, f'pool_{name}_neg')
-                own = pool(heads[proj], conv, getattr(self, f'norm_{name}_neg'))[0] if conv else None
+                conv = getattr(member, f'pool_{name}_neg')
+                own = pool(heads[proj], conv, getattr(member, f'norm_{name}_neg'))[0] if conv else None
                 pooled[proj] = pooled[name] if own is None else own
-        bias = self.rel_pos_bias(pooled, q_shape, k_shape) if self.rel_pos_embed else None
-        out, _ = self.run_attend(pooled, None, bias, not self.fused_attn)  # [B, heads, Nq, d]
+        bias = None
+        if self.rel_pos_lengths is not None:
+            bias = self.rel_pos_bias(member, pooled, q_shape, k_shape)
+        out, _ = member.run_attend(pooled, None, bias, not member.fused_attn)  # [B, heads, Nq, d]
         if self.residual_pooling:
             if self.with_cls_token:
                 out = torch.cat([out[:, :, :1], out[:, :, 1:] + q[:, :, 1:]], dim=2)
             else:
                 out = out + q
-        return self.proj_drop(self.proj(self.merge_heads(out))), q_shape
-
-    def extra_repr(self) -> str:
-        return f'{super().extra_repr()}, in_dims={self.in_dims}, rel_pos={self.rel_pos_embed}'
-
-
-#: family self-attention name → its MViTv2 form (:func:`~.forms.build_form`)
-MVIT_ATTENTIONS = register_forms(
-    MViTAttentionMixin, 'MViT', globals(), "with MViTv2's pooling", members=(SoftmaxAttention, DnAAttention)
-)
+        return member.proj_drop(member.proj(member.merge_heads(out))), q_shape
 
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
@@ -234,22 +232,27 @@ def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
     kernel = tuple(host.pool_q.kernel_size)
     if tuple(host.pool_q.padding) != tuple(k // 2 for k in kernel):
         refuse(host, f'pooling padding {host.pool_q.padding} other than kernel // 2')
-    kind = attention_cfg(attn_cfg)['type']
-    if kind not in MVIT_ATTENTIONS.module_dict:
+    member_class = attention_class(attn_cfg)
+    if not member_class.takes_position_bias:
         raise UnsupportedModelError(
-            f'MViTv2 pooling attention: attn_cfg {kind!r} is not supported (pooled queries and '
-            f'decomposed relative positions are defined for softmax and DnA only); use softmax or dna'
+            f'MViTv2 pooling attention: attn_cfg {member_class.__name__!r} is not supported (pooled '
+            f'queries and decomposed relative positions are defined for softmax and DnA only); use '
+            'softmax or dna'
         )
     lengths = None
     if host.rel_pos_embed:
         lengths = tuple(getattr(host, f'rel_pos_{a}').shape[0] for a in 'thw')
-    form = build_form(
-        MVIT_ATTENTIONS,
+    member = build_attention(
         attn_cfg,
         host.out_dims,
         host.num_heads,
         layer_index,
         num_layers,
+        qkv_bias=host.qkv.bias is not None,
+        proj_bias=host.proj.bias is not None,
+    )
+    member.scale = host.scale
+    form = PoolingForm(
         in_dims=host.in_dims,
         pool_kernel=kernel,
         stride_q=tuple(host.pool_q.stride),
@@ -258,8 +261,5 @@ def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
         rel_pos_lengths=lengths,
         residual_pooling=host.residual_pooling,
         with_cls_token=host.with_cls_token,
-        qkv_bias=host.qkv.bias is not None,
-        proj_bias=host.proj.bias is not None,
     )
-    form.scale = host.scale
-    return form
+    return form.attach(member)

@@ -21,8 +21,8 @@ from dna_mm.checkpoint import load_whole_model, weights_only_loads
 from dna_mm.errors import UnsupportedModelError
 from dna_mm.models import DnAAttention
 from dna_mm.models.adapters import swap_attention
-from dna_mm.models.layers.mha_attention import MultiheadDnAAttention
-from dna_mm.models.layers.mvit_attention import MViTDnAAttention
+from dna_mm.models.layers.mha_attention import MultiheadForm
+from dna_mm.models.layers.mvit_attention import PoolingForm
 from dna_mm.models.layers.uniformerv2_attention import ExtractorAdapter
 
 #: example → (tiny backbone overrides, head width, DnA attentions of the tiny / the full model)
@@ -67,9 +67,11 @@ def test_uniformerv2_dna_sits_in_the_clip_blocks_and_the_global_blocks() -> None
         'transformer.dec.1',
     ]
     for i in range(2):
-        assert type(model.transformer.resblocks[i].attn) is MultiheadDnAAttention
+        attn = model.transformer.resblocks[i].attn
+        assert type(attn) is DnAAttention and isinstance(attn.host_form, MultiheadForm)
         assert isinstance(model.transformer.dec[i], ExtractorAdapter)
-        assert type(model.transformer.dec[i].attn) is MultiheadDnAAttention
+        attn = model.transformer.dec[i].attn
+        assert type(attn) is DnAAttention and isinstance(attn.host_form, MultiheadForm)
 
 
 def _tiny_config(tmp_path, example: str, root) -> str:
@@ -161,7 +163,7 @@ def test_mvit_negative_pooling_starts_at_the_scaled_positive_one() -> None:
     that enter the attention are exactly ``1e-4·Q`` and ``-1e-4·V``."""
     model = _mvit_dna()
     attn = model.mvit.blocks[1].attn  # the stage change: in_dims 16 → 32, pooled queries
-    assert isinstance(attn, MViTDnAAttention) and attn.in_dims == 16 and attn.embed_dims == 32
+    assert isinstance(attn, DnAAttention) and attn.host_form.in_dims == 16 and attn.embed_dims == 32
     q_w, _, v_w = attn.qkv.weight.chunk(3)
     torch.testing.assert_close(attn.q_neg.weight, q_w)
     torch.testing.assert_close(attn.v_neg.weight, v_w)
@@ -186,7 +188,7 @@ def test_mvit_negative_pooling_starts_at_the_scaled_positive_one() -> None:
     assert cls_terms.item() == 0  # no rel-pos term on the CLS token
 
 
-def _assert_mvit_negative_start(attn: MViTDnAAttention) -> None:
+def _assert_mvit_negative_start(attn: DnAAttention) -> None:
     """The negative branch of ``attn`` where docs/adding_dna.md puts it: ``W_q- = W_q``, ``W_v- =
     W_v``, the pooling convolutions copied, the norms' affine ``±1e-4 ×`` the positive ones',
     ``α = 0.5``."""
@@ -214,7 +216,7 @@ def test_mvit_from_scratch_starts_as_documented_after_init_weights() -> None:
     model.init_weights()
     for block in model.blocks:
         attn = block.attn
-        assert isinstance(attn, MViTDnAAttention)
+        assert isinstance(attn, DnAAttention) and isinstance(attn.host_form, PoolingForm)
         _assert_mvit_negative_start(attn)
     assert not torch.equal(model.blocks[1].attn.qkv.weight, before)  # init_weights ran
     assert model.blocks[1].attn.norm_q.bias.abs().max() > 0  # the host's init (bias 0.02)

@@ -21,7 +21,6 @@ from vitdet_reference import (
 
 import dna_mm  # noqa: F401  (registers the mmdet-scope modules)
 from dna_mm.models.backbones.vitdet import ViTDet, load_pretrained
-from dna_mm.models.layers.forms import build_form
 from dna_mm.models.layers.positions import (
     abs_pos_grid,
     decomposed_rel_pos,
@@ -29,11 +28,8 @@ from dna_mm.models.layers.positions import (
     resize_pos_embed,
     resize_rel_pos,
 )
-from dna_mm.models.layers.vitdet_attention import (
-    VITDET_ATTENTIONS,
-    ViTDetDnAAttention,
-    ViTDetSoftmaxAttention,
-)
+from dna_mm.models.attention import DnAAttention, SoftmaxAttention
+from dna_mm.models.layers.vitdet_attention import GridForm, vitdet_attention
 from dna_mm.models.layers.window import window_partition, window_unpartition
 
 # a tiny ViTDet: 4 blocks of 32 channels, 2 heads (d = 16), windows of 4 in blocks 0 and 2
@@ -156,7 +152,7 @@ def test_softmax_vitdet_equals_reference_forward(size) -> None:
     assert _rel(out, ref) < 1e-5
 
 
-def _dna_rel_pos_formula(attn: ViTDetDnAAttention, x: torch.Tensor) -> torch.Tensor:
+def _dna_rel_pos_formula(attn: DnAAttention, x: torch.Tensor) -> torch.Tensor:
     """``softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-`` written out."""
     b, h, w, c = x.shape
     t = x.reshape(b, h * w, c)
@@ -177,8 +173,8 @@ def _dna_rel_pos_formula(attn: ViTDetDnAAttention, x: torch.Tensor) -> torch.Ten
 
 
 def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
-    attn = _randomise(build_form(VITDET_ATTENTIONS, 'dna', 32, 2, 0, 4, use_rel_pos=True, input_size=(4, 4)))
-    assert isinstance(attn, ViTDetDnAAttention)
+    attn = _randomise(vitdet_attention('dna', 32, 2, 0, 4, use_rel_pos=True, input_size=(4, 4)))
+    assert type(attn) is DnAAttention and isinstance(attn.host_form, GridForm)
     x = torch.randn(3, 4, 4, 32, requires_grad=True)
     fast = attn(x)
     eager, maps = attn(x, return_attn=True)
@@ -203,11 +199,12 @@ def test_attention_choices_and_refusals() -> None:
     m = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='cog')
     kinds = [type(b.attn).__name__ for b in m.blocks]
     assert kinds == [
-        'ViTDetSoftmaxAttention',
-        'ViTDetCogAttention',
-        'ViTDetCogAttention',
-        'ViTDetSoftmaxAttention',
+        'SoftmaxAttention',
+        'CogAttention',
+        'CogAttention',
+        'SoftmaxAttention',
     ]  # the Cog authors' first / last softmax
+    assert all(isinstance(b.attn.host_form, GridForm) for b in m.blocks)
     diff = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='diff')
     assert [b.attn.lambda_init for b in diff.blocks][0] != diff.blocks[3].attn.lambda_init
     for attn in ('diff', 'cog'):
@@ -219,7 +216,7 @@ def test_attention_choices_and_refusals() -> None:
     assert variant.blocks[0].attn.v_neg is None and variant.blocks[0].attn.q_neg is not None
     with pytest.raises(ValueError, match='window_block_indexes'):
         ViTDet(**{**TINY, 'window_block_indexes': (0, 7)})
-    assert isinstance(ViTDet(**TINY, attn_cfg='softmax').blocks[0].attn, ViTDetSoftmaxAttention)
+    assert type(ViTDet(**TINY, attn_cfg='softmax').blocks[0].attn) is SoftmaxAttention
 
 
 def test_with_cp_same_gradients() -> None:
