@@ -10,7 +10,15 @@ from pathlib import Path
 from conftest import REPO
 
 PACKAGE = REPO / 'dna_mm'
-HOSTS_BASE = ('errors', 'family', 'converters', 'models.attention', 'models.layers', 'models.fitting')
+HOSTS_BASE = (
+    'errors',
+    'family',
+    'converters',
+    'models.scopes',
+    'models.attention',
+    'models.layers',
+    'models.fitting',
+)
 #: part (a module or folder of dna_mm, dotted) → what it may import besides itself; the longest
 #: part that names a module is its part, and an entry allows that module and all below it
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -20,19 +28,21 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'ops': ('family',),
     'converters': ('errors', 'family'),
     'checkpoint': ('errors', 'converters'),
-    'models.attention': ('errors', 'family', 'ops'),
+    'models.scopes': ('errors',),  # which registry builds a config
+    'models.attention': ('errors', 'family', 'ops', 'models.scopes'),
     'models.layers': ('errors', 'family', 'models.attention'),
-    'models.necks': ('models.layers',),
+    'models.necks': ('models.layers', 'models.scopes'),
+    'models.sites': ('errors', 'models.attention'),  # where a model's attentions are
     'models.fitting': ('errors', 'family', 'converters', 'models.attention'),
     # backbones and adapters: siblings, each on the family, its layers and the fitting of weights
     'models.backbones': HOSTS_BASE,
     'models.adapters': HOSTS_BASE,
     'models': ('models',),
     'datasets': ('errors', 'utils'),
-    'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets'),
-    'evaluation': ('errors', 'analysis', 'datasets'),  # + ImageNet's folders (imagenet_variants)
+    'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets', 'evaluation'),
+    'evaluation': ('errors', 'datasets'),  # + ImageNet's folders (imagenet_variants)
     'deployment': ('errors', 'models', 'checkpoint', 'analysis'),
-    'engine': ('errors', 'datasets', 'analysis'),
+    'engine': ('errors', 'datasets', 'models'),
     'apis': (
         'errors',
         'family',

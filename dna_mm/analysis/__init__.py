@@ -16,7 +16,8 @@
   ``relevance_maps.py``, ``study.py``) in one style.
 """
 
-from .calibration import aurra, fpr_at_recall, ood_measures, rms_calibration_error
+from ..evaluation.calibration import aurra, fpr_at_recall, ood_measures, rms_calibration_error
+from ..models.sites import AttentionSite, find_attention_sites
 from .collector import AttentionCollector, TokenDistanceCollector, branch_outputs, eager_attention
 from .measures import (
     alpha_stats,
@@ -32,7 +33,6 @@ from .measures import (
 from .models import AnalysisModel, load_model
 from .relevance import Relevance, relevance_maps
 from .report import ANALYSES, analyze
-from .sites import AttentionSite, find_attention_sites
 from .target_mass import TargetMassCollector, attention_mass, box_patch_mask, uniform_mass
 
 __all__ = [

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..models.sites import AttentionSite, find_attention_sites, prefix_tokens
 from .measures import (
     attention_entropy,
     branch_cosine,
@@ -27,7 +28,6 @@ from .measures import (
     token_distance,
     value_alignment,
 )
-from .sites import AttentionSite, find_attention_sites, prefix_tokens
 
 Callback = Callable[[AttentionSite, dict[str, Tensor], dict[str, Tensor]], None]
 #: analyses computed from the maps / heads of the forward pass

@@ -28,6 +28,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..models.sites import alpha_stats  # noqa: F401  (one of the measures, kept where the α lives)
+
 _EPS = 1e-12
 
 
@@ -164,13 +166,3 @@ def token_distance(tokens: Tensor, center: Optional[str] = 'feature') -> Tensor:
     # Σ_{i≠j} cos(p_i, p_j) = ‖Σ_i x_i‖² - Σ_i ‖x_i‖²  (unit x_i; O(N·C), no N×N matrix)
     cos_sum = x.sum(dim=1).pow(2).sum(dim=-1) - x.pow(2).sum(dim=(1, 2))
     return 1 - cos_sum / (n * (n - 1))
-
-
-def alpha_stats(alpha: Tensor) -> dict[str, float]:
-    """Statistics of one layer's ``α [H]`` over heads: ``mean``, ``max``, ``min`` and ``std``
-    (with Bessel's correction, ``torch.std``'s default; 0 for a single head)."""
-    if alpha.dim() != 1 or alpha.numel() == 0:
-        raise ValueError(f'alpha_stats: expected alpha of shape [H], got {list(alpha.shape)}')
-    a = alpha.detach().double()
-    std = float(a.std()) if a.numel() > 1 else 0.0
-    return dict(mean=float(a.mean()), max=float(a.max()), min=float(a.min()), std=std)

@@ -37,9 +37,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError, UnsupportedModelError
+from ..models.sites import AttentionSite, find_attention_sites, prefix_tokens
 from .collector import eager_attention
 from .models import AnalysisModel
-from .sites import AttentionSite, find_attention_sites, prefix_tokens
 
 
 @dataclass

@@ -30,6 +30,7 @@ from mmengine.utils import ProgressBar
 
 from ..errors import DataError
 from ..family import NEGATIVE_INIT
+from ..models.sites import find_attention_sites
 from .collector import (
     MAP_ANALYSES,
     AttentionCollector,
@@ -40,7 +41,6 @@ from .collector import (
 )
 from .measures import alpha_stats
 from .models import AnalysisModel
-from .sites import find_attention_sites
 
 SCHEMA = 'dna_mm.analysis/1'
 #: ``DnAAttention``'s initial α (its ``alpha_init`` default and the converters' value)

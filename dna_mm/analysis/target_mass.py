@@ -42,8 +42,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..models.sites import AttentionSite, find_attention_sites, prefix_tokens
 from .collector import EagerObserver, _Mean
-from .sites import AttentionSite, find_attention_sites, prefix_tokens
 
 _EPS = 1e-12
 

@@ -20,8 +20,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
-from ..analysis.measures import alpha_stats
-from ..analysis.sites import AttentionSite, find_attention_sites
+from ..models.sites import AttentionSite, alpha_stats, find_attention_sites
 
 STATS = ('mean', 'max', 'min', 'std')
 

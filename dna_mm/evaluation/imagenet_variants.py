@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..analysis.calibration import aurra, ood_measures, rms_calibration_error
 from ..datasets.imagenet import images_in
 from ..errors import DataError
+from .calibration import aurra, ood_measures, rms_calibration_error
 
 
 def class_folders(root: Path) -> dict[str, list[Path]]:

@@ -41,7 +41,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmengine.registry import METRICS
 
-from ..analysis.calibration import aurra, ood_measures, rms_calibration_error
+from .calibration import aurra, ood_measures, rms_calibration_error
 
 
 @METRICS.register_module()

@@ -31,10 +31,10 @@ from dna_mm.analysis import (
     token_distance,
     value_alignment,
 )
-from dna_mm.analysis.calibration import fpr_at_recall
 from dna_mm.analysis.models import load_timm_model
 from dna_mm.analysis.relevance import spatial_to_tokens, temporal_to_tokens
 from dna_mm.analysis.report import SCHEMA, analyze
+from dna_mm.evaluation.calibration import fpr_at_recall
 
 
 def _softmax_rows(b, h, m, n):

@@ -17,7 +17,7 @@ from typing import Optional
 from torch import Tensor, nn
 
 from ..errors import UnsupportedModelError
-from ..models.attention import AttentionBase
+from .attention import AttentionBase
 
 #: wrapper class name → group label
 WRAPPER_GROUPS: dict[str, str] = {
@@ -125,3 +125,13 @@ def prefix_tokens(model: nn.Module, layer_path: str) -> int:
         if isinstance(getattr(owner, 'cls_token', None), Tensor):
             return 1
     return 0
+
+
+def alpha_stats(alpha: Tensor) -> dict[str, float]:
+    """Statistics of one layer's ``α [H]`` over heads: ``mean``, ``max``, ``min`` and ``std``
+    (with Bessel's correction, ``torch.std``'s default; 0 for a single head)."""
+    if alpha.dim() != 1 or alpha.numel() == 0:
+        raise ValueError(f'alpha_stats: expected alpha of shape [H], got {list(alpha.shape)}')
+    a = alpha.detach().double()
+    std = float(a.std()) if a.numel() > 1 else 0.0
+    return dict(mean=float(a.mean()), max=float(a.max()), min=float(a.min()), std=std)
