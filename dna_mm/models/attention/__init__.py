@@ -9,10 +9,15 @@ Registered in MMEngine's root ``MODELS`` (so visible from every library's scope)
 from ...family import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant
 from .base import AttentionBase
 from .builder import attention_cfg, attention_class, attention_types, build_attention, short_names
-from .cog import CogAttention, CogCrossAttention
-from .diff import DiffAttention, DiffCrossAttention
-from .dna import DnAAttention, DnACrossAttention
+
+# registered in this order, the order messages list the members in
+# isort: off
 from .softmax import SoftmaxAttention, SoftmaxCrossAttention
+from .dna import DnAAttention, DnACrossAttention
+from .diff import DiffAttention, DiffCrossAttention
+from .cog import CogAttention, CogCrossAttention
+
+# isort: on
 
 __all__ = [
     'AttentionBase',
