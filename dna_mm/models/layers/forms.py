@@ -48,10 +48,19 @@ class HostForm:
             )
         member.host_form = self
         member.forward = functools.partial(self, member)
+        member.extra_repr = functools.partial(_repr_with_form, member)
         return member
 
     def __call__(self, member: AttentionBase, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
+
+    def describe(self, member: AttentionBase) -> str:
+        """What the member's ``repr`` adds: the host, and the form's settings."""
+        return f'host={self.host!r}'
+
+
+def _repr_with_form(member: AttentionBase) -> str:
+    return f'{type(member).extra_repr(member)}, {member.host_form.describe(member)}'
 
 
 def host_family(

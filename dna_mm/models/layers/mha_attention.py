@@ -109,6 +109,10 @@ class MultiheadForm(HostForm):
         member.in_proj_weight = member.in_proj_bias = None
         return member
 
+    def describe(self, member: AttentionBase) -> str:
+        dims = '' if member.packed_projections else f', kdim={member.kdim}, vdim={member.vdim}'
+        return f'{super().describe(member)}, batch_first={member.batch_first}{dims}'
+
     def __call__(
         self,
         member: AttentionBase,

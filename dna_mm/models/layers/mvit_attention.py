@@ -173,6 +173,10 @@ class PoolingForm(HostForm):
             member.rel_pos_t = nn.Parameter(torch.zeros(t, member.head_dim, **dd))
         return member
 
+    def describe(self, member: AttentionBase) -> str:
+        rel_pos = self.rel_pos_lengths is not None
+        return f'{super().describe(member)}, in_dims={self.in_dims}, rel_pos={rel_pos}'
+
     def rel_pos_bias(
         self, member: AttentionBase, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]
     ) -> BiasArg:

@@ -78,6 +78,10 @@ class GridForm(HostForm):
             return bias, bias
         return bias, decomposed_rel_pos(q_neg, *tables, hw, hw)
 
+    def describe(self, member: AttentionBase) -> str:
+        rel = f', rel_pos={tuple(member.rel_pos_h.shape)}' if self.use_rel_pos else ''
+        return super().describe(member) + rel
+
     def __call__(
         self, member: AttentionBase, x: Tensor, return_attn: bool = False
     ) -> Union[Tensor, tuple[Tensor, dict[str, Tensor]]]:
