@@ -15,7 +15,7 @@
 #   make test-gpu      the CUDA tests, marked cuda (fp32/bf16/fp16, SDPA kernels, Triton at real shapes, AMP)
 #   make mmcv-sm90     mmcv's ops cross-compiled for sm_90 (H100) without a GPU, nvcc from the index (.venv-sm90)
 #   make device-mmcv   mmcv with CUDA ops (sm_90) for the GPU machines' stack, for the kit (after device-rehearsal)
-#   make device-kit    .device/: Python 3.12 wheels for a GPU machine (tools/device/gpu_check.sh)
+#   make device-kit    .device/: Python 3.12 wheels for a GPU machine (scripts/device/gpu_check.sh)
 #   make device-rehearsal  that GPU check on this CPU, in a Python 3.12 env built like the GPU image's
 SHELL := /bin/bash
 # PYTHON=python3.12: that interpreter, in its own environment (.venv-python3.12)
@@ -36,14 +36,14 @@ PYTHONS ?= python3.12
 # install always runs the script (each step it finds done is skipped): MMCV_CUDA_ARCHS="8.0 9.0"
 # or a GPU that appeared rebuilds mmcv's ops for it
 install:
-	VENV=$(VENV) bash tools/install_env.sh
+	VENV=$(VENV) bash scripts/install/install_env.sh
 
-$(STAMP): setup.py tools/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
-	VENV=$(VENV) bash tools/install_env.sh
+$(STAMP): setup.py scripts/install/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
+	VENV=$(VENV) bash scripts/install/install_env.sh
 
 # the demos need no compiled mmcv ops: a new machine gets mmcv without them (seconds, not minutes)
-$(STAMP_LITE): setup.py tools/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
-	VENV=$(VENV) MMCV_OPS=0 bash tools/install_env.sh
+$(STAMP_LITE): setup.py scripts/install/install_env.sh $(filter-out requirements/device-%,$(wildcard requirements/*.txt))
+	VENV=$(VENV) MMCV_OPS=0 bash scripts/install/install_env.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -64,7 +64,7 @@ test-pythons:
 
 # the GPU build path on a machine without a GPU (a cluster's login node): not in CI (tens of minutes)
 mmcv-sm90:
-	time VENV=.venv-sm90 MMCV_CUDA_ARCHS=9.0 bash tools/install_env.sh
+	time VENV=.venv-sm90 MMCV_CUDA_ARCHS=9.0 bash scripts/install/install_env.sh
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m cuda -rs $(PYTEST_ARGS) tests
@@ -86,13 +86,13 @@ bench: $(STAMP)
 	$(PY) tools/analysis/benchmark_attention.py
 
 device-mmcv:
-	bash tools/device/build_mmcv.sh
+	bash scripts/device/build_mmcv.sh
 
 device-kit: $(STAMP)
-	bash tools/device/build_kit.sh
+	bash scripts/device/build_kit.sh
 
 device-rehearsal: device-kit
-	bash tools/device/rehearse.sh
+	bash scripts/device/rehearse.sh
 
 clean:
 	rm -rf work_dirs .pytest_cache

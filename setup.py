@@ -30,7 +30,7 @@ setup(
     },
     exclude_package_data={'dna_mm': ['.mim/**/__pycache__/*', '.mim/**/*.pyc']},
     entry_points={'console_scripts': ['dna_mm = dna_mm.tools.__main__:main']},
-    # 3.11: CI and `make install`; 3.12: `make test-pythons` and the GPU machines' image (tools/device)
+    # 3.11: CI and `make install`; 3.12: `make test-pythons` and the GPU machines' image (scripts/device)
     python_requires='>=3.11,<3.14',
     install_requires=read_requirements('torch.txt') + read_requirements('runtime.txt'),
     extras_require={

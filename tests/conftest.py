@@ -106,7 +106,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 #: why a test marked ``cuda`` skips on a machine without CUDA
-NEEDS_CUDA = 'needs CUDA (make test-gpu; tools/device/gpu_check.sh)'
+NEEDS_CUDA = 'needs CUDA (make test-gpu; scripts/device/gpu_check.sh)'
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -238,7 +238,8 @@ def run_main(args: list[str], check: bool = True):
 
 
 def load_tool(path: str):
-    """A repo tool (``tools/….py``) as a module, for calling its ``main(argv)``."""
+    """A repo tool (``tools/….py``, or a script of ``scripts/``) as a module, for calling its
+    ``main(argv)``."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(Path(path).stem + '_tool', REPO / path)

@@ -38,11 +38,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'models.backbones': HOSTS_BASE,
     'models.adapters': HOSTS_BASE,
     'models': ('models',),
+    'build': ('errors', 'utils', 'models.scopes'),  # config -> model, the one home
     'datasets': ('errors', 'utils'),
-    'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets', 'evaluation'),
+    'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets', 'evaluation', 'build'),
     'evaluation': ('errors', 'datasets'),  # + ImageNet's folders (imagenet_variants)
-    'deployment': ('errors', 'models', 'checkpoint', 'analysis'),
+    'deployment': ('errors', 'models', 'checkpoint', 'build'),
     'engine': ('errors', 'datasets', 'models'),
+    'benchmarks': ('errors', 'utils', 'ops', 'models', 'datasets', 'deployment', 'build'),
     'apis': (
         'errors',
         'family',
@@ -53,6 +55,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'datasets',
         'engine',
         'analysis',
+        'build',
     ),
     'launch': ('',),  # the package's entry points: anything
     'tools': ('utils',),  # python -m dna_mm.tools: the shipped tools/ scripts (utils.mim_compat)

@@ -116,11 +116,10 @@ def num_heads_from_config(path: str) -> int:
     Raises:
         ConfigError: the config has no such key (the error names the config).
     """
-    from mmengine.config import Config
-
+    from dna_mm.build import read_config
     from dna_mm.errors import ConfigError
 
-    cfg = Config.fromfile(path)
+    cfg = read_config(path)
     backbone = (cfg.get('model') or {}).get('backbone') or {}
     heads = backbone.get('num_heads')
     if not isinstance(heads, int) or heads <= 0:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]  # the runs' commands run here (config-relative paths)
 
-#: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
+#: the shipped members' short names, ``dna_mm.models.attention.short_names()`` (a test keeps them equal)
 ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/timesformer_dna_demo.py'
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]  # the runs' commands run here (config-relative paths)
 
-#: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
+#: the shipped members' short names, ``dna_mm.models.attention.short_names()`` (a test keeps them equal)
 ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/vitdet_dna_demo.py'
 #: the summary's columns: their names in the test line, their keys in the test's metrics (COCO)
@@ -32,22 +32,16 @@ METRICS['segm AP50'] = 'coco/segm_mAP_50'
 def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
     """The demo model as initialised (seed 0), saved as a checkpoint tools/test.py reads."""
     import torch
-    from mmdet.registry import MODELS
-    from mmengine.config import Config, DictAction
     from mmengine.logging import MMLogger
-    from mmengine.registry import init_default_scope
     from mmengine.runner import set_random_seed
 
-    import dna_mm  # noqa: F401
+    from dna_mm.apis.cli import cfg_options
+    from dna_mm.build import build_part, read_config
 
-    cfg = Config.fromfile(str(REPO / CONFIG))
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--o', nargs='+', action=DictAction)
-    cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
-    init_default_scope('mmdet')
+    cfg = read_config(REPO / CONFIG, cfg_options(opts))
     MMLogger.get_instance('demo_det_untrained', log_level='WARNING')  # no per-parameter init log
     set_random_seed(0)
-    model = MODELS.build(cfg.model)
+    model = build_part(cfg)
     model.init_weights()
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(dict(meta=dict(note='untrained demo model'), state_dict=model.state_dict()), path)
@@ -89,8 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         p.exit(2, f'demo_det.py: error: {missing_ops_line("The detector demo (Mask R-CNN)")}\n')
     from dna_mm.apis import format_metrics
     from dna_mm.datasets.synthetic_coco import COCO_CLASSES, ensure_coco_dataset
-    from dna_mm.models.attention.builder import SHORT_NAMES
-    from dna_mm.models.layers.vitdet_attention import VITDET_ATTENTIONS
+    from dna_mm.models.attention.builder import attention_class
     from dna_mm.utils.tool_runs import read_test_metrics, run_script, train_then_test
 
     t0 = time.time()
@@ -107,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         opts = common + [f'model.backbone.attn_cfg={attn}']
         if args.iters:  # the schedule's end, cosine and the val / checkpoint intervals follow
             opts += [f'train_cfg.max_iters={args.iters}']
-        if not VITDET_ATTENTIONS.get(SHORT_NAMES[attn]).supports_rel_pos:  # softmax and DnA only
+        if not attention_class(attn).takes_position_bias:  # softmax and DnA only
             opts += ['model.backbone.use_rel_pos=False']
         if args.baseline:
             ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)

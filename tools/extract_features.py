@@ -73,18 +73,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def extract(args: argparse.Namespace) -> int:
-    from mmengine.config import Config
-
     import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
     from dna_mm.apis.check import check_config
     from dna_mm.apis.cli import user_file
     from dna_mm.apis.config import shutdown_distributed
     from dna_mm.apis.distributed import start_distributed
     from dna_mm.apis.inference import collect_videos
+    from dna_mm.build import read_config
 
-    cfg = Config.fromfile(user_file(args.config, 'config'))
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options)
     check_config(cfg, 'test')
     user_file(args.checkpoint, 'checkpoint')
     videos = collect_videos(args.videos, args.video_root)

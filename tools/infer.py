@@ -177,7 +177,6 @@ def write_csv(path: str, preds: list, names: list[str] | None, labels: dict[str,
 
 def infer(args: argparse.Namespace) -> int:
     import torch
-    from mmengine.config import Config
 
     from dna_mm.apis.check import check_config
     from dna_mm.apis.cli import user_file
@@ -190,6 +189,7 @@ def infer(args: argparse.Namespace) -> int:
         resolve_class_names,
         test_pipeline_of,
     )
+    from dna_mm.build import read_config
     from dna_mm.datasets.frame_stream import is_live
     from dna_mm.errors import DataError
 
@@ -201,9 +201,7 @@ def infer(args: argparse.Namespace) -> int:
     if args.over_time and not one:
         what = 'a folder' if Path(args.input).is_dir() else f'a list of {len(labels)} videos'
         raise DataError(f'--over-time takes one video file or stream, got {args.input} ({what})')
-    cfg = Config.fromfile(user_file(args.config, 'config'))
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options)
     check_config(cfg, 'test')
     pipeline = test_pipeline_of(cfg, args.cfg_options)
     user_file(args.checkpoint, 'checkpoint')

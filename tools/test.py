@@ -92,8 +92,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def test(args: argparse.Namespace) -> dict:
-    from mmengine.config import Config
-
     from dna_mm.apis import (
         build_runner,
         check_config,
@@ -103,11 +101,12 @@ def test(args: argparse.Namespace) -> dict:
         skip_unreadable,
     )
     from dna_mm.apis.cli import user_file
+    from dna_mm.build import read_config
     from dna_mm.errors import ConfigError
     from dna_mm.evaluation import with_ood_evaluation
 
     user_file(args.checkpoint, 'checkpoint')
-    cfg = Config.fromfile(user_file(args.config, 'config'))
+    cfg = read_config(args.config)
     if args.partial_load:
         cfg.load_partial = True
     if args.verbose:

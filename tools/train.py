@@ -105,8 +105,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> None:
-    from mmengine.config import Config
-
     from dna_mm.apis import (
         apply_global_batch,
         build_runner,
@@ -116,9 +114,10 @@ def train(args: argparse.Namespace) -> None:
         shutdown_distributed,
     )
     from dna_mm.apis.cli import user_file
+    from dna_mm.build import read_config
     from dna_mm.errors import ConfigError
 
-    cfg = Config.fromfile(user_file(args.config, 'config'))
+    cfg = read_config(args.config)
     if args.partial_load:
         cfg.load_partial = True
     if args.verbose:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import Tensor, nn
 
+from ..build import model_from_config
 from ..checkpoint import load_whole_model
 from ..errors import ConfigError, DataError, MissingFileError
 
@@ -92,20 +93,6 @@ class AnalysisModel:
 
 
 # -- OpenMMLab configs ---------------------------------------------------------------------
-def load_config(config: str, cfg_options: Optional[dict] = None):
-    """``Config.fromfile`` (imports its ``custom_imports``) + overrides, default scope set."""
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
-
-    if not osp.isfile(config):
-        raise FileNotFoundError(f'config {config} does not exist')
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    init_default_scope(cfg.get('default_scope', 'mmengine'))
-    return cfg
-
-
 def load_mm_model(
     config: str,
     checkpoint: str,
@@ -116,17 +103,15 @@ def load_mm_model(
     """An OpenMMLab model from ``config`` with the weights of ``checkpoint``.
 
     Args:
-        config: Config file.
+        config: Config file (or ``package::`` name: :func:`dna_mm.build.read_config`).
         checkpoint: Whole-model checkpoint of that config.
         cfg_options: Overrides (``--cfg-options``).
         split: ``'test'`` or ``'val'``: whose dataloader gives the samples.
         batch_size: Override the loader's batch size.
     """
-    from mmengine.registry import MODELS
     from mmengine.runner import Runner
 
-    cfg = load_config(config, cfg_options)
-    model = MODELS.build(cfg.model)
+    cfg, model = model_from_config(config, cfg_options)
     load_whole_model(model, checkpoint)
     model.eval()
     key = f'{split}_dataloader'

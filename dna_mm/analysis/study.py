@@ -151,10 +151,11 @@ def evaluate(
     ones it multiplies; equal to the fast path within float tolerance)."""
     from mmaction.evaluation.functional import mean_class_accuracy, top_k_accuracy
 
-    from .models import load_config, load_mm_model
+    from ..build import read_config
+    from .models import load_mm_model
 
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    cfg = load_config(config)
+    cfg = read_config(config)
     am = load_mm_model(config, checkpoint)
     am.model.to(device)
     pre = am.model.data_preprocessor

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 import os.path as osp
 import re
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import torch.nn as nn
 from mmengine.config import Config
 from mmengine.logging import print_log
 
+from ..build import model_from_config
 from ..checkpoint import load_whole_model
 from ..datasets.protocols import label_map as shipped_label_map
 from ..datasets.video_files import VIDEO_SUFFIXES, list_videos
@@ -154,14 +154,14 @@ def load_recognizer(
     device: Union[str, torch.device] = 'cpu',
     partial: bool = False,
 ) -> nn.Module:
-    """Build the config's recognizer (backbone ``pretrained`` ignored: the checkpoint holds the
-    whole model) and load ``checkpoint`` (file, URL or mmengine prefix; ``weights_only``) into it;
-    a mismatch is a ``CheckpointMismatchError`` unless ``partial`` (what was not loaded is printed).
+    """Build the config's recognizer (:func:`~dna_mm.build.model_from_config`; pretrained weights
+    cleared: the checkpoint holds the whole model; ``model.cfg`` the config, as MMAction2's
+    ``init_recognizer`` sets it) and load ``checkpoint`` (file, URL or mmengine prefix;
+    ``weights_only``) into it; a mismatch is a ``CheckpointMismatchError`` unless ``partial``
+    (what was not loaded is printed).
     """
-    from mmaction.apis import init_recognizer  # noqa: PLC0415 (imports the whole of mmaction)
-
-    cfg = Config.fromfile(config) if isinstance(config, (str, os.PathLike)) else config
-    model = init_recognizer(cfg, checkpoint=None, device='cpu')
+    cfg, model = model_from_config(config, clear_pretrained=True)
+    model.cfg = cfg
     report = load_whole_model(model, checkpoint, strict=not partial)
     if not report.complete:
         print(

@@ -68,7 +68,7 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     ``cfg_options`` as ``create_model`` arguments) with ``checkpoint``'s weights (``None``:
     the initialisation, for benchmarks). A model with no class scores (a detector) is an
     ``ExportError``."""
-    from ..analysis.models import load_config
+    from ..build import model_from_config
     from ..checkpoint import load_whole_model
 
     if config.startswith('timm:'):
@@ -86,10 +86,7 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
             {'dna_mm.source': config, 'dna_mm.pixel_range': '1'},
         )
     else:
-        from mmengine.registry import MODELS
-
-        cfg = load_config(config, cfg_options)
-        model = MODELS.build(cfg.model)
+        cfg, model = model_from_config(config, cfg_options)
         if not hasattr(model, 'cls_head'):
             raise ExportError(
                 f'{config}: {type(model).__name__} is not a recognizer; the ONNX export takes '

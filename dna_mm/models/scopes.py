@@ -62,6 +62,16 @@ def _holds(registry: Registry, name: str) -> bool:
     return registry.get(name) is not None
 
 
+def _has_own(registry: Registry, name: str) -> bool:
+    """``registry`` itself has ``name``, its library's models imported first; a library whose
+    models do not import here (MMDetection's need mmcv's compiled ops) has none."""
+    try:
+        registry.import_from_location()
+    except ImportError:
+        return False
+    return name in registry.module_dict
+
+
 def scope_of(name: str, registry: Registry = MODELS) -> Optional[str]:
     """The scope to build type ``name`` in (module docstring, steps 2-3): ``registry``'s own
     scope (``None``: keep the caller's) when it or its parents have it, else the one library
@@ -73,7 +83,7 @@ def scope_of(name: str, registry: Registry = MODELS) -> Optional[str]:
     registry = current_registry(registry)
     if _holds(registry, name):
         return None if registry is MODELS else registry.scope
-    holders = [scope for scope, reg in library_registries().items() if name in reg.module_dict]
+    holders = [scope for scope, reg in library_registries().items() if _has_own(reg, name)]
     if len(holders) == 1:
         return holders[0]
     if not holders:
@@ -99,8 +109,6 @@ def build_model(cfg: dict, registry: Registry = MODELS) -> nn.Module:
             return library_registries()[named].build({**cfg, 'type': bare})
     if named is not None:  # a module path ('package.module.Class')
         return registry.build(cfg)
-    for reg in library_registries().values():
-        reg.import_from_location()  # the libraries' models registered before they are searched
     scope = scope_of(kind, registry)
     if scope is None:
         return current_registry(registry).build(cfg)

@@ -271,7 +271,6 @@ NO_USER_INPUT = {
     'tools/data/video_kinds.py',
     'tools/demo.py',
     'tools/demo_det.py',
-    'tools/device/gpu_check.py',
 }
 
 

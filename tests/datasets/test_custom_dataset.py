@@ -322,6 +322,7 @@ ZOO_BASES = {
     ],
     'videomae_vit-b_dna_k400.py': None,
     'detr_r50_dna_coco.py': None,
+    'mmpretrain_vit-b16_dna_in1k.py': None,
 }
 #: what --cfg-options cannot say (a dict where the base has a string): a file inheriting the config
 TINY_FILES = {
@@ -333,6 +334,7 @@ TINY_FILES = {
 REFUSED = {
     'videomae_vit-b_dna_k400.py': 'the base config does not train (no train_dataloader or optim_wrapper',
     'detr_r50_dna_coco.py': "the base config trains on 'CocoDataset'",
+    'mmpretrain_vit-b16_dna_in1k.py': "the base config trains on 'ImageNet'",
 }
 
 

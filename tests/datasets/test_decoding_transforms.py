@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, load_tool
+from conftest import REPO
 from mmaction.registry import TRANSFORMS
 from mmengine.config import Config, DictAction
 
+from dna_mm.benchmarks.data import stock_pipeline
 from dna_mm.datasets.synthetic_video import panning_clip, write_video
 from dna_mm.datasets.transforms import decord_can_scale_to, scaled_size, video_size
 
@@ -156,7 +157,6 @@ def test_train_pipeline_keeps_the_geometry(tmp_path) -> None:
     random state, and the model's input shape; a 960x540 video is decoded at its own size."""
     video = write_video(tmp_path / 'full_hd.mp4', panning_clip(1920, 1080, 8))
     pipeline = Config.fromfile(str(DATASETS / 'video_8x32.py')).train_pipeline
-    stock_pipeline = load_tool('tools/analysis/benchmark_data.py').stock_pipeline
     for seed in range(2):
         cut = [
             s for s in pipeline if s['type'] not in ('RandomCrop', 'Flip', 'FormatShape', 'PackActionInputs')

@@ -107,12 +107,10 @@ def test_detector_is_refused_by_name() -> None:
 @pytest.mark.integration
 def test_export_cli_with_a_checkpoint(tmp_path) -> None:
     """The tool as a user runs it: a whole-model checkpoint of the config, dynamic batch, --verify."""
-    from mmengine.registry import MODELS
-
-    from dna_mm.analysis.models import load_config
+    from dna_mm.build import model_from_config
 
     opts = _tiny('dna')
-    model = MODELS.build(load_config(DEMO_CONFIG, opts).model)
+    _, model = model_from_config(DEMO_CONFIG, opts)
     _randomise(model)
     torch.save({'state_dict': model.state_dict()}, tmp_path / 'tiny.pth')
     cli = [f'{k}={v}' for k, v in opts.items()]

@@ -212,14 +212,13 @@ def test_analyze_attention_cli_on_a_vitdet_detector(tmp_path) -> None:
     a checkpoint of its registry-built model, images of the generated COCO-format set."""
     import torch
     from conftest import REPO
-    from mmengine.registry import MODELS
 
-    from dna_mm.analysis.models import load_config
+    from dna_mm.build import model_from_config
     from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
 
     root = ensure_coco_dataset(tmp_path / 'coco', CocoDatasetSpec(train_images=2, test_images=3))
     config = str(REPO / 'configs' / 'vitdet_dna_demo.py')
-    torch.save({'state_dict': MODELS.build(load_config(config).model).state_dict()}, tmp_path / 'det.pth')
+    torch.save({'state_dict': model_from_config(config)[1].state_dict()}, tmp_path / 'det.pth')
     run_tool(
         [
             'tools/analysis/analyze_attention.py',

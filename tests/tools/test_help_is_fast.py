@@ -1,5 +1,6 @@
-"""Every command-line tool answers ``--help`` at once: it builds its parser with the standard
-library and imports torch, mmengine and dna_mm (which imports torch) only after parsing. The
+"""Every command-line tool (and the install and device scripts beside them, ``scripts/``) answers
+``--help`` at once: it builds its parser with the standard library and imports torch, mmengine
+and dna_mm (which imports torch) only after parsing. The
 values a parser needs from the package (choices, defaults) are written out in the tool; a test
 here keeps each equal to the package's."""
 
@@ -20,7 +21,8 @@ MAX_SECONDS = 3.0
 
 TOOLS = sorted(
     str(path.relative_to(REPO))
-    for path in REPO.glob('tools/**/*.py')
+    for folder in ('tools', 'scripts')
+    for path in REPO.glob(f'{folder}/**/*.py')
     if "if __name__ == '__main__'" in path.read_text(encoding='utf-8')
 )
 
@@ -35,7 +37,7 @@ def imported_modules(importtime: str) -> list[str]:
 
 
 def test_the_tools_are_found() -> None:
-    assert 'tools/train.py' in TOOLS and 'tools/device/gpu_check.py' in TOOLS and len(TOOLS) > 20
+    assert 'tools/train.py' in TOOLS and 'scripts/device/gpu_check.py' in TOOLS and len(TOOLS) > 20
 
 
 @pytest.mark.parametrize('tool', TOOLS)
@@ -99,7 +101,7 @@ MIRRORED = [
     ('tools/convert_checkpoint.py', 'V_NEG_SCALE', lambda: _family().NEGATIVE_INIT.v_neg_scale),
     ('tools/convert_checkpoint.py', 'COMBINES', lambda: tuple(_family().COMBINE_SIGNS)),
     *[
-        (tool, 'ATTENTIONS', lambda: tuple(import_module('dna_mm.models.attention.builder').SHORT_NAMES))
+        (tool, 'ATTENTIONS', lambda: tuple(import_module('dna_mm.models.attention').short_names()))
         for tool in ('tools/analysis/study.py', 'tools/demo.py', 'tools/demo_det.py')
     ],
 ]

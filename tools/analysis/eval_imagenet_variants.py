@@ -51,22 +51,17 @@ def evaluate(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
     import torch
-    from mmengine.config import Config
     from mmengine.dataset import Compose
-    from mmengine.registry import MODELS, init_default_scope
 
     from dna_mm.apis.cli import user_file
+    from dna_mm.build import model_from_config
     from dna_mm.checkpoint import load_whole_model
     from dna_mm.datasets.imagenet import class_ids
     from dna_mm.evaluation.imagenet_variants import evaluate_variants
 
     user_file(args.checkpoint, 'checkpoint')
-    cfg = Config.fromfile(user_file(args.config, 'config'))
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
-    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    cfg, model = model_from_config(args.config, args.cfg_options)
     device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
-    model = MODELS.build(cfg.model)
     load_whole_model(model, args.checkpoint)
     model.to(device).eval()
     pipeline = Compose(cfg.test_dataloader.dataset.pipeline)

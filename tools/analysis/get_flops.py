@@ -62,25 +62,12 @@ def _size(value: Any) -> tuple[int, int]:
 def from_config(
     path: str, shape: list[int] | None, options: dict | None
 ) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
-    """The config's model, its input shape, what is traced (in words) and how."""
-    from mmengine.config import Config
-    from mmengine.registry import MODELS, init_default_scope
-
+    """The config's model (a file or a zoo config: mmaction::recognition/timesformer/...), its
+    input shape, what is traced (in words) and how."""
+    from dna_mm.build import model_from_config
     from dna_mm.errors import ConfigError
 
-    if '::' in path:  # a zoo config: mmaction::recognition/timesformer/...
-        from mmengine.hub import get_config
-
-        cfg = get_config(path)
-    else:
-        cfg = Config.fromfile(path)
-    if options:
-        cfg.merge_from_dict(options)
-    init_default_scope(cfg.get('default_scope', 'mmaction'))
-    if 'backbone' in cfg.model:
-        for key in ('pretrained', 'init_cfg'):  # no weights are needed to count
-            cfg.model.backbone.pop(key, None)
-    model = MODELS.build(cfg.model)
+    cfg, model = model_from_config(path, options, clear_pretrained=True)  # no weights are needed to count
     backbone = getattr(model, 'backbone', model)
     if shape is None:  # the backbone's own input size, from the config or the module
         backbone_cfg = cfg.model.get('backbone', cfg.model)

@@ -57,10 +57,10 @@ def _context(args: argparse.Namespace, num_classes: int):
 
             names = read_label_map(args.label_map)
         return names, None
-    from dna_mm.analysis.models import load_config
     from dna_mm.apis.inference import resolve_class_names
+    from dna_mm.build import read_config
 
-    cfg = load_config(args.config, args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options)
     pipeline = cfg.test_dataloader.dataset.pipeline if cfg.get('test_dataloader') else None
     try:
         names = resolve_class_names(cfg, num_classes, args.label_map)

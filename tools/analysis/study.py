@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from dna_mm.analysis.study import ClipSet
 
 REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
-#: the keys of ``dna_mm.models.attention.builder.SHORT_NAMES`` (a test keeps them equal)
+#: the shipped members' short names, ``dna_mm.models.attention.short_names()`` (a test keeps them equal)
 ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
 CONFIG = 'configs/timesformer_dna_demo.py'
 #: --likeness → the MotionDatasetSpec fields that make the held-out distractors like the target

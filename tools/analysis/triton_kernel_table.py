@@ -6,7 +6,8 @@
 
 One markdown row per kernel: the launch configuration the device would use, ``metadata.shared``
 (bytes), registers and spill stores / loads from the bundled ``ptxas -v``, and the count of
-tensor-core instructions (``mma`` / ``wgmma``) in the PTX (``docs/triton_kernel.md``).
+tensor-core instructions (``mma`` / ``wgmma``) in the PTX (``docs/triton_kernel.md``). The work:
+``dna_mm/benchmarks/kernels.py``.
 """
 
 from __future__ import annotations
@@ -25,33 +26,9 @@ def main() -> None:
     )
     p.add_argument('--head-dims', nargs='+', type=int, default=[32, 64, 128])
     args = p.parse_args()
-    import torch
+    from dna_mm.benchmarks.kernels import kernel_table
 
-    from dna_mm.ops import (
-        compile_kernels,
-        launch_configs,
-        resource_usage,
-        shared_memory_limit,
-        tensor_core_instructions,
-    )
-
-    print('| target | dtype | d | kernel | config | shared B (limit) | regs | spill st / ld B | mma |')
-    print('|---|---|---|---|---|---|---|---|---|')
-    for cap_text in args.capabilities:
-        cap = (int(cap_text[:-1]), int(cap_text[-1]))
-        for name in args.dtypes:
-            torch.backends.cuda.matmul.allow_tf32 = name.endswith('+tf32')
-            dtype = getattr(torch, name.split('+')[0])
-            for d in args.head_dims:
-                configs = launch_configs(cap, dtype, d)
-                for kernel_name, kernel in compile_kernels(cap, dtype, d).items():
-                    use = resource_usage(kernel)
-                    print(
-                        f'| sm{cap_text} | {name} | {d} | {kernel_name} | {tuple(configs[kernel_name])} | '
-                        f'{kernel.metadata.shared:,} ({shared_memory_limit(cap):,}) | {use.registers} | '
-                        f'{use.spill_stores} / {use.spill_loads} | {tensor_core_instructions(kernel)} |',
-                        flush=True,
-                    )
+    kernel_table(args.capabilities, args.dtypes, args.head_dims)
 
 
 if __name__ == '__main__':

@@ -20,6 +20,7 @@ from vitdet_reference import (
 )
 
 import dna_mm  # noqa: F401  (registers the mmdet-scope modules)
+from dna_mm.models.attention import DnAAttention, SoftmaxAttention
 from dna_mm.models.backbones.vitdet import ViTDet, load_pretrained
 from dna_mm.models.layers.positions import (
     abs_pos_grid,
@@ -28,7 +29,6 @@ from dna_mm.models.layers.positions import (
     resize_pos_embed,
     resize_rel_pos,
 )
-from dna_mm.models.attention import DnAAttention, SoftmaxAttention
 from dna_mm.models.layers.vitdet_attention import GridForm, vitdet_attention
 from dna_mm.models.layers.window import window_partition, window_unpartition
 

@@ -1,4 +1,4 @@
-"""tools/fetch_sdist.py: an sdist taken from the index's simple page without running its setup.py
+"""scripts/install/fetch_sdist.py: an sdist taken from the index's simple page without running its setup.py
 (pip's download would, and mmcv 2.0.1's fails on Python 3.13), its sha256 checked. A simple
 index on disk stands for the index."""
 
@@ -9,7 +9,7 @@ import hashlib
 import pytest
 from conftest import load_tool
 
-fs = load_tool('tools/fetch_sdist.py')
+fs = load_tool('scripts/install/fetch_sdist.py')
 
 
 def _index(tmp_path, data: bytes, sha: str) -> str:
@@ -57,7 +57,7 @@ def test_names_are_matched_as_the_index_normalises_them() -> None:
     )
 
 
-#: the lines of mmcv 2.0.1's setup.py that tools/mmcv_sdist.sh patches, as the sdist has them
+#: the lines of mmcv 2.0.1's setup.py that scripts/install/mmcv_sdist.sh patches, as the sdist has them
 MMCV_SETUP = """def get_version():
     with open(version_file) as f:
         exec(compile(f.read(), version_file, 'exec'))
@@ -68,7 +68,7 @@ MMCV_SETUP = """def get_version():
 
 
 def test_the_mmcv_source_is_fetched_and_patched_for_cpp20_and_python_3_13(tmp_path) -> None:
-    """``mmcv_sdist`` (tools/mmcv_sdist.sh, what both mmcv builds use) on an index that holds a
+    """``mmcv_sdist`` (scripts/install/mmcv_sdist.sh, what both mmcv builds use) on an index that holds a
     tarball laid out as mmcv's sdist is."""
     import io
     import subprocess
@@ -84,7 +84,7 @@ def test_the_mmcv_source_is_fetched_and_patched_for_cpp20_and_python_3_13(tmp_pa
         tar.addfile(info, io.BytesIO(MMCV_SETUP.encode()))
     data = buf.getvalue()
     index = _index(tmp_path, data, hashlib.sha256(data).hexdigest())
-    script = f'source tools/mmcv_sdist.sh && mmcv_sdist {sys.executable} 2.0.1 {tmp_path / "build"}'
+    script = f'source scripts/install/mmcv_sdist.sh && mmcv_sdist {sys.executable} 2.0.1 {tmp_path / "build"}'
     out = subprocess.run(
         ['bash', '-c', script],
         cwd=REPO,

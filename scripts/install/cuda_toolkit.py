@@ -1,10 +1,10 @@
 """How mmcv's ops are compiled on this machine: the CUDA architectures and the nvcc.
 
-usage: python tools/cuda_toolkit.py plan [--archs "8.0 9.0"]
-       python tools/cuda_toolkit.py toolkit [--cuda X.Y] [--cache DIR]
-       python tools/cuda_toolkit.py check [--archs "8.0 9.0"]
+usage: python scripts/install/cuda_toolkit.py plan [--archs "8.0 9.0"]
+       python scripts/install/cuda_toolkit.py toolkit [--cuda X.Y] [--cache DIR]
+       python scripts/install/cuda_toolkit.py check [--archs "8.0 9.0"]
 
-``plan`` prints shell assignments for ``tools/install_env.sh`` (``eval``-ed there):
+``plan`` prints shell assignments for ``scripts/install/install_env.sh`` (``eval``-ed there):
 
 - ``MMCV_CUDA``: torch's CUDA version (``13.0``), or empty for ops built for the CPU only;
 - ``MMCV_ARCHS``: the architectures, as ``TORCH_CUDA_ARCH_LIST`` takes them (``8.0;9.0``): those

@@ -1,4 +1,5 @@
-"""tools/analysis/benchmark_attention.py stays runnable (one step per method, no timing claims)."""
+"""dna_mm.benchmarks.attention (tools/analysis/benchmark_attention.py's work) stays runnable: one
+step per method, no timing claims; the tool's copies of its shapes and methods equal its own."""
 
 from __future__ import annotations
 
@@ -8,14 +9,24 @@ import pytest
 import torch
 from conftest import load_tool
 
+from dna_mm.benchmarks import attention as bench
 
-@pytest.fixture(scope='module')
-def bench():
-    return load_tool('tools/analysis/benchmark_attention.py')
+
+def test_the_tools_choices_are_the_benchmarks() -> None:
+    tool = load_tool('tools/analysis/benchmark_attention.py')
+    assert tool.SHAPES == tuple(bench.SHAPES) and tool.DEFAULT_SHAPES == bench.DEFAULT_SHAPES
+    assert tool.METHODS == tuple(bench.METHODS) and tool.DEFAULT_METHODS == bench.DEFAULT_METHODS
+
+
+def test_the_cpu_peaks_come_from_fresh_processes() -> None:
+    """CPU, real shapes: the times from one fresh process, each method's peak memory from its own."""
+    rows = bench.measure('cpu', 'temporal', ['softmax', 'dna_fast'], 1, 'float32', 'core', 1)
+    assert set(rows) == {'softmax', 'dna_fast'}
+    assert all(r['ms'] > 0 and r['peak_mb'] >= 0 for r in rows.values())
 
 
 @pytest.mark.parametrize('scope', ['core', 'module'])
-def test_every_method_steps_and_tabulates(bench, scope: str) -> None:
+def test_every_method_steps_and_tabulates(scope: str) -> None:
     # the Triton kernel at this real shape would run minutes in the interpreter: the tiny shapes below
     methods = [m for m in bench.METHODS if m not in bench.KERNEL_METHODS]
     ms = bench.time_worker('cpu', 'temporal', methods, reps=1, dtype='float32', scope=scope)
@@ -26,7 +37,7 @@ def test_every_method_steps_and_tabulates(bench, scope: str) -> None:
 
 
 @pytest.mark.parametrize('scope', ['core', 'module'])
-def test_the_vitdet_global_shape_attends_with_its_bias_at_tiny_sizes(bench, scope: str) -> None:
+def test_the_vitdet_global_shape_attends_with_its_bias_at_tiny_sizes(scope: str) -> None:
     """--tiny: every method runs the biased shape (DnA with one bias per branch), and the bias
     changes the output (it reaches the logits)."""
     methods = bench.methods_on('cpu', list(bench.METHODS))
@@ -44,7 +55,7 @@ def test_the_vitdet_global_shape_attends_with_its_bias_at_tiny_sizes(bench, scop
 
 
 @pytest.mark.parametrize('method', ['softmax', 'dna_fast', 'dna_eager'])
-def test_core_scope_replaces_the_input_projections(bench, method: str) -> None:
+def test_core_scope_replaces_the_input_projections(method: str) -> None:
     """Core scope: gradients reach the projection stand-ins, the token input is not used."""
     step = bench.build_step('cpu', 'temporal', method, 'float32', 'core')
     step()
@@ -53,7 +64,7 @@ def test_core_scope_replaces_the_input_projections(bench, method: str) -> None:
     assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in leaves)
 
 
-def test_core_scope_inputs_are_in_the_benchmark_dtype(bench) -> None:
+def test_core_scope_inputs_are_in_the_benchmark_dtype() -> None:
     """bf16 benchmark, core scope: every method (the Triton kernel included, which autocast
     does not cast) gets bf16 leaves; the SDPA ones step."""
     for method in bench.METHODS:

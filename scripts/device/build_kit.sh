@@ -2,12 +2,12 @@
 # Build the device kit: .device/wheels/, Python 3.12 wheels of everything dna_mm needs on a GPU
 # machine whose image (requirements/device-image.txt) lacks it, and dna_mm's own wheel.
 #
-#   make device-kit                      # what it runs: bash tools/device/build_kit.sh
+#   make device-kit                      # what it runs: bash scripts/device/build_kit.sh
 #
 # The wheels are fetched from the package index for CPython 3.12 on manylinux x86-64 (pinned in
 # requirements/device-kit.txt; cached in ${DNA_MM_CACHE:-~/.cache/dna_mm}/device-wheels), so the
 # kit can be built on any machine with pip. The kit must stay under 48 MiB: it travels with the
-# working tree, whose limit is 64 MiB. tools/device/gpu_check.sh installs it offline.
+# working tree, whose limit is 64 MiB. scripts/device/gpu_check.sh installs it offline.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

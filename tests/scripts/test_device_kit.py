@@ -1,4 +1,4 @@
-"""The device kit (``make device-kit``) covers what ``tools/device/gpu_check.sh`` imports on a GPU
+"""The device kit (``make device-kit``) covers what ``scripts/device/gpu_check.sh`` imports on a GPU
 machine: every package the kit carries has its requirements met by the kit or the machine's image
 (``requirements/device-image.txt``), and every module the check's commands import when their
 files load (followed through dna_mm's own modules and the test helpers) comes from the standard
@@ -108,8 +108,8 @@ def test_every_kit_package_has_its_requirements_on_the_machine() -> None:
 # -- what the check's commands import -----------------------------------------------------------
 def entry_points() -> list[tuple[str, Path | str]]:
     """``(kind, file or code)`` of every Python the check runs, in both profiles."""
-    check = load_tool('tools/device/gpu_check.py')
-    found: list[tuple[str, Path | str]] = [('file', REPO / 'tools/device/gpu_check.py')]
+    check = load_tool('scripts/device/gpu_check.py')
+    found: list[tuple[str, Path | str]] = [('file', REPO / 'scripts/device/gpu_check.py')]
     for profile in ('gpu', 'rehearsal'):
         ctx = check.Context(profile, Path('/out'), Path('/scratch'), 1)
         for step in check.STEPS:
@@ -235,7 +235,7 @@ def test_the_scan_catches_an_import_the_machine_lacks() -> None:
 
 def test_every_test_that_uses_cuda_is_in_the_check() -> None:
     """A test module that asks for CUDA belongs in gpu_check's CUDA_TEST_PATHS (else no GPU runs it)."""
-    check = load_tool('tools/device/gpu_check.py')
+    check = load_tool('scripts/device/gpu_check.py')
     listed = [REPO / p for p in check.CUDA_TEST_PATHS]
     users = [
         p
@@ -245,13 +245,13 @@ def test_every_test_that_uses_cuda_is_in_the_check() -> None:
     ]
     assert users
     outside = [str(p.relative_to(REPO)) for p in users if not any(p == q or q in p.parents for q in listed)]
-    assert not outside, f'tests that use CUDA but that tools/device/gpu_check.py does not run: {outside}'
+    assert not outside, f'tests that use CUDA but that scripts/device/gpu_check.py does not run: {outside}'
 
 
 def test_the_steps_fit_one_call_on_a_lent_gpu() -> None:
     """Every step has a cap in both profiles, and on a GPU the caps add up to ``GPU_CAPS_S`` at
     most, which with the kit's install fits one call of a lent GPU (600 s at most)."""
-    check = load_tool('tools/device/gpu_check.py')
+    check = load_tool('scripts/device/gpu_check.py')
     assert all(set(step.caps) == {'gpu', 'rehearsal'} for step in check.STEPS)
     assert sum(step.caps['gpu'] for step in check.STEPS) <= check.GPU_CAPS_S <= 600 - 40
     assert [s.name for s in check.STEPS][-1] == 'compiled'  # the compiler's time cuts nothing short
@@ -260,7 +260,7 @@ def test_the_steps_fit_one_call_on_a_lent_gpu() -> None:
 def test_the_train_step_table_adds_the_gpu_busy_time_where_it_was_profiled() -> None:
     """``benchmark_train_step.py --kernels`` rows (GPU busy time, kernels launched) become two
     more columns of the report's table; rows without them keep the plain table."""
-    check = load_tool('tools/device/gpu_check.py')
+    check = load_tool('scripts/device/gpu_check.py')
     row = dict(config='a.py', params=121.6e6, step_s=0.1, peak_bytes=2**30, per_s=80.0)
     profiled = [
         dict(row, gpu_busy_s=0.04, kernels=1234),

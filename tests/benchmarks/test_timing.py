@@ -1,10 +1,12 @@
-"""dna_mm.utils.timing: the calls take turns, warm-up rounds are run and not kept."""
+"""dna_mm.benchmarks.timing: the calls take turns, warm-up rounds are run and not kept."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from dna_mm.utils.timing import Sample, in_order, median_ms, rotated, time_in_turns
+from dna_mm.benchmarks.timing import Sample, in_fresh_process, in_order, median_ms, rotated, time_in_turns
 
 
 def test_calls_take_turns_and_the_warmup_is_not_kept() -> None:
@@ -26,3 +28,9 @@ def test_in_order_and_the_median() -> None:
     assert in_order(5, ['x', 'y']) == ['x', 'y'] and rotated(-1, [1, 2, 3]) == [3, 1, 2]
     samples = [Sample(wall=w, cpu=2 * w) for w in (0.003, 0.001, 0.002)]
     assert median_ms(samples) == pytest.approx(2.0) and median_ms(samples, 'cpu') == pytest.approx(4.0)
+
+
+def test_a_fresh_process_sends_its_result_back_and_its_failure_whole() -> None:
+    assert in_fresh_process(math.sqrt, 4.0) == 2.0
+    with pytest.raises(RuntimeError, match=r'(?s)sqrt\(-1.0,\) failed:.*ValueError: math domain error'):
+        in_fresh_process(math.sqrt, -1.0)

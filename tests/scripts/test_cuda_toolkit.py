@@ -1,4 +1,4 @@
-"""tools/cuda_toolkit.py: which architectures mmcv's ops are compiled for and by which nvcc
+"""scripts/install/cuda_toolkit.py: which architectures mmcv's ops are compiled for and by which nvcc
 (the system's when its release is torch's CUDA, else the index's wheels), the cached wheel's key,
 and the one-line mistakes. Fake nvcc scripts stand for the system's toolkits."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, load_tool
 
-tk = load_tool('tools/cuda_toolkit.py')
+tk = load_tool('scripts/install/cuda_toolkit.py')
 
 
 def _nvcc(folder: Path, release: str) -> Path:
@@ -122,7 +122,7 @@ def test_one_cuda_home_is_assembled_from_the_wheels_trees(tmp_path) -> None:
 
 @pytest.mark.integration
 def test_the_plan_is_shell_assignments_and_a_mistake_one_line(tmp_path) -> None:
-    tool = [sys.executable, str(REPO / 'tools' / 'cuda_toolkit.py'), 'plan']
+    tool = [sys.executable, str(REPO / 'scripts' / 'install' / 'cuda_toolkit.py'), 'plan']
     ok = subprocess.run([*tool, '--archs', '9.0'], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     script = f'{ok.stdout}\necho "$MMCV_ARCHS|$MMCV_KEY"'
@@ -139,7 +139,7 @@ def test_the_check_fails_the_install_when_the_ops_lack_the_cuda_asked_for() -> N
 
     if get_compiling_cuda_version() != 'not available':
         pytest.skip("this environment's mmcv ops have CUDA")
-    cmd = [sys.executable, str(REPO / 'tools' / 'cuda_toolkit.py'), 'check']
+    cmd = [sys.executable, str(REPO / 'scripts' / 'install' / 'cuda_toolkit.py'), 'check']
     assert subprocess.run([*cmd, '--archs', ''], capture_output=True, text=True).returncode == 0
     bad = subprocess.run([*cmd, '--archs', '9.0'], capture_output=True, text=True)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -2,8 +2,8 @@
 """The GPU check's steps: correctness, the attention benchmark, train steps and the real tools,
 each under its own time cap, each result written to ``OUT`` as soon as the step ends.
 
-    bash tools/device/gpu_check.sh [--only STEP ...]   # on the GPU machine: installs the kit, runs this
-    python tools/device/gpu_check.py --out DIR [--profile gpu|rehearsal] [--only STEP ...]
+    bash scripts/device/gpu_check.sh [--only STEP ...]   # on the GPU machine: installs the kit, runs this
+    python scripts/device/gpu_check.py --out DIR [--profile gpu|rehearsal] [--only STEP ...]
 
 Steps (``STEPS``; a step that fails or runs out of time is recorded, and the next one runs):
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Create (or complete) the project environment in .venv/ on a fresh machine.
 #
-#   bash tools/install_env.sh                                    # what `make install` runs
-#   PYTHON=python3.12 VENV=.venv-python3.12 bash tools/install_env.sh   # `make install PYTHON=python3.12`
+#   bash scripts/install/install_env.sh                                    # what `make install` runs
+#   PYTHON=python3.12 VENV=.venv-python3.12 bash scripts/install/install_env.sh   # `make install PYTHON=python3.12`
 #
 # Steps: venv -> build tools + torch/torchvision (index builds) -> mmcv with compiled ops
 # (cached wheel, or built from the sdist once and cached) -> the rest of the stack, pinned by
 # requirements/lock.txt -> dna_mm in editable mode.  Each step is skipped when already done.
 #
-# mmcv's ops (tools/cuda_toolkit.py plan): CUDA for the GPUs torch sees, or for those named
+# mmcv's ops (scripts/install/cuda_toolkit.py plan): CUDA for the GPUs torch sees, or for those named
 # (MMCV_CUDA_ARCHS="8.0 9.0", e.g. on a login node without a GPU), else the CPU only; compiled by
 # the system's nvcc when its release is torch's CUDA, else by nvcc from the index's wheels for
 # that CUDA (<cache>/cuda/X.Y), so that no system toolkit is needed. After the install, one line
@@ -21,22 +21,22 @@
 #
 # Cache: ${DNA_MM_CACHE:-$HOME/.cache/dna_mm}/wheels/mmcv-<mmcv>-torch<torch>[-cu<XY>-sm<archs>]-<pytag>/
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 VENV=${VENV:-.venv}
 # an interpreter that answers -V (a pyenv shim of an installed, not activated version falls back
-# to pyenv's copy; none: one line naming PYTHON): tools/find_python.sh; default python3.11, else python3
+# to pyenv's copy; none: one line naming PYTHON): scripts/install/find_python.sh; default python3.11, else python3
 if [ -n "${PYTHON:-}" ]; then
-  PYTHON=$(bash tools/find_python.sh "$PYTHON" PYTHON) || exit 1
+  PYTHON=$(bash scripts/install/find_python.sh "$PYTHON" PYTHON) || exit 1
 else
-  PYTHON=$(bash tools/find_python.sh python3.11 PYTHON 2>/dev/null || bash tools/find_python.sh python3 PYTHON) || exit 1
+  PYTHON=$(bash scripts/install/find_python.sh python3.11 PYTHON 2>/dev/null || bash scripts/install/find_python.sh python3 PYTHON) || exit 1
 fi
 CACHE=${DNA_MM_CACHE:-$HOME/.cache/dna_mm}
 MMCV_VERSION=$(sed -n 's/^mmcv==\(.*\)$/\1/p' requirements/lock.txt)
 TORCH_VERSION=$(sed -n 's/^torch==\(.*\)$/\1/p' requirements/lock.txt)
 
 log() { printf '[install_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
-source tools/mmcv_sdist.sh
+source scripts/install/mmcv_sdist.sh
 
 "$PYTHON" - <<'PY' || { echo "install_env: Python 3.11, 3.12 or 3.13 is required (found $("$PYTHON" -V 2>&1), set PYTHON=...)" >&2; exit 1; }
 import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)) else 1)
@@ -76,7 +76,7 @@ if [ "${MMCV_OPS:-1}" = 0 ]; then
   exit 0
 fi
 
-PLAN=$("$PY" tools/cuda_toolkit.py plan) || exit 1
+PLAN=$("$PY" scripts/install/cuda_toolkit.py plan) || exit 1
 eval "$PLAN"
 if [ -n "$MMCV_ARCHS" ]; then
   log "mmcv ops: CUDA $MMCV_CUDA for ${MMCV_ARCHS//;/ } (nvcc: $MMCV_NVCC)"
@@ -101,7 +101,7 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
     if [ -n "$MMCV_ARCHS" ]; then
       if [ "$MMCV_NVCC" = index ]; then
         export CUDA_HOME
-        CUDA_HOME=$("$PY" tools/cuda_toolkit.py toolkit --cuda "$MMCV_CUDA" --cache "$CACHE") || exit 1
+        CUDA_HOME=$("$PY" scripts/install/cuda_toolkit.py toolkit --cuda "$MMCV_CUDA" --cache "$CACHE") || exit 1
         log "nvcc from the index's wheels for CUDA $MMCV_CUDA: $CUDA_HOME"
       else
         export CUDA_HOME=${MMCV_NVCC%/bin/nvcc}
@@ -121,7 +121,7 @@ if ! "$PY" -c "import mmcv, mmcv.ops, sys; sys.exit(mmcv.__version__ != '$MMCV_V
   "${PIP[@]}" install -q --force-reinstall --no-deps "$WHEEL"  # over an mmcv 2.0.1 built for other archs
   echo "$MMCV_KEY" > "$VENV/.mmcv_key"
 fi
-"$PY" tools/cuda_toolkit.py check --archs "$MMCV_ARCHS" || exit 1
+"$PY" scripts/install/cuda_toolkit.py check --archs "$MMCV_ARCHS" || exit 1
 
 log "OpenMMLab stack + test tools"
 "${PIP[@]}" install -q "${CONSTRAINTS[@]}" -r requirements/runtime.txt -r requirements/optional.txt -r requirements/tests.txt -r requirements/lint.txt

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make device-rehearsal: tools/device/gpu_check.sh on this CPU, before it ever meets a GPU, in a
+# make device-rehearsal: scripts/device/gpu_check.sh on this CPU, before it ever meets a GPU, in a
 # Python 3.12 environment built like the GPU machines' image (requirements/device-image.txt:
 # torch 2.11, triton 3.6, numpy 2, ...; cached in ${DNA_MM_CACHE:-~/.cache/dna_mm}/device-rehearsal)
 # plus the kit, installed with no package index reachable (a network namespace without a network
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 
 CACHE=${DNA_MM_CACHE:-$HOME/.cache/dna_mm}
 ENV=$CACHE/device-rehearsal/venv
-PY312=${PYTHON312:-$(bash tools/find_python.sh python3.12 PYTHON312)} || exit 1
+PY312=${PYTHON312:-$(bash scripts/install/find_python.sh python3.12 PYTHON312)} || exit 1
 OUT=${OUT:-work_dirs/device-rehearsal/out}
 log() { printf '[device-rehearsal %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
@@ -37,6 +37,6 @@ export PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_INDEX_URL=http://127.0.0.1:9
 export PYTHON="$ENV/bin/python" OUT DNA_MM_KIT_SITE=${DNA_MM_KIT_SITE:-/tmp/dna_mm_kit_rehearsal}
 start=$(date +%s)
 status=0
-"${offline[@]}" bash tools/device/gpu_check.sh --profile rehearsal "$@" || status=$?
+"${offline[@]}" bash scripts/device/gpu_check.sh --profile rehearsal "$@" || status=$?
 log "gpu_check.sh exited with status $status after $(( $(date +%s) - start )) s; results in $OUT"
 exit $status

@@ -9,12 +9,19 @@ A call's :class:`Sample` holds its wall time (``time.perf_counter``), this proce
 (``time.process_time``: decoding threads count, worker processes do not), what the call
 returned and, with ``cuda=True``, the peak CUDA memory allocated during it (the device is
 synchronised before and after the call, inside the timed span: kernels are asynchronous).
+:func:`in_fresh_process` runs a measurement in a new interpreter, where a memory peak
+(``ru_maxrss``) is the measurement's own.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import queue as queues
 import statistics
+import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, Optional, Sequence, TypeVar
 
@@ -93,3 +100,39 @@ def time_in_turns(
 def median_ms(samples: Sequence[Sample], clock: str = 'wall') -> float:
     """The median of the samples' ``clock`` (``'wall'`` or ``'cpu'``), in milliseconds."""
     return 1000 * statistics.median(getattr(s, clock) for s in samples)
+
+
+def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a new interpreter (``spawn``), its result sent back: a peak of the
+    process's memory (``ru_maxrss``) measured there is the call's own. ``fn`` and its arguments
+    must pickle (a module-level function); what the process prints is kept out of the caller's
+    output. A failure is a ``RuntimeError`` with the process's traceback and the end of its output."""
+    ctx = multiprocessing.get_context('spawn')
+    results = ctx.Queue()
+    with tempfile.NamedTemporaryFile('w+', suffix='.log') as log:
+        proc = ctx.Process(target=_child, args=(results, log.name, fn, args))
+        proc.start()
+        while True:
+            try:
+                ok, value = results.get(timeout=1)
+                break
+            except queues.Empty:
+                if not proc.is_alive():  # killed (out of memory) before it could answer
+                    ok, value = False, f'the process ended with status {proc.exitcode}'
+                    break
+        proc.join()
+        if not ok:
+            raise RuntimeError(f'{fn.__name__}{args} failed:\n{value}\n{log.read()[-2000:]}')
+    return value
+
+
+def _child(results: Any, log: str, fn: Callable[..., Any], args: tuple) -> None:
+    """The fresh process of :func:`in_fresh_process`: its output to ``log``, ``(ok, value)`` to
+    ``results``."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    try:
+        results.put((True, fn(*args)))
+    except BaseException:  # noqa: BLE001 (sent back whole: the caller raises it)
+        results.put((False, traceback.format_exc()))

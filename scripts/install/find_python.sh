@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The path of a Python interpreter that runs, for NAME (python3.12, a path, ...), on stdout.
 #
-#   bash tools/find_python.sh NAME [VARIABLE]      # VARIABLE: what the user sets instead (PYTHON)
+#   bash scripts/install/find_python.sh NAME [VARIABLE]      # VARIABLE: what the user sets instead (PYTHON)
 #
 # NAME is taken only after it has answered `-V`: a pyenv shim whose version is installed but not
 # activated ("pyenv: python3.12: command not found") does not answer, and then pyenv's installed

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check in one call: install the device kit (.device/, `make device-kit`) offline into a
-# private folder, print the versions and the GPU, then run tools/device/gpu_check.py's steps
+# private folder, print the versions and the GPU, then run scripts/device/gpu_check.py's steps
 # (tests, attention benchmark, train steps, the real tools, the detector, compiled steps), each
 # under its own time cap, each result written to $OUT as it ends. From the repository root of a
 # copy that carries .device:
 #
-#   bash tools/device/gpu_check.sh [--only STEP ...]      # results in $OUT (default work_dirs/gpu_check/out)
+#   bash scripts/device/gpu_check.sh [--only STEP ...]      # results in $OUT (default work_dirs/gpu_check/out)
 #
 # The working tree's dna_mm is imported (a fix travels without rebuilding the kit); the kit's
 # dna_mm wheel is installed beside it as a packaging check. PYTHON (default python3) is the
@@ -38,4 +38,4 @@ export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 echo "gpu_check: kit installed into $SITE in $(( $(date +%s) - start )) s ($(ls .device/wheels | wc -l) wheels)"
 "$PYTHON" -c 'import sys, torch; print("Python", sys.version.split()[0], "| torch", torch.__version__,
 "| CUDA", torch.version.cuda, "|", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'
-exec "$PYTHON" tools/device/gpu_check.py --out "$OUT" --install-seconds $(( $(date +%s) - start )) "$@"
+exec "$PYTHON" scripts/device/gpu_check.py --out "$OUT" --install-seconds $(( $(date +%s) - start )) "$@"

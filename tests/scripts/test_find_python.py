@@ -1,4 +1,4 @@
-"""tools/find_python.sh: an interpreter is taken only after it answers ``-V``; a pyenv shim of a
+"""scripts/install/find_python.sh: an interpreter is taken only after it answers ``-V``; a pyenv shim of a
 version that is installed but not activated (the shim fails) falls back to pyenv's installed
 copy; with none, one line names the variable to set. A failing shim on PATH, as pyenv writes one."""
 
@@ -24,7 +24,7 @@ def _find(name: str, tmp_path: Path, root: Path, *var: str) -> subprocess.Comple
     shim.write_text(SHIM)
     shim.chmod(0o755)
     env = dict(os.environ, PATH=f'{bin_dir}:/usr/bin:/bin', PYENV_ROOT=str(root))
-    cmd = ['bash', str(REPO / 'tools' / 'find_python.sh'), name, *var]
+    cmd = ['bash', str(REPO / 'scripts' / 'install' / 'find_python.sh'), name, *var]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
 

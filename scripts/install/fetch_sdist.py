@@ -1,6 +1,6 @@
 """Fetch a package's source distribution from the package index without running it.
 
-usage: python tools/fetch_sdist.py NAME==VERSION DEST_DIR
+usage: python scripts/install/fetch_sdist.py NAME==VERSION DEST_DIR
 
 ``pip download --no-binary`` prepares the sdist's metadata, that is, it runs its ``setup.py``
 before anything can patch it; mmcv 2.0.1's fails on Python 3.13 (its version read, PEP 667).

@@ -1,0 +1,324 @@
+"""The attention family's fwd+bwd time and peak memory at TimeSformer-B shapes (and ViTDet-B's
+global blocks): the work of ``tools/analysis/benchmark_attention.py``, whose docstring says what
+is measured and how (scopes, methods, the ratios to softmax).
+
+:func:`build_step` makes one method's step at one shape; :func:`measure` times the methods of a
+(device, scope, shape) in turns (:mod:`.timing`) and takes each one's peak memory, on the CPU in
+fresh processes (:func:`~.timing.in_fresh_process`); :func:`table` is the markdown table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import resource
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from mmengine.registry import MODELS
+
+from ..models.attention import AttentionBase
+from ..ops import kernel_available
+from .timing import in_fresh_process, median_ms, time_in_turns
+
+SHAPES = {
+    'spatial': (8, 197),
+    'temporal': (196, 8),
+    'joint': (1, 1569),
+    'vitdet_global': (1, 4096),
+}  # ViTDet-B's global blocks at 1024² (opt-in: --shapes)
+DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
+BIASED_SHAPES = {'vitdet_global'}  # attend with a float logit bias (ViTDet's decomposed rel-pos)
+#: ``--tiny``: a few tokens per shape, C = 64 in 2 heads of 32 (checks the paths; no benchmark)
+TINY_SHAPES = {'spatial': (2, 17), 'temporal': (16, 2), 'joint': (1, 33), 'vitdet_global': (1, 64)}
+METHODS = {
+    'softmax': dict(type='SoftmaxAttention'),
+    'dna_fast': dict(type='DnAAttention'),
+    'dna_folded': dict(type='DnAAttention'),
+    'dna_eager': dict(type='DnAAttention', fused_attn=False),
+    'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
+    'diff': dict(type='DiffAttention'),
+    'cog': dict(type='CogAttention'),
+    'dna_2h': dict(type='DnAAttention', kernel='sdpa_2h'),  # both branches in one SDPA call over 2H heads
+    'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel
+}
+KERNEL_METHODS = {'dna_triton'}  # run where the kernel runs: CUDA, or the CPU under TRITON_INTERPRET=1
+DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
+C, H = 768, 12
+TINY_C, TINY_H = 64, 2
+
+
+def dims(tiny: bool = False) -> tuple[int, int, dict[str, tuple[int, int]]]:
+    """``(C, H, shapes)``: the real sizes, or the ``--tiny`` ones."""
+    return (TINY_C, TINY_H, TINY_SHAPES) if tiny else (C, H, SHAPES)
+
+
+def methods_on(device: str, methods: list[str]) -> list[str]:
+    """``methods`` less the Triton kernel where it cannot run (a CPU without the interpreter)."""
+    if not KERNEL_METHODS & set(methods):
+        return methods
+    return [m for m in methods if m not in KERNEL_METHODS or kernel_available(torch.device(device))]
+
+
+def _sync(device: str) -> None:
+    if device == 'cuda':
+        torch.cuda.synchronize()
+
+
+def _given(out: torch.Tensor) -> torch.nn.Module:
+    """A module standing in for a projection in the core scope: returns ``out``, a fixed leaf of
+    its output."""
+
+    class Given(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = out
+
+        def forward(self, _x: torch.Tensor) -> torch.Tensor:
+            return self.out
+
+    return Given()
+
+
+def folded_heads(module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``-Q-`` and ``α V-`` ``[B, N, C]`` of a Q±V± module with the sign and α folded into the
+    projection weights (``α`` repeated over each head's channels)."""
+    a = module.alpha.repeat_interleave(module.head_dim)  # [C]
+    q_min = F.linear(x, -module.q_neg.weight, -module.q_neg.bias)
+    return q_min, F.linear(x, module.v_neg.weight * a[:, None], module.v_neg.bias * a)
+
+
+def build_step(
+    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1, tiny: bool = False
+) -> Callable[[], None]:
+    """A fwd+bwd step of one method at one shape (gradients cleared first).
+
+    ``scope='module'``: the whole module (projections included) on tokens ``[B, N, C]``;
+    ``scope='core'``: everything between the projections and the output projection. The
+    input projections are replaced by fixed leaves of their outputs (``[B, N, k·C]``), so the
+    module's own code splits the heads and each method meets the memory layouts, and pays
+    the gradient handling, that it has in a model. The leaves are in ``dtype`` (what the
+    projections give under autocast), so every method, SDPA or not (the Triton kernel is a
+    custom operator that autocast does not cast), computes in the benchmark dtype. A shape in
+    ``BIASED_SHAPES`` attends with a fixed float bias ``[1, H, N, N]`` in ``dtype`` (DnA: one
+    per branch). ``step.clear()`` releases the gradients a step leaves.
+    """
+    torch.manual_seed(0)
+    torch_dtype = getattr(torch, dtype)
+    c, h, shapes = dims(tiny)
+    b, n = shapes[shape]
+    b *= clips
+    module = MODELS.build(dict(METHODS[method], embed_dims=c, num_heads=h)).to(device)
+    x = torch.randn(b, n, c, device=device, requires_grad=True)
+    bias = None
+    if shape in BIASED_SHAPES:  # rel-pos logits of the magnitude ViTDet's reach
+        make = lambda: torch.randn(1, h, n, n, device=device).mul_(2).to(torch_dtype)  # noqa: E731
+        bias = (make(), make()) if method.startswith('dna') else make()
+    leaves: list[torch.Tensor] = []
+    if scope == 'core':
+        with torch.no_grad():
+            outs = {
+                name: layer(x)
+                for name, layer in module.named_children()
+                if isinstance(layer, torch.nn.Linear) and name != 'proj'
+            }
+            if method == 'dna_folded':  # after the fold: -Q- and α V- come out of the projections
+                outs['q_neg'], outs['v_neg'] = folded_heads(module, x)
+        for name, out in outs.items():
+            leaves.append(out.to(torch_dtype).clone().requires_grad_())
+            setattr(module, name, _given(leaves[-1]))
+
+    def folded() -> torch.Tensor:  # [B, H, N, d]
+        q_min, v_min = (module.q_neg(x), module.v_neg(x)) if scope == 'core' else folded_heads(module, x)
+        q, k, v = AttentionBase.project(module, x).values()
+        b_pos, b_neg = bias if bias is not None else (None, None)
+        sdpa = F.scaled_dot_product_attention
+        pos = sdpa(q, k, v, attn_mask=b_pos, scale=module.scale)
+        neg_bias = None if b_neg is None else -b_neg
+        return pos + sdpa(
+            module.split_heads(q_min), k, module.split_heads(v_min), attn_mask=neg_bias, scale=module.scale
+        )
+
+    amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
+
+    def forward() -> torch.Tensor:
+        with amp or contextlib.nullcontext():
+            if method == 'dna_folded':
+                out = folded()
+                return module.proj(module.merge_heads(out)) if scope == 'module' else out
+            if scope == 'module':
+                return module(x, attn_bias=bias)
+            return module.attend(module.project(x), None, bias, not module.fused_attn)[0]
+
+    # the output gradient a model sends back: dense [B, N, C] (through merge_heads in the core
+    # scope), made here so it is an input, not part of a step's peak memory.
+    # (``y.sum().backward()`` would send a stride-0 one, which some backward kernels copy
+    # matrix by matrix.)
+    grad_out = torch.randn(b, n, c, device=device, dtype=torch_dtype)
+    if scope == 'core':
+        grad_out = grad_out.view(b, n, h, c // h).transpose(1, 2)  # [B, H, N, d]
+
+    def clear() -> None:
+        module.zero_grad(set_to_none=True)
+        for t in (x, *leaves):
+            t.grad = None
+
+    def step() -> None:
+        clear()
+        forward().backward(grad_out)
+
+    step.inputs, step.module, step.bias = [x, *leaves], module, bias  # type: ignore[attr-defined]  (inspection)
+    step.clear = clear  # type: ignore[attr-defined]
+    return step
+
+
+def _step_peak_mb(step: Callable[[], None], device: str) -> float:
+    """CUDA: the peak allocated during one ``step`` above what was allocated before it (MB)."""
+    step.clear()  # type: ignore[attr-defined]
+    _sync(device)
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    _sync(device)
+    return max(torch.cuda.max_memory_allocated() - base, 0) / 2**20
+
+
+def time_worker(
+    device: str,
+    shape: str,
+    methods: list[str],
+    reps: int,
+    dtype: str,
+    scope: str,
+    clips: int = 1,
+    tiny: bool = False,
+) -> dict[str, float] | dict[str, dict[str, float]]:
+    """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
+    order every round), so drifting load on a shared machine hits them alike. On CUDA also each
+    step's peak memory: ``{method: {'ms', 'peak_mb'}}``."""
+    steps = {m: build_step(device, shape, m, dtype, scope, clips, tiny) for m in methods}
+    samples = time_in_turns(steps, reps, warmup=2, cuda=device == 'cuda')
+    ms = {m: median_ms(s) for m, s in samples.items()}
+    if device != 'cuda':
+        return ms
+    return {m: dict(ms=ms[m], peak_mb=_step_peak_mb(steps[m], device)) for m in methods}
+
+
+def memory_worker(
+    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1, tiny: bool = False
+) -> float:
+    """Peak memory (MB) of one step above what the module and its inputs hold (own process)."""
+    step = build_step(device, shape, method, dtype, scope, clips, tiny)
+    if device == 'cuda':
+        return _step_peak_mb(step, device)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the first step reaches the peak
+    step()
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base, 0) / 2**20
+
+
+def measure(
+    device: str,
+    shape: str,
+    methods: list[str],
+    reps: int,
+    dtype: str,
+    scope: str,
+    clips: int,
+    tiny: bool = False,
+) -> dict[str, dict[str, float]]:
+    """``{method: {'ms', 'peak_mb'}}``. CUDA: in this process (``max_memory_allocated`` is
+    each step's own). CPU: times from one fresh process, each peak RSS from its own
+    (:func:`~.timing.in_fresh_process`); with ``tiny`` in this process and no memory figure (NaN)."""
+    if device == 'cuda' or tiny:
+        result = time_worker(device, shape, methods, reps, dtype, scope, clips, tiny)
+        if device == 'cuda':
+            torch.cuda.empty_cache()
+            return result
+        return {m: dict(ms=ms, peak_mb=float('nan')) for m, ms in result.items()}
+    timed = in_fresh_process(time_worker, device, shape, methods, reps, dtype, scope, clips)
+    return {
+        m: dict(ms=timed[m], peak_mb=in_fresh_process(memory_worker, device, shape, m, dtype, scope, clips))
+        for m in methods
+    }
+
+
+def table(
+    device: str, rows: dict, methods: list[str], dtype: str, scope: str, clips: int = 1, tiny: bool = False
+) -> str:
+    """The markdown table of one (device, scope): a row per shape of ``rows`` (:func:`measure`'s
+    figures by shape), each method's time and memory as ratios to softmax, DnA's other routes'
+    times as ratios to its fast one."""
+    c, _, shapes = dims(tiny)
+    what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
+    # time ratios to dna_fast
+    versus = [m for m in ('dna_eager', 'dna_folded', 'dna_2h', 'dna_triton') if m in methods]
+    lines = [
+        f'**{device}, {what}** ({dtype}; {device_name(device)}): fwd+bwd time / peak '
+        'memory as ratios to softmax (absolute softmax figures in brackets)',
+        '',
+        '| shape | ' + ' | '.join(methods + [f'DnA {m[4:]} / fast' for m in versus]) + ' |',
+        '|---|' + '---|' * (len(methods) + len(versus)),
+    ]
+    for shape, res in rows.items():
+        ref = res['softmax']
+        cells = []
+        for m in methods:
+            if m == 'softmax':
+                cells.append(f"1.00× [{ref['ms']:.1f} ms, {ref['peak_mb']:.0f} MB]")
+            else:
+                mem = res[m]['peak_mb'] / ref['peak_mb'] if ref['peak_mb'] > 0 else float('nan')
+                cells.append(f"{res[m]['ms'] / ref['ms']:.2f}× / {mem:.2f}× mem")
+        cells += [f"{res[m]['ms'] / res['dna_fast']['ms']:.2f}×" for m in versus]
+        b, n = shapes[shape]
+        label = f'{shape} {[b * clips, n, c]}' + (' + rel-pos bias' if shape in BIASED_SHAPES else '')
+        lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def device_name(device: str) -> str:
+    """The GPU's name, or the CPU's and the threads torch uses."""
+    if device == 'cuda':
+        return torch.cuda.getdevice_name()
+    return f'{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads'
+
+
+def benchmark(
+    devices: list[str],
+    scopes: list[str],
+    shapes: list[str],
+    methods: list[str],
+    reps: int,
+    dtype: str,
+    clips: int = 1,
+    tiny: bool = False,
+    echo: Callable[..., None] = print,
+) -> tuple[list[str], list[dict]]:
+    """Every (device, scope) over ``shapes``: the methods of ``methods`` (softmax and dna_fast
+    always, :data:`METHODS`' order; the Triton kernel only where it runs) measured shape by shape
+    (:func:`measure`), a line per figure and each table said through ``echo`` as they come.
+    Returns the tables (markdown) and the figures (``{device, device_name, scope, rows}`` each)."""
+    c, h, _ = dims(tiny)
+    echo(
+        f'torch {torch.__version__}; fwd+bwd median of {reps}; C={c}, H={h}; {clips} clip(s)'
+        + ('; --tiny: a check of the paths, not a benchmark' if tiny else ''),
+        flush=True,
+    )
+    methods = [m for m in METHODS if m in {'softmax', 'dna_fast', *methods}]
+    tables, figures = [], []
+    for device in devices:
+        for scope in scopes:
+            rows = {}
+            scope_methods = methods_on(device, methods)
+            for shape in shapes:
+                rows[shape] = measure(device, shape, scope_methods, reps, dtype, scope, clips, tiny)
+                for method, r in rows[shape].items():
+                    echo(
+                        f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
+                        f'{r["peak_mb"]:8.1f} MB',
+                        flush=True,
+                    )
+            tables.append(table(device, rows, scope_methods, dtype, scope, clips, tiny))
+            figures.append(dict(device=device, device_name=device_name(device), scope=scope, rows=rows))
+            echo('\n' + tables[-1] + '\n', flush=True)
+    return tables, figures
