@@ -11,37 +11,17 @@ from collections import OrderedDict
 import pytest
 import torch
 from mmengine.registry import MODELS, DefaultScope
+from test_with_attention import TINY_MVIT, TINY_UNIFORMERV2
 
 from dna_mm.errors import ConfigError
 from dna_mm.models.scopes import LIBRARIES, library_registries
 
-TINY_MVIT = dict(
-    arch=dict(num_layers=2, embed_dims=16, num_heads=1, downscale_indices=[1]),
-    spatial_size=32,
-    temporal_size=4,
-    drop_path_rate=0.0,
-)
 #: one config per dna_mm model kind, and with_attention over each library's models
 CASES = {
     'with_attention over mmaction.MViT': dict(
-        type='with_attention', model=dict(type='mmaction.MViT', **TINY_MVIT), attn_cfg='dna'
+        type='with_attention', model=dict(TINY_MVIT, type='mmaction.MViT'), attn_cfg='dna'
     ),
-    'with_attention over UniFormerV2 (only in MMAction2)': dict(
-        type='with_attention',
-        model=dict(
-            type='UniFormerV2',
-            input_resolution=32,
-            patch_size=16,
-            width=32,
-            layers=2,
-            heads=2,
-            n_layers=1,
-            n_dim=32,
-            n_head=2,
-            t_size=4,
-            return_list=[1],
-        ),
-    ),
+    'with_attention over UniFormerV2 (MMAction2 only)': dict(type='with_attention', model=TINY_UNIFORMERV2),
     'with_attention over mmpretrain.VisionTransformer': dict(
         type='with_attention',
         model=dict(
@@ -125,7 +105,7 @@ def test_the_same_model_from_every_registry_and_scope(case: str, no_default_scop
 def test_a_library_registry_builds_its_own_model_without_a_default_scope(no_default_scope) -> None:
     """The failure this fixes: ``mmaction.registry.MODELS`` and a bare ``MViT`` (also an
     MMPretrain model) build MMAction2's, as that registry would on its own."""
-    bare = dict(CASES['with_attention over mmaction.MViT'], model=dict(type='MViT', **TINY_MVIT))
+    bare = dict(CASES['with_attention over mmaction.MViT'], model=TINY_MVIT)  # type='MViT'
     model = _build(bare, 'mmaction', None)
     assert type(model).__module__ == 'mmaction.models.backbones.mvit'
     named = _build(CASES['with_attention over mmaction.MViT'], 'mmengine', None)
@@ -133,7 +113,7 @@ def test_a_library_registry_builds_its_own_model_without_a_default_scope(no_defa
 
 
 def test_a_type_of_several_libraries_asks_which(no_default_scope) -> None:
-    bare = dict(type='with_attention', model=dict(type='MViT', **TINY_MVIT))
+    bare = dict(type='with_attention', model=TINY_MVIT)
     which = r"'MViT' is in mmaction and mmpretrain: say which, as type='mmaction.MViT' or _scope_='mmaction'"
     with pytest.raises(ConfigError, match=which):
         _build(bare, 'mmengine', None)
