@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .errors import ConfigError, MissingFileError
-from .models.scopes import home_scope, library_registries, scope_of
+from .models.scopes import home_scope, scope_of
 from .utils.mim_compat import PREFIX, packaged_config
 
 if TYPE_CHECKING:
@@ -121,12 +121,7 @@ def default_scope(cfg: Config) -> Optional[str]:
     kind = (cfg.get('model') or {}).get('type')
     if scope or not isinstance(kind, str):
         return scope or None
-    for registry in library_registries().values():
-        try:
-            registry.import_from_location()  # the library's models registered before the search
-        except ImportError:  # a library that cannot import here (MMDetection without mmcv's ops)
-            continue
-    try:
+    try:  # scope_of imports each library's models as it searches them, skipping one that cannot
         with home_scope('mmengine'):  # the root's types first, then the libraries', whatever is current
             return scope_of(kind)
     except ConfigError:  # no library has it, or several do

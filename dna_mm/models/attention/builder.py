@@ -68,7 +68,11 @@ def attention_cfg(cfg: AttnCfg) -> dict:
 
 def attention_class(cfg: AttnCfg) -> type:
     """The member class a config (or short name) names."""
-    kind = attention_cfg(cfg)['type']
+    return _class_of(attention_cfg(cfg)['type'])
+
+
+def _class_of(kind: Union[str, type]) -> type:
+    """The class of a normalised config's ``type``."""
     return kind if inspect.isclass(kind) else attention_types()[kind]
 
 
@@ -80,11 +84,9 @@ def build_attention(
     (the host's sizes, dropouts, ...) filling what the config leaves out (also in a layer
     whose rule changed its type)."""
     cfg = attention_cfg(cfg)
-    cfg = attention_class(cfg).layer_config(cfg, layer_index, num_layers)
+    cfg = _class_of(cfg['type']).layer_config(cfg, layer_index, num_layers)
     cfg = dict(embed_dims=embed_dims, num_heads=num_heads, **default_args) | cfg
-    kind = cfg.pop('type')
-    cls = kind if inspect.isclass(kind) else attention_types()[kind]
-    return cls(**cfg)
+    return _class_of(cfg.pop('type'))(**cfg)
 
 
 def deprecated_key(owner: str, old: str, new: str) -> None:
