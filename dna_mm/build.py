@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .errors import ConfigError, MissingFileError
 from .models.scopes import home_scope, scope_of
-from .utils.mim_compat import PREFIX, packaged_config
+from .utils.mim_compat import read_package_config
 
 if TYPE_CHECKING:
     from mmengine.config import Config
@@ -169,11 +169,7 @@ def _read(path: str) -> Config:
     from mmengine.config import Config
 
     if '::' in path:
-        if path.startswith(PREFIX):
-            return Config.fromfile(packaged_config(path))
-        from mmengine.hub import get_config
-
-        return get_config(path)
+        return read_package_config(path)
     if not osp.isfile(path):
         where = 'is a folder, not a file' if osp.isdir(path) else 'does not exist'
         raise MissingFileError(f'config {path} {where}')

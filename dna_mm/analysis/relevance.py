@@ -90,9 +90,9 @@ def spatial_to_tokens(cam: Tensor) -> Tensor:
 
 def _to_tokens(site: AttentionSite, cam: Tensor) -> Tensor:
     parent = type(site.parent).__name__
-    if parent == 'DividedTemporalAttention':
+    if parent == 'DividedTemporalAttentionWithNorm':
         return temporal_to_tokens(cam)
-    if parent == 'DividedSpatialAttention':
+    if parent == 'DividedSpatialAttentionWithNorm':
         return spatial_to_tokens(cam)
     if cam.shape[0] != 1 or cam.shape[1] != cam.shape[2]:
         raise UnsupportedModelError(

@@ -13,7 +13,8 @@ MMPretrain / MMDetection ``WindowMSA``,
 MMPretrain ``MultiheadAttention``
 MMPretrain ``BEiTAttention``           the same, ``q_bias`` / ``v_bias`` → ``attn.qkv.bias``
 mmcv ``MultiheadAttention``,           ``attn.in_proj_*`` → ``attn.qkv.*``, ``attn.out_proj`` →
-UniFormerV2 ``Extractor``              ``attn.proj`` (:func:`~.attention.rename_mha`)
+UniFormerV2 ``Extractor``, MMAction2's ``attn.proj`` (:func:`~.attention.rename_mha`)
+divided space-time steps
 timm ``EvaAttention``                  ``qkv`` + ``q_bias`` / ``v_bias`` or ``q/k/v_proj`` →
                                        ``attn.qkv``; ``proj`` → ``attn.proj``
 torch ``nn.MultiheadAttention``        ``in_proj_*`` → ``qkv.*``, or ``{q,k,v}_proj_weight`` +

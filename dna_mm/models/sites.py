@@ -21,8 +21,8 @@ from .attention import AttentionBase
 
 #: wrapper class name → group label
 WRAPPER_GROUPS: dict[str, str] = {
-    'DividedTemporalAttention': 'temporal',
-    'DividedSpatialAttention': 'spatial',
+    'DividedTemporalAttentionWithNorm': 'temporal',
+    'DividedSpatialAttentionWithNorm': 'spatial',
 }
 
 
@@ -42,7 +42,7 @@ class AttentionSite:
         layer: 0-based block index.
         group: ``'temporal'``, ``'spatial'``, ``'attn'``, or a path template.
         layer_path: Path of its block (whose output is the layer's tokens).
-        parent: The module holding it (a wrapper such as ``DividedSpatialAttention``), if any.
+        parent: The module holding it (a wrapper such as ``DividedSpatialAttentionWithNorm``), if any.
     """
 
     name: str

@@ -34,7 +34,10 @@ import functools
 import os
 import os.path as osp
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mmengine.config import Config
 
 #: ``_base_`` prefix of the configs that dna_mm ships
 PREFIX = 'dna_mm::'
@@ -61,6 +64,19 @@ def packaged_config(cfg_path: str) -> str:
     if not name or not path.is_file():
         raise FileNotFoundError(f'{PREFIX}{name}: dna_mm ships no such config (in {mim_folder("configs")})')
     return str(path)
+
+
+def read_package_config(name: str) -> 'Config':
+    """The config of a ``package::path`` name: one dna_mm ships (:func:`packaged_config`) or an
+    OpenMMLab zoo config (``mmaction::…``, ``mmdet::…``, ``mmpretrain::…``: MMEngine's
+    ``get_config``)."""
+    from mmengine.config import Config
+
+    if name.startswith(PREFIX):
+        return Config.fromfile(packaged_config(name))
+    from mmengine.hub import get_config
+
+    return get_config(name)
 
 
 def _normalised(model_cfg: dict) -> list[dict]:

@@ -3,6 +3,7 @@ collector on registry-built models, relevance against a hand-written forward."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -211,12 +212,11 @@ def _timesformer(attn: str):
 
 def _inputs_of(sites):
     seen = {}
-    hooks = [
-        s.module.register_forward_pre_hook(
-            lambda mod, args, name=s.name: seen.setdefault(name, args[0].detach())
-        )
-        for s in sites
-    ]
+
+    def keep(name: str, module, args) -> None:  # returns None: the call's arguments unchanged
+        seen.setdefault(name, args[0].detach())
+
+    hooks = [s.module.register_forward_pre_hook(functools.partial(keep, s.name)) for s in sites]
     return seen, hooks
 
 
@@ -243,8 +243,9 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
     rec = collector.records()
     for site in collector.sites:
         with torch.no_grad():
-            _, maps = site.module(seen[site.name], return_attn=True)
-            heads = site.module.project(seen[site.name])
+            x = seen[site.name].transpose(0, 1)  # the steps call nn.MultiheadAttention's way, tokens first
+            _, maps = type(site.module).forward(site.module, x, return_attn=True)  # the member's own call
+            heads = site.module.project(x)
         for branch, a in maps.items():
             r = next(e for e in rec['entropy'] if e['site'] == site.name and e['branch'] == branch)
             ent = scipy_entropy(a.numpy(), axis=-1)  # [B, H, M]

@@ -253,7 +253,7 @@ def test_collector_on_cog_weighs_the_signed_map_by_magnitude() -> None:
     collector = TargetMassCollector(model)
     site = next(s for s in collector.sites if s.kind == 'cog' and s.group == 'spatial')
     seen = {}
-    hook = site.module.register_forward_pre_hook(lambda mod, args: seen.setdefault('x', args[0].detach()))
+    hook = site.module.register_forward_pre_hook(lambda mod, args: seen.update(x=args[0].detach()))
     b, t, p = 2, 8, 16
     region = torch.rand(b, t, p) < 0.3
     with torch.no_grad(), collector:
@@ -261,7 +261,8 @@ def test_collector_on_cog_weighs_the_signed_map_by_magnitude() -> None:
         model(torch.randn(b, 1, 3, t, 32, 32), mode='tensor', stage='head')
     hook.remove()
     with torch.no_grad():
-        _, maps = site.module(seen['x'], return_attn=True)
+        x = seen['x'].transpose(0, 1)  # the steps call nn.MultiheadAttention's way, tokens first
+        _, maps = type(site.module).forward(site.module, x, return_attn=True)  # the member's own call
     w = maps['attn'].abs().double().numpy()  # [B·T, H, 1 + P, 1 + P]
     assert (maps['attn'] < 0).any()  # signed
     ref = np.zeros(w.shape[1])

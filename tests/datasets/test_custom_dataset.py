@@ -467,3 +467,15 @@ def test_every_tool_runs_the_config_a_run_saved(tree, tmp_path) -> None:
     assert 'GFLOPs' in flops.stdout
     run_tool(['tools/deployment/export_onnx.py', saved, ckpt, '--out', str(tmp_path / 'm.onnx')])
     assert (tmp_path / 'm.onnx').stat().st_size > 0
+
+
+def test_base_by_package_name_reads_the_shipped_config(tmp_path) -> None:
+    """``--base dna_mm::…`` is the shipped config, as ``--base FILE``; an unknown name is named."""
+    from dna_mm.datasets.custom.build import load_base
+
+    name, by_name = load_base('dna_mm::timesformer_dna_demo.py', tmp_path)
+    path, by_file = load_base(DEMO_BASE, tmp_path)
+    assert name == 'dna_mm::timesformer_dna_demo.py' and path == DEMO_BASE
+    assert by_name.to_dict() == by_file.to_dict()
+    with pytest.raises(FileNotFoundError, match='dna_mm::no_such.py: dna_mm ships no such config'):
+        load_base('dna_mm::no_such.py', tmp_path)

@@ -21,6 +21,7 @@ from pathlib import Path
 from mmengine.config import Config
 
 from ...errors import DataError
+from ...utils.mim_compat import read_package_config
 from ..preparation.runner import SHOW, Echo
 from .pipelines import SPLITS as PIPELINE_SPLITS
 from .pipelines import check_steps, drop_flip, fit_sampling, rates_note, read_with_pyav, sample_by_seconds
@@ -50,17 +51,15 @@ class BuildRequest:
 
 
 def load_base(base: str, repo_configs: Path) -> tuple[str, Config]:
-    """``(path or zoo name, config)`` of ``--base``: a file, a name under ``configs/``, or a zoo
-    config (``mmaction::...``)."""
+    """``(path or package name, config)`` of ``--base``: a file, a name under ``configs/``, or a
+    ``package::path`` name (``dna_mm::…``, ``mmaction::…``: :func:`read_package_config`)."""
     if '::' in base:
-        from mmengine.hub import get_config
-
-        return base, get_config(base)
+        return base, read_package_config(base)
     for candidate in (Path(base), repo_configs / base):
         if candidate.is_file():
             return str(candidate), Config.fromfile(str(candidate))
     raise FileNotFoundError(
-        f'--base {base}: no such config (a file, a name under {repo_configs}, or mmaction::...)'
+        f'--base {base}: no such config (a file, a name under {repo_configs}, dna_mm::… or mmaction::…)'
     )
 
 

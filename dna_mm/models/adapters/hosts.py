@@ -21,6 +21,9 @@ MMPretrain ``BEiTAttention`` (BEiT)     ``BEiTAttentionAdapter``           ``qkv
                                         (``attn.*``, the bias table)       ``v_bias`` → ``attn.qkv``
 mmcv ``MultiheadAttention`` (DETR, any  ``TokenAttention`` (``attn.*``)    ``attn.in_proj_*``,
 ``BaseTransformerLayer``)                                                  ``attn.out_proj``
+MMAction2 ``DividedTemporalAttention``  the host's module, its ``attn``     ``attn.in_proj_*``,
+``WithNorm``, ``DividedSpatial``        the member in                      ``attn.out_proj``
+``AttentionWithNorm`` (TimeSformer)     ``nn.MultiheadAttention``'s form
 timm ``EvaAttention`` (EVA / EVA-02     ``EvaAttentionAdapter``            ``qkv.weight`` +
 without rotary positions)               (``attn.*``)                       ``q_bias`` / ``v_bias``,
                                                                            or ``q/k/v_proj``
@@ -104,6 +107,20 @@ HOSTS = (
         'mmcv MultiheadAttention',
         'mmcv.cnn.bricks.transformer:MultiheadAttention',
         'video_attention:from_host',
+        keys.mha_keys,
+        'attn.',
+    ),
+    HostSpec(
+        'MMAction2 TimeSformer temporal step',
+        'mmaction.models.common.transformer:DividedTemporalAttentionWithNorm',
+        'video_attention:from_divided',
+        keys.mha_keys,
+        'attn.',
+    ),
+    HostSpec(
+        'MMAction2 TimeSformer spatial step',
+        'mmaction.models.common.transformer:DividedSpatialAttentionWithNorm',
+        'video_attention:from_divided',
         keys.mha_keys,
         'attn.',
     ),

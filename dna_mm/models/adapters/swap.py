@@ -219,8 +219,7 @@ def swap_attention(
     if unsupported:
         raise UnsupportedModelError(
             f'with_attention: unsupported attention module(s): {abbreviate(unsupported, 8, "; ", " ")}. '
-            f'Supported hosts: {", ".join(s.name for s in specs.values())} '
-            "(MMAction2's divided space-time TimeSformer: use type='DnATimeSformer')"
+            f'Supported hosts: {", ".join(s.name for s in specs.values())}'
         )
     rotary = _rotary_modules(model) if hosts else []
     if rotary:

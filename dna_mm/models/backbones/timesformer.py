@@ -16,15 +16,21 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from einops import rearrange
 from mmaction.models.backbones import TimeSformer
+from mmaction.models.common.transformer import (
+    DividedSpatialAttentionWithNorm,
+    DividedTemporalAttentionWithNorm,
+)
+from mmcv.cnn.bricks.transformer import MultiheadAttention
 from mmengine import ConfigDict
 from mmengine.model.weight_init import trunc_normal_
 from mmengine.registry import MODELS
 from timm.layers import resample_abs_pos_embed
+from torch import nn
 
 from ...converters import to_timesformer
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg, deprecated_key
-from ..layers import video_attention  # noqa: F401  (registers the attention wrappers)
+from ..layers.video_attention import from_host, give_member
 from ..scopes import home_scope
 from .pretrained import ModelKeys, load_pretrained
 
@@ -35,26 +41,16 @@ def _layer_cfgs(
     num_heads: int,
     num_frames: int,
     num_layers: int,
-    temporal_attn: AttnCfg,
-    spatial_attn: AttnCfg,
     drop_path_rate: float,
     attn_drop: float,
 ) -> ConfigDict:
-    """MMAction2's default layer configs with the attention wrappers swapped in."""
+    """MMAction2's default layer configs, with ``drop_path_rate`` and ``attn_drop``."""
     dpr = np.linspace(0, drop_path_rate, num_layers)
     ln = dict(type='LN', eps=1e-6)
     layers = []
     for i in range(num_layers):
         drop = dict(type='DropPath', drop_prob=float(dpr[i]))
-        attn = dict(
-            embed_dims=embed_dims,
-            num_heads=num_heads,
-            attn_drop=attn_drop,
-            layer_index=i,
-            num_layers=num_layers,
-            dropout_layer=drop,
-            _scope_='mmaction',
-        )
+        attn = dict(embed_dims=embed_dims, num_heads=num_heads, attn_drop=attn_drop, dropout_layer=drop)
         ffn = dict(
             type='FFN',
             embed_dims=embed_dims,
@@ -64,16 +60,16 @@ def _layer_cfgs(
             dropout_layer=drop,
         )
         if attention_type == 'divided_space_time':  # each step brings its own pre-norm
-            steps = (('DividedTemporalAttention', temporal_attn), ('DividedSpatialAttention', spatial_attn))
+            steps = ('DividedTemporalAttentionWithNorm', 'DividedSpatialAttentionWithNorm')
             attn.update(num_frames=num_frames, norm_cfg=ln)
             layer = dict(
-                attn_cfgs=[dict(attn, type=t, attn_cfg=a) for t, a in steps],
-                ffn_cfgs=dict(ffn, type='FFNWithNorm', norm_cfg=ln, _scope_='mmaction'),
+                attn_cfgs=[dict(attn, type=t) for t in steps],
+                ffn_cfgs=dict(ffn, type='FFNWithNorm', norm_cfg=ln),
                 operation_order=('self_attn', 'self_attn', 'ffn'),
             )
         else:
             layer = dict(
-                attn_cfgs=[dict(attn, type='TokenAttention', attn_cfg=spatial_attn)],
+                attn_cfgs=[dict(attn, type='MultiheadAttention', batch_first=True)],
                 ffn_cfgs=ffn,
                 operation_order=('norm', 'self_attn', 'norm', 'ffn'),
                 norm_cfg=ln,
@@ -81,6 +77,24 @@ def _layer_cfgs(
             )
         layers.append(dict(type='BaseTransformerLayer', **layer))
     return ConfigDict(type='TransformerLayerSequence', transformerlayers=layers, num_layers=num_layers)
+
+
+def give_members(layers: nn.ModuleList, temporal_attn: AttnCfg, spatial_attn: AttnCfg) -> None:
+    """Every attention of MMAction2's TimeSformer ``layers`` (in place) given its member, layer
+    ``i`` of ``len(layers)``: a divided step's ``nn.MultiheadAttention`` the member in that
+    module's form (:func:`~dna_mm.models.layers.video_attention.give_member`; ``temporal_attn``
+    in the temporal step, ``spatial_attn`` in the spatial one), an mmcv ``MultiheadAttention``
+    of the joint / space-only layers replaced by its form
+    (:func:`~dna_mm.models.layers.video_attention.from_host`, ``spatial_attn``). An attention
+    already of the family (a ``TokenAttention`` in explicit layer configs) is kept."""
+    for i, layer in enumerate(layers):
+        for j, step in enumerate(layer.attentions):
+            if isinstance(step, DividedTemporalAttentionWithNorm):
+                give_member(step, temporal_attn, i, len(layers))
+            elif isinstance(step, DividedSpatialAttentionWithNorm):
+                give_member(step, spatial_attn, i, len(layers))
+            elif type(step) is MultiheadAttention:
+                layer.attentions[j] = from_host(step, spatial_attn, i, len(layers))
 
 
 STEPS = ('temporal', 'spatial')
@@ -143,7 +157,8 @@ class DnATimeSformer(TimeSformer):
             (``'add'``: their TimeSformer fork and ``vit/dna_models.py``; ``'sub'``:
             ``vit/dna.py``; VisCoP files hold only probe cross-attentions, no TimeSformer);
             see :func:`dna_mm.converters.official_to_dna_mm`.
-        transformer_layers: Explicit layer configs (overrides the attention arguments).
+        transformer_layers: Explicit layer configs (MMAction2's; overrides ``drop_path_rate``
+            and ``attn_drop``); their attentions get ``attn_cfg`` as the default layers'.
         with_cp: Activation checkpointing while training: each transformer layer keeps only its
             input, and its activations are recomputed in the backward pass (one more forward
             of the layers, far less memory; gradients and drop-path masks unchanged).
@@ -186,8 +201,6 @@ class DnATimeSformer(TimeSformer):
                 num_heads,
                 num_frames,
                 num_transformer_layers,
-                temporal_attn,
-                spatial_attn,
                 drop_path_rate,
                 attn_drop,
             )
@@ -207,6 +220,7 @@ class DnATimeSformer(TimeSformer):
                 norm_cfg=norm_cfg,
                 **kwargs,
             )
+        give_members(self.transformer_layers.layers, temporal_attn, spatial_attn)
         check_combine(pretrained_combine)
         self.neg_init = NegativeInit(q_neg_scale, v_neg_scale)
         self.pretrained_combine = pretrained_combine

@@ -87,6 +87,10 @@ class MultiheadForm(HostForm):
     Args:
         batch_first: ``[N, L, E]`` tokens (True) or ``[L, N, E]`` (False, the host's default);
             the member's ``batch_first`` attribute from then on, as the host's.
+        returns_weights: False for a module that calls its ``nn.MultiheadAttention`` with
+            ``need_weights=True`` (the default) and drops the weights (mmcv's
+            ``MultiheadAttention`` and MMAction2's divided space-time steps take ``[0]``): the
+            call then takes the fused route and returns ``(out, None)`` whatever it asks.
 
     :meth:`attach` also gives the member the host's attributes that callers read:
     ``embed_dim``, ``batch_first``, ``dropout``, ``_qkv_same_embed_dim``, and
@@ -98,8 +102,9 @@ class MultiheadForm(HostForm):
 
     host = 'nn.MultiheadAttention'
 
-    def __init__(self, batch_first: bool = False) -> None:
+    def __init__(self, batch_first: bool = False, returns_weights: bool = True) -> None:
         self.batch_first = batch_first
+        self.returns_weights = returns_weights
 
     def attach(self, member: nn.Module) -> AttentionBase:
         member = super().attach(member)
@@ -111,7 +116,8 @@ class MultiheadForm(HostForm):
 
     def describe(self, member: AttentionBase) -> str:
         dims = '' if member.packed_projections else f', kdim={member.kdim}, vdim={member.vdim}'
-        return f'{super().describe(member)}, batch_first={member.batch_first}{dims}'
+        weights = '' if self.returns_weights else ', returns_weights=False'
+        return f'{super().describe(member)}, batch_first={member.batch_first}{dims}{weights}'
 
     def __call__(
         self,
@@ -129,6 +135,7 @@ class MultiheadForm(HostForm):
         ``batch_first``, ``[·, ·]`` unbatched) → ``(out, weights or None)``, ``out`` shaped as
         ``query``."""
         name = type(member).__name__
+        need_weights = need_weights and self.returns_weights
         if is_causal and attn_mask is None:
             raise RuntimeError(f'{name}: is_causal=True needs attn_mask (as nn.MultiheadAttention)')
         self_attn = key is query and value is query
@@ -173,11 +180,17 @@ def _check_widths(name: str, widths: tuple[int, int, int], query: Tensor, key: T
 
 
 def form_of(
-    mha: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int, owner: nn.Module
+    mha: nn.Module,
+    attn_cfg: AttnCfg,
+    layer_index: int,
+    num_layers: int,
+    owner: nn.Module,
+    returns_weights: bool = True,
 ) -> nn.Module:
     """The form of the ``nn.MultiheadAttention`` ``mha``: its sizes (``kdim`` / ``vdim``
     included), biases, dropout and layout; ``owner`` (the module swapped, ``mha`` or a block
-    holding it) is named in a refusal of ``add_bias_kv`` / ``add_zero_attn``."""
+    holding it) is named in a refusal of ``add_bias_kv`` / ``add_zero_attn``;
+    ``returns_weights``: as :class:`MultiheadForm`'s."""
     if mha.bias_k is not None or mha.add_zero_attn:
         what = '' if owner is mha else 'its nn.MultiheadAttention with '
         refuse(owner, f'{what}add_bias_kv=True or add_zero_attn=True')
@@ -193,7 +206,7 @@ def form_of(
         kdim=mha.kdim,
         vdim=mha.vdim,
     )
-    return MultiheadForm(mha.batch_first).attach(member)
+    return MultiheadForm(mha.batch_first, returns_weights).attach(member)
 
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:

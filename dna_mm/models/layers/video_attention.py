@@ -1,23 +1,24 @@
-"""MMAction2 / mmcv attention wrappers whose inner attention is any member of the family
-(``attn_cfg``: any config :func:`~dna_mm.models.attention.build_attention` accepts).
+"""MMAction2's and mmcv's modules around an ``nn.MultiheadAttention``, given any member of the
+family (``attn_cfg``: any config :func:`~dna_mm.models.attention.build_attention` accepts).
 
-They keep MMAction2's parameter names outside the attention (``norm``, ``temporal_fc``,
-``attn.*`` for the attention itself) and its token layout ``[B, 1 + P·T, C]`` (patch-major,
-time-minor): :class:`DividedTemporalAttention` and :class:`DividedSpatialAttention` (the steps
-of a divided space-time block) and :class:`TokenAttention` (mmcv's ``MultiheadAttention``; the
-form ``with_attention`` gives that host, built by :func:`from_host`)."""
+* MMAction2's divided space-time steps (``DividedTemporalAttentionWithNorm``,
+  ``DividedSpatialAttentionWithNorm``) stay MMAction2's modules, with their call, norm,
+  ``temporal_fc`` and token layout ``[B, 1 + P·T, C]`` (patch-major, time-minor); their ``attn``
+  becomes the member in ``nn.MultiheadAttention``'s form (:func:`give_member`; ``with_attention``
+  gives a copy, :func:`from_divided`). ``DnATimeSformer`` builds its steps the same way.
+* mmcv's ``MultiheadAttention`` becomes :class:`TokenAttention`, the member under ``attn.``
+  (:func:`from_host`): its own call keeps a self-attention packed when mmcv's ``batch_first``
+  transposes would hide that keys and values are the queries.
+
+Keys: ``attn.in_proj_*`` → ``attn.qkv.*``, ``attn.out_proj`` → ``attn.proj``
+(:func:`dna_mm.converters.rename_mha`); the rest are the host's."""
 
 from __future__ import annotations
 
+import copy
 import warnings
-from typing import Any, Optional
+from typing import Optional
 
-import torch
-from einops import rearrange
-from mmaction.models.common.transformer import (
-    DividedSpatialAttentionWithNorm,
-    DividedTemporalAttentionWithNorm,
-)
 from mmcv.cnn.bricks.transformer import MultiheadAttention
 from mmengine.registry import MODELS
 from torch import Tensor, nn
@@ -25,75 +26,24 @@ from torch import Tensor, nn
 from ..attention import build_attention
 from ..attention.builder import AttnCfg
 from .forms import refuse
-from .mha_attention import mha_masks
+from .mha_attention import form_of, mha_masks
 
 
-class _DividedAttention:
-    """Shared constructor: MMAction2's wrapper, then its ``nn.MultiheadAttention`` swapped for
-    a family attention. ``forward(query [B, 1 + P·T, C])`` → same shape (the ``key`` /
-    ``value`` / ``residual`` of MMAction2's signature are not used).
-
-    Args:
-        embed_dims, num_heads, num_frames, attn_drop, proj_drop, dropout_layer, norm_cfg,
-            init_cfg: As MMAction2's ``Divided*AttentionWithNorm``.
-        attn_cfg: The attention (``'dna'``, ``dict(type='DnAAttention', variant=...)``, ...).
-        layer_index, num_layers: Depth of this layer / of the model (per-layer defaults of
-            the family, e.g. Diff's ``λ_init``, Cog's softmax first and last layer).
-    """
-
-    def __init__(
-        self,
-        embed_dims: int,
-        num_heads: int,
-        num_frames: int,
-        attn_cfg='dna',
-        attn_drop: float = 0.0,
-        layer_index: int = 0,
-        num_layers: int = 1,
-        **kwargs,
-    ) -> None:
-        kwargs.pop('batch_first', None)
-        super().__init__(embed_dims, num_heads, num_frames, attn_drop=attn_drop, **kwargs)
-        self.attn = build_attention(
-            attn_cfg, embed_dims, num_heads, layer_index, num_layers, attn_drop=attn_drop
-        )
+def give_member(step: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
+    """MMAction2's divided space-time ``step`` (in place) with its ``nn.MultiheadAttention`` the
+    member ``attn_cfg`` names, attention ``layer_index`` of ``num_layers``, in that module's
+    form (:func:`~.mha_attention.form_of`: the host's sizes, dropout and layout). The step calls
+    ``attn(q, q, q)[0]``, asking for the weights and dropping them, so the form takes the fused
+    route (``returns_weights=False``)."""
+    step.attn = form_of(step.attn, attn_cfg, layer_index, num_layers, step, returns_weights=False)
+    return step
 
 
-@MODELS.register_module()
-class DividedTemporalAttention(_DividedAttention, DividedTemporalAttentionWithNorm):
-    """Temporal step: attention over ``[B·P, T, C]`` (no CLS token), then the zero-initialised
-    ``temporal_fc``; residual inside (arguments: :class:`_DividedAttention`)."""
-
-    def forward(self, query: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        cls_token = query[:, :1]  # [B, 1, C]
-        identity = query_t = query[:, 1:]  # [B, P·T, C]
-        b, pt, c = query_t.shape
-        t = self.num_frames
-        query_t = self.norm(query_t.reshape(b * (pt // t), t, c))  # [B·P, T, C]
-        res = self.dropout_layer(self.proj_drop(self.attn(query_t)))
-        res = self.temporal_fc(res).reshape(b, pt, c)  # [B, P·T, C]
-        return torch.cat((cls_token, identity + res), dim=1)
-
-
-@MODELS.register_module()
-class DividedSpatialAttention(_DividedAttention, DividedSpatialAttentionWithNorm):
-    """Spatial step: attention over ``[B·T, 1 + P, C]``, the CLS token repeated per frame and
-    averaged back; residual inside (arguments: :class:`_DividedAttention`)."""
-
-    def forward(self, query: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        identity = query
-        cls_token = query[:, :1]  # [B, 1, C]
-        query_s = query[:, 1:]  # [B, P·T, C]
-        b, pt, c = query_s.shape
-        t = self.num_frames
-        p = pt // t
-        cls_tokens = cls_token.repeat(1, t, 1).reshape(b * t, 1, c)  # [B·T, 1, C]
-        query_s = rearrange(query_s, 'b (p t) m -> (b t) p m', p=p, t=t)
-        query_s = self.norm(torch.cat((cls_tokens, query_s), dim=1))  # [B·T, 1 + P, C]
-        res = self.dropout_layer(self.proj_drop(self.attn(query_s)))
-        cls_res = res[:, 0].reshape(b, t, c).mean(dim=1, keepdim=True)  # [B, 1, C]
-        res = rearrange(res[:, 1:], '(b t) p m -> b (p t) m', p=p, t=t)
-        return identity + torch.cat((cls_res, res), dim=1)
+def from_divided(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
+    """The form of MMAction2's ``DividedTemporalAttentionWithNorm`` /
+    ``DividedSpatialAttentionWithNorm`` ``host``: a copy of it given the member
+    (:func:`give_member`); the host is left as it is."""
+    return give_member(copy.deepcopy(host), attn_cfg, layer_index, num_layers)
 
 
 @MODELS.register_module()

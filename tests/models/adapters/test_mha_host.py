@@ -293,3 +293,33 @@ def _swapped_all(model: nn.Module, attn_cfg: str, names: list[str]) -> nn.Module
     model = copy.deepcopy(model)
     assert swap_attention(model, attn_cfg) == names
     return model.eval()
+
+
+def test_a_timesformer_step_asks_for_the_weights_and_gets_the_fused_route() -> None:
+    """MMAction2's divided steps call ``attn(q, q, q)[0]`` (``need_weights=True``, dropped):
+    their form never takes the eager route for that, and returns what ``need_weights=False``
+    returns; a plain ``nn.MultiheadAttention`` form still returns the weights."""
+    from mmaction.models.common.transformer import DividedTemporalAttentionWithNorm
+
+    from dna_mm.models.layers.video_attention import from_divided
+
+    step = from_divided(DividedTemporalAttentionWithNorm(E, H, num_frames=4), 'dna', 0, 1).eval()
+    member = step.attn
+    routes = []
+    attend = member.attend
+
+    def spy(heads, attn_mask, attn_bias, eager):
+        routes.append(eager)
+        return attend(heads, attn_mask, attn_bias, eager)
+
+    member.attend = spy
+    t = torch.randn(4, 6, E)  # [T, B·P, C], as the step calls it
+    with torch.no_grad():
+        out, weights = member(t, t, t)  # need_weights=True, the host's default
+        ref, _ = member(t, t, t, need_weights=False)
+        step(torch.randn(2, 1 + 4 * 3, E))
+    assert weights is None and routes == [False, False, False]
+    torch.testing.assert_close(out, ref)
+    plain = _swapped(_model(batch_first=False), 'dna').eval()
+    with torch.no_grad():
+        assert plain.attn(t, t, t)[1] is not None

@@ -249,10 +249,12 @@ def test_pretrained_authors_dna_vit_layout(tmp_path, attn_cls, combine) -> None:
     torch.testing.assert_close(got['pos_embed'][:, 1:], theirs.pos_embed.detach())
     # every attention (temporal = copy of spatial) computes the authors' attention
     x = torch.randn(2, 5, 32)
+    t = x.transpose(0, 1)  # the steps call nn.MultiheadAttention's way, tokens first
     for j in (0, 1):
         attn = ours.transformer_layers.layers[1].attentions[j].attn
         with torch.no_grad():
-            torch.testing.assert_close(attn(x), theirs.blocks[1].attn(x), atol=1e-5, rtol=1e-5)
+            got = attn(t, t, t)[0].transpose(0, 1)
+            torch.testing.assert_close(got, theirs.blocks[1].attn(x), atol=1e-5, rtol=1e-5)
 
 
 def test_pretrained_partial_attention_names_file_and_keys(tmp_path) -> None:
