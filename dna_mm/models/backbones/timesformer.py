@@ -87,12 +87,12 @@ def give_members(layers: nn.ModuleList, temporal_attn: AttnCfg, spatial_attn: At
     of the joint / space-only layers replaced by its form
     (:func:`~dna_mm.models.layers.video_attention.from_host`, ``spatial_attn``). An attention
     already of the family (a ``TokenAttention`` in explicit layer configs) is kept."""
+    divided = (DividedTemporalAttentionWithNorm, DividedSpatialAttentionWithNorm)
     for i, layer in enumerate(layers):
         for j, step in enumerate(layer.attentions):
-            if isinstance(step, DividedTemporalAttentionWithNorm):
-                give_member(step, temporal_attn, i, len(layers))
-            elif isinstance(step, DividedSpatialAttentionWithNorm):
-                give_member(step, spatial_attn, i, len(layers))
+            if isinstance(step, divided) and isinstance(step.attn, nn.MultiheadAttention):
+                cfg = temporal_attn if isinstance(step, DividedTemporalAttentionWithNorm) else spatial_attn
+                give_member(step, cfg, i, len(layers))
             elif type(step) is MultiheadAttention:
                 layer.attentions[j] = from_host(step, spatial_attn, i, len(layers))
 

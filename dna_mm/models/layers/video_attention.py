@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Optional
+from typing import Any, Callable, Optional
 
+from mmaction.models.common.transformer import (
+    DividedSpatialAttentionWithNorm,
+    DividedTemporalAttentionWithNorm,
+)
 from mmcv.cnn.bricks.transformer import MultiheadAttention
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ..attention import build_attention
-from ..attention.builder import AttnCfg
+from ..attention.builder import AttnCfg, deprecated_key
 from .forms import refuse
 from .mha_attention import form_of, mha_masks
 
@@ -44,6 +48,29 @@ def from_divided(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layer
     ``DividedSpatialAttentionWithNorm`` ``host``: a copy of it given the member
     (:func:`give_member`); the host is left as it is."""
     return give_member(copy.deepcopy(host), attn_cfg, layer_index, num_layers)
+
+
+def _deprecated_step(old: str, step: type) -> Callable[..., nn.Module]:
+    """The config type ``old`` of earlier releases (dna_mm's divided step with an ``attn_cfg``):
+    MMAction2's ``step`` given the member, with a ``FutureWarning``."""
+
+    def build(
+        attn_cfg: AttnCfg = 'dna', layer_index: int = 0, num_layers: int = 1, **kwargs: Any
+    ) -> nn.Module:
+        deprecated_key(
+            'transformer_layers', f"type='{old}'", f"type='{step.__name__}' (DnATimeSformer's attn_cfg)"
+        )
+        kwargs.pop('batch_first', None)
+        return give_member(step(**kwargs), attn_cfg, layer_index, num_layers)
+
+    return build
+
+
+for _old, _step in (
+    ('DividedTemporalAttention', DividedTemporalAttentionWithNorm),
+    ('DividedSpatialAttention', DividedSpatialAttentionWithNorm),
+):
+    MODELS.register_module(name=_old, module=_deprecated_step(_old, _step))
 
 
 @MODELS.register_module()

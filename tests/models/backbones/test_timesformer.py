@@ -13,7 +13,7 @@ from mmaction.utils import register_all_modules
 from mmengine.config import Config
 
 import dna_mm
-from dna_mm.converters import softmax_to_dna
+from dna_mm.converters import rename_mha, softmax_to_dna
 from dna_mm.models import DiffAttention, DnAAttention, SoftmaxAttention
 
 register_all_modules()
@@ -49,6 +49,35 @@ def test_stock_timesformer_converts_to_dna(attention_type) -> None:
     assert n_attn == (4 if attention_type == 'divided_space_time' else 2)
 
 
+def test_explicit_layers_get_the_attention_of_each_step() -> None:
+    """``transformer_layers`` written as an MMAction2 config writes them (its own step types, a
+    wider FFN): each step gets its ``attn_cfg``; with softmax in both, the stock model's state
+    dict loads strictly (``rename_mha``) and it computes the same."""
+    ln = dict(type='LN', eps=1e-6)
+    step = dict(embed_dims=32, num_heads=2, num_frames=4, norm_cfg=ln)
+    layer = dict(
+        type='BaseTransformerLayer',
+        attn_cfgs=[
+            dict(step, type='DividedTemporalAttentionWithNorm'),
+            dict(step, type='DividedSpatialAttentionWithNorm'),
+        ],
+        ffn_cfgs=dict(type='FFNWithNorm', embed_dims=32, feedforward_channels=96, norm_cfg=ln),
+        operation_order=('self_attn', 'self_attn', 'ffn'),
+    )
+    layers = dict(type='TransformerLayerSequence', transformerlayers=[layer] * 2, num_layers=2)
+    mixed = _ours(transformer_layers=layers, attn_cfg=dict(temporal='softmax', spatial='dna'))
+    assert [type(m.attn) for m in mixed.transformer_layers.layers[1].attentions] == [
+        SoftmaxAttention,
+        DnAAttention,
+    ]
+    assert mixed.transformer_layers.layers[1].ffns[0].layers[0][0].out_features == 96  # the layers as written
+    stock, ours = _stock(transformer_layers=layers), _ours(transformer_layers=layers, attn_cfg='softmax')
+    ours.load_state_dict(rename_mha(stock.state_dict()), strict=True)
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        assert (ours(x) - stock(x)).abs().max() < 1e-5
+
+
 def test_attention_choice_per_step() -> None:
     m = _ours(attn_cfg=dict(temporal='softmax', spatial=dict(type='DnAAttention', variant='qpm_v')))
     layer = m.transformer_layers.layers[0]
@@ -73,6 +102,31 @@ def test_attention_choice_per_step() -> None:
         _ours(attn_cfg=dict(temporl='softmax'))
     with pytest.raises(ValueError, match='use _delete_=True'):  # a per-step override merged onto a type
         _ours(attn_cfg=dict(type='DnAAttention', temporal='softmax'))
+
+
+def test_the_old_step_types_warn_and_keep_their_attention() -> None:
+    """``DividedTemporalAttention`` / ``DividedSpatialAttention`` with an ``attn_cfg`` in explicit
+    layers (deprecated, one release): a FutureWarning naming MMAction2's type, and the step
+    keeps the attention it names."""
+    ln = dict(type='LN', eps=1e-6)
+    step = dict(embed_dims=32, num_heads=2, num_frames=4, norm_cfg=ln)
+    layer = dict(
+        type='BaseTransformerLayer',
+        attn_cfgs=[
+            dict(step, type='DividedTemporalAttention', attn_cfg='softmax'),
+            dict(step, type='DividedSpatialAttention', attn_cfg='diff', layer_index=1, num_layers=2),
+        ],
+        ffn_cfgs=dict(type='FFNWithNorm', embed_dims=32, feedforward_channels=128, norm_cfg=ln),
+        operation_order=('self_attn', 'self_attn', 'ffn'),
+    )
+    layers = dict(type='TransformerLayerSequence', transformerlayers=[layer], num_layers=1)
+    with pytest.warns(FutureWarning, match=r"type='DividedTemporalAttentionWithNorm'"):
+        model = _ours(transformer_layers=layers, num_transformer_layers=1)
+    temporal, spatial = (s.attn for s in model.transformer_layers.layers[0].attentions)
+    assert isinstance(temporal, SoftmaxAttention) and isinstance(spatial, DiffAttention)
+    assert spatial.layer_index == 1
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 4, 32, 32)).shape == (1, 32)
 
 
 def test_the_old_attention_keys_warn_and_build_the_same_model() -> None:
