@@ -52,12 +52,24 @@ def find(name: str) -> Path:
     raise LookupError(f'no tool {name!r}; the tools: {", ".join(known)}')
 
 
+def _shipped(arg: str) -> str:
+    """A ``dna_mm::FILE`` argument as the shipped config's path (``LookupError`` naming it when
+    dna_mm ships no such config); any other argument as it is."""
+    if not arg.startswith(PREFIX):
+        return arg
+    try:
+        return packaged_config(arg)
+    except FileNotFoundError as err:
+        raise LookupError(str(err)) from None
+
+
 def run(name: str, argv: list[str]) -> int:
     """Run tool ``name`` with ``argv`` as ``python tools/NAME.py ARGV...`` would (a shell script
-    with ``bash``); ``dna_mm::FILE`` arguments become the shipped config's path. Returns the exit
-    status of a shell script; a Python script's ``sys.exit`` propagates, its normal end is 0."""
+    with ``bash``); ``dna_mm::FILE`` arguments become the shipped config's path (an unknown one:
+    ``LookupError``, before the tool runs). Returns the exit status of a shell script; a Python
+    script's ``sys.exit`` propagates, its normal end is 0."""
     script = find(name)
-    argv = [packaged_config(a) if a.startswith(PREFIX) else a for a in argv]
+    argv = [_shipped(a) for a in argv]
     if script.suffix == '.sh':
         return subprocess.call(['bash', str(script), *argv])
     sys.argv = [str(script), *argv]

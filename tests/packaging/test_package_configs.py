@@ -105,6 +105,8 @@ def test_a_tool_runs_with_the_same_argv(monkeypatch, capsys) -> None:
     script = str(REPO / 'dna_mm' / '.mim' / 'tools' / 'train.py')
     assert sys.argv == [script, str(mim_folder('configs') / 'timesformer_dna_demo.py'), '--help']
     assert sys.path[0] == str(REPO / 'dna_mm' / '.mim' / 'tools')
+    with pytest.raises(LookupError, match='dna_mm::timesformer_dna_dmo.py: dna_mm ships no such config'):
+        run('train', ['dna_mm::timesformer_dna_dmo.py'])  # the launcher's one line, not a traceback
 
 
 def _python(*args: str, cwd, env=None) -> subprocess.CompletedProcess:
