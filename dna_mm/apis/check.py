@@ -213,13 +213,20 @@ def _attention_problems(node: Any, key: str) -> Iterator[str]:
 
 
 def _unknown_attention(value: Any, key: str) -> Iterator[str]:
-    """The problem of an attention choice ``value`` at ``key``: an unknown name."""
-    from ..models.attention.builder import attention_types, short_names  # noqa: PLC0415 (torch import)
+    """The problem of an attention choice ``value`` at ``key``: an unknown name, or an argument
+    its member does not take."""
+    from ..models.attention.builder import attention_types, short_names, unknown_arguments  # noqa: PLC0415
 
     attn = value.get('type') if isinstance(value, dict) else value
     if isinstance(attn, str) and attn not in short_names() and attn not in attention_types():
         where = f'{key}.type' if isinstance(value, dict) else key
         yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
+    elif isinstance(value, dict) and isinstance(attn, str):
+        member = short_names().get(attn, attn)
+        for name in unknown_arguments(value):
+            step = key.endswith('attn_cfg') and difflib.get_close_matches(name, STEP_KEYS)
+            hint = ' (one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))'
+            yield f'{key}.{name}: {member} takes no argument {name!r}{hint if step else ""}'
 
 
 def suggest_attention(name: str) -> str:

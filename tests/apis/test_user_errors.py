@@ -75,6 +75,15 @@ def _demo_cfg(*opts: str) -> Config:
             "model.backbone.attn_cfg.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
         ),
         (
+            'model.backbone.attn_cfg.temporl=softmax',  # merged onto the base's one attention
+            "model.backbone.attn_cfg.temporl: DnAAttention takes no argument 'temporl' "
+            '(one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))',
+        ),
+        (
+            'model.backbone.attn_cfg.kernal=sdpa',
+            "model.backbone.attn_cfg.kernal: DnAAttention takes no argument 'kernal'",
+        ),
+        (
             'model.backbone.temporal_attn=sofmax',
             "model.backbone.temporal_attn: unknown attention 'sofmax'; "
             'did you mean SoftmaxAttention / softmax?',
@@ -95,6 +104,16 @@ def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> 
     # a train-only mistake does not stop a test run
     check_config(_demo_cfg('train_cfg.max_epochs=0'), 'test')
     assert suggest_attention('zzzz').startswith('valid: softmax, dna, diff, cog')
+
+
+def test_an_attention_argument_its_member_does_not_take_is_named_at_build() -> None:
+    """Built without the config check (a user's own script): one line naming the member and
+    the key, not a ``TypeError`` from the constructor; Cog's own layer key is accepted."""
+    from dna_mm.models.attention import build_attention
+
+    with pytest.raises(ConfigError, match="DnAAttention takes no argument 'temporl'"):
+        build_attention(dict(type='dna', temporl='softmax'), 32, 4)
+    assert type(build_attention(dict(type='cog', softmax_first_last=False), 32, 4)).__name__ == 'CogAttention'
 
 
 def test_check_config_reads_an_attention_per_step() -> None:

@@ -22,6 +22,7 @@ from typing import Union
 from mmengine.registry import MODELS
 from torch import nn
 
+from ...errors import ConfigError
 from ..scopes import current_registry
 from .base import AttentionBase
 
@@ -76,6 +77,30 @@ def _class_of(kind: Union[str, type]) -> type:
     return kind if inspect.isclass(kind) else attention_types()[kind]
 
 
+def accepted_arguments(cls: type) -> set[str]:
+    """The arguments a member's constructor takes: its own and, through ``**kwargs``, its
+    bases' (up to the first constructor without ``**kwargs``: :class:`AttentionBase`'s)."""
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        init = vars(klass).get('__init__')
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        accepted |= {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return accepted - {'self'}
+
+
+def unknown_arguments(cfg: AttnCfg, layer_index: int = 1, num_layers: int = 3) -> list[str]:
+    """The keys of ``cfg`` that its member takes neither in its constructor nor in its
+    :meth:`~.base.AttentionBase.layer_config` (checked as layer ``layer_index`` of
+    ``num_layers``: by default a middle layer, where Cog keeps its own type)."""
+    cfg = attention_cfg(cfg)
+    cfg = _class_of(cfg['type']).layer_config(cfg, layer_index, num_layers)
+    return sorted(set(cfg) - {'type'} - accepted_arguments(_class_of(cfg['type'])))
+
+
 def build_attention(
     cfg: AttnCfg, embed_dims: int, num_heads: int, layer_index: int = 0, num_layers: int = 1, **default_args
 ) -> nn.Module:
@@ -85,8 +110,12 @@ def build_attention(
     whose rule changed its type)."""
     cfg = attention_cfg(cfg)
     cfg = _class_of(cfg['type']).layer_config(cfg, layer_index, num_layers)
+    cls = _class_of(cfg.pop('type'))
+    unknown = sorted(set(cfg) - accepted_arguments(cls))
+    if unknown:
+        raise ConfigError(f'{cls.__name__} takes no argument {", ".join(map(repr, unknown))}')
     cfg = dict(embed_dims=embed_dims, num_heads=num_heads, **default_args) | cfg
-    return _class_of(cfg.pop('type'))(**cfg)
+    return cls(**cfg)
 
 
 def deprecated_key(owner: str, old: str, new: str) -> None:
