@@ -53,3 +53,9 @@ class NotACheckpointError(UnreadableCheckpointError):
 
 class CorruptCheckpointError(UnreadableCheckpointError):
     """A PyTorch (or safetensors) file that is truncated or damaged."""
+
+
+class RunStopped(RuntimeError):
+    """A run stopped by an event outside its code: a data-loader worker or another rank that
+    died. Not the user's mistake, nor a bug to trace: dna_mm's tools print its one line (what was
+    lost, how, and how to go on) and exit with status 1 (``--debug``: the traceback)."""

@@ -3,6 +3,9 @@
 #   [GPUS=8] [GPUS_PER_NODE=8] bash tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]
 # Env: GPUS (8, the tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5), SRUN_ARGS (extra srun options),
 # MASTER_PORT (29500), PYTHON (python).
+# Exit status: srun's, the highest of the tasks' (128 + N for a task that signal N ended): 143 /
+# 138 when SIGTERM / SIGUSR1 stopped the test; 137 when a task was killed (the others stop at
+# once with 1); 1 a crash, 2 a mistake in the input.
 set -euo pipefail
 if [ $# -lt 4 ]; then
   echo "usage: $0 PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]" >&2

@@ -3,6 +3,10 @@
 #   [GPUS=8] [GPUS_PER_NODE=8] bash tools/slurm_train.sh PARTITION JOB_NAME CONFIG WORK_DIR [train.py options]
 # Env: GPUS (8, the tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5), SRUN_ARGS (extra srun options),
 # MASTER_PORT (29500), PYTHON (python). An sbatch script: docs/training.md.
+# Exit status: srun's, the highest of the tasks' (128 + N for a task that signal N ended): 143 /
+# 138 when SIGTERM (scancel, preemption) / SIGUSR1 stopped the run, its iteration saved (a job
+# script requeues on [ $? -ge 128 ]); 137 when a task was killed (kill -9, out of memory; the
+# others stop at once with 1); 1 a crash, 2 a mistake in the input.
 set -euo pipefail
 if [ $# -lt 4 ]; then
   echo "usage: $0 PARTITION JOB_NAME CONFIG WORK_DIR [train.py options]" >&2

@@ -25,10 +25,15 @@ line, a missing file, a checkpoint that does not match or cannot be read) is one
 status 2; ``--debug`` prints its traceback. Checkpoints carry the random state: a run stopped
 at any checkpoint (also mid-epoch) and resumed logs the same losses as one never stopped.
 
-Faults (``docs/training.md``, "When the machine misbehaves"): ``SIGTERM`` / ``SIGUSR1`` save the
-iteration in progress and exit with status 128 + the signal's number (143 / 138: requeue and
-``--resume``); a checkpoint write that fails, a NaN / inf loss or gradient norm, or a work dir
-that a live run holds is one line and status 2.
+Faults (``docs/training.md``, "When the machine misbehaves"): ``SIGTERM`` / ``SIGUSR1`` / Ctrl-C
+save the iteration in progress and exit with status 128 + the signal's number (143 / 138 / 130:
+requeue and ``--resume``; a second Ctrl-C stops at once); a crash is its traceback and status 1,
+a killed data-loader worker one line and status 1 (``--resume`` goes on from the last
+checkpoint); a checkpoint write that fails, a NaN / inf loss or gradient norm, or a work dir
+that a live run holds is one line and status 2. Many ranks (``docs/training.md``, "Many ranks"):
+a lost rank stops the others within ``env_cfg.dist_cfg.timeout`` (300 s by default; at once when
+its process ended) with one line naming it, status 1; under ``torchrun --max-restarts`` a worker
+started again resumes from the work dir's last checkpoint.
 """
 
 from __future__ import annotations
@@ -111,9 +116,11 @@ def train(args: argparse.Namespace) -> None:
         check_config,
         enable_tensorboard,
         prepare_cfg,
+        refuse_busy_work_dir,
         shutdown_distributed,
     )
     from dna_mm.apis.cli import user_file
+    from dna_mm.apis.distributed import resume_after_restart
     from dna_mm.build import read_config
     from dna_mm.errors import ConfigError
 
@@ -148,11 +155,13 @@ def train(args: argparse.Namespace) -> None:
         randomness['deterministic'] = True
     cfg.randomness = randomness
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
+    resume_after_restart(cfg)  # torchrun --max-restarts: a worker started again goes on
     check_config(cfg, 'train')
     apply_global_batch(cfg, args.launcher, args.global_batch)
     if cfg.get('load_from'):
         user_file(cfg.load_from, '--resume' if cfg.get('resume') else 'load_from')
     try:
+        refuse_busy_work_dir(cfg.work_dir)  # before the runner makes its log folder there
         build_runner(cfg).train()
     finally:
         shutdown_distributed()

@@ -20,7 +20,7 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='auto'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     sync_buffers=dict(type='SyncBuffersHook'),
-    # SIGTERM / SIGUSR1: save the iteration, exit with 128 + the signal's number (to requeue on)
+    # SIGTERM / SIGUSR1 / Ctrl-C: save the iteration, exit with 128 + the signal's number (to requeue on)
     preemption=dict(type='PreemptionHook'),
     # a NaN / inf loss or gradient norm stops the run before the step is applied
     # (max_skips_in_a_row=N: skip up to N such steps in a row instead)
@@ -39,8 +39,11 @@ test_cfg = dict(type='UnreadableVideosTestLoop')
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-    # nccl on GPU; tools/train.py switches to gloo when CUDA is absent
-    dist_cfg=dict(backend='nccl'),
+    # nccl on GPU; tools/train.py switches to gloo when CUDA is absent. timeout: seconds a rank
+    # waits in a collective for the others (a lost or hung rank stops the job after it; NCCL's own
+    # default is 30 min). It must cover what rank 0 does alone meanwhile: a checkpoint write, the
+    # end of a validation
+    dist_cfg=dict(backend='nccl', timeout=300),
 )
 
 log_processor = dict(type='LogProcessor', window_size=20, by_epoch=True)

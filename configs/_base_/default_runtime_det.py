@@ -11,7 +11,7 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, save_last=True, max_keep_ckpts=3),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='DetVisualizationHook'),
-    # SIGTERM / SIGUSR1: save the iteration, exit with 128 + the signal's number (to requeue on)
+    # SIGTERM / SIGUSR1 / Ctrl-C: save the iteration, exit with 128 + the signal's number (to requeue on)
     preemption=dict(type='PreemptionHook'),
     # a NaN / inf loss or gradient norm stops the run before the step is applied
     non_finite=dict(type='NonFiniteLossHook'),
@@ -23,8 +23,11 @@ custom_hooks = [dict(type='RNGStateHook')]
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-    # nccl on GPU; tools/train.py switches to gloo when CUDA is absent
-    dist_cfg=dict(backend='nccl'),
+    # nccl on GPU; tools/train.py switches to gloo when CUDA is absent. timeout: seconds a rank
+    # waits in a collective for the others (a lost or hung rank stops the job after it; NCCL's own
+    # default is 30 min). It must cover what rank 0 does alone meanwhile: a checkpoint write, and
+    # COCO's bbox + segm evaluation of a validation (minutes on val2017), hence 10 min here
+    dist_cfg=dict(backend='nccl', timeout=600),
 )
 
 vis_backends = [dict(type='LocalVisBackend')]

@@ -10,7 +10,7 @@ from .config import (
     sync_schedule,
 )
 from .global_batch import GlobalBatchHook, apply_global_batch
-from .runner import DnARunner, SetupDumpFilter, build_runner
+from .runner import DnARunner, SetupDumpFilter, build_runner, refuse_busy_work_dir
 
 __all__ = [
     'check_config',
@@ -25,4 +25,5 @@ __all__ = [
     'DnARunner',
     'SetupDumpFilter',
     'build_runner',
+    'refuse_busy_work_dir',
 ]

@@ -11,6 +11,13 @@ or a step that needs a package that is not installed
 (:func:`~dna_mm.utils.build_errors.config_mistake`: the key, the type and the closest valid
 names). ``--debug`` anywhere on the command line re-raises it with the traceback.
 
+A ``KeyboardInterrupt`` (a second Ctrl-C in training, the first elsewhere) is one line and exit
+status 130 (``128 + SIGINT``, what a shell reports for a process that Ctrl-C ended).
+
+A run stopped by a loss outside its code (a data-loader worker or a rank that died:
+:class:`dna_mm.errors.RunStopped`) is one line too, with exit status 1 (a crash, not the user's
+mistake).
+
 A tool parses its command line before it imports anything heavy (``--help`` answers at once):
 ``main`` parses with :mod:`argparse` alone, then hands its work to :func:`run_tool`::
 
@@ -29,11 +36,12 @@ import argparse
 import functools
 import os
 import re
+import signal
 import sys
 from typing import Any, Callable, Optional
 from urllib.error import HTTPError, URLError
 
-from ..errors import MissingFileError, UserError
+from ..errors import MissingFileError, RunStopped, UserError
 from ..utils.build_errors import config_mistake
 from ..utils.mmcv_ops import missing_ops_line
 
@@ -108,10 +116,11 @@ def _raised_in(err: BaseException, function: str) -> bool:
 
 
 class UserExit(SystemExit):
-    """``SystemExit`` with status 2 whose ``str()`` is the error message (what the tool printed)."""
+    """``SystemExit`` whose ``str()`` is the error message (what the tool printed): status 2 for
+    a user's mistake, 1 for a :class:`~dna_mm.errors.RunStopped`."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(2)
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(status)
         self.message = message
 
     def __str__(self) -> str:
@@ -121,6 +130,9 @@ class UserExit(SystemExit):
 def _report(prog: str, err: BaseException, debug: bool) -> None:
     """Re-raise ``err`` unless it is a user's mistake and not ``debug``; else print its line and
     raise :class:`UserExit`."""
+    if isinstance(err, RunStopped) and not debug:
+        print(f'{prog}: stopped: {err}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr)
+        raise UserExit(str(err), status=1) from None
     message = None if debug else _user_message(err)
     if message is None:
         raise err
@@ -149,6 +161,11 @@ def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argpars
         if hasattr(args, 'cfg_options'):
             args.cfg_options = cfg_options(args.cfg_options)
         return work(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f'{prog}: interrupted (Ctrl-C): stopped at once', file=sys.stderr)
+        raise UserExit('interrupted', status=128 + signal.SIGINT) from None
     except Exception as err:  # noqa: BLE001 (sorted by _report: only the user's mistakes are caught)
         _report(prog, err, debug)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os.path as osp
+import sys
 from typing import Any, Optional
 
 import torch
@@ -11,7 +12,7 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from ..utils.schedule import sync_schedule
-from .distributed import init_cpu_group
+from .distributed import collective_timeout, init_cpu_group, leave_group, note_rank_end, rank_ended
 
 
 def prepare_cfg(
@@ -30,7 +31,10 @@ def prepare_cfg(
     * without CUDA, for distributed runs: ``gloo`` instead of ``nccl``, the process group
       initialised here (mmengine's ``pytorch`` / ``slurm`` launchers would call
       ``torch.cuda.set_device``) and DDP without ``device_ids``; ``slurm``: torch's rendezvous
-      variables from SLURM's (:mod:`dna_mm.apis.distributed`).
+      variables from SLURM's (:mod:`dna_mm.apis.distributed`);
+    * ``env_cfg.dist_cfg.timeout``: the collective timeout in seconds, checked, the default
+      (:data:`~dna_mm.apis.distributed.DEFAULT_TIMEOUT`) written where the config has none; the
+      gloo group started here and mmengine's (NCCL) take it.
     """
     cfg.launcher = launcher
     if cfg_options:
@@ -50,11 +54,11 @@ def prepare_cfg(
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
     if launcher != 'none' and not torch.cuda.is_available():
-        dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
-        dist_cfg['backend'] = 'gloo'
+        env_cfg = cfg.get('env_cfg') or {}  # (Config.setdefault returns a copy for a new key)
+        cfg.env_cfg = {**env_cfg, 'dist_cfg': {**(env_cfg.get('dist_cfg') or {}), 'backend': 'gloo'}}
         cfg.setdefault('model_wrapper_cfg', dict(type='MMDistributedDataParallel'))
         cfg.model_wrapper_cfg['device_ids'] = None
-    init_cpu_group(launcher)  # gloo without CUDA; SLURM's variables -> torch's
+    init_cpu_group(launcher, collective_timeout(cfg))  # gloo without CUDA; SLURM's variables -> torch's
     return cfg
 
 
@@ -166,11 +170,24 @@ def format_metrics(metrics: dict) -> str:
 
 
 def shutdown_distributed() -> None:
-    """Destroy the default process group, if any, once every rank is done.
+    """Leave the default process group, if any (:func:`~dna_mm.apis.distributed.leave_group`):
+    once every rank is done (a barrier, bounded by the collective timeout), or at once on a rank
+    that ends on an error, whose peers may be gone or in another collective: an exception in
+    flight (call it in a ``finally``; it is noted for the peers,
+    :func:`~dna_mm.apis.distributed.note_rank_end`) or a note already made. Never raises for a
+    peer that is gone.
 
     mmengine leaves it to interpreter exit, where gloo's threads can abort the process
     ("terminate called without an active exception") after a successful run.
     """
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    failed = sys.exc_info()[1]
+    if failed is not None:
+        note_rank_end(f'{type(failed).__name__}: {failed}')
+    if not rank_ended():
+        try:
+            dist.barrier()
+        except RuntimeError:  # a peer gone at the very end: this rank's work is done
+            pass
+    leave_group()

@@ -17,7 +17,12 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   guaranteed.
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps go to
   the log file only, unless ``log_setup_to_console = True`` (tools: ``--verbose``).
-* **Faults** (``docs/training.md``, "When the machine misbehaves"). Checkpoints are written whole
+* **Every run ends** (``docs/training.md``, "When the machine misbehaves"). When ``train``,
+  ``val`` or ``test`` ends, however it ends, the preemption handlers go back and the data-loader
+  workers the loops still hold are ended (:mod:`dna_mm.engine.loader_workers`); a worker or a
+  rank that died under the run is a :class:`~dna_mm.errors.RunStopped` whose one line names it
+  and says where to go on from.
+* **Faults**. Checkpoints are written whole
   or not at all (:mod:`dna_mm.engine.atomic_files`; a failed write is a
   :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause);
   ``resume=True`` skips a checkpoint that does not load and takes the one before
@@ -50,11 +55,19 @@ from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
 from ..engine.atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
 from ..engine.checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
+from ..engine.loader_workers import (
+    describe_lost_worker,
+    end_runner_workers,
+    runner_iterators,
+    watch_worker_deaths,
+)
 from ..engine.loops import ResumableLoopMixin
+from ..engine.preemption import PreemptionHook
 from ..engine.rng_state import RNGStateHook
-from ..engine.work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use
-from ..errors import CheckpointMismatchError, UnreadableCheckpointError
+from ..engine.work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
+from ..errors import CheckpointMismatchError, RunStopped, UnreadableCheckpointError
 from .cli import error_line
+from .distributed import answer_peers, describe_lost_rank, note_rank_end
 
 #: how a config names mmengine's ``CheckpointHook`` (built as ``AtomicCheckpointHook``)
 STOCK_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook', CheckpointHook)
@@ -188,12 +201,55 @@ class DnARunner(Runner):
 
     def train(self) -> Any:
         """mmengine's, holding the work dir (:mod:`dna_mm.engine.work_dir_lock`): a work dir that
-        a live run holds is a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`."""
+        a live run holds is a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`. Ends as
+        the module docstring says (``Every run ends``)."""
         lock = self._hold_work_dir()
         try:
-            return super().train()
+            return self._ending(super().train, 'train')
         finally:
             lock.release()
+
+    def val(self) -> dict:
+        """mmengine's; ends as the module docstring says (``Every run ends``)."""
+        return self._ending(super().val, 'val')
+
+    def test(self) -> dict:
+        """mmengine's; ends as the module docstring says (``Every run ends``)."""
+        return self._ending(super().test, 'test')
+
+    def _ending(self, run: Callable[[], Any], what: str) -> Any:
+        """``run()``; then, on every path, the signal handlers back and the loaders' workers
+        ended; a lost worker or rank as a :class:`~dna_mm.errors.RunStopped`."""
+        tb = None
+        watch_worker_deaths()
+        answer_peers()  # the other ranks can tell whether this one lives (a no-op alone)
+        try:
+            return run()
+        except BaseException as err:
+            tb = err.__traceback__  # an epoch's loader iterator is in one of its frames
+            lost = None
+            if isinstance(err, Exception):
+                lost = describe_lost_worker(err, runner_iterators(self)) or describe_lost_rank(err)
+            # for the ranks that find this one gone (the first note counts: after describe_lost_rank)
+            note_rank_end(lost or f'{type(err).__name__}: {error_line(err)}')
+            if lost is None:
+                raise
+            raise RunStopped(f'{lost}; {self._going_on(what)}') from err
+        finally:
+            for hook in self.hooks:
+                if isinstance(hook, PreemptionHook):
+                    hook.release()
+            end_runner_workers(self, tb)
+
+    def _going_on(self, what: str) -> str:
+        """How to go on after a run that stopped on a loss outside its code."""
+        if what != 'train':
+            return f'the {what} run stopped (exit status 1); run it again'
+        pointer = osp.join(self.work_dir, LAST_CHECKPOINT)
+        last = open(pointer).read().strip() if osp.isfile(pointer) else ''
+        if last:
+            return f'training stopped (exit status 1); --resume continues from {last}'
+        return 'training stopped (exit status 1) before its first checkpoint; run it again'
 
     def _hold_work_dir(self) -> WorkDirLock:
         """Lock the work dir on rank 0 and give every rank its answer; clear the partial files a
@@ -218,12 +274,7 @@ class DnARunner(Runner):
                 removed = remove_partial_files(self.work_dir)
                 if removed:
                     self.logger.info(f'removed partial files a killed run left: {", ".join(removed)}')
-        if get_world_size() > 1:
-            box = [refused]
-            broadcast_object_list(box)
-            refused = box[0]
-        if refused:
-            raise WorkDirBusyError(refused)
+        _refuse_on_every_rank(refused)
         return lock
 
     def dump_config(self) -> None:
@@ -317,6 +368,30 @@ class DnARunner(Runner):
             )
         self.logger.info(f'Load checkpoint from {filename}')
         return report.checkpoint
+
+
+def _refuse_on_every_rank(refused: Optional[str]) -> None:
+    """Rank 0's refusal of the work dir (``None``: none), raised on every rank."""
+    if get_world_size() > 1:
+        box = [refused]
+        broadcast_object_list(box)
+        refused = box[0]
+    if refused:
+        raise WorkDirBusyError(refused)
+
+
+def refuse_busy_work_dir(work_dir: str) -> None:
+    """Before a training run is built: a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`
+    on every rank when a live run holds ``work_dir`` (rank 0 looks), so that a refused run writes
+    nothing there, not even its timestamped log folder. (``train`` still takes the lock: the
+    answer here is only an early one.)"""
+    refused = None
+    if is_main_process():
+        try:
+            refuse_if_in_use(work_dir)
+        except WorkDirBusyError as err:
+            refused = str(err)
+    _refuse_on_every_rank(refused)
 
 
 def build_runner(cfg: Config) -> Runner:

@@ -55,6 +55,15 @@ def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
     return changed
 
 
+def where_in_run(runner: Any) -> str:
+    """The iteration that just ran, as a log line names it: ``'iteration 12 (epoch 2)'`` in an
+    epoch-based run, ``'iteration 12 of 184375'`` in an iteration-based one (no epochs there)."""
+    loop = runner.train_loop
+    if isinstance(loop, IterBasedTrainLoop):
+        return f'iteration {runner.iter + 1} of {loop.max_iters}'
+    return f'iteration {runner.iter + 1} (epoch {runner.epoch + 1})'
+
+
 class ResumableLoopMixin:
     """What both loops share: the saved state given by ``RNGStateHook``."""
 

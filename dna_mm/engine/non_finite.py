@@ -39,6 +39,7 @@ from mmengine.optim import AmpOptimWrapper, OptimWrapper
 from mmengine.registry import HOOKS
 
 from ..errors import ConfigError, UserError
+from .loops import where_in_run
 from .ranks import max_over_ranks
 
 
@@ -173,13 +174,22 @@ class NonFiniteLossHook(Hook):
 
     def not_applied(self, runner, what: str) -> None:
         """A bad step was dropped: log it and count it, or stop the run."""
-        where = f'iteration {runner.iter + 1} (epoch {runner.epoch + 1})'
+        where = where_in_run(runner)
         if self.in_a_row >= self.max_skips_in_a_row:
             before = f' after {self.in_a_row} skipped in a row' if self.in_a_row else ''
+            if self.max_skips_in_a_row:  # skipping is on: more skips rarely cure a run that diverged
+                advice = (
+                    f'lower the learning rate; default_hooks.non_finite.max_skips_in_a_row='
+                    f'{self.max_skips_in_a_row} skipped as many as it allows'
+                )
+            else:
+                advice = (
+                    'lower the learning rate, or skip such steps: --cfg-options '
+                    'default_hooks.non_finite.max_skips_in_a_row=N'
+                )
             raise NonFiniteLossError(
                 f'training stopped at {where}: {what}{before}; the step was not applied, and the '
-                f'checkpoints written before it hold finite weights (lower the learning rate, or skip '
-                f'such steps: --cfg-options default_hooks.non_finite.max_skips_in_a_row=N)'
+                f'checkpoints written before it hold finite weights ({advice})'
             )
         self.in_a_row += 1
         self.skipped += 1

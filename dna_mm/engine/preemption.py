@@ -24,21 +24,32 @@ treats 1, 2 and codes it does not list, ``timeout``'s 124 among them, as permane
 script requeues on ``[ $? -ge 128 ]``; dna_mm's own failures are 1 (a crash) and 2 (a user's
 mistake).
 
+``SIGINT`` (Ctrl-C, default in ``signals``) does the same and exits 130; a second Ctrl-C (more
+than :data:`REPEAT_S` after the first: a terminal and torchrun's agent each deliver the first one)
+stops at once with ``KeyboardInterrupt``, nothing saved. The first signal of each kind writes one
+line to stderr at once, so that a log shows that it arrived.
+
 The handlers are set in ``before_train`` (main thread only) and the previous ones put back when
-training ends. SLURM signals every process of a job step, data-loader workers included, and a
-torch worker dies on ``SIGTERM`` (``SIGUSR1``'s default also ends a process): the main process
-would then fail on the lost worker. So the train and validation loaders' workers ignore
-``signals`` (:func:`workers_ignore`, in their ``worker_init_fn``, before the loader's own); an
-iteration-based loop's first workers, started when the loop was built, are started again.
-Validation and checkpoint writes are not interrupted: the grace period (``--signal=USR1@T``,
-SLURM's ``GraceTime``, Kubernetes' ``terminationGracePeriodSeconds``) must cover one validation,
-one iteration and one save.
+training ends, however it ends (:meth:`PreemptionHook.release`, which ``after_train`` and
+:class:`~dna_mm.apis.runner.DnARunner`'s ``train`` call): a signal after a crash ends the process
+as it would have without dna_mm. SLURM signals every process of a job step, data-loader workers
+included, a terminal's Ctrl-C every process of its foreground group, and a torch worker dies on
+``SIGTERM`` (``SIGUSR1``'s default also ends a process): the main process would then fail on the
+lost worker. So the train and validation loaders' workers ignore ``signals``
+(:func:`workers_ignore`, in their ``worker_init_fn``, before the loader's own); an
+iteration-based loop's first workers, started when the loop was built, are started again. Workers
+that ignore ``SIGTERM`` are not ended by Python's exit: the main process ends them itself on
+every path (:mod:`dna_mm.engine.loader_workers`). Validation and checkpoint writes are not
+interrupted: the grace period (``--signal=USR1@T``, SLURM's ``GraceTime``, Kubernetes'
+``terminationGracePeriodSeconds``) must cover one validation, one iteration and one save.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from functools import partial
 from typing import Any, Callable, Optional
 
@@ -48,10 +59,14 @@ from mmengine.registry import HOOKS
 
 from ..errors import ConfigError
 from .checkpoint_hook import INTERIM_INFO, point_last_checkpoint, save_on_all_ranks
+from .loader_workers import watch_worker_deaths  # and, at exit, ends the workers made to ignore signals
+from .loops import where_in_run
 from .ranks import max_over_ranks
 
 #: the checkpoint of a preempted iteration (its number, 1-based, as ``iter_{}.pth``)
 PREEMPTED_TMPL = 'preempted_iter_{}.pth'
+#: seconds within which a second ``SIGINT`` is the same Ctrl-C (delivered twice), not a second one
+REPEAT_S = 1.0
 
 
 class Preempted(SystemExit):
@@ -72,7 +87,7 @@ class PreemptionHook(Hook):
 
     priority = 'LOWEST'
 
-    def __init__(self, signals: tuple[str, ...] = ('SIGTERM', 'SIGUSR1')) -> None:
+    def __init__(self, signals: tuple[str, ...] = ('SIGTERM', 'SIGUSR1', 'SIGINT')) -> None:
         signals = (signals,) if isinstance(signals, str) else tuple(signals)
         known = {s.name for s in signal.Signals}
         unknown = [s for s in signals if s not in known]
@@ -80,16 +95,29 @@ class PreemptionHook(Hook):
             raise ConfigError(f'PreemptionHook: signals must be signal names (SIGTERM, ...), got {signals}')
         self.signals = tuple(signal.Signals[s] for s in signals)
         self.received = 0  # the last signal's number; 0: none
+        self._first_at: dict[int, float] = {}  # signal number -> when it first arrived
         self._previous: dict[signal.Signals, Any] = {}
 
     def _record(self, signum: int, frame: Any) -> None:
-        self.received = signum  # nothing else in a handler: the main thread may hold any lock
+        """Record ``signum`` for the end of the iteration; a second Ctrl-C raises at once. No
+        logging here (the main thread may hold the logger's or a stream's lock): ``os.write``."""
+        now = time.monotonic()
+        first = self._first_at.setdefault(signum, now)
+        if signum == signal.SIGINT and now - first > REPEAT_S:
+            self.release()
+            raise KeyboardInterrupt
+        if first == now:
+            name = signal.Signals(signum).name
+            again = '; Ctrl-C again stops at once, unsaved' if signum == signal.SIGINT else ''
+            os.write(2, f'{name}: saving at the end of this iteration, then exiting{again}\n'.encode())
+        self.received = signum
 
     def before_train(self, runner) -> None:
         if threading.current_thread() is not threading.main_thread():
             runner.logger.warning('PreemptionHook: training outside the main thread; signals are not caught')
             return
-        self.received = 0
+        self.received, self._first_at = 0, {}
+        watch_worker_deaths()
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._record)
         for loop in (runner.train_loop, getattr(runner, '_val_loop', None)):
@@ -104,9 +132,10 @@ class PreemptionHook(Hook):
                 runner.train_loop.dataloader_iterator = type(started)(runner.train_loop.dataloader)
 
     def after_train(self, runner) -> None:
-        self._restore()
+        self.release()
 
-    def _restore(self) -> None:
+    def release(self) -> None:
+        """Put back the handlers :meth:`before_train` replaced (nothing if none)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
         self._previous.clear()
@@ -117,11 +146,11 @@ class PreemptionHook(Hook):
         signum = int(max_over_ranks([self.received])[0])
         if not signum:
             return
-        self._restore()
+        self.release()
         path = save_preempted(runner)
         name, status = signal.Signals(signum).name, 128 + signum
         runner.logger.warning(
-            f'preempted by {name}: saved iteration {runner.iter + 1} (epoch {runner.epoch + 1}) to {path}; '
+            f'preempted by {name}: saved {where_in_run(runner)} to {path}; '
             f'exit status {status} (128 + {name}); --resume continues from it'
         )
         raise Preempted(signum, path)

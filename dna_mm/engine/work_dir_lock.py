@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import os
 import os.path as osp
+import shlex
 import socket
 import sys
+import textwrap
 import time
 
 from ..errors import UserError
@@ -32,6 +34,8 @@ except ImportError:  # not POSIX: no lock
     fcntl = None
 
 LOCK_NAME = '.dna_mm_train.lock'
+#: characters of the holder's command a message shows (cut between words, ``...`` marking the cut)
+COMMAND_SHOWN = 240
 
 
 class WorkDirBusyError(UserError, RuntimeError):
@@ -42,7 +46,8 @@ def holder_text(holder: dict) -> str:
     """``'pid 4242 on gpu07, started 2026-11-28 04:30:12 UTC (python tools/train.py ...)'``."""
     if not holder:
         return 'a process that has not written its name yet'
-    command = f' ({holder["command"]})' if holder.get('command') else ''
+    shown = textwrap.shorten(holder.get('command') or '', COMMAND_SHOWN, placeholder=' ...')
+    command = f' ({shown})' if shown else ''
     return f'pid {holder.get("pid")} on {holder.get("host")}, started {holder.get("started")}{command}'
 
 
@@ -73,10 +78,7 @@ class WorkDirLock:
         except BlockingIOError:
             holder = self._read(f)
             f.close()
-            raise WorkDirBusyError(
-                f'the work dir {osp.dirname(self.path)} is in use by another training run: '
-                f'{holder_text(holder)}; wait for it to end, stop it, or choose another --work-dir'
-            ) from None
+            raise busy_error(osp.dirname(self.path), holder) from None
         except OSError:  # ENOLCK, EINVAL, ENOTSUP: no locks on this file system
             f.close()
             return False, {}
@@ -85,7 +87,7 @@ class WorkDirLock:
             pid=os.getpid(),
             host=socket.gethostname(),
             started=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
-            command=' '.join([osp.basename(sys.executable), *sys.argv])[:300],
+            command=shlex.join([osp.basename(sys.executable), *sys.argv]),
         )
         f.seek(0)
         f.truncate()
@@ -106,6 +108,28 @@ class WorkDirLock:
             f.flush()
         finally:
             f.close()  # closing drops the flock
+
+
+def busy_error(work_dir: str, holder: dict) -> WorkDirBusyError:
+    """The error for a second run into ``work_dir``, which ``holder`` holds."""
+    return WorkDirBusyError(
+        f'the work dir {work_dir} is in use by another training run: {holder_text(holder)}; '
+        f'wait for it to end, stop it, or choose another --work-dir'
+    )
+
+
+def refuse_if_in_use(work_dir: str) -> None:
+    """A :class:`WorkDirBusyError` naming the holder when a live run holds ``work_dir``: asked
+    before a training run is built, so that a refused one writes nothing there (not even its
+    timestamped log folder)."""
+    if in_use(work_dir):
+        with open(osp.join(work_dir, LOCK_NAME)) as f:
+            text = f.read()
+        try:
+            holder = json.loads(text or '{}')
+        except ValueError:
+            holder = {}
+        raise busy_error(work_dir, holder)
 
 
 def in_use(work_dir: str) -> bool:

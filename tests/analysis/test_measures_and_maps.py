@@ -14,6 +14,7 @@ from conftest import DEMO_CONFIG, REPO, tiny_backbone, tiny_run_options
 from mmengine.config import Config, DictAction
 from scipy.spatial.distance import pdist
 from scipy.stats import entropy as scipy_entropy
+from tolerance import REORDERED, ROUNDING, SUMMED, assert_close_as
 
 import dna_mm  # noqa: F401
 from dna_mm.analysis import (
@@ -46,28 +47,28 @@ def _softmax_rows(b, h, m, n):
 def test_entropy_uniform_onehot_and_scipy() -> None:
     n = 7
     uniform = torch.full((2, 3, 5, n), 1 / n)
-    assert torch.allclose(attention_entropy(uniform), torch.full((3,), math.log(n)), atol=1e-6)
+    assert_close_as(attention_entropy(uniform), torch.full((3,), math.log(n)), ulps=REORDERED)
     onehot = torch.eye(n)[:5].expand(2, 3, 5, n)
-    assert torch.allclose(attention_entropy(onehot), torch.zeros(3), atol=1e-7)
+    assert_close_as(attention_entropy(onehot), torch.zeros(3), ulps=REORDERED, magnitude=math.log(n))
     a = _softmax_rows(2, 3, 10, n)
     ent = scipy_entropy(a.numpy(), axis=-1)  # [B, H, M], per row
-    assert np.allclose(attention_entropy(a).numpy(), ent.mean(axis=(0, 2)), atol=1e-5)
+    assert_close_as(attention_entropy(a), ent.mean(axis=(0, 2)), ulps=REORDERED)
     top = np.sort(ent, axis=-1)[..., ::-1][..., : math.ceil(0.3 * 10)].mean(axis=-1).mean(axis=0)
-    assert np.allclose(attention_entropy(a, top_k_percent=30).numpy(), top, atol=1e-5)
+    assert_close_as(attention_entropy(a, top_k_percent=30), top, ulps=REORDERED)
     half = torch.cat([uniform[:, :, :5], onehot], dim=2)  # 5 uniform rows, 5 one-hot rows
-    assert torch.allclose(attention_entropy(half, top_k_percent=50), torch.full((3,), math.log(n)))
-    assert torch.allclose(attention_entropy(half), torch.full((3,), math.log(n) / 2))
+    assert_close_as(attention_entropy(half, top_k_percent=50), torch.full((3,), math.log(n)), ulps=REORDERED)
+    assert_close_as(attention_entropy(half), torch.full((3,), math.log(n) / 2), ulps=REORDERED)
 
 
 def test_head_redundancy_identical_disjoint_and_scipy() -> None:
     a = _softmax_rows(2, 1, 4, 6)
-    assert float(head_redundancy(a.expand(2, 4, 4, 6))) == pytest.approx(0, abs=1e-6)
+    assert_close_as(head_redundancy(a.expand(2, 4, 4, 6)), 0.0, ulps=REORDERED, magnitude=1.0)  # 1 - cos
     disjoint = torch.zeros(1, 2, 3, 6)
     disjoint[0, 0, :, :3], disjoint[0, 1, :, 3:] = 1 / 3, 1 / 3
     assert float(head_redundancy(disjoint)) == pytest.approx(1.0)
     a = _softmax_rows(3, 4, 5, 6)
     ref = np.mean([pdist(a[b].reshape(4, -1).numpy(), 'cosine').mean() for b in range(3)])
-    assert float(head_redundancy(a)) == pytest.approx(ref, abs=1e-6)
+    assert_close_as(head_redundancy(a), ref, ulps=REORDERED)
     with pytest.raises(ValueError, match='at least 2 heads'):
         head_redundancy(a[:, :1])
 
@@ -77,9 +78,9 @@ def test_value_alignment_orthogonal_parallel_and_trace() -> None:
     half = torch.zeros_like(v)
     vp, vn = half.clone(), half.clone()
     vp[..., :4], vn[..., 4:] = v[..., :4], v[..., 4:]  # disjoint columns: V+ᵀV- = 0
-    assert torch.allclose(value_alignment(vp, vn), torch.zeros(2, 3), atol=1e-7)
-    assert torch.allclose(value_alignment(v, 2 * v), torch.ones(2, 3), atol=1e-6)
-    assert torch.allclose(value_alignment(v, -v), -torch.ones(2, 3), atol=1e-6)
+    assert_close_as(value_alignment(vp, vn), torch.zeros(2, 3), ulps=REORDERED, magnitude=1.0)  # a cosine
+    assert_close_as(value_alignment(v, 2 * v), torch.ones(2, 3), ulps=REORDERED)
+    assert_close_as(value_alignment(v, -v), -torch.ones(2, 3), ulps=REORDERED)
     w = torch.randn(2, 3, 9, 8)
     ref = [
         [
@@ -89,7 +90,7 @@ def test_value_alignment_orthogonal_parallel_and_trace() -> None:
         ]
         for b in range(2)
     ]
-    assert np.allclose(value_alignment(v, w).numpy(), ref, atol=1e-6)
+    assert_close_as(value_alignment(v, w), ref, ulps=REORDERED)
     assert torch.equal(branch_cosine(v, w), value_alignment(v, w))
 
 
@@ -126,9 +127,9 @@ def test_token_distance_against_pdist() -> None:
         (None, t),
     ):
         ref = [pdist(ref_tokens[b].numpy(), 'cosine').mean() for b in range(2)]
-        assert np.allclose(token_distance(t, center).numpy(), ref, atol=1e-5)
+        assert_close_as(token_distance(t, center), ref, ulps=REORDERED, what=str(center))
     same = torch.randn(1, 1, 8).expand(1, 5, 8)
-    assert float(token_distance(same)) == pytest.approx(0, abs=1e-6)
+    assert_close_as(token_distance(same), [0.0], ulps=REORDERED, magnitude=1.0)  # 1 - cos
 
 
 # -- calibration / OOD ----------------------------------------------------------------------
@@ -141,7 +142,7 @@ def _bins(spec):
 
 def test_rmsce_calibrated_known_and_last_bin() -> None:
     conf, corr = _bins([(0.3, 0.3), (0.6, 0.6), (0.9, 0.9)])
-    assert rms_calibration_error(conf, corr) == pytest.approx(0, abs=1e-12)
+    assert_close_as(rms_calibration_error(conf, corr), 0.0, ulps=REORDERED, magnitude=1.0)
     conf, corr = _bins([(0.3, 0.5), (0.6, 0.6), (0.9, 0.5)])
     # dropped last (most confident) bin: sqrt(1/3 · 0.2²); all bins: sqrt((0.2² + 0.4²) / 3)
     assert rms_calibration_error(conf, corr) == pytest.approx(math.sqrt(0.04 / 3))
@@ -158,7 +159,7 @@ def test_rmsce_equals_torchmetrics_l2_when_the_bins_coincide() -> None:
     conf, corr = _bins([(0.2, 0.5), (0.5, 0.1), (0.8, 0.7)])
     conf = conf + np.random.default_rng(0).uniform(-0.1, 0.1, conf.size)  # still one bin each
     ref = float(binary_calibration_error(torch.tensor(conf), torch.tensor(corr).long(), n_bins=3, norm='l2'))
-    assert rms_calibration_error(conf, corr, drop_last_bin=False) == pytest.approx(ref, abs=1e-6)
+    assert_close_as(rms_calibration_error(conf, corr, drop_last_bin=False), ref, ulps=REORDERED)
     # equal-width and equal-count bins differ once the counts are unequal
     ref15 = float(
         binary_calibration_error(torch.tensor(conf), torch.tensor(corr).long(), n_bins=15, norm='l2')
@@ -232,7 +233,7 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
             out = model(x, mode='tensor', stage='head')
         for h in hooks:
             h.remove()
-    assert torch.allclose(out, ref, atol=1e-5)  # eager path inside, same function
+    assert_close_as(out, ref, ulps=REORDERED)  # eager path inside, same function
     assert all(s.module.fused_attn and 'attend' not in vars(s.module) for s in collector.sites)
     assert [(s.layer, s.group) for s in collector.sites] == [
         (0, 'temporal'),
@@ -249,7 +250,7 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
         for branch, a in maps.items():
             r = next(e for e in rec['entropy'] if e['site'] == site.name and e['branch'] == branch)
             ent = scipy_entropy(a.numpy(), axis=-1)  # [B, H, M]
-            assert np.allclose(r['per_head'], ent.mean(axis=(0, 2)), atol=1e-4)
+            assert_close_as(r['per_head'], ent.mean(axis=(0, 2)), ulps=REORDERED, dtype=torch.float32)
             assert r['num_maps'] == a.shape[0]  # temporal: 2 clips × 16 patches, spatial: 2 × 8 frames
             assert r['num_keys'] == a.shape[-1] == (8 if site.group == 'temporal' else 17)  # max: log N
         if attn == 'softmax':
@@ -265,7 +266,7 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
             ]
             for pb, qb in zip(pos, neg, strict=True)
         ]
-        assert cos['mean'] == pytest.approx(np.mean(ref_cos), abs=1e-5)
+        assert_close_as(cos['mean'], np.mean(ref_cos), ulps=REORDERED, dtype=torch.float32)
         if attn == 'dna':
             c = next(e for e in rec['cvv'] if e['site'] == site.name)
             v, vn = heads['v'].numpy(), heads['v_neg'].numpy()
@@ -276,7 +277,7 @@ def test_collector_on_timesformer_matches_the_modules_own_maps(attn: str) -> Non
                 ]
                 for b in range(v.shape[0])
             ]
-            assert np.allclose(c['per_head_mean'], np.mean(ref_c, axis=0), atol=1e-5)
+            assert_close_as(c['per_head_mean'], np.mean(ref_c, axis=0), ulps=REORDERED, dtype=torch.float32)
             mid = np.sort(np.ravel(ref_c))[[len(np.ravel(ref_c)) // 2 - 1, len(np.ravel(ref_c)) // 2]]
             assert mid[0] - 2 / 400 <= c['median'] <= mid[1] + 2 / 400  # a median, to one bin
         intr = next(e for e in rec['intruders'] if e['site'] == site.name)
@@ -319,7 +320,8 @@ def test_collector_on_a_vitdet_backbone_with_windows_and_rel_pos() -> None:
         for branch in ('pos', 'neg'):
             r = next(e for e in rec if e['site'] == site.name and e['branch'] == branch)
             ref = scipy_entropy(maps[branch].numpy(), axis=-1).mean(axis=(0, 2))
-            assert np.allclose(r['per_head'], ref, atol=1e-5) and r['num_maps'] == windows
+            assert_close_as(r['per_head'], ref, ulps=REORDERED, dtype=torch.float32)
+            assert r['num_maps'] == windows
     assert sorted(tokens.distances()[0.0]) == [0, 1]
 
 
@@ -358,7 +360,7 @@ def test_token_distance_collector_hooks_the_blocks_without_cls() -> None:
     for layer, o in enumerate(outs):
         patches = o[:, 1:] - o[:, 1:].mean(-1, keepdim=True)  # no CLS, feature-centred
         ref = np.mean([pdist(p.numpy(), 'cosine').mean() for p in patches])
-        assert got[layer] == pytest.approx(ref, abs=1e-5)
+        assert_close_as(got[layer], ref, ulps=REORDERED, dtype=torch.float32, what=str(layer))
 
 
 def test_analyze_report_on_a_timm_image_folder(tmp_path) -> None:
@@ -421,7 +423,7 @@ def test_relevance_equals_the_rule_on_a_hand_written_forward() -> None:
     g_pos, g_neg = torch.autograd.grad(y, [a_pos, a_neg])
     for chain, a, g in (('pos', a_pos, g_pos), ('neg', a_neg, g_neg)):
         cam = (g * a).clamp(min=0).mean(1)[0]  # [17, 17]
-        assert torch.allclose(rel.raw[chain].flatten(), cam[0, 1:], atol=1e-6)
+        assert_close_as(rel.raw[chain].flatten(), cam[0, 1:], ulps=SUMMED, what=chain)  # gradients
         assert rel.maps[chain].shape == (1, 32, 32)
     assert rel.target == int(logits.argmax())
 
@@ -447,10 +449,10 @@ def test_divided_layouts_place_each_map_on_the_right_tokens() -> None:
     for f in range(t):
         for i in range(p):
             assert full[spatial_ids[f, i], 0] == cam_s[f, 1 + i, 0]
-            assert torch.isclose(full[0, spatial_ids[f, i]], cam_s[f, 0, 1 + i] / t)
+            assert_close_as(full[0, spatial_ids[f, i]], cam_s[f, 0, 1 + i] / t, ulps=ROUNDING)
             for j in range(p):
                 assert full[spatial_ids[f, i], spatial_ids[f, j]] == cam_s[f, 1 + i, 1 + j]
-    assert torch.isclose(full[0, 0], cam_s[:, 0, 0].mean())
+    assert_close_as(full[0, 0], cam_s[:, 0, 0].mean(), ulps=ROUNDING)
     assert (full != 0).sum() == t * (p * p + 2 * p) + 1
 
 

@@ -14,6 +14,7 @@ import torch
 from conftest import DEMO_CONFIG, tiny_run_options
 from einops import rearrange
 from mmengine.config import Config, DictAction
+from tolerance import REORDERED, ROUNDING, assert_close_as
 
 import dna_mm  # noqa: F401
 from dna_mm.analysis.study import mean_std, paired_difference, summarize
@@ -154,13 +155,13 @@ def test_mass_on_a_hand_built_map() -> None:
     region = torch.tensor([[False, True, True, False, False]])
     keys = torch.tensor([False, True, True, True, True])
     # class-token row: head 0 (0.3 + 0.1) / 0.8 = 0.5, head 1 0.8 / 1.0
-    assert torch.allclose(
-        attention_mass(attn, region, keys, query=0), torch.tensor([[0.5, 0.8]], dtype=torch.float64)
+    assert_close_as(
+        attention_mass(attn, region, keys, query=0), [[0.5, 0.8]], ulps=ROUNDING, dtype=attn.dtype
     )
     # pooled rows: head 0 mean row [0.1, .15, .05, .35, .35] -> 0.2 / 0.9; head 1 [0, .8, .1, .1, 0] -> 0.9
     pooled = attention_mass(attn, region, keys)
-    assert torch.allclose(pooled, torch.tensor([[0.2 / 0.9, 0.9]], dtype=torch.float64))
-    assert torch.allclose(uniform_mass(region, keys), torch.tensor([0.5], dtype=torch.float64))
+    assert_close_as(pooled, [[0.2 / 0.9, 0.9]], ulps=ROUNDING, dtype=attn.dtype)
+    assert_close_as(uniform_mass(region, keys), [0.5], ulps=ROUNDING)
     signed = torch.tensor([[[[0.0, -0.5, 0.25, 0.25, 0.0]]]])  # a Cog / combined row: |weights|
     assert attention_mass(signed, region, keys, 0).item() == pytest.approx(0.75)
 
@@ -234,7 +235,7 @@ def test_collector_on_timesformer_uniform_and_one_hot_maps(attn: str) -> None:
         expected = spatial_uniform if r['group'] == 'spatial' else temporal_uniform
         assert r['uniform'] == pytest.approx(expected)
         assert r['num_sequences'] == (b * t if r['group'] == 'spatial' else b * p)
-        assert r['mean'] == pytest.approx(expected, abs=1e-6), r
+        assert_close_as(r['mean'], expected, ulps=REORDERED, dtype=torch.float32, what=str(r))
     # a hand-set spatial map: the class token attends to patch 0 only -> mass 1 where patch 0 is on
     site = next(s for s in collector.sites if s.group == 'spatial')
     one_hot = torch.zeros(b * t, 1, 1 + p, 1 + p)
@@ -271,7 +272,8 @@ def test_collector_on_cog_weighs_the_signed_map_by_magnitude() -> None:
             row = w[c * t + f, :, 0, 1:]  # [H, P] the class token on the patches of frame f
             ref += row[:, region[c, f].numpy()].sum(-1) / row.sum(-1)
     rec = next(r for r in collector.records() if r['site'] == site.name)
-    assert np.allclose(rec['per_head'], ref / (b * t), atol=1e-6) and rec['branch'] == 'attn'
+    assert_close_as(rec['per_head'], ref / (b * t), ulps=REORDERED)  # both in float64
+    assert rec['branch'] == 'attn'
 
 
 def test_collector_needs_regions() -> None:

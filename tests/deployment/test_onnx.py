@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, load_tool, run_tool
+from tolerance import REORDERED, assert_close_as, tolerance
 
 pytest.importorskip('onnxruntime')
 import onnx  # noqa: E402
@@ -32,6 +33,14 @@ def _tiny(attn: str, attention_type: str = 'divided_space_time', **extra) -> dic
     return dict(
         TINY, **{'model.backbone.attn_cfg': attn, 'model.backbone.attention_type': attention_type}, **extra
     )
+
+
+def _allowed(ex, batches=(1,)) -> float:
+    """The tolerance of :func:`verify`'s ``max |diff|`` (onnxruntime's kernels against PyTorch's:
+    REORDERED) on the logits it compares (its seed-1 inputs)."""
+    with torch.no_grad():
+        scale = max(ex.model(example_input(ex.input_shape, b, 1)).abs().max().item() for b in batches)
+    return tolerance(torch.float32, scale, REORDERED)['atol']
 
 
 def _randomise(model: torch.nn.Module) -> None:
@@ -59,7 +68,7 @@ def test_recognizer_export_matches_pytorch(attn, attention_type, tmp_path) -> No
     assert ex.input_shape == (1, 3, 4, 16, 16)
     path = export(ex, str(tmp_path / 'm.onnx'))
     diffs = verify(ex, path)
-    assert diffs[1] < 1e-4
+    assert diffs[1] <= _allowed(ex)
     # the logits really are the class scores: 4 demo classes, and not all equal
     with torch.no_grad():
         out = ex.model(example_input(ex.input_shape, 1, 1))
@@ -71,7 +80,7 @@ def test_dynamic_batch_and_metadata(tmp_path) -> None:
     _randomise(ex.model)
     path = export(ex, str(tmp_path / 'm.onnx'), dynamic_batch=True)
     diffs = verify(ex, path, (1, 3))
-    assert set(diffs) == {1, 3} and max(diffs.values()) < 1e-4
+    assert set(diffs) == {1, 3} and max(diffs.values()) <= _allowed(ex, (1, 3))
     proto = onnx.load(path)
     dims = proto.graph.input[0].type.tensor_type.shape.dim
     assert dims[0].dim_param == 'batch' and [d.dim_value for d in dims[1:]] == [3, 4, 16, 16]
@@ -86,7 +95,7 @@ def test_dynamic_batch_and_metadata(tmp_path) -> None:
 def test_fixed_batch_graph_refuses_another_batch(tmp_path) -> None:
     ex = load_exportable(DEMO_CONFIG, None, _tiny('softmax'))
     path = export(ex, str(tmp_path / 'm.onnx'), batch=2)
-    assert verify(ex, path, (2,))[2] < 1e-4
+    assert verify(ex, path, (2,))[2] <= _allowed(ex, (2,))
     with pytest.raises(Exception, match='(?i)dimension|shape'):
         verify(ex, path, (1,))
 
@@ -96,7 +105,7 @@ def test_timm_dna_vit_export(tmp_path) -> None:
     _randomise(ex.model)
     assert ex.input_shape == (1, 3, 32, 32)
     path = export(ex, str(tmp_path / 'vit.onnx'), dynamic_batch=True)
-    assert max(verify(ex, path, (1, 2)).values()) < 1e-4
+    assert max(verify(ex, path, (1, 2)).values()) <= _allowed(ex, (1, 2))
 
 
 def test_detector_is_refused_by_name() -> None:
@@ -130,7 +139,12 @@ def test_export_cli_with_a_checkpoint(tmp_path) -> None:
     )
     assert "inputs ['B', 3, 4, 16, 16] -> logits" in proc.stdout
     diffs = [float(ln.rsplit('= ', 1)[1]) for ln in proc.stdout.splitlines() if 'max |diff|' in ln]
-    assert len(diffs) == 2 and max(diffs) < 1e-4
+    with torch.no_grad():  # the logits --verify compares: seed-1 inputs of batch 1 and 2
+        logits = [
+            model(example_input((b, 3, 4, 16, 16), 1)[:, None], mode='tensor', stage='head') for b in (1, 2)
+        ]
+    scale = max(t.abs().max().item() for t in logits)
+    assert len(diffs) == 2 and max(diffs) <= tolerance(torch.float32, scale, REORDERED)['atol']
     # the weights are the checkpoint's: a different model gives different logits
     import onnxruntime as ort
 
@@ -138,7 +152,7 @@ def test_export_cli_with_a_checkpoint(tmp_path) -> None:
     (out,) = ort.InferenceSession(str(tmp_path / 'tiny.onnx')).run(['logits'], {'inputs': x.numpy()})
     with torch.no_grad():
         ref = model(x[:, None], mode='tensor', stage='head').numpy()
-    assert abs(out - ref).max() < 1e-4
+    assert_close_as(out, ref, ulps=REORDERED)
 
 
 def test_export_cli_errors_are_one_line(tmp_path, capsys) -> None:
@@ -176,4 +190,4 @@ def test_dynamo_exporter_opset_18(attn, tmp_path) -> None:
     ex = load_exportable(DEMO_CONFIG, None, _tiny(attn))
     _randomise(ex.model)
     path = export(ex, str(tmp_path / 'm.onnx'), dynamic_batch=True, opset=18, dynamo=True)
-    assert max(verify(ex, path, (1, 3)).values()) < 1e-4
+    assert max(verify(ex, path, (1, 3)).values()) <= _allowed(ex, (1, 3))

@@ -42,6 +42,7 @@ def test_a_loss_gone_nan_stops_the_run_with_one_line_and_finite_checkpoints(tiny
     )
     assert found, errors
     at, epoch, value = int(found[1]), int(found[2]), found[4]
+    assert 'or skip such steps: --cfg-options default_hooks.non_finite.max_skips_in_a_row=N' in errors[0]
     print(f'\n{errors[0]}')
     assert at > 4 and epoch >= 2, (at, epoch, value)  # after epoch 1, at lr 5e11
     written = sorted(work.glob('*.pth'))
@@ -61,6 +62,9 @@ def test_skipped_steps_are_counted_and_the_run_stops_after_n_in_a_row(tiny_video
     assert '(1 in a row of at most 2, 1 in this run)' in skips[0]
     assert '(2 in a row of at most 2, 2 in this run)' in skips[1]
     assert 'after 2 skipped in a row' in proc.stderr
+    # skipping is on: the advice is not to turn it on
+    assert 'max_skips_in_a_row=2 skipped as many as it allows' in proc.stderr, proc.stderr[-3000:]
+    assert 'skip such steps' not in proc.stderr
 
 
 def test_a_nan_step_is_skipped_counted_and_the_run_goes_on(tmp_path) -> None:
@@ -74,15 +78,11 @@ def test_a_nan_step_is_skipped_counted_and_the_run_goes_on(tmp_path) -> None:
     assert (hook.skipped, hook.in_a_row, hook.scaler_skips) == (2, 0, 0)
     assert torch.isfinite(weights(runner)).all()
     log = '\n'.join(p.read_text() for p in (tmp_path / 'skip').glob('*/*.log'))
-    assert (
-        'iteration 2 (epoch 1): the loss is nan; step skipped (1 in a row of at most 1, 1 in this run)' in log
-    )
-    assert (
-        'iteration 5 (epoch 1): the loss is nan; step skipped (1 in a row of at most 1, 2 in this run)' in log
-    )
+    assert 'iteration 2 of 6: the loss is nan; step skipped (1 in a row of at most 1, 1 in this run)' in log
+    assert 'iteration 5 of 6: the loss is nan; step skipped (1 in a row of at most 1, 2 in this run)' in log
 
     stop = toy_runner(tmp_path / 'stop', [2.0, -1.0, -1.0, 3.0], default_hooks=skip_one)
-    with pytest.raises(NonFiniteLossError, match=r'iteration 3 \(epoch 1\): the loss is nan after 1 skipped'):
+    with pytest.raises(NonFiniteLossError, match=r'iteration 3 of 4: the loss is nan after 1 skipped'):
         stop.train()
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
 from mmengine.hooks import Hook
 from toy_runner import toy_runner, weights
 
@@ -110,11 +110,15 @@ def _opts(root, epochs: int) -> list[str]:
 def test_sigterm_to_a_training_run_saves_it_and_resume_ends_with_the_same_weights(
     tiny_video_set, tmp_path
 ) -> None:
-    """3 epochs of 4 iterations; SIGTERM to the run's process group once it trains in epoch 2."""
+    """3 epochs of 4 iterations; SIGTERM to the run's process group once it trains in epoch 2.
+    Every run in a new process, as the interrupted one: a process's state (its thread count: a
+    sum split over other threads rounds otherwise) must not differ between the runs compared
+    bitwise."""
+    print(f'\npytest process: {torch.get_num_threads()} threads')
     opts = _opts(tiny_video_set, epochs=3)
     train = ['tools/train.py', DEMO_CONFIG, '--seed', '0']
     full, cut = tmp_path / 'full', tmp_path / 'cut'
-    run_main([*train, '--work-dir', str(full), '--cfg-options', *opts])
+    run_tool([*train, '--work-dir', str(full), '--cfg-options', *opts])
 
     out_file = tmp_path / 'cut.out'
     with open(out_file, 'w') as out:
@@ -145,7 +149,7 @@ def test_sigterm_to_a_training_run_saves_it_and_resume_ends_with_the_same_weight
     assert f'saved iteration {at} ' in lines[0]
     assert {'optimizer', 'param_schedulers', 'message_hub', 'rng_state'} <= set(saved)
 
-    out = run_main([*train, '--work-dir', str(cut), '--resume', '--cfg-options', *opts]).stdout
+    out = run_tool([*train, '--work-dir', str(cut), '--resume', '--cfg-options', *opts]).stdout
     assert f'resume: continuing from {pointer}' in out
     reference = read_checkpoint(str(full / 'epoch_3.pth'))['state_dict']
     resumed = read_checkpoint(str(cut / 'epoch_3.pth'))['state_dict']

@@ -45,6 +45,7 @@ def test_a_second_run_is_refused_and_resume_takes_over_from_a_killed_one(tiny_vi
         assert holder.poll() is None, (tmp_path / 'holder.out').read_text()[-3000:]
         dump = work / 'timesformer_dna_demo.py'
         dumped = (dump.stat().st_mtime_ns, dump.read_text())
+        entries = sorted(p.name for p in work.iterdir())
 
         second = run_main([*train, '--cfg-options', *opts], check=False)
         errors = [ln for ln in second.stderr.splitlines() if ln.startswith('train.py: error:')]
@@ -52,7 +53,14 @@ def test_a_second_run_is_refused_and_resume_takes_over_from_a_killed_one(tiny_vi
         holder_is = f'pid {holder.pid} on {socket.gethostname()}, started '
         assert f'the work dir {work} is in use by another training run: {holder_is}' in errors[0]
         assert 'tools/train.py' in errors[0] and 'Traceback' not in second.stderr
+        # the holder's command, shortened between words: each word shown is one of its words
+        shown = errors[0].split(', started ', 1)[1].split(' (', 1)[1].rsplit('); wait for it', 1)[0]
+        words = set(holder.args[1:]) | {os.path.basename(sys.executable)}
+        assert shown.endswith(' ...') and {w.strip("'") for w in shown[: -len(' ...')].split()} <= words, (
+            shown
+        )
         assert (dump.stat().st_mtime_ns, dump.read_text()) == dumped  # its config copy untouched
+        assert sorted(p.name for p in work.iterdir()) == entries  # no log folder of its own
         assert holder.poll() is None  # and it trains on
     finally:
         os.killpg(holder.pid, signal.SIGKILL)

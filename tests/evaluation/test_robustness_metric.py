@@ -8,6 +8,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.registry import METRICS
+from tolerance import ROUNDING, assert_close_as
 
 import dna_mm  # noqa: F401
 
@@ -43,9 +44,8 @@ def test_metric_values_on_crafted_predictions() -> None:
     # most confident first: right, wrong, right, wrong
     assert out['aurra'] == pytest.approx((1 + 1 / 2 + 2 / 3 + 2 / 4) / 4)
     # equal-width ECE, one sample per bin: mean |correct - conf|
-    assert out['ece'] == pytest.approx(
-        sum(abs(c - k) for c, k in zip(conf, correct, strict=True)) / 4, abs=1e-6
-    )
+    ece = sum(abs(c - k) for c, k in zip(conf, correct, strict=True)) / 4
+    assert_close_as(out['ece'], ece, ulps=ROUNDING, dtype=torch.float32)  # float32 probabilities
     m = _metric(beta=1, drop_last_bin=False)
     m.process(None, _samples(probs, labels))
     assert m.compute_metrics(m.results)['rmsce'] == pytest.approx(
@@ -62,9 +62,8 @@ def test_metric_scores_are_checked_and_logits_softmaxed() -> None:
     m = _metric(beta=1, drop_last_bin=False, scores='logits')
     m.process(None, _samples(logits, [0, 0]))
     p = torch.tensor(logits).softmax(-1).max(-1).values
-    assert m.compute_metrics(m.results)['rmsce'] == pytest.approx(
-        math.sqrt(((p[0] - 1) ** 2 + p[1] ** 2) / 2), abs=1e-6
-    )
+    rmsce = math.sqrt(((p[0] - 1) ** 2 + p[1] ** 2) / 2)
+    assert_close_as(m.compute_metrics(m.results)['rmsce'], rmsce, ulps=ROUNDING, dtype=torch.float32)
     m = _metric(beta=100)
     m.process(None, _samples([[1.0, 0.0]], [0]))
     assert math.isnan(m.compute_metrics(m.results)['rmsce'])  # too few samples: NaN and a warning

@@ -101,7 +101,8 @@ def test_softmax_to_dna_takes_the_heads_from_the_config_or_refuses(tmp_path, cap
     dna.load_state_dict(converted, strict=True)
     x = torch.randn(1, 3, demo.num_frames, demo.img_size, demo.img_size)
     with torch.no_grad():
-        torch.testing.assert_close(dna(x), softmax(x), rtol=1e-3, atol=1e-4)
+        ref = softmax(x)
+        assert ((dna(x) - ref).norm() / ref.norm()).item() < 1e-3
 
 
 @pytest.mark.parametrize('combine,sign', [('add', 1.0), ('sub', -1.0)])

@@ -19,8 +19,11 @@ custom_hooks = [dict(type='RNGStateHook')]
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-    # nccl on GPU; tools/train.py switches to gloo when CUDA is absent
-    dist_cfg=dict(backend='nccl'),
+    # nccl on GPU; tools/train.py switches to gloo when CUDA is absent. timeout: seconds a rank
+    # waits in a collective for the others (a lost or hung rank stops the job after it; NCCL's own
+    # default is 30 min). It must cover what rank 0 does alone meanwhile: a checkpoint write, the
+    # end of a validation
+    dist_cfg=dict(backend='nccl', timeout=300),
 )
 vis_backends = [dict(type='LocalVisBackend')]
 visualizer = dict(type='UniversalVisualizer', vis_backends=vis_backends)

@@ -102,7 +102,7 @@ def test_every_with_attention_host(relu, host: str) -> None:
     swapped_softmax = copy.deepcopy(original)
     swap_attention(swapped_softmax, 'softmax')
     for key, value in swapped_softmax.state_dict().items():  # the base's parameters: the same tensors
-        torch.testing.assert_close(again.state_dict()[key], value)
+        assert torch.equal(again.state_dict()[key], value), key
 
 
 def test_the_cross_form(relu) -> None:

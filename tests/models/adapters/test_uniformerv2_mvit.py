@@ -16,6 +16,7 @@ from conftest import run_main
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from test_with_attention import EXAMPLES, HOSTS, TINY_MVIT, TINY_RUN, TINY_UNIFORMERV2
+from tolerance import REORDERED, ROUNDING, assert_close_as
 
 from dna_mm.checkpoint import load_whole_model, weights_only_loads
 from dna_mm.errors import UnsupportedModelError
@@ -165,10 +166,9 @@ def test_mvit_negative_pooling_starts_at_the_scaled_positive_one() -> None:
     attn = model.mvit.blocks[1].attn  # the stage change: in_dims 16 → 32, pooled queries
     assert isinstance(attn, DnAAttention) and attn.host_form.in_dims == 16 and attn.embed_dims == 32
     q_w, _, v_w = attn.qkv.weight.chunk(3)
-    torch.testing.assert_close(attn.q_neg.weight, q_w)
-    torch.testing.assert_close(attn.v_neg.weight, v_w)
-    torch.testing.assert_close(attn.pool_q_neg.weight, attn.pool_q.weight)
-    torch.testing.assert_close(attn.norm_v_neg.bias, -1e-4 * attn.norm_v.bias)
+    assert torch.equal(attn.q_neg.weight, q_w) and torch.equal(attn.v_neg.weight, v_w)  # copies
+    assert torch.equal(attn.pool_q_neg.weight, attn.pool_q.weight)
+    assert_close_as(attn.norm_v_neg.bias, -1e-4 * attn.norm_v.bias, ulps=ROUNDING)
     pooled = {}
     attend = attn.attend
 
@@ -179,11 +179,11 @@ def test_mvit_negative_pooling_starts_at_the_scaled_positive_one() -> None:
     attn.attend = spy
     with torch.no_grad():
         model(torch.randn(1, 3, 4, 32, 32, dtype=torch.float64))
-    torch.testing.assert_close(pooled['q_neg'], 1e-4 * pooled['q'])
-    torch.testing.assert_close(pooled['v_neg'], -1e-4 * pooled['v'])
+    assert_close_as(pooled['q_neg'], 1e-4 * pooled['q'], ulps=ROUNDING)
+    assert_close_as(pooled['v_neg'], -1e-4 * pooled['v'], ulps=ROUNDING)
     b_pos, b_neg = pooled['bias']  # each branch's rel-pos term from its own queries
     assert b_pos.abs().max() > 1e-2
-    torch.testing.assert_close(b_neg, 1e-4 * b_pos)
+    assert_close_as(b_neg, 1e-4 * b_pos, ulps=REORDERED)
     cls_terms = b_pos[:, :, 0].abs().max() + b_pos[:, :, :, 0].abs().max()
     assert cls_terms.item() == 0  # no rel-pos term on the CLS token
 
@@ -193,15 +193,14 @@ def _assert_mvit_negative_start(attn: DnAAttention) -> None:
     W_v``, the pooling convolutions copied, the norms' affine ``±1e-4 ×`` the positive ones',
     ``α = 0.5``."""
     q_w, _, v_w = attn.qkv.weight.chunk(3)
-    torch.testing.assert_close(attn.q_neg.weight, q_w)
-    torch.testing.assert_close(attn.v_neg.weight, v_w)
+    assert torch.equal(attn.q_neg.weight, q_w) and torch.equal(attn.v_neg.weight, v_w)  # copies
     for name, scale in (('q', 1e-4), ('v', -1e-4)):
         pos_pool, neg_pool = getattr(attn, f'pool_{name}'), getattr(attn, f'pool_{name}_neg')
         pos_norm, neg_norm = getattr(attn, f'norm_{name}'), getattr(attn, f'norm_{name}_neg')
-        torch.testing.assert_close(neg_pool.weight, pos_pool.weight)
-        torch.testing.assert_close(neg_norm.weight, scale * pos_norm.weight)
-        torch.testing.assert_close(neg_norm.bias, scale * pos_norm.bias)
-    torch.testing.assert_close(attn.alpha, torch.full_like(attn.alpha, 0.5))
+        assert torch.equal(neg_pool.weight, pos_pool.weight)
+        assert_close_as(neg_norm.weight, scale * pos_norm.weight, ulps=ROUNDING)
+        assert_close_as(neg_norm.bias, scale * pos_norm.bias, ulps=ROUNDING)
+    assert torch.equal(attn.alpha, torch.full_like(attn.alpha, 0.5))
 
 
 def test_mvit_from_scratch_starts_as_documented_after_init_weights() -> None:

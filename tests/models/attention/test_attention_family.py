@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from tolerance import REORDERED, ROUNDING, SUMMED, assert_close_as
 
 from dna_mm.models import (
     CogAttention,
@@ -99,7 +100,7 @@ def test_dna_variants_match_formula(variant: str) -> None:
     ref = reference_dna(m, x)
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(m(x).double(), ref, atol=1e-5, rtol=1e-5)
+        assert_close_as(m(x), ref, ulps=REORDERED)
 
 
 def test_paper_aliases_and_bad_variant() -> None:
@@ -152,10 +153,9 @@ def test_fast_and_eager_agree_with_gradients(cls) -> None:
         y = m(x, attn_mask=bias)
         y.pow(2).sum().backward()
         outs.append(y.detach())
-        grads.append([x.grad.clone()] + [p.grad.clone() for p in m.parameters()])
-    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
-    for g_fast, g_eager in zip(*grads, strict=True):
-        torch.testing.assert_close(g_fast, g_eager, atol=1e-5, rtol=1e-5)
+        grads.append({'x': x.grad.clone(), **{n: p.grad.clone() for n, p in m.named_parameters()}})
+    assert_close_as(outs[0], outs[1], ulps=REORDERED)
+    assert_close_as(grads[0], grads[1], ulps=SUMMED, what='grad')
 
 
 @pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
@@ -177,8 +177,8 @@ def test_core_on_formula_heads_fast_equals_eager(variant: str) -> None:
             + [p.grad for p in m.parameters() if p.grad is not None]
         )
     assert len(results[0]) == len(results[1])
-    for fast, eager in zip(*results, strict=True):
-        torch.testing.assert_close(fast, eager, atol=1e-5, rtol=1e-5)
+    for i, (fast, eager) in enumerate(zip(*results, strict=True)):  # the output, then gradients
+        assert_close_as(fast, eager, ulps=SUMMED if i else REORDERED)
 
 
 @pytest.mark.parametrize('pair', [False, True])
@@ -191,20 +191,13 @@ def test_attn_bias_enters_the_formula_of_both_branches(pair: bool) -> None:
     mask = torch.zeros(1, 1, 1, 6).masked_fill_(torch.tensor([False] * 4 + [True] * 2), -1e4)
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(
-            m(x, attn_bias=bias).double(), reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5
-        )
-        torch.testing.assert_close(
-            m(x, attn_bias=bias, attn_mask=mask).double(),
-            reference_dna(m, x, bias=bias, mask=mask),
-            atol=1e-5,
-            rtol=1e-5,
+        assert_close_as(m(x, attn_bias=bias), reference_dna(m, x, bias=bias), ulps=REORDERED)
+        assert_close_as(
+            m(x, attn_bias=bias, attn_mask=mask), reference_dna(m, x, bias=bias, mask=mask), ulps=REORDERED
         )
         heads = m.project(x)
         out = m.attend(heads, None, bias, not fused)[0]
-        torch.testing.assert_close(
-            m.proj(m.merge_heads(out)).double(), reference_dna(m, x, bias=bias), atol=1e-5, rtol=1e-5
-        )
+        assert_close_as(m.proj(m.merge_heads(out)), reference_dna(m, x, bias=bias), ulps=REORDERED)
 
 
 @pytest.mark.parametrize('cls', [SoftmaxAttention, DiffAttention, CogAttention])
@@ -215,7 +208,7 @@ def test_one_map_members_take_one_bias(cls) -> None:
     y = m(x, attn_bias=b)
     assert not torch.allclose(y, m(x), atol=1e-4)
     if cls is not CogAttention:  # bias and float mask mean the same thing for one softmax
-        torch.testing.assert_close(y, m(x, attn_mask=b), atol=1e-5, rtol=1e-5)
+        assert_close_as(y, m(x, attn_mask=b), ulps=REORDERED)
     with pytest.raises(TypeError, match='attn_bias must be one tensor'):
         m(x, attn_bias=(b, b))
 
@@ -261,9 +254,7 @@ def test_every_mask_encoding_excludes_keys_from_every_branch(cls, encoding: str)
     x2[:, 4:] = torch.randn(2, 2, C) * 5
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(
-            m(x2, attn_mask=mask)[:, :4], m(x, attn_mask=mask)[:, :4], atol=1e-5, rtol=1e-5
-        )
+        assert_close_as(m(x2, attn_mask=mask)[:, :4], m(x, attn_mask=mask)[:, :4], ulps=REORDERED)
 
 
 @pytest.mark.parametrize('encoding', MASK_ENCODINGS)
@@ -308,7 +299,7 @@ def test_every_mask_encoding_excludes_keys_in_the_cross_forms(cls, encoding: str
         y = run(ctx, val, attn_mask=mask)
         if not cross:  # the masked tokens' own rows change with them: compare the kept queries
             ctx2[:, :4] = ctx[:, :4]
-        torch.testing.assert_close(run(ctx2, val2, attn_mask=mask), y, atol=1e-5, rtol=1e-5)
+        assert_close_as(run(ctx2, val2, attn_mask=mask), y, ulps=REORDERED)
     if encoding not in ('bool', '-inf') and isinstance(m, DnACrossAttention):  # the softmin branch
         _, biased = m(q, ctx, value=val, attn_bias=mask, return_attn=True)
         assert biased['neg'][..., ~keep].sum(-1).mean() > 0.5  # softmin(-100 ...) favours them
@@ -328,15 +319,15 @@ def test_key_mask_excludes_keys_in_every_branch(cls) -> None:
         m.fused_attn = fused
         y_bool = m(x, attn_mask=bool_mask)
         y_float = m(x, attn_mask=float_mask)
-        torch.testing.assert_close(y_bool, y_float, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(m(x2, attn_mask=bool_mask)[:, :4], y_bool[:, :4], atol=1e-5, rtol=1e-5)
+        assert_close_as(y_bool, y_float, ulps=REORDERED)
+        assert_close_as(m(x2, attn_mask=bool_mask)[:, :4], y_bool[:, :4], ulps=REORDERED)
 
 
 def test_causal_mask_matches_explicit_mask() -> None:
     m = _perturbed(DnAAttention(C, H))
     x = torch.randn(1, 5, C)
     explicit = torch.ones(5, 5, dtype=torch.bool).tril()
-    torch.testing.assert_close(m(x, is_causal=True), m(x, attn_mask=explicit))
+    assert_close_as(m(x, is_causal=True), m(x, attn_mask=explicit), ulps=REORDERED)
 
 
 @pytest.mark.parametrize(
@@ -348,7 +339,7 @@ def test_cross_attention_shapes(cls) -> None:
     out, maps = m(probes, ctx, return_attn=True)
     assert out.shape == (3, 4, C)
     assert all(a.shape == (3, H, 4, 11) for a in maps.values())
-    torch.testing.assert_close(m(probes, ctx), out, atol=1e-5, rtol=1e-5)
+    assert_close_as(m(probes, ctx), out, ulps=REORDERED)
     with pytest.raises(ValueError, match='context'):
         m(probes, torch.randn(2, 11, C))
 
@@ -356,7 +347,7 @@ def test_cross_attention_shapes(cls) -> None:
 def test_dna_cross_attention_matches_formula() -> None:
     m = _perturbed(DnACrossAttention(C, H))
     probes, ctx = torch.randn(2, 3, C), torch.randn(2, 8, C)
-    torch.testing.assert_close(m(probes, ctx).double(), reference_dna(m, probes, ctx), atol=1e-5, rtol=1e-5)
+    assert_close_as(m(probes, ctx), reference_dna(m, probes, ctx), ulps=REORDERED)
 
 
 class _LoRALinear(torch.nn.Linear):
@@ -389,7 +380,7 @@ def test_fast_path_does_not_bypass_wrapped_or_hooked_projections(cross: bool) ->
     for fused in (True, False):
         m.fused_attn = fused
         outs.append(m(*args))
-    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+    assert_close_as(outs[0], outs[1], ulps=REORDERED)
     assert not torch.allclose(outs[0], plain, atol=1e-3)
 
 
@@ -402,14 +393,14 @@ def test_diff_matches_timm_reference() -> None:
     x = torch.randn(2, 7, C)
     for fused in (True, False):
         ours.fused_attn = fused
-        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+        assert_close_as(ours(x), theirs(x), ulps=REORDERED)
     assert math.isclose(ours.lambda_init, 0.8 - 0.6 * math.exp(-0.9))
 
 
 def test_cog_matches_formula_and_builder_keeps_softmax_at_the_ends() -> None:
     m = CogAttention(C, H).eval()
     x = torch.randn(2, 6, C)
-    torch.testing.assert_close(m(x).double(), reference_cog(m, x), atol=1e-5, rtol=1e-5)
+    assert_close_as(m(x), reference_cog(m, x), ulps=REORDERED)
     kinds = [type(build_attention('cog', C, H, layer_index=i, num_layers=4)).__name__ for i in range(4)]
     assert kinds == ['SoftmaxAttention', 'CogAttention', 'CogAttention', 'SoftmaxAttention']
     every = build_attention(dict(type='cog', softmax_first_last=False), C, H, 0, 4)
@@ -482,7 +473,7 @@ def test_cross_attention_with_separate_values_matches_formula() -> None:
     ref = reference_dna(m, probes, keys, val=vals)
     for fused in (True, False):
         m.fused_attn = fused
-        torch.testing.assert_close(m(probes, keys, value=vals).double(), ref, atol=1e-5, rtol=1e-5)
+        assert_close_as(m(probes, keys, value=vals), ref, ulps=REORDERED)
     assert not torch.allclose(m(probes, keys).double(), ref, atol=1e-3)
     with pytest.raises(ValueError, match='value has 7 tokens'):
         m(probes, keys, value=vals[:, :7])
@@ -495,9 +486,9 @@ def test_float64_stays_float64(cls) -> None:
     y, maps = m(x, return_attn=True)
     assert y.dtype == torch.float64 and all(a.dtype == torch.float64 for a in maps.values())
     if cls is DnAAttention:  # fp32 rounding would leave ~1e-7; fp64 agrees to ~1e-15
-        assert (y - reference_dna(m, x)).abs().max() < 1e-12
+        assert_close_as(y, reference_dna(m, x), ulps=REORDERED)
     m.fused_attn = True
-    assert (m(x) - y).abs().max() < 1e-12
+    assert_close_as(m(x), y, ulps=REORDERED)
 
 
 def test_diff_official_heads_match_timm_with_half_the_heads() -> None:
@@ -514,7 +505,7 @@ def test_diff_official_heads_match_timm_with_half_the_heads() -> None:
     x = torch.randn(2, 7, C)
     for fused in (True, False):
         ours.fused_attn = fused
-        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+        assert_close_as(ours(x), theirs(x), ulps=REORDERED)
     with pytest.raises(ValueError, match='even num_heads'):
         DiffAttention(C, 1, diff_heads='official')
     with pytest.raises(ValueError, match="'paper' or 'official'"):
@@ -552,7 +543,7 @@ def test_every_member_traces_with_torch_fx(cls, fused: bool) -> None:
     graph = torch.fx.GraphModule(model, torch.fx.Tracer().trace(model))
     x, keep = torch.randn(2, 7, C), torch.ones(2, 1, 1, 7, dtype=torch.bool)
     keep[1, ..., -2:] = False
-    torch.testing.assert_close(graph(x, keep), model(x, keep))
+    assert_close_as(graph(x, keep), model(x, keep), ulps=ROUNDING)
 
 
 # -- both branches in one SDPA call over 2H heads (kernel='sdpa_2h') ------------------------------
@@ -601,14 +592,14 @@ def test_one_call_over_2h_heads_is_exact_in_float64(cross: bool, variant: str, k
         y = y[0] if eager else y
         y.pow(2).sum().backward()
         results.append([y.detach(), x.grad.clone()] + [p.grad.clone() for p in one.parameters()])
-    for fast, ref in zip(*results, strict=True):
-        assert (fast - ref).abs().max() <= 1e-12 * max(1.0, ref.abs().max().item())
+    for i, (fast, ref) in enumerate(zip(*results, strict=True)):  # the output, then gradients
+        assert_close_as(fast, ref, ulps=SUMMED if i else REORDERED)
     mask = extra.get('attn_mask')
     if mask is not None and mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float('-inf'))
     ref = reference_dna(one, x.detach(), None if ctx is None else ctx.detach(), extra.get('attn_bias'), mask)
     y = one(x.detach(), ctx.detach(), **extra) if cross else one(x.detach(), **extra)
-    assert (y - ref).abs().max() < 1e-12
+    assert_close_as(y, ref, ulps=REORDERED)
 
 
 def test_one_call_equals_two_calls_in_float32_and_under_autocast() -> None:
@@ -618,11 +609,11 @@ def test_one_call_equals_two_calls_in_float32_and_under_autocast() -> None:
     one.load_state_dict(two.state_dict())
     x = torch.randn(3, 9, C)
     bias = (torch.randn(1, H, 9, 9), torch.randn(1, H, 9, 9))
-    torch.testing.assert_close(one(x, attn_bias=bias), two(x, attn_bias=bias), atol=1e-5, rtol=1e-5)
+    assert_close_as(one(x, attn_bias=bias), two(x, attn_bias=bias), ulps=REORDERED)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         y1, y2 = one(x, attn_bias=bias), two(x, attn_bias=bias)
     assert y1.dtype == y2.dtype == torch.bfloat16
-    torch.testing.assert_close(y1.float(), y2.float(), atol=3e-2, rtol=3e-2)
+    assert_close_as(y1, y2, ulps=ROUNDING)
     assert "kernel='sdpa_2h'" in repr(one)
 
 

@@ -11,6 +11,7 @@ import torch
 from conftest import REPO
 from test_vitdet import TINY  # 4 blocks, windows of 4 in blocks 0 and 2, rel-pos everywhere
 from timm.models.vision_transformer import VisionTransformer
+from tolerance import ROUNDING, assert_close_as
 
 import dna_mm
 from dna_mm.models import backbones
@@ -79,8 +80,8 @@ def test_the_swap_builds_with_the_scales_it_is_given() -> None:
     vit = VisionTransformer(img_size=32, patch_size=16, embed_dim=32, depth=2, num_heads=2, num_classes=5)
     q, _, v = vit.blocks[1].attn.qkv.weight.detach().clone().chunk(3)
     swap_attention(vit, 'dna', q_neg_scale=1e-2, v_neg_scale=-1e-3)
-    torch.testing.assert_close(vit.blocks[1].attn.q_neg.weight, 1e-2 * q)
-    torch.testing.assert_close(vit.blocks[1].attn.v_neg.weight, -1e-3 * v)
+    assert_close_as(vit.blocks[1].attn.q_neg.weight, 1e-2 * q, ulps=ROUNDING)
+    assert_close_as(vit.blocks[1].attn.v_neg.weight, -1e-3 * v, ulps=ROUNDING)
     assert torch.equal(vit.blocks[1].attn.alpha, torch.full((2,), 0.5))
 
 

@@ -24,6 +24,7 @@ import timm
 import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import FeatureInfo, get_notrace_functions, get_notrace_modules
+from tolerance import ROUNDING, assert_close_as
 from torch import Tensor, nn
 from torchvision.models.feature_extraction import (
     NodePathTracer,
@@ -185,7 +186,7 @@ def test_model_forward(case: str) -> None:
         out = model(x)
         assert out.shape[0] == 1 and not torch.isnan(out).any()
         model.set_grad_checkpointing()
-        torch.testing.assert_close(model(x), out, rtol=1e-4, atol=1e-5)
+        assert_close_as(model(x), out, ulps=ROUNDING)
 
 
 @model_cases
@@ -229,11 +230,9 @@ def test_model_forward_intermediates(case: str) -> None:
     with torch.no_grad():
         out, maps = model.forward_intermediates(x, output_fmt='NCHW')
         assert_feature_maps(maps, info, size, batch=1)
-        torch.testing.assert_close(out, model.forward_features(x))
+        assert_close_as(out, model.forward_features(x), ulps=ROUNDING)
         model.set_grad_checkpointing()
-        torch.testing.assert_close(
-            model.forward_intermediates(x, output_fmt='NCHW')[0], out, rtol=1e-4, atol=1e-5
-        )
+        assert_close_as(model.forward_intermediates(x, output_fmt='NCHW')[0], out, ulps=ROUNDING)
 
 
 # -- torch.fx -----------------------------------------------------------------------------------
@@ -270,7 +269,7 @@ def test_model_forward_fx_torchscript(case: str) -> None:
     x = torch.randn(1, *input_size(model, JIT_SIZE))
     with torch.inference_mode():
         out = fx_output(scripted(x))
-        torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
+        assert_close_as(out, model(x), ulps=ROUNDING)
     assert out.shape[0] == 1 and not torch.isnan(out).any()
 
 
@@ -312,7 +311,7 @@ def test_traced_graph_keeps_the_argument_checks_and_run_time_masks() -> None:
         for kwargs in (dict(attn_mask=mask), dict(is_causal=True)):
             out = model(x, **kwargs)
             assert not torch.allclose(out, model(x), atol=1e-4)
-            torch.testing.assert_close(fx_output(graph(x, **kwargs)), out)
+            assert_close_as(fx_output(graph(x, **kwargs)), out, ulps=ROUNDING)
 
 
 def test_timm_attention_extract_gets_both_maps() -> None:
@@ -330,8 +329,8 @@ def test_timm_attention_extract_gets_both_maps() -> None:
         assert sorted(maps) == [f'blocks.{i}.attn.softmax{s}' for i in (0, 1) for s in ('', '_1')]
         model(x)
         _, ref = model.blocks[1].attn(inputs[-1], return_attn=True)
-    torch.testing.assert_close(maps['blocks.1.attn.softmax'], ref['pos'])
-    torch.testing.assert_close(maps['blocks.1.attn.softmax_1'], ref['neg'])
+    assert_close_as(maps['blocks.1.attn.softmax'], ref['pos'], ulps=ROUNDING)
+    assert_close_as(maps['blocks.1.attn.softmax_1'], ref['neg'], ulps=ROUNDING)
 
 
 # -- torch.compile / torch.export ---------------------------------------------------------------
@@ -353,7 +352,7 @@ def test_attention_compiles_fullgraph() -> None:
     x, kwargs = _attention_inputs()
     compiled = torch.compile(attn, fullgraph=True, backend='aot_eager')
     with torch.no_grad():
-        torch.testing.assert_close(compiled(x, **kwargs), attn(x, **kwargs))
+        assert_close_as(compiled(x, **kwargs), attn(x, **kwargs), ulps=ROUNDING)
 
 
 def test_vit_compiles_fullgraph() -> None:
@@ -362,7 +361,7 @@ def test_vit_compiles_fullgraph() -> None:
     x = torch.randn(2, 3, 32, 32)
     compiled = torch.compile(model, fullgraph=True, backend='aot_eager')
     with torch.no_grad():
-        torch.testing.assert_close(compiled(x), model(x))
+        assert_close_as(compiled(x), model(x), ulps=ROUNDING)
 
 
 def test_attention_exports() -> None:
@@ -371,7 +370,7 @@ def test_attention_exports() -> None:
     x, kwargs = _attention_inputs()
     exported = torch.export.export(attn, (x,), kwargs).module()
     with torch.no_grad():
-        torch.testing.assert_close(exported(x, **kwargs), attn(x, **kwargs))
+        assert_close_as(exported(x, **kwargs), attn(x, **kwargs), ulps=ROUNDING)
 
 
 def test_vit_exports() -> None:
@@ -380,7 +379,7 @@ def test_vit_exports() -> None:
     x = torch.randn(2, 3, 32, 32)
     exported = torch.export.export(model, (x,)).module()
     with torch.no_grad():
-        torch.testing.assert_close(exported(x), model(x), rtol=1e-4, atol=1e-5)
+        assert_close_as(exported(x), model(x), ulps=ROUNDING)
 
 
 def test_a_variant_keeps_every_argument_timm_gave_the_attention() -> None:
@@ -424,9 +423,9 @@ def test_timm_initialisation_is_kept(variant: str) -> None:
     torch.manual_seed(0)
     fixed = timm.create_model('dna_vit_tiny_patch16_224', fix_init=True, **kw)
     for i, (a, b) in enumerate(zip(plain.blocks, fixed.blocks, strict=True)):
-        torch.testing.assert_close(b.attn.proj.weight, a.attn.proj.weight / math.sqrt(2.0 * (i + 1)))
-        torch.testing.assert_close(b.attn.qkv.weight, a.attn.qkv.weight)
-        torch.testing.assert_close(b.attn.q_neg.weight, a.attn.q_neg.weight)
+        assert_close_as(b.attn.proj.weight, a.attn.proj.weight / math.sqrt(2.0 * (i + 1)), ulps=ROUNDING)
+        assert torch.equal(b.attn.qkv.weight, a.attn.qkv.weight)  # the same draw
+        assert torch.equal(b.attn.q_neg.weight, a.attn.q_neg.weight)
     assert all(blk.attn.variant == variant for blk in fixed.blocks)
 
 

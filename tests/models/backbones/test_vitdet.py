@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from authors_models import AuthorsDnAViT, AuthorsQQKVV
 from mmengine.registry import init_default_scope
+from tolerance import REORDERED, ROUNDING, SUMMED, assert_close_as
 from vitdet_reference import (
     mmdet_vitdet_checkpoint,
     ref_get_rel_pos,
@@ -83,14 +84,16 @@ def test_window_partition_pads_and_crops(hw) -> None:
 def test_rel_pos_lookup_and_resize() -> None:
     table = torch.randn(7, 5)  # made for a side of 4
     for q, k in [(4, 4), (6, 6), (3, 6), (6, 3), (2, 2)]:
-        assert torch.allclose(get_rel_pos(q, k, table), ref_get_rel_pos(q, k, table), atol=1e-6)
+        assert_close_as(
+            get_rel_pos(q, k, table), ref_get_rel_pos(q, k, table), ulps=ROUNDING, what=f'{q}, {k}'
+        )
     # same side: offsets i - j + (k - 1) index the table directly
     exact = get_rel_pos(4, 4, table)
     assert torch.equal(exact[0, 3], table[0]) and torch.equal(exact[3, 0], table[6])
     # a table linear in its row index stays linear when resized (align_corners=False interior)
     ramp = torch.arange(7.0).unsqueeze(1).repeat(1, 2)
-    assert torch.allclose(
-        resize_rel_pos(ramp, 13)[3:10, 0], (torch.arange(3, 10) + 0.5) * 7 / 13 - 0.5, atol=1e-5
+    assert_close_as(
+        resize_rel_pos(ramp, 13)[3:10, 0], (torch.arange(3, 10) + 0.5) * 7 / 13 - 0.5, ulps=ROUNDING
     )
     assert resize_rel_pos(table, 7) is table
 
@@ -112,7 +115,8 @@ def test_pos_embed_resize_cls_rows() -> None:
         .permute(0, 2, 3, 1)
         .reshape(1, 36, 8)
     )
-    assert torch.equal(grown[:, :1], pos[:, :1]) and torch.allclose(grown[:, 1:], expected)
+    assert torch.equal(grown[:, :1], pos[:, :1])
+    assert_close_as(grown[:, 1:], expected, ulps=ROUNDING)
     authors = torch.randn(1, 16, 8)  # the authors' DnA ViT: no CLS row
     with_zero = resize_pos_embed(authors, 4, with_cls=True)
     assert with_zero[:, 0].abs().sum() == 0 and torch.equal(with_zero[:, 1:], authors)
@@ -149,7 +153,7 @@ def test_softmax_vitdet_equals_reference_forward(size) -> None:
             use_rel_pos=True,
         )
     assert out.shape == (2, 32, size[0] // 16, size[1] // 16)
-    assert _rel(out, ref) < 1e-5
+    assert_close_as(out, ref, ulps=REORDERED)
 
 
 def _dna_rel_pos_formula(attn: DnAAttention, x: torch.Tensor) -> torch.Tensor:
@@ -179,13 +183,14 @@ def test_dna_rel_pos_per_branch_fast_eager_formula() -> None:
     fast = attn(x)
     eager, maps = attn(x, return_attn=True)
     formula = _dna_rel_pos_formula(attn, x)
-    assert _rel(fast, formula) < 1e-5 and _rel(eager, formula) < 1e-5
+    assert_close_as(fast, formula, ulps=REORDERED)
+    assert_close_as(eager, formula, ulps=REORDERED)
     assert maps['pos'].shape == maps['neg'].shape == (3, 2, 16, 16)
     # the negative branch's bias comes from Q-: fast and eager agree on the gradients through it
     g_fast = torch.autograd.grad(fast.square().sum(), [x, attn.rel_pos_h, attn.q_neg.weight])
     g_eager = torch.autograd.grad(eager.square().sum(), [x, attn.rel_pos_h, attn.q_neg.weight])
     for a, b in zip(g_fast, g_eager, strict=True):
-        assert _rel(a, b) < 1e-5
+        assert_close_as(a, b, ulps=SUMMED)
     assert g_fast[1].abs().sum() > 0
     # R(Q-) differs from R(Q+): using R(Q+) in both branches gives another output
     heads = attn.project(x.detach().reshape(3, 16, 32))
@@ -236,7 +241,7 @@ def test_with_cp_same_gradients() -> None:
         grads.append({n: p.grad.clone() for n, p in m.named_parameters()})
     assert calls == [1, 2]  # with_cp recomputes the block's forward during backward
     for name, g in grads[0].items():
-        assert torch.allclose(g, grads[1][name], atol=1e-6), name
+        assert_close_as(g, grads[1][name], ulps=ROUNDING, what=name)  # the same operations again
 
 
 # -- SimpleFPN, LN2d -----------------------------------------------------------------------------
@@ -250,7 +255,7 @@ def test_simple_fpn_and_ln2d() -> None:
         ln.bias.normal_()
     x = torch.randn(2, 8, 5, 3)
     expected = F.layer_norm(x.permute(0, 2, 3, 1), (8,), ln.weight, ln.bias, 1e-6).permute(0, 3, 1, 2)
-    assert torch.allclose(ln(x), expected, atol=1e-5)
+    assert_close_as(ln(x), expected, ulps=REORDERED)
     fpn = MODELS.build(
         dict(
             type='SimpleFPN',
@@ -380,7 +385,7 @@ def test_mae_timm_file_into_softmax_and_dna(tmp_path) -> None:
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         ref = ref_vit_forward(soft.state_dict(), x, 4, 2, 16, 0, (), False)
-        assert _rel(soft(x)[0], ref) < 1e-5
+        assert_close_as(soft(x)[0], ref, ulps=REORDERED)
         assert _rel(dna(x)[0], ref) < 1e-3  # the ±1e-4 branch barely changes the function
     # with windows and rel-pos the tables are missing from an MAE file (zero init kept)
     rel = ViTDet(**TINY, attn_cfg='dna')
@@ -394,7 +399,7 @@ def test_timm_vit_other_resolution_resizes_pos_embed(tmp_path) -> None:
     report = _load(model, vit.state_dict(), tmp_path)
     assert report['resized'] == ['pos_embed [1, 37, 32] -> [1, 17, 32]']
     assert 'head.weight' in report['unused'] and 'cls_token' in report['unused']
-    assert torch.allclose(model.pos_embed, resize_pos_embed(vit.pos_embed.detach(), 4, True))
+    assert_close_as(model.pos_embed, resize_pos_embed(vit.pos_embed.detach(), 4, True), ulps=ROUNDING)
     assert torch.equal(model.pos_embed[:, 0], vit.pos_embed[:, 0].detach())
     # Differential attention from a softmax file: λ and the RMSNorm keep their init
     diff = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='diff')
@@ -436,7 +441,7 @@ def test_authors_dna_vit_file(tmp_path) -> None:
     with torch.no_grad():
         theirs = authors.blocks[1].attn(tokens)
         ours = model.blocks[1].attn(tokens.reshape(2, 4, 4, 32)).reshape(2, 16, 32)
-    assert _rel(ours, theirs) < 1e-5
+    assert_close_as(ours, theirs, ulps=REORDERED)
 
 
 def test_mmdet_vitdet_checkpoint_softmax_and_dna(tmp_path) -> None:
@@ -458,15 +463,15 @@ def test_mmdet_vitdet_checkpoint_softmax_and_dna(tmp_path) -> None:
     x = torch.randn(2, 3, 80, 64)  # 5x4 grid: window padding in blocks 0 and 2
     with torch.no_grad():
         ref = ref_vit_forward(backbone, x, 4, 2, 16, 2, (0, 2), True)
-        assert _rel(same(x)[0], ref) < 1e-5
+        assert_close_as(same(x)[0], ref, ulps=REORDERED)
     # DnA with windows of 4: negative branches generated, window tables resized 3 -> 7
     dna = ViTDet(**{**TINY, 'pretrain_img_size': 224}, attn_cfg='dna').eval()
     report = _load(dna, ckpt, tmp_path)
     assert len(report['generated']) == 20 and not report['missing']
     assert 'blocks.0.attn.rel_pos_h [3, 16] -> [7, 16]' in report['resized']
     assert not any(k.startswith('blocks.1.') for k in report['resized'])  # global: 7 already
-    assert torch.allclose(
-        dna.blocks[0].attn.rel_pos_h, resize_rel_pos(backbone['blocks.0.attn.rel_pos_h'], 7)
+    assert_close_as(
+        dna.blocks[0].attn.rel_pos_h, resize_rel_pos(backbone['blocks.0.attn.rel_pos_h'], 7), ulps=ROUNDING
     )
     with torch.no_grad():
         ref4 = ref_vit_forward(dna.state_dict(), x, 4, 2, 16, 4, (0, 2), True)

@@ -1,0 +1,113 @@
+"""``python -m dna_mm.tools.torchrun [torchrun options] SCRIPT [ARGS...]``: torchrun
+(``torch.distributed.run``, the same options) whose exit status says when a signal stopped the run.
+
+torchrun's agent ends with status 1 whatever stopped it: a ``SIGTERM`` it handled (``scancel``,
+preemption; it forwards the signal to the workers, which save and exit 143) raises its
+``SignalException``, and a worker killed by a signal is a ``ChildFailedError``. A job script that
+requeues on ``[ $? -ge 128 ]`` (what a shell and ``srun`` report for a process a signal ended)
+then cannot tell a preemption from a crash. Here (:func:`exit_status`):
+
+* the agent stopped by signal N → ``128 + N`` (143 for ``SIGTERM``, 138 for ``SIGUSR1``);
+* failed workers → the status of the first one to fail (torchrun's "root cause"): ``128 + N``
+  when signal N stopped it (killed: torch's exit code ``-N``; or saved and exited ``128 + N``,
+  :class:`~dna_mm.engine.PreemptionHook`), else its own status where it is one of 1..127
+  (dna_mm's tools: 1 a crash or a lost peer, 2 a mistake in the input), else 1. The first, not
+  all of them: which others the agent counts depends on when it looked (a rank that stopped on
+  the lost one's account is counted or not), and the first is what ``srun`` reports too (the
+  highest status: ``128 + N`` above the others' 1);
+* success → 0.
+
+The agent also handles ``SIGUSR1`` (SLURM's ``--signal=USR1@T`` before the time limit; torchrun
+forwards the signals it handles to the workers), unless ``--signals-to-handle`` or
+``PET_SIGNALS_TO_HANDLE`` names others.
+
+Elastic restarts (``--max-restarts``). torch 2.15's agent keeps one store for all the rounds of
+its rendezvous, and the workers' ``env://`` start no longer puts each attempt under its own
+prefix: restarted workers read the last attempt's addresses and fail to connect ("Connection
+refused"). With the c10d rendezvous (``--rdzv-backend=c10d``, or one machine without
+``--master-port``) each round gets a new store at a new port where
+``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, which is set here unless the environment sets it; the
+static rendezvous (``--master-port``, or ``--nnodes`` > 1 without ``--rdzv-backend``) cannot, so
+``--max-restarts`` with it is refused in one line.
+
+The module imports torch alone (the agent does not train); ``python -m`` imports the dna_mm
+package first, a few seconds at the agent's start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Optional
+
+#: the signals the agent handles and forwards: torchrun's own and SIGUSR1
+SIGNALS = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
+
+
+def signal_status(code: int) -> Optional[int]:
+    """``128 + N`` for a process exit code that says signal N stopped it (``-N``: killed, as
+    Python's ``subprocess`` reports it; ``128 + N``: exited so, as a shell and dna_mm's preemption
+    do), else ``None``."""
+    n = -code if code < 0 else code - 128 if code > 128 else 0
+    return 128 + n if 0 < n < signal.NSIG else None
+
+
+def exit_status(err: BaseException) -> int:
+    """The exit status for torchrun's agent ending on ``err`` (module docstring)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    if isinstance(err, SignalException):
+        return 128 + int(err.sigval)
+    if isinstance(err, ChildFailedError) and err.failures:
+        _, first = err.get_first_failure()
+        return signal_status(first.exitcode) or (first.exitcode if 0 < first.exitcode < 128 else 1)
+    return 1
+
+
+def static_restarts(argv: list[str]) -> Optional[str]:
+    """The line refusing torchrun options that restart workers under the static rendezvous
+    (module docstring), else ``None``."""
+    from torch.distributed.run import parse_args, parse_min_max_nnodes
+
+    args = parse_args(argv)
+    _, max_nodes = parse_min_max_nnodes(args.nnodes)
+    static = args.rdzv_backend == 'static' and not args.standalone and not args.rdzv_endpoint
+    if args.max_restarts > 0 and static and (args.master_port is not None or max_nodes > 1):
+        return (
+            f'--max-restarts={args.max_restarts} needs the c10d rendezvous: the static one (--master-port, '
+            f'or --nnodes > 1 without --rdzv-backend) hands restarted workers the last attempt\'s '
+            f'addresses; use --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT (one machine: leave out '
+            f'--master-port)'
+        )
+    return None
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun
+
+    argv = sys.argv[1:] if argv is None else argv
+    os.environ.setdefault('PET_SIGNALS_TO_HANDLE', SIGNALS)
+    os.environ.setdefault('TORCH_DISABLE_SHARE_RDZV_TCP_STORE', '1')
+    refused = static_restarts(argv)
+    if refused:
+        print(f'torchrun: error: {refused}', file=sys.stderr)
+        sys.exit(2)
+    try:
+        torchrun(argv)
+    except SignalException as err:
+        status = exit_status(err)
+        name = signal.Signals(err.sigval).name
+        print(f'torchrun: stopped by {name}; the workers were told; exit status {status}', file=sys.stderr)
+        sys.exit(status)
+    except ChildFailedError as err:
+        status = exit_status(err)
+        print(f'{str(err).strip()}\ntorchrun: exit status {status}', file=sys.stderr)
+        sys.exit(status)
+
+
+if __name__ == '__main__':
+    main()

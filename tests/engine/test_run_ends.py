@@ -1,0 +1,461 @@
+"""Every run ends, at once, with the status that says how: 0 (done), 1 (a crash: the traceback; a
+lost data-loader worker: one line), 128 + N (stopped by signal N, its iteration saved).
+
+Real runs of ``tools/train.py`` / ``test.py`` / ``infer.py`` on the tiny demo, each in its own
+session (its process group: the data-loader workers with it), with loader workers as configs ship
+them (non-persistent and persistent; the COCO schedules' loop shape: iteration-based, 4 persistent
+workers). Faults are real exceptions (``faults.py``, imported by the run), real signals to the
+process group (SLURM's ``scancel`` and a terminal's Ctrl-C reach every process of it) and a real
+``kill -9`` of one worker. Each test bounds its wait, measures the time from the event to the
+exit, and checks that no process of the run is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from conftest import DEMO_CONFIG, REPO
+
+#: seconds a run may take to end after the event that ends it (the issue's bound)
+END_WITHIN_S = 30
+#: seconds a test waits for a run to reach the point where the event is injected
+REACH_S = 240
+
+pytestmark = pytest.mark.integration
+
+
+def write_config(
+    path: Path,
+    root: Path,
+    *,
+    iters: int = 0,
+    epochs: int = 2,
+    workers: int = 2,
+    persistent: bool = False,
+    fault: Optional[dict] = None,
+    transform_fault: int = 0,
+    test_batches: int = 2,
+) -> Path:
+    """A tiny demo config: ``iters`` > 0 an iteration-based loop (checkpoints every 2
+    iterations), else ``epochs`` epochs (a checkpoint each); ``fault`` a :class:`faults.FaultHook`
+    config, ``transform_fault`` > 0 a :class:`faults.FaultTransform` raising at that call;
+    ``test_batches``: 2 (the test list, batches of 2) or 8 (the train list, one clip a batch, one
+    prefetched a worker: a worker killed after the first batch is needed again)."""
+    if iters:
+        loop = f"dict(_delete_=True, type='ResumableIterBasedTrainLoop', max_iters={iters}, "
+        loop += f'val_interval={iters})'
+        checkpoint, by_epoch = 'dict(interval=2, by_epoch=False)', False
+    else:
+        loop = f'dict(max_epochs={epochs}, val_interval={epochs})'
+        checkpoint, by_epoch = 'dict(interval=1)', True
+    faulty = f"dict(type='FaultTransform', at={transform_fault}), " if transform_fault else ''
+    test_list, test_loader = (
+        ('test', '') if test_batches == 2 else ('train', 'batch_size=1, prefetch_factor=1')
+    )
+    hooks = "[dict(type='SkippedVideosHook'), dict(type='RNGStateHook')"
+    hooks += f', {fault!r}]' if fault else ']'
+    path.write_text(
+        f"""_base_ = [{DEMO_CONFIG!r}]
+custom_imports = dict(imports=['dna_mm', 'faults'], allow_failed_imports=False)
+model = dict(
+    backbone=dict(embed_dims=32, num_heads=2, num_transformer_layers=1),
+    cls_head=dict(in_channels=32),
+)
+pipeline = [
+    dict(type='DecordInit', io_backend='disk'), {faulty}
+    dict(type='SampleFrames', clip_len=8, frame_interval=2, num_clips=1, test_mode=True),
+    dict(type='DecordDecode'),
+    dict(type='Resize', scale=(32, 32), keep_ratio=False),
+    dict(type='FormatShape', input_format='NCTHW'),
+    dict(type='PackActionInputs'),
+]
+loader = dict(batch_size=2, num_workers={workers}, persistent_workers={persistent})
+data = dict(data_prefix=dict(video='{root}/videos'), pipeline=pipeline)
+train_dataloader = dict(**loader, dataset=dict(**data, ann_file='{root}/train.txt'))
+val_dataloader = dict(**loader, dataset=dict(**data, ann_file='{root}/test.txt'))
+test_dataloader = dict(loader, dataset=dict(**data, ann_file='{root}/{test_list}.txt'), {test_loader})
+label_map = '{root}/classes.txt'
+train_cfg = {loop}
+param_scheduler = []
+default_hooks = dict(logger=dict(interval=1), checkpoint={checkpoint})
+log_processor = dict(by_epoch={by_epoch}, window_size=1)
+custom_hooks = {hooks}
+"""
+    )
+    return path
+
+
+class Run:
+    """A tool run in its own session: ``start``, then ``end`` (bounded)."""
+
+    def __init__(self, tmp_path: Path, args: list[str], name: str = 'run') -> None:
+        self.out = tmp_path / f'{name}.out'
+        self.stamp = tmp_path / f'{name}.fault'
+        env = {
+            **os.environ,
+            'PYTHONPATH': os.pathsep.join([str(REPO / 'tests' / 'engine'), os.environ.get('PYTHONPATH', '')]),
+            'DNA_MM_FAULT_STAMP': str(self.stamp),
+            'OMP_NUM_THREADS': '1',
+        }
+        self._log = open(self.out, 'w')
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.ended_at = 0.0
+
+    def text(self) -> str:
+        return self.out.read_text()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_for(self, ready, what: str) -> None:
+        """Poll ``ready()`` until it holds (the run still going), at most :data:`REACH_S`."""
+        start = time.time()
+        while not ready():
+            assert self.alive(), f'the run ended before {what}:\n{self.text()[-3000:]}'
+            assert time.time() - start < REACH_S, f'not {what} after {REACH_S} s:\n{self.text()[-3000:]}'
+            time.sleep(0.05)
+
+    def signal(self, signum: int) -> float:
+        """``signum`` to the run's process group (workers included); when it was sent."""
+        os.killpg(self.proc.pid, signum)
+        return time.time()
+
+    def end(self, limit: float = REACH_S) -> int:
+        """The exit status (bounded wait: the test fails, and kills what is left, past ``limit``)."""
+        try:
+            code = self.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            stacks = self.text()[-3000:]
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            pytest.fail(f'the run did not end within {limit} s:\n{stacks}')
+        finally:
+            self._log.close()
+        self.ended_at = time.time()
+        return code
+
+    def fault_time(self) -> float:
+        assert self.stamp.is_file(), f'the fault did not fire:\n{self.text()[-3000:]}'
+        return float(self.stamp.read_text())
+
+    def assert_nothing_left(self) -> None:
+        """No process of the run's group (its loader workers) outlives it for more than 5 s."""
+        deadline = time.time() + 5
+        while True:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return
+            if time.time() > deadline:
+                left = _group(self.proc.pid)
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                pytest.fail(f'processes of the run outlived it: {left}')
+            time.sleep(0.1)
+
+
+def _group(pgid: int) -> list[str]:
+    """``pid: command`` of the live processes in process group ``pgid``."""
+    found = []
+    for entry in Path('/proc').iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / 'stat').read_text()
+            cmd = (entry / 'cmdline').read_bytes().replace(b'\0', b' ').decode()[:120]
+        except OSError:
+            continue
+        fields = stat[stat.rindex(')') + 2 :].split()  # after "(comm)": state ppid pgrp
+        if int(fields[2]) == pgid and fields[0] != 'Z':
+            found.append(f'{entry.name}: {cmd}')
+    return found
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (its data-loader workers)."""
+    try:
+        return [int(p) for p in Path(f'/proc/{pid}/task/{pid}/children').read_text().split()]
+    except OSError:
+        return []
+
+
+def steps(work_dir: Path) -> int:
+    """The last training step logged in ``work_dir`` so far."""
+    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
+    lines = runs[-1].read_text().splitlines() if runs else []
+    return max((json.loads(ln).get('step', 0) for ln in lines if ln.endswith('}')), default=0)
+
+
+def train(tmp_path: Path, config: Path, *extra: str, name: str = 'run') -> tuple[Run, Path]:
+    work = tmp_path / f'{name}_work'
+    return Run(tmp_path, ['tools/train.py', str(config), '--work-dir', str(work), *extra], name), work
+
+
+# ---------------------------------------------------------------------------------------------
+# an exception anywhere: status 1, the traceback, ended within 30 s
+
+
+@pytest.mark.parametrize(
+    'fault, shape',
+    [
+        (dict(type='FaultHook', where='member', at=3), dict(iters=6, workers=2, persistent=True)),
+        (dict(type='FaultHook', where='hook', at=3), dict(epochs=2, workers=2)),
+        (None, dict(iters=6, workers=2, transform_fault=3)),
+        (dict(type='FaultHook', where='val'), dict(epochs=1, workers=2, persistent=True)),
+        (dict(type='FaultHook', where='checkpoint'), dict(iters=6, workers=4, persistent=True)),
+    ],
+    ids=[
+        'member-iter-persistent',
+        'hook-epoch',
+        'transform-iter',
+        'validation-persistent',
+        'checkpoint-iter-4',
+    ],
+)
+def test_an_exception_anywhere_ends_the_run_with_its_traceback_and_status_1(
+    tiny_video_set, tmp_path, fault, shape
+) -> None:
+    run, _ = train(tmp_path, write_config(tmp_path / 'cfg.py', tiny_video_set, fault=fault, **shape))
+    code = run.end()
+    text = run.text()
+    assert code == 1, text[-3000:]
+    assert 'Traceback' in text and 'InjectedFault: injected fault' in text, text[-3000:]
+    took = run.ended_at - run.fault_time()
+    print(f'\n{fault or "transform"} {shape}: exit 1, {took:.1f} s after the fault')
+    assert took < END_WITHIN_S, text[-3000:]
+    run.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------
+# the normal end: status 0 at once
+
+
+@pytest.mark.parametrize(
+    'shape',
+    [
+        dict(iters=4, workers=4, persistent=True),
+        dict(iters=4, workers=2),
+        dict(epochs=1, workers=2, persistent=True),
+    ],
+    ids=['iter-4-persistent (COCO loop shape)', 'iter-2', 'epoch-2-persistent'],
+)
+def test_a_run_that_reaches_its_end_exits_0_at_once(tiny_video_set, tmp_path, shape) -> None:
+    run, work = train(tmp_path, write_config(tmp_path / 'cfg.py', tiny_video_set, **shape))
+    code = run.end()
+    assert code == 0, run.text()[-3000:]
+    last_write = max(p.stat().st_mtime for p in work.rglob('*') if p.is_file())
+    took = run.ended_at - last_write
+    print(f'\n{shape}: exit 0, {took:.1f} s after its last file was written')
+    assert took < END_WITHIN_S
+    run.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------
+# signals: 128 + N, the iteration saved
+
+
+@pytest.mark.parametrize(
+    'signum, shape',
+    [
+        (signal.SIGTERM, dict(iters=400, workers=2)),
+        (signal.SIGUSR1, dict(epochs=100, workers=2, persistent=True)),
+        (signal.SIGINT, dict(iters=400, workers=4, persistent=True)),
+    ],
+    ids=['SIGTERM-iter', 'SIGUSR1-epoch-persistent', 'SIGINT-iter-4-persistent'],
+)
+def test_a_signal_saves_the_iteration_and_exits_128_plus_n(tiny_video_set, tmp_path, signum, shape) -> None:
+    run, work = train(tmp_path, write_config(tmp_path / 'cfg.py', tiny_video_set, **shape))
+    run.wait_for(lambda: steps(work) >= 3, 'training')
+    sent = run.signal(signum)
+    code = run.end()
+    text = run.text()
+    name = signal.Signals(signum).name
+    assert code == 128 + signum, text[-3000:]
+    took = run.ended_at - sent
+    print(f'\n{name} {shape}: exit {code}, {took:.1f} s after the signal')
+    assert took < END_WITHIN_S
+    assert 'Traceback' not in text, text[-3000:]
+    lines = [ln for ln in text.splitlines() if f'preempted by {name}: saved iteration' in ln]
+    assert len(lines) == 1, text[-3000:]
+    assert ('(epoch ' in lines[0]) == ('epochs' in shape), lines[0]  # no epoch in an iteration-based run
+    if 'iters' in shape:
+        assert re.search(r'saved iteration \d+ of 400 ', lines[0]), lines[0]
+    pointer = (work / 'last_checkpoint').read_text().strip()
+    assert Path(pointer).name.startswith('preempted_iter_') and Path(pointer).is_file()
+    run.assert_nothing_left()
+
+
+def test_a_second_ctrl_c_stops_at_once_unsaved(tiny_video_set, tmp_path) -> None:
+    """The first Ctrl-C is for the end of the iteration; one pressed more than a second later
+    does not wait for it (a hook sleeps 60 s in iteration 3)."""
+    fault = dict(type='FaultHook', where='sleep', at=3)
+    run, work = train(tmp_path, write_config(tmp_path / 'cfg.py', tiny_video_set, iters=400, fault=fault))
+    run.wait_for(run.stamp.is_file, 'in the sleeping hook')
+    run.signal(signal.SIGINT)
+    time.sleep(1.5)
+    sent = run.signal(signal.SIGINT)
+    code = run.end()
+    text = run.text()
+    assert code == 128 + signal.SIGINT, text[-3000:]
+    assert run.ended_at - sent < END_WITHIN_S
+    assert 'SIGINT: saving at the end of this iteration' in text, text[-3000:]
+    assert not list(work.glob('preempted_iter_*.pth')), text[-3000:]
+    run.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------
+# a killed loader worker: one line, status 1, --resume goes on from the last checkpoint
+
+
+def test_a_killed_loader_worker_is_one_line_and_resume_goes_on(tiny_video_set, tmp_path) -> None:
+    config = write_config(tmp_path / 'cfg.py', tiny_video_set, iters=400, workers=4, persistent=True)
+    run, work = train(tmp_path, config)
+    run.wait_for(lambda: (work / 'last_checkpoint').is_file() and steps(work) >= 3, 'a checkpoint')
+    workers = children(run.proc.pid)
+    assert len(workers) == 4, workers
+    os.kill(workers[1], signal.SIGKILL)
+    killed = time.time()
+    code = run.end()
+    text = run.text()
+    assert code == 1, text[-3000:]
+    assert run.ended_at - killed < END_WITHIN_S
+    assert 'Traceback' not in text, text[-3000:]
+    stopped = [ln for ln in text.splitlines() if ln.startswith('train.py: stopped:')]
+    assert len(stopped) == 1, text[-3000:]
+    assert f'data-loader worker 1 of 4 (pid {workers[1]}) was killed by SIGKILL' in stopped[0], stopped
+    pointer = (work / 'last_checkpoint').read_text().strip()
+    assert f'--resume continues from {pointer}' in stopped[0], stopped
+    run.assert_nothing_left()
+
+    shorter = write_config(
+        tmp_path / 'cfg2.py', tiny_video_set, iters=steps(work) + 2, workers=4, persistent=True
+    )
+    again, _ = train(tmp_path, shorter, '--resume', name='run')
+    assert again.end() == 0, again.text()[-3000:]
+    assert f'resume: continuing from {pointer}' in again.text()
+    again.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------
+# testing and inference end the same way
+
+
+@pytest.fixture(scope='module')
+def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
+    """A checkpoint of the tiny model (one epoch, no workers)."""
+    tmp = tmp_path_factory.mktemp('checkpoint')
+    run, work = train(tmp, write_config(tmp / 'cfg.py', tiny_video_set, epochs=1, workers=0))
+    assert run.end() == 0, run.text()[-3000:]
+    return work / 'epoch_1.pth'
+
+
+def test_testing_ends_on_an_exception_a_killed_worker_and_a_signal(
+    tiny_video_set, tiny_checkpoint, tmp_path
+) -> None:
+    def test_run(where: str, name: str) -> Run:
+        fault = dict(type='FaultHook', where=where, seconds=5)  # time to kill a worker or signal
+        config = write_config(
+            tmp_path / f'{name}.py', tiny_video_set, workers=2, persistent=True, fault=fault, test_batches=8
+        )
+        work = ['--work-dir', str(tmp_path / name)]
+        return Run(tmp_path, ['tools/test.py', str(config), str(tiny_checkpoint), *work], name)
+
+    raised = test_run('test_member', 'raised')
+    assert raised.end() == 1, raised.text()[-3000:]
+    assert 'InjectedFault: injected fault: a member raised in testing' in raised.text()
+    assert raised.ended_at - raised.fault_time() < END_WITHIN_S
+    raised.assert_nothing_left()
+
+    killed = test_run('test_sleep', 'killed')
+    killed.wait_for(killed.stamp.is_file, 'testing')
+    workers = children(killed.proc.pid)
+    assert len(workers) == 2, workers
+    os.kill(workers[0], signal.SIGKILL)
+    at = time.time()
+    assert killed.end() == 1, killed.text()[-3000:]
+    assert killed.ended_at - at < END_WITHIN_S
+    stopped = [ln for ln in killed.text().splitlines() if ln.startswith('test.py: stopped:')]
+    assert len(stopped) == 1 and 'Traceback' not in killed.text(), killed.text()[-3000:]
+    assert f'data-loader worker 0 of 2 (pid {workers[0]}) was killed by SIGKILL' in stopped[0]
+    assert 'run it again' in stopped[0]
+    killed.assert_nothing_left()
+
+    stopped = test_run('test_sleep', 'signalled')
+    stopped.wait_for(stopped.stamp.is_file, 'testing')
+    sent = stopped.signal(signal.SIGTERM)
+    assert stopped.end() in (-signal.SIGTERM, 128 + signal.SIGTERM), stopped.text()[-3000:]
+    assert stopped.ended_at - sent < END_WITHIN_S
+    stopped.assert_nothing_left()
+
+
+def test_inference_ends_on_an_exception(tiny_video_set, tiny_checkpoint, tmp_path) -> None:
+    config = write_config(tmp_path / 'cfg.py', tiny_video_set, workers=2, transform_fault=1)
+    video = sorted((tiny_video_set / 'videos').rglob('*.mp4'))[0]
+    run = Run(tmp_path, ['tools/infer.py', str(config), str(tiny_checkpoint), str(video)])  # writes nothing
+    code = run.end()
+    assert code == 1, run.text()[-3000:]
+    assert 'injected fault' in run.text(), run.text()[-3000:]
+    assert run.ended_at - run.fault_time() < END_WITHIN_S
+    run.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------
+# what the above rests on
+
+
+def test_the_private_names_of_torch_that_ending_workers_uses_are_there() -> None:
+    import importlib
+
+    from dna_mm.engine.loader_workers import TORCH_PRIVATE_NAMES
+
+    for where, names in TORCH_PRIVATE_NAMES.items():
+        module, _, cls = where.partition(':')
+        owner = importlib.import_module(module)
+        owner = getattr(owner, cls) if cls else owner
+        missing = [n for n in names if not hasattr(owner, n)]
+        assert not missing, f'{where}: {missing}'
+
+
+def test_torch_s_messages_for_a_dead_worker_are_one_line_each() -> None:
+    """The three texts torch 2.x gives for a worker that died (C++ ``SIGCHLD`` check: killed or
+    an exit code; the loader's own check where it waits for data: gone)."""
+    from dna_mm.engine import loader_workers as lw
+
+    killed = RuntimeError('DataLoader worker (pid 4242) is killed by signal: Killed. ')
+    assert lw.describe_lost_worker(killed) == (
+        "a data-loader worker (pid 4242) was killed by SIGKILL (kill -9, or the kernel's "
+        'out-of-memory killer: `dmesg` says which)'
+    )
+    segv = RuntimeError('DataLoader worker (pid 7) is killed by signal: Segmentation fault. ')
+    assert lw.describe_lost_worker(segv) == 'a data-loader worker (pid 7) was killed by SIGSEGV'
+    code = RuntimeError(
+        'DataLoader worker (pid 9) exited unexpectedly with exit code 3. Details are lost due to '
+        'multiprocessing. Rerunning with num_workers=0 may give better error trace.'
+    )
+    assert lw.describe_lost_worker(code) == 'a data-loader worker (pid 9) ended with exit code 3'
+    lw.DEATHS[11] = 'DataLoader worker (pid 11) is killed by signal: Terminated. '
+    gone = RuntimeError('DataLoader worker (pid(s) 11, 12) exited unexpectedly')
+    assert lw.describe_lost_worker(gone) == 'a data-loader worker (pid 11) was killed by SIGTERM'
+    assert lw.describe_lost_worker(RuntimeError('DataLoader worker (pid(s) 13) exited unexpectedly')) == (
+        'a data-loader worker (pid 13) ended unexpectedly'
+    )
+    assert (
+        lw.describe_lost_worker(ValueError('DataLoader worker (pid 4242) is killed by signal: Killed.'))
+        is None
+    )
+    assert lw.describe_lost_worker(RuntimeError('CUDA out of memory')) is None
