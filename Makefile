@@ -9,6 +9,7 @@
 #   make demo-study    softmax / DnA / Diff × 5 seeds on the demo set: mean ± std, paired 95 % interval,
 #                      attention on the target, accuracy vs distractors (work_dirs/study; resumes)
 #   make bench         attention benchmark (CPU, and CUDA when present)
+#   make bench-ops     top-level operators of one attention forward + backward and of a tiny train step, per member
 #   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
 #   make format        apply ruff's fixes and format
 #   make test-pythons  the suite on the other supported Pythons (PYTHONS, each in .venv-<name>)
@@ -31,7 +32,7 @@ TEST_MAX_WORKERS ?= 8
 # make test-pythons: interpreters by name or path (pyenv: $$(pyenv root)/versions/3.12.1/bin/python3.12)
 PYTHONS ?= python3.12
 
-.PHONY: install lint format test test-slow test-pythons test-gpu mmcv-sm90 device-mmcv demo demo-compare demo-det bench device-kit device-rehearsal clean
+.PHONY: install lint format test test-slow test-pythons test-gpu mmcv-sm90 device-mmcv demo demo-compare demo-det bench bench-ops device-kit device-rehearsal clean
 
 # install always runs the script (each step it finds done is skipped): MMCV_CUDA_ARCHS="8.0 9.0"
 # or a GPU that appeared rebuilds mmcv's ops for it
@@ -84,6 +85,9 @@ demo-study: $(STAMP_LITE)
 
 bench: $(STAMP)
 	$(PY) tools/analysis/benchmark_attention.py
+
+bench-ops: $(STAMP)
+	$(PY) tools/analysis/benchmark_operators.py
 
 device-mmcv:
 	bash scripts/device/build_mmcv.sh

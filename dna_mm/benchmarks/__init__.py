@@ -1,10 +1,11 @@
 """The benchmarks' work: the models, inputs and steps they build and how they time them. Their
-command lines are thin: ``tools/analysis/benchmark_{attention,train_step,data,onnx}.py``,
+command lines are thin: ``tools/analysis/benchmark_{attention,operators,train_step,data,onnx}.py``,
 ``tools/analysis/triton_kernel_table.py`` and ``tools/data/benchmark_preparation.py`` parse their
 flags, call one function here and write its figures; the figures: ``docs/benchmarks.md``.
 
 =================  ==========================================================================
 ``attention``      the family's fwd+bwd time and peak memory at TimeSformer-B / ViTDet-B shapes
+``operators``      the operators one attention's fwd+bwd and a tiny TimeSformer train step run
 ``train_step``     configs' models: parameters, train-step time, peak memory (GPU or RSS)
 ``data``           a config's data pipeline and DataLoader throughput
 ``deployment``     exported models' latency: PyTorch eager against onnxruntime

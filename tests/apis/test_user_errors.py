@@ -282,6 +282,7 @@ def test_infer_unsupported_model_and_a_missing_label_map(
 NO_USER_INPUT = {
     'tools/analysis/benchmark_attention.py',
     'tools/analysis/benchmark_onnx.py',
+    'tools/analysis/benchmark_operators.py',
     'tools/analysis/benchmark_train_step.py',
     'tools/analysis/triton_kernel_table.py',
     'tools/data/benchmark_preparation.py',

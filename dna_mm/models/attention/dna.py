@@ -31,6 +31,26 @@ map}`` (``[B, H, M, N]``, before dropout).
 Parameter layout: ``qkv`` = ``Linear(C, 3C)`` with chunks ``[Q+, K, V+]`` (exactly timm's
 ``Attention.qkv``, so softmax checkpoints load unchanged), ``q_neg`` = ``Q-`` and ``v_neg`` =
 ``V-`` (``Linear(C, C)`` each, where the variant has them), ``alpha [H]``, ``proj``.
+
+Projections, every route (the **lean projection**, :meth:`DnAAttention.lean_project`): the heads
+of one input come out of one GEMM, ``[Q-, Q+, K, V+, V-] = x [W_q-; W_qkv; W_v-]ᵀ + b`` split by
+one reshape (:func:`.functional.linear_heads`; a cross-attention: one GEMM for the queries' input
+over the rows of ``Q-, Q+``, one for the context over ``K, V+, V-``). Row by row these are the
+three projections' own dot products, so the heads are the formula's: every host form, attend
+hook and the eager route see ``Q-`` and ``V-`` as they are. The weights are read, not called, so
+this runs only where each projection is a plain ``nn.Linear`` that no hook would see called
+(:meth:`DnAAttention.projects_lean`); otherwise each projection is called as a module, as a LoRA
+layer or a hook needs (:meth:`DnAAttention.module_project`). One attention's forward + backward
+(``[4, 197, 192]``, 3 heads, Q±V±) runs 69 top-level operators this way against 101 with the
+projections called (softmax: 51), and 26 computing ones against 33
+(``tools/analysis/benchmark_operators.py``).
+
+The softmin sign and ``α`` stay on the activations (``SDPA(-Q-, …)``, ``pos + α · neg``): folded
+into the weights instead (``-W_q-``, ``α W_v-``, which a GEMM over the rows gives for free) they
+cost more operators than they save, 78 top-level and 34 computing: each is applied to a weight
+*and* a bias, ``α``'s gradient needs a product and a reduction for each, and ``α`` must be
+repeated over its head's rows; on the activations the sign is one negation and ``α`` one product
+beside the add the branches need anyway.
 """
 
 from __future__ import annotations
@@ -49,6 +69,26 @@ from .base import AttentionBase, CrossAttentionMixin
 HEADS = ('q', 'k', 'v', 'q_neg', 'v_neg')
 #: the fused routes of :class:`DnAAttention` (``kernel``)
 KERNELS = ('sdpa', 'sdpa_2h', 'triton')
+
+
+#: PyTorch's global module hooks (``torch.nn.modules.module.register_module_*_hook``): the dicts
+#: ``Module.__call__`` reads, read here the same way
+_GLOBAL_HOOKS = tuple(
+    getattr(torch.nn.modules.module, name, {})
+    for name in (
+        '_global_forward_hooks',
+        '_global_forward_pre_hooks',
+        '_global_backward_hooks',
+        '_global_backward_pre_hooks',
+    )
+)
+
+
+def called_by_hooks(layer: nn.Module) -> bool:
+    """Calling ``layer`` would run more than its class's ``forward``: a hook of its own (forward,
+    forward pre-, backward), a global module hook, or a ``forward`` set on the instance."""
+    own = (layer._forward_hooks, layer._forward_pre_hooks, layer._backward_hooks, layer._backward_pre_hooks)
+    return any(own) or 'forward' in vars(layer) or any(_GLOBAL_HOOKS)
 
 
 @MODELS.register_module()
@@ -104,8 +144,91 @@ class DnAAttention(AttentionBase):
     def project(
         self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
     ) -> dict[str, Tensor]:
-        """``Q+, K, V+`` (:meth:`AttentionBase.project`), ``Q-`` from ``x`` and ``V-`` from the
-        values' input, or the shared ``Q`` / ``V`` where the variant has no separate projection."""
+        """The formula's heads ``q, k, v, q_neg, v_neg`` (``Q-`` from ``x``, ``V-`` from the values'
+        input; the shared ``Q`` / ``V`` where the variant has no separate projection): one GEMM
+        per distinct input (:meth:`lean_project`) where the projections are plain, else each
+        projection called as a module (:meth:`module_project`). The same heads either way."""
+        if self.projects_lean():
+            return self.lean_project(x, context, value)
+        return self.module_project(x, context, value)
+
+    def projections(self) -> list[tuple[tuple[str, ...], nn.Linear]]:
+        """Each projection with the heads of its output rows (``C`` rows a head), in the rows'
+        order of :meth:`lean_project`: ``Q-``, then ``qkv`` (or ``q_proj``, ``k_proj``,
+        ``v_proj``), then ``V-``. Each input's heads are neighbours in it (the queries' ``Q-, Q+``,
+        the keys' ``K``, the values' ``V+, V-``), so each input takes one GEMM."""
+        if self.packed_projections:
+            shared = [(('q', 'k', 'v'), self.qkv)]
+        else:
+            shared = [(('q',), self.q_proj), (('k',), self.k_proj), (('v',), self.v_proj)]
+        q_neg = [] if self.q_neg is None else [(('q_neg',), self.q_neg)]
+        v_neg = [] if self.v_neg is None else [(('v_neg',), self.v_neg)]
+        return q_neg + shared + v_neg
+
+    def projects_lean(self) -> bool:
+        """:meth:`lean_project` computes what the projections' calls would: each is a plain
+        ``nn.Linear`` (no subclass, e.g. a LoRA layer) that nothing would see called (no hook of
+        its own or global, no ``forward`` set on it), and all have a bias or none has."""
+        layers = [layer for _, layer in self.projections()]
+        if any(type(layer) is not nn.Linear or called_by_hooks(layer) for layer in layers):
+            return False
+        return all((layer.bias is None) == (layers[0].bias is None) for layer in layers)
+
+    def lean_project(
+        self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
+        """The heads by one GEMM per distinct input (:func:`.functional.linear_heads`) over the rows
+        of the heads it gives: self-attention all five, ``x [W_q-; W_qkv; W_v-]ᵀ``; a cross-attention
+        ``Q-, Q+`` from ``x`` and ``K, V+, V-`` from ``context`` (with ``value``: ``K`` from
+        ``context``, ``V+, V-`` from ``value``), in the order of :meth:`projections`. The weights
+        are read, not called: only where :meth:`projects_lean`."""
+        keys = x if context is None else context
+        values = keys if value is None else value
+        reads = dict(q_neg=x, q=x, k=keys, v=values, v_neg=values)
+        heads: dict[str, Tensor] = {}
+        for pieces in self.rows_by_input(context is not None, value is not None):
+            weights, biases, names = [], [], []
+            for layer, first, stop, piece_names in pieces:  # rows first·C … stop·C of layer
+                rows = slice(first * self.embed_dims, stop * self.embed_dims)
+                whole = rows.start == 0 and rows.stop == layer.out_features
+                weights.append(layer.weight if whole else layer.weight[rows])
+                biases.append(layer.bias if whole or layer.bias is None else layer.bias[rows])
+                names += piece_names
+            has_bias = biases[0] is not None  # all or none (projects_lean)
+            outs = AF.linear_heads(
+                reads[names[0]], weights, biases if has_bias else None, self.num_heads, self.head_dim
+            )
+            heads.update((name, outs[i]) for i, name in enumerate(names))  # each [B, H, M or N, d]
+        heads.setdefault('q_neg', heads['q'])  # a variant without its own Q- / V- shares Q / V
+        heads.setdefault('v_neg', heads['v'])
+        return {name: heads[name] for name in HEADS}
+
+    def rows_by_input(
+        self, own_keys: bool, own_values: bool
+    ) -> list[list[tuple[nn.Linear, int, int, list[str]]]]:
+        """The projection rows each distinct input goes through, in :meth:`projections`' order: per input
+        a list of ``(layer, first, stop, heads)``, rows ``first·C … stop·C`` of ``layer`` giving
+        ``heads``. A new input starts at ``K`` when the keys have their own (``own_keys``: a
+        context) and at ``V+`` when the values have (``own_values``)."""
+        starts = dict(k=own_keys, v=own_values)
+        inputs: list[list[tuple[nn.Linear, int, int, list[str]]]] = []
+        for names, layer in self.projections():
+            for i, name in enumerate(names):
+                if not inputs or starts.get(name, False):
+                    inputs.append([])
+                pieces = inputs[-1]
+                if pieces and pieces[-1][0] is layer:  # the next C rows of the same layer
+                    held, first, _, held_names = pieces[-1]
+                    pieces[-1] = (held, first, i + 1, held_names + [name])
+                else:
+                    pieces.append((layer, i, i + 1, [name]))
+        return inputs
+
+    def module_project(
+        self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
+    ) -> dict[str, Tensor]:
+        """The heads with every projection called as a module (a LoRA wrapper or a hook on one
+        sees each of its inputs): ``Q+, K, V+`` (:meth:`AttentionBase.project`), ``Q-`` and ``V-``."""
         heads = super().project(x, context, value)  # [B, H, M, d], [B, H, N, d] × 2
         src = value if value is not None else (x if context is None else context)
         heads['q_neg'] = heads['q'] if self.q_neg is None else self.split_heads(self.q_neg(x))
@@ -131,7 +254,9 @@ class DnAAttention(AttentionBase):
         maps = {'pos': a_pos, 'neg': a_neg} if eager else {}
         if self.alpha is None:
             return pos + neg, maps
-        return torch.addcmul(pos, neg, self.alpha.to(neg).view(1, -1, 1, 1)), maps  # [B, H, M, d]
+        # α on the branch sum: a product and the add (not addcmul, whose backward multiplies the
+        # whole negative branch by its scalar ``value`` once more)
+        return pos + neg * self.alpha.to(neg).view(1, -1, 1, 1), maps  # [B, H, M, d]
 
     def neg_coefficient(self) -> Tensor:
         """``α_h`` ``[1, H, 1, 1]`` (1 for the variant without α)."""

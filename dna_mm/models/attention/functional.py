@@ -28,6 +28,7 @@ mask that is a traced input, ``None`` at run time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 import torch
@@ -82,6 +83,26 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def causal_mask(m: int, n: int, device: torch.device) -> Tensor:
     """``bool [M, N]`` mask, query ``i`` sees keys ``j <= i + (N - M)``."""
     return torch.ones(m, n, dtype=torch.bool, device=device).tril_(n - m)
+
+
+def linear_heads(
+    x: Tensor, weights: Sequence[Tensor], biases: Optional[Sequence[Tensor]], heads: int, head_dim: int
+) -> tuple[Tensor, ...]:
+    """Several projections of one input in **one** GEMM, split into heads: ``x [B, N, C_in]``,
+    ``weights`` ``[R_i, C_in]`` and ``biases`` ``[R_i]`` (or ``None``), each ``R_i`` a multiple of
+    ``heads · head_dim`` → ``Σ R_i / (heads · head_dim)`` tensors ``[B, H, N, d]``, in row order::
+
+        [Y_1, …, Y_n] = x [W_1; …; W_n]ᵀ + [b_1; …; b_n]
+
+    Row by row the same dot products as ``F.linear(x, W_i, b_i)`` for each ``i``, so exact; the
+    cost is a copy of the weights (``O(R · C_in)``, against the ``O(B · N · R · C_in)`` of the
+    GEMM). The heads are views of the one output (one reshape, one permute), as timm splits its
+    ``qkv``: their gradients meet in one stacked tensor, not one per head."""
+    w = weights[0] if len(weights) == 1 else torch.cat(list(weights))  # [R, C_in]
+    b = None if biases is None else biases[0] if len(biases) == 1 else torch.cat(list(biases))
+    y = F.linear(x, w, b)  # [B, N, R]
+    bsz, n, _ = y.shape
+    return y.reshape(bsz, n, -1, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)  # k × [B, H, N, d]
 
 
 def sdpa(
