@@ -22,6 +22,7 @@ import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
 from mmengine.hooks import Hook
+from processes import steps
 from toy_runner import toy_runner, weights
 
 from dna_mm.checkpoint import read_checkpoint
@@ -82,14 +83,6 @@ def test_a_signal_name_that_does_not_exist_is_refused() -> None:
         PreemptionHook(signals=('SIGTREM',))
 
 
-def _steps(work_dir) -> int:
-    """The last training step logged in ``work_dir`` so far (0: none; a line being written is
-    left for the next look)."""
-    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
-    lines = runs[-1].read_text().splitlines() if runs else []
-    return max((json.loads(ln).get('step', 0) for ln in lines if ln.endswith('}')), default=0)
-
-
 def _opts(root, epochs: int) -> list[str]:
     """The demo at tiny settings with its own schedule (warm-up by iteration, cosine by epoch),
     dropout, drop path and two data-loader workers: state that an exact resume must bring back."""
@@ -130,7 +123,7 @@ def test_sigterm_to_a_training_run_saves_it_and_resume_ends_with_the_same_weight
             start_new_session=True,  # its own process group: the signal reaches its workers too
         )
         start = time.time()
-        while _steps(cut) < 5 and proc.poll() is None and time.time() - start < 300:
+        while steps(cut) < 5 and proc.poll() is None and time.time() - start < 300:
             time.sleep(0.02)
         alive = proc.poll() is None
         os.killpg(proc.pid, signal.SIGTERM)

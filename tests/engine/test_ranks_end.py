@@ -15,15 +15,15 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import pytest
 from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
 from mmengine.config import Config
+from processes import REACH_S, Session, steps, wait_for
 
 from dna_mm.apis.config import prepare_cfg
 from dna_mm.apis.distributed import DEFAULT_TIMEOUT, collective_timeout
@@ -32,8 +32,6 @@ from dna_mm.tools.torchrun import exit_status, signal_status, static_restarts
 
 #: seconds the other ranks may take to end after a rank is killed (the issue's bound)
 END_WITHIN_S = 30
-#: seconds a test waits for a run to reach the point where the event is injected
-REACH_S = 240
 #: torch's environment of a rank started by hand or by torchrun: not inherited by a run that
 #: sets its own
 TORCH_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT', 'LOCAL_WORLD_SIZE')
@@ -228,67 +226,6 @@ def _env(**values: str) -> dict[str, str]:
     return {**env, 'OMP_NUM_THREADS': '1', 'GLOO_SOCKET_IFNAME': 'lo', **values}
 
 
-class Proc:
-    """A process in its own session, its output in ``tmp_path/<name>.out``."""
-
-    def __init__(self, tmp_path: Path, name: str, cmd: list[str], env: dict[str, str]) -> None:
-        self.name, self.out = name, tmp_path / f'{name}.out'
-        self._log = open(self.out, 'w')
-        self.proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        self.ended_at = 0.0
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def text(self) -> str:
-        return self.out.read_text()
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def end(self, limit: float) -> int:
-        """The exit status; past ``limit`` seconds the test fails and the group is killed."""
-        try:
-            code = self.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.pid, signal.SIGKILL)
-            self.proc.wait()
-            pytest.fail(f'{self.name} did not end within {limit:.0f} s:\n{self.text()[-4000:]}')
-        finally:
-            self._log.close()
-        self.ended_at = time.time()
-        return code
-
-    def kill_all(self) -> None:
-        """Clean-up: whatever is left of the session."""
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if self.proc.poll() is None:
-            self.proc.wait(timeout=30)
-
-
-def _wait_for(ready: Callable[[], bool], procs: list[Proc], what: str) -> None:
-    """Poll ``ready()`` while every process in ``procs`` lives, at most :data:`REACH_S`."""
-    start = time.time()
-    while not ready():
-        for p in procs:
-            assert p.alive(), f'{p.name} ended before {what}:\n{p.text()[-4000:]}'
-        assert time.time() - start < REACH_S, f'not {what} after {REACH_S} s:\n{procs[0].text()[-4000:]}'
-        time.sleep(0.05)
-
-
-def _steps(work_dir: Path) -> int:
-    """The last training step rank 0 has logged in ``work_dir``."""
-    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
-    lines = runs[-1].read_text().splitlines() if runs else []
-    return max((json.loads(ln).get('step', 0) for ln in lines if ln.endswith('}')), default=0)
-
-
 def _sessions_left(pids: list[int], within: float = 8.0) -> list[str]:
     """The processes still alive in the sessions of ``pids`` after ``within`` seconds (the
     killed rank's loader workers notice their parent's death within a few seconds)."""
@@ -353,7 +290,7 @@ def _lines(text: str, words: str) -> list[str]:
 # (a) ranks started by hand or as srun starts them: kill -9 of one rank
 
 
-def _start_ranks(tmp_path: Path, root: Path, launcher: str, epochs: int) -> tuple[list[Proc], Path]:
+def _start_ranks(tmp_path: Path, root: Path, launcher: str, epochs: int) -> tuple[list[Session], Path]:
     """Two ranks of ``tools/train.py``, each in its own session, started with ``launcher``'s
     environment: ``slurm`` (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NODELIST, as
     ``srun`` sets them) or ``pytorch`` (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT by hand)."""
@@ -377,14 +314,14 @@ def _start_ranks(tmp_path: Path, root: Path, launcher: str, epochs: int) -> tupl
                 MASTER_ADDR='127.0.0.1',
                 MASTER_PORT=port,
             )
-        procs.append(Proc(tmp_path, f'rank{rank}', [*cmd, '--cfg-options', *_options(root, epochs)], env))
+        procs.append(Session(tmp_path, f'rank{rank}', [*cmd, '--cfg-options', *_options(root, epochs)], env))
     return procs, work
 
 
 def _kill_one_rank(tmp_path: Path, root: Path, launcher: str, killed: int) -> None:
     ranks, work = _start_ranks(tmp_path, root, launcher, epochs=100)
     try:
-        _wait_for(lambda: _steps(work) >= 2, ranks, 'rank 0 trained 2 steps')
+        wait_for(lambda: steps(work) >= 2, ranks, 'rank 0 trained 2 steps')
         victim, survivor = ranks[killed], ranks[1 - killed]
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = time.time()
@@ -457,9 +394,9 @@ def test_slurm_train_sh_exits_143_when_scancel_stops_its_tasks(tiny_video_set, t
     env = _env(PATH=f'{srun.parent}:{os.environ["PATH"]}', GPUS='2', MASTER_PORT=str(_free_port()))
     env['PYTHON'] = sys.executable
     cmd = ['bash', 'tools/slurm_train.sh', 'cpu', 'ranks', DEMO_CONFIG, str(work)]
-    job = Proc(tmp_path, 'job', [*cmd, '--cfg-options', *_options(tiny_video_set, 100)], env)
+    job = Session(tmp_path, 'job', [*cmd, '--cfg-options', *_options(tiny_video_set, 100)], env)
     try:
-        _wait_for(lambda: _steps(work) >= 3, [job], 'training')
+        wait_for(lambda: steps(work) >= 3, [job], 'training')
         os.killpg(job.pid, signal.SIGTERM)  # scancel: SIGTERM to every process of the job step
         sent_at = time.time()
         code = job.end(END_WITHIN_S + 60)
@@ -478,15 +415,15 @@ def test_slurm_train_sh_exits_143_when_scancel_stops_its_tasks(tiny_video_set, t
 # (b, c) under torchrun (tools/dist_train.sh): kill -9 of a rank, SIGTERM to the agent
 
 
-def _dist_train(tmp_path: Path, root: Path, epochs: int) -> tuple[Proc, Path]:
+def _dist_train(tmp_path: Path, root: Path, epochs: int) -> tuple[Session, Path]:
     """``bash tools/dist_train.sh DEMO 2 ...`` (torchrun's agent and 2 ranks) in its own session."""
     work = tmp_path / 'work'
     cmd = ['bash', 'tools/dist_train.sh', DEMO_CONFIG, '2', '--work-dir', str(work)]
     env = _env(PORT=str(_free_port()), PYTHON=sys.executable)
-    return Proc(tmp_path, 'launcher', [*cmd, '--cfg-options', *_options(root, epochs)], env), work
+    return Session(tmp_path, 'launcher', [*cmd, '--cfg-options', *_options(root, epochs)], env), work
 
 
-def _agent(launcher: Proc) -> int:
+def _agent(launcher: Session) -> int:
     """The pid of torchrun's agent: ``dist_train.sh`` execs it, so the launcher's own."""
     return launcher.pid
 
@@ -495,7 +432,7 @@ def _agent(launcher: Proc) -> int:
 def test_a_killed_rank_under_torchrun_stops_the_launcher_at_once(tiny_video_set, tmp_path) -> None:
     launcher, work = _dist_train(tmp_path, tiny_video_set, epochs=100)
     try:
-        _wait_for(lambda: _steps(work) >= 2 and len(_ranks_of(_agent(launcher))) == 2, [launcher], 'training')
+        wait_for(lambda: steps(work) >= 2 and len(_ranks_of(_agent(launcher))) == 2, [launcher], 'training')
         os.kill(_ranks_of(_agent(launcher))[1], signal.SIGKILL)
         killed_at = time.time()
         code = launcher.end(END_WITHIN_S + 60)
@@ -520,7 +457,7 @@ def test_a_signal_to_torchruns_agent_saves_both_ranks_and_exits_128_plus_n(
     it forwards the signal to the ranks, which save; the launcher exits 143 / 138."""
     launcher, work = _dist_train(tmp_path, tiny_video_set, epochs=100)
     try:
-        _wait_for(lambda: _steps(work) >= 3, [launcher], 'training')
+        wait_for(lambda: steps(work) >= 3, [launcher], 'training')
         os.kill(_agent(launcher), signum)
         sent_at = time.time()
         code = launcher.end(END_WITHIN_S + 60)
@@ -544,18 +481,18 @@ def test_a_signal_to_torchruns_agent_saves_both_ranks_and_exits_128_plus_n(
 # (d) torchrun --max-restarts: the restarted ranks resume from the last checkpoint
 
 
-def _torchrun(tmp_path: Path, name: str, options: list[str], work: Path, root: Path, epochs: int) -> Proc:
+def _torchrun(tmp_path: Path, name: str, options: list[str], work: Path, root: Path, epochs: int) -> Session:
     """``python -m dna_mm.tools.torchrun OPTIONS tools/train.py DEMO --launcher pytorch ...``."""
     cmd = [sys.executable, '-m', 'dna_mm.tools.torchrun', *options, 'tools/train.py', DEMO_CONFIG]
     cmd += ['--launcher', 'pytorch', '--work-dir', str(work), '--cfg-options', *_options(root, epochs)]
-    return Proc(tmp_path, name, cmd, _env())
+    return Session(tmp_path, name, cmd, _env())
 
 
-def _restarted_and_resumed(agents: list[Proc], work: Path, epochs: int) -> None:
+def _restarted_and_resumed(agents: list[Session], work: Path, epochs: int) -> None:
     """Once a checkpoint exists, ``kill -9`` of rank 1: every agent ends 0, the ranks having
     resumed from a checkpoint and trained to the last epoch."""
     try:
-        _wait_for(lambda: (work / 'epoch_1.pth').is_file(), agents, 'the first checkpoint')
+        wait_for(lambda: (work / 'epoch_1.pth').is_file(), agents, 'the first checkpoint')
         ranks = {r: pid for a in agents for r, pid in _ranks_of(a.pid).items()}
         assert set(ranks) == {0, 1}, ranks
         os.kill(ranks[1], signal.SIGKILL)

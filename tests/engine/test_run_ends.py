@@ -12,11 +12,9 @@ exit, and checks that no process of the run is left.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,11 +22,10 @@ from typing import Optional
 
 import pytest
 from conftest import DEMO_CONFIG, REPO
+from processes import Session, children, steps, wait_for
 
 #: seconds a run may take to end after the event that ends it (the issue's bound)
 END_WITHIN_S = 30
-#: seconds a test waits for a run to reach the point where the event is injected
-REACH_S = 240
 
 pytestmark = pytest.mark.integration
 
@@ -94,11 +91,10 @@ custom_hooks = {hooks}
     return path
 
 
-class Run:
-    """A tool run in its own session: ``start``, then ``end`` (bounded)."""
+class Run(Session):
+    """A tool run (``python ARGS``) in its own session, the stamp file of its fault beside it."""
 
     def __init__(self, tmp_path: Path, args: list[str], name: str = 'run') -> None:
-        self.out = tmp_path / f'{name}.out'
         self.stamp = tmp_path / f'{name}.fault'
         env = {
             **os.environ,
@@ -106,99 +102,14 @@ class Run:
             'DNA_MM_FAULT_STAMP': str(self.stamp),
             'OMP_NUM_THREADS': '1',
         }
-        self._log = open(self.out, 'w')
-        self.proc = subprocess.Popen(
-            [sys.executable, *args],
-            cwd=REPO,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.ended_at = 0.0
-
-    def text(self) -> str:
-        return self.out.read_text()
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
+        super().__init__(tmp_path, name, [sys.executable, *args], env)
 
     def wait_for(self, ready, what: str) -> None:
-        """Poll ``ready()`` until it holds (the run still going), at most :data:`REACH_S`."""
-        start = time.time()
-        while not ready():
-            assert self.alive(), f'the run ended before {what}:\n{self.text()[-3000:]}'
-            assert time.time() - start < REACH_S, f'not {what} after {REACH_S} s:\n{self.text()[-3000:]}'
-            time.sleep(0.05)
-
-    def signal(self, signum: int) -> float:
-        """``signum`` to the run's process group (workers included); when it was sent."""
-        os.killpg(self.proc.pid, signum)
-        return time.time()
-
-    def end(self, limit: float = REACH_S) -> int:
-        """The exit status (bounded wait: the test fails, and kills what is left, past ``limit``)."""
-        try:
-            code = self.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            stacks = self.text()[-3000:]
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            pytest.fail(f'the run did not end within {limit} s:\n{stacks}')
-        finally:
-            self._log.close()
-        self.ended_at = time.time()
-        return code
+        wait_for(ready, [self], what)
 
     def fault_time(self) -> float:
         assert self.stamp.is_file(), f'the fault did not fire:\n{self.text()[-3000:]}'
         return float(self.stamp.read_text())
-
-    def assert_nothing_left(self) -> None:
-        """No process of the run's group (its loader workers) outlives it for more than 5 s."""
-        deadline = time.time() + 5
-        while True:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                return
-            if time.time() > deadline:
-                left = _group(self.proc.pid)
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                pytest.fail(f'processes of the run outlived it: {left}')
-            time.sleep(0.1)
-
-
-def _group(pgid: int) -> list[str]:
-    """``pid: command`` of the live processes in process group ``pgid``."""
-    found = []
-    for entry in Path('/proc').iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / 'stat').read_text()
-            cmd = (entry / 'cmdline').read_bytes().replace(b'\0', b' ').decode()[:120]
-        except OSError:
-            continue
-        fields = stat[stat.rindex(')') + 2 :].split()  # after "(comm)": state ppid pgrp
-        if int(fields[2]) == pgid and fields[0] != 'Z':
-            found.append(f'{entry.name}: {cmd}')
-    return found
-
-
-def children(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (its data-loader workers)."""
-    try:
-        return [int(p) for p in Path(f'/proc/{pid}/task/{pid}/children').read_text().split()]
-    except OSError:
-        return []
-
-
-def steps(work_dir: Path) -> int:
-    """The last training step logged in ``work_dir`` so far."""
-    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
-    lines = runs[-1].read_text().splitlines() if runs else []
-    return max((json.loads(ln).get('step', 0) for ln in lines if ln.endswith('}')), default=0)
 
 
 def train(tmp_path: Path, config: Path, *extra: str, name: str = 'run') -> tuple[Run, Path]:
