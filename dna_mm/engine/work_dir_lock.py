@@ -4,10 +4,11 @@ A second ``tools/train.py`` into the work dir of a run still going would write o
 checkpoints and ``last_checkpoint``. The run holds ``flock(LOCK_EX | LOCK_NB)`` on the lock file
 for as long as it trains and writes its holder (pid, host, start time, command) into the file; a
 second run finds the lock taken and stops with :class:`WorkDirBusyError`, one line naming the
-holder. The kernel drops a ``flock`` when its process ends in any way (``kill -9`` included), so
-a dead run never leaves the folder locked: the next run (``--resume`` to continue it) takes it
-over, and says so when the holder had not released it. The file is emptied, never deleted, on
-release (deleting a lock file lets two runs lock two different files).
+holder. The kernel drops a ``flock`` when its process ends in any way (``kill -9`` included), and
+a forked child (a data-loader worker, which outlives a killed run by seconds) lets go of its
+inherited copy at once, so a dead run never leaves the folder locked: the next run (``--resume``
+to continue it) takes it over, and says so when the holder had not released it. The file is
+emptied, never deleted, on release (deleting a lock file lets two runs lock two different files).
 
 ``flock`` works across machines on NFS (Linux emulates it with NFS byte-range locks) and on
 Lustre mounted with ``-o flock``; on a file system without locks the run warns and goes on
@@ -36,6 +37,26 @@ except ImportError:  # not POSIX: no lock
 LOCK_NAME = '.dna_mm_train.lock'
 #: characters of the holder's command a message shows (cut between words, ``...`` marking the cut)
 COMMAND_SHOWN = 240
+#: the lock files this process holds; a forked child (a data-loader worker) closes its copies
+_HELD: set = set()
+
+
+def _close_in_child() -> None:
+    """After a fork, in the child: let go of the inherited lock files. A ``flock`` lasts while any
+    descriptor of its open file lives; a loader worker that outlives a killed run by a few
+    seconds would otherwise keep the work dir locked for them, and refuse its ``--resume``."""
+    for f in list(_HELD):
+        try:  # the descriptor's number stays valid (the child's file object still names it)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, f.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_close_in_child)
 
 
 class WorkDirBusyError(UserError, RuntimeError):
@@ -95,6 +116,7 @@ class WorkDirLock:
         f.flush()
         os.fsync(f.fileno())
         self._file = f
+        _HELD.add(f)
         return True, previous
 
     def release(self) -> None:
@@ -102,6 +124,7 @@ class WorkDirLock:
         f, self._file = self._file, None
         if f is None:
             return
+        _HELD.discard(f)
         try:
             f.seek(0)
             f.truncate()

@@ -4,7 +4,6 @@ refused with one line naming the holder and writes nothing there; once the holde
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -15,14 +14,7 @@ import time
 
 import pytest
 from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
-
-
-def _steps(work_dir) -> int:
-    """The last training step logged in ``work_dir`` so far (0: none; a line being written is
-    left for the next look)."""
-    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
-    lines = runs[-1].read_text().splitlines() if runs else []
-    return max((json.loads(ln).get('step', 0) for ln in lines if ln.endswith('}')), default=0)
+from processes import steps
 
 
 @pytest.mark.integration
@@ -40,7 +32,7 @@ def test_a_second_run_is_refused_and_resume_takes_over_from_a_killed_one(tiny_vi
     )
     try:
         start = time.time()
-        while _steps(work) < 5 and holder.poll() is None and time.time() - start < 300:
+        while steps(work) < 5 and holder.poll() is None and time.time() - start < 300:
             time.sleep(0.05)
         assert holder.poll() is None, (tmp_path / 'holder.out').read_text()[-3000:]
         dump = work / 'timesformer_dna_demo.py'
@@ -92,3 +84,23 @@ def test_the_lock_refuses_a_second_holder_until_released(tmp_path) -> None:
     again = WorkDirLock(str(tmp_path))
     assert again.acquire() == (True, {})  # released cleanly: nothing to take over
     again.release()
+
+
+def test_a_child_of_a_killed_holder_does_not_keep_the_work_dir(tmp_path) -> None:
+    """A data-loader worker outlives a ``kill -9``-ed run by seconds; it inherited the lock's
+    descriptor, and must not hold the work dir for them (``--resume`` at once is taken)."""
+    from dna_mm.engine.work_dir_lock import WorkDirLock, in_use
+
+    holder = os.fork()
+    if holder == 0:  # the run: lock, start a worker that lives on, die by SIGKILL
+        lock = WorkDirLock(str(tmp_path))
+        lock.acquire()
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(holder, 0)
+    time.sleep(0.2)
+    assert (tmp_path / '.dna_mm_train.lock').is_file()
+    assert not in_use(str(tmp_path))
