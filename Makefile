@@ -71,23 +71,23 @@ test-gpu: $(STAMP)
 	$(PY) -m pytest -m cuda -rs $(PYTEST_ARGS) tests
 
 demo: $(STAMP_LITE)
-	$(PY) tools/demo.py --attn dna
+	$(PY) tools/demos/demo.py --attn dna
 
 demo-compare: $(STAMP_LITE)
-	$(PY) tools/demo.py --attn dna softmax
+	$(PY) tools/demos/demo.py --attn dna softmax
 
 demo-det: $(STAMP)
-	$(PY) tools/demo_det.py --attn dna
+	$(PY) tools/demos/demo_det.py --attn dna
 
 .PHONY: demo-study
 demo-study: $(STAMP_LITE)
 	$(PY) tools/analysis/study.py --methods softmax dna diff --seeds 5 --out work_dirs/study
 
 bench: $(STAMP)
-	$(PY) tools/analysis/benchmark_attention.py
+	$(PY) tools/benchmarks/benchmark_attention.py
 
 bench-ops: $(STAMP)
-	$(PY) tools/analysis/benchmark_operators.py
+	$(PY) tools/benchmarks/benchmark_operators.py
 
 device-mmcv:
 	bash scripts/device/build_mmcv.sh

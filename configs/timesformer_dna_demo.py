@@ -2,7 +2,7 @@
 # generates under data/demo (4 classes: a red target stays still or moves horizontally,
 # vertically or diagonally, among moving distractors and noise). Trains on 2 CPU cores in a
 # few minutes.
-#   python tools/demo.py            # generate (cached), train, test
+#   python tools/demos/demo.py            # generate (cached), train, test
 _base_ = ['./timesformer_dna_k400.py']
 
 data_root = 'data/demo'

@@ -1,6 +1,6 @@
 # `make demo-det`: a tiny ViTDet-DnA Mask R-CNN (4 blocks of 96 channels, window 4 + global blocks,
 # rel-pos; narrow neck and heads) trained from scratch on the generated shapes set
-# (dna_mm/datasets/synthetic_coco.py, 3 classes, 128x128 PNGs + COCO json) on CPU in minutes.
+# (dna_mm/synthetic/coco_shapes.py, 3 classes, 128x128 PNGs + COCO json) on CPU in minutes.
 # Heads narrowed and a 2-fc box head, so that a CPU step costs well under a second.
 _base_ = [
     '_base_/models/vitdet_mask_rcnn.py',

@@ -29,10 +29,31 @@ from importlib.util import find_spec as _find_spec  # noqa: E402
 if _find_spec('mmdet') is not None:  # mmdet's OPTIM_WRAPPER_CONSTRUCTORS
     from .engine import layer_decay  # noqa: E402,F401  (LayerDecayOptimizerConstructor)
 
-# last: the runner and the hooks that tools/train.py writes into a run's config (DnARunner,
-# GlobalBatchHook), so that every type a dna_mm config names is registered by this one import
-from . import apis  # noqa: E402
+from . import config  # noqa: E402
+from ._moved import install as _keep_old_import_paths  # noqa: E402
+
+_keep_old_import_paths()  # dna_mm.apis.runner and the other paths of 0.1.0, for one release
 # isort: on
 
 __version__ = '0.1.0'
-__all__ = ["apis", "checkpoint", "converters", "datasets", "engine", "evaluation", "models", "__version__"]
+
+
+def __getattr__(name: str):
+    """``dna_mm.apis`` (inference) imported when first used: a training run does not load it."""
+    if name == 'apis':
+        from importlib import import_module
+
+        return import_module('.apis', __name__)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+__all__ = [
+    "apis",
+    "checkpoint",
+    "config",
+    "converters",
+    "datasets",
+    "engine",
+    "evaluation",
+    "models",
+    "__version__",
+]

@@ -2,7 +2,7 @@
 cannot take, a checkpoint that is unsafe, unreadable or does not match the model.
 
 dna_mm's tools print these as one line and exit with status 2 (``--debug`` shows the traceback,
-:func:`dna_mm.apis.cli.cli_main`); anything else is a programming error and keeps its traceback.
+:func:`dna_mm.tools.cli.cli_main`); anything else is a programming error and keeps its traceback.
 Each class also derives from the built-in exception a caller would expect (``ValueError``,
 ``FileNotFoundError``), so ``except ValueError`` keeps working.
 """
@@ -10,6 +10,10 @@ Each class also derives from the built-in exception a caller would expect (``Val
 from __future__ import annotations
 
 import pickle
+import re
+from urllib.error import HTTPError, URLError
+
+_BUILD_PREFIX = re.compile(r'class `\w+` in [\w/.\-]+\.py: ')
 
 
 class UserError(Exception):
@@ -59,3 +63,18 @@ class RunStopped(RuntimeError):
     """A run stopped by an event outside its code: a data-loader worker or another rank that
     died. Not the user's mistake, nor a bug to trace: dna_mm's tools print its one line (what was
     lost, how, and how to go on) and exit with status 1 (``--debug``: the traceback)."""
+
+
+def error_line(err: BaseException) -> str:
+    """The message of ``err`` without the wrappers mmengine and torch's DataLoader add (the
+    class being built, a worker's traceback)."""
+    if isinstance(err, URLError) and not isinstance(err, HTTPError):  # offline, no such host
+        return (
+            f'a download failed ({err.reason}): the run needs a file it could not fetch (the '
+            f'"downloading URL to PATH" line above names it; put the file at PATH to run offline)'
+        )
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    if 'Original Traceback' in text:  # re-raised from a DataLoader worker: keep its last error
+        marker = f'{type(err).__name__}: '
+        text = text[text.rindex(marker) + len(marker) :] if marker in text else text
+    return _BUILD_PREFIX.sub('', text).strip()

@@ -139,7 +139,7 @@ def tiny_backbone(type: str, **overrides) -> dict:
 @pytest.fixture(scope='session')
 def tiny_video_set(tmp_path_factory):
     """8 train / 4 test real mp4 clips (decord-decodable) of the demo's motion classes."""
-    from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset
+    from dna_mm.synthetic.motion_clips import MotionDatasetSpec, ensure_motion_dataset
 
     root = tmp_path_factory.mktemp('videos')
     return ensure_motion_dataset(root, MotionDatasetSpec(train_per_class=2, test_per_class=1))
@@ -294,7 +294,7 @@ TINY_MASK_RCNN = {
 
 def coco_run_options(root: Path) -> dict:
     """``--cfg-options`` pointing a ViTDet config's loaders and evaluators at a generated COCO set
-    ``root`` (``dna_mm.datasets.synthetic_coco``) of 64-pixel images, batch 2."""
+    ``root`` (``dna_mm.synthetic.coco_shapes``) of 64-pixel images, batch 2."""
     opts = {'model.backbone.img_size': 64, 'model.backbone.pretrain_img_size': 64}
     for split, files in (('train', 'train'), ('val', 'test'), ('test', 'test')):  # val: built, not run
         opts.update(

@@ -5,9 +5,10 @@ under it in :data:`ALLOWED`. Read with ``ast``; nothing is imported."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, run_cmd
 
 PACKAGE = REPO / 'dna_mm'
 HOSTS_BASE = (
@@ -38,27 +39,53 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'models.backbones': HOSTS_BASE,
     'models.adapters': HOSTS_BASE,
     'models': ('models',),
-    'build': ('errors', 'utils', 'models.scopes'),  # config -> model, the one home
-    'datasets': ('errors', 'utils'),
-    'analysis': ('errors', 'family', 'models', 'checkpoint', 'datasets', 'evaluation', 'build'),
-    'evaluation': ('errors', 'datasets'),  # + ImageNet's folders (imagenet_variants)
-    'deployment': ('errors', 'models', 'checkpoint', 'build'),
-    'engine': ('errors', 'datasets', 'models'),
-    'benchmarks': ('errors', 'utils', 'ops', 'models', 'datasets', 'deployment', 'build'),
-    'apis': (
+    # a run's config: read and built into its model (config.build, the one home), prepared, checked
+    'config.build': ('errors', 'utils', 'models.scopes'),
+    'config': ('errors', 'utils', 'models.scopes', 'models.attention', 'engine.distributed'),
+    'datasets': ('errors', 'utils'),  # what training reads
+    'synthetic': ('errors', 'datasets'),  # generated sets
+    'preparation': ('errors', 'utils', 'datasets', 'synthetic'),  # offline preparation and checks
+    'analysis': (
         'errors',
         'family',
-        'utils',
-        'converters',
+        'models',
         'checkpoint',
+        'datasets',
+        'synthetic',
+        'evaluation',
+        'config.build',
+    ),
+    'evaluation': ('errors', 'datasets', 'preparation.imagenet'),  # ImageNet's folders (imagenet_variants)
+    'deployment': ('errors', 'models', 'checkpoint', 'config.build'),
+    # the training runtime: the runner, its ranks and global batch, loops, hooks
+    'engine': ('errors', 'utils', 'converters', 'checkpoint', 'datasets', 'models'),
+    'benchmarks': (
+        'errors',
+        'utils',
+        'ops',
         'models',
         'datasets',
-        'engine',
-        'analysis',
-        'build',
+        'synthetic',
+        'preparation.encoding',
+        'deployment',
+        'config.build',
     ),
+    # the applications: inference (apis), the video over time
+    'apis': (
+        'errors',
+        'utils',
+        'checkpoint',
+        'datasets',
+        'preparation.runner',
+        'config.build',
+        'over_time',
+        '_moved',
+    ),
+    'over_time': ('errors', 'utils', 'datasets', 'synthetic', 'analysis'),
     'launch': ('',),  # the package's entry points: anything
-    'tools': ('utils',),  # python -m dna_mm.tools: the shipped tools/ scripts (utils.mim_compat)
+    # python -m dna_mm.tools (the shipped tools/ scripts) and the tools' plumbing (cli, torchrun)
+    'tools': ('errors', 'utils'),
+    '_moved': ('',),  # the old import paths, for one release
     '__init__': ('',),
 }
 
@@ -126,8 +153,58 @@ def test_the_check_sees_an_import_against_the_layering() -> None:
     assert not _allowed('models.attention.dna', 'converters.attention')  # beside, not below
     assert not _allowed('models.adapters.swap', 'models.backbones.pretrained')  # siblings
     assert not _allowed('datasets.video_reader', 'apis.inference')
-    assert not _allowed('datasets.custom.recipe', 'apis.config')  # the data tools' logic: below apis
-    assert _allowed('models.backbones.timm_vit', 'family') and _allowed('apis.runner', 'engine.loops')
+    assert not _allowed('preparation.custom.recipe', 'config.prepare')  # the data tools' logic: below config
+    assert not _allowed('config.build', 'engine.runner')  # config -> model needs no runtime
+    assert _allowed('models.backbones.timm_vit', 'family') and _allowed('engine.runner', 'engine.loops')
     assert 'family' in {target for _, target in _imports(PACKAGE / 'ops' / 'dna_attention.py')}
     mha = PACKAGE / 'models' / 'layers' / 'mha_attention.py'
     assert 'models.attention.builder' in {target for _, target in _imports(mha)}
+
+
+#: what a training run imports, and the applications that must stay out of it
+TRAINING = (
+    'errors',
+    'utils',
+    'family',
+    'ops',
+    'converters',
+    'checkpoint',
+    'models',
+    'datasets',
+    'engine',
+    'config',
+)
+APPLICATIONS = ('over_time', 'analysis', 'benchmarks', 'deployment', 'apis', 'preparation', 'synthetic')
+
+
+def _reach(part: str) -> set[str]:
+    """Every part that ``part`` may import, directly or through the parts it may import."""
+    seen, todo = set(), [part]
+    while todo:
+        for entry in ALLOWED[todo.pop()]:
+            target = _part(entry) if entry else '__init__'
+            if entry and entry not in seen:
+                seen.add(entry)
+                todo.append(target)
+    return seen
+
+
+def test_training_reaches_no_application() -> None:
+    """The table itself: no training part may reach the video over time, the analyses or the
+    benchmarks (nor the other applications), however many steps it takes."""
+    parts = [p for p in ALLOWED if p.split('.')[0] in TRAINING]
+    leaks = {p: sorted(r for r in _reach(p) if r.split('.')[0] in APPLICATIONS) for p in parts}
+    assert not {p: r for p, r in leaks.items() if r}, leaks
+
+
+def test_a_training_run_imports_no_application() -> None:
+    """What ``tools/train.py`` and ``tools/test.py`` import (dna_mm, its config and engine
+    packages) loads none of the application packages."""
+    code = (
+        'import sys, dna_mm, dna_mm.config, dna_mm.engine; '
+        f'print(sorted(m for m in sys.modules if m.split(".")[:2][-1] in {APPLICATIONS!r} '
+        'and m.startswith("dna_mm.")))'
+    )
+    res = run_cmd([sys.executable, '-c', code])
+    loaded = [m for m in ast.literal_eval(res.stdout.strip().splitlines()[-1]) if m != 'dna_mm.apis']
+    assert loaded == [], loaded

@@ -71,7 +71,7 @@ def test_video_recognition_trains_and_tests(lite_env, tiny_video_set, tmp_path) 
 
 @pytest.mark.parametrize(
     'args',
-    [['tools/train.py', 'configs/vitdet_dna_demo.py'], ['tools/demo_det.py', '--iters', '1']],
+    [['tools/train.py', 'configs/vitdet_dna_demo.py'], ['tools/demos/demo_det.py', '--iters', '1']],
     ids=['mask_rcnn_config', 'demo_det'],
 )
 def test_what_needs_the_ops_says_so_in_one_line(lite_env, args, tmp_path) -> None:

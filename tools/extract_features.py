@@ -74,12 +74,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def extract(args: argparse.Namespace) -> int:
     import dna_mm  # noqa: F401  (registers the models, safe checkpoint loading)
-    from dna_mm.apis.check import check_config
-    from dna_mm.apis.cli import user_file
-    from dna_mm.apis.config import shutdown_distributed
-    from dna_mm.apis.distributed import start_distributed
     from dna_mm.apis.inference import collect_videos
-    from dna_mm.build import read_config
+    from dna_mm.config.build import read_config
+    from dna_mm.config.check import check_config
+    from dna_mm.config.prepare import shutdown_distributed
+    from dna_mm.engine.distributed import start_distributed
+    from dna_mm.tools.cli import user_file
 
     cfg = read_config(args.config, args.cfg_options)
     check_config(cfg, 'test')
@@ -142,7 +142,7 @@ def extract_all(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('extract_features.py', extract, args)
 

@@ -36,7 +36,7 @@ scored; then the segments (runs of one class after averaging the scores over ``-
 windows; a segment shorter than ``--min-segment`` seconds joins a neighbour) and the speed as a
 real-time factor. The video is decoded in sequence, holding only the frames of the windows
 that overlap: memory does not grow with its length. ``--out x.json`` (or ``.csv``) writes every
-window (start, end, top-k) and the segments (dna_mm/apis/timeline_files.py).
+window (start, end, top-k) and the segments (dna_mm/over_time/timeline_files.py).
 With ``--over-time`` the input may be a stream: ``-`` (a container such as MPEG-TS on standard
 input), a URL FFmpeg reads (``udp://``, ``rtsp://``, ``http://``) or a camera (``/dev/video0``):
 each window is printed as it completes, with its latency; the run stops cleanly at the stream's
@@ -57,9 +57,10 @@ from pathlib import Path
 
 #: a video longer than this many clips gets a note that one clip classified it
 LONG = 4
-#: ``dna_mm.apis.relevance_overlay.BRANCHES`` (a test keeps them equal)
+#: ``dna_mm.over_time.relevance_overlay.BRANCHES`` (a test keeps them equal)
 RELEVANCE = ('both', 'pos', 'neg')
-#: the suffixes ``--out-video`` takes (``dna_mm.apis.annotated_video.CONTAINERS``; a test keeps them equal)
+#: the suffixes ``--out-video`` takes (``dna_mm.over_time.annotated_video.CONTAINERS``; a test keeps
+#: them equal)
 VIDEO_OUT = ('.mp4', '.m4v', '.mov', '.mkv')
 
 
@@ -178,8 +179,6 @@ def write_csv(path: str, preds: list, names: list[str] | None, labels: dict[str,
 def infer(args: argparse.Namespace) -> int:
     import torch
 
-    from dna_mm.apis.check import check_config
-    from dna_mm.apis.cli import user_file
     from dna_mm.apis.inference import (
         clip_coverage,
         collect_labelled_videos,
@@ -189,9 +188,11 @@ def infer(args: argparse.Namespace) -> int:
         resolve_class_names,
         test_pipeline_of,
     )
-    from dna_mm.build import read_config
-    from dna_mm.datasets.frame_stream import is_live
+    from dna_mm.config.build import read_config
+    from dna_mm.config.check import check_config
     from dna_mm.errors import DataError
+    from dna_mm.over_time.frame_stream import is_live
+    from dna_mm.tools.cli import user_file
 
     live = args.over_time and is_live(args.input)
     if live and args.out_video:
@@ -222,7 +223,7 @@ def infer(args: argparse.Namespace) -> int:
             f'{args.input}: label {label} of {video} is not a class of the model (0-{num_classes - 1})'
         )
     if args.over_time:
-        from dna_mm.apis.video_timeline import TimelineOptions, timeline
+        from dna_mm.over_time.video_timeline import TimelineOptions, timeline
 
         options = TimelineOptions(
             args.stride,
@@ -236,7 +237,7 @@ def infer(args: argparse.Namespace) -> int:
         )
         relevance = None
         if args.relevance is not None:
-            from dna_mm.apis.relevance_overlay import BRANCHES, relevance_for
+            from dna_mm.over_time.relevance_overlay import BRANCHES, relevance_for
 
             relevance = relevance_for(BRANCHES[args.relevance])
         timeline(model, pipeline, next(iter(labels)), options, names, relevance)
@@ -275,7 +276,7 @@ def infer(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('infer.py', infer, args)
 

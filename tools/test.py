@@ -92,18 +92,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def test(args: argparse.Namespace) -> dict:
-    from dna_mm.apis import (
-        build_runner,
-        check_config,
-        format_metrics,
-        prepare_cfg,
-        shutdown_distributed,
-        skip_unreadable,
-    )
-    from dna_mm.apis.cli import user_file
-    from dna_mm.build import read_config
+    from dna_mm.config import check_config, format_metrics, prepare_cfg, shutdown_distributed, skip_unreadable
+    from dna_mm.config.build import read_config
+    from dna_mm.engine import build_runner
     from dna_mm.errors import ConfigError
     from dna_mm.evaluation import with_ood_evaluation
+    from dna_mm.tools.cli import user_file
 
     user_file(args.checkpoint, 'checkpoint')
     cfg = read_config(args.config)
@@ -181,7 +175,7 @@ def skipped_note(runner) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('test.py', test, args)
 

@@ -13,7 +13,7 @@ when there is none). ``load_from`` / ``--resume`` checkpoints must match the mod
 ``train_cfg.max_epochs`` moves the schedule's end, ``val_interval`` and the checkpoint interval
 with it. ``--global-batch N`` (config key ``global_batch_size``; the video recipes state 64) reaches a
 global batch of N clips per optimizer step on any number of processes by gradient accumulation
-(the steps are logged, iteration-based schedules scaled; :mod:`dna_mm.apis.global_batch`); it
+(the steps are logged, iteration-based schedules scaled; :mod:`dna_mm.engine.global_batch`); it
 leaves the lr as the config sets it (the log says so, with the linearly scaled value to set);
 ``--auto-scale-lr`` is the other choice (lr scaled to the actual batch, no accumulation).
 ``--tensorboard`` also writes TensorBoard scalars; ``--verbose`` prints the setup dump
@@ -110,19 +110,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> None:
-    from dna_mm.apis import (
-        apply_global_batch,
-        build_runner,
-        check_config,
-        enable_tensorboard,
-        prepare_cfg,
-        refuse_busy_work_dir,
-        shutdown_distributed,
-    )
-    from dna_mm.apis.cli import user_file
-    from dna_mm.apis.distributed import resume_after_restart
-    from dna_mm.build import read_config
+    from dna_mm.config import check_config, enable_tensorboard, prepare_cfg, shutdown_distributed
+    from dna_mm.config.build import read_config
+    from dna_mm.engine import apply_global_batch, build_runner, refuse_busy_work_dir
+    from dna_mm.engine.distributed import resume_after_restart
     from dna_mm.errors import ConfigError
+    from dna_mm.tools.cli import user_file
 
     cfg = read_config(args.config)
     if args.partial_load:
@@ -169,7 +162,7 @@ def train(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     run_tool('train.py', train, args)
 

@@ -1,7 +1,7 @@
 # Runtime shared by every dna_mm config (MMAction2's defaults + dna_mm's imports).
 default_scope = 'mmaction'
 custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)  # registers every dna_mm type
-# dna_mm.apis.DnARunner: strict whole-model loads (load_from / resume / tools/test.py), a plain
+# dna_mm.engine.DnARunner: strict whole-model loads (load_from / resume / tools/test.py), a plain
 # message when `resume` finds nothing, and the setup dump (environment, config, hooks) in the
 # log file only. dna_mm's tools and MMDetection's stock tools honour `runner_type`; MMAction2
 # 1.1.0's stock tools/train.py always builds mmengine's plain Runner.

@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import Tensor, nn
 
-from ..build import model_from_config
 from ..checkpoint import load_whole_model
+from ..config.build import model_from_config
 from ..errors import ConfigError, DataError, MissingFileError
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
@@ -103,7 +103,7 @@ def load_mm_model(
     """An OpenMMLab model from ``config`` with the weights of ``checkpoint``.
 
     Args:
-        config: Config file (or ``package::`` name: :func:`dna_mm.build.read_config`).
+        config: Config file (or ``package::`` name: :func:`dna_mm.config.build.read_config`).
         checkpoint: Whole-model checkpoint of that config.
         cfg_options: Overrides (``--cfg-options``).
         split: ``'test'`` or ``'val'``: whose dataloader gives the samples.

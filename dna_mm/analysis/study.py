@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from scipy.stats import t as student_t
 
-from ..datasets.synthetic import load_boxes
 from ..errors import DataError
+from ..synthetic.motion_clips import load_boxes
 from .models import _label
 from .target_mass import TargetMassCollector, box_patch_mask
 
@@ -66,7 +66,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.9
 @dataclass
 class ClipSet:
     """Clips with ground-truth boxes: ``root/videos/<file>``, the list ``root/<ann>``
-    (``file label`` lines) and ``root/boxes.json`` (:func:`~dna_mm.datasets.synthetic.load_boxes`)."""
+    (``file label`` lines) and ``root/boxes.json`` (:func:`~dna_mm.synthetic.motion_clips.load_boxes`)."""
 
     name: str
     root: Path
@@ -151,7 +151,7 @@ def evaluate(
     ones it multiplies; equal to the fast path within float tolerance)."""
     from mmaction.evaluation.functional import mean_class_accuracy, top_k_accuracy
 
-    from ..build import read_config
+    from ..config.build import read_config
     from .models import load_mm_model
 
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')

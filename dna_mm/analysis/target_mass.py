@@ -2,7 +2,7 @@
 
 The DnA paper's claim is that softmax attention spreads mass over "closely associated but
 irrelevant" features and that the negative branch takes them out. With the object's box known in
-every frame (the synthetic motion set writes it, :func:`dna_mm.datasets.synthetic.load_boxes`),
+every frame (the synthetic motion set writes it, :func:`dna_mm.synthetic.motion_clips.load_boxes`),
 that is measurable: how much of a query's attention goes to the keys of the target's patches.
 
 Per query row ``a`` (the class token's row where the sequence has one, else the pooled query

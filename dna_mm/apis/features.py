@@ -106,7 +106,7 @@ class VideoInputs(Dataset):
         return len(self.videos)
 
     def __getitem__(self, i: int) -> tuple[int, Any]:
-        from ..datasets.preparation.runner import describe
+        from ..preparation.runner import describe
 
         path = self.videos[i]
         try:

@@ -15,8 +15,8 @@ import torch.nn as nn
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-from ..build import model_from_config
 from ..checkpoint import load_whole_model
+from ..config.build import model_from_config
 from ..datasets.protocols import label_map as shipped_label_map
 from ..datasets.video_files import VIDEO_SUFFIXES, list_videos
 from ..errors import ConfigError, DataError
@@ -154,7 +154,7 @@ def load_recognizer(
     device: Union[str, torch.device] = 'cpu',
     partial: bool = False,
 ) -> nn.Module:
-    """Build the config's recognizer (:func:`~dna_mm.build.model_from_config`; pretrained weights
+    """Build the config's recognizer (:func:`~dna_mm.config.build.model_from_config`; pretrained weights
     cleared: the checkpoint holds the whole model; ``model.cfg`` the config, as MMAction2's
     ``init_recognizer`` sets it) and load ``checkpoint`` (file, URL or mmengine prefix;
     ``weights_only``) into it; a mismatch is a ``CheckpointMismatchError`` unless ``partial``
@@ -199,8 +199,8 @@ def clip_coverage(video: str, pipeline: list[dict]) -> Optional[tuple[float, flo
     """``(the video's seconds, the seconds one clip of the test pipeline spans)`` from the
     file's header and the pipeline's sampling step (``clip_len x frame_interval`` frames at the
     video's rate), or ``None`` when either is unknown."""
-    from ..datasets.frame_stream import FrameStream
-    from .windows import split_pipeline, window_sampling
+    from ..over_time.frame_stream import FrameStream
+    from ..over_time.windows import split_pipeline, window_sampling
 
     try:
         _, sample, _ = split_pipeline(pipeline)

@@ -1,6 +1,6 @@
 """The benchmarks' work: the models, inputs and steps they build and how they time them. Their
-command lines are thin: ``tools/analysis/benchmark_{attention,operators,train_step,data,onnx}.py``,
-``tools/analysis/triton_kernel_table.py`` and ``tools/data/benchmark_preparation.py`` parse their
+command lines are thin: ``tools/benchmarks/benchmark_{attention,operators,train_step,data,onnx}.py``,
+``tools/benchmarks/triton_kernel_table.py`` and ``tools/benchmarks/benchmark_preparation.py`` parse their
 flags, call one function here and write its figures; the figures: ``docs/benchmarks.md``.
 
 =================  ==========================================================================
@@ -14,8 +14,8 @@ flags, call one function here and write its figures; the figures: ``docs/benchma
 ``timing``         the one timing loop all of them use, and a fresh process for a memory peak
 =================  ==========================================================================
 
-Models come from their configs through :func:`dna_mm.build.read_config` /
-:func:`~dna_mm.build.build_part` (pretrained weights cleared: timing does not depend on them).
+Models come from their configs through :func:`dna_mm.config.build.read_config` /
+:func:`~dna_mm.config.build.build_part` (pretrained weights cleared: timing does not depend on them).
 
 **Why not** ``torch.utils.benchmark``: its ``Timer`` measures one statement at a time
 (``timeit`` / ``blocked_autorange`` run it in blocks and report their spread), and ``Compare``

@@ -1,5 +1,5 @@
 """The attention family's fwd+bwd time and peak memory at TimeSformer-B shapes (and ViTDet-B's
-global blocks): the work of ``tools/analysis/benchmark_attention.py``, whose docstring says what
+global blocks): the work of ``tools/benchmarks/benchmark_attention.py``, whose docstring says what
 is measured and how (scopes, methods, the ratios to softmax).
 
 :func:`build_step` makes one method's step at one shape; :func:`measure` times the methods of a

@@ -1,4 +1,4 @@
-"""Throughput of a config's data path: the work of ``tools/analysis/benchmark_data.py``, whose
+"""Throughput of a config's data path: the work of ``tools/benchmarks/benchmark_data.py``, whose
 docstring says what is measured and how.
 
 :func:`benchmark_config` times a config's pipeline in one process (:func:`time_pipeline`: the
@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..datasets.synthetic_video import pack_bframes, panning_clip, write_video
 from ..errors import ConfigError
+from ..synthetic.videos import pack_bframes, panning_clip, write_video
 from .timing import rotated, time_in_turns
 
 #: transforms replaced by MMAction2's own to get the stock pipeline (the baseline)
@@ -42,14 +42,14 @@ def write_video_set(
     container: str = 'mp4',
     packed: bool = False,
 ) -> Path:
-    """``num_videos`` :func:`~dna_mm.datasets.synthetic_video.panning_clip` videos of ``size`` at
+    """``num_videos`` :func:`~dna_mm.synthetic.videos.panning_clip` videos of ``size`` at
     30 fps in ``out_dir`` and an MMAction2 list (``out_dir/list.txt``, label 0) with
     ``num_entries`` lines cycling over them; returns the list's path. ``codec``: ``mpeg4``
     (MPEG-4 Part 2 at 0.1 bit per pixel, about NTU RGB+D's 1080p bit rate) or ``h264`` (libx264,
     CRF 23, as dna_mm's preparation tools write it); ``keyint``: keyframe interval; ``bframes``:
     B-frames between references (the encoder's default when ``None``); ``container``: ``mp4`` or
     ``avi``; ``packed``: MPEG-4 AVI with one B-frame, rewritten with DivX packed B-frames
-    (:func:`~dna_mm.datasets.synthetic_video.pack_bframes`)."""
+    (:func:`~dna_mm.synthetic.videos.pack_bframes`)."""
     names = [f'{size[0]}x{size[1]}_{i}.{container}' for i in range(num_videos)]
     bit_rate = None if codec == 'h264' else int(0.1 * size[0] * size[1] * 30)
     codec = 'libx264' if codec == 'h264' else codec

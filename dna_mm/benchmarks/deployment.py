@@ -1,5 +1,5 @@
 """CPU latency of exported models, PyTorch eager against onnxruntime: the work of
-``tools/analysis/benchmark_onnx.py``, whose docstring says what is measured and how.
+``tools/benchmarks/benchmark_onnx.py``, whose docstring says what is measured and how.
 
 :func:`benchmark` exports each model (:mod:`dna_mm.deployment`: its config's model with its
 initial weights, or a timm model) and times both runtimes in turns (:mod:`.timing`) per thread

@@ -1,5 +1,5 @@
 """The fused DnA kernels' resources, compiled ahead of time for GPUs that need not be here: the
-work of ``tools/analysis/triton_kernel_table.py`` (``docs/triton_kernel.md``).
+work of ``tools/benchmarks/triton_kernel_table.py`` (``docs/triton_kernel.md``).
 
 :func:`kernel_table` says one markdown row per (target, dtype, head size, kernel): the launch
 configuration the device would use, shared memory (and the target's limit), registers, spill

@@ -1,5 +1,5 @@
 """How many operators the attention family runs: one attention's forward + backward per member,
-and a tiny TimeSformer's train step. The work of ``tools/analysis/benchmark_operators.py``, whose
+and a tiny TimeSformer's train step. The work of ``tools/benchmarks/benchmark_operators.py``, whose
 docstring says what is run; the figures: ``docs/benchmarks.md``.
 
 Why count them: on a GPU every operator is a dispatch from Python or from the autograd engine

@@ -1,5 +1,5 @@
 """The data preparation measured on generated videos: the work of
-``tools/data/benchmark_preparation.py`` (the figures of ``docs/datasets/*.md``).
+``tools/benchmarks/benchmark_preparation.py`` (the figures of ``docs/datasets/*.md``).
 
 :func:`keyint_sweep`: the configs' decoding of a training clip per keyframe interval of the
 preparation tools' encoder, the intervals timed in turns (:mod:`.timing`); :func:`time_tool`: a
@@ -19,9 +19,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..build import read_config
-from ..datasets.preparation.encoding import encode, resize_to
-from ..datasets.synthetic_video import camera_clip, write_video
+from ..config.build import read_config
+from ..preparation.encoding import encode, resize_to
+from ..synthetic.videos import camera_clip, write_video
 from ..utils.mim_compat import mim_folder
 from .timing import median_ms, time_in_turns
 
@@ -34,7 +34,7 @@ def keyint_sweep(
 ) -> list[dict]:
     """Per keyframe interval: median CPU and wall ms per training clip, bytes per video, ratios to
     the first. ``videos`` generated clips are encoded with the preparation tools' encoder
-    (:func:`dna_mm.datasets.preparation.encoding.encode`) at each interval; a clip is the
+    (:func:`dna_mm.preparation.encoding.encode`) at each interval; a clip is the
     decoding steps of the configs' train pipeline (init → ``SampleFrames(clip_len=8,
     frame_interval=32)`` → decode) on a random file, the intervals in turns (shuffled per round)."""
     from mmaction.registry import TRANSFORMS
@@ -146,9 +146,7 @@ def time_tool(
         # the interpreter and package start-up is paid once per run, not per video (the tool's
         # --help answers before it imports the package: the start-up is the import of its module)
         module = 'person_crops' if tool == 'crops' else 'resize'
-        startup, startup_cpu = run_timed(
-            [sys.executable, '-c', f'import dna_mm.datasets.preparation.{module}']
-        )
+        startup, startup_cpu = run_timed([sys.executable, '-c', f'import dna_mm.preparation.{module}'])
     return dict(
         size=f'{width}x{height}',
         wall_s=wall,

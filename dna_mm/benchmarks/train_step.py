@@ -1,7 +1,7 @@
 """Parameters, train-step time and memory of configs' models: the work of
-``tools/analysis/benchmark_train_step.py``, whose docstring says what is measured and how.
+``tools/benchmarks/benchmark_train_step.py``, whose docstring says what is measured and how.
 
-:func:`prepare` builds a config's model (:func:`dna_mm.build.read_config`, pretrained weights
+:func:`prepare` builds a config's model (:func:`dna_mm.config.build.read_config`, pretrained weights
 cleared), its optimizer and random inputs into one train step; :func:`measure` times the steps of
 several configs in turns (:mod:`.timing`); :func:`peak_rss` measures one config's CPU memory in a
 fresh process; :func:`step_table` and :func:`peak_rss_table` say the tables row by row.
@@ -18,7 +18,7 @@ import torch
 from mmengine.config import Config
 from torch import nn
 
-from ..build import build_part, read_config
+from ..config.build import build_part, read_config
 from .timing import in_fresh_process, in_order, time_in_turns
 
 #: a run: (config, its --cfg-options, torch.compile the backbone)

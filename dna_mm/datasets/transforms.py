@@ -1,6 +1,6 @@
 """Faster video loading for MMAction2 pipelines: drop-in replacements for ``DecordInit`` /
 ``DecordDecode`` that decode at the size the pipeline needs, in frame order (measured with
-``tools/analysis/benchmark_data.py``, docs/data_throughput.md).
+``tools/benchmarks/benchmark_data.py``, docs/data_throughput.md).
 """
 
 from __future__ import annotations

@@ -68,8 +68,8 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     ``cfg_options`` as ``create_model`` arguments) with ``checkpoint``'s weights (``None``:
     the initialisation, for benchmarks). A model with no class scores (a detector) is an
     ``ExportError``."""
-    from ..build import model_from_config
     from ..checkpoint import load_whole_model
+    from ..config.build import model_from_config
 
     if config.startswith('timm:'):
         import timm  # dna_vit_* are registered by dna_mm/__init__.py, run before this module

@@ -14,7 +14,7 @@ main process ends them itself:
   nothing.
 * :func:`end_runner_workers`: every iterator a runner still holds (an iteration-based loop's,
   persistent workers', one left in a frame of the exception that ended the loop);
-  :class:`~dna_mm.apis.runner.DnARunner` calls it when training or testing ends, however it ends.
+  :class:`~dna_mm.engine.runner.DnARunner` calls it when training or testing ends, however it ends.
 * At interpreter exit, before multiprocessing's exit function (an ``atexit`` registered after
   it runs first): torch's worker-failure ``SIGCHLD`` handler is set back to the default (a worker
   ended here is not a failure), every live loader worker is ``SIGKILL``-ed and reaped, and any

@@ -31,7 +31,7 @@ line to stderr at once, so that a log shows that it arrived.
 
 The handlers are set in ``before_train`` (main thread only) and the previous ones put back when
 training ends, however it ends (:meth:`PreemptionHook.release`, which ``after_train`` and
-:class:`~dna_mm.apis.runner.DnARunner`'s ``train`` call): a signal after a crash ends the process
+:class:`~dna_mm.engine.runner.DnARunner`'s ``train`` call): a signal after a crash ends the process
 as it would have without dna_mm. SLURM signals every process of a job step, data-loader workers
 included, a terminal's Ctrl-C every process of its foreground group, and a torch worker dies on
 ``SIGTERM`` (``SIGUSR1``'s default also ends a process): the main process would then fail on the

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..datasets.imagenet import images_in
 from ..errors import DataError
+from ..preparation.imagenet import images_in
 from .calibration import aurra, ood_measures, rms_calibration_error
 
 

@@ -3,7 +3,7 @@ argument the part does not take (with the closest valid names) or the package it
 
 mmengine's ``build_from_cfg`` frames on the traceback tell which part was being built, with
 which arguments, from which registry (:func:`config_mistake`). Used by the tools' error wrapper
-(:mod:`dna_mm.apis.cli`) and by the custom-dataset builder's pipeline check.
+(:mod:`dna_mm.tools.cli`) and by the custom-dataset builder's pipeline check.
 """
 
 from __future__ import annotations

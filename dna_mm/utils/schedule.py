@@ -1,7 +1,7 @@
 """The schedule rule: when a config's training length changes, the values it computed from the
 old length at parse time move with it (:func:`sync_schedule`). Used where a length is changed:
-``--cfg-options`` (:func:`dna_mm.apis.prepare_cfg`) and the custom-dataset recipe
-(:func:`dna_mm.datasets.custom.size_recipe`)."""
+``--cfg-options`` (:func:`dna_mm.config.prepare_cfg`) and the custom-dataset recipe
+(:func:`dna_mm.preparation.custom.size_recipe`)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ and what a run of ``tools/test.py`` measured, read back from the file mmengine w
 (mmengine's ``LoggerHook``: one JSON object, the evaluator's metrics as it returns them, e.g.
 ``acc/top1`` as a fraction, plus the mean ``time`` / ``data_time`` of a batch); a training run's
 folder has no such file (its scalars are in ``vis_data/``). :func:`read_test_runs` reads them; the
-line ``tools/test.py`` prints is ``dna_mm.apis.format_metrics`` of the same metrics.
+line ``tools/test.py`` prints is ``dna_mm.config.format_metrics`` of the same metrics.
 
 The tools pass their checkout as ``repo``: the commands run there, so that the paths in the
 configs resolve as they do for a user, and a relative ``work_dir`` is relative to it.

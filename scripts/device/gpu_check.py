@@ -12,11 +12,11 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
 - ``tests``: the CUDA tests (marked ``cuda``, as ``make test-gpu`` runs them): the family
   against float64 in fp32 / bf16 / fp16, the SDPA kernels each branch takes, the Triton kernel
   at real shapes, AMP.
-- ``attention``: ``tools/analysis/benchmark_attention.py`` in bf16, core and module scopes:
+- ``attention``: ``tools/benchmarks/benchmark_attention.py`` in bf16, core and module scopes:
   softmax, DnA over SDPA, DnA through the Triton kernel, eager, Diff, Cog, at TimeSformer-B's
   divided shapes for a batch of 8 clips, joint space-time (1 × 1569) and the ViTDet-B global
   block (1 × 4096 with its rel-pos bias).
-- ``train_steps``: ``tools/analysis/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
+- ``train_steps``: ``tools/benchmarks/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
   the configs' AMP rule (bf16 from sm80): softmax, DnA (SDPA), DnA (Triton); the ViTDet-B
   backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos): softmax vs DnA; DnA with and
   without activation checkpointing (``model.backbone.with_cp``); with mmcv's compiled ops, the
@@ -235,7 +235,7 @@ def _attention_commands(ctx: Context) -> list[list[str]]:
     for name, shapes, clips in ATTENTION_RUNS:
         cmd = [
             PY,
-            'tools/analysis/benchmark_attention.py',
+            'tools/benchmarks/benchmark_attention.py',
             '--shapes',
             *shapes,
             '--methods',
@@ -275,7 +275,7 @@ VITDET_CONFIGS = ['configs/vitdet_softmax_coco_lsj.py', 'configs/vitdet_dna_coco
 
 
 def _train_step_commands(ctx: Context) -> list[list[str]]:
-    tool = [PY, 'tools/analysis/benchmark_train_step.py']
+    tool = [PY, 'tools/benchmarks/benchmark_train_step.py']
     timesformer = tool + [
         '--configs',
         *TIMESFORMER_CONFIGS,
@@ -356,7 +356,7 @@ def _tools_commands(ctx: Context) -> list[list[str]]:
     make_data = [
         PY,
         '-c',
-        'from dna_mm.datasets.synthetic import ensure_motion_dataset as m; print(m("data/demo"))',
+        'from dna_mm.synthetic.motion_clips import ensure_motion_dataset as m; print(m("data/demo"))',
     ]
     train = [PY, 'tools/train.py', DEMO, '--amp', '--work-dir', work, '--seed', '0']
     return [
@@ -380,7 +380,7 @@ def _tools_commands(ctx: Context) -> list[list[str]]:
 def _tools_collect(ctx: Context) -> dict:
     """The tests' results (the metrics each wrote in the work dir during this step, as the line
     ``tools/test.py`` prints), whether the training resumed, the AMP lines of the log."""
-    from dna_mm.apis import format_metrics
+    from dna_mm.config import format_metrics
     from dna_mm.utils.tool_runs import read_test_runs
 
     log = (ctx.scratch / 'tools.log').read_text() if (ctx.scratch / 'tools.log').exists() else ''
@@ -401,7 +401,13 @@ def _tools_markdown(ctx: Context, data: dict) -> str:
 def _compiled_commands(ctx: Context) -> list[list[str]]:
     """TimeSformer softmax / DnA with ``torch.compile`` (inductor): its own step, last, so that
     the compiler's time cannot cut the others short."""
-    tool = [PY, 'tools/analysis/benchmark_train_step.py', '--configs', *TIMESFORMER_CONFIGS[:2], '--compile']
+    tool = [
+        PY,
+        'tools/benchmarks/benchmark_train_step.py',
+        '--configs',
+        *TIMESFORMER_CONFIGS[:2],
+        '--compile',
+    ]
     tool += ['--json', str(ctx.scratch / 'step_timesformer_compiled.json')]
     if ctx.gpu:
         return [tool + ['--device', 'cuda', '--batch', '8', '--reps', '5']]
@@ -419,7 +425,7 @@ def _detector_commands(ctx: Context) -> list[list[str]]:
     make_data = [
         PY,
         '-c',
-        'from dna_mm.datasets.synthetic_coco import ensure_coco_dataset as m; print(m("data/demo_coco"))',
+        'from dna_mm.synthetic.coco_shapes import ensure_coco_dataset as m; print(m("data/demo_coco"))',
     ]
     iters = 100 if ctx.gpu else 4  # the checkpoint and cosine follow the end (the schedule rule)
     opts = ['--cfg-options', f'train_cfg.max_iters={iters}']
@@ -429,7 +435,7 @@ def _detector_commands(ctx: Context) -> list[list[str]]:
 
 
 def _detector_collect(ctx: Context) -> dict:
-    from dna_mm.apis import format_metrics
+    from dna_mm.config import format_metrics
     from dna_mm.utils.tool_runs import read_test_runs
 
     if not has_mmcv_ops():

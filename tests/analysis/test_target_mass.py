@@ -25,7 +25,7 @@ from dna_mm.analysis.target_mass import (
     sequence_regions,
     uniform_mass,
 )
-from dna_mm.datasets.synthetic import (
+from dna_mm.synthetic.motion_clips import (
     CLASSES,
     MotionDatasetSpec,
     ensure_motion_dataset,

@@ -1,4 +1,4 @@
-"""dna_mm.benchmarks.attention (tools/analysis/benchmark_attention.py's work) stays runnable: one
+"""dna_mm.benchmarks.attention (tools/benchmarks/benchmark_attention.py's work) stays runnable: one
 step per method, no timing claims; the tool's copies of its shapes and methods equal its own."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dna_mm.benchmarks import attention as bench
 
 
 def test_the_tools_choices_are_the_benchmarks() -> None:
-    tool = load_tool('tools/analysis/benchmark_attention.py')
+    tool = load_tool('tools/benchmarks/benchmark_attention.py')
     assert tool.SHAPES == tuple(bench.SHAPES) and tool.DEFAULT_SHAPES == bench.DEFAULT_SHAPES
     assert tool.METHODS == tuple(bench.METHODS) and tool.DEFAULT_METHODS == bench.DEFAULT_METHODS
 

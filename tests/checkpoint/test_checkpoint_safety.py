@@ -426,8 +426,9 @@ def test_a_served_pretrained_backbone_still_loads(served, tiny_checkpoint) -> No
 def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_path) -> None:
     from mmengine.config import Config
 
-    from dna_mm.apis import build_runner, prepare_cfg
     from dna_mm.checkpoint import CheckpointMismatchError
+    from dna_mm.config import prepare_cfg
+    from dna_mm.engine import build_runner
 
     def runner(work: Path, **cfg_keys):
         cfg = prepare_cfg(
@@ -493,7 +494,8 @@ def _options(root: Path) -> dict:
 def test_resume_in_an_empty_work_dir_says_so(tiny_video_set, tmp_path) -> None:
     from mmengine.config import Config
 
-    from dna_mm.apis import build_runner, prepare_cfg
+    from dna_mm.config import prepare_cfg
+    from dna_mm.engine import build_runner
 
     cfg = prepare_cfg(
         Config.fromfile(DEMO_CONFIG),
@@ -513,8 +515,8 @@ def test_resume_in_an_empty_work_dir_says_so(tiny_video_set, tmp_path) -> None:
 
 
 def _convert_tool():
-    """``tools/convert_checkpoint.py`` as a module."""
-    return load_tool('tools/convert_checkpoint.py')
+    """``tools/model_converters/convert_checkpoint.py`` as a module."""
+    return load_tool('tools/model_converters/convert_checkpoint.py')
 
 
 def test_convert_checkpoint_refuses_a_served_pickle(served, tmp_path, capsys) -> None:

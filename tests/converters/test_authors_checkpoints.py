@@ -191,7 +191,7 @@ def test_convert_checkpoint_converts_the_vit_main_file(vit_main_file, tmp_path, 
     written back; the output loads strictly into ``dna_vit`` with their logits."""
     path, model, _ = vit_main_file
     out = tmp_path / 'dna_vit.pth'
-    tool = load_tool('tools/convert_checkpoint.py')
+    tool = load_tool('tools/model_converters/convert_checkpoint.py')
     assert tool.main(['official-to-dna-mm', str(path), str(out)]) == 0
     stdout = capsys.readouterr().out
     assert "official-to-dna-mm 'model':" in stdout and "official-to-dna-mm 'model_ema':" in stdout
@@ -264,7 +264,8 @@ def test_their_timesformer_loads_whole_with_their_logits(pyslowfast_file) -> Non
 def test_resume_refuses_their_checkpoint_saying_what_it_is(pyslowfast_file, tmp_path) -> None:
     from mmengine.config import Config
 
-    from dna_mm.apis import build_runner, prepare_cfg
+    from dna_mm.config import prepare_cfg
+    from dna_mm.engine import build_runner
 
     path, _ = pyslowfast_file
     cfg = prepare_cfg(Config.fromfile(str(NTU_CONFIG)), str(NTU_CONFIG), work_dir=str(tmp_path))

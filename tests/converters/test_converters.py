@@ -159,7 +159,7 @@ def test_viscop_file_through_the_cli(tmp_path) -> None:
     _, sd, _ = _viscop_file()
     src, dst = tmp_path / 'viscop.pth', tmp_path / 'out.pth'
     torch.save(sd, src)
-    cmd = ['tools/convert_checkpoint.py', 'official-to-dna-mm', str(src), str(dst)]
+    cmd = ['tools/model_converters/convert_checkpoint.py', 'official-to-dna-mm', str(src), str(dst)]
     res = run_main(cmd, check=False)
     assert res.returncode == 2 and "combine='sub'" in res.stderr
     res = run_main(cmd + ['--combine', 'sub'], check=False)
@@ -292,7 +292,14 @@ def test_convert_cli(tmp_path, suffix) -> None:
         from safetensors.torch import save_file
 
         save_file(vit.state_dict(), str(src))
-    cmd = ['tools/convert_checkpoint.py', 'softmax-to-dna', str(src), str(dst), '--num-heads', '3']
+    cmd = [
+        'tools/model_converters/convert_checkpoint.py',
+        'softmax-to-dna',
+        str(src),
+        str(dst),
+        '--num-heads',
+        '3',
+    ]
     res = run_main(cmd, check=False)
     assert res.returncode == 0, res.stderr
     assert 'added' in res.stdout
@@ -341,8 +348,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _tool():
-    """``tools/convert_checkpoint.py`` as a module (``main`` returns 0; an input error exits with 2)."""
-    return load_tool('tools/convert_checkpoint.py')
+    """``tools/model_converters/convert_checkpoint.py`` as a module (``main`` returns 0; an input error
+    exits with 2)."""
+    return load_tool('tools/model_converters/convert_checkpoint.py')
 
 
 def test_convert_cli_unwraps_every_wrapper_and_keeps_it(tmp_path, capsys) -> None:

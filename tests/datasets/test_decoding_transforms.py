@@ -1,6 +1,6 @@
 """The data path: dna_mm's decord transforms (same frames / same geometry as MMAction2's), the
 dataset configs' inputs (NTU person crops by default, full frames one --cfg-options away; K400
-short side 256) and tools/analysis/benchmark_data.py run as a user runs it."""
+short side 256) and tools/benchmarks/benchmark_data.py run as a user runs it."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from mmaction.registry import TRANSFORMS
 from mmengine.config import Config, DictAction
 
 from dna_mm.benchmarks.data import stock_pipeline
-from dna_mm.datasets.synthetic_video import panning_clip, write_video
 from dna_mm.datasets.transforms import decord_can_scale_to, scaled_size, video_size
+from dna_mm.synthetic.videos import panning_clip, write_video
 
 DATASETS = REPO / 'configs' / '_base_' / 'datasets'
 
@@ -263,12 +263,12 @@ def test_k400_and_smarthome_say_how_their_videos_are_read() -> None:
 
 @pytest.mark.integration
 def test_benchmark_tool_runs_as_a_user_runs_it(capsys) -> None:
-    """tools/analysis/benchmark_data.py on tiny synthetic videos (DivX packed AVIs): the stock,
+    """tools/benchmarks/benchmark_data.py on tiny synthetic videos (DivX packed AVIs): the stock,
     the config's and a --compare pipeline timed, the DataLoader timed, the workers-per-GPU
     column; bad input is one clear line."""
     cmd = [
         sys.executable,
-        'tools/analysis/benchmark_data.py',
+        'tools/benchmarks/benchmark_data.py',
         'configs/timesformer_dna_ntu60.py',
         '--synthetic',
         '400x240',

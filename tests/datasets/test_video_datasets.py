@@ -16,7 +16,7 @@ from mmaction.utils import register_all_modules
 from tolerance import ROUNDING, assert_close_as
 
 from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits, synthetic
-from dna_mm.datasets.synthetic import CLASSES, MotionDatasetSpec, ensure_motion_dataset, generator_key
+from dna_mm.synthetic.motion_clips import CLASSES, MotionDatasetSpec, ensure_motion_dataset, generator_key
 
 register_all_modules()
 

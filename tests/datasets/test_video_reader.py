@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dna_mm.datasets.synthetic_video import panning_clip, write_video
 from dna_mm.datasets.video_reader import KeyframeReader, frames_in_sequence
 from dna_mm.errors import DataError
+from dna_mm.synthetic.videos import panning_clip, write_video
 
 
 @pytest.fixture(scope='module')

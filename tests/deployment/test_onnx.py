@@ -116,7 +116,7 @@ def test_detector_is_refused_by_name() -> None:
 @pytest.mark.integration
 def test_export_cli_with_a_checkpoint(tmp_path) -> None:
     """The tool as a user runs it: a whole-model checkpoint of the config, dynamic batch, --verify."""
-    from dna_mm.build import model_from_config
+    from dna_mm.config.build import model_from_config
 
     opts = _tiny('dna')
     _, model = model_from_config(DEMO_CONFIG, opts)

@@ -119,7 +119,8 @@ def _vitdet_demo_runner(work_dir, root, compiled: bool):
     no validation; ``compiled``: ``compile=True`` as a user writes it in the config."""
     from mmengine.config import Config
 
-    from dna_mm.apis import build_runner, check_config
+    from dna_mm.config import check_config
+    from dna_mm.engine import build_runner
 
     cfg = Config.fromfile(str(REPO / 'configs' / 'vitdet_dna_demo.py'))
     cfg.merge_from_dict(dict(TINY_MASK_RCNN, **coco_run_options(root)))
@@ -145,7 +146,7 @@ def test_the_runners_compile_true_trains_vitdet_dna_as_eager(tmp_path, monkeypat
     eager mode. Inductor draws its random numbers as eager does (``fallback_random``), so that
     the proposal sampler picks the same RoIs in both runs."""
     pytest.importorskip('mmcv.ops')
-    from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
+    from dna_mm.synthetic.coco_shapes import CocoDatasetSpec, ensure_coco_dataset
 
     monkeypatch.setattr(torch._inductor.config, 'fallback_random', True)
     root = ensure_coco_dataset(

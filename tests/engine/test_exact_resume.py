@@ -106,7 +106,7 @@ def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path) 
 @pytest.mark.integration
 def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path) -> None:
     pytest.importorskip('mmdet.models')
-    from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
+    from dna_mm.synthetic.coco_shapes import CocoDatasetSpec, ensure_coco_dataset
 
     root = ensure_coco_dataset(
         tmp_path / 'coco',

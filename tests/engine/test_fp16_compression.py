@@ -66,7 +66,7 @@ def _runner(work_dir: str, hooks: list, launcher: str = 'none'):
         env_cfg=dict(dist_cfg=dict(backend='gloo')),
         default_scope='mmengine',  # the hook is in the root registry: found from any scope
         # mmengine reads the wrapper from the config; on CPU: no device_ids (as
-        # dna_mm.apis.prepare_cfg sets for distributed runs without CUDA)
+        # dna_mm.config.prepare_cfg sets for distributed runs without CUDA)
         cfg=Config(dict(default_scope='mmengine', model_wrapper_cfg=wrapper)),
         experiment_name=f'fp16_{launcher}_{len(hooks)}_{os.getpid()}',
     )

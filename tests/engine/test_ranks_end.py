@@ -25,8 +25,8 @@ from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
 from mmengine.config import Config
 from processes import REACH_S, Session, steps, wait_for
 
-from dna_mm.apis.config import prepare_cfg
-from dna_mm.apis.distributed import DEFAULT_TIMEOUT, collective_timeout
+from dna_mm.config.prepare import prepare_cfg
+from dna_mm.engine.distributed import DEFAULT_TIMEOUT, collective_timeout
 from dna_mm.errors import ConfigError
 from dna_mm.tools.torchrun import exit_status, signal_status, static_restarts
 
@@ -121,8 +121,8 @@ def _peer(rank: int, world: int, port: int, out: str, case: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from dna_mm.apis.config import shutdown_distributed
-    from dna_mm.apis.distributed import describe_lost_rank, init_cpu_group, note_rank_end
+    from dna_mm.config.prepare import shutdown_distributed
+    from dna_mm.engine.distributed import describe_lost_rank, init_cpu_group, note_rank_end
 
     init_cpu_group('pytorch', timeout=3 if case == 'hung' else 60)
     dist.all_reduce(torch.ones(1))

@@ -65,7 +65,7 @@ def toy_runner(
     and a step schedule (state to save), iteration-based (``ResumableIterBasedTrainLoop``) with a
     checkpoint every ``checkpoint_interval`` iterations and dna_mm's default fault hooks;
     ``launcher='pytorch'``: a rank of a gloo group already started (DDP without device ids)."""
-    from dna_mm.apis import DnARunner
+    from dna_mm.engine import DnARunner
 
     hooks_cfg = dict(
         checkpoint=dict(type='CheckpointHook', interval=checkpoint_interval, by_epoch=False),

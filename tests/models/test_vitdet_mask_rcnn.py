@@ -17,8 +17,8 @@ from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
 import dna_mm  # noqa: F401
-from dna_mm.datasets.coco_check import check_coco
-from dna_mm.datasets.synthetic_coco import COCO_CLASSES, CocoDatasetSpec, ensure_coco_dataset
+from dna_mm.preparation.coco_check import check_coco
+from dna_mm.synthetic.coco_shapes import COCO_CLASSES, CocoDatasetSpec, ensure_coco_dataset
 
 pytest.importorskip('mmdet.models')  # Mask R-CNN needs mmcv's compiled ops (RoIAlign, nms)
 from mmdet.registry import DATASETS, MODELS  # noqa: E402

@@ -280,7 +280,7 @@ def test_every_kernel_fits_every_target(capability, dtype: str, head_dim: int, m
 @pytest.mark.slow
 @pytest.mark.integration
 def test_the_table_tool_runs_as_a_user_runs_it(tmp_path) -> None:
-    """``tools/analysis/triton_kernel_table.py`` in a subprocess (no interpreter): one row per kernel."""
+    """``tools/benchmarks/triton_kernel_table.py`` in a subprocess (no interpreter): one row per kernel."""
     import subprocess
     import sys
     from pathlib import Path

@@ -274,5 +274,5 @@ def test_the_train_step_table_adds_the_gpu_busy_time_where_it_was_profiled() -> 
 
 
 def test_kernels_are_profiled_on_cuda_only() -> None:
-    proc = run_main(['tools/analysis/benchmark_train_step.py', '--kernels', '--device', 'cpu'], check=False)
+    proc = run_main(['tools/benchmarks/benchmark_train_step.py', '--kernels', '--device', 'cpu'], check=False)
     assert proc.returncode == 2 and '--kernels profiles CUDA kernels: it needs --device cuda' in proc.stderr

@@ -1,5 +1,5 @@
-"""tools/convert_checkpoint.py: each subcommand's help, the head count taken from the config (no guess
-from the width), and the combine sign of the authors' layout."""
+"""tools/model_converters/convert_checkpoint.py: each subcommand's help, the head count taken from
+the config (no guess from the width), and the combine sign of the authors' layout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mmengine.config import Config
 
 
 def _convert_tool():
-    return load_tool('tools/convert_checkpoint.py')
+    return load_tool('tools/model_converters/convert_checkpoint.py')
 
 
 @pytest.mark.parametrize(

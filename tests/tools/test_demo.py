@@ -13,7 +13,7 @@ from conftest import run_tool
 def test_demo_learns_well_above_chance(tmp_path) -> None:
     out = run_tool(
         [
-            'tools/demo.py',
+            'tools/demos/demo.py',
             '--attn',
             'dna',
             '--data-root',

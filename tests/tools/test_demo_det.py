@@ -14,7 +14,7 @@ def test_demo_det_learns(tmp_path) -> None:
     """`make demo-det` end to end: the trained model's AP is far above an untrained one's."""
     out = run_tool(
         [
-            'tools/demo_det.py',
+            'tools/demos/demo_det.py',
             '--data-root',
             str(tmp_path / 'data'),
             '--work-dir',

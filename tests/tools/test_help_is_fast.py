@@ -65,6 +65,7 @@ def _family():
 
 
 #: (tool, its constant, the package's value): the tool's copy of what its parser needs
+CONVERT = 'tools/model_converters/convert_checkpoint.py'
 MIRRORED = [
     (
         'tools/analysis/analyze_attention.py',
@@ -74,10 +75,10 @@ MIRRORED = [
     (
         'tools/data/check_decoding.py',
         'READERS',
-        lambda: tuple(sorted(import_module('dna_mm.datasets.decoding_check').READERS)),
+        lambda: tuple(sorted(import_module('dna_mm.preparation.decoding_check').READERS)),
     ),
     *[
-        (tool, 'DEFAULT_KEYINT', lambda: import_module('dna_mm.datasets.preparation.encoding').DEFAULT_KEYINT)
+        (tool, 'DEFAULT_KEYINT', lambda: import_module('dna_mm.preparation.encoding').DEFAULT_KEYINT)
         for tool in ('tools/data/resize_videos.py', 'tools/data/ntu60/person_crops.py')
     ],
     (
@@ -88,21 +89,29 @@ MIRRORED = [
     ('tools/extract_features.py', 'LEVELS', lambda: import_module('dna_mm.apis.features').LEVELS),
     ('tools/extract_features.py', 'PER', lambda: import_module('dna_mm.apis.features').PER),
     (
-        'tools/convert_checkpoint.py',
+        'tools/model_converters/convert_checkpoint.py',
         'WRAPPER_KEYS',
         lambda: (*import_module('dna_mm.converters.timesformer').WRAPPER_KEYS, 'model_ema', 'state_dict_ema'),
     ),
     (
-        'tools/convert_checkpoint.py',
+        'tools/model_converters/convert_checkpoint.py',
         'VARIANTS',
         lambda: (*_family().DNA_VARIANTS, *_family().DNA_VARIANT_ALIASES),
     ),
-    ('tools/convert_checkpoint.py', 'Q_NEG_SCALE', lambda: _family().NEGATIVE_INIT.q_neg_scale),
-    ('tools/convert_checkpoint.py', 'V_NEG_SCALE', lambda: _family().NEGATIVE_INIT.v_neg_scale),
-    ('tools/convert_checkpoint.py', 'COMBINES', lambda: tuple(_family().COMBINE_SIGNS)),
+    (
+        'tools/model_converters/convert_checkpoint.py',
+        'Q_NEG_SCALE',
+        lambda: _family().NEGATIVE_INIT.q_neg_scale,
+    ),
+    (
+        'tools/model_converters/convert_checkpoint.py',
+        'V_NEG_SCALE',
+        lambda: _family().NEGATIVE_INIT.v_neg_scale,
+    ),
+    ('tools/model_converters/convert_checkpoint.py', 'COMBINES', lambda: tuple(_family().COMBINE_SIGNS)),
     *[
         (tool, 'ATTENTIONS', lambda: tuple(import_module('dna_mm.models.attention').short_names()))
-        for tool in ('tools/analysis/study.py', 'tools/demo.py', 'tools/demo_det.py')
+        for tool in ('tools/analysis/study.py', 'tools/demos/demo.py', 'tools/demos/demo_det.py')
     ],
 ]
 

@@ -125,7 +125,7 @@ def test_mmaction_video_demo_script(tiny_video_set, tiny_checkpoint, tmp_path) -
 @pytest.mark.integration
 def test_mmdet_get_flops_on_the_demo_config(tmp_path) -> None:
     script = _mim_script('mmdet', 'tools/analysis_tools/get_flops.py')
-    from dna_mm.datasets.synthetic_coco import CocoDatasetSpec, ensure_coco_dataset
+    from dna_mm.synthetic.coco_shapes import CocoDatasetSpec, ensure_coco_dataset
 
     root = ensure_coco_dataset(tmp_path / 'coco', CocoDatasetSpec(train_images=1, test_images=2, size=128))
     proc = run_tool(

@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import DEMO_CONFIG, run_cmd, run_main, tiny_run_options
 
-from dna_mm.apis import format_metrics
+from dna_mm.config import format_metrics
 from dna_mm.utils.tool_runs import read_test_metrics
 
 

@@ -99,7 +99,7 @@ def analyze_runs(args: argparse.Namespace) -> dict:
     from dna_mm.analysis.models import load_model
     from dna_mm.analysis.plots import PLOTTERS
     from dna_mm.analysis.report import SCHEMA, analyze
-    from dna_mm.apis.cli import user_file
+    from dna_mm.tools.cli import user_file
 
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
     for _, config, checkpoint in runs:  # every run's files, before the first run starts
@@ -132,7 +132,7 @@ def analyze_runs(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('analyze_attention.py', analyze_runs, args)
 

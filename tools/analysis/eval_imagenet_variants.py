@@ -53,11 +53,11 @@ def evaluate(args: argparse.Namespace) -> dict:
     import torch
     from mmengine.dataset import Compose
 
-    from dna_mm.apis.cli import user_file
-    from dna_mm.build import model_from_config
     from dna_mm.checkpoint import load_whole_model
-    from dna_mm.datasets.imagenet import class_ids
+    from dna_mm.config.build import model_from_config
     from dna_mm.evaluation.imagenet_variants import evaluate_variants
+    from dna_mm.preparation.imagenet import class_ids
+    from dna_mm.tools.cli import user_file
 
     user_file(args.checkpoint, 'checkpoint')
     cfg, model = model_from_config(args.config, args.cfg_options)
@@ -94,7 +94,7 @@ def evaluate(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('eval_imagenet_variants.py', evaluate, args)
 

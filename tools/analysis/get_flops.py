@@ -64,7 +64,7 @@ def from_config(
 ) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
     """The config's model (a file or a zoo config: mmaction::recognition/timesformer/...), its
     input shape, what is traced (in words) and how."""
-    from dna_mm.build import model_from_config
+    from dna_mm.config.build import model_from_config
     from dna_mm.errors import ConfigError
 
     cfg, model = model_from_config(path, options, clear_pretrained=True)  # no weights are needed to count
@@ -108,8 +108,8 @@ def count(args: argparse.Namespace) -> int:
 
     import dna_mm  # noqa: F401  (registers the models and the dna_vit_* timm names)
     from dna_mm.analysis.complexity import model_complexity
-    from dna_mm.apis.cli import cfg_options
     from dna_mm.errors import ConfigError
+    from dna_mm.tools.cli import cfg_options
 
     if osp.isfile(args.model) or '::' in args.model:
         model, shape, traced, forward = from_config(args.model, args.input_shape, args.cfg_options)
@@ -132,7 +132,7 @@ def count(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('get_flops.py', count, args)
 

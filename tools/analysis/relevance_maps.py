@@ -58,7 +58,7 @@ def _context(args: argparse.Namespace, num_classes: int):
             names = read_label_map(args.label_map)
         return names, None
     from dna_mm.apis.inference import resolve_class_names
-    from dna_mm.build import read_config
+    from dna_mm.config.build import read_config
 
     cfg = read_config(args.config, args.cfg_options)
     pipeline = cfg.test_dataloader.dataset.pipeline if cfg.get('test_dataloader') else None
@@ -163,7 +163,7 @@ def explain_inputs(args: argparse.Namespace) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('relevance_maps.py', explain_inputs, args)
 

@@ -91,7 +91,7 @@ def _absolute(path: str) -> Path:
 def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
     """The demo set (generated once) and the held-out sets, each made unless cached."""
     from dna_mm.analysis.study import ClipSet
-    from dna_mm.datasets.synthetic import MotionDatasetSpec, ensure_motion_dataset
+    from dna_mm.synthetic.motion_clips import MotionDatasetSpec, ensure_motion_dataset
 
     demo = MotionDatasetSpec()
     ensure_motion_dataset(data_root, demo)
@@ -118,7 +118,7 @@ def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
 def test_numbers(metrics: dict) -> dict:
     """``{line, top1, mca}`` of a test run's metrics (``dna_mm.utils.tool_runs.read_test_metrics``): the
     line ``tools/test.py`` prints and its top-1 and mCA (%), as it prints them (two decimals)."""
-    from dna_mm.apis import format_metrics
+    from dna_mm.config import format_metrics
 
     return dict(
         line=format_metrics(metrics),
@@ -177,7 +177,7 @@ def report(args, results: list[dict], out: Path, wall: float) -> dict:
     """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
     from dna_mm.analysis.plots import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass
     from dna_mm.analysis.study import SCHEMA, markdown_table, summarize
-    from dna_mm.datasets.synthetic import MotionDatasetSpec
+    from dna_mm.synthetic.motion_clips import MotionDatasetSpec
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     summary = summarize(results, args.reference)
@@ -252,7 +252,7 @@ def study(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('study.py', study, args)
 

@@ -85,7 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.custom import BuildRequest, build_dataset
+    from dna_mm.preparation.custom import BuildRequest, build_dataset
 
     request = BuildRequest(**{k: v for k, v in vars(args).items() if k != 'debug'})
     return build_dataset(request, REPO, print)
@@ -93,7 +93,7 @@ def build(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('build_custom_dataset.py', build, args)
 

@@ -8,7 +8,7 @@ sequence (PyAV, ordered by presentation timestamp), in increasing, random and wr
 
 Prints a table (a row per file: frame count, and per reader `exact` or what differs); exit
 status 1 if dna_mm's reader (the first of --readers) is not exact on a readable file. The
-generated files are written by ``video_kinds.py`` beside this tool.
+generated files are written by :mod:`dna_mm.preparation.video_kinds`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-#: the readers of ``dna_mm.datasets.decoding_check.READERS`` (a test keeps them equal)
+#: the readers of ``dna_mm.preparation.decoding_check.READERS`` (a test keeps them equal)
 READERS = ('decord', 'dna_mm')
 
 
@@ -45,10 +45,9 @@ def check(args: argparse.Namespace) -> int:
     prints the table and returns the exit status."""
     import tempfile
 
-    from video_kinds import kind_names, write_kinds  # beside this tool
-
-    from dna_mm.apis.cli import user_file
-    from dna_mm.datasets.decoding_check import report
+    from dna_mm.preparation.decoding_check import report
+    from dna_mm.preparation.video_kinds import kind_names, write_kinds
+    from dna_mm.tools.cli import user_file
 
     kinds = [] if args.kinds is None else kind_names(args.kinds)
     paths = [Path(user_file(str(v), 'video')) for v in args.videos]
@@ -64,7 +63,7 @@ def check(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('check_decoding.py', check, args)
 

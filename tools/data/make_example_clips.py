@@ -51,7 +51,7 @@ def write(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from dna_mm.datasets.synthetic_video import CAMERA_MOVES, camera_move_clip, write_video
+    from dna_mm.synthetic.videos import CAMERA_MOVES, camera_move_clip, write_video
 
     out, (width, height) = Path(args.out), args.size
     rng = np.random.default_rng(args.seed)

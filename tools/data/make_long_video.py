@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def write(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dna_mm.datasets.motion_video import cycle_schedule, write_motion_video
+    from dna_mm.over_time.motion_video import cycle_schedule, write_motion_video
 
     schedule = cycle_schedule(60 * args.minutes, args.change, args.fps)
     write_motion_video(Path(args.out), schedule, args.fps, args.size, not args.no_audio, args.seed)

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-#: ``dna_mm.datasets.preparation.encoding.DEFAULT_KEYINT`` (a test keeps them equal)
+#: ``dna_mm.preparation.encoding.DEFAULT_KEYINT`` (a test keeps them equal)
 DEFAULT_KEYINT = 16
 
 
@@ -48,8 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def resize(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.preparation.resize import resize_videos
-    from dna_mm.datasets.preparation.runner import default_workers
+    from dna_mm.preparation.resize import resize_videos
+    from dna_mm.preparation.runner import default_workers
 
     workers = args.workers or default_workers()
     return resize_videos(args.src_dir, args.out_dir, args.short_side, args.ext, args.keyint, workers, print)
@@ -57,7 +57,7 @@ def resize(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('resize_videos.py', resize, args)
 

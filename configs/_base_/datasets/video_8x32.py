@@ -9,7 +9,7 @@
 # the sampled frames are decoded in increasing order, each from the keyframe before it, by
 # dna_mm's PyAV reader (same frames as MMAction2's DecordInit + DecordDecode; `type='ScaledDecordInit'`
 # reads with decord instead).
-# Throughput per input size: docs/data_throughput.md (tools/analysis/benchmark_data.py).
+# Throughput per input size: docs/data_throughput.md (tools/benchmarks/benchmark_data.py).
 dataset_type = 'RobustVideoDataset'
 clip_len, frame_interval, crop_size = 8, 32, 224
 file_client_args = dict(io_backend='disk')

@@ -9,8 +9,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ...datasets.synthetic import SIMILARITY
 from ...models.attention.builder import short_names
+from ...synthetic.motion_clips import SIMILARITY
 from .style import (
     BRANCH_STYLE,
     branch_handles,

@@ -43,7 +43,7 @@ this runs only where each projection is a plain ``nn.Linear`` that no hook would
 layer or a hook needs (:meth:`DnAAttention.module_project`). One attention's forward + backward
 (``[4, 197, 192]``, 3 heads, Q±V±) runs 69 top-level operators this way against 101 with the
 projections called (softmax: 51), and 26 computing ones against 33
-(``tools/analysis/benchmark_operators.py``).
+(``tools/benchmarks/benchmark_operators.py``).
 
 The softmin sign and ``α`` stay on the activations (``SDPA(-Q-, …)``, ``pos + α · neg``): folded
 into the weights instead (``-W_q-``, ``α W_v-``, which a GEMM over the rows gives for free) they

@@ -333,7 +333,7 @@ def test_autocast_lean_equals_modules() -> None:
 
 
 def test_operators_of_one_attention_within_the_target() -> None:
-    """``tools/analysis/benchmark_operators.py``'s count: DnA Q±V±'s forward + backward runs at
+    """``tools/benchmarks/benchmark_operators.py``'s count: DnA Q±V±'s forward + backward runs at
     most 1.4× softmax's top-level operators (2.0× with its projections called as modules) and
     fewer computing ones than with the projections called or the sign and α folded."""
     from dna_mm.benchmarks.operators import FOLDED, MODULES_ROUTE, module_counts

@@ -33,7 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.coco_check import check_coco
+    from dna_mm.preparation.coco_check import check_coco
 
     report = check_coco(args.ann_file, args.image_dir, args.check_sizes)
     print(report.format(args.show))
@@ -42,7 +42,7 @@ def check(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('check_annotations.py', check, args)
 

@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dna_mm.datasets.imagenet import class_ids, read_split, unreadable_images, write_lists
+    from dna_mm.preparation.imagenet import class_ids, read_split, unreadable_images, write_lists
 
     root = Path(args.root)
     wnids = class_ids(root)
@@ -74,7 +74,7 @@ def check(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('check_imagenet.py', check, args)
 

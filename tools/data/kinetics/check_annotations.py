@@ -28,8 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check(args: argparse.Namespace) -> int:
-    from dna_mm.apis.cli import user_file
     from dna_mm.datasets.protocols import check_video_list, label_map
+    from dna_mm.tools.cli import user_file
 
     if args.label_map:
         classes = Path(user_file(args.label_map, '--label-map')).read_text().splitlines()
@@ -55,7 +55,7 @@ def check(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('check_annotations.py', check, args)
 

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-#: ``dna_mm.datasets.preparation.encoding.DEFAULT_KEYINT`` (a test keeps them equal)
+#: ``dna_mm.preparation.encoding.DEFAULT_KEYINT`` (a test keeps them equal)
 DEFAULT_KEYINT = 16
 
 
@@ -62,8 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def crop(args: argparse.Namespace) -> int:
-    from dna_mm.datasets.preparation.person_crops import make_person_crops
-    from dna_mm.datasets.preparation.runner import default_workers
+    from dna_mm.preparation.person_crops import make_person_crops
+    from dna_mm.preparation.runner import default_workers
 
     return make_person_crops(
         args.video_dir,
@@ -80,7 +80,7 @@ def crop(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dna_mm.apis.cli import run_tool
+    from dna_mm.tools.cli import run_tool
 
     return run_tool('person_crops.py', crop, args)
 

@@ -1,0 +1,188 @@
+"""Config → model, in one place: a config read (a file, or a ``package::`` name), its
+``--cfg-options`` merged, its default scope set, its pretrained weights cleared when asked, and
+its model, or a part of the model, built as MMEngine's runner builds it.
+
+    cfg, model = model_from_config('dna_mm::timesformer_dna_demo.py', {'model.backbone.attn_cfg': 'softmax'})
+    cfg = read_config('configs/vitdet_dna_demo.py', clear_pretrained=True)
+    backbone, neck = build_part(cfg, 'backbone'), build_part(cfg, 'neck')
+
+Every tool and module that reads a config or builds its model goes through here: the train, test
+and inference tools, the analyses, the ONNX export, FLOPs, the benchmarks, the demos and the
+checkpoint converter's ``--config``.
+
+A config is named by its file or as a package's: ``dna_mm::timesformer_dna_demo.py`` (the
+configs dna_mm ships, :func:`~dna_mm.utils.mim_compat.packaged_config`) or an OpenMMLab zoo config,
+``mmaction::recognition/…`` / ``mmdet::…`` / ``mmpretrain::…`` (MMEngine's ``get_config``).
+
+The default scope is the config's ``default_scope`` (every shipped and zoo config has one:
+``mmaction``, ``mmdet`` or ``mmpretrain``); without one, the scope of the one library whose
+registry has the model's type (:func:`~dna_mm.models.scopes.scope_of`, the rule dna_mm builds a
+user's model config by); a type of MMEngine's root (dna_mm's own), or a config without a model,
+keeps the current scope. :func:`read_config` makes it the current scope (the datasets and
+pipelines the caller builds next are looked up there too); :func:`build_part` builds in it
+whatever scope is current then.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import os.path as osp
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from ..errors import ConfigError, MissingFileError
+from ..models.scopes import home_scope, scope_of
+from ..utils.mim_compat import read_package_config
+
+if TYPE_CHECKING:
+    from mmengine.config import Config
+    from torch import nn
+
+#: what names a config: its file, a ``package::`` name, or a config already read
+ConfigSource = Union[str, os.PathLike, 'Config']
+
+
+def read_config(
+    config: ConfigSource, cfg_options: Optional[dict] = None, *, clear_pretrained: bool = False
+) -> Config:
+    """The config of ``config``, ready to build: ``cfg_options`` merged, pretrained weights
+    cleared when asked, its default scope made the current one.
+
+    Args:
+        config: A config file, a ``package::path`` name (``dna_mm::…``, ``mmaction::…``,
+            ``mmdet::…``, ``mmpretrain::…``) or a ``Config`` (copied, never changed).
+        cfg_options: Overrides as mmengine's ``DictAction`` gives them (``{'a.b': 1}``: a tool's
+            ``--cfg-options``); a ``custom_imports`` they name is imported.
+        clear_pretrained: Clear the model's pretrained weights (:func:`clear_pretrained_weights`):
+            for a model whose weights do not matter (counting, timing) or come from a whole-model
+            checkpoint.
+
+    Raises:
+        MissingFileError: ``config`` is not a file (the message names it, as every tool's).
+    """
+    from mmengine.config import Config
+
+    cfg = copy.deepcopy(config) if isinstance(config, Config) else _read(os.fspath(config))
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+        if cfg.get('custom_imports'):  # a module named by the options registers its types
+            from mmengine.utils import import_modules_from_strings
+
+            import_modules_from_strings(**cfg['custom_imports'])
+    if clear_pretrained:
+        clear_pretrained_weights(cfg.get('model'))
+    scope = default_scope(cfg)
+    if scope is not None:
+        _make_current(scope)
+    return cfg
+
+
+def build_part(cfg: Config, part: str = 'model') -> nn.Module:
+    """The model of ``cfg`` (``part='model'``), or one of its parts (``'backbone'``, ``'neck'``,
+    ``'backbone.model'``: a dotted key under ``model``), built through MMEngine's root ``MODELS``
+    in the config's default scope (:func:`default_scope`), as the runner builds it. The module
+    is as built: its ``init_weights`` not called, in training mode, on the CPU.
+
+    Raises:
+        ConfigError: the config has no such part.
+    """
+    from mmengine.registry import MODELS
+
+    node = cfg.get('model')
+    path = 'model'
+    for key in [] if part == 'model' else part.split('.'):
+        node = node.get(key) if isinstance(node, dict) else None
+        path += f'.{key}'
+    if not isinstance(node, dict):
+        raise ConfigError(f'the config has no {path} to build')
+    with home_scope(default_scope(cfg)):
+        return MODELS.build(node)
+
+
+def model_from_config(
+    config: ConfigSource,
+    cfg_options: Optional[dict] = None,
+    *,
+    part: str = 'model',
+    clear_pretrained: bool = False,
+) -> tuple[Config, nn.Module]:
+    """``(config, its model or part)``: :func:`read_config` then :func:`build_part` (see both for
+    the arguments)."""
+    cfg = read_config(config, cfg_options, clear_pretrained=clear_pretrained)
+    return cfg, build_part(cfg, part)
+
+
+def default_scope(cfg: Config) -> Optional[str]:
+    """The scope ``cfg`` builds in: its ``default_scope``, else the scope of the one library
+    that has its model's type; ``None`` (the current scope) for a type of MMEngine's root, a
+    type no library has (its build names it) or a config without a model."""
+    scope = cfg.get('default_scope')
+    kind = (cfg.get('model') or {}).get('type')
+    if scope or not isinstance(kind, str):
+        return scope or None
+    try:  # scope_of imports each library's models as it searches them, skipping one that cannot
+        with home_scope('mmengine'):  # the root's types first, then the libraries', whatever is current
+            return scope_of(kind)
+    except ConfigError:  # no library has it, or several do
+        return None
+
+
+def clear_pretrained_weights(model_cfg: Any) -> list[str]:
+    """Clear the pretrained weights a model config names, in place, at any depth: every
+    ``pretrained`` path (``None``; ``pretrained=True``, timm's download, becomes ``False``) and
+    every ``init_cfg`` of type ``Pretrained`` (``None``, or dropped from a list of inits; the
+    other inits stay). Returns the dotted keys cleared."""
+    cleared: list[str] = []
+
+    def visit(node: Any, where: str) -> None:
+        if isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                visit(item, f'{where}.{i}')
+            return
+        if not isinstance(node, dict):
+            return
+        for key in list(node):
+            value, at = node[key], f'{where}.{key}'.lstrip('.')
+            if key == 'pretrained' and (isinstance(value, str) or value is True):
+                node[key] = None if isinstance(value, str) else False
+                cleared.append(at)
+            elif key == 'init_cfg' and _is_pretrained(value):
+                node[key] = None
+                cleared.append(at)
+            elif key == 'init_cfg' and isinstance(value, (list, tuple)) and any(map(_is_pretrained, value)):
+                node[key] = [init for init in value if not _is_pretrained(init)] or None
+                cleared.append(at)
+            else:
+                visit(value, at)
+
+    visit(model_cfg, '')
+    return cleared
+
+
+def _is_pretrained(init: Any) -> bool:
+    return isinstance(init, dict) and init.get('type') == 'Pretrained'
+
+
+def _read(path: str) -> Config:
+    """A config file, or a ``package::path`` name."""
+    from mmengine.config import Config
+
+    if '::' in path:
+        return read_package_config(path)
+    if not osp.isfile(path):
+        where = 'is a folder, not a file' if osp.isdir(path) else 'does not exist'
+        raise MissingFileError(f'config {path} {where}')
+    return Config.fromfile(path)
+
+
+def _make_current(scope: str) -> None:
+    """Make ``scope`` the current default scope (MMEngine's ``init_default_scope``, without its
+    warning when another scope was current: a tool may read several configs)."""
+    from mmengine.registry import DefaultScope
+
+    current = DefaultScope.get_current_instance()
+    if current is not None and current.scope_name == scope:
+        return
+    name = scope if not DefaultScope.check_instance_created(scope) else f'{scope}-{datetime.now()}'
+    DefaultScope.get_instance(name, scope_name=scope)

@@ -1,0 +1,395 @@
+"""``DnARunner``: mmengine's ``Runner`` with strict whole-model loads, plain resume messages,
+exact resume and a terminal that starts with the run, not with the setup dump.
+
+* **Strict loads.** ``load_from``, ``--resume`` and ``tools/test.py CHECKPOINT`` load the whole
+  model with :func:`dna_mm.checkpoint.load_whole_model`; missing, unexpected or resized keys
+  are a :class:`~dna_mm.errors.CheckpointMismatchError` naming the file and the keys (mmengine
+  would load what matches and test random weights). ``load_partial = True`` (tools:
+  ``--partial-load``) accepts a partial load and prints what was not loaded. Backbone
+  initialisation (``pretrained``, ``init_cfg``) keeps its own non-strict load report.
+* **Resume.** ``resume=True`` with no checkpoint in the work dir warns and trains from scratch;
+  a file that is not a training checkpoint is an error naming it.
+* **Exact resume, where the config asks for it.** A config that names
+  :mod:`dna_mm.engine.loops`' train loops and :class:`~dna_mm.engine.rng_state.RNGStateHook`
+  (``configs/_base_/``' schedules and runtimes do) resumes to the same losses as a run that was
+  never stopped. The runner builds the loops and hooks the config names, nothing else; with
+  others (a stock config: mmengine's loops) one log line says that exact resume is not
+  guaranteed.
+* **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps go to
+  the log file only, unless ``log_setup_to_console = True`` (tools: ``--verbose``).
+* **Every run ends** (``docs/training.md``, "When the machine misbehaves"). When ``train``,
+  ``val`` or ``test`` ends, however it ends, the preemption handlers go back and the data-loader
+  workers the loops still hold are ended (:mod:`dna_mm.engine.loader_workers`); a worker or a
+  rank that died under the run is a :class:`~dna_mm.errors.RunStopped` whose one line names it
+  and says where to go on from.
+* **Faults**. Checkpoints are written whole
+  or not at all (:mod:`dna_mm.engine.atomic_files`; a failed write is a
+  :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause);
+  ``resume=True`` skips a checkpoint that does not load and takes the one before
+  (:func:`~dna_mm.engine.checkpoint_hook.resume_candidates`); ``train()`` holds the work dir
+  (:mod:`dna_mm.engine.work_dir_lock`) and refuses one that a live run holds. mmengine's
+  ``CheckpointHook`` is built as :class:`~dna_mm.engine.checkpoint_hook.AtomicCheckpointHook`
+  (the same arguments and files; the old checkpoint goes only once the new one is written).
+
+Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime*.py``);
+:func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
+too. MMDetection's stock tools honour ``runner_type``; MMAction2 1.1.0's stock
+``tools/train.py`` always builds mmengine's plain ``Runner``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os.path as osp
+from typing import Any, Callable, Optional, Union
+
+from mmengine.config import Config
+from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
+from mmengine.fileio import LocalBackend, get_file_backend
+from mmengine.hooks import CheckpointHook, Hook
+from mmengine.model import BaseTTAModel, is_model_wrapper
+from mmengine.registry import RUNNERS
+from mmengine.runner import BaseLoop, Runner
+
+from ..checkpoint import load_whole_model
+from ..converters.whole_model import LAYOUT_NAMES
+from ..errors import CheckpointMismatchError, RunStopped, UnreadableCheckpointError, error_line
+from .atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
+from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
+from .distributed import answer_peers, describe_lost_rank, note_rank_end
+from .loader_workers import describe_lost_worker, end_runner_workers, runner_iterators, watch_worker_deaths
+from .loops import ResumableLoopMixin
+from .preemption import PreemptionHook
+from .rng_state import RNGStateHook
+from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
+
+#: how a config names mmengine's ``CheckpointHook`` (built as ``AtomicCheckpointHook``)
+STOCK_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook', CheckpointHook)
+#: the default hooks mmengine 0.10.7 knows by name (``None`` removes one of them)
+MMENGINE_DEFAULT_HOOKS = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
+
+# Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
+SETUP_DUMP_MARKERS = (
+    'System environment:',
+    'Config:\n',
+    'Hooks will be executed in the following',
+    'paramwise_options -- ',
+)
+
+
+class SetupDumpFilter(logging.Filter):
+    """A console-handler filter that drops mmengine's INFO setup dumps until the first loop
+    starts (:attr:`active` is then cleared); warnings, errors and everything else pass."""
+
+    def __init__(self, active: bool = True) -> None:
+        super().__init__()
+        self.active = active
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.active or record.levelno > logging.INFO:
+            return True
+        head = record.getMessage().lstrip('\n-')[:80]
+        return not head.startswith(SETUP_DUMP_MARKERS)
+
+
+@RUNNERS.register_module()
+class DnARunner(Runner):
+    """mmengine ``Runner`` with strict whole-model loads, plain resume messages and a quiet
+    setup log (see the module docstring).
+
+    Config keys read besides mmengine's (both default ``False``):
+        load_partial: accept a checkpoint that does not match the model; the keys not loaded
+            are printed.
+        log_setup_to_console: print the environment / config / hook dumps on the terminal too.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cfg = kwargs.get('cfg') or {}
+        self.load_partial = bool(cfg.get('load_partial', False))
+        self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
+        super().__init__(*args, **kwargs)
+
+    def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """mmengine's; one log line when the loop or the hooks the config names cannot resume
+        exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook``)."""
+        built = super().build_train_loop(loop)
+        hooked = any(isinstance(h, RNGStateHook) for h in self.hooks)
+        if not (isinstance(built, ResumableLoopMixin) and hooked):
+            self.logger.info(
+                f'exact resume not guaranteed: train_cfg.type is {type(built).__name__}; a resumed run '
+                "repeats the interrupted one with dna_mm's ResumableEpochBasedTrainLoop / "
+                'ResumableIterBasedTrainLoop and RNGStateHook (configs/_base_/ name them)'
+            )
+        return built
+
+    def build_logger(
+        self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None, **kwargs: Any
+    ):
+        """mmengine's logger, with :class:`SetupDumpFilter` on its terminal handler."""
+        logger = super().build_logger(log_level=log_level, log_file=log_file, **kwargs)
+        files = [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)]
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                # a logger reused by name (same experiment name) has the last run's filter
+                handler.filters = [f for f in handler.filters if not isinstance(f, SetupDumpFilter)]
+                handler.addFilter(self._setup_filter)
+        if self._setup_filter.active and files:
+            logger.info(
+                f'environment, config and hook order: see {files[0]} '
+                f'(--verbose / log_setup_to_console=True prints them here)'
+            )
+        return logger
+
+    def call_hook(self, fn_name: str, **kwargs: Any) -> None:
+        """mmengine's, and the terminal shows everything from the first loop on."""
+        if fn_name in ('before_train', 'before_val', 'before_test'):
+            self._setup_filter.active = False
+        super().call_hook(fn_name, **kwargs)
+
+    def register_default_hooks(self, hooks: Optional[dict] = None) -> None:
+        """mmengine's; ``None`` also turns off a default hook that mmengine does not know
+        (``default_hooks.preemption=None``; mmengine accepts ``None`` only for its own names)."""
+        if hooks is not None:
+            hooks = {k: h for k, h in hooks.items() if h is not None or k in MMENGINE_DEFAULT_HOOKS}
+        super().register_default_hooks(hooks)
+
+    def register_hook(self, hook: Union[Hook, dict], priority: Any = None) -> None:
+        """mmengine's; mmengine's ``CheckpointHook`` is built as
+        :class:`~dna_mm.engine.checkpoint_hook.AtomicCheckpointHook` (the same arguments and
+        files; a failed write cannot leave the run without a checkpoint that loads)."""
+        if isinstance(hook, dict) and hook.get('type') in STOCK_CHECKPOINT_HOOK:
+            hook = {**hook, 'type': AtomicCheckpointHook}
+        super().register_hook(hook, priority)
+
+    def load_or_resume(self) -> None:
+        """mmengine's, but ``resume`` with nothing to resume from says so plainly, and one that
+        does not load (cut short, damaged, gone) is skipped with one line for the one before it
+        (:func:`~dna_mm.engine.checkpoint_hook.resume_candidates`)."""
+        if not (self._resume and self._load_from is None) or self._has_loaded:
+            return super().load_or_resume()
+        candidates = resume_candidates(self.work_dir)
+        if not candidates:
+            self.logger.warning(
+                f'resume: no checkpoint found in {self.work_dir} (no '
+                f'last_checkpoint file); training starts from scratch'
+            )
+            return None
+        for i, path in enumerate(candidates):
+            try:
+                self.resume(path)
+            except (UnreadableCheckpointError, FileNotFoundError) as err:
+                after = (
+                    f'trying the one before, {candidates[i + 1]}' if candidates[i + 1 :] else 'none before it'
+                )
+                self.logger.warning(
+                    f'resume: skipping {path}, which does not load ({error_line(err)}); {after}'
+                )
+                continue
+            self._has_loaded = True
+            self.logger.info(f'resume: continuing from {path}')
+            return None
+        raise UnreadableCheckpointError(
+            f'resume: none of the {len(candidates)} checkpoint(s) in {self.work_dir} loads (the lines '
+            f'above say why); move them away to train from scratch'
+        )
+
+    def train(self) -> Any:
+        """mmengine's, holding the work dir (:mod:`dna_mm.engine.work_dir_lock`): a work dir that
+        a live run holds is a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`. Ends as
+        the module docstring says (``Every run ends``)."""
+        lock = self._hold_work_dir()
+        try:
+            return self._ending(super().train, 'train')
+        finally:
+            lock.release()
+
+    def val(self) -> dict:
+        """mmengine's; ends as the module docstring says (``Every run ends``)."""
+        return self._ending(super().val, 'val')
+
+    def test(self) -> dict:
+        """mmengine's; ends as the module docstring says (``Every run ends``)."""
+        return self._ending(super().test, 'test')
+
+    def _ending(self, run: Callable[[], Any], what: str) -> Any:
+        """``run()``; then, on every path, the signal handlers back and the loaders' workers
+        ended; a lost worker or rank as a :class:`~dna_mm.errors.RunStopped`."""
+        tb = None
+        watch_worker_deaths()
+        answer_peers()  # the other ranks can tell whether this one lives (a no-op alone)
+        try:
+            return run()
+        except BaseException as err:
+            tb = err.__traceback__  # an epoch's loader iterator is in one of its frames
+            lost = None
+            if isinstance(err, Exception):
+                lost = describe_lost_worker(err, runner_iterators(self)) or describe_lost_rank(err)
+            # for the ranks that find this one gone (the first note counts: after describe_lost_rank)
+            note_rank_end(lost or f'{type(err).__name__}: {error_line(err)}')
+            if lost is None:
+                raise
+            raise RunStopped(f'{lost}; {self._going_on(what)}') from err
+        finally:
+            for hook in self.hooks:
+                if isinstance(hook, PreemptionHook):
+                    hook.release()
+            end_runner_workers(self, tb)
+
+    def _going_on(self, what: str) -> str:
+        """How to go on after a run that stopped on a loss outside its code."""
+        if what != 'train':
+            return f'the {what} run stopped (exit status 1); run it again'
+        pointer = osp.join(self.work_dir, LAST_CHECKPOINT)
+        last = open(pointer).read().strip() if osp.isfile(pointer) else ''
+        if last:
+            return f'training stopped (exit status 1); --resume continues from {last}'
+        return 'training stopped (exit status 1) before its first checkpoint; run it again'
+
+    def _hold_work_dir(self) -> WorkDirLock:
+        """Lock the work dir on rank 0 and give every rank its answer; clear the partial files a
+        killed run left."""
+        lock, refused = WorkDirLock(self.work_dir), None
+        if is_main_process():
+            try:
+                locked, previous = lock.acquire()
+            except WorkDirBusyError as err:
+                refused = str(err)
+            else:
+                if not locked:
+                    self.logger.warning(
+                        f'{self.work_dir}: the file system has no file locks; a second run into this '
+                        f'work dir would not be refused'
+                    )
+                if previous:
+                    self.logger.info(
+                        f'work dir {self.work_dir}: taking it over from a run that ended without '
+                        f'releasing it ({holder_text(previous)})'
+                    )
+                removed = remove_partial_files(self.work_dir)
+                if removed:
+                    self.logger.info(f'removed partial files a killed run left: {", ".join(removed)}')
+        _refuse_on_every_rank(refused)
+        return lock
+
+    def dump_config(self) -> None:
+        """mmengine's, except into the work dir of a live training run (that run's copy stays;
+        a training run is then refused by :meth:`train`)."""
+        if not in_use(self.work_dir):
+            super().dump_config()
+
+    def save_checkpoint(
+        self,
+        out_dir: str,
+        filename: str,
+        file_client_args: Optional[dict] = None,
+        save_optimizer: bool = True,
+        save_param_scheduler: bool = True,
+        meta: Optional[dict] = None,
+        by_epoch: bool = True,
+        backend_args: Optional[dict] = None,
+    ) -> None:
+        """mmengine's (rank 0 writes), to a local folder whole or not at all
+        (:func:`~dna_mm.engine.atomic_files.atomic_path`); a failed write is a
+        :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause.
+        Other storage (``backend_args``, ``s3://``) is written by mmengine as it is."""
+        args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch, backend_args)
+        backend = get_file_backend(out_dir, backend_args=backend_args)
+        if not is_main_process() or file_client_args is not None or not isinstance(backend, LocalBackend):
+            return super().save_checkpoint(out_dir, filename, *args)
+        path = osp.join(out_dir, filename)
+        try:
+            with atomic_path(path) as part:
+                super().save_checkpoint(out_dir, osp.basename(part), *args)
+        except CheckpointWriteError:
+            raise
+        except OSError as err:
+            pointer = osp.join(self.work_dir, LAST_CHECKPOINT)
+            kept = open(pointer).read().strip() if osp.isfile(pointer) else ''
+            kept = f'; last_checkpoint still names {kept}' if kept else ''
+            raise CheckpointWriteError(
+                f'could not write the checkpoint {path}: {describe_os_error(err)}; nothing was written '
+                f'under that name{kept}'
+            ) from err
+
+    def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        """mmengine's, with an error naming the file when it is not a training checkpoint."""
+        try:
+            super().resume(filename, *args, **kwargs)
+        except KeyError as err:
+            layout = getattr(self, '_loaded_layout', None)  # set by load_checkpoint
+            if layout in (None, 'mmengine', 'state_dict'):
+                message = (
+                    f'cannot resume from {filename}: it has no {err} entry, so it is not a training '
+                    f'checkpoint saved by mmengine (to start from its weights use load_from)'
+                )
+            else:  # another code's file (dna_mm.converters.whole_model.LAYOUT_NAMES)
+                message = (
+                    f'cannot resume from {filename}: it is {LAYOUT_NAMES[layout]}, not a dna_mm '
+                    f"training checkpoint; --resume / resume=True continues dna_mm's own runs only. "
+                    f'Its weights load whole with load_from={filename} (training starts at epoch 0 '
+                    f'with a fresh optimizer), and tools/test.py CONFIG {filename} evaluates it'
+                )
+            raise CheckpointMismatchError(message) from err
+
+    def load_checkpoint(
+        self,
+        filename: str,
+        map_location: Union[str, Callable] = 'cpu',
+        strict: Optional[bool] = None,
+        revise_keys: list = [(r'^module.', '')],  # noqa: B006 (mmengine's signature; only read)
+    ) -> dict:
+        """Load a whole-model checkpoint (``load_from``, resume, ``tools/test.py``) with
+        :func:`~dna_mm.checkpoint.load_whole_model` (``weights_only`` from every source); ``strict``
+        (default: not ``load_partial``) refuses a mismatch with a ``CheckpointMismatchError``."""
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if isinstance(model, BaseTTAModel):
+            model = model.module
+        report = load_whole_model(
+            model,
+            filename,
+            strict=not self.load_partial if strict is None else strict,
+            map_location=map_location,
+            revise_keys=revise_keys,
+            after_read=lambda checkpoint: self.call_hook('after_load_checkpoint', checkpoint=checkpoint),
+        )
+        self._loaded_layout = report.layout  # another code's file: resume says so
+        self._has_loaded = True
+        if not report.complete:
+            self.logger.warning(
+                f'partial load of {filename} (load_partial): {report.loaded} '
+                f'weights loaded; not loaded, the model keeps its own values:\n'
+                f'{report.describe()}'
+            )
+        self.logger.info(f'Load checkpoint from {filename}')
+        return report.checkpoint
+
+
+def _refuse_on_every_rank(refused: Optional[str]) -> None:
+    """Rank 0's refusal of the work dir (``None``: none), raised on every rank."""
+    if get_world_size() > 1:
+        box = [refused]
+        broadcast_object_list(box)
+        refused = box[0]
+    if refused:
+        raise WorkDirBusyError(refused)
+
+
+def refuse_busy_work_dir(work_dir: str) -> None:
+    """Before a training run is built: a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`
+    on every rank when a live run holds ``work_dir`` (rank 0 looks), so that a refused run writes
+    nothing there, not even its timestamped log folder. (``train`` still takes the lock: the
+    answer here is only an early one.)"""
+    refused = None
+    if is_main_process():
+        try:
+            refuse_if_in_use(work_dir)
+        except WorkDirBusyError as err:
+            refused = str(err)
+    _refuse_on_every_rank(refused)
+
+
+def build_runner(cfg: Config) -> Runner:
+    """The config's ``runner_type`` (through ``RUNNERS``), else :class:`DnARunner`."""
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return DnARunner.from_cfg(cfg)

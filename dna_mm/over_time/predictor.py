@@ -1,0 +1,285 @@
+"""Predictions over time: a recognizer's clip slid over a whole video, batch by batch.
+
+:class:`OverTimePredictor` takes the config's test pipeline apart (:func:`~.windows.split_pipeline`)
+and runs it on windows instead of on the whole file::
+
+    FrameStream (in sequence, at the opening step's decode size)
+      -> SlidingWindows (the sampling step's clip every `stride` seconds)
+      -> the pipeline's steps after decoding (Resize, crops, FormatShape, PackActionInputs)
+      -> batches of `batch_size` windows -> model.test_step -> class scores per window
+
+Decoding and the pipeline run in a second thread that hands windows on through a queue of
+``2 × batch_size``, so decoding overlaps the model and memory stays bounded: the frames the
+open windows sample, the queued windows, one batch. The scores are the head's output per
+window (class probabilities for heads that average views by ``'prob'``, the configs' choice),
+averaged over the window's views (crops) as in ``tools/test.py``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ..errors import ConfigError
+from .frame_stream import LIVE_TIMEOUT, FrameStream, StreamInfo
+from .segments import Segment, find_segments
+from .windows import SlidingWindows, Window, WindowSampling, split_pipeline, window_sampling
+
+
+@dataclass
+class WindowScores:
+    """One window's prediction: ``start`` / ``end`` in seconds, its ``first`` frame and the
+    class ``scores [K]``."""
+
+    start: float
+    end: float
+    first: int
+    scores: np.ndarray
+    latency: Optional[float] = None  # seconds from its last frame's decoding to its scores
+
+    def top(self, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best ``(class, score)``, best first."""
+        order = np.argsort(-self.scores, kind='stable')[:k]
+        return [(int(c), float(self.scores[c])) for c in order]
+
+
+@dataclass
+class OverTime:
+    """The windows of one video and how the pass went.
+
+    Attributes:
+        video: The input.
+        info: Its stream's header (:class:`~dna_mm.over_time.frame_stream.StreamInfo`).
+        windows: In time order.
+        span: Frames in a window; ``window_seconds``: that span at the video's average rate.
+        stride: Seconds between window starts.
+        frames: Frames decoded; ``duration``: seconds, to the end of the last frame.
+        seconds: Wall time of the pass (decoding, pipeline and model).
+        peak_frames: Most decoded frames held at once.
+        live: The input was a stream (:func:`~dna_mm.over_time.frame_stream.is_live`).
+        ended: Why the pass stopped before the input's end (a live stream's end, Ctrl-C), or ``None``.
+    """
+
+    video: str
+    info: StreamInfo
+    windows: list[WindowScores] = field(default_factory=list)
+    span: int = 0
+    window_seconds: float = 0.0
+    stride: float = 0.0
+    frames: int = 0
+    duration: float = 0.0
+    seconds: float = 0.0
+    peak_frames: int = 0
+    live: bool = False
+    ended: Optional[str] = None
+
+    @property
+    def scores(self) -> np.ndarray:
+        """``[N, K]``, the windows' scores."""
+        return np.stack([w.scores for w in self.windows])
+
+    @property
+    def real_time_factor(self) -> float:
+        """Seconds of video per second of the pass (above 1: faster than real time)."""
+        return self.duration / self.seconds if self.seconds > 0 else float('inf')
+
+    def segments(self, width: int = 1, min_length: float = 0.0) -> list[Segment]:
+        """Runs of one class after smoothing over ``width`` windows (:mod:`.segments`)."""
+        if not self.windows:
+            return []
+        return find_segments(
+            [w.start for w in self.windows],
+            [w.end for w in self.windows],
+            self.scores,
+            width,
+            min_length,
+            self.duration,
+        )
+
+
+def _score_of(sample) -> torch.Tensor:
+    """The class scores of one ``ActionDataSample`` (MMAction2 1.1's ``pred_scores.item``, 1.2's
+    ``pred_score``)."""
+    score = getattr(sample, 'pred_score', None)
+    return score if score is not None else sample.pred_scores.item
+
+
+class OverTimePredictor:
+    """Slides ``model``'s clip over videos (module docstring).
+
+    Args:
+        model: A recognizer (``load_recognizer``), in eval mode.
+        pipeline: The config's test pipeline (``test_dataloader.dataset.pipeline``).
+        batch_size: Windows per forward pass (1 when the model's ``test_cfg`` sets
+            ``max_testing_views``, which MMAction2 allows only for batches of one).
+    """
+
+    def __init__(self, model: nn.Module, pipeline: list[dict], batch_size: int = 8) -> None:
+        from mmaction.registry import TRANSFORMS
+        from mmengine.dataset import Compose
+
+        if batch_size < 1:
+            raise ConfigError(f'batch_size must be >= 1, got {batch_size}')
+        self.model = model
+        opening, self.sample_step, after = split_pipeline(pipeline)
+        self.sampling: WindowSampling = window_sampling(self.sample_step)  # again at each video's rate
+        self.steps, self.pack = Compose(after[:-1]), Compose(after[-1:])  # ..., PackActionInputs
+        opener = TRANSFORMS.build(dict(opening))
+        self.short_side = getattr(opener, 'short_side', None)
+        self.min_downscale = getattr(opener, 'min_downscale', 1.0)
+        test_cfg = getattr(model, 'test_cfg', None) or {}
+        self.batch_size = 1 if test_cfg.get('max_testing_views') else batch_size
+
+    def decode_size(self, shown: tuple[int, int]) -> Optional[tuple[int, int]]:
+        """The size the pipeline's opening step decodes a ``shown = (w, h)`` video at."""
+        from ..datasets.transforms import scaled_size
+
+        if self.short_side is None:
+            return None
+        return scaled_size(*shown, self.short_side, self.min_downscale)
+
+    def window_seconds(self, fps: float) -> float:
+        return self.sampling.span / fps
+
+    def sample(self, window: Window, video: str) -> dict:
+        """The packed input of one window: the pipeline's steps after decoding, on its frames."""
+        return self.pack(self.transform(window, video))
+
+    def transform(self, window: Window, video: str) -> dict:
+        """The pipeline's results for one window before packing (``imgs``, and what the steps
+        record: ``scale_factor``, ``crop_bbox``, ...)."""
+        h, w = window.frames[0].shape[:2]
+        results = dict(
+            filename=video,
+            label=-1,
+            start_index=0,
+            modality='RGB',
+            total_frames=self.sampling.span,
+            frame_inds=np.asarray(self.sampling.offsets),
+            imgs=list(window.frames),
+            original_shape=(h, w),
+            img_shape=(h, w),
+            **self.sampling.results,
+        )
+        return self.steps(results)
+
+    @torch.no_grad()
+    def scores(self, samples: list[dict]) -> np.ndarray:
+        """``[B, K]`` class scores of packed samples, in one forward pass."""
+        from mmengine.dataset import pseudo_collate
+
+        out = self.model.test_step(pseudo_collate(samples))
+        return torch.stack([_score_of(s).float().cpu() for s in out]).numpy()
+
+    def windows(self, stream: FrameStream, stride: float, stop: Optional[threading.Event] = None, state=None):
+        """The windows of ``stream`` every ``stride`` seconds, in time order, decoded and sliced
+        (:class:`SlidingWindows`); ``state`` gets the slider (its peak of frames held), then
+        the frame count and the duration."""
+        slider = SlidingWindows(self.sampling, stride, stream.info.fps)
+        if state is not None:
+            state['slider'] = slider  # its peak, even when the pass is stopped
+        last = None
+        for frame in stream:
+            if stop is not None and stop.is_set():
+                return
+            last = frame
+            yield from slider.push(frame)
+        yield from slider.finish()
+        if state is not None:
+            state.update(
+                frames=0 if last is None else last.index + 1,
+                duration=0.0 if last is None else last.time + 1 / stream.info.fps,
+            )
+
+    def _windows(self, stream: FrameStream, stride: float, stop: threading.Event, state: dict) -> Iterator:
+        """``(window, packed sample)`` in time order (runs in the decoding thread)."""
+        for window in self.windows(stream, stride, stop, state):
+            yield window, self.sample(window, stream.name), time.perf_counter()
+
+    def run(
+        self,
+        video: str,
+        stride: Optional[float] = None,
+        on_windows: Optional[Callable[[list[WindowScores]], None]] = None,
+        on_start: Optional[Callable[[OverTime], None]] = None,
+        timeout: float = LIVE_TIMEOUT,
+    ) -> OverTime:
+        """The windows of ``video`` (a file or a live stream) every ``stride`` seconds (default:
+        half a window). ``on_start`` is called once the input is open, ``on_windows`` with each
+        batch's windows as they are scored. A live stream is scored as its windows come (a batch
+        does not wait to fill), each window's latency measured; Ctrl-C stops the pass cleanly
+        (the windows so far are the result, :attr:`OverTime.ended` says so); ``timeout``:
+        seconds without data after which a live stream counts as ended."""
+        start = time.perf_counter()
+        stream = FrameStream(video, self.decode_size, timeout=timeout)
+        self.sampling = window_sampling(self.sample_step, stream.info.fps)
+        window_seconds = self.window_seconds(stream.info.fps)
+        stride = window_seconds / 2 if stride is None else stride
+        result = OverTime(
+            stream.name, stream.info, span=self.sampling.span, window_seconds=window_seconds, stride=stride,
+            live=stream.live,
+        )  # fmt: skip
+        if on_start is not None:
+            on_start(result)
+        handoff: queue.Queue = queue.Queue(maxsize=2 * self.batch_size)
+        stop, state, done = threading.Event(), {}, object()
+
+        def put(item) -> None:  # gives up once the caller stopped (an error, Ctrl-C)
+            while not stop.is_set():
+                try:
+                    return handoff.put(item, timeout=0.1)
+                except queue.Full:
+                    continue
+
+        def produce() -> None:
+            try:
+                for item in self._windows(stream, stride, stop, state):
+                    put(item)
+                put(done)
+            except BaseException as err:  # noqa: BLE001 (handed to the caller's thread)
+                put(err)
+
+        worker = threading.Thread(target=produce, name='over-time decoding', daemon=True)
+        worker.start()
+        try:
+            batch, finished = [], False
+            while not finished:
+                item = handoff.get()
+                finished = item is done
+                if isinstance(item, BaseException):
+                    raise item
+                if not finished:
+                    batch.append(item)
+                now = finished or len(batch) == self.batch_size or (stream.live and handoff.empty())
+                if batch and now:
+                    scores = self.scores([s for _, s, _ in batch])
+                    at = time.perf_counter()
+                    scored = [
+                        WindowScores(w.start, w.end, w.first, s, at - t if stream.live else None)
+                        for (w, _, t), s in zip(batch, scores, strict=True)
+                    ]
+                    result.windows += scored
+                    if on_windows is not None:
+                        on_windows(scored)
+                    batch = []
+        except KeyboardInterrupt:
+            result.ended = 'stopped by Ctrl-C'
+        finally:
+            stop.set()
+            worker.join(timeout=None if result.ended is None else 2)
+            if not worker.is_alive():  # else still in a read of a live stream: left to the exit
+                stream.close()
+        last = result.windows[-1].end if result.windows else 0.0
+        result.frames = state.get('frames', 0)
+        result.duration = state.get('duration', last)
+        result.peak_frames = state['slider'].peak_frames if 'slider' in state else 0
+        result.ended = result.ended or stream.ended
+        result.seconds = time.perf_counter() - start
+        return result

@@ -1,0 +1,171 @@
+"""The one wrapper every dna_mm tool runs its ``main`` in (``@cli_main('train.py')``): a user's
+mistake is one line on stderr and exit status 2, a programming error keeps its traceback.
+
+A user's mistake is any :class:`dna_mm.errors.UserError` (the checkpoint errors of
+:mod:`dna_mm.checkpoint` included), a missing file (``FileNotFoundError``: a ``load_from`` path, a
+config file), a ``type`` that is not registered (mmengine's ``KeyError: 'X is not in the ...
+registry'``), a failed download (offline: the file to put in place is named), a value that
+mmengine cannot merge into a config (``--cfg-options`` or a child config: a dict over a string,
+an index past a list's end), and a config that builds a part with an argument it does not take
+or a step that needs a package that is not installed
+(:func:`~dna_mm.utils.build_errors.config_mistake`: the key, the type and the closest valid
+names). ``--debug`` anywhere on the command line re-raises it with the traceback.
+
+A ``KeyboardInterrupt`` (a second Ctrl-C in training, the first elsewhere) is one line and exit
+status 130 (``128 + SIGINT``, what a shell reports for a process that Ctrl-C ended).
+
+A run stopped by a loss outside its code (a data-loader worker or a rank that died:
+:class:`dna_mm.errors.RunStopped`) is one line too, with exit status 1 (a crash, not the user's
+mistake).
+
+A tool parses its command line before it imports anything heavy (``--help`` answers at once):
+``main`` parses with :mod:`argparse` alone, then hands its work to :func:`run_tool`::
+
+    def main(argv=None):
+        args = parse_args(argv)  # argparse only
+        from dna_mm.tools.cli import run_tool
+        return run_tool('train.py', train, args)
+
+A tool declares ``--cfg-options`` with ``nargs='+'`` (plain ``key=value`` strings at parse time);
+:func:`run_tool` turns them into mmengine's ``DictAction`` dict before the work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import re
+import signal
+import sys
+from typing import Any, Callable, Optional
+from urllib.error import URLError
+
+from ..errors import MissingFileError, RunStopped, UserError, error_line
+from ..utils.build_errors import config_mistake
+from ..utils.mmcv_ops import missing_ops_line
+
+DEBUG_FLAG = '--debug'
+#: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
+DEBUG_HELP = 'print the traceback of an input error'
+# mmengine's registry prefixes a build error with the class it was building
+_NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
+USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
+
+
+def user_file(path: str, what: str) -> str:
+    """``path`` if it is an existing file or a URL / mmengine prefix (``scheme://``), else a
+    :class:`~dna_mm.errors.MissingFileError` naming ``what`` (``'config'``, ``'load_from'``, ...)."""
+    if '://' in str(path) or os.path.isfile(path):
+        return path
+    where = 'is a folder, not a file' if os.path.isdir(path) else 'does not exist'
+    raise MissingFileError(f'{what} {path} {where}')
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """A ``WIDTHxHEIGHT`` argument: ``'1920x1080'`` → ``(1920, 1080)``; a clear ``ValueError``
+    otherwise (both sides at least 16)."""
+    try:
+        w, h = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise ValueError(f'size {text!r}: expected WIDTHxHEIGHT, e.g. 1920x1080') from None
+    if w < 16 or h < 16:
+        raise ValueError(f'size {text!r}: width and height must be at least 16')
+    return w, h
+
+
+def _user_message(err: BaseException) -> Optional[str]:
+    """The one line for a user's mistake, or ``None`` for a programming error."""
+    if isinstance(err, USER_ERRORS):
+        return error_line(err)
+    if isinstance(err, ImportError) and err.name == 'mmcv._ext':  # mmcv without its ops
+        return missing_ops_line()
+    if isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err)):
+        return error_line(err)
+    if isinstance(err, (TypeError, KeyError)) and _raised_in(err, '_merge_a_into_b'):
+        return error_line(err)  # mmengine merging --cfg-options or a child config into its base
+    if isinstance(err, (TypeError, ImportError, RuntimeError)):
+        return config_mistake(err)
+    return None
+
+
+def _raised_in(err: BaseException, function: str) -> bool:
+    """Whether ``function`` is on the traceback of ``err``."""
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+class UserExit(SystemExit):
+    """``SystemExit`` whose ``str()`` is the error message (what the tool printed): status 2 for
+    a user's mistake, 1 for a :class:`~dna_mm.errors.RunStopped`."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(status)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _report(prog: str, err: BaseException, debug: bool) -> None:
+    """Re-raise ``err`` unless it is a user's mistake and not ``debug``; else print its line and
+    raise :class:`UserExit`."""
+    if isinstance(err, RunStopped) and not debug:
+        print(f'{prog}: stopped: {err}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr)
+        raise UserExit(str(err), status=1) from None
+    message = None if debug else _user_message(err)
+    if message is None:
+        raise err
+    print(f'{prog}: error: {message}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr)
+    raise UserExit(message) from None
+
+
+def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
+    """``--cfg-options`` strings (``['a.b=1', 'c=[1,2]']``) as mmengine's ``DictAction`` reads
+    them (``{'a.b': 1, 'c': [1, 2]}``); ``None`` for none."""
+    if not values or isinstance(values, dict):
+        return values or None
+    from mmengine.config import DictAction
+
+    namespace = argparse.Namespace()
+    DictAction(option_strings=['--cfg-options'], dest='cfg_options')(None, namespace, values)
+    return namespace.cfg_options
+
+
+def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
+    """``work(args)``, a user's mistake as one line on stderr and :class:`UserExit` (status 2),
+    anything else (or anything with ``args.debug``) with its traceback. ``args.cfg_options``, if
+    present, is turned into a dict first (:func:`cfg_options`)."""
+    debug = bool(getattr(args, 'debug', False))
+    try:
+        if hasattr(args, 'cfg_options'):
+            args.cfg_options = cfg_options(args.cfg_options)
+        return work(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f'{prog}: interrupted (Ctrl-C): stopped at once', file=sys.stderr)
+        raise UserExit('interrupted', status=128 + signal.SIGINT) from None
+    except Exception as err:  # noqa: BLE001 (sorted by _report: only the user's mistakes are caught)
+        _report(prog, err, debug)
+
+
+def cli_main(prog: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a ``main(argv=None)`` that parses its own arguments: what :func:`run_tool` does,
+    with ``--debug`` read from the arguments."""
+
+    def decorate(main: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(main)
+        def wrapped(argv: Optional[list[str]] = None, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return main(argv, *args, **kwargs)
+            except Exception as err:  # noqa: BLE001 (sorted by _report)
+                _report(prog, err, DEBUG_FLAG in (sys.argv[1:] if argv is None else argv))
+
+        return wrapped
+
+    return decorate

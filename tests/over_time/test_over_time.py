@@ -1,0 +1,291 @@
+"""Predictions over time (tools/infer.py --over-time): windows, segments, the streaming decode,
+the timeline files; a real tiny TimeSformer-DnA (random weights saved as a checkpoint) on
+videos written here with PyAV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from conftest import DEMO_CONFIG, load_tool
+
+from dna_mm.datasets.video_reader import KeyframeReader, frames_in_sequence
+from dna_mm.over_time.frame_stream import FrameStream
+from dna_mm.over_time.segments import cell_bounds, find_segments, smooth_scores
+from dna_mm.over_time.windows import SlidingWindows, WindowSampling, split_pipeline, window_sampling
+from dna_mm.synthetic.videos import write_video
+
+infer = load_tool('tools/infer.py')
+
+CLASSES = ['still', 'horizontal', 'vertical', 'diagonal']
+#: the demo config made tiny: one block, 32 channels (the demo's clip: 8 frames every 2, 32x32)
+TINY_CFG = {
+    'model.backbone.embed_dims': 32,
+    'model.backbone.num_heads': 2,
+    'model.backbone.num_transformer_layers': 1,
+    'model.cls_head.in_channels': 32,
+    'label_map': None,
+}
+TINY = [f'{k}={v}' for k, v in TINY_CFG.items()]
+
+
+def moving_box(width: int, height: int, frames: int, seed: int = 0):
+    """A bright box moving across a noisy dark frame (right, then down after half the frames)."""
+    rng = np.random.default_rng(seed)
+    for t in range(frames):
+        img = rng.integers(0, 40, size=(height, width, 3), dtype=np.uint8)
+        x, y = (t * 2) % (width - 8), (max(0, t - frames // 2) * 2) % (height - 8)
+        img[y : y + 8, x : x + 8] = (230, 40, 40)
+        yield img
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    """``(checkpoint, label map)``: the tiny demo recognizer with random weights, saved."""
+    from mmaction.apis import init_recognizer
+    from mmengine.config import Config
+
+    root = tmp_path_factory.mktemp('over_time')
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.merge_from_dict(TINY_CFG)
+    torch.manual_seed(0)
+    model = init_recognizer(cfg, None, device='cpu')
+    ckpt = root / 'random.pth'
+    torch.save({'state_dict': model.state_dict()}, ckpt)
+    names = root / 'classes.txt'
+    names.write_text('\n'.join(CLASSES) + '\n')
+    return ckpt, names
+
+
+@pytest.fixture(scope='module')
+def ten_seconds(tmp_path_factory):
+    """10 s at 25 fps, 64x48, H.264."""
+    path = tmp_path_factory.mktemp('videos') / 'ten seconds.mp4'
+    return write_video(path, moving_box(64, 48, 250), fps=25, codec='libx264')
+
+
+def run(tiny, video, *extra: str, cfg: tuple[str, ...] = ()) -> int:
+    """tools/infer.py on the tiny model; ``cfg``: more ``--cfg-options``."""
+    ckpt, names = tiny
+    args = [DEMO_CONFIG, str(ckpt), str(video), '--label-map', str(names), *extra]
+    return infer.main([*args, '--cfg-options', *TINY, *cfg])
+
+
+class FakeFrame:
+    """A stream frame whose pixels say its index."""
+
+    def __init__(self, index: int, time: float) -> None:
+        self.index, self.time = index, time
+
+    def rgb(self) -> np.ndarray:
+        return np.full((2, 2, 3), self.index % 256, np.uint8)
+
+
+# -- windows --------------------------------------------------------------------------------
+def test_the_window_is_the_sampling_steps_clip() -> None:
+    sampling = window_sampling(dict(type='SampleFrames', clip_len=8, frame_interval=2, num_clips=1))
+    assert sampling.span == 16 and sampling.offsets == tuple(range(0, 16, 2))
+    assert sampling.results == dict(clip_len=8, frame_interval=2, num_clips=1)
+    opening, sample, after = split_pipeline(
+        [dict(type='DecordInit'), dict(type='SampleFrames', clip_len=8, frame_interval=2),
+         dict(type='DecordDecode'), dict(type='Resize', scale=(32, 32)), dict(type='PackActionInputs')]
+    )  # fmt: skip
+    assert (
+        opening['type'] == 'DecordInit'
+        and sample['clip_len'] == 8
+        and [s['type'] for s in after] == ['Resize', 'PackActionInputs']
+    )
+    with pytest.raises(ValueError, match=r'test_dataloader.dataset.pipeline: predictions over time need'):
+        split_pipeline([dict(type='DecordInit'), dict(type='DecordDecode')])
+
+
+def test_windows_follow_the_frames_timestamps_and_hold_few_frames() -> None:
+    """A variable frame rate (40 ms, then 20 ms a frame): windows open at the first frame at or
+    after each multiple of the stride; only sampled frames are held, and not for long."""
+    times = [0.04 * i for i in range(50)] + [2.0 + 0.02 * i for i in range(79)]  # 129 frames, 3.56 s
+    sampling = WindowSampling(8, (0, 2, 4, 6), {})
+    slider = SlidingWindows(sampling, stride=0.5, fps=30)
+    windows = [w for i, t in enumerate(times) for w in slider.push(FakeFrame(i, t))]
+    windows += list(slider.finish())
+    starts = [w.start for w in windows]
+    assert starts[:4] == pytest.approx([0.0, 0.52, 1.0, 1.52])  # the first frame at or after k * 0.5
+    assert starts[4:8] == pytest.approx([2.0, 2.5, 3.0, 3.5])
+    for w in windows[:-1]:
+        assert [int(f[0, 0, 0]) for f in w.frames] == [w.first + o for o in (0, 2, 4, 6)]
+    assert slider.peak_frames <= 4  # windows of 8 frames every 12-25 frames: one at a time
+    last = windows[-1]  # the tail: frames 125-128 exist, the last one repeats past the end
+    assert len(windows) == 8 and last.first == 125
+    assert [int(f[0, 0, 0]) for f in last.frames] == [125, 127, 128, 128]
+    assert last.end == pytest.approx(3.56 + 1 / 30)
+
+
+def test_a_video_shorter_than_a_window_gives_one_window() -> None:
+    slider = SlidingWindows(WindowSampling(16, tuple(range(0, 16, 2)), {}), stride=0.3, fps=25)
+    got = [w for i in range(5) for w in slider.push(FakeFrame(i, i / 25))] + list(slider.finish())
+    assert len(got) == 1 and [int(f[0, 0, 0]) for f in got[0].frames] == [0, 2, 4, 4, 4, 4, 4, 4]
+    assert got[0].end == pytest.approx(5 / 25)
+
+
+# -- segments -------------------------------------------------------------------------------
+def test_segments_tile_the_video_and_smoothing_removes_a_blip() -> None:
+    starts = np.arange(20) * 0.5
+    ends = starts + 1.0
+    scores = np.zeros((20, 3))
+    scores[:10, 0], scores[10:, 2] = 0.8, 0.7
+    scores[5] = [0.1, 0.9, 0.0]  # one window of class 1 inside class 0
+    raw = find_segments(starts, ends, scores, width=1, duration=10.5)
+    assert [s.label for s in raw] == [0, 1, 0, 2]
+    assert raw[0].start == 0 and raw[-1].end == 10.5
+    assert all(a.end == b.start for a, b in zip(raw, raw[1:], strict=False))  # no gap, no overlap
+    smooth = find_segments(starts, ends, scores, width=5, duration=10.5)
+    assert [(s.label, s.first, s.last) for s in smooth] == [(0, 0, 9), (2, 10, 19)]
+    assert smooth[0].end == pytest.approx((5.0 + 5.5) / 2)  # half-way between the centres
+    merged = find_segments(starts, ends, scores, width=1, min_length=1.0, duration=10.5)
+    assert [s.label for s in merged] == [0, 2]
+    np.testing.assert_allclose(smooth_scores(np.eye(3), 3), [[0.5, 0.5, 0], [1 / 3] * 3, [0, 0.5, 0.5]])
+    assert cell_bounds([0, 1], [2, 3], 3.5).tolist() == [0, 1.5, 3.5]
+
+
+# -- the streaming reader -------------------------------------------------------------------
+def test_the_stream_gives_the_readers_frames_upright(tmp_path) -> None:
+    """Frame i of the stream is frame i of the keyframe reader (an H.264 file with B-frames,
+    and a phone-style file with a 90-degree display rotation)."""
+    import av
+
+    plain = write_video(tmp_path / 'b.mp4', moving_box(64, 48, 40), fps=25, codec='libx264', keyint=10)
+    rotated = tmp_path / 'rotated.mp4'
+    with av.open(str(rotated), 'w') as container:
+        stream = container.add_stream('mpeg4', rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, 'yuv420p'
+        stream.set_display_rotation(90)
+        for img in moving_box(64, 48, 12):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(img, format='rgb24')))
+        container.mux(stream.encode())
+    for path in (plain, rotated):
+        frames = list(FrameStream(str(path)))
+        reader = KeyframeReader(str(path), name=str(path))
+        expected = reader.get_batch(range(len(reader)))
+        assert len(frames) == len(reader) == len(frames_in_sequence(str(path))[1])
+        np.testing.assert_array_equal(np.stack([f.rgb() for f in frames]), expected)
+        assert [round(f.time, 3) for f in frames[:3]] == [0.0, 0.04, 0.08]
+    assert frames[0].rgb().shape == (64, 48, 3)  # the rotated clip, upright
+
+
+# -- the tool -------------------------------------------------------------------------------
+def test_over_time_prints_the_timeline_and_writes_json_and_csv(tiny, ten_seconds, tmp_path, capsys) -> None:
+    out = tmp_path / 'timeline.json'
+    assert run(tiny, ten_seconds, '--over-time', '--stride', '0.5', '--topk', '2', '--out', str(out)) == 0
+    printed = capsys.readouterr().out
+    assert 'windows of 16 frames (0.64 s) every 0.50 s' in printed
+    assert 'x real time' in printed and 'segments (smoothed over 5 windows):' in printed
+    data = json.loads(out.read_text())
+    starts = [w['start'] for w in data['windows']]
+    assert starts == pytest.approx(
+        [math.ceil(12.5 * k) / 25 for k in range(len(starts))]
+    )  # at or after k/2 s
+    assert len(starts) == 20 and data['duration'] == pytest.approx(10.0)
+    assert data['window'] == dict(frames=16, seconds=0.64, sampled=list(range(0, 16, 2)))
+    for w in data['windows'][:-1]:
+        assert w['end'] == pytest.approx(w['start'] + 0.64)
+        assert len(w['top']) == 2 and w['top'][0]['score'] >= w['top'][1]['score']
+        assert w['top'][0]['name'] == CLASSES[w['top'][0]['class']]
+    assert data['windows'][-1]['end'] == pytest.approx(10.0)  # the tail, to the video's end
+    segments = data['segments']
+    assert segments[0]['start'] == 0 and segments[-1]['end'] == pytest.approx(10.0)
+    assert all(a['end'] == b['start'] for a, b in zip(segments, segments[1:], strict=False))
+    lines = [ln for ln in printed.splitlines() if ' - ' in ln and ln.startswith('  ')]
+    assert len(lines) == len(starts) + len(segments)
+    table = tmp_path / 'timeline.csv'
+    assert run(tiny, ten_seconds, '--over-time', '--stride', '0.5', '--topk', '2', '--out', str(table)) == 0
+    rows = list(csv.DictReader(table.open()))
+    assert len([r for r in rows if r['kind'] == 'window']) == 2 * 20
+    assert [r['class_name'] for r in rows if r['kind'] == 'segment'] == [s['name'] for s in segments]
+
+
+def test_memory_does_not_grow_with_the_length(tiny, tmp_path) -> None:
+    """The frames held at once are those of the overlapping windows, for 4 s as for 40 s."""
+    from mmengine.config import Config
+
+    from dna_mm.apis.inference import load_recognizer, test_pipeline_of
+    from dna_mm.over_time.predictor import OverTimePredictor
+
+    ckpt, _ = tiny
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.merge_from_dict(TINY_CFG)
+    predictor = OverTimePredictor(load_recognizer(cfg, str(ckpt)), test_pipeline_of(cfg), batch_size=4)
+    held = {}
+    for seconds in (4, 40):
+        video = write_video(
+            tmp_path / f'{seconds}.mp4', moving_box(48, 48, 25 * seconds), fps=25, codec='mpeg4'
+        )
+        result = predictor.run(str(video), stride=0.32)
+        held[seconds] = result.peak_frames
+        assert len(result.windows) == pytest.approx(seconds / 0.32, abs=1.5)
+    assert held[4] == held[40] <= 16
+
+
+def test_the_loaders_pipeline_key_and_the_top_level_one_both_count(tiny, ten_seconds, capsys) -> None:
+    """An override of either key reaches the run (tools/test.py reads the loader's)."""
+    for key in ('test_dataloader.dataset.pipeline.1.frame_interval', 'test_pipeline.1.frame_interval'):
+        assert run(tiny, ten_seconds, '--over-time', cfg=(f'{key}=3',)) == 0
+        assert 'windows of 24 frames (0.96 s)' in capsys.readouterr().out
+    ckpt, names = tiny
+    args = [DEMO_CONFIG, str(ckpt), str(ten_seconds), '--label-map', str(names), '--cfg-options', *TINY]
+    for key in ('test_dataloader.dataset.pipeline.0.type', 'test_pipeline.0.type'):
+        assert infer.main(args) == 0
+        assert infer.main([*args, f'{key}=NoSuchInit']) == 1  # the video cannot be read: reported
+
+
+@pytest.mark.parametrize(
+    'extra, message',
+    [
+        (['--stride', '0'], '--stride must be a positive number of seconds, got 0.0'),
+        (['--smooth', '4'], '--smooth must be an odd number of windows >= 1, got 4'),
+        (['--out', 'x.txt'], '--out must end in .json or .csv, got x.txt'),
+        (['--out-video', 'x.gif'], '--out-video must end in .mp4 .m4v .mov .mkv, got x.gif'),
+    ],
+)
+def test_a_bad_flag_is_one_line(tiny, ten_seconds, extra, message, capsys) -> None:
+    with pytest.raises(SystemExit):
+        run(tiny, ten_seconds, '--over-time', *extra)
+    assert message in capsys.readouterr().err
+
+
+def test_a_folder_or_a_broken_video_is_one_line(tiny, ten_seconds, tmp_path) -> None:
+    folder = re.escape(str(ten_seconds.parent))
+    message = rf'--over-time takes one video file or stream, got {folder} \(a folder\)'
+    with pytest.raises(SystemExit, match=message):
+        run(tiny, ten_seconds.parent, '--over-time')
+    broken = tmp_path / 'broken.mp4'
+    broken.write_bytes(b'\x00not a video' * 64)
+    with pytest.raises(SystemExit, match=r'broken.mp4: not a video file FFmpeg can read'):
+        run(tiny, broken, '--over-time')
+
+
+def test_the_pipeline_keys_of_extract_features_agree(tiny, ten_seconds, tmp_path) -> None:
+    extract = load_tool('tools/extract_features.py')
+    ckpt, _ = tiny
+    base = [DEMO_CONFIG, str(ckpt), '--videos', str(ten_seconds.parent), '--workers', '0']
+    for key in ('test_dataloader.dataset.pipeline.0.type', 'test_pipeline.0.type'):
+        with pytest.raises(SystemExit, match='NoSuchInit is not in the'):
+            extract.main([*base, '--out', str(tmp_path / key), '--cfg-options', *TINY, f'{key}=NoSuchInit'])
+
+
+def test_the_tools_choices_are_the_packages() -> None:
+    from dna_mm.over_time.annotated_video import CONTAINERS
+    from dna_mm.over_time.relevance_overlay import BRANCHES
+
+    assert infer.VIDEO_OUT == tuple(CONTAINERS) and infer.RELEVANCE == tuple(BRANCHES)
+
+
+def test_one_clip_for_a_long_video_is_said(tiny, ten_seconds, capsys) -> None:
+    """Without --over-time, 0.64 s of a 10 s video decide its class: the tool says so."""
+    assert run(tiny, ten_seconds) == 0
+    assert 'note: one clip of 0.64 s classifies these 10.0 s of video; --over-time follows it' in (
+        capsys.readouterr().out
+    )

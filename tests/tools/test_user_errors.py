@@ -1,0 +1,379 @@
+"""A user's mistake in train / test / infer (and every tool that reads user files) is one line and
+exit status 2 (no traceback, unless --debug); every unreadable test video is named at once;
+config values are checked first."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import DEMO_CONFIG, REPO, load_tool, run_main, tiny_run_options
+from mmengine.config import Config, DictAction
+
+from dna_mm.config import check_config, format_metrics
+from dna_mm.config.check import suggest_attention
+from dna_mm.config.prepare import limit_topk
+from dna_mm.errors import ConfigError
+from dna_mm.tools.cli import DEBUG_HELP, cli_main
+
+
+def _tool(name: str):
+    """``tools/<name>.py`` as a module (its ``main(argv)`` runs in this process)."""
+    return load_tool(f'tools/{name}.py')
+
+
+def _demo_cfg(*opts: str) -> Config:
+    parser = __import__('argparse').ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg = Config.fromfile(DEMO_CONFIG)
+    if opts:
+        cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
+    return cfg
+
+
+@pytest.mark.parametrize(
+    'opt, message',
+    [
+        ('train_cfg.max_epochs=-1', 'train_cfg.max_epochs must be > 0, got -1'),
+        ('train_cfg.max_epochs=0', 'train_cfg.max_epochs must be > 0, got 0'),
+        ('train_cfg.val_interval=0', 'train_cfg.val_interval must be > 0, got 0'),
+        ('train_dataloader.batch_size=0', 'train_dataloader.batch_size must be > 0, got 0'),
+        ('optim_wrapper.optimizer.lr=-0.1', 'optim_wrapper.optimizer.lr must be > 0, got -0.1'),
+        (
+            'default_hooks.checkpoint.interval=0',
+            'default_hooks.checkpoint.interval must be > 0 (or -1), got 0',
+        ),
+        (
+            'train_dataloader.dataset.pipeline.1.clip_len=0',
+            'train_dataloader.dataset.pipeline[1].clip_len (SampleFrames) must be > 0, got 0',
+        ),
+        (
+            'test_dataloader.dataset.pipeline.3.scale=(0,32)',
+            'test_dataloader.dataset.pipeline[3].scale (Resize) must be > 0 (or -1), got 0',
+        ),
+        (
+            'default_hooks.checkpoint.intervl=1',  # CheckpointHook takes **kwargs: caught before the run
+            "default_hooks.checkpoint.intervl: the hook CheckpointHook takes no argument 'intervl'; "
+            "did you mean 'interval'?",
+        ),
+        (
+            'compile=fast',  # mmengine asserts on it only when training starts
+            'compile must be True / False or a dict of torch.compile arguments '
+            "(e.g. dict(mode='max-autotune')), got 'fast'",
+        ),
+        (
+            'compile.mdoe=max-autotune',
+            "compile.mdoe is not an argument of torch.compile (did you mean 'mode'?",
+        ),
+        (
+            'model.backbone.attn_cfg.type=dnaa',
+            "model.backbone.attn_cfg.type: unknown attention 'dnaa'; did you mean DnAAttention / dna?",
+        ),
+        (
+            'model.backbone.attn_cfg.temporl=softmax',  # merged onto the base's one attention
+            "model.backbone.attn_cfg.temporl: DnAAttention takes no argument 'temporl' "
+            '(one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))',
+        ),
+        (
+            'model.backbone.attn_cfg.kernal=sdpa',
+            "model.backbone.attn_cfg.kernal: DnAAttention takes no argument 'kernal'",
+        ),
+        (
+            'model.backbone.temporal_attn=sofmax',
+            "model.backbone.temporal_attn: unknown attention 'sofmax'; "
+            'did you mean SoftmaxAttention / softmax?',
+        ),
+    ],
+)
+def test_check_config_names_the_key_and_the_value(opt, message) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_config(_demo_cfg(opt), 'train')
+    assert message in str(err.value)
+
+
+def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> None:
+    check_config(_demo_cfg(), 'train')
+    check_config(_demo_cfg('default_hooks.checkpoint.interval=-1'), 'train')  # -1: never
+    for compile_cfg in ('compile=True', 'compile=False', 'compile.mode=max-autotune'):
+        check_config(_demo_cfg(compile_cfg), 'train')
+    # a train-only mistake does not stop a test run
+    check_config(_demo_cfg('train_cfg.max_epochs=0'), 'test')
+    assert suggest_attention('zzzz').startswith('valid: softmax, dna, diff, cog')
+
+
+def test_an_attention_argument_its_member_does_not_take_is_named_at_build() -> None:
+    """Built without the config check (a user's own script): one line naming the member and
+    the key, not a ``TypeError`` from the constructor; Cog's own layer key is accepted."""
+    from dna_mm.models.attention import build_attention
+
+    with pytest.raises(ConfigError, match="DnAAttention takes no argument 'temporl'"):
+        build_attention(dict(type='dna', temporl='softmax'), 32, 4)
+    assert type(build_attention(dict(type='cog', softmax_first_last=False), 32, 4)).__name__ == 'CogAttention'
+
+
+def test_check_config_reads_an_attention_per_step() -> None:
+    cfg = _demo_cfg()
+    cfg.model.backbone.attn_cfg = dict(temporal='softmax', spatial=dict(type='DnAAtention'))
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'train')
+    assert "model.backbone.attn_cfg.spatial.type: unknown attention 'DnAAtention'" in str(err.value)
+
+
+def test_topk_only_below_the_number_of_classes_and_coco_in_percent() -> None:
+    cfg = _demo_cfg()  # 4 classes
+    assert limit_topk(cfg) == [5]
+    assert cfg.test_evaluator.metric_options == dict(top_k_accuracy=dict(topk=(1,)))
+    assert cfg.model.cls_head.topk == (1,)  # the training log's top{k}_acc too
+    big = _demo_cfg('model.cls_head.num_classes=400')
+    assert limit_topk(big) == [] and 'topk' not in big.model.cls_head
+    line = format_metrics({'coco/bbox_mAP': 0.703, 'coco/bbox_mAP_s': 0.685, 'coco/bbox_mAP_l': -1.0})
+    assert line == 'Test results: bbox AP: 70.30  bbox AP_S: 68.50  bbox AP_L: n/a'
+
+
+def test_cli_main_catches_only_the_users_mistakes(capsys) -> None:
+    @cli_main('x.py')
+    def user(argv=None):
+        raise ConfigError('train_cfg.max_epochs must be > 0, got -1')
+
+    @cli_main('x.py')
+    def bug(argv=None):
+        raise ZeroDivisionError('a bug')
+
+    with pytest.raises(SystemExit) as done:
+        user([])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == 'x.py: error: train_cfg.max_epochs must be > 0, got -1'
+    with pytest.raises(ConfigError):
+        user(['--debug'])
+    with pytest.raises(ZeroDivisionError):
+        bug([])
+
+
+@pytest.mark.integration
+def test_train_cli_bad_value_is_one_line_and_status_2() -> None:
+    """As a user runs it: no traceback, status 2; --debug raises the exception itself."""
+    cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--cfg-options', 'train_cfg.max_epochs=-1']
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours == [
+        'train.py: error: train_cfg.max_epochs must be > 0, got -1',
+        'train.py: (--debug prints the traceback)',
+    ]
+    with pytest.raises(ConfigError, match='train_cfg.max_epochs must be > 0, got -1'):  # the traceback
+        _tool('train').main([*cmd[2:], '--debug'])
+
+
+def test_train_bad_label_and_missing_load_from(tiny_video_set, tmp_path, capsys) -> None:
+    train = _tool('train')
+    bad = tmp_path / 'train.txt'
+    lines = (tiny_video_set / 'train.txt').read_text().splitlines()
+    bad.write_text('\n'.join([*lines[:2], lines[2].split()[0] + ' 9', *lines[3:]]) + '\n')
+    opts = [*tiny_run_options(tiny_video_set), f'train_dataloader.dataset.ann_file={bad}']
+    with pytest.raises(SystemExit, match=rf'^{bad}:3: label 9 outside \[0, 4\) \(num_classes=4\)$') as done:
+        train.main([DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *opts])
+    assert done.value.code == 2 and 'Traceback' not in capsys.readouterr().err
+    missing = tmp_path / 'nothing.pth'
+    with pytest.raises(SystemExit, match=f'load_from {missing} does not exist'):
+        train.main(
+            [
+                DEMO_CONFIG,
+                '--work-dir',
+                str(tmp_path / 'w'),
+                '--cfg-options',
+                *opts[:-1],
+                f'load_from={missing}',
+            ]
+        )
+
+
+@pytest.fixture(scope='module')
+def tiny_checkpoint(tiny_video_set, tmp_path_factory):
+    """The tiny demo model as initialised, saved as tools/test.py reads it."""
+    from mmaction.registry import MODELS
+    from mmengine.registry import init_default_scope
+
+    init_default_scope('mmaction')
+    model = MODELS.build(_demo_cfg(*tiny_run_options(tiny_video_set)).model)
+    path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
+    torch.save(dict(state_dict=model.state_dict()), path)
+    return path
+
+
+@pytest.mark.integration
+def test_test_names_every_unreadable_video_or_skips_them(
+    tiny_video_set, tiny_checkpoint, tmp_path, capsys
+) -> None:
+    videos = tmp_path / 'videos'
+    shutil.copytree(tiny_video_set / 'videos', videos)
+    listed = (tiny_video_set / 'test.txt').read_text().splitlines()
+    broken = [listed[0].split()[0], listed[2].split()[0]]
+    (videos / broken[0]).write_bytes(b'\x00not a video' * 64)
+    (videos / broken[1]).write_bytes(b'')
+    opts = [
+        *tiny_run_options(tiny_video_set),
+        f'test_dataloader.dataset.data_prefix.video={videos}',
+        'test_dataloader.batch_size=1',
+    ]
+    cmd = [
+        sys.executable,
+        'tools/test.py',
+        DEMO_CONFIG,
+        str(tiny_checkpoint),
+        '--work-dir',
+        str(tmp_path / 'w'),
+    ]
+    proc = subprocess.run(
+        [*cmd, '--cfg-options', *opts], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Test results' not in proc.stdout and 'Traceback' not in proc.stderr
+    assert '2 of the 4 test videos cannot be read; no metric computed' in proc.stderr
+    for name in broken:
+        assert f'{videos / name}: ' in proc.stderr
+
+    _tool('test').main([*cmd[2:], '--skip-unreadable', '--cfg-options', *opts])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith('Test results:'))
+    assert line.endswith('(2 unreadable videos skipped: metrics over 2 of 4)'), line
+
+
+def test_test_on_a_file_that_is_not_a_checkpoint(tiny_video_set, tmp_path, capsys) -> None:
+    text = tmp_path / 'notes.pth'
+    text.write_text('this is a text file\n')
+    with pytest.raises(SystemExit, match=f'checkpoint {text} is not a PyTorch file') as done:
+        _tool('test').main([DEMO_CONFIG, str(text), '--cfg-options', *tiny_run_options(tiny_video_set)])
+    assert done.value.code == 2
+
+
+def test_infer_unsupported_model_and_a_missing_label_map(
+    tiny_video_set, tiny_checkpoint, tmp_path, capsys
+) -> None:
+    infer = _tool('infer')
+    video = str(next((tiny_video_set / 'videos').glob('*.mp4')))
+    opts = tiny_run_options(tiny_video_set)
+    # the demo config before `make demo` wrote its data: its label map does not exist yet
+    assert (
+        infer.main([DEMO_CONFIG, str(tiny_checkpoint), video, '--cfg-options', *opts, 'label_map=nope/x.txt'])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert 'note: no label map' in out and re.search(r'  1\. \d\.\d{4}  class \d', out), out
+    config = tmp_path / 'resnet.py'
+    config.write_text(
+        f"_base_ = ['{DEMO_CONFIG}']\n"
+        "model = dict(backbone=dict(_delete_=True, type='with_attention', "
+        "model=dict(type='ResNet', depth=18, in_channels=3), attn_cfg='dna'))\n"
+    )
+    data = [o for o in opts if not o.startswith('model.')]  # the tiny TimeSformer's options
+    with pytest.raises(SystemExit, match='with_attention: ResNet has no attention to swap') as done:
+        infer.main([str(config), str(tiny_checkpoint), video, '--cfg-options', *data])
+    assert done.value.code == 2
+
+
+#: tools that take no user files (benchmarks on generated inputs, the demos and their driver, the
+#: writer of test videos beside check_decoding.py)
+NO_USER_INPUT = {
+    'tools/benchmarks/benchmark_attention.py',
+    'tools/benchmarks/benchmark_onnx.py',
+    'tools/benchmarks/benchmark_operators.py',
+    'tools/benchmarks/benchmark_train_step.py',
+    'tools/benchmarks/triton_kernel_table.py',
+    'tools/benchmarks/benchmark_preparation.py',
+    'tools/data/make_example_clips.py',
+    'tools/data/make_long_video.py',
+    'dna_mm/preparation/video_kinds.py',
+    'tools/demos/demo.py',
+    'tools/demos/demo_det.py',
+}
+
+
+@pytest.mark.parametrize(
+    'tool', sorted({str(p.relative_to(REPO)) for p in REPO.glob('tools/**/*.py')} - NO_USER_INPUT)
+)
+def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
+    """Each such tool runs in ``run_tool`` (one ``prog: error:`` line, status 2) and so takes
+    ``--debug``; a new tool that does not is caught here (or listed in NO_USER_INPUT)."""
+    sub = ['softmax-to-dna'] if tool.endswith('convert_checkpoint.py') else []
+    proc = run_main([tool, *sub, '--help'])
+    assert DEBUG_HELP in ' '.join(proc.stdout.split()), proc.stdout
+
+
+@pytest.mark.parametrize(
+    'opt, line',
+    [
+        (
+            'model.backbone.embed_dim=64',
+            "model.backbone.embed_dim: the model part DnATimeSformer takes no argument 'embed_dim'; "
+            "did you mean 'embed_dims'?",
+        ),
+        (
+            'train_cfg.max_epoch=2',
+            "train_cfg.max_epoch: the loop ResumableEpochBasedTrainLoop takes no argument 'max_epoch'; "
+            "did you mean 'max_epochs'?",
+        ),
+        (
+            'default_hooks.logger.intervall=1',
+            "the hook LoggerHook takes no argument 'intervall'; "
+            "did you mean 'interval' / 'interval_exp_name'?",
+        ),
+        (
+            'train_dataloader.dataset.ann_fil=x.txt',
+            "the dataset RobustVideoDataset takes no argument 'ann_fil'; did you mean 'ann_file'?",
+        ),
+    ],
+)
+def test_an_unknown_argument_is_one_line_naming_the_closest(opt, line, tiny_video_set, tmp_path) -> None:
+    """A model part, a loop, a hook, a dataset: the key, the type and the closest valid names;
+    status 2, no traceback; --debug raises the TypeError itself."""
+    args = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--cfg-options']
+    args += [*tiny_run_options(tiny_video_set), opt]
+    proc = run_main(args, check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours == [f'train.py: error: {line}', 'train.py: (--debug prints the traceback)']
+    with pytest.raises(TypeError, match='unexpected keyword argument'):
+        _tool('train').main([*args[1:], '--debug'])
+
+
+def test_a_step_that_needs_a_missing_package_is_one_line(tiny_video_set, tmp_path) -> None:
+    """MMAction2's pytorchvideo RandAugment (not installed here): the step and the package."""
+    assert importlib.util.find_spec('pytorchvideo') is None, 'this test needs pytorchvideo absent'
+    cfg = tmp_path / 'randaugment.py'
+    cfg.write_text(
+        f"_base_ = ['{DEMO_CONFIG}']\n"
+        "train_pipeline = [dict(type='DecordInit'), dict(type='SampleFrames', clip_len=4, num_clips=1),\n"
+        "    dict(type='DecordDecode'), dict(type='PytorchVideoWrapper', op='RandAugment'),\n"
+        "    dict(type='FormatShape', input_format='NCTHW'), dict(type='PackActionInputs')]\n"
+        'train_dataloader = dict(dataset=dict(pipeline=train_pipeline))\n'
+    )
+    args = ['tools/train.py', str(cfg), '--work-dir', str(tmp_path), '--cfg-options']
+    proc = run_main([*args, *tiny_run_options(tiny_video_set)], check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours[0] == (
+        'train.py: error: the pipeline step PytorchVideoWrapper needs pytorchvideo, which is not '
+        'installed: install it, or take the step out'
+    )
+
+
+def test_no_shipped_config_has_a_checkpoint_key_the_check_refuses() -> None:
+    """The check of default_hooks.checkpoint's keys passes every config dna_mm ships (zoo bases
+    add mmengine's ``_scope_``)."""
+    from dna_mm.config.check import _checkpoint_keys
+
+    configs = [p for p in (REPO / 'configs').rglob('*.py') if '_base_' not in p.parts]
+    refused = {
+        str(p.relative_to(REPO)): _checkpoint_keys(
+            (Config.fromfile(str(p)).get('default_hooks') or {}).get('checkpoint')
+        )
+        for p in configs
+    }
+    assert {k: v for k, v in refused.items() if v} == {} and len(configs) > 40

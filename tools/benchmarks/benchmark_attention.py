@@ -1,0 +1,103 @@
+#!/usr/bin/env python
+"""fwd+bwd time and peak memory of the attention family at TimeSformer-B shapes.
+
+    python tools/benchmarks/benchmark_attention.py [--device cpu cuda] [--reps 15] [--clips 1]
+        [--out FILE.md] [--json FILE.json] [--tiny]
+
+Shapes (12 heads of 64, C = 768; batch = ``--clips`` 8-frame clips at 224², one by default):
+spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]`` per clip; with
+``--shapes ... vitdet_global`` also ViTDet-B's global blocks ``[1, 4096, 768]`` with their
+decomposed rel-pos bias (a float logit bias ``[1, 12, 4096, 4096]`` in the benchmark dtype, one
+per branch for DnA, as ViTDet computes it from each branch's queries). ``--tiny`` shrinks every
+shape (C = 64 in 2 heads of 32, a few tokens) to run the script's paths in seconds, e.g. on a
+CPU before a GPU run (in one process; no CPU memory figures); its figures mean nothing.
+Two scopes: ``core`` (between the input projections and the output projection: what DnA
+changes; the floor for two branches is 2.0×) and ``module`` (projections included: what a
+model pays).
+Methods: softmax (SDPA), DnA Q±V± fast (the module's fused route: two SDPA calls, the softmin
+sign and α as passes over the activations), DnA eager (explicit maps, the authors'
+formulation), Diff (SDPA), Cog (explicit: no SDPA form). Optional (``--methods``):
+``dna_folded`` = the fused route with the sign and α folded into the ``Q-`` / ``V-``
+projection weights instead (``-Q- = x (-W)ᵀ - b``, ``α V- = x (α W)ᵀ + α b``: ``O(C²)`` work
+in place of the passes; its core starts from those folded heads); ``softmax_eager`` = softmax
+with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
+over DnA eager); ``dna_2h`` = DnA with both branches in one SDPA call over ``2H`` heads
+(``kernel='sdpa_2h'``); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
+``TRITON_INTERPRET=1``; left out elsewhere).
+A GPU table (bf16 autocast, all four shapes):
+``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
+--methods softmax dna_fast dna_triton``.
+
+Times: for each (device, scope, shape) every method is built and their steps run in turn
+(``--reps`` rounds, the order rotating each round, after two warm-up steps each), so load that
+drifts on a shared machine hits all methods alike; each figure is a median. On the CPU each
+(device, scope, shape) runs in its own process.
+Memory: CUDA ``max_memory_allocated`` of one step above what is allocated before it (the
+method's earlier gradients released first), in the same process; CPU the growth of the peak
+RSS over the baseline taken after the module and inputs exist, each (device, scope, shape,
+method) in a fresh process, so the peak is its own. Everything is reported as a ratio to
+softmax measured in the same run; ``--json`` also writes the raw figures. The work:
+``dna_mm/benchmarks/attention.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+#: ``dna_mm.benchmarks.attention``'s shapes and methods, for the command line (a test keeps them equal)
+SHAPES = ('spatial', 'temporal', 'joint', 'vitdet_global')
+DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
+METHODS = (
+    'softmax',
+    'dna_fast',
+    'dna_folded',
+    'dna_eager',
+    'softmax_eager',
+    'diff',
+    'cog',
+    'dna_2h',
+    'dna_triton',
+)
+DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--device', nargs='+', default=None, help='default: cpu, and cuda if present')
+    p.add_argument('--reps', type=int, default=15, help='timed steps per method')
+    p.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16', 'float16'])
+    p.add_argument('--shapes', nargs='+', default=DEFAULT_SHAPES, choices=list(SHAPES))
+    p.add_argument('--scope', nargs='+', default=['core', 'module'], choices=['core', 'module'])
+    p.add_argument(
+        '--methods',
+        nargs='+',
+        default=DEFAULT_METHODS,
+        choices=list(METHODS),
+        help='softmax and dna_fast are always measured (the ratios need them)',
+    )
+    p.add_argument('--clips', type=int, default=1, help='8-frame clips per batch (scales every shape)')
+    p.add_argument('--tiny', action='store_true', help='tiny shapes: check the paths, not a benchmark')
+    p.add_argument('--out', help='also write the tables (markdown) here')
+    p.add_argument('--json', help='also write the raw figures here')
+    args = p.parse_args(argv)
+    import torch
+
+    from dna_mm.benchmarks.attention import benchmark, dims
+
+    devices = args.device or (['cpu'] + (['cuda'] if torch.cuda.is_available() else []))
+    tables, figures = benchmark(
+        devices, args.scope, args.shapes, args.methods, args.reps, args.dtype, args.clips, args.tiny
+    )
+    if args.out:
+        with open(args.out, 'w') as f:
+            f.write('\n\n'.join(tables) + '\n')
+    if args.json:
+        c, h, _ = dims(args.tiny)
+        meta = dict(torch=torch.__version__, dtype=args.dtype, reps=args.reps, clips=args.clips, C=c, H=h)
+        with open(args.json, 'w') as f:
+            json.dump(dict(meta, tiny=args.tiny, tables=figures), f, indent=1)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,50 @@
+#!/usr/bin/env python
+"""CPU latency of exported models: PyTorch eager vs onnxruntime, per batch size and thread count.
+
+    python tools/benchmarks/benchmark_onnx.py [--models CONFIG|timm:NAME ...] [--attn dna softmax]
+        [--batches 1 8] [--threads 1 2] [--reps 20] [--out FILE.md]
+
+Each model is built from its config with its initial weights (latency does not depend on them),
+exported with ``dna_mm.deployment`` (TorchScript exporter, opset 17, dynamic batch) and checked
+against PyTorch (max |diff| of the logits). For every thread count (``torch.set_num_threads``
+and onnxruntime's ``intra_op_num_threads``, one inter-op thread) and batch size the two run in
+turn, ``--reps`` rounds after three warm-up calls each, the order alternating every round so
+that load drifting on a shared machine hits both alike; each figure is the median time of one
+call (``torch.inference_mode`` for PyTorch). ``--attn`` sets the temporal and spatial attention
+of recognizer configs (one row each). Prints a Markdown table (and writes it to ``--out``).
+The work: ``dna_mm/benchmarks/deployment.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_MODELS = ['configs/timesformer_dna_demo.py', 'timm:dna_vit_tiny_patch16_224']
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--models', nargs='+', default=DEFAULT_MODELS)
+    p.add_argument('--attn', nargs='+', default=['dna', 'softmax'], help='attentions of recognizer configs')
+    p.add_argument('--batches', nargs='+', type=int, default=[1, 8])
+    p.add_argument('--threads', nargs='+', type=int, default=[1, 2])
+    p.add_argument('--reps', type=int, default=20)
+    p.add_argument('--out', default=None, help='also write the table to this Markdown file')
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> str:
+    args = parse_args(argv)
+    from dna_mm.benchmarks.deployment import benchmark
+
+    table = benchmark(args.models, args.attn, args.batches, args.threads, args.reps)
+    if args.out:
+        with open(args.out, 'w') as f:
+            f.write(table)
+        print(f'wrote {args.out}', file=sys.stderr)
+    return table
+
+
+if __name__ == '__main__':
+    main()

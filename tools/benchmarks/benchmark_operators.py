@@ -1,0 +1,53 @@
+#!/usr/bin/env python
+"""How many operators one attention's forward + backward and a tiny TimeSformer train step run,
+for softmax and every registered member, in one run.
+
+    python tools/benchmarks/benchmark_operators.py [--shape 4 197 192] [--heads 3] [--no-train-step]
+        [--out FILE.md] [--json FILE.json]
+
+Counts, on the CPU (the same on a GPU; no timing, so load does not matter): *operators*, the
+top-level ``aten::`` operators of ``torch.profiler`` (an operator whose parent in the profiler's
+tree is not an ``aten::`` operator: one dispatch from Python or the autograd engine, a view
+included), and *kernels*, the operators below autograd that compute (not views: about what a GPU
+launches). One attention: ``attn(x).sum().backward()`` on ``x [B, N, C]`` (``--shape``,
+requiring its gradient), in training mode, gradients cleared before, after a warm-up call;
+every registered self-attention member with its defaults (each DnA variant), plus two forms of
+DnA Q±V±: its projections called as modules (a no-op hook on ``qkv``: what a hook or a LoRA
+layer gets) and the softmin sign and α folded into the weights (the alternative its route
+does not take). Ratios are to softmax. Train step: ``configs/timesformer_{softmax,dna}_k400.py``
+at the demo's sizes (3 blocks of width 96, 4 heads, 8 frames of 32², batch 1; the config's
+SGD), one step after a warm-up one, the model's operators apart from the optimizer's; DnA also
+with its projections called as modules. The work: ``dna_mm/benchmarks/operators.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--shape', type=int, nargs=3, default=[4, 197, 192], metavar=('B', 'N', 'C'))
+    p.add_argument('--heads', type=int, default=3)
+    p.add_argument('--no-train-step', action='store_true', help='count the attentions only')
+    p.add_argument('--out', help='also write the tables (markdown) here')
+    p.add_argument('--json', help='also write the counts (by operator) here')
+    args = p.parse_args(argv)
+    import torch
+
+    from dna_mm.benchmarks.operators import benchmark
+
+    tables, figures = benchmark(tuple(args.shape), args.heads, train_step=not args.no_train_step)
+    if args.out:
+        with open(args.out, 'w') as f:
+            f.write('\n\n'.join(tables) + '\n')
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(
+                dict(torch=torch.__version__, shape=args.shape, heads=args.heads, **figures), f, indent=1
+            )
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,162 @@
+#!/usr/bin/env python
+"""Parameter count and train-step time of TimeSformer-B or ViTDet Mask R-CNN configs, measured
+in one run.
+
+    python tools/benchmarks/benchmark_train_step.py [--configs A.py B.py] [--batch 1] [--reps 3]
+        [--device cuda] [--amp-dtype bfloat16] [--compile | --compare-compile] [--part backbone]
+        [--json FILE]
+        [--cfg-options model.backbone.with_cp=True ...]
+    # the GPU comparison of the GPU issue: DnA vs softmax vs MMAction2's stock TimeSformer
+    python tools/benchmarks/benchmark_train_step.py --device cuda --batch 8 --amp-dtype bfloat16 \
+        --configs configs/timesformer_softmax_k400.py configs/timesformer_dna_k400.py \
+        mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py
+    python tools/benchmarks/benchmark_train_step.py --configs configs/vitdet_softmax_coco.py \
+        configs/vitdet_dna_coco.py configs/vitdet_softmax_coco_lsj.py configs/vitdet_dna_coco_lsj.py
+
+A train step is ``optim_wrapper.update_params(model(clip, mode='loss'))`` on a random
+``[batch, 1, 3, 8, 224, 224]`` clip through the config's own Recognizer3D and optimizer
+(AMP on CUDA, plain on CPU), median of ``--reps`` after one warm-up step; the configs' models
+are built first and take turns step by step, so load drift hits them alike. For an MMDetection
+config (``default_scope='mmdet'``) it is the detector's loss on random ``img_size²`` images,
+each with 4 boxes and masks (preprocessed once, outside the timing); the ``backbone`` column
+counts the backbone's parameters alone. A config may be a zoo config (``mmaction::...``).
+``--part backbone``: the backbone (and the detector's neck) alone, forward and backward of the
+mean of its outputs on random inputs, with the config's optimizer: for a detector, without the
+RoI heads.
+
+``--compare-with-cp`` measures each config twice, as it is and with
+``model.backbone.with_cp=True`` (activation checkpointing). ``--peak-rss`` (CPU) runs each
+(config, with_cp) in a fresh process and reports its resident memory after building the model
+and optimizer and its peak over the train steps (``ru_maxrss``): the difference is what the
+steps themselves need (activations, gradients, optimizer state). Measured figures:
+docs/training.md (memory)::
+
+    python tools/benchmarks/benchmark_train_step.py --configs configs/timesformer_dna_k400.py \
+        --compare-with-cp --peak-rss --reps 1 [--cfg-options model.backbone.num_frames=16]
+
+``--amp-dtype`` (CUDA) gives every config the same recipe: MMEngine's ``AmpOptimWrapper`` in
+that dtype around the config's own optimizer (a ``GradScaler`` for fp16 only, as
+``AutoAmpOptimWrapper`` does). ``--compile`` wraps each backbone in
+``torch.compile`` (inductor: the attention is there); ``--compare-compile`` measures each config
+twice, eager and compiled, in the same turns, and adds the first step's time (the compiler's
+work, not in the median). Measured figures: docs/training.md (torch.compile)::
+
+    python tools/benchmarks/benchmark_train_step.py --configs configs/timesformer_softmax_k400.py \
+        configs/timesformer_dna_k400.py --compare-compile --batch 2 --reps 5 --cfg-options \
+        model.backbone.num_transformer_layers=4 model.backbone.img_size=112
+
+On CUDA the table adds the peak memory of each config's steps
+(``max_memory_allocated``) and the throughput (clips/s, or images/s); ``--kernels`` profiles one
+more step of each config (``torch.profiler``): the time its kernels kept the GPU busy, as a share
+of the step, and how many kernels it launched (a step much longer than its GPU time is bound by
+launching them, not by the GPU's work). ``--json`` also writes
+the figures. The work: ``dna_mm/benchmarks/train_step.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Optional
+
+DEFAULT = ['configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py']
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--configs', nargs='+', default=DEFAULT)
+    p.add_argument('--batch', type=int, default=1)
+    p.add_argument('--reps', type=int, default=3)
+    p.add_argument('--device', default=None)  # default: cuda if there is a GPU, else cpu
+    p.add_argument(
+        '--amp-dtype',
+        choices=['bfloat16', 'float16'],
+        help='CUDA: AmpOptimWrapper in this dtype for every config (same recipe)',
+    )
+    p.add_argument('--compile', action='store_true', help='torch.compile each backbone')
+    p.add_argument(
+        '--compare-compile',
+        action='store_true',
+        help='measure each config eager and with its backbone compiled (and the first, compiling step)',
+    )
+    p.add_argument(
+        '--part',
+        default='model',
+        choices=['model', 'backbone'],
+        help='the whole model (default), or its backbone and neck alone (no RoI ops needed)',
+    )
+    p.add_argument('--json', help='also write the figures here')
+    p.add_argument(
+        '--cfg-options',
+        nargs='+',
+        metavar='KEY=VALUE',
+        default={},
+        help='applied to every config, e.g. model.backbone.with_cp=True',
+    )
+    p.add_argument(
+        '--compare-with-cp',
+        action='store_true',
+        help='measure each config also with model.backbone.with_cp=True (activation checkpointing)',
+    )
+    p.add_argument(
+        '--peak-rss',
+        action='store_true',
+        help='CPU: each config in a fresh process; resident memory after building and its peak in the steps',
+    )
+    p.add_argument(
+        '--kernels',
+        action='store_true',
+        help='CUDA: also profile one step of each config: the time its kernels kept the GPU busy '
+        'and how many it launched (a step far longer than its GPU time is bound by launching them)',
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    args = p.parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    run_tool('benchmark_train_step.py', lambda args: benchmark(args, p), args)  # a typo: one line
+
+
+def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
+    """The tables of :func:`main`'s arguments (``--cfg-options`` already a dict)."""
+    import torch
+
+    from dna_mm.benchmarks.train_step import peak_rss_table, step_table
+
+    args.cfg_options = args.cfg_options or {}
+    if args.device is None:
+        args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if args.amp_dtype and not args.device.startswith('cuda'):
+        p.error('--amp-dtype needs --device cuda')
+    if args.peak_rss and args.device != 'cpu':
+        p.error('--peak-rss measures CPU memory (--device cpu); on CUDA the table has the peak GPU memory')
+    if args.kernels and not args.device.startswith('cuda'):
+        p.error('--kernels profiles CUDA kernels: it needs --device cuda')
+    if args.compile and args.compare_compile:
+        p.error('--compile or --compare-compile: choose one')
+    runs = [(c, dict(args.cfg_options), args.compile) for c in args.configs]
+    if args.compare_with_cp:
+        runs = [(c, dict(o, **{'model.backbone.with_cp': cp}), k) for c, o, k in runs for cp in (False, True)]
+    if args.compare_compile:
+        runs = [(c, o, k) for c, o, _ in runs for k in (False, True)]
+    if args.peak_rss:
+        peak_rss_table(runs, args.batch, args.reps, args.cfg_options)
+        return
+    figures = step_table(
+        runs,
+        args.batch,
+        args.reps,
+        args.device,
+        args.amp_dtype,
+        args.part,
+        args.cfg_options,
+        args.compile,
+        args.compare_compile,
+        args.kernels,
+    )
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(figures, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()

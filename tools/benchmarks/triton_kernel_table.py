@@ -1,0 +1,35 @@
+#!/usr/bin/env python
+"""Shared memory, registers and spills of the fused DnA kernels, compiled ahead of time (no GPU).
+
+    python tools/benchmarks/triton_kernel_table.py [--capabilities 80 86 89 90]
+        [--dtypes float16 bfloat16 float32 float32+tf32] [--head-dims 32 64 128]
+
+One markdown row per kernel: the launch configuration the device would use, ``metadata.shared``
+(bytes), registers and spill stores / loads from the bundled ``ptxas -v``, and the count of
+tensor-core instructions (``mma`` / ``wgmma``) in the PTX (``docs/triton_kernel.md``). The work:
+``dna_mm/benchmarks/kernels.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--capabilities', nargs='+', default=['80', '86', '89', '90'], help='e.g. 90 for sm90')
+    p.add_argument(
+        '--dtypes',
+        nargs='+',
+        default=['float16', 'bfloat16', 'float32', 'float32+tf32'],
+        choices=['float16', 'bfloat16', 'float32', 'float32+tf32'],
+    )
+    p.add_argument('--head-dims', nargs='+', type=int, default=[32, 64, 128])
+    args = p.parse_args()
+    from dna_mm.benchmarks.kernels import kernel_table
+
+    kernel_table(args.capabilities, args.dtypes, args.head_dims)
+
+
+if __name__ == '__main__':
+    main()
