@@ -47,6 +47,7 @@ from mmengine.config import Config
 from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
 from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook, Hook
+from mmengine.logging import MMLogger
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
@@ -125,7 +126,14 @@ class DnARunner(Runner):
     def build_logger(
         self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None, **kwargs: Any
     ):
-        """mmengine's logger, with :class:`SetupDumpFilter` on its terminal handler."""
+        """mmengine's logger, with :class:`SetupDumpFilter` on its terminal handler. A second run
+        started in the same process within the same second (a notebook, a test, the study's
+        seeds) would get the first run's logger by name, and its log file: it takes the next free
+        name (``<config>_<timestamp>_1``), which its message hub and visualizer then use too."""
+        base, n = self._experiment_name, 0
+        while MMLogger.check_instance_created(self._experiment_name):
+            n += 1
+            self._experiment_name = f'{base}_{n}'
         logger = super().build_logger(log_level=log_level, log_file=log_file, **kwargs)
         files = [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)]
         for handler in logger.handlers:

@@ -37,11 +37,30 @@ def scripts() -> dict[str, Path]:
     return found
 
 
+#: tools' paths before the tools moved by job (kept for one release, with a ``FutureWarning``);
+#: a moved tool's basename (``demo``, ``convert_checkpoint``) finds it as before
+MOVED = {
+    'analysis/benchmark_attention': 'benchmarks/benchmark_attention',
+    'analysis/benchmark_data': 'benchmarks/benchmark_data',
+    'analysis/benchmark_onnx': 'benchmarks/benchmark_onnx',
+    'analysis/benchmark_operators': 'benchmarks/benchmark_operators',
+    'analysis/benchmark_train_step': 'benchmarks/benchmark_train_step',
+    'analysis/triton_kernel_table': 'benchmarks/triton_kernel_table',
+    'data/benchmark_preparation': 'benchmarks/benchmark_preparation',
+}
+
+
 def find(name: str) -> Path:
     """The script of a tool name: its path under ``tools/`` (``.py`` optional), or a basename
-    that only one script has. Unknown or ambiguous: ``LookupError`` naming the candidates."""
+    that only one script has (a name from before the tools moved: the new one, with a
+    ``FutureWarning``). Unknown or ambiguous: ``LookupError`` naming the candidates."""
     known = scripts()
     key = name.removeprefix('tools/').removesuffix('.py')
+    if key in MOVED and key not in known:
+        from .._moved import warn_moved
+
+        warn_moved(f'tools/{key}.py', f'tools/{MOVED[key]}.py')
+        key = MOVED[key]
     if key in known:
         return known[key]
     same = [n for n in known if n.rsplit('/', 1)[-1] == key]

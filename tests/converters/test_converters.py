@@ -340,7 +340,7 @@ def test_converters_refuse_a_state_dict_with_nothing_to_convert() -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), *args],
+        [sys.executable, str(REPO / 'tools' / 'model_converters' / 'convert_checkpoint.py'), *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -307,7 +307,7 @@ def test_benchmark_tool_runs_as_a_user_runs_it(capsys) -> None:
     assert 'inputs (1, 3, 8, 224, 224)' in out  # the packed clip of the config's pipeline
 
     # a missing list: one line naming it, exit status 2 (in-process: one subprocess is enough)
-    tool = runpy.run_path(str(REPO / 'tools' / 'analysis' / 'benchmark_data.py'), run_name='benchmark_data')
+    tool = runpy.run_path(str(REPO / 'tools' / 'benchmarks' / 'benchmark_data.py'), run_name='benchmark_data')
     with pytest.raises(SystemExit) as exc:
         tool['main'](['configs/timesformer_dna_ntu60.py', '--num-clips', '1'])
     assert exc.value.code == 2

@@ -285,7 +285,7 @@ def test_the_table_tool_runs_as_a_user_runs_it(tmp_path) -> None:
     import sys
     from pathlib import Path
 
-    tool = Path(__file__).resolve().parents[2] / 'tools' / 'analysis' / 'triton_kernel_table.py'
+    tool = Path(__file__).resolve().parents[2] / 'tools' / 'benchmarks' / 'triton_kernel_table.py'
     env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
     cmd = [sys.executable, str(tool), '--capabilities', '86', '--dtypes', 'float16', '--head-dims', '32']
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout

@@ -1,0 +1,42 @@
+"""Two runs started in one process within the same second (a notebook, the tests, the study's
+seeds) each keep their own logger, log file and visualizer: mmengine names all three
+``<config>_<timestamp>`` and would hand the second run the first one's."""
+
+from __future__ import annotations
+
+import logging
+
+from conftest import DEMO_CONFIG, tiny_run_options
+from mmengine.config import Config, DictAction
+
+from dna_mm.engine import build_runner
+
+
+def _runner(work_dir, root):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(root)]).o)
+    cfg.work_dir = str(work_dir)
+    return build_runner(cfg)
+
+
+def _log_file(runner) -> str:
+    (path,) = [h.baseFilename for h in runner.logger.handlers if isinstance(h, logging.FileHandler)]
+    return path
+
+
+def test_runs_in_the_same_second_keep_their_own_log(tiny_video_set, tmp_path) -> None:
+    for attempt in range(10):  # until two runners share a timestamp (a second boundary may fall between)
+        first = _runner(tmp_path / f'a{attempt}', tiny_video_set)
+        second = _runner(tmp_path / f'b{attempt}', tiny_video_set)
+        if first.timestamp == second.timestamp:
+            break
+    assert first.timestamp == second.timestamp, 'no two runners were built within one second'
+    assert second.experiment_name == f'{first.experiment_name}_1'
+    assert _log_file(first).startswith(str(tmp_path / f'a{attempt}'))
+    assert _log_file(second).startswith(str(tmp_path / f'b{attempt}'))
+    assert second.visualizer.instance_name == second.experiment_name
+    assert second.message_hub.instance_name == second.experiment_name
