@@ -10,6 +10,8 @@
 #                      attention on the target, accuracy vs distractors (work_dirs/study; resumes)
 #   make bench         attention benchmark (CPU, and CUDA when present)
 #   make bench-ops     top-level operators of one attention forward + backward and of a tiny train step, per member
+#   (the demos, the study and the benchmarks take any registered attention by name, your own after
+#    --import MODULE or FILE.py: python tools/demos/demo.py --attn relu --import docs/attention/relu_attention.py)
 #   make lint          ruff: lint (incl. import order) and format check (config: pyproject.toml)
 #   make format        apply ruff's fixes and format
 #   make test-pythons  the suite on the other supported Pythons (PYTHONS, each in .venv-<name>)

@@ -46,6 +46,7 @@ def __getattr__(name: str):
         return import_module('.apis', __name__)
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
+
 __all__ = [
     "apis",
     "checkpoint",

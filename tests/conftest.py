@@ -103,6 +103,27 @@ _CONFIG: dict[str, pytest.Config] = {}
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     _CONFIG['config'] = session.config
+    _REPO_RUNS['before'] = _runs_in_repo()
+
+
+#: the checkout's work_dirs/ entries when the session started: a test that leaves a run there
+#: (a tool run without --work-dir) fails the session
+_REPO_RUNS: dict[str, set[str]] = {}
+
+
+def _runs_in_repo() -> set[str]:
+    """``work_dirs/<config>/<run>`` paths under the checkout."""
+    root = Path(__file__).resolve().parents[1] / 'work_dirs'
+    return {str(p.relative_to(root)) for p in root.glob('*/*')} if root.is_dir() else set()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, 'workerinput') or 'before' not in _REPO_RUNS:  # xdist: the controller says it
+        return
+    left = sorted(_runs_in_repo() - _REPO_RUNS['before'])
+    if left:
+        print(f'\nthe tests left runs in the checkout\'s work_dirs/ (a tool run without --work-dir): {left}')
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 #: why a test marked ``cuda`` skips on a machine without CUDA

@@ -84,7 +84,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'over_time': ('errors', 'utils', 'datasets', 'synthetic', 'analysis'),
     'launch': ('',),  # the package's entry points: anything
     # python -m dna_mm.tools (the shipped tools/ scripts) and the tools' plumbing (cli, torchrun)
-    'tools': ('errors', 'utils'),
+    'tools': ('errors', 'utils', '_moved'),
     '_moved': ('',),  # the old import paths, for one release
     '__init__': ('',),
 }

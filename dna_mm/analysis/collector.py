@@ -43,7 +43,8 @@ def eager_attention(sites: Iterable[AttentionSite], callback: Callback) -> Itera
     exactly the eager formula (equal to the fast path within float tolerance,
     ``tests/models/attention/test_attention_family.py``) and hands ``callback(site, maps,
     heads)`` the maps ``[B, H, M, N]`` it multiplies (before dropout) and the head-split inputs
-    (``q, k, v`` and DnA's ``q_neg, v_neg``). Leaving the block removes the hooks.
+    (``q, k, v`` and the member's extra heads, DnA's ``q_neg, v_neg``). Leaving the block removes
+    the hooks.
     """
     handles = []
     try:
@@ -84,13 +85,14 @@ class EagerObserver:
 def branch_outputs(
     site: AttentionSite, maps: dict[str, Tensor], heads: dict[str, Tensor], with_coefficient: bool = False
 ) -> tuple[Tensor, Tensor]:
-    """The two branch terms ``[B, H, M, d]`` of a two-branch call, before the mixing:
-    DnA ``(softmax(sQ+Kᵀ) V+, softmin(sQ-Kᵀ) V-)``, Diff ``(A1 V, A2 V)``; with
+    """The two branch terms ``[B, H, M, d]`` of a two-branch call, before the mixing: each map
+    times the values its branch reads (:attr:`~.sites.AttentionSite.value_heads`), DnA
+    ``(softmax(sQ+Kᵀ) V+, softmin(sQ-Kᵀ) V-)``, Diff ``(A1 V, A2 V)``; with
     ``with_coefficient`` the second is multiplied by its factor in the output (DnA ``α_h``,
     Diff ``-λ``)."""
-    v_neg = heads.get('v_neg', heads['v'])
-    pos = maps['pos'].to(heads['v'].dtype) @ heads['v']
-    neg = maps['neg'].to(v_neg.dtype) @ v_neg
+    (first, second), (v_first, v_second) = site.branches, (heads[h] for h in site.value_heads)
+    pos = maps[first].to(v_first.dtype) @ v_first
+    neg = maps[second].to(v_second.dtype) @ v_second
     if with_coefficient:
         neg = neg * site.neg_coefficient().to(neg)
     return pos, neg
@@ -169,9 +171,11 @@ class AttentionCollector(EagerObserver):
 
     * ``entropy``: :func:`~.measures.attention_entropy` per head, all rows and the top-k %;
     * ``redundancy``: :func:`~.measures.head_redundancy`;
-    * ``cvv``: :func:`~.measures.value_alignment` of DnA's ``V+``, ``V-`` (variants with a
-      ``V-`` projection), and :func:`~.measures.branch_cosine` of the two branch outputs (DnA,
-      Diff; ``with_coefficient``: the second multiplied by ``α_h`` / ``-λ`` first);
+    * ``cvv``: :func:`~.measures.value_alignment` of the two branches' values where each has
+      its own projection (DnA's ``V+``, ``V-``: variants with a ``V-`` projection;
+      :attr:`~.sites.AttentionSite.has_separate_values`), and :func:`~.measures.branch_cosine`
+      of the two branch outputs (DnA, Diff; ``with_coefficient``: the second multiplied by
+      ``α_h`` / ``-λ`` first);
     * ``intruders``: :func:`~.measures.intruder_dimensions` of the positive branch's output
       w.r.t. the negative one's (DnA, Diff).
 
@@ -230,7 +234,7 @@ class AttentionCollector(EagerObserver):
             if 'redundancy' in self.analyses and attn.shape[1] > 1:
                 self._means[('redundancy', site.name, branch)].add(head_redundancy(attn), b)
         if 'cvv' in self.analyses and site.has_separate_values:
-            c = value_alignment(heads['v'], heads['v_neg'])  # [B, H]
+            c = value_alignment(*(heads[h] for h in site.value_heads))  # [B, H]
             self._hists[('cvv', site.name)].add(c)
         if len(site.branches) == 2 and ('cvv' in self.analyses or 'intruders' in self.analyses):
             pos, neg = branch_outputs(site, maps, heads, self.with_coefficient)  # [B, H, M, d]

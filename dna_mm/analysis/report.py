@@ -16,7 +16,10 @@ Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entro
     robustness [{sigma, psnr, accuracy, layers: [{layer, distance}]}]         (sigma 0 = clean)
     summary    {cvv: {mean, median}, branch_cosine: {mean, median}, intruders: {histogram, mean, mode}}
 
-Only the analyses asked for appear.
+Only the analyses asked for appear. ``alpha`` and ``lambda`` are the members' mixing weights
+(:meth:`~dna_mm.models.attention.AttentionBase.mixing_weights`), one list per name: a per-head
+weight ``[H]`` with its statistics and ``init``, a scalar with its ``value`` and ``<name>_init``
+(``alpha`` always, another name where a member has it).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from mmengine.utils import ProgressBar
 
 from ..errors import DataError
 from ..family import NEGATIVE_INIT
-from ..models.sites import find_attention_sites
+from ..models.attention import MixingWeight
+from ..models.sites import AttentionSite, find_attention_sites
 from .collector import (
     MAP_ANALYSES,
     AttentionCollector,
@@ -48,17 +52,25 @@ ALPHA_INIT = NEGATIVE_INIT.alpha
 ANALYSES = ('alpha', 'entropy', 'redundancy', 'cvv', 'intruders', 'robustness')
 
 
+def weight_record(site: AttentionSite, name: str, weight: MixingWeight) -> dict:
+    """One site's record of its mixing weight ``name``: a per-head ``[H]`` weight (DnA's α) as
+    ``per_head``, its statistics (:func:`~.measures.alpha_stats`) and ``init``; a scalar (Diff's
+    λ) as ``value`` and ``<name>_init``."""
+    if weight.value.dim() == 1:
+        per_head = weight.value
+        return site.record(per_head=per_head.tolist(), **alpha_stats(per_head), init=float(weight.init))
+    return site.record(value=float(weight.value.detach()), **{f'{name}_init': float(weight.init)})
+
+
 def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
-    """α statistics per DnA site (:func:`~.measures.alpha_stats`) and λ per Diff site."""
-    alpha, lam = [], []
+    """Every site's mixing weights (:meth:`~dna_mm.models.attention.AttentionBase.mixing_weights`),
+    one list per name (:func:`weight_record`): ``alpha`` (DnA's α; the list always, empty
+    without one) and any other (Diff's ``lambda``)."""
+    records: dict[str, list[dict]] = {'alpha': []}
     for site in find_attention_sites(am.model):
-        if site.alpha is not None:
-            init = float(getattr(site.module, 'alpha_init', ALPHA_INIT))
-            alpha.append(site.record(per_head=site.alpha.tolist(), **alpha_stats(site.alpha), init=init))
-        if hasattr(site.module, 'lambda_full'):  # Diff's λ
-            value, lambda_init = float(site.module.lambda_full().detach()), float(site.module.lambda_init)
-            lam.append(site.record(value=value, lambda_init=lambda_init))
-    return dict(alpha=alpha, **({'lambda': lam} if lam else {}))
+        for name, weight in site.module.mixing_weights().items():
+            records.setdefault(name, []).append(weight_record(site, name, weight))
+    return records
 
 
 def analyze(

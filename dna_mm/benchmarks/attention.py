@@ -2,9 +2,13 @@
 global blocks): the work of ``tools/benchmarks/benchmark_attention.py``, whose docstring says what
 is measured and how (scopes, methods, the ratios to softmax).
 
-:func:`build_step` makes one method's step at one shape; :func:`measure` times the methods of a
-(device, scope, shape) in turns (:mod:`.timing`) and takes each one's peak memory, on the CPU in
-fresh processes (:func:`~.timing.in_fresh_process`); :func:`table` is the markdown table.
+A method is any registered attention member, by short name or registered type, with its
+defaults (a member of your own too: its module named in ``imports``, which every fresh process
+imports), or one of the :data:`ROUTES` beside them (DnA's other routes, softmax's eager one):
+:func:`method_config`. :func:`build_step` makes one method's step at one shape; :func:`measure`
+times the methods of a (device, scope, shape) in turns (:mod:`.timing`) and takes each one's peak
+memory, on the CPU in fresh processes (:func:`~.timing.in_fresh_process`); :func:`table` is the
+markdown table.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from mmengine.registry import MODELS
+from mmengine.utils import import_modules_from_strings
 
-from ..models.attention import AttentionBase
+from ..models.attention import AttentionBase, attention_cfg, attention_types, short_names
 from ..ops import kernel_available
 from .timing import in_fresh_process, median_ms, time_in_turns
 
@@ -32,18 +37,21 @@ DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
 BIASED_SHAPES = {'vitdet_global'}  # attend with a float logit bias (ViTDet's decomposed rel-pos)
 #: ``--tiny``: a few tokens per shape, C = 64 in 2 heads of 32 (checks the paths; no benchmark)
 TINY_SHAPES = {'spatial': (2, 17), 'temporal': (16, 2), 'joint': (1, 33), 'vitdet_global': (1, 64)}
-METHODS = {
-    'softmax': dict(type='SoftmaxAttention'),
+#: the routes measured beside the members (``--methods``), name → the config it builds: DnA's
+#: fused routes, its eager one and the fold (:func:`folded_heads`), and softmax's eager route
+ROUTES = {
     'dna_fast': dict(type='DnAAttention'),
     'dna_folded': dict(type='DnAAttention'),
     'dna_eager': dict(type='DnAAttention', fused_attn=False),
     'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
-    'diff': dict(type='DiffAttention'),
-    'cog': dict(type='CogAttention'),
     'dna_2h': dict(type='DnAAttention', kernel='sdpa_2h'),  # both branches in one SDPA call over 2H heads
     'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel
 }
+#: the routes the tables put after the members (DnA's other kernels); the others come before them
+LAST_ROUTES = ('dna_2h', 'dna_triton')
 KERNEL_METHODS = {'dna_triton'}  # run where the kernel runs: CUDA, or the CPU under TRITON_INTERPRET=1
+#: what a table compares to (measured whatever ``--methods`` says)
+REFERENCES = ['softmax', 'dna_fast']
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 C, H = 768, 12
 TINY_C, TINY_H = 64, 2
@@ -52,6 +60,46 @@ TINY_C, TINY_H = 64, 2
 def dims(tiny: bool = False) -> tuple[int, int, dict[str, tuple[int, int]]]:
     """``(C, H, shapes)``: the real sizes, or the ``--tiny`` ones."""
     return (TINY_C, TINY_H, TINY_SHAPES) if tiny else (C, H, SHAPES)
+
+
+def method_config(method: str) -> dict:
+    """The config ``method`` builds: a route's (:data:`ROUTES`), or a registered member's (a short
+    name or a registered type; its defaults).
+
+    Raises:
+        ValueError: neither (the message names the members and the routes).
+    """
+    if method in ROUTES:
+        return dict(ROUTES[method])
+    try:
+        return attention_cfg(method)
+    except ValueError:
+        members = ', '.join([*short_names(), *attention_types()])
+        raise ValueError(
+            f'{method!r} is no registered attention member ({members}) nor a route ({", ".join(ROUTES)})'
+        ) from None
+
+
+def ordered(methods: list[str]) -> list[str]:
+    """``methods`` and the :data:`REFERENCES`, once each, in the tables' order: softmax, DnA's
+    fast, folded and eager routes and softmax's eager one, the other members in the registry's
+    order, then :data:`LAST_ROUTES`.
+
+    Raises:
+        ValueError: a method that is neither a member nor a route (:func:`method_config`).
+    """
+    first = [m for m in ROUTES if m not in LAST_ROUTES]
+    registered = list(attention_types())
+    chosen = list(dict.fromkeys([*REFERENCES, *methods]))
+
+    def place(m: str) -> tuple[int, int]:
+        if m == REFERENCES[0]:
+            return (0, 0)
+        if m in ROUTES:
+            return (1, first.index(m)) if m in first else (3, LAST_ROUTES.index(m))
+        return (2, registered.index(method_config(m)['type']))
+
+    return sorted(chosen, key=place)
 
 
 def methods_on(device: str, methods: list[str]) -> list[str]:
@@ -109,12 +157,15 @@ def build_step(
     c, h, shapes = dims(tiny)
     b, n = shapes[shape]
     b *= clips
-    module = MODELS.build(dict(METHODS[method], embed_dims=c, num_heads=h)).to(device)
+    module = MODELS.build(dict(method_config(method), embed_dims=c, num_heads=h)).to(device)
     x = torch.randn(b, n, c, device=device, requires_grad=True)
     bias = None
     if shape in BIASED_SHAPES:  # rel-pos logits of the magnitude ViTDet's reach
         make = lambda: torch.randn(1, h, n, n, device=device).mul_(2).to(torch_dtype)  # noqa: E731
-        bias = (make(), make()) if method.startswith('dna') else make()
+        # one bias per branch where the branches read their own queries (DnA's Q+ and Q-), as
+        # the member's position_bias gives them
+        queries = [branch.q for branch in module.branch_heads().values()]
+        bias = make() if len(set(queries)) == 1 else tuple(make() for _ in queries)
     leaves: list[torch.Tensor] = []
     if scope == 'core':
         with torch.no_grad():
@@ -193,10 +244,13 @@ def time_worker(
     scope: str,
     clips: int = 1,
     tiny: bool = False,
+    imports: tuple[str, ...] = (),
 ) -> dict[str, float] | dict[str, dict[str, float]]:
     """Median fwd+bwd ms of each method; the methods take turns step by step (rotating the
     order every round), so drifting load on a shared machine hits them alike. On CUDA also each
-    step's peak memory: ``{method: {'ms', 'peak_mb'}}``."""
+    step's peak memory: ``{method: {'ms', 'peak_mb'}}``. ``imports``: the modules to import
+    first (a member of your own registers itself there)."""
+    import_modules_from_strings(list(imports))
     steps = {m: build_step(device, shape, m, dtype, scope, clips, tiny) for m in methods}
     samples = time_in_turns(steps, reps, warmup=2, cuda=device == 'cuda')
     ms = {m: median_ms(s) for m, s in samples.items()}
@@ -206,9 +260,18 @@ def time_worker(
 
 
 def memory_worker(
-    device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1, tiny: bool = False
+    device: str,
+    shape: str,
+    method: str,
+    dtype: str,
+    scope: str,
+    clips: int = 1,
+    tiny: bool = False,
+    imports: tuple[str, ...] = (),
 ) -> float:
-    """Peak memory (MB) of one step above what the module and its inputs hold (own process)."""
+    """Peak memory (MB) of one step above what the module and its inputs hold (own process;
+    ``imports`` first, as :func:`time_worker`)."""
+    import_modules_from_strings(list(imports))
     step = build_step(device, shape, method, dtype, scope, clips, tiny)
     if device == 'cuda':
         return _step_peak_mb(step, device)
@@ -226,19 +289,24 @@ def measure(
     scope: str,
     clips: int,
     tiny: bool = False,
+    imports: tuple[str, ...] = (),
 ) -> dict[str, dict[str, float]]:
     """``{method: {'ms', 'peak_mb'}}``. CUDA: in this process (``max_memory_allocated`` is
     each step's own). CPU: times from one fresh process, each peak RSS from its own
-    (:func:`~.timing.in_fresh_process`); with ``tiny`` in this process and no memory figure (NaN)."""
+    (:func:`~.timing.in_fresh_process`, each importing ``imports`` first); with ``tiny`` in this
+    process and no memory figure (NaN)."""
     if device == 'cuda' or tiny:
-        result = time_worker(device, shape, methods, reps, dtype, scope, clips, tiny)
+        result = time_worker(device, shape, methods, reps, dtype, scope, clips, tiny, imports)
         if device == 'cuda':
             torch.cuda.empty_cache()
             return result
         return {m: dict(ms=ms, peak_mb=float('nan')) for m, ms in result.items()}
-    timed = in_fresh_process(time_worker, device, shape, methods, reps, dtype, scope, clips)
+    timed = in_fresh_process(time_worker, device, shape, methods, reps, dtype, scope, clips, False, imports)
     return {
-        m: dict(ms=timed[m], peak_mb=in_fresh_process(memory_worker, device, shape, m, dtype, scope, clips))
+        m: dict(
+            ms=timed[m],
+            peak_mb=in_fresh_process(memory_worker, device, shape, m, dtype, scope, clips, False, imports),
+        )
         for m in methods
     }
 
@@ -293,25 +361,28 @@ def benchmark(
     clips: int = 1,
     tiny: bool = False,
     echo: Callable[..., None] = print,
+    imports: tuple[str, ...] = (),
 ) -> tuple[list[str], list[dict]]:
-    """Every (device, scope) over ``shapes``: the methods of ``methods`` (softmax and dna_fast
-    always, :data:`METHODS`' order; the Triton kernel only where it runs) measured shape by shape
-    (:func:`measure`), a line per figure and each table said through ``echo`` as they come.
-    Returns the tables (markdown) and the figures (``{device, device_name, scope, rows}`` each)."""
+    """Every (device, scope) over ``shapes``: the methods of ``methods`` (members and routes,
+    softmax and dna_fast always, in :func:`ordered`'s order; the Triton kernel only where it
+    runs) measured shape by shape (:func:`measure`; ``imports``: the modules of members of your
+    own, imported by each fresh process), a line per figure and each table said through ``echo``
+    as they come. Returns the tables (markdown) and the figures (``{device, device_name, scope,
+    rows}`` each)."""
     c, h, _ = dims(tiny)
     echo(
         f'torch {torch.__version__}; fwd+bwd median of {reps}; C={c}, H={h}; {clips} clip(s)'
         + ('; --tiny: a check of the paths, not a benchmark' if tiny else ''),
         flush=True,
     )
-    methods = [m for m in METHODS if m in {'softmax', 'dna_fast', *methods}]
+    methods = ordered(methods)
     tables, figures = [], []
     for device in devices:
         for scope in scopes:
             rows = {}
             scope_methods = methods_on(device, methods)
             for shape in shapes:
-                rows[shape] = measure(device, shape, scope_methods, reps, dtype, scope, clips, tiny)
+                rows[shape] = measure(device, shape, scope_methods, reps, dtype, scope, clips, tiny, imports)
                 for method, r in rows[shape].items():
                     echo(
                         f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '

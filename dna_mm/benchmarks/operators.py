@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..models.attention import DNA_VARIANTS, DnAAttention, attention_types
+from ..models.attention import DNA_VARIANTS, DnAAttention, attention_cfg, attention_types
 from ..models.attention import functional as AF
 from ..models.attention.base import CrossAttentionMixin
 from ..models.attention.builder import accepted_arguments
@@ -50,6 +50,8 @@ TINY_TIMESFORMER = {
     'model.backbone.drop_path_rate': 0.0,
     'model.cls_head.in_channels': 96,
 }
+#: the members every count has: the tables compare to them (:func:`module_cases`)
+REFERENCES = ('SoftmaxAttention', 'DnAAttention')
 #: the two forms of DnA's default besides its own (:func:`module_cases`)
 MODULES_ROUTE = 'DnAAttention qpm_vpm, projections called as modules'
 FOLDED = 'DnAAttention qpm_vpm, sign and α folded into the weights'
@@ -142,19 +144,28 @@ def folded_forward(module: DnAAttention, x: Tensor) -> Tensor:
     return m.proj_drop(m.proj(m.merge_heads(out)))
 
 
-def module_cases(embed_dims: int, num_heads: int) -> dict[str, tuple[nn.Module, Callable[[Tensor], Tensor]]]:
-    """Label → ``(module, its call on x)``: every registered self-attention member with its
-    defaults (a member that takes ``variant``, DnA's, once per variant), then two forms of DnA's
-    default: its projections called as modules (a no-op forward pre-hook on ``qkv``: the route a
-    hook or a LoRA layer takes, and every call's before the lean projection) and with the sign
-    and ``α`` folded into the weights (:func:`folded_forward`)."""
+def module_cases(
+    embed_dims: int, num_heads: int, members: Optional[Sequence[str]] = None
+) -> dict[str, tuple[nn.Module, Callable[[Tensor], Tensor]]]:
+    """Label → ``(module, its call on x)``: the self-attention members ``members`` (short or
+    registered names; default every registered one, a member of your own included once its module
+    is imported) and :data:`REFERENCES`, in the registry's order, each with its defaults (a member
+    that takes ``variant``, DnA's, once per variant), then two forms of DnA's default: its
+    projections called as modules (a no-op forward pre-hook on ``qkv``: the route a hook or a
+    LoRA layer takes, and every call's before the lean projection) and with the sign and ``α``
+    folded into the weights (:func:`folded_forward`).
+
+    Raises:
+        ValueError: a name that is no registered member.
+    """
     from mmengine.registry import MODELS
 
     torch.manual_seed(0)
+    chosen = None if members is None else {*REFERENCES, *(attention_cfg(m)['type'] for m in members)}
     cases: dict[str, tuple[nn.Module, Callable[[Tensor], Tensor]]] = {}
     dims = dict(embed_dims=embed_dims, num_heads=num_heads)
     for name, cls in attention_types().items():
-        if issubclass(cls, CrossAttentionMixin):
+        if issubclass(cls, CrossAttentionMixin) or (chosen is not None and name not in chosen):
             continue
         variants = DNA_VARIANTS if 'variant' in accepted_arguments(cls) else [None]
         for variant in variants:
@@ -173,15 +184,17 @@ def module_cases(embed_dims: int, num_heads: int) -> dict[str, tuple[nn.Module, 
 
 
 def module_counts(
-    shape: tuple[int, int, int] = MODULE_SHAPE, num_heads: int = MODULE_HEADS
+    shape: tuple[int, int, int] = MODULE_SHAPE,
+    num_heads: int = MODULE_HEADS,
+    members: Optional[Sequence[str]] = None,
 ) -> dict[str, Counts]:
-    """:func:`count` of ``call(x).sum().backward()`` for each of :func:`module_cases`: ``x
-    [B, N, C]`` requiring its gradient (as inside a model), training mode, the gradients cleared
-    (``None``) before each call, after one warm-up call."""
+    """:func:`count` of ``call(x).sum().backward()`` for each of :func:`module_cases` (of
+    ``members``): ``x [B, N, C]`` requiring its gradient (as inside a model), training mode, the
+    gradients cleared (``None``) before each call, after one warm-up call."""
     torch.manual_seed(0)
     x = torch.randn(*shape, requires_grad=True)
     figures = {}
-    for label, (module, call) in module_cases(shape[-1], num_heads).items():
+    for label, (module, call) in module_cases(shape[-1], num_heads, members).items():
 
         def step(module: nn.Module = module, call: Callable[[Tensor], Tensor] = call) -> None:
             module.zero_grad(set_to_none=True)
@@ -294,10 +307,12 @@ def benchmark(
     train_step: bool = True,
     batch: int = 1,
     echo: Callable[..., None] = print,
+    members: Optional[Sequence[str]] = None,
 ) -> tuple[list[str], dict]:
-    """The module counts (and the train step's): the tables, said through ``echo`` as they come,
-    and the figures (``{'module': {label: {count: {operator: n}}}, 'train_step': ...}``)."""
-    modules = module_counts(shape, num_heads)
+    """The module counts of ``members`` (default: every registered one; :func:`module_cases`) and
+    the train step's: the tables, said through ``echo`` as they come, and the figures
+    (``{'module': {label: {count: {operator: n}}}, 'train_step': ...}``)."""
+    modules = module_counts(shape, num_heads, members)
     dna = ['SoftmaxAttention', MODULES_ROUTE, 'DnAAttention qpm_vpm', FOLDED]
     tables = [module_table(modules, shape, num_heads), by_operator_table(modules, dna)]
     for t in tables:

@@ -41,6 +41,10 @@ def prepare_cfg(
         train_cfg = cfg.get('train_cfg') or {}
         old = {unit: train_cfg.get(f'max_{unit}') for unit in ('epochs', 'iters')}
         cfg.merge_from_dict(cfg_options)
+        if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):  # a user's modules
+            from mmengine.utils import import_modules_from_strings
+
+            import_modules_from_strings(**cfg['custom_imports'])
         for unit, old_max in old.items():
             if moved := sync_schedule(cfg, old_max, set(cfg_options), unit):
                 print_log(

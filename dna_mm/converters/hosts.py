@@ -21,10 +21,13 @@ torch ``nn.MultiheadAttention``        ``in_proj_*`` → ``qkv.*``, or ``{q,k,v}
                                        ``in_proj_bias`` → ``{q,k,v}_proj.*``; ``out_proj`` → ``proj``
 =====================================  =========================================================
 
-:func:`negative_pooling` gives MViTv2's DnA form its negative pooling from the positive one.
+:func:`extra_pooling` gives MViTv2's form the pooling of a member's extra heads from the pooling
+of the heads whose place they take (DnA's negative pooling: :func:`negative_pooling`).
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import torch
 from torch import Tensor
@@ -105,25 +108,48 @@ def torch_mha_keys(sd: StateDict) -> StateDict:
     return out
 
 
+#: the heads MViTv2's attention pools itself (``pool_q`` / ``norm_q``, ...)
+POOLED_HEADS = ('q', 'k', 'v')
+
+
+def _pooled_heads(sd: StateDict) -> list[str]:
+    """The heads ``h`` with a pooling convolution ``pool_<h>.*`` in ``sd``, in key order."""
+    heads = (k.split('.', 1)[0][len('pool_') :] for k in sd if k.startswith('pool_') and '.' in k)
+    return list(dict.fromkeys(heads))
+
+
+def extra_pooling(sd: StateDict, own: Mapping[str, tuple[str, float]]) -> tuple[StateDict, list[str]]:
+    """The pooling of an MViTv2 attention's extra heads (keys relative to it), each from the
+    pooling of the head whose place it takes. ``own``: extra head ``h`` the module pools itself
+    → ``(base, scale)``; ``pool_<h>.*`` = ``pool_<base>.*`` (copied) and ``norm_<h>.*`` =
+    ``scale · norm_<base>.*`` (the norm's affine; a norm after the pooling removes any scale of
+    the projection), unless ``sd`` has its pooling already (kept). The pooling of a head beyond
+    ``q, k, v`` that the module does not pool itself is dropped. Returns the new state dict and
+    the keys generated."""
+    absent = [h for h in _pooled_heads(sd) if h not in POOLED_HEADS and h not in own]
+    drop = tuple(f'{kind}_{h}.' for h in absent for kind in ('pool', 'norm'))
+    out = {k: v for k, v in sd.items() if not k.startswith(drop)} if drop else dict(sd)
+    generated = []
+    for head, (base, scale) in own.items():
+        if any(k.startswith((f'pool_{head}.', f'norm_{head}.')) for k in out):
+            continue
+        for key in [k for k in sd if k.startswith((f'pool_{base}.', f'norm_{base}.'))]:
+            kind, rest = key.split('_', 1)
+            new = f'{kind}_{head}{rest[len(base) :]}'
+            out[new] = sd[key].clone() if kind == 'pool' else sd[key] * scale
+            generated.append(new)
+    return out, generated
+
+
 def negative_pooling(
     sd: StateDict, own: tuple[bool, bool], init: NegativeInit
 ) -> tuple[StateDict, list[str]]:
     """The negative branch's pooling of a DnA MViTv2 attention (keys relative to it) from the
-    positive one's in ``sd``: the convolution copied, the norm's affine times the scale
-    (``Q-``: ``q_neg_scale``, ``V-``: ``v_neg_scale``). ``own``: whether the module has its own
-    ``(Q-, V-)`` pooling; keys of a negative pooling it lacks are dropped, pooling keys already
-    in ``sd`` are kept. Returns the new state dict and the keys generated."""
-    out, generated = dict(sd), []
-    for name, has_own in zip('qv', own, strict=True):
-        prefixes = (f'pool_{name}_neg.', f'norm_{name}_neg.')
-        if not has_own:
-            out = {k: v for k, v in out.items() if not k.startswith(prefixes)}
-            continue
-        if any(k.startswith(prefixes) for k in out):
-            continue
-        scale = init.q_neg_scale if name == 'q' else init.v_neg_scale
-        for key in [k for k in sd if k.startswith((f'pool_{name}.', f'norm_{name}.'))]:
-            new = key.replace(f'_{name}.', f'_{name}_neg.', 1)
-            out[new] = sd[key].clone() if key.startswith('pool_') else sd[key] * scale
-            generated.append(new)
-    return out, generated
+    positive one's in ``sd`` (:func:`extra_pooling` of ``q_neg`` / ``v_neg``): the convolution
+    copied, the norm's affine times the scale (``Q-``: ``q_neg_scale``, ``V-``: ``v_neg_scale``).
+    ``own``: whether the module has its own ``(Q-, V-)`` pooling; keys of a negative pooling it
+    lacks are dropped, pooling keys already in ``sd`` are kept. Returns the new state dict and
+    the keys generated."""
+    scales = dict(q=init.q_neg_scale, v=init.v_neg_scale)
+    heads = {f'{base}_neg': (base, scales[base]) for base, has in zip('qv', own, strict=True) if has}
+    return extra_pooling(sd, heads)

@@ -4,6 +4,12 @@ reads a variant of fewer exactly, a module without a negative branch drops one. 
 ``pretrained`` loader, the ``dna_vit_*`` checkpoint filter and the attention swap's load hooks
 all fit through :func:`adapt_attentions` (MViTv2's pooling form: :func:`adapt_pooled_attention`),
 each negative branch by the one rule, :func:`~dna_mm.converters.attention.negative_branch`.
+
+What a module needs is asked of it (the member contract,
+:class:`~dna_mm.models.attention.AttentionBase`): the negative branch it has
+(:meth:`~dna_mm.models.attention.AttentionBase.negative_variant`), what it starts itself
+(:attr:`~dna_mm.models.attention.AttentionBase.own_start`), the extra heads MViTv2's form pools
+(:meth:`~dna_mm.models.attention.AttentionBase.extra_heads`, ``own_heads``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Collection, Mapping, Sequence
 from torch import Tensor, nn
 
 from ..converters.attention import dna_to_softmax, negative_branch
-from ..converters.hosts import negative_pooling
+from ..converters.hosts import extra_pooling
 from ..family import EXACT_UPGRADE, NEGATIVE_INIT, NEGATIVE_KEYS, NegativeInit
 from .attention import AttentionBase
 
@@ -36,8 +42,8 @@ def adapt_attentions(
     """Fit every attention's keys in ``sd`` to the attention class in ``model``.
 
     * DnA target, softmax source: a negative branch is generated (:func:`negative_branch`,
-      with ``neg_init`` and the module's variant and heads), from the packed ``qkv`` or the
-      separate ``q_proj`` / ``v_proj``;
+      with ``neg_init``, the module's :meth:`~.attention.AttentionBase.negative_variant` and
+      heads), from the packed ``qkv`` or the separate ``q_proj`` / ``v_proj``;
     * DnA target, DnA source of a variant with fewer projections (``qpm_v`` into ``qpm_vpm``,
       say): the missing ones are filled exactly (``q_neg = Q``, ``v_neg = V``, ``α = 1``:
       :data:`~dna_mm.family.EXACT_UPGRADE`);
@@ -70,12 +76,13 @@ def adapt_attentions(
             sub = OrderedDict(
                 (k, v) for k, v in out.items() if k.startswith(p) and k[len(p) :].count('.') <= 1
             )
-            if not module.has_negative_branch:
+            variant = module.negative_variant()
+            if variant is None:
                 new = dna_to_softmax(sub, strict=False)
             else:
                 from_dna = any(p + k in sub for k in NEGATIVE_KEYS)
                 init = EXACT_UPGRADE if from_dna else neg_init
-                new = negative_branch(sub, p, module.variant, module.num_heads, init)
+                new = negative_branch(sub, p, variant, module.num_heads, init)
             for k in sub.keys() - new.keys():
                 del out[k]
             for k in [k for k in new if k not in sub]:  # the converter's order: a stable log
@@ -106,15 +113,21 @@ def adapt_pooled_attention(
     source: str = 'checkpoint',
 ) -> tuple['OrderedDict[str, Tensor]', list[str]]:
     """:func:`adapt_attentions` for MViTv2's pooling form (keys relative to it), whose norm after
-    each pooling removes any scale of a projection: from softmax weights the scales go on the
-    pooled ``Q-`` / ``V-`` (:func:`~dna_mm.converters.hosts.negative_pooling`: the pooling norms'
-    affine scaled, the convolutions copied) and the projections are copied (scales 1, ``α`` of
-    ``neg_init``); from DnA weights of a variant without ``Q-`` / ``V-``, copies (exact). A
-    softmax module drops a negative pooling."""
+    each pooling removes any scale of a projection. Each extra head the module pools itself
+    (:meth:`~.attention.AttentionBase.extra_heads` it computes by its own projection,
+    :meth:`~.attention.AttentionBase.own_heads`) gets the pooling of the head whose place it
+    takes (:func:`~dna_mm.converters.hosts.extra_pooling`: the convolution copied, the norm's
+    affine scaled). For DnA from softmax weights the scales go on the pooled ``Q-`` / ``V-``
+    (``q_neg_scale`` / ``v_neg_scale`` of ``neg_init``) and the projections are copied (scales
+    1, ``α`` of ``neg_init``); from DnA weights of a variant without ``Q-`` / ``V-``, and for a
+    member without DnA's negative branch, copies (exact). A module drops the pooling of an extra
+    head it does not pool."""
     from_softmax = not any(k in sd for k in NEGATIVE_KEYS)
     scales = neg_init if from_softmax and module.has_negative_branch else EXACT_UPGRADE
-    own = tuple(getattr(module, f'pool_{name}_neg', None) is not None for name in 'qv')
-    pooled, pooling = negative_pooling(dict(sd), own, scales)
+    scale_of = dict(q=scales.q_neg_scale, v=scales.v_neg_scale)  # an extra key head: copied
+    own = module.own_heads()
+    heads = {h: (base, scale_of.get(base, 1.0)) for h, base in module.extra_heads().items() if h in own}
+    pooled, pooling = extra_pooling(dict(sd), heads)
     copies = dataclasses.replace(neg_init, q_neg_scale=1.0, v_neg_scale=1.0)
     out, generated = adapt_attentions(module, pooled, copies, source=source)
     return out, generated + pooling

@@ -7,6 +7,10 @@ with ``with_attention``. A site's ``layer`` is the first integer in its module p
 index); its ``group`` separates the attentions of one block: ``'temporal'`` / ``'spatial'`` for
 MMAction2's divided space-time wrappers, else ``'attn'`` when a block has one attention, else
 the path with the block index written ``*``.
+
+A site reads its member only through the member contract
+(:class:`~dna_mm.models.attention.AttentionBase`: ``map_names``, ``branch_heads``,
+``own_heads``, ``mixing_weights``, ``neg_coefficient``), never a member's own attribute names.
 """
 
 from __future__ import annotations
@@ -68,13 +72,25 @@ class AttentionSite:
 
     @property
     def alpha(self) -> Optional[Tensor]:
-        """DnA's per-head ``α [H]`` (``None`` for other members and for variant ``apm``)."""
-        return getattr(self.module, 'alpha', None) if self.module.has_negative_branch else None
+        """The member's mixing weight ``'alpha'``: DnA's per-head ``α [H]`` (``None`` for other
+        members and for variant ``apm``; :meth:`~dna_mm.models.attention.AttentionBase.mixing_weights`)."""
+        weight = self.module.mixing_weights().get('alpha')
+        return None if weight is None else weight.value
+
+    @property
+    def value_heads(self) -> tuple[str, ...]:
+        """The value head each branch reads, in :attr:`branches` order (DnA ``('v', 'v_neg')``,
+        Diff ``('v', 'v')``; :meth:`~dna_mm.models.attention.AttentionBase.branch_heads`)."""
+        return tuple(heads.v for heads in self.module.branch_heads().values())
 
     @property
     def has_separate_values(self) -> bool:
-        """Whether ``V-`` has its own projection (DnA ``q_vpm`` / ``qpm_vpm``)."""
-        return self.module.has_negative_branch and getattr(self.module, 'v_neg', None) is not None
+        """Whether its two branches read values of two projections (DnA ``q_vpm`` / ``qpm_vpm``:
+        ``V+`` and ``V-``): two value heads, each ``v`` or one of the member's
+        :meth:`~dna_mm.models.attention.AttentionBase.own_heads`."""
+        heads = self.value_heads
+        own = ('v', *self.module.own_heads())
+        return len(heads) == 2 and heads[0] != heads[1] and all(h in own for h in heads)
 
     def neg_coefficient(self) -> Tensor:
         """The factor of the second branch in the output, broadcastable to ``[B, H, M, d]``:

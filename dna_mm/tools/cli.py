@@ -28,26 +28,43 @@ A tool parses its command line before it imports anything heavy (``--help`` answ
 
 A tool declares ``--cfg-options`` with ``nargs='+'`` (plain ``key=value`` strings at parse time);
 :func:`run_tool` turns them into mmengine's ``DictAction`` dict before the work starts.
+
+A tool that takes an attention member by name (the demos, the study, the benchmarks) takes any
+registered one, a member of the user's own too, and declares :data:`IMPORT_FLAG` to import its
+module first (``dest='imports'``, ``nargs='+'``, :data:`IMPORT_HELP` written out in the tool);
+:func:`run_tool` imports them (:func:`import_modules`) before the work starts, and a name the
+registry does not know is one line (:func:`known_names`)::
+
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import os
 import re
 import signal
 import sys
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 from urllib.error import URLError
 
-from ..errors import MissingFileError, RunStopped, UserError, error_line
+from ..errors import ConfigError, MissingFileError, RunStopped, UserError, error_line
 from ..utils.build_errors import config_mistake
 from ..utils.mmcv_ops import missing_ops_line
 
 DEBUG_FLAG = '--debug'
 #: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
 DEBUG_HELP = 'print the traceback of an input error'
+#: the option of the tools that take an attention member by name: modules to import first
+IMPORT_FLAG = '--import'
+#: its help (written out in each tool, a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 # mmengine's registry prefixes a build error with the class it was building
 _NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
@@ -72,6 +89,84 @@ def parse_size(text: str) -> tuple[int, int]:
     if w < 16 or h < 16:
         raise ValueError(f'size {text!r}: width and height must be at least 16')
     return w, h
+
+
+def import_modules(specs: Optional[Sequence[str]]) -> list[str]:
+    """Import each of ``specs`` (a tool's :data:`IMPORT_FLAG`), so that what it registers (an
+    attention member of your own, in mmengine's ``MODELS``) can be named: a module on the Python
+    path by its dotted name (``my_lab.attention``) or a Python file (``path/to/scaled.py``).
+    Returns the names they are imported by (``['my_lab.attention', 'scaled']``): what a config's
+    ``custom_imports`` and a fresh process import again.
+
+    A file is imported by its name (``scaled``), its folder put first on ``sys.path`` and on
+    ``PYTHONPATH``, so that the processes the tool starts (``tools/train.py``, a benchmark's fresh
+    process) find it by that name too. (mmengine's ``import_modules_from_strings`` takes dotted
+    names only and says no more than which one failed.)
+
+    Raises:
+        MissingFileError: a file that does not exist.
+        ConfigError: no module of that name, or a file whose name another module has.
+    """
+    names = []
+    for spec in specs or ():
+        is_file = spec.endswith('.py') or '/' in spec or os.sep in spec
+        name = _file_module(spec) if is_file else spec
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name is None or not (name == err.name or name.startswith(f'{err.name}.')):
+                raise  # a module it imports is missing: that module's error
+            raise ConfigError(
+                f'{IMPORT_FLAG} {spec}: no module named {err.name!r} '
+                '(a module on the Python path, or a .py file)'
+            ) from None
+        if is_file and Path(module.__file__ or '').resolve() != Path(spec).resolve():
+            raise ConfigError(
+                f'{IMPORT_FLAG} {spec}: the module {name!r} is another file ({module.__file__}); rename yours'
+            )
+        names.append(name)
+    return names
+
+
+def _file_module(spec: str) -> str:
+    """The name a Python file is imported by (its stem), its folder put first on ``sys.path`` and
+    ``PYTHONPATH``."""
+    if not os.path.isfile(spec):
+        where = 'is a folder, not a file' if os.path.isdir(spec) else 'does not exist'
+        raise MissingFileError(f'{IMPORT_FLAG} {spec} {where}')
+    path = Path(spec).resolve()
+    name = path.stem
+    if path.suffix != '.py' or not name.isidentifier():
+        raise ConfigError(f'{IMPORT_FLAG} {spec}: not a Python file with a module name (name.py)')
+    loaded = sys.modules.get(name)
+    if loaded is not None and Path(getattr(loaded, '__file__', None) or '').resolve() != path:
+        raise ConfigError(
+            f'{IMPORT_FLAG} {spec}: a module named {name!r} is imported already '
+            f'({getattr(loaded, "__file__", None) or "built in"}); rename the file'
+        )
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    paths = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
+    if folder not in paths:
+        os.environ['PYTHONPATH'] = os.pathsep.join([folder, *paths])
+    return name
+
+
+def known_names(flag: str, names: Sequence[str], lookup: Callable[[str], Any]) -> list:
+    """``[lookup(name) for name in names]``: the names of a tool's ``flag`` (attention members)
+    looked up; a ``ValueError`` or ``KeyError`` of ``lookup`` (a name it does not know: its message
+    names what it knows) is a :class:`~dna_mm.errors.ConfigError` naming ``flag`` and the value,
+    with the hint that :data:`IMPORT_FLAG` imports a member of your own."""
+    found = []
+    for name in names:
+        try:
+            found.append(lookup(name))
+        except (ValueError, KeyError) as err:
+            raise ConfigError(
+                f'{flag} {name}: {error_line(err)}; a member of your own: {IMPORT_FLAG} its module'
+            ) from None
+    return found
 
 
 def _user_message(err: BaseException) -> Optional[str]:
@@ -139,11 +234,15 @@ def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
 def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
     """``work(args)``, a user's mistake as one line on stderr and :class:`UserExit` (status 2),
     anything else (or anything with ``args.debug``) with its traceback. ``args.cfg_options``, if
-    present, is turned into a dict first (:func:`cfg_options`)."""
+    present, is turned into a dict first (:func:`cfg_options`); ``args.imports``
+    (:data:`IMPORT_FLAG`), if present, is imported first and replaced by the names its modules are
+    imported by (:func:`import_modules`)."""
     debug = bool(getattr(args, 'debug', False))
     try:
         if hasattr(args, 'cfg_options'):
             args.cfg_options = cfg_options(args.cfg_options)
+        if hasattr(args, 'imports'):
+            args.imports = import_modules(args.imports)
         return work(args)
     except KeyboardInterrupt:
         if debug:

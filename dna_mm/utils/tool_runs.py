@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 PathLike = Union[str, os.PathLike]
 #: what mmengine adds to a test run's metrics: the mean seconds of a batch and of its loading
@@ -85,12 +85,21 @@ def run_script(
     return ''.join(lines)
 
 
-def demo_options(attn: str, data_root: str, epochs: Optional[int] = None) -> list[str]:
+def import_options(imports: Sequence[str]) -> list[str]:
+    """``--cfg-options`` that make a run of a demo config (whose ``custom_imports`` is ``dna_mm``)
+    import the modules ``imports`` too (a member of the user's own registers itself there; a file's
+    folder is on ``PYTHONPATH``: :func:`dna_mm.tools.cli.import_modules`); none for none."""
+    return [f'custom_imports.imports=[dna_mm,{",".join(imports)}]'] if imports else []
+
+
+def demo_options(
+    attn: str, data_root: str, epochs: Optional[int] = None, imports: Sequence[str] = ()
+) -> list[str]:
     """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention
     (``model.backbone.attn_cfg``), the clips of ``data_root`` (``train.txt``; ``test.txt`` for
     validation and test), ``epochs`` (the schedule's end, validation and checkpoint intervals
-    move with it)."""
-    opts = [f'model.backbone.attn_cfg={attn}']
+    move with it), the modules ``imports`` imported (:func:`import_options`)."""
+    opts = [f'model.backbone.attn_cfg={attn}', *import_options(imports)]
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         opts += [
             f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',

@@ -692,12 +692,12 @@ def test_relevance_figure_frames_colour_bars_and_grey_background(monkeypatch, tm
 
 
 def test_figures_leave_the_backend_alone_and_name_every_method_and_likeness() -> None:
-    from dna_mm.analysis.plots.study import LIKENESS_NAMES, LIKENESS_STYLE, METHOD_NAMES
+    from dna_mm.analysis.plots.study import LIKENESS_NAMES, LIKENESS_STYLE, method_label
     from dna_mm.models.attention import short_names
 
     for path in (REPO / 'dna_mm' / 'analysis' / 'plots').glob('*.py'):
         text = path.read_text()
         assert not any(s in text for s in ('matplotlib.use(', 'import pyplot', 'matplotlib.pyplot'))
-    assert list(METHOD_NAMES) == list(short_names())
-    assert METHOD_NAMES == {'softmax': 'softmax', 'dna': 'DnA (Q±V±)', 'diff': 'Diff', 'cog': 'Cog'}
+    labels = {name: method_label(name) for name in short_names()}
+    assert labels == {'softmax': 'softmax', 'dna': 'DnA (Q±V±)', 'diff': 'Diff', 'cog': 'Cog'}
     assert list(LIKENESS_NAMES) == list(LIKENESS_STYLE) == ['demo', 'color', 'size', 'motion']

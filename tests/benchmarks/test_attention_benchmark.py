@@ -1,5 +1,6 @@
 """dna_mm.benchmarks.attention (tools/benchmarks/benchmark_attention.py's work) stays runnable: one
-step per method, no timing claims; the tool's copies of its shapes and methods equal its own."""
+step per method (every registered member and every route), no timing claims; the tables keep
+their order; the tool's copies of its shapes, routes and default methods equal its own."""
 
 from __future__ import annotations
 
@@ -10,12 +11,29 @@ import torch
 from conftest import load_tool
 
 from dna_mm.benchmarks import attention as bench
+from dna_mm.models.attention import short_names
+
+#: every method: the registered members by short name and the routes, in the tables' order
+METHODS = bench.ordered([*short_names(), *bench.ROUTES])
 
 
 def test_the_tools_choices_are_the_benchmarks() -> None:
     tool = load_tool('tools/benchmarks/benchmark_attention.py')
     assert tool.SHAPES == tuple(bench.SHAPES) and tool.DEFAULT_SHAPES == bench.DEFAULT_SHAPES
-    assert tool.METHODS == tuple(bench.METHODS) and tool.DEFAULT_METHODS == bench.DEFAULT_METHODS
+    assert tool.ROUTES == tuple(bench.ROUTES) and tool.DEFAULT_METHODS == bench.DEFAULT_METHODS
+
+
+def test_the_tables_keep_their_order() -> None:
+    """softmax, DnA's routes but its kernels, softmax's eager route, the other members (the
+    registry's order), DnA's kernels; softmax and dna_fast whatever is asked; a member by short
+    name or registered type."""
+    shipped = ['softmax', 'dna_fast', 'dna_folded', 'dna_eager', 'softmax_eager', 'diff', 'cog']
+    assert bench.ordered([*reversed(shipped), 'dna_triton', 'dna_2h']) == [*shipped, 'dna_2h', 'dna_triton']
+    assert bench.ordered(bench.DEFAULT_METHODS) == bench.DEFAULT_METHODS
+    assert bench.ordered(['cog', 'DiffAttention']) == ['softmax', 'dna_fast', 'DiffAttention', 'cog']
+    assert bench.method_config('DiffAttention') == bench.method_config('diff') == dict(type='DiffAttention')
+    with pytest.raises(ValueError, match=r"'dnaa' is no registered attention member \(softmax, dna, "):
+        bench.ordered(['dnaa'])
 
 
 def test_the_cpu_peaks_come_from_fresh_processes() -> None:
@@ -28,7 +46,7 @@ def test_the_cpu_peaks_come_from_fresh_processes() -> None:
 @pytest.mark.parametrize('scope', ['core', 'module'])
 def test_every_method_steps_and_tabulates(scope: str) -> None:
     # the Triton kernel at this real shape would run minutes in the interpreter: the tiny shapes below
-    methods = [m for m in bench.METHODS if m not in bench.KERNEL_METHODS]
+    methods = [m for m in METHODS if m not in bench.KERNEL_METHODS]
     ms = bench.time_worker('cpu', 'temporal', methods, reps=1, dtype='float32', scope=scope)
     assert set(ms) == set(methods) and all(math.isfinite(t) and t > 0 for t in ms.values())
     rows = {'temporal': {m: dict(ms=t, peak_mb=1.0) for m, t in ms.items()}}
@@ -40,7 +58,7 @@ def test_every_method_steps_and_tabulates(scope: str) -> None:
 def test_the_vitdet_global_shape_attends_with_its_bias_at_tiny_sizes(scope: str) -> None:
     """--tiny: every method runs the biased shape (DnA with one bias per branch), and the bias
     changes the output (it reaches the logits)."""
-    methods = bench.methods_on('cpu', list(bench.METHODS))
+    methods = bench.methods_on('cpu', METHODS)
     ms = bench.time_worker('cpu', 'vitdet_global', methods, reps=1, dtype='float32', scope=scope, tiny=True)
     assert set(ms) == set(methods)
     rows = {'vitdet_global': {m: dict(ms=t, peak_mb=1.0) for m, t in ms.items()}}
@@ -67,7 +85,7 @@ def test_core_scope_replaces_the_input_projections(method: str) -> None:
 def test_core_scope_inputs_are_in_the_benchmark_dtype() -> None:
     """bf16 benchmark, core scope: every method (the Triton kernel included, which autocast
     does not cast) gets bf16 leaves; the SDPA ones step."""
-    for method in bench.METHODS:
+    for method in METHODS:
         if method == 'dna_triton' and not _triton_constructible():
             continue
         step = bench.build_step('cpu', 'temporal', method, 'bfloat16', 'core')

@@ -170,7 +170,8 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     )
     ckpt = str(work / 'epoch_1.pth')
     test = run_main(
-        ['tools/test.py', config, ckpt, '--cfg-options', *_tiny_imagenet(image_folders, train=False)]
+        ['tools/test.py', config, ckpt, '--work-dir', str(work / 'test')]
+        + ['--cfg-options', *_tiny_imagenet(image_folders, train=False)]
     )
     assert re.search(
         r'Test results: top-1: \d+\.\d\d$', test.stdout.strip().splitlines()[-1]
@@ -193,7 +194,8 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     assert 'into DnATimeSformer (layout: timm_vit' in report
     assert 'generated 0 negative-branch tensors; missing 0; unexpected 0' in report  # a DnA image model
     assert 'not in an image model, kept at init: time_embed, ' in report and 'temporal_fc' in report
-    test = run_main(['tools/test.py', k400, str(video / 'epoch_1.pth'), '--cfg-options', *opts])
+    test = ['tools/test.py', k400, str(video / 'epoch_1.pth'), '--work-dir', str(video / 'test')]
+    test = run_main([*test, '--cfg-options', *opts])
     assert 'Test results: top-1:' in test.stdout
 
     # link 2b: that video model fine-tuned on an NTU-style split (X-Sub lists written by the NTU
@@ -234,7 +236,8 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     assert 'into DnATimeSformer (layout: timesformer' in report  # the video recognizer's checkpoint
     assert 'generated 0 negative-branch tensors; missing 0; unexpected 0' in report
     test = run_main(
-        ['tools/test.py', ntu_config, str(ntu / 'work' / 'epoch_1.pth'), '--cfg-options', *ntu_opts]
+        ['tools/test.py', ntu_config, str(ntu / 'work' / 'epoch_1.pth'), '--work-dir', str(ntu / 'test')]
+        + ['--cfg-options', *ntu_opts]
     )
     assert 'Test results: top-1:' in test.stdout
 

@@ -383,7 +383,8 @@ def test_train_and_test_tools_with_broken_videos(tiny_video_set, broken_files, t
     cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
     checkpoint = tmp_path / 'tiny.pth'
     torch.save(dict(state_dict=MODELS.build(cfg.model).state_dict()), checkpoint)
-    test = run_main(['tools/test.py', DEMO_CONFIG, str(checkpoint), '--cfg-options', *opts], check=False)
+    test = ['tools/test.py', DEMO_CONFIG, str(checkpoint), '--work-dir', str(tmp_path / 'test')]
+    test = run_main([*test, '--cfg-options', *opts], check=False)
     assert test.returncode == 2, test.stderr[-3000:]
     total = len(broken_files) + len((tiny_video_set / 'test.txt').read_text().splitlines())
     assert f'{len(broken_files)} of the {total} test videos cannot be read' in test.stderr

@@ -123,3 +123,25 @@ def test_official_to_dna_mm_passes_the_combine_sign(combine, sign, tmp_path) -> 
     ours = torch.load(tmp_path / 'ours.pth', weights_only=True)['model']
     assert ours['blocks.0.attn.alpha'].tolist() == pytest.approx([sign * 0.3, sign * -0.7])
     assert torch.equal(ours['blocks.0.attn.q_neg.weight'], sd['blocks.0.attn.q_neg.weight'])
+
+
+@pytest.mark.parametrize('variant', ['qpm_v', 'Q±V'])
+def test_softmax_to_dna_takes_the_familys_variants_and_refuses_another(variant, tmp_path, capsys) -> None:
+    """``--variant``: a name of ``dna_mm.family`` (dna_mm's or the paper's), no copy of them in the
+    tool; another is one line naming them, before the checkpoint is read."""
+    from dna_mm.family import DNA_VARIANT_ALIASES, DNA_VARIANTS
+
+    torch.save({'state_dict': {'blocks.0.attn.qkv.weight': torch.zeros(12, 4)}}, tmp_path / 'in.pth')
+    tool = _convert_tool()
+    out = tmp_path / 'out.pth'
+    tool.main(
+        ['softmax-to-dna', str(tmp_path / 'in.pth'), str(out), '--num-heads', '2', '--variant', variant]
+    )
+    assert 'blocks.0.attn.q_neg.weight' in torch.load(out, weights_only=True)['state_dict']
+    with pytest.raises(SystemExit) as done:
+        tool.main(['softmax-to-dna', str(tmp_path / 'nothing.pth'), str(out), '--variant', 'qpm'])
+    err = capsys.readouterr().err
+    assert (
+        done.value.code == 2 and "convert_checkpoint.py: error: --variant: unknown DnA variant 'qpm'" in err
+    )
+    assert all(name in err for name in (*DNA_VARIANTS, *DNA_VARIANT_ALIASES)) and 'Traceback' not in err

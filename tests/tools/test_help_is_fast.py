@@ -95,11 +95,6 @@ MIRRORED = [
     ),
     (
         'tools/model_converters/convert_checkpoint.py',
-        'VARIANTS',
-        lambda: (*_family().DNA_VARIANTS, *_family().DNA_VARIANT_ALIASES),
-    ),
-    (
-        'tools/model_converters/convert_checkpoint.py',
         'Q_NEG_SCALE',
         lambda: _family().NEGATIVE_INIT.q_neg_scale,
     ),
@@ -110,8 +105,14 @@ MIRRORED = [
     ),
     ('tools/model_converters/convert_checkpoint.py', 'COMBINES', lambda: tuple(_family().COMBINE_SIGNS)),
     *[
-        (tool, 'ATTENTIONS', lambda: tuple(import_module('dna_mm.models.attention').short_names()))
-        for tool in ('tools/analysis/study.py', 'tools/demos/demo.py', 'tools/demos/demo_det.py')
+        (tool, 'IMPORT_HELP', lambda: import_module('dna_mm.tools.cli').IMPORT_HELP)
+        for tool in (
+            'tools/analysis/study.py',
+            'tools/demos/demo.py',
+            'tools/demos/demo_det.py',
+            'tools/benchmarks/benchmark_attention.py',
+            'tools/benchmarks/benchmark_operators.py',
+        )
     ],
 ]
 

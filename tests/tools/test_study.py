@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import run_main, run_tool
 
+from dna_mm.analysis.plots.study import method_label
 from dna_mm.checkpoint import weights_only_loads
 
 
@@ -68,7 +69,8 @@ def test_two_seed_one_epoch_study_runs_resumes_and_reports(tmp_path) -> None:
         )
     assert any(not torch.equal(first[k], second[k]) for k in first)
     table = (out / 'table.md').read_text()
-    assert 'DnA (Q±V±)' in table and '±' in table and 'top-1 − softmax [95 % CI]' in table
+    label = method_label('softmax')
+    assert f'| {method_label("dna")} |' in table and '±' in table and f'top-1 − {label} [95 % CI]' in table
     for png in ('accuracy_vs_distractors.png', 'target_mass.png'):
         assert (out / png).stat().st_size > 10_000
     again = run_tool(cmd, timeout=600).stdout  # resumed: every finished run kept, nothing trained
@@ -141,12 +143,13 @@ def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
     assert json.loads((out / 'study.json').read_text())['summary']['command'] == command
     assert 'diff seed 0: not finished yet' in proc.stdout and 'softmax seed 1: kept' in proc.stdout
     table = (out / 'table.md').read_text().splitlines()
+    softmax, dna = method_label('softmax'), method_label('dna')  # as the members name themselves
     # DnA - softmax per seed: -4.6875, -3.125 -> mean -3.91, interval ± 12.706 · 1.105 / √2
-    assert table[2].startswith('| softmax | 87.50 ± 4.42 | 87.50 ± 4.42 | — |')
-    assert table[3].startswith('| DnA (Q±V±) | 83.59 ± 5.52 | 83.59 ± 5.52 | -3.91 [-13.83, +6.02] |')
+    assert table[2].startswith(f'| {softmax} | 87.50 ± 4.42 | 87.50 ± 4.42 | — |')
+    assert table[3].startswith(f'| {dna} | 83.59 ± 5.52 | 83.59 ± 5.52 | -3.91 [-13.83, +6.02] |')
     assert table[3].endswith('| 2 | 90 s |')
     # the held-out sets (top-1 minus the number of distractors in the made-up runs), paired the same
-    assert table[5].startswith('| held-out set | softmax top-1 (%) | DnA (Q±V±) top-1 (%) |')
+    assert table[5].startswith(f'| held-out set | {softmax} top-1 (%) | {dna} top-1 (%) |')
     assert '| 2 distractors | 85.50 ± 4.42 | 81.59 ± 5.52 | -3.91 [-13.83, +6.02] |' in table
     colour = "| 8 distractors in the target's colour | 79.50 ± 4.42 | 75.59 ± 5.52 | -3.91 [-13.83, +6.02] |"
     assert colour in table

@@ -277,20 +277,17 @@ def test_infer_unsupported_model_and_a_missing_label_map(
     assert done.value.code == 2
 
 
-#: tools that take no user files (benchmarks on generated inputs, the demos and their driver, the
-#: writer of test videos beside check_decoding.py)
+#: tools that take no user files (benchmarks on generated inputs, the writer of test videos beside
+#: check_decoding.py); the demos and the attention and operator benchmarks take one, a member of
+#: the user's own (--import)
 NO_USER_INPUT = {
-    'tools/benchmarks/benchmark_attention.py',
     'tools/benchmarks/benchmark_onnx.py',
-    'tools/benchmarks/benchmark_operators.py',
     'tools/benchmarks/benchmark_train_step.py',
     'tools/benchmarks/triton_kernel_table.py',
     'tools/benchmarks/benchmark_preparation.py',
     'tools/data/make_example_clips.py',
     'tools/data/make_long_video.py',
     'dna_mm/preparation/video_kinds.py',
-    'tools/demos/demo.py',
-    'tools/demos/demo_det.py',
 }
 
 

@@ -5,7 +5,13 @@ ground truth, error bars.
     python tools/analysis/study.py [--methods softmax dna diff] [--seeds 5] [--epochs E]
         [--out DIR] [--data-root data/demo] [--distractors 2 4 8 16] [--likeness demo color]
         [--heldout-per-class 32] [--reference softmax] [--batch-size 8] [--device cpu|cuda]
-        [--report-only]
+        [--import MODULE ...] [--cfg-options KEY=VALUE ...] [--report-only]
+
+A method is any registered attention member, by short name (``softmax``, ``dna``, ``diff``,
+``cog``) or registered type; ``--import`` imports a member of your own first (a module on the
+Python path, or a ``.py`` file: ``--methods relu dna --reference dna --import
+docs/attention/relu_attention.py``), and the runs import it too. The tables and figures name
+each method as its member does (:func:`dna_mm.analysis.plots.study.method_label`).
 
 Each method is trained with each seed (0 … N−1) on the demo set (``tools/train.py`` then
 ``tools/test.py``, through the video demo's runs: ``configs/timesformer_dna_demo.py``, 2
@@ -42,8 +48,11 @@ if TYPE_CHECKING:
     from dna_mm.analysis.study import ClipSet
 
 REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
-#: the shipped members' short names, ``dna_mm.models.attention.short_names()`` (a test keeps them equal)
-ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
+#: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 CONFIG = 'configs/timesformer_dna_demo.py'
 #: --likeness → the MotionDatasetSpec fields that make the held-out distractors like the target
 LIKENESS = {'demo': {}, 'color': dict(distractor_color='target'), 'size': dict(distractor_size='target')}
@@ -53,7 +62,14 @@ HELDOUT_SEED = 1000
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--methods', nargs='+', default=['softmax', 'dna', 'diff'], choices=ATTENTIONS)
+    p.add_argument(
+        '--methods',
+        nargs='+',
+        default=['softmax', 'dna', 'diff'],
+        metavar='NAME',
+        help='the attentions compared: any registered member, by short name or registered type',
+    )
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
     p.add_argument('--epochs', type=int, default=None, help="training epochs (default: the demo config's 20)")
     p.add_argument('--out', default='work_dirs/study', help='study folder (runs, JSON, table, figures)')
@@ -67,15 +83,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--reference', default='softmax', help='the method the paired differences are taken to')
     p.add_argument('--batch-size', type=int, default=8, help='evaluation batch size')
     p.add_argument('--device', default=None, help='evaluation device (default: cuda when available)')
+    p.add_argument(
+        '--cfg-options',
+        dest='run_options',
+        nargs='+',
+        default=[],
+        metavar='KEY=VALUE',
+        help="settings of every run's config, after the study's own (tools/train.py and tools/test.py "
+        'take them as written)',
+    )
     p.add_argument('--report-only', action='store_true', help='summarise the finished runs, train nothing')
     p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     return p.parse_args(argv)
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """The values :func:`parse_args` does not check: a :class:`~dna_mm.errors.ConfigError`."""
+    """The values :func:`parse_args` does not check: a :class:`~dna_mm.errors.ConfigError`. The
+    methods must be registered members unless ``--report-only`` (which trains nothing)."""
     from dna_mm.errors import ConfigError
+    from dna_mm.models.attention import attention_class
+    from dna_mm.tools.cli import known_names
 
+    if not args.report_only:
+        known_names('--methods', args.methods, attention_class)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
         raise ConfigError('--seeds, --epochs and --heldout-per-class must be at least 1')
     if min(args.distractors) < 0:
@@ -139,7 +169,7 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     if test_file.is_file():
         test = json.loads(test_file.read_text())
     else:
-        opts = demo_options(method, str(data_root), args.epochs)
+        opts = demo_options(method, str(data_root), args.epochs, args.imports) + args.run_options
         metrics, secs = train_then_test(
             CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), REPO, 'study', seed
         )
@@ -175,7 +205,7 @@ def _study_command(args, out: Path) -> str:
 
 def report(args, results: list[dict], out: Path, wall: float) -> dict:
     """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
-    from dna_mm.analysis.plots import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass
+    from dna_mm.analysis.plots.study import method_label, plot_accuracy_vs_distractors, plot_target_mass
     from dna_mm.analysis.study import SCHEMA, markdown_table, summarize
     from dna_mm.synthetic.motion_clips import MotionDatasetSpec
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
@@ -183,7 +213,7 @@ def report(args, results: list[dict], out: Path, wall: float) -> dict:
     summary = summarize(results, args.reference)
     summary['command'] = _study_command(args, out)
     summary['wall_seconds_this_invocation'] = wall
-    table = markdown_table(summary, METHOD_NAMES)
+    table = markdown_table(summary, {m: method_label(m) for m in summary['methods']})
     write_text_atomic(out / 'table.md', table)
     write_json_atomic(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
     print('\n' + table)

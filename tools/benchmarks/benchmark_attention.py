@@ -2,7 +2,7 @@
 """fwd+bwd time and peak memory of the attention family at TimeSformer-B shapes.
 
     python tools/benchmarks/benchmark_attention.py [--device cpu cuda] [--reps 15] [--clips 1]
-        [--out FILE.md] [--json FILE.json] [--tiny]
+        [--methods NAME ...] [--import MODULE ...] [--out FILE.md] [--json FILE.json] [--tiny]
 
 Shapes (12 heads of 64, C = 768; batch = ``--clips`` 8-frame clips at 224², one by default):
 spatial ``[8, 197, 768]``, temporal ``[196, 8, 768]``, joint ``[1, 1569, 768]`` per clip; with
@@ -16,7 +16,10 @@ changes; the floor for two branches is 2.0×) and ``module`` (projections includ
 model pays).
 Methods: softmax (SDPA), DnA Q±V± fast (the module's fused route: two SDPA calls, the softmin
 sign and α as passes over the activations), DnA eager (explicit maps, the authors'
-formulation), Diff (SDPA), Cog (explicit: no SDPA form). Optional (``--methods``):
+formulation), Diff (SDPA), Cog (explicit: no SDPA form). ``--methods`` takes any registered
+attention member by short name or registered type (its defaults; a member of your own after
+``--import`` of its module, a module on the Python path or a ``.py`` file: ``--methods softmax
+dna_fast relu --import docs/attention/relu_attention.py``), and DnA's other routes by name:
 ``dna_folded`` = the fused route with the sign and α folded into the ``Q-`` / ``V-``
 projection weights instead (``-Q- = x (-W)ᵀ - b``, ``α V- = x (α W)ᵀ + α b``: ``O(C²)`` work
 in place of the passes; its core starts from those folded heads); ``softmax_eager`` = softmax
@@ -45,24 +48,20 @@ from __future__ import annotations
 import argparse
 import json
 
-#: ``dna_mm.benchmarks.attention``'s shapes and methods, for the command line (a test keeps them equal)
+#: ``dna_mm.benchmarks.attention``'s shapes, routes and default methods, for the command line (a
+#: test keeps them equal)
 SHAPES = ('spatial', 'temporal', 'joint', 'vitdet_global')
 DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
-METHODS = (
-    'softmax',
-    'dna_fast',
-    'dna_folded',
-    'dna_eager',
-    'softmax_eager',
-    'diff',
-    'cog',
-    'dna_2h',
-    'dna_triton',
-)
+ROUTES = ('dna_fast', 'dna_folded', 'dna_eager', 'softmax_eager', 'dna_2h', 'dna_triton')
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
+#: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--device', nargs='+', default=None, help='default: cpu, and cuda if present')
     p.add_argument('--reps', type=int, default=15, help='timed steps per method')
@@ -73,21 +72,39 @@ def main(argv: list[str] | None = None) -> None:
         '--methods',
         nargs='+',
         default=DEFAULT_METHODS,
-        choices=list(METHODS),
-        help='softmax and dna_fast are always measured (the ratios need them)',
+        metavar='NAME',
+        help='any registered attention member (short name or registered type) or a route: '
+        f'{", ".join(ROUTES)}; softmax and dna_fast are always measured (the ratios need them)',
     )
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--clips', type=int, default=1, help='8-frame clips per batch (scales every shape)')
     p.add_argument('--tiny', action='store_true', help='tiny shapes: check the paths, not a benchmark')
     p.add_argument('--out', help='also write the tables (markdown) here')
     p.add_argument('--json', help='also write the raw figures here')
-    args = p.parse_args(argv)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """The benchmark (:func:`dna_mm.benchmarks.attention.benchmark`), its files written; returns
+    the tables."""
     import torch
 
-    from dna_mm.benchmarks.attention import benchmark, dims
+    from dna_mm.benchmarks.attention import benchmark, dims, method_config
+    from dna_mm.tools.cli import known_names
 
+    known_names('--methods', args.methods, method_config)
     devices = args.device or (['cpu'] + (['cuda'] if torch.cuda.is_available() else []))
     tables, figures = benchmark(
-        devices, args.scope, args.shapes, args.methods, args.reps, args.dtype, args.clips, args.tiny
+        devices,
+        args.scope,
+        args.shapes,
+        args.methods,
+        args.reps,
+        args.dtype,
+        args.clips,
+        args.tiny,
+        imports=tuple(args.imports),
     )
     if args.out:
         with open(args.out, 'w') as f:
@@ -97,6 +114,14 @@ def main(argv: list[str] | None = None) -> None:
         meta = dict(torch=torch.__version__, dtype=args.dtype, reps=args.reps, clips=args.clips, C=c, H=h)
         with open(args.json, 'w') as f:
             json.dump(dict(meta, tiny=args.tiny, tables=figures), f, indent=1)
+    return tables
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    args = parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    return run_tool('benchmark_attention.py', run, args)
 
 
 if __name__ == '__main__':

@@ -3,7 +3,7 @@
 for softmax and every registered member, in one run.
 
     python tools/benchmarks/benchmark_operators.py [--shape 4 197 192] [--heads 3] [--no-train-step]
-        [--out FILE.md] [--json FILE.json]
+        [--attn NAME ...] [--import MODULE ...] [--out FILE.md] [--json FILE.json]
 
 Counts, on the CPU (the same on a GPU; no timing, so load does not matter): *operators*, the
 top-level ``aten::`` operators of ``torch.profiler`` (an operator whose parent in the profiler's
@@ -14,10 +14,14 @@ requiring its gradient), in training mode, gradients cleared before, after a war
 every registered self-attention member with its defaults (each DnA variant), plus two forms of
 DnA Q±V±: its projections called as modules (a no-op hook on ``qkv``: what a hook or a LoRA
 layer gets) and the softmin sign and α folded into the weights (the alternative its route
-does not take). Ratios are to softmax. Train step: ``configs/timesformer_{softmax,dna}_k400.py``
-at the demo's sizes (3 blocks of width 96, 4 heads, 8 frames of 32², batch 1; the config's
-SGD), one step after a warm-up one, the model's operators apart from the optimizer's; DnA also
-with its projections called as modules. The work: ``dna_mm/benchmarks/operators.py``.
+does not take). Ratios are to softmax. ``--attn`` counts the members it names (by short name or
+registered type) and softmax and DnA, which the tables compare to; a member of your own is
+counted after ``--import`` of its module (a module on the Python path or a ``.py`` file:
+``--attn relu --import docs/attention/relu_attention.py``). Train step:
+``configs/timesformer_{softmax,dna}_k400.py`` at the demo's sizes (3 blocks of width 96, 4 heads,
+8 frames of 32², batch 1; the config's SGD), one step after a warm-up one, the model's operators
+apart from the optimizer's; DnA also with its projections called as modules. The work:
+``dna_mm/benchmarks/operators.py``.
 """
 
 from __future__ import annotations
@@ -25,20 +29,46 @@ from __future__ import annotations
 import argparse
 import json
 
+#: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 
-def main(argv: list[str] | None = None) -> None:
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--shape', type=int, nargs=3, default=[4, 197, 192], metavar=('B', 'N', 'C'))
     p.add_argument('--heads', type=int, default=3)
     p.add_argument('--no-train-step', action='store_true', help='count the attentions only')
+    p.add_argument(
+        '--attn',
+        nargs='+',
+        default=None,
+        metavar='NAME',
+        help='the attention members to count, by short name or registered type (softmax and DnA '
+        'always; default: every registered one)',
+    )
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--out', help='also write the tables (markdown) here')
     p.add_argument('--json', help='also write the counts (by operator) here')
-    args = p.parse_args(argv)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """The counts (:func:`dna_mm.benchmarks.operators.benchmark`), their files written; returns the
+    tables."""
     import torch
 
     from dna_mm.benchmarks.operators import benchmark
+    from dna_mm.models.attention import attention_class
+    from dna_mm.tools.cli import known_names
 
-    tables, figures = benchmark(tuple(args.shape), args.heads, train_step=not args.no_train_step)
+    known_names('--attn', args.attn or [], attention_class)
+    tables, figures = benchmark(
+        tuple(args.shape), args.heads, train_step=not args.no_train_step, members=args.attn
+    )
     if args.out:
         with open(args.out, 'w') as f:
             f.write('\n\n'.join(tables) + '\n')
@@ -47,6 +77,14 @@ def main(argv: list[str] | None = None) -> None:
             json.dump(
                 dict(torch=torch.__version__, shape=args.shape, heads=args.heads, **figures), f, indent=1
             )
+    return tables
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    args = parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    return run_tool('benchmark_operators.py', run, args)
 
 
 if __name__ == '__main__':

@@ -3,6 +3,11 @@
 
     python tools/demos/demo.py                       # TimeSformer-DnA
     python tools/demos/demo.py --attn dna softmax    # DnA and the softmax baseline, same data
+    python tools/demos/demo.py --attn relu dna --import docs/attention/relu_attention.py
+
+``--attn`` takes any registered attention member, by short name (``softmax``, ``dna``, ``diff``,
+``cog``) or registered type (``DnAAttention``); ``--import`` imports a member of your own first
+(a module on the Python path, or a ``.py`` file), and the runs import it too.
 
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/timesformer_dna_demo.py`` (the commands are printed, their progress lines shown as
@@ -16,22 +21,26 @@ import argparse
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]  # the runs' commands run here (config-relative paths)
-
-#: the shipped members' short names, ``dna_mm.models.attention.short_names()`` (a test keeps them equal)
-ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
+REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
 CONFIG = 'configs/timesformer_dna_demo.py'
+#: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=ATTENTIONS,
-        help='attention(s) to train and test (temporal and spatial)',
+        metavar='NAME',
+        help='attention(s) to train and test (temporal and spatial): any registered member, by short '
+        'name or registered type',
     )
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--data-root', default='data/demo')
     p.add_argument('--work-dir', default='work_dirs/demo')
     p.add_argument(
@@ -41,18 +50,35 @@ def main(argv: list[str] | None = None) -> None:
         help='override the config\'s epochs (the cosine schedule, validation and '
         'checkpoint intervals follow)',
     )
-    args = p.parse_args(argv)
+    p.add_argument(
+        '--cfg-options',
+        dest='run_options',
+        nargs='+',
+        default=[],
+        metavar='KEY=VALUE',
+        help="settings of every run's config, after the demo's own (tools/train.py and tools/test.py "
+        'take them as written)',
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def demo(args: argparse.Namespace) -> dict:
+    """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``."""
     from dna_mm.config import format_metrics
+    from dna_mm.models.attention import attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
+    from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import demo_options, train_then_test
 
+    known_names('--attn', args.attn, attention_class)
     t0 = time.time()
     root = ensure_motion_dataset(REPO / args.data_root)
     print(f'demo data: {root} ({len(CLASSES)} classes, chance = {100 / len(CLASSES):.0f}%)')
     results = {}
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
-        opts = demo_options(attn, args.data_root, args.epochs)
+        opts = demo_options(attn, args.data_root, args.epochs, args.imports) + args.run_options
         metrics, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.csv', REPO)
         results[attn] = (metrics, secs)
         print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)
@@ -61,6 +87,14 @@ def main(argv: list[str] | None = None) -> None:
         top1, mca = (f'{100 * metrics[k]:.2f}' if k in metrics else '?' for k in ('acc/top1', 'acc/mean1'))
         print(f'  {attn:8s} top-1 {top1:>6s}%   mCA {mca:>6s}%   ({secs:.0f} s train + test)')
     print(f'total {time.time() - t0:.0f} s')
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    return run_tool('demo.py', demo, args)
 
 
 if __name__ == '__main__':

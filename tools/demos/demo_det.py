@@ -5,6 +5,13 @@ R-CNN on it, test it, report COCO bbox and segm AP.
     python tools/demos/demo_det.py                        # ViTDet-DnA (make demo-det)
     python tools/demos/demo_det.py --attn dna softmax     # and the softmax baseline, same data
     python tools/demos/demo_det.py --baseline             # also test the untrained model (AP floor)
+    python tools/demos/demo_det.py --attn relu --import docs/attention/relu_attention.py
+
+``--attn`` takes any registered attention member, by short name (``softmax``, ``dna``, ``diff``,
+``cog``) or registered type (``DnAAttention``); ``--import`` imports a member of your own first
+(a module on the Python path, or a ``.py`` file), and the runs import it too. A member that takes
+no position bias (``takes_position_bias = False``: Diff, Cog) runs without ViTDet's relative
+positions.
 
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/vitdet_dna_demo.py`` (the commands are printed, their progress lines shown as they
@@ -19,11 +26,13 @@ import argparse
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]  # the runs' commands run here (config-relative paths)
-
-#: the shipped members' short names, ``dna_mm.models.attention.short_names()`` (a test keeps them equal)
-ATTENTIONS = ('softmax', 'dna', 'diff', 'cog')
+REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
 CONFIG = 'configs/vitdet_dna_demo.py'
+#: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 #: the summary's columns: their names in the test line, their keys in the test's metrics (COCO)
 METRICS = {'bbox AP': 'coco/bbox_mAP', 'bbox AP50': 'coco/bbox_mAP_50', 'segm AP': 'coco/segm_mAP'}
 METRICS['segm AP50'] = 'coco/segm_mAP_50'
@@ -54,15 +63,17 @@ def summary(metrics: dict) -> str:
     return '  '.join(f'{k} {shown.get(k, "?"):>6s}' for k in METRICS)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         '--attn',
         nargs='+',
         default=['dna'],
-        choices=ATTENTIONS,
-        help='backbone attention(s) to train and test',
+        metavar='NAME',
+        help='backbone attention(s) to train and test: any registered member, by short name or '
+        'registered type',
     )
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--data-root', default='data/demo_coco')
     p.add_argument('--work-dir', default='work_dirs/demo_det')
     p.add_argument(
@@ -76,16 +87,34 @@ def main(argv: list[str] | None = None) -> None:
         action='store_true',
         help='also test the untrained model (what AP a model that learned nothing gets)',
     )
-    args = p.parse_args(argv)
+    p.add_argument(
+        '--cfg-options',
+        dest='run_options',
+        nargs='+',
+        default=[],
+        metavar='KEY=VALUE',
+        help="settings of every run's config, after the demo's own (tools/train.py and tools/test.py "
+        'take them as written)',
+    )
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
+    return p.parse_args(argv)
+
+
+def demo(args: argparse.Namespace) -> dict:
+    """Each ``--attn`` trained and tested on the shapes set (and, with ``--baseline``, tested
+    untrained): ``{name: (metrics, seconds)}``."""
+    from dna_mm.errors import UserError
     from dna_mm.utils.mmcv_ops import has_ops, missing_ops_line
 
     if not has_ops():  # Mask R-CNN's RoI ops: one line before anything is built
-        p.exit(2, f'demo_det.py: error: {missing_ops_line("The detector demo (Mask R-CNN)")}\n')
+        raise UserError(missing_ops_line('The detector demo (Mask R-CNN)'))
     from dna_mm.config import format_metrics
     from dna_mm.models.attention.builder import attention_class
     from dna_mm.synthetic.coco_shapes import COCO_CLASSES, ensure_coco_dataset
-    from dna_mm.utils.tool_runs import read_test_metrics, run_script, train_then_test
+    from dna_mm.tools.cli import known_names
+    from dna_mm.utils.tool_runs import import_options, read_test_metrics, run_script, train_then_test
 
+    members = dict(zip(args.attn, known_names('--attn', args.attn, attention_class), strict=True))
     t0 = time.time()
     root = ensure_coco_dataset(REPO / args.data_root)
     print(f'demo data: {root} ({len(COCO_CLASSES)} classes: {", ".join(COCO_CLASSES)})', flush=True)
@@ -94,14 +123,16 @@ def main(argv: list[str] | None = None) -> None:
     common += [
         f'{split}_evaluator.ann_file={data}annotations/instances_test.json' for split in ('val', 'test')
     ]
+    common += import_options(args.imports)
     results = {}
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
         opts = common + [f'model.backbone.attn_cfg={attn}']
         if args.iters:  # the schedule's end, cosine and the val / checkpoint intervals follow
             opts += [f'train_cfg.max_iters={args.iters}']
-        if not attention_class(attn).takes_position_bias:  # softmax and DnA only
+        if not members[attn].takes_position_bias:  # the member says (Diff, Cog: no rel-pos)
             opts += ['model.backbone.use_rel_pos=False']
+        opts += args.run_options
         if args.baseline:
             ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)
             run_script(
@@ -122,6 +153,14 @@ def main(argv: list[str] | None = None) -> None:
         timing = f'   ({secs:.0f} s train + test)' if secs else ''
         print(f'  {name:18s} {summary(metrics)}{timing}')
     print(f'total {time.time() - t0:.0f} s')
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    return run_tool('demo_det.py', demo, args)
 
 
 if __name__ == '__main__':

@@ -28,10 +28,9 @@ from typing import Any, Optional
 #: DeepSpeed-style: ``dna_mm.converters.timesformer.WRAPPER_KEYS``) and the EMA copies DeiT /
 #: vit/main.py add; all of them are converted
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'model_state', 'model_ema', 'state_dict_ema')
-#: what ``dna_mm.family`` defines, for the command line (a test keeps them equal): the variants
-#: (``DNA_VARIANTS``, then the paper's names, ``DNA_VARIANT_ALIASES``), the negative branch's
-#: initial scales (``NEGATIVE_INIT``) and the combine signs (``COMBINE_SIGNS``)
-VARIANTS = ('apm', 'apm_alpha', 'qpm_v', 'q_vpm', 'qpm_vpm', 'A±', 'Â±', 'Q±V', 'QV±', 'Q±V±')
+#: what ``dna_mm.family`` defines, for the command line (a test keeps them equal): the negative
+#: branch's initial scales (``NEGATIVE_INIT``) and the combine signs (``COMBINE_SIGNS``); the
+#: variants are checked against the family's after parsing (``canonical_variant``)
 Q_NEG_SCALE, V_NEG_SCALE = 1e-4, -1e-4
 COMBINES = ('add', 'sub')
 COMBINE_HELP = (
@@ -74,8 +73,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s2d.add_argument(
         '--variant',
         default='qpm_vpm',
-        choices=VARIANTS,
-        help="DnA variant the output is for (dna_mm's name or the paper's)",
+        help="DnA variant the output is for: dna_mm's name (dna_mm.family.DNA_VARIANTS) or the "
+        "paper's (Q±V±, ...)",
     )
     s2d.add_argument('--q-neg-scale', type=float, default=Q_NEG_SCALE, help='Q- = scale * Q')
     s2d.add_argument('--v-neg-scale', type=float, default=V_NEG_SCALE, help='V- = scale * V')
@@ -189,12 +188,27 @@ def convert(args: argparse.Namespace) -> tuple[Any, dict[Optional[str], tuple[di
     return ckpt, done
 
 
+def check_variant(args: argparse.Namespace) -> None:
+    """``--variant`` one of the DnA family's (:func:`dna_mm.family.canonical_variant`), else a
+    :class:`~dna_mm.errors.ConfigError` naming them."""
+    from dna_mm.errors import ConfigError
+    from dna_mm.family import canonical_variant
+
+    if getattr(args, 'variant', None) is None:
+        return
+    try:
+        canonical_variant(args.variant)
+    except ValueError as err:
+        raise ConfigError(f'--variant: {err}') from None
+
+
 def convert_file(args: argparse.Namespace) -> int:
     import torch
 
     from dna_mm.errors import ConfigError
     from dna_mm.tools.cli import user_file
 
+    check_variant(args)
     user_file(args.src, 'checkpoint')
     ckpt, done = convert(args)
     for wrapper, (sd, new) in done.items():

@@ -4,7 +4,7 @@ legend below them, error bars; figures outside pyplot, written by the Agg render
 * :mod:`.analyses` — the analyses' figures (``tools/analysis/analyze_attention.py``):
   :data:`PLOTTERS`, one ``plot_*`` per analysis;
 * :mod:`.relevance_maps` — :func:`plot_relevance` (``tools/analysis/relevance_maps.py``);
-* :mod:`.study` — the denoising study's figures and :data:`METHOD_NAMES`
+* :mod:`.study` — the denoising study's figures and each member's label (:func:`method_label`)
   (``tools/analysis/study.py``).
 """
 
@@ -18,10 +18,10 @@ from .analyses import (
     plot_robustness,
 )
 from .relevance_maps import RELEVANCE_CMAPS, plot_relevance
-from .study import METHOD_NAMES, plot_accuracy_vs_distractors, plot_target_mass
+from .study import method_label, plot_accuracy_vs_distractors, plot_target_mass
 
 __all__ = [
-    'METHOD_NAMES',
+    'method_label',
     'PLOTTERS',
     'RELEVANCE_CMAPS',
     'plot_accuracy_vs_distractors',

@@ -1,7 +1,7 @@
 """The denoising study's figures (``tools/analysis/study.py``; the summary of
 :func:`dna_mm.analysis.study.summarize`): accuracy and attention on the target against the
 number of distractors, and the attention on the target per layer; mean ± std over seeds, a
-colour per method (:mod:`.style`)."""
+colour per method (:mod:`.style`), each named as its member says (:func:`method_label`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ...models.attention.builder import short_names
+from ...models.attention.builder import attention_class, short_names
 from ...synthetic.motion_clips import SIMILARITY
 from .style import (
     BRANCH_STYLE,
@@ -23,12 +23,26 @@ from .style import (
     style_handle,
 )
 
-#: how figures and tables name each attention of ``builder.short_names()``: its registered type
-#: without ``Attention``, but the baseline as ``softmax`` and DnA with its default variant
-METHOD_NAMES = {
-    name: {'softmax': 'softmax', 'dna': 'DnA (Q±V±)'}.get(name, kind.removesuffix('Attention'))
-    for name, kind in short_names().items()
-}
+
+def method_label(name: str) -> str:
+    """How figures and tables name the attention ``name`` (a short or registered name): as its
+    member says: the ``label`` its class states itself where it states one, else its class name
+    without ``Attention`` (``DiffAttention``: ``Diff``); a name no member has now (the runs of a
+    member whose module this process did not import) as it is."""
+    try:
+        cls = attention_class(name)
+    except ValueError:
+        return name
+    return vars(cls).get('label') or cls.__name__.removesuffix('Attention')
+
+
+def __getattr__(name: str) -> object:
+    """``METHOD_NAMES`` of earlier releases (short name → label), read from the members now."""
+    if name == 'METHOD_NAMES':
+        return {short: method_label(short) for short in short_names()}
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
 #: what a held-out set's distractors share with the target: ``'demo'`` (nothing: as in training)
 #: or one of the generator's ``distractor_*`` fields (``datasets.synthetic.SIMILARITY``) set to
 #: ``'target'``, named without its prefix (``'color'``)
@@ -47,7 +61,7 @@ LIKENESS_NAMES = {
 
 
 def _method_handles(methods: Sequence[str]) -> list:
-    return color_handles([METHOD_NAMES.get(m, m) for m in methods])
+    return color_handles([method_label(m) for m in methods])
 
 
 def _seeds_note(summary: dict) -> str:
@@ -133,8 +147,8 @@ def plot_accuracy_vs_distractors(
         path,
         'Robustness to distractors: models trained with few distractors, tested with more',
         handles,
-        _seeds_note(summary) + '. Right: the map the layer applies (softmax / Cog map, DnA / Diff '
-        'combined map).',
+        _seeds_note(summary) + '. Right: the map the layer applies (of an attention with two maps, '
+        'the two combined).',
     )
 
 

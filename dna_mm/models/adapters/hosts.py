@@ -42,7 +42,10 @@ call are walked through (:data:`CONTAINERS`, :data:`CONTAINER_NAMES`): CLIP's
 ``ResidualAttentionBlock``, OpenCLIP's ``AttentionalPooler``.
 
 Adding a host: its form in :mod:`dna_mm.models.layers` (a module with ``from_host``), its key
-mapping in :mod:`dna_mm.converters.hosts` (when its keys differ), one row here.
+mapping in :mod:`dna_mm.converters.hosts` (when its keys differ), one row here. A row's form
+builder is the one route into its host: ``DnATimeSformer`` builds its divided steps and mmcv
+layers through the builders the TimeSformer rows name
+(:func:`~dna_mm.models.backbones.timesformer.give_members`).
 """
 
 from __future__ import annotations

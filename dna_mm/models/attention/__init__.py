@@ -7,7 +7,7 @@ Registered in MMEngine's root ``MODELS`` (so visible from every library's scope)
 """
 
 from ...family import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant
-from .base import AttentionBase
+from .base import AttentionBase, BranchHeads, MixingWeight
 from .builder import attention_cfg, attention_class, attention_types, build_attention, short_names
 
 # registered in this order, the order messages list the members in
@@ -21,6 +21,8 @@ from .cog import CogAttention, CogCrossAttention
 
 __all__ = [
     'AttentionBase',
+    'BranchHeads',
+    'MixingWeight',
     'SoftmaxAttention',
     'SoftmaxCrossAttention',
     'DnAAttention',

@@ -20,12 +20,31 @@ functions (:func:`check_inputs`, :func:`with_causal`), kept as calls that see th
 
 The constructor also takes timm's and mmcv's keywords, so each module is usable as timm's
 ``attn_layer``.
+
+**The member contract.** Code outside a member (the builder, the host forms, the fitting of
+state dicts, the analyses) never reads a member's own attribute names; it asks the member:
+
+* what it is: :attr:`~AttentionBase.short_name`, :attr:`~AttentionBase.label`,
+  :meth:`~AttentionBase.layer_config`;
+* its branches: :attr:`~AttentionBase.map_names` (one map per branch) and
+  :meth:`~AttentionBase.branch_heads` (the heads of :meth:`~AttentionBase.project` each branch
+  reads), from which :meth:`~AttentionBase.extra_heads` (the heads beyond ``q, k, v`` and the
+  place each takes) and, per module, :meth:`~AttentionBase.own_heads` (those computed by a
+  projection of their own);
+* a host's position bias: :attr:`~AttentionBase.takes_position_bias` and
+  :meth:`~AttentionBase.position_bias` (each branch's from its own queries);
+* how its branches mix: :meth:`~AttentionBase.neg_coefficient` (the second map's factor) and
+  :meth:`~AttentionBase.mixing_weights` (the learned weights, by name);
+* its maps: :attr:`~AttentionBase.signed_maps`;
+* its weights: :attr:`~AttentionBase.own_start`, :attr:`~AttentionBase.has_negative_branch`
+  and :meth:`~AttentionBase.negative_variant` (DnA's negative branch, generated from softmax
+  weights).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, ClassVar, Optional, Union
+from typing import Callable, ClassVar, NamedTuple, Optional, Union
 
 import torch
 import torch.fx
@@ -41,6 +60,26 @@ AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
 BASE_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn', 'embed_dims', 'num_heads')
 #: ``hook(module, maps, heads)``: the maps ``[B, H, M, N]`` of one call and its head-split inputs
 AttendHook = Callable[[nn.Module, dict[str, Tensor], dict[str, Tensor]], None]
+#: the heads every member's :meth:`AttentionBase.project` gives
+BASE_HEADS = ('q', 'k', 'v')
+
+
+class BranchHeads(NamedTuple):
+    """The heads of :meth:`AttentionBase.project` one branch of a member reads: its queries,
+    keys and values (DnA's negative branch: ``BranchHeads(q='q_neg', v='v_neg')``)."""
+
+    q: str = 'q'
+    k: str = 'k'
+    v: str = 'v'
+
+
+class MixingWeight(NamedTuple):
+    """A learned weight that mixes a member's branches (:meth:`AttentionBase.mixing_weights`):
+    its ``value``, ``[H]`` (one per head, DnA's ``α``) or a scalar (Diff's ``λ``), and the
+    ``init`` it starts from."""
+
+    value: Tensor
+    init: float
 
 
 class AttentionBase(nn.Module):
@@ -68,17 +107,24 @@ class AttentionBase(nn.Module):
         device, dtype: Factory keywords for the parameters (timm passes them).
 
     Attributes:
-        has_negative_branch: The member has DnA's negative branch (``q_neg``, ``v_neg``,
-            ``alpha``, where its variant has them; :meth:`project` gives ``q_neg`` / ``v_neg``).
+        has_negative_branch: The member has DnA's negative branch (the keys of
+            :data:`~dna_mm.family.NEGATIVE_KEYS` its :meth:`negative_variant` names): the
+            fitting of a state dict generates it from softmax weights
+            (:class:`~dna_mm.family.NegativeInit`) and drops it for a member without one.
     """
 
     has_negative_branch: bool = False
     #: the short name a config may give instead of the registered one (``attn_cfg='dna'``): the
     #: member's own, a subclass (its cross form) does not inherit it
     short_name: ClassVar[Optional[str]] = None
-    #: the keys of the maps the eager route returns
+    #: how figures and tables name it, where its class says (the study's plots read the class's
+    #: own; default: the class name without ``Attention``)
+    label: ClassVar[Optional[str]] = None
+    #: the keys of the maps the eager route returns, one per branch (the order of
+    #: :meth:`branch_heads`, and of a bias per branch)
     map_names: ClassVar[tuple[str, ...]] = ('attn',)
-    #: takes a position bias from its host (ViTDet's and MViTv2's relative positions)
+    #: takes a position bias from its host (ViTDet's and MViTv2's relative positions:
+    #: :meth:`position_bias`)
     takes_position_bias: ClassVar[bool] = True
     #: its maps are signed (Cog): the analyses measure their magnitude
     signed_maps: ClassVar[bool] = False
@@ -97,6 +143,65 @@ class AttentionBase(nn.Module):
         """The factor of the second map (``'neg'``) in the output, broadcastable to
         ``[B, H, M, d]`` (the analyses weight that map by it); 1 for a member of one map."""
         return torch.ones((), device=self.proj.weight.device)
+
+    @classmethod
+    def branch_heads(cls) -> dict[str, BranchHeads]:
+        """Per map of :attr:`map_names` (its branch), the heads of :meth:`project` that branch
+        reads. Default: every branch reads ``q, k, v`` (softmax, Cog, Diff's two maps); DnA
+        ``{'pos': BranchHeads(), 'neg': BranchHeads(q='q_neg', v='v_neg')}``. A head named
+        here beyond ``q, k, v`` is one :meth:`project` gives (:meth:`extra_heads`)."""
+        return {name: BranchHeads() for name in cls.map_names}
+
+    @classmethod
+    def extra_heads(cls) -> dict[str, str]:
+        """The heads of :meth:`branch_heads` beyond ``q, k, v``, each with the base head whose
+        place it takes in its branch (``'q'``, ``'k'`` or ``'v'``): it reads that head's input,
+        and a host that transforms that head (MViTv2's pooling) gives it its own transform of
+        the same kind. DnA ``{'q_neg': 'q', 'v_neg': 'v'}``; ``{}`` for ``q, k, v`` only."""
+        extra: dict[str, str] = {}
+        for heads in cls.branch_heads().values():
+            for base, name in zip(BASE_HEADS, heads, strict=True):
+                if name not in BASE_HEADS:
+                    extra.setdefault(name, base)
+        return extra
+
+    def own_heads(self) -> tuple[str, ...]:
+        """The :meth:`extra_heads` this module computes by a projection of its own; any other
+        extra head :meth:`project` gives is its base head's tensor itself. Default: all of
+        them; DnA: ``q_neg`` / ``v_neg`` where its variant has ``Q-`` / ``V-``."""
+        return tuple(self.extra_heads())
+
+    def position_bias(self, heads: dict[str, Tensor], bias_of: Callable[[Tensor], Tensor]) -> BiasArg:
+        """A host's position bias for :meth:`attend` (:attr:`takes_position_bias`): ``bias_of(q)``
+        of each branch's queries (``q`` of :meth:`branch_heads`, from ``heads``). One bias when
+        every branch reads the same query head, else a tuple with one per branch in
+        :attr:`map_names` order (DnA ``(R(Q+), R(Q-))``), computed once per distinct tensor."""
+        names = [branch.q for branch in self.branch_heads().values()]
+        if len(set(names)) == 1:
+            return bias_of(heads[names[0]])
+        done: list[tuple[Tensor, Tensor]] = []  # (queries, their bias)
+
+        def once(q: Tensor) -> Tensor:  # a tensor two branches share (DnA without Q-): one bias
+            bias = next((b for seen, b in done if seen is q), None)
+            if bias is None:
+                bias = bias_of(q)
+                done.append((q, bias))
+            return bias
+
+        return tuple(once(heads[name]) for name in names)
+
+    def mixing_weights(self) -> dict[str, MixingWeight]:
+        """The learned weights that mix its branches, by name (the analyses report each; a
+        per-head ``[H]`` weight with its statistics): DnA ``{'alpha': α [H]}`` (where its variant
+        learns ``α``), Diff ``{'lambda': λ}`` (a scalar); ``{}`` by default."""
+        return {}
+
+    def negative_variant(self) -> Optional[str]:
+        """The DnA variant (a key of :data:`~dna_mm.family.DNA_VARIANTS`) whose negative-branch
+        keys this module has, which the fitting of a state dict generates from softmax weights
+        or completes (:func:`~dna_mm.converters.attention.negative_branch`); None for a module
+        without DnA's negative branch (the fitting drops one)."""
+        return None
 
     @classmethod
     def own_short_name(cls) -> Optional[str]:
@@ -199,7 +304,8 @@ class AttentionBase(nn.Module):
         self, x: Tensor, context: Optional[Tensor] = None, value: Optional[Tensor] = None
     ) -> dict[str, Tensor]:
         """The head-split inputs of :meth:`attend`: ``q`` from ``x``, ``k`` from ``context`` (or
-        ``x``), ``v`` from ``value`` (or the keys' input), each ``[B, H, ·, d]``. Each distinct
+        ``x``), ``v`` from ``value`` (or the keys' input), each ``[B, H, ·, d]`` (a member with
+        :meth:`extra_heads` adds them, each from its base head's input). Each distinct
         input goes once through ``qkv`` (called, so a wrapper or hook on it sees every input)
         and keeps its rows of the output; or through ``q_proj``, ``k_proj``, ``v_proj``."""
         if not self.packed_projections:
@@ -218,7 +324,9 @@ class AttentionBase(nn.Module):
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """The member's formula on the heads of :meth:`project` → ``[B, H, M, d]`` and the maps
-        (``{}`` on the fused route, the explicit maps when ``eager``)."""
+        (``{}`` on the fused route, the explicit maps of :attr:`map_names` when ``eager``).
+        ``attn_bias``: one bias for every branch, or a tuple of one per branch
+        (:meth:`position_bias`)."""
         raise NotImplementedError
 
     _attend_hooks: 'OrderedDict[int, AttendHook]' = OrderedDict()  # a module's own once registered
@@ -226,8 +334,8 @@ class AttentionBase(nn.Module):
     def register_attend_hook(self, hook: AttendHook) -> RemovableHandle:
         """Run this module's :meth:`attend` on the eager route and call ``hook(module, maps,
         heads)`` after each call: the maps it multiplies (before dropout) and the head-split
-        inputs (``q, k, v``; DnA's ``q_neg, v_neg``). The output is the eager formula's (equal
-        to the fused route's within float tolerance). ``handle.remove()`` ends it."""
+        inputs (``q, k, v`` and its :meth:`extra_heads`). The output is the eager formula's
+        (equal to the fused route's within float tolerance). ``handle.remove()`` ends it."""
         if '_attend_hooks' not in self.__dict__:
             self._attend_hooks = OrderedDict()
         handle = RemovableHandle(self._attend_hooks)

@@ -31,7 +31,7 @@ from timm.layers import RmsNorm
 from torch import Tensor, nn
 
 from . import functional as AF
-from .base import AttentionBase, CrossAttentionMixin
+from .base import AttentionBase, CrossAttentionMixin, MixingWeight
 
 
 @MODELS.register_module()
@@ -100,6 +100,10 @@ class DiffAttention(AttentionBase):
     def neg_coefficient(self) -> Tensor:
         """``-λ`` (a scalar shaped ``[1, 1, 1, 1]``): ``A = A1 - λ A2``."""
         return -self.lambda_full().reshape(1, 1, 1, 1)
+
+    def mixing_weights(self) -> dict[str, MixingWeight]:
+        """``{'lambda': λ}`` (a scalar, starting near ``λ_init``)."""
+        return {'lambda': MixingWeight(self.lambda_full(), self.lambda_init)}
 
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool

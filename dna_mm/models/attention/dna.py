@@ -63,7 +63,7 @@ from torch import Tensor, nn
 
 from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant
 from . import functional as AF
-from .base import AttentionBase, CrossAttentionMixin
+from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight
 
 #: the heads :meth:`DnAAttention.project` gives, in the formula's order
 HEADS = ('q', 'k', 'v', 'q_neg', 'v_neg')
@@ -111,7 +111,14 @@ class DnAAttention(AttentionBase):
 
     has_negative_branch = True
     short_name = 'dna'
+    label = 'DnA (Q±V±)'  # its default variant
     map_names = ('pos', 'neg')
+
+    @classmethod
+    def branch_heads(cls) -> dict[str, BranchHeads]:
+        """``pos`` reads ``Q+, K, V+`` (``q, k, v``), ``neg`` reads ``Q-, K, V-`` (``q_neg, k,
+        v_neg``; the tensors ``q`` / ``v`` themselves where the variant has no ``Q-`` / ``V-``)."""
+        return {'pos': BranchHeads(), 'neg': BranchHeads(q='q_neg', v='v_neg')}
 
     def __init__(
         self,
@@ -263,6 +270,20 @@ class DnAAttention(AttentionBase):
         if self.alpha is None:
             return super().neg_coefficient()
         return self.alpha.reshape(1, -1, 1, 1)
+
+    def own_heads(self) -> tuple[str, ...]:
+        """``q_neg`` / ``v_neg`` where the variant has its own ``Q-`` / ``V-`` projection."""
+        projections = (('q_neg', self.q_neg), ('v_neg', self.v_neg))
+        return tuple(name for name, layer in projections if layer is not None)
+
+    def mixing_weights(self) -> dict[str, MixingWeight]:
+        """``{'alpha': α [H]}`` where the variant learns ``α`` (its start: the authors',
+        :data:`~dna_mm.family.NEGATIVE_INIT`); ``{}`` for ``apm``."""
+        return {} if self.alpha is None else {'alpha': MixingWeight(self.alpha, NEGATIVE_INIT.alpha)}
+
+    def negative_variant(self) -> str:
+        """Its :attr:`variant`: the negative-branch keys it has."""
+        return self.variant
 
     def fused_kernel(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg

@@ -20,6 +20,7 @@ class SoftmaxAttention(AttentionBase):
     """Standard multi-head self-attention. Arguments: see :class:`.base.AttentionBase`."""
 
     short_name = 'softmax'
+    label = 'softmax'
 
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool

@@ -30,7 +30,7 @@ from torch import nn
 from ...converters import to_timesformer
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg, deprecated_key
-from ..layers.video_attention import from_host, give_member
+from ..layers.video_attention import from_divided, from_host
 from ..scopes import home_scope
 from .pretrained import ModelKeys, load_pretrained
 
@@ -80,19 +80,22 @@ def _layer_cfgs(
 
 
 def give_members(layers: nn.ModuleList, temporal_attn: AttnCfg, spatial_attn: AttnCfg) -> None:
-    """Every attention of MMAction2's TimeSformer ``layers`` (in place) given its member, layer
-    ``i`` of ``len(layers)``: a divided step's ``nn.MultiheadAttention`` the member in that
-    module's form (:func:`~dna_mm.models.layers.video_attention.give_member`; ``temporal_attn``
-    in the temporal step, ``spatial_attn`` in the spatial one), an mmcv ``MultiheadAttention``
-    of the joint / space-only layers replaced by its form
-    (:func:`~dna_mm.models.layers.video_attention.from_host`, ``spatial_attn``). An attention
-    already of the family (a ``TokenAttention`` in explicit layer configs) is kept."""
+    """Every attention of MMAction2's TimeSformer ``layers`` (in place) replaced by its form,
+    layer ``i`` of ``len(layers)``, through the one route into each host: the form builder that
+    ``with_attention``'s host table names for its class
+    (:data:`dna_mm.models.adapters.hosts.HOSTS`). A divided step becomes
+    :func:`~dna_mm.models.layers.video_attention.from_divided`'s (MMAction2's step, its
+    ``nn.MultiheadAttention`` the member in that module's form; ``temporal_attn`` in the
+    temporal step, ``spatial_attn`` in the spatial one), an mmcv ``MultiheadAttention`` of the
+    joint / space-only layers :func:`~dna_mm.models.layers.video_attention.from_host`'s
+    (``spatial_attn``). An attention already of the family (a ``TokenAttention`` in explicit
+    layer configs, a step whose ``attn`` is a member) is kept."""
     divided = (DividedTemporalAttentionWithNorm, DividedSpatialAttentionWithNorm)
     for i, layer in enumerate(layers):
         for j, step in enumerate(layer.attentions):
             if isinstance(step, divided) and isinstance(step.attn, nn.MultiheadAttention):
                 cfg = temporal_attn if isinstance(step, DividedTemporalAttentionWithNorm) else spatial_attn
-                give_member(step, cfg, i, len(layers))
+                layer.attentions[j] = from_divided(step, cfg, i, len(layers))
             elif type(step) is MultiheadAttention:
                 layer.attentions[j] = from_host(step, spatial_attn, i, len(layers))
 

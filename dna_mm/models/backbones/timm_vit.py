@@ -26,11 +26,14 @@ model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-t
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import contextlib
+from contextvars import ContextVar
+from typing import Any, Iterator, Optional, Union
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import use_fused_attn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import vision_transformer as timm_vit
 from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
@@ -41,31 +44,61 @@ from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
 from ..attention.dna import DnAAttention
 from ..fitting import adapt_attentions
 
+#: the DnA variant of the attentions timm builds now (:func:`timm_builds`); the default
+#: variant outside a ``dna_vit_*`` model's construction
+_VARIANT: ContextVar[str] = ContextVar('dna_vit_variant', default='qpm_vpm')
+
+
+@contextlib.contextmanager
+def timm_builds(variant: str) -> Iterator[None]:
+    """Inside the block, every :class:`TimmDnAAttention` timm builds has ``variant`` (its
+    ``variant`` argument's default): :class:`DnAVisionTransformer` builds its blocks in it.
+    Per thread and task (a :class:`~contextvars.ContextVar`); restored on exit."""
+    token = _VARIANT.set(canonical_variant(variant))
+    try:
+        yield
+    finally:
+        _VARIANT.reset(token)
+
 
 class TimmDnAAttention(DnAAttention):
-    """:class:`DnAAttention` as timm's ``Block`` builds it (timm takes the class as ``attn_layer``
-    and inspects it with ``issubclass``): ``fused_attn`` follows timm's switch
-    (``timm.layers.set_fused_attn`` / ``TIMM_FUSED_ATTN``) when the model is built, as timm's own
-    ``Attention`` does, and the variant is the class's :attr:`VARIANT` (one class per variant,
-    :data:`TIMM_ATTENTIONS`), so every attention is built once, by timm, before its weight
-    initialisation (``fix_init`` included)."""
-
-    VARIANT = 'qpm_vpm'
+    """:class:`DnAAttention` as timm's ``Block`` builds it: one class for every variant (timm
+    takes a class as ``attn_layer``, inspects it with ``issubclass`` and passes it only its own
+    arguments). ``fused_attn`` follows timm's switch (``timm.layers.set_fused_attn`` /
+    ``TIMM_FUSED_ATTN``) when the model is built, as timm's own ``Attention`` does, and the
+    variant is the one of the model being built (:func:`timm_builds`; ``qpm_vpm`` outside
+    one), so every attention is built once, by timm, before its weight initialisation
+    (``fix_init`` included). In timm's own registry of attention layers (timm 1.0.23+,
+    ``timm.models.vision_transformer.ATTN_LAYERS``) as ``'dna'``: ``attn_layer='dna'``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault('fused_attn', use_fused_attn())
-        kwargs.setdefault('variant', self.VARIANT)
+        kwargs.setdefault('variant', _VARIANT.get())
         super().__init__(*args, **kwargs)
 
 
-def _variant_class(variant: str) -> type[TimmDnAAttention]:
-    name = f'TimmDnAAttention_{variant}'
-    return type(name, (TimmDnAAttention,), dict(VARIANT=variant, __module__=__name__, __qualname__=name))
+def _timm_attn_layer() -> Union[str, type[TimmDnAAttention]]:
+    """What ``dna_vit_*`` pass timm as ``attn_layer``: the name ``'dna'``, registered in timm's
+    own lookup of attention layers where the installed timm has one (``ATTN_LAYERS``, timm
+    1.0.23+); the class itself with an older timm (its ``Block`` calls ``attn_layer``)."""
+    layers = getattr(timm_vit, 'ATTN_LAYERS', None)
+    if not isinstance(layers, dict):
+        return TimmDnAAttention
+    if layers.setdefault('dna', TimmDnAAttention) is not TimmDnAAttention:  # another 'dna': ours by class
+        return TimmDnAAttention
+    return 'dna'
 
 
-#: variant → the attention class timm builds for it (module-level names, so they pickle)
-TIMM_ATTENTIONS: dict[str, type[TimmDnAAttention]] = {v: _variant_class(v) for v in DNA_VARIANTS}
-globals().update({cls.__name__: cls for cls in TIMM_ATTENTIONS.values()})
+TIMM_ATTN_LAYER = _timm_attn_layer()
+
+
+def __getattr__(name: str) -> type[TimmDnAAttention]:
+    """``TimmDnAAttention_<variant>``, one class per variant in earlier releases: the one class
+    now, so that a model pickled by them loads (its attentions keep their variant)."""
+    prefix = 'TimmDnAAttention_'
+    if name.startswith(prefix) and name[len(prefix) :] in DNA_VARIANTS:
+        return TimmDnAAttention
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 def dna_variant_of(attn_cfg: AttnCfg) -> str:
@@ -113,7 +146,8 @@ class DnAVisionTransformer(VisionTransformer):
             deprecated_key('DnAVisionTransformer', 'dna_variant', new)
             attn_cfg = dict(type='DnAAttention', variant=dna_variant)
         variant = canonical_variant(dna_variant_of(attn_cfg))
-        super().__init__(*args, attn_layer=TIMM_ATTENTIONS[variant], **kwargs)
+        with timm_builds(variant):  # each attention timm builds: TimmDnAAttention of this variant
+            super().__init__(*args, attn_layer=TIMM_ATTN_LAYER, **kwargs)
         for block in self.blocks:  # a constant: no random draw, the same weights as built with it
             if block.attn.alpha is not None:
                 block.attn.alpha.data.fill_(float(alpha_init))

@@ -9,7 +9,7 @@ from typing import Optional
 from torch import Tensor, nn
 
 from ..attention.builder import AttnCfg
-from .forms import host_family, refuse, refuse_extras
+from .forms import member_for_host, refuse, refuse_extras
 
 
 class EvaAttentionAdapter(nn.Module):
@@ -48,4 +48,4 @@ def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
         refuse(host, 'attn_head_dim different from the token width / num_heads')
     has_bias = host.q_bias is not None or (host.q_proj is not None and host.q_proj.bias is not None)
     bias = dict(qkv_bias=has_bias, proj_bias=host.proj.bias is not None)
-    return EvaAttentionAdapter(host_family(host, attn_cfg, layer_index, num_layers, dim, **bias))
+    return EvaAttentionAdapter(member_for_host(host, attn_cfg, layer_index, num_layers, dim, **bias))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..attention.builder import AttnCfg
-from .forms import host_family, refuse, refuse_extras
+from .forms import member_for_host, refuse, refuse_extras
 
 
 def from_timm(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
@@ -18,11 +18,11 @@ def from_timm(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
     if host.qkv.in_features != host.proj.out_features or host.attn_dim != host.qkv.in_features:
         refuse(host, 'attn_head_dim / dim_out different from the token width')
     bias = dict(qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None)
-    return host_family(host, attn_cfg, layer_index, num_layers, host.qkv.in_features, **bias)
+    return member_for_host(host, attn_cfg, layer_index, num_layers, host.qkv.in_features, **bias)
 
 
 def from_videomae(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
     """The family attention in place of MMAction2's VideoMAE ``Attention`` ``host``."""
-    return host_family(
+    return member_for_host(
         host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=hasattr(host, 'q_bias')
     )

@@ -1,4 +1,4 @@
-"""The one way to give a host the family: a *form*, one module in :mod:`dna_mm.models.layers`
+"""The one way to give a host a member: a *form*, one module in :mod:`dna_mm.models.layers`
 per host call, built by that module's ``from_host(host, attn_cfg, layer_index, num_layers)``
 with the host's sizes, dropouts and scale. Every form takes whatever member the config names
 (the shipped ones or your own), by composition:
@@ -9,11 +9,11 @@ with the host's sizes, dropouts and scale. Every form takes whatever member the 
   formula, so a block's keys are the host's and the member's (``blocks.0.attn.qkv``, ...);
 * a holder (Video Swin's windows, EVA's call, UniFormerV2's ``Extractor``, mmcv's
   ``MultiheadAttention``, MMPretrain's): a module with the member under ``attn.``
-  (:func:`host_family`).
+  (:func:`member_for_host`).
 
-A host whose call is the family's own (timm ``Attention``, VideoMAE's) gets the member itself
+A host whose call is the members' own (timm ``Attention``, VideoMAE's) gets the member itself
 (:mod:`.family_attention`). Every ``from_host`` refuses, in one line naming the host class,
-what the family lacks (:func:`refuse`).
+what the members lack (:func:`refuse`).
 """
 
 from __future__ import annotations
@@ -63,11 +63,11 @@ def _repr_with_form(member: AttentionBase) -> str:
     return f'{type(member).extra_repr(member)}, {member.host_form.describe(member)}'
 
 
-def host_family(
+def member_for_host(
     host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int, embed_dims: int, **kwargs: Any
 ) -> nn.Module:
-    """The family attention with ``host``'s heads, dropouts (``attn_drop``, ``proj_drop``
-    modules) and scale; ``kwargs``: biases and any family argument."""
+    """The member ``attn_cfg`` names, with ``host``'s heads, dropouts (``attn_drop``,
+    ``proj_drop`` modules) and scale; ``kwargs``: biases and any member argument."""
     drops = dict(attn_drop=host.attn_drop.p, proj_drop=host.proj_drop.p)
     family = build_attention(attn_cfg, embed_dims, host.num_heads, layer_index, num_layers, **drops, **kwargs)
     family.scale = host.scale

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from ..attention import build_attention
 from ..attention.builder import AttnCfg
-from .forms import host_family, refuse
+from .forms import member_for_host, refuse
 
 
 class MultiheadAttentionAdapter(nn.Module):
@@ -89,5 +89,5 @@ def from_beit(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
     """The form of MMPretrain's ``BEiTAttention`` ``host``: its scale, dropouts, biases and
     table."""
     bias = dict(qkv_bias=host.bias is not False)  # 'qv_bias', True or False
-    family = host_family(host, attn_cfg, layer_index, num_layers, host.embed_dims, **bias)
+    family = member_for_host(host, attn_cfg, layer_index, num_layers, host.embed_dims, **bias)
     return BEiTAttentionAdapter(family, host.relative_position_bias_table, host.relative_position_index)

@@ -8,29 +8,35 @@ then a norm; the CLS token skips the convolution, not the norm)::
     out     = softmax(s Q Kᵀ + R(Q)) V  (+ Q with residual_pooling; not on the CLS row)
 
 ``R(Q)``: MViTv2's decomposed relative positions (``t``, ``h``, ``w`` tables; zero on the CLS
-row and column), computed from the pooled, unscaled queries (:func:`mvit_rel_pos`). The DnA
-form shares the pooled keys and gives the negative branch its own projections **and its own
-pooling** (``pool_q_neg`` / ``norm_q_neg``, ``pool_v_neg`` / ``norm_v_neg``, where the variant
-has ``Q-`` / ``V-``)::
+row and column), computed from the pooled, unscaled queries (:func:`mvit_rel_pos`). Every
+head a member reads beyond ``q, k, v``
+(:meth:`~dna_mm.models.attention.AttentionBase.extra_heads`, each taking the place of one of
+them) is pooled like the head whose place it takes, by **its own pooling** ``pool_<head>`` /
+``norm_<head>`` where the member computes it by a projection of its own
+(:meth:`~dna_mm.models.attention.AttentionBase.own_heads`), else it is that head's pooled
+tensor. DnA's form shares the pooled keys and gives the negative branch its own projections
+and pooling (``pool_q_neg`` / ``norm_q_neg``, ``pool_v_neg`` / ``norm_v_neg``, where the
+variant has ``Q-`` / ``V-``)::
 
     Q- = P_q-(x W_q-),   V- = P_v-(x W_v-)
     out = softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-   (+ Q+, the host's residual)
 
 The rel-pos term is a bias inside the formula (dna_mm's rule,
-:mod:`dna_mm.models.attention.functional`): each branch's from its own queries, tables shared,
-entering before the softmin sign, as ViTDet's (:mod:`.vitdet_attention`). The residual
-``+ Q`` is the host's term and stays the positive queries'.
+:mod:`dna_mm.models.attention.functional`): each branch's from its own queries
+(:meth:`~dna_mm.models.attention.AttentionBase.position_bias`), tables shared, entering before
+the softmin sign, as ViTDet's (:mod:`.vitdet_attention`). The residual ``+ Q`` is the host's
+term and stays the first branch's queries ``q``.
 
-Initialising from the host's softmax weights: the norm after pooling removes any scale of the
+Initialising DnA from the host's softmax weights: the norm after pooling removes any scale of the
 projection, so the paper's ``Q- = 1e-4·Q``, ``V- = -1e-4·V`` is applied to the pooled,
 normalised ``Q-`` / ``V-`` that enter the attention: ``W_q- = W_q``, ``P_q-`` = ``P_q`` with its
 norm's affine (weight and bias) times ``q_neg_scale`` (``V-``: ``v_neg_scale``), so
 ``Q- = 1e-4·Q`` and ``V- = -1e-4·V`` exactly (:func:`~dna_mm.models.fitting.adapt_pooled_attention`).
 
 Keys: the host's (``qkv``, ``proj``, ``pool_{q,k,v}``, ``norm_{q,k,v}``, ``rel_pos_{h,w,t}``),
-plus for DnA ``q_neg``, ``v_neg``, ``alpha`` and ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``: the
-member's own keys and those the form adds to it. :func:`from_host` builds the form of a host
-module. Differential and Cog attention with pooled queries and relative positions are not
+plus the member's own (DnA: ``q_neg``, ``v_neg``, ``alpha``) and the pooling of its own extra
+heads (DnA: ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``). :func:`from_host` builds the form of a
+host module. Differential and Cog attention with pooled queries and relative positions are not
 defined by the DnA paper (they take no position bias): :func:`from_host` refuses them.
 """
 
@@ -51,9 +57,6 @@ from ..attention.builder import AttnCfg, attention_class
 from ..attention.functional import BiasArg
 from .forms import HostForm, refuse
 from .positions import get_rel_pos
-
-#: the negative branch's own pooling: (pooled tensor, positive pooling it starts from)
-NEGATIVE_POOLING = (('q', 'q_neg'), ('v', 'v_neg'))
 
 
 def mvit_rel_pos(
@@ -146,9 +149,9 @@ class PoolingForm(HostForm):
         self.residual_pooling, self.with_cls_token = residual_pooling, with_cls_token
 
     def attach(self, member: nn.Module) -> AttentionBase:
-        """``member`` reading ``in_dims``-wide tokens, with the pooling of each head (the
-        negative branch's own where it has its own projection) and the relative position
-        tables."""
+        """``member`` reading ``in_dims``-wide tokens, with the pooling of each head (an extra
+        head's own, ``pool_<head>`` / ``norm_<head>``, where the member has its own projection
+        for it; ``None`` else) and the relative position tables."""
         member = super().attach(member)
         dd = member.factory_kwargs
         if self.in_dims != member.embed_dims:  # the input projections: every Linear but proj
@@ -160,12 +163,12 @@ class PoolingForm(HostForm):
         member.pool_q, member.norm_q = pooling(self.stride_q)
         member.pool_k, member.norm_k = pooling(self.stride_kv)
         member.pool_v, member.norm_v = pooling(self.stride_kv)
-        for pooled, proj in NEGATIVE_POOLING:  # the negative branch's own, where it has its own projection
-            has_own = getattr(member, proj, None) is not None
-            stride = self.stride_q if pooled == 'q' else self.stride_kv
-            conv, norm = pooling(stride) if has_own else (None, None)
-            setattr(member, f'pool_{pooled}_neg', conv)
-            setattr(member, f'norm_{pooled}_neg', norm)
+        own = member.own_heads()
+        for head, base in member.extra_heads().items():  # pooled as its base head, by its own pooling
+            stride = self.stride_q if base == 'q' else self.stride_kv
+            conv, norm = pooling(stride) if head in own else (None, None)
+            setattr(member, f'pool_{head}', conv)
+            setattr(member, f'norm_{head}', norm)
         if self.rel_pos_lengths is not None:
             t, h, w = self.rel_pos_lengths
             member.rel_pos_h = nn.Parameter(torch.zeros(h, member.head_dim, **dd))
@@ -180,17 +183,14 @@ class PoolingForm(HostForm):
     def rel_pos_bias(
         self, member: AttentionBase, pooled: dict[str, Tensor], q_shape: Sequence[int], k_shape: Sequence[int]
     ) -> BiasArg:
-        """``R(Q) [B, H, Nq, Nk]``, or ``(R(Q+), R(Q-))`` for heads with a ``q_neg``."""
+        """``R(Q) [B, H, Nq, Nk]`` of each branch's pooled queries, as the member hands them to
+        its ``attend`` (:meth:`~dna_mm.models.attention.AttentionBase.position_bias`)."""
 
         def bias(q: Tensor) -> Tensor:
             tables = (member.rel_pos_t, member.rel_pos_h, member.rel_pos_w)
             return mvit_rel_pos(q, q_shape, k_shape, *tables, self.with_cls_token)
 
-        b_pos = bias(pooled['q'])
-        q_neg = pooled.get('q_neg')
-        if q_neg is None:
-            return b_pos
-        return b_pos, (b_pos if q_neg is pooled['q'] else bias(q_neg))
+        return member.position_bias(pooled, bias)
 
     def __call__(
         self, member: AttentionBase, x: Tensor, in_size: Sequence[int]
@@ -206,11 +206,10 @@ class PoolingForm(HostForm):
         k, k_shape = pool(heads['k'], member.pool_k, member.norm_k)  # [B, heads, Nk, d]
         v, _ = pool(heads['v'], member.pool_v, member.norm_v)
         pooled = dict(q=q, k=k, v=v)
-        for name, proj in NEGATIVE_POOLING:  # DnA: Q- and V- pooled by their own pooling
-            if proj in heads:
-                conv = getattr(member, f'pool_{name}_neg')
-                own = pool(heads[proj], conv, getattr(member, f'norm_{name}_neg'))[0] if conv else None
-                pooled[proj] = pooled[name] if own is None else own
+        for head, base in member.extra_heads().items():  # DnA: Q- and V- by their own pooling
+            conv = getattr(member, f'pool_{head}')
+            own = None if conv is None else pool(heads[head], conv, getattr(member, f'norm_{head}'))[0]
+            pooled[head] = pooled[base] if own is None else own
         bias = None
         if self.rel_pos_lengths is not None:
             bias = self.rel_pos_bias(member, pooled, q_shape, k_shape)
@@ -228,8 +227,8 @@ def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
     relative position tables, biases and scale.
 
     Raises:
-        UnsupportedModelError: a member other than softmax and DnA, a pooling norm other than
-            ``LayerNorm``, a pooling padding other than ``kernel // 2``.
+        UnsupportedModelError: a member that takes no position bias (Diff, Cog), a pooling norm
+            other than ``LayerNorm``, a pooling padding other than ``kernel // 2``.
     """
     if not isinstance(host.norm_q, nn.LayerNorm):
         refuse(host, f'a pooling norm other than LayerNorm ({type(host.norm_q).__name__})')

@@ -18,7 +18,7 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
 from ..attention.builder import AttnCfg
-from .forms import host_family
+from .forms import member_for_host
 
 
 class WindowAttention3DAdapter(nn.Module):
@@ -48,7 +48,7 @@ class WindowAttention3DAdapter(nn.Module):
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
     """The form of MMAction2's ``WindowAttention3D`` ``host``: its sizes, bias table and index."""
-    family = host_family(
+    family = member_for_host(
         host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=host.qkv.bias is not None
     )
     return WindowAttention3DAdapter(

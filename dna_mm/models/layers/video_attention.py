@@ -4,8 +4,9 @@ family (``attn_cfg``: any config :func:`~dna_mm.models.attention.build_attention
 * MMAction2's divided space-time steps (``DividedTemporalAttentionWithNorm``,
   ``DividedSpatialAttentionWithNorm``) stay MMAction2's modules, with their call, norm,
   ``temporal_fc`` and token layout ``[B, 1 + P·T, C]`` (patch-major, time-minor); their ``attn``
-  becomes the member in ``nn.MultiheadAttention``'s form (:func:`give_member`; ``with_attention``
-  gives a copy, :func:`from_divided`). ``DnATimeSformer`` builds its steps the same way.
+  becomes the member in ``nn.MultiheadAttention``'s form (:func:`give_member`). The one route
+  into them is :func:`from_divided` (a copy given the member): ``with_attention``'s host table
+  names it, and ``DnATimeSformer`` builds its steps through it.
 * mmcv's ``MultiheadAttention`` becomes :class:`TokenAttention`, the member under ``attn.``
   (:func:`from_host`): its own call keeps a self-attention packed when mmcv's ``batch_first``
   transposes would hide that keys and values are the queries.
@@ -46,7 +47,9 @@ def give_member(step: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers
 def from_divided(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
     """The form of MMAction2's ``DividedTemporalAttentionWithNorm`` /
     ``DividedSpatialAttentionWithNorm`` ``host``: a copy of it given the member
-    (:func:`give_member`); the host is left as it is."""
+    (:func:`give_member`); the host is left as it is. The route into these hosts of both
+    ``with_attention`` (:data:`~dna_mm.models.adapters.hosts.HOSTS`) and ``DnATimeSformer``
+    (:func:`~dna_mm.models.backbones.timesformer.give_members`)."""
     return give_member(copy.deepcopy(host), attn_cfg, layer_index, num_layers)
 
 

@@ -1,12 +1,12 @@
 """ViTDet's attention for any member of the family: ``[B, H, W, C]`` in and out, optional
 decomposed relative positions (:class:`GridForm`, built by :func:`vitdet_attention`).
 
-The member keeps its class, parameters and names (``qkv``, ``proj``, and for DnA ``q_neg``,
-``v_neg``, ``alpha``); with ``use_rel_pos`` the form adds ``rel_pos_h`` / ``rel_pos_w``
+The member keeps its class, parameters and names (``qkv``, ``proj`` and its own, for DnA
+``q_neg``, ``v_neg``, ``alpha``); with ``use_rel_pos`` the form adds ``rel_pos_h`` / ``rel_pos_w``
 ``[2·S − 1, d]`` to it (``S``: the grid side, or the window side in window blocks), so a block's
 keys are ``blocks.{i}.attn.{qkv,proj,q_neg,v_neg,alpha,rel_pos_h,rel_pos_w}``.
 
-With relative positions each query head adds the decomposed bias of its own unscaled queries
+With relative positions each branch adds the decomposed bias of its own unscaled queries
 (:func:`~dna_mm.models.layers.positions.decomposed_rel_pos`, tables shared):
 
 =========  ==============================================================================
@@ -14,8 +14,10 @@ softmax    ``softmax(s Q Kᵀ + R(Q)) V`` (detectron2 / MMDetection ViTDet's ``A
 DnA        ``softmax(s Q+ Kᵀ + R(Q+)) V+ + α softmin(s Q- Kᵀ + R(Q-)) V-``
 =========  ==============================================================================
 
-passed to the member's ``attend`` as ``attn_bias`` (``(R(Q+), R(Q-))`` for heads with a
-``q_neg``), so the fused route is the member's SDPA route with the bias as SDPA's
+passed to the member's ``attend`` as ``attn_bias``: the member says which queries each branch
+reads (:meth:`~dna_mm.models.attention.AttentionBase.position_bias`: ``R(Q)``, or one per
+branch, DnA's ``(R(Q+), R(Q-))``), so any member of the family, the shipped ones or your own,
+gets it the same way. The fused route is the member's SDPA route with the bias as SDPA's
 ``attn_mask`` and ``return_attn=True`` the eager one. A member whose
 :attr:`~dna_mm.models.attention.AttentionBase.takes_position_bias` is False (Differential and
 Cog attention: relative positions are not defined for them by the DnA paper) refuses
@@ -68,15 +70,10 @@ class GridForm(HostForm):
 
     @staticmethod
     def rel_pos_bias(member: AttentionBase, heads: dict[str, Tensor], hw: tuple[int, int]) -> BiasArg:
-        """``R(Q)`` ``[B, H, N, N]``, or ``(R(Q+), R(Q-))`` for heads with a ``q_neg``."""
+        """``R(Q)`` ``[B, H, N, N]`` of each branch's queries, as the member hands them to its
+        ``attend`` (:meth:`~dna_mm.models.attention.AttentionBase.position_bias`)."""
         tables = (member.rel_pos_h, member.rel_pos_w)
-        bias = decomposed_rel_pos(heads['q'], *tables, hw, hw)
-        q_neg = heads.get('q_neg')
-        if q_neg is None:
-            return bias
-        if q_neg is heads['q']:  # no separate Q- (variants apm, apm_alpha, q_vpm)
-            return bias, bias
-        return bias, decomposed_rel_pos(q_neg, *tables, hw, hw)
+        return member.position_bias(heads, lambda q: decomposed_rel_pos(q, *tables, hw, hw))
 
     def describe(self, member: AttentionBase) -> str:
         rel = f', rel_pos={tuple(member.rel_pos_h.shape)}' if self.use_rel_pos else ''

@@ -136,6 +136,53 @@ def test_alpha_init_and_branches_differ() -> None:
     assert torch.equal(maps['pos'].argmax(-1), maps['neg'].argmin(-1))
 
 
+#: variant → the extra heads DnA computes by a projection of its own, its mixing weights
+DNA_CONTRACT = {
+    'apm': ((), []),
+    'apm_alpha': ((), ['alpha']),
+    'qpm_v': (('q_neg',), ['alpha']),
+    'q_vpm': (('v_neg',), ['alpha']),
+    'qpm_vpm': (('q_neg', 'v_neg'), ['alpha']),
+}
+
+
+@pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
+def test_dna_states_its_branches_and_weights_by_the_member_contract(variant: str) -> None:
+    """What general code asks a member (the forms, the fitting, the analyses), for DnA: both
+    branches' heads, the ones of its own projections, α by name, its variant for the fitting;
+    the heads of ``project`` are the ones ``branch_heads`` names, shared where not its own."""
+    m = DnAAttention(C, H, variant=variant)
+    assert DnAAttention.branch_heads() == {'pos': ('q', 'k', 'v'), 'neg': ('q_neg', 'k', 'v_neg')}
+    assert DnAAttention.extra_heads() == {'q_neg': 'q', 'v_neg': 'v'}
+    own, weights = DNA_CONTRACT[variant]
+    assert m.own_heads() == own and list(m.mixing_weights()) == weights
+    assert m.negative_variant() == variant
+    if weights:
+        assert m.mixing_weights()['alpha'].value is m.alpha and m.mixing_weights()['alpha'].init == 0.5
+    heads = m.project(torch.randn(1, 5, C))
+    for name, base in m.extra_heads().items():
+        assert (heads[name] is heads[base]) == (name not in own)
+    biases = m.position_bias(heads, lambda q: q.sum(-1, keepdim=True))  # one per branch, shared once
+    assert len(biases) == 2 and (biases[0] is biases[1]) == ('q_neg' not in own)
+
+
+@pytest.mark.parametrize('cls', [SoftmaxAttention, DiffAttention, CogAttention])
+def test_the_other_members_take_the_contracts_defaults(cls) -> None:
+    """One query head for every branch (one position bias), no extra heads, no DnA negative
+    branch; Diff's λ is its mixing weight."""
+    m = cls(C, H)
+    assert m.extra_heads() == {} and m.own_heads() == () and m.negative_variant() is None
+    assert set(m.branch_heads()) == set(m.map_names)
+    heads = m.project(torch.randn(1, 5, C))
+    assert torch.is_tensor(m.position_bias(heads, lambda q: q.sum(-1, keepdim=True)))
+    weights = m.mixing_weights()
+    if cls is DiffAttention:
+        assert list(weights) == ['lambda'] and weights['lambda'].init == m.lambda_init
+        assert torch.equal(weights['lambda'].value, m.lambda_full())
+    else:
+        assert weights == {}
+
+
 @pytest.mark.parametrize(
     'cls',
     [SoftmaxAttention, DiffAttention]

@@ -105,6 +105,30 @@ def test_attention_choice_per_step() -> None:
         _ours(attn_cfg=dict(type='DnAAttention', temporal='softmax'))
 
 
+def _forms(model: torch.nn.Module) -> list[type]:
+    """The class of each DnA member's host form (``None``: held by a module, not given a call)."""
+    return [type(getattr(m, 'host_form', None)) for m in model.modules() if isinstance(m, DnAAttention)]
+
+
+@pytest.mark.parametrize('attention_type', ['divided_space_time', 'joint_space_time', 'space_only'])
+def test_one_route_into_each_host_with_with_attention(attention_type: str) -> None:
+    """``DnATimeSformer`` gives each of MMAction2's attentions its member by the form builder
+    ``with_attention``'s host table names for it (``from_divided``, ``from_host``): MMAction2's
+    own TimeSformer swapped by ``with_attention`` has the same modules and keys, and with its
+    weights ``DnATimeSformer`` computes exactly what it computes."""
+    from dna_mm.models.adapters import swap_attention
+
+    stock = _stock(attention_type)
+    swap_attention(stock, 'dna')
+    ours = _ours(attention_type)
+    assert [type(m) for m in ours.modules()][1:] == [type(m) for m in stock.modules()][1:]
+    assert _forms(ours) == _forms(stock)
+    ours.load_state_dict(stock.state_dict(), strict=True)
+    x = torch.randn(1, 3, 4, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(ours(x), stock(x))
+
+
 def test_the_old_step_types_warn_and_keep_their_attention() -> None:
     """``DividedTemporalAttention`` / ``DividedSpatialAttention`` with an ``attn_cfg`` in explicit
     layers (deprecated, one release): a FutureWarning naming MMAction2's type, and the step

@@ -17,6 +17,7 @@ built for 64² inputs, which keeps the module within seconds on 2 CPU cores.
 from __future__ import annotations
 
 import math
+import pickle
 from typing import Any, Optional
 
 import pytest
@@ -439,3 +440,42 @@ def test_fused_attention_follows_timms_switch(monkeypatch: pytest.MonkeyPatch) -
         stock = timm.create_model('vit_tiny_patch16_224', depth=2)
         assert [b.attn.fused_attn for b in m.blocks] == [fused] * 2
         assert [b.attn.fused_attn for b in stock.blocks] == [fused] * 2
+
+
+def test_one_attention_class_built_through_timms_own_attn_layer() -> None:
+    """``dna_vit_*`` hand timm ``attn_layer='dna'``, the name they hold in timm's own lookup of
+    attention layers (``ATTN_LAYERS``; the class itself with a timm without one): one class for
+    every variant, the variant the model's, and a stock timm ViT takes the name too."""
+    from dna_mm.models.backbones import timm_vit
+
+    layers = getattr(timm.models.vision_transformer, 'ATTN_LAYERS', None)
+    if layers is not None:
+        assert layers['dna'] is timm_vit.TimmDnAAttention and timm_vit.TIMM_ATTN_LAYER == 'dna'
+    variants = sorted(timm_vit.DNA_VARIANTS)
+    models = [create('dna_vit_tiny', depth=1, attn_cfg=dict(variant=v)) for v in variants]
+    assert {type(m.blocks[0].attn) for m in models} == {timm_vit.TimmDnAAttention}
+    assert [m.blocks[0].attn.variant for m in models] == variants
+    stock = timm.create_model('vit_tiny_patch16_224', depth=1, attn_layer=timm_vit.TIMM_ATTN_LAYER)
+    assert type(stock.blocks[0].attn) is timm_vit.TimmDnAAttention
+    assert stock.blocks[0].attn.variant == timm_vit.TimmDnAAttention(32, 4).variant == 'qpm_vpm'
+
+
+def test_a_model_pickles_and_its_weights_load_weights_only(tmp_path) -> None:
+    """A built ``dna_vit_*`` pickles (its attentions keep their variant), its state dict loads
+    with ``torch.load(weights_only=True)`` into a new model strictly and gives its output; the
+    class names of earlier releases (one class per variant) name the one class, for their
+    pickles."""
+    from dna_mm.models.backbones import timm_vit
+
+    model = create('dna_vit_tiny', depth=2, img_size=32, attn_cfg=dict(variant='q_vpm')).eval()
+    x = torch.randn(1, 3, 32, 32)
+    again = pickle.loads(pickle.dumps(model))
+    assert [b.attn.variant for b in again.blocks] == ['q_vpm', 'q_vpm']
+    torch.save(model.state_dict(), tmp_path / 'weights.pth')
+    fresh = create('dna_vit_tiny', depth=2, img_size=32, attn_cfg=dict(variant='q_vpm')).eval()
+    fresh.load_state_dict(torch.load(tmp_path / 'weights.pth', weights_only=True), strict=True)
+    with torch.no_grad():
+        assert torch.equal(again(x), model(x)) and torch.equal(fresh(x), model(x))
+    assert timm_vit.TimmDnAAttention_qpm_v is timm_vit.TimmDnAAttention
+    with pytest.raises(AttributeError):
+        timm_vit.TimmDnAAttention_other  # noqa: B018
