@@ -248,7 +248,10 @@ def test_test_on_a_file_that_is_not_a_checkpoint(tiny_video_set, tmp_path, capsy
     text = tmp_path / 'notes.pth'
     text.write_text('this is a text file\n')
     with pytest.raises(SystemExit, match=f'checkpoint {text} is not a PyTorch file') as done:
-        _tool('test').main([DEMO_CONFIG, str(text), '--cfg-options', *tiny_run_options(tiny_video_set)])
+        work = ['--work-dir', str(tmp_path / 'work')]
+        _tool('test').main(
+            [DEMO_CONFIG, str(text), *work, '--cfg-options', *tiny_run_options(tiny_video_set)]
+        )
     assert done.value.code == 2
 
 
