@@ -4,8 +4,14 @@
 # few minutes.
 #   python tools/demos/demo.py            # generate (cached), train, test
 _base_ = ['./timesformer_dna_k400.py']
+import os.path as osp  # noqa: E402 (after _base_: mmengine reads a config that imports first as a lazy one)
 
-data_root = 'data/demo'
+# The clips: data/demo of the checkout this config is in (`make demo` writes them there), found from
+# any folder; an installed dna_mm has no checkout: data/demo of the folder you run in, where
+# `dna_mm demo` writes them.
+checkout = osp.dirname(osp.realpath('{{ fileDirname }}'))
+in_checkout = osp.isdir(osp.join(checkout, 'dna_mm'))
+data_root = osp.join(checkout, 'data', 'demo') if in_checkout else 'data/demo'
 num_classes = 4
 label_map = f'{data_root}/classes.txt'  # written with the clips
 clip_len, frame_interval, size = 8, 2, 32

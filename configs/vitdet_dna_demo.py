@@ -8,7 +8,14 @@ _base_ = [
     '_base_/schedules/vitdet_adamw_184k.py',
     '_base_/default_runtime_det.py',
 ]
-data_root = 'data/demo_coco/'
+import os.path as osp  # noqa: E402 (after _base_: mmengine reads a config that imports first as a lazy one)
+
+# The images: data/demo_coco of the checkout this config is in (`make demo-det` writes them there),
+# found from any folder; an installed dna_mm has no checkout: data/demo_coco of the folder you run
+# in, where `dna_mm demo_det` writes them.
+checkout = osp.dirname(osp.realpath('{{ fileDirname }}'))
+in_checkout = osp.isdir(osp.join(checkout, 'dna_mm'))
+data_root = osp.join(checkout, 'data', 'demo_coco', '') if in_checkout else 'data/demo_coco/'
 classes = ('square', 'disc', 'triangle')
 size = 128
 width = 96

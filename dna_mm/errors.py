@@ -25,6 +25,12 @@ class ConfigError(UserError, ValueError):
     """A config value that cannot work (a length or size <= 0, an unknown attention name)."""
 
 
+class MemberError(ConfigError):
+    """An attention member that breaks the member contract (docs/attention.md): a short name or
+    class name another member holds, an ``attend`` output of the wrong shape. Named with the
+    member's class and module."""
+
+
 class DataError(UserError, ValueError):
     """A dataset's annotation is malformed (a bad list line, a label out of range) or its
     videos cannot be read."""

@@ -1,6 +1,7 @@
 """dna_mm on mmcv without its compiled ops (mmcv-lite, as a pip user may have it, or the op-less
-build ``make demo`` installs): video recognition trains and tests, and what needs the ops (a
-Mask R-CNN config, the detector demo) stops with one line naming the command that builds them.
+build ``make demo`` installs): video recognition trains and tests, the ViTDet backbone and its
+``SimpleFPN`` neck (plain torch) build and train, and what needs the ops (a Mask R-CNN config,
+the detector demo) stops with one line naming the command that builds them.
 
 The environment: OpenMMLab's ``mmcv-lite`` 2.0.1 wheel (from the package index, cached beside
 mmcv's other wheels) installed into a folder put first on ``PYTHONPATH``, so that it takes the
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_CONFIG, REPO, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, tiny_backbone, tiny_run_options
 
 pytestmark = pytest.mark.integration
 
@@ -64,18 +65,55 @@ def test_video_recognition_trains_and_tests(lite_env, tiny_video_set, tmp_path) 
     opts = tiny_run_options(tiny_video_set)
     train = _run(['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), '--cfg-options', *opts], lite_env)
     assert train.returncode == 0, train.stderr[-3000:]
-    test = _run(['tools/test.py', DEMO_CONFIG, str(work / 'epoch_1.pth'), '--cfg-options', *opts], lite_env)
+    args = [DEMO_CONFIG, str(work / 'epoch_1.pth'), '--work-dir', str(work), '--cfg-options', *opts]
+    test = _run(['tools/test.py', *args], lite_env)
     assert test.returncode == 0, test.stderr[-3000:]
     assert 'acc/top1' in test.stdout + test.stderr
 
 
+#: the ViTDet backbone (a windowed block with relative positions, a global one) and its neck,
+#: built from the root registry with and without MMAction2's scope current, trained one step
+VITDET_AND_NECK = """
+import sys
+import torch
+import dna_mm
+from mmengine.registry import MODELS, DefaultScope
+from dna_mm.utils.mmcv_ops import has_ops
+
+assert not has_ops()
+neck = dict(type='SimpleFPN', backbone_channel=32, in_channels=[8, 16, 32, 32], out_channels=16,
+            num_outs=5, norm_cfg=dict(type='LN2d', eps=1e-6))
+for scope in (None, 'mmaction'):
+    with DefaultScope.overwrite_default_scope(scope):
+        model = torch.nn.Sequential(MODELS.build(BACKBONE), MODELS.build(neck))
+    outs = model(torch.randn(2, 3, 32, 32))
+    sum(out.square().mean() for out in outs).backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.isfinite().all()]
+    assert not missing, missing
+    print(scope, [tuple(out.shape) for out in outs])
+print('ops imported:', 'mmcv._ext' in sys.modules)
+"""
+
+
+def test_the_vitdet_backbone_and_its_neck_build_and_train(lite_env) -> None:
+    backbone = tiny_backbone('ViTDet', window_size=2, window_block_indexes=[0], use_rel_pos=True)
+    proc = _run(['-c', f'BACKBONE = {backbone!r}' + VITDET_AND_NECK], lite_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shapes = [(2, 16, side, side) for side in (16, 8, 4, 2, 1)]  # strides 2..32 of the 32-pixel image
+    assert proc.stdout.splitlines() == [f'None {shapes}', f'mmaction {shapes}', 'ops imported: False']
+
+
 @pytest.mark.parametrize(
     'args',
-    [['tools/train.py', 'configs/vitdet_dna_demo.py'], ['tools/demos/demo_det.py', '--iters', '1']],
-    ids=['mask_rcnn_config', 'demo_det'],
+    [
+        ['tools/train.py', 'configs/vitdet_dna_demo.py', '--work-dir', 'WORK'],
+        ['tools/analysis/get_flops.py', 'configs/vitdet_dna_demo.py'],  # the Mask R-CNN built, no run
+        ['tools/demos/demo_det.py', '--iters', '1', '--work-dir', 'WORK'],
+    ],
+    ids=['mask_rcnn_config', 'mask_rcnn_build', 'demo_det'],
 )
 def test_what_needs_the_ops_says_so_in_one_line(lite_env, args, tmp_path) -> None:
-    proc = _run([*args, '--work-dir', str(tmp_path / 'w')], lite_env)
+    proc = _run([str(tmp_path / 'w') if arg == 'WORK' else arg for arg in args], lite_env)
     assert proc.returncode == 2, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if ': error: ' in line]
     assert len(errors) == 1 and "mmcv's compiled ops are needed" in errors[0], proc.stderr[-3000:]

@@ -225,6 +225,8 @@ class AttentionCollector(EagerObserver):
         for branch in site.branches:
             attn = maps[branch].detach()
             attn = attn.abs() if site.module.signed_maps else attn  # [B, H, M, N]
+            if not site.module.normalised_maps:  # sigmoid's rows: their weights as a distribution
+                attn = attn / attn.sum(-1, keepdim=True).clamp_min(torch.finfo(attn.dtype).tiny)
             if 'entropy' in self.analyses:
                 self._keys[site.name] = max(self._keys.get(site.name, 0), attn.shape[-1])
                 self._means[('entropy', site.name, branch)].add(attention_entropy(attn), b)

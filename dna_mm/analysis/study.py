@@ -37,6 +37,19 @@ SCHEMA = 'dna_mm.study/1'
 
 
 # -- statistics ------------------------------------------------------------------------------
+#: a study method ``NAME+gated``: member ``NAME`` with the sigmoid gate on its output (``gated=True``)
+GATED = '+gated'
+
+
+def method_attention(method: str) -> tuple[str, dict]:
+    """The member a study method names and the settings it adds to that member's config:
+    ``'dna'`` → ``('dna', {})``; ``'dna+gated'`` → ``('dna', {'gated': True})``, the gate of gated
+    attention (Qiu et al., 2025) on DnA."""
+    if method.endswith(GATED):
+        return method[: -len(GATED)], {'gated': True}
+    return method, {}
+
+
 def mean_std(values: Sequence[float]) -> dict:
     """``{mean, std, n}``; ``std`` with ``n − 1`` (``None`` for one value)."""
     x = np.asarray(values, dtype=float)

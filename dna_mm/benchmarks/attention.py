@@ -197,7 +197,7 @@ def build_step(
         with amp or contextlib.nullcontext():
             if method == 'dna_folded':
                 out = folded()
-                return module.proj(module.merge_heads(out)) if scope == 'module' else out
+                return module.project_out(module.merge_heads(out), x) if scope == 'module' else out
             if scope == 'module':
                 return module(x, attn_bias=bias)
             return module.attend(module.project(x), None, bias, not module.fused_attn)[0]

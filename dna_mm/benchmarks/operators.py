@@ -141,7 +141,7 @@ def folded_forward(module: DnAAttention, x: Tensor) -> Tensor:
     q_min, q, k, v, v_alpha = AF.linear_heads(x, weights, biases, m.num_heads, m.head_dim)
     sdpa = functools.partial(F.scaled_dot_product_attention, scale=m.scale)
     out = sdpa(q, k, v) + sdpa(q_min, k, v_alpha)  # [B, H, N, d]
-    return m.proj_drop(m.proj(m.merge_heads(out)))
+    return m.project_out(m.merge_heads(out), x)
 
 
 def module_cases(

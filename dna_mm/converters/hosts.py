@@ -16,7 +16,7 @@ mmcv ``MultiheadAttention``,           ``attn.in_proj_*`` → ``attn.qkv.*``, ``
 UniFormerV2 ``Extractor``, MMAction2's ``attn.proj`` (:func:`~.attention.rename_mha`)
 divided space-time steps
 timm ``EvaAttention``                  ``qkv`` + ``q_bias`` / ``v_bias`` or ``q/k/v_proj`` →
-                                       ``attn.qkv``; ``proj`` → ``attn.proj``
+                                       ``attn.qkv``; ``proj``, ``gate`` → ``attn.proj``, ``.gate``
 torch ``nn.MultiheadAttention``        ``in_proj_*`` → ``qkv.*``, or ``{q,k,v}_proj_weight`` +
                                        ``in_proj_bias`` → ``{q,k,v}_proj.*``; ``out_proj`` → ``proj``
 =====================================  =========================================================
@@ -80,10 +80,11 @@ def mha_keys(sd: StateDict) -> StateDict:
 
 def eva_keys(sd: StateDict) -> StateDict:
     """EVA's fused ``qkv.weight`` + ``q_bias`` / ``v_bias`` (the key bias is a zero buffer) or
-    separate ``q_proj`` / ``k_proj`` / ``v_proj`` → ``attn.qkv``; ``proj`` → ``attn.proj``."""
+    separate ``q_proj`` / ``k_proj`` / ``v_proj`` → ``attn.qkv``; ``proj``, ``gate`` →
+    ``attn.proj``, ``attn.gate``."""
     if not any(k.startswith(('qkv.', 'q_proj.', 'q_bias', 'proj.')) for k in sd):
         return sd  # already the form's layout
-    out = {f'attn.{k}': v for k, v in sd.items() if k.startswith('proj.')}
+    out = {f'attn.{k}': v for k, v in sd.items() if k.startswith(('proj.', 'gate.'))}
     if 'qkv.weight' in sd:
         out['attn.qkv.weight'] = sd['qkv.weight']
     else:

@@ -58,8 +58,9 @@ def adapt_attentions(
         ValueError: ``sd`` has keys for one of the model's attentions but not all of that
             attention's tensors (an unconverted layout, a truncated file); the message names
             ``source`` and the missing keys. Parameters a member starts itself
-            (:attr:`~.attention.AttentionBase.own_start`: Diff's ``lambda_*``, ``sub_norm``) may
-            be absent when the source has none of them, and the keys in ``self_init``.
+            (:attr:`~.attention.AttentionBase.own_start`: Diff's ``lambda_*``, ``sub_norm``, a gated
+            member's ``gate``) may be absent, each group where the source has none of it, and
+            the keys in ``self_init``.
     """
     out = OrderedDict(sd)
     generated: list[str] = []
@@ -89,9 +90,11 @@ def adapt_attentions(
                 out[k] = new[k]
                 generated.append(k)
         missing = [k for k in own if k not in out and k not in self_init]
-        own_start = module.own_start  # what the member starts itself when the file has none of it
-        if own_start and not any(p + k in out for k in module.state_dict() if k.startswith(own_start)):
-            missing = [k for k in missing if not k[len(p) :].startswith(own_start)]
+        for (
+            start
+        ) in module.own_start:  # what the member starts itself, each group where the file has none of it
+            if not any(p + k in out for k in module.state_dict() if k.startswith(start)):
+                missing = [k for k in missing if not k[len(p) :].startswith(start)]
         if missing:
             incomplete[p] = missing
     if incomplete:

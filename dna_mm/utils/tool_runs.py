@@ -8,8 +8,11 @@ and what a run of ``tools/test.py`` measured, read back from the file mmengine w
 folder has no such file (its scalars are in ``vis_data/``). :func:`read_test_runs` reads them; the
 line ``tools/test.py`` prints is ``dna_mm.config.format_metrics`` of the same metrics.
 
-The tools pass their checkout as ``repo``: the commands run there, so that the paths in the
-configs resolve as they do for a user, and a relative ``work_dir`` is relative to it.
+The tools pass the folder their runs work in as ``repo`` (:func:`runs_home`): a checkout's tools
+their checkout, so that the paths in the configs resolve as they do for a user there and a
+relative ``work_dir`` is relative to it; an installed dna_mm's tools (in
+``site-packages/dna_mm/.mim``, which ``pip uninstall`` would leave their files in) the current
+folder, with the installed tools (``python -m dna_mm.tools``) and configs (``dna_mm::``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,34 @@ def read_test_metrics(work_dir: PathLike) -> dict:
     if not runs:
         raise FileNotFoundError(f'{work_dir}: no test results (<timestamp>/<timestamp>.json) in it')
     return runs[-1]
+
+
+def is_checkout(folder: PathLike) -> bool:
+    """Whether ``folder`` is dna_mm's checkout (the package beside ``tools/`` and ``configs/``), not
+    an installed dna_mm's ``.mim`` folder (its ``tools/`` and ``configs/`` only)."""
+    return (Path(folder) / 'dna_mm' / '__init__.py').is_file()
+
+
+def runs_home(tools_root: PathLike) -> Path:
+    """The folder where the runs of a tool in ``tools_root`` (the folder above ``tools/``) work:
+    their data, their work dirs (relative ``--data-root`` / ``--work-dir``) and their commands'
+    working folder. A checkout's tools work in the checkout, from whatever folder they are run
+    (``make demo``); an installed dna_mm's (``dna_mm demo``) in the current folder."""
+    return Path(tools_root) if is_checkout(tools_root) else Path.cwd()
+
+
+def tool_args(tool: str, repo: PathLike) -> list[str]:
+    """The arguments of ``python`` that run dna_mm's tool ``tool`` (``'train'``, ``'test'``) in
+    ``repo``: its script there (``tools/train.py``, a checkout's), else the installed one
+    (``-m dna_mm.tools train``)."""
+    script = f'tools/{tool}.py'
+    return [script] if (Path(repo) / script).is_file() else ['-m', 'dna_mm.tools', tool]
+
+
+def shipped_config(config: str, repo: PathLike) -> str:
+    """How a run in ``repo`` names the shipped config ``config`` (``'configs/NAME'``): as it is
+    where ``repo`` has it (a checkout), else as the installed one, ``dna_mm::NAME``."""
+    return config if (Path(repo) / config).is_file() else 'dna_mm::' + config.removeprefix('configs/')
 
 
 def run_script(
@@ -114,20 +145,12 @@ def train_then_test(
     config: str, work_dir: str, opts: list[str], dump: str, repo: PathLike, name: str = 'demo', seed: int = 0
 ) -> tuple[dict, float]:
     """``tools/train.py`` (``--seed seed``), then ``tools/test.py`` on its last checkpoint with
-    ``--dump``, both in ``repo``; the test's metrics (:func:`read_test_metrics`) and the seconds both
-    took."""
+    ``--dump``, both in ``repo`` (:func:`tool_args`: ``repo``'s scripts, else the installed ones);
+    the test's metrics (:func:`read_test_metrics`) and the seconds both took."""
     start = time.time()
-    run_script(
-        ['tools/train.py', config, '--work-dir', work_dir, '--seed', str(seed), '--cfg-options', *opts],
-        repo,
-        name,
-        work_dir,
-    )
+    train = [config, '--work-dir', work_dir, '--seed', str(seed), '--cfg-options', *opts]
+    run_script([*tool_args('train', repo), *train], repo, name, work_dir)
     ckpt = (Path(repo) / work_dir / 'last_checkpoint').read_text().strip()
-    run_script(
-        ['tools/test.py', config, ckpt, '--work-dir', work_dir, '--dump', dump, '--cfg-options', *opts],
-        repo,
-        name,
-        work_dir,
-    )
+    test = [config, ckpt, '--work-dir', work_dir, '--dump', dump, '--cfg-options', *opts]
+    run_script([*tool_args('test', repo), *test], repo, name, work_dir)
     return read_test_metrics(Path(repo) / work_dir), time.time() - start

@@ -699,5 +699,12 @@ def test_figures_leave_the_backend_alone_and_name_every_method_and_likeness() ->
         text = path.read_text()
         assert not any(s in text for s in ('matplotlib.use(', 'import pyplot', 'matplotlib.pyplot'))
     labels = {name: method_label(name) for name in short_names()}
-    assert labels == {'softmax': 'softmax', 'dna': 'DnA (Q±V±)', 'diff': 'Diff', 'cog': 'Cog'}
+    assert labels == {
+        'softmax': 'softmax',
+        'dna': 'DnA (Q±V±)',
+        'diff': 'Diff',
+        'cog': 'Cog',
+        'gated': 'gated softmax',
+        'sigmoid': 'sigmoid',
+    }
     assert list(LIKENESS_NAMES) == list(LIKENESS_STYLE) == ['demo', 'color', 'size', 'motion']

@@ -88,7 +88,7 @@ def test_config_parses_and_builds(name: str) -> None:
     assert type(model.neck).__name__ == 'SimpleFPN'
     if rel_pos:
         assert model.backbone.blocks[0].attn.rel_pos_h.shape == (7, 16)  # window 4 after shrinking
-    with pytest.raises(ValueError, match='use_rel_pos=True is not defined'):
+    with pytest.raises(ValueError, match='takes_position_bias = False.*set use_rel_pos=False'):
         MODELS.build(
             _tiny(name, **{'model.backbone.attn_cfg': 'diff', 'model.backbone.use_rel_pos': True}).model
         )

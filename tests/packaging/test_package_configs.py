@@ -109,6 +109,21 @@ def test_a_tool_runs_with_the_same_argv(monkeypatch, capsys) -> None:
         run('train', ['dna_mm::timesformer_dna_dmo.py'])  # the launcher's one line, not a traceback
 
 
+def test_the_demos_work_in_a_checkout_or_else_in_the_current_folder(monkeypatch, tmp_path) -> None:
+    """A checkout's demos run its tools and configs in the checkout (wherever they are started);
+    an installed dna_mm's (``.mim``: tools and configs, no package) the installed ones in the
+    current folder (the wheel itself: ``test_wheel_install.py``)."""
+    from dna_mm.utils.tool_runs import runs_home, shipped_config, tool_args
+
+    monkeypatch.chdir(tmp_path)
+    config = 'configs/timesformer_dna_demo.py'
+    assert runs_home(REPO) == REPO
+    assert tool_args('train', REPO) == ['tools/train.py'] and shipped_config(config, REPO) == config
+    assert runs_home(REPO / 'dna_mm' / '.mim') == tmp_path
+    assert tool_args('test', tmp_path) == ['-m', 'dna_mm.tools', 'test']
+    assert shipped_config(config, tmp_path) == 'dna_mm::timesformer_dna_demo.py'
+
+
 def _python(*args: str, cwd, env=None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in (env or os.environ).items() if k != 'PYTHONPATH'}
     return subprocess.run(

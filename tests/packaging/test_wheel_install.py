@@ -2,11 +2,13 @@
 into a fresh environment beside the project's, used from a project folder outside the repo: a
 config inheriting ``dna_mm::`` bases, trained and tested with the installed tools (the console
 script, ``python -m dna_mm.tools``) and tested again with MMAction2's stock ``tools/test.py``
-through ``python -m dna_mm.launch``. Slow: about two minutes on 2 CPU cores."""
+through ``python -m dna_mm.launch``; the video demo run there, writing its data and runs in that
+folder, none in site-packages. Slow: about two minutes on 2 CPU cores."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,6 +133,50 @@ def test_train_and_test_from_a_project_folder(fresh, tiny_video_set, tmp_path) -
         env=env,
     )
     assert 'acc/top1' in out.stdout + out.stderr
+
+
+def _files(folder: Path) -> set[str]:
+    """The files under ``folder`` but Python's byte-code caches."""
+    return {str(p.relative_to(folder)) for p in folder.rglob('*') if p.is_file() and p.suffix != '.pyc'}
+
+
+def test_the_demo_writes_its_data_and_runs_in_the_current_folder(fresh, tmp_path) -> None:
+    """``dna_mm demo`` from an installed dna_mm (the tiny model of the demo tests, one epoch):
+    its clips and runs under the folder it runs in, nothing new in site-packages (``pip
+    uninstall`` would leave it there); then a config of that folder inheriting the demo trains
+    on those clips, saying nothing about the data."""
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    env['PATH'] = f'{fresh / "bin"}{os.pathsep}{env["PATH"]}'
+    python = str(fresh / 'bin' / 'python')
+    site = Path(
+        _run(
+            [python, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], tmp_path, env
+        ).stdout.strip()
+    )
+    before = _files(site)
+    project = tmp_path / 'project'
+    project.mkdir()
+    tiny = [o for o in tiny_run_options(tmp_path / 'nowhere') if '_dataloader.' not in o]  # the model
+    tiny += [f'{split}_dataloader.num_workers=0' for split in ('train', 'val', 'test')]
+    out = _run(
+        [str(fresh / 'bin' / 'dna_mm'), 'demo', '--epochs', '1', '--cfg-options', *tiny], cwd=project, env=env
+    ).stdout
+    assert '-m dna_mm.tools train dna_mm::timesformer_dna_demo.py' in out, out[-3000:]  # the installed tools
+    assert re.search(r'dna\s+top-1\s+[\d.]+%', out), out[-3000:]
+    assert (project / 'data' / 'demo' / 'train.txt').is_file() and (
+        project / 'data' / 'demo' / 'videos'
+    ).is_dir()
+    assert (project / 'work_dirs' / 'demo' / 'dna' / 'epoch_1.pth').is_file()
+    assert _files(site) == before
+
+    (project / 'mine.py').write_text("_base_ = ['dna_mm::timesformer_dna_demo.py']\n")
+    _run(
+        [python, '-m', 'dna_mm.tools', 'train', 'mine.py', '--work-dir', 'mine', '--cfg-options', *tiny],
+        project,
+        env,
+    )
+    assert (project / 'mine' / 'epoch_1.pth').is_file()
+    assert _files(site) == before
 
 
 #: a project's config: the shipped MMPretrain ViT example (the README's recipe on an

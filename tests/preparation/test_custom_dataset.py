@@ -173,7 +173,8 @@ def test_train_test_infer_and_confusion_matrix_on_the_built_config(tree, tmp_pat
     run_main(['tools/train.py', config, '--work-dir', str(work), '--cfg-options', *tiny])
     ckpt = str(work / 'epoch_1.pth')
     test = run_main(
-        ['tools/test.py', config, ckpt, '--dump', str(tmp_path / 'p.pkl'), '--cfg-options', *tiny[:4]]
+        ['tools/test.py', config, ckpt, '--dump', str(tmp_path / 'p.pkl'), '--work-dir', str(work / 'test')]
+        + ['--cfg-options', *tiny[:4]]
     )
     assert 'Test results: top-1:' in test.stdout
     infer = run_main(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import run_main, run_tool
+from conftest import REPO, load_tool, run_main, run_tool
 
 from dna_mm.analysis.plots.study import method_label
 from dna_mm.checkpoint import weights_only_loads
@@ -155,3 +155,34 @@ def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
     assert colour in table
     for png in ('accuracy_vs_distractors.png', 'target_mass.png'):
         assert (out / png).stat().st_size > 10_000
+
+
+def test_a_gated_method_names_its_member_and_the_gate() -> None:
+    from dna_mm.analysis.study import method_attention
+
+    assert method_attention('dna') == ('dna', {})
+    assert method_attention('dna+gated') == ('dna', {'gated': True})
+    assert method_label('dna+gated') == f'{method_label("dna")} + gate'
+    assert method_label('nobody+gated') == 'nobody+gated'  # a member this process does not have
+
+
+def test_a_gated_method_runs_its_own_config_with_the_gate(tmp_path) -> None:
+    """``dna+gated``: the run's config is the demo's with ``attn_cfg=dict(type='DnAAttention',
+    gated=True)``, every attention of the built model has the gate (keys ``...attn.gate.*``)."""
+    from dna_mm.config import build_part, read_config
+
+    study = load_tool('tools/analysis/study.py')
+    config = study.run_config(tmp_path, 'dna', {'gated': True})
+    cfg = read_config(str(config), clear_pretrained=True)
+    assert cfg.model.backbone.attn_cfg == dict(type='DnAAttention', gated=True)
+    keys = build_part(cfg, 'backbone').state_dict().keys()
+    gates = [k for k in keys if k.endswith('.gate.weight')]
+    assert len(gates) == 2 * cfg.model.backbone.num_transformer_layers  # temporal and spatial, each layer
+    plain = build_part(read_config(str(REPO / study.CONFIG), clear_pretrained=True), 'backbone').state_dict()
+    assert set(keys) - set(plain) == {k for k in keys if '.gate.' in k}
+
+
+def test_an_unknown_member_in_a_gated_method_is_one_line(tmp_path) -> None:
+    cmd = ['tools/analysis/study.py', '--methods', 'softmax', 'nope+gated', '--out', str(tmp_path / 'out')]
+    proc = run_main(cmd, check=False)
+    assert proc.returncode == 2 and 'study.py: error: --methods nope: ' in proc.stderr, proc.stderr

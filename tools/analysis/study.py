@@ -67,7 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs='+',
         default=['softmax', 'dna', 'diff'],
         metavar='NAME',
-        help='the attentions compared: any registered member, by short name or registered type',
+        help='the attentions compared: any registered member, by short name or registered type; '
+        'NAME+gated: that member with the gate of gated attention (dna+gated)',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
@@ -100,12 +101,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check_args(args: argparse.Namespace) -> None:
     """The values :func:`parse_args` does not check: a :class:`~dna_mm.errors.ConfigError`. The
     methods must be registered members unless ``--report-only`` (which trains nothing)."""
+    from dna_mm.analysis.study import method_attention
     from dna_mm.errors import ConfigError
     from dna_mm.models.attention import attention_class
     from dna_mm.tools.cli import known_names
 
     if not args.report_only:
-        known_names('--methods', args.methods, attention_class)
+        known_names('--methods', [method_attention(m)[0] for m in args.methods], attention_class)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
         raise ConfigError('--seeds, --epochs and --heldout-per-class must be at least 1')
     if min(args.distractors) < 0:
@@ -157,9 +159,24 @@ def test_numbers(metrics: dict) -> dict:
     )
 
 
+def run_config(run_dir: Path, member: str, settings: dict) -> Path:
+    """A config of the run's own in ``run_dir``: the demo's, its attention ``member`` with
+    ``settings`` (``gated=True``). Named as the demo's, so that mmengine's dump of it, which the
+    evaluation reads, is where a plain run's is."""
+    from dna_mm.models.attention import attention_class
+    from dna_mm.utils.files import write_text_atomic
+
+    attn = dict(_delete_=True, type=attention_class(member).__name__, **settings)
+    path = run_dir / Path(CONFIG).name
+    write_text_atomic(
+        path, f'_base_ = {str(REPO / CONFIG)!r}\nmodel = dict(backbone=dict(attn_cfg={attn!r}))\n'
+    )
+    return path
+
+
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
-    from dna_mm.analysis.study import evaluate
+    from dna_mm.analysis.study import evaluate, method_attention
     from dna_mm.utils.files import write_json_atomic
     from dna_mm.utils.tool_runs import demo_options, train_then_test
 
@@ -169,9 +186,14 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     if test_file.is_file():
         test = json.loads(test_file.read_text())
     else:
-        opts = demo_options(method, str(data_root), args.epochs, args.imports) + args.run_options
+        member, settings = method_attention(method)
+        opts = demo_options(member, str(data_root), args.epochs, args.imports) + args.run_options
+        config = CONFIG
+        if settings:  # the member's config with its settings: a config of this run's own
+            config = str(run_config(run_dir, member, settings))
+            opts = [o for o in opts if not o.startswith('model.backbone.attn_cfg=')]
         metrics, secs = train_then_test(
-            CONFIG, str(run_dir), opts, str(run_dir / 'predictions.csv'), REPO, 'study', seed
+            config, str(run_dir), opts, str(run_dir / 'predictions.csv'), REPO, 'study', seed
         )
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
         test = dict(**test_numbers(metrics), seconds=secs, checkpoint=ckpt)

@@ -12,7 +12,10 @@
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/timesformer_dna_demo.py`` (the commands are printed, their progress lines shown as
 they come, the log file named), so what the demo shows is exactly what a user runs on a real
-dataset.
+dataset. From a checkout the data and the runs go under the checkout (``data/demo``,
+``work_dirs/demo``), from wherever it is run; from an installed dna_mm (``dna_mm demo``) under
+the current folder, with the installed tools (``python -m dna_mm.tools train
+dna_mm::timesformer_dna_demo.py ...``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import argparse
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
+REPO = Path(__file__).resolve().parents[2]  # the checkout, or an installed dna_mm's .mim folder
 CONFIG = 'configs/timesformer_dna_demo.py'
 #: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
 IMPORT_HELP = (
@@ -69,17 +72,19 @@ def demo(args: argparse.Namespace) -> dict:
     from dna_mm.models.attention import attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
     from dna_mm.tools.cli import known_names
-    from dna_mm.utils.tool_runs import demo_options, train_then_test
+    from dna_mm.utils.tool_runs import demo_options, runs_home, shipped_config, train_then_test
 
     known_names('--attn', args.attn, attention_class)
     t0 = time.time()
-    root = ensure_motion_dataset(REPO / args.data_root)
+    home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
+    config = shipped_config(CONFIG, home)
+    root = ensure_motion_dataset(home / args.data_root)
     print(f'demo data: {root} ({len(CLASSES)} classes, chance = {100 / len(CLASSES):.0f}%)')
     results = {}
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
         opts = demo_options(attn, args.data_root, args.epochs, args.imports) + args.run_options
-        metrics, secs = train_then_test(CONFIG, work_dir, opts, f'{work_dir}/predictions.csv', REPO)
+        metrics, secs = train_then_test(config, work_dir, opts, f'{work_dir}/predictions.csv', home)
         results[attn] = (metrics, secs)
         print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)
     print('\nSummary (synthetic motion set, test split):')

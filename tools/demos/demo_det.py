@@ -17,7 +17,9 @@ Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/vitdet_dna_demo.py`` (the commands are printed, their progress lines shown as they
 come, the log file named), so what the demo shows is exactly what a user runs on COCO with
 ``configs/vitdet_*_coco*.py``. All AP figures are in % (COCO's -1 for a size range with no
-object is shown as n/a).
+object is shown as n/a). From a checkout the data and the runs go under the checkout
+(``data/demo_coco``, ``work_dirs/demo_det``); from an installed dna_mm (``dna_mm demo_det``) under
+the current folder.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import argparse
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
+REPO = Path(__file__).resolve().parents[2]  # the checkout, or an installed dna_mm's .mim folder
 CONFIG = 'configs/vitdet_dna_demo.py'
 #: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
 IMPORT_HELP = (
@@ -38,7 +40,7 @@ METRICS = {'bbox AP': 'coco/bbox_mAP', 'bbox AP50': 'coco/bbox_mAP_50', 'segm AP
 METRICS['segm AP50'] = 'coco/segm_mAP_50'
 
 
-def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
+def untrained_checkpoint(path: Path, config: str, opts: list[str]) -> Path:
     """The demo model as initialised (seed 0), saved as a checkpoint tools/test.py reads."""
     import torch
     from mmengine.logging import MMLogger
@@ -47,7 +49,7 @@ def untrained_checkpoint(path: Path, opts: list[str]) -> Path:
     from dna_mm.config.build import build_part, read_config
     from dna_mm.tools.cli import cfg_options
 
-    cfg = read_config(REPO / CONFIG, cfg_options(opts))
+    cfg = read_config(config, cfg_options(opts))
     MMLogger.get_instance('demo_det_untrained', log_level='WARNING')  # no per-parameter init log
     set_random_seed(0)
     model = build_part(cfg)
@@ -112,11 +114,21 @@ def demo(args: argparse.Namespace) -> dict:
     from dna_mm.models.attention.builder import attention_class
     from dna_mm.synthetic.coco_shapes import COCO_CLASSES, ensure_coco_dataset
     from dna_mm.tools.cli import known_names
-    from dna_mm.utils.tool_runs import import_options, read_test_metrics, run_script, train_then_test
+    from dna_mm.utils.tool_runs import (
+        import_options,
+        read_test_metrics,
+        run_script,
+        runs_home,
+        shipped_config,
+        tool_args,
+        train_then_test,
+    )
 
     members = dict(zip(args.attn, known_names('--attn', args.attn, attention_class), strict=True))
     t0 = time.time()
-    root = ensure_coco_dataset(REPO / args.data_root)
+    home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
+    config = shipped_config(CONFIG, home)
+    root = ensure_coco_dataset(home / args.data_root)
     print(f'demo data: {root} ({len(COCO_CLASSES)} classes: {", ".join(COCO_CLASSES)})', flush=True)
     data = f'{args.data_root}/'
     common = [f'{split}_dataloader.dataset.data_root={data}' for split in ('train', 'val', 'test')]
@@ -134,17 +146,14 @@ def demo(args: argparse.Namespace) -> dict:
             opts += ['model.backbone.use_rel_pos=False']
         opts += args.run_options
         if args.baseline:
-            ckpt = untrained_checkpoint(REPO / work_dir / 'untrained.pth', opts)
-            run_script(
-                ['tools/test.py', CONFIG, str(ckpt), '--work-dir', work_dir, '--cfg-options', *opts],
-                REPO,
-                'demo_det',
-                work_dir,
-            )
-            results[f'{attn} untrained'] = (read_test_metrics(REPO / work_dir), 0.0)
+            path = config if '::' in config else str(home / config)  # dna_mm::NAME, or the checkout's
+            ckpt = untrained_checkpoint(home / work_dir / 'untrained.pth', path, opts)
+            test = [config, str(ckpt), '--work-dir', work_dir, '--cfg-options', *opts]
+            run_script([*tool_args('test', home), *test], home, 'demo_det', work_dir)
+            results[f'{attn} untrained'] = (read_test_metrics(home / work_dir), 0.0)
             print(f'[{attn} untrained] {format_metrics(results[f"{attn} untrained"][0])}', flush=True)
         metrics, secs = train_then_test(
-            CONFIG, work_dir, opts, f'{work_dir}/predictions.pkl', REPO, 'demo_det'
+            config, work_dir, opts, f'{work_dir}/predictions.pkl', home, 'demo_det'
         )
         results[f'{attn} trained'] = (metrics, secs)
         print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)

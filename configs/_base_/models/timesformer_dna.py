@@ -1,5 +1,6 @@
 # TimeSformer-B/16, divided space-time, DnA (Q±V±) in both the temporal and the spatial
-# attention of every block. Baselines override `attn_cfg` (one per step: dict(temporal=..., spatial=...)).
+# attention of every block. Baselines override `attn_cfg` (one per step:
+# attn_cfg=dict(_delete_=True, temporal=..., spatial=...): replace the base's dict, do not merge into it).
 model = dict(
     type='Recognizer3D',
     backbone=dict(

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...models.attention.builder import attention_class, short_names
 from ...synthetic.motion_clips import SIMILARITY
+from ..study import method_attention
 from .style import (
     BRANCH_STYLE,
     branch_handles,
@@ -28,12 +29,15 @@ def method_label(name: str) -> str:
     """How figures and tables name the attention ``name`` (a short or registered name): as its
     member says: the ``label`` its class states itself where it states one, else its class name
     without ``Attention`` (``DiffAttention``: ``Diff``); a name no member has now (the runs of a
-    member whose module this process did not import) as it is."""
+    member whose module this process did not import) as it is. A gated method (``dna+gated``:
+    :func:`~dna_mm.analysis.study.method_attention`) is its member's label ``+ gate``."""
+    member, settings = method_attention(name)
     try:
-        cls = attention_class(name)
+        cls = attention_class(member)
     except ValueError:
         return name
-    return vars(cls).get('label') or cls.__name__.removesuffix('Attention')
+    label = vars(cls).get('label') or cls.__name__.removesuffix('Attention')
+    return f'{label} + gate' if settings.get('gated') else label
 
 
 def __getattr__(name: str) -> object:

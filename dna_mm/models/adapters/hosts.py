@@ -41,6 +41,13 @@ Blocks whose class name looks like attention but which reach their attention onl
 call are walked through (:data:`CONTAINERS`, :data:`CONTAINER_NAMES`): CLIP's
 ``ResidualAttentionBlock``, OpenCLIP's ``AttentionalPooler``.
 
+A host's position bias is the form's to declare (:mod:`dna_mm.models.layers.forms`): a bias
+the form adds itself (a bias table, relative positions), or, in the row's ``bias_from``, one the
+model hands the host at its call (BEiT's shared table); a member that takes none is refused there,
+by the one check :func:`~dna_mm.models.layers.forms.check_position_bias`. Every form keeps the
+host's plain settings (``num_heads``, ``embed_dims``, ``head_dims``, ``scale``, ...:
+:func:`~dna_mm.models.layers.forms.keep_settings`), which the host's library reads.
+
 Adding a host: its form in :mod:`dna_mm.models.layers` (a module with ``from_host``), its key
 mapping in :mod:`dna_mm.converters.hosts` (when its keys differ), one row here. A row's form
 builder is the one route into its host: ``DnATimeSformer`` builds its divided steps and mmcv
@@ -52,13 +59,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from torch import Tensor, nn
 
 from ...converters import hosts as keys
 from ..attention.builder import AttnCfg
 from ..fitting import adapt_attentions, adapt_pooled_attention
+from ..layers.forms import PositionBias, check_position_bias, host_name, keep_settings
 
 StateDict = dict[str, Tensor]
 
@@ -87,6 +95,10 @@ class HostSpec:
             attention's weights (relative to it) to its class; default
             :func:`~dna_mm.models.fitting.adapt_attentions` (for DnA from softmax weights the
             negative branch of :class:`~dna_mm.family.NegativeInit`).
+        bias_from: The position biases a model hands this host at its call, each the
+            ``'module:Class'`` of the module that makes it with its
+            :class:`~dna_mm.models.layers.forms.PositionBias` (BEiT's shared table):
+            :meth:`shared_bias`.
     """
 
     name: str
@@ -95,10 +107,34 @@ class HostSpec:
     to_replacement: Callable[[StateDict], StateDict]
     family_prefix: str
     fit: Callable[..., tuple[StateDict, list[str]]] = adapt_attentions
+    bias_from: tuple[tuple[str, PositionBias], ...] = ()
 
-    def build(self, host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
-        """The form of ``host``, attention ``layer_index`` of ``num_layers``."""
-        return _resolve(f'dna_mm.models.layers.{self.form}')(host, attn_cfg, layer_index, num_layers)
+    def shared_bias(self, model: nn.Module) -> Optional[PositionBias]:
+        """The position bias ``model`` hands this host at its call (:attr:`bias_from`), or None."""
+        for path, bias in self.bias_from:
+            found = _importable((path,))
+            if found and any(isinstance(m, found[0][1]) for m in model.modules()):
+                return bias
+        return None
+
+    def family(self, form: nn.Module) -> nn.Module:
+        """The member inside ``form`` (at :attr:`family_prefix`)."""
+        return form.get_submodule(self.family_prefix[:-1]) if self.family_prefix else form
+
+    def build(
+        self,
+        host: nn.Module,
+        attn_cfg: AttnCfg,
+        layer_index: int,
+        num_layers: int,
+        shared_bias: Optional[PositionBias] = None,
+    ) -> nn.Module:
+        """The form of ``host``, attention ``layer_index`` of ``num_layers``, with the host's plain
+        settings (:func:`~dna_mm.models.layers.forms.keep_settings`); ``shared_bias``: the bias the
+        model hands the host (:meth:`shared_bias`), refused for a member that takes none."""
+        form = _resolve(f'dna_mm.models.layers.{self.form}')(host, attn_cfg, layer_index, num_layers)
+        check_position_bias(host_name(host), self.family(form), shared_bias)
+        return keep_settings(form, host)
 
 
 #: every host, in the order the swap's messages list them
@@ -154,6 +190,15 @@ HOSTS = (
         'mmpretrain_attention:from_beit',
         keys.beit_keys,
         'attn.',
+        bias_from=(
+            (
+                'mmpretrain.models.backbones.beit:RelativePositionBias',
+                PositionBias(
+                    "the backbone's shared relative position bias (use_shared_rel_pos_bias=True)",
+                    'use_shared_rel_pos_bias=False',
+                ),
+            ),
+        ),
     ),
     HostSpec(
         'MMPretrain WindowMSA',

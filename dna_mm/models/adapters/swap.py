@@ -196,8 +196,10 @@ def swap_attention(
             outside dna_mm's own modules) the swap does not support: the message names each
             class and path and lists the supported hosts; or ``model`` has rotary position
             embeddings (the family attention has none); or a host uses what the family
-            attention lacks (``qk_norm``, ...); or ``model`` has no attention at all. Nothing
-            is replaced when it raises.
+            attention lacks (``qk_norm``, ...); or a host adds a position bias (a bias table,
+            relative positions, a shared bias) and the member declares
+            ``takes_position_bias = False``; or ``model`` has no attention at all. Nothing is
+            replaced when it raises.
     """
     specs, containers = host_specs(), container_classes()
     hosts: list[tuple[str, nn.Module]] = []
@@ -236,9 +238,10 @@ def swap_attention(
     report = _LoadReport(len(hosts), attn_cfg)
     neg_init = NegativeInit(q_neg_scale, v_neg_scale)
     built: list[nn.Module] = []  # every replacement first: a host refused leaves the model as it was
+    shared = {spec: spec.shared_bias(model) for spec in {specs[type(host)] for _, host in hosts}}
     for i, (name, host) in enumerate(hosts):
         spec = specs[type(host)]
-        new = spec.build(host, attn_cfg, i, len(hosts))
+        new = spec.build(host, attn_cfg, i, len(hosts), shared[spec])
         like = next(host.parameters(), None)
         if like is not None:  # the host's device and dtype (a float64 or CUDA model stays so)
             new.to(device=like.device, dtype=like.dtype)

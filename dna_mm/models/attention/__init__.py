@@ -1,9 +1,10 @@
 """The attention family: DnA (five variants) and the baselines, one interface.
 
 Registered in MMEngine's root ``MODELS`` (so visible from every library's scope):
-``SoftmaxAttention``, ``DnAAttention``, ``DiffAttention``, ``CogAttention`` and their
-``*CrossAttention`` forms. A member of your own is one file: a subclass of
-:class:`AttentionBase` registered there (docs/attention.md).
+``SoftmaxAttention``, ``DnAAttention``, ``DiffAttention``, ``CogAttention``,
+``GatedAttention``, ``SigmoidAttention`` and their ``*CrossAttention`` forms; any of them gated
+by ``gated=True``. A member of your own is one file: a subclass of :class:`AttentionBase`
+registered there (docs/attention.md), under names no other member holds (:mod:`.registration`).
 """
 
 from ...family import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant
@@ -16,6 +17,8 @@ from .softmax import SoftmaxAttention, SoftmaxCrossAttention
 from .dna import DnAAttention, DnACrossAttention
 from .diff import DiffAttention, DiffCrossAttention
 from .cog import CogAttention, CogCrossAttention
+from .gated import GatedAttention, GatedCrossAttention
+from .sigmoid import SigmoidAttention, SigmoidCrossAttention
 
 # isort: on
 
@@ -31,6 +34,10 @@ __all__ = [
     'DiffCrossAttention',
     'CogAttention',
     'CogCrossAttention',
+    'GatedAttention',
+    'GatedCrossAttention',
+    'SigmoidAttention',
+    'SigmoidCrossAttention',
     'DNA_VARIANTS',
     'DNA_VARIANT_ALIASES',
     'canonical_variant',

@@ -35,10 +35,19 @@ state dicts, the analyses) never reads a member's own attribute names; it asks t
   :meth:`~AttentionBase.position_bias` (each branch's from its own queries);
 * how its branches mix: :meth:`~AttentionBase.neg_coefficient` (the second map's factor) and
   :meth:`~AttentionBase.mixing_weights` (the learned weights, by name);
-* its maps: :attr:`~AttentionBase.signed_maps`;
+* its maps: :attr:`~AttentionBase.signed_maps`, :attr:`~AttentionBase.normalised_maps`;
 * its weights: :attr:`~AttentionBase.own_start`, :attr:`~AttentionBase.has_negative_branch`
   and :meth:`~AttentionBase.negative_variant` (DnA's negative branch, generated from softmax
   weights).
+
+**Names.** A member's class name (its registered name) and its short name are its own: a class
+that claims one another member holds is refused when it is created, unless it says that it
+takes that member's place (``class Mine(DnAAttention, replaces='dna')``; :mod:`.registration`).
+
+**Its output.** :meth:`~AttentionBase.attend` gives ``[B, H, M, d_v]``; the first call of each
+module checks it (:meth:`~AttentionBase.run_attend`, in eager mode only: a compiled, exported or
+traced graph holds no check). Every route ends in :meth:`~AttentionBase.project_out`: the heads
+merged, the gate (``gated=True``), ``proj``, ``proj_drop``.
 """
 
 from __future__ import annotations
@@ -52,12 +61,23 @@ from torch import Tensor, nn
 from torch.fx.node import has_side_effect
 from torch.utils.hooks import RemovableHandle
 
+from ...errors import MemberError
 from . import functional as AF
 from .functional import BiasArg, causal_mask
+from .registration import claim_names, where
 
 AttnOutput = Union[Tensor, tuple[Tensor, dict[str, Tensor]]]
 #: the arguments every member takes (what a layer keeps when its member's rule changes its type)
-BASE_KEYS = ('qkv_bias', 'attn_drop', 'proj_drop', 'proj_bias', 'fused_attn', 'embed_dims', 'num_heads')
+BASE_KEYS = (
+    'qkv_bias',
+    'attn_drop',
+    'proj_drop',
+    'proj_bias',
+    'fused_attn',
+    'embed_dims',
+    'num_heads',
+    'gated',
+)
 #: ``hook(module, maps, heads)``: the maps ``[B, H, M, N]`` of one call and its head-split inputs
 AttendHook = Callable[[nn.Module, dict[str, Tensor], dict[str, Tensor]], None]
 #: the heads every member's :meth:`AttentionBase.project` gives
@@ -87,7 +107,13 @@ class AttentionBase(nn.Module):
 
     Subclasses state their formula in :meth:`attend` on the head-split tensors of
     :meth:`project`, each branch through :meth:`softmax_branch`: the fused route
-    (``scaled_dot_product_attention``) or the eager one, which returns the maps.
+    (``scaled_dot_product_attention``) or the eager one, which returns the maps. The heads'
+    output, merged, leaves through :meth:`project_out` on every route and in every host form.
+
+    A class statement may say that the new member takes the place of a registered one, named
+    by its short name or registered name: ``class Mine(DnAAttention, replaces='dna')``
+    (:mod:`.registration`); without it, a short name or class name another member holds is
+    refused when the class is created.
 
     Args:
         embed_dims: Token width ``C``.
@@ -105,6 +131,11 @@ class AttentionBase(nn.Module):
             separate: ``q_proj`` ``Linear(C, C)``, ``k_proj`` ``Linear(kdim, C)``, ``v_proj``
             ``Linear(vdim, C)`` in place of ``qkv``.
         device, dtype: Factory keywords for the parameters (timm passes them).
+        gated: Gated attention (Qiu et al., NeurIPS 2025): the heads' output, merged, is
+            multiplied by ``sigmoid(gate(x))`` before ``proj``, ``gate = Linear(C, C)`` (bias as
+            ``qkv_bias``) of the queries' input ``x``: timm's ``Attention(gated=True)``, its key
+            ``gate`` included. Any member takes it (``dict(type='DnAAttention', gated=True)``);
+            without it the module and its state dict are those of earlier releases.
 
     Attributes:
         has_negative_branch: The member has DnA's negative branch (the keys of
@@ -128,6 +159,11 @@ class AttentionBase(nn.Module):
     takes_position_bias: ClassVar[bool] = True
     #: its maps are signed (Cog): the analyses measure their magnitude
     signed_maps: ClassVar[bool] = False
+    #: each row of its maps (their magnitude, where signed) sums to 1 over the keys, a
+    #: distribution (softmax, softmin, Cog's ``|W|``); False for weights that are not normalised
+    #: over the keys (sigmoid attention): measures of a distribution, such as the entropy, do
+    #: not apply to them as they are
+    normalised_maps: ClassVar[bool] = True
     #: prefixes of the parameters that keep their own start when a checkpoint lacks them
     #: (Diff's ``lambda_*`` read from softmax weights)
     own_start: ClassVar[tuple[str, ...]] = ()
@@ -208,6 +244,13 @@ class AttentionBase(nn.Module):
         """:attr:`short_name` if this class declares it itself."""
         return vars(cls).get('short_name')
 
+    def __init_subclass__(cls, replaces: Optional[str] = None, **kwargs) -> None:
+        """Claim the class's names (:func:`.registration.claim_names`): a short name or class
+        name another registered member holds is refused with one line naming both classes;
+        ``replaces`` (a member's short name or registered name) takes that member's place."""
+        super().__init_subclass__(**kwargs)
+        claim_names(cls, replaces)
+
     def __init__(
         self,
         embed_dims: int,
@@ -225,6 +268,7 @@ class AttentionBase(nn.Module):
         vdim: Optional[int] = None,
         device: Optional[torch.device] = None,
         dtype: Optional[torch.dtype] = None,
+        gated: bool = False,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -253,12 +297,21 @@ class AttentionBase(nn.Module):
             self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias, **dd)
         self.attn_drop_p = attn_drop
         self.attn_drop = nn.Dropout(attn_drop)
+        # before proj, as timm's Attention: its keys in timm's order (none when not gated)
+        self.gate = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd) if gated else None
+        if gated:  # a softmax file has no gate: it keeps its own start (models/fitting.py)
+            self.own_start = (*type(self).own_start, 'gate.')
         self.proj = nn.Linear(embed_dims, embed_dims, bias=proj_bias, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
         if not self.packed_projections:  # after proj: the key order of earlier releases
             self.q_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias, **dd)
             self.k_proj = nn.Linear(self.kdim, embed_dims, bias=qkv_bias, **dd)
             self.v_proj = nn.Linear(self.vdim, embed_dims, bias=qkv_bias, **dd)
+
+    @property
+    def gated(self) -> bool:
+        """Its output is gated (``gated=True``: a ``gate`` of its own)."""
+        return getattr(self, 'gate', None) is not None
 
     @property
     def packed_projections(self) -> bool:
@@ -342,17 +395,50 @@ class AttentionBase(nn.Module):
         self._attend_hooks[handle.id] = hook
         return handle
 
+    #: :meth:`run_attend` has checked this module's output (a module's own once set)
+    _output_checked: bool = False
+
     def run_attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """:meth:`attend`, as every host form calls it: eager, with the hooks called, while the
-        module has attend hooks (:meth:`register_attend_hook`)."""
+        module has attend hooks (:meth:`register_attend_hook`). Its output is checked on the
+        module's first eager call (:meth:`check_output`); a compiled, exported or traced call
+        skips the check, so the graph holds none."""
         if not self._attend_hooks:
-            return self.attend(heads, attn_mask, attn_bias, eager)
-        out, maps = self.attend(heads, attn_mask, attn_bias, True)
-        for hook in list(self._attend_hooks.values()):
-            hook(self, maps, heads)
+            out, maps = self.attend(heads, attn_mask, attn_bias, eager)
+        else:
+            out, maps = self.attend(heads, attn_mask, attn_bias, True)
+            for hook in list(self._attend_hooks.values()):
+                hook(self, maps, heads)
+        if not (traced(heads['q']) or self._output_checked):  # tracing first: no guard on the flag
+            self.check_output(out, heads)
+            self._output_checked = True
         return out, maps
+
+    def check_output(self, out: Tensor, heads: dict[str, Tensor]) -> None:
+        """Raise a one-line :class:`~dna_mm.errors.MemberError` unless ``out`` (what
+        :meth:`attend` returned for ``heads``) is ``[B, H, M, d_v]``: the batch, heads and
+        queries of ``heads['q']``, the head width of ``heads['v']``."""
+        b, h, m = heads['q'].shape[:3]
+        expected = [b, h, m, heads['v'].shape[-1]]
+        got = list(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        if got != expected:
+            raise MemberError(
+                f'{where(type(self))}.attend returned {got}; expected [B, H, M, d_v] = {expected} '
+                '(batch, heads, queries, value head dim)'
+            )
+
+    def project_out(self, out: Tensor, x: Tensor) -> Tensor:
+        """The heads' output, merged (``out [B, M, C]``), out of the module: times
+        ``sigmoid(gate(x))`` where the module is ``gated`` (``x [B, M, C]``: the input the
+        queries came from), then ``proj`` and ``proj_drop``. Every route and every host form
+        that applies ``proj`` ends here."""
+        gate = getattr(self, 'gate', None)  # a module pickled by an earlier release has none
+        if gate is not None:
+            check_gate_input(type(self).__name__, out, x)
+            out = out * torch.sigmoid(gate(x))
+        return self.proj_drop(self.proj(out))
 
     def forward(
         self,
@@ -379,11 +465,12 @@ class AttentionBase(nn.Module):
         attn_mask = with_causal(attn_mask, is_causal, x, context)
         heads = self.project(x, context, value)
         out, maps = self.run_attend(heads, attn_mask, attn_bias, return_attn or not self.fused_attn)
-        out = self.proj_drop(self.proj(self.merge_heads(out)))  # [B, M, C]
+        out = self.project_out(self.merge_heads(out), x)  # [B, M, C]
         return (out, maps) if return_attn else out
 
     def extra_repr(self) -> str:
-        return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, fused_attn={self.fused_attn}'
+        text = f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, fused_attn={self.fused_attn}'
+        return f'{text}, gated=True' if self.gated else text
 
 
 class CrossAttentionMixin:
@@ -431,6 +518,24 @@ def check_inputs(
     keys = x if context is None else context
     if value is not None and value.shape[1] != keys.shape[1]:
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {keys.shape[1]}')
+
+
+def traced(t: Tensor) -> bool:
+    """``t`` is being traced into a graph (``torch.compile``, ``torch.export``, ``torch.jit.trace``,
+    a ``torch.fx`` symbolic trace), not computed: where a first-call check is skipped."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing() or isinstance(t, torch.fx.Proxy)
+
+
+@has_side_effect
+@torch.fx.wrap
+def check_gate_input(name: str, out: Tensor, x: Tensor) -> None:
+    """Raise a ``ValueError`` naming the shapes unless the gate's input ``x [B, M, C]`` has the
+    tokens of the output ``out [B, M, C]`` it gates (a host that pools the queries must give
+    the gate its pooled tokens). An FX leaf, as :func:`check_inputs`."""
+    if x.shape[:-1] != out.shape[:-1]:
+        raise ValueError(
+            f'{name}: the gate reads x of shape {list(x.shape)}, the output it gates is {list(out.shape)}'
+        )
 
 
 @torch.fx.wrap

@@ -2,10 +2,10 @@
 
 ``cfg`` is an MMEngine config dict whose ``type`` is a registered member (a subclass of
 :class:`~dna_mm.models.attention.AttentionBase` in MMEngine's ``MODELS``: the shipped ones, or
-your own, registered by your import) or the member's short name (``'softmax' | 'dna' | 'diff' |
-'cog'``, a member's :attr:`~.base.AttentionBase.short_name`). Each member states its own
-per-layer rule (:meth:`~.base.AttentionBase.layer_config`): Diff's ``λ_init`` by depth, Cog's
-softmax first and last layer; this module keeps no list of members.
+your own, registered by your import) or the member's short name (``'softmax'``, ``'dna'``,
+``'gated'``, ...: a member's :attr:`~.base.AttentionBase.short_name`). Each member states its
+own per-layer rule (:meth:`~.base.AttentionBase.layer_config`): Diff's ``λ_init`` by depth,
+Cog's softmax first and last layer; this module keeps no list of members.
 
 Every model builds its attentions here: MMAction2's wrappers, ``with_attention``'s hosts and
 ViTDet. Every host takes the attention as one keyword, :data:`ATTENTION_KEY` (``attn_cfg``); a
@@ -25,6 +25,7 @@ from torch import nn
 from ...errors import ConfigError
 from ..scopes import current_registry
 from .base import AttentionBase
+from .registration import short_name_owner
 
 AttnCfg = Union[str, dict]
 #: the keyword every host takes its attention by
@@ -43,8 +44,16 @@ def attention_types() -> dict[str, type]:
 
 
 def short_names() -> dict[str, str]:
-    """Short name → registered name, from each member's own :attr:`~.base.AttentionBase.short_name`."""
-    return {cls.own_short_name(): name for name, cls in attention_types().items() if cls.own_short_name()}
+    """Short name → registered name, from each member's own :attr:`~.base.AttentionBase.short_name`
+    (of two, the one that took the other's place: :mod:`.registration`).
+
+    Raises:
+        MemberError: two members hold one short name and neither replaced the other.
+    """
+    types = attention_types()
+    shorts = dict.fromkeys(cls.own_short_name() for cls in types.values() if cls.own_short_name())
+    owners = {short: short_name_owner(short, types.values()) for short in shorts}
+    return {short: next(n for n, cls in types.items() if cls is owner) for short, owner in owners.items()}
 
 
 def attention_cfg(cfg: AttnCfg) -> dict:

@@ -37,7 +37,7 @@ class CogAttention(AttentionBase):
     and the last layer as :attr:`softmax_type`."""
 
     short_name = 'cog'
-    #: relative positions are not defined for it by the DnA paper
+    #: a position bias inside its signed map is not defined by its formula: hosts with one refuse it
     takes_position_bias = False
     signed_maps = True
     #: what the first and last layer are (the authors' setting)

@@ -47,7 +47,7 @@ class DiffAttention(AttentionBase):
 
     short_name = 'diff'
     map_names = ('pos', 'neg')
-    #: relative positions are not defined for it by the DnA paper
+    #: a position bias inside its two maps is not defined by its formula: hosts with one refuse it
     takes_position_bias = False
     #: λ and the sub-norm start as their own init when loading softmax weights
     own_start = ('lambda_', 'sub_norm.')

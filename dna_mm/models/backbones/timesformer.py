@@ -28,6 +28,7 @@ from timm.layers import resample_abs_pos_embed
 from torch import nn
 
 from ...converters import to_timesformer
+from ...errors import ConfigError
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg, deprecated_key
 from ..layers.video_attention import from_divided, from_host
@@ -101,6 +102,13 @@ def give_members(layers: nn.ModuleList, temporal_attn: AttnCfg, spatial_attn: At
 
 
 STEPS = ('temporal', 'spatial')
+
+
+class TimeSformerArgumentError(ConfigError, AssertionError):
+    """An argument MMAction2's ``TimeSformer`` asserts on (an unknown ``attention_type``, a
+    ``transformer_layers`` that is not a config): a :class:`~dna_mm.errors.ConfigError` (one line
+    from the tools, a ``ValueError``) and the ``AssertionError`` MMAction2 raises for it, so code
+    and tests written against either catch it."""
 
 
 def step_attentions(
@@ -193,8 +201,14 @@ class DnATimeSformer(TimeSformer):
         **kwargs,
     ) -> None:
         if attention_type not in self.supported_attention_types:
-            raise ValueError(
-                f'attention_type must be one of {self.supported_attention_types}, got {attention_type!r}'
+            raise TimeSformerArgumentError(
+                f'DnATimeSformer: attention_type must be one of {self.supported_attention_types}, '
+                f'got {attention_type!r}'
+            )
+        if not (transformer_layers is None or isinstance(transformer_layers, (dict, list))):
+            raise TimeSformerArgumentError(
+                'DnATimeSformer: transformer_layers must be a layer config (a dict or a list of them) or '
+                f'None, got {type(transformer_layers).__name__} {transformer_layers!r}'
             )
         temporal_attn, spatial_attn = step_attentions(attn_cfg, temporal_attn, spatial_attn)
         if transformer_layers is None:

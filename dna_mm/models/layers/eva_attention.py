@@ -9,7 +9,7 @@ from typing import Optional
 from torch import Tensor, nn
 
 from ..attention.builder import AttnCfg
-from .forms import member_for_host, refuse, refuse_extras
+from .forms import member_for_host, refuse, refuse_extras, timm_gate
 
 
 class EvaAttentionAdapter(nn.Module):
@@ -40,12 +40,12 @@ class EvaAttentionAdapter(nn.Module):
 
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
-    """The form of timm's ``EvaAttention`` ``host``; refuses ``qk_norm``, ``scale_attn_inner``, a
-    gate and a head width other than ``C / H``."""
+    """The form of timm's ``EvaAttention`` ``host`` (its gate too); refuses ``qk_norm``,
+    ``scale_attn_inner`` and a head width other than ``C / H``."""
     refuse_extras(host, 'qk_norm', 'scale_norm (scale_attn_inner)')
     dim = host.proj.out_features
     if host.head_dim * host.num_heads != dim:
         refuse(host, 'attn_head_dim different from the token width / num_heads')
     has_bias = host.q_bias is not None or (host.q_proj is not None and host.q_proj.bias is not None)
-    bias = dict(qkv_bias=has_bias, proj_bias=host.proj.bias is not None)
+    bias = dict(qkv_bias=has_bias, proj_bias=host.proj.bias is not None, **timm_gate(host))
     return EvaAttentionAdapter(member_for_host(host, attn_cfg, layer_index, num_layers, dim, **bias))

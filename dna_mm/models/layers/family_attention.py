@@ -8,16 +8,16 @@ from __future__ import annotations
 from torch import nn
 
 from ..attention.builder import AttnCfg
-from .forms import member_for_host, refuse, refuse_extras
+from .forms import member_for_host, refuse, refuse_extras, timm_gate
 
 
 def from_timm(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
     """The family attention in place of timm's ``Attention`` ``host`` (its biases, dropouts,
-    scale); refuses ``qk_norm``, ``scale_norm``, a gate and a width other than the tokens'."""
+    scale, gate); refuses ``qk_norm``, ``scale_norm`` and a width other than the tokens'."""
     refuse_extras(host, 'qk_norm / scale_norm', 'qk_norm / scale_norm')
     if host.qkv.in_features != host.proj.out_features or host.attn_dim != host.qkv.in_features:
         refuse(host, 'attn_head_dim / dim_out different from the token width')
-    bias = dict(qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None)
+    bias = dict(qkv_bias=host.qkv.bias is not None, proj_bias=host.proj.bias is not None, **timm_gate(host))
     return member_for_host(host, attn_cfg, layer_index, num_layers, host.qkv.in_features, **bias)
 
 

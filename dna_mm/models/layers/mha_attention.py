@@ -156,7 +156,7 @@ class MultiheadForm(HostForm):
         mask = mha_masks(attn_mask, key_padding_mask, query.shape[0], member.num_heads, query.dtype)
         heads = member.project(query, context, value)
         out, maps = member.run_attend(heads, mask, None, need_weights or not member.fused_attn)
-        out = member.proj_drop(member.proj(member.merge_heads(out)))  # [N, L, E]
+        out = member.project_out(member.merge_heads(out), query)  # [N, L, E]
         weights = None
         if need_weights:
             weights = maps['attn'] if 'attn' in maps else maps['pos']  # [N, H, L, S]

@@ -7,7 +7,9 @@
 * :class:`BEiTAttentionAdapter`: ``BEiTAttention`` (BEiT, BEiT v2): its own relative position
   table and the backbone's shared ``rel_pos_bias`` are ``attn_bias`` (inside both branches'
   logits); the ``q_bias`` / ``v_bias`` become the ``qkv`` bias
-  (:func:`~dna_mm.converters.hosts.beit_keys`).
+  (:func:`~dna_mm.converters.hosts.beit_keys`). A member that takes no position bias is refused
+  where the host has its table (:func:`from_beit`) or the backbone its shared one (the host
+  row's ``bias_from``, :mod:`dna_mm.models.adapters.hosts`).
 
 MMPretrain's and MMDetection's Swin ``WindowMSA`` take Video Swin's form
 (:mod:`.swin_attention`, the same call and bias table), reached through their ``ShiftWindowMSA``.
@@ -22,7 +24,7 @@ from torch import Tensor, nn
 
 from ..attention import build_attention
 from ..attention.builder import AttnCfg
-from .forms import member_for_host, refuse
+from .forms import PositionBias, member_for_host, refuse
 
 
 class MultiheadAttentionAdapter(nn.Module):
@@ -87,7 +89,12 @@ class BEiTAttentionAdapter(nn.Module):
 
 def from_beit(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
     """The form of MMPretrain's ``BEiTAttention`` ``host``: its scale, dropouts, biases and
-    table."""
+    table; refuses a member that takes no position bias where the host has its table."""
     bias = dict(qkv_bias=host.bias is not False)  # 'qv_bias', True or False
-    family = member_for_host(host, attn_cfg, layer_index, num_layers, host.embed_dims, **bias)
+    table = None
+    if host.relative_position_bias_table is not None:
+        table = PositionBias(
+            'its relative position bias table (use_rel_pos_bias=True)', 'use_rel_pos_bias=False'
+        )
+    family = member_for_host(host, attn_cfg, layer_index, num_layers, host.embed_dims, table, **bias)
     return BEiTAttentionAdapter(family, host.relative_position_bias_table, host.relative_position_index)

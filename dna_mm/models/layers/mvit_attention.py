@@ -25,7 +25,9 @@ The rel-pos term is a bias inside the formula (dna_mm's rule,
 :mod:`dna_mm.models.attention.functional`): each branch's from its own queries
 (:meth:`~dna_mm.models.attention.AttentionBase.position_bias`), tables shared, entering before
 the softmin sign, as ViTDet's (:mod:`.vitdet_attention`). The residual ``+ Q`` is the host's
-term and stays the first branch's queries ``q``.
+term and stays the first branch's queries ``q``. The output leaves through the member's
+``project_out``: a gated member's gate reads the input at the pooled queries' tokens
+(:meth:`PoolingForm.pooled_input`).
 
 Initialising DnA from the host's softmax weights: the norm after pooling removes any scale of the
 projection, so the paper's ``Q- = 1e-4·Q``, ``V- = -1e-4·V`` is applied to the pooled,
@@ -36,13 +38,15 @@ norm's affine (weight and bias) times ``q_neg_scale`` (``V-``: ``v_neg_scale``),
 Keys: the host's (``qkv``, ``proj``, ``pool_{q,k,v}``, ``norm_{q,k,v}``, ``rel_pos_{h,w,t}``),
 plus the member's own (DnA: ``q_neg``, ``v_neg``, ``alpha``) and the pooling of its own extra
 heads (DnA: ``pool_{q,v}_neg`` / ``norm_{q,v}_neg``). :func:`from_host` builds the form of a
-host module. Differential and Cog attention with pooled queries and relative positions are not
-defined by the DnA paper (they take no position bias): :func:`from_host` refuses them.
+host module. With relative positions the form declares its bias (:meth:`PoolingForm.position_bias`):
+a member that takes no position bias (Diff, Cog, or your own) is refused there, and runs in an
+MViTv2 built with ``rel_pos_embed=False``.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Optional, Sequence
 
 import torch
@@ -51,11 +55,10 @@ from mmaction.models.backbones.mvit import attention_pool
 from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
-from ...errors import UnsupportedModelError
 from ..attention import AttentionBase, build_attention
-from ..attention.builder import AttnCfg, attention_class
+from ..attention.builder import AttnCfg
 from ..attention.functional import BiasArg
-from .forms import HostForm, refuse
+from .forms import HostForm, PositionBias, host_name, refuse
 from .positions import get_rel_pos
 
 
@@ -127,6 +130,7 @@ class PoolingForm(HostForm):
         rel_pos_lengths: Lengths ``(t, h, w)`` of the relative position tables, or None.
         residual_pooling: Add the pooled queries to the output (CLS row excluded).
         with_cls_token: The first token is a CLS token (kept out of the convolutions).
+        host: The host, named in refusals (:func:`from_host`: its class).
     """
 
     host = 'MViTv2'
@@ -141,12 +145,20 @@ class PoolingForm(HostForm):
         rel_pos_lengths: Optional[Sequence[int]],
         residual_pooling: bool,
         with_cls_token: bool,
+        host: str = 'MViTv2',
     ) -> None:
+        self.host = host
         self.in_dims, self.norm_cfg = in_dims, norm_cfg
         self.pool_kernel = tuple(pool_kernel)
         self.stride_q, self.stride_kv = tuple(stride_q), tuple(stride_kv)
         self.rel_pos_lengths = rel_pos_lengths
         self.residual_pooling, self.with_cls_token = residual_pooling, with_cls_token
+
+    def position_bias(self) -> Optional[PositionBias]:
+        """With relative position tables: the decomposed relative positions, inside the logits."""
+        if self.rel_pos_lengths is None:
+            return None
+        return PositionBias('decomposed relative positions (rel_pos_embed=True)', 'rel_pos_embed=False')
 
     def attach(self, member: nn.Module) -> AttentionBase:
         """``member`` reading ``in_dims``-wide tokens, with the pooling of each head (an extra
@@ -219,7 +231,19 @@ class PoolingForm(HostForm):
                 out = torch.cat([out[:, :, :1], out[:, :, 1:] + q[:, :, 1:]], dim=2)
             else:
                 out = out + q
-        return member.proj_drop(member.proj(member.merge_heads(out))), q_shape
+        gate_input = self.pooled_input(x, in_size) if member.gated else x
+        return member.project_out(member.merge_heads(out), gate_input), q_shape
+
+    def pooled_input(self, x: Tensor, in_size: Sequence[int]) -> Tensor:
+        """``x`` at the pooled queries' tokens (a gated member's gate reads it): max-pooled as
+        MViTv2's block pools its skip connection (kernel ``s + 1`` along an axis of stride
+        ``s > 1``, padding ``kernel // 2``), the tokens the block adds the output to; ``x``
+        itself where the queries are not pooled."""
+        if math.prod(self.stride_q) == 1:
+            return x
+        kernel = [s + 1 if s > 1 else s for s in self.stride_q]
+        pool = nn.MaxPool3d(kernel, self.stride_q, [k // 2 for k in kernel])
+        return attention_pool(x, pool, in_size, with_cls_token=self.with_cls_token)[0]
 
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
@@ -227,21 +251,15 @@ def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
     relative position tables, biases and scale.
 
     Raises:
-        UnsupportedModelError: a member that takes no position bias (Diff, Cog), a pooling norm
-            other than ``LayerNorm``, a pooling padding other than ``kernel // 2``.
+        UnsupportedModelError: a member that takes no position bias in a host with relative
+            positions, a pooling norm other than ``LayerNorm``, a pooling padding other than
+            ``kernel // 2``.
     """
     if not isinstance(host.norm_q, nn.LayerNorm):
         refuse(host, f'a pooling norm other than LayerNorm ({type(host.norm_q).__name__})')
     kernel = tuple(host.pool_q.kernel_size)
     if tuple(host.pool_q.padding) != tuple(k // 2 for k in kernel):
         refuse(host, f'pooling padding {host.pool_q.padding} other than kernel // 2')
-    member_class = attention_class(attn_cfg)
-    if not member_class.takes_position_bias:
-        raise UnsupportedModelError(
-            f'MViTv2 pooling attention: attn_cfg {member_class.__name__!r} is not supported (pooled '
-            f'queries and decomposed relative positions are defined for softmax and DnA only); use '
-            'softmax or dna'
-        )
     lengths = None
     if host.rel_pos_embed:
         lengths = tuple(getattr(host, f'rel_pos_{a}').shape[0] for a in 'thw')
@@ -264,5 +282,6 @@ def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: 
         rel_pos_lengths=lengths,
         residual_pooling=host.residual_pooling,
         with_cls_token=host.with_cls_token,
+        host=host_name(host),
     )
     return form.attach(member)

@@ -5,7 +5,8 @@ The relative position bias ``table[index]`` (``[H, N, N]``) is an ``attn_bias`` 
 formula: both DnA branches, ``s Q K^T + b``); the shifted-window mask (``0 / -100``) is an
 exclusion ``attn_mask`` (a key of another window leaves both branches). Keys:
 ``relative_position_bias_table``, ``relative_position_index`` (as the host), ``attn.*``
-(:func:`~dna_mm.converters.hosts.under_attn`).
+(:func:`~dna_mm.converters.hosts.under_attn`). Every window attention has its table: a member that
+takes no position bias is refused (:data:`TABLE`, :func:`~.forms.check_position_bias`).
 
 MMPretrain's and MMDetection's Swin ``WindowMSA`` (2-D windows, the same call) take this form too.
 """
@@ -18,7 +19,10 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
 from ..attention.builder import AttnCfg
-from .forms import member_for_host
+from .forms import PositionBias, member_for_host
+
+#: the bias every Swin window attention adds (its table has no setting that leaves it out)
+TABLE = PositionBias('its relative position bias table (relative_position_bias_table)')
 
 
 class WindowAttention3DAdapter(nn.Module):
@@ -47,9 +51,11 @@ class WindowAttention3DAdapter(nn.Module):
 
 
 def from_host(host: nn.Module, attn_cfg: AttnCfg, layer_index: int, num_layers: int) -> nn.Module:
-    """The form of MMAction2's ``WindowAttention3D`` ``host``: its sizes, bias table and index."""
+    """The form of MMAction2's ``WindowAttention3D`` (or a Swin ``WindowMSA``) ``host``: its sizes,
+    bias table and index; refuses a member that takes no position bias."""
+    qkv_bias = host.qkv.bias is not None
     family = member_for_host(
-        host, attn_cfg, layer_index, num_layers, host.embed_dims, qkv_bias=host.qkv.bias is not None
+        host, attn_cfg, layer_index, num_layers, host.embed_dims, TABLE, qkv_bias=qkv_bias
     )
     return WindowAttention3DAdapter(
         family, host.relative_position_bias_table, host.relative_position_index, tuple(host.window_size)

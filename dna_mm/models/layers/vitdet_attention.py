@@ -18,10 +18,10 @@ passed to the member's ``attend`` as ``attn_bias``: the member says which querie
 reads (:meth:`~dna_mm.models.attention.AttentionBase.position_bias`: ``R(Q)``, or one per
 branch, DnA's ``(R(Q+), R(Q-))``), so any member of the family, the shipped ones or your own,
 gets it the same way. The fused route is the member's SDPA route with the bias as SDPA's
-``attn_mask`` and ``return_attn=True`` the eager one. A member whose
-:attr:`~dna_mm.models.attention.AttentionBase.takes_position_bias` is False (Differential and
-Cog attention: relative positions are not defined for them by the DnA paper) refuses
-``use_rel_pos``.
+``attn_mask`` and ``return_attn=True`` the eager one. With ``use_rel_pos`` the form declares its
+bias (:meth:`GridForm.position_bias`), so a member whose
+:attr:`~dna_mm.models.attention.AttentionBase.takes_position_bias` is False (Diff, Cog, or your
+own) is refused when the model is built (:func:`~.forms.check_position_bias`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from ..attention import AttentionBase, build_attention
 from ..attention.builder import AttnCfg
 from ..attention.functional import BiasArg
-from .forms import HostForm
+from .forms import HostForm, PositionBias
 from .positions import decomposed_rel_pos
 
 
@@ -47,17 +47,20 @@ class GridForm(HostForm):
     def __init__(self, use_rel_pos: bool = False) -> None:
         self.use_rel_pos = use_rel_pos
 
+    def position_bias(self) -> Optional[PositionBias]:
+        """With ``use_rel_pos``: the decomposed relative positions, inside the logits."""
+        return (
+            PositionBias('relative positions (use_rel_pos=True)', 'use_rel_pos=False')
+            if self.use_rel_pos
+            else None
+        )
+
     def add_rel_pos(
         self, member: AttentionBase, input_size: Optional[tuple[int, int]], zero_init: bool
     ) -> None:
         """``rel_pos_h`` / ``rel_pos_w`` on ``member`` for the grid ``input_size = (h, w)``: zeros
         (detectron2's default) or truncated normal (std 0.02)."""
         name = f'ViTDet {type(member).__name__}'
-        if not type(member).takes_position_bias:
-            raise ValueError(
-                f'{name}: use_rel_pos=True is not defined by the DnA paper for this attention (no '
-                f'shipped config uses it); use attn_cfg softmax or dna, or use_rel_pos=False'
-            )
         if input_size is None or len(input_size) != 2 or min(input_size) <= 0:
             raise ValueError(f'{name}: use_rel_pos=True needs input_size=(h, w), got {input_size}')
         h, w = input_size
@@ -83,10 +86,11 @@ class GridForm(HostForm):
         self, member: AttentionBase, x: Tensor, return_attn: bool = False
     ) -> Union[Tensor, tuple[Tensor, dict[str, Tensor]]]:
         b, h, w, c = x.shape
-        heads = member.project(x.reshape(b, h * w, c))  # each [B, heads, HW, d]
+        tokens = x.reshape(b, h * w, c)
+        heads = member.project(tokens)  # each [B, heads, HW, d]
         bias = self.rel_pos_bias(member, heads, (h, w)) if self.use_rel_pos else None
         out, maps = member.run_attend(heads, None, bias, return_attn or not member.fused_attn)
-        out = member.proj_drop(member.proj(member.merge_heads(out))).reshape(b, h, w, c)
+        out = member.project_out(member.merge_heads(out), tokens).reshape(b, h, w, c)
         return (out, maps) if return_attn else out
 
 
@@ -105,11 +109,12 @@ def vitdet_attention(
     ViTDet's call (:class:`GridForm`); ``kwargs``: the member's arguments (``qkv_bias``, ...).
 
     Raises:
-        ValueError: ``use_rel_pos`` for a member that takes no position bias, or without
-            ``input_size``; a cross-attention.
+        UnsupportedModelError: ``use_rel_pos`` for a member that takes no position bias.
+        ValueError: ``use_rel_pos`` without ``input_size``; a cross-attention.
     """
     member = build_attention(attn_cfg, embed_dim, num_heads, layer_index, num_layers, **kwargs)
     form = GridForm(use_rel_pos)
+    member = form.attach(member)
     if use_rel_pos:
         form.add_rel_pos(member, input_size, rel_pos_zero_init)
-    return form.attach(member)
+    return member

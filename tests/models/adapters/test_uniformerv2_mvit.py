@@ -244,10 +244,17 @@ def test_mvit_rel_pos_tables_train_through_the_negative_branch() -> None:
 
 
 @pytest.mark.parametrize('attn_cfg', ['diff', 'cog'])
-def test_mvit_refuses_what_the_paper_does_not_define(attn_cfg: str) -> None:
+def test_mvit_relative_positions_refuse_a_member_without_position_bias(attn_cfg: str) -> None:
+    """Diff and Cog declare ``takes_position_bias = False``: refused where MViTv2 has relative
+    positions, run where it is built without them (pooled queries, keys and values)."""
     build, _ = HOSTS['MViTv2']
-    model = build()
     with pytest.raises(
-        UnsupportedModelError, match='MViTv2 pooling attention: attn_cfg .* use softmax or dna'
+        UnsupportedModelError,
+        match=r'mvit\.MultiScaleAttention: the member (Diff|Cog)Attention declares takes_position_bias = '
+        r'False, .*; set rel_pos_embed=False, or use a member that takes a position bias$',
     ):
-        swap_attention(model, attn_cfg)
+        swap_attention(build(), attn_cfg)
+    init_default_scope('mmaction')
+    model = MODELS.build(dict(TINY_MVIT, rel_pos_embed=False))
+    swap_attention(model, attn_cfg)
+    model(torch.randn(1, 3, 4, 32, 32))[-1][0].square().mean().backward()

@@ -15,7 +15,9 @@ from tolerance import REORDERED, ROUNDING, assert_close_as
 
 import dna_mm
 from dna_mm.converters import rename_mha, softmax_to_dna
+from dna_mm.errors import ConfigError, error_line
 from dna_mm.models import DiffAttention, DnAAttention, SoftmaxAttention
+from dna_mm.models.backbones.timesformer import DnATimeSformer
 
 register_all_modules()
 TINY = TINY_BACKBONES['DnATimeSformer']
@@ -103,6 +105,29 @@ def test_attention_choice_per_step() -> None:
         _ours(attn_cfg=dict(temporl='softmax'))
     with pytest.raises(ValueError, match='use _delete_=True'):  # a per-step override merged onto a type
         _ours(attn_cfg=dict(type='DnAAttention', temporal='softmax'))
+
+
+@pytest.mark.parametrize(
+    'wrong,match',
+    [
+        (
+            dict(attention_type='wrong_attention_type'),
+            r"attention_type must be one of .*'wrong_attention_type'",
+        ),
+        (dict(transformer_layers='wrong_type'), r"transformer_layers must be a layer config .*'wrong_type'"),
+    ],
+)
+def test_a_wrong_argument_is_what_mmaction2s_suite_expects(wrong: dict, match: str) -> None:
+    """MMAction2's own ``test_timesformer_backbone`` expects an ``AssertionError`` for an unknown
+    ``attention_type`` and a ``transformer_layers`` that is not a config (``TimeSformer(8, 64,
+    16, ...)``); dna_mm's tools expect a ``ConfigError`` (a ``ValueError``) of one line: both."""
+    with pytest.raises(AssertionError, match=match) as err:
+        DnATimeSformer(8, 64, 16, **wrong)
+    assert isinstance(err.value, ConfigError) and isinstance(err.value, ValueError)
+    with pytest.raises(AssertionError) as built:  # through the registry, under MMEngine's prefix
+        _ours(**wrong)
+    assert isinstance(built.value, ConfigError)
+    assert '\n' not in str(built.value) and error_line(built.value).startswith('DnATimeSformer: ')
 
 
 def _forms(model: torch.nn.Module) -> list[type]:

@@ -213,7 +213,7 @@ def test_attention_choices_and_refusals() -> None:
     diff = ViTDet(**{**TINY, 'use_rel_pos': False}, attn_cfg='diff')
     assert [b.attn.lambda_init for b in diff.blocks][0] != diff.blocks[3].attn.lambda_init
     for attn in ('diff', 'cog'):
-        with pytest.raises(ValueError, match='use_rel_pos=True is not defined'):
+        with pytest.raises(ValueError, match='takes_position_bias = False.*set use_rel_pos=False'):
             ViTDet(**TINY, attn_cfg=attn)
     with pytest.raises(ValueError, match='not a self-attention'):
         ViTDet(**TINY, attn_cfg='SoftmaxCrossAttention')

@@ -1,0 +1,132 @@
+"""A member's ``attend`` output is checked once (issue #61): on a module's first call it must be
+``[B, H, M, d_v]``; a wrong shape is one line naming the member, the shape it gave and the one
+expected, in the member's own call and in a host form's. Later calls, and compiled or traced
+graphs, hold no check: ``torch.compile(fullgraph=True)`` stays one graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tolerance import ROUNDING, assert_close_as
+
+import dna_mm  # noqa: F401  (registers the family)
+from dna_mm.errors import ConfigError, MemberError, error_line
+from dna_mm.models.attention import AttentionBase, SoftmaxAttention, short_names
+from dna_mm.models.backbones.vitdet import ViTDet
+
+C, H = 32, 4
+M = 5  # tokens: neither the head width (8) nor 1, so every wrong shape below is another shape
+
+
+class SquareAttention(AttentionBase):
+    """A mistake: ``Vᵀ V`` ``[B, H, d, d]`` for ``W V`` (merge_heads and proj would take it)."""
+
+    def attend(self, heads, attn_mask, attn_bias, eager):
+        v = heads['v']
+        return v.transpose(-2, -1) @ v, {}
+
+
+class PooledAttention(AttentionBase):
+    """A mistake: one row for all the queries, ``[B, H, 1, d]`` (broadcasts downstream)."""
+
+    def attend(self, heads, attn_mask, attn_bias, eager):
+        out, _ = self.softmax_branch(heads['q'], heads['k'], heads['v'], attn_mask, None, eager)
+        return out.mean(dim=2, keepdim=True), {}
+
+
+class WrongLaterAttention(AttentionBase):
+    """Right on its first call, ``[B, H, 1, d]`` after: only the first call is checked."""
+
+    calls = 0
+
+    def attend(self, heads, attn_mask, attn_bias, eager):
+        out, _ = self.softmax_branch(heads['q'], heads['k'], heads['v'], attn_mask, None, eager)
+        self.calls += 1
+        return (out if self.calls == 1 else out[:, :, :1]), {}
+
+
+@pytest.mark.parametrize(
+    'cls, shape', [(SquareAttention, [2, H, 8, 8]), (PooledAttention, [2, H, 1, 8])], ids=['BHdd', 'BH1d']
+)
+def test_a_wrong_shape_is_one_line_on_the_first_call(cls, shape) -> None:
+    m = cls(C, H)
+    with pytest.raises(MemberError) as err:
+        m(torch.randn(2, M, C))
+    text = str(err.value)
+    assert isinstance(err.value, ConfigError) and '\n' not in text and error_line(err.value) == text
+    assert text.startswith(f'{__name__}.{cls.__name__}.attend returned {shape};'), text
+    assert f'expected [B, H, M, d_v] = [2, {H}, {M}, 8]' in text
+
+
+def test_the_check_runs_in_a_host_form() -> None:
+    """ViTDet's grid form calls the member through ``run_attend``: the same line."""
+    model = ViTDet(
+        img_size=32, patch_size=8, embed_dim=C, depth=1, num_heads=H, pretrain_img_size=32,
+        attn_cfg=dict(type=SquareAttention),
+    )  # fmt: skip
+    with pytest.raises(MemberError, match=r'SquareAttention\.attend returned \[1, 4, 8, 8\]; expected'):
+        model(torch.randn(1, 3, 32, 32))
+
+
+def test_a_right_member_is_checked_once() -> None:
+    m = WrongLaterAttention(C, H)
+    assert not m._output_checked
+    assert m(torch.randn(2, M, C)).shape == (2, M, C)
+    assert m._output_checked
+    assert m(torch.randn(2, M, C)).shape == (2, 1, C)  # a second call is not checked again
+
+
+@pytest.mark.parametrize('short', sorted(short_names()))
+def test_every_registered_member_passes_its_check(short: str) -> None:
+    from dna_mm.models.attention import build_attention
+
+    m = build_attention(short, C, H).eval()
+    for return_attn in (False, True):
+        out = m(torch.randn(2, M, C), return_attn=return_attn)
+        assert (out[0] if return_attn else out).shape == (2, M, C)
+    assert m._output_checked
+    ctx = torch.randn(2, 7, C)
+    cross = type(m).forward(m, torch.randn(2, M, C), context=ctx)  # queries M, keys 7
+    assert cross.shape == (2, M, C)
+
+
+@pytest.mark.parametrize('gated', [False, True])
+def test_the_check_leaves_one_compiled_graph(gated: bool) -> None:
+    """Compiled before any eager call (the flag unset) and after (set): one graph, no break,
+    the eager output."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    for eager_first in (False, True):
+        torch._dynamo.reset()
+        m = SoftmaxAttention(C, H, gated=gated).eval()
+        x = torch.randn(2, M, C)
+        if eager_first:
+            m(x)
+        counter = CompileCounter()
+        got = torch.compile(m, backend=counter, fullgraph=True)(x)
+        assert counter.frame_count == 1
+        assert_close_as(got, m(x), ulps=ROUNDING)
+        explained = torch._dynamo.explain(m)(x)
+        assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+    torch._dynamo.reset()
+
+
+def test_a_symbolic_trace_holds_no_check() -> None:
+    """``torch.fx`` traces through the check (its tensors are proxies) and keeps none of it."""
+    import torch.fx
+
+    class Calls(torch.nn.Module):  # the member called as a host calls it: x alone
+        def __init__(self, attn: torch.nn.Module) -> None:
+            super().__init__()
+            self.attn = attn
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.attn(x)
+
+    m = SoftmaxAttention(C, H).eval()
+    graph = torch.fx.symbolic_trace(Calls(m))
+    assert not m._output_checked
+    x = torch.randn(2, M, C)
+    assert_close_as(graph(x), m(x), ulps=ROUNDING)
+    assert all('check_output' not in str(node.target) for node in graph.graph.nodes)
