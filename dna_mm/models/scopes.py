@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from importlib import import_module
+from importlib.util import find_spec
 from typing import Optional
 
 from mmengine.registry import MODELS, DefaultScope, Registry
@@ -40,6 +41,15 @@ def library_registries() -> dict[str, Registry]:
         except ImportError:
             continue
     return found
+
+
+def detection_parts_scope() -> str:
+    """The scope the detection half's plain-torch parts (ViTDet's norms and activations,
+    SimpleFPN's convolutions and norms) are built in: MMDetection's where its models import
+    (mmcv with its compiled ops), else MMEngine's root, which has mmcv's own (``LN``, ``GELU``,
+    ``Conv2d``) and dna_mm's ``LN2d``. So the backbone and the neck run on an mmcv without ops
+    (mmcv-lite, ``make demo``'s); only Mask R-CNN's heads need them."""
+    return 'mmdet' if find_spec('mmcv._ext') is not None else 'mmengine'
 
 
 def home_scope(scope: str) -> AbstractContextManager:

@@ -21,7 +21,6 @@ with MAE / timm ViTs, ``dna_vit_*``, the authors' DnA ViT or MMDetection ViTDet 
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from typing import Mapping, Optional, Sequence
 
 import torch
@@ -38,16 +37,8 @@ from ..attention.builder import AttnCfg
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
 from ..layers.vitdet_attention import vitdet_attention
 from ..layers.window import window_partition, window_unpartition
-from ..scopes import home_scope
+from ..scopes import detection_parts_scope, home_scope
 from .pretrained import ModelKeys, load_pretrained
-
-
-def _parts_scope() -> str:
-    """The scope the blocks' norms and activations are built in: MMDetection's where its models
-    import (mmcv with its compiled ops), else MMEngine's root, which has mmcv's own (``LN``,
-    ``GELU``): the backbone is plain torch and runs on an mmcv without ops (mmcv-lite, ``make
-    demo``'s); only Mask R-CNN's heads need them."""
-    return 'mmdet' if find_spec('mmcv._ext') is not None else 'mmengine'
 
 
 class PatchEmbed(nn.Module):
@@ -209,7 +200,7 @@ class ViTDet(BaseModule):
                 input_size=(window, window) if window else (grid, grid),
                 qkv_bias=qkv_bias,
             )
-            with home_scope(_parts_scope()):  # MMDetection's norm / activation types, where it imports
+            with home_scope(detection_parts_scope()):  # MMDetection's norm / activation types, or the root's
                 blocks.append(Block(attn, embed_dim, mlp_ratio, dpr[i], norm_cfg, act_cfg, window))
         self.blocks = nn.ModuleList(blocks)
         self._init_weights()

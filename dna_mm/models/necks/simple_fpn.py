@@ -20,7 +20,6 @@ checkpoints load.
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from typing import Optional, Sequence
 
 import torch.nn.functional as F
@@ -29,14 +28,7 @@ from mmengine.model import BaseModule
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
-from ..scopes import home_scope
-
-
-def _parts_scope() -> str:
-    """The scope the neck's convolutions, norms and activations are built in: MMDetection's where
-    its models import (mmcv with its compiled ops), else MMEngine's root, which has mmcv's own
-    (``Conv2d``, ``GELU``) and dna_mm's ``LN2d``: the neck runs on an mmcv without ops."""
-    return 'mmdet' if find_spec('mmcv._ext') is not None else 'mmengine'
+from ..scopes import detection_parts_scope, home_scope
 
 
 @MODELS.register_module()
@@ -81,7 +73,7 @@ class SimpleFPN(BaseModule):
         self.out_channels = out_channels
         self.num_ins = len(in_channels)
         self.num_outs = num_outs
-        with home_scope(_parts_scope()):  # MMDetection's norm / conv types, whatever the caller's
+        with home_scope(detection_parts_scope()):  # MMDetection's norm / conv types, whatever the caller's
             self.fpn1 = nn.Sequential(
                 nn.ConvTranspose2d(c, c // 2, 2, 2),
                 build_norm_layer(norm_cfg, c // 2)[1],
