@@ -23,7 +23,7 @@ BRANCH_STYLE = {'pos': ('-', 'o'), 'neg': ('--', 's'), 'attn': (':', '^'), 'comb
 BRANCH_NAMES = {
     'pos': 'positive branch (DnA softmax(Q+Kᵀ), Diff A1)',
     'neg': 'negative branch (DnA softmin(Q−Kᵀ), Diff A2)',
-    'attn': 'single map (softmax, Cog)',
+    'attn': 'single map (one-map members: softmax, Cog, gated, sigmoid, …)',
     'combined': 'combined A+ + c·A− (DnA c = α, Diff c = −λ)',
 }
 DPI = 130
