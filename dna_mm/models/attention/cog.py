@@ -55,10 +55,7 @@ class CogAttention(AttentionBase):
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        s = (heads['q'] * self.scale) @ heads['k'].transpose(-2, -1)  # [B, H, M, N]
-        bias = AF.single_bias(attn_bias, type(self).__name__)
-        if bias is not None:
-            s = s + bias.to(s.dtype)
+        s = AF.scores(heads, self.scale, attn_bias, type(self).__name__)  # [B, H, M, N]
         w = cog_weights(s, attn_mask)
         return self.attn_drop(w) @ heads['v'], ({'attn': w} if eager else {})
 

@@ -75,6 +75,14 @@ def single_bias(bias: BiasArg, name: str) -> Optional[Tensor]:
     )
 
 
+def scores(heads: dict[str, Tensor], scale: float, bias: BiasArg, name: str) -> Tensor:
+    """A one-map member's logits ``s Q Kᵀ + b`` ``[B, H, M, N]`` (``b``: :func:`single_bias`, in
+    the logits' dtype), before the member's own normalisation (Cog's signed softmax, sigmoid)."""
+    s = (heads['q'] * scale) @ heads['k'].transpose(-2, -1)  # [B, H, M, N]
+    b = single_bias(bias, name)
+    return s if b is None else s + b.to(s.dtype)
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """Normalisation precision of the eager path: at least fp32, fp64 kept as fp64."""
     return torch.promote_types(dtype, torch.float32)
