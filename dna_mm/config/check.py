@@ -34,6 +34,7 @@ from typing import Any, Iterator
 from mmengine.config import Config
 
 from ..errors import ConfigError
+from ..models.attention.builder import suggest_attention
 
 LOADERS = {'train': ('train_dataloader', 'val_dataloader', 'test_dataloader'), 'test': ('test_dataloader',)}
 #: the keyword every host takes its attention by (``dna_mm.models.attention.builder.ATTENTION_KEY``),
@@ -227,21 +228,3 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
             step = key.endswith('attn_cfg') and difflib.get_close_matches(name, STEP_KEYS)
             hint = ' (one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))'
             yield f'{key}.{name}: {member} takes no argument {name!r}{hint if step else ""}'
-
-
-def suggest_attention(name: str) -> str:
-    """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib),
-    else the list of valid names."""
-    from ..models.attention.builder import attention_types, short_names  # noqa: PLC0415
-
-    shorts, types = short_names(), tuple(attention_types())
-    short_of = {v: k for k, v in shorts.items()}
-    candidates = {c.lower(): c for c in (*shorts, *types)}
-    valid = f'valid: {", ".join(shorts)} or {", ".join(types)}'
-    match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
-    if not match:
-        return valid
-    best = candidates[match[0]]
-    full = shorts.get(best, best)
-    names = f'{full} / {short_of[full]}' if full in short_of else full
-    return f'did you mean {names}? ({valid})'

@@ -118,7 +118,9 @@ def test_a_name_is_looked_up_and_an_unknown_one_names_the_choices() -> None:
     from dna_mm.models.attention import DnAAttention, attention_class
 
     assert known_names('--attn', ['dna', 'DnAAttention'], attention_class) == [DnAAttention] * 2
-    with pytest.raises(ConfigError, match=r"^--attn dnaa: attention type 'dnaa' is not one of .*'dna'.*; "):
+    closest = r"^--attn dnaa: attention type 'dnaa' is not registered; did you mean DnAAttention / dna\? "
+    closest += r"\(valid: .*dna"
+    with pytest.raises(ConfigError, match=closest):
         known_names('--attn', ['dna', 'dnaa'], attention_class)
 
 

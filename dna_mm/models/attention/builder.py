@@ -15,6 +15,7 @@ key it took before is a deprecated alias for one release (:func:`deprecated_key`
 from __future__ import annotations
 
 import copy
+import difflib
 import inspect
 import warnings
 from typing import Union
@@ -70,7 +71,7 @@ def attention_cfg(cfg: AttnCfg) -> dict:
     cfg['type'] = shorts.get(cfg['type'], cfg['type'])
     if isinstance(cfg['type'], str) and cfg['type'] not in attention_types():
         raise ValueError(
-            f'attention type {cfg["type"]!r} is not one of {sorted(shorts)} or {list(attention_types())} '
+            f'attention type {cfg["type"]!r} is not registered; {suggest_attention(cfg["type"])} '
             '(your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
         )
     return cfg
@@ -144,3 +145,19 @@ def __getattr__(name: str) -> object:
     if name == 'ATTENTION_TYPES':
         return tuple(attention_types())
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def suggest_attention(name: str) -> str:
+    """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib),
+    else the list of valid names."""
+    shorts, types = short_names(), tuple(attention_types())
+    short_of = {v: k for k, v in shorts.items()}
+    candidates = {c.lower(): c for c in (*shorts, *types)}
+    valid = f'valid: {", ".join(shorts)} or {", ".join(types)}'
+    match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
+    if not match:
+        return valid
+    best = candidates[match[0]]
+    full = shorts.get(best, best)
+    names = f'{full} / {short_of[full]}' if full in short_of else full
+    return f'did you mean {names}? ({valid})'
