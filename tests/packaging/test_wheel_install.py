@@ -144,7 +144,7 @@ def test_the_demo_writes_its_data_and_runs_in_the_current_folder(fresh, tmp_path
     """``dna_mm demo`` from an installed dna_mm (the tiny model of the demo tests, one epoch):
     its clips and runs under the folder it runs in, nothing new in site-packages (``pip
     uninstall`` would leave it there); then a config of that folder inheriting the demo trains
-    on those clips, saying nothing about the data."""
+    on those clips, saying nothing about the data; then the study (one run) works there too."""
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
     env['PATH'] = f'{fresh / "bin"}{os.pathsep}{env["PATH"]}'
     python = str(fresh / 'bin' / 'python')
@@ -176,6 +176,15 @@ def test_the_demo_writes_its_data_and_runs_in_the_current_folder(fresh, tmp_path
         env,
     )
     assert (project / 'mine' / 'epoch_1.pth').is_file()
+    assert _files(site) == before
+
+    # the study, installed: its runs, held-out sets and report in this folder too
+    study = [python, '-m', 'dna_mm.tools', 'analysis/study', '--methods', 'softmax', '--seeds', '1']
+    study += ['--epochs', '1', '--distractors', '2', '--likeness', 'demo', '--heldout-per-class', '1']
+    _run([*study, '--cfg-options', *tiny], project, env)
+    assert (project / 'work_dirs' / 'study' / 'runs' / 'softmax_seed0' / 'result.json').is_file()
+    assert (project / 'work_dirs' / 'study' / 'table.md').is_file()
+    assert (project / 'data' / 'demo_heldout' / 'demo_2' / 'test.txt').is_file()
     assert _files(site) == before
 
 

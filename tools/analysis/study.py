@@ -31,7 +31,8 @@ paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``; a stu
 with the same ``--out`` skips them (a run killed half-way trains again); ``--report-only``
 writes the JSON, table and figures of the runs finished so far and trains nothing (e.g. while
 another invocation is still running). The training runs use CUDA when there is a GPU, the CPU
-otherwise (``--device`` sets the evaluation's).
+otherwise (``--device`` sets the evaluation's). A checkout's study works in the checkout, an
+installed dna_mm's in the current folder (relative ``--out``, ``--data-root``, ``--heldout-root``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from dna_mm.analysis.study import ClipSet
 
-REPO = Path(__file__).resolve().parents[2]  # the runs' commands run here (config-relative paths)
+REPO = Path(__file__).resolve().parents[2]  # the checkout, or an installed dna_mm's .mim folder
 #: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
 IMPORT_HELP = (
     'import these first: a module on the Python path (dotted name) or a .py file; what they '
@@ -116,8 +117,17 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f'--reference {args.reference} is not one of --methods {args.methods}')
 
 
+def home() -> Path:
+    """Where the study's runs work (``dna_mm.utils.tool_runs.runs_home``): the checkout, or for an
+    installed dna_mm the current folder; relative ``--out``, ``--data-root`` and ``--heldout-root``
+    are taken from there."""
+    from dna_mm.utils.tool_runs import runs_home
+
+    return runs_home(REPO)
+
+
 def _absolute(path: str) -> Path:
-    return Path(path) if os.path.isabs(path) else REPO / path
+    return Path(path) if os.path.isabs(path) else home() / path
 
 
 def clip_sets(args: argparse.Namespace, data_root: Path) -> list[ClipSet]:
@@ -178,7 +188,7 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
     from dna_mm.analysis.study import evaluate, method_attention
     from dna_mm.utils.files import write_json_atomic
-    from dna_mm.utils.tool_runs import demo_options, train_then_test
+    from dna_mm.utils.tool_runs import demo_options, shipped_config, train_then_test
 
     run_dir = out / 'runs' / f'{method}_seed{seed}'
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -188,12 +198,12 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     else:
         member, settings = method_attention(method)
         opts = demo_options(member, str(data_root), args.epochs, args.imports) + args.run_options
-        config = CONFIG
+        config = shipped_config(CONFIG, home())
         if settings:  # the member's config with its settings: a config of this run's own
             config = str(run_config(run_dir, member, settings))
             opts = [o for o in opts if not o.startswith('model.backbone.attn_cfg=')]
         metrics, secs = train_then_test(
-            config, str(run_dir), opts, str(run_dir / 'predictions.csv'), REPO, 'study', seed
+            config, str(run_dir), opts, str(run_dir / 'predictions.csv'), home(), 'study', seed
         )
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
         test = dict(**test_numbers(metrics), seconds=secs, checkpoint=ckpt)
