@@ -49,7 +49,7 @@ from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import MMLogger
 from mmengine.model import BaseTTAModel, is_model_wrapper
-from mmengine.registry import RUNNERS
+from mmengine.registry import RUNNERS, DefaultScope
 from mmengine.runner import BaseLoop, Runner
 
 from ..checkpoint import load_whole_model
@@ -108,6 +108,7 @@ class DnARunner(Runner):
         cfg = kwargs.get('cfg') or {}
         self.load_partial = bool(cfg.get('load_partial', False))
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
+        self._scope_name = kwargs.get('default_scope', cfg.get('default_scope', 'mmengine'))
         super().__init__(*args, **kwargs)
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
@@ -129,11 +130,15 @@ class DnARunner(Runner):
         """mmengine's logger, with :class:`SetupDumpFilter` on its terminal handler. A second run
         started in the same process within the same second (a notebook, a test, the study's
         seeds) would get the first run's logger by name, and its log file: it takes the next free
-        name (``<config>_<timestamp>_1``), which its message hub and visualizer then use too."""
+        name (``<config>_<timestamp>_1``), which its default scope, message hub and visualizer
+        then use too (the scope mmengine made under the shared name is the first run's: an
+        MMDetection run after an MMAction2 one would build from MMAction2's registries)."""
         base, n = self._experiment_name, 0
         while MMLogger.check_instance_created(self._experiment_name):
             n += 1
             self._experiment_name = f'{base}_{n}'
+        if n and self.default_scope is not None:
+            self.default_scope = DefaultScope.get_instance(self._experiment_name, scope_name=self._scope_name)
         logger = super().build_logger(log_level=log_level, log_file=log_file, **kwargs)
         files = [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)]
         for handler in logger.handlers:

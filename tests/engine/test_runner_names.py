@@ -42,3 +42,17 @@ def test_runs_in_the_same_second_keep_their_own_log(tiny_video_set, tmp_path) ->
     assert _log_file(second).startswith(str(tmp_path / f'b{attempt}'))
     assert second.visualizer.instance_name == second.experiment_name
     assert second.message_hub.instance_name == second.experiment_name
+
+
+def test_runs_in_the_same_second_keep_their_own_default_scope(tiny_video_set, tmp_path) -> None:
+    """mmengine makes the default scope under the run's name too: the second run must build from
+    its own scope (an MMDetection run after an MMAction2 one in one notebook)."""
+    for attempt in range(10):
+        first = _runner(tmp_path / f'a{attempt}', tiny_video_set)
+        second = _runner(tmp_path / f'b{attempt}', tiny_video_set)
+        if first.timestamp == second.timestamp:
+            break
+    assert first.timestamp == second.timestamp, 'no two runners were built within one second'
+    assert second.default_scope is not first.default_scope
+    assert second.default_scope.instance_name == second.experiment_name
+    assert second.default_scope.scope_name == 'mmaction'
