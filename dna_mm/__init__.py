@@ -9,12 +9,14 @@ read ``mmaction::`` bases and ``dna_mm::`` ones (the shipped configs)
 (:mod:`dna_mm.utils.mim_compat`); ``docs/checkpoint_safety.md`` lists each change.
 """
 
-# Order matters: mmcv checked first (it is not an install_requires: dna_mm/utils/mmcv_ops.py),
-# then safe loading and the mmengine patch before anything is built.
+# Order matters: mmcv checked first (it is not an install_requires: dna_mm/utils/mmcv_ops.py) and
+# its missing-ops warning quieted before mmcv's bricks are imported, then safe loading and the
+# mmengine patch before anything is built.
 # isort: off
-from .utils.mmcv_ops import check_mmcv
+from .utils.mmcv_ops import check_mmcv, quiet_missing_ops_warning
 
 check_mmcv()
+quiet_missing_ops_warning()
 
 from .checkpoint import install as install_safe_checkpoint_loading  # noqa: E402
 from .utils.mim_compat import patch_mmengine  # noqa: E402

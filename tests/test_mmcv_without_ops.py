@@ -60,6 +60,22 @@ def test_the_environment_has_no_ops_and_dna_mm_imports(lite_env) -> None:
     assert _run(['-c', 'import mmcv.ops'], lite_env).returncode != 0  # really without the ops
 
 
+def test_no_warning_about_the_missing_detection_op(lite_env) -> None:
+    """mmcv-lite warns at every import of its transformer bricks (in every process of a run) that
+    MultiScaleDeformableAttention is missing; after ``import dna_mm`` that warning is not shown,
+    and other warnings still are."""
+    code = (
+        'import warnings, dna_mm, mmcv.cnn.bricks.transformer, mmaction.models; '
+        "warnings.warn('another warning')"
+    )
+    proc = _run(['-W', 'default', '-c', code], lite_env)
+    assert proc.returncode == 0, proc.stderr
+    assert 'MultiScaleDeformableAttention' not in proc.stderr, proc.stderr
+    assert 'another warning' in proc.stderr
+    bare = _run(['-W', 'default', '-c', 'import mmcv.cnn.bricks.transformer'], lite_env)
+    assert 'Fail to import ``MultiScaleDeformableAttention``' in bare.stderr  # what it quiets
+
+
 def test_video_recognition_trains_and_tests(lite_env, tiny_video_set, tmp_path) -> None:
     work = tmp_path / 'w'
     opts = tiny_run_options(tiny_video_set)

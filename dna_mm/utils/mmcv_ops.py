@@ -9,6 +9,7 @@ an ``install_requires`` of dna_mm (``requirements/mmcv.txt``): ``import dna_mm``
 
 from __future__ import annotations
 
+import warnings
 from importlib import metadata
 from importlib.util import find_spec
 
@@ -52,3 +53,17 @@ def check_mmcv() -> None:
         if not _version(low) <= _version(version) < _version(high):
             raise ImportError(f'dna_mm needs mmcv >= {low}, < {high}; this environment has {dist} {version}')
         return
+
+
+def quiet_missing_ops_warning() -> None:
+    """Without the ops, mmcv warns at every import of its transformer bricks (every process:
+    the tools, each loader worker) that ``MultiScaleDeformableAttention`` could not be imported.
+    Nothing dna_mm runs uses it, and what needs the ops stops with :func:`missing_ops_line`; so
+    that warning, and only it, is not shown."""
+    if not has_ops():
+        warnings.filterwarnings(
+            'ignore',
+            message=r'Fail to import ``MultiScaleDeformableAttention``',
+            category=UserWarning,
+            module=r'mmcv\.cnn\.bricks\.transformer',
+        )
