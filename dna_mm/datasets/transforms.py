@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 from mmaction.datasets.transforms import DecordDecode, DecordInit
 from mmaction.registry import TRANSFORMS
-from mmengine.fileio import FileClient
+from mmengine.fileio import get_file_backend
 
 from ..errors import ConfigError, DataError
 from .video_reader import TIME_LIMIT, KeyframeReader, open_video
@@ -146,8 +146,9 @@ class ScaledDecordInit(DecordInit):
         filename = results['filename']
         if osp.splitext(filename)[0] == filename:  # a bare name means .mp4, as DecordInit
             filename += '.mp4'
-        if self.file_client is None:
-            self.file_client = FileClient(self.io_backend, **self.kwargs)
+        if self.file_client is None:  # DecordInit's FileClient, in mmengine's current API
+            backend = 'local' if self.io_backend == 'disk' else self.io_backend
+            self.file_client = get_file_backend(filename, backend_args=dict(backend=backend, **self.kwargs))
         # the bytes are read into memory, as DecordInit does (seeks then cost no file system calls)
         source = io.BytesIO(self.file_client.get(filename))
         size = None  # decode-time (w, h) in display orientation: decord rotates before it scales

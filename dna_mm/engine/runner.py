@@ -15,8 +15,9 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   never stopped. The runner builds the loops and hooks the config names, nothing else; with
   others (a stock config: mmengine's loops) one log line says that exact resume is not
   guaranteed.
-* **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps go to
-  the log file only, unless ``log_setup_to_console = True`` (tools: ``--verbose``).
+* **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps, and
+  its deprecation notices about MMAction2's own file reading, go to the log file only, unless
+  ``log_setup_to_console = True`` (tools: ``--verbose``).
 * **Every run ends** (``docs/training.md``, "When the machine misbehaves"). When ``train``,
   ``val`` or ``test`` ends, however it ends, the preemption handlers go back and the data-loader
   workers the loops still hold are ended (:mod:`dna_mm.engine.loader_workers`); a worker or a
@@ -77,19 +78,27 @@ SETUP_DUMP_MARKERS = (
     'paramwise_options -- ',
 )
 
+# Start of mmengine's deprecation notices about code a config's user does not write (MMAction2's
+# DecordInit makes a FileClient): off the terminal for the whole run, in the log file as ever.
+LIBRARY_NOTICES = ('"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
+
 
 class SetupDumpFilter(logging.Filter):
     """A console-handler filter that drops mmengine's INFO setup dumps until the first loop
-    starts (:attr:`active` is then cleared); warnings, errors and everything else pass."""
+    starts (:attr:`active` is then cleared) and its :data:`LIBRARY_NOTICES` throughout (both
+    shown with ``log_setup_to_console``); other warnings, errors and everything else pass."""
 
     def __init__(self, active: bool = True) -> None:
         super().__init__()
         self.active = active
+        self.quiet_notices = active
 
     def filter(self, record: logging.LogRecord) -> bool:
+        head = record.getMessage().lstrip('\n-')[:80]
+        if self.quiet_notices and head.startswith(LIBRARY_NOTICES):
+            return False
         if not self.active or record.levelno > logging.INFO:
             return True
-        head = record.getMessage().lstrip('\n-')[:80]
         return not head.startswith(SETUP_DUMP_MARKERS)
 
 

@@ -23,6 +23,8 @@ class DumpPredictions(BaseMetric):
     """Write one CSV row per video to ``out_file_path`` (``.csv``): ``video, label, pred, score,
     top5``."""
 
+    default_prefix = 'dump'  # it returns no metric; named so that mmengine does not warn
+
     def __init__(self, out_file_path: str, collect_device: str = 'cpu') -> None:
         super().__init__(collect_device=collect_device)
         if not out_file_path.endswith('.csv'):

@@ -96,6 +96,9 @@ def test_train_run_schedule_tensorboard_and_a_quiet_terminal(tiny_video_set, tmp
     text = log.read_text()
     assert 'System environment' in text and 'Config:' in text and 'Hooks will be executed' in text
     assert f'environment, config and hook order: see {log}' in out
+    # mmengine's notices about MMAction2's DecordInit (the demo config's) stay in the log file
+    assert '"FileClient" will be deprecated' in text
+    assert 'FileClient' not in out and 'HardDiskBackend' not in out
 
 
 def test_verbose_prints_the_setup_dump(tiny_video_set, tmp_path, capsys) -> None:

@@ -44,6 +44,7 @@ def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> No
     assert format_metrics(read_test_metrics(tmp_path)) == line  # the JSON mmengine writes says the same
     assert re.search(r'top-1: [\d.]+ .*mCA: [\d.]+', line)
     assert 'top-5' not in line  # 4 classes: top-k only for k < the number of classes
+    assert 'WARNING' not in out, out  # no prefix notice for --dump's metric, no FileClient notices
     rows = list(csv.DictReader(open(tmp_path / 'preds.csv')))
     assert len(rows) == 4 and {'video', 'label', 'pred', 'score', 'top5'} <= set(rows[0])
 
