@@ -119,6 +119,28 @@ def test_the_vitdet_backbone_and_its_neck_build_and_train(lite_env) -> None:
     assert proc.stdout.splitlines() == [f'None {shapes}', f'mmaction {shapes}', 'ops imported: False']
 
 
+#: the GPU check's ViTDet step at the CPU's size (scripts/device/gpu_check.py, rehearsal profile)
+TINY_VITDET = [
+    'model.backbone.img_size=64', 'model.backbone.patch_size=8', 'model.backbone.embed_dim=64',
+    'model.backbone.depth=3', 'model.backbone.num_heads=2', 'model.backbone.window_size=4',
+    'model.backbone.window_block_indexes=[0,1]', 'model.backbone.pretrain_img_size=32',
+    'model.neck.backbone_channel=64', 'model.neck.in_channels=[16,32,64,64]', 'model.neck.out_channels=32',
+    'optim_wrapper.paramwise_cfg.num_layers=3',
+]  # fmt: skip
+
+
+def test_the_vitdet_backbone_step_of_a_detection_config(lite_env, tmp_path) -> None:
+    """A Mask R-CNN config's backbone and neck alone (``benchmark_train_step.py --part backbone``,
+    as the GPU check runs it where the kit has mmcv-lite): built from the config without
+    MMDetection's models, so without the ops."""
+    out = tmp_path / 'step.json'
+    args = ['tools/benchmarks/benchmark_train_step.py', '--configs', 'configs/vitdet_softmax_coco_lsj.py']
+    args += ['configs/vitdet_dna_coco_lsj.py', '--part', 'backbone', '--device', 'cpu', '--reps', '1']
+    proc = _run([*args, '--batch', '1', '--json', str(out), '--cfg-options', *TINY_VITDET], lite_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.is_file() and 'vitdet_dna_coco_lsj' in out.read_text()
+
+
 @pytest.mark.parametrize(
     'args',
     [

@@ -18,7 +18,8 @@ import torch
 from mmengine.config import Config
 from torch import nn
 
-from ..config.build import build_part, read_config
+from ..config.build import build_part, part_scope, read_config
+from ..models.scopes import home_scope
 from .timing import in_fresh_process, in_order, time_in_turns
 
 #: a run: (config, its --cfg-options, torch.compile the backbone)
@@ -109,7 +110,8 @@ def prepare(
     torch.manual_seed(0)
     if part == 'backbone':
         model, inputs = prepare_backbone(cfg, batch, device)
-        optim = build_optim_wrapper(model, cfg.optim_wrapper)
+        with home_scope(part_scope(cfg, 'backbone')):  # as the parts: no MMDetection without mmcv's ops
+            optim = build_optim_wrapper(model, cfg.optim_wrapper)
         if compile_backbone:
             model.backbone = torch.compile(model.backbone)
 

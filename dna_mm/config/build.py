@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..errors import ConfigError, MissingFileError
-from ..models.scopes import home_scope, scope_of
+from ..models.scopes import detection_parts_scope, home_scope, scope_of
 from ..utils.mim_compat import read_package_config
 
 if TYPE_CHECKING:
@@ -81,23 +81,43 @@ def read_config(
 def build_part(cfg: Config, part: str = 'model') -> nn.Module:
     """The model of ``cfg`` (``part='model'``), or one of its parts (``'backbone'``, ``'neck'``,
     ``'backbone.model'``: a dotted key under ``model``), built through MMEngine's root ``MODELS``
-    in the config's default scope (:func:`default_scope`), as the runner builds it. The module
-    is as built: its ``init_weights`` not called, in training mode, on the CPU.
+    in the config's default scope, as the runner builds it (:func:`part_scope`: ViTDet and
+    SimpleFPN build where mmcv has no compiled ops). The module is as built: its ``init_weights``
+    not called, in training mode, on the CPU.
 
     Raises:
         ConfigError: the config has no such part.
     """
     from mmengine.registry import MODELS
 
-    node = cfg.get('model')
-    path = 'model'
+    node = _part_config(cfg, part)
+    if node is None:
+        raise ConfigError(f"the config has no {'model' if part == 'model' else 'model.' + part} to build")
+    with home_scope(part_scope(cfg, part)):
+        return MODELS.build(node)
+
+
+def _part_config(cfg: Config, part: str) -> Optional[dict]:
+    """The config of ``part`` (``'model'``, or a dotted key under ``model``); ``None`` if absent."""
+    node: Any = cfg.get('model')
     for key in [] if part == 'model' else part.split('.'):
         node = node.get(key) if isinstance(node, dict) else None
-        path += f'.{key}'
-    if not isinstance(node, dict):
-        raise ConfigError(f'the config has no {path} to build')
-    with home_scope(default_scope(cfg)):
-        return MODELS.build(node)
+    return node if isinstance(node, dict) else None
+
+
+def part_scope(cfg: Config, part: str = 'model') -> Optional[str]:
+    """The scope :func:`build_part` builds ``part`` of ``cfg`` in (and what trains that part alone
+    builds its optimizer in): the config's default scope; for a part of MMEngine's root in a
+    detection config (ViTDet, SimpleFPN: plain torch) the scope its own parts are built in
+    (:func:`~dna_mm.models.scopes.detection_parts_scope`), which needs no MMDetection model where
+    mmcv has no compiled ops."""
+    from mmengine.registry import MODELS
+
+    scope = default_scope(cfg)
+    node = _part_config(cfg, part)
+    if part != 'model' and scope == 'mmdet' and node is not None and node.get('type') in MODELS.module_dict:
+        return detection_parts_scope()
+    return scope
 
 
 def model_from_config(
