@@ -18,11 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
+
+from ..errors import ConfigError
 
 CLASSES = ('still', 'horizontal', 'vertical', 'diagonal')
 #: motion axes of each class; the sign of each axis is drawn per clip
@@ -175,18 +179,54 @@ def ensure_generated(
     write: Callable[[Path, np.random.Generator], None],
     sources: tuple[str | os.PathLike, ...],
 ) -> Path:
-    """``write(root, rng)`` (``rng`` seeded with ``spec.seed``) unless ``root/meta.json`` records
+    """``write(folder, rng)`` (``rng`` seeded with ``spec.seed``) unless ``root/meta.json`` records
     ``spec`` (a dataclass), ``classes`` and :func:`generator_key` of ``sources`` (the files whose
     code writes the set), then that record, last: it marks a complete set. A set cached under the
-    same spec by an earlier version of the generator is therefore written again, not reused."""
+    same spec by an earlier version of the generator is therefore written again, not reused.
+
+    The set is written in a new folder beside ``root`` and put in its place whole, so a run
+    reading ``root`` while another process writes it again (another environment's OpenCV) reads
+    the old set or the new one, never a file half written; an interrupted write leaves ``root``
+    as it was. ``root`` is the generator's: a folder that holds anything but a generated set is
+    refused (:class:`~dna_mm.errors.ConfigError`), not replaced."""
     root = Path(root)
     meta = dict(asdict(spec), classes=list(classes), generator=generator_key(*sources))
-    if not (root / 'meta.json').is_file() or json.loads((root / 'meta.json').read_text()) != meta:
-        (root / 'meta.json').unlink(missing_ok=True)  # an interrupted write leaves no record
-        root.mkdir(parents=True, exist_ok=True)
-        write(root, np.random.default_rng(spec.seed))
-        (root / 'meta.json').write_text(json.dumps(meta, indent=1))
+    recorded = _recorded(root)
+    if recorded == meta:
+        return root
+    if recorded is None and root.is_dir() and any(root.iterdir()):
+        raise ConfigError(
+            f'{root}: not a generated set (no meta.json) and not empty; name a new or empty folder '
+            'for the generated clips, or remove this one'
+        )
+    root.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f'.{root.name}.writing-', dir=root.parent))
+    try:
+        write(fresh, np.random.default_rng(spec.seed))
+        (fresh / 'meta.json').write_text(json.dumps(meta, indent=1))
+        old = fresh.with_name(fresh.name.replace('.writing-', '.old-'))
+        try:
+            os.replace(root, old)  # a folder is renamed whole
+        except FileNotFoundError:
+            old = None
+        try:
+            os.replace(fresh, root)
+        except OSError:  # another process put its set there in between
+            if _recorded(root) != meta:
+                raise
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return root
+
+
+def _recorded(root: Path) -> Optional[dict]:
+    """The record of the set in ``root`` (``meta.json``), ``None`` without one."""
+    try:
+        return json.loads((root / 'meta.json').read_text())
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        return None
 
 
 def ensure_motion_dataset(root: str | os.PathLike, spec: MotionDatasetSpec = MotionDatasetSpec()) -> Path:

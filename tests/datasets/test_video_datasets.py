@@ -234,6 +234,49 @@ def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:
     assert json.loads((root / 'meta.json').read_text()) == meta and first.read_bytes()[:5] != b'stale'
 
 
+def test_a_set_written_again_replaces_the_old_one_whole(tmp_path) -> None:
+    """Writing a set again (another OpenCV, another generator) puts the new set in place whole: a
+    reader holding a file of the old set keeps reading it complete, the folder never shows a
+    half-written file, an interrupted write leaves the old set, and a folder that is not a
+    generated set is refused, not replaced."""
+    from dna_mm.errors import ConfigError
+    from dna_mm.synthetic.motion_clips import ensure_generated
+
+    spec = MotionDatasetSpec(train_per_class=1, test_per_class=1, seed=1)
+    seen = []
+
+    def write(folder: Path, rng) -> None:
+        seen.append(folder)
+        (folder / 'clip.txt').write_text(f'set {len(seen)}\n')
+
+    root = tmp_path / 'set'
+    ensure_generated(root, spec, CLASSES, write, (synthetic.__file__,))
+    held = open(root / 'clip.txt')  # a run reading the old set
+    meta = json.loads((root / 'meta.json').read_text())
+    (root / 'meta.json').write_text(json.dumps(dict(meta, generator=dict(meta['generator'], opencv='0'))))
+    ensure_generated(root, spec, CLASSES, write, (synthetic.__file__,))
+    assert seen[1] != root and (root / 'clip.txt').read_text() == 'set 2\n'  # written beside, then moved
+    assert held.read() == 'set 1\n'
+    held.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['set']  # nothing left beside it
+
+    def interrupted(folder: Path, rng) -> None:
+        (folder / 'clip.txt').write_text('half')
+        raise KeyboardInterrupt
+
+    (root / 'meta.json').write_text('{}')
+    with pytest.raises(KeyboardInterrupt):
+        ensure_generated(root, spec, CLASSES, interrupted, (synthetic.__file__,))
+    assert (root / 'clip.txt').read_text() == 'set 2\n' and sorted(p.name for p in tmp_path.iterdir()) == ['set']
+
+    mine = tmp_path / 'mine'
+    mine.mkdir()
+    (mine / 'notes.txt').write_text('mine')
+    with pytest.raises(ConfigError, match='not a generated set'):
+        ensure_generated(mine, spec, CLASSES, write, (synthetic.__file__,))
+    assert (mine / 'notes.txt').read_text() == 'mine'
+
+
 def test_generator_key_follows_the_source(tmp_path) -> None:
     source = tmp_path / 'generator.py'
     source.write_text('x = 1\n')
