@@ -267,7 +267,8 @@ def test_a_set_written_again_replaces_the_old_one_whole(tmp_path) -> None:
     (root / 'meta.json').write_text('{}')
     with pytest.raises(KeyboardInterrupt):
         ensure_generated(root, spec, CLASSES, interrupted, (synthetic.__file__,))
-    assert (root / 'clip.txt').read_text() == 'set 2\n' and sorted(p.name for p in tmp_path.iterdir()) == ['set']
+    assert (root / 'clip.txt').read_text() == 'set 2\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['set']
 
     mine = tmp_path / 'mine'
     mine.mkdir()
