@@ -15,8 +15,15 @@ from mmaction.registry import DATASETS
 from mmaction.utils import register_all_modules
 from tolerance import ROUNDING, assert_close_as
 
-from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits, synthetic
-from dna_mm.synthetic.motion_clips import CLASSES, MotionDatasetSpec, ensure_motion_dataset, generator_key
+from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits
+from dna_mm.synthetic import motion_clips
+from dna_mm.synthetic.motion_clips import (
+    CLASSES,
+    MotionDatasetSpec,
+    ensure_generated,
+    ensure_motion_dataset,
+    generator_key,
+)
 
 register_all_modules()
 
@@ -225,7 +232,7 @@ def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:
     assert (root / 'meta.json').stat().st_mtime_ns == mtime
     # a set written by another version of the generator under the same spec is written again
     meta = json.loads((root / 'meta.json').read_text())
-    assert meta['generator'] == generator_key(synthetic.__file__)
+    assert meta['generator'] == generator_key(motion_clips.__file__)
     older = dict(meta['generator'], source_sha256='0' * 64)
     (root / 'meta.json').write_text(json.dumps(dict(meta, generator=older)))
     first = root / 'videos' / train[0][0]
@@ -240,7 +247,6 @@ def test_a_set_written_again_replaces_the_old_one_whole(tmp_path) -> None:
     half-written file, an interrupted write leaves the old set, and a folder that is not a
     generated set is refused, not replaced."""
     from dna_mm.errors import ConfigError
-    from dna_mm.synthetic.motion_clips import ensure_generated
 
     spec = MotionDatasetSpec(train_per_class=1, test_per_class=1, seed=1)
     seen = []
@@ -250,11 +256,11 @@ def test_a_set_written_again_replaces_the_old_one_whole(tmp_path) -> None:
         (folder / 'clip.txt').write_text(f'set {len(seen)}\n')
 
     root = tmp_path / 'set'
-    ensure_generated(root, spec, CLASSES, write, (synthetic.__file__,))
+    ensure_generated(root, spec, CLASSES, write, (motion_clips.__file__,))
     held = open(root / 'clip.txt')  # a run reading the old set
     meta = json.loads((root / 'meta.json').read_text())
     (root / 'meta.json').write_text(json.dumps(dict(meta, generator=dict(meta['generator'], opencv='0'))))
-    ensure_generated(root, spec, CLASSES, write, (synthetic.__file__,))
+    ensure_generated(root, spec, CLASSES, write, (motion_clips.__file__,))
     assert seen[1] != root and (root / 'clip.txt').read_text() == 'set 2\n'  # written beside, then moved
     assert held.read() == 'set 1\n'
     held.close()
@@ -266,7 +272,7 @@ def test_a_set_written_again_replaces_the_old_one_whole(tmp_path) -> None:
 
     (root / 'meta.json').write_text('{}')
     with pytest.raises(KeyboardInterrupt):
-        ensure_generated(root, spec, CLASSES, interrupted, (synthetic.__file__,))
+        ensure_generated(root, spec, CLASSES, interrupted, (motion_clips.__file__,))
     assert (root / 'clip.txt').read_text() == 'set 2\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['set']
 
@@ -274,7 +280,7 @@ def test_a_set_written_again_replaces_the_old_one_whole(tmp_path) -> None:
     mine.mkdir()
     (mine / 'notes.txt').write_text('mine')
     with pytest.raises(ConfigError, match='not a generated set'):
-        ensure_generated(mine, spec, CLASSES, write, (synthetic.__file__,))
+        ensure_generated(mine, spec, CLASSES, write, (motion_clips.__file__,))
     assert (mine / 'notes.txt').read_text() == 'mine'
 
 
