@@ -170,7 +170,12 @@ def known_names(flag: str, names: Sequence[str], lookup: Callable[[str], Any]) -
 
 
 def _user_message(err: BaseException) -> Optional[str]:
-    """The one line for a user's mistake, or ``None`` for a programming error."""
+    """The one line for a user's mistake, or ``None`` for a programming error. A missing file or
+    folder is the user's when the error names it: the system's ``[Errno 2] No such file or
+    directory`` naming none (a socket of a process that went away) is not, and its traceback
+    says where it came from."""
+    if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+        return None  # the system's error naming no file (a message of ours has no errno)
     if isinstance(err, USER_ERRORS):
         return error_line(err)
     if isinstance(err, ImportError) and err.name == 'mmcv._ext':  # mmcv without its ops

@@ -157,6 +157,20 @@ def test_cli_main_catches_only_the_users_mistakes(capsys) -> None:
     with pytest.raises(ZeroDivisionError):
         bug([])
 
+    @cli_main('x.py')
+    def missing(argv=None):
+        open('/nonexistent/train.txt')
+
+    @cli_main('x.py')
+    def unnamed(argv=None):  # a file error naming no file (a socket of a process that went away)
+        raise FileNotFoundError(2, 'No such file or directory')
+
+    with pytest.raises(SystemExit):
+        missing([])
+    assert "No such file or directory: '/nonexistent/train.txt'" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError):  # its traceback, not a line without a file
+        unnamed([])
+
 
 @pytest.mark.integration
 def test_train_cli_bad_value_is_one_line_and_status_2() -> None:
