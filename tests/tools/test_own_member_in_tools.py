@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
-from conftest import load_tool, run_main, run_tool
+from conftest import REPO, load_tool, run_main, run_tool
 from mmengine.registry import MODELS
 
 from dna_mm.tools.cli import IMPORT_FLAG, import_modules, known_names
@@ -142,12 +143,32 @@ def test_an_unknown_member_is_one_line_before_any_work(tool, tmp_path) -> None:
 def test_the_demo_trains_and_tests_a_member_of_ones_own(own_member, tmp_path) -> None:
     """``demo.py --attn halfscale --import FILE``: tools/train.py and tools/test.py import it too."""
     cmd = ['tools/demos/demo.py', '--attn', SHORT, IMPORT_FLAG, str(own_member), '--epochs', '1']
-    cmd += ['--data-root', str(tmp_path / 'data'), '--work-dir', str(tmp_path / 'work')]
+    data = os.path.relpath(tmp_path / 'data', REPO)  # as the default, data/demo: relative to the checkout
+    cmd += ['--data-root', data, '--work-dir', str(tmp_path / 'work')]
     out = run_tool([*cmd, '--cfg-options', *TINY], timeout=600).stdout
     assert f'custom_imports.imports=[dna_mm,{MODULE}]' in out, out[-3000:]
     assert f'[{SHORT}] Test results: top-1: ' in out and f'  {SHORT} top-1 ' in out, out[-3000:]
-    dumped = (tmp_path / 'work' / SHORT / 'timesformer_dna_demo.py').read_text()
-    assert f"attn_cfg='{SHORT}'" in dumped
+    saved = tmp_path / 'work' / SHORT / 'timesformer_dna_demo.py'
+    assert f"attn_cfg='{SHORT}'" in saved.read_text()
+    # the config the run saved tests its checkpoint from another folder (the clips found); its
+    # member is imported by name: one line without its folder on PYTHONPATH, then it runs
+    test = [
+        sys.executable,
+        str(REPO / 'tools/test.py'),
+        str(saved),
+        str(tmp_path / 'work' / SHORT / 'epoch_1.pth'),
+    ]
+    test += ['--work-dir', str(tmp_path / 't')]
+    paths = [
+        d for d in os.environ.get('PYTHONPATH', '').split(os.pathsep) if d and d != str(own_member.parent)
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    lost = subprocess.run(test, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert lost.returncode == 2 and 'Traceback' not in lost.stderr, lost.stderr[-3000:]
+    assert f"custom_imports: Failed to import {MODULE} (No module named '{MODULE}')" in lost.stderr
+    env['PYTHONPATH'] = os.pathsep.join([str(own_member.parent), *paths])
+    again = subprocess.run(test, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and 'Test results: top-1: ' in again.stdout, again.stderr[-3000:]
 
 
 @pytest.mark.integration

@@ -83,7 +83,8 @@ def demo(args: argparse.Namespace) -> dict:
     results = {}
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
-        opts = demo_options(attn, args.data_root, args.epochs, args.imports) + args.run_options
+        # the clips by their absolute path: the config the run saves reads them from any folder
+        opts = demo_options(attn, str(root), args.epochs, args.imports) + args.run_options
         metrics, secs = train_then_test(config, work_dir, opts, f'{work_dir}/predictions.csv', home)
         results[attn] = (metrics, secs)
         print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)
