@@ -182,10 +182,29 @@ def _user_message(err: BaseException) -> Optional[str]:
         return missing_ops_line()
     if isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err)):
         return error_line(err)
+    failed = _custom_import_failure(err)
+    if failed is not None:
+        why = failed.__cause__ or failed.__context__  # mmengine raises it while handling the reason
+        cause = f' ({why})' if why is not None else ''
+        return (
+            f'custom_imports: {failed}{cause}; a module of your own (an attention member) is imported by '
+            'name: put the folder of its file on PYTHONPATH'
+        )
     if isinstance(err, (TypeError, KeyError)) and _raised_in(err, '_merge_a_into_b'):
         return error_line(err)  # mmengine merging --cfg-options or a child config into its base
     if isinstance(err, (TypeError, ImportError, RuntimeError)):
         return config_mistake(err)
+    return None
+
+
+def _custom_import_failure(err: BaseException) -> Optional[BaseException]:
+    """The ``ImportError`` of mmengine's ``import_modules_from_strings`` (a config's
+    ``custom_imports``) in ``err``'s chain of causes (``Config.fromfile`` raises it again), or
+    ``None``."""
+    while err is not None:
+        if isinstance(err, ImportError) and _raised_in(err, 'import_modules_from_strings'):
+            return err
+        err = err.__cause__
     return None
 
 
