@@ -12,6 +12,12 @@ main process ends them itself:
   ``None`` to each; an idle worker leaves at once, a busy one after its sample; 5 s at most a
   worker), then ``SIGKILL`` for any still alive. A loader worker only reads: killing it loses
   nothing.
+* :func:`drop_persistent_workers`: a loader with ``persistent_workers`` keeps its first iterator,
+  and ``iter(loader)`` hands it back with the workers it started (torch's ``DataLoader.__iter__``),
+  forked with the loader's ``worker_init_fn`` and seed of that time. An iteration-based loop starts
+  them when it is built, before the hooks' ``before_train``; workers that must ignore the
+  preemption signals or take a resumed run's seed are started again: that iterator's workers
+  ended, the loader forgets it.
 * :func:`end_runner_workers`: every iterator a runner still holds (an iteration-based loop's,
   persistent workers', one left in a frame of the exception that ended the loop);
   :class:`~dna_mm.engine.runner.DnARunner` calls it when training or testing ends, however it ends.
@@ -47,7 +53,8 @@ from torch.utils.data._utils.worker import _worker_loop
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 #: the private names of torch (2.x) this module uses (``module[:class]`` → names; the iterator's
-#: ``_workers`` and ``_worker_pids_set`` are set per instance); a test checks that they are there
+#: ``_workers`` and ``_worker_pids_set`` and the loader's ``_iterator`` are set per instance); a test
+#: checks that they are there
 TORCH_PRIVATE_NAMES = {
     'torch.utils.data.dataloader': ('_MultiProcessingDataLoaderIter',),
     'torch.utils.data.dataloader:_MultiProcessingDataLoaderIter': ('_shutdown_workers',),
@@ -108,6 +115,16 @@ def end_iterator_workers(iterator: Any) -> None:
             if worker.is_alive():
                 worker.kill()
                 worker.join(timeout=EXIT_GRACE_S)
+
+
+def drop_persistent_workers(loader: Any) -> None:
+    """End the workers ``loader`` keeps for ``persistent_workers`` and forget their iterator
+    (module docstring): the next ``iter(loader)`` starts new ones with its ``worker_init_fn`` as
+    it is now. Nothing for a loader without kept workers."""
+    held = getattr(loader, '_iterator', None)
+    if getattr(loader, 'persistent_workers', False) and held is not None:
+        end_iterator_workers(held)
+        loader._iterator = None
 
 
 def _held_iterators(roots: list[Any]) -> Iterator[Any]:

@@ -31,6 +31,7 @@ from typing import Any, Optional
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
+from .loader_workers import drop_persistent_workers
 from .rng_state import rank_state, restore_rng_state
 
 #: the private names of mmengine 0.10 that dna_mm's loops use (where → names)
@@ -53,6 +54,14 @@ def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
         dataloader.worker_init_fn = partial(init_fn, seed=seed)  # the saved seed replaces this run's
         changed = True
     return changed
+
+
+def fresh_iterator(dataloader: Any) -> _InfiniteDataloaderIterator:
+    """An iteration-based loop's endless iterator on workers started now, with the loader's
+    ``worker_init_fn`` as it is now, persistent ones too
+    (:func:`~dna_mm.engine.loader_workers.drop_persistent_workers`)."""
+    drop_persistent_workers(dataloader)
+    return _InfiniteDataloaderIterator(dataloader)
 
 
 def where_in_run(runner: Any) -> str:
@@ -137,7 +146,7 @@ class _ResumedIterator:
 
     def __next__(self) -> Any:
         if self.renew:
-            self.iterator, self.renew = _InfiniteDataloaderIterator(self.loop.dataloader), False
+            self.iterator, self.renew = fresh_iterator(self.loop.dataloader), False
         if self.fetched == self.skip and self.state is not None:
             restore_rng_state(self.state)
             self.state = None

@@ -37,7 +37,8 @@ included, a terminal's Ctrl-C every process of its foreground group, and a torch
 ``SIGTERM`` (``SIGUSR1``'s default also ends a process): the main process would then fail on the
 lost worker. So the train and validation loaders' workers ignore ``signals``
 (:func:`workers_ignore`, in their ``worker_init_fn``, before the loader's own); an
-iteration-based loop's first workers, started when the loop was built, are started again. Workers
+iteration-based loop's first workers, started when the loop was built (persistent ones too), are
+started again. Workers
 that ignore ``SIGTERM`` are not ended by Python's exit: the main process ends them itself on
 every path (:mod:`dna_mm.engine.loader_workers`). Validation and checkpoint writes are not
 interrupted: the grace period (``--signal=USR1@T``, SLURM's ``GraceTime``, Kubernetes'
@@ -60,7 +61,7 @@ from mmengine.registry import HOOKS
 from ..errors import ConfigError
 from .checkpoint_hook import INTERIM_INFO, point_last_checkpoint, save_on_all_ranks
 from .loader_workers import watch_worker_deaths  # and, at exit, ends the workers made to ignore signals
-from .loops import where_in_run
+from .loops import fresh_iterator, where_in_run
 from .ranks import max_over_ranks
 
 #: the checkpoint of a preempted iteration (its number, 1-based, as ``iter_{}.pth``)
@@ -129,7 +130,7 @@ class PreemptionHook(Hook):
             if hasattr(started, 'renew'):  # dna_mm's resumed iterator: anew at its first batch
                 started.renew = True
             else:
-                runner.train_loop.dataloader_iterator = type(started)(runner.train_loop.dataloader)
+                runner.train_loop.dataloader_iterator = fresh_iterator(runner.train_loop.dataloader)
 
     def after_train(self, runner) -> None:
         self.release()

@@ -117,6 +117,13 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def ignored(pid: int) -> set[signal.Signals]:
+    """The signals process ``pid`` ignores (``SigIgn`` of ``/proc/PID/status``)."""
+    line = next(ln for ln in Path(f'/proc/{pid}/status').read_text().splitlines() if ln.startswith('SigIgn:'))
+    mask = int(line.split()[1], 16)
+    return {s for s in signal.Signals if s < 64 and mask >> (s - 1) & 1}
+
+
 def steps(work_dir: Path) -> int:
     """The last training step logged in ``work_dir`` so far (0: none; a line being written is
     left for the next look)."""

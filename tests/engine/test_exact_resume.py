@@ -3,7 +3,8 @@
 
 TimeSformer (epoch-based; dropout, drop-path, random frame offsets drawn in two dataloader
 workers) is killed after a checkpoint taken by iteration in the middle of an epoch; ViTDet
-(iteration-based; RPN / RoI sampling, random flips in the main process) in the middle of an
+(iteration-based; RPN / RoI sampling, random flips in the main process, or in two persistent
+workers, the COCO configs' loader, with the resumed run on another seed) in the middle of an
 interval. A run resumed from the same checkpoint without its random state shows that the
 comparison can fail.
 """
@@ -49,7 +50,9 @@ def kill_after_checkpoint(cmd: list[str], work_dir: Path, timeout: float = 600) 
     return read_checkpoint(pointer.read_text().strip())
 
 
-def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int) -> dict:
+def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int, resume_seed: int = 0) -> dict:
+    """``resume_seed``: the seed of the resumed run (a run that draws its seed draws another one;
+    the saved run's comes back)."""
     train = ['tools/train.py', config, '--seed', '0']
     full, cut = tmp_path / 'full', tmp_path / 'cut'
     run_tool([*train, '--work-dir', str(full), '--cfg-options', *opts])
@@ -57,6 +60,7 @@ def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int) 
         [sys.executable, *train, '--work-dir', str(cut), '--cfg-options', *opts], cut
     )
     at = saved['meta']['iter']
+    train[-1] = str(resume_seed)
     out = run_tool([*train, '--work-dir', str(cut), '--resume', '--cfg-options', *opts]).stdout
     reference, resumed = losses(full), losses(cut)
     assert sorted(reference) == list(range(1, last + 1))
@@ -104,7 +108,10 @@ def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path) 
 
 @pytest.mark.slow  # four training processes: ~1-2 min on 2 cores
 @pytest.mark.integration
-def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path) -> None:
+@pytest.mark.parametrize(
+    'workers', [0, 2], ids=['flips in the main process', 'flips in 2 persistent workers, another seed drawn']
+)
+def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path, workers: int) -> None:
     pytest.importorskip('mmdet.models')
     from dna_mm.synthetic.coco_shapes import CocoDatasetSpec, ensure_coco_dataset
 
@@ -122,8 +129,10 @@ def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path) -> None:
             'log_processor.window_size': 1,
         }
     )
+    if workers:  # the COCO configs' loader: the workers started when the loop is built are kept
+        values.update({'train_dataloader.num_workers': workers, 'train_dataloader.persistent_workers': True})
     opts = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in values.items()]
-    check_exact_resume(VITDET_DEMO, opts, tmp_path, last=8)
+    check_exact_resume(VITDET_DEMO, opts, tmp_path, last=8, resume_seed=1 if workers else 0)
 
 
 def test_validation_draws_nothing_from_the_training_streams() -> None:

@@ -22,7 +22,7 @@ from typing import Optional
 
 import pytest
 from conftest import DEMO_CONFIG, REPO
-from processes import Session, children, steps, wait_for
+from processes import Session, children, ignored, steps, wait_for
 
 #: seconds a run may take to end after the event that ends it (the issue's bound)
 END_WITHIN_S = 30
@@ -192,6 +192,13 @@ def test_a_run_that_reaches_its_end_exits_0_at_once(tiny_video_set, tmp_path, sh
 def test_a_signal_saves_the_iteration_and_exits_128_plus_n(tiny_video_set, tmp_path, signum, shape) -> None:
     run, work = train(tmp_path, write_config(tmp_path / 'cfg.py', tiny_video_set, **shape))
     run.wait_for(lambda: steps(work) >= 3, 'training')
+    # every worker ignores what a scheduler or a terminal sends the whole group (a worker that died
+    # of it would fail the iteration to save; the workers an iteration-based loop starts when it is
+    # built, persistent ones too, are started again)
+    preemption = {signal.SIGTERM, signal.SIGUSR1, signal.SIGINT}
+    workers = children(run.proc.pid)
+    assert len(workers) == shape['workers'], workers
+    assert all(preemption <= ignored(pid) for pid in workers), {pid: ignored(pid) for pid in workers}
     sent = run.signal(signum)
     code = run.end()
     text = run.text()
@@ -340,6 +347,37 @@ def test_the_private_names_of_torch_that_ending_workers_uses_are_there() -> None
         owner = getattr(owner, cls) if cls else owner
         missing = [n for n in names if not hasattr(owner, n)]
         assert not missing, f'{where}: {missing}'
+
+
+def _pid(worker_id: int) -> int:
+    return os.getpid()
+
+
+def test_a_loader_s_persistent_workers_are_started_again_with_its_new_init_fn() -> None:
+    """``iter(loader)`` hands back a persistent loader's workers (forked with the ``worker_init_fn``
+    of their time) until :func:`drop_persistent_workers` ends them; then new ones start."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from dna_mm.engine.loader_workers import drop_persistent_workers
+
+    class Pids(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> int:
+            return os.getpid()
+
+    loader = DataLoader(Pids(), batch_size=2, num_workers=2, persistent_workers=True)
+    first = {int(p) for batch in loader for p in batch}
+    assert {int(p) for batch in loader for p in batch} == first  # kept
+    old = loader._iterator._workers
+    loader.worker_init_fn = _pid
+    drop_persistent_workers(loader)
+    assert loader._iterator is None and not any(w.is_alive() for w in old)
+    second = {int(p) for batch in loader for p in batch}
+    assert len(second) == 2 and not second & first
+    drop_persistent_workers(loader)
 
 
 def test_torch_s_messages_for_a_dead_worker_are_one_line_each() -> None:
