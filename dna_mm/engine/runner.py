@@ -56,6 +56,7 @@ from mmengine.runner import BaseLoop, Runner
 from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
 from ..errors import CheckpointMismatchError, RunStopped, UnreadableCheckpointError, error_line
+from ..utils.notices import is_library_notice
 from .atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
 from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
@@ -78,15 +79,12 @@ SETUP_DUMP_MARKERS = (
     'paramwise_options -- ',
 )
 
-# Start of mmengine's deprecation notices about code a config's user does not write (MMAction2's
-# DecordInit makes a FileClient): off the terminal for the whole run, in the log file as ever.
-LIBRARY_NOTICES = ('"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
-
 
 class SetupDumpFilter(logging.Filter):
     """A console-handler filter that drops mmengine's INFO setup dumps until the first loop
-    starts (:attr:`active` is then cleared) and its :data:`LIBRARY_NOTICES` throughout (both
-    shown with ``log_setup_to_console``); other warnings, errors and everything else pass."""
+    starts (:attr:`active` is then cleared) and mmengine's notices about code a config's user does
+    not write throughout (:mod:`dna_mm.utils.notices`; in the log file as ever; both shown with
+    ``log_setup_to_console``); other warnings, errors and everything else pass."""
 
     def __init__(self, active: bool = True) -> None:
         super().__init__()
@@ -94,9 +92,9 @@ class SetupDumpFilter(logging.Filter):
         self.quiet_notices = active
 
     def filter(self, record: logging.LogRecord) -> bool:
-        head = record.getMessage().lstrip('\n-')[:80]
-        if self.quiet_notices and head.startswith(LIBRARY_NOTICES):
+        if self.quiet_notices and is_library_notice(record):
             return False
+        head = record.getMessage().lstrip('\n-')[:80]
         if not self.active or record.levelno > logging.INFO:
             return True
         return not head.startswith(SETUP_DUMP_MARKERS)

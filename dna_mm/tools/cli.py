@@ -54,6 +54,7 @@ from urllib.error import URLError
 from ..errors import ConfigError, MissingFileError, RunStopped, UserError, error_line
 from ..utils.build_errors import config_mistake
 from ..utils.mmcv_ops import missing_ops_line
+from ..utils.notices import quiet_library_notices
 
 DEBUG_FLAG = '--debug'
 #: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
@@ -257,12 +258,14 @@ def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
 
 def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
     """``work(args)``, a user's mistake as one line on stderr and :class:`UserExit` (status 2),
-    anything else (or anything with ``args.debug``) with its traceback. ``args.cfg_options``, if
+    anything else (or anything with ``args.debug``) with its traceback, mmengine's notices about
+    code the user does not write off the terminal (:mod:`dna_mm.utils.notices`). ``args.cfg_options``, if
     present, is turned into a dict first (:func:`cfg_options`); ``args.imports``
     (:data:`IMPORT_FLAG`), if present, is imported first and replaced by the names its modules are
     imported by (:func:`import_modules`)."""
     debug = bool(getattr(args, 'debug', False))
     try:
+        quiet_library_notices()
         if hasattr(args, 'cfg_options'):
             args.cfg_options = cfg_options(args.cfg_options)
         if hasattr(args, 'imports'):

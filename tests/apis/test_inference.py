@@ -118,6 +118,7 @@ def test_single_file_by_the_cli_with_a_shipped_map_of_the_wrong_size(trained, ti
     found = blocks(ok.stdout)
     assert list(found) == [str(video)]
     assert sorted(label for _, label in found[str(video)]) == sorted(CLASSES)
+    assert 'FileClient' not in ok.stdout + ok.stderr, ok.stderr  # mmengine's notice to MMAction2
     with pytest.raises(SystemExit, match='label map label_map_ntu60 has 60 classes, the model predicts 4'):
         infer.main(
             [DEMO_CONFIG, str(ckpt), str(video), '--label-map', 'label_map_ntu60', '--cfg-options', *opts]
