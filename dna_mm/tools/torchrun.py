@@ -30,6 +30,11 @@ refused"). With the c10d rendezvous (``--rdzv-backend=c10d``, or one machine wit
 static rendezvous (``--master-port``, or ``--nnodes`` > 1 without ``--rdzv-backend``) cannot, so
 ``--max-restarts`` with it is refused in one line.
 
+One machine without ``--master-port`` (nor ``--rdzv-backend`` / ``--rdzv-endpoint``) takes the
+c10d rendezvous on a free local port on every torch (:func:`local_rendezvous`): torch 2.15 does
+so itself, torch 2.6–2.14 take the static one on port 29500 (two runs on one machine then
+collide, and restarts fail as above).
+
 The module imports torch alone (the agent does not train); ``python -m`` imports the dna_mm
 package first, a few seconds at the agent's start.
 """
@@ -39,6 +44,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import uuid
 from typing import Optional
 
 #: the signals the agent handles and forwards: torchrun's own and SIGUSR1
@@ -64,6 +70,28 @@ def exit_status(err: BaseException) -> int:
         _, first = err.get_first_failure()
         return signal_status(first.exitcode) or (first.exitcode if 0 < first.exitcode < 128 else 1)
     return 1
+
+
+def _given(options: list[str], name: str) -> bool:
+    """Whether torchrun option ``name`` (``'master_port'``) is on the command line (``--master-port``
+    or ``--master_port``, ``=VALUE`` or not) or in its environment variable (``PET_MASTER_PORT``)."""
+    flags = {f'--{name}', f'--{name.replace("_", "-")}'}
+    return any(o.split('=', 1)[0] in flags for o in options) or f'PET_{name.upper()}' in os.environ
+
+
+def local_rendezvous(argv: list[str]) -> list[str]:
+    """``argv`` with ``--rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id=<new>`` in
+    front where torchrun runs on one machine with neither ``--master-port`` nor a rendezvous
+    named (module docstring; ``--standalone`` does the same itself); else ``argv``."""
+    from torch.distributed.run import parse_args, parse_min_max_nnodes
+
+    args = parse_args(argv)
+    options = argv[: len(argv) - len(args.training_script_args) - 1]  # before the script
+    _, max_nodes = parse_min_max_nnodes(args.nnodes)
+    named = any(_given(options, n) for n in ('master_port', 'rdzv_backend', 'rdzv_endpoint', 'standalone'))
+    if max_nodes > 1 or named:
+        return argv
+    return ['--rdzv-backend=c10d', '--rdzv-endpoint=localhost:0', f'--rdzv-id={uuid.uuid4()}', *argv]
 
 
 def static_restarts(argv: list[str]) -> Optional[str]:
@@ -92,6 +120,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault('PET_SIGNALS_TO_HANDLE', SIGNALS)
     os.environ.setdefault('TORCH_DISABLE_SHARE_RDZV_TCP_STORE', '1')
+    argv = local_rendezvous(argv)
     refused = static_restarts(argv)
     if refused:
         print(f'torchrun: error: {refused}', file=sys.stderr)

@@ -28,7 +28,7 @@ from processes import REACH_S, Session, steps, wait_for
 from dna_mm.config.prepare import prepare_cfg
 from dna_mm.engine.distributed import DEFAULT_TIMEOUT, collective_timeout
 from dna_mm.errors import ConfigError
-from dna_mm.tools.torchrun import exit_status, signal_status, static_restarts
+from dna_mm.tools.torchrun import exit_status, local_rendezvous, signal_status, static_restarts
 
 #: seconds the other ranks may take to end after a rank is killed (the issue's bound)
 END_WITHIN_S = 30
@@ -101,10 +101,48 @@ def test_a_signal_stop_is_128_plus_n_whatever_form_it_takes() -> None:
 def test_torchrun_refuses_restarts_under_the_static_rendezvous() -> None:
     line = static_restarts(['--nproc_per_node=2', '--max-restarts=1', '--master-port=29500', 'x.py'])
     assert line and line.startswith('--max-restarts=1 needs the c10d rendezvous')
-    assert static_restarts(['--nproc_per_node=2', '--max-restarts=1', 'x.py']) is None
     c10d = ['--rdzv-backend=c10d', '--rdzv-endpoint=127.0.0.1:29400']
     assert static_restarts(['--nnodes=2', '--max-restarts=1', *c10d, 'x.py']) is None
     assert static_restarts(['--nnodes=2', '--node-rank=0', '--master-port=29500', 'x.py']) is None
+    assert static_restarts(['--nnodes=2', '--max-restarts=1', 'x.py'])
+
+
+@pytest.mark.parametrize(
+    'options',
+    [
+        ['--nproc_per_node=2', '--max-restarts=1'],
+        ['--nproc-per-node', '2', '--max-restarts=1'],
+        ['--nproc_per_node=2'],
+    ],
+)
+def test_one_machine_without_a_port_takes_the_c10d_rendezvous_on_every_torch(options: list[str]) -> None:
+    """torch 2.15 takes it itself; torch 2.6-2.14 would take the static one on port 29500 (two
+    runs on one machine collide, restarts fail): the c10d one on a free port on all of them."""
+    argv = local_rendezvous([*options, 'x.py', '--master-port=7'])  # the script's own argument
+    assert argv[:2] == ['--rdzv-backend=c10d', '--rdzv-endpoint=localhost:0'], argv
+    assert argv[2].startswith('--rdzv-id=') and argv[3:] == [*options, 'x.py', '--master-port=7']
+    assert static_restarts(argv) is None
+
+
+@pytest.mark.parametrize(
+    'options',
+    [
+        ['--master-port=29500'],
+        ['--master_port', '29500'],
+        ['--nnodes=2'],
+        ['--rdzv-backend=static'],
+        ['--rdzv_endpoint=127.0.0.1:29400', '--rdzv-backend=c10d'],
+        ['--standalone'],
+    ],
+)
+def test_a_rendezvous_the_command_names_is_kept(options: list[str]) -> None:
+    argv = [*options, '--nproc_per_node=2', 'x.py']
+    assert local_rendezvous(argv) == argv
+
+
+def test_a_port_from_the_environment_is_kept(monkeypatch) -> None:
+    monkeypatch.setenv('PET_MASTER_PORT', '29511')
+    assert local_rendezvous(['--nproc_per_node=2', 'x.py']) == ['--nproc_per_node=2', 'x.py']
 
 
 # ---------------------------------------------------------------------------------------------
