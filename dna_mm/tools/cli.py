@@ -259,10 +259,10 @@ def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
 def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
     """``work(args)``, a user's mistake as one line on stderr and :class:`UserExit` (status 2),
     anything else (or anything with ``args.debug``) with its traceback, mmengine's notices about
-    code the user does not write off the terminal (:mod:`dna_mm.utils.notices`). ``args.cfg_options``, if
-    present, is turned into a dict first (:func:`cfg_options`); ``args.imports``
-    (:data:`IMPORT_FLAG`), if present, is imported first and replaced by the names its modules are
-    imported by (:func:`import_modules`)."""
+    code the user does not write off the terminal (:mod:`dna_mm.utils.notices`).
+    ``args.cfg_options``, if present, is turned into a dict first (:func:`cfg_options`);
+    ``args.imports`` (:data:`IMPORT_FLAG`), if present, is imported first and replaced by the
+    names its modules are imported by (:func:`import_modules`)."""
     debug = bool(getattr(args, 'debug', False))
     try:
         quiet_library_notices()
