@@ -12,10 +12,14 @@ Layer ids (``L = num_layers``): ``backbone.patch_embed.*`` / ``backbone.pos_embe
 Weight decay is 0 for the block norms (``backbone.blocks.*norm*``) and ``pos_embed``, the base
 value for everything else, biases included, as in the reference.
 
-DnA's parameters (``q_neg``, ``v_neg``, ``alpha``) sit in ``backbone.blocks.{i}.attn`` and so take
-their block's id. ``alpha`` (one gain per head) gets **no weight decay**: decay would pull it to
-0, i.e. towards plain softmax attention, a prior the method does not have; the authors train
-with timm's optimizer factory, which leaves every 1-d parameter (``α`` included) undecayed.
+An attention member's parameters sit in ``backbone.blocks.{i}.attn`` and so take their block's
+id (DnA's ``q_neg``, ``v_neg``, ``alpha``). Its 1-d parameters other than biases get **no weight
+decay**: DnA's per-head gain ``alpha``, whose decay would pull the negative branch to 0, i.e.
+towards plain softmax attention, a prior the method does not have; differential attention's
+``lambda_*`` vectors, whose decay would pull ``λ`` to its fixed ``λ_init``; the gains of a
+member of one's own. So the baselines are treated as the method is, and as in their ImageNet
+pre-training (timm's optimizer factory, which the authors train with, leaves every 1-d
+parameter undecayed; ``configs/imagenet/_base_/adamw_cosine_300e.py``: ``flat_decay_mult=0``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 
+import torch
 from mmengine.dist import get_dist_info
 from mmengine.logging import MMLogger
 from mmengine.optim import DefaultOptimWrapperConstructor
@@ -40,10 +45,12 @@ def get_layer_id(name: str, num_layers: int) -> int:
     return int(block.group(1)) + 1 if block else num_layers + 1
 
 
-def no_weight_decay(name: str) -> bool:
-    """Block norms, ``pos_embed`` and DnA's per-head ``alpha`` are not decayed."""
+def no_weight_decay(name: str, param: torch.Tensor) -> bool:
+    """Block norms, ``pos_embed`` and an attention member's 1-d parameters that are not biases
+    (module docstring: DnA's ``alpha``, differential attention's ``lambda_*``) are not decayed."""
     in_block = name.startswith('backbone.blocks.')
-    return 'pos_embed' in name or (in_block and ('norm' in name or name.endswith('.attn.alpha')))
+    gain = in_block and '.attn.' in name and param.ndim == 1 and not name.endswith('.bias')
+    return 'pos_embed' in name or gain or (in_block and 'norm' in name)
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
@@ -70,7 +77,7 @@ class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
             if not param.requires_grad:
                 continue
             layer_id = get_layer_id(name, num_layers)
-            decay = not no_weight_decay(name)
+            decay = not no_weight_decay(name, param)
             group_name = f'layer_{layer_id}_{"decay" if decay else "no_decay"}'
             if group_name not in groups:
                 scale = decay_rate ** (num_layers + 1 - layer_id)

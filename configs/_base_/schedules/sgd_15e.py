@@ -13,7 +13,10 @@ optim_wrapper = dict(
             '.backbone.cls_token': dict(decay_mult=0.0),
             '.backbone.pos_embed': dict(decay_mult=0.0),
             '.backbone.time_embed': dict(decay_mult=0.0),
+            # an attention member's gains (DnA's per-head alpha, Diff's lambda vectors): not
+            # decayed, as in the ImageNet pre-training (timm: no decay on 1-d parameters)
             '.alpha': dict(decay_mult=0.0),
+            '.lambda_': dict(decay_mult=0.0),
         }
     ),
     clip_grad=dict(max_norm=40, norm_type=2),

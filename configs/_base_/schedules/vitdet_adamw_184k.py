@@ -13,7 +13,10 @@ optim_wrapper = dict(
     paramwise_cfg=dict(
         custom_keys={
             'backbone.pos_embed': dict(decay_mult=0.0),
-            '.attn.alpha': dict(decay_mult=0.0),  # per-head DnA gain, see LayerDecayOptimizerConstructor
+            # an attention member's gains (DnA's per-head alpha, Diff's lambda vectors): not
+            # decayed, as LayerDecayOptimizerConstructor and the ImageNet pre-training do
+            '.attn.alpha': dict(decay_mult=0.0),
+            '.attn.lambda_': dict(decay_mult=0.0),
         }
     ),
 )
