@@ -25,12 +25,15 @@ new fetch). They and :mod:`.test_loop` use two private names of mmengine, pinned
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from functools import partial
 from typing import Any, Optional
 
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
+from ..errors import ConfigError
 from .loader_workers import drop_persistent_workers
 from .rng_state import rank_state, restore_rng_state
 
@@ -73,10 +76,55 @@ def where_in_run(runner: Any) -> str:
     return f'iteration {runner.iter + 1} (epoch {runner.epoch + 1})'
 
 
+class SkipProgress:
+    """Log lines while a resumed run fetches and drops the batches it already trained (every one
+    since the start for an iteration-based run, as mmengine's loop does: at a late iteration of a
+    COCO schedule, hours of data loading that would otherwise show nothing): one every
+    ``every_s`` seconds with the rate and the time left, and one when all are fetched."""
+
+    def __init__(self, logger: Any, total: int, every_s: float) -> None:
+        self.logger, self.total, self.every_s = logger, total, every_s
+        self.done = 0
+        self.start = self.last = time.monotonic()
+
+    def step(self) -> None:
+        """One batch fetched and dropped."""
+        self.done += 1
+        now = time.monotonic()
+        took = now - self.start
+        if self.done == self.total:
+            self.logger.info(
+                f'resume: the {self.total} batches already trained fetched and dropped in {_clock(took)}'
+            )
+        elif now - self.last >= self.every_s:
+            rate = self.done / max(took, 1e-9)
+            self.logger.info(
+                f'resume: {self.done} of the {self.total} batches already trained fetched and dropped '
+                f'({rate:.1f} batches/s, about {_clock((self.total - self.done) / rate)} left)'
+            )
+            self.last = now
+
+
+def _clock(seconds: float) -> str:
+    """``'0:02:05'``."""
+    return str(timedelta(seconds=round(seconds)))
+
+
 class ResumableLoopMixin:
-    """What both loops share: the saved state given by ``RNGStateHook``."""
+    """What both loops share: the saved state given by ``RNGStateHook``, and the progress lines
+    of the batches a resumed run fetches and drops (``skip_log_interval``: seconds between two,
+    a loop argument: ``train_cfg=dict(type=..., skip_log_interval=60)``)."""
 
     resume_rng_state: Optional[dict] = None
+
+    def __init__(self, *args: Any, skip_log_interval: float = 60.0, **kwargs: Any) -> None:
+        number = isinstance(skip_log_interval, (int, float)) and not isinstance(skip_log_interval, bool)
+        if not number or skip_log_interval < 0:
+            raise ConfigError(
+                f'train_cfg.skip_log_interval must be a number of seconds >= 0, got {skip_log_interval!r}'
+            )
+        super().__init__(*args, **kwargs)
+        self.skip_log_interval = float(skip_log_interval)
 
     def _pop_rng_state(self) -> Optional[dict]:
         """The saved state, once; ``None`` when the run was not resumed (a ``load_from``
@@ -120,8 +168,10 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
                 f'resume: epoch {self._epoch + 1} continues at batch {done + 1} of {length} '
                 f'(the first {done} are fetched and dropped)'
             )
+            progress = SkipProgress(self.runner.logger, done, self.skip_log_interval)
             for _ in range(done):
                 next(batches)
+                progress.step()
             if state is not None:
                 restore_rng_state(state)
         for idx, data_batch in enumerate(batches, start=done):
@@ -140,6 +190,7 @@ class _ResumedIterator:
         self.loop, self.renew, self.skip, self.state = loop, renew, skip, state
         self.iterator = loop.dataloader_iterator
         self.fetched = 0
+        self.progress: Optional[SkipProgress] = None  # from the first fetch
 
     def __iter__(self) -> '_ResumedIterator':
         return self
@@ -150,8 +201,13 @@ class _ResumedIterator:
         if self.fetched == self.skip and self.state is not None:
             restore_rng_state(self.state)
             self.state = None
+        if self.progress is None:
+            self.progress = SkipProgress(self.loop.runner.logger, self.skip, self.loop.skip_log_interval)
+        batch = next(self.iterator)
         self.fetched += 1
-        return next(self.iterator)
+        if self.fetched <= self.skip:
+            self.progress.step()
+        return batch
 
 
 @LOOPS.register_module()

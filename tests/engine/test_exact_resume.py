@@ -172,3 +172,15 @@ def test_the_private_mmengine_names_the_loops_use_are_there() -> None:
     for owner, names in MMENGINE_PRIVATE_NAMES.items():
         where = pkgutil.resolve_name(owner)
         assert all(callable(getattr(where, name, None)) for name in names), (owner, names)
+
+
+@pytest.mark.parametrize('value', [-1, 'often', True])
+def test_a_bad_skip_log_interval_is_named(value) -> None:
+    from dna_mm.engine.loops import ResumableEpochBasedTrainLoop, ResumableIterBasedTrainLoop
+    from dna_mm.errors import ConfigError
+
+    for loop in (ResumableEpochBasedTrainLoop, ResumableIterBasedTrainLoop):
+        with pytest.raises(
+            ConfigError, match=r'train_cfg.skip_log_interval must be a number of seconds >= 0'
+        ):
+            loop(runner=None, dataloader=None, skip_log_interval=value)
