@@ -21,7 +21,9 @@ line that names a rank lost under them.
   else the reason a rank gave. Where the store itself no longer answers, the process that held it
   is the one lost: rank 0 when the ranks were started by hand or by ``srun`` (``env://``: rank 0
   serves the store), torchrun's agent otherwise. Every store access and knock is bounded (a
-  connection test first, then threads given a few seconds): nothing here can hang.
+  connection test first, then threads given a few seconds): nothing here can hang; a store gone
+  between that test and the read leaves no C++ stack on the terminal
+  (:mod:`~dna_mm.engine.held_stderr`).
 * **Elastic restarts.** A worker that ``torchrun --max-restarts`` started again continues from the
   work dir's last checkpoint (:func:`resume_after_restart`).
 """
@@ -47,6 +49,7 @@ from mmengine.logging import print_log
 
 from ..errors import ConfigError
 from .checkpoint_hook import resume_candidates
+from .held_stderr import held_stderr
 from .ranks import max_over_ranks
 
 #: one entry of a SLURM host list: a prefix and an optional bracketed range list (``gpu[01-04,07]``)
@@ -351,8 +354,9 @@ def _bounded(state: _State, look: Callable[[Any], Any], seconds: float = STORE_W
             pass
 
     thread = threading.Thread(target=run, name='dna_mm-store', daemon=True)
-    thread.start()
-    thread.join(seconds)
+    with held_stderr():  # a store gone since it was asked: torch's C++ stack kept off the terminal
+        thread.start()
+        thread.join(seconds)
     return result[0] if result else None
 
 

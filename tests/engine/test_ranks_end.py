@@ -570,3 +570,79 @@ def test_two_torchrun_agents_restart_their_ranks_that_resume_from_the_last_check
     options += [f'--rdzv-endpoint=127.0.0.1:{_free_port()}', '--rdzv-id=ranks-end-test']
     agents = [_torchrun(tmp_path, f'node{n}', options, work, tiny_video_set, epochs) for n in (0, 1)]
     _restarted_and_resumed(agents, work, epochs)
+
+
+# ---------------------------------------------------------------------------------------------
+# a store gone between the question whether it answers and the read: no C++ stack on stderr
+
+STORE_GONE = """
+import subprocess, sys, time
+from datetime import timedelta
+import torch.distributed as dist
+from dna_mm.engine.distributed import _bounded, _State
+
+port = {port}
+serve = "import datetime, time, torch.distributed as d; "
+serve += f"s = d.TCPStore('127.0.0.1', {{port}}, 2, True, timeout=datetime.timedelta(seconds=30), "
+serve += "wait_for_workers=False); time.sleep(60)"
+server = subprocess.Popen([sys.executable, '-c', serve])
+for _ in range(100):
+    try:
+        client = dist.TCPStore('127.0.0.1', port, 2, False, timeout=timedelta(seconds=5))
+        break
+    except Exception:
+        time.sleep(0.1)
+client.set('a', 'b')
+server.kill()
+server.wait()
+state = _State()
+state.store = client
+if sys.argv[1] == 'bounded':
+    print('read:', _bounded(state, lambda store: store.check(['a'])))
+else:
+    try:
+        client.check(['a'])
+    except Exception as err:
+        print('read failed:', type(err).__name__)
+print('after', file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize('how', ['bounded', 'bare'])
+def test_a_store_gone_since_it_was_asked_leaves_no_cpp_stack(how: str) -> None:
+    """torch writes a C++ stack to file descriptor 2 when a store's server has gone; dna_mm's
+    bounded reads hold it back (``bare``: torch's own call shows that it is written)."""
+    import subprocess
+
+    code = STORE_GONE.format(port=_free_port())
+    proc = subprocess.run(
+        [sys.executable, '-c', code, how], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if how == 'bounded':
+        assert 'read: None' in proc.stdout, proc.stdout
+        assert '[c10d]' not in proc.stderr and 'frame #' not in proc.stderr, proc.stderr[-3000:]
+    else:
+        assert 'read failed' in proc.stdout
+        assert '[c10d]' in proc.stderr and 'frame #' in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.rstrip().endswith('after'), proc.stderr[-3000:]  # what follows still shows
+
+
+def test_without_store_warnings_keeps_everything_else() -> None:
+    from dna_mm.engine.held_stderr import without_store_warnings
+
+    text = (
+        'before\n'
+        '[W1129 13:47:23.860616941 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=3): reset\n'
+        'Exception raised from recvBytes at Utils.hpp:786 (most recent call first):\n'
+        'frame #0: c10::Error::Error() + 0x9d\n'
+        '<omitting python frames>\n'
+        'frame #16: <unknown function> + 0x2724a\n'
+        '\n'
+        'train.py: stopped: rank 0 of 2 is gone\n'
+        '[W1129 13:47:24.1 ProcessGroupGloo.cpp:12] Warning: not a store one\n'
+    )
+    assert without_store_warnings(text) == (
+        'before\ntrain.py: stopped: rank 0 of 2 is gone\n'
+        '[W1129 13:47:24.1 ProcessGroupGloo.cpp:12] Warning: not a store one\n'
+    )
