@@ -30,6 +30,7 @@ line that names a rank lost under them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import os.path as osp
@@ -233,7 +234,7 @@ def answer_peers() -> None:
     threading.Thread(target=accept, name='dna_mm-alive', daemon=True).start()
     address = f'{_own_address()}:{listener.getsockname()[1]}'
     key = ALIVE_KEY.format(dist.get_rank())
-    _bounded(state, lambda store: store.set(key, address))
+    _bounded(state, lambda store: store.set(key, address), failing=False)
 
 
 def rank_ended() -> bool:
@@ -342,9 +343,13 @@ def _store_answers(state: _State) -> bool:
     return state.store is not None
 
 
-def _bounded(state: _State, look: Callable[[Any], Any], seconds: float = STORE_WAIT) -> Any:
+def _bounded(
+    state: _State, look: Callable[[Any], Any], seconds: float = STORE_WAIT, *, failing: bool = True
+) -> Any:
     """``look(store)`` in a daemon thread, given ``seconds``: its result, or ``None`` when it
-    failed or did not answer in time (the thread is left)."""
+    failed or did not answer in time (the thread is left). ``failing``: a look after a failure,
+    at a store that may have gone since it answered (:mod:`~dna_mm.engine.held_stderr`); a
+    healthy run's look (:func:`answer_peers`) leaves stderr alone."""
     result: list = []
 
     def run() -> None:
@@ -354,7 +359,8 @@ def _bounded(state: _State, look: Callable[[Any], Any], seconds: float = STORE_W
             pass
 
     thread = threading.Thread(target=run, name='dna_mm-store', daemon=True)
-    with held_stderr():  # a store gone since it was asked: torch's C++ stack kept off the terminal
+    # a store gone since it was asked: torch's C++ stack kept off the terminal
+    with held_stderr() if failing else contextlib.nullcontext():
         thread.start()
         thread.join(seconds)
     return result[0] if result else None
