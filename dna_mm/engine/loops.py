@@ -1,24 +1,23 @@
 """mmengine's train loops, resumable exactly: a run killed after any checkpoint and resumed logs
-the same losses as the run that was not interrupted. Two things differ from mmengine 0.10.7's:
+the same losses as the run that was not interrupted. Three things differ from mmengine 0.10.7's:
 
-* **The random state comes back** (:mod:`dna_mm.engine.rng_state`) right before the first new
-  batch is fetched, after the batches already trained are skipped: fetched, not just counted, so
-  the data loader's freshly seeded workers make the same draws as in the saved run.
+* **Each training sample draws from streams of its own**, seeded by its place in the run
+  (:mod:`dna_mm.engine.sample_seeds`), whatever the workers, persistent or not, drew before.
+* **A resumed run loads nothing twice**: the batches already trained are skipped by their indices
+  (mmengine fetches every one again: since the start of an iteration-based run), and the random
+  state (:mod:`dna_mm.engine.rng_state`) comes back right before the first new batch.
 * **An epoch-based run resumes mid-epoch**: a checkpoint saved by iteration
   (``CheckpointHook(by_epoch=False)``) continues its epoch after the
   ``iter - epoch * len(dataloader)`` batches already trained (mmengine restarts the epoch).
 
 Validation draws nothing from the training streams (``RNGStateHook`` puts them back after it).
-Exactness across an epoch boundary needs ``persistent_workers=False``
-(persistent workers carry their random state from epoch to epoch, which a resume cannot replay;
-a warning says so). A config names them (``train_cfg = dict(type='ResumableEpochBasedTrainLoop',
-...)``, ``configs/_base_/schedules/``), with ``RNGStateHook`` in ``custom_hooks``
+A config names the loops (``train_cfg = dict(type='ResumableEpochBasedTrainLoop', ...)``,
+``configs/_base_/schedules/``), with ``RNGStateHook`` in ``custom_hooks``
 (``configs/_base_/default_runtime*.py``).
 
-Both run mmengine's ``run``: the iteration-based loop hands it an iterator that restores the
-state after the batches it skips; the epoch-based one re-implements ``run_epoch`` (mmengine's
-restarts the epoch, and has no hook point between the batches a resumed run skips and the first
-new fetch). They and :mod:`.test_loop` use two private names of mmengine, pinned in
+Both run mmengine's ``run``: the iteration-based loop hands it an iterator that skips and restores
+the state at its first batch; the epoch-based one re-implements ``run_epoch`` (mmengine's restarts
+the epoch). They and :mod:`.test_loop` use two private names of mmengine, pinned in
 :data:`MMENGINE_PRIVATE_NAMES` (``requirements/runtime.txt``: mmengine 0.10;
 ``tests/engine/test_exact_resume.py`` checks that they are there).
 """
@@ -31,32 +30,35 @@ from functools import partial
 from typing import Any, Optional
 
 from mmengine.registry import LOOPS
+from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
 from ..errors import ConfigError
 from .loader_workers import drop_persistent_workers
 from .rng_state import rank_state, restore_rng_state
+from .sample_seeds import KeyedBatchSampler, key_samples
 
-#: the private names of mmengine 0.10 that dna_mm's loops use (where → names)
+#: the private names of mmengine 0.10 that dna_mm's loops use (where → names); and the count of
+#: passes that an ``_InfiniteDataloaderIterator`` keeps in ``_epoch``
 MMENGINE_PRIVATE_NAMES = {'mmengine.runner.loops': ('_InfiniteDataloaderIterator', '_parse_losses')}
 
 
-def restore_data_seed(dataloader: Any, seed: Optional[int]) -> bool:
-    """Give the sampler and mmengine's worker seeding the saved run's ``seed`` (when this run drew
-    another one: no ``randomness.seed`` in the config). Returns whether anything changed."""
+def restore_data_seed(dataloader: Any, seed: Optional[int]) -> None:
+    """Give the sampler, the samples' keys and mmengine's worker seeding the saved run's ``seed``
+    (when this run drew another one: no ``randomness.seed`` in the config)."""
     if seed is None:
-        return False
-    changed = False
+        return
+    keyed = getattr(dataloader, 'batch_sampler', None)
+    if isinstance(keyed, KeyedBatchSampler):
+        keyed.seed = seed
     sampler = getattr(dataloader, 'sampler', None)  # DefaultSampler holds the shuffling seed
     if not hasattr(sampler, 'seed'):  # under a batch sampler
         sampler = getattr(getattr(dataloader, 'batch_sampler', None), 'sampler', None)
-    if sampler is not None and getattr(sampler, 'seed', seed) != seed:
-        sampler.seed, changed = seed, True
+    if sampler is not None and hasattr(sampler, 'seed'):
+        sampler.seed = seed
     init_fn = getattr(dataloader, 'worker_init_fn', None)
     if isinstance(init_fn, partial) and init_fn.keywords.get('seed', seed) != seed:
         dataloader.worker_init_fn = partial(init_fn, seed=seed)  # the saved seed replaces this run's
-        changed = True
-    return changed
 
 
 def fresh_iterator(dataloader: Any) -> _InfiniteDataloaderIterator:
@@ -77,10 +79,10 @@ def where_in_run(runner: Any) -> str:
 
 
 class SkipProgress:
-    """Log lines while a resumed run fetches and drops the batches it already trained (every one
-    since the start for an iteration-based run, as mmengine's loop does: at a late iteration of a
-    COCO schedule, hours of data loading that would otherwise show nothing): one every
-    ``every_s`` seconds with the rate and the time left, and one when all are fetched."""
+    """Log lines while a resumed run skips the batches it already trained, by their indices (every
+    one since the start for an iteration-based run; a batch sampler that reads each sample's size,
+    as MMDetection's ``AspectRatioBatchSampler`` does, takes seconds for a late iteration of a COCO
+    schedule): one every ``every_s`` seconds with the rate and the time left, and one when done."""
 
     def __init__(self, logger: Any, total: int, every_s: float) -> None:
         self.logger, self.total, self.every_s = logger, total, every_s
@@ -88,18 +90,16 @@ class SkipProgress:
         self.start = self.last = time.monotonic()
 
     def step(self) -> None:
-        """One batch fetched and dropped."""
+        """One batch skipped."""
         self.done += 1
         now = time.monotonic()
         took = now - self.start
         if self.done == self.total:
-            self.logger.info(
-                f'resume: the {self.total} batches already trained fetched and dropped in {_clock(took)}'
-            )
+            self.logger.info(f'resume: the {self.total} batches already trained skipped in {_clock(took)}')
         elif now - self.last >= self.every_s:
             rate = self.done / max(took, 1e-9)
             self.logger.info(
-                f'resume: {self.done} of the {self.total} batches already trained fetched and dropped '
+                f'resume: {self.done} of the {self.total} batches already trained skipped '
                 f'({rate:.1f} batches/s, about {_clock((self.total - self.done) / rate)} left)'
             )
             self.last = now
@@ -111,19 +111,25 @@ def _clock(seconds: float) -> str:
 
 
 class ResumableLoopMixin:
-    """What both loops share: the saved state given by ``RNGStateHook``, and the progress lines
-    of the batches a resumed run fetches and drops (``skip_log_interval``: seconds between two,
-    a loop argument: ``train_cfg=dict(type=..., skip_log_interval=60)``)."""
+    """What both loops share: a loader with keyed samples (built as mmengine's loops build it),
+    the saved state given by ``RNGStateHook``, and the progress lines of the batches a resumed run
+    skips (``skip_log_interval``: seconds between two, a loop argument:
+    ``train_cfg=dict(type=..., skip_log_interval=60)``)."""
 
     resume_rng_state: Optional[dict] = None
+    dataloader: Any
 
-    def __init__(self, *args: Any, skip_log_interval: float = 60.0, **kwargs: Any) -> None:
+    def __init__(
+        self, runner: Any, dataloader: Any, *args: Any, skip_log_interval: float = 60.0, **kwargs: Any
+    ) -> None:
         number = isinstance(skip_log_interval, (int, float)) and not isinstance(skip_log_interval, bool)
         if not number or skip_log_interval < 0:
             raise ConfigError(
                 f'train_cfg.skip_log_interval must be a number of seconds >= 0, got {skip_log_interval!r}'
             )
-        super().__init__(*args, **kwargs)
+        BaseLoop.__init__(self, runner, dataloader)  # type: ignore[arg-type]  (builds a config's loader)
+        key_samples(self.dataloader, runner.seed)  # before mmengine's iteration-based loop starts workers
+        super().__init__(runner, self.dataloader, *args, **kwargs)
         self.skip_log_interval = float(skip_log_interval)
 
     def _pop_rng_state(self) -> Optional[dict]:
@@ -154,26 +160,16 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
                 f'iterations (epochs of different lengths?); the epoch starts from its first batch'
             )
             done = 0
-        if saved is not None and self._epoch > 0 and getattr(self.dataloader, 'persistent_workers', False):
-            self.runner.logger.warning(
-                'resume: train_dataloader.persistent_workers=True: the workers restart with '
-                'fresh random states, not those of the interrupted run (set it to False for an '
-                'exact resume)'
-            )
-        if state is not None and done == 0:  # saved at the end of the previous epoch
+        if state is not None:  # making the iterator draws nothing from it (a generator of its own)
             restore_rng_state(state)
-        batches = iter(self.dataloader)
         if done:
             self.runner.logger.info(
                 f'resume: epoch {self._epoch + 1} continues at batch {done + 1} of {length} '
-                f'(the first {done} are fetched and dropped)'
+                f'(the first {done} are skipped, nothing loaded)'
             )
             progress = SkipProgress(self.runner.logger, done, self.skip_log_interval)
-            for _ in range(done):
-                next(batches)
-                progress.step()
-            if state is not None:
-                restore_rng_state(state)
+            self.dataloader.batch_sampler.skip_next(done, progress)
+        batches = iter(self.dataloader)
         for idx, data_batch in enumerate(batches, start=done):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')
@@ -181,33 +177,52 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
 
 
 class _ResumedIterator:
-    """A resumed iteration-based run's data iterator: its first call makes the loop's iterator
-    anew when the saved seed was given back to the sampler (after the loop's before-train
-    hooks, where mmengine makes it), and the saved random state comes back right before the
-    first batch not trained yet (after the ``skip`` that mmengine's ``run`` fetches and drops)."""
+    """A resumed iteration-based run's data iterator. mmengine's ``run`` calls it ``skip`` times
+    and drops what it gets: those calls load nothing. The next one makes the loop's iterator anew
+    (after the loop's before-train hooks, on workers started now, with the saved seed given back),
+    its batch sampler skipping the ``skip`` batches by their indices, and gives the saved random
+    state back right before the first batch not trained yet."""
 
-    def __init__(self, loop: IterBasedTrainLoop, renew: bool, skip: int, state: Optional[dict]) -> None:
-        self.loop, self.renew, self.skip, self.state = loop, renew, skip, state
-        self.iterator = loop.dataloader_iterator
-        self.fetched = 0
-        self.progress: Optional[SkipProgress] = None  # from the first fetch
+    renew = True  # PreemptionHook: it starts its workers itself, at its first batch
+
+    def __init__(self, loop: 'ResumableIterBasedTrainLoop', skip: int, state: Optional[dict]) -> None:
+        self.loop, self.skip, self.state = loop, skip, state
+        self.dropped = 0
+        self.iterator: Optional[_InfiniteDataloaderIterator] = None
 
     def __iter__(self) -> '_ResumedIterator':
         return self
 
     def __next__(self) -> Any:
-        if self.renew:
-            self.iterator, self.renew = fresh_iterator(self.loop.dataloader), False
-        if self.fetched == self.skip and self.state is not None:
+        if self.iterator is None:
+            if self.dropped < self.skip:
+                self.dropped += 1
+                return None
+            self.iterator = self._start()
+        return next(self.iterator)
+
+    def _start(self) -> _InfiniteDataloaderIterator:
+        """The iterator where the saved run stood. A sampler with epochs (``DefaultSampler``, as
+        the COCO configs name) is set to the pass the run had reached, as mmengine's iterator does
+        at the end of each (its count of passes too); ``InfiniteSampler`` makes one pass."""
+        loader, logger = self.loop.dataloader, self.loop.runner.logger
+        per_pass = len(loader)
+        sampler = loader.batch_sampler.sampler
+        passes, rest = (
+            divmod(self.skip, per_pass) if hasattr(sampler, 'epoch') and per_pass else (0, self.skip)
+        )
+        logger.info(
+            f'resume: iteration {self.skip + 1} is batch {rest + 1} of pass {passes + 1} over the '
+            f'training data; the {self.skip} batches already trained are skipped, nothing loaded'
+        )
+        if passes:
+            sampler.set_epoch(passes)
+        loader.batch_sampler.skip_next(rest, SkipProgress(logger, rest, self.loop.skip_log_interval))
+        iterator = fresh_iterator(loader)
+        iterator._epoch = passes  # mmengine's count, which it gives the sampler at the end of a pass
+        if self.state is not None:
             restore_rng_state(self.state)
-            self.state = None
-        if self.progress is None:
-            self.progress = SkipProgress(self.loop.runner.logger, self.skip, self.loop.skip_log_interval)
-        batch = next(self.iterator)
-        self.fetched += 1
-        if self.fetched <= self.skip:
-            self.progress.step()
-        return batch
+        return iterator
 
 
 @LOOPS.register_module()
@@ -220,6 +235,6 @@ class ResumableIterBasedTrainLoop(ResumableLoopMixin, IterBasedTrainLoop):
         saved run stood (:class:`_ResumedIterator`)."""
         saved = self._pop_rng_state()
         if saved is not None:
-            renew = restore_data_seed(self.dataloader, saved.get('seed'))
-            self.dataloader_iterator = _ResumedIterator(self, renew, self._iter, rank_state(saved))
+            restore_data_seed(self.dataloader, saved.get('seed'))
+            self.dataloader_iterator = _ResumedIterator(self, self._iter, rank_state(saved))
         return super().run()

@@ -125,11 +125,10 @@ class PreemptionHook(Hook):
             if getattr(loader, 'num_workers', 0):
                 workers_ignore(loader, self.signals)
         started = getattr(runner.train_loop, 'dataloader_iterator', None)  # iteration-based loops
-        if started is not None and getattr(runner.train_loop.dataloader, 'num_workers', 0):
-            if hasattr(started, 'renew'):  # dna_mm's resumed iterator: anew at its first batch
-                started.renew = True
-            else:
-                runner.train_loop.dataloader_iterator = fresh_iterator(runner.train_loop.dataloader)
+        loader = getattr(runner.train_loop, 'dataloader', None)
+        renews = getattr(started, 'renew', False)  # dna_mm's resumed iterator: anew at its first batch
+        if started is not None and getattr(loader, 'num_workers', 0) and not renews:
+            runner.train_loop.dataloader_iterator = fresh_iterator(loader)
 
     def after_train(self, runner) -> None:
         self.release()

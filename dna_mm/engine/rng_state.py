@@ -1,16 +1,14 @@
 """The random state a training run draws from, saved in every checkpoint and restored on resume.
 
 A run draws random numbers from Python's ``random``, numpy's global generator, torch's CPU
-generator and each CUDA device's (dropout, drop-path, the RPN / RoI samplers, data augmentation
-in the main process when ``num_workers=0``). mmengine 0.10.7 saves none of them: a resumed run
-re-seeds, so from the first resumed iteration its draws differ from those of the run it
-continues. What the data loader's workers draw from is *derived*, not stored: mmengine seeds
-each worker with ``seed + worker_id + num_workers * rank`` when the workers start (at every
-epoch unless ``persistent_workers``), and ``DefaultSampler`` shuffles with ``seed + epoch``; so
-the run's ``seed`` is saved too, and a resumed epoch replays its first batches through fresh
-workers (:mod:`dna_mm.engine.loops`) to bring them to the state they had.
-A config names :class:`RNGStateHook` in ``custom_hooks`` and those loops in ``train_cfg``
-(``configs/_base_/``).
+generator and each CUDA device's (dropout, drop-path, the RPN / RoI samplers). mmengine 0.10.7
+saves none of them: a resumed run re-seeds, so from the first resumed iteration its draws differ
+from those of the run it continues. What the data draws is *derived*, not stored:
+``DefaultSampler`` shuffles with ``seed + epoch``, and each training sample draws from streams
+seeded by the run's ``seed`` and its place in the run (:mod:`dna_mm.engine.sample_seeds`), in a
+worker or in the main process; so the run's ``seed`` is saved too. A config names
+:class:`RNGStateHook` in ``custom_hooks`` and dna_mm's loops (:mod:`dna_mm.engine.loops`) in
+``train_cfg`` (``configs/_base_/``).
 
 Everything is stored as tensors and plain containers, so the checkpoint stays loadable with
 a weights-only ``torch.load``.
@@ -69,8 +67,8 @@ class RNGStateHook(Hook):
 
     mmengine saves checkpoints on rank 0 only (``Runner.save_checkpoint`` is ``master_only``),
     so the state saved is rank 0's: a run of one process resumes exactly; a distributed run
-    gets back its seed (data order, worker seeds) but not the other ranks' streams (a warning
-    says so on resume)."""
+    gets back its seed (data order, each sample's draws) but not the other ranks' streams (a
+    warning says so on resume)."""
 
     priority = 'VERY_LOW'
 
@@ -100,8 +98,8 @@ def rank_state(saved: dict) -> Optional[RNGState]:
         return saved['state']
     print_log(
         f'resume: a run of {world_size} process(es) from a checkpoint of '
-        f'{saved.get("world_size", 1)}: the seed (data order, worker seeds) is restored, the random '
-        f'streams of the processes are not (the losses will differ from an uninterrupted run)',
+        f"{saved.get('world_size', 1)}: the seed (data order, each sample's draws) is restored, "
+        f'the random streams of the processes are not (the losses will differ from an uninterrupted run)',
         logger='current',
         level=30,
     )

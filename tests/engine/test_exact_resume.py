@@ -2,11 +2,11 @@
 ``--resume`` logs the same loss as the uninterrupted run at every later iteration.
 
 TimeSformer (epoch-based; dropout, drop-path, random frame offsets drawn in two dataloader
-workers) is killed after a checkpoint taken by iteration in the middle of an epoch; ViTDet
-(iteration-based; RPN / RoI sampling, random flips in the main process, or in two persistent
-workers, the COCO configs' loader, with the resumed run on another seed) in the middle of an
-interval. A run resumed from the same checkpoint without its random state shows that the
-comparison can fail.
+workers, persistent or not) is killed after a checkpoint taken by iteration in the middle of its
+second epoch; ViTDet (iteration-based; RPN / RoI sampling, random flips in the main process, or in
+two persistent workers, the COCO configs' loader, with the resumed run on another seed) in the
+middle of its second pass over the data. A run resumed from the same checkpoint without its random
+state shows that the comparison can fail.
 """
 
 from __future__ import annotations
@@ -83,15 +83,17 @@ def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int, 
     other = losses(blind)
     print('  without the random state: ' + '  '.join(f'{i}: {other[i]:.6f}' for i in other))
     assert any(other[i] != reference[i] for i in other), 'the comparison cannot fail'
-    return dict(at=at, reference=reference, resumed=resumed, other=other)
+    return dict(at=at, reference=reference, resumed=resumed, other=other, out=out)
 
 
 @pytest.mark.slow  # four training processes: ~1-2 min on 2 cores
 @pytest.mark.integration
-def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path) -> None:
+@pytest.mark.parametrize('persistent', [False, True], ids=['workers', 'persistent workers'])
+def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path, persistent: bool) -> None:
     opts = [
         *tiny_run_options(tiny_video_set, epochs=3),  # 4 iterations per epoch
-        'train_dataloader.num_workers=2',  # worker seeds: replayed on resume
+        'train_dataloader.num_workers=2',
+        f'train_dataloader.persistent_workers={persistent}',  # the dataset configs' True
         'model.backbone.drop_path_rate=0.2',
         'model.backbone.dropout_ratio=0.1',
         'model.cls_head.dropout_ratio=0.5',
@@ -102,8 +104,27 @@ def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path) 
         'val_cfg=None',
         'val_evaluator=None',
     ]
-    seen = check_exact_resume(DEMO_CONFIG, opts, tmp_path, last=12)
+    seen = check_exact_resume(str(with_drawing_pipeline(tmp_path)), opts, tmp_path, last=12)
     assert seen['at'] % 4 != 0  # mid-epoch
+
+
+def with_drawing_pipeline(tmp_path: Path) -> Path:
+    """The demo config with a training pipeline whose draws change the clip: frame offsets (9
+    places for 8 frames of 16) and flips (the demo's own pipeline draws nothing that changes one)."""
+    config = tmp_path / 'demo_drawing.py'
+    config.write_text(
+        f'_base_ = [{DEMO_CONFIG!r}]\n'
+        'train_dataloader = dict(dataset=dict(pipeline=[\n'
+        "    dict(type='DecordInit', io_backend='disk'),\n"
+        "    dict(type='SampleFrames', clip_len=8, frame_interval=1, num_clips=1),\n"
+        "    dict(type='DecordDecode'),\n"
+        "    dict(type='Resize', scale=(32, 32), keep_ratio=False),\n"
+        "    dict(type='Flip', flip_ratio=0.5),\n"
+        "    dict(type='FormatShape', input_format='NCTHW'),\n"
+        "    dict(type='PackActionInputs'),\n"
+        ']))\n'
+    )
+    return config
 
 
 @pytest.mark.slow  # four training processes: ~1-2 min on 2 cores
@@ -117,14 +138,14 @@ def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path, workers: int) -> N
 
     root = ensure_coco_dataset(
         tmp_path / 'coco',
-        CocoDatasetSpec(train_images=16, test_images=2, size=64, min_object=18, max_object=30, max_objects=2),
+        CocoDatasetSpec(train_images=6, test_images=2, size=64, min_object=18, max_object=30, max_objects=2),
     )
     values = dict(TINY_MASK_RCNN, **coco_run_options(root))
     values.update(
         {
             'model.backbone.window_size': 4,
-            'train_cfg.max_iters': 8,
-            'default_hooks.checkpoint.interval': 3,
+            'train_cfg.max_iters': 8,  # 3 batches a pass over the data (DefaultSampler, as COCO's)
+            'default_hooks.checkpoint.interval': 4,  # batch 1 of pass 2
             'default_hooks.logger.interval': 1,
             'log_processor.window_size': 1,
         }
@@ -132,7 +153,12 @@ def test_vitdet_killed_mid_interval_resumes_exactly(tmp_path, workers: int) -> N
     if workers:  # the COCO configs' loader: the workers started when the loop is built are kept
         values.update({'train_dataloader.num_workers': workers, 'train_dataloader.persistent_workers': True})
     opts = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in values.items()]
-    check_exact_resume(VITDET_DEMO, opts, tmp_path, last=8, resume_seed=1 if workers else 0)
+    seen = check_exact_resume(VITDET_DEMO, opts, tmp_path, last=8, resume_seed=1 if workers else 0)
+    assert seen['at'] == 4, seen['at']
+    skipped = (
+        'iteration 5 is batch 2 of pass 2 over the training data; the 4 batches already trained are skipped'
+    )
+    assert skipped in seen['out'], seen['out'][-3000:]
 
 
 def test_validation_draws_nothing_from_the_training_streams() -> None:
@@ -172,6 +198,10 @@ def test_the_private_mmengine_names_the_loops_use_are_there() -> None:
     for owner, names in MMENGINE_PRIVATE_NAMES.items():
         where = pkgutil.resolve_name(owner)
         assert all(callable(getattr(where, name, None)) for name in names), (owner, names)
+    from mmengine.runner.loops import _InfiniteDataloaderIterator
+    from torch.utils.data import DataLoader
+
+    assert _InfiniteDataloaderIterator(DataLoader(range(2)))._epoch == 0  # the passes, set on resume
 
 
 @pytest.mark.parametrize('value', [-1, 'often', True])

@@ -263,16 +263,24 @@ def test_a_killed_loader_worker_is_one_line_and_resume_goes_on(tiny_video_set, t
     shorter = write_config(
         tmp_path / 'cfg2.py', tiny_video_set, iters=steps(work) + 2, workers=4, persistent=True
     )
-    every = ['--cfg-options', 'train_cfg.skip_log_interval=0']  # a progress line per batch dropped
+    every = ['--cfg-options', 'train_cfg.skip_log_interval=0']  # a progress line per batch skipped
     again, _ = train(tmp_path, shorter, '--resume', *every, name='run')
     assert again.end() == 0, again.text()[-3000:]
-    # the batches already trained are fetched again and dropped (mmengine's iteration-based
-    # resume), with progress lines
+    # the batches already trained are skipped by their indices, nothing loaded (mmengine fetches
+    # them all again): the whole passes over the data at once, the rest with progress lines
     at = int(re.search(r'_(\d+)\.pth$', pointer).group(1))
-    progress = [ln for ln in again.text().splitlines() if 'batches already trained fetched and dropped' in ln]
-    assert len(progress) == at, again.text()[-3000:]
-    assert f'resume: 1 of the {at} batches' in progress[0] and 'batches/s, about' in progress[0], progress
-    assert f'resume: the {at} batches already trained fetched and dropped in 0:00:' in progress[-1], progress
+    where = re.search(
+        rf'resume: iteration {at + 1} is batch (\d+) of pass (\d+) over the training data; '
+        rf'the {at} batches already trained are skipped, nothing loaded',
+        again.text(),
+    )
+    assert where, again.text()[-3000:]
+    rest = int(where.group(1)) - 1  # the batches of the pass the run had reached
+    progress = [ln for ln in again.text().splitlines() if 'batches already trained skipped' in ln]
+    assert len(progress) == rest, again.text()[-3000:]
+    if rest:
+        assert f'resume: 1 of the {rest} batches' in progress[0] and 'batches/s, about' in progress[0]
+        assert f'resume: the {rest} batches already trained skipped in 0:00:' in progress[-1], progress
     assert f'resume: continuing from {pointer}' in again.text()
     again.assert_nothing_left()
 
