@@ -189,6 +189,26 @@ def tiny_run_options(root, attn: str = 'dna', epochs: int = 1) -> list[str]:
     return opts
 
 
+def drawing_demo_config(tmp_path: Path) -> Path:
+    """The demo config (written under ``tmp_path``) with a training pipeline whose draws change
+    the clip: frame offsets (9 places for 8 frames of 16) and flips (the demo's own pipeline draws
+    nothing that changes one)."""
+    config = tmp_path / 'demo_drawing.py'
+    config.write_text(
+        f'_base_ = [{DEMO_CONFIG!r}]\n'
+        'train_dataloader = dict(dataset=dict(pipeline=[\n'
+        "    dict(type='DecordInit', io_backend='disk'),\n"
+        "    dict(type='SampleFrames', clip_len=8, frame_interval=1, num_clips=1),\n"
+        "    dict(type='DecordDecode'),\n"
+        "    dict(type='Resize', scale=(32, 32), keep_ratio=False),\n"
+        "    dict(type='Flip', flip_ratio=0.5),\n"
+        "    dict(type='FormatShape', input_format='NCTHW'),\n"
+        "    dict(type='PackActionInputs'),\n"
+        ']))\n'
+    )
+    return config
+
+
 def run_cmd(cmd: list[str], timeout: int = 600, **kwargs):
     """Run a command in the repo root; fail the test with its output on error."""
     import subprocess

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, TINY_MASK_RCNN, coco_run_options, run_tool, tiny_run_options
+from conftest import REPO, TINY_MASK_RCNN, coco_run_options, drawing_demo_config, run_tool, tiny_run_options
 
 from dna_mm.checkpoint import read_checkpoint
 
@@ -104,27 +104,8 @@ def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path, 
         'val_cfg=None',
         'val_evaluator=None',
     ]
-    seen = check_exact_resume(str(with_drawing_pipeline(tmp_path)), opts, tmp_path, last=12)
+    seen = check_exact_resume(str(drawing_demo_config(tmp_path)), opts, tmp_path, last=12)
     assert seen['at'] % 4 != 0  # mid-epoch
-
-
-def with_drawing_pipeline(tmp_path: Path) -> Path:
-    """The demo config with a training pipeline whose draws change the clip: frame offsets (9
-    places for 8 frames of 16) and flips (the demo's own pipeline draws nothing that changes one)."""
-    config = tmp_path / 'demo_drawing.py'
-    config.write_text(
-        f'_base_ = [{DEMO_CONFIG!r}]\n'
-        'train_dataloader = dict(dataset=dict(pipeline=[\n'
-        "    dict(type='DecordInit', io_backend='disk'),\n"
-        "    dict(type='SampleFrames', clip_len=8, frame_interval=1, num_clips=1),\n"
-        "    dict(type='DecordDecode'),\n"
-        "    dict(type='Resize', scale=(32, 32), keep_ratio=False),\n"
-        "    dict(type='Flip', flip_ratio=0.5),\n"
-        "    dict(type='FormatShape', input_format='NCTHW'),\n"
-        "    dict(type='PackActionInputs'),\n"
-        ']))\n'
-    )
-    return config
 
 
 @pytest.mark.slow  # four training processes: ~1-2 min on 2 cores

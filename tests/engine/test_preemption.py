@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, run_tool, tiny_run_options
+from conftest import REPO, drawing_demo_config, run_tool, tiny_run_options
 from mmengine.hooks import Hook
 from processes import steps
 from toy_runner import toy_runner, weights
@@ -85,7 +85,8 @@ def test_a_signal_name_that_does_not_exist_is_refused() -> None:
 
 def _opts(root, epochs: int) -> list[str]:
     """The demo at tiny settings with its own schedule (warm-up by iteration, cosine by epoch),
-    dropout, drop path and two data-loader workers: state that an exact resume must bring back."""
+    dropout, drop path and two data-loader workers (on :func:`conftest.drawing_demo_config`, whose
+    frame offsets and flips they draw): state that an exact resume must bring back."""
     opts = [o for o in tiny_run_options(root, epochs=epochs) if not o.startswith('param_scheduler')]
     return [
         *opts,
@@ -109,7 +110,7 @@ def test_sigterm_to_a_training_run_saves_it_and_resume_ends_with_the_same_weight
     bitwise."""
     print(f'\npytest process: {torch.get_num_threads()} threads')
     opts = _opts(tiny_video_set, epochs=3)
-    train = ['tools/train.py', DEMO_CONFIG, '--seed', '0']
+    train = ['tools/train.py', str(drawing_demo_config(tmp_path)), '--seed', '0']
     full, cut = tmp_path / 'full', tmp_path / 'cut'
     run_tool([*train, '--work-dir', str(full), '--cfg-options', *opts])
 
