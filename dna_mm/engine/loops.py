@@ -35,7 +35,7 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _Infi
 
 from ..errors import ConfigError
 from .loader_workers import drop_persistent_workers
-from .rng_state import rank_state, restore_rng_state
+from .rng_state import restore_rng_state, saved_record
 from .sample_seeds import KeyedBatchSampler, key_samples
 
 #: the private names of mmengine 0.10 that dna_mm's loops use (where → names); and the count of
@@ -43,9 +43,10 @@ from .sample_seeds import KeyedBatchSampler, key_samples
 MMENGINE_PRIVATE_NAMES = {'mmengine.runner.loops': ('_InfiniteDataloaderIterator', '_parse_losses')}
 
 
-def restore_data_seed(dataloader: Any, seed: Optional[int]) -> None:
-    """Give the sampler, the samples' keys and mmengine's worker seeding the saved run's ``seed``
-    (when this run drew another one: no ``randomness.seed`` in the config)."""
+def restore_data_seed(dataloader: Any, seed: Optional[int], data_seed: Optional[int] = None) -> None:
+    """Give the samples' keys and mmengine's worker seeding the saved rank's ``seed``, and the
+    sampler its ``data_seed`` (its shuffling seed; ``seed`` when not saved), when this run drew
+    others (no ``randomness.seed`` in the config; ``diff_rank_seed``'s shared sampler seed)."""
     if seed is None:
         return
     keyed = getattr(dataloader, 'batch_sampler', None)
@@ -55,7 +56,7 @@ def restore_data_seed(dataloader: Any, seed: Optional[int]) -> None:
     if not hasattr(sampler, 'seed'):  # under a batch sampler
         sampler = getattr(getattr(dataloader, 'batch_sampler', None), 'sampler', None)
     if sampler is not None and hasattr(sampler, 'seed'):
-        sampler.seed = seed
+        sampler.seed = seed if data_seed is None else data_seed
     init_fn = getattr(dataloader, 'worker_init_fn', None)
     if isinstance(init_fn, partial) and init_fn.keywords.get('seed', seed) != seed:
         dataloader.worker_init_fn = partial(init_fn, seed=seed)  # the saved seed replaces this run's
@@ -147,9 +148,10 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
     def run_epoch(self) -> None:
         """One epoch; a resumed one skips (fetches and drops) the batches already trained."""
         saved = self._pop_rng_state()
-        state = rank_state(saved) if saved is not None else None
-        if saved is not None:
-            restore_data_seed(self.dataloader, saved.get('seed'))
+        record = saved_record(saved) if saved is not None else None
+        state = record['state'] if record is not None else None
+        if record is not None:
+            restore_data_seed(self.dataloader, record['seed'], record.get('data_seed'))
         self.runner.call_hook('before_train_epoch')
         self.runner.model.train()
         length = len(self.dataloader)
@@ -235,6 +237,7 @@ class ResumableIterBasedTrainLoop(ResumableLoopMixin, IterBasedTrainLoop):
         saved run stood (:class:`_ResumedIterator`)."""
         saved = self._pop_rng_state()
         if saved is not None:
-            restore_data_seed(self.dataloader, saved.get('seed'))
-            self.dataloader_iterator = _ResumedIterator(self, self._iter, rank_state(saved))
+            record = saved_record(saved)
+            restore_data_seed(self.dataloader, record['seed'], record.get('data_seed'))
+            self.dataloader_iterator = _ResumedIterator(self, self._iter, record['state'])
         return super().run()

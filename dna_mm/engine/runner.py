@@ -311,7 +311,10 @@ class DnARunner(Runner):
         """mmengine's (rank 0 writes), to a local folder whole or not at all
         (:func:`~dna_mm.engine.atomic_files.atomic_path`); a failed write is a
         :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause.
-        Other storage (``backend_args``, ``s3://``) is written by mmengine as it is."""
+        Other storage (``backend_args``, ``s3://``) is written by mmengine as it is. Every rank
+        calls it (mmengine's hooks do); the hooks' ``before_save_on_every_rank`` run first, on
+        every rank (``RNGStateHook`` gathers the ranks' random states there)."""
+        self.call_hook('before_save_on_every_rank')
         args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch, backend_args)
         backend = get_file_backend(out_dir, backend_args=backend_args)
         if not is_main_process() or file_client_args is not None or not isinstance(backend, LocalBackend):

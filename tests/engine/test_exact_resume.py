@@ -11,6 +11,7 @@ state shows that the comparison can fail.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,10 +19,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 import pytest
 import torch
 from conftest import REPO, TINY_MASK_RCNN, coco_run_options, drawing_demo_config, run_tool, tiny_run_options
+from processes import children
 
 from dna_mm.checkpoint import read_checkpoint
 
@@ -35,33 +38,63 @@ def losses(work_dir: Path) -> dict[int, float]:
     return {r['step']: r['loss'] for r in records if 'loss' in r}
 
 
-def kill_after_checkpoint(cmd: list[str], work_dir: Path, timeout: float = 600) -> dict:
-    """Start ``cmd``, SIGKILL it as soon as it has written a checkpoint; that checkpoint."""
+def descendants(pid: int) -> list[int]:
+    """``pid``'s child processes, theirs, and so on."""
+    found = children(pid)
+    return [*found, *(d for child in found for d in descendants(child))]
+
+
+def kill_after_checkpoint(
+    cmd: list[str], work_dir: Path, timeout: float = 600, env: Optional[dict] = None
+) -> dict:
+    """Start ``cmd``, SIGKILL it and every process under it (loader workers, torchrun's ranks) as
+    soon as it has written a checkpoint; that checkpoint."""
     log = open(work_dir.parent / f'{work_dir.name}.out', 'w')
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
     pointer, start = work_dir / 'last_checkpoint', time.time()
     while not pointer.exists() and proc.poll() is None and time.time() - start < timeout:
         time.sleep(0.05)
     alive = proc.poll() is None
-    os.kill(proc.pid, signal.SIGKILL)
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
     log.close()
     assert alive, f'the run ended before it was killed:\n{Path(log.name).read_text()[-3000:]}'
     return read_checkpoint(pointer.read_text().strip())
 
 
-def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int, resume_seed: int = 0) -> dict:
+def forget_rng_state(checkpoint: dict) -> str:
+    """Take the random state out of ``checkpoint``; what was taken."""
+    del checkpoint['rng_state']
+    return 'without the random state'
+
+
+def check_exact_resume(
+    config: str,
+    opts: list[str],
+    tmp_path: Path,
+    last: int,
+    resume_seed: int = 0,
+    launcher: Sequence[str] = (),
+    forget: Callable[[dict], str] = forget_rng_state,
+    flags: Sequence[str] = (),
+) -> dict:
     """``resume_seed``: the seed of the resumed run (a run that draws its seed draws another one;
-    the saved run's comes back)."""
-    train = ['tools/train.py', config, '--seed', '0']
+    the saved run's comes back). ``launcher``: what runs ``tools/train.py`` (torchrun's module and
+    options, the ranks then launched with ``--launcher pytorch``). ``forget``: what a run resumed
+    from the checkpoint without it must differ by. ``flags``: more of ``tools/train.py``'s."""
+    distributed = ['--launcher', 'pytorch'] if launcher else []
+    train = [*launcher, 'tools/train.py', config, *distributed, *flags, '--seed', '0']
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'GLOO_SOCKET_IFNAME': 'lo'}
     full, cut = tmp_path / 'full', tmp_path / 'cut'
-    run_tool([*train, '--work-dir', str(full), '--cfg-options', *opts])
+    run_tool([*train, '--work-dir', str(full), '--cfg-options', *opts], env=env)
     saved = kill_after_checkpoint(
-        [sys.executable, *train, '--work-dir', str(cut), '--cfg-options', *opts], cut
+        [sys.executable, *train, '--work-dir', str(cut), '--cfg-options', *opts], cut, env=env
     )
     at = saved['meta']['iter']
     train[-1] = str(resume_seed)
-    out = run_tool([*train, '--work-dir', str(cut), '--resume', '--cfg-options', *opts]).stdout
+    out = run_tool([*train, '--work-dir', str(cut), '--resume', '--cfg-options', *opts], env=env).stdout
     reference, resumed = losses(full), losses(cut)
     assert sorted(reference) == list(range(1, last + 1))
     assert sorted(resumed) == list(range(at + 1, last + 1)), out[-3000:]  # continued, nothing repeated
@@ -72,16 +105,17 @@ def check_exact_resume(config: str, opts: list[str], tmp_path: Path, last: int, 
         print(f'  {i:3d}  {reference[i]:.10f}  {resumed[i]:.10f}')
     assert [resumed[i] for i in resumed] == [reference[i] for i in resumed], (at, reference, resumed)
 
-    # the same checkpoint without its random state resumes with other draws
-    del saved['rng_state']
+    # the same checkpoint without (part of) its random state resumes with other draws
+    taken = forget(saved)
     blind = tmp_path / 'blind'
     blind.mkdir()
     torch.save(saved, blind / 'no_rng.pth')
     run_tool(
-        [*train, '--work-dir', str(blind), '--resume', str(blind / 'no_rng.pth'), '--cfg-options', *opts]
+        [*train, '--work-dir', str(blind), '--resume', str(blind / 'no_rng.pth'), '--cfg-options', *opts],
+        env=env,
     )
     other = losses(blind)
-    print('  without the random state: ' + '  '.join(f'{i}: {other[i]:.6f}' for i in other))
+    print(f'  {taken}: ' + '  '.join(f'{i}: {other[i]:.6f}' for i in other))
     assert any(other[i] != reference[i] for i in other), 'the comparison cannot fail'
     return dict(at=at, reference=reference, resumed=resumed, other=other, out=out)
 
@@ -106,6 +140,42 @@ def test_timesformer_killed_mid_epoch_resumes_exactly(tiny_video_set, tmp_path, 
     ]
     seen = check_exact_resume(str(drawing_demo_config(tmp_path)), opts, tmp_path, last=12)
     assert seen['at'] % 4 != 0  # mid-epoch
+
+
+def swap_rank_1_streams(checkpoint: dict) -> str:
+    """Give rank 1 the random streams rank 0 saved (the seeds and rank 0 keep theirs)."""
+    ranks = checkpoint['rng_state']['ranks']
+    assert len(ranks) == 2 and ranks[0]['seed'] != ranks[1]['seed'], ranks  # --diff-rank-seed
+    ranks[1]['state'] = ranks[0]['state']
+    return "with rank 1 given rank 0's streams"
+
+
+@pytest.mark.slow  # four runs of two ranks: ~2-3 min on 2 cores
+@pytest.mark.integration
+def test_two_ranks_killed_mid_epoch_resume_exactly(tiny_video_set, tmp_path) -> None:
+    """Two ranks under torchrun (gloo), each its own seed (``--diff-rank-seed``; the sampler's then
+    drawn and shared): rank 0 logs its loss, which rank 1's dropout and drop path reach through
+    DDP's averaged gradients, so rank 1's streams must come back too (each rank's are in the
+    checkpoint)."""
+    opts = [
+        *tiny_run_options(tiny_video_set, epochs=6),  # 2 iterations per epoch on each rank
+        'train_dataloader.num_workers=2',
+        'train_dataloader.persistent_workers=True',
+        'model.backbone.drop_path_rate=0.2',
+        'model.backbone.dropout_ratio=0.1',
+        'model.cls_head.dropout_ratio=0.5',
+        'default_hooks.checkpoint.by_epoch=False',
+        'default_hooks.checkpoint.interval=5',  # iteration 5: the 1st batch of epoch 3
+        'log_processor.window_size=1',
+        'val_dataloader=None',
+        'val_cfg=None',
+        'val_evaluator=None',
+    ]
+    launcher = ['-m', 'dna_mm.tools.torchrun', '--nproc_per_node=2']
+    config = str(drawing_demo_config(tmp_path))
+    forget, flags = swap_rank_1_streams, ['--diff-rank-seed']
+    seen = check_exact_resume(config, opts, tmp_path, last=12, launcher=launcher, forget=forget, flags=flags)
+    assert seen['at'] == 5, seen['at']
 
 
 @pytest.mark.slow  # four training processes: ~1-2 min on 2 cores
@@ -164,6 +234,22 @@ def test_validation_draws_nothing_from_the_training_streams() -> None:
     draw(), draw()  # what validation draws
     hook.after_val(None)
     assert draw() == expected
+
+
+def test_a_rank_gets_its_own_record_back_and_another_world_size_only_the_seeds() -> None:
+    """``saved_record`` on this process (one, rank 0): a checkpoint of one process gives its
+    record; one of two ranks (``ranks``) is another number of processes: rank 0's seeds, no
+    streams (the run draws as it starts)."""
+    from dna_mm.engine.rng_state import capture_rng_state, saved_record
+
+    state = capture_rng_state()
+    one = dict(world_size=1, seed=3, data_seed=9, state=state)
+    assert saved_record(one) == dict(seed=3, data_seed=9, state=state)
+    ranks = [dict(seed=3, data_seed=9, state=state), dict(seed=4, data_seed=9, state=state)]
+    two = dict(world_size=2, seed=3, data_seed=9, state=state, ranks=ranks)
+    assert saved_record(two) == dict(seed=3, data_seed=9, state=None)
+    older = dict(world_size=1, seed=3, state=state)  # a checkpoint of an earlier dna_mm: no data seed
+    assert saved_record(older) == dict(seed=3, data_seed=None, state=state)
 
 
 def test_the_private_mmengine_names_the_loops_use_are_there() -> None:
