@@ -92,10 +92,11 @@ def own_streams(entropy: tuple[int, ...]) -> Iterator[None]:
 class SeededSamples(Dataset):
     """``dataset`` whose samples, asked for by a :class:`SampleKey`, are loaded under their own
     streams (:func:`own_streams`); a plain index loads as ``dataset`` does. Every other attribute is
-    ``dataset``'s (``metainfo``, the skip counters, ...)."""
+    ``dataset``'s, read or set (``metainfo``, the skip counters; MMDetection's
+    ``PipelineSwitchHook`` sets ``pipeline``)."""
 
     def __init__(self, dataset: Dataset) -> None:
-        self.dataset = dataset
+        object.__setattr__(self, 'dataset', dataset)
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -111,10 +112,14 @@ class SeededSamples(Dataset):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.dataset, name, value)
+
 
 class KeyedBatchSampler(Sampler):
     """``batch_sampler``'s batches, each index a :class:`SampleKey`. ``sampler`` and every other
-    attribute are ``batch_sampler``'s (mmengine sets the epoch through ``batch_sampler.sampler``).
+    attribute are ``batch_sampler``'s, read or set (mmengine sets the epoch through
+    ``batch_sampler.sampler``).
 
     Args:
         batch_sampler: The loader's batch sampler (torch's ``BatchSampler``, MMDetection's
@@ -123,10 +128,18 @@ class KeyedBatchSampler(Sampler):
         rank: This process's rank.
     """
 
+    _own = ('batch_sampler', 'seed', 'rank', '_skip', '_progress')  # set here; others on batch_sampler
+
     def __init__(self, batch_sampler: Any, seed: int, rank: int) -> None:
         self.batch_sampler, self.seed, self.rank = batch_sampler, seed, rank
         self._skip = 0
         self._progress: Optional[SkipCounter] = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.batch_sampler, name, value)
 
     @property
     def sampler(self) -> Any:

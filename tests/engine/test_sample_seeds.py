@@ -179,3 +179,14 @@ def test_a_sample_leaves_the_cuda_streams_alone() -> None:
     for _ in iter(key_samples(loader(Drawing(6)), seed=7)):
         pass
     assert torch.rand(4, device='cuda').tolist() == expected
+
+
+def test_what_hooks_set_on_the_loader_reaches_what_it_wraps() -> None:
+    """MMDetection's ``PipelineSwitchHook`` sets ``train_dataloader.dataset.pipeline``."""
+    built = loader(Drawing(4))
+    inner_dataset, inner_batches = built.dataset, built.batch_sampler
+    key_samples(built, seed=7)
+    built.dataset.pipeline = 'switched'
+    built.batch_sampler.drop_last = True
+    assert inner_dataset.pipeline == 'switched' and built.dataset.pipeline == 'switched'
+    assert inner_batches.drop_last is True and built.batch_sampler.seed == 7
