@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from mmengine.model import BaseModel
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader, Dataset
 
@@ -190,3 +191,71 @@ def test_what_hooks_set_on_the_loader_reaches_what_it_wraps() -> None:
     built.batch_sampler.drop_last = True
     assert inner_dataset.pipeline == 'switched' and built.dataset.pipeline == 'switched'
     assert inner_batches.drop_last is True and built.batch_sampler.seed == 7
+
+
+class Tagged(Dataset):
+    """Four samples whose ``pipeline`` makes them: ``dict(inputs=...)``."""
+
+    def __init__(self) -> None:
+        self.pipeline = Tag(1.0)
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, idx: int) -> dict:
+        return self.pipeline(dict())
+
+
+class Tag:
+    """A pipeline that marks what it makes with ``value``."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, results: dict) -> dict:
+        return dict(results, inputs=torch.full((2,), self.value))
+
+
+class Seen(BaseModel):
+    """Keeps the values of each training batch; ``loss = w · mean(inputs)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+        self.seen: list[float] = []
+
+    def forward(self, inputs, data_samples=None, mode='loss'):
+        self.seen += inputs[:, 0].tolist()
+        return dict(loss=self.w * inputs.mean())
+
+
+@pytest.mark.parametrize('persistent', [False, True], ids=['workers', 'persistent workers'])
+def test_mmdetections_pipeline_switch_reaches_the_keyed_loaders_workers(tmp_path, persistent: bool) -> None:
+    """MMDetection's own ``PipelineSwitchHook`` (RTMDet's last epochs) in a run of dna_mm's loop:
+    the epochs after the switch load through the new pipeline, in workers persistent or not."""
+    from mmdet.engine.hooks import PipelineSwitchHook
+
+    from dna_mm.engine import DnARunner
+
+    model = Seen()
+    runner = DnARunner(
+        model=model,
+        work_dir=str(tmp_path),
+        train_dataloader=dict(
+            dataset=Tagged(),
+            sampler=dict(type='DefaultSampler', shuffle=True),
+            collate_fn=dict(type='default_collate'),
+            batch_size=2,
+            num_workers=2,
+            persistent_workers=persistent,
+        ),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
+        train_cfg=dict(type='ResumableEpochBasedTrainLoop', max_epochs=3),
+        default_hooks=dict(checkpoint=None, logger=dict(type='LoggerHook', interval=1)),
+        custom_hooks=[PipelineSwitchHook(switch_epoch=1, switch_pipeline=[Tag(2.0)])],
+        default_scope='mmengine',
+        experiment_name=f'switch_{persistent}_{tmp_path.name}',
+        randomness=dict(seed=0),
+    )
+    runner.train()
+    assert model.seen == [1.0] * 4 + [2.0] * 8  # epoch 1 before the switch, epochs 2 and 3 after
