@@ -21,6 +21,12 @@ main process ends them itself:
 * :func:`end_runner_workers`: every iterator a runner still holds (an iteration-based loop's,
   persistent workers', one left in a frame of the exception that ended the loop);
   :class:`~dna_mm.engine.runner.DnARunner` calls it when training or testing ends, however it ends.
+* :func:`workers_die_with_parent`: a worker is killed the moment the process that started it
+  ends, however it ends (``kill -9``, the OOM killer: no path of its own runs). Left alone, a
+  worker checks every 5 s whether its parent lives, and ends some time after; until then it
+  holds the copies of its process's sockets that ``fork`` gave it, so a distributed run's other
+  ranks see no closed connection, and wait.
+  :class:`~dna_mm.engine.runner.DnARunner` gives every loader it builds such workers.
 * At interpreter exit, before multiprocessing's exit function (an ``atexit`` registered after
   it runs first): torch's worker-failure ``SIGCHLD`` handler is set back to the default (a worker
   ended here is not a failure), every live loader worker is ``SIGKILL``-ed and reaped, and any
@@ -37,14 +43,17 @@ worker (its index in its loader), its pid and, from the record, the signal.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import multiprocessing
 import multiprocessing.util  # noqa: F401  (its exit function is registered before ours: ours runs first)
+import os
 import re
 import signal
 import threading
 import time
+from functools import partial
 from types import TracebackType
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch.utils.data  # noqa: F401  (torch's exit flag is registered before ours: ours runs first)
 from torch.utils.data._utils import signal_handling
@@ -72,6 +81,54 @@ DEATHS: dict[int, str] = {}
 _KILLED = re.compile(r'DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.')
 _EXITED = re.compile(r'DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)')
 _GONE = re.compile(r'DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly')
+
+
+#: Linux's ``prctl`` option that sets the signal a process gets when its parent ends
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> bool:
+    """Have the kernel ``SIGKILL`` this process when its parent ends (Linux's
+    ``PR_SET_PDEATHSIG``; strictly, when the parent's thread that started it ends: mmengine's loops
+    start workers from the main thread), and end now if the process that started it (for
+    multiprocessing) ended already; ``False`` where the system has no such call (macOS)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, 'prctl') or libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return False
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():  # it ended before the call above
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
+
+
+def _worker_start(
+    worker_id: int, *, init_fn: Optional[Callable] = None, ignore: tuple[int, ...] = (), **kwargs: Any
+) -> None:
+    """A data-loader worker's start: it dies with its parent (:func:`die_with_parent`), ignores
+    the signals ``ignore``, then runs the loader's own ``init_fn(worker_id, **kwargs)``."""
+    die_with_parent()
+    for sig in ignore:
+        signal.signal(sig, signal.SIG_IGN)
+    if init_fn is not None:
+        init_fn(worker_id, **kwargs)
+
+
+def workers_die_with_parent(loader: Any, ignore: Optional[tuple[int, ...]] = None) -> None:
+    """Start ``loader``'s workers with :func:`_worker_start` (idempotent), ignoring the signals
+    ``ignore`` when given. The loader's own ``worker_init_fn`` runs after; its ``seed`` stays a
+    keyword of the new one, where :func:`dna_mm.engine.loops.restore_data_seed` reads and
+    replaces it. Workers already started keep what they started with."""
+    init_fn = loader.worker_init_fn
+    if isinstance(init_fn, partial) and init_fn.func is _worker_start:
+        if ignore is not None:
+            loader.worker_init_fn = partial(init_fn, ignore=tuple(ignore))
+        return
+    seed = (
+        {'seed': init_fn.keywords['seed']}
+        if isinstance(init_fn, partial) and 'seed' in init_fn.keywords
+        else {}
+    )
+    loader.worker_init_fn = partial(_worker_start, init_fn=init_fn, ignore=tuple(ignore or ()), **seed)
 
 
 def _record_death(signum: int, frame: Any) -> None:

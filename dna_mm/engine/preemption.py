@@ -50,8 +50,7 @@ import os
 import signal
 import threading
 import time
-from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook, Hook
@@ -59,7 +58,10 @@ from mmengine.registry import HOOKS
 
 from ..errors import ConfigError
 from .checkpoint_hook import INTERIM_INFO, point_last_checkpoint, save_on_all_ranks
-from .loader_workers import watch_worker_deaths  # and, at exit, ends the workers made to ignore signals
+from .loader_workers import (  # and, at exit, ends the workers made to ignore signals
+    watch_worker_deaths,
+    workers_die_with_parent,
+)
 from .loops import fresh_iterator, where_in_run
 from .ranks import max_over_ranks
 
@@ -155,29 +157,10 @@ class PreemptionHook(Hook):
         raise Preempted(signum, path)
 
 
-def _ignore_in_worker(
-    worker_id: int, *, init_fn: Optional[Callable] = None, signals=(), **kwargs: Any
-) -> None:
-    """A data-loader worker's start: ``signals`` ignored, then the loader's ``init_fn``."""
-    for sig in signals:
-        signal.signal(sig, signal.SIG_IGN)
-    if init_fn is not None:
-        init_fn(worker_id, **kwargs)
-
-
 def workers_ignore(loader, signals: tuple[int, ...]) -> None:
-    """Make ``loader``'s workers ignore ``signals`` (idempotent). The loader's own
-    ``worker_init_fn`` runs after; its ``seed`` stays a keyword of the new one, where
-    :func:`dna_mm.engine.loops.restore_data_seed` reads and replaces it."""
-    init_fn = loader.worker_init_fn
-    if isinstance(init_fn, partial) and init_fn.func is _ignore_in_worker:
-        return
-    seed = (
-        {'seed': init_fn.keywords['seed']}
-        if isinstance(init_fn, partial) and 'seed' in init_fn.keywords
-        else {}
-    )
-    loader.worker_init_fn = partial(_ignore_in_worker, init_fn=init_fn, signals=tuple(signals), **seed)
+    """Make ``loader``'s workers ignore ``signals`` (idempotent), as well as die with their
+    parent (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`)."""
+    workers_die_with_parent(loader, ignore=tuple(signals))
 
 
 def save_preempted(runner) -> str:

@@ -20,9 +20,10 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   ``log_setup_to_console = True`` (tools: ``--verbose``).
 * **Every run ends** (``docs/training.md``, "When the machine misbehaves"). When ``train``,
   ``val`` or ``test`` ends, however it ends, the preemption handlers go back and the data-loader
-  workers the loops still hold are ended (:mod:`dna_mm.engine.loader_workers`); a worker or a
-  rank that died under the run is a :class:`~dna_mm.errors.RunStopped` whose one line names it
-  and says where to go on from.
+  workers the loops still hold are ended (:mod:`dna_mm.engine.loader_workers`). Every loader's
+  workers die with their process, so a rank killed outright leaves no worker that keeps its
+  connections open to the other ranks. A worker or a rank that died under the run is a
+  :class:`~dna_mm.errors.RunStopped` whose one line names it and says where to go on from.
 * **Faults**. Checkpoints are written whole
   or not at all (:mod:`dna_mm.engine.atomic_files`; a failed write is a
   :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause);
@@ -52,6 +53,7 @@ from mmengine.logging import MMLogger
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.registry import RUNNERS, DefaultScope
 from mmengine.runner import BaseLoop, Runner
+from torch.utils.data import DataLoader
 
 from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
@@ -60,7 +62,13 @@ from ..utils.notices import is_library_notice
 from .atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
 from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
-from .loader_workers import describe_lost_worker, end_runner_workers, runner_iterators, watch_worker_deaths
+from .loader_workers import (
+    describe_lost_worker,
+    end_runner_workers,
+    runner_iterators,
+    watch_worker_deaths,
+    workers_die_with_parent,
+)
 from .loops import ResumableLoopMixin
 from .preemption import PreemptionHook
 from .rng_state import RNGStateHook
@@ -117,6 +125,15 @@ class DnARunner(Runner):
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
         self._scope_name = kwargs.get('default_scope', cfg.get('default_scope', 'mmengine'))
         super().__init__(*args, **kwargs)
+
+    @staticmethod
+    def build_dataloader(dataloader: Union[DataLoader, dict], *args: Any, **kwargs: Any) -> DataLoader:
+        """mmengine's, for every loop; its workers die with the process that starts them
+        (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`)."""
+        loader = Runner.build_dataloader(dataloader, *args, **kwargs)
+        if getattr(loader, 'num_workers', 0):
+            workers_die_with_parent(loader)
+        return loader
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """mmengine's; one log line when the loop or the hooks the config names cannot resume

@@ -424,3 +424,59 @@ def test_torch_s_messages_for_a_dead_worker_are_one_line_each() -> None:
         is None
     )
     assert lw.describe_lost_worker(RuntimeError('CUDA out of memory')) is None
+
+
+#: a process whose two loader workers (a loader built as DnARunner builds every loop's) are busy
+#: loading a sample that takes a minute; it prints their pids and waits
+BUSY_WORKERS = """
+import time, torch
+from dna_mm.engine import DnARunner
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        time.sleep(60)
+        return i
+
+loader = DnARunner.build_dataloader(dict(
+    dataset=Slow(), batch_size=1, num_workers=2, sampler=dict(type='DefaultSampler', shuffle=False)))
+batches = iter(loader)
+print(' '.join(str(w.pid) for w in batches._workers), flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in 'ZX'
+
+
+def test_a_killed_process_s_loader_workers_die_with_it_at_once(tmp_path) -> None:
+    """``kill -9`` of a process (a rank): its loader workers, in the middle of a sample, end with
+    it, and so do the copies of its sockets that they hold (a distributed run's other ranks then
+    see its connections close). Left alone they would load on for a minute."""
+    proc = Session(
+        tmp_path, 'busy', [sys.executable, '-c', BUSY_WORKERS], dict(os.environ, PYTHONPATH=str(REPO))
+    )
+    try:
+        wait_for(lambda: proc.text().strip() != '', [proc], 'the workers started')
+        workers = [int(p) for p in proc.text().split()]
+        time.sleep(1.0)  # in the sample now
+        assert len(workers) == 2 and all(_alive(w) for w in workers)
+        os.kill(proc.pid, signal.SIGKILL)
+        killed_at = time.time()
+        assert proc.end(10) == -signal.SIGKILL
+        while any(_alive(w) for w in workers) and time.time() - killed_at < 5:
+            time.sleep(0.05)
+        took = time.time() - killed_at
+        assert not any(_alive(w) for w in workers), (
+            f'workers alive {took:.1f} s after their process was killed'
+        )
+        print(f'\nworkers gone {took:.2f} s after the kill')
+    finally:
+        proc.kill_all()
