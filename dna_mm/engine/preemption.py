@@ -36,9 +36,9 @@ as it would have without dna_mm. SLURM signals every process of a job step, data
 included, a terminal's Ctrl-C every process of its foreground group, and a torch worker dies on
 ``SIGTERM`` (``SIGUSR1``'s default also ends a process): the main process would then fail on the
 lost worker. So the train and validation loaders' workers ignore ``signals``
-(:func:`workers_ignore`, in their ``worker_init_fn``, before the loader's own); an
-iteration-based loop's first workers, started when the loop was built (persistent ones too), are
-started again. Workers that ignore ``SIGTERM`` are not ended by Python's exit: the main process
+(:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`, in their ``worker_init_fn``,
+before the loader's own); an iteration-based loop's first workers, started when the loop was
+built (persistent ones too), are started again. Workers that ignore ``SIGTERM`` are not ended by Python's exit: the main process
 ends them itself on every path (:mod:`dna_mm.engine.loader_workers`). Validation and checkpoint
 writes are not interrupted: the grace period (``--signal=USR1@T``, SLURM's ``GraceTime``, Kubernetes'
 ``terminationGracePeriodSeconds``) must cover one validation, one iteration and one save.
@@ -125,7 +125,7 @@ class PreemptionHook(Hook):
         for loop in (runner.train_loop, getattr(runner, '_val_loop', None)):
             loader = getattr(loop, 'dataloader', None)
             if getattr(loader, 'num_workers', 0):
-                workers_ignore(loader, self.signals)
+                workers_die_with_parent(loader, ignore=self.signals)
         started = getattr(runner.train_loop, 'dataloader_iterator', None)  # iteration-based loops
         loader = getattr(runner.train_loop, 'dataloader', None)
         renews = getattr(started, 'renew', False)  # dna_mm's resumed iterator: anew at its first batch
@@ -155,12 +155,6 @@ class PreemptionHook(Hook):
             f'exit status {status} (128 + {name}); --resume continues from it'
         )
         raise Preempted(signum, path)
-
-
-def workers_ignore(loader, signals: tuple[int, ...]) -> None:
-    """Make ``loader``'s workers ignore ``signals`` (idempotent), as well as die with their
-    parent (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`)."""
-    workers_die_with_parent(loader, ignore=tuple(signals))
 
 
 def save_preempted(runner) -> str:
