@@ -164,6 +164,7 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
             done = 0
         if state is not None:  # making the iterator draws nothing from it (a generator of its own)
             restore_rng_state(state)
+        self.dataloader.batch_sampler.passes = self._epoch  # the keys' epoch, for a sampler without one
         if done:
             self.runner.logger.info(
                 f'resume: epoch {self._epoch + 1} continues at batch {done + 1} of {length} '

@@ -38,8 +38,9 @@ included, a terminal's Ctrl-C every process of its foreground group, and a torch
 lost worker. So the train and validation loaders' workers ignore ``signals``
 (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`, in their ``worker_init_fn``,
 before the loader's own); an iteration-based loop's first workers, started when the loop was
-built (persistent ones too), are started again. Workers that ignore ``SIGTERM`` are not ended by Python's exit: the main process
-ends them itself on every path (:mod:`dna_mm.engine.loader_workers`). Validation and checkpoint
+built (persistent ones too), are started again. Workers that ignore ``SIGTERM`` are not ended by
+Python's exit: the main process ends them itself on every path
+(:mod:`dna_mm.engine.loader_workers`). Validation and checkpoint
 writes are not interrupted: the grace period (``--signal=USR1@T``, SLURM's ``GraceTime``, Kubernetes'
 ``terminationGracePeriodSeconds``) must cover one validation, one iteration and one save.
 """

@@ -10,7 +10,10 @@ trained. Here a sample is loaded under generators seeded with
     ``SeedSequence((seed, rank, epoch, batch, slot))``
 
 (the run's ``seed``, the process's rank, the sampler's epoch, the batch's place in the pass over
-the batch sampler, the sample's place in its batch), so a batch is a function of its place alone:
+the batch sampler, the sample's place in its batch), so a batch is a function of its place alone.
+A sampler without an ``epoch`` (mmengine's and its libraries' finite samplers all have one) counts
+as its epoch the passes over it that ended (:attr:`KeyedBatchSampler.passes`); an endless one
+makes one pass. So:
 
 * the same whatever ``num_workers`` and ``persistent_workers`` are (and the same in the main
   process, whose own streams, which dropout and the RPN sampler draw from, a sample there leaves
@@ -126,12 +129,17 @@ class KeyedBatchSampler(Sampler):
             ``AspectRatioBatchSampler``, ...).
         seed: The run's seed (``runner.seed``; a resumed run gives the saved one back).
         rank: This process's rank.
+
+    Attributes:
+        passes: The passes over the batch sampler that ended: the keys' epoch when the sampler has
+            no ``epoch`` (an epoch-based loop sets it to its epoch).
     """
 
-    _own = ('batch_sampler', 'seed', 'rank', '_skip', '_progress')  # set here; others on batch_sampler
+    _own = ('batch_sampler', 'seed', 'rank', 'passes', '_skip', '_progress')  # others: batch_sampler's
 
     def __init__(self, batch_sampler: Any, seed: int, rank: int) -> None:
         self.batch_sampler, self.seed, self.rank = batch_sampler, seed, rank
+        self.passes = 0
         self._skip = 0
         self._progress: Optional[SkipCounter] = None
 
@@ -162,7 +170,7 @@ class KeyedBatchSampler(Sampler):
         self._skip, self._progress = batches, progress
 
     def __iter__(self) -> Iterator[list[SampleKey]]:
-        epoch = int(getattr(self.sampler, 'epoch', 0))  # DefaultSampler's; InfiniteSampler: one pass
+        epoch = int(getattr(self.sampler, 'epoch', self.passes))  # DefaultSampler's; else passes
         batches = iter(self.batch_sampler)
         skip, progress, self._skip = self._skip, self._progress, 0
         skipped = 0
@@ -173,6 +181,7 @@ class KeyedBatchSampler(Sampler):
         self._skip = skip - skipped  # left by a pass shorter than the skip
         for batch, indices in enumerate(batches, start=skipped):
             yield [SampleKey(i, (self.seed, self.rank, epoch, batch, slot)) for slot, i in enumerate(indices)]
+        self.passes += 1  # the pass ended (an endless sampler's never does)
 
 
 def key_samples(loader: DataLoader, seed: int) -> DataLoader:

@@ -138,6 +138,31 @@ def test_a_skip_longer_than_a_pass_goes_on_in_the_next() -> None:
     assert passes[1][1][0][1] == (7, 0, 1, 1, 0)  # (seed, rank, epoch, batch, slot)
 
 
+def test_a_sampler_without_epochs_gets_other_draws_each_pass_and_resumes_exactly() -> None:
+    """torch's ``SequentialSampler`` has no ``epoch``: each pass that ended counts as one, so a
+    sample drawn at the same place in the next pass draws anew; an epoch-based loop sets the
+    count (a resume mid-epoch), and a skip that ends a pass counts it."""
+    from torch.utils.data import SequentialSampler
+
+    def keyed() -> DataLoader:
+        dataset = Drawing(6)
+        return key_samples(DataLoader(dataset, batch_size=2, sampler=SequentialSampler(dataset)), seed=7)
+
+    run = keyed()
+    passes = [[row for batch in run for row in rows(batch)] for _ in range(3)]
+    assert [i for i, _ in passes[0]] == [i for i, _ in passes[1]] == list(range(6))
+    assert passes[0] != passes[1] != passes[2]  # the same samples at the same places, other draws
+    assert run.batch_sampler.passes == 3
+    resumed = keyed()
+    resumed.batch_sampler.passes = 1  # what the epoch-based loop sets, resumed in its second epoch
+    resumed.batch_sampler.skip_next(1)
+    assert [row for batch in resumed for row in rows(batch)] == passes[1][2:]
+    crossed = keyed()  # an iteration-based resume at batch 5: one pass and one batch skipped
+    crossed.batch_sampler.skip_next(4)
+    assert list(crossed) == [] and crossed.batch_sampler.passes == 1
+    assert [row for batch in crossed for row in rows(batch)] == passes[1][2:]
+
+
 def test_the_main_process_streams_are_left_as_they_were() -> None:
     def seed() -> None:
         random.seed(3), np.random.seed(3), torch.manual_seed(3)
