@@ -3,6 +3,7 @@ its data-loader workers with it) whose wait is bounded, and how far a run has tr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,13 +21,19 @@ REACH_S = 240
 
 class Session:
     """``cmd`` started in the repo root in a session of its own, its output in
-    ``tmp_path/<name>.out``; :meth:`end` waits for it, bounded."""
+    ``tmp_path/<name>.out``; :meth:`end` waits for it, bounded. Python's ``faulthandler`` is on in
+    it, so that a process that does not end shows where it stands."""
 
     def __init__(self, tmp_path: Path, name: str, cmd: list[str], env: dict[str, str]) -> None:
         self.name, self.out = name, tmp_path / f'{name}.out'
         self._log = open(self.out, 'w')
         self.proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            cwd=REPO,
+            env={**env, 'PYTHONFAULTHANDLER': '1'},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.ended_at = 0.0
 
@@ -46,13 +53,18 @@ class Session:
         return time.time()
 
     def end(self, limit: float = REACH_S) -> int:
-        """The exit status; past ``limit`` seconds the test fails and the group is killed."""
+        """The exit status; past ``limit`` seconds the test fails with the stacks of the process's
+        threads (``SIGABRT``: ``faulthandler`` writes them to its output) and the group is killed."""
         try:
             code = self.proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            os.killpg(self.pid, signal.SIGKILL)
+            self.proc.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):  # the group's last process ended on it
+                os.killpg(self.pid, signal.SIGKILL)
             self.proc.wait()
-            pytest.fail(f'{self.name} did not end within {limit:.0f} s:\n{self.text()[-4000:]}')
+            pytest.fail(f'{self.name} did not end within {limit:.0f} s:\n{self.text()[-8000:]}')
         finally:
             self._log.close()
         self.ended_at = time.time()
