@@ -22,10 +22,10 @@ main process ends them itself:
   persistent workers', one left in a frame of the exception that ended the loop);
   :class:`~dna_mm.engine.runner.DnARunner` calls it when training or testing ends, however it ends.
 * :func:`workers_die_with_parent`: a worker is killed the moment the process that started it
-  ends, however it ends (``kill -9``, the OOM killer: no path of its own runs). Left alone, a
-  worker checks every 5 s whether its parent lives, and ends some time after; until then it
-  holds the copies of its process's sockets that ``fork`` gave it, so a distributed run's other
-  ranks see no closed connection, and wait.
+  ends, however it ends (``kill -9``, the OOM killer: no path of its own runs;
+  :mod:`dna_mm.utils.parent_death`). Left alone, a worker checks every 5 s whether its parent
+  lives, and ends some time after; until then it holds the copies of its process's sockets that
+  ``fork`` gave it, so a distributed run's other ranks see no closed connection, and wait.
   :class:`~dna_mm.engine.runner.DnARunner` gives every loader it builds such workers.
 * At interpreter exit, before multiprocessing's exit function (an ``atexit`` registered after
   it runs first): torch's worker-failure ``SIGCHLD`` handler is set back to the default (a worker
@@ -43,7 +43,6 @@ worker (its index in its loader), its pid and, from the record, the signal.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import multiprocessing
 import multiprocessing.util  # noqa: F401  (its exit function is registered before ours: ours runs first)
 import os
@@ -60,6 +59,8 @@ from torch.utils.data._utils import signal_handling
 from torch.utils.data._utils.signal_handling import _error_if_any_worker_fails, _remove_worker_pids
 from torch.utils.data._utils.worker import _worker_loop
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+from ..utils.parent_death import signal_on_parent_death
 
 #: the private names of torch (2.x) this module uses (``module[:class]`` → names; the iterator's
 #: ``_workers`` and ``_worker_pids_set`` and the loader's ``_iterator`` are set per instance); a test
@@ -83,17 +84,11 @@ _EXITED = re.compile(r'DataLoader worker \(pid (\d+)\) exited unexpectedly with 
 _GONE = re.compile(r'DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly')
 
 
-#: Linux's ``prctl`` option that sets the signal a process gets when its parent ends
-PR_SET_PDEATHSIG = 1
-
-
 def die_with_parent() -> bool:
-    """Have the kernel ``SIGKILL`` this process when its parent ends (Linux's
-    ``PR_SET_PDEATHSIG``; strictly, when the parent's thread that started it ends: mmengine's loops
-    start workers from the main thread), and end now if the process that started it (for
-    multiprocessing) ended already; ``False`` where the system has no such call (macOS)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if not hasattr(libc, 'prctl') or libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    """``SIGKILL`` this worker when the process that started it ends
+    (:func:`~dna_mm.utils.parent_death.signal_on_parent_death`), and now if that process (for
+    multiprocessing) ended already; ``False`` where the system cannot (macOS)."""
+    if not signal_on_parent_death(signal.SIGKILL):
         return False
     parent = multiprocessing.parent_process()
     if parent is not None and not parent.is_alive():  # it ended before the call above

@@ -58,6 +58,7 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.registry import HOOKS
 
 from ..errors import ConfigError
+from ..utils.parent_death import agent_ended
 from .checkpoint_hook import INTERIM_INFO, point_last_checkpoint, save_on_all_ranks
 from .loader_workers import (  # and, at exit, ends the workers made to ignore signals
     watch_worker_deaths,
@@ -112,7 +113,8 @@ class PreemptionHook(Hook):
         if first == now:
             name = signal.Signals(signum).name
             again = '; Ctrl-C again stops at once, unsaved' if signum == signal.SIGINT else ''
-            os.write(2, f'{name}: saving at the end of this iteration, then exiting{again}\n'.encode())
+            why = " (torchrun's agent ended)" if agent_ended() else ''
+            os.write(2, f'{name}{why}: saving at the end of this iteration, then exiting{again}\n'.encode())
         self.received = signum
 
     def before_train(self, runner) -> None:
@@ -151,8 +153,9 @@ class PreemptionHook(Hook):
         self.release()
         path = save_preempted(runner)
         name, status = signal.Signals(signum).name, 128 + signum
+        why = " (torchrun's agent ended)" if agent_ended() else ''
         runner.logger.warning(
-            f'preempted by {name}: saved {where_in_run(runner)} to {path}; '
+            f'preempted by {name}{why}: saved {where_in_run(runner)} to {path}; '
             f'exit status {status} (128 + {name}); --resume continues from it'
         )
         raise Preempted(signum, path)

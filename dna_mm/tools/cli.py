@@ -55,6 +55,7 @@ from ..errors import ConfigError, MissingFileError, RunStopped, UserError, error
 from ..utils.build_errors import config_mistake
 from ..utils.mmcv_ops import missing_ops_line
 from ..utils.notices import quiet_library_notices
+from ..utils.parent_death import follow_torchrun_agent
 
 DEBUG_FLAG = '--debug'
 #: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
@@ -262,8 +263,10 @@ def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argpars
     code the user does not write off the terminal (:mod:`dna_mm.utils.notices`).
     ``args.cfg_options``, if present, is turned into a dict first (:func:`cfg_options`);
     ``args.imports`` (:data:`IMPORT_FLAG`), if present, is imported first and replaced by the
-    names its modules are imported by (:func:`import_modules`)."""
+    names its modules are imported by (:func:`import_modules`). Started by torchrun, the tool
+    stops with its agent (:func:`~dna_mm.utils.parent_death.follow_torchrun_agent`)."""
     debug = bool(getattr(args, 'debug', False))
+    follow_torchrun_agent()  # a rank of torchrun stops (saved) when its agent is killed
     try:
         quiet_library_notices()
         if hasattr(args, 'cfg_options'):

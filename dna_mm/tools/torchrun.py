@@ -17,6 +17,11 @@ then cannot tell a preemption from a crash. Here (:func:`exit_status`):
   highest status: ``128 + N`` above the others' 1);
 * success → 0.
 
+Killed outright (``kill -9``, the out-of-memory killer), the agent cannot tell its ranks: each
+gets ``SIGTERM`` from the kernel instead, saves its iteration and exits 143
+(:func:`~dna_mm.utils.parent_death.follow_torchrun_agent`; the agent's pid travels to them in
+``DNA_MM_TORCHRUN_AGENT_PID``). Under plain torchrun they would train on, with no agent.
+
 The agent also handles ``SIGUSR1`` (SLURM's ``--signal=USR1@T`` before the time limit; torchrun
 forwards the signals it handles to the workers), unless ``--signals-to-handle`` or
 ``PET_SIGNALS_TO_HANDLE`` names others.
@@ -46,6 +51,8 @@ import signal
 import sys
 import uuid
 from typing import Optional
+
+from ..utils.parent_death import AGENT_PID_VAR
 
 #: the signals the agent handles and forwards: torchrun's own and SIGUSR1
 SIGNALS = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
@@ -120,6 +127,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault('PET_SIGNALS_TO_HANDLE', SIGNALS)
     os.environ.setdefault('TORCH_DISABLE_SHARE_RDZV_TCP_STORE', '1')
+    os.environ[AGENT_PID_VAR] = str(os.getpid())  # the ranks stop when this agent ends
     argv = local_rendezvous(argv)
     refused = static_restarts(argv)
     if refused:

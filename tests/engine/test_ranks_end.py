@@ -487,6 +487,33 @@ def test_a_killed_rank_under_torchrun_stops_the_launcher_at_once(tiny_video_set,
 
 
 @pytest.mark.slow
+def test_a_killed_torchrun_agent_stops_its_ranks_saved(tiny_video_set, tmp_path) -> None:
+    """``kill -9`` of torchrun's agent (nothing of it runs; plain torchrun's ranks would train on,
+    in sessions of their own): each rank gets ``SIGTERM`` from the kernel, both save one iteration
+    and end, their loader workers with them."""
+    launcher, work = _dist_train(tmp_path, tiny_video_set, epochs=100)
+    try:
+        wait_for(lambda: steps(work) >= 2 and len(_ranks_of(_agent(launcher))) == 2, [launcher], 'training')
+        ranks = list(_ranks_of(_agent(launcher)).values())
+        os.kill(_agent(launcher), signal.SIGKILL)
+        killed_at = time.time()
+        assert launcher.end(10) == -signal.SIGKILL
+        left = _sessions_left(ranks, within=END_WITHIN_S)
+        took = time.time() - killed_at
+        text = launcher.text()  # the ranks write to the agent's output
+        print(f"\ndist_train.sh, kill -9 of torchrun's agent: both ranks ended within {took:.1f} s")
+        assert not left, text[-4000:]
+        told = _lines(text, "SIGTERM (torchrun's agent ended): saving at the end of this iteration")
+        assert len(told) == 2, _lines(text, 'SIGTERM')  # one line from each rank
+        saved = _lines(text, "preempted by SIGTERM (torchrun's agent ended): saved iteration")
+        assert saved, text[-4000:]
+        print(saved[0])
+        assert Path((work / 'last_checkpoint').read_text().strip()).name.startswith('preempted_iter_')
+    finally:
+        launcher.kill_all()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGUSR1], ids=['SIGTERM', 'SIGUSR1'])
 def test_a_signal_to_torchruns_agent_saves_both_ranks_and_exits_128_plus_n(
     tiny_video_set, tmp_path, signum
