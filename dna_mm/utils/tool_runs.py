@@ -20,11 +20,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Optional, Sequence, Union
+
+from .parent_death import signal_on_parent_death
 
 PathLike = Union[str, os.PathLike]
 #: what mmengine adds to a test run's metrics: the mean seconds of a batch and of its loading
@@ -95,13 +99,22 @@ def run_script(
 ) -> str:
     """``python <args>`` in ``repo``, the command echoed first and its output shown as it comes
     (mmengine's progress lines with their ETA); returns the output. A failure exits naming the
-    newest log file of ``work_dir``."""
+    newest log file of ``work_dir``. The tool gets ``SIGTERM`` if this process is killed
+    (:func:`~dna_mm.utils.parent_death.signal_on_parent_death`): it saves and stops, not trains
+    on unseen."""
     cmd = [sys.executable, *args]
     print('$ ' + shlex.join(cmd), flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     lines = []
     with subprocess.Popen(
-        cmd, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
+        cmd,
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env=env,
+        preexec_fn=partial(signal_on_parent_death, signal.SIGTERM),
     ) as proc:
         for line in proc.stdout:
             sys.stdout.write(line)

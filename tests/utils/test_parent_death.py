@@ -73,3 +73,44 @@ def test_a_rank_gets_sigterm_when_its_agent_is_killed_and_a_tool_it_starts_is_le
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+#: a tool that runs another (the demos, the study: ``run_script``), which reports its pid and the
+#: SIGTERM it gets in files under OUT
+RUNS_A_TOOL = """
+import sys
+from dna_mm.utils.tool_runs import run_script
+
+tool = '''
+import os, signal, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+def stop(signum, frame):
+    (out / 'tool.signal').write_text('SIGTERM')
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+(out / 'tool.pid').write_text(str(os.getpid()))
+time.sleep(60)
+'''
+run_script(['-c', tool, sys.argv[1]], repo=sys.argv[1])
+"""
+
+
+def test_a_tool_that_a_killed_tool_ran_gets_sigterm(tmp_path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    parent = subprocess.Popen(
+        [sys.executable, '-c', RUNS_A_TOOL, str(tmp_path)], env=env, stdout=subprocess.DEVNULL
+    )
+    pid = 0
+    try:
+        pid = int(_read(tmp_path / 'tool.pid'))
+        parent.kill()
+        assert _read(tmp_path / 'tool.signal', within=5.0) == 'SIGTERM'
+    finally:
+        parent.kill()
+        parent.wait()
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
