@@ -20,7 +20,8 @@ then cannot tell a preemption from a crash. Here (:func:`exit_status`):
 Killed outright (``kill -9``, the out-of-memory killer), the agent cannot tell its ranks: each
 gets ``SIGTERM`` from the kernel instead, saves its iteration and exits 143
 (:func:`~dna_mm.utils.parent_death.follow_torchrun_agent`; the agent's pid travels to them in
-``DNA_MM_TORCHRUN_AGENT_PID``). Under plain torchrun they would train on, with no agent.
+``DNA_MM_TORCHRUN_AGENT_PID``). dna_mm's tools under plain torchrun do the same (their parent is
+taken to be the agent); other scripts would train on, with no agent.
 
 The agent also handles ``SIGUSR1`` (SLURM's ``--signal=USR1@T`` before the time limit; torchrun
 forwards the signals it handles to the workers), unless ``--signals-to-handle`` or

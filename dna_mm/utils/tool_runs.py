@@ -100,8 +100,8 @@ def run_script(
     """``python <args>`` in ``repo``, the command echoed first and its output shown as it comes
     (mmengine's progress lines with their ETA); returns the output. A failure exits naming the
     newest log file of ``work_dir``. The tool gets ``SIGTERM`` if this process is killed
-    (:func:`~dna_mm.utils.parent_death.signal_on_parent_death`): it saves and stops, not trains
-    on unseen."""
+    (:func:`~dna_mm.utils.parent_death.signal_on_parent_death`): a training run saves and stops
+    instead of training on unseen."""
     cmd = [sys.executable, *args]
     print('$ ' + shlex.join(cmd), flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED='1')
