@@ -47,6 +47,7 @@ writes are not interrupted: the grace period (``--signal=USR1@T``, SLURM's ``Gra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -114,7 +115,9 @@ class PreemptionHook(Hook):
             name = signal.Signals(signum).name
             again = '; Ctrl-C again stops at once, unsaved' if signum == signal.SIGINT else ''
             why = " (torchrun's agent ended)" if agent_ended() else ''
-            os.write(2, f'{name}{why}: saving at the end of this iteration, then exiting{again}\n'.encode())
+            line = f'{name}{why}: saving at the end of this iteration, then exiting{again}\n'
+            with contextlib.suppress(OSError):  # a terminal or pipe gone with the parent: save anyway
+                os.write(2, line.encode())
         self.received = signum
 
     def before_train(self, runner) -> None:

@@ -76,6 +76,27 @@ def test_sigusr1_saves_the_iteration_and_resume_repeats_the_run(tmp_path) -> Non
     assert not saved_at.exists()
 
 
+def test_a_signal_saves_even_when_stderr_is_a_pipe_nobody_reads(tmp_path) -> None:
+    """A run started by a tool that was killed (its output a pipe whose reader is gone): the
+    signal's one line cannot be written, and the iteration is saved all the same."""
+    from dna_mm.engine import Preempted
+
+    read, write = os.pipe()
+    os.close(read)
+    kept = os.dup(2)
+    os.dup2(write, 2)
+    try:
+        cut = toy_runner(tmp_path, [2.0, 3.0, 0.5, 4.0], hooks=[SignalAt(2, signal.SIGTERM)])
+        with pytest.raises(Preempted) as stop:
+            cut.train()
+    finally:
+        os.dup2(kept, 2)
+        os.close(kept)
+        os.close(write)
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert read_checkpoint(stop.value.checkpoint)['meta']['iter'] == 2
+
+
 def test_a_signal_name_that_does_not_exist_is_refused() -> None:
     from dna_mm.engine import PreemptionHook
 
