@@ -37,6 +37,7 @@ from torch.utils.data import Dataset
 
 from ..errors import ConfigError
 from ..utils.files import atomic_path, write_json_atomic
+from ..utils.parent_death import die_with_parent
 
 LEVELS = ('pooled', 'pre-head', 'tokens')
 PER = ('video', 'clip')
@@ -213,7 +214,9 @@ def run_extraction(
 ) -> dict[str, str]:
     """Features of this rank's share of ``videos`` (``videos[rank::world_size]``) not yet in
     ``store``, decoded by ``workers`` dataloader processes, with mmengine's progress bar on rank
-    0. Returns ``video -> reason`` for the videos that could not be read."""
+    0 (the workers end with this process, however it ends:
+    :func:`~dna_mm.utils.parent_death.die_with_parent`). Returns ``video -> reason`` for the
+    videos that could not be read."""
     import sys
 
     from mmengine.dataset import pseudo_collate
@@ -222,7 +225,11 @@ def run_extraction(
 
     todo = [v for v in list(videos)[rank::world_size] if not store.done(v)]
     loader = DataLoader(
-        VideoInputs(todo, pipeline), batch_size=None, num_workers=workers, collate_fn=lambda x: x
+        VideoInputs(todo, pipeline),
+        batch_size=None,
+        num_workers=workers,
+        collate_fn=lambda x: x,
+        worker_init_fn=die_with_parent,
     )
     bar = ProgressBar(len(todo), file=sys.stderr) if rank == 0 and todo else None
     unreadable: dict[str, str] = {}

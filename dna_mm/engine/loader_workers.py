@@ -45,7 +45,6 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import multiprocessing.util  # noqa: F401  (its exit function is registered before ours: ours runs first)
-import os
 import re
 import signal
 import threading
@@ -60,7 +59,7 @@ from torch.utils.data._utils.signal_handling import _error_if_any_worker_fails, 
 from torch.utils.data._utils.worker import _worker_loop
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-from ..utils.parent_death import signal_on_parent_death
+from ..utils.parent_death import die_with_parent
 
 #: the private names of torch (2.x) this module uses (``module[:class]`` → names; the iterator's
 #: ``_workers`` and ``_worker_pids_set`` and the loader's ``_iterator`` are set per instance); a test
@@ -84,22 +83,11 @@ _EXITED = re.compile(r'DataLoader worker \(pid (\d+)\) exited unexpectedly with 
 _GONE = re.compile(r'DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly')
 
 
-def die_with_parent() -> bool:
-    """``SIGKILL`` this worker when the process that started it ends
-    (:func:`~dna_mm.utils.parent_death.signal_on_parent_death`), and now if that process (for
-    multiprocessing) ended already; ``False`` where the system cannot (macOS)."""
-    if not signal_on_parent_death(signal.SIGKILL):
-        return False
-    parent = multiprocessing.parent_process()
-    if parent is not None and not parent.is_alive():  # it ended before the call above
-        os.kill(os.getpid(), signal.SIGKILL)
-    return True
-
-
 def _worker_start(
     worker_id: int, *, init_fn: Optional[Callable] = None, ignore: tuple[int, ...] = (), **kwargs: Any
 ) -> None:
-    """A data-loader worker's start: it dies with its parent (:func:`die_with_parent`), ignores
+    """A data-loader worker's start: it dies with its parent
+    (:func:`~dna_mm.utils.parent_death.die_with_parent`), ignores
     the signals ``ignore``, then runs the loader's own ``init_fn(worker_id, **kwargs)``."""
     die_with_parent()
     for sig in ignore:

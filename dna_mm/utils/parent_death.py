@@ -5,13 +5,15 @@ code, so what it started runs on: a rank's data-loader workers, which hold the c
 rank's sockets that ``fork`` gave them (the other ranks then see no connection close), and
 torchrun's ranks when their agent is killed (they would train on, holding their GPUs, with no
 agent to report to). Linux can signal a child when its parent ends (``PR_SET_PDEATHSIG``):
-:func:`signal_on_parent_death`, which :mod:`dna_mm.engine.loader_workers` and
+:func:`signal_on_parent_death`, which :func:`die_with_parent` (every data-loader worker that
+dna_mm starts: :mod:`dna_mm.engine.loader_workers`, :mod:`dna_mm.apis.features`) and
 :func:`follow_torchrun_agent` use.
 """
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 
@@ -30,6 +32,19 @@ def signal_on_parent_death(signum: int) -> bool:
     if not hasattr(libc, 'prctl'):
         return False
     return libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+
+
+def die_with_parent(*_: object) -> bool:
+    """``SIGKILL`` this process (a worker that ``multiprocessing`` started: a data-loader worker)
+    when the process that started it ends, and now if that process ended already; ``False`` where
+    the system cannot (macOS). Takes and ignores any arguments, so that it serves as a loader's
+    ``worker_init_fn``."""
+    if not signal_on_parent_death(signal.SIGKILL):
+        return False
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():  # it ended before the call above
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
 
 
 def _alive(pid: int) -> bool:

@@ -426,10 +426,13 @@ def test_torch_s_messages_for_a_dead_worker_are_one_line_each() -> None:
     assert lw.describe_lost_worker(RuntimeError('CUDA out of memory')) is None
 
 
-#: a process whose two loader workers (a loader built as DnARunner builds every loop's) are busy
-#: loading a sample that takes a minute; it prints their pids and waits
-BUSY_WORKERS = """
-import time, torch
+#: processes whose two loader workers are busy loading a sample that takes a minute: a loader built
+#: as DnARunner builds every loop's, and tools/extract_features.py's; each prints the pids of its
+#: workers to the file it is given (the runner's loader at once, each extraction worker when it
+#: starts its sample) and waits
+BUSY_WORKERS = {
+    'runner': """
+import sys, time, torch
 from dna_mm.engine import DnARunner
 
 class Slow(torch.utils.data.Dataset):
@@ -443,9 +446,25 @@ class Slow(torch.utils.data.Dataset):
 loader = DnARunner.build_dataloader(dict(
     dataset=Slow(), batch_size=1, num_workers=2, sampler=dict(type='DefaultSampler', shuffle=False)))
 batches = iter(loader)
-print(' '.join(str(w.pid) for w in batches._workers), flush=True)
+with open(sys.argv[1], 'w') as f:
+    f.write(' '.join(str(w.pid) for w in batches._workers))
 time.sleep(120)
-"""
+""",
+    'extract_features': """
+import os, sys, time
+from dna_mm.apis.features import FeatureStore, run_extraction
+
+def slow(results):
+    with open(sys.argv[1], 'a') as f:
+        f.write(f' {os.getpid()}')
+    time.sleep(60)
+    return results
+
+out = sys.argv[1] + '.out'
+store = FeatureStore(out, out, dict(config='busy'))
+run_extraction(None, [slow], [f'{out}/{i}.mp4' for i in range(8)], store, workers=2)
+""",
+}
 
 
 def _alive(pid: int) -> bool:
@@ -456,16 +475,18 @@ def _alive(pid: int) -> bool:
     return state not in 'ZX'
 
 
-def test_a_killed_process_s_loader_workers_die_with_it_at_once(tmp_path) -> None:
+@pytest.mark.parametrize('loader', sorted(BUSY_WORKERS))
+def test_a_killed_process_s_loader_workers_die_with_it_at_once(tmp_path, loader) -> None:
     """``kill -9`` of a process (a rank): its loader workers, in the middle of a sample, end with
     it, and so do the copies of its sockets that they hold (a distributed run's other ranks then
     see its connections close). Left alone they would load on for a minute."""
-    proc = Session(
-        tmp_path, 'busy', [sys.executable, '-c', BUSY_WORKERS], dict(os.environ, PYTHONPATH=str(REPO))
-    )
+    pids = tmp_path / 'workers'
+    pids.touch()
+    script = [sys.executable, '-c', BUSY_WORKERS[loader], str(pids)]
+    proc = Session(tmp_path, 'busy', script, dict(os.environ, PYTHONPATH=str(REPO)))
     try:
-        wait_for(lambda: proc.text().strip() != '', [proc], 'the workers started')
-        workers = [int(p) for p in proc.text().split()]
+        wait_for(lambda: len(pids.read_text().split()) == 2, [proc], 'the workers started')
+        workers = [int(p) for p in pids.read_text().split()]
         time.sleep(1.0)  # in the sample now
         assert len(workers) == 2 and all(_alive(w) for w in workers)
         os.kill(proc.pid, signal.SIGKILL)
