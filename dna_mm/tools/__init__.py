@@ -9,15 +9,17 @@ OpenMMLab's packages ship theirs; in a checkout the folder links to the repo's `
 ``extract_features``, ``data/build_custom_dataset``, ``analysis/get_flops``), or its basename
 where no other script has it (``build_custom_dataset``); a shell script keeps its ``.sh``
 (``dist_train.sh``). The script runs as ``python tools/NAME.py ARGS...`` would: as ``__main__``,
-with ``sys.argv[0]`` its path, ``sys.path[0]`` its folder and the same flags. An argument
+with ``sys.argv[0]`` its path, ``sys.path[0]`` its folder and the same flags; a shell script
+takes this process's place, as ``bash tools/NAME.sh ARGS...`` (its signals and exit status
+are the launcher's). An argument
 ``dna_mm::FILE`` names a shipped config (``dna_mm::timesformer_dna_demo.py``) and is passed on as
 that file's path.
 """
 
 from __future__ import annotations
 
+import os
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
@@ -83,14 +85,19 @@ def _shipped(arg: str) -> str:
 
 
 def run(name: str, argv: list[str]) -> int:
-    """Run tool ``name`` with ``argv`` as ``python tools/NAME.py ARGV...`` would (a shell script
-    with ``bash``); ``dna_mm::FILE`` arguments become the shipped config's path (an unknown one:
-    ``LookupError``, before the tool runs). Returns the exit status of a shell script; a Python
-    script's ``sys.exit`` propagates, its normal end is 0."""
+    """Run tool ``name`` with ``argv`` as ``python tools/NAME.py ARGV...`` would; ``dna_mm::FILE``
+    arguments become the shipped config's path (an unknown one: ``LookupError``, before the tool
+    runs). A shell script replaces this process (``bash`` is ``exec``-ed, and the launchers ``exec``
+    torchrun or ``srun``): a signal to the process the user started reaches the launcher itself,
+    which has the ranks save (a ``SIGTERM`` to a Python that waited for it would end only the
+    Python), and its exit status is the launcher's. A Python script's ``sys.exit`` propagates, its
+    normal end is 0."""
     script = find(name)
     argv = [_shipped(a) for a in argv]
     if script.suffix == '.sh':
-        return subprocess.call(['bash', str(script), *argv])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execvp('bash', ['bash', str(script), *argv])
     sys.argv = [str(script), *argv]
     sys.path.insert(0, str(script.parent))
     runpy.run_path(str(script), run_name='__main__')

@@ -453,16 +453,26 @@ def test_slurm_train_sh_exits_143_when_scancel_stops_its_tasks(tiny_video_set, t
 # (b, c) under torchrun (tools/dist_train.sh): kill -9 of a rank, SIGTERM to the agent
 
 
-def _dist_train(tmp_path: Path, root: Path, epochs: int) -> tuple[Session, Path]:
-    """``bash tools/dist_train.sh DEMO 2 ...`` (torchrun's agent and 2 ranks) in its own session."""
+#: how a user starts ``tools/dist_train.sh``: from a checkout, or as an installed package's tool
+#: (``dna_mm dist_train.sh``, the console script, alike)
+LAUNCHERS = {
+    'bash': ['bash', 'tools/dist_train.sh'],
+    'dna_mm': [sys.executable, '-m', 'dna_mm.tools', 'dist_train.sh'],
+}
+
+
+def _dist_train(tmp_path: Path, root: Path, epochs: int, launcher: str = 'bash') -> tuple[Session, Path]:
+    """``bash tools/dist_train.sh DEMO 2 ...`` (torchrun's agent and 2 ranks; or ``launcher``, one
+    of :data:`LAUNCHERS`) in its own session."""
     work = tmp_path / 'work'
-    cmd = ['bash', 'tools/dist_train.sh', DEMO_CONFIG, '2', '--work-dir', str(work)]
+    cmd = [*LAUNCHERS[launcher], DEMO_CONFIG, '2', '--work-dir', str(work)]
     env = _env(PORT=str(_free_port()), PYTHON=sys.executable)
     return Session(tmp_path, 'launcher', [*cmd, '--cfg-options', *_options(root, epochs)], env), work
 
 
 def _agent(launcher: Session) -> int:
-    """The pid of torchrun's agent: ``dist_train.sh`` execs it, so the launcher's own."""
+    """The pid of torchrun's agent: ``dist_train.sh`` execs it (and ``python -m dna_mm.tools``
+    execs ``bash``), so the launcher's own."""
     return launcher.pid
 
 
@@ -514,13 +524,15 @@ def test_a_killed_torchrun_agent_stops_its_ranks_saved(tiny_video_set, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('started_by', sorted(LAUNCHERS))
 @pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGUSR1], ids=['SIGTERM', 'SIGUSR1'])
 def test_a_signal_to_torchruns_agent_saves_both_ranks_and_exits_128_plus_n(
-    tiny_video_set, tmp_path, signum
+    tiny_video_set, tmp_path, signum, started_by
 ) -> None:
-    """``scancel`` / preemption (SIGTERM), SLURM's ``--signal=USR1@T`` (SIGUSR1), to the agent:
-    it forwards the signal to the ranks, which save; the launcher exits 143 / 138."""
-    launcher, work = _dist_train(tmp_path, tiny_video_set, epochs=100)
+    """``scancel`` / preemption (SIGTERM), SLURM's ``--signal=USR1@T`` (SIGUSR1), to the process
+    the user started (the agent): it forwards the signal to the ranks, which save; the launcher
+    exits 143 / 138."""
+    launcher, work = _dist_train(tmp_path, tiny_video_set, epochs=100, launcher=started_by)
     try:
         wait_for(lambda: steps(work) >= 3, [launcher], 'training')
         os.kill(_agent(launcher), signum)
@@ -529,7 +541,9 @@ def test_a_signal_to_torchruns_agent_saves_both_ranks_and_exits_128_plus_n(
         took = launcher.ended_at - sent_at
         text = launcher.text()
         name = signal.Signals(signum).name
-        print(f'\ndist_train.sh, {name} to the agent: launcher exit {code} after {took:.1f} s')
+        print(
+            f'\n{" ".join(LAUNCHERS[started_by][-2:])}, {name} to the agent: exit {code} after {took:.1f} s'
+        )
         assert code == 128 + signum, text[-4000:]
         assert took < END_WITHIN_S, text[-4000:]
         saved = _lines(text, f'preempted by {name}: saved iteration')

@@ -6,8 +6,10 @@ flags. The wheel itself: ``test_wheel_install.py`` (slow)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import REPO
@@ -147,3 +149,50 @@ def test_the_tools_and_the_switch_from_another_folder(tmp_path) -> None:
     assert _python('-c', parse, 'mine.py', cwd=tmp_path).stdout.split() == ['mmaction']
     off = _python('-c', parse, 'mine.py', cwd=tmp_path, env={**os.environ, 'DNA_MM_NO_MMENGINE_PATCH': '1'})
     assert off.returncode != 0 and 'does not support to load dna_mm config' in off.stderr
+
+
+#: a stand-in for the interpreter ``dist_train.sh`` execs torchrun's agent with: it prints its pid,
+#: ends 143 on ``SIGTERM`` (as the agent does once its ranks saved), else 7 after ``AGENT_S`` seconds
+STAND_IN_AGENT = """#!/usr/bin/env bash
+trap 'echo "agent: SIGTERM"; exit 143' TERM
+echo "agent pid $$"
+sleep "$AGENT_S" &
+wait
+exit 7
+"""
+
+
+@pytest.mark.parametrize('signum', [None, signal.SIGTERM], ids=['ends', 'SIGTERM'])
+def test_a_launcher_takes_the_place_of_the_process_that_runs_it(tmp_path, signum) -> None:
+    """``python -m dna_mm.tools dist_train.sh`` (the console script ``dna_mm`` alike) becomes the
+    launcher: a ``SIGTERM`` to the process the user (a container's stop, a job manager) started
+    reaches torchrun's agent, which has its ranks save, and the exit status is the agent's. A
+    Python that waited for ``bash`` would end alone on the signal, the agent training on."""
+    (agent := tmp_path / 'python').write_text(STAND_IN_AGENT)
+    agent.chmod(0o755)
+    out = tmp_path / 'out'
+    with open(out, 'w') as log:
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'dna_mm.tools', 'dist_train.sh', 'cfg.py', '2'],
+            cwd=tmp_path,
+            env={
+                **os.environ,
+                'PYTHON': str(agent),
+                'PYTHONPATH': str(REPO),
+                'AGENT_S': '30' if signum else '1',
+            },
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.time() + 60
+        while 'agent pid' not in out.read_text() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert out.read_text().split()[:3] == ['agent', 'pid', str(proc.pid)], out.read_text()
+        if signum is not None:
+            proc.send_signal(signum)
+        code = proc.wait(timeout=60)
+        assert code == (143 if signum else 7), out.read_text()
+        assert ('agent: SIGTERM' in out.read_text()) == bool(signum)
+    finally:
+        proc.kill()
