@@ -14,7 +14,7 @@ from .optim_wrapper import auto_amp_optim_wrapper
 from .preemption import Preempted, PreemptionHook
 from .rng_state import RNGStateHook
 from .runner import DnARunner, SetupDumpFilter, build_runner, refuse_busy_work_dir
-from .test_loop import UnreadableVideosTestLoop
+from .test_loop import ResumableTestLoop, UnreadableVideosTestLoop
 from .work_dir_lock import WorkDirBusyError, WorkDirLock
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "RNGStateHook",
     "ResumableEpochBasedTrainLoop",
     "ResumableIterBasedTrainLoop",
+    "ResumableTestLoop",
     "UnreadableVideosTestLoop",
     "WorkDirBusyError",
     "WorkDirLock",

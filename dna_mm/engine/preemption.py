@@ -82,15 +82,14 @@ class Preempted(SystemExit):
         self.signum, self.checkpoint = signum, checkpoint
 
 
-@HOOKS.register_module()
-class PreemptionHook(Hook):
-    """Save and exit on ``signals`` at the end of the current iteration (module docstring).
+class StopSignals:
+    """The signals that stop a run, recorded when they arrive and acted on at the end of the
+    iteration in progress (the module docstring): :class:`PreemptionHook` in training,
+    :mod:`dna_mm.engine.test_progress` in testing.
 
     Args:
         signals: Names of the signals that stop the run (``signal.Signals`` names).
     """
-
-    priority = 'LOWEST'
 
     def __init__(self, signals: tuple[str, ...] = ('SIGTERM', 'SIGUSR1', 'SIGINT')) -> None:
         signals = (signals,) if isinstance(signals, str) else tuple(signals)
@@ -120,14 +119,48 @@ class PreemptionHook(Hook):
                 os.write(2, line.encode())
         self.received = signum
 
-    def before_train(self, runner) -> None:
+    def install(self) -> bool:
+        """Record :attr:`signals` from now on (their previous handlers kept for :meth:`release`),
+        and loader workers' deaths (:func:`~dna_mm.engine.loader_workers.watch_worker_deaths`);
+        ``False`` outside the main thread, where Python cannot catch signals."""
         if threading.current_thread() is not threading.main_thread():
-            runner.logger.warning('PreemptionHook: training outside the main thread; signals are not caught')
-            return
+            return False
         self.received, self._first_at = 0, {}
         watch_worker_deaths()
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._record)
+        return True
+
+    def release(self) -> None:
+        """Put back the handlers :meth:`install` replaced (nothing if none)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous.clear()
+
+
+@HOOKS.register_module()
+class PreemptionHook(Hook):
+    """Save and exit on ``signals`` at the end of the current iteration (module docstring).
+
+    Args:
+        signals: Names of the signals that stop the run (``signal.Signals`` names).
+    """
+
+    priority = 'LOWEST'
+
+    def __init__(self, signals: tuple[str, ...] = ('SIGTERM', 'SIGUSR1', 'SIGINT')) -> None:
+        self.stop = StopSignals(signals)
+        self.signals = self.stop.signals
+
+    @property
+    def received(self) -> int:
+        """The last signal's number; 0: none."""
+        return self.stop.received
+
+    def before_train(self, runner) -> None:
+        if not self.stop.install():
+            runner.logger.warning('PreemptionHook: training outside the main thread; signals are not caught')
+            return
         for loop in (runner.train_loop, getattr(runner, '_val_loop', None)):
             loader = getattr(loop, 'dataloader', None)
             if getattr(loader, 'num_workers', 0):
@@ -143,9 +176,7 @@ class PreemptionHook(Hook):
 
     def release(self) -> None:
         """Put back the handlers :meth:`before_train` replaced (nothing if none)."""
-        for sig, handler in self._previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
-        self._previous.clear()
+        self.stop.release()
 
     def after_train_iter(
         self, runner, batch_idx: int, data_batch: Any = None, outputs: Optional[dict] = None

@@ -1,4 +1,6 @@
-"""A test loop that finds every unreadable test video in one run.
+"""Test loops: one whose stopped test goes on where it stood (:class:`ResumableTestLoop`, with
+:mod:`dna_mm.engine.test_progress`), and one that also finds every unreadable test video in one
+run (:class:`UnreadableVideosTestLoop`).
 
 mmengine's ``TestLoop`` stops at the first video that cannot be decoded, so a test set with
 several broken files fails once per file. :class:`UnreadableVideosTestLoop` asks the test
@@ -14,7 +16,8 @@ a sample that cannot be loaded, tests the others, and at the end
 
 Datasets of other types are tested exactly as by ``TestLoop``. A config names it,
 ``test_cfg = dict(type='UnreadableVideosTestLoop')`` (``configs/_base_/default_runtime*.py``);
-``tools/test.py --skip-unreadable`` needs it.
+``tools/test.py --skip-unreadable`` needs it. A stopped test goes on where it stood when the same
+command runs again (``progress_every_s``: :mod:`dna_mm.engine.test_progress`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from mmengine.dist import all_gather_object
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import TestLoop, _parse_losses
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
+from .test_progress import EVERY_S, RankProgress
 
 UNREADABLE = 'unreadable'
 SHOW = 20
@@ -42,9 +46,73 @@ def collate_readable(batch: list[dict]) -> dict:
 
 
 @LOOPS.register_module()
-class UnreadableVideosTestLoop(TestLoop):
+class ResumableTestLoop(TestLoop):
+    """mmengine's ``TestLoop`` whose stopped test goes on where it stood when the same command runs
+    again (:mod:`dna_mm.engine.test_progress`). Same arguments, and ``progress_every_s``: seconds
+    between two writes of each rank's progress, ``0``: none (a signal then stops the test
+    unsaved)."""
+
+    def __init__(
+        self, runner, dataloader: Union[Any, dict], *args: Any, progress_every_s: float = EVERY_S, **kwargs
+    ):
+        if isinstance(progress_every_s, bool) or not isinstance(progress_every_s, (int, float)):
+            raise ConfigError(
+                f'test_cfg.progress_every_s must be a number of seconds (0: no progress kept), '
+                f'got {progress_every_s!r}'
+            )
+        super().__init__(runner, dataloader, *args, **kwargs)
+        self.progress_every_s = progress_every_s
+
+    def run(self) -> dict:
+        """mmengine's ``TestLoop.run``, from the batch where a stopped run of the same test stood."""
+        self.runner.call_hook('before_test')
+        self.runner.call_hook('before_test_epoch')
+        self.runner.model.eval()
+        self.test_loss.clear()
+        progress = RankProgress(self, self.progress_every_s)
+        done, kept = progress.restore()
+        self.take_back(kept)
+        own_batches = self.dataloader.batch_sampler
+        progress.skip(done)
+        progress.start()
+        try:
+            for idx, data_batch in enumerate(self.dataloader, start=done):
+                self.test_batch(idx, data_batch)
+                progress.after_batch(idx + 1, self.kept())
+        finally:
+            progress.end(own_batches)
+        metrics = self.final_metrics(progress)
+        self.runner.call_hook('after_test_epoch', metrics=metrics)
+        self.runner.call_hook('after_test')
+        return metrics
+
+    def test_batch(self, idx: int, data_batch: Any) -> None:
+        """Test one batch: mmengine's ``run_iter``."""
+        self.run_iter(idx, data_batch)
+
+    def kept(self) -> dict:
+        """What the loop itself gathers over the batches (the losses of models that give them),
+        stored with each rank's progress."""
+        return dict(test_loss=self.test_loss)
+
+    def take_back(self, kept: dict) -> None:
+        """:meth:`kept` of a stopped run (empty: none)."""
+        self.test_loss.update(kept.get('test_loss', {}))
+
+    def final_metrics(self, progress: RankProgress) -> dict:
+        """The metrics over the whole test set; the progress file goes once they are computed."""
+        metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
+        if self.test_loss:
+            metrics.update(_parse_losses(self.test_loss, 'test'))
+        progress.remove()
+        return metrics
+
+
+@LOOPS.register_module()
+class UnreadableVideosTestLoop(ResumableTestLoop):
     """``TestLoop`` that lists every unreadable test video (module docstring);
-    ``skip_unreadable=True`` computes the metrics over the readable videos instead of failing."""
+    ``skip_unreadable=True`` computes the metrics over the readable videos instead of failing;
+    a stopped test goes on where it stood (:class:`ResumableTestLoop`)."""
 
     def __init__(
         self, runner, dataloader: Union[Any, dict], *args: Any, skip_unreadable: bool = False, **kwargs
@@ -62,25 +130,31 @@ class UnreadableVideosTestLoop(TestLoop):
         super().__init__(runner, dataloader, *args, **kwargs)
         self.skip_unreadable = skip_unreadable
         self.unreadable: list[tuple[str, str]] = []
+        self.found: list[tuple[str, str]] = []  # this rank's
         if reporting:
             self.dataloader.dataset.report_unreadable = True  # set before the workers start
 
-    def run(self) -> dict:
-        """mmengine's ``TestLoop.run`` over the readable videos, then the list or the metrics."""
-        self.runner.call_hook('before_test')
-        self.runner.call_hook('before_test_epoch')
-        self.runner.model.eval()
-        self.test_loss.clear()
-        found: list[tuple[str, str]] = []
-        for idx, data_batch in enumerate(self.dataloader):
-            if isinstance(data_batch, dict) and UNREADABLE in data_batch:
-                found += data_batch.pop(UNREADABLE)
-                if not data_batch:
-                    continue  # the whole batch was unreadable
-            self.run_iter(idx, data_batch)
-        self.unreadable = [item for part in all_gather_object(found) for item in part]
+    def test_batch(self, idx: int, data_batch: Any) -> None:
+        """The batch's readable videos tested, the others noted."""
+        if isinstance(data_batch, dict) and UNREADABLE in data_batch:
+            self.found += data_batch.pop(UNREADABLE)
+            if not data_batch:
+                return  # the whole batch was unreadable
+        self.run_iter(idx, data_batch)
+
+    def kept(self) -> dict:
+        return dict(super().kept(), unreadable=self.found)
+
+    def take_back(self, kept: dict) -> None:
+        super().take_back(kept)
+        self.found = [tuple(item) for item in kept.get('unreadable', [])]
+
+    def final_metrics(self, progress: RankProgress) -> dict:
+        """The list of unreadable videos, or the metrics over the readable ones."""
+        self.unreadable = [tuple(item) for part in all_gather_object(self.found) for item in part]
         total = len(self.dataloader.dataset)
         if self.unreadable and not self.skip_unreadable:
+            progress.remove()  # the list is the result: run again, the videos are read again
             shown = '\n  '.join(f'{path}: {reason}' for path, reason in self.unreadable[:SHOW])
             more = f'\n  ... ({len(self.unreadable) - SHOW} more)' if len(self.unreadable) > SHOW else ''
             raise DataError(
@@ -90,6 +164,5 @@ class UnreadableVideosTestLoop(TestLoop):
         metrics = self.evaluator.evaluate(total - len(self.unreadable))
         if self.test_loss:
             metrics.update(_parse_losses(self.test_loss, 'test'))
-        self.runner.call_hook('after_test_epoch', metrics=metrics)
-        self.runner.call_hook('after_test')
+        progress.remove()
         return metrics

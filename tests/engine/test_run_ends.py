@@ -301,13 +301,13 @@ def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
 def test_testing_ends_on_an_exception_a_killed_worker_and_a_signal(
     tiny_video_set, tiny_checkpoint, tmp_path
 ) -> None:
-    def test_run(where: str, name: str) -> Run:
+    def test_run(where: str, name: str, work: str = '', suffix: str = '') -> Run:
         fault = dict(type='FaultHook', where=where, seconds=5)  # time to kill a worker or signal
         config = write_config(
             tmp_path / f'{name}.py', tiny_video_set, workers=2, persistent=True, fault=fault, test_batches=8
         )
-        work = ['--work-dir', str(tmp_path / name)]
-        return Run(tmp_path, ['tools/test.py', str(config), str(tiny_checkpoint), *work], name)
+        args = ['--work-dir', str(tmp_path / (work or name)), '--dump', str(tmp_path / f'{name}.csv')]
+        return Run(tmp_path, ['tools/test.py', str(config), str(tiny_checkpoint), *args], name + suffix)
 
     raised = test_run('test_member', 'raised')
     assert raised.end() == 1, raised.text()[-3000:]
@@ -331,10 +331,23 @@ def test_testing_ends_on_an_exception_a_killed_worker_and_a_signal(
 
     stopped = test_run('test_sleep', 'signalled')
     stopped.wait_for(stopped.stamp.is_file, 'testing')
-    sent = stopped.signal(signal.SIGTERM)
-    assert stopped.end() in (-signal.SIGTERM, 128 + signal.SIGTERM), stopped.text()[-3000:]
+    sent = stopped.signal(signal.SIGTERM)  # to the process group: the workers get it too
+    assert stopped.end() == 128 + signal.SIGTERM, stopped.text()[-3000:]
     assert stopped.ended_at - sent < END_WITHIN_S
+    saved = f'stopped by SIGTERM: saved its progress (batch 1 of 8) to {tmp_path}/signalled/test_progress/'
+    assert saved in stopped.text() and 'Traceback' not in stopped.text(), stopped.text()[-3000:]
     stopped.assert_nothing_left()
+
+    # the same command again goes on from batch 2 and ends as a test never stopped
+    again = test_run('test_sleep', 'signalled', suffix='_again')
+    assert again.end() == 0, again.text()[-3000:]
+    assert 'test: continuing at batch 2 of 8 (rank 0)' in again.text(), again.text()[-3000:]
+    assert not (tmp_path / 'signalled' / 'test_progress' / 'rank0_of_1.pth').exists()
+    whole = test_run('none', 'whole')
+    assert whole.end() == 0, whole.text()[-3000:]
+    results = [[ln for ln in r.text().splitlines() if ln.startswith('Test results:')] for r in (again, whole)]
+    assert results[0] == results[1] and len(results[0]) == 1, results
+    assert (tmp_path / 'signalled.csv').read_text() == (tmp_path / 'whole.csv').read_text()
 
 
 def test_inference_ends_on_an_exception(tiny_video_set, tiny_checkpoint, tmp_path) -> None:

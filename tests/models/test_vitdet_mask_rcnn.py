@@ -1,11 +1,14 @@
 """ViTDet Mask R-CNN: configs, a real train step and predict on generated COCO images, the COCO
-generator and checker, MMDetection's stock train.py + our test.py."""
+generator and checker, MMDetection's stock train.py + our test.py (stopped by a signal, and gone
+on with)."""
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -14,7 +17,8 @@ import torch
 from conftest import REPO, TINY_MASK_RCNN, coco_run_options, load_tool, run_cmd, run_main
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
-from mmengine.registry import init_default_scope
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS, init_default_scope
 
 import dna_mm  # noqa: F401
 from dna_mm.preparation.coco_check import check_coco
@@ -172,10 +176,19 @@ def test_coco_generator_and_checker(tiny_coco: Path, tmp_path: Path, capsys) -> 
     assert done.value.code == 2 and 'check_annotations.py: error: ' in err and 'cannot read COCO JSON' in err
 
 
+@HOOKS.register_module(force=True)
+class SigusrAfterFirstTestBatch(Hook):
+    def after_test_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if batch_idx == 0:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+
 @pytest.mark.integration
 def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> None:
     """MMDetection's own tools/train.py runs the config (custom_imports), tools/test.py tests
-    its checkpoint, prints bbox / segm AP and dumps predictions."""
+    its checkpoint, prints bbox / segm AP and dumps predictions; a test stopped by a signal
+    after its first image saves its progress, and the same command gives the same AP and
+    predictions."""
     import mmdet
 
     stock_train = Path(mmdet.__file__).parent / '.mim' / 'tools' / 'train.py'
@@ -188,6 +201,7 @@ def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> Non
             'default_hooks.checkpoint.interval': 1,
             'default_hooks.logger.interval': 1,
             'model.test_cfg.rcnn.score_thr': 0.0,
+            'test_dataloader.batch_size': 1,
         }
     )
     cli = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in opts.items()]
@@ -226,3 +240,24 @@ def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> Non
         preds = pickle.load(f)
     assert len(preds) == TINY_SPEC.test_images
     assert {'bboxes', 'scores', 'labels', 'masks'} <= set(preds[0]['pred_instances'])
+
+    stopping = tmp_path / 'stopping.py'
+    stopping.write_text(
+        f"_base_ = [{str(REPO / 'configs/vitdet_dna_demo.py')!r}]\n"
+        "custom_hooks = [dict(type='SigusrAfterFirstTestBatch')]\n"
+    )
+    again = ['--work-dir', str(tmp_path / 'again'), '--dump', str(tmp_path / 'again.pkl')]
+    again += ['--cfg-options', *cli]
+    stopped = run_main(['tools/test.py', str(stopping), str(ckpt), *again], check=False)
+    assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    assert 'stopped by SIGUSR1: saved its progress (batch 1 of 2)' in stopped.stdout + stopped.stderr
+    rest = run_main(['tools/test.py', 'configs/vitdet_dna_demo.py', str(ckpt), *again])
+    assert 'test: continuing at batch 2 of 2 (rank 0)' in rest.stdout + rest.stderr
+    assert next(ln for ln in rest.stdout.splitlines() if ln.startswith('Test results:')) == line
+    with open(tmp_path / 'again.pkl', 'rb') as f:
+        preds_again = pickle.load(f)
+    assert [p['img_id'] for p in preds_again] == [p['img_id'] for p in preds]
+    for one, other in zip(preds_again, preds, strict=True):
+        for key in ('bboxes', 'scores', 'labels'):
+            assert torch.equal(one['pred_instances'][key], other['pred_instances'][key])
+        assert one['pred_instances']['masks'] == other['pred_instances']['masks']  # RLE

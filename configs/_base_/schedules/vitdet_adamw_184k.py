@@ -35,7 +35,7 @@ train_cfg = dict(
     dynamic_intervals=[(max_iters // interval * interval + 1, max_iters)],
 )
 val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
+test_cfg = dict(type='ResumableTestLoop')  # a stopped test goes on where it stood
 
 # lr is for 32 images per iteration; `--auto-scale-lr` rescales it to the actual batch
 auto_scale_lr = dict(enable=False, base_batch_size=32)

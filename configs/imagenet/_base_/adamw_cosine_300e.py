@@ -38,5 +38,5 @@ param_scheduler = [
 ]
 train_cfg = dict(type='ResumableEpochBasedTrainLoop', max_epochs=max_epochs, val_interval=1)
 val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
+test_cfg = dict(type='ResumableTestLoop')  # a stopped test goes on where it stood
 auto_scale_lr = dict(enable=False, base_batch_size=global_batch_size)
