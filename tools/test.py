@@ -22,7 +22,8 @@ Every test video that cannot be read is listed (file and reason) at the end of t
 then exits with status 2 and no metric; ``--skip-unreadable`` computes the metrics over the
 others and prints how many were skipped beside them. Top-k accuracies are computed only for
 k < the number of classes. A mistake in the input is one line and exit status 2 (``--debug``:
-the traceback).
+the traceback). A test stopped by ``SIGTERM`` / ``SIGUSR1`` / Ctrl-C saves each rank's progress in
+the work dir and exits 128 + N; the same command goes on from there (``docs/training.md``).
 """
 
 from __future__ import annotations
