@@ -350,6 +350,61 @@ def test_testing_ends_on_an_exception_a_killed_worker_and_a_signal(
     assert (tmp_path / 'signalled.csv').read_text() == (tmp_path / 'whole.csv').read_text()
 
 
+@pytest.mark.slow
+def test_a_stopped_two_rank_test_goes_on_to_the_results_of_one_never_stopped(
+    tiny_video_set, tiny_checkpoint, tmp_path, free_tcp_port
+) -> None:
+    """``tools/dist_test.sh`` (torchrun, 2 ranks of 4 batches, 2 workers each) stopped by
+    ``SIGTERM`` after each rank's first batch: both save, exit 143; the same command goes on at
+    batch 2 on both ranks and gives the metrics and ``--dump`` CSV of one process never stopped."""
+    fault = dict(type='FaultHook', where='test_sleep', seconds=5)
+    config = write_config(tmp_path / 'cfg.py', tiny_video_set, workers=2, fault=fault, test_batches=8)
+    args = [str(config), str(tiny_checkpoint), '--work-dir', str(tmp_path / 'dist')]
+    args += ['--dump', str(tmp_path / 'dist.csv')]
+    env = {
+        **os.environ,
+        'PYTHONPATH': os.pathsep.join([str(REPO / 'tests' / 'engine'), os.environ.get('PYTHONPATH', '')]),
+        'PYTHON': sys.executable,
+        'PORT': str(free_tcp_port),
+        'OMP_NUM_THREADS': '1',
+        'GLOO_SOCKET_IFNAME': 'lo',
+        'DNA_MM_FAULT_STAMP': str(tmp_path / 'asleep'),  # a rank sleeps 5 s after its first batch
+    }
+    progress = [tmp_path / 'dist' / 'test_progress' / f'rank{r}_of_2.pth' for r in (0, 1)]
+
+    def dist_test(name: str) -> Session:
+        return Session(tmp_path, name, ['bash', 'tools/dist_test.sh', *args[:2], '2', *args[2:]], env)
+
+    stopped = dist_test('stopped')
+    try:
+        wait_for((tmp_path / 'asleep').is_file, [stopped], 'testing')
+        sent = stopped.signal(signal.SIGTERM)
+        assert stopped.end(END_WITHIN_S + 60) == 128 + signal.SIGTERM, stopped.text()[-3000:]
+        assert stopped.ended_at - sent < END_WITHIN_S
+    finally:
+        stopped.kill_all()
+    assert 'stopped by SIGTERM: saved its progress (batch 1 of 4)' in stopped.text(), stopped.text()[-3000:]
+    assert all(p.is_file() for p in progress)
+
+    again = dist_test('again')
+    try:
+        assert again.end() == 0, again.text()[-3000:]
+    finally:
+        again.kill_all()
+    assert 'test: continuing at batch 2 of 4 (rank 0)' in again.text(), again.text()[-3000:]
+    assert not any(p.exists() for p in progress)
+    whole = Run(
+        tmp_path,
+        ['tools/test.py', str(config), str(tiny_checkpoint), '--work-dir', str(tmp_path / 'one')]
+        + ['--dump', str(tmp_path / 'one.csv')],
+        'one',
+    )
+    assert whole.end() == 0, whole.text()[-3000:]
+    results = [[ln for ln in r.text().splitlines() if ln.startswith('Test results:')] for r in (again, whole)]
+    assert results[0] == results[1] and len(results[0]) == 1, results
+    assert (tmp_path / 'dist.csv').read_text() == (tmp_path / 'one.csv').read_text()
+
+
 def test_inference_ends_on_an_exception(tiny_video_set, tiny_checkpoint, tmp_path) -> None:
     config = write_config(tmp_path / 'cfg.py', tiny_video_set, workers=2, transform_fault=1)
     video = sorted((tiny_video_set / 'videos').rglob('*.mp4'))[0]
