@@ -79,6 +79,8 @@ class ResumableTestLoop(TestLoop):
             for idx, data_batch in enumerate(self.dataloader, start=done):
                 self.test_batch(idx, data_batch)
                 progress.after_batch(idx + 1, self.kept())
+                done = idx + 1
+            progress.tested(done, self.kept())
         finally:
             progress.end(own_batches)
         metrics = self.final_metrics(progress)

@@ -11,6 +11,7 @@ such as a count of classes), in ``<work_dir>/test_progress/rank<r>_of_<w>.pth``:
 * and, on ``SIGTERM`` / ``SIGUSR1`` / ``SIGINT``, at the end of the batch in progress; the run
   then exits ``128 + N``, as a training run does (:mod:`dna_mm.engine.preemption`; the loader
   workers ignore those signals, so the batch in progress ends);
+* and once all of a rank's batches are tested, before the metrics are computed;
 * read back by the same command run again: the batches already tested are skipped by their
   indices (nothing loaded), the metrics take their collected state back, and the test ends with
   the metrics of a run that was never stopped;
@@ -179,6 +180,9 @@ class RankProgress:
         self._logger.info(
             f'test: continuing at batch {batches + 1} of {length} (rank {self.rank}); the first '
             f'{batches} were tested before it stopped: skipped, nothing loaded ({self.path})'
+            if batches < length
+            else f'test: all {length} batches (rank {self.rank}) were tested before it stopped: '
+            f'computing the metrics ({self.path})'
         )
         return batches, from_storable(saved.get('kept', {}))
 
@@ -222,6 +226,12 @@ class RankProgress:
         )
         self._logger.warning(f'stopped by {name}: {where}')
         raise Preempted(signum, self.path)
+
+    def tested(self, batches: int, kept: dict) -> None:
+        """Every batch of this rank's share is tested: saved, so that a test stopped while its
+        metrics are computed (COCO's evaluation takes minutes) goes on to computing them."""
+        if not self.off:
+            self._save(batches, kept)
 
     def _save(self, batches: int, kept: dict) -> bool:
         self.saved_at = time.monotonic()

@@ -76,6 +76,19 @@ class CollectPaths(CollectScores):
         self.results[-1]['where'] = Path('/videos')
 
 
+@METRICS.register_module(force=True)
+class FailsOnce(CollectScores):
+    """Its first computation raises (a test stopped while its metrics are computed)."""
+
+    failed = False
+
+    def compute_metrics(self, results: list) -> dict:
+        if not FailsOnce.failed:
+            FailsOnce.failed = True
+            raise RuntimeError('stopped while computing the metrics')
+        return super().compute_metrics(results)
+
+
 @HOOKS.register_module(force=True)
 class SignalAtTestBatch(Hook):
     """``signum`` to this process after test batch ``at`` (1-based)."""
@@ -220,3 +233,13 @@ def test_results_that_cannot_be_stored_turn_the_progress_off_and_a_signal_still_
     assert 'stopped by SIGUSR1: nothing saved; exit status 138 (128 + SIGUSR1)' in lines.text
     assert not (tmp_path / 'paths' / PROGRESS).exists()
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+
+
+def test_a_test_stopped_while_its_metrics_are_computed_goes_on_to_computing_them(tmp_path) -> None:
+    whole = make_runner(tmp_path / 'whole').test()
+    work, lines = tmp_path / 'computing', Lines()
+    with pytest.raises(RuntimeError, match='stopped while computing the metrics'):
+        make_runner(work, metric='FailsOnce').test()
+    assert torch.load(work / PROGRESS, weights_only=True)['batches'] == 6
+    assert run_test(make_runner(work, metric='FailsOnce'), lines) == whole
+    assert 'test: all 6 batches (rank 0) were tested before it stopped: computing the metrics' in lines.text
