@@ -20,9 +20,10 @@ such as a count of classes), in ``<work_dir>/test_progress/rank<r>_of_<w>.pth``:
   one line and the test starts from its first batch;
 * removed when the test has ended (with its metrics, or with the list of unreadable videos).
 
-The files are read with ``torch.load(weights_only=True)``: NumPy arrays are stored as tensors and
-given back as arrays; a metric whose collected results hold anything else than tensors, arrays,
-numbers, strings, bytes and containers of them keeps no progress (one line says which).
+The files are read by dna_mm's weights-only reader (:func:`dna_mm.checkpoint.read_checkpoint`):
+NumPy arrays are stored as tensors and given back as arrays; a metric whose collected results
+hold anything else than tensors, arrays, numbers, strings, bytes and containers of them keeps no
+progress (one line says which).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import torch
 from mmengine.dist import get_dist_info
 from torch.utils.data import Sampler
 
+from ..checkpoint import read_checkpoint
 from ..utils.files import atomic_path
 from .loader_workers import workers_die_with_parent
 from .preemption import Preempted, StopSignals
@@ -54,7 +56,7 @@ _ARRAY = '__ndarray__'
 
 
 class NotStorable(TypeError):
-    """A collected result that ``torch.load(weights_only=True)`` could not read back."""
+    """A collected result that a weights-only load could not read back."""
 
 
 def to_storable(value: Any) -> Any:
@@ -155,7 +157,7 @@ class RankProgress:
         if self.off or not osp.isfile(self.path):
             return 0, {}
         try:
-            saved = torch.load(self.path, map_location='cpu', weights_only=True)
+            saved = read_checkpoint(self.path)
         except Exception as err:  # a file cut short or not ours: start over, say so
             self._logger.warning(f'test progress {self.path} unreadable ({err}); testing from batch 1')
             return 0, {}
