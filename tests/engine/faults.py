@@ -21,9 +21,11 @@ class InjectedFault(RuntimeError):
 
 
 def stamp() -> None:
-    """Write the time to ``$DNA_MM_FAULT_STAMP`` (when set)."""
+    """Write the time to ``$DNA_MM_FAULT_STAMP`` (when set), and, in a rank of a distributed run,
+    to ``$DNA_MM_FAULT_STAMP.rank<RANK>``."""
     path = os.environ.get('DNA_MM_FAULT_STAMP')
-    if path:
+    paths = [path, f'{path}.rank{os.environ["RANK"]}' if 'RANK' in os.environ else None] if path else []
+    for path in filter(None, paths):
         with open(path + '.part', 'w') as f:
             f.write(repr(time.time()))
         os.replace(path + '.part', path)

@@ -357,7 +357,7 @@ def test_a_stopped_two_rank_test_goes_on_to_the_results_of_one_never_stopped(
     """``tools/dist_test.sh`` (torchrun, 2 ranks of 4 batches, 2 workers each) stopped by
     ``SIGTERM`` after each rank's first batch: both save, exit 143; the same command goes on at
     batch 2 on both ranks and gives the metrics and ``--dump`` CSV of one process never stopped."""
-    fault = dict(type='FaultHook', where='test_sleep', seconds=5)
+    fault = dict(type='FaultHook', where='test_sleep', seconds=10)  # the other rank's start may lag
     config = write_config(tmp_path / 'cfg.py', tiny_video_set, workers=2, fault=fault, test_batches=8)
     args = [str(config), str(tiny_checkpoint), '--work-dir', str(tmp_path / 'dist')]
     args += ['--dump', str(tmp_path / 'dist.csv')]
@@ -368,7 +368,7 @@ def test_a_stopped_two_rank_test_goes_on_to_the_results_of_one_never_stopped(
         'PORT': str(free_tcp_port),
         'OMP_NUM_THREADS': '1',
         'GLOO_SOCKET_IFNAME': 'lo',
-        'DNA_MM_FAULT_STAMP': str(tmp_path / 'asleep'),  # a rank sleeps 5 s after its first batch
+        'DNA_MM_FAULT_STAMP': str(tmp_path / 'asleep'),  # each rank sleeps after its first batch
     }
     progress = [tmp_path / 'dist' / 'test_progress' / f'rank{r}_of_2.pth' for r in (0, 1)]
 
@@ -377,7 +377,8 @@ def test_a_stopped_two_rank_test_goes_on_to_the_results_of_one_never_stopped(
 
     stopped = dist_test('stopped')
     try:
-        wait_for((tmp_path / 'asleep').is_file, [stopped], 'testing')
+        asleep = [tmp_path / f'asleep.rank{r}' for r in (0, 1)]
+        wait_for(lambda: all(p.is_file() for p in asleep), [stopped], 'both ranks testing')
         sent = stopped.signal(signal.SIGTERM)
         assert stopped.end(END_WITHIN_S + 60) == 128 + signal.SIGTERM, stopped.text()[-3000:]
         assert stopped.ended_at - sent < END_WITHIN_S
