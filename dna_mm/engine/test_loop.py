@@ -102,8 +102,13 @@ class ResumableTestLoop(TestLoop):
         self.test_loss.update(kept.get('test_loss', {}))
 
     def final_metrics(self, progress: RankProgress) -> dict:
-        """The metrics over the whole test set; the progress file goes once they are computed."""
-        metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
+        """The metrics over the whole test set (:meth:`metrics_over`)."""
+        return self.metrics_over(len(self.dataloader.dataset), progress)
+
+    def metrics_over(self, size: int, progress: RankProgress) -> dict:
+        """The metrics over ``size`` samples and the losses; the progress file goes once they are
+        computed."""
+        metrics = self.evaluator.evaluate(size)
         if self.test_loss:
             metrics.update(_parse_losses(self.test_loss, 'test'))
         progress.remove()
@@ -163,8 +168,4 @@ class UnreadableVideosTestLoop(ResumableTestLoop):
                 f'{len(self.unreadable)} of the {total} test videos cannot be read; no metric computed '
                 f'(fix or remove them, or pass --skip-unreadable to test the others):\n  {shown}{more}'
             )
-        metrics = self.evaluator.evaluate(total - len(self.unreadable))
-        if self.test_loss:
-            metrics.update(_parse_losses(self.test_loss, 'test'))
-        progress.remove()
-        return metrics
+        return self.metrics_over(total - len(self.unreadable), progress)
