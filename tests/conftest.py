@@ -209,6 +209,15 @@ def drawing_demo_config(tmp_path: Path) -> Path:
     return config
 
 
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that no process listens on now (a process group's store, torchrun's)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
 def run_cmd(cmd: list[str], timeout: int = 600, **kwargs):
     """Run a command in the repo root; fail the test with its output on error."""
     import subprocess

@@ -8,14 +8,13 @@ import csv
 import functools
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, load_tool
+from conftest import DEMO_CONFIG, REPO, free_port, load_tool
 from mmaction.registry import MODELS
 from mmaction.utils import register_all_modules
 from mmengine.config import Config
@@ -141,12 +140,6 @@ def test_one_file_with_an_index_and_tokens(demo_model, tmp_path, capsys) -> None
     assert tokens.shape == (1 + 16 * 8, 96)  # CLS + 4x4 patches x 8 frames, averaged over 1 view
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 def test_two_processes_share_the_videos(demo_model, tmp_path) -> None:
@@ -160,7 +153,7 @@ def test_two_processes_share_the_videos(demo_model, tmp_path) -> None:
         'torch.distributed.run',
         '--nproc_per_node',
         '2',
-        f'--master_port={_free_port()}',
+        f'--master_port={free_port()}',
     ]
     done = subprocess.run(
         [*cmd, 'tools/extract_features.py', *args, '--out', str(tmp_path / 'two'), '--launcher', 'pytorch'],

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import free_port
 from mmengine.config import Config
 from torch.utils.data import Dataset
 
@@ -94,15 +94,9 @@ def _worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow  # two processes importing the stack: ~15 s idle, more on a shared machine
 def test_ddp_gradients_are_reduced_in_fp16_with_the_hook(tmp_path: Path) -> None:
-    torch.multiprocessing.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2)
+    torch.multiprocessing.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=2)
     for compress in (False, True):
         expected = -1.0 if compress else -GRAD
         for rank in (0, 1):

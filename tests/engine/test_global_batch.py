@@ -5,12 +5,11 @@ process and (slow) in two gloo processes."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, run_cmd, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, free_port, run_cmd, run_main, tiny_run_options
 from mmengine.config import Config
 from tolerance import SUMMED, assert_close_as
 
@@ -146,18 +145,12 @@ def test_train_py_accumulates_to_the_global_batch(tiny_video_set, tmp_path) -> N
     _assert_same(_weights(tmp_path / 'b8'), _weights(tmp_path / 'b4'))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.integration
 def test_two_gloo_processes_accumulate_to_the_same_step(tiny_video_set, tmp_path) -> None:
     """2 processes (gloo) x batch 2 x 2 accumulation steps = 1 process x batch 8."""
     run_main(['tools/train.py', *_train(tmp_path / 'one', tiny_video_set, 8, '8')])
-    env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(_free_port()), 'OMP_NUM_THREADS': '1'}
+    env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(free_port()), 'OMP_NUM_THREADS': '1'}
     config, *args = _train(tmp_path / 'two', tiny_video_set, 2, '8')
     run_cmd(['bash', 'tools/dist_train.sh', config, '2', *args], env=env)
     log = next((tmp_path / 'two').glob('*/*.log')).read_text()

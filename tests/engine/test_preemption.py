@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, drawing_demo_config, run_tool, tiny_run_options
+from conftest import REPO, drawing_demo_config, free_port, run_tool, tiny_run_options
 from mmengine.hooks import Hook
 from processes import steps
 from toy_runner import toy_runner, weights
@@ -175,12 +174,6 @@ def test_sigterm_to_a_training_run_saves_it_and_resume_ends_with_the_same_weight
     assert not Path(pointer).exists()  # replaced by the scheduled epoch_3.pth
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _rank(rank: int, port: int, out: str) -> None:
     """One of two gloo ranks: SIGUSR1 reaches rank 1 alone (iteration 3); then rank 1 alone
     has a NaN loss (iteration 2). Each records where it stopped."""
@@ -214,7 +207,7 @@ def _rank(rank: int, port: int, out: str) -> None:
 
 @pytest.mark.slow  # two processes importing the stack: ~10 s on 2 idle cores, more beside other tests
 def test_two_ranks_stop_together_when_one_is_signalled_or_sees_a_nan(tmp_path) -> None:
-    torch.multiprocessing.spawn(_rank, args=(_free_port(), str(tmp_path)), nprocs=2)
+    torch.multiprocessing.spawn(_rank, args=(free_port(), str(tmp_path)), nprocs=2)
     results = [json.loads((tmp_path / f'rank{r}.json').read_text()) for r in (0, 1)]
     assert [r['preempted'] for r in results] == [[3, 138], [3, 138]], results
     assert (tmp_path / 'signal' / 'preempted_iter_3.pth').is_file()  # written by rank 0

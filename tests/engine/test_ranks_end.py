@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 import pytest
-from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, free_port, run_main, tiny_run_options
 from mmengine.config import Config
 from processes import REACH_S, Session, steps, wait_for
 
@@ -206,7 +205,7 @@ def _peer(rank: int, world: int, port: int, out: str, case: str) -> None:
 def test_the_line_names_the_lost_rank_and_how_it_ended(tmp_path, case, world, expected) -> None:
     import torch.multiprocessing as mp
 
-    ctx, port = mp.get_context('spawn'), _free_port()
+    ctx, port = mp.get_context('spawn'), free_port()
     procs = [ctx.Process(target=_peer, args=(r, world, port, str(tmp_path), case)) for r in range(world)]
     for p in procs:
         p.start()
@@ -231,12 +230,6 @@ def test_the_line_names_the_lost_rank_and_how_it_ended(tmp_path, case, world, ex
 
 # ---------------------------------------------------------------------------------------------
 # real runs: helpers
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def _options(root: Path, epochs: int) -> list[str]:
@@ -332,7 +325,7 @@ def _start_ranks(tmp_path: Path, root: Path, launcher: str, epochs: int) -> tupl
     """Two ranks of ``tools/train.py``, each in its own session, started with ``launcher``'s
     environment: ``slurm`` (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NODELIST, as
     ``srun`` sets them) or ``pytorch`` (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT by hand)."""
-    port, work = str(_free_port()), tmp_path / 'work'
+    port, work = str(free_port()), tmp_path / 'work'
     cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--work-dir', str(work), '--launcher', launcher]
     procs = []
     for rank in (0, 1):
@@ -429,7 +422,7 @@ def test_slurm_train_sh_exits_143_when_scancel_stops_its_tasks(tiny_video_set, t
     srun.write_text(FAKE_SRUN.format(python=sys.executable))
     srun.chmod(0o755)
     work = tmp_path / 'work'
-    env = _env(PATH=f'{srun.parent}:{os.environ["PATH"]}', GPUS='2', MASTER_PORT=str(_free_port()))
+    env = _env(PATH=f'{srun.parent}:{os.environ["PATH"]}', GPUS='2', MASTER_PORT=str(free_port()))
     env['PYTHON'] = sys.executable
     cmd = ['bash', 'tools/slurm_train.sh', 'cpu', 'ranks', DEMO_CONFIG, str(work)]
     job = Session(tmp_path, 'job', [*cmd, '--cfg-options', *_options(tiny_video_set, 100)], env)
@@ -466,7 +459,7 @@ def _dist_train(tmp_path: Path, root: Path, epochs: int, launcher: str = 'bash')
     of :data:`LAUNCHERS`) in its own session."""
     work = tmp_path / 'work'
     cmd = [*LAUNCHERS[launcher], DEMO_CONFIG, '2', '--work-dir', str(work)]
-    env = _env(PORT=str(_free_port()), PYTHON=sys.executable)
+    env = _env(PORT=str(free_port()), PYTHON=sys.executable)
     return Session(tmp_path, 'launcher', [*cmd, '--cfg-options', *_options(root, epochs)], env), work
 
 
@@ -608,7 +601,7 @@ def test_two_torchrun_agents_restart_their_ranks_that_resume_from_the_last_check
     """Two "nodes": two agents meeting at a c10d rendezvous on 127.0.0.1, one rank each."""
     work, epochs = tmp_path / 'work', 8
     options = ['--nnodes=2', '--nproc_per_node=1', '--max-restarts=1', '--rdzv-backend=c10d']
-    options += [f'--rdzv-endpoint=127.0.0.1:{_free_port()}', '--rdzv-id=ranks-end-test']
+    options += [f'--rdzv-endpoint=127.0.0.1:{free_port()}', '--rdzv-id=ranks-end-test']
     agents = [_torchrun(tmp_path, f'node{n}', options, work, tiny_video_set, epochs) for n in (0, 1)]
     _restarted_and_resumed(agents, work, epochs)
 
@@ -655,7 +648,7 @@ def test_a_store_gone_since_it_was_asked_leaves_no_cpp_stack(how: str) -> None:
     bounded reads hold it back (``bare``: torch's own call shows that it is written)."""
     import subprocess
 
-    code = STORE_GONE.format(port=_free_port())
+    code = STORE_GONE.format(port=free_port())
     proc = subprocess.run(
         [sys.executable, '-c', code, how], cwd=REPO, capture_output=True, text=True, timeout=120
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from conftest import DEMO_CONFIG, REPO
+from conftest import DEMO_CONFIG, REPO, free_port
 from processes import Session, children, ignored, steps, wait_for
 
 #: seconds a run may take to end after the event that ends it (the issue's bound)
@@ -352,7 +352,7 @@ def test_testing_ends_on_an_exception_a_killed_worker_and_a_signal(
 
 @pytest.mark.slow
 def test_a_stopped_two_rank_test_goes_on_to_the_results_of_one_never_stopped(
-    tiny_video_set, tiny_checkpoint, tmp_path, free_tcp_port
+    tiny_video_set, tiny_checkpoint, tmp_path
 ) -> None:
     """``tools/dist_test.sh`` (torchrun, 2 ranks of 4 batches, 2 workers each) stopped by
     ``SIGTERM`` after each rank's first batch: both save, exit 143; the same command goes on at
@@ -365,7 +365,7 @@ def test_a_stopped_two_rank_test_goes_on_to_the_results_of_one_never_stopped(
         **os.environ,
         'PYTHONPATH': os.pathsep.join([str(REPO / 'tests' / 'engine'), os.environ.get('PYTHONPATH', '')]),
         'PYTHON': sys.executable,
-        'PORT': str(free_tcp_port),
+        'PORT': str(free_port()),
         'OMP_NUM_THREADS': '1',
         'GLOO_SOCKET_IFNAME': 'lo',
         'DNA_MM_FAULT_STAMP': str(tmp_path / 'asleep'),  # each rank sleeps after its first batch

@@ -4,11 +4,10 @@ run (no SLURM here: its variables are set), and the srun line of tools/slurm_*.s
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 
 import pytest
-from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, free_port, run_main, tiny_run_options
 
 from dna_mm.engine.distributed import first_host, slurm_environment
 from dna_mm.errors import ConfigError
@@ -34,18 +33,12 @@ def test_slurm_variables_become_torchs() -> None:
         slurm_environment(dict(SLURM_PROCID='0'))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def test_train_with_launcher_slurm_in_one_process(tiny_video_set, tmp_path, monkeypatch) -> None:
     for name in TORCH_VARS:  # set by the run: restored afterwards
         monkeypatch.setenv(name, '')
         monkeypatch.delenv(name)
     slurm = dict(SLURM_PROCID='0', SLURM_NTASKS='1', SLURM_LOCALID='0', SLURM_NODELIST='localhost')
-    for name, value in {**slurm, 'MASTER_PORT': str(_free_port())}.items():
+    for name, value in {**slurm, 'MASTER_PORT': str(free_port())}.items():
         monkeypatch.setenv(name, value)
     opts = tiny_run_options(tiny_video_set)  # batch 2: 2 accumulation steps reach 4
     train = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--launcher', 'slurm']

@@ -6,11 +6,10 @@ from __future__ import annotations
 import csv
 import os
 import re
-import socket
 import sys
 
 import pytest
-from conftest import DEMO_CONFIG, run_cmd, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, free_port, run_cmd, run_main, tiny_run_options
 
 from dna_mm.config import format_metrics
 from dna_mm.utils.tool_runs import read_test_metrics
@@ -49,15 +48,9 @@ def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> No
     assert len(rows) == 4 and {'video', 'label', 'pred', 'score', 'top5'} <= set(rows[0])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.integration
 def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
-    env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(_free_port()), 'OMP_NUM_THREADS': '1'}
+    env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(free_port()), 'OMP_NUM_THREADS': '1'}
     opts = tiny_run_options(tiny_video_set)
     run_cmd(
         [
@@ -73,7 +66,7 @@ def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
         env=env,
     )
     assert (tmp_path / 'epoch_1.pth').exists()
-    env['PORT'] = str(_free_port())
+    env['PORT'] = str(free_port())
     out = run_cmd(
         [
             'bash',
