@@ -148,6 +148,7 @@ def test(args: argparse.Namespace) -> dict:
             print(format_metrics(metrics) + skipped_note(runner), flush=True)
             if matrix is not None:
                 draw_confusion_matrix(cfg, matrix, args.confusion_matrix, args.normalize)
+        del runner  # freed, with what holds the process group, before it is left
     finally:
         shutdown_distributed()
     return metrics

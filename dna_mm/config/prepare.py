@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os.path as osp
 import sys
 from typing import Any, Optional
@@ -182,7 +183,9 @@ def shutdown_distributed() -> None:
     peer that is gone.
 
     mmengine leaves it to interpreter exit, where gloo's threads can abort the process
-    ("terminate called without an active exception") after a successful run.
+    ("terminate called without an active exception") after a successful run. The run's objects
+    that still hold the group (a DDP model's reducer, in the reference cycles of a runner) are
+    collected before it is left, not in the interpreter's final collection.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
@@ -194,4 +197,5 @@ def shutdown_distributed() -> None:
             dist.barrier()
         except RuntimeError:  # a peer gone at the very end: this rank's work is done
             pass
+    gc.collect()  # the run's objects that hold the group (a DDP model's reducer) go while it lives
     leave_group()
