@@ -28,6 +28,7 @@ progress (one line says which).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -260,6 +261,9 @@ class RankProgress:
         object.__setattr__(self.loop.dataloader, 'batch_sampler', batch_sampler)
 
     def remove(self) -> None:
-        """The test's results are final: no progress to go on from."""
+        """The test's results are final: no progress to go on from (the folder goes too once the
+        last rank's file is gone)."""
         if osp.isfile(self.path):
             os.remove(self.path)
+        with contextlib.suppress(OSError):  # another rank's file still there, or no folder
+            os.rmdir(osp.dirname(self.path))
