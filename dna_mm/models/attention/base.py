@@ -249,7 +249,7 @@ class AttentionBase(nn.Module):
         name another registered member holds is refused with one line naming both classes;
         ``replaces`` (a member's short name or registered name) takes that member's place."""
         super().__init_subclass__(**kwargs)
-        claim_names(cls, replaces)
+        claim_names(cls, replaces, family=AttentionBase)
 
     def __init__(
         self,

@@ -68,15 +68,14 @@ def registries(root: Registry = MODELS) -> list[Registry]:
     return found
 
 
-def registered_members() -> list[tuple[Registry, str, type]]:
-    """``(registry, name, class)`` of every member registered now, in any of :func:`registries`."""
-    from .base import AttentionBase  # noqa: PLC0415  (base imports this module)
-
+def registered_members(family: type) -> list[tuple[Registry, str, type]]:
+    """``(registry, name, class)`` of every subclass of ``family`` (the members' base class)
+    registered now, in any of :func:`registries`."""
     return [
         (registry, name, obj)
         for registry in registries()
         for name, obj in registry.module_dict.items()
-        if inspect.isclass(obj) and issubclass(obj, AttentionBase)
+        if inspect.isclass(obj) and issubclass(obj, family)
     ]
 
 
@@ -102,16 +101,17 @@ def short_name_owner(short: str, classes: Iterable[type]) -> Optional[type]:
     return left[0] if left else (holders[-1] if holders else None)
 
 
-def claim_names(cls: type, replaces: Optional[str]) -> None:
+def claim_names(cls: type, replaces: Optional[str], family: type) -> None:
     """Check the names ``cls`` claims (its class name, its own short name) against the
-    registered members, as the module docstring says; release the registrations of an earlier
-    copy of ``cls`` and, with ``replaces``, of the member it takes the place of by class name.
+    registered members (subclasses of ``family``, the members' base class), as the module
+    docstring says; release the registrations of an earlier copy of ``cls`` and, with
+    ``replaces``, of the member it takes the place of by class name.
 
     Raises:
         MemberError: a name another member holds, or a ``replaces`` that names no member or
             disagrees with the short name ``cls`` declares; one line naming both classes.
     """
-    members = registered_members()
+    members = registered_members(family)
     for registry, name, obj in members:  # an earlier copy of this class (a module imported again)
         if obj is not cls and same_class(obj, cls):
             registry.module_dict.pop(name, None)
