@@ -4,7 +4,9 @@ Testing a large set takes long enough to be preempted (Kinetics-400's 19,877 val
 3 views each; COCO's 5,000 images at 1024²), and a scheduler that requeues the job runs the same
 command again. So the test loop keeps, for each rank, how many batches of its share it has tested
 and what the evaluator's metrics collected from them (``results`` and any other plain attribute,
-such as a count of classes), in ``<work_dir>/test_progress/rank<r>_of_<w>.pth``:
+such as a count of classes), in ``<work_dir>/test_progress/<test>/rank<r>_of_<w>.pth``, where
+``<test>`` is the checkpoint's name and a hash of what makes two tests the same (below), so that
+two tests into one work dir (two checkpoints at once) each keep their own:
 
 * written every ``progress_every_s`` seconds (``test_cfg``; default :data:`EVERY_S`, ``0``
   turns the files off), whole or not at all;
@@ -16,9 +18,11 @@ such as a count of classes), in ``<work_dir>/test_progress/rank<r>_of_<w>.pth``:
   indices (nothing loaded), the metrics take their collected state back, and the test ends with
   the metrics of a run that was never stopped;
 * used only by the same test: the same checkpoint file (path, size, modification time), the same
-  model, test data, evaluator and batch size, the same number of ranks; any other is named in
-  one line and the test starts from its first batch;
-* removed when the test has ended (with its metrics, or with the list of unreadable videos).
+  model, test data, evaluator and batch size, the same number of ranks. A test that finds none
+  of its own but those of other tests (another checkpoint or config, or its own on another number
+  of ranks) names them in one line and starts from its first batch, leaving them as they are;
+* removed when the test has ended (with its metrics, or with the list of unreadable videos), its
+  folder too once empty.
 
 The files are read by dna_mm's weights-only reader (:func:`dna_mm.checkpoint.read_checkpoint`):
 NumPy arrays are stored as tensors and given back as arrays; a metric whose collected results
@@ -29,10 +33,12 @@ progress (one line says which).
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
 import os.path as osp
+import re
 import signal
 import time
 from typing import Any, Iterator
@@ -54,6 +60,8 @@ FOLDER = 'test_progress'
 #: config keys that decide the test's batches and results (with the checkpoint and the ranks)
 SAME_TEST_KEYS = ('model', 'test_dataloader', 'test_evaluator')
 _ARRAY = '__ndarray__'
+#: the number of ranks in a progress file's name
+_WORLD = re.compile(r'_of_(\d+)\.pth$')
 
 
 class NotStorable(TypeError):
@@ -123,7 +131,7 @@ class _SkipFirst(Sampler):
 
 
 def same_test_key(runner: Any) -> dict:
-    """What makes two tests the same (module docstring): shown in the line that refuses a file."""
+    """What makes two tests the same (module docstring), kept in the file and checked on reading."""
     cfg = runner.cfg
     same = json.dumps({k: cfg.get(k) for k in SAME_TEST_KEYS}, sort_keys=True, default=repr)
     checkpoint = getattr(runner, '_load_from', None)
@@ -135,14 +143,24 @@ def same_test_key(runner: Any) -> dict:
     }
 
 
+def test_name(key: dict) -> str:
+    """The folder of one test's progress files: ``<checkpoint name>-<12 hex digits of key>``
+    (``no_checkpoint-…`` for a test of the model as built)."""
+    checkpoint = key.get('checkpoint')
+    stem = osp.splitext(osp.basename(checkpoint))[0] if checkpoint else 'no_checkpoint'
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return f'{stem}-{digest}'
+
+
 class RankProgress:
     """One rank's progress file and its signals (module docstring)."""
 
     def __init__(self, loop: Any, every_s: float = EVERY_S) -> None:
         self.loop, self.every_s = loop, float(every_s)
         self.rank, self.world = get_dist_info()
-        self.path = osp.join(loop.runner.work_dir, FOLDER, f'rank{self.rank}_of_{self.world}.pth')
         self.key = same_test_key(loop.runner)
+        self.root = osp.join(loop.runner.work_dir, FOLDER)
+        self.path = osp.join(self.root, test_name(self.key), f'rank{self.rank}_of_{self.world}.pth')
         self.stop = StopSignals()
         self.saved_at = time.monotonic()
         self.off = self.every_s <= 0
@@ -155,7 +173,10 @@ class RankProgress:
         """``(batches, kept)`` of a saved progress of this same test (``kept``: what the loop
         itself gathered), the metrics' state given back; ``(0, {})`` when there is none to use
         (one line says why a file is not)."""
-        if self.off or not osp.isfile(self.path):
+        if self.off:
+            return 0, {}
+        if not osp.isfile(self.path):
+            self._name_others()
             return 0, {}
         try:
             saved = read_checkpoint(self.path)
@@ -167,7 +188,7 @@ class RankProgress:
         why = ''
         if not isinstance(saved, dict) or not {'key', 'batches', 'metrics'} <= set(saved):
             why = 'it is not a test progress file'
-        elif saved.get('key') != self.key:
+        elif saved.get('key') != self.key:  # another test whose name hashes alike
             why = f'it is for another checkpoint or config ({saved.get("key")}, now {self.key})'
         elif len(saved.get('metrics', [])) != len(metrics):
             why = f'it is for {len(saved.get("metrics", []))} metrics, not {len(metrics)}'
@@ -188,6 +209,22 @@ class RankProgress:
             f'computing the metrics ({self.path})'
         )
         return batches, from_storable(saved.get('kept', {}))
+
+    def _name_others(self) -> None:
+        """One line naming this rank's progress files of other tests in the work dir, if any."""
+        others = sorted(glob.glob(osp.join(self.root, '*', f'rank{self.rank}_of_*.pth')))
+        if not others:
+            return
+        own = [int(_WORLD.search(f)[1]) for f in others if osp.dirname(f) == osp.dirname(self.path)]
+        why = (
+            f'this test on {own[0]} ranks, now on {self.world}'
+            if own
+            else 'other tests: another checkpoint, model, test data, evaluator or batch size'
+        )
+        self._logger.warning(
+            f'test progress not used, kept as it is: {", ".join(others)} ({why}); testing from batch 1 '
+            f'(this test keeps its own in {self.path})'
+        )
 
     def skip(self, batches: int) -> None:
         """The loop's loader starts after its first ``batches`` batches (this pass only: :meth:`end`)."""
@@ -261,9 +298,10 @@ class RankProgress:
         object.__setattr__(self.loop.dataloader, 'batch_sampler', batch_sampler)
 
     def remove(self) -> None:
-        """The test's results are final: no progress to go on from (the folder goes too once the
-        last rank's file is gone)."""
+        """The test's results are final: no progress to go on from (the test's folder, then
+        ``test_progress``, go too once empty: the last rank's file gone, no other test's left)."""
         if osp.isfile(self.path):
             os.remove(self.path)
-        with contextlib.suppress(OSError):  # another rank's file still there, or no folder
-            os.rmdir(osp.dirname(self.path))
+        for folder in (osp.dirname(self.path), self.root):
+            with contextlib.suppress(OSError):  # another rank's or test's file still there, or none
+                os.rmdir(folder)

@@ -23,8 +23,18 @@ from torch.utils.data import Dataset
 from dna_mm.engine import DnARunner
 from dna_mm.engine.test_progress import NotStorable, from_storable, to_storable
 
-PROGRESS = Path('test_progress') / 'rank0_of_1.pth'
 _RUNS = itertools.count()
+
+
+def progress_files(work_dir: Path | str) -> list[Path]:
+    """The progress files under ``work_dir`` (one folder per test)."""
+    return sorted((Path(work_dir) / 'test_progress').glob('*/rank*_of_*.pth'))
+
+
+def progress_file(work_dir: Path | str) -> Path:
+    """The one progress file under ``work_dir``."""
+    (path,) = progress_files(work_dir)
+    return path
 
 
 @DATASETS.register_module(force=True)
@@ -182,29 +192,53 @@ def test_a_signalled_test_saves_and_the_same_test_goes_on_to_the_same_metrics(tm
     with pytest.raises(SystemExit) as stop:
         run_test(make_runner(work, stop_at=2), lines)
     assert stop.value.code == 128 + signal.SIGUSR1
-    assert f'stopped by SIGUSR1: saved its progress (batch 2 of 6) to {work / PROGRESS}' in lines.text
+    assert f'stopped by SIGUSR1: saved its progress (batch 2 of 6) to {progress_file(work)}' in lines.text
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # handlers put back
 
     again = run_test(make_runner(work), lines)
     assert again == whole  # every index once, in order; the same sum; the metric's own count
     assert 'test: continuing at batch 3 of 6 (rank 0)' in lines.text
-    assert not (work / PROGRESS).parent.exists()  # the file, and its folder
+    assert not (work / 'test_progress').exists()  # the file, and its folders
 
 
-def test_a_progress_of_another_test_or_a_broken_one_is_named_and_not_used(tmp_path) -> None:
+def test_two_tests_into_one_work_dir_keep_their_own_progress_and_a_broken_one_is_named(tmp_path) -> None:
     whole = make_runner(tmp_path / 'whole').test()
     work, lines = tmp_path / 'stopped', Lines()
     with pytest.raises(SystemExit):
         make_runner(work, stop_at=2).test()
-    other = run_test(make_runner(work, batch_size=3), lines)  # another test: from its first batch
-    assert f'test progress {work / PROGRESS} not used: it is for another checkpoint or config' in lines.text
+    first = progress_file(work)
+    with pytest.raises(SystemExit):  # another test (batch size 3) into the same work dir, stopped too
+        run_test(make_runner(work, batch_size=3, stop_at=1), lines)
+    assert f'test progress not used, kept as it is: {first} (other tests: another checkpoint' in lines.text
+    (second,) = set(progress_files(work)) - {first}
+    assert first.parent != second.parent and first.name == second.name == 'rank0_of_1.pth'
+
+    # each goes on from its own file; the one that ends first leaves the other's
+    other = run_test(make_runner(work, batch_size=3), lines)
+    assert 'test: continuing at batch 2 of 4 (rank 0)' in lines.text
     assert other['indices'] == WHOLE['indices'] and other['batches'] == 4
+    assert progress_files(work) == [first]
+    assert run_test(make_runner(work), lines) == whole
+    assert 'test: continuing at batch 3 of 6 (rank 0)' in lines.text
+    assert not (work / 'test_progress').exists()
+
+    # the same test's progress on another number of ranks: named, kept, not used
+    with pytest.raises(SystemExit):
+        make_runner(work, stop_at=2).test()
+    on_two = progress_file(work).with_name('rank0_of_2.pth')
+    progress_file(work).rename(on_two)
+    lines.lines.clear()
+    assert run_test(make_runner(work), lines) == whole
+    assert f'kept as it is: {on_two} (this test on 2 ranks, now on 1)' in lines.text
+    assert progress_files(work) == [on_two]
+    on_two.unlink()
 
     with pytest.raises(SystemExit):
         make_runner(work, stop_at=2).test()
-    (work / PROGRESS).write_bytes((work / PROGRESS).read_bytes()[:100])  # cut short
+    cut = progress_file(work)
+    cut.write_bytes(cut.read_bytes()[:100])  # cut short
     assert run_test(make_runner(work), lines) == whole
-    assert f'test progress {work / PROGRESS} unreadable' in lines.text
+    assert f'test progress {cut} unreadable' in lines.text
 
 
 def test_progress_every_s_writes_as_the_test_goes_and_0_writes_none(tmp_path) -> None:
@@ -213,8 +247,8 @@ def test_progress_every_s_writes_as_the_test_goes_and_0_writes_none(tmp_path) ->
     @HOOKS.register_module(force=True)
     class ReadProgress(Hook):
         def after_test_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
-            if (Path(runner.work_dir) / PROGRESS).is_file():
-                saved.append(torch.load(Path(runner.work_dir) / PROGRESS, weights_only=True)['batches'])
+            for path in progress_files(runner.work_dir):
+                saved.append(torch.load(path, weights_only=True)['batches'])
 
     for every_s, written in ((1e-9, [1, 2, 3, 4, 5]), (0, [])):
         saved.clear()
@@ -231,7 +265,7 @@ def test_results_that_cannot_be_stored_turn_the_progress_off_and_a_signal_still_
     assert stop.value.code == 128 + signal.SIGUSR1
     assert 'test progress off: the test collected a PosixPath, which cannot be stored' in lines.text
     assert 'stopped by SIGUSR1: nothing saved; exit status 138 (128 + SIGUSR1)' in lines.text
-    assert not (tmp_path / 'paths' / PROGRESS).exists()
+    assert not progress_files(tmp_path / 'paths')
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
 
 
@@ -240,6 +274,6 @@ def test_a_test_stopped_while_its_metrics_are_computed_goes_on_to_computing_them
     work, lines = tmp_path / 'computing', Lines()
     with pytest.raises(RuntimeError, match='stopped while computing the metrics'):
         make_runner(work, metric='FailsOnce').test()
-    assert torch.load(work / PROGRESS, weights_only=True)['batches'] == 6
+    assert torch.load(progress_file(work), weights_only=True)['batches'] == 6
     assert run_test(make_runner(work, metric='FailsOnce'), lines) == whole
     assert 'test: all 6 batches (rank 0) were tested before it stopped: computing the metrics' in lines.text
