@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, load_tool
+from conftest import DEMO_CONFIG, REPO, load_tool
 from mmengine.config import Config
 
 
@@ -145,3 +145,13 @@ def test_softmax_to_dna_takes_the_familys_variants_and_refuses_another(variant, 
         done.value.code == 2 and "convert_checkpoint.py: error: --variant: unknown DnA variant 'qpm'" in err
     )
     assert all(name in err for name in (*DNA_VARIANTS, *DNA_VARIANT_ALIASES)) and 'Traceback' not in err
+
+
+@pytest.mark.parametrize('where', ['docs/checkpoints.md', 'tools/model_converters/convert_checkpoint.py'])
+def test_the_usage_lines_parse_as_written(where) -> None:
+    """The optional arguments of softmax-to-dna's usage line, as the docs and the tool's docstring
+    write them (a negative scale after ``=``: argparse takes ``-1e-4`` alone for an option)."""
+    line = next(ln for ln in (REPO / where).read_text().splitlines() if '--v-neg-scale' in ln)
+    options = ' '.join(re.findall(r'\[(--[^\]]+)\]', line)).split()
+    args = _convert_tool().parse_args(['softmax-to-dna', 'in.pth', 'out.pth', '--num-heads', '4', *options])
+    assert (args.variant, args.q_neg_scale, args.v_neg_scale) == ('qpm_vpm', 1e-4, -1e-4)

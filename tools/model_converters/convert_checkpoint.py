@@ -2,7 +2,7 @@
 """Convert attention checkpoints between softmax, the authors' DnA layouts and dna_mm.
 
     python tools/model_converters/convert_checkpoint.py softmax-to-dna IN OUT (--config CFG | --num-heads H)
-        [--variant qpm_vpm] [--q-neg-scale 1e-4] [--v-neg-scale -1e-4]
+        [--variant qpm_vpm] [--q-neg-scale=1e-4] [--v-neg-scale=-1e-4]
     python tools/model_converters/convert_checkpoint.py dna-to-softmax IN OUT [--layout {timm,mha}]
     python tools/model_converters/convert_checkpoint.py official-to-dna-mm IN OUT [--combine {add,sub}]
 
@@ -77,7 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "paper's (Q±V±, ...)",
     )
     s2d.add_argument('--q-neg-scale', type=float, default=Q_NEG_SCALE, help='Q- = scale * Q')
-    s2d.add_argument('--v-neg-scale', type=float, default=V_NEG_SCALE, help='V- = scale * V')
+    s2d.add_argument(
+        '--v-neg-scale',
+        type=float,
+        default=V_NEG_SCALE,
+        help='V- = scale * V (a negative scale after "=": --v-neg-scale=-1e-4)',
+    )
 
     d2s = command(
         'dna-to-softmax',
