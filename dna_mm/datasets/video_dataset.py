@@ -47,8 +47,9 @@ class RobustVideoDataset(VideoDataset):
 
     At build time, an error naming the list: a line that is not UTF-8 (``file:line`` and the
     byte), a line other than ``path label`` (a path may hold blanks: the label is the last
-    field), a label outside ``[0, num_classes)``, videos missing on disk (the first few with
-    their line numbers, and the total).
+    field), a line without a label (unless ``labels_optional``: an OOD list), a label outside
+    ``[0, num_classes)``, videos missing on disk (the first few with their line numbers, and the
+    total).
 
     In training, a video that fails to load is logged with the reason, counted
     (:class:`SkippedVideosHook` reports the count) and replaced by another sample; when
@@ -61,6 +62,9 @@ class RobustVideoDataset(VideoDataset):
 
     Args:
         num_classes: Number of classes; labels must lie in ``[0, num_classes)``.
+        labels_optional: A line may be a path alone (label ``-1``): a list of videos outside the
+            model's classes (OOD evaluation). Otherwise such a line is an error: trained on, or
+            scored by a test, it would count as a sample of no class.
         check_files: Verify at build time that every listed video exists.
         max_refetch: Replacement attempts for one sample before giving up (training).
         **kwargs: ``VideoDataset`` arguments (``ann_file``, ``pipeline``, ``data_prefix``, ...).
@@ -70,13 +74,14 @@ class RobustVideoDataset(VideoDataset):
         self,
         *args,
         num_classes: Optional[int] = None,
+        labels_optional: bool = False,
         check_files: bool = True,
         max_refetch: int = 10,
         **kwargs,
     ) -> None:
         if num_classes is not None and num_classes <= 0:
             raise ConfigError(f'num_classes must be positive, got {num_classes}')
-        self.check_files = check_files
+        self.check_files, self.labels_optional = check_files, labels_optional
         self.skipped = SharedCounter()
         self._failures: list[tuple[Any, str]] = []
         super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
@@ -101,8 +106,15 @@ class RobustVideoDataset(VideoDataset):
             fields = line.split(self.delimiter)
             if self.multi_class:
                 label = [self._label(f, lineno) for f in fields[1:]]
-            elif len(fields) in (1, 2):
-                label = self._label(fields[1], lineno) if len(fields) == 2 else -1
+            elif len(fields) == 2:
+                label = self._label(fields[1], lineno)
+            elif len(fields) == 1:
+                if not self.labels_optional:
+                    raise DataError(
+                        f'{self.ann_file}:{lineno}: expected "path label", got {line!r} (no label; a list '
+                        'of videos without labels, such as an OOD list, needs labels_optional=True)'
+                    )
+                label = -1
             elif _is_int(fields[-1]):  # a path with blanks: the label is the last field
                 label = self._label(fields[-1], lineno)
                 fields = [self.delimiter.join(fields[:-1])]

@@ -20,7 +20,7 @@ the OOD list together (one ``ConcatDataset``; OOD lines need no label), the samp
 ``robustness/auroc``, ``/aupr``, ``/fpr95`` (OOD positive, scored by ``-confidence``) and computes
 the others on the in-distribution samples only::
 
-    ood = dict(type='RobustVideoDataset', ann_file='data/ood/test.txt',
+    ood = dict(type='RobustVideoDataset', ann_file='data/ood/test.txt', labels_optional=True,
                data_prefix=dict(video='data/ood/videos'), pipeline=test_pipeline, test_mode=True)
     test_dataloader = dict(dataset=dict(_delete_=True, type='ConcatDataset',
                                         datasets=[{{_base_.test_dataloader.dataset}}, ood]))
@@ -188,6 +188,8 @@ def with_ood_evaluation(cfg: Config, ood_ann_file: str, ood_data_prefix: str = '
         pipeline=ind.pipeline,
         test_mode=True,
     )
+    if str(ood['type']).rpartition('.')[2] == 'RobustVideoDataset':
+        ood['labels_optional'] = True  # MMAction2's VideoDataset reads a path alone as label -1
     cfg.test_dataloader.dataset = dict(type='ConcatDataset', datasets=[ind, ood])
     evaluators = cfg.test_evaluator
     evaluators = evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]

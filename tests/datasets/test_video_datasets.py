@@ -322,6 +322,26 @@ def test_missing_files_and_bad_labels_fail_at_build(tiny_video_set, tmp_path) ->
     assert len(ds) == 8
 
 
+def test_a_line_without_a_label_is_named_unless_the_list_has_none(tiny_video_set, tmp_path) -> None:
+    """A label left out of one line would be trained on, or scored by a test, as label -1; an OOD
+    list (videos outside the model's classes) is paths alone, with ``labels_optional``."""
+    lines = (tiny_video_set / 'test.txt').read_text().splitlines()
+    ann = tmp_path / 'test.txt'
+    ann.write_text('\n'.join([lines[0], lines[1].split()[0], *lines[2:]]) + '\n')
+    with pytest.raises(ValueError) as err:
+        DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4, test_mode=True))
+    assert str(err.value) == (
+        f'{ann}:2: expected "path label", got {lines[1].split()[0]!r} (no label; a list of videos '
+        'without labels, such as an OOD list, needs labels_optional=True)'
+    )
+    ood = DATASETS.build(
+        _dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4, test_mode=True, labels_optional=True)
+    )
+    assert [ood.get_data_info(i)['label'] for i in range(len(ood))] == [int(lines[0].split()[1]), -1] + [
+        int(ln.split()[1]) for ln in lines[2:]
+    ]
+
+
 def _corrupt(path: Path) -> Path:
     path.write_bytes(b'\x00\x00\x00\x18ftypmp42' + bytes(range(256)) * 8)
     return path

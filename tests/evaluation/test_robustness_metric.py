@@ -111,6 +111,7 @@ def test_with_ood_evaluation_sets_up_the_concat_and_keeps_the_metric_args(tmp_pa
         data_prefix=dict(video='/ood'),
         pipeline=pipeline,
         test_mode=True,
+        labels_optional=True,  # an OOD list's lines are paths alone
     )
     assert cfg.test_evaluator == dict(
         type='RobustnessMetric', beta=7, ood_ann_file=str(tmp_path / 'ood.txt'), ood_data_prefix='/ood'

@@ -161,7 +161,7 @@ def test_robustness_metric_in_tools_test(checkpoints, tiny_video_set, tmp_path) 
     ood_cfg = tmp_path / 'ood.py'
     ood_cfg.write_text(
         f"_base_ = ['{cfg}']\n"
-        f"ood = dict(type='RobustVideoDataset', ann_file='{ood_list}',\n"
+        f"ood = dict(type='RobustVideoDataset', ann_file='{ood_list}', labels_optional=True,\n"
         f"           data_prefix=dict(video='{root}/videos'),\n"
         "           pipeline={{_base_.test_pipeline}}, test_mode=True)\n"
         "test_dataloader = dict(dataset=dict(_delete_=True, type='ConcatDataset',\n"
