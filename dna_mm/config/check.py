@@ -1,6 +1,11 @@
 """Config values checked before anything is built: one :class:`~dna_mm.errors.ConfigError` that
 names every bad key and its value.
 
+* what training needs (``mode='train'``): ``train_dataloader``, ``train_cfg`` and
+  ``optim_wrapper``, which a config made for testing (MMAction2's VideoMAE zoo files) lacks;
+* ``optim_wrapper.type='AmpOptimWrapper'`` (mmengine's, as MMAction2's ``-amp-`` zoo configs
+  name it) on a machine without an accelerator it takes, where mmengine would stop on an
+  assertion after building the model: ``AutoAmpOptimWrapper`` or ``OptimWrapper`` are named;
 * lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval``,
   ``default_hooks.logger.interval`` must be > 0; ``default_hooks.checkpoint.interval`` > 0 or
   -1 (mmengine's "never");
@@ -74,7 +79,17 @@ def _positive(value: Any, key: str, allow: tuple = ()) -> list[str]:
     return [f'{key} must be > 0{alt}, got {value}']
 
 
+#: what mmengine's runner needs to train (it raises a ``RuntimeError`` at ``train()`` without them)
+TRAIN_KEYS = ('train_dataloader', 'train_cfg', 'optim_wrapper')
+
+
 def _train_problems(cfg: Config) -> list[str]:
+    missing = [key for key in TRAIN_KEYS if not cfg.get(key)]
+    if missing:
+        return [
+            f'{", ".join(missing)}: not in the config, so it cannot train (a config made for testing; '
+            f'add {"them" if len(missing) > 1 else "it"} to train with it)'
+        ]
     out: list[str] = []
     train_cfg = cfg.get('train_cfg') or {}
     for key in ('max_epochs', 'max_iters', 'val_interval'):
@@ -87,12 +102,28 @@ def _train_problems(cfg: Config) -> list[str]:
     )
     out += _compile_problems(cfg.get('compile'))
     wrapper = cfg.get('optim_wrapper') or {}
+    out += _amp_problems(wrapper)
     for name, sub in [('', wrapper), *wrapper.items()]:  # multi-optimizer configs: one per module
         if isinstance(sub, dict) and isinstance(sub.get('optimizer'), dict):
             out += _positive(
                 sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
             )
     return out
+
+
+def _amp_problems(wrapper: dict) -> list[str]:
+    """mmengine's ``AmpOptimWrapper`` asserts a CUDA, NPU, MLU or MUSA device when it is built."""
+    if wrapper.get('type') not in ('AmpOptimWrapper', 'mmengine.AmpOptimWrapper'):
+        return []
+    from mmengine.device import is_cuda_available, is_mlu_available, is_musa_available, is_npu_available
+
+    if is_cuda_available() or is_npu_available() or is_mlu_available() or is_musa_available():
+        return []
+    return [
+        "optim_wrapper.type='AmpOptimWrapper' needs a GPU, and there is none here: set "
+        'optim_wrapper.type=AutoAmpOptimWrapper (mixed precision on a GPU, full precision without '
+        'one) or OptimWrapper (full precision)'
+    ]
 
 
 def _compile_problems(value: Any) -> list[str]:
