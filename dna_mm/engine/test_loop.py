@@ -14,6 +14,10 @@ a sample that cannot be loaded, tests the others, and at the end
   list in :attr:`unreadable` (``tools/test.py --skip-unreadable`` prints the count beside the
   metric).
 
+When no test video at all can be read, the error asks whether the test pipeline is one for
+these videos (a decoder step that does not match the opening one fails on every file), with or
+without ``skip_unreadable``: there is nothing to compute a metric over.
+
 Datasets of other types are tested exactly as by ``TestLoop``. A config names it,
 ``test_cfg = dict(type='UnreadableVideosTestLoop')`` (``configs/_base_/default_runtime*.py``);
 ``tools/test.py --skip-unreadable`` needs it. A stopped test goes on where it stood when the same
@@ -160,12 +164,21 @@ class UnreadableVideosTestLoop(ResumableTestLoop):
         """The list of unreadable videos, or the metrics over the readable ones."""
         self.unreadable = [tuple(item) for part in all_gather_object(self.found) for item in part]
         total = len(self.dataloader.dataset)
-        if self.unreadable and not self.skip_unreadable:
+        none_read = len(self.unreadable) == total
+        if self.unreadable and (none_read or not self.skip_unreadable):
             progress.remove()  # the list is the result: run again, the videos are read again
             shown = '\n  '.join(f'{path}: {reason}' for path, reason in self.unreadable[:SHOW])
             more = f'\n  ... ({len(self.unreadable) - SHOW} more)' if len(self.unreadable) > SHOW else ''
-            raise DataError(
-                f'{len(self.unreadable)} of the {total} test videos cannot be read; no metric computed '
-                f'(fix or remove them, or pass --skip-unreadable to test the others):\n  {shown}{more}'
-            )
+            if none_read:  # every video failing is the pipeline's doing more often than the files'
+                same = len({reason.replace(path, '') for path, reason in self.unreadable}) == 1
+                what = (
+                    f'none of the {total} test videos can be read{", all for one reason" if same else ""}: '
+                    "is the config's test pipeline one for these videos? (no metric computed)"
+                )
+            else:
+                what = (
+                    f'{len(self.unreadable)} of the {total} test videos cannot be read; no metric computed '
+                    '(fix or remove them, or pass --skip-unreadable to test the others)'
+                )
+            raise DataError(f'{what}:\n  {shown}{more}')
         return self.metrics_over(total - len(self.unreadable), progress)

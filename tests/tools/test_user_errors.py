@@ -296,6 +296,24 @@ def test_test_names_every_unreadable_video_or_skips_them(
     assert line.endswith('(2 unreadable videos skipped: metrics over 2 of 4)'), line
 
 
+def test_a_pipeline_that_reads_no_test_video_is_named_as_such(
+    tiny_video_set, tiny_checkpoint, tmp_path, capsys
+) -> None:
+    """PyAV's opening step before decord's decoder fails on every video, for one reason: not
+    a list of broken files but a pipeline that does not fit them, with --skip-unreadable too."""
+    opts = [*tiny_run_options(tiny_video_set), 'test_dataloader.dataset.pipeline.0.type=PyAVInit']
+    for skip in ([], ['--skip-unreadable']):
+        args = [DEMO_CONFIG, str(tiny_checkpoint), '--work-dir', str(tmp_path), *skip, '--cfg-options', *opts]
+        with pytest.raises(SystemExit) as done:
+            _tool('test').main(args)
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and 'Traceback' not in err
+        assert (
+            "test.py: error: none of the 4 test videos can be read, all for one reason: is the config's "
+            'test pipeline one for these videos? (no metric computed):'
+        ) in err
+
+
 def test_test_on_a_file_that_is_not_a_checkpoint(tiny_video_set, tmp_path, capsys) -> None:
     text = tmp_path / 'notes.pth'
     text.write_text('this is a text file\n')
