@@ -121,7 +121,8 @@ def timeline(
             predictor.sampling.offsets,
         )
         path = write_timeline(options.out, data, result, segments, options.topk, names)
-        echo(f'wrote {len(result.windows)} windows and {len(segments)} segments to {path}')
+        n, m = len(result.windows), len(segments)
+        echo(f'wrote {n} window{"s" * (n != 1)} and {m} segment{"s" * (m != 1)} to {path}')
     if options.out_video:
         from .annotated_video import write_annotated_video
 
