@@ -3,8 +3,9 @@ depth) is run as a reader would use it.
 
 * a config (a block that sets ``_base_``): written to a file of its own, read by
   :func:`dna_mm.config.read_config` with its pretrained weights cleared (nothing is downloaded),
-  checked (:func:`dna_mm.config.check_config`, which names a misspelt or merged ``attn_cfg``) and
-  its model built (:func:`dna_mm.config.build_part`);
+  checked (:func:`dna_mm.config.check_config`, which names a misspelt or merged ``attn_cfg``; a
+  config made for testing, as MMAction2's VideoMAE files, as a test's) and its model built
+  (:func:`dna_mm.config.build_part`);
 * any other block: a complete file, run as ``python FILE`` in an empty folder.
 
 A block not meant to run (a tool's output, an excerpt of keys) says so in its info string,
@@ -101,11 +102,12 @@ def test_the_blocks_are_found_and_few_are_not_run() -> None:
 @pytest.mark.parametrize('block', CONFIGS, ids=lambda b: b.name)
 def test_a_config_block_builds(block: Block, tmp_path) -> None:
     from dna_mm.config import build_part, check_config, read_config
+    from dna_mm.config.check import TRAIN_KEYS
 
     path = tmp_path / 'config.py'
     path.write_text(block.code)
     cfg = read_config(path, clear_pretrained=True)
-    check_config(cfg)
+    check_config(cfg, 'train' if all(cfg.get(key) for key in TRAIN_KEYS) else 'test')  # a test config
     build_part(cfg)
 
 

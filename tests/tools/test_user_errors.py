@@ -204,25 +204,6 @@ def test_a_config_made_for_testing_cannot_train_and_says_so_in_one_line() -> Non
     ]
 
 
-def test_mmengines_amp_wrapper_on_a_machine_without_a_gpu_is_one_line() -> None:
-    """MMAction2's ``-amp-`` zoo configs (the Swin example's base) name mmengine's
-    AmpOptimWrapper, which asserts a GPU after the model is built; with a GPU it is accepted."""
-    cfg = Config.fromfile(str(REPO / 'configs/examples/swin-t_dna_k400.py'))
-    assert cfg.optim_wrapper.type == 'AmpOptimWrapper'
-    if torch.cuda.is_available():
-        check_config(cfg, 'train')
-        return
-    with pytest.raises(ConfigError) as err:
-        check_config(cfg, 'train')
-    assert str(err.value) == (
-        "optim_wrapper.type='AmpOptimWrapper' needs a GPU, and there is none here: set "
-        'optim_wrapper.type=AutoAmpOptimWrapper (mixed precision on a GPU, full precision without one) '
-        'or OptimWrapper (full precision)'
-    )
-    cfg.optim_wrapper.type = 'AutoAmpOptimWrapper'
-    check_config(cfg, 'train')
-
-
 def test_train_bad_label_and_missing_load_from(tiny_video_set, tmp_path, capsys) -> None:
     train = _tool('train')
     bad = tmp_path / 'train.txt'
