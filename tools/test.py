@@ -107,6 +107,7 @@ def test(args: argparse.Namespace) -> dict:
     if args.verbose:
         cfg.log_setup_to_console = True
     cfg.load_from = args.checkpoint
+    cfg.test_only = True  # the work dir's config stays the one training saved (DnARunner.dump_config)
     # --cfg-options first: they may address test_evaluator, which --dump turns into a list
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     check_config(cfg, 'test')
@@ -122,7 +123,18 @@ def test(args: argparse.Namespace) -> dict:
         added.append(dict(type='ConfusionMatrix'))
     if args.dump is not None and detector:
         if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
-            cfg.test_evaluator.outfile_prefix = args.dump[: -len('.json')]
+            evaluators = cfg.test_evaluator
+            coco = [
+                e
+                for e in (evaluators if isinstance(evaluators, (list, tuple)) else [evaluators])
+                if str(e.get('type')).rpartition('.')[2] == 'CocoMetric'
+            ]
+            if not coco:
+                raise ConfigError(
+                    '--dump NAME.json writes the results of a CocoMetric, and test_evaluator has none'
+                )
+            for metric in coco:
+                metric.outfile_prefix = args.dump[: -len('.json')]
             args.dump = None
         elif not args.dump.endswith(('.pkl', '.pickle')):
             raise ConfigError(f'--dump for a detector must end in .pkl or .json, got {args.dump}')
@@ -146,7 +158,7 @@ def test(args: argparse.Namespace) -> dict:
         matrix = metrics.pop('confusion_matrix/result', None)
         if runner.rank == 0:
             print(format_metrics(metrics) + skipped_note(runner), flush=True)
-            if matrix is not None:
+            if matrix is not None and args.confusion_matrix is not None:  # not a config's own metric
                 draw_confusion_matrix(cfg, matrix, args.confusion_matrix, args.normalize)
         del runner  # freed, with what holds the process group, before it is left
     finally:

@@ -310,8 +310,11 @@ class DnARunner(Runner):
 
     def dump_config(self) -> None:
         """mmengine's, except into the work dir of a live training run (that run's copy stays;
-        a training run is then refused by :meth:`train`)."""
-        if not in_use(self.work_dir):
+        a training run is then refused by :meth:`train`), and for a test (``cfg.test_only``, set
+        by ``tools/test.py``): the work dir's config stays the training run's, which every tool
+        takes as it is; the test's own, with the evaluators it added, is its log folder's
+        (``<timestamp>/vis_data/config.py``)."""
+        if not in_use(self.work_dir) and not self.cfg.get('test_only'):
             super().dump_config()
 
     def save_checkpoint(

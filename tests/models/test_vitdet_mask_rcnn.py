@@ -261,3 +261,17 @@ def test_stock_mmdet_train_then_our_test(tiny_coco: Path, tmp_path: Path) -> Non
         for key in ('bboxes', 'scores', 'labels'):
             assert torch.equal(one['pred_instances'][key], other['pred_instances'][key])
         assert one['pred_instances']['masks'] == other['pred_instances']['masks']  # RLE
+
+    # --dump NAME.json on a config whose test_evaluator is a list (a work dir's config after a
+    # test with --dump .pkl): the COCO results files of its CocoMetric, the same AP
+    listed = tmp_path / 'listed.py'
+    listed.write_text(
+        f"_base_ = [{str(REPO / 'configs/vitdet_dna_demo.py')!r}]\n"
+        f"test_evaluator = [{{{{_base_.test_evaluator}}}}, dict(type='DumpDetResults', out_file_path="
+        f"{str(tmp_path / 'listed.pkl')!r})]\n"
+    )
+    listed_cli = [o.replace('test_evaluator.', 'test_evaluator.0.') for o in cli]
+    run = ['tools/test.py', str(listed), str(ckpt), '--work-dir', str(tmp_path / 'listed')]
+    out = run_main([*run, '--dump', str(tmp_path / 'r.json'), '--cfg-options', *listed_cli]).stdout
+    assert next(ln for ln in out.splitlines() if ln.startswith('Test results:')) == line
+    assert (tmp_path / 'r.bbox.json').is_file() and (tmp_path / 'r.segm.json').is_file()

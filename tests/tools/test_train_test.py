@@ -23,6 +23,8 @@ def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> No
     )
     ckpt = tmp_path / 'epoch_1.pth'
     assert ckpt.exists()
+    saved = tmp_path / 'timesformer_dna_demo.py'  # the config training saved in its work dir
+    trained_with = saved.read_text()
     # --seed wins over the config's randomness.seed (0): mmengine's own record of the run's seed
     (log,) = tmp_path.glob('*/*.log')
     assert re.search(r'^\s+seed: 3$', log.read_text(), re.M), 'the run did not use --seed 3'
@@ -46,6 +48,15 @@ def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> No
     assert 'WARNING' not in out, out  # no prefix notice for --dump's metric, no FileClient notices
     rows = list(csv.DictReader(open(tmp_path / 'preds.csv')))
     assert len(rows) == 4 and {'video', 'label', 'pred', 'score', 'top5'} <= set(rows[0])
+    # the tests into the work dir left training's config there as it was (not with --dump's
+    # evaluator added), and it tests as it is, after a test that added a confusion matrix too
+    assert saved.read_text() == trained_with
+    if attn == 'dna':
+        for extra in (['--confusion-matrix', str(tmp_path / 'cm.png')], []):
+            again = run_main(['tools/test.py', str(saved), str(ckpt), '--work-dir', str(tmp_path), *extra])
+            assert [ln for ln in again.stdout.splitlines() if ln.startswith('Test results:')] == [line]
+            assert saved.read_text() == trained_with
+        assert (tmp_path / 'cm.png').is_file()
 
 
 @pytest.mark.integration
