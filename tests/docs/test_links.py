@@ -1,5 +1,7 @@
 """The docs' links lead somewhere: every relative link of README.md, configs/README.md and docs/
-names a file of the checkout, and every ``#anchor`` a heading of its page (GitHub's anchors)."""
+names a file of the checkout, and every ``#anchor`` a heading of its page (GitHub's anchors); every
+path they quote (`` `tools/test.py` ``) is a file of the checkout, or of the repository tree that
+MMAction2's / MMDetection's wheels install (``.mim``: ``tools/``, ``configs/``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,16 @@ PAGES = [REPO / 'README.md', REPO / 'configs' / 'README.md', *sorted((REPO / 'do
 LINK = re.compile(r'\]\((?P<target>[^)\s#]*)(?:#(?P<anchor>[^)\s]+))?\)')
 HEADING = re.compile(r'^#{1,6} (.+?)\s*$', re.M)
 FENCED = re.compile(r'^(`{3,}|~{3,}).*?^\1', re.M | re.S)
+#: a quoted path that starts at one of the checkout's top folders
+QUOTED = re.compile(r'`((?:dna_mm|tools|configs|docs|tests|scripts|requirements)/[\w./\-]*\w)`')
+
+
+def mim_roots() -> list[Path]:
+    """The repository trees the OpenMMLab wheels install (``<package>/.mim``)."""
+    import mmaction
+    import mmdet
+
+    return [Path(package.__file__).parent / '.mim' for package in (mmaction, mmdet)]
 
 
 def anchor(heading: str) -> str:
@@ -47,3 +59,14 @@ def test_every_link_leads_to_a_file_and_heading_of_the_checkout(page: Path) -> N
         elif where and path.suffix == '.md' and where not in anchors(path):
             broken.append(f'{target}#{where}: no such heading in {path.relative_to(REPO)}')
     assert not broken, broken
+
+
+@pytest.mark.parametrize('page', PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_quoted_path_is_a_file_of_the_checkout_or_of_the_openmmlab_trees(page: Path) -> None:
+    roots = [REPO, page.parent, *mim_roots()]
+    missing = [
+        path
+        for path in QUOTED.findall(page.read_text(encoding='utf-8'))
+        if not any((root / path).exists() for root in roots)
+    ]
+    assert not missing, missing

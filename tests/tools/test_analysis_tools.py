@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DEMO_CONFIG, run_tool, tiny_run_options
+from conftest import DEMO_CONFIG, load_tool, run_tool, tiny_run_options
 
 from dna_mm.analysis import aurra, ood_measures, rms_calibration_error
 
@@ -37,6 +37,16 @@ def checkpoints(tiny_video_set, tmp_path_factory) -> dict[str, tuple[str, str]]:
         )
         out[attn] = (str(work / 'timesformer_dna_demo.py'), str(work / 'epoch_2.pth'))
     return out
+
+
+@pytest.mark.parametrize('option', ['--num-samples', '--batch-size', '--intruder-k'])
+@pytest.mark.parametrize('value', ['0', '-3'])
+def test_analyze_attention_counts_below_1_are_one_line(option, value, capsys) -> None:
+    tool = load_tool('tools/analysis/analyze_attention.py')
+    with pytest.raises(SystemExit) as done:
+        tool.parse_args([DEMO_CONFIG, 'ckpt.pth', '--out', 'out', option, value])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f'error: {option} must be >= 1, got {value}')
 
 
 def test_analyze_attention_cli_compare(checkpoints, tmp_path) -> None:

@@ -74,7 +74,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--center', choices=['feature', 'token', 'none'], default='feature')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ('num_samples', 'batch_size', 'intruder_k'):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f'--{name.replace("_", "-")} must be >= 1, got {value}')
+    return args
 
 
 def describe(rep: dict) -> str:
