@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import UnsupportedModelError
+from ..utils.held_output import held_output
 
 #: opset of the TorchScript exporter's default
 DEFAULT_OPSET = 17
@@ -115,6 +116,16 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     return exportable
 
 
+#: what the TorchScript exporter prints (from C++, on stdout) before the graph it was building
+#: when an operator stopped it; the error that follows says which operator, in one line
+GRAPH_DUMP = 'ONNX graph being constructed during exception:'
+
+
+def without_graph_dump(text: str) -> str:
+    """``text`` up to the exporter's :data:`GRAPH_DUMP` (some hundred lines of graph)."""
+    return text.partition(GRAPH_DUMP)[0]
+
+
 def example_input(shape: Sequence[int], batch: int = 1, seed: int = 0) -> Tensor:
     """A seeded standard-normal input of ``shape`` with batch ``batch`` (normalised scale)."""
     gen = torch.Generator().manual_seed(seed)
@@ -144,7 +155,7 @@ def export(
             kwargs['dynamic_shapes'] = ({0: torch.export.Dim('batch', min=1, max=4096)},)
     elif dynamic_batch:
         kwargs['dynamic_axes'] = {'inputs': {0: 'batch'}, 'logits': {0: 'batch'}}
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), held_output(1, without_graph_dump):
         warnings.simplefilter('ignore')  # the exporters' deprecation / tracer notes
         try:
             torch.onnx.export(ex.model, (x,), path, **kwargs)

@@ -12,24 +12,21 @@ Where dna_mm asks a store that may be gone (a rank lost: :mod:`dna_mm.engine.dis
 whether the store still answers, but the process that serves it can die between that question and
 the read), the failure is what it reports, in one line; a C++ stack beside it would read as a
 crash of its own. :func:`held_stderr` holds file descriptor 2 in a file while it runs and then
-writes back everything but those warnings (:func:`without_store_warnings`).
+writes back everything but those warnings (:func:`without_store_warnings`;
+:mod:`dna_mm.utils.held_output`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import sys
-import tempfile
-import threading
-from typing import Iterator
+from typing import ContextManager
+
+from ..utils.held_output import held_output
 
 #: the first line of a c10d warning (glog's prefix: level, date, time, source file and line)
 _WARNING = re.compile(r'^\[[WE]\d{4} [\d:.]+ \w+\.cpp:\d+\] \[c10d\] ')
 #: the lines of the C++ stack that follow it
 _STACK = ('Exception raised from ', 'frame #', '<omitting python frames>')
-_LOCK = threading.RLock()
 
 
 def without_store_warnings(text: str) -> str:
@@ -44,21 +41,7 @@ def without_store_warnings(text: str) -> str:
     return ''.join(kept)
 
 
-@contextlib.contextmanager
-def held_stderr() -> Iterator[None]:
+def held_stderr() -> ContextManager[None]:
     """File descriptor 2 held in a file for the block, then written back without c10d's
-    warnings. What other threads of this process write meanwhile comes out after the block."""
-    with _LOCK, tempfile.TemporaryFile() as held:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            kept = without_store_warnings(held.read().decode(errors='replace'))
-            if kept:
-                os.write(2, kept.encode())
+    warnings (:func:`~dna_mm.utils.held_output.held_output`)."""
+    return held_output(2, without_store_warnings)
