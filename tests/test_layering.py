@@ -56,7 +56,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'config.build',
     ),
     'evaluation': ('errors', 'datasets', 'preparation.imagenet'),  # ImageNet's folders (imagenet_variants)
-    'deployment': ('errors', 'models', 'checkpoint', 'config.build'),
+    'deployment': ('errors', 'utils', 'models', 'checkpoint', 'config.build'),
     # the training runtime: the runner, its ranks and global batch, loops, hooks
     'engine': ('errors', 'utils', 'converters', 'checkpoint', 'datasets', 'models'),
     'benchmarks': (
