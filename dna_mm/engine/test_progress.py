@@ -143,7 +143,7 @@ def same_test_key(runner: Any) -> dict:
     }
 
 
-def test_name(key: dict) -> str:
+def progress_folder(key: dict) -> str:
     """The folder of one test's progress files: ``<checkpoint name>-<12 hex digits of key>``
     (``no_checkpoint-…`` for a test of the model as built)."""
     checkpoint = key.get('checkpoint')
@@ -160,7 +160,7 @@ class RankProgress:
         self.rank, self.world = get_dist_info()
         self.key = same_test_key(loop.runner)
         self.root = osp.join(loop.runner.work_dir, FOLDER)
-        self.path = osp.join(self.root, test_name(self.key), f'rank{self.rank}_of_{self.world}.pth')
+        self.path = osp.join(self.root, progress_folder(self.key), f'rank{self.rank}_of_{self.world}.pth')
         self.stop = StopSignals()
         self.saved_at = time.monotonic()
         self.off = self.every_s <= 0
