@@ -127,7 +127,7 @@ def test(args: argparse.Namespace) -> dict:
             coco = [
                 e
                 for e in (evaluators if isinstance(evaluators, (list, tuple)) else [evaluators])
-                if str(e.get('type')).rpartition('.')[2] == 'CocoMetric'
+                if getattr(e.get('type'), '__name__', str(e.get('type'))).rpartition('.')[2] == 'CocoMetric'
             ]
             if not coco:
                 raise ConfigError(

@@ -41,6 +41,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmengine.registry import METRICS
 
+from ..datasets import RobustVideoDataset
 from .calibration import aurra, ood_measures, rms_calibration_error
 
 
@@ -188,7 +189,8 @@ def with_ood_evaluation(cfg: Config, ood_ann_file: str, ood_data_prefix: str = '
         pipeline=ind.pipeline,
         test_mode=True,
     )
-    if str(ood['type']).rpartition('.')[2] == 'RobustVideoDataset':
+    kind = ood['type']
+    if kind == 'RobustVideoDataset' or (isinstance(kind, type) and issubclass(kind, RobustVideoDataset)):
         ood['labels_optional'] = True  # MMAction2's VideoDataset reads a path alone as label -1
     cfg.test_dataloader.dataset = dict(type='ConcatDataset', datasets=[ind, ood])
     evaluators = cfg.test_evaluator

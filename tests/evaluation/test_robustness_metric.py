@@ -116,3 +116,11 @@ def test_with_ood_evaluation_sets_up_the_concat_and_keeps_the_metric_args(tmp_pa
     assert cfg.test_evaluator == dict(
         type='RobustnessMetric', beta=7, ood_ann_file=str(tmp_path / 'ood.txt'), ood_data_prefix='/ood'
     )
+    # the dataset named by its class (a config's own import), not by its registered name
+    from dna_mm.datasets import RobustVideoDataset
+
+    by_class = Config(
+        dict(test_dataloader=dict(dataset=dict(ind, type=RobustVideoDataset)), test_evaluator={})
+    )
+    with_ood_evaluation(by_class, str(tmp_path / 'ood.txt'))
+    assert by_class.test_dataloader.dataset.datasets[1]['labels_optional'] is True
