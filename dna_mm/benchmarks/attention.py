@@ -347,7 +347,7 @@ def table(
 def device_name(device: str) -> str:
     """The GPU's name, or the CPU's and the threads torch uses."""
     if device == 'cuda':
-        return torch.cuda.getdevice_name()
+        return torch.cuda.get_device_name()
     return f'{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads'
 
 

@@ -102,3 +102,10 @@ def _triton_constructible() -> bool:
     except ImportError:
         return False
     return kernel_unusable_reason(64) is None
+
+
+@pytest.mark.cuda
+def test_a_cuda_table_names_the_gpu() -> None:
+    rows = {'temporal': {m: dict(ms=1.0, peak_mb=1.0) for m in ('softmax', 'dna_fast')}}
+    text = bench.table('cuda', rows, ['softmax', 'dna_fast'], 'bfloat16', 'core')
+    assert f'(bfloat16; {torch.cuda.get_device_name()})' in text.splitlines()[0]

@@ -70,7 +70,7 @@ ULPS = {torch.float32: (REORDERED, SUMMED), torch.float16: (ROUNDING, ROUNDING)}
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
 @pytest.mark.parametrize('bias', ['none', 'one', 'pair'])
 def test_outputs_and_every_gradient_match_the_formula(d, dtype, bias) -> None:
-    if d == 128 and bias != 'pair':
+    if d == 128 and bias != 'pair' and DEVICE == 'cpu':  # on a GPU every case runs
         pytest.skip('head dim 128: one bias case keeps the interpreter run short')
     ts, alpha, b_pos, b_neg = _inputs(2, 2, 19, 37, d, dtype, bias)  # ragged M, N
     arg = None if bias == 'none' else (b_pos if bias == 'one' else (b_pos, b_neg))
