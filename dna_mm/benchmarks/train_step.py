@@ -3,8 +3,9 @@
 
 :func:`prepare` builds a config's model (:func:`dna_mm.config.build.read_config`, pretrained weights
 cleared), its optimizer and random inputs into one train step; :func:`measure` times the steps of
-several configs in turns (:mod:`.timing`); :func:`peak_rss` measures one config's CPU memory in a
-fresh process; :func:`step_table` and :func:`peak_rss_table` say the tables row by row.
+several configs in turns (:mod:`.timing`); :func:`step_work` profiles one step (where its device
+time goes, operator by operator: :func:`operator_table`); :func:`peak_rss` measures one config's CPU
+memory in a fresh process; :func:`step_table` and :func:`peak_rss_table` say the tables row by row.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import resource
 import statistics
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 from mmengine.config import Config
@@ -24,6 +25,8 @@ from .timing import in_fresh_process, in_order, time_in_turns
 
 #: a run: (config, its --cfg-options, torch.compile the backbone)
 Run = tuple[str, dict, bool]
+#: the operators :func:`step_table`'s ``kernels`` lists
+OPERATOR_ROWS = 15
 
 
 def detection_inputs(model: nn.Module, cfg: Config, batch: int, device: str) -> tuple:
@@ -148,16 +151,115 @@ def prepare(
     )
 
 
-def gpu_kernels(step: Callable[[], None]) -> tuple[float, int]:
-    """One step under ``torch.profiler``: the seconds its CUDA kernels ran (their sum: the time
-    the GPU was busy) and how many it launched."""
+#: the profiler's names of what an operator runs under: a backward node's evaluation, an
+#: optimizer's ``step`` / ``zero_grad`` (``'Optimizer.step#SGD.step'``)
+_BACKWARD_NODE, _OPTIMIZER = 'autograd::engine::evaluate_function: ', 'Optimizer.'
+#: ``{operator: (kernels, seconds)}``, an operator named with where it ran (:func:`operator_key`)
+OperatorWork = dict[str, tuple[int, float]]
+
+
+class StepWork(NamedTuple):
+    """One profiled step: the seconds of device work (CUDA: its kernels' time, the GPU busy; CPU:
+    the ``aten::`` operators' own time), how many kernels it launched (CPU: operators it ran),
+    and both by operator."""
+
+    busy_s: float
+    kernels: int
+    by_operator: OperatorWork
+
+
+def operator_key(event: Any) -> str:
+    """``event``'s operator (``aten::`` dropped) with the backward node or optimizer call it ran
+    under: ``'mm'``, ``'mm (MmBackward0)'``, ``'_foreach_add_ (SGD.step)'``."""
+    name, parent = event.name.removeprefix('aten::'), event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(_BACKWARD_NODE):
+            return f'{name} ({parent.name[len(_BACKWARD_NODE) :]})'
+        if parent.name.startswith(_OPTIMIZER):
+            return f'{name} ({parent.name.split("#", 1)[-1]})'
+        parent = parent.cpu_parent
+    return name
+
+
+def kernel_times(event: Any) -> list[float]:
+    """The durations (µs) of the CUDA kernels that the CPU operator ``event`` launched itself."""
+    if event.device_type != torch.autograd.DeviceType.CPU:
+        return []
+    return [kernel.duration for kernel in event.kernels]
+
+
+def self_times(event: Any) -> list[float]:
+    """CPU: an ``aten::`` operator's own time (µs; its callees' apart), as one entry."""
+    return [event.self_cpu_time_total] if event.name.startswith('aten::') else []
+
+
+def operator_work(events: list, work: Callable[[Any], list[float]]) -> OperatorWork:
+    """``{operator_key: (kernels, seconds)}`` over ``events``: ``work(event)``, the durations (µs)
+    of the kernels each one ran (:func:`kernel_times`, :func:`self_times`)."""
+    table: OperatorWork = {}
+    for event in events:
+        durations = work(event)
+        if durations:
+            n, seconds = table.get(operator_key(event), (0, 0.0))
+            table[operator_key(event)] = (n + len(durations), seconds + sum(durations) / 1e6)
+    return table
+
+
+def step_work(step: Callable[[], None], device: str) -> StepWork:
+    """One ``step`` under ``torch.profiler``: on CUDA its kernels (their time summed: the GPU
+    busy), each counted under the operator that launched it (``'(no operator)'``: launched
+    outside one, e.g. a compiled graph's Triton kernels); on the CPU its ``aten::`` operators'
+    own time."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    cuda = device.startswith('cuda')
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         step()
-        torch.cuda.synchronize()
-    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sum(e.device_time for e in events) / 1e6, len(events)
+        if cuda:
+            torch.cuda.synchronize()
+    events = prof.events()
+    by_operator = operator_work(events, kernel_times if cuda else self_times)
+    if not cuda:
+        return StepWork(
+            sum(t for _, t in by_operator.values()), sum(n for n, _ in by_operator.values()), by_operator
+        )
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    busy = sum(e.device_time for e in kernels) / 1e6
+    n_left = len(kernels) - sum(n for n, _ in by_operator.values())
+    if n_left > 0:
+        by_operator['(no operator)'] = (n_left, max(busy - sum(t for _, t in by_operator.values()), 0.0))
+    return StepWork(busy, len(kernels), by_operator)
+
+
+def operator_table(labels: list[str], works: list[OperatorWork], top: int = 15) -> str:
+    """The ``top`` operators whose time differs most from the first run's (with one run: the
+    longest): each run's kernels and milliseconds, the differences to the first, and the sums."""
+    ref = works[0]
+
+    def spread(key: str) -> float:
+        if len(works) == 1:
+            return ref[key][1]
+        return max(abs(w.get(key, (0, 0.0))[1] - ref.get(key, (0, 0.0))[1]) for w in works[1:])
+
+    def cells(key: Optional[str]) -> list[tuple[int, float]]:  # per run; None: the sums
+        if key is None:
+            return [(sum(n for n, _ in w.values()), sum(t for _, t in w.values())) for w in works]
+        return [w.get(key, (0, 0.0)) for w in works]
+
+    lines = [
+        '| operator (backward node / optimizer) | '
+        + ' | '.join(labels)
+        + ' |'
+        + ''.join(f' Δ {label} |' for label in labels[1:]),
+        '|---|' + '---|' * (2 * len(labels) - 1),
+    ]
+    keys = sorted(set().union(*works), key=lambda k: (-spread(k), k))[:top]
+    for key in [*keys, None]:
+        runs = cells(key)
+        row = [f'{n} / {t * 1e3:.2f} ms' for n, t in runs]
+        row += [f'{n - runs[0][0]:+d} / {(t - runs[0][1]) * 1e3:+.2f} ms' for n, t in runs[1:]]
+        lines.append(f'| {"all" if key is None else f"`{key}`"} | ' + ' | '.join(row) + ' |')
+    return '\n'.join(lines)
 
 
 def measure(
@@ -232,8 +334,9 @@ def step_table(
     echo: Callable[..., None] = print,
 ) -> dict[str, Any]:
     """Every run's model built (:func:`prepare`), their steps timed in turns (:func:`measure`,
-    ``kernels``: one more profiled step each, :func:`gpu_kernels`), the table said row by row
-    through ``echo``, ratios to the first run. Returns the figures (``--json``)."""
+    ``kernels``: one more profiled step each, :func:`step_work`, and the operators that differ
+    most, :func:`operator_table`), the tables said row by row through ``echo``, ratios to the
+    first run. Returns the figures (``--json``)."""
     from mmaction.utils import register_all_modules
 
     register_all_modules()
@@ -252,14 +355,14 @@ def step_table(
         echo(f'--cfg-options {cfg_options}')
     prepared = [prepare(c, batch, device, o, amp_dtype, k, part) for c, o, k in runs]
     step_times, peaks, firsts = measure([p[0] for p in prepared], reps, device)
-    profiled = [gpu_kernels(p[0]) for p in prepared] if kernels else None
+    profiled = [step_work(p[0], device) for p in prepared] if kernels else None
     ref_params, ref_time, ref_peak = prepared[0][1], step_times[0], peaks[0]
     gpu = ref_peak is not None
     echo(
         '| config | params | Δ params vs first | backbone | train step | ratio |'
         + (' peak memory | ratio | clips (images)/s |' if gpu else '')
         + (' first step |' if compare_compile else '')
-        + (' GPU busy | kernels |' if profiled else '')
+        + ((' GPU busy | kernels |' if gpu else ' operators\' time | operators |') if profiled else '')
         + '\n'
         + '|---|---|---|---|---|---|'
         + ('---|---|---|' if gpu else '')
@@ -269,6 +372,11 @@ def step_table(
     names = [
         c + (' with_cp' if o.get('model.backbone.with_cp') else '') + (' compiled' if k else '')
         for c, o, k in runs
+    ]
+    # the operator table's columns: the config's file name and how it ran
+    labels = [
+        os.path.basename(c).removesuffix('.py') + name[len(c) :]
+        for (c, _, _), name in zip(runs, names, strict=True)
     ]
     rows = []
     for i, (c, (_, n, nb), t, peak, first) in enumerate(
@@ -283,20 +391,26 @@ def step_table(
         if compare_compile:
             row += f' {first:.1f} s |'
         if profiled:
-            busy, launched = profiled[i]
+            busy, launched, _ = profiled[i]
             row += f' {busy * 1e3:.1f} ms ({busy / t:.0%}) | {launched} |'
         echo(row, flush=True)
         rows.append(
             dict(
                 config=c,
+                label=labels[i],
                 params=n,
                 backbone_params=nb,
                 step_s=t,
                 first_step_s=first,
                 peak_bytes=peak,
                 per_s=batch / t,
-                **(dict(gpu_busy_s=profiled[i][0], kernels=profiled[i][1]) if profiled else {}),
+                **(profiled[i]._asdict() if profiled else {}),
             )
         )
+    if profiled:
+        what = 'GPU time by the operator that launched each kernel' if gpu else "the operators' own CPU time"
+        unit = 'kernels' if gpu else 'calls'
+        echo(f'\n{what} ({unit} / time; the {OPERATOR_ROWS} that differ most from the first config):\n')
+        echo(operator_table(labels, [w.by_operator for w in profiled], OPERATOR_ROWS), flush=True)
     meta = dict(torch=torch.__version__, device=name, batch=batch, part=part)
     return dict(meta, amp_dtype=amp_dtype, cfg_options=cfg_options, rows=rows)

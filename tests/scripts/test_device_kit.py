@@ -258,21 +258,47 @@ def test_the_steps_fit_one_call_on_a_lent_gpu() -> None:
 
 
 def test_the_train_step_table_adds_the_gpu_busy_time_where_it_was_profiled() -> None:
-    """``benchmark_train_step.py --kernels`` rows (GPU busy time, kernels launched) become two
-    more columns of the report's table; rows without them keep the plain table."""
+    """``benchmark_train_step.py --kernels`` rows (GPU busy time, kernels launched, both by
+    operator) become two more columns of the report's table and the table of the operators that
+    differ most; rows without them keep the plain table."""
     check = load_tool('scripts/device/gpu_check.py')
-    row = dict(config='a.py', params=121.6e6, step_s=0.1, peak_bytes=2**30, per_s=80.0)
+    row = dict(config='a.py', label='a', params=121.6e6, step_s=0.1, peak_bytes=2**30, per_s=80.0)
     profiled = [
-        dict(row, gpu_busy_s=0.04, kernels=1234),
-        dict(row, config='b.py', step_s=0.15, gpu_busy_s=0.05, kernels=2000),
+        dict(row, busy_s=0.04, kernels=1234, by_operator={'mm': [1000, 0.03], 'neg': [0, 0.0]}),
+        dict(
+            row,
+            config='b.py',
+            label='b',
+            step_s=0.15,
+            busy_s=0.05,
+            kernels=2000,
+            by_operator={'mm': [1990, 0.045]},
+        ),
     ]
     run = dict(device='GPU', batch=8, part='model', amp_dtype=None, rows=profiled)
-    text = check._train_step_markdown(None, {'timesformer': run})
-    assert '| GPU busy | kernels |' in text.splitlines()[2]
-    assert text.splitlines()[-1].endswith('| 1.50× | 1.00 GiB | 1.00× | 80.0 | 50.0 ms | 2000 |')
+    lines = check._train_step_markdown(None, {'timesformer': run}).splitlines()
+    assert '| GPU busy | kernels |' in lines[2]
+    assert lines[5].endswith('| 1.50× | 1.00 GiB | 1.00× | 80.0 | 50.0 ms | 2000 |')
+    assert lines[7:] == [
+        '| operator (backward node / optimizer) | a | b | Δ b |',
+        '|---|---|---|---|',
+        '| `mm` | 1000 / 30.00 ms | 1990 / 45.00 ms | +990 / +15.00 ms |',
+        '| `neg` | 0 / 0.00 ms | 0 / 0.00 ms | +0 / +0.00 ms |',
+        '| all | 1000 / 30.00 ms | 1990 / 45.00 ms | +990 / +15.00 ms |',
+    ]
     assert 'GPU busy' not in check._train_step_markdown(None, {'timesformer': dict(run, rows=[row])})
 
 
-def test_kernels_are_profiled_on_cuda_only() -> None:
-    proc = run_main(['tools/benchmarks/benchmark_train_step.py', '--kernels', '--device', 'cpu'], check=False)
-    assert proc.returncode == 2 and '--kernels profiles CUDA kernels: it needs --device cuda' in proc.stderr
+def test_kernels_on_the_cpu_list_the_operators_own_time() -> None:
+    """``--kernels`` on the CPU: each operator's own time, by where it ran (backward node,
+    optimizer), beside the first config's."""
+    check = load_tool('scripts/device/gpu_check.py')
+    tool = ['tools/benchmarks/benchmark_train_step.py', '--device', 'cpu', '--batch', '1', '--reps', '1']
+    configs = ['--configs', 'configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py']
+    proc = run_main([*tool, *configs, '--kernels', '--cfg-options', *check.TINY_TIMESFORMER])
+    assert "| operators' time | operators |" in proc.stdout
+    table = proc.stdout.split("the operators' own CPU time (calls / time; the 15 that differ most")[1]
+    assert (
+        '| operator (backward node / optimizer) | timesformer_softmax_k400 | timesformer_dna_k400 |' in table
+    )
+    assert re.search(r'\n\| all \| \d+ / [\d.]+ ms \| \d+ / [\d.]+ ms \| \+\d+ / ', table), table

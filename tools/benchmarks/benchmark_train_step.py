@@ -49,8 +49,11 @@ On CUDA the table adds the peak memory of each config's steps
 (``max_memory_allocated``) and the throughput (clips/s, or images/s); ``--kernels`` profiles one
 more step of each config (``torch.profiler``): the time its kernels kept the GPU busy, as a share
 of the step, and how many kernels it launched (a step much longer than its GPU time is bound by
-launching them, not by the GPU's work). ``--json`` also writes
-the figures. The work: ``dna_mm/benchmarks/train_step.py``.
+launching them, not by the GPU's work), then a second table: each kernel counted under the
+operator that launched it (``mm``, ``mul (MulBackward0)``: a backward node's, ``_foreach_add_
+(SGD.step)``: the optimizer's), the 15 operators whose time differs most from the first config's.
+On the CPU ``--kernels`` lists the ``aten::`` operators and their own time.
+``--json`` also writes the figures. The work: ``dna_mm/benchmarks/train_step.py``.
 """
 
 from __future__ import annotations
@@ -106,8 +109,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument(
         '--kernels',
         action='store_true',
-        help='CUDA: also profile one step of each config: the time its kernels kept the GPU busy '
-        'and how many it launched (a step far longer than its GPU time is bound by launching them)',
+        help='also profile one step of each config: the time its kernels kept the GPU busy, how many '
+        'it launched, and the operators whose kernels differ most from the first config (CPU: the '
+        'operators and their own time)',
     )
     p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
@@ -129,8 +133,6 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
         p.error('--amp-dtype needs --device cuda')
     if args.peak_rss and args.device != 'cpu':
         p.error('--peak-rss measures CPU memory (--device cpu); on CUDA the table has the peak GPU memory')
-    if args.kernels and not args.device.startswith('cuda'):
-        p.error('--kernels profiles CUDA kernels: it needs --device cuda')
     if args.compile and args.compare_compile:
         p.error('--compile or --compare-compile: choose one')
     runs = [(c, dict(args.cfg_options), args.compile) for c in args.configs]
