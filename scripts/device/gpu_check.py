@@ -225,7 +225,17 @@ def _test_markdown(ctx: Context, data: dict) -> str:
 
 
 # -- attention benchmark ------------------------------------------------------------------------
-ATTENTION_METHODS = ['softmax', 'dna_fast', 'dna_2h', 'dna_folded', 'dna_triton', 'dna_eager', 'diff', 'cog']
+ATTENTION_METHODS = [
+    'softmax',
+    'dna_fast',
+    'dna_2h',
+    'dna_stacked',
+    'dna_folded',
+    'dna_triton',
+    'dna_eager',
+    'diff',
+    'cog',
+]
 #: (name, shapes, clips): the divided shapes at the paper's 8 clips, the long ones at one
 ATTENTION_RUNS = (('divided', ['spatial', 'temporal'], 8), ('long', ['joint', 'vitdet_global'], 1))
 

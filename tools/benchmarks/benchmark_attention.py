@@ -25,7 +25,10 @@ projection weights instead (``-Q- = x (-W)ᵀ - b``, ``α V- = x (α W)ᵀ + α 
 in place of the passes; its core starts from those folded heads); ``softmax_eager`` = softmax
 with explicit maps (what the SDPA kernel itself gains over them: the most DnA fast can gain
 over DnA eager); ``dna_2h`` = DnA with both branches in one SDPA call over ``2H`` heads
-(``kernel='sdpa_2h'``); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
+(``kernel='sdpa_2h'``); ``dna_stacked`` = DnA with both branches in one SDPA call over the
+queries stacked, ``[Q+; -Q-]``, and the values side by side, ``[V+, V-]``
+(``dna_mm.benchmarks.attention.stacked_pair``: one pass over the keys for twice the value work;
+a candidate for short sequences); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
 ``TRITON_INTERPRET=1``; left out elsewhere).
 A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
@@ -52,7 +55,7 @@ import json
 #: test keeps them equal)
 SHAPES = ('spatial', 'temporal', 'joint', 'vitdet_global')
 DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
-ROUTES = ('dna_fast', 'dna_folded', 'dna_eager', 'softmax_eager', 'dna_2h', 'dna_triton')
+ROUTES = ('dna_fast', 'dna_folded', 'dna_eager', 'softmax_eager', 'dna_2h', 'dna_stacked', 'dna_triton')
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 #: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
 IMPORT_HELP = (
