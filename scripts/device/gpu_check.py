@@ -13,14 +13,15 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
   against float64 in fp32 / bf16 / fp16, the SDPA kernels each branch takes, the Triton kernel
   at real shapes, AMP.
 - ``attention``: ``tools/benchmarks/benchmark_attention.py`` in bf16, core and module scopes:
-  softmax, DnA over SDPA, DnA through the Triton kernel, eager, Diff, Cog, at TimeSformer-B's
+  softmax, DnA over SDPA (two calls; one over the queries stacked; the sign and α folded), DnA
+  through the Triton kernel, Diff, Cog, at TimeSformer-B's
   divided shapes for a batch of 8 clips, joint space-time (1 × 1569) and the ViTDet-B global
   block (1 × 4096 with its rel-pos bias).
 - ``train_steps``: ``tools/benchmarks/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
-  the configs' AMP rule (bf16 from sm80): softmax, DnA (SDPA), DnA (Triton); the ViTDet-B
-  backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos): softmax vs DnA; DnA with and
-  without activation checkpointing (``model.backbone.with_cp``); with mmcv's compiled ops, the
-  whole ViTDet-B Mask R-CNN at 1024², batch 1: softmax vs DnA.
+  the configs' AMP rule (bf16 from sm80): softmax vs DnA, with ``--kernels`` (the GPU time by
+  operator); the ViTDet-B backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos):
+  softmax vs DnA; with mmcv's compiled ops, the whole ViTDet-B Mask R-CNN at 1024², batch 1:
+  softmax vs DnA, with ``--kernels``.
 - ``tools``: ``tools/train.py`` (``--amp``, one epoch) and ``tools/test.py`` on the demo config
   and data, then a resume from that checkpoint to a second epoch and its test.
 - ``detector`` (mmcv's compiled ops): ``tools/train.py configs/vitdet_dna_demo.py --amp`` on the
@@ -225,17 +226,9 @@ def _test_markdown(ctx: Context, data: dict) -> str:
 
 
 # -- attention benchmark ------------------------------------------------------------------------
-ATTENTION_METHODS = [
-    'softmax',
-    'dna_fast',
-    'dna_2h',
-    'dna_stacked',
-    'dna_folded',
-    'dna_triton',
-    'dna_eager',
-    'diff',
-    'cog',
-]
+#: DnA's default route, its candidates and the baselines (the one-call-over-2H route and the eager
+#: one, measured on an H100 and an H200, were slower at every shape: docs/benchmarks.md)
+ATTENTION_METHODS = ['softmax', 'dna_fast', 'dna_stacked', 'dna_folded', 'dna_triton', 'diff', 'cog']
 #: (name, shapes, clips): the divided shapes at the paper's 8 clips, the long ones at one
 ATTENTION_RUNS = (('divided', ['spatial', 'temporal'], 8), ('long', ['joint', 'vitdet_global'], 1))
 
@@ -291,15 +284,12 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
     ]
     vitdet = tool + ['--configs', *VITDET_CONFIGS, '--part', 'backbone']
     vitdet += ['--json', str(ctx.scratch / 'step_vitdet.json')]
-    with_cp = tool + ['--configs', TIMESFORMER_CONFIGS[1], '--compare-with-cp']
-    with_cp += ['--json', str(ctx.scratch / 'step_timesformer_with_cp.json')]
     mask_rcnn = tool + ['--configs', *VITDET_CONFIGS, '--part', 'model']  # 1024², RoI ops: mmcv
     mask_rcnn += ['--json', str(ctx.scratch / 'step_mask_rcnn.json')]
     if ctx.gpu:
         runs = [
             timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '10', '--kernels'],
             vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
-            with_cp + ['--device', 'cuda', '--batch', '8', '--reps', '3'],
             mask_rcnn + ['--device', 'cuda', '--batch', '1', '--reps', '5', '--kernels'],
         ]
     else:
@@ -307,7 +297,6 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
         runs = [
             timesformer + cpu + ['--batch', '2', '--kernels', '--cfg-options', *TINY_TIMESFORMER],
             vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
-            with_cp + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
             mask_rcnn + cpu + ['--batch', '1', '--kernels', '--cfg-options', *TINY_MASK_RCNN],
         ]
     return runs if has_mmcv_ops() else runs[:-1]  # Mask R-CNN last: its RoI ops need mmcv's
@@ -326,7 +315,7 @@ def _step_tables(*names: str) -> Callable[[Context], dict]:
     return collect
 
 
-_train_step_collect = _step_tables('timesformer', 'vitdet', 'timesformer_with_cp', 'mask_rcnn')
+_train_step_collect = _step_tables('timesformer', 'vitdet', 'mask_rcnn')
 
 
 def _train_step_markdown(ctx: Context, data: dict) -> str:
@@ -458,10 +447,11 @@ def _detector_markdown(ctx: Context, data: dict) -> str:
 
 #: what the steps' caps on a GPU may add up to: with the kit's install the check fits one call
 #: (600 s at most). Set from the runs: on a cold H100 the environment's imports took over 20 s; on
-#: a cold H200 (third call) the environment 19 s, the CUDA tests 77 s, the attention 40 s, the train
-#: steps 84 s (with two more TimeSformer configs), the tools about 90 s (each tool's start about
-#: 15 s), the detector 76 s, and the compiled step over 100 s (inductor's first DnA step alone
-#: 57 s, softmax's about as long)
+#: a cold H200 (third call) the environment 19 s, the CUDA tests 77 s, the attention 40 s (with the
+#: 2H and eager routes), the train steps 84 s (with two more TimeSformer configs and the
+#: activation-checkpointing run), the tools about 90 s (each tool's start about 15 s), the
+#: detector 76 s, and the compiled step over 100 s (inductor's first DnA step alone 57 s, softmax's
+#: about as long)
 GPU_CAPS_S = 560
 
 STEPS = [
@@ -480,7 +470,7 @@ STEPS = [
         _test_markdown,
     ),
     Step(
-        'attention', dict(gpu=45, rehearsal=300), _attention_commands, _attention_collect, _attention_markdown
+        'attention', dict(gpu=40, rehearsal=300), _attention_commands, _attention_collect, _attention_markdown
     ),
     Step(
         'train_steps',
@@ -493,7 +483,7 @@ STEPS = [
     Step('detector', dict(gpu=85, rehearsal=600), _detector_commands, _detector_collect, _detector_markdown),
     Step(
         'compiled',
-        dict(gpu=135, rehearsal=600),
+        dict(gpu=140, rehearsal=600),
         _compiled_commands,
         _step_tables('timesformer_compiled'),
         _train_step_markdown,
