@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import resource
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +45,7 @@ ROUTES = {
     'dna_eager': dict(type='DnAAttention', fused_attn=False),
     'softmax_eager': dict(type='SoftmaxAttention', fused_attn=False),
     'dna_2h': dict(type='DnAAttention', kernel='sdpa_2h'),  # both branches in one SDPA call over 2H heads
-    'dna_stacked': dict(type='DnAAttention'),  # both in one SDPA call over 2N queries (:func:`stacked_pair`)
+    'dna_stacked': dict(type='DnAAttention', kernel='sdpa_stacked'),  # one SDPA call, the queries stacked
     'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel
 }
 #: the routes the tables put after the members (DnA's other kernels); the others come before them
@@ -138,32 +138,6 @@ def folded_heads(module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q_min, F.linear(x, module.v_neg.weight * a[:, None], module.v_neg.bias * a)
 
 
-def stacked_pair(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_neg: torch.Tensor,
-    v_neg: torch.Tensor,
-    alpha: torch.Tensor,
-    scale: float,
-    b_pos: Optional[torch.Tensor] = None,
-    b_neg: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    """DnA's two branches in one SDPA call over ``2M`` queries and ``2d`` value channels: with
-    ``Q = [Q+; -Q-]`` (the queries stacked), ``V = [V+, V-]`` (the channels side by side) and the
-    logit bias ``[b+; -b-]``, ``O = SDPA(Q, K, V)`` is ``[[softmax·V+, softmax·V-], [softmin·V+,
-    softmin·V-]]``, and ``softmax(s Q+ Kᵀ + b+) V+ + α softmin(s Q- Kᵀ + b-) V-`` is its top-left
-    plus ``α`` times its bottom-right block. Twice the value work of two calls, for one call over
-    the keys: what a short sequence (TimeSformer's temporal 8 tokens), whose SDPA kernels run
-    one mostly empty tile a sequence, may gain. ``[B, H, M, d]`` in and out."""
-    m, d = q.shape[-2:]
-    bias = None if b_pos is None else torch.cat([b_pos, -b_neg], dim=-2).to(q.dtype)  # [·, H, 2M, N]
-    out = F.scaled_dot_product_attention(
-        torch.cat([q, -q_neg], dim=-2), k, torch.cat([v, v_neg], dim=-1), attn_mask=bias, scale=scale
-    )  # [B, H, 2M, 2d]
-    return out[..., :m, :d] + out[..., m:, d:] * alpha.to(out).view(1, -1, 1, 1)
-
-
 def build_step(
     device: str, shape: str, method: str, dtype: str, scope: str, clips: int = 1, tiny: bool = False
 ) -> Callable[[], None]:
@@ -218,18 +192,12 @@ def build_step(
             module.split_heads(q_min), k, module.split_heads(v_min), attn_mask=neg_bias, scale=module.scale
         )
 
-    def stacked() -> torch.Tensor:  # [B, H, N, d]
-        heads = module.project(x)
-        b_pos, b_neg = bias if isinstance(bias, tuple) else (bias, bias)
-        q, k, v, q_neg, v_neg = (heads[name] for name in ('q', 'k', 'v', 'q_neg', 'v_neg'))
-        return stacked_pair(q, k, v, q_neg, v_neg, module.alpha, module.scale, b_pos, b_neg)
-
     amp = torch.autocast(device, dtype=getattr(torch, dtype)) if dtype != 'float32' else None
 
     def forward() -> torch.Tensor:
         with amp or contextlib.nullcontext():
-            if method in ('dna_folded', 'dna_stacked'):
-                out = folded() if method == 'dna_folded' else stacked()
+            if method == 'dna_folded':
+                out = folded()
                 return module.project_out(module.merge_heads(out), x) if scope == 'module' else out
             if scope == 'module':
                 return module(x, attn_bias=bias)

@@ -200,8 +200,9 @@ def operator_work(events: list, work: Callable[[Any], list[float]]) -> OperatorW
     for event in events:
         durations = work(event)
         if durations:
-            n, seconds = table.get(operator_key(event), (0, 0.0))
-            table[operator_key(event)] = (n + len(durations), seconds + sum(durations) / 1e6)
+            key = operator_key(event)
+            n, seconds = table.get(key, (0, 0.0))
+            table[key] = (n + len(durations), seconds + sum(durations) / 1e6)
     return table
 
 

@@ -18,10 +18,10 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
   divided shapes for a batch of 8 clips, joint space-time (1 × 1569) and the ViTDet-B global
   block (1 × 4096 with its rel-pos bias).
 - ``train_steps``: ``tools/benchmarks/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
-  the configs' AMP rule (bf16 from sm80): softmax vs DnA, with ``--kernels`` (the GPU time by
-  operator); the ViTDet-B backbone + neck at 1024² (window 14 + 4 global blocks, rel-pos):
-  softmax vs DnA; with mmcv's compiled ops, the whole ViTDet-B Mask R-CNN at 1024², batch 1:
-  softmax vs DnA, with ``--kernels``.
+  the configs' AMP rule (bf16 from sm80): softmax, DnA, DnA with its temporal step over the
+  stacked queries, with ``--kernels`` (the GPU time by operator); with mmcv's compiled ops, the
+  whole ViTDet-B Mask R-CNN at 1024², batch 1: softmax vs DnA, with ``--kernels`` (without
+  them, the ViTDet-B backbone + neck alone).
 - ``tools``: ``tools/train.py`` (``--amp``, one epoch) and ``tools/test.py`` on the demo config
   and data, then a resume from that checkpoint to a second epoch and its test.
 - ``detector`` (mmcv's compiled ops): ``tools/train.py configs/vitdet_dna_demo.py --amp`` on the
@@ -268,9 +268,13 @@ def _attention_markdown(ctx: Context, data: dict) -> str:
 
 
 # -- train steps ------------------------------------------------------------------------------
-#: softmax and DnA's default route (the one-call and Triton routes' steps, measured on an H100 and
-#: an H200, were slower at every size: docs/benchmarks.md; the attention step still times them)
-TIMESFORMER_CONFIGS = ['configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py']
+#: softmax, DnA's default route and its candidate for the temporal step's 8 tokens (the one-call
+#: over 2H route's and the Triton kernel's steps were slower wherever measured: docs/benchmarks.md)
+TIMESFORMER_CONFIGS = [
+    'configs/timesformer_softmax_k400.py',
+    'configs/timesformer_dna_k400.py',
+    'configs/timesformer_dna_stacked_k400.py',
+]
 VITDET_CONFIGS = ['configs/vitdet_softmax_coco_lsj.py', 'configs/vitdet_dna_coco_lsj.py']
 
 
@@ -282,24 +286,28 @@ def _train_step_commands(ctx: Context) -> list[list[str]]:
         '--json',
         str(ctx.scratch / 'step_timesformer.json'),
     ]
-    vitdet = tool + ['--configs', *VITDET_CONFIGS, '--part', 'backbone']
-    vitdet += ['--json', str(ctx.scratch / 'step_vitdet.json')]
-    mask_rcnn = tool + ['--configs', *VITDET_CONFIGS, '--part', 'model']  # 1024², RoI ops: mmcv
-    mask_rcnn += ['--json', str(ctx.scratch / 'step_mask_rcnn.json')]
+    # the whole Mask R-CNN at 1024² (its RoI ops need mmcv's), else the backbone and neck alone
+    part, name, tiny = (
+        ('model', 'mask_rcnn', TINY_MASK_RCNN) if has_mmcv_ops() else ('backbone', 'vitdet', TINY_VITDET)
+    )
+    vitdet = tool + [
+        '--configs',
+        *VITDET_CONFIGS,
+        '--part',
+        part,
+        '--json',
+        str(ctx.scratch / f'step_{name}.json'),
+    ]
     if ctx.gpu:
-        runs = [
+        return [
             timesformer + ['--device', 'cuda', '--batch', '8', '--reps', '10', '--kernels'],
-            vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5'],
-            mask_rcnn + ['--device', 'cuda', '--batch', '1', '--reps', '5', '--kernels'],
+            vitdet + ['--device', 'cuda', '--batch', '1', '--reps', '5', '--kernels'],
         ]
-    else:
-        cpu = ['--device', 'cpu', '--reps', '1']
-        runs = [
-            timesformer + cpu + ['--batch', '2', '--kernels', '--cfg-options', *TINY_TIMESFORMER],
-            vitdet + cpu + ['--batch', '1', '--cfg-options', *TINY_VITDET],
-            mask_rcnn + cpu + ['--batch', '1', '--kernels', '--cfg-options', *TINY_MASK_RCNN],
-        ]
-    return runs if has_mmcv_ops() else runs[:-1]  # Mask R-CNN last: its RoI ops need mmcv's
+    cpu = ['--device', 'cpu', '--reps', '1', '--kernels']
+    return [
+        timesformer + cpu + ['--batch', '2', '--cfg-options', *TINY_TIMESFORMER],
+        vitdet + cpu + ['--batch', '1', '--cfg-options', *tiny],
+    ]
 
 
 def _step_tables(*names: str) -> Callable[[Context], dict]:
@@ -315,7 +323,7 @@ def _step_tables(*names: str) -> Callable[[Context], dict]:
     return collect
 
 
-_train_step_collect = _step_tables('timesformer', 'vitdet', 'mask_rcnn')
+_train_step_collect = _step_tables('timesformer', 'mask_rcnn', 'vitdet')
 
 
 def _train_step_markdown(ctx: Context, data: dict) -> str:
@@ -402,7 +410,13 @@ def _tools_markdown(ctx: Context, data: dict) -> str:
 def _compiled_commands(ctx: Context) -> list[list[str]]:
     """TimeSformer softmax / DnA with ``torch.compile`` (inductor): its own step, last, so that
     the compiler's time cannot cut the others short."""
-    tool = [PY, 'tools/benchmarks/benchmark_train_step.py', '--configs', *TIMESFORMER_CONFIGS, '--compile']
+    tool = [
+        PY,
+        'tools/benchmarks/benchmark_train_step.py',
+        '--configs',
+        *TIMESFORMER_CONFIGS[:2],
+        '--compile',
+    ]
     tool += ['--json', str(ctx.scratch / 'step_timesformer_compiled.json')]
     if ctx.gpu:
         return [tool + ['--device', 'cuda', '--batch', '8', '--reps', '5']]

@@ -109,30 +109,3 @@ def test_a_cuda_table_names_the_gpu() -> None:
     rows = {'temporal': {m: dict(ms=1.0, peak_mb=1.0) for m in ('softmax', 'dna_fast')}}
     text = bench.table('cuda', rows, ['softmax', 'dna_fast'], 'bfloat16', 'core')
     assert f'(bfloat16; {torch.cuda.get_device_name()})' in text.splitlines()[0]
-
-
-@pytest.mark.parametrize('biased', [False, True])
-def test_the_stacked_route_is_dnas_formula(biased: bool) -> None:
-    """``dna_stacked`` (both branches in one SDPA call over ``[Q+; -Q-]`` and ``[V+, V-]``) gives
-    the module's output and every gradient, in float64, with and without a bias per branch."""
-    step = bench.build_step(
-        'cpu', 'vitdet_global' if biased else 'temporal', 'dna_fast', 'float32', 'module', tiny=True
-    )
-    module, x = step.module.double(), step.inputs[0].detach().double().requires_grad_()
-    with torch.no_grad():
-        module.alpha.copy_(torch.tensor([0.7, -1.3]))  # two heads, each its own α
-    bias = tuple(b.double() for b in step.bias) if biased else (None, None)
-    heads = module.project(x)
-    got = bench.stacked_pair(
-        *(heads[n] for n in ('q', 'k', 'v', 'q_neg', 'v_neg')), module.alpha, module.scale, *bias
-    )
-    want = module.attend(module.project(x), None, bias if biased else None, False)[0]
-    wrt = [
-        x,
-        module.alpha,
-        *(p for layer in (module.qkv, module.q_neg, module.v_neg) for p in layer.parameters()),
-    ]
-    grad = torch.randn_like(want)
-    for a, b in zip(torch.autograd.grad(got, wrt, grad), torch.autograd.grad(want, wrt, grad), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

@@ -18,7 +18,7 @@ from dna_mm.models import DnAAttention
 TOL = dict(rtol=2e-4, atol=2e-5)
 
 
-@pytest.mark.parametrize('kernel', ['sdpa', 'sdpa_2h', 'triton', 'eager'])
+@pytest.mark.parametrize('kernel', ['sdpa', 'sdpa_2h', 'sdpa_stacked', 'triton', 'eager'])
 def test_the_attention_compiles_without_a_graph_break(kernel: str) -> None:
     """One graph for the module, forward and backward (``fullgraph=True`` would raise at a
     break); inductor's output and gradients equal eager's."""

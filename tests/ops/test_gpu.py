@@ -27,10 +27,11 @@ MEMBERS = {
     'diff_official': functools.partial(DiffAttention, diff_heads='official'),
     'cog': CogAttention,
     **{f'dna_{v}': functools.partial(DnAAttention, variant=v) for v in sorted(DNA_VARIANTS)},
-    # both branches in one SDPA call over 2H heads
+    # both branches in one SDPA call: over 2H heads, over 2M queries
     **{
-        f'dna_{v}_2h': functools.partial(DnAAttention, variant=v, kernel='sdpa_2h')
+        f'dna_{v}_{name}': functools.partial(DnAAttention, variant=v, kernel=kernel)
         for v in ('apm', 'qpm_vpm')
+        for name, kernel in (('2h', 'sdpa_2h'), ('stacked', 'sdpa_stacked'))
     },
 }
 # relative error (max |got − fp64| / max |fp64|) allowed per dtype, outputs and gradients
@@ -172,10 +173,12 @@ def _backends_that_run(m: torch.nn.Module, x: torch.Tensor, extra: dict) -> list
 
 
 @pytest.mark.parametrize('shape', list(SHAPES))
-@pytest.mark.parametrize('member', ['softmax', 'dna_qpm_vpm', 'dna_qpm_vpm_2h'])
+@pytest.mark.parametrize('member', ['softmax', 'dna_qpm_vpm', 'dna_qpm_vpm_2h', 'dna_qpm_vpm_stacked'])
 def test_no_branch_falls_back_to_the_math_kernel(member: str, shape: str) -> None:
-    """bf16, no mask: both DnA branches take flash attention, as softmax does; with a float
-    bias (ViTDet's rel-pos), the memory-efficient kernel. Printed with ``-s``."""
+    """bf16, no mask: both DnA branches take flash attention, as softmax does (the stacked
+    route, whose values are twice the queries' width, the memory-efficient kernel: flash needs
+    one width); with a float bias (ViTDet's rel-pos), the memory-efficient kernel. Printed with
+    ``-s``."""
     b, n = SHAPES[shape]
     m = MEMBERS[member](768, 12).cuda()
     x = torch.randn(b, n, 768, device='cuda', requires_grad=True)
@@ -183,7 +186,7 @@ def test_no_branch_falls_back_to_the_math_kernel(member: str, shape: str) -> Non
     bias = torch.randn(1, 12, n, n, device='cuda', dtype=torch.bfloat16)
     biased = _backends_that_run(m, x, dict(attn_bias=bias))
     print(f'{member} {shape} [{b}, 12, {n}, 64] bf16: no mask → {plain}; float bias → {biased}')
-    assert 'FLASH_ATTENTION' in plain
+    assert ('EFFICIENT_ATTENTION' if member.endswith('_stacked') else 'FLASH_ATTENTION') in plain
     assert 'EFFICIENT_ATTENTION' in biased
 
 

@@ -220,7 +220,9 @@ def test_arguments_are_checked() -> None:
         dna_attention(ts[0], ts[1], ts[2][:, :1], ts[3], ts[4], alpha)
     with pytest.raises(ValueError, match='alpha must be'):
         dna_attention(*ts, alpha[:1])
-    with pytest.raises(ValueError, match=r"kernel must be one of \['sdpa', 'sdpa_2h', 'triton'\]"):
+    with pytest.raises(
+        ValueError, match=r"kernel must be one of \['sdpa', 'sdpa_2h', 'sdpa_stacked', 'triton'\]"
+    ):
         DnAAttention(64, 2, kernel='flash')
     assert kernel_available(torch.device(DEVICE)) and HEAD_DIMS == (32, 64, 128)
 

@@ -27,8 +27,8 @@ with explicit maps (what the SDPA kernel itself gains over them: the most DnA fa
 over DnA eager); ``dna_2h`` = DnA with both branches in one SDPA call over ``2H`` heads
 (``kernel='sdpa_2h'``); ``dna_stacked`` = DnA with both branches in one SDPA call over the
 queries stacked, ``[Q+; -Q-]``, and the values side by side, ``[V+, V-]``
-(``dna_mm.benchmarks.attention.stacked_pair``: one pass over the keys for twice the value work;
-a candidate for short sequences); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
+(``kernel='sdpa_stacked'``: one pass over the keys for twice the value work; for short
+sequences); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
 ``TRITON_INTERPRET=1``; left out elsewhere).
 A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global

@@ -23,10 +23,12 @@ Fused route, ``kernel`` fixed at construction: ``'sdpa'``, one ``scaled_dot_prod
 call per branch (softmin as SDPA on ``-Q-`` with ``m - b_neg``), ``α`` applied to its output;
 ``'sdpa_2h'``, both branches in one SDPA call over ``2H`` heads (``Q = [Q+, -Q-]``, ``K = [K, K]``,
 ``V = [V+, α V-]``, the two halves of the output added: :func:`.functional.sdpa_pair`);
-``'triton'``, both branches in one Triton kernel (:func:`dna_mm.ops.dna_attention`: each ``K`` tile
-loaded once, two online-softmax accumulators) where no attention dropout applies. Eager route
-(``return_attn=True`` or ``fused_attn=False``): maps ``{'pos': softmax map, 'neg': softmin
-map}`` (``[B, H, M, N]``, before dropout).
+``'sdpa_stacked'``, both in one SDPA call over ``2M`` queries (``Q = [Q+; -Q-]``,
+``V = [V+, V-]``, the two diagonal blocks of the output kept: :func:`.functional.sdpa_stacked`;
+for short sequences); ``'triton'``, both branches in one Triton kernel
+(:func:`dna_mm.ops.dna_attention`: each ``K`` tile loaded once, two online-softmax accumulators)
+where no attention dropout applies. Eager route (``return_attn=True`` or ``fused_attn=False``):
+maps ``{'pos': softmax map, 'neg': softmin map}`` (``[B, H, M, N]``, before dropout).
 
 Parameter layout: ``qkv`` = ``Linear(C, 3C)`` with chunks ``[Q+, K, V+]`` (exactly timm's
 ``Attention.qkv``, so softmax checkpoints load unchanged), ``q_neg`` = ``Q-`` and ``v_neg`` =
@@ -68,7 +70,7 @@ from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight
 #: the heads :meth:`DnAAttention.project` gives, in the formula's order
 HEADS = ('q', 'k', 'v', 'q_neg', 'v_neg')
 #: the fused routes of :class:`DnAAttention` (``kernel``)
-KERNELS = ('sdpa', 'sdpa_2h', 'triton')
+KERNELS = ('sdpa', 'sdpa_2h', 'sdpa_stacked', 'triton')
 
 
 #: PyTorch's global module hooks (``torch.nn.modules.module.register_module_*_hook``): the dicts
@@ -102,7 +104,9 @@ class DnAAttention(AttentionBase):
         variant: One of :data:`~dna_mm.family.DNA_VARIANTS` (or the paper's name, e.g. ``'Q±V±'``).
         alpha_init: Initial value of every ``α_h`` (default: :data:`~dna_mm.family.NEGATIVE_INIT`).
         kernel: Fused route: ``'sdpa'`` (two ``scaled_dot_product_attention`` calls),
-            ``'sdpa_2h'`` (one call over ``2H`` heads, both branches; the same function) or
+            ``'sdpa_2h'`` (one call over ``2H`` heads, both branches; the same function),
+            ``'sdpa_stacked'`` (one call over the queries of both branches stacked; the same
+            function) or
             ``'triton'`` (the fused two-branch kernel, :mod:`dna_mm.ops`: head dims 32 / 64 /
             128, CUDA of compute capability 8.0+ or the CPU interpreter; refused here, with
             the reason, where it cannot run).
@@ -251,8 +255,9 @@ class DnAAttention(AttentionBase):
             return self.fused_kernel(heads, attn_mask, attn_bias), {}
         b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
         q, k, v, q_neg, v_neg = (heads[name] for name in HEADS)
-        if not eager and self.kernel == 'sdpa_2h':
-            out = AF.sdpa_pair(
+        if not eager and self.kernel in ('sdpa_2h', 'sdpa_stacked'):
+            one_call = AF.sdpa_pair if self.kernel == 'sdpa_2h' else AF.sdpa_stacked
+            out = one_call(
                 q, k, v, q_neg, v_neg, self.alpha, attn_mask, self.scale, self.dropout_p, b_pos, b_neg
             )
             return out, {}  # [B, H, M, d]

@@ -197,6 +197,76 @@ def sdpa_pair(
     return o[:, :h] + o[:, h:]  # [B, H, M, dv]
 
 
+@torch.fx.wrap
+def stacked_mask(
+    attn_mask: Optional[Tensor],
+    b_pos: Optional[Tensor],
+    b_neg: Optional[Tensor],
+    queries: int,
+    dtype: torch.dtype,
+) -> Optional[Tensor]:
+    """The ``attn_mask`` of :func:`sdpa_stacked`'s one call over ``2M`` queries: ``[m + b+; m - b-]``
+    along the query axis (:func:`branch_mask` of each branch). Without a bias the mask is the same
+    for both halves: kept as it is where it broadcasts over the queries (a ``bool`` one keeps
+    SDPA's fused kernels), else repeated."""
+    if b_pos is None and b_neg is None:
+        mask = branch_mask(attn_mask, None, False, dtype)
+        if mask is None or mask.dim() < 2 or mask.shape[-2] == 1:
+            return mask
+        return torch.cat([mask, mask], dim=-2)
+    zero = (b_pos if b_pos is not None else b_neg).new_zeros((), dtype=dtype)  # a branch without a bias
+    pos, neg = (
+        zero if t is None else additive_mask(t, dtype).to(dtype)
+        for t in (branch_mask(attn_mask, b_pos, False, dtype), branch_mask(attn_mask, b_neg, True, dtype))
+    )
+    shape = torch.broadcast_shapes(pos.shape, neg.shape, (queries, 1))
+    return torch.cat([pos.expand(shape), neg.expand(shape)], dim=-2)  # [·, ·, 2M, N]
+
+
+def sdpa_stacked(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_neg: Tensor,
+    v_neg: Tensor,
+    alpha: Optional[Tensor],
+    attn_mask: Optional[Tensor],
+    scale: float,
+    dropout_p: float = 0.0,
+    b_pos: Optional[Tensor] = None,
+    b_neg: Optional[Tensor] = None,
+) -> Tensor:
+    """Both DnA branches in **one** SDPA call over ``2M`` queries → ``[B, H, M, dv]``.
+
+    ``softmin(z) = softmax(-z)``, so with the queries stacked and the values side by side::
+
+        Q = [Q+; -Q-],   V = [V+, V-],   mask = [m + b+; m - b-]
+        O = SDPA(Q, K, V, mask) = [[A+ V+, A+ V-], [A- V+, A- V-]]
+        out = O[:M, :dv] + α O[M:, dv:]
+
+    which is ``softmax(s Q+ K^T + b+ + m) V+ + α softmin(s Q- K^T + b-) V-`` exactly: each row of
+    ``O`` is one branch's map times both values, and its own block is kept. Twice the value work
+    of two calls (the other two blocks are not used) for one pass over the keys, in one kernel
+    launch whose tiles hold both branches' queries: what a short sequence, whose SDPA kernels run
+    one mostly empty tile per sequence and head, may gain. The values are twice the queries' width,
+    so SDPA takes its memory-efficient kernel on a GPU and its math kernel on the CPU (flash
+    attention needs one width): a GPU route. SDPA's dropout acts on each row of the map, so on
+    each branch's map as in two calls. ``alpha [H]`` or ``None`` (``α = 1``)."""
+    m, dv = q.shape[-2], v.shape[-1]
+    o = F.scaled_dot_product_attention(
+        torch.cat([q, -q_neg], dim=-2),  # [B, H, 2M, d]
+        k,
+        torch.cat([v, v_neg], dim=-1),  # [B, H, N, 2dv]
+        attn_mask=stacked_mask(attn_mask, b_pos, b_neg, m, q.dtype),
+        dropout_p=dropout_p,
+        scale=scale,
+    )  # [B, H, 2M, 2dv]
+    neg = o[..., m:, dv:]
+    if alpha is not None:
+        neg = neg * alpha.to(neg.dtype).view(1, -1, 1, 1)
+    return o[..., :m, :dv] + neg  # [B, H, M, dv]
+
+
 def eager(
     q: Tensor,
     k: Tensor,

@@ -577,6 +577,7 @@ class _Calls(torch.nn.Module):
         SoftmaxAttention,
         DnAAttention,
         functools.partial(DnAAttention, kernel='sdpa_2h'),
+        functools.partial(DnAAttention, kernel='sdpa_stacked'),
         DiffAttention,
         CogAttention,
     ],
@@ -593,7 +594,7 @@ def test_every_member_traces_with_torch_fx(cls, fused: bool) -> None:
     assert_close_as(graph(x, keep), model(x, keep), ulps=ROUNDING)
 
 
-# -- both branches in one SDPA call over 2H heads (kernel='sdpa_2h') ------------------------------
+# -- both branches in one SDPA call: over 2H heads (kernel='sdpa_2h'), over 2M queries ('sdpa_stacked')
 def _pair_inputs(kind: str, m_tokens: int, n_tokens: int) -> dict:
     """The additive terms a host hands DnA: none, one bias for both branches, a (b_pos, b_neg)
     pair, a bool / float exclusion mask (shared over the heads, or one per head), and a bias
@@ -617,15 +618,20 @@ def _pair_inputs(kind: str, m_tokens: int, n_tokens: int) -> dict:
 PAIR_KINDS = ['none', 'bias', 'bias pair', 'half pair', 'bool mask', 'float mask per head', 'pair + mask']
 
 
+ONE_CALL = ['sdpa_2h', 'sdpa_stacked']
+
+
 @pytest.mark.parametrize('kind', PAIR_KINDS)
 @pytest.mark.parametrize('variant', sorted(DNA_VARIANTS))
 @pytest.mark.parametrize('cross', [False, True])
-def test_one_call_over_2h_heads_is_exact_in_float64(cross: bool, variant: str, kind: str) -> None:
-    """``kernel='sdpa_2h'``: ``SDPA([Q+, -Q-], [K, K], [V+, α V-])`` halves added equals the eager
+@pytest.mark.parametrize('kernel', ONE_CALL)
+def test_one_call_is_exact_in_float64(kernel: str, cross: bool, variant: str, kind: str) -> None:
+    """``kernel='sdpa_2h'``: ``SDPA([Q+, -Q-], [K, K], [V+, α V-])`` halves added;
+    ``'sdpa_stacked'``: ``SDPA([Q+; -Q-], K, [V+, V-])``, its diagonal blocks: each equals the eager
     formula (explicit softmax and softmin maps) to float64 rounding, output and every gradient,
     for every variant, self and cross, with every kind of bias and mask."""
     cls = DnACrossAttention if cross else DnAAttention
-    one = _perturbed(cls(C, H, variant=variant, kernel='sdpa_2h')).double()
+    one = _perturbed(cls(C, H, variant=variant, kernel=kernel)).double()
     x = torch.randn(2, 5, C, dtype=torch.float64, requires_grad=True)
     ctx = torch.randn(2, 7, C, dtype=torch.float64, requires_grad=True) if cross else None
     extra = _pair_inputs(kind, 5, 7 if cross else 5)
@@ -649,10 +655,11 @@ def test_one_call_over_2h_heads_is_exact_in_float64(cross: bool, variant: str, k
     assert_close_as(y, ref, ulps=REORDERED)
 
 
-def test_one_call_equals_two_calls_in_float32_and_under_autocast() -> None:
-    """The one-call route computes what the two-call route does, in float32 and bf16 autocast."""
+@pytest.mark.parametrize('kernel', ONE_CALL)
+def test_one_call_equals_two_calls_in_float32_and_under_autocast(kernel: str) -> None:
+    """A one-call route computes what the two-call route does, in float32 and bf16 autocast."""
     two = _perturbed(DnAAttention(C, H))
-    one = DnAAttention(C, H, kernel='sdpa_2h').eval()
+    one = DnAAttention(C, H, kernel=kernel).eval()
     one.load_state_dict(two.state_dict())
     x = torch.randn(3, 9, C)
     bias = (torch.randn(1, H, 9, 9), torch.randn(1, H, 9, 9))
@@ -661,14 +668,15 @@ def test_one_call_equals_two_calls_in_float32_and_under_autocast() -> None:
         y1, y2 = one(x, attn_bias=bias), two(x, attn_bias=bias)
     assert y1.dtype == y2.dtype == torch.bfloat16
     assert_close_as(y1, y2, ulps=ROUNDING)
-    assert "kernel='sdpa_2h'" in repr(one)
+    assert f"kernel='{kernel}'" in repr(one)
 
 
-def test_one_call_drops_each_branch_map_independently() -> None:
-    """Attention dropout on the one-call route acts on each of the 2H maps (each branch's,
-    as two calls do): training outputs vary, their mean is the dropout-free output."""
+@pytest.mark.parametrize('kernel', ONE_CALL)
+def test_one_call_drops_each_branch_map_independently(kernel: str) -> None:
+    """Attention dropout on a one-call route acts on each branch's map (the 2H maps, the 2M
+    rows; as two calls do): training outputs vary, their mean is the dropout-free output."""
     torch.manual_seed(0)
-    m = _perturbed(DnAAttention(C, H, attn_drop=0.3, kernel='sdpa_2h'))
+    m = _perturbed(DnAAttention(C, H, attn_drop=0.3, kernel=kernel))
     x = torch.randn(1, 6, C)
     clean = m(x)
     m.train()

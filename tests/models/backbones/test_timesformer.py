@@ -309,8 +309,12 @@ def test_every_config_parses_and_builds(path: Path) -> None:
     expected = {'dna': DnAAttention, 'softmax': SoftmaxAttention, 'diff': DiffAttention}
     assert isinstance(attn, expected[kind])
     if kind == 'dna':
-        kernel = next((k for k in ('triton', '2h') if f'_{k}_' in path.stem), '')
-        assert attn.kernel == {'triton': 'triton', '2h': 'sdpa_2h'}.get(kernel, 'sdpa')
+        kernel = next((k for k in ('triton', '2h', 'stacked') if f'_{k}_' in path.stem), '')
+        assert attn.kernel == {'triton': 'triton', '2h': 'sdpa_2h'}.get(kernel, 'sdpa')  # the spatial step's
+        temporal = model.backbone.transformer_layers.layers[1].attentions[0].attn
+        assert temporal.kernel == {'triton': 'triton', '2h': 'sdpa_2h', 'stacked': 'sdpa_stacked'}.get(
+            kernel, 'sdpa'
+        )
     assert cfg.optim_wrapper.type == 'AutoAmpOptimWrapper'
     metrics = cfg.test_evaluator.get('metric_list', ('top_k_accuracy', 'mean_class_accuracy'))
     assert 'mean_class_accuracy' in metrics and 'top_k_accuracy' in metrics
