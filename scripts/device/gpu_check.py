@@ -645,7 +645,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     p.add_argument('--profile', choices=['gpu', 'rehearsal'], help='default: gpu when CUDA is present')
     p.add_argument('--only', nargs='+', choices=[s.name for s in STEPS], help='run these steps only')
-    p.add_argument('--workers', type=int, help='pytest-xdist workers (default: 8 on a GPU, 2 otherwise)')
+    p.add_argument('--workers', type=int, help='pytest-xdist workers (default: 12 on a GPU, 2 otherwise)')
     p.add_argument('--install-seconds', type=float, help=argparse.SUPPRESS)
     p.add_argument('--environment', metavar='FILE', help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -663,7 +663,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(os.environ.get('DNA_MM_GPU_CHECK_SCRATCH', REPO / 'work_dirs' / 'gpu_check')).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
-    ctx = Context(profile, out, scratch, args.workers or (8 if profile == 'gpu' else 2))
+    ctx = Context(profile, out, scratch, args.workers or (12 if profile == 'gpu' else 2))
     results: dict = {}
     if args.install_seconds is not None:
         results['install'] = dict(
