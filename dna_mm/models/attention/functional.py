@@ -134,29 +134,31 @@ def sdpa(
 
 
 @torch.fx.wrap
-def pair_mask(
+def joined_mask(
     attn_mask: Optional[Tensor],
     b_pos: Optional[Tensor],
     b_neg: Optional[Tensor],
-    heads: int,
+    dim: int,
+    size: int,
     dtype: torch.dtype,
 ) -> Optional[Tensor]:
-    """The ``attn_mask`` of :func:`sdpa_pair`'s one call over ``2H`` heads: ``[m + b+, m - b-]``
-    along the head axis (:func:`branch_mask` of each branch). Without a bias the mask is the same
-    for both halves: kept as it is where it broadcasts over the heads (a ``bool`` one keeps
-    SDPA's fused kernels), else repeated."""
+    """The ``attn_mask`` of one SDPA call over both branches joined along ``dim`` (``-3``: the
+    heads, :func:`sdpa_pair`; ``-2``: the queries, :func:`sdpa_stacked`), ``size`` long per
+    branch: ``[m + b+, m - b-]`` along it (:func:`branch_mask` of each branch). Without a bias the
+    mask is the same for both halves: kept as it is where it broadcasts along ``dim`` (a ``bool``
+    one keeps SDPA's fused kernels), else repeated."""
     if b_pos is None and b_neg is None:
         mask = branch_mask(attn_mask, None, False, dtype)
-        if mask is None or mask.dim() < 3 or mask.shape[-3] == 1:
+        if mask is None or mask.dim() < -dim or mask.shape[dim] == 1:
             return mask
-        return torch.cat([mask, mask], dim=-3)
+        return torch.cat([mask, mask], dim=dim)
     zero = (b_pos if b_pos is not None else b_neg).new_zeros((), dtype=dtype)  # a branch without a bias
     pos, neg = (
         zero if t is None else additive_mask(t, dtype).to(dtype)
         for t in (branch_mask(attn_mask, b_pos, False, dtype), branch_mask(attn_mask, b_neg, True, dtype))
     )
-    shape = torch.broadcast_shapes(pos.shape, neg.shape, (1, heads, 1, 1))
-    return torch.cat([pos.expand(shape), neg.expand(shape)], dim=-3)  # [B, 2H, M, N]
+    shape = torch.broadcast_shapes(pos.shape, neg.shape, (size,) + (1,) * (-dim - 1))
+    return torch.cat([pos.expand(shape), neg.expand(shape)], dim=dim)  # [B, 2H, M, N] or [B, H, 2M, N]
 
 
 def sdpa_pair(
@@ -185,7 +187,7 @@ def sdpa_pair(
     h = q.shape[1]
     if alpha is not None:
         v_neg = v_neg * alpha.to(v_neg.dtype).view(1, -1, 1, 1)
-    mask = pair_mask(attn_mask, b_pos, b_neg, h, q.dtype)
+    mask = joined_mask(attn_mask, b_pos, b_neg, -3, h, q.dtype)
     o = F.scaled_dot_product_attention(
         torch.cat([q, -q_neg], dim=1),  # [B, 2H, M, d]
         torch.cat([k, k], dim=1),  # [B, 2H, N, d]
@@ -195,32 +197,6 @@ def sdpa_pair(
         scale=scale,
     )
     return o[:, :h] + o[:, h:]  # [B, H, M, dv]
-
-
-@torch.fx.wrap
-def stacked_mask(
-    attn_mask: Optional[Tensor],
-    b_pos: Optional[Tensor],
-    b_neg: Optional[Tensor],
-    queries: int,
-    dtype: torch.dtype,
-) -> Optional[Tensor]:
-    """The ``attn_mask`` of :func:`sdpa_stacked`'s one call over ``2M`` queries: ``[m + b+; m - b-]``
-    along the query axis (:func:`branch_mask` of each branch). Without a bias the mask is the same
-    for both halves: kept as it is where it broadcasts over the queries (a ``bool`` one keeps
-    SDPA's fused kernels), else repeated."""
-    if b_pos is None and b_neg is None:
-        mask = branch_mask(attn_mask, None, False, dtype)
-        if mask is None or mask.dim() < 2 or mask.shape[-2] == 1:
-            return mask
-        return torch.cat([mask, mask], dim=-2)
-    zero = (b_pos if b_pos is not None else b_neg).new_zeros((), dtype=dtype)  # a branch without a bias
-    pos, neg = (
-        zero if t is None else additive_mask(t, dtype).to(dtype)
-        for t in (branch_mask(attn_mask, b_pos, False, dtype), branch_mask(attn_mask, b_neg, True, dtype))
-    )
-    shape = torch.broadcast_shapes(pos.shape, neg.shape, (queries, 1))
-    return torch.cat([pos.expand(shape), neg.expand(shape)], dim=-2)  # [·, ·, 2M, N]
 
 
 def sdpa_stacked(
@@ -257,7 +233,7 @@ def sdpa_stacked(
         torch.cat([q, -q_neg], dim=-2),  # [B, H, 2M, d]
         k,
         torch.cat([v, v_neg], dim=-1),  # [B, H, N, 2dv]
-        attn_mask=stacked_mask(attn_mask, b_pos, b_neg, m, q.dtype),
+        attn_mask=joined_mask(attn_mask, b_pos, b_neg, -2, m, q.dtype),
         dropout_p=dropout_p,
         scale=scale,
     )  # [B, H, 2M, 2dv]
