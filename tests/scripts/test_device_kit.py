@@ -302,3 +302,9 @@ def test_kernels_on_the_cpu_list_the_operators_own_time() -> None:
         '| operator (backward node / optimizer) | timesformer_softmax_k400 | timesformer_dna_k400 |' in table
     )
     assert re.search(r'\n\| all \| \d+ / [\d.]+ ms \| \d+ / [\d.]+ ms \| \+\d+ / ', table), table
+
+
+def test_kernels_and_peak_rss_are_refused_together() -> None:
+    tool = ['tools/benchmarks/benchmark_train_step.py', '--device', 'cpu', '--kernels', '--peak-rss']
+    proc = run_main(tool, check=False)
+    assert proc.returncode == 2 and '--kernels profiles a step of the timed run; --peak-rss' in proc.stderr

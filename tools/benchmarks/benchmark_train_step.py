@@ -133,6 +133,8 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
         p.error('--amp-dtype needs --device cuda')
     if args.peak_rss and args.device != 'cpu':
         p.error('--peak-rss measures CPU memory (--device cpu); on CUDA the table has the peak GPU memory')
+    if args.kernels and args.peak_rss:
+        p.error('--kernels profiles a step of the timed run; --peak-rss runs each config apart: choose one')
     if args.compile and args.compare_compile:
         p.error('--compile or --compare-compile: choose one')
     runs = [(c, dict(args.cfg_options), args.compile) for c in args.configs]
