@@ -3,7 +3,8 @@ work of ``tools/benchmarks/triton_kernel_table.py`` (``docs/triton_kernel.md``).
 
 :func:`kernel_table` says one markdown row per (target, dtype, head size, kernel): the launch
 configuration the device would use, shared memory (and the target's limit), registers, spill
-stores / loads (the bundled ``ptxas -v``) and the tensor-core instructions in the PTX.
+stores / loads (the bundled ``ptxas -v``) and the tensor-core instructions in the PTX: the tiled
+kernels (a 197-token problem with both biases), then the packed short-sequence ones (8 tokens).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..ops import (
     launch_configs,
     resource_usage,
     shared_memory_limit,
+    short_launch_configs,
     tensor_core_instructions,
 )
 
@@ -40,8 +42,9 @@ def kernel_table(
             torch.backends.cuda.matmul.allow_tf32 = name.endswith('+tf32')
             dtype = getattr(torch, name.split('+')[0])
             for d in head_dims:
-                configs = launch_configs(cap, dtype, d)
-                for kernel_name, kernel in compile_kernels(cap, dtype, d).items():
+                configs = launch_configs(cap, dtype, d) | short_launch_configs(cap, dtype, d, 8)
+                kernels = compile_kernels(cap, dtype, d) | compile_kernels(cap, dtype, d, short=True)
+                for kernel_name, kernel in kernels.items():
                     use = resource_usage(kernel)
                     echo(
                         f'| sm{cap_text} | {name} | {d} | {kernel_name} | {tuple(configs[kernel_name])} | '

@@ -1,4 +1,5 @@
-"""Fused kernels. ``dna_attention``: DnA's two branches in one Triton kernel, registered as the
+"""Fused kernels. ``dna_attention``: DnA's two branches in one Triton kernel (tiled, or for
+sequences of at most ``SHORT_TOKENS`` tokens many sequences packed into one tile), registered as the
 PyTorch operators ``torch.ops.dna_mm.dna_attention_fwd`` / ``_bwd`` (fake implementations and
 an autograd formula, so ``torch.compile``, ``torch.export`` and ``meta`` tensors trace through).
 
@@ -10,11 +11,20 @@ Triton is imported only when a kernel runs or compiles.
 
 from .aot import compile_kernels, resource_usage, tensor_core_instructions
 from .dna_attention import dna_attention, kernel_available, kernel_unusable_reason
-from .kernel_config import HEAD_DIMS, SHARED_MEMORY, TESTED_CAPABILITIES, launch_configs, shared_memory_limit
+from .kernel_config import (
+    HEAD_DIMS,
+    SHARED_MEMORY,
+    SHORT_TOKENS,
+    TESTED_CAPABILITIES,
+    launch_configs,
+    shared_memory_limit,
+    short_launch_configs,
+)
 
 __all__ = [
     'HEAD_DIMS',
     'SHARED_MEMORY',
+    'SHORT_TOKENS',
     'TESTED_CAPABILITIES',
     'compile_kernels',
     'dna_attention',
@@ -23,5 +33,6 @@ __all__ = [
     'launch_configs',
     'resource_usage',
     'shared_memory_limit',
+    'short_launch_configs',
     'tensor_core_instructions',
 ]

@@ -23,10 +23,12 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .kernel_config import KERNELS
+from .kernel_config import KERNELS, SHORT_KERNELS
 
 #: a representative problem: ViT-B-like heads over 197 tokens (ragged against every tile)
 _BATCH, _TOKENS, _WIDTH = 2, 197, 768
+#: the short-sequence kernels' problem: TimeSformer's temporal attention, 8 frames a sequence
+_SHORT_BATCH, _SHORT_TOKENS = 196, 8
 
 
 def _interpreting() -> bool:
@@ -38,7 +40,9 @@ def _interpreting() -> bool:
     return not isinstance(standard.sum, JITFunction)
 
 
-def _compile_in_child(capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool) -> dict:
+def _compile_in_child(
+    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool, short: bool
+) -> dict:
     """:func:`compile_kernels` in a fresh process without the interpreter; the kernels come
     back from Triton's cache (the files a compilation writes)."""
     from triton.compiler import CompiledKernel
@@ -49,6 +53,7 @@ def _compile_in_child(capability: tuple[int, int], dtype: torch.dtype, head_dim:
         dtype=str(dtype).removeprefix('torch.'),
         head_dim=head_dim,
         bias=bias,
+        short=short,
         allow_tf32=torch.backends.cuda.matmul.allow_tf32,
     )
     # dna_mm.ops needs only torch: the child binds the package without running dna_mm/__init__
@@ -73,11 +78,12 @@ def _target(capability: tuple[int, int]):
     return GPUTarget('cuda', 10 * major + minor, 32)
 
 
-def _meta_problem(dtype: torch.dtype, head_dim: int, bias: bool) -> dict:
+def _meta_problem(dtype: torch.dtype, head_dim: int, bias: bool, short: bool = False) -> dict:
     """Meta tensors shaped and strided as :class:`~dna_mm.models.DnAAttention` passes them:
     ``Q+, K, V+`` are head-split chunks of one ``qkv`` output ``[B, N, 3C]``, ``Q-`` / ``V-``
-    of their own ``[B, N, C]``; biases ``[1, H, N, N]`` fp32 (relative positions)."""
-    b, n, c = _BATCH, _TOKENS, _WIDTH
+    of their own ``[B, N, C]``; biases ``[1, H, N, N]`` fp32 (relative positions). ``short``:
+    the short-sequence problem (no biases)."""
+    b, n, c = (_SHORT_BATCH, _SHORT_TOKENS, _WIDTH) if short else (_BATCH, _TOKENS, _WIDTH)
     h = c // head_dim
     meta = dict(device='meta', dtype=dtype)
 
@@ -95,19 +101,20 @@ def _meta_problem(dtype: torch.dtype, head_dim: int, bias: bool) -> dict:
 
 
 def kernel_launches(
-    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool = True
+    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool = True, short: bool = False
 ) -> dict:
     """``{name: Launch}`` of one forward + backward (training: every output stored) on meta
     tensors, collected from the launcher's own :func:`~.triton_dna.forward` /
-    :func:`~.triton_dna.backward`."""
+    :func:`~.triton_dna.backward`; ``short``: of 8-token sequences (the packed kernels)."""
     from . import triton_dna as T
 
-    inputs = _meta_problem(dtype, head_dim, bias).values()  # q, k, v, q_neg, v_neg, alpha, b+, b-
+    bias = bias and not short
+    inputs = _meta_problem(dtype, head_dim, bias, short).values()  # q, k, v, q_neg, v_neg, alpha, b+, b-
     launches: list = []
     scale = head_dim**-0.5
     out, *saved = T.forward(*inputs, scale, True, capability, launches.append)
     T.backward(out.transpose(1, 2), *inputs, *saved, scale, bias, bias, capability, launches.append)
-    return dict(zip(KERNELS, launches, strict=True))
+    return dict(zip(SHORT_KERNELS if short else KERNELS, launches, strict=True))
 
 
 def compile_launch(launch, capability: tuple[int, int]):
@@ -129,23 +136,25 @@ def compile_launch(launch, capability: tuple[int, int]):
 
 
 def compile_kernels(
-    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool = True
+    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, bias: bool = True, short: bool = False
 ) -> dict:
     """Compile, without a GPU, the kernels one forward + backward would run on a device of
     ``capability`` (e.g. ``(9, 0)``) for inputs of ``dtype`` and ``head_dim``: the launcher's
     own configuration choice and argument specialisation. ``bias=True``: both branch biases,
-    both bias-gradient maps (the largest variant).
+    both bias-gradient maps (the largest variant). ``short=True``: the packed short-sequence
+    kernels instead (8-token sequences, no biases).
 
-    Returns ``{'forward' | 'backward_kv' | 'backward_q': triton.compiler.CompiledKernel}``;
+    Returns ``{'forward' | 'backward_kv' | 'backward_q': triton.compiler.CompiledKernel}``
+    (``{'short_forward' | 'short_backward': …}``);
     ``kernel.metadata.shared`` is its shared memory (bytes), ``kernel.asm['ptx']`` its PTX.
     fp32 kernels take ``torch.backends.cuda.matmul.allow_tf32`` as it is now.
     """
     capability = tuple(capability)
     if _interpreting():
-        return _compile_in_child(capability, dtype, head_dim, bias)
+        return _compile_in_child(capability, dtype, head_dim, bias, short)
     return {
         name: compile_launch(launch, capability)
-        for name, launch in kernel_launches(capability, dtype, head_dim, bias).items()
+        for name, launch in kernel_launches(capability, dtype, head_dim, bias, short).items()
     }
 
 
@@ -189,7 +198,11 @@ def _main() -> None:
     spec = json.loads(sys.argv[1])
     torch.backends.cuda.matmul.allow_tf32 = spec['allow_tf32']
     kernels = compile_kernels(
-        tuple(spec['capability']), getattr(torch, spec['dtype']), spec['head_dim'], spec['bias']
+        tuple(spec['capability']),
+        getattr(torch, spec['dtype']),
+        spec['head_dim'],
+        spec['bias'],
+        spec['short'],
     )
     print(json.dumps({name: dict(group=k.metadata_group, hash=k.hash) for name, k in kernels.items()}))
 

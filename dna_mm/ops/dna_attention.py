@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..family import BiasArg, split_bias
-from .kernel_config import HEAD_DIMS
+from .kernel_config import HEAD_DIMS, takes_short_kernels
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -81,7 +81,8 @@ _INPUTS = (
 )
 def _fwd_op(*inputs: Any) -> tuple[Tensor, ...]:
     """``O`` as ``[B, M, H, d]`` (inputs' dtype), and for the backward ``O+, O- [B, H, M, d]``,
-    ``lse+, lse- [B, H, M]`` (fp32; empty when ``for_backward`` is false)."""
+    ``lse+, lse- [B, H, M]`` (fp32; empty when ``for_backward`` is false, and for the short
+    sequences whose backward recomputes them)."""
     device = inputs[0].device
     if not kernel_available(device):
         raise RuntimeError(
@@ -98,7 +99,7 @@ def _fwd_op(*inputs: Any) -> tuple[Tensor, ...]:
 def _fwd_fake(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward):
     b, h, m, d = q.shape
     f32 = dict(dtype=torch.float32)
-    if for_backward:
+    if for_backward and not takes_short_kernels(m, k.shape[2], b_pos is not None or b_neg is not None):
         return (q.new_empty(b, m, h, d), q.new_empty(b, h, m, d, **f32), q.new_empty(b, h, m, d, **f32)) + (
             q.new_empty(b, h, m, **f32),
             q.new_empty(b, h, m, **f32),

@@ -18,6 +18,10 @@ import torch
 HEAD_DIMS = (32, 64, 128)
 #: kernels of one forward + backward, in launch order
 KERNELS = ('forward', 'backward_kv', 'backward_q')
+#: the same for sequences of at most :data:`SHORT_TOKENS` queries and keys, without biases
+SHORT_KERNELS = ('short_forward', 'short_backward')
+#: the longest sequence the packed short-sequence kernels take (:mod:`.triton_short`)
+SHORT_TOKENS = 32
 
 #: opt-in shared memory per block (bytes) by compute capability; others get the smallest
 #: tier at or below their own (unknown capabilities: the 99 KB tier, sm86 / sm89's)
@@ -85,3 +89,36 @@ def launch_configs(capability: tuple[int, int], dtype: torch.dtype, head_dim: in
         raise ValueError(f'dna_attention: dtype {dtype} not supported (fp16, bf16 or fp32)')
     kind = 'fp32' if dtype == torch.float32 else 'half'
     return _TABLE[tier(capability), kind, head_dim]
+
+
+# short sequences: ``block_m`` is the packed tile's rows (``block_n`` the same: keys share the
+# rows); a tile holds ``block_m / S`` sequences, at least one. Chosen from the ahead-of-time
+# compilation (no spills on sm80 / sm86 / sm90 in fp16 / bf16; fp32's backward at head dim 128
+# spills), not timed on hardware
+_SHORT = {
+    ('half', 32): dict(short_forward=_C(64, 64, 4, 1), short_backward=_C(32, 32, 4, 1)),
+    ('half', 64): dict(short_forward=_C(64, 64, 4, 1), short_backward=_C(32, 32, 4, 1)),
+    ('half', 128): dict(short_forward=_C(64, 64, 8, 1), short_backward=_C(32, 32, 8, 1)),
+    ('fp32', 32): dict(short_forward=_C(32, 32, 4, 1), short_backward=_C(16, 16, 4, 1)),
+    ('fp32', 64): dict(short_forward=_C(32, 32, 4, 1), short_backward=_C(16, 16, 4, 1)),
+    ('fp32', 128): dict(short_forward=_C(16, 16, 4, 1), short_backward=_C(16, 16, 4, 1)),
+}
+
+
+def short_launch_configs(
+    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, seq: int
+) -> dict[str, LaunchConfig]:
+    """``{kernel: LaunchConfig}`` of the short-sequence kernels for sequences packed ``seq`` rows
+    apart (a tile has at least ``seq`` rows). One table for every GPU: a tile of at most 64
+    rows fits the smallest tier's shared memory."""
+    launch_configs(capability, dtype, head_dim)  # the same checks
+    kind = 'fp32' if dtype == torch.float32 else 'half'
+    return {
+        name: cfg._replace(block_m=max(cfg.block_m, seq), block_n=max(cfg.block_n, seq))
+        for name, cfg in _SHORT[kind, head_dim].items()
+    }
+
+
+def takes_short_kernels(m: int, n: int, has_bias: bool) -> bool:
+    """Whether a call of ``m`` queries and ``n`` keys runs the packed short-sequence kernels."""
+    return max(m, n) <= SHORT_TOKENS and not has_bias

@@ -19,7 +19,8 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
   block (1 × 4096 with its rel-pos bias).
 - ``train_steps``: ``tools/benchmarks/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
   the configs' AMP rule (bf16 from sm80): softmax, DnA, DnA with its temporal step over the
-  stacked queries, with ``--kernels`` (the GPU time by operator); with mmcv's compiled ops, the
+  stacked queries, and through the Triton kernel's packed short-sequence form, with
+  ``--kernels`` (the GPU time by operator); with mmcv's compiled ops, the
   whole ViTDet-B Mask R-CNN at 1024², batch 1: softmax vs DnA, with ``--kernels`` (without
   them, the ViTDet-B backbone + neck alone).
 - ``tools``: ``tools/train.py`` (``--amp``, one epoch) and ``tools/test.py`` on the demo config
@@ -268,12 +269,14 @@ def _attention_markdown(ctx: Context, data: dict) -> str:
 
 
 # -- train steps ------------------------------------------------------------------------------
-#: softmax, DnA's default route and its candidate for the temporal step's 8 tokens (the one-call
-#: over 2H route's and the Triton kernel's steps were slower wherever measured: docs/benchmarks.md)
+#: softmax, DnA's default route and its two candidates for the temporal step's 8 tokens: one SDPA
+#: call over the stacked queries, the Triton kernel's packed short-sequence form (the one-call over
+#: 2H route's and the tiled Triton kernel's steps were slower wherever measured: docs/benchmarks.md)
 TIMESFORMER_CONFIGS = [
     'configs/timesformer_softmax_k400.py',
     'configs/timesformer_dna_k400.py',
     'configs/timesformer_dna_stacked_k400.py',
+    'configs/timesformer_dna_triton_temporal_k400.py',
 ]
 VITDET_CONFIGS = ['configs/vitdet_softmax_coco_lsj.py', 'configs/vitdet_dna_coco_lsj.py']
 

@@ -224,6 +224,30 @@ def test_triton_kernel_at_real_shapes(d: int, dtype: torch.dtype, tol: float, sh
         assert _rel(got.double(), want) < tol, name
 
 
+@pytest.mark.parametrize('dtype,tol', [(torch.float16, 5e-3), (torch.bfloat16, 4e-2)], ids=['fp16', 'bf16'])
+def test_short_sequence_kernels_at_timesformers_temporal_shape(dtype: torch.dtype, tol: float) -> None:
+    """The packed short-sequence kernels on a GPU at TimeSformer-B's temporal attention (two
+    clips: 392 sequences of 8 frames, 12 heads of 64), laid out as the module lays them (views
+    of one projection): output and every gradient against the float64 formula."""
+    from test_triton_dna import reference
+
+    from dna_mm.ops import dna_attention
+
+    g = torch.Generator().manual_seed(8)
+    b, n, h, d = 392, 8, 12, 64
+    heads = torch.randn(b, n, 5, h, d, generator=g).cuda().to(dtype).requires_grad_()
+    ts = [heads[:, :, i].transpose(1, 2) for i in range(5)]  # [B, H, N, d] strided views
+    alpha = (torch.rand(h, generator=g) * 2 - 1).cuda().requires_grad_()
+    out = dna_attention(*ts, alpha)
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [heads, alpha], grad_out)
+    ref_in = [heads.detach().double().requires_grad_(), alpha.detach().double().requires_grad_()]
+    ref = reference(*(ref_in[0][:, :, i].transpose(1, 2) for i in range(5)), ref_in[1], None, None, d**-0.5)
+    ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
+    for name, got, want in zip(['out', 'heads', 'alpha'], [out, *grads], [ref, *ref_grads], strict=True):
+        assert _rel(got.double(), want) < tol, name
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason='needs two CUDA devices')
 def test_triton_kernel_runs_on_the_inputs_device() -> None:
     """Inputs on ``cuda:1`` while ``cuda:0`` is current: the launches follow the inputs."""

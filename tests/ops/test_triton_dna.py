@@ -91,6 +91,84 @@ def test_outputs_and_every_gradient_match_the_formula(d, dtype, bias) -> None:
         assert_close_as(got, want, ulps=ULPS[dtype][name != 'out'], dtype=dtype, what=name)
 
 
+def _kernels_launched(ts, alpha, bias=None) -> list[str]:
+    """Names of the kernels one forward + backward launches for these inputs (launched)."""
+    from dna_mm.ops import triton_dna
+
+    names: list[str] = []
+
+    def launch(one):
+        names.append(one.kernel.fn.__name__)
+        triton_dna.run(one)
+
+    b_pos, b_neg = (None, None) if bias is None else bias
+    out, *saved = triton_dna.forward(*ts, alpha, b_pos, b_neg, 0.125, True, launch=launch)
+    triton_dna.backward(
+        out.transpose(1, 2), *ts, alpha, b_pos, b_neg, *saved, 0.125, False, False, launch=launch
+    )
+    return names
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
+@pytest.mark.parametrize(
+    'b,h,m,n',
+    [(5, 3, 8, 8), (3, 2, 7, 13), (2, 3, 16, 16), (1, 2, 32, 5), (3, 2, 1, 1)],
+    ids=['8-frames-ragged-pack', 'cross-7x13', '16-tokens', '32x5-one-pair-a-tile', 'one-token'],
+)
+def test_short_sequences_pack_and_match_the_formula(b, h, m, n, dtype) -> None:
+    """At most 32 tokens and no bias: the packed kernels (several sequences a tile, a last tile
+    not full, queries and keys of other lengths, one token: a softmax over one key, zero
+    gradients for Q± and K), the output and every gradient as the formula gives them."""
+    d = 64
+    ts, alpha, _, _ = _inputs(b, h, m, n, d, dtype, 'none')
+    assert _kernels_launched(ts, alpha) == ['_short_fwd_kernel', '_short_bwd_kernel']
+    out = dna_attention(*ts, alpha)
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [*ts, alpha], grad_out)
+    ref_in = [t.detach().double().requires_grad_() for t in (*ts, alpha)]
+    ref = reference(*ref_in[:5], ref_in[5], None, None, d**-0.5)
+    ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
+    for name, got, want in zip(
+        ['out', 'q', 'k', 'v', 'q_neg', 'v_neg', 'alpha'], [out, *grads], [ref, *ref_grads], strict=True
+    ):
+        magnitude = None if want.abs().max() > 0 else 1.0  # one key: dQ±, dK are exactly 0
+        assert_close_as(
+            got, want, ulps=ULPS[dtype][name != 'out'], dtype=dtype, magnitude=magnitude, what=name
+        )
+
+
+def test_short_sequences_with_a_bias_or_33_tokens_take_the_tiled_kernels() -> None:
+    """The packed kernels take neither biases (nor so masks) nor sequences over 32 tokens."""
+    ts, alpha, b_pos, b_neg = _inputs(1, 2, 8, 8, 32, torch.float32, 'pair')
+    assert _kernels_launched(ts, alpha, (b_pos, b_neg))[0] == '_fwd_kernel'
+    ts, alpha, _, _ = _inputs(1, 2, 8, 33, 32, torch.float32, 'none')
+    assert _kernels_launched(ts, alpha) == ['_fwd_kernel', '_bwd_kv_kernel', '_bwd_q_kernel']
+
+
+@pytest.mark.parametrize('variant', ['qpm_vpm', 'qpm_v', 'q_vpm', 'apm'])
+def test_module_over_short_sequences_equals_the_sdpa_path(variant: str) -> None:
+    """``DnAAttention(kernel='triton')`` over TimeSformer's temporal shape (8 frames): every
+    variant (``Q-`` or ``V-`` shared with ``Q+`` / ``V+``: their gradients summed), output and
+    every parameter's and the input's gradient as the default path's, laid out as the module
+    lays its heads (strided views of one projection)."""
+    torch.manual_seed(0)
+    fused = DnAAttention(128, 2, variant=variant, kernel='triton').to(DEVICE)
+    sdpa = DnAAttention(128, 2, variant=variant).to(DEVICE)
+    if fused.alpha is not None:
+        with torch.no_grad():
+            fused.alpha.uniform_(-1, 1)
+    sdpa.load_state_dict(fused.state_dict())
+    x = torch.randn(6, 8, 128, device=DEVICE)
+    outs = []
+    for m in (fused, sdpa):
+        xi = x.clone().requires_grad_()
+        y = m(xi)
+        y.square().sum().backward()
+        outs.append([y.detach(), xi.grad] + [p.grad.clone() for p in m.parameters()])
+    for i, (a, b) in enumerate(zip(*outs, strict=True)):  # the output, then gradients
+        assert_close_as(a, b, ulps=SUMMED if i else REORDERED)
+
+
 def test_bias_gradients_only_where_asked_in_the_bias_dtype() -> None:
     """Each bias-gradient map exists only for a bias that needs a gradient, in its dtype."""
     ts, alpha, b_pos, b_neg = _inputs(1, 2, 9, 11, 32, torch.float32, 'pair', bias_dtype=torch.float16)
@@ -182,18 +260,20 @@ def test_module_with_the_kernel_equals_the_sdpa_path() -> None:
     assert "kernel='triton'" in repr(fused)
 
 
-def test_the_operator_traces_on_meta_compile_and_export() -> None:
+@pytest.mark.parametrize('n', [13, 40], ids=['short-kernels', 'tiled-kernels'])
+def test_the_operator_traces_on_meta_compile_and_export(n: int) -> None:
     """``kernel='triton'`` as one graph node: forward + backward on the ``meta`` device (fake
     implementations), ``torch.compile(fullgraph=True)`` (no graph break; same values and
-    gradients as eager) and ``torch.export`` (the operator in the graph; same output)."""
+    gradients as eager) and ``torch.export`` (the operator in the graph; same output); over
+    short sequences (the packed kernels, nothing kept for the backward) and longer ones."""
     torch.manual_seed(0)
     m = DnAAttention(64, 2, kernel='triton').to(DEVICE)
     meta = DnAAttention(64, 2, kernel='triton', device='meta')
-    y = meta(torch.randn(2, 13, 64, device='meta', requires_grad=True))
+    y = meta(torch.randn(2, n, 64, device='meta', requires_grad=True))
     y.sum().backward()
-    assert y.shape == (2, 13, 64) and y.device.type == 'meta' and meta.alpha.grad.shape == (2,)
+    assert y.shape == (2, n, 64) and y.device.type == 'meta' and meta.alpha.grad.shape == (2,)
 
-    x = torch.randn(2, 13, 64, device=DEVICE)
+    x = torch.randn(2, n, 64, device=DEVICE)
     want = m(x)
     want.square().sum().backward()
     want_grads = [p.grad.clone() for p in m.parameters()]
@@ -238,13 +318,13 @@ def test_kernel_that_cannot_run_is_refused_at_construction(monkeypatch) -> None:
 
 
 # -- ahead-of-time compilation for real GPUs (no GPU needed) ------------------------------------
-def _check_compiled(capability, dtype, head_dim, usage: bool = True) -> list[str]:
-    """Compile one (target, dtype, head dim); assert the shared memory fits and fp16 / bf16
-    reach tensor cores; return table rows (shared memory and, with ``usage``, registers and
-    spills from ``ptxas -v``)."""
+def _check_compiled(capability, dtype, head_dim, usage: bool = True, short: bool = False) -> list[str]:
+    """Compile one (target, dtype, head dim), the tiled or the short-sequence kernels; assert the
+    shared memory fits and fp16 / bf16 reach tensor cores; return table rows (shared memory and,
+    with ``usage``, registers and spills from ``ptxas -v``)."""
     limit = shared_memory_limit(capability)
     rows = []
-    for name, kernel in compile_kernels(capability, dtype, head_dim).items():
+    for name, kernel in compile_kernels(capability, dtype, head_dim, short=short).items():
         shared = kernel.metadata.shared
         assert shared <= limit, (
             f'sm{capability[0]}{capability[1]} {dtype} d{head_dim} {name}: {shared} B > {limit} B'
@@ -259,11 +339,13 @@ def _check_compiled(capability, dtype, head_dim, usage: bool = True) -> list[str
     return rows
 
 
+@pytest.mark.parametrize('short', [False, True], ids=['tiled', 'short'])
 @pytest.mark.parametrize('capability,dtype,head_dim', [((8, 6), torch.bfloat16, 128)], ids=['sm86-bf16-d128'])
-def test_kernels_fit_the_gpu_they_compile_for(capability, dtype, head_dim) -> None:
+def test_kernels_fit_the_gpu_they_compile_for(capability, dtype, head_dim, short: bool) -> None:
     """The tightest case of the matrix (99 KB of shared memory, the largest head dim) in the
-    default run; the full matrix is the slow test below."""
-    print('\n'.join(_check_compiled(capability, dtype, head_dim)))
+    default run, for the tiled and the short-sequence kernels; the full matrix is the slow test
+    below."""
+    print('\n'.join(_check_compiled(capability, dtype, head_dim, short=short)))
 
 
 @pytest.mark.slow
@@ -272,11 +354,14 @@ def test_kernels_fit_the_gpu_they_compile_for(capability, dtype, head_dim) -> No
 @pytest.mark.parametrize('capability', TESTED_CAPABILITIES, ids=lambda c: f'sm{c[0]}{c[1]}')
 def test_every_kernel_fits_every_target(capability, dtype: str, head_dim: int, monkeypatch) -> None:
     """sm80 / sm86 / sm89 / sm90 × fp16 / bf16 / fp32 (TF32 off, PyTorch's default for
-    matmuls, and on) × head dims 32 / 64 / 128. Shared memory printed with ``-s`` (registers
-    and spills of the whole matrix: ``docs/triton_kernel.md``)."""
+    matmuls, and on) × head dims 32 / 64 / 128, tiled and short-sequence kernels. Shared memory
+    printed with ``-s`` (registers and spills of the whole matrix: ``docs/triton_kernel.md``)."""
     monkeypatch.setattr(torch.backends.cuda.matmul, 'allow_tf32', dtype.endswith('tf32'))
-    rows = _check_compiled(capability, getattr(torch, dtype.split('+')[0]), head_dim, usage=False)
-    print('\n'.join(rows))
+    for short in (False, True):
+        rows = _check_compiled(
+            capability, getattr(torch, dtype.split('+')[0]), head_dim, usage=False, short=short
+        )
+        print('\n'.join(rows))
 
 
 @pytest.mark.slow
@@ -292,4 +377,5 @@ def test_the_table_tool_runs_as_a_user_runs_it(tmp_path) -> None:
     cmd = [sys.executable, str(tool), '--capabilities', '86', '--dtypes', 'float16', '--head-dims', '32']
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     rows = [line for line in out.splitlines() if line.startswith('| sm86 | float16 | 32 |')]
-    assert len(rows) == 3 and all('(101,376)' in row for row in rows)
+    assert len(rows) == 5 and all('(101,376)' in row for row in rows)
+    assert [row.split(' | ')[3] for row in rows][3:] == ['short_forward', 'short_backward']

@@ -4,10 +4,10 @@
     python tools/benchmarks/triton_kernel_table.py [--capabilities 80 86 89 90]
         [--dtypes float16 bfloat16 float32 float32+tf32] [--head-dims 32 64 128]
 
-One markdown row per kernel: the launch configuration the device would use, ``metadata.shared``
-(bytes), registers and spill stores / loads from the bundled ``ptxas -v``, and the count of
-tensor-core instructions (``mma`` / ``wgmma``) in the PTX (``docs/triton_kernel.md``). The work:
-``dna_mm/benchmarks/kernels.py``.
+One markdown row per kernel (the tiled ones, then the packed short-sequence ones): the launch
+configuration the device would use, ``metadata.shared`` (bytes), registers and spill stores /
+loads from the bundled ``ptxas -v``, and the count of tensor-core instructions (``mma`` /
+``wgmma``) in the PTX (``docs/triton_kernel.md``). The work: ``dna_mm/benchmarks/kernels.py``.
 """
 
 from __future__ import annotations
