@@ -47,10 +47,14 @@ ROUTES = {
     'dna_2h': dict(type='DnAAttention', kernel='sdpa_2h'),  # both branches in one SDPA call over 2H heads
     'dna_stacked': dict(type='DnAAttention', kernel='sdpa_stacked'),  # one SDPA call, the queries stacked
     'dna_triton': dict(type='DnAAttention', kernel='triton'),  # the fused kernel
+    # softmax in the same kernel's packed short-sequence form (SDPA where that does not apply)
+    'softmax_triton': dict(type='SoftmaxAttention', kernel='triton'),
 }
-#: the routes the tables put after the members (DnA's other kernels); the others come before them
-LAST_ROUTES = ('dna_2h', 'dna_stacked', 'dna_triton')
-KERNEL_METHODS = {'dna_triton'}  # run where the kernel runs: CUDA, or the CPU under TRITON_INTERPRET=1
+#: the routes the tables put after the members (DnA's other kernels, softmax's); the others come
+#: before them
+LAST_ROUTES = ('dna_2h', 'dna_stacked', 'dna_triton', 'softmax_triton')
+#: run where the kernel runs: CUDA, or the CPU under TRITON_INTERPRET=1
+KERNEL_METHODS = {'dna_triton', 'softmax_triton'}
 #: what a table compares to (measured whatever ``--methods`` says)
 REFERENCES = ['softmax', 'dna_fast']
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
@@ -317,17 +321,20 @@ def table(
 ) -> str:
     """The markdown table of one (device, scope): a row per shape of ``rows`` (:func:`measure`'s
     figures by shape), each method's time and memory as ratios to softmax, DnA's other routes'
-    times as ratios to its fast one."""
+    times as ratios to its fast one, and DnA's Triton route's to softmax's where both ran (the
+    same kernel, one branch against two)."""
     c, _, shapes = dims(tiny)
     what = 'whole module' if scope == 'module' else 'attention core (after the projections)'
     # time ratios to dna_fast
     versus = [m for m in ('dna_eager', 'dna_folded', 'dna_2h', 'dna_stacked', 'dna_triton') if m in methods]
+    both = {'dna_triton', 'softmax_triton'} <= set(methods)
+    same_kernel = (' | DnA triton / softmax triton', True) if both else ('', False)
     lines = [
         f'**{device}, {what}** ({dtype}; {device_name(device)}): fwd+bwd time / peak '
         'memory as ratios to softmax (absolute softmax figures in brackets)',
         '',
-        '| shape | ' + ' | '.join(methods + [f'DnA {m[4:]} / fast' for m in versus]) + ' |',
-        '|---|' + '---|' * (len(methods) + len(versus)),
+        '| shape | ' + ' | '.join(methods + [f'DnA {m[4:]} / fast' for m in versus]) + same_kernel[0] + ' |',
+        '|---|' + '---|' * (len(methods) + len(versus) + bool(same_kernel[0])),
     ]
     for shape, res in rows.items():
         ref = res['softmax']
@@ -339,6 +346,8 @@ def table(
                 mem = res[m]['peak_mb'] / ref['peak_mb'] if ref['peak_mb'] > 0 else float('nan')
                 cells.append(f"{res[m]['ms'] / ref['ms']:.2f}× / {mem:.2f}× mem")
         cells += [f"{res[m]['ms'] / res['dna_fast']['ms']:.2f}×" for m in versus]
+        if same_kernel[1]:
+            cells.append(f"{res['dna_triton']['ms'] / res['softmax_triton']['ms']:.2f}×")
         b, n = shapes[shape]
         label = f'{shape} {[b * clips, n, c]}' + (' + rel-pos bias' if shape in BIASED_SHAPES else '')
         lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')

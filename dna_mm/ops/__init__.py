@@ -2,6 +2,8 @@
 sequences of at most ``SHORT_TOKENS`` tokens many sequences packed into one tile), registered as the
 PyTorch operators ``torch.ops.dna_mm.dna_attention_fwd`` / ``_bwd`` (fake implementations and
 an autograd formula, so ``torch.compile``, ``torch.export`` and ``meta`` tensors trace through).
+``short_softmax_attention``: softmax attention alone in the packed short-sequence kernel (the
+baseline DnA's is measured against), registered the same way.
 
 The kernel runs on CUDA tensors (compute capability 8.0+), and on CPU tensors when
 ``TRITON_INTERPRET=1`` was set before triton was imported (the interpreter, for tests).
@@ -14,16 +16,19 @@ from .dna_attention import dna_attention, kernel_available, kernel_unusable_reas
 from .kernel_config import (
     HEAD_DIMS,
     SHARED_MEMORY,
+    SHORT_KERNELS,
     SHORT_TOKENS,
     TESTED_CAPABILITIES,
     launch_configs,
     shared_memory_limit,
     short_launch_configs,
 )
+from .softmax_attention import short_softmax_attention
 
 __all__ = [
     'HEAD_DIMS',
     'SHARED_MEMORY',
+    'SHORT_KERNELS',
     'SHORT_TOKENS',
     'TESTED_CAPABILITIES',
     'compile_kernels',
@@ -34,5 +39,6 @@ __all__ = [
     'resource_usage',
     'shared_memory_limit',
     'short_launch_configs',
+    'short_softmax_attention',
     'tensor_core_instructions',
 ]

@@ -105,7 +105,8 @@ def kernel_launches(
 ) -> dict:
     """``{name: Launch}`` of one forward + backward (training: every output stored) on meta
     tensors, collected from the launcher's own :func:`~.triton_dna.forward` /
-    :func:`~.triton_dna.backward`; ``short``: of 8-token sequences (the packed kernels)."""
+    :func:`~.triton_dna.backward`; ``short``: of 8-token sequences (the packed kernels, DnA's
+    and softmax's)."""
     from . import triton_dna as T
 
     bias = bias and not short
@@ -114,6 +115,12 @@ def kernel_launches(
     scale = head_dim**-0.5
     out, *saved = T.forward(*inputs, scale, True, capability, launches.append)
     T.backward(out.transpose(1, 2), *inputs, *saved, scale, bias, bias, capability, launches.append)
+    if short:  # and softmax attention alone, in the same kernels
+        from . import triton_short as S
+
+        q, k, v = list(inputs)[:3]
+        out = S.forward(q, k, v, None, None, None, scale, capability, launches.append)
+        S.backward(out.transpose(1, 2), q, k, v, None, None, None, scale, capability, launches.append)
     return dict(zip(SHORT_KERNELS if short else KERNELS, launches, strict=True))
 
 
@@ -142,10 +149,10 @@ def compile_kernels(
     ``capability`` (e.g. ``(9, 0)``) for inputs of ``dtype`` and ``head_dim``: the launcher's
     own configuration choice and argument specialisation. ``bias=True``: both branch biases,
     both bias-gradient maps (the largest variant). ``short=True``: the packed short-sequence
-    kernels instead (8-token sequences, no biases).
+    kernels instead (8-token sequences, no biases; DnA's and softmax's forms).
 
     Returns ``{'forward' | 'backward_kv' | 'backward_q': triton.compiler.CompiledKernel}``
-    (``{'short_forward' | 'short_backward': …}``);
+    (``short``: the names in :data:`~.kernel_config.SHORT_KERNELS`);
     ``kernel.metadata.shared`` is its shared memory (bytes), ``kernel.asm['ptx']`` its PTX.
     fp32 kernels take ``torch.backends.cuda.matmul.allow_tf32`` as it is now.
     """

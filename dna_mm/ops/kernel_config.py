@@ -18,8 +18,9 @@ import torch
 HEAD_DIMS = (32, 64, 128)
 #: kernels of one forward + backward, in launch order
 KERNELS = ('forward', 'backward_kv', 'backward_q')
-#: the same for sequences of at most :data:`SHORT_TOKENS` queries and keys, without biases
-SHORT_KERNELS = ('short_forward', 'short_backward')
+#: the same for sequences of at most :data:`SHORT_TOKENS` queries and keys, without biases, then
+#: those of softmax attention alone in the same kernels (their one-branch form)
+SHORT_KERNELS = ('short_forward', 'short_backward', 'short_softmax_forward', 'short_softmax_backward')
 #: the longest sequence the packed short-sequence kernels take (:mod:`.triton_short`)
 SHORT_TOKENS = 32
 
@@ -108,15 +109,19 @@ _SHORT = {
 def short_launch_configs(
     capability: tuple[int, int], dtype: torch.dtype, head_dim: int, seq: int
 ) -> dict[str, LaunchConfig]:
-    """``{kernel: LaunchConfig}`` of the short-sequence kernels for sequences packed ``seq`` rows
-    apart (a tile has at least ``seq`` rows). One table for every GPU: a tile of at most 64
-    rows fits the smallest tier's shared memory."""
+    """``{kernel: LaunchConfig}`` of the short-sequence kernels (:data:`SHORT_KERNELS`; the
+    one-branch form takes the two-branch form's) for sequences packed ``seq`` rows apart (a
+    tile has at least ``seq`` rows). One table for every GPU: a tile of at most 64 rows fits
+    the smallest tier's shared memory."""
     launch_configs(capability, dtype, head_dim)  # the same checks
     kind = 'fp32' if dtype == torch.float32 else 'half'
-    return {
+    two = {
         name: cfg._replace(block_m=max(cfg.block_m, seq), block_n=max(cfg.block_n, seq))
         for name, cfg in _SHORT[kind, head_dim].items()
     }
+    return two | dict(
+        short_softmax_forward=two['short_forward'], short_softmax_backward=two['short_backward']
+    )
 
 
 def takes_short_kernels(m: int, n: int, has_bias: bool) -> bool:

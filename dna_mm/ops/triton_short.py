@@ -82,7 +82,7 @@ def _short_fwd_kernel(
     s_wb, s_wh, s_wn,  # V-
     s_ob, s_oh, s_om,  # O
     BH, H, M, N, scale,
-    PRECISION: tl.constexpr, ROWS: tl.constexpr, SEQ: tl.constexpr, D: tl.constexpr,
+    NEG: tl.constexpr, PRECISION: tl.constexpr, ROWS: tl.constexpr, SEQ: tl.constexpr, D: tl.constexpr,
 ):  # fmt: skip
     pair, t, b, h, real = _rows(ROWS, SEQ, H, BH)
     rd = tl.arange(0, D)
@@ -90,12 +90,14 @@ def _short_fwd_kernel(
     same = (pair[:, None] == pair[None, :]) & k_ok[None, :]  # [ROWS, ROWS]
     k = _gather(K, b, h, t, s_kb, s_kh, s_kn, rd, k_ok)  # [ROWS, D]
     p1 = _probabilities(_gather(Q, b, h, t, s_qb, s_qh, s_qm, rd, q_ok), k, scale, same, PRECISION)
-    p2 = _probabilities(_gather(QN, b, h, t, s_xb, s_xh, s_xm, rd, q_ok), k, -scale, same, PRECISION)
+    if NEG:  # both maps first: K is then no longer needed
+        p2 = _probabilities(_gather(QN, b, h, t, s_xb, s_xh, s_xm, rd, q_ok), k, -scale, same, PRECISION)
     v = _gather(V, b, h, t, s_vb, s_vh, s_vn, rd, k_ok)
-    vn = _gather(VN, b, h, t, s_wb, s_wh, s_wn, rd, k_ok)
-    alpha = tl.load(ALPHA + h, mask=real, other=0.0).to(tl.float32)
     o = tl.dot(p1.to(v.dtype), v, input_precision=PRECISION)
-    o += alpha[:, None] * tl.dot(p2.to(vn.dtype), vn, input_precision=PRECISION)
+    if NEG:
+        vn = _gather(VN, b, h, t, s_wb, s_wh, s_wn, rd, k_ok)
+        alpha = tl.load(ALPHA + h, mask=real, other=0.0).to(tl.float32)
+        o += alpha[:, None] * tl.dot(p2.to(vn.dtype), vn, input_precision=PRECISION)
     rows = b * s_ob + h * s_oh + t * s_om
     tl.store(OUT + rows[:, None] + rd[None, :], o.to(OUT.dtype.element_ty), mask=q_ok[:, None])
 
@@ -112,7 +114,7 @@ def _short_bwd_kernel(
     s_gb, s_gh, s_gm,  # dQ+, dQ-
     s_hb, s_hh, s_hn,  # dK, dV+, dV-
     BH, H, M, N, scale,
-    PRECISION: tl.constexpr, ROWS: tl.constexpr, SEQ: tl.constexpr, D: tl.constexpr,
+    NEG: tl.constexpr, PRECISION: tl.constexpr, ROWS: tl.constexpr, SEQ: tl.constexpr, D: tl.constexpr,
 ):  # fmt: skip
     pair, t, b, h, real = _rows(ROWS, SEQ, H, BH)
     rd = tl.arange(0, D)
@@ -120,7 +122,6 @@ def _short_bwd_kernel(
     same = (pair[:, None] == pair[None, :]) & k_ok[None, :]  # [ROWS, ROWS]
     k = _gather(K, b, h, t, s_kb, s_kh, s_kn, rd, k_ok)  # [ROWS, D]
     do = _gather(DO, b, h, t, s_db, s_dh, s_dm, rd, q_ok)
-    alpha = tl.load(ALPHA + h, mask=real, other=0.0).to(tl.float32)  # a row's α, as query or key
     q_rows = b * s_gb + h * s_gh + t * s_gm
     k_rows = b * s_hb + h * s_hh + t * s_hn
     # positive branch
@@ -134,63 +135,71 @@ def _short_bwd_kernel(
     dk = tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PRECISION)
     tl.store(DQ + q_rows[:, None] + rd[None, :], dq.to(DQ.dtype.element_ty), mask=q_ok[:, None])
     tl.store(DV + k_rows[:, None] + rd[None, :], dv.to(DV.dtype.element_ty), mask=k_ok[:, None])
-    # negative branch (dO- = α dO)
-    qn = _gather(QN, b, h, t, s_xb, s_xh, s_xm, rd, q_ok)
-    vn = _gather(VN, b, h, t, s_wb, s_wh, s_wn, rd, k_ok)
-    p = _probabilities(qn, k, -scale, same, PRECISION)
-    on_do = tl.sum(do.to(tl.float32) * tl.dot(p.to(vn.dtype), vn, input_precision=PRECISION), 1)
-    tl.store(ON_DO + (b * H + h) * M + t, on_do, mask=q_ok)
-    dvn = tl.dot(tl.trans(p).to(do.dtype), do, input_precision=PRECISION) * alpha[:, None]
-    ds = p * alpha[:, None] * (tl.dot(do, tl.trans(vn), input_precision=PRECISION) - on_do[:, None])
-    dqn = tl.dot(ds.to(k.dtype), k, input_precision=PRECISION) * -scale
-    dk -= tl.dot(tl.trans(ds).to(qn.dtype), qn, input_precision=PRECISION)
-    tl.store(DQN + q_rows[:, None] + rd[None, :], dqn.to(DQN.dtype.element_ty), mask=q_ok[:, None])
+    if NEG:  # negative branch (dO- = α dO)
+        alpha = tl.load(ALPHA + h, mask=real, other=0.0).to(tl.float32)  # a row's α, as query or key
+        qn = _gather(QN, b, h, t, s_xb, s_xh, s_xm, rd, q_ok)
+        vn = _gather(VN, b, h, t, s_wb, s_wh, s_wn, rd, k_ok)
+        p = _probabilities(qn, k, -scale, same, PRECISION)
+        on_do = tl.sum(do.to(tl.float32) * tl.dot(p.to(vn.dtype), vn, input_precision=PRECISION), 1)
+        tl.store(ON_DO + (b * H + h) * M + t, on_do, mask=q_ok)
+        dvn = tl.dot(tl.trans(p).to(do.dtype), do, input_precision=PRECISION) * alpha[:, None]
+        ds = p * alpha[:, None] * (tl.dot(do, tl.trans(vn), input_precision=PRECISION) - on_do[:, None])
+        dqn = tl.dot(ds.to(k.dtype), k, input_precision=PRECISION) * -scale
+        dk -= tl.dot(tl.trans(ds).to(qn.dtype), qn, input_precision=PRECISION)
+        tl.store(DQN + q_rows[:, None] + rd[None, :], dqn.to(DQN.dtype.element_ty), mask=q_ok[:, None])
+        tl.store(DVN + k_rows[:, None] + rd[None, :], dvn.to(DVN.dtype.element_ty), mask=k_ok[:, None])
     tl.store(DK + k_rows[:, None] + rd[None, :], (dk * scale).to(DK.dtype.element_ty), mask=k_ok[:, None])
-    tl.store(DVN + k_rows[:, None] + rd[None, :], dvn.to(DVN.dtype.element_ty), mask=k_ok[:, None])
 
 
 def _strides(t: Tensor) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
 
 
-def _grid(bh: int, rows: int, seq: int) -> tuple[int]:
-    return (triton.cdiv(bh, rows // seq),)
+def _options(q: Tensor, cfg, seq: int, neg: bool) -> dict:
+    """The kernels' constants and launch options."""
+    precision = dot_precision(q.dtype)
+    return dict(
+        NEG=neg, PRECISION=precision, ROWS=cfg.block_m, SEQ=seq, D=q.shape[-1], num_warps=cfg.num_warps
+    )
+
+
+def _launch(
+    kernel, q: Tensor, k: Tensor, cfg, seq: int, args: tuple, scale: float, neg: bool, launch
+) -> None:
+    """One launch over every (sequence, head) pair of ``q [B, H, M, d]``, ``k [B, H, N, d]``."""
+    bsz, h, m, _ = q.shape
+    grid = (triton.cdiv(bsz * h, cfg.block_m // seq),)
+    args = (*args, bsz * h, h, m, k.shape[2], scale)
+    with device_guard(q.device):
+        launch(Launch(kernel, grid, args, dict(_options(q, cfg, seq, neg), num_stages=1)))
 
 
 def forward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    q_neg: Tensor,
-    v_neg: Tensor,
-    alpha: Tensor,
+    q_neg: Optional[Tensor],
+    v_neg: Optional[Tensor],
+    alpha: Optional[Tensor],
     scale: float,
     capability: Optional[tuple[int, int]] = None,
     launch: Callable[[Launch], None] = run,
 ) -> Tensor:
-    """``O [B, M, H, d]`` (the inputs' dtype). Nothing is kept for the backward but the inputs."""
+    """``O [B, M, H, d]`` (the inputs' dtype): DnA, or softmax attention alone where ``q_neg``
+    is ``None`` (``v_neg`` and ``alpha`` then unused). Nothing is kept for the backward but the
+    inputs."""
+    neg = q_neg is not None
+    q_neg, v_neg = (q_neg, v_neg) if neg else (q, v)
     q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (q, k, v, q_neg, v_neg))
     bsz, h, m, d = q.shape
-    n, seq = k.shape[2], sequence_tile(m, k.shape[2])
+    seq = sequence_tile(m, k.shape[2])
     out = heads_last(bsz, h, m, d, q, q.dtype)
     cfg = short_launch_configs(capability or capability_of(q.device), q.dtype, d, seq)['short_forward']
     o = out.transpose(1, 2)
-    args = (q, q_neg, k, v, v_neg, alpha.to(torch.float32).contiguous(), o)
+    alpha = alpha.to(torch.float32).contiguous() if neg else q
+    args = (q, q_neg, k, v, v_neg, alpha, o)
     args += (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg), *_strides(o))
-    kwargs = dict(
-        PRECISION=dot_precision(q.dtype),
-        ROWS=cfg.block_m,
-        SEQ=seq,
-        D=d,
-        num_warps=cfg.num_warps,
-        num_stages=1,
-    )
-    with device_guard(q.device):
-        launch(
-            Launch(
-                _short_fwd_kernel, _grid(bsz * h, cfg.block_m, seq), (*args, bsz * h, h, m, n, scale), kwargs
-            )
-        )
+    _launch(_short_fwd_kernel, q, k, cfg, seq, args, scale, neg, launch)
     return out
 
 
@@ -199,56 +208,34 @@ def backward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    q_neg: Tensor,
-    v_neg: Tensor,
-    alpha: Tensor,
+    q_neg: Optional[Tensor],
+    v_neg: Optional[Tensor],
+    alpha: Optional[Tensor],
     scale: float,
     capability: Optional[tuple[int, int]] = None,
     launch: Callable[[Launch], None] = run,
 ) -> tuple[Tensor, ...]:
-    """``dQ+, dQ- [B, M, H, d]``, ``dK, dV+, dV- [B, N, H, d]`` (inputs' dtype) and ``dα``, from
-    ``grad_out [B, H, M, d]`` and the forward's inputs."""
+    """``dQ+, dK, dV+, dQ-, dV-`` (``[B, L, H, d]``, the inputs' dtype) and ``dα`` from
+    ``grad_out [B, H, M, d]`` and the forward's inputs; for softmax attention (``q_neg`` is
+    ``None``) ``dQ, dK, dV`` only."""
+    neg = q_neg is not None
+    q_neg, v_neg = (q_neg, v_neg) if neg else (q, v)
     grad_out, q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (grad_out, q, k, v, q_neg, v_neg))
     bsz, h, m, d = q.shape
     n, seq = k.shape[2], sequence_tile(m, k.shape[2])
-    dk, dv, dv_neg = (heads_last(bsz, h, n, d, k, k.dtype) for _ in range(3))
-    dq, dq_neg = (heads_last(bsz, h, m, d, q, q.dtype) for _ in range(2))
-    on_do = torch.empty(bsz, h, m, device=q.device, dtype=torch.float32)  # rowsum(dO ⊙ O-)
+    dk, dv = (heads_last(bsz, h, n, d, k, k.dtype) for _ in range(2))
+    dq = heads_last(bsz, h, m, d, q, q.dtype)
+    dq_neg, dv_neg = (
+        (heads_last(bsz, h, m, d, q, q.dtype), heads_last(bsz, h, n, d, k, k.dtype)) if neg else (dq, dv)
+    )
+    on_do = torch.empty(bsz, h, m, device=q.device, dtype=torch.float32) if neg else q  # rowsum(dO ⊙ O-)
     cfg = short_launch_configs(capability or capability_of(q.device), q.dtype, d, seq)['short_backward']
     dq_, dqn_, dk_, dv_, dvn_ = (t.transpose(1, 2) for t in (dq, dq_neg, dk, dv, dv_neg))  # [B, H, L, d]
-    args = (
-        q,
-        q_neg,
-        k,
-        v,
-        v_neg,
-        grad_out,
-        alpha.to(torch.float32).contiguous(),
-        dq_,
-        dqn_,
-        dk_,
-        dv_,
-        dvn_,
-        on_do,
-    )
-    args += (
-        *_strides(q),
-        *_strides(q_neg),
-        *_strides(k),
-        *_strides(v),
-        *_strides(v_neg),
-        *_strides(grad_out),
-    )
-    args += (*_strides(dq_), *_strides(dk_), bsz * h, h, m, n, scale)
-    kwargs = dict(
-        PRECISION=dot_precision(q.dtype),
-        ROWS=cfg.block_m,
-        SEQ=seq,
-        D=d,
-        num_warps=cfg.num_warps,
-        num_stages=1,
-    )
-    with device_guard(q.device):
-        launch(Launch(_short_bwd_kernel, _grid(bsz * h, cfg.block_m, seq), args, kwargs))
-    d_alpha = on_do.sum((0, 2)).to(alpha.dtype)
-    return dq, dk, dv, dq_neg, dv_neg, d_alpha
+    a = alpha.to(torch.float32).contiguous() if neg else q
+    args = (q, q_neg, k, v, v_neg, grad_out, a, dq_, dqn_, dk_, dv_, dvn_, on_do)
+    args += (*_strides(q), *_strides(q_neg), *_strides(k), *_strides(v), *_strides(v_neg))
+    args += (*_strides(grad_out), *_strides(dq_), *_strides(dk_))
+    _launch(_short_bwd_kernel, q, k, cfg, seq, args, scale, neg, launch)
+    if not neg:
+        return dq, dk, dv
+    return dq, dk, dv, dq_neg, dv_neg, on_do.sum((0, 2)).to(alpha.dtype)

@@ -14,13 +14,13 @@ Steps (``STEPS``; a step that fails or runs out of time is recorded, and the nex
   at real shapes, AMP.
 - ``attention``: ``tools/benchmarks/benchmark_attention.py`` in bf16, core and module scopes:
   softmax, DnA over SDPA (two calls; one over the queries stacked; the sign and α folded), DnA
-  through the Triton kernel, Diff, Cog, at TimeSformer-B's
-  divided shapes for a batch of 8 clips, joint space-time (1 × 1569) and the ViTDet-B global
-  block (1 × 4096 with its rel-pos bias).
+  and softmax through the Triton kernel (at 8 tokens its packed short-sequence form), Diff,
+  Cog, at TimeSformer-B's divided shapes for a batch of 8 clips, joint space-time (1 × 1569)
+  and the ViTDet-B global block (1 × 4096 with its rel-pos bias).
 - ``train_steps``: ``tools/benchmarks/benchmark_train_step.py``: TimeSformer-B/16 8×224², batch 8,
   the configs' AMP rule (bf16 from sm80): softmax, DnA, DnA with its temporal step over the
-  stacked queries, and through the Triton kernel's packed short-sequence form, with
-  ``--kernels`` (the GPU time by operator); with mmcv's compiled ops, the
+  stacked queries, and through the Triton kernel's packed short-sequence form, and softmax
+  through that form, with ``--kernels`` (the GPU time by operator); with mmcv's compiled ops, the
   whole ViTDet-B Mask R-CNN at 1024², batch 1: softmax vs DnA, with ``--kernels`` (without
   them, the ViTDet-B backbone + neck alone).
 - ``tools``: ``tools/train.py`` (``--amp``, one epoch) and ``tools/test.py`` on the demo config
@@ -229,7 +229,16 @@ def _test_markdown(ctx: Context, data: dict) -> str:
 # -- attention benchmark ------------------------------------------------------------------------
 #: DnA's default route, its candidates and the baselines (the one-call-over-2H route and the eager
 #: one, measured on an H100 and an H200, were slower at every shape: docs/benchmarks.md)
-ATTENTION_METHODS = ['softmax', 'dna_fast', 'dna_stacked', 'dna_folded', 'dna_triton', 'diff', 'cog']
+ATTENTION_METHODS = [
+    'softmax',
+    'dna_fast',
+    'dna_stacked',
+    'dna_folded',
+    'dna_triton',
+    'softmax_triton',
+    'diff',
+    'cog',
+]
 #: (name, shapes, clips): the divided shapes at the paper's 8 clips, the long ones at one
 ATTENTION_RUNS = (('divided', ['spatial', 'temporal'], 8), ('long', ['joint', 'vitdet_global'], 1))
 
@@ -270,13 +279,15 @@ def _attention_markdown(ctx: Context, data: dict) -> str:
 
 # -- train steps ------------------------------------------------------------------------------
 #: softmax, DnA's default route and its two candidates for the temporal step's 8 tokens: one SDPA
-#: call over the stacked queries, the Triton kernel's packed short-sequence form (the one-call over
-#: 2H route's and the tiled Triton kernel's steps were slower wherever measured: docs/benchmarks.md)
+#: call over the stacked queries, the Triton kernel's packed short-sequence form, and softmax in
+#: that kernel's one-branch form, its baseline (the one-call over 2H route's and the tiled Triton
+#: kernel's steps were slower wherever measured: docs/benchmarks.md)
 TIMESFORMER_CONFIGS = [
     'configs/timesformer_softmax_k400.py',
     'configs/timesformer_dna_k400.py',
     'configs/timesformer_dna_stacked_k400.py',
     'configs/timesformer_dna_triton_temporal_k400.py',
+    'configs/timesformer_softmax_triton_temporal_k400.py',
 ]
 VITDET_CONFIGS = ['configs/vitdet_softmax_coco_lsj.py', 'configs/vitdet_dna_coco_lsj.py']
 

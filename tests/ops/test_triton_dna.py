@@ -22,15 +22,17 @@ if not torch.cuda.is_available():
     os.environ.setdefault('TRITON_INTERPRET', '1')
 triton = pytest.importorskip('triton')
 
-from dna_mm.models import DnAAttention  # noqa: E402
+from dna_mm.models import DnAAttention, SoftmaxAttention  # noqa: E402
 from dna_mm.ops import (  # noqa: E402
     HEAD_DIMS,
+    SHORT_KERNELS,
     TESTED_CAPABILITIES,
     compile_kernels,
     dna_attention,
     kernel_available,
     resource_usage,
     shared_memory_limit,
+    short_softmax_attention,
     tensor_core_instructions,
 )
 
@@ -167,6 +169,60 @@ def test_module_over_short_sequences_equals_the_sdpa_path(variant: str) -> None:
         outs.append([y.detach(), xi.grad] + [p.grad.clone() for p in m.parameters()])
     for i, (a, b) in enumerate(zip(*outs, strict=True)):  # the output, then gradients
         assert_close_as(a, b, ulps=SUMMED if i else REORDERED)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
+def test_softmax_over_short_sequences_matches_the_formula(dtype) -> None:
+    """The packed kernel's one-branch form, softmax's baseline: ``softmax(s Q K^T) V`` and the
+    gradients of Q, K, V, with a last tile not full and other query and key lengths."""
+    for b, h, m, n in ((5, 3, 8, 8), (3, 2, 7, 13)):
+        ts, _, _, _ = _inputs(b, h, m, n, 64, dtype, 'none')
+        q, k, v = ts[:3]
+        out = short_softmax_attention(q, k, v)
+        grad_out = torch.randn_like(out)
+        grads = torch.autograd.grad(out, [q, k, v], grad_out)
+        ref_in = [t.detach().double().requires_grad_() for t in (q, k, v)]
+        ref = torch.softmax(ref_in[0] @ ref_in[1].transpose(-1, -2) * 64**-0.5, -1) @ ref_in[2]
+        ref_grads = torch.autograd.grad(ref, ref_in, grad_out.double())
+        for name, got, want in zip(['out', 'q', 'k', 'v'], [out, *grads], [ref, *ref_grads], strict=True):
+            assert_close_as(got, want, ulps=ULPS[dtype][name != 'out'], dtype=dtype, what=name)
+
+
+def test_softmax_module_takes_the_packed_kernel_only_where_it_applies() -> None:
+    """``SoftmaxAttention(kernel='triton')``: over 8 tokens the packed kernel (another route: equal
+    to SDPA's up to round-off, not bitwise), with a mask or over 40 tokens SDPA itself (bitwise);
+    output and every gradient; ``torch.compile(fullgraph=True)`` over the packed kernel."""
+
+    def run(m, x, **kw):
+        xi = x.clone().requires_grad_()
+        y = m(xi, **kw)
+        y.square().sum().backward()
+        grads = [y.detach(), xi.grad] + [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        return grads
+
+    torch.manual_seed(0)
+    packed = SoftmaxAttention(128, 2, kernel='triton').to(DEVICE)
+    sdpa = SoftmaxAttention(128, 2).to(DEVICE)
+    sdpa.load_state_dict(packed.state_dict())
+    assert "kernel='triton'" in repr(packed)
+    x = torch.randn(6, 8, 128, device=DEVICE)
+    got, want = run(packed, x), run(sdpa, x)
+    assert not torch.equal(got[0], want[0])  # the kernel ran
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_close_as(a, b, ulps=SUMMED if i else REORDERED)
+    torch._dynamo.reset()
+    compiled = run(torch.compile(packed, fullgraph=True, backend='aot_eager'), x)
+    for a, b in zip(compiled, got, strict=True):
+        assert_close_as(a, b, ulps=ROUNDING)
+    keep = torch.ones(1, 1, 1, 8, dtype=torch.bool, device=DEVICE)
+    keep[..., -2:] = False
+    for kw, y in ((dict(attn_mask=keep), x), ({}, torch.randn(2, 40, 128, device=DEVICE))):
+        assert all(torch.equal(a, b) for a, b in zip(run(packed, y, **kw), run(sdpa, y, **kw), strict=True))
+    with pytest.raises(ValueError, match=r"SoftmaxAttention: kernel must be one of \['sdpa', 'triton'\]"):
+        SoftmaxAttention(64, 2, kernel='flash')
+    with pytest.raises(ValueError, match='at most 32 tokens, got 8 queries and 33 keys'):
+        short_softmax_attention(x.view(6, 8, 2, 64).transpose(1, 2), *[torch.zeros(6, 2, 33, 64)] * 2)
 
 
 def test_bias_gradients_only_where_asked_in_the_bias_dtype() -> None:
@@ -377,5 +433,5 @@ def test_the_table_tool_runs_as_a_user_runs_it(tmp_path) -> None:
     cmd = [sys.executable, str(tool), '--capabilities', '86', '--dtypes', 'float16', '--head-dims', '32']
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     rows = [line for line in out.splitlines() if line.startswith('| sm86 | float16 | 32 |')]
-    assert len(rows) == 5 and all('(101,376)' in row for row in rows)
-    assert [row.split(' | ')[3] for row in rows][3:] == ['short_forward', 'short_backward']
+    assert len(rows) == 7 and all('(101,376)' in row for row in rows)
+    assert [row.split(' | ')[3] for row in rows][3:] == list(SHORT_KERNELS)

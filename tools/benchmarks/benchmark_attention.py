@@ -29,7 +29,9 @@ over DnA eager); ``dna_2h`` = DnA with both branches in one SDPA call over ``2H`
 queries stacked, ``[Q+; -Q-]``, and the values side by side, ``[V+, V-]``
 (``kernel='sdpa_stacked'``: one pass over the keys for twice the value work; for short
 sequences); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
-``TRITON_INTERPRET=1``; left out elsewhere).
+``TRITON_INTERPRET=1``; left out elsewhere; at most 32 tokens without a bias: its packed
+short-sequence form); ``softmax_triton`` = softmax through that packed form's one branch (SDPA
+where it does not apply), the same-kernel baseline of ``dna_triton``.
 A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
 --methods softmax dna_fast dna_triton``.
@@ -55,7 +57,16 @@ import json
 #: test keeps them equal)
 SHAPES = ('spatial', 'temporal', 'joint', 'vitdet_global')
 DEFAULT_SHAPES = ['spatial', 'temporal', 'joint']
-ROUTES = ('dna_fast', 'dna_folded', 'dna_eager', 'softmax_eager', 'dna_2h', 'dna_stacked', 'dna_triton')
+ROUTES = (
+    'dna_fast',
+    'dna_folded',
+    'dna_eager',
+    'softmax_eager',
+    'dna_2h',
+    'dna_stacked',
+    'dna_triton',
+    'softmax_triton',
+)
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 #: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
 IMPORT_HELP = (
