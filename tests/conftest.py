@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,12 @@ else:
 # torch.distributed's gloo (the multi-process tests) on the loopback interface: no lookup of the
 # machine's host name, which an offline machine may not resolve
 os.environ.setdefault('GLOO_SOCKET_IFNAME', 'lo')
+# torch.compile's on-disk caches (inductor's FX graphs, AOTAutograd's) in a directory of this run:
+# a cached graph is keyed on the graph, not on a custom operator's fake implementation, so a cache
+# that an earlier checkout wrote may answer for operators this one changed, and tests would run
+# that code instead of this checkout's
+os.environ['TORCHINDUCTOR_CACHE_DIR'] = tempfile.mkdtemp(prefix='dna_mm_tests_inductor_')
+atexit.register(shutil.rmtree, os.environ['TORCHINDUCTOR_CACHE_DIR'], ignore_errors=True)
 if not torch.cuda.is_available():
     # Triton kernels (dna_mm.ops) run in Triton's interpreter on the CPU. Triton reads the
     # variable when it is first imported, which any earlier test module may do (torch.compile,

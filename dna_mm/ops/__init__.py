@@ -23,7 +23,7 @@ from .kernel_config import (
     shared_memory_limit,
     short_launch_configs,
 )
-from .softmax_attention import short_softmax_attention
+from .short_attention import short_softmax_attention
 
 __all__ = [
     'HEAD_DIMS',

@@ -109,19 +109,20 @@ def kernel_launches(
     and softmax's)."""
     from . import triton_dna as T
 
-    bias = bias and not short
-    inputs = _meta_problem(dtype, head_dim, bias, short).values()  # q, k, v, q_neg, v_neg, alpha, b+, b-
+    inputs = _meta_problem(dtype, head_dim, bias and not short, short).values()  # q, k, v, q-, v-, α, b+, b-
     launches: list = []
     scale = head_dim**-0.5
-    out, *saved = T.forward(*inputs, scale, True, capability, launches.append)
-    T.backward(out.transpose(1, 2), *inputs, *saved, scale, bias, bias, capability, launches.append)
-    if short:  # and softmax attention alone, in the same kernels
-        from . import triton_short as S
+    if not short:
+        out, *saved = T.forward(*inputs, scale, True, capability, launches.append)
+        T.backward(out.transpose(1, 2), *inputs, *saved, scale, bias, bias, capability, launches.append)
+        return dict(zip(KERNELS, launches, strict=True))
+    from . import triton_short as S
 
-        q, k, v = list(inputs)[:3]
-        out = S.forward(q, k, v, None, None, None, scale, capability, launches.append)
-        S.backward(out.transpose(1, 2), q, k, v, None, None, None, scale, capability, launches.append)
-    return dict(zip(SHORT_KERNELS if short else KERNELS, launches, strict=True))
+    q, k, v, q_neg, v_neg, alpha, _, _ = inputs
+    for heads in ((q_neg, v_neg, alpha), (None, None, None)):  # DnA, then softmax alone
+        out = S.forward(q, k, v, *heads, scale, capability, launches.append)
+        S.backward(out.transpose(1, 2), q, k, v, *heads, scale, capability, launches.append)
+    return dict(zip(SHORT_KERNELS, launches, strict=True))
 
 
 def compile_launch(launch, capability: tuple[int, int]):

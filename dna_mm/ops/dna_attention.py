@@ -81,8 +81,7 @@ _INPUTS = (
 )
 def _fwd_op(*inputs: Any) -> tuple[Tensor, ...]:
     """``O`` as ``[B, M, H, d]`` (inputs' dtype), and for the backward ``O+, O- [B, H, M, d]``,
-    ``lse+, lse- [B, H, M]`` (fp32; empty when ``for_backward`` is false, and for the short
-    sequences whose backward recomputes them)."""
+    ``lse+, lse- [B, H, M]`` (fp32; empty when ``for_backward`` is false)."""
     device = inputs[0].device
     if not kernel_available(device):
         raise RuntimeError(
@@ -99,7 +98,7 @@ def _fwd_op(*inputs: Any) -> tuple[Tensor, ...]:
 def _fwd_fake(q, k, v, q_neg, v_neg, alpha, b_pos, b_neg, scale, for_backward):
     b, h, m, d = q.shape
     f32 = dict(dtype=torch.float32)
-    if for_backward and not takes_short_kernels(m, k.shape[2], b_pos is not None or b_neg is not None):
+    if for_backward:
         return (q.new_empty(b, m, h, d), q.new_empty(b, h, m, d, **f32), q.new_empty(b, h, m, d, **f32)) + (
             q.new_empty(b, h, m, **f32),
             q.new_empty(b, h, m, **f32),
@@ -196,6 +195,10 @@ def dna_attention(
             gradients), as ``scaled_dot_product_attention`` gives.
         scale: ``s`` (default ``d ** -0.5``).
 
+    Sequences of at most :data:`~.kernel_config.SHORT_TOKENS` queries and keys without a bias run
+    the packed kernel of :mod:`.triton_short` (operator ``dna_mm::short_dna_fwd``), others the
+    tiled one (``dna_mm::dna_attention_fwd``).
+
     Differentiable in every tensor argument (biases included). fp32 / fp16 / bf16 inputs read
     through their strides (any layout with unit last stride), fp32 accumulation; head dims 32,
     64, 128. The result is a ``[B, H, M, d]`` view of ``[B, M, H, d]`` storage (merging the
@@ -230,5 +233,8 @@ def dna_attention(
     inputs = (q, k, v, q_neg, v_neg, alpha, b_pos, b_neg)
     for_backward = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
     scale = d**-0.5 if scale is None else float(scale)
-    out = torch.ops.dna_mm.dna_attention_fwd(*inputs, scale, for_backward)[0]  # [B, M, H, d]
+    if takes_short_kernels(q.shape[2], k.shape[2], b_pos is not None or b_neg is not None):
+        out = torch.ops.dna_mm.short_dna_fwd(q, k, v, q_neg, v_neg, alpha, scale)  # [B, M, H, d]
+    else:
+        out = torch.ops.dna_mm.dna_attention_fwd(*inputs, scale, for_backward)[0]
     return out.transpose(1, 2)

@@ -52,7 +52,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .kernel_config import launch_configs, takes_short_kernels
+from .kernel_config import launch_configs
 
 #: the kernels below were built for the interpreter (``TRITON_INTERPRET=1`` at import):
 #: they then run on CPU tensors
@@ -443,14 +443,7 @@ def forward(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """``O [B, M, H, d]`` (the inputs' dtype) and, when ``for_backward``, ``O+, O- [B, H, M, d]``
     and ``lse+, lse- [B, H, M]`` (fp32; else empty). ``capability``: the target whose launch
-    configuration is used (default: the inputs' device's). Short sequences without biases take
-    the packed kernel of :mod:`.triton_short`, which keeps nothing for the backward (all four
-    empty)."""
-    if takes_short_kernels(q.shape[2], k.shape[2], b_pos is not None or b_neg is not None):
-        from . import triton_short
-
-        out = triton_short.forward(q, k, v, q_neg, v_neg, alpha, scale, capability, launch)
-        return (out, *(torch.empty(0, device=q.device, dtype=torch.float32) for _ in range(4)))
+    configuration is used (default: the inputs' device's)."""
     q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (q, k, v, q_neg, v_neg))
     bsz, h, m, d = q.shape
     out = heads_last(bsz, h, m, d, q, q.dtype)
@@ -496,16 +489,7 @@ def backward(
 
     Two kernels: one over key tiles (``dK, dV+, dV-``, written with shared strides), one over
     query tiles (``dQ+, dQ-`` and the bias-gradient maps ``dS+`` / ``-dS-``, contiguous
-    ``[B, H, M, N]`` in the bias's dtype). Short sequences without biases: the packed kernel of
-    :mod:`.triton_short` (one kernel, from the inputs alone)."""
-    if takes_short_kernels(q.shape[2], k.shape[2], b_pos is not None or b_neg is not None):
-        from . import triton_short
-
-        return (
-            *triton_short.backward(grad_out, q, k, v, q_neg, v_neg, alpha, scale, capability, launch),
-            None,
-            None,
-        )
+    ``[B, H, M, N]`` in the bias's dtype)."""
     grad_out, q, k, v, q_neg, v_neg = (unit_last_stride(t) for t in (grad_out, q, k, v, q_neg, v_neg))
     bsz, h, m, d = q.shape
     n = k.shape[2]

@@ -247,6 +247,17 @@ def test_short_sequence_kernels_at_timesformers_temporal_shape(dtype: torch.dtyp
     for name, got, want in zip(['out', 'heads', 'alpha'], [out, *grads], [ref, *ref_grads], strict=True):
         assert _rel(got.double(), want) < tol, name
 
+    from dna_mm.ops import short_softmax_attention  # its one-branch form: softmax
+
+    q, k, v = ts[:3]
+    out = short_softmax_attention(q, k, v)
+    grads = torch.autograd.grad(out, heads, grad_out)[0][:, :, :3]
+    ref_heads = heads.detach().double().requires_grad_()
+    q, k, v = (ref_heads[:, :, i].transpose(1, 2) for i in range(3))
+    ref = torch.softmax(q @ k.transpose(-1, -2) * d**-0.5, -1) @ v
+    ref_grads = torch.autograd.grad(ref, ref_heads, grad_out.double())[0][:, :, :3]
+    assert _rel(out.double(), ref) < tol and _rel(grads.double(), ref_grads) < tol
+
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason='needs two CUDA devices')
 def test_triton_kernel_runs_on_the_inputs_device() -> None:
@@ -284,12 +295,20 @@ def test_triton_kernel_fp32_with_tf32_allowed(d: int) -> None:
         assert _rel(got.double(), want) < 1e-2  # TF32's 10-bit mantissa: 5.7-5.9e-3 on an H200
 
 
-def test_module_with_the_triton_kernel_under_bf16_autocast() -> None:
+@pytest.mark.parametrize(
+    'member,tokens',
+    [('DnAAttention', 197), ('DnAAttention', 8), ('SoftmaxAttention', 8)],
+    ids=['dna-tiled', 'dna-short', 'softmax-short'],
+)
+def test_module_with_the_triton_kernel_under_bf16_autocast(member: str, tokens: int) -> None:
+    """``kernel='triton'`` under bf16 autocast against the SDPA path: DnA's tiled kernel (197
+    tokens), DnA's and softmax's packed short-sequence kernels (TimeSformer's 8 frames)."""
+    cls = {'DnAAttention': DnAAttention, 'SoftmaxAttention': SoftmaxAttention}[member]
     torch.manual_seed(0)
-    fused = DnAAttention(768, 12, kernel='triton').cuda()
-    sdpa = DnAAttention(768, 12).cuda()
+    fused = cls(768, 12, kernel='triton').cuda()
+    sdpa = cls(768, 12).cuda()
     sdpa.load_state_dict(fused.state_dict())
-    x = torch.randn(8, 197, 768, device='cuda')
+    x = torch.randn(1568 if tokens == 8 else 8, tokens, 768, device='cuda')
     outs = []
     for m in (fused, sdpa):
         with torch.autocast('cuda', dtype=torch.bfloat16):

@@ -520,6 +520,21 @@ def check_inputs(
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {keys.shape[1]}')
 
 
+def checked_kernel(name: str, kernel: str, kernels: tuple[str, ...], head_dim: int) -> str:
+    """``kernel`` when it is one of ``kernels`` (a member's fused routes) and, for ``'triton'``,
+    the Triton kernel can run here at ``head_dim``; else a ``ValueError`` naming the choices or
+    why the kernel cannot run."""
+    if kernel not in kernels:
+        raise ValueError(f'{name}: kernel must be one of {list(kernels)}, got {kernel!r}')
+    if kernel == 'triton':
+        from ...ops.dna_attention import kernel_unusable_reason
+
+        reason = kernel_unusable_reason(head_dim)
+        if reason is not None:
+            raise ValueError(f"{name}: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
+    return kernel
+
+
 def traced(t: Tensor) -> bool:
     """``t`` is being traced into a graph (``torch.compile``, ``torch.export``, ``torch.jit.trace``,
     a ``torch.fx`` symbolic trace), not computed: where a first-call check is skipped."""

@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant
 from . import functional as AF
-from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight
+from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight, checked_kernel
 
 #: the heads :meth:`DnAAttention.project` gives, in the formula's order
 HEADS = ('q', 'k', 'v', 'q_neg', 'v_neg')
@@ -135,15 +135,7 @@ class DnAAttention(AttentionBase):
         **kwargs,
     ) -> None:
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
-        if kernel not in KERNELS:
-            raise ValueError(f'DnAAttention: kernel must be one of {list(KERNELS)}, got {kernel!r}')
-        if kernel == 'triton':
-            from ...ops.dna_attention import kernel_unusable_reason
-
-            reason = kernel_unusable_reason(self.head_dim)
-            if reason is not None:
-                raise ValueError(f"DnAAttention: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
-        self.kernel = kernel
+        self.kernel = checked_kernel('DnAAttention', kernel, KERNELS, self.head_dim)
         self.variant = canonical_variant(variant)
         sep_q, sep_v, learn_alpha = DNA_VARIANTS[self.variant]
         dd = self.factory_kwargs

@@ -12,7 +12,7 @@ from mmengine.registry import MODELS
 from torch import Tensor
 
 from . import functional as AF
-from .base import AttentionBase, CrossAttentionMixin
+from .base import AttentionBase, CrossAttentionMixin, checked_kernel
 
 #: fused routes: ``scaled_dot_product_attention``, or the packed short-sequence Triton kernel
 KERNELS = ('sdpa', 'triton')
@@ -38,16 +38,7 @@ class SoftmaxAttention(AttentionBase):
         self, embed_dims: int, num_heads: int = 8, qkv_bias: bool = True, kernel: str = 'sdpa', **kwargs
     ) -> None:
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
-        name = type(self).__name__
-        if kernel not in KERNELS:
-            raise ValueError(f'{name}: kernel must be one of {list(KERNELS)}, got {kernel!r}')
-        if kernel == 'triton':
-            from ...ops.dna_attention import kernel_unusable_reason
-
-            reason = kernel_unusable_reason(self.head_dim)
-            if reason is not None:
-                raise ValueError(f"{name}: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
-        self.kernel = kernel
+        self.kernel = checked_kernel(type(self).__name__, kernel, KERNELS, self.head_dim)
 
     def attend(
         self, heads: dict[str, Tensor], attn_mask: Optional[Tensor], attn_bias: AF.BiasArg, eager: bool
