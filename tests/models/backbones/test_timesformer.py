@@ -308,13 +308,14 @@ def test_every_config_parses_and_builds(path: Path) -> None:
     kind = next(k for k in ('dna', 'softmax', 'diff') if f'_{k}_' in path.stem)
     expected = {'dna': DnAAttention, 'softmax': SoftmaxAttention, 'diff': DiffAttention}
     assert isinstance(attn, expected[kind])
-    if kind == 'dna':
-        kernel = next((k for k in ('triton', '2h', 'stacked') if f'_{k}_' in path.stem), '')
-        assert attn.kernel == {'triton': 'triton', '2h': 'sdpa_2h'}.get(kernel, 'sdpa')  # the spatial step's
+    if kind in ('dna', 'softmax'):  # the kernel of each step: the spatial one, then the temporal
+        routes = ('triton_temporal', 'triton', '2h', 'stacked')
+        kernel = next((k for k in routes if f'_{k}_' in path.stem), '')
+        assert attn.kernel == {'triton': 'triton', '2h': 'sdpa_2h'}.get(kernel, 'sdpa')
         temporal = model.backbone.transformer_layers.layers[1].attentions[0].attn
-        assert temporal.kernel == {'triton': 'triton', '2h': 'sdpa_2h', 'stacked': 'sdpa_stacked'}.get(
-            kernel, 'sdpa'
-        )
+        temporal_kernel = dict(triton_temporal='triton', triton='triton', stacked='sdpa_stacked')
+        temporal_kernel['2h'] = 'sdpa_2h'
+        assert isinstance(temporal, type(attn)) and temporal.kernel == temporal_kernel.get(kernel, 'sdpa')
     assert cfg.optim_wrapper.type == 'AutoAmpOptimWrapper'
     metrics = cfg.test_evaluator.get('metric_list', ('top_k_accuracy', 'mean_class_accuracy'))
     assert 'mean_class_accuracy' in metrics and 'top_k_accuracy' in metrics
