@@ -23,7 +23,9 @@ kept for it), then, with ``Δ+ = rowsum(dO ⊙ O+)``, ``Δ- = α rowsum(dO ⊙ O
 The zero blocks cost FLOPs (``ROWS / S`` times the pairs' own), which a tile of tensor-core
 products absorbs at these lengths; the bytes read and written are the inputs' and outputs'
 only. No biases and no masks (a biased or masked call takes :mod:`.triton_dna`'s kernels);
-precision and the ``[B, L, H, d]`` storage of every result as there.
+precision and the ``[B, L, H, d]`` storage of every result as there. With ``NEG`` off the
+negative branch is compiled out: softmax attention alone, in the same tiles (the baseline of
+the two-branch form; :mod:`.short_attention` has the operators of both).
 """
 
 from __future__ import annotations
