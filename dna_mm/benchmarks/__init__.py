@@ -1,7 +1,8 @@
 """The benchmarks' work: the models, inputs and steps they build and how they time them. Their
 command lines are thin: ``tools/benchmarks/benchmark_{attention,operators,train_step,data,onnx}.py``,
-``tools/benchmarks/triton_kernel_table.py`` and ``tools/benchmarks/benchmark_preparation.py`` parse their
-flags, call one function here and write its figures; the figures: ``docs/benchmarks.md``.
+``tools/benchmarks/triton_kernel_table.py``, ``tools/benchmarks/tune_short_kernel.py`` and
+``tools/benchmarks/benchmark_preparation.py`` parse their flags, call one function here and write
+its figures; the figures: ``docs/benchmarks.md``.
 
 =================  ==========================================================================
 ``attention``      the family's fwd+bwd time and peak memory at TimeSformer-B / ViTDet-B shapes
@@ -10,6 +11,7 @@ flags, call one function here and write its figures; the figures: ``docs/benchma
 ``data``           a config's data pipeline and DataLoader throughput
 ``deployment``     exported models' latency: PyTorch eager against onnxruntime
 ``kernels``        the fused Triton kernels' resources, compiled ahead of time
+``short_kernel``   the packed short-sequence kernels' launch configurations, timed on the device
 ``preparation``    the data preparation: keyframe interval against decoding, tool throughput
 ``timing``         the one timing loop all of them use, and a fresh process for a memory peak
 =================  ==========================================================================

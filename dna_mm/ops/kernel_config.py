@@ -10,7 +10,8 @@ memory (``tests/ops/test_triton_dna.py``; figures in ``docs/triton_kernel.md``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import contextlib
+from typing import Iterator, NamedTuple
 
 import torch
 
@@ -127,3 +128,24 @@ def short_launch_configs(
 def takes_short_kernels(m: int, n: int, has_bias: bool) -> bool:
     """Whether a call of ``m`` queries and ``n`` keys runs the packed short-sequence kernels."""
     return max(m, n) <= SHORT_TOKENS and not has_bias
+
+
+@contextlib.contextmanager
+def short_configs_as(
+    dtype: torch.dtype, head_dim: int, forward: LaunchConfig, backward: LaunchConfig
+) -> Iterator[None]:
+    """Inside the block, the short-sequence kernels for ``dtype`` (fp16 / bf16 alike) and
+    ``head_dim`` launch with ``forward`` / ``backward`` (``block_m``: a tile's rows, at least 16
+    and a power of two) instead of the table's: what tuning them on a GPU compares
+    (``tools/benchmarks/tune_short_kernel.py``)."""
+    for cfg in (forward, backward):
+        rows = cfg.block_m
+        if rows < 16 or rows & (rows - 1):
+            raise ValueError(f'short kernels: a tile of {rows} rows (a power of two, 16 or more)')
+    key = ('fp32' if dtype == torch.float32 else 'half', head_dim)
+    table = _SHORT[key]
+    _SHORT[key] = dict(short_forward=forward, short_backward=backward)
+    try:
+        yield
+    finally:
+        _SHORT[key] = table

@@ -338,6 +338,7 @@ NO_USER_INPUT = {
     'tools/benchmarks/benchmark_onnx.py',
     'tools/benchmarks/benchmark_train_step.py',
     'tools/benchmarks/triton_kernel_table.py',
+    'tools/benchmarks/tune_short_kernel.py',
     'tools/benchmarks/benchmark_preparation.py',
     'tools/data/make_example_clips.py',
     'tools/data/make_long_video.py',

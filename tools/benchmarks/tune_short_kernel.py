@@ -1,0 +1,43 @@
+#!/usr/bin/env python
+"""Time the packed short-sequence Triton kernels' launch configurations on this GPU.
+
+    python tools/benchmarks/tune_short_kernel.py [--clips 8] [--reps 20] [--dtype bfloat16]
+        [--candidates 64x4/32x4 32x4/32x4 ...] [--device cuda] [--tiny]
+
+At TimeSformer-B's temporal shape (``clips · 196`` sequences of 8 frames, 12 heads of 64): one
+forward + backward of DnA in the packed kernel and of softmax in its one-branch form under each
+candidate (forward tile rows × warps / backward tile rows × warps), beside softmax as one SDPA
+call and DnA as two; medians, as ratios to softmax's SDPA call. A candidate whose results differ
+from the first's is an error. The configurations in use are ``dna_mm/ops/kernel_config.py``'s
+(marked ``(table)``). ``--device cpu`` needs ``TRITON_INTERPRET=1`` (with ``--tiny``: checks
+the paths; its figures mean nothing). The work: ``dna_mm/benchmarks/short_kernel.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--device', default='cuda', choices=['cuda', 'cpu'])
+    p.add_argument('--dtype', default='bfloat16', choices=['bfloat16', 'float16', 'float32'])
+    p.add_argument('--clips', type=int, default=8)
+    p.add_argument('--reps', type=int, default=20)
+    p.add_argument('--candidates', nargs='+', metavar='FxW/BxW', help='default: the module\'s CANDIDATES')
+    p.add_argument('--tiny', action='store_true', help='2 heads of 32, 3 sequences a clip: the paths only')
+    args = p.parse_args()
+    import torch
+
+    from dna_mm.benchmarks.short_kernel import CANDIDATES, markdown, parse_candidate, tune
+
+    try:
+        candidates = [parse_candidate(c) for c in args.candidates] if args.candidates else CANDIDATES
+    except ValueError as e:
+        p.error(f'--candidates: {e}')
+    rows = tune(args.device, getattr(torch, args.dtype), args.clips, args.reps, candidates, args.tiny)
+    print(markdown(rows, args.device, args.dtype, args.clips, args.tiny))
+
+
+if __name__ == '__main__':
+    main()
