@@ -95,8 +95,8 @@ def launch_configs(capability: tuple[int, int], dtype: torch.dtype, head_dim: in
 
 # short sequences: ``block_m`` is the packed tile's rows (``block_n`` the same: keys share the
 # rows); a tile holds ``block_m / S`` sequences, at least one. Chosen from the ahead-of-time
-# compilation (no spills on sm80 / sm86 / sm90 in fp16 / bf16; fp32's backward at head dim 128
-# spills), not timed on hardware
+# compilation (no spills on sm80 / sm86 / sm90 in fp16 / bf16; fp32's backward spills at head
+# dims 64 and 128), not timed on hardware (tools/benchmarks/tune_short_kernel.py times them)
 _SHORT = {
     ('half', 32): dict(short_forward=_C(64, 64, 4, 1), short_backward=_C(32, 32, 4, 1)),
     ('half', 64): dict(short_forward=_C(64, 64, 4, 1), short_backward=_C(32, 32, 4, 1)),
