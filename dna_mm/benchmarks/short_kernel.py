@@ -129,9 +129,12 @@ def tune(
 
 
 def _check_candidates(calls: dict, dtype: torch.dtype) -> None:
-    """Every candidate's output and gradients as the first candidate's, per form, within the
-    dtype's rounding of sums in another order (relative to the largest value)."""
-    tol = 64 * torch.finfo(dtype).eps
+    """Every candidate's output and gradients as the first candidate's, per form, within 8 units
+    of the dtype's epsilon relative to the largest value: another tile changes only the order of
+    a few short sums (measured in Triton's interpreter: at most 2.4 in fp32, 0 in fp16), while a
+    candidate that computes something else (a lost α, a mask off) moves values by a fraction of
+    their magnitude."""
+    tol = 8 * torch.finfo(dtype).eps
     first: dict[str, list[Tensor]] = {}
     for (name, config), call in calls.items():
         if not config:
