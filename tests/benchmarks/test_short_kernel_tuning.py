@@ -91,3 +91,10 @@ def test_the_tool_runs_as_a_user_runs_it(tmp_path) -> None:
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
         "--candidates: a candidate is 'ROWSxWARPS/ROWSxWARPS' (forward / backward), got '64x4'"
     )
+    if DEVICE == 'cpu':  # the CPU without the interpreter: one line, before anything runs
+        env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
+        off = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert off.returncode == 2 and off.stderr.strip().splitlines()[-1].endswith(
+            '--device cpu: the Triton kernels cannot run here (CUDA of compute capability 8.0+, or the '
+            'CPU with TRITON_INTERPRET=1 set)'
+        )

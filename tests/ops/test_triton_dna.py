@@ -368,13 +368,19 @@ def test_arguments_are_checked() -> None:
 
 
 def test_kernel_that_cannot_run_is_refused_at_construction(monkeypatch) -> None:
-    """``kernel='triton'`` where it cannot run is an error when the module is built, naming why."""
-    with pytest.raises(ValueError, match=r"kernel='triton' cannot run: head dim 16 is not one"):
+    """``kernel='triton'`` where it cannot run is an error when the module is built, naming why: a
+    config error (the tools print it as one line), for DnA and softmax alike."""
+    from dna_mm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"kernel='triton' cannot run: head dim 16 is not one"):
         DnAAttention(32, 2, kernel='triton')
     if not torch.cuda.is_available():  # CPU without the interpreter
         monkeypatch.delenv('TRITON_INTERPRET')
-        with pytest.raises(ValueError, match='no CUDA device'):
-            DnAAttention(64, 2, kernel='triton')
+        for member in (DnAAttention, SoftmaxAttention):
+            with pytest.raises(
+                ConfigError, match=f"{member.__name__}: kernel='triton' cannot run: no CUDA device"
+            ):
+                member(64, 2, kernel='triton')
 
 
 # -- ahead-of-time compilation for real GPUs (no GPU needed) ------------------------------------

@@ -30,6 +30,13 @@ def main() -> None:
     import torch
 
     from dna_mm.benchmarks.short_kernel import CANDIDATES, markdown, parse_candidate, tune
+    from dna_mm.ops import kernel_available
+
+    if not kernel_available(torch.device(args.device)):
+        p.error(
+            f'--device {args.device}: the Triton kernels cannot run here (CUDA of compute capability 8.0+, '
+            'or the CPU with TRITON_INTERPRET=1 set)'
+        )
 
     try:
         candidates = [parse_candidate(c) for c in args.candidates] if args.candidates else CANDIDATES

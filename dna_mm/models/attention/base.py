@@ -61,7 +61,7 @@ from torch import Tensor, nn
 from torch.fx.node import has_side_effect
 from torch.utils.hooks import RemovableHandle
 
-from ...errors import MemberError
+from ...errors import ConfigError, MemberError
 from . import functional as AF
 from .functional import BiasArg, causal_mask
 from .registration import claim_names, where
@@ -522,16 +522,16 @@ def check_inputs(
 
 def checked_kernel(name: str, kernel: str, kernels: tuple[str, ...], head_dim: int) -> str:
     """``kernel`` when it is one of ``kernels`` (a member's fused routes) and, for ``'triton'``,
-    the Triton kernel can run here at ``head_dim``; else a ``ValueError`` naming the choices or
-    why the kernel cannot run."""
+    the Triton kernel can run here at ``head_dim``; else a :class:`~dna_mm.errors.ConfigError`
+    (a ``ValueError``; one line from the tools) naming the choices or why the kernel cannot run."""
     if kernel not in kernels:
-        raise ValueError(f'{name}: kernel must be one of {list(kernels)}, got {kernel!r}')
+        raise ConfigError(f'{name}: kernel must be one of {list(kernels)}, got {kernel!r}')
     if kernel == 'triton':
         from ...ops.dna_attention import kernel_unusable_reason
 
         reason = kernel_unusable_reason(head_dim)
         if reason is not None:
-            raise ValueError(f"{name}: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
+            raise ConfigError(f"{name}: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
     return kernel
 
 
