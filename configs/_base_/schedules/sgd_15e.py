@@ -8,13 +8,15 @@ train_cfg = dict(type='ResumableEpochBasedTrainLoop', max_epochs=15, val_begin=1
 optim_wrapper = dict(
     type='AutoAmpOptimWrapper',
     optimizer=dict(type='SGD', lr=0.005, momentum=0.9, weight_decay=1e-4, nesterov=True),
+    # One weight decay for every parameter, the embeddings (cls_token, pos_embed, time_embed)
+    # included, as the authors' TimeSformer code has it. (MMAction2's TimeSformer config names
+    # them '.backbone.cls_token', ... to exempt them; mmengine matches a key against
+    # 'backbone.cls_token', so those keys exempt nothing there either.)
     paramwise_cfg=dict(
         custom_keys={
-            '.backbone.cls_token': dict(decay_mult=0.0),
-            '.backbone.pos_embed': dict(decay_mult=0.0),
-            '.backbone.time_embed': dict(decay_mult=0.0),
-            # an attention member's gains (DnA's per-head alpha, Diff's lambda vectors): not
-            # decayed, as in the ImageNet pre-training (timm: no decay on 1-d parameters)
+            # the one exception: an attention member's gains (DnA's per-head alpha, Diff's lambda
+            # vectors) are not decayed, as in the ImageNet pre-training (timm: no decay on 1-d
+            # parameters)
             '.alpha': dict(decay_mult=0.0),
             '.lambda_': dict(decay_mult=0.0),
         }
