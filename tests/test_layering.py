@@ -69,6 +69,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'preparation.encoding',
         'deployment',
         'config.build',
+        'engine.step_by_options',  # a train step's optimizer steps as a run's does
     ),
     # the applications: inference (apis), the video over time
     'apis': (

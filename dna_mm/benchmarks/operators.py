@@ -16,6 +16,11 @@ without a GPU. Two counts of one call (:func:`count`):
 
 The train step is split into the model (forward, loss, backward) and the optimizer: an operator
 under ``Optimizer.step`` / ``zero_grad`` (the optimizers' own profiler ranges) is the optimizer's.
+Its optimizer runs as on a GPU, where PyTorch's optimizers default to their multi-tensor
+(``foreach``) updates (:data:`AS_ON_CUDA`): once through the config's ``AutoAmpOptimWrapper``,
+one call per set of options (``dna_mm.engine.step_by_options``), and once through mmengine's
+``OptimWrapper``, one call per param group (of which the recipes' ``paramwise_cfg`` makes one a
+parameter).
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ TINY_TIMESFORMER = {
     'model.backbone.drop_path_rate': 0.0,
     'model.cls_head.in_channels': 96,
 }
+#: the train step's optimizer as a GPU runs it: PyTorch's optimizers default to ``foreach`` there
+AS_ON_CUDA = {'optim_wrapper.optimizer.foreach': True}
+#: the train step through mmengine's own wrapper: a call per param group (:func:`train_step_counts`)
+PER_GROUP = {'optim_wrapper.type': 'OptimWrapper'}
 #: the members every count has: the tables compare to them (:func:`module_cases`)
 REFERENCES = ('SoftmaxAttention', 'DnAAttention')
 #: the two forms of DnA's default besides its own (:func:`module_cases`)
@@ -223,9 +232,10 @@ def train_step_counts(
     configs: tuple[str, ...] = TRAIN_CONFIGS, options: dict = TINY_TIMESFORMER, batch: int = 1
 ) -> dict[str, Counts]:
     """:func:`count` of one train step of each config (:func:`.train_step.prepare`: the recognizer
-    and optimizer the config builds, a random clip; ``options`` applied), after a warm-up step;
-    a config whose counts change with every projection called as modules
-    (:func:`projections_called_as_modules`: DnA's) also counted so."""
+    and optimizer the config builds, a random clip; ``options`` and :data:`AS_ON_CUDA` applied),
+    after a warm-up step; also counted: the step with a call per param group (:data:`PER_GROUP`)
+    and, for a config whose counts change with every projection called as modules
+    (:func:`projections_called_as_modules`: DnA's), the step so."""
     from mmaction.utils import register_all_modules
 
     from .train_step import prepare
@@ -233,12 +243,14 @@ def train_step_counts(
     register_all_modules()
     figures = {}
     for config in configs:
-        torch.manual_seed(0)
-        step, *_ = prepare(config, batch, 'cpu', dict(options))
-        step()
-        figures[config] = count(step)
+        steps = {}
+        for label, extra in ((config, {}), (f'{config}, a call per param group', PER_GROUP)):
+            torch.manual_seed(0)
+            steps[label], *_ = prepare(config, batch, 'cpu', {**options, **AS_ON_CUDA, **extra})
+            steps[label]()
+            figures[label] = count(steps[label])
         with projections_called_as_modules():
-            modules_route = count(step)
+            modules_route = count(steps[config])
         if modules_route != figures[config]:  # a config whose attention has a lean route
             figures[f'{config}, projections called as modules'] = modules_route
     return figures
@@ -287,7 +299,7 @@ def train_step_table(figures: dict[str, Counts], batch: int) -> str:
     ref = next(iter(figures.values()))
     sizes = ', '.join(f'{key.rsplit(".", 1)[1]}={v}' for key, v in TINY_TIMESFORMER.items())
     lines = [
-        f'**A tiny TimeSformer train step** (batch {batch}; {sizes})',
+        f'**A tiny TimeSformer train step** (batch {batch}; {sizes}; the optimizer as on a GPU: `foreach`)',
         '',
         '| config | operators: model | optimizer | step | × first | kernels: step | × first |',
         '|---|---|---|---|---|---|---|',

@@ -100,6 +100,8 @@ def prepare(
     from mmaction.structures import ActionDataSample
     from mmengine.optim import build_optim_wrapper
 
+    from ..engine.step_by_options import wrapper_steps_by_options  # as DnARunner builds it
+
     cfg = read_config(path, options, clear_pretrained=True)
     if amp_dtype is not None:  # the same recipe for every config
         wrapper = cfg.optim_wrapper
@@ -114,7 +116,7 @@ def prepare(
     if part == 'backbone':
         model, inputs = prepare_backbone(cfg, batch, device)
         with home_scope(part_scope(cfg, 'backbone')):  # as the parts: no MMDetection without mmcv's ops
-            optim = build_optim_wrapper(model, cfg.optim_wrapper)
+            optim = wrapper_steps_by_options(build_optim_wrapper(model, cfg.optim_wrapper))
         if compile_backbone:
             model.backbone = torch.compile(model.backbone)
 
@@ -135,7 +137,7 @@ def prepare(
         samples = [
             ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes]) for i in range(batch)
         ]
-    optim = build_optim_wrapper(model, cfg.optim_wrapper)
+    optim = wrapper_steps_by_options(build_optim_wrapper(model, cfg.optim_wrapper))
     if compile_backbone:
         model.backbone = torch.compile(model.backbone)
 

@@ -15,6 +15,10 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   never stopped. The runner builds the loops and hooks the config names, nothing else; with
   others (a stock config: mmengine's loops) one log line says that exact resume is not
   guaranteed.
+* **One optimizer call per set of options.** The optimizers built for training step once per
+  set of equal param-group options, not once per group (of which ``paramwise_cfg`` makes one a
+  parameter): :mod:`dna_mm.engine.step_by_options`; the groups, the checkpoints and the
+  schedulers are as mmengine builds them.
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps, and
   its deprecation notices about MMAction2's own file reading, go to the log file only, unless
   ``log_setup_to_console = True`` (tools: ``--verbose``).
@@ -51,8 +55,10 @@ from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import MMLogger
 from mmengine.model import BaseTTAModel, is_model_wrapper
+from mmengine.optim import OptimWrapper
 from mmengine.registry import RUNNERS, DefaultScope
 from mmengine.runner import BaseLoop, Runner
+from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
 from ..checkpoint import load_whole_model
@@ -72,6 +78,7 @@ from .loader_workers import (
 from .loops import ResumableLoopMixin
 from .preemption import PreemptionHook
 from .rng_state import RNGStateHook
+from .step_by_options import wrapper_steps_by_options
 from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
 
 #: how a config names mmengine's ``CheckpointHook`` (built as ``AtomicCheckpointHook``)
@@ -134,6 +141,11 @@ class DnARunner(Runner):
         if getattr(loader, 'num_workers', 0):
             workers_die_with_parent(loader)
         return loader
+
+    def build_optim_wrapper(self, optim_wrapper: Union[Optimizer, OptimWrapper, dict]) -> OptimWrapper:
+        """mmengine's; its optimizers step once per set of options
+        (:func:`~dna_mm.engine.step_by_options.wrapper_steps_by_options`)."""
+        return wrapper_steps_by_options(super().build_optim_wrapper(optim_wrapper))
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """mmengine's; one log line when the loop or the hooks the config names cannot resume

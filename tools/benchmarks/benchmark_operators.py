@@ -19,8 +19,10 @@ registered type) and softmax and DnA, which the tables compare to; a member of y
 counted after ``--import`` of its module (a module on the Python path or a ``.py`` file:
 ``--attn relu --import docs/attention/relu_attention.py``). Train step:
 ``configs/timesformer_{softmax,dna}_k400.py`` at the demo's sizes (3 blocks of width 96, 4 heads,
-8 frames of 32², batch 1; the config's SGD), one step after a warm-up one, the model's operators
-apart from the optimizer's; DnA also with its projections called as modules. The work:
+8 frames of 32², batch 1; the config's SGD as on a GPU, ``foreach``), one step after a warm-up
+one, the model's operators apart from the optimizer's; each config also with mmengine's
+``OptimWrapper`` (a call per param group, where the config's wrapper makes one per set of
+options), DnA also with its projections called as modules. The work:
 ``dna_mm/benchmarks/operators.py``.
 """
 
