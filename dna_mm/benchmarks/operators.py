@@ -17,10 +17,9 @@ without a GPU. Two counts of one call (:func:`count`):
 The train step is split into the model (forward, loss, backward) and the optimizer: an operator
 under ``Optimizer.step`` / ``zero_grad`` (the optimizers' own profiler ranges) is the optimizer's.
 Its optimizer runs as on a GPU, where PyTorch's optimizers default to their multi-tensor
-(``foreach``) updates (:data:`AS_ON_CUDA`): once through the config's ``AutoAmpOptimWrapper``,
-one call per set of options (``dna_mm.engine.step_by_options``), and once through mmengine's
-``OptimWrapper``, one call per param group (of which the recipes' ``paramwise_cfg`` makes one a
-parameter).
+(``foreach``) updates (:data:`AS_ON_CUDA`): once as ``DnARunner`` builds it, one call per set of
+options (``dna_mm.engine.step_by_options``), and once as mmengine's runner would, one call per
+param group (of which the recipes' ``paramwise_cfg`` makes one a parameter).
 """
 
 from __future__ import annotations
@@ -57,8 +56,6 @@ TINY_TIMESFORMER = {
 }
 #: the train step's optimizer as a GPU runs it: PyTorch's optimizers default to ``foreach`` there
 AS_ON_CUDA = {'optim_wrapper.optimizer.foreach': True}
-#: the train step through mmengine's own wrapper: a call per param group (:func:`train_step_counts`)
-PER_GROUP = {'optim_wrapper.type': 'OptimWrapper'}
 #: the members every count has: the tables compare to them (:func:`module_cases`)
 REFERENCES = ('SoftmaxAttention', 'DnAAttention')
 #: the two forms of DnA's default besides its own (:func:`module_cases`)
@@ -233,8 +230,8 @@ def train_step_counts(
 ) -> dict[str, Counts]:
     """:func:`count` of one train step of each config (:func:`.train_step.prepare`: the recognizer
     and optimizer the config builds, a random clip; ``options`` and :data:`AS_ON_CUDA` applied),
-    after a warm-up step; also counted: the step with a call per param group (:data:`PER_GROUP`)
-    and, for a config whose counts change with every projection called as modules
+    after a warm-up step; also counted: the step with a call per param group and, for a config
+    whose counts change with every projection called as modules
     (:func:`projections_called_as_modules`: DnA's), the step so."""
     from mmaction.utils import register_all_modules
 
@@ -244,9 +241,9 @@ def train_step_counts(
     figures = {}
     for config in configs:
         steps = {}
-        for label, extra in ((config, {}), (f'{config}, a call per param group', PER_GROUP)):
+        for label, by_options in ((config, True), (f'{config}, a call per param group', False)):
             torch.manual_seed(0)
-            steps[label], *_ = prepare(config, batch, 'cpu', {**options, **AS_ON_CUDA, **extra})
+            steps[label], *_ = prepare(config, batch, 'cpu', {**options, **AS_ON_CUDA}, by_options=by_options)
             steps[label]()
             figures[label] = count(steps[label])
         with projections_called_as_modules():

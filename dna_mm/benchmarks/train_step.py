@@ -94,13 +94,19 @@ def prepare(
     amp_dtype: Optional[str] = None,
     compile_backbone: bool = False,
     part: str = 'model',
+    by_options: bool = True,
 ) -> tuple[Callable[[], None], int, int]:
     """The config's model, optimizer and inputs → ``(one train step, params, backbone params)``;
-    ``part='backbone'``: its backbone (+ neck) alone."""
+    ``part='backbone'``: its backbone (+ neck) alone; ``by_options``: the optimizer steps once per
+    set of options, as ``DnARunner`` builds it (else once per param group, as mmengine's)."""
     from mmaction.structures import ActionDataSample
     from mmengine.optim import build_optim_wrapper
 
-    from ..engine.step_by_options import wrapper_steps_by_options  # as DnARunner builds it
+    from ..engine.step_by_options import wrapper_steps_by_options
+
+    def build(model: nn.Module) -> Any:
+        wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+        return wrapper_steps_by_options(wrapper) if by_options else wrapper
 
     cfg = read_config(path, options, clear_pretrained=True)
     if amp_dtype is not None:  # the same recipe for every config
@@ -116,7 +122,7 @@ def prepare(
     if part == 'backbone':
         model, inputs = prepare_backbone(cfg, batch, device)
         with home_scope(part_scope(cfg, 'backbone')):  # as the parts: no MMDetection without mmcv's ops
-            optim = wrapper_steps_by_options(build_optim_wrapper(model, cfg.optim_wrapper))
+            optim = build(model)
         if compile_backbone:
             model.backbone = torch.compile(model.backbone)
 
@@ -137,7 +143,7 @@ def prepare(
         samples = [
             ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes]) for i in range(batch)
         ]
-    optim = wrapper_steps_by_options(build_optim_wrapper(model, cfg.optim_wrapper))
+    optim = build(model)
     if compile_backbone:
         model.backbone = torch.compile(model.backbone)
 

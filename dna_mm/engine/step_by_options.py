@@ -3,8 +3,8 @@
 mmengine's ``paramwise_cfg`` (the recipes' exceptions to weight decay, layer decay) gives every
 parameter a param group of its own, and a PyTorch optimizer runs its update once per group. On a
 GPU that update is a handful of multi-tensor (``foreach``) kernels, each made to update many
-tensors in one launch; with one tensor a group, TimeSformer-B's SGD step launches five kernels
-per parameter, for 249 parameters with softmax and 369 with DnA (its ``q_neg``, ``v_neg`` and
+tensors in one launch; with one tensor a group, TimeSformer-B's SGD step launches four or five
+kernels per parameter, for 249 parameters with softmax and 369 with DnA (its ``q_neg``, ``v_neg`` and
 ``alpha`` in 24 attentions), and pays Python's per-group work as many times.
 
 :func:`step_by_options` makes ``optimizer.step`` run over the groups merged by their options

@@ -20,9 +20,9 @@ counted after ``--import`` of its module (a module on the Python path or a ``.py
 ``--attn relu --import docs/attention/relu_attention.py``). Train step:
 ``configs/timesformer_{softmax,dna}_k400.py`` at the demo's sizes (3 blocks of width 96, 4 heads,
 8 frames of 32², batch 1; the config's SGD as on a GPU, ``foreach``), one step after a warm-up
-one, the model's operators apart from the optimizer's; each config also with mmengine's
-``OptimWrapper`` (a call per param group, where the config's wrapper makes one per set of
-options), DnA also with its projections called as modules. The work:
+one, the model's operators apart from the optimizer's, its optimizer stepping once per set of
+options as dna_mm's runner builds it; each config also with a call per param group (as
+mmengine's runner builds it), DnA also with its projections called as modules. The work:
 ``dna_mm/benchmarks/operators.py``.
 """
 
