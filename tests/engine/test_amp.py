@@ -1,8 +1,9 @@
 """Mixed precision: the device rule of ``AutoAmpOptimWrapper`` (bf16 without loss scaling where
 the GPU computes bf16, fp16 + ``GradScaler`` below sm80, full precision on the CPU), the
-configs that use it, and one training step of the tiny TimeSformer-DnA (built through
-MMAction2's registry from the demo config) in each precision the rule picks, run on the CPU:
-fp16 autocast with ``torch.amp.GradScaler('cpu')``, bf16 autocast without a scaler."""
+configs that use it, and one training step in each precision the rule picks, run on the CPU
+(fp16 autocast with ``torch.amp.GradScaler('cpu')``, bf16 autocast without a scaler), of the
+tiny TimeSformer-DnA (built through MMAction2's registry from the demo config) and of a tiny
+DnA-ViT of the ImageNet recipe (MMPretrain's registry, its Mixup / CutMix and label smoothing)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ from mmaction.registry import MODELS
 from mmaction.structures import ActionDataSample
 from mmengine.config import Config
 from mmengine.optim import AmpOptimWrapper, OptimWrapper, build_optim_wrapper
+from mmengine.registry import DefaultScope
 
 from dna_mm.engine.optim_wrapper import NO_LOSS_SCALE, amp_settings
 from dna_mm.models import DnAAttention
 
-SCHEDULES = sorted((REPO / 'configs' / '_base_' / 'schedules').glob('*.py'))
+SCHEDULES = [
+    *sorted((REPO / 'configs' / '_base_' / 'schedules').glob('*.py')),
+    REPO / 'configs' / 'imagenet' / '_base_' / 'adamw_cosine_300e.py',
+]
+IMAGENET_CONFIG = REPO / 'configs' / 'imagenet' / 'dna_vit-t16_in1k.py'
 FP16 = dict(dtype='float16', loss_scale='dynamic')
 BF16 = dict(dtype='bfloat16', loss_scale=NO_LOSS_SCALE)
 
@@ -65,8 +71,8 @@ def test_without_cuda_the_wrapper_is_a_plain_optim_wrapper() -> None:
 
 @pytest.mark.parametrize('path', SCHEDULES, ids=lambda p: p.stem)
 def test_every_schedule_uses_the_rule(path: Path) -> None:
-    """Video schedules leave dtype and scaling to the rule; detection ones ask for fp16 (mmcv's
-    RoIAlign has no bf16 kernel) and leave the scaling to the rule (a GradScaler)."""
+    """Video and ImageNet schedules leave dtype and scaling to the rule; detection ones ask for
+    fp16 (mmcv's RoIAlign has no bf16 kernel) and leave the scaling to the rule (a GradScaler)."""
     wrapper = Config.fromfile(str(path)).optim_wrapper
     assert wrapper.type == 'AutoAmpOptimWrapper'
     assert 'loss_scale' not in wrapper, wrapper
@@ -99,25 +105,53 @@ def _tiny_recognizer() -> tuple[torch.nn.Module, Config]:
     return model, cfg
 
 
+def _tiny_video_step() -> tuple[torch.nn.Module, Config, torch.Tensor, list]:
+    """The tiny TimeSformer-DnA, its config, and a batch of 2 clips."""
+    model, cfg = _tiny_recognizer()
+    samples = [ActionDataSample().set_gt_labels([i]) for i in range(2)]
+    return model, cfg, torch.randn(2, 1, 3, 4, 32, 32), samples
+
+
+def _tiny_imagenet_step() -> tuple[torch.nn.Module, Config, torch.Tensor, list]:
+    """A 2-block DnA-ViT-T at 32 px (patch 8, no stochastic depth) of the ImageNet config,
+    through MMPretrain's registry, and 4 images after its data preprocessor in training (Mixup
+    or CutMix: soft labels)."""
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+    from mmpretrain.structures import DataSample
+
+    cfg = Config.fromfile(IMAGENET_CONFIG)
+    cfg.model.backbone.update(img_size=32, patch_size=8, depth=2, drop_path_rate=0.0)  # deterministic
+    cfg.model.head.num_classes = 4
+    cfg.model.data_preprocessor = dict(cfg.data_preprocessor, num_classes=4)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):  # mmpretrain's types
+        model = PRETRAIN_MODELS.build(cfg.model).train()
+    assert type(model.backbone.timm_model.blocks[0].attn).__name__ == 'TimmDnAAttention'
+    images = [torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8) for _ in range(4)]
+    data = dict(inputs=images, data_samples=[DataSample().set_gt_label(i) for i in range(4)])
+    batch = model.data_preprocessor(data, training=True)
+    assert batch['data_samples'][0].gt_score.shape == (4,)  # the batch augments' soft labels
+    return model, cfg, batch['inputs'], batch['data_samples']
+
+
 def _grads(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
+@pytest.mark.parametrize('make_step', [_tiny_video_step, _tiny_imagenet_step], ids=['video', 'imagenet'])
 @pytest.mark.parametrize('capability', [(7, 5), (9, 0)], ids=['fp16+GradScaler', 'bf16'])
-def test_one_training_step_in_the_precision_the_rule_picks(capability, monkeypatch) -> None:
-    """The step ``AmpOptimWrapper`` takes (autocast forward, scaled backward, unscale, clip,
-    scaler step and update) with the rule's dtype and scaler, on the CPU: autocast reaches
-    every attention, the unscaled gradients match fp32's, and the fp32 master weights move."""
+def test_one_training_step_in_the_precision_the_rule_picks(capability, make_step, monkeypatch) -> None:
+    """The step ``AmpOptimWrapper`` takes (autocast forward, scaled backward, unscale, clip
+    where the config clips, scaler step and update) with the rule's dtype and scaler, on the
+    CPU: autocast reaches every attention, the unscaled gradients match fp32's, and the fp32
+    master weights move."""
     torch.manual_seed(0)
     amp = amp_settings(capability)
     dtype = getattr(torch, amp['dtype'])
     scale = amp['loss_scale']
     scaler = torch.amp.GradScaler('cpu', **({} if scale == 'dynamic' else scale))
     assert scaler.is_enabled() == (dtype == torch.float16)
-    model, cfg = _tiny_recognizer()
+    model, cfg, inputs, samples = make_step()
     reference = copy.deepcopy(model)
-    inputs = torch.randn(2, 1, 3, 4, 32, 32)
-    samples = [ActionDataSample().set_gt_labels([i]) for i in range(2)]
 
     loss32 = reference.parse_losses(reference(inputs, samples, mode='loss'))[0]
     loss32.backward()
@@ -130,7 +164,7 @@ def test_one_training_step_in_the_precision_the_rule_picks(capability, monkeypat
         return real_sdpa(q, *args, **kwargs)
 
     monkeypatch.setattr(F, 'scaled_dot_product_attention', spy)
-    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)  # the demo's AdamW + clip_grad
+    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)  # the config's optimizer
     assert not isinstance(wrapper, AmpOptimWrapper)  # (no GPU: its step is mirrored below)
     before = [p.detach().clone() for p in model.parameters()]
     skipped = 0
@@ -141,7 +175,8 @@ def test_one_training_step_in_the_precision_the_rule_picks(capability, monkeypat
             loss = model.parse_losses(model(inputs, samples, mode='loss'))[0]
         scaler.scale(loss).backward()
         scaler.unscale_(wrapper.optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), **cfg.optim_wrapper.clip_grad)
+        if cfg.optim_wrapper.get('clip_grad'):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), **cfg.optim_wrapper.clip_grad)
         grads = _grads(model)
         scaler.step(wrapper.optimizer)
         scaler.update()
@@ -161,19 +196,19 @@ def test_one_training_step_in_the_precision_the_rule_picks(capability, monkeypat
 
 
 @pytest.mark.cuda
-def test_on_cuda_the_configs_wrapper_is_amp_in_the_rules_dtype_and_trains() -> None:
+@pytest.mark.parametrize('make_step', [_tiny_video_step, _tiny_imagenet_step], ids=['video', 'imagenet'])
+def test_on_cuda_the_configs_wrapper_is_amp_in_the_rules_dtype_and_trains(make_step) -> None:
     """On a GPU the configs' ``AutoAmpOptimWrapper`` is MMEngine's ``AmpOptimWrapper`` in the
     dtype the rule gives the device (bf16 without a scaler from sm80, fp16 with one below), and
-    one step of the tiny TimeSformer-DnA through it gives a finite loss close to fp32's, the
-    attention in that dtype, fp32 weights that moved."""
+    one step of the tiny TimeSformer-DnA or ImageNet DnA-ViT through it gives a finite loss
+    close to fp32's, fp32 weights that moved."""
     torch.manual_seed(0)
-    model, cfg = _tiny_recognizer()
-    model = model.cuda()
+    model, cfg, inputs, samples = make_step()
+    model, inputs = model.cuda(), inputs.cuda()
+    samples = [sample.to('cuda') for sample in samples]
     reference = copy.deepcopy(model)
-    inputs = torch.randn(2, 1, 3, 4, 32, 32, device='cuda')
-    samples = [ActionDataSample().set_gt_labels([i]) for i in range(2)]
     loss32 = reference.parse_losses(reference(inputs, samples, mode='loss'))[0]
-    cfg.optim_wrapper.type = 'AutoAmpOptimWrapper'
+    assert cfg.optim_wrapper.type == 'AutoAmpOptimWrapper'
     wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     expected = amp_settings(torch.cuda.get_device_capability())
     assert isinstance(wrapper, AmpOptimWrapper) and wrapper.cast_dtype == getattr(torch, expected['dtype'])

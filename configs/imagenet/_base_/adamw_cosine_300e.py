@@ -4,11 +4,13 @@
 # 5 warm-up epochs from 1e-6; label smoothing 0.1; Mixup 0.8 / CutMix 1.0 switched per batch
 # (timm's mixup_mode 'batch', switch probability 0.5). No EMA (the authors ran --no-model-ema).
 # The global batch is reached on any number of GPUs by gradient accumulation (tools/train.py).
+# Mixed precision as the authors trained (autocast with a loss scaler on CUDA), by dna_mm's
+# AutoAmpOptimWrapper: bf16 on GPUs from sm80, fp16 + GradScaler below, full precision on a CPU.
 max_epochs, warmup_epochs = 300, 5
 lr, warmup_lr, min_lr = 1e-3, 1e-6, 1e-5
 global_batch_size = 1024
 optim_wrapper = dict(
-    type='OptimWrapper',
+    type='AutoAmpOptimWrapper',
     optimizer=dict(type='AdamW', lr=lr, weight_decay=0.075, eps=1e-8, betas=(0.9, 0.999)),
     paramwise_cfg=dict(
         norm_decay_mult=0.0,
