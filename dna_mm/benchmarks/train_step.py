@@ -29,6 +29,30 @@ Run = tuple[str, dict, bool]
 OPERATOR_ROWS = 15
 
 
+def image_size(backbone: dict) -> int:
+    """The input size a backbone config names: its ``img_size``, or that of the model it wraps
+    (``with_attention``'s ``model``); else 224 (a timm model's default)."""
+    node: Any = backbone
+    while isinstance(node, dict):
+        if 'img_size' in node:
+            return node['img_size']
+        node = node.get('model')
+    return 224
+
+
+def classification_inputs(model: nn.Module, cfg: Config, batch: int) -> tuple:
+    """Random ``img_size²`` images, labels ``0…batch-1`` modulo the head's classes, through the
+    classifier's data preprocessor in training mode (normalise; its batch augments, Mixup /
+    CutMix, mix the images and give soft labels), on the model's device."""
+    from mmpretrain.structures import DataSample
+
+    size, classes = image_size(cfg.model.backbone), cfg.model.head.num_classes
+    images = [torch.randint(0, 256, (3, size, size), dtype=torch.uint8) for _ in range(batch)]
+    samples = [DataSample().set_gt_label(i % classes) for i in range(batch)]
+    data = model.data_preprocessor(dict(inputs=images, data_samples=samples), True)
+    return data['inputs'], data['data_samples']
+
+
 def detection_inputs(model: nn.Module, cfg: Config, batch: int, device: str) -> tuple:
     """Random ``img_size²`` images with 4 boxes / masks each (labels 0-3, modulo the detector's
     classes), through the detector's data preprocessor (normalise, pad)."""
@@ -76,12 +100,13 @@ class BackboneAndNeck(nn.Module):
 
 
 def prepare_backbone(cfg: Config, batch: int, device: str) -> tuple[nn.Module, torch.Tensor]:
-    """``--part backbone``: the config's backbone (+ neck) and a random input batch."""
+    """``--part backbone``: the config's backbone (+ neck) and a random input batch: images for
+    a detector or an image classifier, clips for a recognizer."""
     neck = build_part(cfg, 'neck') if cfg.model.get('neck') else None
     model = BackboneAndNeck(build_part(cfg, 'backbone'), neck).to(device).train()
     backbone = cfg.model.backbone
-    size = backbone.get('img_size', 224)
-    if cfg.get('default_scope') == 'mmdet':
+    size = image_size(backbone)
+    if cfg.get('default_scope') in ('mmdet', 'mmpretrain'):
         return model, torch.randn(batch, 3, size, size, device=device)
     return model, torch.randn(batch, 3, backbone.get('num_frames', 8), size, size, device=device)
 
@@ -118,6 +143,7 @@ def prepare(
             **{k: wrapper[k] for k in ('clip_grad', 'paramwise_cfg', 'constructor') if k in wrapper},
         )
     detector = cfg.get('default_scope') == 'mmdet'
+    classifier = cfg.get('default_scope') == 'mmpretrain'
     torch.manual_seed(0)
     if part == 'backbone':
         model, inputs = prepare_backbone(cfg, batch, device)
@@ -136,9 +162,11 @@ def prepare(
     model = build_part(cfg).to(device).train()
     if detector:
         inputs, samples = detection_inputs(model, cfg, batch, device)
+    elif classifier:
+        inputs, samples = classification_inputs(model, cfg, batch)
     else:
         backbone = cfg.model.backbone
-        frames, size = backbone.get('num_frames', 8), backbone.get('img_size', 224)
+        frames, size = backbone.get('num_frames', 8), image_size(backbone)
         inputs = torch.randn(batch, 1, 3, frames, size, size, device=device)
         samples = [
             ActionDataSample().set_gt_labels([i % cfg.model.cls_head.num_classes]) for i in range(batch)
@@ -150,7 +178,7 @@ def prepare(
     def step() -> None:
         with optim.optim_context(model):
             losses = model(inputs, samples, mode='loss')
-        optim.update_params(model.parse_losses(losses)[0] if detector else sum(losses.values()))
+        optim.update_params(model.parse_losses(losses)[0] if detector or classifier else sum(losses.values()))
 
     return (
         step,

@@ -82,8 +82,10 @@ def build_part(cfg: Config, part: str = 'model') -> nn.Module:
     """The model of ``cfg`` (``part='model'``), or one of its parts (``'backbone'``, ``'neck'``,
     ``'backbone.model'``: a dotted key under ``model``), built through MMEngine's root ``MODELS``
     in the config's default scope, as the runner builds it (:func:`part_scope`: ViTDet and
-    SimpleFPN build where mmcv has no compiled ops). The module is as built: its ``init_weights``
-    not called, in training mode, on the CPU.
+    SimpleFPN build where mmcv has no compiled ops). The model takes the config's top-level
+    ``data_preprocessor`` where its own dict has none, as the runner gives it (MMPretrain's
+    configs keep the normalisation there). The module is as built: its ``init_weights`` not
+    called, in training mode, on the CPU.
 
     Raises:
         ConfigError: the config has no such part.
@@ -93,6 +95,8 @@ def build_part(cfg: Config, part: str = 'model') -> nn.Module:
     node = _part_config(cfg, part)
     if node is None:
         raise ConfigError(f"the config has no {'model' if part == 'model' else 'model.' + part} to build")
+    if part == 'model' and cfg.get('data_preprocessor') is not None and 'data_preprocessor' not in node:
+        node = {**node, 'data_preprocessor': cfg.data_preprocessor}  # mmengine's Runner.__init__
     with home_scope(part_scope(cfg, part)):
         return MODELS.build(node)
 

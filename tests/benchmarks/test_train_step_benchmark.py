@@ -1,10 +1,12 @@
 """dna_mm.benchmarks.train_step's profile of one step (``benchmark_train_step.py --kernels``): each
 kernel (CPU: each operator's own time) counted under the operator that ran it, with the backward
-node or optimizer call around it, and the table of the operators that differ most."""
+node or optimizer call around it, and the table of the operators that differ most; the steps of
+the ImageNet configs' classifiers."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from dna_mm.benchmarks import train_step as bench
 
@@ -63,6 +65,42 @@ def test_a_cpu_step_is_split_by_operator_backward_node_and_optimizer() -> None:
     assert calls(softmax, 'neg') == 0 and calls(dna, 'neg') == calls(dna, 'neg', 'NegBackward0') > 0
     # SGD's update of each parameter, under its step; DnA has more parameters
     assert 0 < calls(softmax, 'add_', 'SGD.step') < calls(dna, 'add_', 'SGD.step')
+
+
+#: the ImageNet DnA-ViT-T and ViT-T configs at 32² (patch 8), 2 blocks
+IMAGE_TINY = {'model.backbone.img_size': 32, 'model.backbone.patch_size': 8, 'model.backbone.depth': 2}
+IMAGE_CONFIGS = ('configs/imagenet/vit-t16_softmax_in1k.py', 'configs/imagenet/dna_vit-t16_in1k.py')
+
+
+@pytest.mark.parametrize('part', ['model', 'backbone'])
+def test_an_imagenet_classifier_steps_with_its_own_recipe(part: str) -> None:
+    """MMPretrain's ``ImageClassifier`` of the ImageNet configs: a step of the whole classifier
+    (images through its data preprocessor, Mixup / CutMix and label smoothing as in training)
+    or of its backbone alone: each block one SDPA call with softmax, two with DnA."""
+    counts = []
+    for config in IMAGE_CONFIGS:
+        step, params, backbone = bench.prepare(config, 2, 'cpu', dict(IMAGE_TINY), part=part)
+        step()  # warm-up
+        work = bench.step_work(step, 'cpu')
+        counts.append(calls(work, '_scaled_dot_product_flash_attention_for_cpu'))
+        assert 0 < backbone <= params and work.kernels > 0
+    assert counts == [IMAGE_TINY['model.backbone.depth'], 2 * IMAGE_TINY['model.backbone.depth']]
+
+
+def test_an_image_classifiers_batch_is_preprocessed_as_in_training() -> None:
+    """The classifier's inputs: normalised images and the batch augments' soft labels."""
+    from dna_mm.config.build import model_from_config
+
+    cfg, model = model_from_config(IMAGE_CONFIGS[1], dict(IMAGE_TINY), clear_pretrained=True)
+    assert bench.image_size(cfg.model.backbone) == 32
+    inputs, samples = bench.classification_inputs(model, cfg, 3)
+    assert inputs.shape == (3, 3, 32, 32) and inputs.dtype.is_floating_point
+    assert abs(inputs.mean().item()) < 1.0  # normalised, not 0-255 pixels
+    scores = [sample.gt_score for sample in samples]
+    assert all(score.shape == (1000,) for score in scores)
+    assert all(torch.isclose(score.sum(), torch.tensor(1.0)) for score in scores)
+    assert bench.image_size({'type': 'with_attention', 'model': {'img_size': 64}}) == 64
+    assert bench.image_size({'type': 'TIMMBackbone'}) == 224
 
 
 def test_the_operator_table_lists_the_largest_differences_and_the_sums() -> None:

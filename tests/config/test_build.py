@@ -100,3 +100,32 @@ def test_the_model_and_its_parts_build() -> None:
     assert type(build_part(cfg, 'cls_head')).__name__ == 'TimeSformerHead'
     with pytest.raises(ConfigError, match='the config has no model.neck to build'):
         build_part(cfg, 'neck')
+
+
+def test_a_model_takes_the_top_level_data_preprocessor_as_the_runner_gives_it(tmp_path) -> None:
+    """MMPretrain's configs (the ImageNet ones) keep the normalisation in a top-level
+    ``data_preprocessor``, which MMEngine's runner merges into the model: the model built here
+    preprocesses a batch as the runner's does (RGB, ImageNet mean / std), not as a bare
+    ``ClsDataPreprocessor`` (BGR pixels 0-255)."""
+    import torch
+    from mmengine.runner import Runner
+    from mmpretrain.structures import DataSample
+
+    options = {'model.backbone.img_size': 32, 'model.backbone.patch_size': 8, 'model.backbone.depth': 1}
+    cfg, model = model_from_config(REPO / 'configs' / 'imagenet' / 'dna_vit-t16_in1k.py', options)
+    assert 'data_preprocessor' not in cfg.model and cfg.data_preprocessor.to_rgb  # the case at hand
+    runner_cfg = cfg.copy()
+    runner_cfg.work_dir = str(tmp_path)
+    runner_model = Runner.from_cfg(runner_cfg).model  # mmengine's own merge
+
+    image = torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8)
+    batch = dict(inputs=[image], data_samples=[DataSample().set_gt_label(0)])
+    got = model.data_preprocessor(batch, False)['inputs']
+    assert torch.equal(got, runner_model.data_preprocessor(batch, False)['inputs'])
+    mean, std = (torch.tensor(cfg.data_preprocessor[k]).view(3, 1, 1) for k in ('mean', 'std'))
+    expected = (image.flip(0).float() - mean) / std  # BGR → RGB, then normalised
+    assert torch.allclose(got[0], expected, rtol=1e-6, atol=1e-5)
+    # a model dict with its own data_preprocessor keeps it (the runner's setdefault)
+    own = dict(type='ClsDataPreprocessor', mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0])
+    cfg.model.data_preprocessor = own
+    assert torch.equal(build_part(cfg).data_preprocessor(batch, False)['inputs'][0], image.float())

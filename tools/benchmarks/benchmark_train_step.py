@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Parameter count and train-step time of TimeSformer-B or ViTDet Mask R-CNN configs, measured
-in one run.
+"""Parameter count and train-step time of TimeSformer-B, ViTDet Mask R-CNN or ImageNet ViT configs,
+measured in one run.
 
     python tools/benchmarks/benchmark_train_step.py [--configs A.py B.py] [--batch 1] [--reps 3]
         [--device cuda] [--amp-dtype bfloat16] [--compile | --compare-compile] [--part backbone]
@@ -12,14 +12,19 @@ in one run.
         mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py
     python tools/benchmarks/benchmark_train_step.py --configs configs/vitdet_softmax_coco.py \
         configs/vitdet_dna_coco.py configs/vitdet_softmax_coco_lsj.py configs/vitdet_dna_coco_lsj.py
+    python tools/benchmarks/benchmark_train_step.py --configs configs/imagenet/vit-b16_softmax_in1k.py \
+        configs/imagenet/dna_vit-b16_in1k.py configs/imagenet/vit-b16_diff_in1k.py
 
 A train step is ``optim_wrapper.update_params(model(clip, mode='loss'))`` on a random
 ``[batch, 1, 3, 8, 224, 224]`` clip through the config's own Recognizer3D and optimizer
 (AMP on CUDA, plain on CPU), median of ``--reps`` after one warm-up step; the configs' models
 are built first and take turns step by step, so load drift hits them alike. For an MMDetection
 config (``default_scope='mmdet'``) it is the detector's loss on random ``img_size²`` images,
-each with 4 boxes and masks (preprocessed once, outside the timing); the ``backbone`` column
-counts the backbone's parameters alone. A config may be a zoo config (``mmaction::...``).
+each with 4 boxes and masks (preprocessed once, outside the timing); for an MMPretrain config
+(``default_scope='mmpretrain'``, the ImageNet ones) the classifier's loss on random
+``img_size²`` images (224 where the backbone names none), put through its data preprocessor
+in training once, outside the timing (normalised; Mixup / CutMix give soft labels). The
+``backbone`` column counts the backbone's parameters alone. A config may be a zoo config (``mmaction::...``).
 ``--part backbone``: the backbone (and the detector's neck) alone, forward and backward of the
 mean of its outputs on random inputs, with the config's optimizer: for a detector, without the
 RoI heads.
