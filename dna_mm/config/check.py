@@ -25,7 +25,12 @@ names every bad key and its value.
   closest valid name; mmengine would stop on it with an assertion after building everything;
 * attention names under ``model`` (``attn_cfg``, also per step: ``attn_cfg.temporal`` /
   ``.spatial``; and its deprecated aliases): one of dna_mm's, else the closest valid name is
-  suggested (``'dnaa'`` → ``DnAAttention / dna``).
+  suggested (``'dnaa'`` → ``DnAAttention / dna``);
+* a ``model.data_preprocessor`` beside a top-level ``data_preprocessor`` (MMPretrain's
+  configs, the ImageNet ones, keep the normalisation there) that lacks the top-level one's
+  ``mean`` / ``std`` / ``to_rgb``: mmengine's runner merges the top-level one only into a model
+  that has none, so ``--cfg-options model.data_preprocessor.num_classes=4`` would silently
+  train and test on unnormalised pixels; ``data_preprocessor.<key>`` is named instead.
 
 ``mode='test'`` checks only what a test / inference run uses (the model and the test
 dataloader).
@@ -63,6 +68,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     """Raise a :class:`ConfigError` listing every value that cannot work (see the module
     docstring); return quietly otherwise."""
     problems = list(_attention_problems(cfg.get('model'), 'model'))
+    problems += _preprocessor_problems(cfg)
     if mode == 'train':
         problems += _train_problems(cfg)
     problems += _testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
@@ -109,6 +115,24 @@ def _train_problems(cfg: Config) -> list[str]:
                 sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
             )
     return out
+
+
+def _preprocessor_problems(cfg: Config) -> list[str]:
+    """The top-level ``data_preprocessor``'s normalisation keys a ``model.data_preprocessor``
+    would drop (the runner uses the model's alone when it has one)."""
+    top, model = cfg.get('data_preprocessor'), cfg.get('model')
+    own = model.get('data_preprocessor') if isinstance(model, dict) else None
+    if not isinstance(top, dict) or not isinstance(own, dict):
+        return []
+    lost = [key for key in ('mean', 'std', 'to_rgb') if key in top and key not in own]
+    if not lost:
+        return []
+    return [
+        f'model.data_preprocessor is set, so the runner ignores the top-level data_preprocessor and '
+        f'its {" / ".join(lost)} (the model would see unnormalised pixels): set '
+        f'data_preprocessor.<key> instead (e.g. data_preprocessor.num_classes), or give '
+        f'model.data_preprocessor the {" / ".join(lost)} too'
+    ]
 
 
 def _amp_problems(wrapper: dict) -> list[str]:

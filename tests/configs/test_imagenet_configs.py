@@ -97,7 +97,7 @@ def _tiny_imagenet(root: Path, train: bool) -> list[str]:
     classes = '[' + ','.join(WNIDS) + ']'
     opts = [
         'model.head.num_classes=4',
-        'model.data_preprocessor.num_classes=4',
+        'data_preprocessor.num_classes=4',  # the top-level one (model.data_preprocessor: refused)
         'model.backbone.img_size=32',
         'model.backbone.patch_size=8',
         'model.backbone.depth=2',
@@ -310,10 +310,21 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
         + ['--cfg-options', *model_args]
     )
     assert (tmp_path / 'a' / 'analysis.json').is_file()
+    # the same analysis through the config (its test loader, its normalisation)
+    opts = [o for o in _tiny_imagenet(image_folders, train=False) if o.startswith(('model.', 'test_'))]
+    run_main(
+        ['tools/analysis/analyze_attention.py', config, ckpt, '--out', str(tmp_path / 'c')]
+        + ['--analyses', 'alpha', 'entropy', '--num-samples', '2', '--cfg-options', *opts]
+    )
+    import json
+
+    runs = [json.loads((tmp_path / d / 'analysis.json').read_text())['runs'][0] for d in ('a', 'c')]
+    by_timm, by_config = ([(a['layer'], a['per_head']) for a in run['alpha']] for run in runs)
+    assert by_config == by_timm and len(by_config) == 2  # the same α, read through either route
+    assert runs[1]['num_samples'] == 2 and {e['num_maps'] for e in runs[1]['entropy']} == {2}
 
     # the robustness sets (their folder layouts, generated): ImageNet-A and -R as two of the four
     # classes (the validation images), ImageNet-O as images of two classes the model never saw
-    import json
     import shutil
 
     for name in ('a', 'r'):
@@ -328,7 +339,6 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
             )
     sets = ['--imagenet-a', str(tmp_path / 'imagenet-a'), '--imagenet-r', str(tmp_path / 'imagenet-r')]
     sets += ['--imagenet-o', str(tmp_path / 'imagenet-o'), '--imagenet-val', str(image_folders / 'val')]
-    opts = [o for o in _tiny_imagenet(image_folders, train=False) if o.startswith(('model.', 'test_'))]
     out = tmp_path / 'robustness.json'
     printed = run_main(
         ['tools/analysis/eval_imagenet_variants.py', config, ckpt, *sets, '--train-root', str(image_folders)]

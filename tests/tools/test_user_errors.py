@@ -429,3 +429,28 @@ def test_no_shipped_config_has_a_checkpoint_key_the_check_refuses() -> None:
         for p in configs
     }
     assert {k: v for k, v in refused.items() if v} == {} and len(configs) > 40
+
+
+def test_a_model_preprocessor_that_drops_the_top_level_normalisation_is_one_line(tmp_path) -> None:
+    """An ImageNet (MMPretrain) config keeps mean / std / to_rgb in the top-level
+    ``data_preprocessor``; ``model.data_preprocessor.num_classes=4`` would make the runner use
+    that one-key dict alone (unnormalised pixels): refused, naming the key to set instead; the
+    top-level key and a model preprocessor with its own normalisation pass the check."""
+    config = str(REPO / 'configs' / 'imagenet' / 'dna_vit-t16_in1k.py')
+    args = ['tools/train.py', config, '--work-dir', str(tmp_path)]
+    proc = run_main([*args, '--cfg-options', 'model.data_preprocessor.num_classes=4'], check=False)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours == [
+        'train.py: error: model.data_preprocessor is set, so the runner ignores the top-level '
+        'data_preprocessor and its mean / std / to_rgb (the model would see unnormalised pixels): set '
+        'data_preprocessor.<key> instead (e.g. data_preprocessor.num_classes), or give '
+        'model.data_preprocessor the mean / std / to_rgb too',
+        'train.py: (--debug prints the traceback)',
+    ]
+    cfg = Config.fromfile(config)
+    check_config(cfg)  # as shipped
+    cfg.data_preprocessor.num_classes = 4
+    check_config(cfg)
+    cfg.model.data_preprocessor = dict(cfg.data_preprocessor)
+    check_config(cfg)
