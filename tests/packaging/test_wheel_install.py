@@ -197,8 +197,8 @@ model = dict(
         model=dict(
             arch=dict(_delete_=True, embed_dims=32, num_layers=2, num_heads=4, feedforward_channels=64),
             img_size=32, patch_size=8)),
-    head=dict(in_channels=32, hidden_dim=64, num_classes=4),
-    data_preprocessor=dict(num_classes=4))
+    head=dict(in_channels=32, hidden_dim=64, num_classes=4))
+data_preprocessor = dict(num_classes=4)  # the base's top-level one, with its mean / std / to_rgb
 classes = ['a', 'b', 'c', 'd']
 train_pipeline = [
     dict(type='LoadImageFromFile'), dict(type='RandomResizedCrop', scale=32), dict(type='PackInputs')]
