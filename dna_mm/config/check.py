@@ -124,7 +124,9 @@ def _preprocessor_problems(cfg: Config) -> list[str]:
     own = model.get('data_preprocessor') if isinstance(model, dict) else None
     if not isinstance(top, dict) or not isinstance(own, dict):
         return []
-    lost = [key for key in ('mean', 'std', 'to_rgb') if key in top and key not in own]
+    given = [key for key in ('mean', 'std') if top.get(key) is not None]
+    given += ['to_rgb'] if top.get('to_rgb') else []  # False: nothing to lose
+    lost = [key for key in given if key not in own]
     if not lost:
         return []
     return [

@@ -454,3 +454,9 @@ def test_a_model_preprocessor_that_drops_the_top_level_normalisation_is_one_line
     check_config(cfg)
     cfg.model.data_preprocessor = dict(cfg.data_preprocessor)
     check_config(cfg)
+    cfg.data_preprocessor.to_rgb = False  # nothing to lose: only the mean / std must come along
+    cfg.model.data_preprocessor = dict(mean=cfg.data_preprocessor.mean, std=cfg.data_preprocessor.std)
+    check_config(cfg)
+    cfg.model.data_preprocessor = dict(mean=cfg.data_preprocessor.mean)
+    with pytest.raises(ConfigError, match=r'ignores the top-level data_preprocessor and its std \('):
+        check_config(cfg)
