@@ -19,6 +19,9 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   set of equal param-group options, not once per group (of which ``paramwise_cfg`` makes one a
   parameter): :mod:`dna_mm.engine.step_by_options`; the groups, the checkpoints and the
   schedulers are as mmengine builds them.
+* **Missing data.** A file a dataset does not find while its loader is built (an ImageNet or
+  COCO folder or annotation file not prepared) is a :class:`~dna_mm.errors.MissingFileError`
+  naming the dataset's type and ``data_root`` beside the file (:func:`missing_data`).
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps, and
   its deprecation notices about MMAction2's own file reading, go to the log file only, unless
   ``log_setup_to_console = True`` (tools: ``--verbose``).
@@ -63,7 +66,13 @@ from torch.utils.data import DataLoader
 
 from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
-from ..errors import CheckpointMismatchError, RunStopped, UnreadableCheckpointError, error_line
+from ..errors import (
+    CheckpointMismatchError,
+    MissingFileError,
+    RunStopped,
+    UnreadableCheckpointError,
+    error_line,
+)
 from ..utils.notices import is_library_notice
 from .atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
 from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
@@ -115,6 +124,21 @@ class SetupDumpFilter(logging.Filter):
         return not head.startswith(SETUP_DUMP_MARKERS)
 
 
+def missing_data(dataloader: Any, err: FileNotFoundError) -> Optional[MissingFileError]:
+    """The file ``err`` names, with the type and ``data_root`` of the dataset whose loader
+    ``dataloader`` (a config dict) was being built, and what to do; ``None`` when ``err`` names
+    no file (dna_mm's video datasets say which list is missing themselves)."""
+    dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
+    if err.filename is None or not isinstance(dataset, dict):
+        return None
+    root = dataset.get('data_root')
+    where = f' (data_root {root!r})' if root else ''
+    return MissingFileError(
+        f'{dataset.get("type", "the dataset")}{where}: {err.filename} does not exist; prepare the '
+        "data (docs/datasets/) or set the dataset's data_root / ann_file"
+    )
+
+
 @RUNNERS.register_module()
 class DnARunner(Runner):
     """mmengine ``Runner`` with strict whole-model loads, plain resume messages and a quiet
@@ -136,8 +160,15 @@ class DnARunner(Runner):
     @staticmethod
     def build_dataloader(dataloader: Union[DataLoader, dict], *args: Any, **kwargs: Any) -> DataLoader:
         """mmengine's, for every loop; its workers die with the process that starts them
-        (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`)."""
-        loader = Runner.build_dataloader(dataloader, *args, **kwargs)
+        (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`); a file its dataset does
+        not find is named with the dataset (:func:`missing_data`)."""
+        try:
+            loader = Runner.build_dataloader(dataloader, *args, **kwargs)
+        except FileNotFoundError as err:
+            named = missing_data(dataloader, err)
+            if named is None:
+                raise
+            raise named from err
         if getattr(loader, 'num_workers', 0):
             workers_die_with_parent(loader)
         return loader

@@ -460,3 +460,26 @@ def test_a_model_preprocessor_that_drops_the_top_level_normalisation_is_one_line
     cfg.model.data_preprocessor = dict(mean=cfg.data_preprocessor.mean)
     with pytest.raises(ConfigError, match=r'ignores the top-level data_preprocessor and its std \('):
         check_config(cfg)
+
+
+def test_a_dataset_folder_not_prepared_is_one_line_naming_the_dataset(tmp_path) -> None:
+    """The ImageNet config without its folders: the dataset, its data_root, the file it looked
+    for and what to do, as one line; a file error that names no file keeps its own message."""
+    from dna_mm.engine.runner import missing_data
+
+    config = str(REPO / 'configs' / 'imagenet' / 'dna_vit-t16_in1k.py')
+    root = tmp_path / 'nowhere'
+    args = ['tools/train.py', config, '--work-dir', str(tmp_path / 'run'), '--cfg-options']
+    proc = run_main([*args, f'train_dataloader.dataset.data_root={root}'], check=False)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours == [
+        f"train.py: error: ImageNet (data_root '{root}'): {root}/train does not exist; prepare the data "
+        "(docs/datasets/) or set the dataset's data_root / ann_file",
+        'train.py: (--debug prints the traceback)',
+    ]
+    loader = dict(dataset=dict(type='RobustVideoDataset', ann_file='x.txt'))
+    assert missing_data(loader, FileNotFoundError('annotation file x.txt does not exist')) is None
+    assert 'RobustVideoDataset: x.txt does not exist' in str(
+        missing_data(loader, FileNotFoundError(2, 'No such file or directory', 'x.txt'))
+    )
