@@ -32,6 +32,20 @@ def abbreviate(items: Sequence[str], limit: int, sep: str = ', ', tail: str = ',
     return sep.join(items[:limit]) + more
 
 
+def own_start_keys(module: AttentionBase, sd: Mapping[str, Tensor], prefix: str = '') -> list[str]:
+    """The keys of ``module`` (under ``prefix``) that it starts itself rather than read from
+    ``sd``: each group of :attr:`~.attention.AttentionBase.own_start` (keys starting with one of
+    its prefixes: Diff's ``lambda_*``, a gated member's ``gate.*``) of which ``sd`` has no key. A
+    group ``sd`` has some of is the file's, and read from it."""
+    own = list(module.state_dict())
+    keys: list[str] = []
+    for start in module.own_start:
+        group = [prefix + k for k in own if k.startswith(start)]
+        if not any(k in sd for k in group):
+            keys += group
+    return keys
+
+
 def adapt_attentions(
     model: nn.Module,
     sd: Mapping[str, Tensor],
@@ -59,8 +73,8 @@ def adapt_attentions(
             attention's tensors (an unconverted layout, a truncated file); the message names
             ``source`` and the missing keys. Parameters a member starts itself
             (:attr:`~.attention.AttentionBase.own_start`: Diff's ``lambda_*``, ``sub_norm``, a gated
-            member's ``gate``) may be absent, each group where the source has none of it, and
-            the keys in ``self_init``.
+            member's ``gate``) may be absent, each group where the source has none of it
+            (:func:`own_start_keys`), and the keys in ``self_init``.
     """
     out = OrderedDict(sd)
     generated: list[str] = []
@@ -89,12 +103,8 @@ def adapt_attentions(
             for k in [k for k in new if k not in sub]:  # the converter's order: a stable log
                 out[k] = new[k]
                 generated.append(k)
-        missing = [k for k in own if k not in out and k not in self_init]
-        for (
-            start
-        ) in module.own_start:  # what the member starts itself, each group where the file has none of it
-            if not any(p + k in out for k in module.state_dict() if k.startswith(start)):
-                missing = [k for k in missing if not k[len(p) :].startswith(start)]
+        started = set(own_start_keys(module, out, p))
+        missing = [k for k in own if k not in out and k not in self_init and k not in started]
         if missing:
             incomplete[p] = missing
     if incomplete:

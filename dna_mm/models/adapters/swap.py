@@ -8,9 +8,11 @@ name outside the attention is kept and there is no wrapper prefix, so the zoo ch
 the base config loads: each replacement carries a load hook that reads the host's layout
 (``in_proj_*``, ``q_bias`` / ``v_bias``, ...) and, for DnA, generates the negative branch
 from the softmax weights (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, ``α`` of
-:data:`~dna_mm.family.NEGATIVE_INIT`, the authors' defaults); one log line per load reports what
-was generated. An attention class the swap does not know is an error naming it and its path,
-never skipped.
+:data:`~dna_mm.family.NEGATIVE_INIT`, the authors' defaults), and fills what the member starts
+itself (its ``own_start`` groups the file lacks: Diff's ``λ`` and sub-norm, a gate) with the
+member's own values, so that a softmax checkpoint loads strictly; one log line per load reports
+what was generated and what kept its start. An attention class the swap does not know is an
+error naming it and its path, never skipped.
 
 The negative branch starts by the same rule from the host's own weights at the swap, and again
 after the host's ``init_weights`` (MMEngine's initialisation of a model trained from scratch
@@ -35,7 +37,7 @@ from torch import Tensor, nn
 from ...errors import UnsupportedModelError
 from ...family import NEGATIVE_INIT, NegativeInit, is_negative_key
 from ..attention.builder import AttnCfg
-from ..fitting import abbreviate
+from ..fitting import abbreviate, own_start_keys
 from ..scopes import build_model, library_registries
 from .hosts import CONTAINER_NAMES, HostSpec, StateDict, container_classes, host_specs
 
@@ -49,19 +51,22 @@ class _LoadReport:
         self.seen = 0
         self.converted: list[str] = []
         self.generated: list[str] = []
+        self.started: list[str] = []
 
     def done_one(self) -> None:
         self.seen += 1
         if self.seen < self.total:
             return
-        if self.converted or self.generated:
+        if self.converted or self.generated or self.started:
             shown = f': {abbreviate(self.generated, 6)}' if self.generated else ''
+            kept = f'; kept {len(self.started)} at their start: {abbreviate(self.started, 6)}'
             print_log(
                 f'with_attention ({self.attn_cfg}): {len(self.converted)} attention(s) read '
-                f'from the host layout; generated {len(self.generated)} tensors{shown}',
+                f'from the host layout; generated {len(self.generated)} tensors{shown}'
+                + (kept if self.started else ''),
                 logger='current',
             )
-        self.seen, self.converted, self.generated = 0, [], []
+        self.seen, self.converted, self.generated, self.started = 0, [], [], []
 
     def __call__(self, module: nn.Module, incompatible_keys: object) -> None:
         """The replacements' load post-hook: one more of them loaded."""
@@ -70,23 +75,32 @@ class _LoadReport:
 
 def _fit_family(
     replacement: nn.Module, spec: HostSpec, mapped: StateDict, neg_init: NegativeInit, source: str
-) -> tuple[dict[str, Tensor], list[str]]:
+) -> tuple[dict[str, Tensor], list[str], list[str]]:
     """Replacement-layout weights (``spec.to_replacement`` of the host's) with the family
     attention's part fitted to its class (:func:`adapt_attentions`: for DnA, the negative branch
-    generated from softmax weights; ``spec.fit``); returns them and the keys generated."""
+    generated from softmax weights; ``spec.fit``) and, where ``mapped`` has the family's weights,
+    completed by what the member starts itself (:func:`~dna_mm.models.fitting.own_start_keys`:
+    each ``own_start`` group ``mapped`` has none of, at the member's current values, its start).
+    Returns them, the keys generated and the keys kept at their start."""
     fp = spec.family_prefix
-    family = replacement.get_submodule(fp[:-1]) if fp else replacement
+    family = spec.family(replacement)
     fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
     fam, generated = spec.fit(family, fam, neg_init, source=source)
+    started = own_start_keys(family, fam) if fam else []
+    if started:
+        current = family.state_dict()
+        fam.update({k: current[k].detach().clone() for k in started})
     out = {k: v for k, v in mapped.items() if not k.startswith(fp)}
     out.update({fp + k: v for k, v in fam.items()})
-    return out, [fp + k for k in generated]
+    return out, [fp + k for k in generated], [fp + k for k in started]
 
 
 class _LoadHook:
     """A replacement's load pre-hook: the keys under its prefix read from the host's layout
-    (``spec.to_replacement``) and fitted (:func:`_fit_family`); what it converted and generated
-    goes to ``report``. A module-level class, so a swapped model pickles."""
+    (``spec.to_replacement``) and fitted (:func:`_fit_family`: DnA's negative branch generated,
+    the member's ``own_start`` groups the file lacks kept at their start), so that every load,
+    strict ones included, finds each key of the replacement; what it converted, generated and
+    kept goes to ``report``. A module-level class, so a swapped model pickles."""
 
     def __init__(self, spec: HostSpec, report: _LoadReport, neg_init: NegativeInit) -> None:
         self.spec, self.report, self.neg_init = spec, report, neg_init
@@ -98,13 +112,14 @@ class _LoadHook:
         sub = {k[len(prefix) :]: state_dict[k] for k in keys}
         mapped = self.spec.to_replacement(sub)
         source = f'state dict of {prefix[:-1] or "the model"}'
-        weights, generated = _fit_family(module, self.spec, mapped, self.neg_init, source)
+        weights, generated, started = _fit_family(module, self.spec, mapped, self.neg_init, source)
         for k in keys:
             del state_dict[k]
         state_dict.update({prefix + k: v for k, v in weights.items()})
         if mapped.keys() != sub.keys():
             self.report.converted.append(prefix[:-1])
         self.report.generated += [prefix + k for k in generated]
+        self.report.started += [prefix + k for k in started]
 
 
 class NegativeStart:
@@ -132,7 +147,7 @@ class NegativeStart:
             for k, v in tensors.items()
             if not (k.startswith(fp) and is_negative_key(k[len(fp) :]))
         }
-        weights, generated = _fit_family(module, self.spec, positive, self.neg_init, 'init_weights')
+        weights, generated, _ = _fit_family(module, self.spec, positive, self.neg_init, 'init_weights')
         with torch.no_grad():
             for k in generated:
                 tensors[k].copy_(weights[k])
@@ -247,8 +262,8 @@ def swap_attention(
             new.to(device=like.device, dtype=like.dtype)
         new.train(host.training)
         mapped = spec.to_replacement(host.state_dict())  # the host's weights, read as a checkpoint
-        weights, _ = _fit_family(new, spec, mapped, neg_init, f'the host {name or "<root>"}')
-        new.load_state_dict({**new.state_dict(), **weights})  # what softmax lacks (Diff's λ) keeps its init
+        weights, _, _ = _fit_family(new, spec, mapped, neg_init, f'the host {name or "<root>"}')
+        new.load_state_dict({**new.state_dict(), **weights})  # what the host lacks keeps its init
         new._register_load_state_dict_pre_hook(_LoadHook(spec, report, neg_init), with_module=True)
         new.register_load_state_dict_post_hook(report)
         new.init_weights = NegativeStart(new, spec, neg_init)  # after the host's own (MMEngine)
