@@ -40,7 +40,10 @@ window (start, end, top-k) and the segments (dna_mm/over_time/timeline_files.py)
 With ``--over-time`` the input may be a stream: ``-`` (a container such as MPEG-TS on standard
 input), a URL FFmpeg reads (``udp://``, ``rtsp://``, ``http://``) or a camera (``/dev/video0``):
 each window is printed as it completes, with its latency; the run stops cleanly at the stream's
-end (or after ``--stream-timeout`` seconds without data) or on Ctrl-C, then prints the segments.
+end (or after ``--stream-timeout`` seconds without data) or on Ctrl-C, then prints the segments
+(status 0). A file stopped by Ctrl-C keeps its timeline so far (``--out``, marked as stopped; no
+annotated video; status 130); a file whose frames end before the length its header states is
+scored to where they end, and said (status 1). An output naming an input is refused.
 ``--out-video y.mp4`` (implies ``--over-time``; ``.mp4 .m4v .mov .mkv``) writes the video at its
 own size, rate and length with the current top-k and a strip of the segments on every frame,
 its audio kept; ``--relevance`` overlays where the model looks in each window (the relevance maps
@@ -192,9 +195,14 @@ def infer(args: argparse.Namespace) -> int:
     from dna_mm.config.check import check_config
     from dna_mm.errors import DataError
     from dna_mm.over_time.frame_stream import is_live
-    from dna_mm.tools.cli import user_file
+    from dna_mm.tools.cli import not_an_input, user_file
 
     live = args.over_time and is_live(args.input)
+    inputs = dict(
+        input=args.input, config=args.config, checkpoint=args.checkpoint, **{'label map': args.label_map}
+    )
+    for flag in ('--out', '--out-video'):
+        not_an_input(getattr(args, flag[2:].replace('-', '_')), flag, inputs)
     if live and args.out_video:
         raise DataError(f'--out-video reads the video twice: give a file, not the stream {args.input}')
     labels = {args.input: None} if live else collect_labelled_videos(args.input, args.video_root)
@@ -239,16 +247,23 @@ def infer(args: argparse.Namespace) -> int:
         if args.relevance is not None:
             from dna_mm.over_time.relevance_overlay import BRANCHES, relevance_for
 
-            relevance = relevance_for(BRANCHES[args.relevance])
-        timeline(model, pipeline, next(iter(labels)), options, names, relevance)
-        return 0
+            relevance = relevance_for(BRANCHES[args.relevance], model)
+        result, _ = timeline(model, pipeline, next(iter(labels)), options, names, relevance)
+        if result.live or not result.ended:
+            return 0  # a stream ends, or is stopped: its timeline is whole
+        return 130 if result.interrupted else 1  # a file stopped early, or cut off
+    from dna_mm.datasets.transforms import video_size
+
     preds, failed = [], []
     for video in labels:
         try:
+            video_size(video)  # the header, read by PyAV: what is wrong with a file, said in words
             pred = predict(model, video, args.topk, pipeline)
         except Exception as err:  # noqa: BLE001  (decord / pipeline errors: report, go on)
             failed.append(video)
-            print(f'{video}\n  cannot be read: {type(err).__name__}: {err}', file=sys.stderr, flush=True)
+            why = str(err).removeprefix(f'{video}: ') if isinstance(err, DataError) else None
+            why = why or f'{type(err).__name__}: {err}'
+            print(f'{video}\n  cannot be read: {why}', file=sys.stderr, flush=True)
             continue
         preds.append(pred)
         print(format_block(pred, names, labels[video]), flush=True)
@@ -265,9 +280,11 @@ def infer(args: argparse.Namespace) -> int:
         print(
             f'top-1 on the {len(scored)} labelled videos: {100 * right / len(scored):.2f} ({right} correct)'
         )
-    if args.out is not None:
+    if args.out is not None and preds:
         write_csv(args.out, preds, names, labels)
         print(f'wrote {len(preds)} videos to {args.out}')
+    elif args.out is not None:
+        print(f'{args.out} not written: no video could be read', file=sys.stderr)
     if failed:
         print(f'{len(failed)} of {len(labels)} videos could not be read', file=sys.stderr)
         return 1

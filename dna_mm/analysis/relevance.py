@@ -103,6 +103,13 @@ def _to_tokens(site: AttentionSite, cam: Tensor) -> Tensor:
     return cam[0]
 
 
+def relevance_chains(model: torch.nn.Module) -> tuple[str, ...]:
+    """The chains :func:`relevance_maps` gives for ``model``: ``('pos', 'neg')`` where its
+    attentions have a positive and a negative branch (DnA, Diff), else ``('attn',)``."""
+    names = {n for site in find_attention_sites(model) for n in site.module.map_names}
+    return ('pos', 'neg') if 'neg' in names else ('attn',)
+
+
 def relevance_maps(am: AnalysisModel, inputs: Tensor, target: Optional[int] = None) -> Relevance:
     """Chefer relevance of ``inputs`` (one image ``[1, C, H, W]`` or one clip ``[1, 1, C, T, H, W]``).
 

@@ -140,9 +140,12 @@ def load_whole_model(
     report = compare_state_dict(model, state_dict)
     report.layout, report.checkpoint = layout, checkpoint
     if strict and not report.complete:
+        total = report.loaded + len(report.missing) + len(report.mismatched)
+        n = len(report.unexpected)
+        extra = f'; the file has {n} weight{"s" * (n != 1)} the model has not' if n else ''
         raise CheckpointMismatchError(
-            f'checkpoint {filename} does not match the model ({report.loaded} of '
-            f'{report.loaded + len(report.missing) + len(report.mismatched)} weights match):\n'
+            f'checkpoint {filename} does not match the model ({report.loaded} of its {total} weights '
+            f'match{extra}):\n'
             f'{report.describe()}\nNothing was loaded. Use a checkpoint of this model, or accept '
             f'a partial load explicitly (tools: --partial-load; config: load_partial = True).'
         )

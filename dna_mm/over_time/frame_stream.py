@@ -22,6 +22,9 @@ a writer that copies them (:mod:`dna_mm.over_time.annotated_video`).
 
 from __future__ import annotations
 
+import io
+import select
+import sys
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
@@ -64,24 +67,61 @@ def is_live(source: str) -> bool:
     return source == '-' or '://' in source or source.startswith('/dev/')
 
 
-def open_live(source: str, timeout: float = LIVE_TIMEOUT):
-    """``(container, video stream)`` of a live ``source`` (:func:`is_live`); a stream FFmpeg
-    cannot open is a :class:`DataError` naming it."""
-    import sys
+class TimedPipe(io.RawIOBase):
+    """A pipe whose reads end (an end of file, :attr:`timed_out` set) after ``timeout`` seconds
+    without data: FFmpeg's own ``timeout`` interrupts its protocols' reads, not a Python file's."""
 
+    def __init__(self, pipe, timeout: float) -> None:
+        super().__init__()
+        self.pipe, self.timeout, self.timed_out = pipe, timeout, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        ready, _, _ = select.select([self.pipe], [], [], self.timeout)
+        if not ready:
+            self.timed_out = True
+            return 0
+        return self.pipe.readinto(buffer)
+
+
+def _stdin(timeout: float):
+    """Standard input, unbuffered (a read returns what the pipe holds, not a full buffer), its
+    reads timed (:class:`TimedPipe`) where it is a file descriptor."""
+    raw = getattr(sys.stdin.buffer, 'raw', sys.stdin.buffer)
+    try:
+        raw.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return raw
+    return TimedPipe(raw, timeout)
+
+
+def no_data(timeout: float) -> str:
+    """Why a live stream ended or did not open: ``timeout`` seconds went by without data."""
+    return f'no data for {timeout:g} s (the timeout of a stream)'
+
+
+def open_live(source: str, timeout: float = LIVE_TIMEOUT, pipe=None):
+    """``(container, video stream)`` of a live ``source`` (:func:`is_live`; ``-`` is read from
+    ``pipe``, default standard input); a stream FFmpeg cannot open is a :class:`DataError` naming
+    it, and saying so when no data came in ``timeout`` seconds."""
     import av
 
     probe = dict(LIVE_PROBE)  # little probing: the first window comes without waiting seconds
+    if source == '-' and pipe is None:
+        pipe = _stdin(timeout)
     try:
-        if source == '-':  # unbuffered: a read returns what the pipe holds, not a full buffer
-            stdin = getattr(sys.stdin.buffer, 'raw', sys.stdin.buffer)
-            container = av.open(stdin, 'r', options=probe, timeout=timeout)
+        if pipe is not None:
+            container = av.open(pipe, 'r', options=probe, timeout=timeout)
         elif source.startswith('/dev/'):
             container = av.open(source, 'r', format='v4l2', options=probe, timeout=timeout)
         else:
             container = av.open(source, 'r', options=probe, timeout=timeout)
     except (av.FFmpegError, OSError) as err:
         name = 'standard input' if source == '-' else source
+        if isinstance(err, av.ExitError) or getattr(pipe, 'timed_out', False):  # FFmpeg's timeout, or ours
+            raise DataError(f'{name}: {no_data(timeout)}') from None
         raise DataError(
             f'{name}: FFmpeg cannot open it as a stream ({getattr(err, "strerror", None) or err})'
         ) from None
@@ -138,8 +178,10 @@ class FrameStream:
         self.live = is_live(str(source))
         self.name = name or ('<stdin>' if source == '-' else str(source))
         self.ended: Optional[str] = None  # a live stream: why it ended
+        self._timeout = timeout
+        self._pipe = _stdin(timeout) if source == '-' else None
         if self.live:
-            self._container, self._stream = open_live(str(source), timeout)
+            self._container, self._stream = open_live(str(source), timeout, self._pipe)
         else:
             self._container, self._stream = open_video(source, self.name)
         self._stream.thread_type = 'AUTO'  # frame threads: in sequence, order and pixels are exact
@@ -188,8 +230,12 @@ class FrameStream:
         try:
             yield from self._decoded()
             self.ended = 'the stream ended'
+        except av.ExitError:  # FFmpeg's timeout
+            self.ended = f'the stream stopped: {no_data(self._timeout)}'
         except av.FFmpegError as err:
             self.ended = f'the stream stopped: {err.strerror or err}'
+        if getattr(self._pipe, 'timed_out', False):
+            self.ended = f'the stream stopped: {no_data(self._timeout)}'
 
     def __iter__(self) -> Iterator[StreamFrame]:
         size, first, index = None, None, 0

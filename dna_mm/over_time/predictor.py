@@ -64,7 +64,10 @@ class OverTime:
         seconds: Wall time of the pass (decoding, pipeline and model).
         peak_frames: Most decoded frames held at once.
         live: The input was a stream (:func:`~dna_mm.over_time.frame_stream.is_live`).
-        ended: Why the pass stopped before the input's end (a live stream's end, Ctrl-C), or ``None``.
+        ended: Why the pass stopped before the input's end (a live stream's end, Ctrl-C), or a
+            file's frames ended before the length its header states (cut off); ``None`` when the
+            whole file was scored.
+        interrupted: Ctrl-C stopped the pass.
     """
 
     video: str
@@ -79,6 +82,7 @@ class OverTime:
     peak_frames: int = 0
     live: bool = False
     ended: Optional[str] = None
+    interrupted: bool = False
 
     @property
     def scores(self) -> np.ndarray:
@@ -270,16 +274,36 @@ class OverTimePredictor:
                         on_windows(scored)
                     batch = []
         except KeyboardInterrupt:
-            result.ended = 'stopped by Ctrl-C'
+            result.ended, result.interrupted = 'stopped by Ctrl-C', True
         finally:
             stop.set()
             worker.join(timeout=None if result.ended is None else 2)
             if not worker.is_alive():  # else still in a read of a live stream: left to the exit
                 stream.close()
-        last = result.windows[-1].end if result.windows else 0.0
-        result.frames = state.get('frames', 0)
-        result.duration = state.get('duration', last)
+        last = result.windows[-1] if result.windows else None
+        if result.interrupted:  # what the scored windows cover
+            result.frames = last.first + self.sampling.span if last is not None else 0
+            result.duration = last.end if last is not None else 0.0
+        else:
+            result.frames, result.duration = state.get('frames', 0), state.get('duration', 0.0)
         result.peak_frames = state['slider'].peak_frames if 'slider' in state else 0
-        result.ended = result.ended or stream.ended
+        result.ended = result.ended or stream.ended or cut_off(stream.info, result.duration, stream.live)
         result.seconds = time.perf_counter() - start
         return result
+
+
+#: seconds by which a file's frames may end before the length its header states (the header's
+#: rounding, an audio track longer than the video where the container states only its own)
+CUT_OFF_SLACK = 1.0
+
+
+def cut_off(info: StreamInfo, duration: float, live: bool = False) -> Optional[str]:
+    """Why a file whose frames end at ``duration`` seconds was not scored to its end: its header
+    states more (:data:`CUT_OFF_SLACK`; the file was cut off while it was written or copied, its
+    index kept), or ``None``."""
+    if live or not info.duration or duration >= info.duration - CUT_OFF_SLACK:
+        return None
+    return (
+        f'the frames end at {duration:.1f} s of the {info.duration:.1f} s its header states '
+        '(the file is cut off or damaged)'
+    )

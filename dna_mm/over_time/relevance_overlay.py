@@ -70,17 +70,36 @@ def view_box(results: dict, view: int, views: int) -> tuple[float, float, float,
     return (max(0.0, x0 / w), max(0.0, y0 / h), min(1.0, x1 / w), min(1.0, y1 / h))
 
 
+def drawn_maps(model: torch.nn.Module, branches: Sequence[str]) -> dict[str, str]:
+    """``{branch asked: the relevance chain drawn for it}``: a model whose attentions have a
+    positive and a negative branch (DnA, Diff) draws each; one whose attentions have one map
+    (softmax, cog, ...) draws it as ``pos``. A branch the model has not is a ConfigError naming
+    what it has, before any window is scored."""
+    from ..analysis.relevance import relevance_chains
+
+    chains = {'pos': 'pos', 'neg': 'neg'} if 'neg' in relevance_chains(model) else {'pos': 'attn'}
+    missing = [b for b in branches if b not in chains]
+    if missing:
+        raise ConfigError(
+            f'--relevance {"/".join(branches) if len(branches) > 1 else missing[0]}: this model has no '
+            f'{"/".join(missing)} branch: its attention has one map (--relevance pos draws it)'
+        )
+    return {b: chains[b] for b in branches}
+
+
 def relevance_windows(
     predictor: OverTimePredictor,
     result: OverTime,
     branches: Sequence[str],
     progress: Optional[Callable[[int], None]] = None,
 ) -> list[WindowRelevance]:
-    """:class:`WindowRelevance` of each window of ``result`` (the module docstring), in order."""
+    """:class:`WindowRelevance` of each window of ``result`` (the module docstring), in order;
+    ``branches`` drawn as :func:`drawn_maps` says."""
     from ..analysis.relevance import relevance_maps
     from .frame_stream import FrameStream
 
     am = analysis_model(predictor.model)
+    chains = drawn_maps(predictor.model, branches)
     out = []
     with FrameStream(result.video, predictor.decode_size) as stream:
         for k, window in enumerate(predictor.windows(stream, result.stride)):
@@ -94,15 +113,9 @@ def relevance_windows(
             view = views // 2
             target = int(np.argmax(result.windows[k].scores)) if k < len(result.windows) else None
             rel = relevance_maps(am, inputs[:, view : view + 1], target)
-            missing = [b for b in branches if b not in rel.raw]
-            if missing:
-                have = ', '.join(rel.raw)
-                raise ConfigError(
-                    f'--relevance {"/".join(missing)}: this model has no such branch (it has: {have})'
-                )
             maps = {}
             for b in branches:
-                raw = rel.raw[b].float()
+                raw = rel.raw[chains[b]].float()
                 lo, hi = raw.min(), raw.max()
                 maps[b] = (
                     ((raw - lo) / (hi - lo) if hi > lo else torch.zeros_like(raw)).numpy().astype(np.float16)
@@ -115,9 +128,12 @@ def relevance_windows(
     return out
 
 
-def relevance_for(branches: Sequence[str]) -> Callable:
+def relevance_for(branches: Sequence[str], model: Optional[torch.nn.Module] = None) -> Callable:
     """The ``relevance`` factory of :func:`~.video_timeline.timeline`: ``(predictor, result) ->
-    (window, frame index, (w, h)) -> {branch: [H, W] map}`` for the annotated video."""
+    (window, frame index, (w, h)) -> {branch: [H, W] map}`` for the annotated video; with the
+    ``model``, a branch it has not is refused at once (:func:`drawn_maps`), not after the pass."""
+    if model is not None:
+        drawn_maps(model, branches)
 
     def factory(predictor: OverTimePredictor, result: OverTime) -> Callable:
         import cv2

@@ -3,6 +3,8 @@
 JSON (:func:`timeline_dict`)::
 
     {"video", "fps", "frames", "duration",                       # seconds
+     "ended",          # why the pass stopped before the input's end (Ctrl-C, a stream's or a
+                       # cut-off file's end), null when the whole file was scored
      "window": {"frames", "seconds", "sampled"}, "stride",        # sampled: offsets in a window
      "smoothing": {"windows", "min_segment"},
      "windows":  [{"start", "end", "first_frame", "top": [{"class", "name", "score"}, ...]}, ...],
@@ -50,6 +52,7 @@ def timeline_dict(
         fps=result.info.fps,
         frames=result.frames,
         duration=t(result.duration),
+        ended=result.ended,
         window=dict(frames=result.span, seconds=t(result.window_seconds), sampled=list(offsets)),
         stride=t(result.stride),
         smoothing=smoothing or {},

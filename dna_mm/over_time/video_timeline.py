@@ -63,6 +63,10 @@ def format_window(w: WindowScores, names: Optional[Sequence[str]], topk: int) ->
     return f'  {clock(w.start):>8} - {clock(w.end):>8}  {s:5.2f} {_name(c, names)}{others}{latency}'
 
 
+def _count(n: int, noun: str) -> str:
+    return f'{n} {noun}{"s" * (n != 1)}'
+
+
 def format_segment(seg: Segment, names: Optional[Sequence[str]]) -> str:
     return f'  {clock(seg.start):>8} - {clock(seg.end):>8}  {_name(seg.label, names)}  {seg.score:.2f}'
 
@@ -101,14 +105,19 @@ def timeline(
 
     result = predictor.run(video, options.stride, on_windows, header, options.timeout)
     if result.ended:
-        echo(f'{result.ended}: {len(result.windows)} windows, {result.duration:.1f} s of video')
+        echo(f'{result.ended}: {_count(len(result.windows), "window")}, {result.duration:.1f} s of video')
+    if not result.live and 0 < result.duration < result.stride:
+        echo(
+            f'note: the stride ({result.stride:g} s) is longer than the video ({result.duration:.1f} s): '
+            'one window classifies it'
+        )
     segments = result.segments(options.smooth, options.min_segment)
     echo(f'segments (smoothed over {options.smooth} window{"s" if options.smooth > 1 else ""}):')
     for seg in segments:
         echo(format_segment(seg, names))
     echo(
         f'{result.duration:.1f} s of video in {result.seconds:.1f} s: '
-        f'{result.real_time_factor:.1f}x real time ({len(result.windows)} windows; at most '
+        f'{result.real_time_factor:.1f}x real time ({_count(len(result.windows), "window")}; at most '
         f'{result.peak_frames} decoded frames held)'
     )
     if options.out:
@@ -121,9 +130,12 @@ def timeline(
             predictor.sampling.offsets,
         )
         path = write_timeline(options.out, data, result, segments, options.topk, names)
-        n, m = len(result.windows), len(segments)
-        echo(f'wrote {n} window{"s" * (n != 1)} and {m} segment{"s" * (m != 1)} to {path}')
-    if options.out_video:
+        echo(
+            f'wrote {_count(len(result.windows), "window")} and {_count(len(segments), "segment")} to {path}'
+        )
+    if options.out_video and result.interrupted:
+        echo(f'the annotated video was not written: the pass was stopped at {clock(result.duration)}')
+    elif options.out_video:
         from .annotated_video import write_annotated_video
 
         maps = None

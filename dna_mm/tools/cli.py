@@ -81,6 +81,25 @@ def user_file(path: str, what: str) -> str:
     raise MissingFileError(f'{what} {path} {where}')
 
 
+def _same_file(a: str, b: str) -> bool:
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)  # a link or another spelling of the same file too
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def not_an_input(output: Optional[str], flag: str, inputs: dict[str, Optional[str]]) -> None:
+    """Refuse an ``output`` path (the tool's ``flag``) that names one of its ``inputs``
+    (``{what: path}``; ``None`` and URLs are skipped) by any spelling or link: writing it would
+    destroy the file the run reads. A :class:`~dna_mm.errors.UserError`, before any work."""
+    if output is None:
+        return
+    for what, source in inputs.items():
+        if source is not None and '://' not in str(source) and _same_file(str(output), str(source)):
+            raise UserError(
+                f'{flag} {output} is the {what} {source}: it would be overwritten; give another path'
+            )
+
+
 def parse_size(text: str) -> tuple[int, int]:
     """A ``WIDTHxHEIGHT`` argument: ``'1920x1080'`` → ``(1920, 1080)``; a clear ``ValueError``
     otherwise (both sides at least 16)."""
@@ -107,7 +126,10 @@ def import_modules(specs: Optional[Sequence[str]]) -> list[str]:
 
     Raises:
         MissingFileError: a file that does not exist.
-        ConfigError: no module of that name, or a file whose name another module has.
+        ConfigError: no module of that name, a file whose name another module has, or a module
+            whose own code fails (a syntax error, a module it imports that is not installed, an
+            error while it runs: :func:`code_error`; a :class:`~dna_mm.errors.UserError` it
+            raises, a member refused at registration, stays as it is).
     """
     names = []
     for spec in specs or ():
@@ -115,19 +137,36 @@ def import_modules(specs: Optional[Sequence[str]]) -> list[str]:
         name = _file_module(spec) if is_file else spec
         try:
             module = importlib.import_module(name)
+        except UserError:
+            raise
         except ModuleNotFoundError as err:
             if err.name is None or not (name == err.name or name.startswith(f'{err.name}.')):
-                raise  # a module it imports is missing: that module's error
+                raise ConfigError(f'{IMPORT_FLAG} {spec}: {code_error(err)}') from None
             raise ConfigError(
                 f'{IMPORT_FLAG} {spec}: no module named {err.name!r} '
                 '(a module on the Python path, or a .py file)'
             ) from None
+        except Exception as err:  # noqa: BLE001  (the user's module: its error, where it is)
+            raise ConfigError(f'{IMPORT_FLAG} {spec}: {code_error(err)}') from None
         if is_file and Path(module.__file__ or '').resolve() != Path(spec).resolve():
             raise ConfigError(
                 f'{IMPORT_FLAG} {spec}: the module {name!r} is another file ({module.__file__}); rename yours'
             )
         names.append(name)
     return names
+
+
+def code_error(err: BaseException) -> str:
+    """What went wrong in a module's own code, and where: ``'SyntaxError: expected ':' (attn.py,
+    line 3)'``, ``'ModuleNotFoundError: No module named 'x' (attn.py, line 1)'``: the error and
+    the innermost line of its traceback (a syntax error: the line it names)."""
+    if isinstance(err, SyntaxError):
+        return f'SyntaxError: {err.msg} ({err.filename}, line {err.lineno})'
+    tb, where = err.__traceback__, ''
+    while tb is not None:
+        where = f' ({tb.tb_frame.f_code.co_filename}, line {tb.tb_lineno})'
+        tb = tb.tb_next
+    return f'{type(err).__name__}: {err}{where}'
 
 
 def _file_module(spec: str) -> str:
@@ -184,6 +223,8 @@ def _user_message(err: BaseException) -> Optional[str]:
         return missing_ops_line()
     if isinstance(err, KeyError) and _NOT_REGISTERED.search(str(err)):
         return error_line(err)
+    if isinstance(err, SyntaxError) and _raised_in(err, 'import_modules_from_strings'):
+        return f'custom_imports: a module of your own does not parse: {code_error(err)}'
     failed = _custom_import_failure(err)
     if failed is not None:
         why = failed.__cause__ or failed.__context__  # mmengine raises it while handling the reason

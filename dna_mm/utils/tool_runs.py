@@ -141,9 +141,10 @@ def demo_options(
 ) -> list[str]:
     """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention
     (``model.backbone.attn_cfg``), the clips of ``data_root`` (``train.txt``; ``test.txt`` for
-    validation and test), ``epochs`` (the schedule's end, validation and checkpoint intervals
-    move with it), the modules ``imports`` imported (:func:`import_options`)."""
-    opts = [f'model.backbone.attn_cfg={attn}', *import_options(imports)]
+    validation and test) and their class names (``classes.txt``: the config's ``label_map``, which
+    the saved config gives ``tools/infer.py``), ``epochs`` (the schedule's end, validation and
+    checkpoint intervals move with it), the modules ``imports`` imported (:func:`import_options`)."""
+    opts = [f'model.backbone.attn_cfg={attn}', f'label_map={data_root}/classes.txt', *import_options(imports)]
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         opts += [
             f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',

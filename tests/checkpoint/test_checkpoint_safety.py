@@ -463,7 +463,8 @@ def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_pa
         runner(tmp_path / 'f').load_checkpoint(str(tmp_path / 'foo.pth'))
     assert 'unexpected (not in the model) (1):\n    foo' in str(err.value)
     assert re.search(
-        r'foo\.pth does not match the model \(0 of \d+ weights match\):\n  missing from '
+        r'foo\.pth does not match the model \(0 of its \d+ weights match; the file has 1 weight the '
+        r'model has not\):\n  missing from '
         r'the checkpoint \(\d+\):\n    backbone\.',
         str(err.value),
     )

@@ -132,6 +132,31 @@ def test_relevance_is_drawn_per_branch(tiny, tmp_path, capsys) -> None:  # noqa:
     left, right = b[:, middle, :48] - a[:, middle, :48], b[:, middle, 48:] - a[:, middle, 48:]
     assert (left[..., 0] - left[..., 2]).mean() > 10  # orange, where the positive branch looks
     assert (right[..., 2] - right[..., 0]).max() > 40  # blue, where the negative branch looks
-    with pytest.raises(SystemExit, match=r'--relevance neg: this model has no such branch \(it has: attn\)'):
-        run(tiny, src, '--out-video', str(tmp_path / 'x.mp4'), '--relevance', 'neg', '--partial-load',
+    # softmax (the DnA checkpoint's shared weights): its one map is drawn as the positive branch;
+    # a negative one is refused before any window is scored
+    softmax = ('--partial-load',)
+    one_map = tmp_path / 'softmax.mp4'
+    capsys.readouterr()
+    assert (
+        run(
+            tiny,
+            src,
+            '--out-video',
+            str(one_map),
+            '--relevance',
+            'pos',
+            *softmax,
+            cfg=('model.backbone.attn_cfg=softmax',),
+        )
+        == 0
+    )
+    c = np.stack(probe(one_map)['frames']).astype(int)[:, middle] - a[:, middle]
+    assert (c[..., 0] - c[..., 2]).mean() > 10  # orange over the whole width
+    message = (
+        r'--relevance pos/neg: this model has no neg branch: its attention has one map \(--relevance pos'
+    )
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match=message):
+        run(tiny, src, '--out-video', str(tmp_path / 'x.mp4'), '--relevance', 'both', *softmax,
             cfg=('model.backbone.attn_cfg=softmax',))  # fmt: skip
+    assert ' - ' not in capsys.readouterr().out  # no window scored

@@ -188,7 +188,7 @@ def test_over_time_prints_the_timeline_and_writes_json_and_csv(tiny, ten_seconds
     assert starts == pytest.approx(
         [math.ceil(12.5 * k) / 25 for k in range(len(starts))]
     )  # at or after k/2 s
-    assert len(starts) == 20 and data['duration'] == pytest.approx(10.0)
+    assert len(starts) == 20 and data['duration'] == pytest.approx(10.0) and data['ended'] is None
     assert data['window'] == dict(frames=16, seconds=0.64, sampled=list(range(0, 16, 2)))
     for w in data['windows'][:-1]:
         assert w['end'] == pytest.approx(w['start'] + 0.64)
@@ -205,6 +205,68 @@ def test_over_time_prints_the_timeline_and_writes_json_and_csv(tiny, ten_seconds
     rows = list(csv.DictReader(table.open()))
     assert len([r for r in rows if r['kind'] == 'window']) == 2 * 20
     assert [r['class_name'] for r in rows if r['kind'] == 'segment'] == [s['name'] for s in segments]
+
+
+def test_a_file_cut_off_is_scored_to_where_its_frames_end_and_said(tiny, tmp_path, capsys) -> None:
+    """A Matroska file cut in half (its header, at the front, states 10 s): FFmpeg decodes to the
+    cut without an error; the run says where the frames end, the timeline file records it, and
+    the status is 1 (a video not read to its end, as one that cannot be read at all)."""
+    whole = write_video(tmp_path / 'whole.mkv', moving_box(64, 48, 250), fps=25, codec='libx264')
+    cut = tmp_path / 'cut.mkv'
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    out = tmp_path / 'cut.json'
+    assert run(tiny, cut, '--over-time', '--out', str(out)) == 1
+    ends = r'the frames end at (\d+\.\d) s of the 10\.0 s its header states \(the file is cut off'
+    said = re.search(ends, capsys.readouterr().out)
+    data = json.loads(out.read_text())
+    assert said and 2.0 < float(said.group(1)) < 8.0 and data['ended'].startswith(said.group(0)[:30])
+    assert data['duration'] == pytest.approx(float(said.group(1)), abs=0.05)
+    assert data['frames'] == round(data['duration'] * 25)
+    assert run(tiny, whole, '--over-time', '--out', str(out)) == 0  # the whole file: nothing said
+    assert json.loads(out.read_text())['ended'] is None and 'cut off' not in capsys.readouterr().out
+
+
+def test_a_stride_longer_than_the_video_is_said(tiny, ten_seconds, capsys) -> None:
+    assert run(tiny, ten_seconds, '--over-time', '--stride', '30') == 0
+    printed = capsys.readouterr().out
+    assert 'note: the stride (30 s) is longer than the video (10.0 s): one window classifies it' in printed
+    assert '(1 window;' in printed
+
+
+def test_an_output_that_is_an_input_is_refused(tiny, ten_seconds, tmp_path) -> None:
+    """``--out-video`` or ``--out`` naming the video, the checkpoint or the label map, by any
+    spelling or a link: one line before any work, the file as it was."""
+    video = tmp_path / 'mine.mp4'
+    video.write_bytes(ten_seconds.read_bytes())
+    (tmp_path / 'link.mp4').symlink_to(video)
+    ckpt, names = tiny
+    cases = [
+        ('--out-video', f'{tmp_path}/sub/../mine.mp4', 'input'),
+        ('--out-video', str(tmp_path / 'link.mp4'), 'input'),
+    ]
+    for flag, path, what in cases:
+        with pytest.raises(
+            SystemExit, match=rf'{flag} {re.escape(path)} is the {what} .*: it would be overwritten'
+        ):
+            run(tiny, video, flag, path)
+    assert video.read_bytes() == ten_seconds.read_bytes()
+    listed = tmp_path / 'list.csv'
+    listed.write_text(f'{video},0\n')
+    before = listed.read_text()
+    with pytest.raises(SystemExit, match=rf'--out {re.escape(str(listed))} is the input'):
+        run(tiny, listed, '--out', str(listed))
+    assert listed.read_text() == before
+
+
+def test_a_video_that_cannot_be_read_says_why_and_writes_no_empty_table(tiny, tmp_path, capsys) -> None:
+    """Without --over-time: what is wrong with the file, in words (PyAV reads its header before
+    decord opens it), exit status 1, and no table of no video."""
+    empty, out = tmp_path / 'empty.mp4', tmp_path / 'preds.csv'
+    empty.write_bytes(b'')
+    assert run(tiny, empty, '--out', str(out)) == 1
+    err = capsys.readouterr().err
+    assert f'{empty}\n  cannot be read: empty file (0 bytes)' in err and 'RuntimeError' not in err
+    assert f'{out} not written: no video could be read' in err and not out.exists()
 
 
 def test_memory_does_not_grow_with_the_length(tiny, tmp_path) -> None:

@@ -134,3 +134,69 @@ def test_sigint_from_the_terminal(tiny, tmp_path) -> None:  # noqa: F811
     text = ''.join(lines) + out.decode()
     assert proc.returncode == 0, err.decode()[-3000:]
     assert 'stopped by Ctrl-C' in text and 'segments (smoothed over 5 windows):' in text
+
+
+@pytest.mark.integration
+def test_sigint_on_a_file_stops_it_and_says_so(tiny, tmp_path) -> None:  # noqa: F811
+    """A real SIGINT while a file is scored: the timeline so far is written and says it was
+    stopped (its frames those the windows cover), no annotated video (its frames after the stop
+    would show the last window's classes), status 130 as for a Ctrl-C elsewhere."""
+    from dna_mm.synthetic.videos import write_video
+
+    ckpt, names = tiny
+    video = write_video(tmp_path / 'long.mp4', moving_box(48, 48, 25 * 60), fps=25, codec='mpeg4')
+    out, annotated = tmp_path / 'stopped.json', tmp_path / 'annotated.mp4'
+    cmd = [sys.executable, 'tools/infer.py', DEMO_CONFIG, str(ckpt), str(video), '--stride', '0.04',
+           '--out', str(out), '--out-video', str(annotated), '--label-map', str(names),
+           '--cfg-options', *TINY]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, 'PYTHONUNBUFFERED': '1'},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in the test above
+    )  # fmt: skip
+    lines = []
+    while len(lines) < 20:  # the header and some windows scored
+        line = proc.stdout.readline().decode()
+        assert line, proc.stderr.read().decode()[-3000:]
+        lines.append(line)
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=120)
+    text = ''.join(lines) + rest.decode()
+    assert proc.returncode == 130, err.decode()[-3000:]
+    assert (
+        'stopped by Ctrl-C' in text and 'the annotated video was not written: the pass was stopped at' in text
+    )
+    data = json.loads(out.read_text())
+    assert data['ended'] == 'stopped by Ctrl-C' and 0 < data['duration'] < 55
+    last = data['windows'][-1]
+    assert data['duration'] == last['end'] and data['frames'] == last['first_frame'] + 16
+    assert not annotated.exists() and not list(tmp_path.glob('annotated*'))
+
+
+@pytest.mark.integration
+def test_a_pipe_that_stays_open_without_data_ends_after_the_timeout(tiny, tmp_path) -> None:  # noqa: F811
+    """Standard input kept open, no more data: the run ends --stream-timeout seconds after the
+    last data, saying so, with the segments of what came (FFmpeg's own timeout does not reach a
+    read of a Python file); a pipe that never brings data is one line."""
+    ckpt, names = tiny
+    ts = write_ts(tmp_path / 'some.ts', 3).read_bytes()
+    cmd = [sys.executable, 'tools/infer.py', DEMO_CONFIG, str(ckpt), '-', '--over-time', '--stride', '0.5',
+           '--stream-timeout', '2', '--label-map', str(names), '--cfg-options', *TINY]  # fmt: skip
+    for data in (ts, b''):
+        with open(tmp_path / 'out', 'w+b') as stdout, open(tmp_path / 'err', 'w+b') as stderr:
+            proc = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr)
+            proc.stdin.write(data)
+            proc.stdin.flush()  # and the pipe stays open (communicate() would close it)
+            try:
+                proc.wait(timeout=90)
+            finally:
+                proc.stdin.close()
+                proc.kill()
+        out, err = (tmp_path / 'out').read_bytes(), (tmp_path / 'err').read_bytes()
+        if data:
+            assert proc.returncode == 0, err.decode()[-3000:]
+            assert 'the stream stopped: no data for 2 s (the timeout of a stream)' in out.decode()
+            assert 'segments (smoothed over 5 windows):' in out.decode()
+        else:
+            line = 'infer.py: error: standard input: no data for 2 s (the timeout of a stream)'
+            assert proc.returncode == 2 and line in err.decode() and 'Traceback' not in err.decode()

@@ -480,3 +480,28 @@ def test_base_by_package_name_reads_the_shipped_config(tmp_path) -> None:
     assert by_name.to_dict() == by_file.to_dict()
     with pytest.raises(FileNotFoundError, match='dna_mm::no_such.py: dna_mm ships no such config'):
         load_base('dna_mm::no_such.py', tmp_path)
+
+
+@pytest.mark.parametrize('per_class', [6, 12])
+def test_the_example_clips_hold_what_their_docstring_says(per_class, tmp_path) -> None:
+    """tools/data/make_example_clips.py at its smallest and its default count: every clip, the
+    truncated one beside the first class's clips, the empty one, the notes; the folder reads as
+    the workflow reads it (the clips listed, the truncated and empty ones unreadable)."""
+    out = tmp_path / 'clips'
+    run_main(["tools/data/make_example_clips.py", str(out), "--per-class", str(per_class), "--size", "32x32"])
+    videos = collect_videos(str(out))
+    assert len(videos) == 6 * per_class + 2 and (out / 'tilt up' / 'notes.txt').is_file()
+    assert len(list(out.glob('*/phone/*'))) == 6 * 2 and (out / 'zoom arrière').is_dir()
+    for name, why in (
+        ('pan left/clip 99 (truncated).mp4', 'without its index'),
+        ('tilt up/clip 98 (empty).mp4', 'empty'),
+    ):
+        with pytest.raises(DataError, match=why):
+            read_source_header(out / name)
+
+
+def read_source_header(path: Path) -> None:
+    """Open ``path`` as the workflow's check does (PyAV, the header)."""
+    from dna_mm.datasets.transforms import video_size
+
+    video_size(str(path))

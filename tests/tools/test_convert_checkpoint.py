@@ -147,6 +147,22 @@ def test_softmax_to_dna_takes_the_familys_variants_and_refuses_another(variant, 
     assert all(name in err for name in (*DNA_VARIANTS, *DNA_VARIANT_ALIASES)) and 'Traceback' not in err
 
 
+def test_writing_over_the_checkpoint_read_is_refused(tmp_path, capsys) -> None:
+    """DST naming SRC (by another spelling too) would replace the original with the conversion:
+    one line before anything is read, the file as it was."""
+    src = tmp_path / 'vit.pth'
+    torch.save({'state_dict': {'blocks.0.attn.qkv.weight': torch.zeros(12, 4)}}, src)
+    before = src.read_bytes()
+    with pytest.raises(SystemExit) as done:
+        _convert_tool().main(['softmax-to-dna', str(src), f'{tmp_path}/sub/../vit.pth', '--num-heads', '2'])
+    err = capsys.readouterr().err
+    assert (
+        done.value.code == 2
+        and f'error: DST {tmp_path}/sub/../vit.pth is the checkpoint {src}: it would be' in err
+    )
+    assert src.read_bytes() == before
+
+
 @pytest.mark.parametrize('where', ['docs/checkpoints.md', 'tools/model_converters/convert_checkpoint.py'])
 def test_the_usage_lines_parse_as_written(where) -> None:
     """The optional arguments of softmax-to-dna's usage line, as the docs and the tool's docstring

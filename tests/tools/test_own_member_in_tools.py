@@ -102,16 +102,53 @@ def test_a_dotted_module_is_imported_by_its_name(own_member) -> None:
         ('no_such_module_here', "--import no_such_module_here: no module named 'no_such_module_here'"),
         ('json.no_such_part', "--import json.no_such_part: no module named 'json.no_such_part'"),
         ('{tmp}/json.py', "--import {tmp}/json.py: a module named 'json' is imported already"),
+        (
+            '{tmp}/unparsed.py',
+            "--import {tmp}/unparsed.py: SyntaxError: expected ':' ({tmp}/unparsed.py, line 2)",
+        ),
+        (
+            '{tmp}/needs.py',
+            "--import {tmp}/needs.py: ModuleNotFoundError: No module named 'not_installed_xyz' "
+            '({tmp}/needs.py, line 1)',
+        ),
+        (
+            '{tmp}/raises.py',
+            "--import {tmp}/raises.py: NameError: name 'undefined_here' is not defined "
+            '({tmp}/raises.py, line 2)',
+        ),
     ],
 )
 def test_an_import_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, spec, message) -> None:
+    """A missing module or file, a name taken, and the user's module failing in its own code (a
+    syntax error, a module it imports that is not installed, an error as it runs): the error and
+    its line."""
     monkeypatch.setattr(sys, 'path', list(sys.path))
     monkeypatch.setenv('PYTHONPATH', '')
     (tmp_path / 'json.py').write_text('')
+    (tmp_path / 'unparsed.py').write_text('import torch\nif torch\n')
+    (tmp_path / 'needs.py').write_text('import not_installed_xyz\n')
+    (tmp_path / 'raises.py').write_text('x = 1\nundefined_here + x\n')
     spec, message = spec.format(tmp=tmp_path), message.format(tmp=tmp_path)
     proc = run_main(['tools/benchmarks/benchmark_operators.py', IMPORT_FLAG, spec], check=False)
     assert proc.returncode == 2 and f'benchmark_operators.py: error: {message}' in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr and not proc.stdout
+
+
+def test_a_config_importing_a_module_that_does_not_parse_is_one_line(tmp_path, monkeypatch) -> None:
+    """``custom_imports`` of a module of one's own with a syntax error: mmengine imports it as the
+    config is read; the error and its line, status 2, nothing made."""
+    (tmp_path / 'unparsed_member.py').write_text('import torch\nif torch\n')
+    config = tmp_path / 'config.py'
+    config.write_text(
+        f"_base_ = ['{REPO}/configs/timesformer_dna_demo.py']\n"
+        "custom_imports = dict(imports=['dna_mm', 'unparsed_member'], allow_failed_imports=False)\n"
+    )
+    monkeypatch.setattr(sys, 'path', [str(tmp_path), *sys.path])
+    monkeypatch.delitem(sys.modules, 'unparsed_member', raising=False)
+    proc = run_main(['tools/train.py', str(config), '--work-dir', str(tmp_path / 'work')], check=False)
+    line = f"custom_imports: a module of your own does not parse: SyntaxError: expected ':' ({tmp_path}/"
+    assert proc.returncode == 2 and f'train.py: error: {line}unparsed_member.py, line 2)' in proc.stderr
+    assert 'Traceback' not in proc.stderr and not (tmp_path / 'work').exists(), proc.stderr
 
 
 def test_a_name_is_looked_up_and_an_unknown_one_names_the_choices() -> None:

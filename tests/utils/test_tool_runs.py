@@ -37,7 +37,17 @@ def test_no_test_run_is_an_error_naming_the_folder(tmp_path) -> None:
         tool_runs.read_test_metrics(tmp_path)
 
 
-def test_the_demo_options_point_every_split_at_the_data() -> None:
-    opts = tool_runs.demo_options('diff', 'data/x', 3)
-    assert opts[0] == 'model.backbone.attn_cfg=diff' and opts[-1] == 'train_cfg.max_epochs=3'
-    assert 'test_dataloader.dataset.ann_file=data/x/test.txt' in opts and len(opts) == 8
+def test_the_demo_options_point_every_split_and_the_class_names_at_the_data() -> None:
+    """The demo's config with the options of a run on ``data/x``: its clips and its class names
+    (the ``label_map`` tools/infer.py reads from the saved config) are those of ``data/x``."""
+    from conftest import DEMO_CONFIG
+
+    from dna_mm.config.build import read_config
+    from dna_mm.tools.cli import cfg_options
+
+    cfg = read_config(DEMO_CONFIG, cfg_options(tool_runs.demo_options('diff', 'data/x', 3)))
+    assert cfg.model.backbone.attn_cfg == 'diff' and cfg.train_cfg.max_epochs == 3
+    assert cfg.label_map == 'data/x/classes.txt'
+    for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
+        dataset = cfg[f'{split}_dataloader'].dataset
+        assert dataset.ann_file == f'data/x/{ann}.txt' and dataset.data_prefix.video == 'data/x/videos'

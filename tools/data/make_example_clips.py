@@ -55,18 +55,17 @@ def write(args: argparse.Namespace) -> int:
 
     out, (width, height) = Path(args.out), args.size
     rng = np.random.default_rng(args.seed)
-    written = 0
+    written, mp4s = 0, []
     for c, move in enumerate(CAMERA_MOVES):
         folder = out / FOLDERS.get(move, move)
         for i in range(args.per_class):
             suffix, codec = FORMATS.get(i, ('.mp4', 'libx264'))
             sub = folder / 'phone' if i >= args.per_class - 2 else folder  # a sub-folder, as exported
             frames = camera_move_clip(move, width, height, int(rng.integers(32, 49)), seed=1000 * c + i)
-            write_video(sub / f'clip {i:02d}{suffix}', frames, fps=8, codec=codec)
+            mp4s.append(write_video(sub / f'clip {i:02d}{suffix}', frames, fps=8, codec=codec))
             written += 1
-    sample = out / FOLDERS.get('pan left', 'pan left')
-    whole = (sample / 'clip 05.mp4').read_bytes()
-    (sample / 'clip 99 (truncated).mp4').write_bytes(whole[: len(whole) // 3])
+    whole = next(p for p in mp4s if p.suffix == '.mp4').read_bytes()  # the first class's first .mp4
+    (out / next(iter(CAMERA_MOVES)) / 'clip 99 (truncated).mp4').write_bytes(whole[: len(whole) // 3])
     (out / 'tilt up' / 'clip 98 (empty).mp4').write_bytes(b'')
     (out / 'tilt up' / 'notes.txt').write_text('shot on the balcony, 8 fps\n', encoding='utf-8')
     print(

@@ -211,10 +211,11 @@ def convert_file(args: argparse.Namespace) -> int:
     import torch
 
     from dna_mm.errors import ConfigError
-    from dna_mm.tools.cli import user_file
+    from dna_mm.tools.cli import not_an_input, user_file
 
     check_variant(args)
     user_file(args.src, 'checkpoint')
+    not_an_input(str(args.dst), 'DST', dict(checkpoint=str(args.src)))
     ckpt, done = convert(args)
     for wrapper, (sd, new) in done.items():
         added, removed = sorted(set(new) - set(sd)), sorted(set(sd) - set(new))
