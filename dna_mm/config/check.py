@@ -9,7 +9,11 @@ names every bad key and its value.
 * lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval``,
   ``default_hooks.logger.interval`` must be > 0; ``default_hooks.checkpoint.interval`` > 0 or
   -1 (mmengine's "never");
-* batch sizes (> 0) and ``num_workers`` (>= 0) of every dataloader;
+* batch sizes (> 0) and ``num_workers`` (>= 0) of every dataloader, and its keys: those
+  mmengine's ``build_dataloader`` reads and torch's ``DataLoader`` takes (a typo such as
+  ``batchsize`` would stop the run with a ``TypeError`` after the model was built), the closest
+  valid name suggested;
+* ``randomness``' keys: those of mmengine's ``Runner.set_randomness``;
 * learning rates: ``optim_wrapper.optimizer.lr`` (and each ``optim_wrapper.<name>.optimizer.lr``
   of a multi-optimizer config) > 0;
 * clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
@@ -74,8 +78,22 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += _testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
         problems += _loader_problems(cfg.get(loader), loader)
+    problems += _randomness_problems(cfg.get('randomness'))
     if problems:
         raise ConfigError('; '.join(problems))
+
+
+def _randomness_problems(randomness: Any) -> list[str]:
+    """``randomness``' keys against mmengine's ``Runner.set_randomness`` (a typo would be a
+    ``TypeError`` as the runner is made)."""
+    import inspect
+
+    from mmengine.runner import Runner
+
+    if not isinstance(randomness, dict):
+        return []
+    valid = [p for p in inspect.signature(Runner.set_randomness).parameters if p != 'self']
+    return _unknown_keys(randomness, valid, 'randomness')
 
 
 def _positive(value: Any, key: str, allow: tuple = ()) -> list[str]:
@@ -220,10 +238,33 @@ def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
     ]
 
 
+def _unknown_keys(node: dict, valid: list[str], key: str) -> list[str]:
+    """Each key of ``node`` not in ``valid``, named under ``key`` with the closest valid name."""
+    out = []
+    for k in node:
+        if k not in valid:
+            near = difflib.get_close_matches(str(k), valid, n=1)
+            hint = f'did you mean {near[0]!r}? ' if near else ''
+            out.append(f'{key}.{k}: {key} has no such key ({hint}valid: {", ".join(valid)})')
+    return out
+
+
+def _loader_keys() -> list[str]:
+    """The keys of a dataloader config: what mmengine's ``build_dataloader`` reads (0.10.7) and
+    the keyword arguments of torch's ``DataLoader`` it passes the rest to."""
+    import inspect
+
+    from torch.utils.data import DataLoader
+
+    torch_args = [p for p in inspect.signature(DataLoader.__init__).parameters if p != 'self']
+    return list(dict.fromkeys([*torch_args, 'num_batch_per_epoch', 'disable_subprocess_warning']))
+
+
 def _loader_problems(loader: Any, name: str) -> list[str]:
     if not isinstance(loader, dict):
         return []
-    out = _positive(loader.get('batch_size'), f'{name}.batch_size')
+    out = _unknown_keys(loader, _loader_keys(), name)
+    out += _positive(loader.get('batch_size'), f'{name}.batch_size')
     workers = loader.get('num_workers')
     if isinstance(workers, int) and workers < 0:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')

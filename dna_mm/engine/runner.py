@@ -73,10 +73,12 @@ from ..errors import (
     UnreadableCheckpointError,
     error_line,
 )
+from ..models.fitting import abbreviate
 from ..utils.notices import is_library_notice
 from .atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
 from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
+from .earlier_run import set_aside_earlier_run
 from .loader_workers import (
     describe_lost_worker,
     end_runner_workers,
@@ -155,6 +157,7 @@ class DnARunner(Runner):
         self.load_partial = bool(cfg.get('load_partial', False))
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
         self._scope_name = kwargs.get('default_scope', cfg.get('default_scope', 'mmengine'))
+        self._config_pending, self._training = False, False
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -244,7 +247,31 @@ class DnARunner(Runner):
     def load_or_resume(self) -> None:
         """mmengine's, but ``resume`` with nothing to resume from says so plainly, and one that
         does not load (cut short, damaged, gone) is skipped with one line for the one before it
-        (:func:`~dna_mm.engine.checkpoint_hook.resume_candidates`)."""
+        (:func:`~dna_mm.engine.checkpoint_hook.resume_candidates`). Then, the run's parts built
+        and its weights loaded, the run takes its work dir (:meth:`_take_work_dir`)."""
+        self._load_or_resume()
+        self._take_work_dir()
+
+    def _take_work_dir(self) -> None:
+        """A training run that does not resume moves an earlier run's checkpoints and config
+        aside (:mod:`dna_mm.engine.earlier_run`: one log line); then the config is written
+        there, once (:meth:`dump_config`: deferred until now, so that a run that fails on its
+        config leaves the work dir's copy as it was)."""
+        if not self._config_pending:
+            return
+        self._config_pending = False
+        if self._training and not self._resume and is_main_process():
+            moved = set_aside_earlier_run(self.work_dir)
+            if moved is not None:
+                folder, names = moved
+                self.logger.warning(
+                    f'{self.work_dir} held an earlier run ({abbreviate(names, 4)}): moved to {folder}; '
+                    'this run starts anew (--resume continues a run)'
+                )
+        super().dump_config()
+
+    def _load_or_resume(self) -> None:
+        """The load or resume of :meth:`load_or_resume`."""
         if not (self._resume and self._load_from is None) or self._has_loaded:
             return super().load_or_resume()
         candidates = resume_candidates(self.work_dir)
@@ -278,6 +305,7 @@ class DnARunner(Runner):
         a live run holds is a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`. Ends as
         the module docstring says (``Every run ends``)."""
         lock = self._hold_work_dir()
+        self._training = True
         try:
             return self._ending(super().train, 'train')
         finally:
@@ -352,13 +380,14 @@ class DnARunner(Runner):
         return lock
 
     def dump_config(self) -> None:
-        """mmengine's, except into the work dir of a live training run (that run's copy stays;
-        a training run is then refused by :meth:`train`), and for a test (``cfg.test_only``, set
-        by ``tools/test.py``): the work dir's config stays the training run's, which every tool
-        takes as it is; the test's own, with the evaluators it added, is its log folder's
+        """mmengine's (called as the runner is made), deferred to :meth:`load_or_resume`, once
+        the run's parts are built and its weights loaded (:meth:`_take_work_dir`); never into
+        the work dir of a live training run (that run's copy stays; a training run is then
+        refused by :meth:`train`), nor for a test (``cfg.test_only``, set by ``tools/test.py``):
+        the work dir's config stays the training run's, which every tool takes as it is; the
+        test's own, with the evaluators it added, is its log folder's
         (``<timestamp>/vis_data/config.py``)."""
-        if not in_use(self.work_dir) and not self.cfg.get('test_only'):
-            super().dump_config()
+        self._config_pending = not in_use(self.work_dir) and not self.cfg.get('test_only')
 
     def save_checkpoint(
         self,

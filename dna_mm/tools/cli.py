@@ -69,7 +69,15 @@ IMPORT_HELP = (
 )
 # mmengine's registry prefixes a build error with the class it was building
 _NOT_REGISTERED = re.compile(r'is not in the [\w:]+ registry')
-USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, URLError)
+USER_ERRORS = (
+    UserError,
+    FileNotFoundError,
+    FileExistsError,  # a work dir that is a file
+    PermissionError,  # a folder that cannot be written
+    IsADirectoryError,
+    NotADirectoryError,
+    URLError,
+)
 
 
 def user_file(path: str, what: str) -> str:
