@@ -27,8 +27,8 @@ class ConfigError(UserError, ValueError):
 
 class MemberError(ConfigError):
     """An attention member that breaks the member contract (docs/attention.md): a short name or
-    class name another member holds, an ``attend`` output of the wrong shape. Named with the
-    member's class and module."""
+    class name another member holds, no ``attend`` of its own, an ``attend`` output of the wrong
+    shape. Named with the member's class and module."""
 
 
 class DataError(UserError, ValueError):

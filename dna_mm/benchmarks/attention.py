@@ -2,7 +2,7 @@
 global blocks): the work of ``tools/benchmarks/benchmark_attention.py``, whose docstring says what
 is measured and how (scopes, methods, the ratios to softmax).
 
-A method is any registered attention member, by short name or registered type, with its
+A method is any registered self-attention member, by short name or registered type, with its
 defaults (a member of your own too: its module named in ``imports``, which every fresh process
 imports), or one of the :data:`ROUTES` beside them (DnA's other routes, softmax's eager one):
 :func:`method_config`. :func:`build_step` makes one method's step at one shape; :func:`measure`
@@ -24,6 +24,7 @@ from mmengine.registry import MODELS
 from mmengine.utils import import_modules_from_strings
 
 from ..models.attention import AttentionBase, attention_cfg, attention_types, short_names
+from ..models.attention.builder import member_names, self_attention_class
 from ..ops import kernel_available
 from .timing import in_fresh_process, median_ms, time_in_turns
 
@@ -68,21 +69,23 @@ def dims(tiny: bool = False) -> tuple[int, int, dict[str, tuple[int, int]]]:
 
 
 def method_config(method: str) -> dict:
-    """The config ``method`` builds: a route's (:data:`ROUTES`), or a registered member's (a short
-    name or a registered type; its defaults).
+    """The config ``method`` builds: a route's (:data:`ROUTES`), or a registered self-attention
+    member's (a short name or a registered type; its defaults).
 
     Raises:
-        ValueError: neither (the message names the members and the routes).
+        ValueError: neither (the message names the self-attention members and the routes), or a
+            member's cross form (:func:`~dna_mm.models.attention.self_attention_class`).
     """
     if method in ROUTES:
         return dict(ROUTES[method])
-    try:
-        return attention_cfg(method)
-    except ValueError:
-        members = ', '.join([*short_names(), *attention_types()])
+    if method not in short_names() and method not in attention_types():
+        shorts, types = member_names(cross_forms=False)
+        members = ', '.join([*shorts, *types])
         raise ValueError(
             f'{method!r} is no registered attention member ({members}) nor a route ({", ".join(ROUTES)})'
-        ) from None
+        )
+    self_attention_class(method)  # a cross form: refused
+    return attention_cfg(method)
 
 
 def ordered(methods: list[str]) -> list[str]:
@@ -155,7 +158,10 @@ def build_step(
     projections give under autocast), so every method, SDPA or not (the Triton kernel is a
     custom operator that autocast does not cast), computes in the benchmark dtype. A shape in
     ``BIASED_SHAPES`` attends with a fixed float bias ``[1, H, N, N]`` in ``dtype`` (DnA: one
-    per branch). ``step.clear()`` releases the gradients a step leaves.
+    per branch). The core scope's first step calls the member's formula as the host forms do
+    (:meth:`~dna_mm.models.attention.AttentionBase.run_attend`: its output's shape checked, a
+    one-line ``MemberError`` where it is wrong), the later ones ``attend`` itself (the check
+    is made once). ``step.clear()`` releases the gradients a step leaves.
     """
     torch.manual_seed(0)
     torch_dtype = getattr(torch, dtype)
@@ -205,7 +211,10 @@ def build_step(
                 return module.project_out(module.merge_heads(out), x) if scope == 'module' else out
             if scope == 'module':
                 return module(x, attn_bias=bias)
-            return module.attend(module.project(x), None, bias, not module.fused_attn)[0]
+            # the first call as every host form makes it (its output's shape checked), the timed
+            # ones after it without the check's per-call test (whether the call is being traced)
+            attend = module.attend if module._output_checked else module.run_attend
+            return attend(module.project(x), None, bias, not module.fused_attn)[0]
 
     # the output gradient a model sends back: dense [B, N, C] (through merge_heads in the core
     # scope), made here so it is an input, not part of a step's peak memory.

@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 import torch
@@ -37,13 +38,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..models.attention import DNA_VARIANTS, DnAAttention, attention_cfg, attention_types
 from ..models.attention import functional as AF
-from ..models.attention.base import CrossAttentionMixin
-from ..models.attention.builder import accepted_arguments
+from ..models.attention.builder import accepted_arguments, is_cross_form, self_attention_class
+from ..utils.tool_runs import shipped_config
 
 #: one attention module's call: ``[B, N, C]`` tokens, ``H`` heads (the issue's measurement)
 MODULE_SHAPE, MODULE_HEADS = (4, 197, 192), 3
-#: the train step's configs and the sizes that make them tiny (the demo's backbone,
-#: ``configs/timesformer_dna_demo.py``: 3 blocks of width 96, 4 heads, 8 frames of 32²)
+#: the train step's configs (shipped ones, found from any folder: :func:`config_source`) and the
+#: sizes that make them tiny (the demo's backbone, ``configs/timesformer_dna_demo.py``: 3 blocks
+#: of width 96, 4 heads, 8 frames of 32²)
 TRAIN_CONFIGS = ('configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py')
 TINY_TIMESFORMER = {
     'model.backbone.img_size': 32,
@@ -162,16 +164,19 @@ def module_cases(
     folded into the weights (:func:`folded_forward`).
 
     Raises:
-        ValueError: a name that is no registered member.
+        ValueError: a name that is no registered member, or a cross form's
+            (:func:`~dna_mm.models.attention.self_attention_class`).
     """
     from mmengine.registry import MODELS
 
     torch.manual_seed(0)
+    for name in members or ():
+        self_attention_class(name)  # a cross form: refused, not left out
     chosen = None if members is None else {*REFERENCES, *(attention_cfg(m)['type'] for m in members)}
     cases: dict[str, tuple[nn.Module, Callable[[Tensor], Tensor]]] = {}
     dims = dict(embed_dims=embed_dims, num_heads=num_heads)
     for name, cls in attention_types().items():
-        if issubclass(cls, CrossAttentionMixin) or (chosen is not None and name not in chosen):
+        if is_cross_form(cls) or (chosen is not None and name not in chosen):
             continue
         variants = DNA_VARIANTS if 'variant' in accepted_arguments(cls) else [None]
         for variant in variants:
@@ -225,11 +230,20 @@ def projections_called_as_modules() -> Iterator[None]:
 
 
 # -- a tiny train step -----------------------------------------------------------------------------
+def config_source(config: str) -> str:
+    """Where the train step reads ``config``: the file as named from the current folder, else the
+    shipped config of that name (``'configs/NAME'`` → ``dna_mm::NAME``): the demos' route
+    (:func:`~dna_mm.utils.tool_runs.shipped_config`), so :data:`TRAIN_CONFIGS` are found from any
+    folder, an installed dna_mm's too."""
+    return shipped_config(config, Path.cwd())
+
+
 def train_step_counts(
     configs: tuple[str, ...] = TRAIN_CONFIGS, options: dict = TINY_TIMESFORMER, batch: int = 1
 ) -> dict[str, Counts]:
-    """:func:`count` of one train step of each config (:func:`.train_step.prepare`: the recognizer
-    and optimizer the config builds, a random clip; ``options`` and :data:`AS_ON_CUDA` applied),
+    """:func:`count` of one train step of each config, labelled as given and read where
+    :func:`config_source` finds it (:func:`.train_step.prepare`: the recognizer and optimizer
+    the config builds, a random clip; ``options`` and :data:`AS_ON_CUDA` applied),
     after a warm-up step; also counted: the step with a call per param group and, for a config
     whose counts change with every projection called as modules
     (:func:`projections_called_as_modules`: DnA's), the step so."""
@@ -241,9 +255,10 @@ def train_step_counts(
     figures = {}
     for config in configs:
         steps = {}
+        source = config_source(config)
         for label, by_options in ((config, True), (f'{config}, a call per param group', False)):
             torch.manual_seed(0)
-            steps[label], *_ = prepare(config, batch, 'cpu', {**options, **AS_ON_CUDA}, by_options=by_options)
+            steps[label], *_ = prepare(source, batch, 'cpu', {**options, **AS_ON_CUDA}, by_options=by_options)
             steps[label]()
             figures[label] = count(steps[label])
         with projections_called_as_modules():

@@ -25,6 +25,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, Optional, Sequence, TypeVar
 
+from ..errors import UserError, error_line
+
 K = TypeVar('K', bound=Hashable)
 
 
@@ -106,7 +108,9 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in a new interpreter (``spawn``), its result sent back: a peak of the
     process's memory (``ru_maxrss``) measured there is the call's own. ``fn`` and its arguments
     must pickle (a module-level function); what the process prints is kept out of the caller's
-    output. A failure is a ``RuntimeError`` with the process's traceback and the end of its output."""
+    output. A failure is a ``RuntimeError`` with the process's traceback and the end of its output;
+    a user's mistake there (a :class:`~dna_mm.errors.UserError`: a member's ``attend`` of the wrong
+    shape) is raised again as it is, one line for the tools."""
     ctx = multiprocessing.get_context('spawn')
     results = ctx.Queue()
     with tempfile.NamedTemporaryFile('w+', suffix='.log') as log:
@@ -121,6 +125,8 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
                     ok, value = False, f'the process ended with status {proc.exitcode}'
                     break
         proc.join()
+        if isinstance(value, UsersMistake):
+            raise value.error()
         if not ok:
             raise RuntimeError(f'{fn.__name__}{args} failed:\n{value}\n{log.read()[-2000:]}')
     return value
@@ -134,5 +140,24 @@ def _child(results: Any, log: str, fn: Callable[..., Any], args: tuple) -> None:
     os.dup2(fd, 2)
     try:
         results.put((True, fn(*args)))
+    except UserError as err:  # the caller raises it again: its class and its line
+        results.put((False, UsersMistake(type(err).__module__, type(err).__qualname__, error_line(err))))
     except BaseException:  # noqa: BLE001 (sent back whole: the caller raises it)
         results.put((False, traceback.format_exc()))
+
+
+@dataclass(frozen=True)
+class UsersMistake:
+    """A :class:`~dna_mm.errors.UserError` raised in the fresh process, sent back as plain data
+    (its class by name, its line): :meth:`error` makes it again, that class if it is one of
+    :mod:`dna_mm.errors`' (they take the line), else a plain ``UserError``."""
+
+    module: str
+    name: str
+    line: str
+
+    def error(self) -> UserError:
+        from .. import errors
+
+        cls = getattr(errors, self.name, None) if self.module == errors.__name__ else None
+        return (cls if isinstance(cls, type) and issubclass(cls, UserError) else UserError)(self.line)

@@ -1,6 +1,8 @@
 """dna_mm.benchmarks.attention (tools/benchmarks/benchmark_attention.py's work) stays runnable: one
 step per method (every registered member and every route), no timing claims; the tables keep
-their order; the tool's copies of its shapes, routes and default methods equal its own."""
+their order; the tool's copies of its shapes, routes and default methods equal its own. The core
+scope calls a member's formula as the host forms do on its first step (a wrong output shape is
+the member's one line) and alone after it; a cross form is no method (one line)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import math
 import pytest
 import torch
 from conftest import load_tool
+from mmengine.registry import MODELS
 
 from dna_mm.benchmarks import attention as bench
-from dna_mm.models.attention import short_names
+from dna_mm.errors import MemberError
+from dna_mm.models.attention import AttentionBase, short_names
 
 #: every method: the registered members by short name and the routes, in the tables' order
 METHODS = bench.ordered([*short_names(), *bench.ROUTES])
@@ -34,6 +38,16 @@ def test_the_tables_keep_their_order() -> None:
     assert bench.method_config('DiffAttention') == bench.method_config('diff') == dict(type='DiffAttention')
     with pytest.raises(ValueError, match=r"'dnaa' is no registered attention member \(softmax, dna, "):
         bench.ordered(['dnaa'])
+
+
+def test_a_cross_form_is_no_method_and_the_choices_name_none() -> None:
+    """Its module needs a context, which the benchmark's step does not give: refused by name,
+    its self-attention named; the members an unknown name lists are self-attentions only."""
+    with pytest.raises(ValueError, match=r'^DnACrossAttention is a cross form \(query and context\) of '):
+        bench.method_config('DnACrossAttention')
+    with pytest.raises(ValueError) as err:
+        bench.ordered(['dnaa'])
+    assert 'DnAAttention' in str(err.value) and 'Cross' not in str(err.value)
 
 
 def test_the_cpu_peaks_come_from_fresh_processes() -> None:
@@ -109,3 +123,40 @@ def test_a_cuda_table_names_the_gpu() -> None:
     rows = {'temporal': {m: dict(ms=1.0, peak_mb=1.0) for m in ('softmax', 'dna_fast')}}
     text = bench.table('cuda', rows, ['softmax', 'dna_fast'], 'bfloat16', 'core')
     assert f'(bfloat16; {torch.cuda.get_device_name()})' in text.splitlines()[0]
+
+
+class SlicedAttention(AttentionBase):
+    """A mistake: the first query's row only, ``[B, H, 1, d]`` (registered by the tests below)."""
+
+    short_name = 'sliced_bench'
+
+    def attend(self, heads, attn_mask, attn_bias, eager):
+        return heads['v'][:, :, :1], {}
+
+
+@pytest.fixture
+def sliced():
+    """:class:`SlicedAttention` registered for one test."""
+    MODELS.register_module(module=SlicedAttention)
+    yield SlicedAttention.short_name
+    MODELS.module_dict.pop(SlicedAttention.__name__, None)
+
+
+@pytest.mark.parametrize('scope', ['core', 'module'])
+def test_a_wrong_output_shape_is_the_members_one_line_in_either_scope(sliced, scope: str) -> None:
+    """Not autograd's shape mismatch in the core scope: the first-call check of every host form."""
+    step = bench.build_step('cpu', 'spatial', sliced, 'float32', scope, tiny=True)
+    with pytest.raises(MemberError, match=r'SlicedAttention\.attend returned \[2, 2, 1, 32\]; expected '):
+        step()
+
+
+def test_the_core_scope_checks_the_first_step_only(monkeypatch) -> None:
+    """The check is made once (``run_attend`` on the first step); the timed steps after it call
+    ``attend`` alone, without the check's per-call test."""
+    step = bench.build_step('cpu', 'spatial', 'softmax', 'float32', 'core', tiny=True)
+    module, checked = step.module, []
+    run_attend = module.run_attend
+    monkeypatch.setattr(module, 'run_attend', lambda *a: checked.append(1) or run_attend(*a))
+    for _ in range(3):
+        step()
+    assert checked == [1] and module._output_checked

@@ -1,10 +1,14 @@
 """``tools/benchmarks/benchmark_operators.py``'s train step: the tiny TimeSformers' optimizer counted
 as a GPU runs it (``foreach``), once stepping by options as ``DnARunner`` builds it and once per
-param group as mmengine's runner does; the model's operators are the same in both."""
+param group as mmengine's runner does; the model's operators are the same in both. Its shipped
+configs are found from any folder; the members it counts are self-attentions (a cross form is
+refused, not left out)."""
 
 from __future__ import annotations
 
-from dna_mm.benchmarks.operators import TRAIN_CONFIGS, train_step_counts
+import pytest
+
+from dna_mm.benchmarks.operators import TRAIN_CONFIGS, config_source, module_cases, train_step_counts
 
 
 def total(counts: dict, key: str) -> int:
@@ -25,3 +29,20 @@ def test_the_train_step_counts_the_optimizer_by_options_and_per_group() -> None:
         assert 0 < 10 * total(by_options, 'operators optimizer') < total(per_group, 'operators optimizer'), (
             config
         )
+
+
+def test_the_shipped_configs_are_found_from_another_folder(tmp_path, monkeypatch) -> None:
+    """Not only from the checkout's root (``configs/…`` relative to it): the shipped config of
+    that name (``dna_mm::``), the label kept; a file the folder has is read as it is."""
+    monkeypatch.chdir(tmp_path)
+    config = TRAIN_CONFIGS[0]
+    assert config_source(config) == 'dna_mm::' + config.removeprefix('configs/')
+    figures = train_step_counts(configs=(config,))
+    assert sum(figures[config]['operators'].values()) > 0
+    (tmp_path / 'mine.py').write_text('')
+    assert config_source('mine.py') == 'mine.py'
+
+
+def test_a_cross_form_is_refused_not_left_out() -> None:
+    with pytest.raises(ValueError, match=r'^DnACrossAttention is a cross form \(query and context\)'):
+        module_cases(32, 2, ['softmax', 'DnACrossAttention'])

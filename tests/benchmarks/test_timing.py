@@ -1,4 +1,5 @@
-"""dna_mm.benchmarks.timing: the calls take turns, warm-up rounds are run and not kept."""
+"""dna_mm.benchmarks.timing: the calls take turns, warm-up rounds are run and not kept; a fresh
+process sends its result back, its failure whole, a user's mistake there as it is."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 import pytest
 
 from dna_mm.benchmarks.timing import Sample, in_fresh_process, in_order, median_ms, rotated, time_in_turns
+from dna_mm.errors import ConfigError, UserError, error_line
+from dna_mm.models.attention.base import checked_kernel
 
 
 def test_calls_take_turns_and_the_warmup_is_not_kept() -> None:
@@ -34,3 +37,12 @@ def test_a_fresh_process_sends_its_result_back_and_its_failure_whole() -> None:
     assert in_fresh_process(math.sqrt, 4.0) == 2.0
     with pytest.raises(RuntimeError, match=r'(?s)sqrt\(-1.0,\) failed:.*ValueError: math domain error'):
         in_fresh_process(math.sqrt, -1.0)
+
+
+def test_a_users_mistake_in_a_fresh_process_is_raised_as_it_is() -> None:
+    """A :class:`UserError` there (a member's wrong output shape, in a benchmark's CPU process)
+    is the same one here, one line for the tools, not a ``RuntimeError`` with a traceback."""
+    with pytest.raises(ConfigError) as err:
+        in_fresh_process(checked_kernel, 'Mine', 'fused', ('sdpa',), 32)
+    assert error_line(err.value) == "Mine: kernel must be one of ['sdpa'], got 'fused'"
+    assert isinstance(err.value, UserError)

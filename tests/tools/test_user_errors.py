@@ -84,6 +84,15 @@ def _demo_cfg(*opts: str) -> Config:
             "model.backbone.attn_cfg.kernal: DnAAttention takes no argument 'kernal'",
         ),
         (
+            'train_dataloader.batchsize=4',  # torch's DataLoader would refuse it once the model is built
+            "train_dataloader.batchsize: train_dataloader has no such key (did you mean 'batch_size'?",
+        ),
+        ('val_dataloader.pin_memroy=True', "val_dataloader has no such key (did you mean 'pin_memory'?"),
+        (
+            'randomness.sed=1',  # Runner.set_randomness would refuse it as the runner is made
+            "randomness.sed: randomness has no such key (did you mean 'seed'?",
+        ),
+        (
             'model.backbone.temporal_attn=sofmax',
             "model.backbone.temporal_attn: unknown attention 'sofmax'; "
             'did you mean SoftmaxAttention / softmax?',
@@ -483,3 +492,133 @@ def test_a_dataset_folder_not_prepared_is_one_line_naming_the_dataset(tmp_path) 
     assert 'RobustVideoDataset: x.txt does not exist' in str(
         missing_data(loader, FileNotFoundError(2, 'No such file or directory', 'x.txt'))
     )
+
+
+# -- the attention members the tools take by name ------------------------------------------------
+#: the tools that put the member they are given by name in a model's self-attention, and the option
+MEMBER_TOOLS = {
+    'tools/demos/demo.py': '--attn',
+    'tools/demos/demo_det.py': '--attn',
+    'tools/analysis/study.py': '--methods',
+    'tools/benchmarks/benchmark_attention.py': '--methods',
+    'tools/benchmarks/benchmark_operators.py': '--attn',
+}
+
+
+def _error_line(proc) -> str:
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    return next(ln for ln in proc.stderr.splitlines() if ': error: ' in ln)
+
+
+@pytest.mark.parametrize('tool', sorted(MEMBER_TOOLS))
+def test_a_cross_form_is_one_line_and_no_tool_lists_one(tool, tmp_path) -> None:
+    """A cross form (query and context) where a self-attention is needed: refused by name before
+    any work, its self-attention named (not a ``TypeError`` in the benchmark's step, a
+    ``ValueError`` traceback in the demo's run, or left out of the operator count). The names an
+    unknown value lists are self-attentions only."""
+    out = ['--work-dir', str(tmp_path / 'out')] if 'demo' in tool else []
+    out = ['--out', str(tmp_path / 'out')] if 'study' in tool else out
+    flag = MEMBER_TOOLS[tool]
+    line = _error_line(run_main([tool, flag, 'softmax', 'DnACrossAttention', *out], check=False))
+    said = f'{flag} DnACrossAttention: DnACrossAttention is a cross form (query and context) of '
+    assert f': error: {said}DnAAttention / dna; these tools take self-attention members: softmax, ' in line
+    assert 'Cross' not in line.split('members: ', 1)[1] and not (tmp_path / 'out').exists()
+    line = _error_line(run_main([tool, flag, 'GatedCrossAtention', *out], check=False))
+    valid = line.rsplit('GatedCrossAtention', 1)[1]  # after the value: the names the tool takes
+    assert 'GatedAttention' in valid and 'Cross' not in valid, line
+
+
+def test_a_host_given_a_cross_form_by_config_is_a_config_error() -> None:
+    """``attn_cfg='DnACrossAttention'`` in a config (``tools/train.py``): one line, not a traceback."""
+    from dna_mm.models.backbones.vitdet import ViTDet
+
+    refused = r"^ViTDet: attention type 'DnACrossAttention' is not a self-attention"
+    with pytest.raises(ConfigError, match=refused):
+        ViTDet(
+            img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=4, pretrain_img_size=32,
+            attn_cfg='DnACrossAttention',
+        )  # fmt: skip
+
+
+NO_FORMULA = """
+from mmengine.registry import MODELS
+from dna_mm.models.attention import AttentionBase
+
+
+@MODELS.register_module()
+class {cls}(AttentionBase):
+    {body}
+"""
+BAD_SHAPE = """
+from mmengine.registry import MODELS
+from dna_mm.models.attention import AttentionBase
+
+
+@MODELS.register_module()
+class BadShapeMemberAttention(AttentionBase):
+    short_name = 'badshape_member'
+
+    def attend(self, heads, attn_mask, attn_bias, eager):
+        return heads['v'][:, :, :1], {}
+"""
+
+
+@pytest.fixture
+def member_file(tmp_path, monkeypatch):
+    """``make(module, source)``: a user's member file in ``tmp_path``; after the test its module,
+    what it registered and the paths its import put first are gone."""
+    from mmengine.registry import MODELS
+
+    monkeypatch.setattr(sys, 'path', list(sys.path))
+    monkeypatch.setenv('PYTHONPATH', '')
+    shipped, made = dict(MODELS.module_dict), []
+
+    def make(module: str, source: str) -> str:
+        path = tmp_path / f'{module}.py'
+        path.write_text(source)
+        made.append(module)
+        return str(path)
+
+    yield make
+    for module in made:
+        sys.modules.pop(module, None)
+    for name in list(MODELS.module_dict):
+        if name not in shipped:
+            del MODELS.module_dict[name]
+
+
+@pytest.mark.parametrize('tool', ['tools/demos/demo.py', 'tools/benchmarks/benchmark_attention.py'])
+def test_a_member_without_attend_is_one_line_before_any_work(tool, member_file, tmp_path) -> None:
+    """Its class statement (a short name of its own) is refused as the tool imports it; one
+    registered with no short name is refused when the tool looks its name up. Not a bare
+    ``NotImplementedError`` at the first step."""
+    flag, out = MEMBER_TOOLS[tool], ['--work-dir', str(tmp_path / 'out')] if 'demo' in tool else []
+    body = "short_name = 'noattend_named'"
+    named = member_file('no_attend_named', NO_FORMULA.format(cls='NoAttendNamed', body=body))
+    line = _error_line(run_main([tool, flag, 'noattend_named', '--import', named, *out], check=False))
+    assert line.endswith(
+        'error: no_attend_named.NoAttendNamed defines no attend(heads, attn_mask, attn_bias, eager): an '
+        'attention member must define attend, its formula (docs/attention.md, "Your own member")'
+    ), line
+    unnamed = member_file('no_attend_typed', NO_FORMULA.format(cls='NoAttendTyped', body='pass'))
+    line = _error_line(run_main([tool, flag, 'NoAttendTyped', '--import', unnamed, *out], check=False))
+    assert f'error: {flag} NoAttendTyped: no_attend_typed.NoAttendTyped defines no attend(' in line, line
+    assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize(
+    'tiny, shapes',
+    [(True, '[16, 2, 1, 32]; expected [B, H, M, d_v] = [16, 2, 2, 32]'),
+     (False, '[196, 12, 1, 64]; expected [B, H, M, d_v] = [196, 12, 8, 64]')],
+    ids=['in_process', 'fresh_processes'],
+)  # fmt: skip
+def test_a_wrong_attend_shape_is_one_line_in_the_attention_benchmark(tiny, shapes, member_file) -> None:
+    """The core scope (the default's first) checks the member's first output as every host form
+    does (not autograd's shape mismatch), in this process (``--tiny``) and in the CPU's fresh
+    processes (real shapes: temporal, 196 clips of 8 frames)."""
+    path = member_file('bad_shape_member', BAD_SHAPE)
+    args = ['tools/benchmarks/benchmark_attention.py', '--methods', 'badshape_member', '--import', path]
+    args += ['--device', 'cpu', '--shapes', 'temporal', '--reps', '1', *(['--tiny'] if tiny else [])]
+    line = _error_line(run_main(args, check=False))
+    assert line.endswith(f'error: bad_shape_member.BadShapeMemberAttention.attend returned {shapes} '
+                         '(batch, heads, queries, value head dim)'), line  # fmt: skip

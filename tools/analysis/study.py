@@ -104,11 +104,11 @@ def check_args(args: argparse.Namespace) -> None:
     methods must be registered members unless ``--report-only`` (which trains nothing)."""
     from dna_mm.analysis.study import method_attention
     from dna_mm.errors import ConfigError
-    from dna_mm.models.attention import attention_class
+    from dna_mm.models.attention import self_attention_class
     from dna_mm.tools.cli import known_names
 
     if not args.report_only:
-        known_names('--methods', [method_attention(m)[0] for m in args.methods], attention_class)
+        known_names('--methods', [method_attention(m)[0] for m in args.methods], self_attention_class)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
         raise ConfigError('--seeds, --epochs and --heldout-per-class must be at least 1')
     if min(args.distractors) < 0:

@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> list[str]:
     import torch
 
     from dna_mm.benchmarks.operators import benchmark
-    from dna_mm.models.attention import attention_class
+    from dna_mm.models.attention import self_attention_class
     from dna_mm.tools.cli import known_names
 
-    known_names('--attn', args.attn or [], attention_class)
+    known_names('--attn', args.attn or [], self_attention_class)
     tables, figures = benchmark(
         tuple(args.shape), args.heads, train_step=not args.no_train_step, members=args.attn
     )

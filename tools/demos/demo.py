@@ -69,12 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def demo(args: argparse.Namespace) -> dict:
     """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``."""
     from dna_mm.config import format_metrics
-    from dna_mm.models.attention import attention_class
+    from dna_mm.models.attention import self_attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import demo_options, runs_home, shipped_config, train_then_test
 
-    known_names('--attn', args.attn, attention_class)
+    known_names('--attn', args.attn, self_attention_class)
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
     config = shipped_config(CONFIG, home)

@@ -111,7 +111,7 @@ def demo(args: argparse.Namespace) -> dict:
     if not has_ops():  # Mask R-CNN's RoI ops: one line before anything is built
         raise UserError(missing_ops_line('The detector demo (Mask R-CNN)'))
     from dna_mm.config import format_metrics
-    from dna_mm.models.attention.builder import attention_class
+    from dna_mm.models.attention.builder import self_attention_class
     from dna_mm.synthetic.coco_shapes import COCO_CLASSES, ensure_coco_dataset
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import (
@@ -124,7 +124,7 @@ def demo(args: argparse.Namespace) -> dict:
         train_then_test,
     )
 
-    members = dict(zip(args.attn, known_names('--attn', args.attn, attention_class), strict=True))
+    members = dict(zip(args.attn, known_names('--attn', args.attn, self_attention_class), strict=True))
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
     config = shipped_config(CONFIG, home)

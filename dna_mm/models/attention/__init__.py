@@ -9,7 +9,14 @@ registered there (docs/attention.md), under names no other member holds (:mod:`.
 
 from ...family import DNA_VARIANT_ALIASES, DNA_VARIANTS, canonical_variant
 from .base import AttentionBase, BranchHeads, MixingWeight
-from .builder import attention_cfg, attention_class, attention_types, build_attention, short_names
+from .builder import (
+    attention_cfg,
+    attention_class,
+    attention_types,
+    build_attention,
+    self_attention_class,
+    short_names,
+)
 
 # registered in this order, the order messages list the members in
 # isort: off
@@ -46,6 +53,7 @@ __all__ = [
     'attention_class',
     'attention_types',
     'build_attention',
+    'self_attention_class',
     'short_names',
 ]
 

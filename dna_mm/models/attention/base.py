@@ -44,10 +44,13 @@ state dicts, the analyses) never reads a member's own attribute names; it asks t
 that claims one another member holds is refused when it is created, unless it says that it
 takes that member's place (``class Mine(DnAAttention, replaces='dna')``; :mod:`.registration`).
 
-**Its output.** :meth:`~AttentionBase.attend` gives ``[B, H, M, d_v]``; the first call of each
-module checks it (:meth:`~AttentionBase.run_attend`, in eager mode only: a compiled, exported or
-traced graph holds no check). Every route ends in :meth:`~AttentionBase.project_out`: the heads
-merged, the gate (``gated=True``), ``proj``, ``proj_drop``.
+**Its output.** :meth:`~AttentionBase.attend`, the member's formula, is its own to define: a class
+without one is refused with one line (:func:`check_formula`) when it is created where it names
+itself a member (a short name of its own, ``replaces=``), else when it is built. It gives
+``[B, H, M, d_v]``; the first call of each module checks it (:meth:`~AttentionBase.run_attend`,
+in eager mode only: a compiled, exported or traced graph holds no check). Every route ends in
+:meth:`~AttentionBase.project_out`: the heads merged, the gate (``gated=True``), ``proj``,
+``proj_drop``.
 """
 
 from __future__ import annotations
@@ -247,8 +250,13 @@ class AttentionBase(nn.Module):
     def __init_subclass__(cls, replaces: Optional[str] = None, **kwargs) -> None:
         """Claim the class's names (:func:`.registration.claim_names`): a short name or class
         name another registered member holds is refused with one line naming both classes;
-        ``replaces`` (a member's short name or registered name) takes that member's place."""
+        ``replaces`` (a member's short name or registered name) takes that member's place. A
+        class that names itself a member (its own short name, or ``replaces``) must have its
+        formula (:func:`check_formula`), checked first: a class refused claims nothing. Another
+        (a base of members, a cross form) is checked when it is built."""
         super().__init_subclass__(**kwargs)
+        if cls.own_short_name() is not None or replaces is not None:
+            check_formula(cls)
         claim_names(cls, replaces, family=AttentionBase)
 
     def __init__(
@@ -271,6 +279,7 @@ class AttentionBase(nn.Module):
         gated: bool = False,
     ) -> None:
         super().__init__()
+        check_formula(type(self))
         name = type(self).__name__
         if embed_dims <= 0 or num_heads <= 0 or embed_dims % num_heads:
             raise ValueError(
@@ -379,8 +388,8 @@ class AttentionBase(nn.Module):
         """The member's formula on the heads of :meth:`project` → ``[B, H, M, d]`` and the maps
         (``{}`` on the fused route, the explicit maps of :attr:`map_names` when ``eager``).
         ``attn_bias``: one bias for every branch, or a tuple of one per branch
-        (:meth:`position_bias`)."""
-        raise NotImplementedError
+        (:meth:`position_bias`). Every member defines it (:func:`check_formula`)."""
+        raise NotImplementedError(no_formula(type(self)))
 
     _attend_hooks: 'OrderedDict[int, AttendHook]' = OrderedDict()  # a module's own once registered
 
@@ -495,6 +504,23 @@ class CrossAttentionMixin:
             attn_bias=attn_bias,
             value=value,
         )
+
+
+def no_formula(cls: type) -> str:
+    """The line that refuses the member class ``cls`` for having no :meth:`~AttentionBase.attend`."""
+    return (
+        f'{where(cls)} defines no attend(heads, attn_mask, attn_bias, eager): an attention member must '
+        'define attend, its formula (docs/attention.md, "Your own member")'
+    )
+
+
+def check_formula(cls: type) -> None:
+    """Raise a one-line :class:`~dna_mm.errors.MemberError` naming ``cls`` (a subclass of
+    :class:`AttentionBase`) unless it or a base below :class:`AttentionBase` defines
+    :meth:`~AttentionBase.attend`: the base states no formula, so a member without its own would
+    fail only at its first call (a training step), with no name."""
+    if cls.attend is AttentionBase.attend:
+        raise MemberError(no_formula(cls))
 
 
 @has_side_effect  # FX keeps the call although nothing uses its (absent) result

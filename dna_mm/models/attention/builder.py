@@ -7,6 +7,10 @@ your own, registered by your import) or the member's short name (``'softmax'``, 
 own per-layer rule (:meth:`~.base.AttentionBase.layer_config`): Diff's ``λ_init`` by depth,
 Cog's softmax first and last layer; this module keeps no list of members.
 
+A tool that puts the member it is given by name in a model's self-attention (the demos, the
+study, the benchmarks) looks the name up with :func:`self_attention_class`: a cross form is
+refused there, and its messages name the self-attention members only.
+
 Every model builds its attentions here: MMAction2's wrappers, ``with_attention``'s hosts and
 ViTDet. Every host takes the attention as one keyword, :data:`ATTENTION_KEY` (``attn_cfg``); a
 key it took before is a deprecated alias for one release (:func:`deprecated_key`).
@@ -25,7 +29,7 @@ from torch import nn
 
 from ...errors import ConfigError
 from ..scopes import current_registry
-from .base import AttentionBase
+from .base import AttentionBase, CrossAttentionMixin, check_formula
 from .registration import short_name_owner
 
 AttnCfg = Union[str, dict]
@@ -57,6 +61,37 @@ def short_names() -> dict[str, str]:
     return {short: next(n for n, cls in types.items() if cls is owner) for short, owner in owners.items()}
 
 
+def is_cross_form(cls: type) -> bool:
+    """``cls`` is a cross form (:class:`~.base.CrossAttentionMixin`: queries from one input, keys
+    and values from a ``context``), which a host's self-attention cannot call."""
+    return issubclass(cls, CrossAttentionMixin)
+
+
+def self_attention_class(name: str) -> type:
+    """The self-attention member ``name`` (a short name or registered type) names: the lookup of
+    the tools that put a member in a model's self-attention (the demos, the study, the
+    benchmarks: ``dna_mm.tools.cli.known_names``), whose messages name only such members.
+
+    Raises:
+        ValueError: a name no member holds (the closest self-attention member, and the valid
+            ones), or a cross form's (its self-attention form named).
+        MemberError: a member that defines no ``attend`` (:func:`~.base.check_formula`).
+    """
+    types = attention_types()
+    cls = types.get(short_names().get(name, name))
+    if cls is None:
+        raise ValueError(unknown_attention(name, cross_forms=False))
+    if is_cross_form(cls):
+        own = next((c for c in cls.__mro__[1:] if c in types.values() and not is_cross_form(c)), None)
+        of = f' of {known_as(own)}' if own is not None else ''
+        raise ValueError(
+            f'{name} is a cross form (query and context){of}; these tools take self-attention '
+            f'members: {valid_names(cross_forms=False)}'
+        )
+    check_formula(cls)  # a member of no formula (one registered without a short name): before any work
+    return cls
+
+
 def attention_cfg(cfg: AttnCfg) -> dict:
     """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)``.
 
@@ -70,11 +105,17 @@ def attention_cfg(cfg: AttnCfg) -> dict:
     shorts = short_names()
     cfg['type'] = shorts.get(cfg['type'], cfg['type'])
     if isinstance(cfg['type'], str) and cfg['type'] not in attention_types():
-        raise ValueError(
-            f'attention type {cfg["type"]!r} is not registered; {suggest_attention(cfg["type"])} '
-            '(your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
-        )
+        raise ValueError(unknown_attention(cfg['type']))
     return cfg
+
+
+def unknown_attention(name: str, cross_forms: bool = True) -> str:
+    """The line for a ``name`` no member holds: the closest valid name and the valid ones
+    (:func:`suggest_attention`; without ``cross_forms``, the self-attention members only)."""
+    return (
+        f'attention type {name!r} is not registered; {suggest_attention(name, cross_forms)} '
+        '(your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
+    )
 
 
 def attention_class(cfg: AttnCfg) -> type:
@@ -147,13 +188,37 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-def suggest_attention(name: str) -> str:
+def member_names(cross_forms: bool = True) -> tuple[dict[str, str], tuple[str, ...]]:
+    """``(short name → registered name, registered names)`` of the members registered now
+    (:func:`short_names`, :func:`attention_types`); without ``cross_forms``, of the
+    self-attention members only (:func:`is_cross_form`)."""
+    types = {n: c for n, c in attention_types().items() if cross_forms or not is_cross_form(c)}
+    return {s: n for s, n in short_names().items() if n in types}, tuple(types)
+
+
+def valid_names(cross_forms: bool = True) -> str:
+    """``'softmax, dna, … or SoftmaxAttention, DnAAttention, …'``: the short names, then the
+    registered names (:func:`member_names`)."""
+    shorts, types = member_names(cross_forms)
+    return f'{", ".join(shorts)} or {", ".join(types)}'
+
+
+def known_as(cls: type) -> str:
+    """How a message names the registered member ``cls``: ``'DnAAttention / dna'`` (its registered
+    name and short name), or its registered name."""
+    shorts, types = short_names(), attention_types()
+    name = next(n for n, c in types.items() if c is cls)
+    short = next((s for s, n in shorts.items() if n == name), None)
+    return f'{name} / {short}' if short is not None else name
+
+
+def suggest_attention(name: str, cross_forms: bool = True) -> str:
     """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib),
-    else the list of valid names."""
-    shorts, types = short_names(), tuple(attention_types())
+    else the list of valid names; without ``cross_forms``, of the self-attention members only."""
+    shorts, types = member_names(cross_forms)
     short_of = {v: k for k, v in shorts.items()}
     candidates = {c.lower(): c for c in (*shorts, *types)}
-    valid = f'valid: {", ".join(shorts)} or {", ".join(types)}'
+    valid = f'valid: {valid_names(cross_forms)}'
     match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
     if not match:
         return valid

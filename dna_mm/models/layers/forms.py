@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Optional
 
 from torch import nn
 
-from ...errors import UnsupportedModelError
+from ...errors import ConfigError, UnsupportedModelError
 from ..attention import AttentionBase, build_attention
 from ..attention.base import CrossAttentionMixin
 from ..attention.builder import AttnCfg
@@ -89,7 +89,7 @@ class HostForm:
         """``member`` answering the host's call (refused: a cross form, not a member, or a
         member that takes no position bias where the form gives one)."""
         if not isinstance(member, AttentionBase) or isinstance(member, CrossAttentionMixin):
-            raise ValueError(
+            raise ConfigError(
                 f'{self.host}: attention type {type(member).__name__!r} is not a self-attention of '
                 'the family (a cross form, or not a subclass of AttentionBase)'
             )

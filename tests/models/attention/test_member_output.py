@@ -1,17 +1,31 @@
 """A member's ``attend`` output is checked once (issue #61): on a module's first call it must be
 ``[B, H, M, d_v]``; a wrong shape is one line naming the member, the shape it gave and the one
 expected, in the member's own call and in a host form's. Later calls, and compiled or traced
-graphs, hold no check: ``torch.compile(fullgraph=True)`` stays one graph."""
+graphs, hold no check: ``torch.compile(fullgraph=True)`` stays one graph.
+
+A member must define ``attend`` (its formula): a class without one is one line naming it, when
+its class statement names it a member (a short name of its own, ``replaces=``: nothing is
+claimed), else when it is built (a base of members is left alone until then); never a bare
+``NotImplementedError`` at the first training step."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from mmengine.registry import MODELS
 from tolerance import ROUNDING, assert_close_as
 
 import dna_mm  # noqa: F401  (registers the family)
 from dna_mm.errors import ConfigError, MemberError, error_line
-from dna_mm.models.attention import AttentionBase, SoftmaxAttention, short_names
+from dna_mm.models.attention import (
+    AttentionBase,
+    SoftmaxAttention,
+    attention_class,
+    attention_types,
+    build_attention,
+    short_names,
+)
+from dna_mm.models.attention.base import check_formula
 from dna_mm.models.backbones.vitdet import ViTDet
 
 C, H = 32, 4
@@ -130,3 +144,78 @@ def test_a_symbolic_trace_holds_no_check() -> None:
     x = torch.randn(2, M, C)
     assert_close_as(graph(x), m(x), ulps=ROUNDING)
     assert all('check_output' not in str(node.target) for node in graph.graph.nodes)
+
+
+# -- a member without its formula -----------------------------------------------------------------
+def _no_formula_line(err: pytest.ExceptionInfo, cls_name: str) -> None:
+    text = str(err.value)
+    assert isinstance(err.value, ConfigError) and '\n' not in text and error_line(err.value) == text
+    assert text.startswith(f'{__name__}.') and f'{cls_name} defines no attend(' in text, text
+    assert 'must define attend, its formula' in text, text
+
+
+@pytest.fixture
+def unregister():
+    """Names registered by a test, removed after it (the shipped ones put back, in their order:
+    the order messages list the members in)."""
+    shipped = dict(MODELS.module_dict)
+    yield
+    MODELS.module_dict.clear()
+    MODELS.module_dict.update(shipped)
+
+
+def test_a_member_without_attend_is_refused_at_its_class_statement(unregister) -> None:
+    """Its short name names it a member: refused there, its names not claimed (the decorator
+    never runs)."""
+    with pytest.raises(MemberError) as err:
+
+        @MODELS.register_module()
+        class NoFormulaAttention(AttentionBase):
+            short_name = 'noformula'
+
+    _no_formula_line(err, 'NoFormulaAttention')
+    assert 'noformula' not in short_names() and 'NoFormulaAttention' not in attention_types()
+
+
+def test_replaces_without_attend_is_refused_before_it_takes_the_place(unregister) -> None:
+    with pytest.raises(MemberError) as err:
+
+        @MODELS.register_module()
+        class DnAAttention(AttentionBase, replaces='DnAAttention'):  # noqa: F811
+            pass
+
+    _no_formula_line(err, 'DnAAttention')
+    shipped = attention_class('DnAAttention')  # still registered: the refused class claimed nothing
+    assert shipped.__module__ == 'dna_mm.models.attention.dna' and attention_class('dna') is shipped
+
+
+def test_a_base_without_attend_is_refused_when_built() -> None:
+    """A base of members (no short name) is a class like any; built, it is one line naming it;
+    its subclass with a formula builds and runs."""
+
+    class HelperBase(AttentionBase):
+        def halved(self, t: torch.Tensor) -> torch.Tensor:
+            return t / 2
+
+    class Halved(HelperBase):
+        def attend(self, heads, attn_mask, attn_bias, eager):
+            out, _ = self.softmax_branch(heads['q'], heads['k'], heads['v'], attn_mask, None, eager)
+            return self.halved(out), {}
+
+    with pytest.raises(MemberError) as err:
+        HelperBase(C, H)
+    _no_formula_line(err, 'HelperBase')
+    with pytest.raises(MemberError) as err:
+        build_attention(dict(type=HelperBase), C, H)
+    _no_formula_line(err, 'HelperBase')
+    assert Halved(C, H)(torch.randn(2, M, C)).shape == (2, M, C)
+
+
+@pytest.mark.parametrize('name', sorted(attention_types()))
+def test_every_shipped_member_and_cross_form_has_its_formula(name: str) -> None:
+    cls = attention_types()[name]
+    check_formula(cls)
+    m = build_attention(name, C, H)
+    x = torch.randn(2, M, C)
+    out = m(x, context=torch.randn(2, 7, C)) if 'Cross' in name else m(x)
+    assert out.shape == (2, M, C)
