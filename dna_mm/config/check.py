@@ -93,7 +93,7 @@ def _randomness_problems(randomness: Any) -> list[str]:
     if not isinstance(randomness, dict):
         return []
     valid = [p for p in inspect.signature(Runner.set_randomness).parameters if p != 'self']
-    return _unknown_keys(randomness, valid, 'randomness')
+    return _unknown_keys(randomness, valid, 'randomness', "an argument of mmengine's Runner.set_randomness")
 
 
 def _positive(value: Any, key: str, allow: tuple = ()) -> list[str]:
@@ -184,13 +184,7 @@ def _compile_problems(value: Any) -> list[str]:
     import torch
 
     valid = [n for n in inspect.signature(torch.compile).parameters if n != 'model']
-    out = []
-    for key in value:
-        if key not in valid:
-            near = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f"did you mean '{near[0]}'? " if near else ''
-            out.append(f'compile.{key} is not an argument of torch.compile ({hint}valid: {", ".join(valid)})')
-    return out
+    return _unknown_keys(value, valid, 'compile', 'an argument of torch.compile')
 
 
 def _checkpoint_keys(hook: Any) -> list[str]:
@@ -238,14 +232,15 @@ def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _unknown_keys(node: dict, valid: list[str], key: str) -> list[str]:
-    """Each key of ``node`` not in ``valid``, named under ``key`` with the closest valid name."""
+def _unknown_keys(node: dict, valid: list[str], key: str, what: str) -> list[str]:
+    """Each key ``k`` of ``node`` not in ``valid``: ``'{key}.{k} is not {what} (did you mean ...?
+    valid: ...)'``, the closest valid name suggested."""
     out = []
     for k in node:
         if k not in valid:
             near = difflib.get_close_matches(str(k), valid, n=1)
             hint = f'did you mean {near[0]!r}? ' if near else ''
-            out.append(f'{key}.{k}: {key} has no such key ({hint}valid: {", ".join(valid)})')
+            out.append(f'{key}.{k} is not {what} ({hint}valid: {", ".join(valid)})')
     return out
 
 
@@ -263,7 +258,9 @@ def _loader_keys() -> list[str]:
 def _loader_problems(loader: Any, name: str) -> list[str]:
     if not isinstance(loader, dict):
         return []
-    out = _unknown_keys(loader, _loader_keys(), name)
+    out = _unknown_keys(
+        loader, _loader_keys(), name, "a key of a dataloader (mmengine's, torch's DataLoader)"
+    )
     out += _positive(loader.get('batch_size'), f'{name}.batch_size')
     workers = loader.get('num_workers')
     if isinstance(workers, int) and workers < 0:

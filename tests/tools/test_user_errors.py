@@ -85,12 +85,13 @@ def _demo_cfg(*opts: str) -> Config:
         ),
         (
             'train_dataloader.batchsize=4',  # torch's DataLoader would refuse it once the model is built
-            "train_dataloader.batchsize: train_dataloader has no such key (did you mean 'batch_size'?",
+            "train_dataloader.batchsize is not a key of a dataloader (mmengine's, torch's DataLoader) "
+            "(did you mean 'batch_size'?",
         ),
-        ('val_dataloader.pin_memroy=True', "val_dataloader has no such key (did you mean 'pin_memory'?"),
+        ('val_dataloader.pin_memroy=True', "val_dataloader.pin_memroy is not a key of a dataloader"),
         (
             'randomness.sed=1',  # Runner.set_randomness would refuse it as the runner is made
-            "randomness.sed: randomness has no such key (did you mean 'seed'?",
+            "randomness.sed is not an argument of mmengine's Runner.set_randomness (did you mean 'seed'?",
         ),
         (
             'model.backbone.temporal_attn=sofmax',
