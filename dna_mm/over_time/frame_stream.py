@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from ..datasets.video_reader import _ffmpeg_errors, open_video, rotation_of, upright_rgb
+from ..datasets.video_reader import _declared_seconds, _ffmpeg_errors, open_video, rotation_of, upright_rgb
 from ..errors import DataError
 
 #: seconds without data after which a live stream counts as ended
@@ -52,6 +52,8 @@ class StreamInfo:
         frames: Frames the header lists (0: not listed).
         time_base: The stream's time base (seconds per pts unit).
         audio: Whether the file also holds an audio stream.
+        stream_duration: Seconds the video stream's own header states (not the container's,
+            which an audio track may make longer), ``None`` when it states none.
     """
 
     name: str
@@ -60,6 +62,7 @@ class StreamInfo:
     frames: int
     time_base: float
     audio: bool
+    stream_duration: Optional[float] = None
 
 
 def is_live(source: str) -> bool:
@@ -201,6 +204,7 @@ class FrameStream:
             frames=int(self._stream.frames or 0),
             time_base=float(self._stream.time_base or 0),
             audio=bool(audio),
+            stream_duration=None if self.live else _declared_seconds(self._stream),
         )
         self.video_stream = self._stream
 

@@ -292,18 +292,18 @@ class OverTimePredictor:
         return result
 
 
-#: seconds by which a file's frames may end before the length its header states (the header's
-#: rounding, an audio track longer than the video where the container states only its own)
+#: seconds by which a file's frames may end before the length its video stream's header states
+#: (the header's rounding, an edit list)
 CUT_OFF_SLACK = 1.0
 
 
 def cut_off(info: StreamInfo, duration: float, live: bool = False) -> Optional[str]:
-    """Why a file whose frames end at ``duration`` seconds was not scored to its end: its header
-    states more (:data:`CUT_OFF_SLACK`; the file was cut off while it was written or copied, its
-    index kept), or ``None``."""
-    if live or not info.duration or duration >= info.duration - CUT_OFF_SLACK:
+    """Why a file whose frames end at ``duration`` seconds was not scored to its end: its video
+    stream's header states more (:data:`CUT_OFF_SLACK`; the file was cut off while it was written
+    or copied, its index kept), or ``None`` (also when that header states no length: the
+    container's, which an audio track may make longer, is not used)."""
+    stated = info.stream_duration
+    if live or not stated or duration >= stated - CUT_OFF_SLACK:
         return None
-    return (
-        f'the frames end at {duration:.1f} s of the {info.duration:.1f} s its header states '
-        '(the file is cut off or damaged)'
-    )
+    ends = f'the frames end at {duration:.1f} s of the {stated:.1f} s its header states'
+    return f'{ends} (the file is cut off or damaged)'

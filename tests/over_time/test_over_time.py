@@ -226,6 +226,27 @@ def test_a_file_cut_off_is_scored_to_where_its_frames_end_and_said(tiny, tmp_pat
     assert json.loads(out.read_text())['ended'] is None and 'cut off' not in capsys.readouterr().out
 
 
+def test_audio_longer_than_the_video_is_no_cut(tiny, tmp_path, capsys) -> None:
+    """A Matroska file whose audio runs 8 s and its video 4 s: the container states 8 s, the video
+    stream 4 s; the frames end where the video stream says, and nothing is said."""
+    import av
+    from test_annotated_video import mux_tone
+
+    path = tmp_path / 'long_audio.mkv'
+    with av.open(str(path), 'w') as out:
+        sound = out.add_stream('aac', rate=16000)
+        sound.layout = 'mono'
+        video = out.add_stream('libx264', rate=25)
+        video.width, video.height, video.pix_fmt = 64, 48, 'yuv420p'
+        for img in moving_box(64, 48, 100):
+            out.mux(video.encode(av.VideoFrame.from_ndarray(img, format='rgb24')))
+        out.mux(video.encode())
+        mux_tone(out, sound, 0, 8 * 16000, amplitude=0.3)
+        out.mux(sound.encode())
+    assert FrameStream(str(path)).info.duration > 8.0  # the container's length, the audio's
+    assert run(tiny, path, '--over-time') == 0 and 'cut off' not in capsys.readouterr().out
+
+
 def test_a_stride_longer_than_the_video_is_said(tiny, ten_seconds, capsys) -> None:
     assert run(tiny, ten_seconds, '--over-time', '--stride', '30') == 0
     printed = capsys.readouterr().out
