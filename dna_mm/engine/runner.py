@@ -39,6 +39,10 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   (:mod:`dna_mm.engine.work_dir_lock`) and refuses one that a live run holds. mmengine's
   ``CheckpointHook`` is built as :class:`~dna_mm.engine.checkpoint_hook.AtomicCheckpointHook`
   (the same arguments and files; the old checkpoint goes only once the new one is written).
+* **One run's checkpoints per work dir.** A new training run (no ``resume``) into a work dir
+  that holds an earlier run's checkpoints moves them, its ``last_checkpoint`` and config copy
+  into ``earlier_run_<time>/`` first (:mod:`dna_mm.engine.earlier_run`); the config copy is
+  written once the run's parts are built and its weights loaded (:meth:`DnARunner.dump_config`).
 
 Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime*.py``);
 :func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
