@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 from mmengine.registry import MODELS
+from test_member_names import unregister  # noqa: F401  (the fixture)
 from tolerance import ROUNDING, assert_close_as
 
 import dna_mm  # noqa: F401  (registers the family)
@@ -154,17 +155,7 @@ def _no_formula_line(err: pytest.ExceptionInfo, cls_name: str) -> None:
     assert 'must define attend, its formula' in text, text
 
 
-@pytest.fixture
-def unregister():
-    """Names registered by a test, removed after it (the shipped ones put back, in their order:
-    the order messages list the members in)."""
-    shipped = dict(MODELS.module_dict)
-    yield
-    MODELS.module_dict.clear()
-    MODELS.module_dict.update(shipped)
-
-
-def test_a_member_without_attend_is_refused_at_its_class_statement(unregister) -> None:
+def test_a_member_without_attend_is_refused_at_its_class_statement(unregister) -> None:  # noqa: F811
     """Its short name names it a member: refused there, its names not claimed (the decorator
     never runs)."""
     with pytest.raises(MemberError) as err:
@@ -177,7 +168,7 @@ def test_a_member_without_attend_is_refused_at_its_class_statement(unregister) -
     assert 'noformula' not in short_names() and 'NoFormulaAttention' not in attention_types()
 
 
-def test_replaces_without_attend_is_refused_before_it_takes_the_place(unregister) -> None:
+def test_replaces_without_attend_is_refused_before_it_takes_the_place(unregister) -> None:  # noqa: F811
     with pytest.raises(MemberError) as err:
 
         @MODELS.register_module()
