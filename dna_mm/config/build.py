@@ -26,6 +26,7 @@ whatever scope is current then.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import os.path as osp
 from datetime import datetime
@@ -64,18 +65,41 @@ def read_config(
     from mmengine.config import Config
 
     cfg = copy.deepcopy(config) if isinstance(config, Config) else _read(os.fspath(config))
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-        if cfg.get('custom_imports'):  # a module named by the options registers its types
-            from mmengine.utils import import_modules_from_strings
-
-            import_modules_from_strings(**cfg['custom_imports'])
+    merge_options(cfg, cfg_options)
     if clear_pretrained:
         clear_pretrained_weights(cfg.get('model'))
     scope = default_scope(cfg)
     if scope is not None:
         _make_current(scope)
     return cfg
+
+
+def merge_options(cfg: Config, cfg_options: Optional[dict]) -> None:
+    """Merge ``cfg_options`` (``{'a.b': 1}``, a tool's ``--cfg-options``) into ``cfg``, as
+    mmengine's ``merge_from_dict``, after :func:`~dna_mm.config.check.option_problems`: a new
+    top-level key nothing reads that is close to one something does is refused, a variable of the
+    config file (which sets none of its keys now) is noted in the log. A ``custom_imports`` they
+    name is imported (its modules register their types).
+
+    Raises:
+        ConfigError: an option is a misspelt top-level key (the message names it and the closest).
+    """
+    if not cfg_options:
+        return
+    from mmengine.logging import print_log
+
+    from .check import option_problems
+
+    errors, notes = option_problems(cfg, cfg_options)
+    if errors:
+        raise ConfigError('; '.join(errors))
+    for note in notes:
+        print_log(note, logger='current', level=logging.WARNING)
+    cfg.merge_from_dict(cfg_options)
+    if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
+        from mmengine.utils import import_modules_from_strings
+
+        import_modules_from_strings(**cfg['custom_imports'])
 
 
 def build_part(cfg: Config, part: str = 'model') -> nn.Module:

@@ -14,6 +14,7 @@ from mmengine.logging import print_log
 
 from ..engine.distributed import collective_timeout, init_cpu_group, leave_group, note_rank_end, rank_ended
 from ..utils.schedule import sync_schedule
+from .build import merge_options
 
 
 def prepare_cfg(
@@ -25,7 +26,8 @@ def prepare_cfg(
 ) -> Config:
     """Apply CLI overrides, pick the work dir and adapt the config to the machine.
 
-    * ``cfg_options`` are merged last-but-one (before the device adaptation); a new
+    * ``cfg_options`` are merged last-but-one (before the device adaptation;
+      :func:`~dna_mm.config.build.merge_options`: a misspelt top-level key refused); a new
       ``train_cfg.max_epochs`` / ``max_iters`` also moves what the config derived from it
       (:func:`~dna_mm.utils.schedule.sync_schedule`);
     * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>``;
@@ -41,11 +43,7 @@ def prepare_cfg(
     if cfg_options:
         train_cfg = cfg.get('train_cfg') or {}
         old = {unit: train_cfg.get(f'max_{unit}') for unit in ('epochs', 'iters')}
-        cfg.merge_from_dict(cfg_options)
-        if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):  # a user's modules
-            from mmengine.utils import import_modules_from_strings
-
-            import_modules_from_strings(**cfg['custom_imports'])
+        merge_options(cfg, cfg_options)
         for unit, old_max in old.items():
             if moved := sync_schedule(cfg, old_max, set(cfg_options), unit):
                 print_log(

@@ -29,14 +29,16 @@ _PART = {
 
 def accepted_arguments(obj: Any) -> list[str]:
     """The keyword arguments ``obj`` (a class or a function) takes: its ``__init__``'s, and up the
-    MRO while an ``__init__`` passes ``**kwargs`` on (torch's ``Module`` ends the walk)."""
+    MRO while an ``__init__`` passes ``**kwargs`` on (an ``__init__`` of torch's, such as
+    ``Module``'s, ends the walk; a class of torch's own, such as an optimizer, is read)."""
     if not inspect.isclass(obj):
         owners = [obj]
     else:
         owners = [k.__dict__['__init__'] for k in obj.__mro__ if '__init__' in k.__dict__]
     names: list[str] = []
-    for fn in owners:
-        if getattr(fn, '__module__', '').startswith(('torch.', 'builtins')) or fn is object.__init__:
+    for i, fn in enumerate(owners):
+        inherited = i > 0 and getattr(fn, '__module__', '').startswith(('torch.', 'builtins'))
+        if inherited or fn is object.__init__:
             break
         try:
             params = list(inspect.signature(fn).parameters.values())

@@ -94,6 +94,20 @@ def _demo_cfg(*opts: str) -> Config:
             "randomness.sed is not an argument of mmengine's Runner.set_randomness (did you mean 'seed'?",
         ),
         (
+            'env_cfg.dist_cfg.timeot=900',  # read in a distributed run only: silent on one machine
+            "env_cfg.dist_cfg.timeot is not an argument of mmengine's init_dist or torch's "
+            "init_process_group (did you mean 'timeout'?",
+        ),
+        (
+            'env_cfg.cudnn_benchmarks=True',
+            "env_cfg.cudnn_benchmarks is not a key mmengine's Runner.setup_env",
+        ),
+        (
+            'env_cfg.mp_cfg.mp_start_methd=spawn',
+            "env_cfg.mp_cfg.mp_start_methd is not an argument of mmengine's set_multi_processing "
+            "(did you mean 'mp_start_method'?",
+        ),
+        (
             'model.backbone.temporal_attn=sofmax',
             "model.backbone.temporal_attn: unknown attention 'sofmax'; "
             'did you mean SoftmaxAttention / softmax?',
@@ -109,6 +123,10 @@ def test_check_config_names_the_key_and_the_value(opt, message) -> None:
 def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> None:
     check_config(_demo_cfg(), 'train')
     check_config(_demo_cfg('default_hooks.checkpoint.interval=-1'), 'train')  # -1: never
+    dist = ('env_cfg.dist_cfg.timeout=900', 'env_cfg.dist_cfg.backend=gloo', 'env_cfg.dist_cfg.port=29501')
+    check_config(
+        _demo_cfg(*dist, 'env_cfg.resource_limit=8192', 'env_cfg.mp_cfg.opencv_num_threads=1'), 'train'
+    )
     for compile_cfg in ('compile=True', 'compile=False', 'compile.mode=max-autotune'):
         check_config(_demo_cfg(compile_cfg), 'train')
     # a train-only mistake does not stop a test run
@@ -388,6 +406,10 @@ def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
         (
             'train_dataloader.dataset.ann_fil=x.txt',
             "the dataset RobustVideoDataset takes no argument 'ann_fil'; did you mean 'ann_file'?",
+        ),
+        (
+            'optim_wrapper.optimizer.lrr=0.1',  # a class of torch's own: its arguments are read
+            "the optimizer AdamW takes no argument 'lrr'; did you mean 'lr'?",
         ),
     ],
 )
