@@ -56,6 +56,7 @@ from ..utils.build_errors import config_mistake
 from ..utils.mmcv_ops import missing_ops_line
 from ..utils.notices import quiet_library_notices
 from ..utils.parent_death import follow_torchrun_agent
+from .rank_errors import hand_to_agent
 
 DEBUG_FLAG = '--debug'
 #: the ``--debug`` help of every tool (written out in each: a tool parses before it imports dna_mm)
@@ -290,7 +291,9 @@ def _report(prog: str, err: BaseException, debug: bool) -> None:
     message = None if debug else _user_message(err)
     if message is None:
         raise err
-    print(f'{prog}: error: {message}\n{prog}: ({DEBUG_FLAG} prints the traceback)', file=sys.stderr)
+    lines = f'{prog}: error: {message}\n{prog}: ({DEBUG_FLAG} prints the traceback)'
+    if not hand_to_agent(lines):  # under dna_mm's torchrun, its agent prints it once for all ranks
+        print(lines, file=sys.stderr)
     raise UserExit(message) from None
 
 

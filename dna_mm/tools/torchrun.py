@@ -17,6 +17,9 @@ then cannot tell a preemption from a crash. Here (:func:`exit_status`):
   highest status: ``128 + N`` above the others' 1);
 * success → 0.
 
+A mistake in the input (the first rank to fail exited 2) is printed once, as the ranks would
+print it, in place of torchrun's failure report (:mod:`dna_mm.tools.rank_errors`).
+
 Killed outright (``kill -9``, the out-of-memory killer), the agent cannot tell its ranks: each
 gets ``SIGTERM`` from the kernel instead, saves its iteration and exits 143
 (:func:`~dna_mm.utils.parent_death.follow_torchrun_agent`; the agent's pid travels to them in
@@ -50,10 +53,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from typing import Optional
 
 from ..utils.parent_death import AGENT_PID_VAR
+from .rank_errors import FOLDER_VAR, told_lines
 
 #: the signals the agent handles and forwards: torchrun's own and SIGUSR1
 SIGNALS = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
@@ -134,17 +139,23 @@ def main(argv: Optional[list[str]] = None) -> None:
     if refused:
         print(f'torchrun: error: {refused}', file=sys.stderr)
         sys.exit(2)
-    try:
-        torchrun(argv)
-    except SignalException as err:
-        status = exit_status(err)
-        name = signal.Signals(err.sigval).name
-        print(f'torchrun: stopped by {name}; the workers were told; exit status {status}', file=sys.stderr)
-        sys.exit(status)
-    except ChildFailedError as err:
-        status = exit_status(err)
-        print(f'{str(err).strip()}\ntorchrun: exit status {status}', file=sys.stderr)
-        sys.exit(status)
+    with tempfile.TemporaryDirectory(prefix='dna_mm_ranks_') as told:
+        os.environ[FOLDER_VAR] = told  # a rank's mistake in the input: printed once, here
+        try:
+            torchrun(argv)
+        except SignalException as err:
+            status = exit_status(err)
+            name = signal.Signals(err.sigval).name
+            print(
+                f'torchrun: stopped by {name}; the workers were told; exit status {status}', file=sys.stderr
+            )
+            sys.exit(status)
+        except ChildFailedError as err:
+            status = exit_status(err)
+            mistake = told_lines(told) if status == 2 else None
+            report = mistake if mistake else str(err).strip()  # a crash: torchrun's report
+            print(f'{report}\ntorchrun: exit status {status}', file=sys.stderr)
+            sys.exit(status)
 
 
 if __name__ == '__main__':
