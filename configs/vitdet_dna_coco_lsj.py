@@ -9,4 +9,4 @@ _base_ = [
 model = dict(backbone=dict(attn_cfg='dna'))
 # As the reference config: DDP gradients all-reduced in fp16 (torch's fp16_compress_hook; a
 # no-op without DDP). Name spelled as MMDetection's projects/ViTDet spells it.
-custom_hooks = [dict(type='Fp16CompresssionHook'), dict(type='RNGStateHook')]
+custom_hooks = [dict(type='Fp16CompresssionHook'), dict(type='RNGStateHook'), dict(type='PendingGradsHook')]

@@ -28,9 +28,10 @@ default_hooks = dict(
 )
 # SkippedVideosHook: per-epoch total of unreadable training videos skipped, over all workers and
 # ranks. RNGStateHook: the random state in each checkpoint, restored on resume by the
-# schedules' Resumable*TrainLoop (exact resume; without them dna_mm's runner logs that a resumed
+# schedules' Resumable*TrainLoop; PendingGradsHook: the gradients of an accumulation step not
+# yet taken, given back on resume (exact resume; without them dna_mm's runner logs that a resumed
 # run is not guaranteed to repeat the interrupted one).
-custom_hooks = [dict(type='SkippedVideosHook'), dict(type='RNGStateHook')]
+custom_hooks = [dict(type='SkippedVideosHook'), dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
 val_cfg = dict(type='ValLoop')
 # every unreadable test video listed at once (tools/test.py --skip-unreadable: the metrics over
 # the others); other datasets are tested as by mmengine's TestLoop

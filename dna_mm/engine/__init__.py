@@ -11,6 +11,7 @@ from .hooks import AlphaLoggerHook
 from .loops import ResumableEpochBasedTrainLoop, ResumableIterBasedTrainLoop
 from .non_finite import NonFiniteLossError, NonFiniteLossHook
 from .optim_wrapper import auto_amp_optim_wrapper
+from .pending_grads import PendingGradsHook
 from .preemption import Preempted, PreemptionHook
 from .rng_state import RNGStateHook
 from .runner import DnARunner, SetupDumpFilter, build_runner, refuse_busy_work_dir
@@ -31,6 +32,7 @@ __all__ = [
     "Fp16CompresssionHook",
     "NonFiniteLossError",
     "NonFiniteLossHook",
+    "PendingGradsHook",
     "Preempted",
     "PreemptionHook",
     "RNGStateHook",

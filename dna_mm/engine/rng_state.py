@@ -65,10 +65,10 @@ def data_seed(runner) -> Optional[int]:
     return seed if isinstance(seed, int) else None
 
 
-def rank_record(runner) -> dict:
+def rank_record(runner, state: Optional[RNGState] = None) -> dict:
     """What a resume gives back to this rank: ``seed`` (the rank's: ``runner.seed``),
-    ``data_seed`` (:func:`data_seed`) and ``state`` (:func:`capture_rng_state`)."""
-    return dict(seed=runner.seed, data_seed=data_seed(runner), state=capture_rng_state())
+    ``data_seed`` (:func:`data_seed`) and ``state`` (``state``, else :func:`capture_rng_state`)."""
+    return dict(seed=runner.seed, data_seed=data_seed(runner), state=state or capture_rng_state())
 
 
 @HOOKS.register_module()
@@ -86,19 +86,25 @@ class RNGStateHook(Hook):
     :meth:`before_save_on_every_rank` there first, which gathers the ranks' records to rank 0 (one
     ``all_gather_object`` of a few kilobytes a rank). So a distributed run resumed on as many
     ranks resumes exactly too; on another number of ranks it gets back rank 0's seeds (data
-    order, each sample's draws) but not the ranks' streams (a warning says so)."""
+    order, each sample's draws) but not the ranks' streams (a warning says so).
+
+    A checkpoint written during validation (mmengine's ``CheckpointHook`` writes the epoch's or
+    iteration's checkpoint again after a validation with ``save_best``, to record the best score)
+    holds the training streams as validation found them, the state it ends by putting back, not
+    the one validation left."""
 
     priority = 'VERY_LOW'
     _ranks: Optional[list] = None
+    _before_val: Optional[RNGState] = None
 
     def before_save_on_every_rank(self, runner) -> None:
         _, world_size = get_dist_info()
-        self._ranks = all_gather_object(rank_record(runner)) if world_size > 1 else None
+        self._ranks = all_gather_object(rank_record(runner, self._before_val)) if world_size > 1 else None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         _, world_size = get_dist_info()
         ranks, self._ranks = self._ranks, None
-        saved = dict(world_size=world_size, **rank_record(runner))
+        saved = dict(world_size=world_size, **rank_record(runner, self._before_val))
         if ranks is not None and len(ranks) == world_size:
             saved['ranks'] = ranks
         checkpoint['rng_state'] = saved
@@ -107,7 +113,7 @@ class RNGStateHook(Hook):
         self._before_val = capture_rng_state()  # validation inside training draws nothing from it
 
     def after_val(self, runner) -> None:
-        state, self._before_val = getattr(self, '_before_val', None), None
+        state, self._before_val = self._before_val, None
         if state is not None:
             restore_rng_state(state)
 

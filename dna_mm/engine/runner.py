@@ -91,6 +91,7 @@ from .loader_workers import (
     workers_die_with_parent,
 )
 from .loops import ResumableLoopMixin
+from .pending_grads import PendingGradsHook
 from .preemption import PreemptionHook
 from .rng_state import RNGStateHook
 from .step_by_options import wrapper_steps_by_options
@@ -187,14 +188,17 @@ class DnARunner(Runner):
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """mmengine's; one log line when the loop or the hooks the config names cannot resume
-        exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook``)."""
+        exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook`` and a
+        ``PendingGradsHook``)."""
         built = super().build_train_loop(loop)
-        hooked = any(isinstance(h, RNGStateHook) for h in self.hooks)
+        hooked = all(
+            any(isinstance(h, kind) for h in self.hooks) for kind in (RNGStateHook, PendingGradsHook)
+        )
         if not (isinstance(built, ResumableLoopMixin) and hooked):
             self.logger.info(
                 f'exact resume not guaranteed: train_cfg.type is {type(built).__name__}; a resumed run '
                 "repeats the interrupted one with dna_mm's ResumableEpochBasedTrainLoop / "
-                'ResumableIterBasedTrainLoop and RNGStateHook (configs/_base_/ name them)'
+                'ResumableIterBasedTrainLoop, RNGStateHook and PendingGradsHook (configs/_base_/ name them)'
             )
         return built
 

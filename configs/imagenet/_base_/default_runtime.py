@@ -14,7 +14,7 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='auto'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
-custom_hooks = [dict(type='RNGStateHook')]
+custom_hooks = [dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
 
 env_cfg = dict(
     cudnn_benchmark=False,
