@@ -7,12 +7,15 @@ iteration loop and dna_mm's checkpoint hooks) in this process."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import free_port
 from toy_runner import toy_runner, weights
 
 from dna_mm.checkpoint import read_checkpoint
@@ -83,3 +86,46 @@ def test_a_checkpoint_written_during_validation_keeps_the_training_random_state(
     later: dict = {}
     hook.before_save_checkpoint(runner, later)  # outside validation: the state as it is
     assert torch.equal(later['rng_state']['state']['torch'], torch.get_rng_state())
+
+
+def _rank(rank: int, port: int, out: str) -> None:
+    """One of two gloo ranks (DDP; each rank its own share of the pending gradients): the run
+    never stopped, then a run resumed from its checkpoint 1 pass into a step; rank 0 records the
+    weights of each."""
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE='2')
+    os.environ.update(LOCAL_RANK=str(rank), OMP_NUM_THREADS='1')
+    import torch.distributed as dist
+
+    import dna_mm  # noqa: F401
+
+    dist.init_process_group('gloo')
+    try:
+        values = VALUES * 2  # DefaultSampler: rank r takes samples r, r + 2, ...: 9 iterations each
+        hooks = [dict(type='PendingGradsHook')]
+        full = toy_runner(
+            f'{out}/full', values, hooks=hooks, accumulate=3, checkpoint_interval=4, launcher='pytorch'
+        )
+        full.train()
+        dist.barrier()
+        if rank == 0:
+            os.makedirs(f'{out}/resumed')
+            shutil.copy(f'{out}/full/iter_4.pth', f'{out}/resumed/iter_4.pth')
+            Path(f'{out}/resumed/last_checkpoint').write_text(f'{out}/resumed/iter_4.pth')
+        dist.barrier()
+        resumed = toy_runner(
+            f'{out}/resumed', values, hooks=hooks, accumulate=3, resume=True, launcher='pytorch'
+        )
+        resumed.train()
+        if rank == 0:
+            torch.save(dict(full=weights(full), resumed=weights(resumed)), f'{out}/weights.pth')
+    finally:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # two processes importing the stack: ~15 s on 2 idle cores
+def test_two_ranks_resumed_between_two_steps_end_with_the_uninterrupted_weights(tmp_path) -> None:
+    torch.multiprocessing.spawn(_rank, args=(free_port(), str(tmp_path)), nprocs=2)
+    assert PENDING_KEY in read_checkpoint(str(tmp_path / 'full' / 'iter_4.pth'))
+    seen = torch.load(tmp_path / 'weights.pth', weights_only=True)
+    assert torch.equal(seen['resumed'], seen['full']), seen
