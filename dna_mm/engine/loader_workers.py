@@ -34,10 +34,18 @@ main process ends them itself:
 
 :func:`watch_worker_deaths` replaces torch's ``SIGCHLD`` handler, which raises a worker's death
 in the main thread wherever it stands (in a checkpoint write, in mmengine's config formatting,
-which turns it into a ``SyntaxError``), with one that records it: torch's loader notices the dead
-worker where it waits for data (within 5 s: ``DataLoader worker (pid(s) 4242) exited
-unexpectedly``), and :func:`describe_lost_worker` turns that error into one line naming the
-worker (its index in its loader), its pid and, from the record, the signal.
+which turns it into a ``SyntaxError``), with one that records it, and raises it only where the
+main thread waits for a batch (:func:`guard_fetches`): torch's loader then stops with
+``DataLoader worker (pid(s) 4242) exited unexpectedly``, and :func:`describe_lost_worker` turns
+that error into one line naming the worker (its index in its loader), its pid and, from the
+record, the signal.
+
+A worker killed while it writes a batch to the result pipe leaves half a message there; torch's
+read of it would wait forever for the rest (the other workers hold the pipe open: no end of
+file). So a fetch first checks that the loader's workers live (a dead one: the error, no read),
+a ``SIGCHLD`` during a fetch interrupts the read with the error, and a watch thread sends the
+main thread a ``SIGCHLD`` when a fetch has waited :data:`FETCH_WATCH_S` seconds with a worker
+dead (the kernel may have given the signal to another thread, which does not interrupt it).
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ from ..utils.parent_death import die_with_parent
 #: checks that they are there
 TORCH_PRIVATE_NAMES = {
     'torch.utils.data.dataloader': ('_MultiProcessingDataLoaderIter',),
-    'torch.utils.data.dataloader:_MultiProcessingDataLoaderIter': ('_shutdown_workers',),
+    'torch.utils.data.dataloader:_MultiProcessingDataLoaderIter': ('_shutdown_workers', '_try_get_data'),
     'torch.utils.data._utils.signal_handling': (
         '_error_if_any_worker_fails',
         '_remove_worker_pids',
@@ -78,6 +86,17 @@ TORCH_PRIVATE_NAMES = {
 EXIT_GRACE_S = 5.0
 #: pid -> torch's message for each loader worker that died under this process (:func:`watch_worker_deaths`)
 DEATHS: dict[int, str] = {}
+#: seconds a fetch waits with a worker dead before the watch thread interrupts it
+FETCH_WATCH_S = 5.0
+
+
+class _Fetch:
+    """The loader iterator the main thread is reading a batch from (``None``: none), since when."""
+
+    iterator: Optional[_MultiProcessingDataLoaderIter] = None
+    since = 0.0
+
+
 _KILLED = re.compile(r'DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.')
 _EXITED = re.compile(r'DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)')
 _GONE = re.compile(r'DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly')
@@ -115,22 +134,79 @@ def workers_die_with_parent(loader: Any, ignore: Optional[tuple[int, ...]] = Non
 
 
 def _record_death(signum: int, frame: Any) -> None:
-    """``SIGCHLD``: torch's check of the watched workers, its error recorded, not raised."""
+    """``SIGCHLD``: torch's check of the watched workers, its error recorded, not raised; raised
+    where the main thread waits for a batch from a loader one of whose workers is dead."""
     try:
         _error_if_any_worker_fails()
     except RuntimeError as err:
         if m := _KILLED.search(str(err)) or _EXITED.search(str(err)):
             DEATHS.setdefault(int(m.group(1)), str(err).strip())
+    if _Fetch.iterator is not None and (pid := _dead_worker(_Fetch.iterator)) is not None:
+        raise _lost(pid)  # out of the read of a message its writer will never end
+
+
+def _dead_worker(iterator: _MultiProcessingDataLoaderIter) -> Optional[int]:
+    """The pid of a worker of ``iterator`` that torch counts on and that no longer lives."""
+    status = getattr(iterator, '_workers_status', ())
+    for i, worker in enumerate(getattr(iterator, '_workers', ())):
+        if (i >= len(status) or status[i]) and not worker.is_alive():
+            return worker.pid
+    return None
+
+
+def _lost(pid: int) -> RuntimeError:
+    """torch's own error for a worker gone (:func:`describe_lost_worker` reads it)."""
+    return RuntimeError(f'DataLoader worker (pid(s) {pid}) exited unexpectedly')
+
+
+def _guarded(fetch: Callable[..., Any]) -> Callable[..., Any]:
+    """torch's ``_try_get_data``, in the main thread: not begun with a worker dead, and known to
+    :func:`_record_death` and the watch thread while it waits."""
+
+    def guarded_fetch(self: _MultiProcessingDataLoaderIter, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return fetch(self, *args, **kwargs)
+        pid = _dead_worker(self)
+        if pid is not None:
+            raise _lost(pid)  # its last message may be cut: a read would wait forever
+        _Fetch.iterator, _Fetch.since = self, time.monotonic()
+        try:
+            return fetch(self, *args, **kwargs)
+        finally:
+            _Fetch.iterator = None
+
+    guarded_fetch.guarded = fetch  # type: ignore[attr-defined]
+    return guarded_fetch
+
+
+def _watch_fetches() -> None:
+    """The watch thread (module docstring): a ``SIGCHLD`` to the main thread while a fetch has
+    waited :data:`FETCH_WATCH_S` seconds with a worker dead."""
+    main = threading.main_thread()
+    while main.is_alive():
+        time.sleep(FETCH_WATCH_S / 2)
+        iterator, since = _Fetch.iterator, _Fetch.since
+        if iterator is not None and time.monotonic() - since > FETCH_WATCH_S and _dead_worker(iterator):
+            signal.pthread_kill(main.ident, signal.SIGCHLD)
+
+
+def guard_fetches() -> None:
+    """Guard every multi-process loader's fetch in this process (module docstring), once."""
+    if not hasattr(_MultiProcessingDataLoaderIter._try_get_data, 'guarded'):
+        _MultiProcessingDataLoaderIter._try_get_data = _guarded(_MultiProcessingDataLoaderIter._try_get_data)
+        threading.Thread(target=_watch_fetches, name='dna_mm-fetch-watch', daemon=True).start()
 
 
 def watch_worker_deaths() -> None:
-    """Record loader workers' deaths instead of raising them anywhere (module docstring); from
-    the main thread, once per process (torch then sets no handler of its own)."""
+    """Record loader workers' deaths instead of raising them anywhere, and raise them where the
+    main thread waits for a batch (module docstring); from the main thread, once per process
+    (torch then sets no handler of its own)."""
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGCHLD) is not _record_death:
         signal.signal(signal.SIGCHLD, _record_death)
     signal_handling._SIGCHLD_handler_set = True  # torch's flag: its handler is not set over ours
+    guard_fetches()
 
 
 def _unwatch(iterator: _MultiProcessingDataLoaderIter) -> None:

@@ -239,7 +239,6 @@ def test_analyze_attention_cli_on_a_vitdet_detector(tmp_path) -> None:
             '--sigmas',
             '0.5',
             '--cfg-options',
-            f'data_root={root}/',
             f'test_dataloader.dataset.data_root={root}/',
             'test_dataloader.num_workers=0',
         ]
