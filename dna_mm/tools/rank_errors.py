@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from ..utils.parent_death import AGENT_PID_VAR
+
 #: the folder dna_mm's torchrun gives its ranks for their lines
 FOLDER_VAR = 'DNA_MM_RANK_ERRORS'
 
@@ -24,9 +26,10 @@ FOLDER_VAR = 'DNA_MM_RANK_ERRORS'
 def hand_to_agent(lines: str) -> bool:
     """Write ``lines`` (what the tool would print on stderr) for dna_mm's torchrun agent to print,
     as ``<folder>/<RANK>.txt``; ``False`` (the caller prints them) where no such agent waits for
-    them or the folder cannot be written."""
+    them: this process is not a rank the agent started (a tool a rank runs inherits the
+    environment, not the agent), or the folder cannot be written."""
     folder, rank = os.environ.get(FOLDER_VAR), os.environ.get('RANK')
-    if not folder or rank is None:
+    if not folder or rank is None or str(os.getppid()) != os.environ.get(AGENT_PID_VAR):
         return False
     try:
         (Path(folder) / f'{int(rank)}.txt').write_text(lines)

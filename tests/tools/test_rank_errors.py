@@ -15,6 +15,7 @@ import pytest
 from conftest import DEMO_CONFIG, REPO, free_port, tiny_run_options
 
 from dna_mm.tools.rank_errors import FOLDER_VAR, hand_to_agent, told_lines
+from dna_mm.utils.parent_death import AGENT_PID_VAR
 
 #: a tool in dna_mm's wrapper whose ranks stop as ``sys.argv[1]`` says: ``same`` (one mistake on
 #: every rank), ``crash`` (a bug)
@@ -69,7 +70,12 @@ def test_the_ranks_lines_are_told_once_with_the_ranks_where_they_differ(tmp_path
 def test_a_rank_prints_its_line_itself_without_dna_mms_agent(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv(FOLDER_VAR, raising=False)
     monkeypatch.setenv('RANK', '0')
+    monkeypatch.setenv(AGENT_PID_VAR, str(os.getppid()))  # this process: as if the agent's rank
     assert not hand_to_agent('line')  # plain torchrun, srun, by hand: the caller prints
+    monkeypatch.setenv(FOLDER_VAR, str(tmp_path))
+    monkeypatch.setenv(AGENT_PID_VAR, str(os.getpid()))  # a tool a rank runs: its parent is the rank
+    assert not hand_to_agent('line') and not list(tmp_path.iterdir())
+    monkeypatch.setenv(AGENT_PID_VAR, str(os.getppid()))
     monkeypatch.setenv(FOLDER_VAR, str(tmp_path / 'gone'))
     assert not hand_to_agent('line')  # the folder cannot be written: printed, not lost
     monkeypatch.setenv(FOLDER_VAR, str(tmp_path))
