@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import os.path as osp
 import sys
 from typing import Any, Optional
@@ -13,6 +14,7 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from ..engine.distributed import collective_timeout, init_cpu_group, leave_group, note_rank_end, rank_ended
+from ..errors import ConfigError
 from ..utils.schedule import sync_schedule
 from .build import merge_options
 
@@ -56,6 +58,7 @@ def prepare_cfg(
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
+    make_work_dir(cfg.work_dir)
     if launcher != 'none' and not torch.cuda.is_available():
         env_cfg = cfg.get('env_cfg') or {}  # (Config.setdefault returns a copy for a new key)
         cfg.env_cfg = {**env_cfg, 'dist_cfg': {**(env_cfg.get('dist_cfg') or {}), 'backend': 'gloo'}}
@@ -63,6 +66,18 @@ def prepare_cfg(
         cfg.model_wrapper_cfg['device_ids'] = None
     init_cpu_group(launcher, collective_timeout(cfg))  # gloo without CUDA; SLURM's variables -> torch's
     return cfg
+
+
+def make_work_dir(path: str) -> None:
+    """Make the work dir now (mmengine's runner would, once the model is built): a path that
+    cannot be one is a :class:`~dna_mm.errors.ConfigError` naming it and why."""
+    where = f"work dir {path} (--work-dir, or the config's work_dir)"
+    if osp.exists(path) and not osp.isdir(path):
+        raise ConfigError(f'{where} is a file, not a folder')
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f'{where} cannot be made: {err.strerror}: {err.filename!r}') from None
 
 
 def limit_topk(cfg: Config) -> list[int]:

@@ -59,10 +59,13 @@ def test_a_work_dir_that_cannot_be_one_is_one_line(tiny_video_set, tmp_path) -> 
     (tmp_path / 'afile').write_text('')
     locked = tmp_path / 'locked'
     locked.mkdir(mode=0o500)
-    for work, why in ((tmp_path / 'afile', 'File exists'), (locked / 'run', 'Permission denied')):
+    inside = tmp_path / 'afile' / 'run'
+    cases = ((tmp_path / 'afile', 'is a file, not a folder'), (inside, 'cannot be made: Not a directory'))
+    for work, why in (*cases, (locked / 'run', 'cannot be made: Permission denied')):
         args = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), '--cfg-options']
         proc = run_main([*args, *tiny_run_options(tiny_video_set)], check=False)
-        if why == 'Permission denied' and proc.returncode == 0:
+        if 'Permission denied' in why and proc.returncode == 0:
             continue  # root writes anywhere
         assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
-        assert 'train.py: error: [Errno ' in proc.stderr and f"{why}: '{work}" in proc.stderr
+        where = f"train.py: error: work dir {work} (--work-dir, or the config's work_dir)"
+        assert f'{where} {why}' in proc.stderr, proc.stderr[-3000:]
