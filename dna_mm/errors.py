@@ -48,6 +48,12 @@ class CheckpointMismatchError(UserError, RuntimeError):
     """A whole-model checkpoint does not match the model (missing / unexpected / resized keys)."""
 
 
+class PretrainedMismatchError(CheckpointMismatchError, ValueError):
+    """A backbone's ``pretrained`` file that does not fit it (a tensor of another shape, a layout
+    it cannot read, an attention with some of its tensors only). Also a ``ValueError``, what
+    :func:`dna_mm.models.backbones.load_pretrained` raised before."""
+
+
 class UnsafeCheckpointError(UserError, pickle.UnpicklingError):
     """A checkpoint's pickle references a global that is not allow-listed."""
 

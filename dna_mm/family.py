@@ -2,7 +2,7 @@
 branch a softmax attention gets, the signs of the authors' pretrained files and the
 ``attn_bias`` argument. The models (:mod:`dna_mm.models`), the fused kernel (:mod:`dna_mm.ops`)
 and the checkpoint converters (:mod:`dna_mm.converters`) all read these; this module imports
-only torch.
+only torch (and :mod:`dna_mm.errors`, which imports nothing of dna_mm's).
 
 Negative branch generated from a softmax attention (the authors' initialisation,
 :class:`NegativeInit`)::
@@ -12,10 +12,13 @@ Negative branch generated from a softmax attention (the authors' initialisation,
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Optional, Union
 
 from torch import Tensor
+
+from .errors import ConfigError
 
 #: canonical DnA variant name → (separate ``Q-`` (``q_neg``), separate ``V-`` (``v_neg``),
 #: learnable ``α`` (``alpha``)): the keys each variant has (``DnAAttention`` reads this table)
@@ -82,20 +85,25 @@ BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
 
 
 def canonical_variant(variant: str) -> str:
-    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; a clear error for anything else."""
-    name = DNA_VARIANT_ALIASES.get(variant, variant)
-    if name not in DNA_VARIANTS:
-        raise ValueError(
-            f'unknown DnA variant {variant!r}; expected one of '
-            f'{sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
+    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; anything else is a
+    :class:`~dna_mm.errors.ConfigError` (a ``ValueError``: a variant is always the user's value, a
+    config's or a tool's option) naming the closest valid name and the valid ones."""
+    name = DNA_VARIANT_ALIASES.get(variant, variant) if isinstance(variant, str) else variant
+    if not isinstance(name, str) or name not in DNA_VARIANTS:
+        valid = [*DNA_VARIANTS, *DNA_VARIANT_ALIASES]
+        near = difflib.get_close_matches(variant, valid, n=1) if isinstance(variant, str) else []
+        valid = f'expected one of {sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
+        raise ConfigError(
+            f'unknown DnA variant {variant!r}; ' + (f'did you mean {near[0]!r}? ({valid})' if near else valid)
         )
     return name
 
 
 def check_combine(combine: str, key: str = 'pretrained_combine') -> str:
-    """``combine`` if it is a sign of :data:`COMBINE_SIGNS`; else a ``ValueError`` naming ``key``."""
+    """``combine`` if it is a sign of :data:`COMBINE_SIGNS`; else a
+    :class:`~dna_mm.errors.ConfigError` (a ``ValueError``) naming ``key``."""
     if combine not in COMBINE_SIGNS:
-        raise ValueError(f'{key} must be {" or ".join(map(repr, COMBINE_SIGNS))}, got {combine!r}')
+        raise ConfigError(f'{key} must be {" or ".join(map(repr, COMBINE_SIGNS))}, got {combine!r}')
     return combine
 
 

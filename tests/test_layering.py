@@ -24,7 +24,7 @@ HOSTS_BASE = (
 #: part that names a module is its part, and an entry allows that module and all below it
 ALLOWED: dict[str, tuple[str, ...]] = {
     'errors': (),
-    'family': (),
+    'family': ('errors',),
     'utils': (),
     'ops': ('family',),
     'converters': ('errors', 'family'),
@@ -40,8 +40,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'models.adapters': HOSTS_BASE,
     'models': ('models',),
     # a run's config: read and built into its model (config.build, the one home), prepared, checked
-    'config.build': ('errors', 'utils', 'models.scopes'),
-    'config': ('errors', 'utils', 'models.scopes', 'models.attention', 'engine.distributed'),
+    'config.options': (),  # what --cfg-options would change
+    'config.build': ('errors', 'utils', 'models.scopes', 'config.options'),
+    'config': ('errors', 'family', 'utils', 'models.scopes', 'models.attention', 'engine.distributed'),
     'datasets': ('errors', 'utils'),  # what training reads
     'synthetic': ('errors', 'datasets'),  # generated sets
     'preparation': ('errors', 'utils', 'datasets', 'synthetic'),  # offline preparation and checks

@@ -76,7 +76,7 @@ def read_config(
 
 def merge_options(cfg: Config, cfg_options: Optional[dict]) -> None:
     """Merge ``cfg_options`` (``{'a.b': 1}``, a tool's ``--cfg-options``) into ``cfg``, as
-    mmengine's ``merge_from_dict``, after :func:`~dna_mm.config.check.option_problems`: a new
+    mmengine's ``merge_from_dict``, after :func:`~dna_mm.config.options.option_problems`: a new
     top-level key nothing reads that is close to one something does is refused, a variable of the
     config file (which sets none of its keys now) is noted in the log. A ``custom_imports`` they
     name is imported (its modules register their types).
@@ -88,7 +88,7 @@ def merge_options(cfg: Config, cfg_options: Optional[dict]) -> None:
         return
     from mmengine.logging import print_log
 
-    from .check import option_problems
+    from .options import option_problems
 
     errors, notes = option_problems(cfg, cfg_options)
     if errors:

@@ -7,9 +7,10 @@ names every bad key and its value.
   name it) on a machine without an accelerator it takes, where mmengine would stop on an
   assertion after building the model: ``AutoAmpOptimWrapper`` or ``OptimWrapper`` are named;
 * lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval``,
-  ``default_hooks.logger.interval`` must be > 0; ``default_hooks.checkpoint.interval`` > 0 or
-  -1 (mmengine's "never");
-* batch sizes (> 0) and ``num_workers`` (>= 0) of every dataloader, and its keys: those
+  ``default_hooks.logger.interval`` must be ints > 0 (mmengine's loop asserts on ``1.5`` and takes
+  ``int('abc')`` after the model is built); ``default_hooks.checkpoint.interval`` > 0 or -1
+  (mmengine's "never");
+* batch sizes (ints > 0) and ``num_workers`` (>= 0) of every dataloader, and its keys: those
   mmengine's ``build_dataloader`` reads and torch's ``DataLoader`` takes (a typo such as
   ``batchsize`` would stop the run with a ``TypeError`` after the model was built), the closest
   valid name suggested;
@@ -21,8 +22,13 @@ names every bad key and its value.
 * learning rates: ``optim_wrapper.optimizer.lr`` (and each ``optim_wrapper.<name>.optimizer.lr``
   of a multi-optimizer config) > 0;
 * clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
-  ``num_clips``, ``crop_size`` / ``size`` of the crops, ``Resize.scale`` (> 0, or -1 for "keep
-  the aspect ratio");
+  ``num_clips``, ``crop_size`` / ``size`` of the crops (ints > 0), ``Resize.scale`` (> 0, or -1
+  for "keep the aspect ratio");
+* the model's sizes (and the top-level ``data_preprocessor``'s): every ``num_classes`` an int > 0,
+  every ``num_heads`` an int > 0 that divides the width beside it (``embed_dims`` /
+  ``embed_dim``: MMAction2's TimeSformer would stop on torch's assertion); the keys of a
+  ``type='with_attention'`` that it does not take (the model's own arguments, which go in its
+  ``model``);
 * ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
   dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
@@ -33,7 +39,8 @@ names every bad key and its value.
   closest valid name; mmengine would stop on it with an assertion after building everything;
 * attention names under ``model`` (``attn_cfg``, also per step: ``attn_cfg.temporal`` /
   ``.spatial``; and its deprecated aliases): one of dna_mm's, else the closest valid name is
-  suggested (``'dnaa'`` → ``DnAAttention / dna``);
+  suggested (``'dnaa'`` → ``DnAAttention / dna``); a DnA ``variant`` that is not one of the
+  family's, the closest one suggested (``'qpm_vmp'`` → ``'qpm_vpm'``);
 * a ``model.data_preprocessor`` beside a top-level ``data_preprocessor`` (MMPretrain's
   configs, the ImageNet ones, keep the normalisation there) that lacks the top-level one's
   ``mean`` / ``std`` / ``to_rgb``: mmengine's runner merges the top-level one only into a model
@@ -43,10 +50,8 @@ names every bad key and its value.
 ``mode='test'`` checks only what a test / inference run uses (the model and the test
 dataloader).
 
-:func:`option_problems` checks ``--cfg-options`` before they are merged: a new top-level key
-nothing reads (a typo such as ``train_cfgg.max_epochs``), and a variable of the config file
-(``num_classes``, ``max_epochs``, ``data_root``), whose values the file's keys took when it was
-read, so that setting it changes none of them.
+``--cfg-options`` that would change nothing are checked before they are merged
+(:mod:`dna_mm.config.options`).
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     """Raise a :class:`ConfigError` listing every value that cannot work (see the module
     docstring); return quietly otherwise."""
     problems = list(_attention_problems(cfg.get('model'), 'model'))
+    for part in ('model', 'data_preprocessor'):
+        problems += _model_problems(cfg.get(part), part)
     problems += _preprocessor_problems(cfg)
     if mode == 'train':
         problems += _train_problems(cfg)
@@ -138,112 +145,20 @@ def _env_problems(env_cfg: Any) -> list[str]:
     return out
 
 
-#: top-level keys read by mmengine's runner beyond its ``__init__`` arguments (which
-#: ``Runner.from_cfg`` takes from the config by name): model wrapping, compiling, its builder
-RUNNER_KEYS = (
-    'compile',
-    'model_wrapper_cfg',
-    'find_unused_parameters',
-    'sync_bn',
-    'activation_checkpointing',
-    'efficient_conv_bn_eval',
-    'runner_type',
-)
-#: top-level keys dna_mm's runner and tools read
-DNA_MM_KEYS = (
-    'custom_imports',
-    'label_map',
-    'test_pipeline',
-    'global_batch_size',
-    'test_only',
-    'load_partial',
-    'log_setup_to_console',
-)
-
-
-def read_keys() -> list[str]:
-    """The top-level config keys that code reads: mmengine's runner and dna_mm's."""
-    import inspect
-
-    from mmengine.runner import Runner
-
-    init = [p for p in inspect.signature(Runner.__init__).parameters if p not in ('self', 'cfg')]
-    return list(dict.fromkeys([*init, *RUNNER_KEYS, *DNA_MM_KEYS]))
-
-
-def option_problems(cfg: Config, options: dict) -> tuple[list[str], list[str]]:
-    """What ``options`` (``--cfg-options``, ``{'a.b': 1}``) would set to no effect in ``cfg``: a
-    top-level key that neither mmengine's runner nor dna_mm reads, as ``(errors, notes)``. It is
-    an error where what was meant can be named, else a note:
-
-    * a new key close to a key of the config or one that is read (a typo:
-      ``train_cfgg.max_epochs`` for ``train_cfg.max_epochs``);
-    * a key that only names keys below (``num_classes=10``: ``model.cls_head.num_classes``), or a
-      variable of the config file, whose keys took its value when the file was read, so that
-      setting it changes none of them (``data_root=/data``: the keys whose value it begins, or of
-      its name).
-    """
-    read = read_keys()
-    tree = cfg._cfg_dict.to_dict()
-    errors, notes = [], []
-    for option in options:
-        top = option.split('.', 1)[0]
-        if top in read or top.startswith('_'):
-            continue
-        new = top not in cfg
-        near = difflib.get_close_matches(top, [*read, *cfg.keys()], n=1, cutoff=0.75) if new else []
-        if new and near:
-            errors.append(
-                f'--cfg-options {option}: {top!r} is not a key of the config, nor one that mmengine\'s '
-                f"runner or dna_mm reads; did you mean {near[0]!r}?"
-            )
-            continue
-        if '.' in option and not new:  # a part of a dict of the config's: its own business
-            continue
-        uses = _uses(tree, top, None if new else tree[top])
-        uses = [u for u in uses if u.split('.', 1)[0] in read] or uses  # those a run reads first
-        what = (
-            f'{top!r} is not a key of the config, nor one that mmengine\'s runner or dna_mm reads'
-            if new
-            else f'{top!r} is a variable of the config file, used when the file was read: setting it '
-            f'changes nothing'
-        )
-        if uses:
-            more = f' (and {len(uses) - 3} more)' if len(uses) > 3 else ''
-            errors.append(f'--cfg-options {option}: {what}; set {" / ".join(uses[:3])}{more} instead')
-        else:
-            notes.append(f'--cfg-options {option}: {what}')
-    return errors, notes
-
-
-def _uses(tree: dict, name: str, value: Any) -> list[str]:
-    """The keys below the top level of ``tree`` that variable ``name`` (of ``value``; ``None``: a
-    new key) would have set: of the same name, or (a string value of 3 characters or more)
-    whose string value contains it."""
-    out = []
-    for path, leaf in _leaf_paths(tree, ''):
-        named = path.rsplit('.', 1)[-1] == name
-        text = isinstance(value, str) and len(value) >= 3 and isinstance(leaf, str) and value in leaf
-        if named or text:
-            out.append(path)
-    return out
-
-
-def _leaf_paths(node: Any, key: str) -> Iterator[tuple[str, Any]]:
-    """``(dotted path, value)`` of every key below the top level of ``node`` (list items by
-    index: ``a.0.b``, as ``--cfg-options`` takes them)."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for name, value in items:
-        path = f'{key}.{name}' if key else str(name)
-        if key:
-            yield path, value
-        yield from _leaf_paths(value, path)
-
-
-def _positive(value: Any, key: str, allow: tuple = ()) -> list[str]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value in allow or value > 0:
-        return []
+def _positive(value: Any, key: str, allow: tuple = (), integer: bool = False) -> list[str]:
+    """``value`` of ``key`` > 0 (or one of ``allow``); ``None`` leaves it to the default. With
+    ``integer`` (a count, a length, an interval) it must be an int: mmengine's loops take
+    ``int()`` of ``max_epochs`` or assert that it is one, torch's ``DataLoader`` refuses a float
+    ``batch_size``. A string (``abc``, or ``[4`` that ``--cfg-options`` could not read as a list)
+    is named either way."""
+    kind = 'an int' if integer else 'a number'
     alt = f' (or {" / ".join(map(str, allow))})' if allow else ''
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return [f'{key} must be {kind} > 0{alt}, got {value!r}'] if integer or isinstance(value, str) else []
+    if value in allow or value > 0:
+        return []
     return [f'{key} must be > 0{alt}, got {value}']
 
 
@@ -261,12 +176,14 @@ def _train_problems(cfg: Config) -> list[str]:
     out: list[str] = []
     train_cfg = cfg.get('train_cfg') or {}
     for key in ('max_epochs', 'max_iters', 'val_interval'):
-        out += _positive(train_cfg.get(key), f'train_cfg.{key}')
+        out += _positive(train_cfg.get(key), f'train_cfg.{key}', integer=True)
     hooks = cfg.get('default_hooks') or {}
     out += _checkpoint_keys(hooks.get('checkpoint'))
-    out += _positive((hooks.get('logger') or {}).get('interval'), 'default_hooks.logger.interval')
     out += _positive(
-        (hooks.get('checkpoint') or {}).get('interval'), 'default_hooks.checkpoint.interval', (-1,)
+        (hooks.get('logger') or {}).get('interval'), 'default_hooks.logger.interval', integer=True
+    )
+    out += _positive(
+        (hooks.get('checkpoint') or {}).get('interval'), 'default_hooks.checkpoint.interval', (-1,), True
     )
     out += _compile_problems(cfg.get('compile'))
     wrapper = cfg.get('optim_wrapper') or {}
@@ -405,19 +322,21 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
     out = _unknown_keys(
         loader, _loader_keys(), name, "a key of a dataloader (mmengine's, torch's DataLoader)"
     )
-    out += _positive(loader.get('batch_size'), f'{name}.batch_size')
+    out += _positive(loader.get('batch_size'), f'{name}.batch_size', integer=True)
     workers = loader.get('num_workers')
-    if isinstance(workers, int) and workers < 0:
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        out.append(f'{name}.num_workers must be an int >= 0, got {workers!r}')
+    elif isinstance(workers, int) and workers < 0:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')
     for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
         kind = transform.get('type')
-        sizes = [(arg, ()) for arg in CROP_KEYS.get(kind, ())]
+        sizes = [(arg, (), True) for arg in CROP_KEYS.get(kind, ())]  # counts and pixels: ints
         if kind in ('Resize', 'RandomResize'):
-            sizes.append(('scale', (-1,)))  # -1: keep the aspect ratio
-        for arg, allow in sizes:
+            sizes.append(('scale', (-1,), False))  # -1: keep the aspect ratio; a float: a factor
+        for arg, allow, integer in sizes:
             values = transform.get(arg)
             for v in values if isinstance(values, (list, tuple)) else [values]:
-                out += _positive(v, f'{key}.{arg} ({kind})', allow)
+                out += _positive(v, f'{key}.{arg} ({kind})', allow, integer)
     return out
 
 
@@ -434,13 +353,65 @@ def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
         yield from _transforms(inner, f'{key}.datasets[{i}]')
 
 
+#: what an attention splits into heads: a host's width, by the name it takes it (MMAction2 and
+#: mmcv ``embed_dims``, timm and ViTDet ``embed_dim``)
+WIDTH_KEYS = ('embed_dims', 'embed_dim')
+
+
+def _model_problems(node: Any, key: str) -> Iterator[str]:
+    """The sizes and arguments of the parts under ``node`` (the model config, or the top-level
+    ``data_preprocessor``) that would stop the build with a traceback: ``num_classes`` a
+    positive int (or 0 in a backbone: timm's "no classifier"), ``num_heads`` a positive int that
+    divides the width beside it (:data:`WIDTH_KEYS`; a list of them, one per stage, is the host's
+    own business), and the keys of a ``type='with_attention'`` (the model's own arguments go in
+    its ``model``)."""
+    if isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _model_problems(value, f'{key}[{i}]')
+        return
+    if not isinstance(node, dict):
+        return
+    none = (0,) if 'backbone' in key.split('.') else ()  # a timm backbone's 0: no classifier
+    yield from _positive(node.get('num_classes'), f'{key}.num_classes', none, integer=True)
+    heads = node.get('num_heads')
+    if heads is not None and not isinstance(heads, (list, tuple)):
+        wrong = _positive(heads, f'{key}.num_heads', integer=True)
+        yield from wrong
+        width_key = next((k for k in WIDTH_KEYS if k in node), None)
+        width = node.get(width_key)
+        if not wrong and isinstance(width, int) and not isinstance(width, bool) and width % heads:
+            yield (
+                f'{key}.num_heads ({heads}) must divide {key}.{width_key} ({width}): each head takes '
+                f'{width_key} / num_heads channels'
+            )
+    kind = node.get('type')
+    if isinstance(kind, str) and kind.rsplit('.', 1)[-1] == 'with_attention':
+        yield from _with_attention_keys(node, key)
+    for name, value in node.items():
+        yield from _model_problems(value, f'{key}.{name}')
+
+
+def _with_attention_keys(node: dict, key: str) -> list[str]:
+    """The keys of a ``with_attention`` config it does not take (it raises a ``TypeError`` when
+    it is built): the model's own arguments belong in its ``model``."""
+    from mmengine.registry import MODELS  # noqa: PLC0415
+
+    from ..utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    valid = [a for a in accepted_arguments(MODELS.get(node['type'])) if a != 'registry']  # the registry's own
+    given = {k: v for k, v in node.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
+    what = f"an argument of with_attention (the model's own go in {key}.model)"
+    return _unknown_keys(given, valid, key, what)
+
+
 def _attention_problems(node: Any, key: str) -> Iterator[str]:
     """An unknown attention name (a short name or a config dict's ``type``) anywhere under
     ``node`` (the model config): the key, the name, the closest valid names."""
     if isinstance(node, dict):
         for name, value in node.items():
             sub = f'{key}.{name}'
-            if name == 'attn_cfg' and isinstance(value, dict) and 'type' not in value:  # per step
+            per_step = isinstance(value, dict) and 'type' not in value and set(STEP_KEYS) & set(value)
+            if name == 'attn_cfg' and per_step:
                 for step in (s for s in STEP_KEYS if s in value):
                     yield from _unknown_attention(value[step], f'{sub}.{step}')
             elif name in ATTENTION_KEYS:
@@ -453,17 +424,38 @@ def _attention_problems(node: Any, key: str) -> Iterator[str]:
 
 
 def _unknown_attention(value: Any, key: str) -> Iterator[str]:
-    """The problem of an attention choice ``value`` at ``key``: an unknown name, or an argument
-    its member does not take."""
+    """The problem of an attention choice ``value`` at ``key``: an unknown name, an argument its
+    member does not take, or a ``variant`` of DnA's family that is not one (a member with DnA's
+    negative branch, :attr:`~dna_mm.models.attention.AttentionBase.has_negative_branch`, or a
+    config without a type: a ``dna_vit_*`` model's DnA), the closest valid name suggested."""
     from ..models.attention.builder import attention_types, short_names, unknown_arguments  # noqa: PLC0415
 
     attn = value.get('type') if isinstance(value, dict) else value
     if isinstance(attn, str) and attn not in short_names() and attn not in attention_types():
         where = f'{key}.type' if isinstance(value, dict) else key
         yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
-    elif isinstance(value, dict) and isinstance(attn, str):
+        return
+    if isinstance(value, dict) and isinstance(attn, str):
         member = short_names().get(attn, attn)
         for name in unknown_arguments(value):
             step = key.endswith('attn_cfg') and difflib.get_close_matches(name, STEP_KEYS)
             hint = ' (one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))'
             yield f'{key}.{name}: {member} takes no argument {name!r}{hint if step else ""}'
+    if isinstance(value, dict) and 'variant' in value:
+        yield from _variant_problems(value['variant'], attn, f'{key}.variant')
+
+
+def _variant_problems(variant: Any, attn: Any, key: str) -> list[str]:
+    """A DnA ``variant`` at ``key`` that is not one of the family's
+    (:func:`~dna_mm.family.canonical_variant`), where the member ``attn`` (a name; ``None``: the
+    host's DnA) has DnA's negative branch."""
+    from ..family import canonical_variant  # noqa: PLC0415
+    from ..models.attention.builder import attention_class  # noqa: PLC0415
+
+    if attn is not None and not (isinstance(attn, str) and attention_class(attn).has_negative_branch):
+        return []
+    try:
+        canonical_variant(variant)
+    except ConfigError as err:
+        return [f'{key}: {err}']
+    return []

@@ -299,14 +299,74 @@ def _report(prog: str, err: BaseException, debug: bool) -> None:
 
 def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
     """``--cfg-options`` strings (``['a.b=1', 'c=[1,2]']``) as mmengine's ``DictAction`` reads
-    them (``{'a.b': 1, 'c': [1, 2]}``); ``None`` for none."""
+    them (``{'a.b': 1, 'c': [1, 2]}``); ``None`` for none.
+
+    Raises:
+        ConfigError: an option that mmengine cannot read, named: no ``=``; a ``dict(...)`` value
+            (what a config file says; ``DictAction`` would recurse until Python stops it, or take
+            it as a string), with the keys to set one by one instead; brackets that do not pair
+            up around a list or tuple (``DictAction`` asserts, or recurses, on them).
+    """
     if not values or isinstance(values, dict):
         return values or None
     from mmengine.config import DictAction
 
-    namespace = argparse.Namespace()
-    DictAction(option_strings=['--cfg-options'], dest='cfg_options')(None, namespace, values)
-    return namespace.cfg_options
+    options: dict = {}
+    for text in values:
+        key, sep, value = text.partition('=')
+        if not sep or not key:
+            raise ConfigError(f'--cfg-options {text}: expected KEY=VALUE (e.g. train_cfg.max_epochs=1)')
+        if re.fullmatch(r'\s*dict\s*\(.*\)\s*', value, re.DOTALL):
+            raise ConfigError(f'--cfg-options {text}: {_dict_value(key, value)}')
+        namespace = argparse.Namespace()
+        try:
+            DictAction(option_strings=['--cfg-options'], dest='cfg_options')(None, namespace, [text])
+        except (AssertionError, RecursionError):  # its bracket matching, which has no message of its own
+            raise ConfigError(
+                f'--cfg-options {text}: mmengine cannot read this value: a list or tuple is a whole value '
+                'or item in brackets that pair up ([1,2], (1,2), [(1,2),(3,4)]), and a string cannot '
+                'hold a comma'
+            ) from None
+        options.update(namespace.cfg_options)
+    return options
+
+
+def _dict_value(key: str, value: str) -> str:
+    """Why ``key=dict(...)`` cannot be an option, and the options that set the same keys (a
+    ``dict(...)`` in a config file is merged key by key too): ``key.type=DnAAttention key.variant=apm``."""
+    import ast
+
+    why = (
+        "--cfg-options does not read dict(...) (mmengine's DictAction reads numbers, strings, lists, tuples)"
+    )
+    try:
+        items = _dict_items(ast.parse(value.strip(), mode='eval').body, key, value.strip())
+    except (SyntaxError, ValueError):
+        return f'{why}; set its keys one by one: {key}.<name>=<value> ...'
+    return f'{why}; set its keys one by one: {" ".join(items)}'
+
+
+def _dict_items(node: Any, key: str, source: str) -> list[str]:
+    """``key.name=value`` for each keyword of the ``dict(...)`` call ``node`` (nested calls
+    flattened); a ``ValueError`` for anything but a call of ``dict`` with literal keywords."""
+    import ast
+
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'dict'):
+        raise ValueError('not a dict(...) call')
+    if node.args or any(kw.arg is None for kw in node.keywords):
+        raise ValueError('positional arguments or **')
+    items = []
+    for kw in node.keywords:
+        if isinstance(kw.value, ast.Call):
+            items += _dict_items(kw.value, f'{key}.{kw.arg}', source)
+            continue
+        if isinstance(kw.value, ast.Name):  # type=DnAAttention: a string to mmengine's DictAction
+            text = kw.value.id
+        else:
+            literal = ast.literal_eval(kw.value)  # ValueError for an expression
+            text = literal if isinstance(literal, str) else ast.get_source_segment(source, kw.value)
+        items.append(f'{key}.{kw.arg}={"".join(str(text).split())}')
+    return items
 
 
 def run_tool(prog: str, work: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:

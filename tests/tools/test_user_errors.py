@@ -27,10 +27,10 @@ def _tool(name: str):
     return load_tool(f'tools/{name}.py')
 
 
-def _demo_cfg(*opts: str) -> Config:
+def _demo_cfg(*opts: str, config: str = DEMO_CONFIG) -> Config:
     parser = __import__('argparse').ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
-    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg = Config.fromfile(config)
     if opts:
         cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
     return cfg
@@ -42,6 +42,25 @@ def _demo_cfg(*opts: str) -> Config:
         ('train_cfg.max_epochs=-1', 'train_cfg.max_epochs must be > 0, got -1'),
         ('train_cfg.max_epochs=0', 'train_cfg.max_epochs must be > 0, got 0'),
         ('train_cfg.val_interval=0', 'train_cfg.val_interval must be > 0, got 0'),
+        # counts are ints: mmengine's loop asserts on 1.5 and takes int('abc') once the model is built
+        ('train_cfg.max_epochs=1.5', 'train_cfg.max_epochs must be an int > 0, got 1.5'),
+        ('train_cfg.max_epochs=abc', "train_cfg.max_epochs must be an int > 0, got 'abc'"),
+        ('train_cfg.val_interval=0.5', 'train_cfg.val_interval must be an int > 0, got 0.5'),
+        ('model.cls_head.num_classes=0', 'model.cls_head.num_classes must be > 0, got 0'),
+        (
+            'model.cls_head.num_classes=[4',  # a list DictAction could not read: a string
+            "model.cls_head.num_classes must be an int > 0, got '[4'",
+        ),
+        (
+            'model.backbone.num_heads=5',  # MMAction2 builds torch's attention first: its assertion
+            'model.backbone.num_heads (5) must divide model.backbone.embed_dims (96): each head takes '
+            'embed_dims / num_heads channels',
+        ),
+        (
+            'model.backbone.attn_cfg.variant=qpm_vmp',
+            "model.backbone.attn_cfg.variant: unknown DnA variant 'qpm_vmp'; did you mean 'qpm_vpm'? "
+            "(expected one of ['apm', 'apm_alpha', 'q_vpm', 'qpm_v', 'qpm_vpm'] or",
+        ),
         ('train_dataloader.batch_size=0', 'train_dataloader.batch_size must be > 0, got 0'),
         ('optim_wrapper.optimizer.lr=-0.1', 'optim_wrapper.optimizer.lr must be > 0, got -0.1'),
         (
@@ -145,6 +164,77 @@ def test_an_attention_argument_its_member_does_not_take_is_named_at_build() -> N
     with pytest.raises(ConfigError, match="DnAAttention takes no argument 'temporl'"):
         build_attention(dict(type='dna', temporl='softmax'), 32, 4)
     assert type(build_attention(dict(type='cog', softmax_first_last=False), 32, 4)).__name__ == 'CogAttention'
+
+
+def test_a_variant_and_heads_that_cannot_work_are_config_errors_at_build() -> None:
+    """Built without the config check (a user's own script, a timm ViT whose width comes from its
+    model name): one line naming the value, a ``ConfigError`` (still a ``ValueError``)."""
+    from dna_mm.family import canonical_variant
+    from dna_mm.models.attention import build_attention
+
+    with pytest.raises(ConfigError, match=r"^unknown DnA variant 'qpm_vmp'; did you mean 'qpm_vpm'\? \("):
+        build_attention(dict(type='dna', variant='qpm_vmp'), 32, 4)
+    with pytest.raises(ConfigError, match=r"^unknown DnA variant 'Q\+V\+'; expected one of \["):
+        canonical_variant('Q+V+')
+    refused = r'^DnAAttention: embed_dims \(96\) must be a positive multiple of num_heads \(5\)'
+    with pytest.raises(ConfigError, match=refused):
+        build_attention('dna', 96, 5)
+    assert canonical_variant('Q±V') == 'qpm_v'
+
+
+def test_the_imagenet_configs_name_a_bad_variant_and_with_attention_keys() -> None:
+    """The DnA ViT takes its attention without a type (DnA's): its variant is checked too. On the
+    ``with_attention`` baseline, the timm model's own arguments given beside ``model`` are named
+    (not ``with_attention``'s ``TypeError`` once the run builds it), the place to put them said."""
+    imagenet = REPO / 'configs' / 'imagenet'
+    dna = _demo_cfg('model.backbone.attn_cfg.variant=qpm_vmp', config=str(imagenet / 'dna_vit-t16_in1k.py'))
+    with pytest.raises(
+        ConfigError, match=r"^model\.backbone\.attn_cfg\.variant: unknown DnA variant 'qpm_vmp'"
+    ):
+        check_config(dna)
+    dna.model.backbone.attn_cfg.variant = 'Q±V'  # the paper's name
+    check_config(dna)
+    diff = str(imagenet / 'vit-b16_diff_in1k.py')
+    with pytest.raises(ConfigError) as err:
+        check_config(_demo_cfg('model.backbone.depth=2', 'model.backbone.attn=dna', config=diff))
+    assert str(err.value) == (
+        "model.backbone.depth is not an argument of with_attention (the model's own go in "
+        'model.backbone.model) (valid: model, attn_cfg, q_neg_scale, v_neg_scale); '
+        "model.backbone.attn is not an argument of with_attention (the model's own go in "
+        "model.backbone.model) (did you mean 'attn_cfg'? valid: model, attn_cfg, q_neg_scale, v_neg_scale)"
+    )
+    check_config(_demo_cfg('model.backbone.model.depth=2', 'model.backbone.model.num_classes=0', config=diff))
+
+
+def test_cfg_options_mmengine_cannot_read_are_one_line(capsys) -> None:
+    """mmengine's DictAction recurses until Python stops it on ``dict(...)`` (what a config file
+    says), asserts on brackets that do not pair up, and fails to unpack an option without ``=``:
+    each is a ``ConfigError`` naming the option; for ``dict(...)``, the options that set its keys."""
+    from dna_mm.tools.cli import cfg_options
+
+    assert cfg_options(['a.b=1', 'c=[1,(2,3)]', 'd=x']) == {'a.b': 1, 'c': [1, (2, 3)], 'd': 'x'}
+    with pytest.raises(ConfigError) as err:
+        cfg_options(
+            ['train_cfg.max_epochs=1', "m.attn_cfg=dict(type='DnAAttention', variant='apm', s=(1, 2))"]
+        )
+    assert str(err.value) == (
+        "--cfg-options m.attn_cfg=dict(type='DnAAttention', variant='apm', s=(1, 2)): --cfg-options does "
+        "not read dict(...) (mmengine's DictAction reads numbers, strings, lists, tuples); set its keys "
+        'one by one: m.attn_cfg.type=DnAAttention m.attn_cfg.variant=apm m.attn_cfg.s=(1,2)'
+    )
+    with pytest.raises(ConfigError, match=r'^--cfg-options a=\[1,\(2\]: mmengine cannot read this value: '):
+        cfg_options(['a=[1,(2]'])
+    with pytest.raises(ConfigError, match=r'^--cfg-options max_epochs: expected KEY=VALUE'):
+        cfg_options(['max_epochs'])
+    opt = "model.backbone.attn_cfg=dict(type='DnAAttention',variant='qpm_vmp')"
+    with pytest.raises(SystemExit) as done:  # as train.py reads it, before any config is read
+        _tool('train').main([DEMO_CONFIG, '--cfg-options', opt])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"train.py: error: --cfg-options {opt}: --cfg-options does not read dict(...) (mmengine's "
+        'DictAction reads numbers, strings, lists, tuples); set its keys one by one: '
+        'model.backbone.attn_cfg.type=DnAAttention model.backbone.attn_cfg.variant=qpm_vmp'
+    )
 
 
 def test_check_config_reads_an_attention_per_step() -> None:

@@ -281,9 +281,10 @@ class AttentionBase(nn.Module):
         super().__init__()
         check_formula(type(self))
         name = type(self).__name__
-        if embed_dims <= 0 or num_heads <= 0 or embed_dims % num_heads:
-            raise ValueError(
-                f'{name}: embed_dims ({embed_dims}) must be a positive multiple of num_heads ({num_heads})'
+        if embed_dims <= 0 or num_heads <= 0 or embed_dims % num_heads:  # the host's sizes: a config's
+            raise ConfigError(
+                f'{name}: embed_dims ({embed_dims}) must be a positive multiple of num_heads ({num_heads}): '
+                'each head takes embed_dims / num_heads channels'
             )
         if not 0.0 <= attn_drop < 1.0 or not 0.0 <= proj_drop < 1.0:
             raise ValueError(

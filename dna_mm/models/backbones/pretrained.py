@@ -15,6 +15,7 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 from torch import Tensor, nn
 
+from ...errors import PretrainedMismatchError
 from ...family import NEGATIVE_INIT, NegativeInit
 from ..fitting import abbreviate, adapt_attentions
 
@@ -53,19 +54,30 @@ def load_pretrained(
             :func:`dna_mm.converters.official_to_dna_mm`).
 
     Raises:
-        ValueError: a key present in both has another shape (after the resizing), or one of the
-            model's attentions has some but not all of its tensors in the file; the message
-            names the file and the key(s).
+        PretrainedMismatchError: the file does not fit the model (a user's mistake, one line in
+            the tools; also a ``ValueError``): a key present in both has another shape (after the
+            resizing; the first such key, and how many more), the backbone does not recognise
+            its layout, or one of the model's attentions has some but not all of its tensors in
+            the file; the message names the file and the key(s).
     """
-    converted = model.pretrained_state_dict(_load_checkpoint(filename, map_location='cpu'), combine)
-    sd, generated = adapt_attentions(model, converted.state_dict, neg_init, filename, converted.self_init)
+    checkpoint = _load_checkpoint(filename, map_location='cpu')
+    try:  # the key conversion and the fitting refuse a file that is not of this model: its keys
+        converted = model.pretrained_state_dict(checkpoint, combine)
+        sd, generated = adapt_attentions(model, converted.state_dict, neg_init, filename, converted.self_init)
+    except PretrainedMismatchError:
+        raise
+    except ValueError as err:
+        text = str(err)
+        raise PretrainedMismatchError(text if text.startswith(filename) else f'{filename}: {text}') from err
     own = model.state_dict()
-    for key, value in sd.items():
-        if key in own and own[key].shape != value.shape:
-            raise ValueError(
-                f'{filename}: shape mismatch for {key}: checkpoint '
-                f'{list(value.shape)}, model {list(own[key].shape)}'
-            )
+    resized = [key for key, value in sd.items() if key in own and own[key].shape != value.shape]
+    if resized:
+        key, more = resized[0], len(resized) - 1
+        also = f' (and {more} more tensor{"s" * (more != 1)} of another shape)' if more else ''
+        raise PretrainedMismatchError(
+            f'{filename}: shape mismatch for {key}: checkpoint {list(sd[key].shape)}, model '
+            f'{list(own[key].shape)}{also}: a checkpoint of a model of other sizes'
+        )
     result = model.load_state_dict(sd, strict=False)
     noted = {k for _, keys in converted.notes.values() for k in keys}
     sections = dict(  # name → (log title, keys)
