@@ -1,6 +1,11 @@
 """Models and inputs for the analyses: an :class:`AnalysisModel` from an OpenMMLab config
 (:func:`load_mm_model`) or a ``timm:<model name>`` (:func:`load_timm_model`); it gives
 normalised input batches, runs the model on them and knows how to add pixel noise.
+
+A model whose attentions are not of the dna_mm family (the softmax baselines on timm's own
+``Attention``: ``configs/imagenet/vit-*_softmax_in1k.py``, ``timm:vit_*``) is analysed through
+dna_mm's softmax member holding the same weights (:func:`family_view`), which computes the same
+outputs; the analyses that need a quantity it lacks (DnA's α, a second branch) leave it out.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from torch import Tensor, nn
 
 from ..checkpoint import load_whole_model
 from ..config.build import model_from_config
-from ..errors import ConfigError, DataError, MissingFileError
+from ..errors import ConfigError, DataError, MissingFileError, UnsupportedModelError, UserError
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
+#: the files a model reads (:attr:`AnalysisModel.input_kind`)
+INPUT_EXTENSIONS = {'image': IMAGE_EXTENSIONS, 'video': VIDEO_EXTENSIONS}
 
 
 @dataclass
@@ -46,6 +53,8 @@ class AnalysisModel:
         is_classifier: ``forward`` gives class logits (needed by relevance maps and accuracy).
         name: For logs and plots.
         load_input: ``path → inputs [1, ...]`` of one image / video, as the model sees it.
+        input_kind: What ``load_input`` reads: ``'image'`` or ``'video'``.
+        notes: What was done to the model to analyse it (:func:`family_view`), one line each.
     """
 
     model: nn.Module
@@ -57,6 +66,8 @@ class AnalysisModel:
     is_classifier: bool
     name: str
     load_input: Callable[[str], Tensor]
+    input_kind: str = 'image'
+    notes: list[str] = field(default_factory=list)
 
     def raw_pixels(self, inputs: Tensor) -> Tensor:
         """Normalised inputs back to pixels in ``[0, 1]``."""
@@ -113,6 +124,7 @@ def load_mm_model(
 
     cfg, model = model_from_config(config, cfg_options)
     load_whole_model(model, checkpoint)
+    notes = family_view(model, config)
     model.eval()
     key = f'{split}_dataloader'
     if cfg.get(key) is None:
@@ -127,12 +139,17 @@ def load_mm_model(
     # channels on axis 2 of [B, clips, C, T, H, W] (MMAction2 NCTHW), axis 1 of [B, C, H, W] otherwise
     shape = (1, 1, -1, 1, 1, 1) if getattr(pre, 'format_shape', None) == 'NCTHW' else (1, -1, 1, 1)
     mean, std = mean.reshape(shape), std.reshape(shape)
-    is_recognizer = hasattr(model, 'cls_head')
+    is_recognizer = hasattr(model, 'cls_head')  # MMAction2: reads videos
+    head = model.cls_head if is_recognizer else getattr(model, 'head', None)
+    is_classifier = getattr(head, 'num_classes', None) is not None  # and MMPretrain's ImageClassifier
+    kind = 'video' if is_recognizer else 'image'
 
     def forward(inputs: Tensor) -> Tensor:
         if is_recognizer:  # [B, clips, C, T, H, W] -> logits [B·clips, K] -> mean over clips [B, K]
             logits = model(inputs, mode='tensor', stage='head')
             return logits.reshape(inputs.shape[0], -1, logits.shape[-1]).mean(dim=1)
+        if is_classifier:  # [B, C, H, W] -> the head's logits [B, K]
+            return model(inputs, mode='tensor')
         return model.backbone(inputs)
 
     @functools.cache
@@ -143,9 +160,14 @@ def load_mm_model(
         return Compose(cfg[key].dataset.pipeline)
 
     def load_input(path: str) -> Tensor:
-        """One video through the config's test pipeline and the data preprocessor."""
-        check_input(config, path)
-        packed = test_pipeline()(dict(filename=path, label=-1, start_index=0, modality='RGB'))
+        """One video (a recognizer) or image through the config's test pipeline and the data
+        preprocessor."""
+        check_input(config, path, kind)
+        if kind == 'video':
+            sample = dict(filename=path, label=-1, start_index=0, modality='RGB')
+        else:
+            sample = dict(img_path=path)
+        packed = test_pipeline()(sample)
         data = pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)
         return data['inputs']
 
@@ -166,7 +188,9 @@ def load_mm_model(
 
     pixel_max = 255.0 if float(mean.max()) > 1.5 else 1.0
     name = osp.splitext(osp.basename(config))[0]
-    return AnalysisModel(model, forward, batches, mean, std, pixel_max, is_recognizer, name, load_input)
+    return AnalysisModel(
+        model, forward, batches, mean, std, pixel_max, is_classifier, name, load_input, kind, notes
+    )
 
 
 def _label(sample: Any) -> int:
@@ -188,7 +212,8 @@ def load_timm_model(
     batch_size: int = 8,
 ) -> AnalysisModel:
     """``timm.create_model(name, **model_args)`` with ``checkpoint``'s weights; samples: the
-    images under ``input_dir`` (sorted, recursive; labels unknown), timm's eval transform."""
+    images under ``input_dir`` (sorted, recursive; labels unknown), timm's eval transform at the
+    size the model was built for (:func:`built_input_size`)."""
     import timm
     from timm.data import create_transform, resolve_data_config
 
@@ -196,8 +221,10 @@ def load_timm_model(
 
     model = timm.create_model(name, pretrained=False, **(model_args or {}))
     load_whole_model(model, checkpoint)
+    notes = family_view(model, f'timm:{name}')
     model.eval()
-    data_cfg = resolve_data_config({}, model=model)
+    size = built_input_size(model)
+    data_cfg = resolve_data_config({} if size is None else dict(input_size=size), model=model)
     transform = create_transform(**data_cfg, is_training=False)
     mean = torch.tensor(data_cfg['mean']).reshape(1, -1, 1, 1)
     std = torch.tensor(data_cfg['std']).reshape(1, -1, 1, 1)
@@ -212,22 +239,88 @@ def load_timm_model(
             yield Batch(batch, meta=dict(files=chunk, total=len(files)))
 
     def load_input(path: str) -> Tensor:
-        check_input(f'timm:{name}', path)
+        check_input(f'timm:{name}', path, 'image')
         return transform(load_image(path))[None]
 
-    return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input)
+    return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input, 'image', notes)
 
 
-def check_input(config: str, path: str) -> None:
-    """``path`` is an existing file of the kind the model of ``config`` reads: an image for a
-    ``timm:`` model, a video otherwise; else a one-line error naming it."""
-    image = config.startswith('timm:')
-    extensions = IMAGE_EXTENSIONS if image else VIDEO_EXTENSIONS
+def built_input_size(model: nn.Module) -> Optional[tuple[int, int, int]]:
+    """``(C, H, W)`` a timm model was built for: its patch embedding's ``img_size`` and input
+    channels (``create_model(..., img_size=32)`` keeps the 224 of the stored ``pretrained_cfg``,
+    which ``resolve_data_config`` would otherwise give); ``None`` without a patch embedding."""
+    embed = getattr(model, 'patch_embed', None)
+    size = getattr(embed, 'img_size', None)
+    if size is None:
+        return None
+    h, w = (size, size) if isinstance(size, int) else size
+    channels = getattr(getattr(embed, 'proj', None), 'in_channels', 3)
+    return int(channels), int(h), int(w)
+
+
+def family_view(model: nn.Module, name: str) -> list[str]:
+    """Make ``model``'s attentions readable by the analyses, in place; returns a note per change.
+
+    A model holding a family attention is left as it is. One holding none (a softmax baseline on
+    timm's ``Attention``, an OpenMMLab host attention) has each host attention replaced by
+    dna_mm's softmax member loaded with its weights
+    (:func:`~dna_mm.models.adapters.swap.swap_attention`): the same computation, so the same
+    logits, and maps the collectors can read.
+
+    Raises:
+        UnsupportedModelError: ``model`` has no attention the swap can read (the message names
+            ``name`` and why).
+    """
+    from ..models.adapters.swap import swap_attention
+    from ..models.attention import AttentionBase
+
+    if any(isinstance(m, AttentionBase) for m in model.modules()):
+        return []
+    try:
+        swapped = swap_attention(model, 'softmax')
+    except UnsupportedModelError as err:
+        raise UnsupportedModelError(
+            f'{name}: {type(model).__name__} holds no dna_mm attention, and its own cannot be read as '
+            f"dna_mm's softmax: {err}"
+        ) from err
+    model.eval()
+    return [
+        f'{name}: its {len(swapped)} attention(s) ({swapped[0]}, ...) analysed as dna_mm softmax '
+        'attentions holding the same weights (the same outputs)'
+    ]
+
+
+def check_input(config: str, path: str, kind: Optional[str] = None) -> None:
+    """``path`` is an existing file, of ``kind`` (``'image'`` / ``'video'``, the model of
+    ``config`` reads: :attr:`AnalysisModel.input_kind`) when given; else a one-line error naming it."""
     if not osp.isfile(path):
         raise MissingFileError(f'input {path} does not exist')
+    if kind is None:
+        return
+    extensions = INPUT_EXTENSIONS[kind]
     if not path.lower().endswith(extensions):
-        kind = 'an image' if image else 'a video'
-        raise DataError(f'{config}: --input must be {kind} ({", ".join(extensions)}), got {path}')
+        raise DataError(
+            f'{config}: --input must be {"an" if kind == "image" else "a"} {kind} '
+            f'({", ".join(extensions)}), got {path}'
+        )
+
+
+def out_folder(path: str, flag: str = '--out', make: bool = True) -> str:
+    """``path`` as an output folder, made (with its parents) when ``make``; a
+    :class:`~dna_mm.errors.UserError` naming ``flag`` when it, or the nearest of its parents that
+    exists, is a file, or the folder cannot be made."""
+    existing = osp.abspath(path)
+    while not osp.exists(existing) and osp.dirname(existing) != existing:
+        existing = osp.dirname(existing)
+    if not osp.isdir(existing):
+        what = 'is a file' if existing == osp.abspath(path) else f'is inside {existing}, a file'
+        raise UserError(f'{flag} {path} {what}; {flag} names the folder to write into')
+    if make:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as err:
+            raise UserError(f'{flag} {path}: cannot make the folder ({err.strerror or err})') from err
+    return path
 
 
 def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:
@@ -243,11 +336,14 @@ def list_files(root: str, extensions: tuple[str, ...]) -> list[str]:
 
 
 def load_image(path: str):
-    """An RGB PIL image."""
+    """An RGB PIL image; a :class:`~dna_mm.errors.DataError` naming ``path`` when it cannot be read."""
     from PIL import Image
 
-    with Image.open(path) as img:
-        return img.convert('RGB')
+    try:
+        with Image.open(path) as img:
+            return img.convert('RGB')
+    except OSError as err:  # PIL.UnidentifiedImageError, a truncated file
+        raise DataError(f'image {path} cannot be read: {err}') from err
 
 
 def load_model(

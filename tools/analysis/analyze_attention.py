@@ -8,10 +8,14 @@
         [--intruder-k 10] [--intruder-eps 0.5] [--sigmas 0.1 0.5 1.0]
         [--noise-space normalized|pixel] [--center feature|token|none] [--with-coefficient]
 
-CONFIG is an OpenMMLab config (TimeSformer recognizers, ViTDet backbones: samples from its
-``test_dataloader``) or ``timm:<model>`` (e.g. ``timm:dna_vit_tiny_patch16_224``: ``--cfg-options``
-are then ``create_model`` arguments and ``--input-dir`` an image folder). ``--compare`` adds
-runs drawn into the same figures (e.g. DnA vs softmax vs Diff). Writes ``DIR/analysis.json``
+CONFIG is an OpenMMLab config (TimeSformer recognizers, MMPretrain image classifiers such as
+``configs/imagenet/``, ViTDet backbones: samples from its ``test_dataloader``) or ``timm:<model>``
+(e.g. ``timm:dna_vit_tiny_patch16_224``: ``--cfg-options`` are then ``create_model`` arguments and
+``--input-dir`` an image folder). ``--compare`` adds runs drawn into the same figures (e.g. DnA vs
+softmax vs Diff); every run's model is loaded before the first is analysed, and a run that fails
+leaves the runs before it written. A softmax baseline on timm's own attention is analysed through
+dna_mm's softmax attention with the same weights; a figure of a quantity a run lacks (α, a
+second branch) leaves that run out. Writes ``DIR/analysis.json``
 (``{"schema", "runs": [report, ...]}``, the report layout is in ``dna_mm/analysis/report.py``)
 and ``DIR/<analysis>.png`` (the figures are described in ``docs/analysis.md``); a progress bar with
 the ETA runs over each run's samples (stderr). The definitions are in ``dna_mm/analysis/measures.py``.
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import os.path as osp
 import time
 
@@ -100,38 +103,83 @@ def describe(rep: dict) -> str:
     return '; '.join(parts)
 
 
-def analyze_runs(args: argparse.Namespace) -> dict:
+def load_runs(args: argparse.Namespace) -> list[tuple[str | None, str, str, object]]:
+    """``(label, config, checkpoint, AnalysisModel)`` of every run, each file checked and each
+    model loaded before the first run is analysed (a checkpoint of another model is found at
+    once, not after the runs before it)."""
     from dna_mm.analysis.models import load_model
-    from dna_mm.analysis.plots import PLOTTERS
-    from dna_mm.analysis.report import SCHEMA, analyze
     from dna_mm.tools.cli import user_file
 
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
-    for _, config, checkpoint in runs:  # every run's files, before the first run starts
+    for _, config, checkpoint in runs:  # every run's files, before the first model is built
         if not config.startswith('timm:'):
             user_file(config, 'config')
         user_file(checkpoint, 'checkpoint')
-    os.makedirs(args.out, exist_ok=True)
-    out_json = osp.join(args.out, 'analysis.json')
-    print(f'writing {out_json} and one PNG per analysis to {args.out}/', flush=True)
-    names = ('analyses', 'num_samples', 'top_k_percent', 'intruder_k', 'intruder_eps', 'with_coefficient')
-    options = {name: getattr(args, name) for name in (*names, 'sigmas', 'noise_space', 'seed')}
-    options['center'] = None if args.center == 'none' else args.center
-    reports = []
+    loaded = []
     for label, config, checkpoint in runs:
-        start = time.time()
         am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
-        print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
-        rep = analyze(am, **options, label=label, progress=True)
-        rep.update(config=config, checkpoint=checkpoint)
-        reports.append(rep)
-        print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)
+        for note in am.notes:
+            print(f'[{label or am.name}] note: {note}', flush=True)
+        loaded.append((label, config, checkpoint, am))
+    return loaded
+
+
+def write_results(reports: list[dict], args: argparse.Namespace) -> None:
+    """``analysis.json`` and a figure per analysis of ``reports``; a figure leaves out the runs
+    without its quantity (a softmax run in alpha.png) and says so."""
+    from dna_mm.analysis.plots import PLOTTERS
+    from dna_mm.analysis.plots.analyses import FIGURE_KEYS
+    from dna_mm.analysis.report import SCHEMA
+
+    out_json = osp.join(args.out, 'analysis.json')
     with open(out_json, 'w') as f:
         json.dump(dict(schema=SCHEMA, runs=reports), f, indent=1)
     print(f'wrote {out_json}')
     for name in args.analyses:
         path = PLOTTERS[name](reports, osp.join(args.out, f'{name}.png'))
-        print(f'wrote {path}' if path else f'{name}: nothing to plot (no run has it)')
+        keys = FIGURE_KEYS.get(name, (name,))
+        without = [rep['label'] for rep in reports if not any(rep.get(k) for k in keys)]
+        if path is None:
+            print(f'{name}: nothing to plot (no run has it)')
+        elif without:
+            print(f'wrote {path} (without {", ".join(without)}: no {name} to show)')
+        else:
+            print(f'wrote {path}')
+
+
+def analyze_runs(args: argparse.Namespace) -> dict:
+    from dna_mm.analysis.models import out_folder
+    from dna_mm.analysis.report import SCHEMA, analyze
+
+    out_folder(args.out, make=False)  # a file named by --out: one line, before any model is loaded
+    runs = load_runs(args)
+    out_folder(args.out)
+    print(
+        f'writing {osp.join(args.out, "analysis.json")} and one PNG per analysis to {args.out}/', flush=True
+    )
+    names = ('analyses', 'num_samples', 'top_k_percent', 'intruder_k', 'intruder_eps', 'with_coefficient')
+    options = {name: getattr(args, name) for name in (*names, 'sigmas', 'noise_space', 'seed')}
+    options['center'] = None if args.center == 'none' else args.center
+    reports: list[dict] = []
+    try:
+        while runs:
+            label, config, checkpoint, am = runs.pop(0)  # each model freed once analysed
+            start = time.time()
+            print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
+            rep = analyze(am, **options, label=label, progress=True)
+            rep.update(config=config, checkpoint=checkpoint)
+            reports.append(rep)
+            print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)
+    except BaseException:
+        if reports:  # the runs analysed before the failure are kept
+            done = ', '.join(rep['label'] for rep in reports)
+            print(f'a run failed: writing the {len(reports)} run(s) analysed before it ({done})', flush=True)
+            try:
+                write_results(reports, args)
+            except Exception as err:  # noqa: BLE001  (the run's own error is the one to report)
+                print(f'writing them failed too: {type(err).__name__}: {err}', flush=True)
+        raise
+    write_results(reports, args)
     return dict(schema=SCHEMA, runs=reports)
 
 

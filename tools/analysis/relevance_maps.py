@@ -6,8 +6,9 @@
 
 CONFIG is an MMAction2 recognizer config (``--input`` videos, read by the config's test
 pipeline; one row of overlays per branch, one column per sampled frame, titled with its index in
-the source video) or ``timm:<model>`` (``--input`` images; ``--cfg-options`` are
-``create_model`` arguments). The gradients are those of the class ``--target`` (default: the
+the source video), an MMPretrain image classifier config (``configs/imagenet/``: ``--input``
+images, read by its test pipeline) or ``timm:<model>`` (``--input`` images; ``--cfg-options``
+are ``create_model`` arguments). The gradients are those of the class ``--target`` (default: the
 prediction); classes are named from ``--label-map`` or the config's ``label_map``. Each branch's
 map is min–max normalised over the whole clip. Writes, per input, ``DIR/<input name>_relevance``
 ``.png`` (the figure), ``.json`` (class, score, branches, frame indices) and ``.npz`` (the
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import os.path as osp
 import sys
 import time
@@ -34,9 +34,11 @@ NOTE = (
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('config', help='MMAction2 recognizer config, or timm:<model name>')
+    p.add_argument('config', help='MMAction2 recognizer / MMPretrain classifier config, or timm:<model name>')
     p.add_argument('checkpoint', help='whole-model checkpoint')
-    p.add_argument('--input', nargs='+', required=True, help='videos (config) or images (timm:)')
+    p.add_argument(
+        '--input', nargs='+', required=True, help='videos (recognizer) or images (classifier, timm:)'
+    )
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--target', type=int, default=None, help='class to explain (default: predicted)')
     p.add_argument('--label', default=None, help='model name in the figure title')
@@ -120,16 +122,21 @@ def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) ->
 def explain_inputs(args: argparse.Namespace) -> list[dict]:
     from mmengine.utils import ProgressBar
 
-    from dna_mm.analysis.models import check_input, load_model
+    from dna_mm.analysis.models import check_input, load_model, out_folder
 
+    out_folder(args.out, make=False)
     for path in args.input:  # every input, before the model is loaded
         check_input(args.config, path)
     start = time.time()
     am = load_model(args.config, args.checkpoint, args.cfg_options)
-    num_classes = getattr(getattr(am.model, 'cls_head', None), 'num_classes', None)
-    num_classes = num_classes or getattr(am.model, 'num_classes', 0)
+    for path in args.input:  # of the kind the model reads, before the first is explained
+        check_input(args.config, path, am.input_kind)
+    for note in am.notes:
+        print(f'note: {note}', flush=True)
+    head = getattr(am.model, 'cls_head', None) or getattr(am.model, 'head', None)  # MMAction2, MMPretrain
+    num_classes = getattr(head, 'num_classes', None) or getattr(am.model, 'num_classes', 0)
     names, pipeline = _context(args, num_classes)
-    os.makedirs(args.out, exist_ok=True)
+    out_folder(args.out)
     print(
         f'model loaded ({time.time() - start:.0f} s); writing {len(args.input)} figure(s) to {args.out}/',
         flush=True,

@@ -61,8 +61,10 @@ def _having(reports: Sequence[dict], key: str) -> list[tuple[int, dict]]:
     return [(i, rep) for i, rep in enumerate(reports) if rep.get(key)]
 
 
-def _run_handles(reports: Sequence[dict]) -> list:
-    return color_handles([rep['label'] for rep in reports])
+def _run_handles(runs: Sequence[tuple[int, dict]]) -> list:
+    """A legend entry per ``(colour index, report)``, in the colour its lines are drawn in (a run
+    left out of a figure keeps the others' colours: :func:`_having`)."""
+    return color_handles([rep['label'] for _, rep in runs], [i for i, _ in runs])
 
 
 def _series(records: list[dict], group: str, field: str, branch: Optional[str] = None):
@@ -116,7 +118,7 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
                 line(spread, x, std, i, GROUP_STYLES[j % 4])
     spread.set_ylim(0, max(0.1, 1.15 * max(r['std'] for r in recs)))
     panel(spread, 'spread over heads', 'std of α over heads', layers)
-    handles = _run_handles([rep for _, rep in have])
+    handles = _run_handles(have)
     handles += [Patch(color='0.6', alpha=0.35, label='min–max over heads')]
     handles += [style_handle(f'initial α = {", ".join(f"{v:g}" for v in inits)}', (0, (4, 3)), '0.35')]
     if len(groups) > 1:
@@ -148,7 +150,7 @@ def _per_branch(
                 if faint:
                     line(ax, x, [r[faint] for r in rows], i, ls, mk, ms=2.5, alpha=0.35)
         panel(ax, group_title(group), ylabel if ax is axes[0] else None, layers)
-    return fig, axes, groups, _run_handles(reports) + branch_handles(branches)
+    return fig, axes, groups, _run_handles(_having(reports, key)) + branch_handles(branches)
 
 
 def plot_entropy(reports: Sequence[dict], path: str) -> Optional[str]:
@@ -344,7 +346,7 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
         panel(axes[-1], 'accuracy on the analysed samples', 'top-1 (%)', None, 'noise σ')
     settings = have[0][1].get('settings') or {}
     space = settings.get('noise_space', 'normalized')
-    handles = _run_handles([rep for _, rep in have])
+    handles = _run_handles(have)
     handles += [style_handle('clean input'), style_handle('input + Gaussian noise of std σ', '--')]
     return finish(
         fig,
@@ -357,6 +359,9 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
     )
 
 
+#: the report keys a figure draws, where they are more than its analysis (a run is in the figure
+#: when it has one of them)
+FIGURE_KEYS = {'cvv': ('cvv', 'branch_cosine')}
 PLOTTERS = {
     'alpha': plot_alpha,
     'entropy': plot_entropy,

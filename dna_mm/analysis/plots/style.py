@@ -69,9 +69,13 @@ def finish(fig: Figure, path: str, title: str, handles: Sequence, note: Optional
     return save(fig, path, note, bottom - 0.02)
 
 
-def color_handles(labels: Sequence[str]) -> list:
-    """One legend entry per run (or method), in its colour."""
-    return [Line2D([], [], color=color(i), lw=2.2, label=label) for i, label in enumerate(labels)]
+def color_handles(labels: Sequence[str], indices: Optional[Sequence[int]] = None) -> list:
+    """One legend entry per run (or method), in its colour: that of its index in ``indices``
+    (default ``0, 1, …``: the runs drawn are all the runs)."""
+    indices = range(len(labels)) if indices is None else indices
+    return [
+        Line2D([], [], color=color(i), lw=2.2, label=label) for i, label in zip(indices, labels, strict=True)
+    ]
 
 
 def style_handle(label: str, ls='-', color: str = '0.25', **kwargs) -> Line2D:
