@@ -40,6 +40,17 @@ def image_size(backbone: dict) -> int:
     return 224
 
 
+def step_inputs(cfg: Config) -> str:
+    """What one sample of the config's train step is (:func:`prepare`'s random inputs, the
+    backbone alone's too): ``'clips of 8x224x224'`` (a recognizer: ``num_frames`` × ``img_size²``)
+    or ``'images of 224x224'`` (an MMDetection or MMPretrain config)."""
+    backbone = cfg.model.backbone
+    size = image_size(backbone)
+    if cfg.get('default_scope') in ('mmdet', 'mmpretrain'):
+        return f'images of {size}x{size}'
+    return f'clips of {backbone.get("num_frames", 8)}x{size}x{size}'
+
+
 def classification_inputs(model: nn.Module, cfg: Config, batch: int) -> tuple:
     """Random ``img_size²`` images, labels ``0…batch-1`` modulo the head's classes, through the
     classifier's data preprocessor in training mode (normalise; its batch augments, Mixup /
@@ -382,9 +393,10 @@ def step_table(
         if device.startswith('cuda')
         else f'{torch.get_num_threads()} CPU threads'
     )
+    inputs = dict.fromkeys(step_inputs(read_config(c, o, clear_pretrained=True)) for c, o, _ in runs)
     echo(
-        f'torch {torch.__version__}, {device} ({name}), batch {batch} (clips '
-        f'of 8x224x224, or images of the detector\'s img_size), amp {amp_dtype or "config"}'
+        f'torch {torch.__version__}, {device} ({name}), batch {batch} ({" / ".join(inputs)}), '
+        f'amp {amp_dtype or "config"}'
         f'{", torch.compile" if compile_backbone else ""}'
         f'{", backbone (+ neck) only" if part == "backbone" else ""}'
     )

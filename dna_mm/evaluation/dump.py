@@ -1,9 +1,13 @@
-"""``DumpPredictions``: per-video predictions to a CSV file (video, label, prediction, score).
+"""``DumpPredictions``: per-video (per-image) predictions to a CSV file (name, label, prediction,
+score, top-5).
 
 Added by ``tools/test.py --dump preds.csv``; for MMAction2's pickle use ``--dump preds.pkl``.
-The ``video`` column is the sample's ``metainfo['filename']`` (``RobustVideoDataset`` always
-sets it; for another dataset add ``'filename'`` to ``PackActionInputs(meta_keys=...)``) or
-``frame_dir`` (rawframe datasets).
+The samples are MMAction2's (``ActionDataSample``: ``pred_scores`` / ``gt_labels`` with their
+``item``) or MMPretrain's (``DataSample``: ``pred_score`` / ``gt_label`` tensors, an ImageNet
+config's). The first column names the sample: ``video``, its ``metainfo['filename']``
+(``RobustVideoDataset`` always sets it; for another dataset add ``'filename'`` to
+``PackActionInputs(meta_keys=...)``) or ``frame_dir`` (rawframe datasets); ``image`` for an image
+classifier's samples, their ``img_path`` (MMPretrain's ``PackInputs`` keeps it).
 """
 
 from __future__ import annotations
@@ -16,12 +20,33 @@ from typing import Any, Sequence
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmengine.registry import METRICS
+from torch import Tensor
+
+#: the CSV's columns after the first (``video`` or ``image``)
+COLUMNS = ['label', 'pred', 'score', 'top5']
+
+
+def _field(sample: dict, *names: str) -> Tensor:
+    """The first of ``names`` the sample has, as a tensor: MMAction2's ``LabelData`` comes as a
+    dict with its ``item``; MMPretrain's fields are tensors."""
+    for name in names:
+        if name in sample:
+            value = sample[name]
+            return value['item'] if isinstance(value, dict) else value
+    raise KeyError(f'DumpPredictions: the sample has none of {list(names)} (its keys: {sorted(sample)})')
+
+
+#: the first column, by the kind of sample: ``(the metainfo keys that name it, in order, how to add them)``
+NAMES = {
+    'video': (('filename', 'frame_dir'), "add 'filename' to PackActionInputs(meta_keys=...)"),
+    'image': (('img_path',), "add 'img_path' to PackInputs(meta_keys=...)"),
+}
 
 
 @METRICS.register_module()
 class DumpPredictions(BaseMetric):
-    """Write one CSV row per video to ``out_file_path`` (``.csv``): ``video, label, pred, score,
-    top5``."""
+    """Write one CSV row per video or image to ``out_file_path`` (``.csv``): ``video`` (or
+    ``image``), ``label, pred, score, top5``."""
 
     default_prefix = 'dump'  # it returns no metric; named so that mmengine does not warn
 
@@ -34,32 +59,33 @@ class DumpPredictions(BaseMetric):
 
     def process(self, data_batch: Any, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
-            score = sample['pred_scores']['item'].float().cpu()  # [num_classes]
+            score = _field(sample, 'pred_scores', 'pred_score').float().cpu()  # [num_classes]
             top = score.topk(min(5, score.numel()))
-            label = sample['gt_labels']['item']
-            video = sample.get('filename', sample.get('frame_dir'))
-            if video is None and not self._warned:
+            label = _field(sample, 'gt_labels', 'gt_label')
+            column = 'image' if 'img_path' in sample else 'video'  # MMPretrain's PackInputs keeps it
+            keys, fix = NAMES[column]
+            name = next((sample[k] for k in keys if sample.get(k) is not None), None)
+            if name is None and not self._warned:
                 self._warned = True
                 print_log(
-                    f'{self.out_file_path}: the samples carry no filename, so the video '
-                    f"column stays empty; add 'filename' to PackActionInputs(meta_keys=...)",
+                    f'{self.out_file_path}: the samples carry no {" or ".join(keys)}, so the '
+                    f'{column} column stays empty; {fix}',
                     logger='current',
                     level=30,
                 )
-            self.results.append(
-                dict(
-                    video=video or '',
-                    label=' '.join(str(int(v)) for v in label.flatten()),
-                    pred=int(top.indices[0]),
-                    score=round(float(top.values[0]), 6),
-                    top5=' '.join(str(int(i)) for i in top.indices),
-                )
+            row = dict(
+                label=' '.join(str(int(v)) for v in label.flatten()),
+                pred=int(top.indices[0]),
+                score=round(float(top.values[0]), 6),
+                top5=' '.join(str(int(i)) for i in top.indices),
             )
+            self.results.append({column: name or '', **row})
 
     def compute_metrics(self, results: list) -> dict:
+        first = next(iter(results[0]), 'video') if results else 'video'
         os.makedirs(osp.dirname(osp.abspath(self.out_file_path)), exist_ok=True)
         with open(self.out_file_path, 'w', newline='') as f:
-            writer = csv.DictWriter(f, fieldnames=['video', 'label', 'pred', 'score', 'top5'])
+            writer = csv.DictWriter(f, fieldnames=[first, *COLUMNS])
             writer.writeheader()
             writer.writerows(results)
         return {}

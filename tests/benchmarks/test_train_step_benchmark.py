@@ -103,6 +103,24 @@ def test_an_image_classifiers_batch_is_preprocessed_as_in_training() -> None:
     assert bench.image_size({'type': 'TIMMBackbone'}) == 224
 
 
+def test_the_header_says_what_each_step_is_fed() -> None:
+    """The table's first line names the inputs the steps get: the ImageNet configs' images of
+    their ``img_size``, a recognizer's clips of ``num_frames`` × ``img_size²``, a detector's images."""
+    from dna_mm.config.build import read_config
+
+    lines: list[str] = []
+    bench.step_table(
+        [(IMAGE_CONFIGS[1], dict(IMAGE_TINY), False)], 2, 1, 'cpu', echo=lambda *a, **k: lines.append(a[0])
+    )
+    assert ', batch 2 (images of 32x32), amp config' in lines[0], lines[0]
+    video = read_config(CONFIGS[1], dict(TINY), clear_pretrained=True)
+    assert bench.step_inputs(video) == 'clips of 4x32x32'
+    detector = read_config(
+        'configs/vitdet_dna_coco.py', {'model.backbone.img_size': 64}, clear_pretrained=True
+    )
+    assert bench.step_inputs(detector) == 'images of 64x64'
+
+
 def test_the_operator_table_lists_the_largest_differences_and_the_sums() -> None:
     first = {'mm': (4, 0.010), 'mul': (2, 0.001), 'gelu': (1, 0.004)}
     second = {'mm': (6, 0.012), 'mul': (6, 0.009), 'neg': (2, 0.003)}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import REPO, load_tool, run_main, run_tool
+from mmengine.hooks import Hook
 
 from dna_mm.analysis.plots.study import method_label
 from dna_mm.checkpoint import weights_only_loads
@@ -186,3 +191,70 @@ def test_an_unknown_member_in_a_gated_method_is_one_line(tmp_path) -> None:
     cmd = ['tools/analysis/study.py', '--methods', 'softmax', 'nope+gated', '--out', str(tmp_path / 'out')]
     proc = run_main(cmd, check=False)
     assert proc.returncode == 2 and 'study.py: error: --methods nope: ' in proc.stderr, proc.stderr
+
+
+class StopAt(Hook):
+    """Send this process ``SIGTERM`` (a real signal) at the end of iteration ``at`` (1-based): the
+    run's ``PreemptionHook`` saves ``preempted_iter_<at>.pth`` and stops, as a preempted run does."""
+
+    priority = 'NORMAL'  # before PreemptionHook ('LOWEST'), which then sees it in the same iteration
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if runner.iter + 1 == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+#: the study's runs at a seconds-long size: a 1-block, 32-wide TimeSformer, batch 2, no workers
+TINY_RUN = [
+    'model.backbone.embed_dims=32',
+    'model.backbone.num_heads=2',
+    'model.backbone.num_transformer_layers=1',
+    'model.cls_head.in_channels=32',
+    'default_hooks.logger.interval=1',
+    'param_scheduler=[]',
+] + [f'{s}_dataloader.{k}' for s in ('train', 'val', 'test') for k in ('batch_size=2', 'num_workers=0')]
+
+
+def test_a_run_stopped_half_way_resumes_from_its_checkpoint(tiny_video_set, tmp_path, monkeypatch) -> None:
+    """A study's run preempted at iteration 3 of 4 (``SIGTERM``: ``preempted_iter_3.pth``); the
+    study started again trains that run on from there (``tools/train.py --resume``), not anew.
+    The tools run in this process (``run_main``), each as the study runs it."""
+    from mmengine.registry import HOOKS
+
+    from dna_mm.utils import tool_runs
+
+    HOOKS.register_module('StudyStopAt', module=StopAt, force=True)
+    study = load_tool('tools/analysis/study.py')
+    out = tmp_path / 'study'
+    run_dir = out / 'runs' / 'dna_seed0'
+    opts = tool_runs.demo_options('dna', str(tiny_video_set), 1) + TINY_RUN
+    stopping = tmp_path / 'stopping' / Path(study.CONFIG).name  # the demo's, with the stop
+    stopping.parent.mkdir()
+    stopping.write_text(
+        f"_base_ = [{str(REPO / study.CONFIG)!r}]\ncustom_hooks = [dict(type='StudyStopAt', at=3)]\n"
+    )
+    cut = ['tools/train.py', str(stopping), '--work-dir', str(run_dir), '--seed', '0', '--cfg-options', *opts]
+    assert run_main(cut, check=False).returncode == 128 + signal.SIGTERM
+    assert (run_dir / 'preempted_iter_3.pth').is_file()
+
+    commands = []
+
+    def in_process(args: list[str], repo, name: str = 'demo', work_dir=None) -> str:
+        commands.append(args)
+        return run_main(args).stdout
+
+    monkeypatch.setattr(tool_runs, 'run_script', in_process)
+    args = argparse.Namespace(epochs=1, imports=[], run_options=TINY_RUN, batch_size=2, device='cpu')
+    result = study.run_one(args, 'dna', 0, tiny_video_set, [], out)
+    train = commands[0]
+    assert train[0] == 'tools/train.py' and '--resume' in train, train
+    assert not list(run_dir.glob('earlier_run_*'))  # nothing set aside: the run went on
+    logs = sorted(run_dir.glob('*/*.log'))
+    assert len(logs) == 3, logs  # the cut run's, the resumed one's, the test's
+    resumed = logs[1].read_text()
+    assert 'Epoch(train) [1][4/4]' in ' '.join(resumed.split()) and '[1][1/4]' not in resumed
+    assert result['test']['line'].startswith('Test results: top-1: ')
+    assert (run_dir / 'epoch_1.pth').is_file() and (run_dir / 'result.json').is_file()

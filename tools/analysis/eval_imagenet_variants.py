@@ -12,6 +12,11 @@ ImageNet-O: AUROC, AUPR and FPR at 95 % TPR for telling its images from ImageNet
 (``--imagenet-val``: its ``<wnid>/`` folders) of the same 200 classes, by the maximum softmax.
 All in %. The model's 1000 classes are the WordNet ids of ``--train-root``'s ``train/`` folders
 (default: the config's ``data_root``). Formulas: dna_mm/evaluation/imagenet_variants.py.
+
+Checked before the model is built: ``--out`` is a file path that names none of the inputs (the
+config, the checkpoint, an image of the sets, by any spelling or link), and ImageNet-A / -R hold
+at least ``2 × --beta`` images each (the RMS calibration error leaves its most confident bin out,
+as Hendrycks et al.'s code does, so it needs two bins).
 """
 
 from __future__ import annotations
@@ -40,11 +45,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
+    if args.beta < 1 or args.batch_size < 1:
+        p.error(f'--beta and --batch-size must be at least 1, got {args.beta} and {args.batch_size}')
     if not (args.imagenet_a or args.imagenet_r or args.imagenet_o):
         p.error('give at least one of --imagenet-a, --imagenet-r, --imagenet-o')
     if args.imagenet_o and not args.imagenet_val:
         p.error('--imagenet-o needs --imagenet-val (the in-distribution images)')
     return args
+
+
+def check_out(args: argparse.Namespace, images: list) -> None:
+    """``--out``: not a folder, and none of the inputs (``images``: those of the sets) by any
+    spelling or link; a :class:`~dna_mm.errors.UserError` before any work."""
+    import os
+
+    from dna_mm.errors import UserError
+    from dna_mm.tools.cli import not_an_input
+
+    if args.out is None:
+        return
+    if os.path.isdir(args.out):
+        raise UserError(f'--out {args.out} is a folder: give the path of the JSON file to write')
+    not_an_input(args.out, '--out', dict(config=args.config, checkpoint=args.checkpoint))
+    if os.path.exists(args.out):  # a new file cannot be one of the images
+        for image in images:
+            not_an_input(args.out, '--out', {'image': str(image)})
 
 
 def evaluate(args: argparse.Namespace) -> dict:
@@ -54,30 +79,31 @@ def evaluate(args: argparse.Namespace) -> dict:
     from mmengine.dataset import Compose
 
     from dna_mm.checkpoint import load_whole_model
-    from dna_mm.config.build import model_from_config
-    from dna_mm.evaluation.imagenet_variants import evaluate_variants
+    from dna_mm.config.build import build_part, read_config
+    from dna_mm.evaluation.imagenet_variants import list_sets, score_sets
     from dna_mm.preparation.imagenet import class_ids
     from dna_mm.tools.cli import user_file
 
+    check_out(args, [])
     user_file(args.checkpoint, 'checkpoint')
-    cfg, model = model_from_config(args.config, args.cfg_options)
-    device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
-    load_whole_model(model, args.checkpoint)
-    model.to(device).eval()
-    pipeline = Compose(cfg.test_dataloader.dataset.pipeline)
+    cfg = read_config(args.config, args.cfg_options)
     wnids = class_ids(Path(args.train_root or cfg.test_dataloader.dataset.data_root))
     path = lambda x: Path(x) if x else None  # noqa: E731
-    results = evaluate_variants(
-        model,
-        pipeline,
+    sets = list_sets(
         wnids,
         path(args.imagenet_a),
         path(args.imagenet_r),
         path(args.imagenet_o),
         path(args.imagenet_val),
-        args.batch_size,
         args.beta,
     )
+    check_out(args, sets.images())
+    model = build_part(cfg)
+    device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
+    load_whole_model(model, args.checkpoint)
+    model.to(device).eval()
+    pipeline = Compose(cfg.test_dataloader.dataset.pipeline)
+    results = score_sets(model, pipeline, sets, args.batch_size, args.beta)
     for name, measures in results.items():
         shown = '  '.join(
             f'{k}: {v:.2f}' for k, v in measures.items() if k not in ('images', 'in_distribution')
@@ -87,6 +113,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         )
         print(f'{name} ({measures["images"]:.0f} images{extra}): {shown}')
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(results, indent=2) + '\n')
         print(f'wrote {args.out}')
     return results

@@ -28,7 +28,9 @@ color``: distractors in the target's colour too). The results:
 
 Runs go seed by seed (every method of seed 0, then of seed 1, …), so a partial study is already
 paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``; a study started again
-with the same ``--out`` skips them (a run killed half-way trains again); ``--report-only``
+with the same ``--out`` skips them, and a run stopped half-way (Ctrl-C, ``SIGTERM``, a scheduler's
+preemption: its ``preempted_iter_*.pth``, or its last ``epoch_*.pth``) continues from its checkpoint
+(``tools/train.py --resume``); ``--report-only``
 writes the JSON, table and figures of the runs finished so far and trains nothing (e.g. while
 another invocation is still running). The training runs use CUDA when there is a GPU, the CPU
 otherwise (``--device`` sets the evaluation's). A checkout's study works in the checkout, an
@@ -43,7 +45,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from dna_mm.analysis.study import ClipSet
@@ -184,11 +186,41 @@ def run_config(run_dir: Path, member: str, settings: dict) -> Path:
     return path
 
 
+def resumed_from(run_dir: Path) -> Optional[str]:
+    """The checkpoint a training run stopped half-way left in ``run_dir`` (``preempted_iter_*.pth``
+    of a run told to stop, an ``epoch_*.pth``): the one ``tools/train.py --resume`` continues from
+    (:func:`dna_mm.engine.checkpoint_hook.resume_candidates`), or ``None`` for a run to start."""
+    from dna_mm.engine.checkpoint_hook import resume_candidates
+
+    found = resume_candidates(str(run_dir))
+    return found[0] if found else None
+
+
+def train_then_test(config: str, run_dir: Path, opts: list[str], seed: int) -> tuple[dict, float]:
+    """``tools/train.py`` (``--seed seed``) into ``run_dir``, then ``tools/test.py`` on its last
+    checkpoint with ``--dump predictions.csv`` (:func:`dna_mm.utils.tool_runs.train_then_test`),
+    the training continued with ``--resume`` where a stopped run left a checkpoint
+    (:func:`resumed_from`); the test's metrics and the seconds both took this time."""
+    from dna_mm.utils.tool_runs import read_test_metrics, run_script, tool_args
+
+    start, work_dir = time.time(), str(run_dir)
+    train = [config, '--work-dir', work_dir, '--seed', str(seed)]
+    resume = resumed_from(run_dir)
+    if resume is not None:
+        print(f'{run_dir.name}: resuming the stopped run from {resume}', flush=True)
+        train.append('--resume')
+    run_script([*tool_args('train', home()), *train, '--cfg-options', *opts], home(), 'study', work_dir)
+    ckpt = (run_dir / 'last_checkpoint').read_text().strip()
+    test = [config, ckpt, '--work-dir', work_dir, '--dump', str(run_dir / 'predictions.csv')]
+    run_script([*tool_args('test', home()), *test, '--cfg-options', *opts], home(), 'study', work_dir)
+    return read_test_metrics(run_dir), time.time() - start
+
+
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
     from dna_mm.analysis.study import evaluate, method_attention
     from dna_mm.utils.files import write_json_atomic
-    from dna_mm.utils.tool_runs import demo_options, shipped_config, train_then_test
+    from dna_mm.utils.tool_runs import demo_options, shipped_config
 
     run_dir = out / 'runs' / f'{method}_seed{seed}'
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -202,9 +234,7 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         if settings:  # the member's config with its settings: a config of this run's own
             config = str(run_config(run_dir, member, settings))
             opts = [o for o in opts if not o.startswith('model.backbone.attn_cfg=')]
-        metrics, secs = train_then_test(
-            config, str(run_dir), opts, str(run_dir / 'predictions.csv'), home(), 'study', seed
-        )
+        metrics, secs = train_then_test(config, run_dir, opts, seed)
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
         test = dict(**test_numbers(metrics), seconds=secs, checkpoint=ckpt)
         write_json_atomic(test_file, test)
