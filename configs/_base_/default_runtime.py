@@ -32,7 +32,8 @@ default_hooks = dict(
 # yet taken, given back on resume (exact resume; without them dna_mm's runner logs that a resumed
 # run is not guaranteed to repeat the interrupted one).
 custom_hooks = [dict(type='SkippedVideosHook'), dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
-val_cfg = dict(type='ValLoop')
+# an unreadable validation video is skipped (named in a warning, counted), not the end of the run
+val_cfg = dict(type='UnreadableVideosValLoop')
 # every unreadable test video listed at once (tools/test.py --skip-unreadable: the metrics over
 # the others); other datasets are tested as by mmengine's TestLoop
 test_cfg = dict(type='UnreadableVideosTestLoop')

@@ -1,6 +1,7 @@
 """Test loops: one whose stopped test goes on where it stood (:class:`ResumableTestLoop`, with
 :mod:`dna_mm.engine.test_progress`), and one that also finds every unreadable test video in one
-run (:class:`UnreadableVideosTestLoop`).
+run (:class:`UnreadableVideosTestLoop`); and the validation loop that skips unreadable videos
+(:class:`UnreadableVideosValLoop`).
 
 mmengine's ``TestLoop`` stops at the first video that cannot be decoded, so a test set with
 several broken files fails once per file. :class:`UnreadableVideosTestLoop` asks the test
@@ -22,6 +23,12 @@ Datasets of other types are tested exactly as by ``TestLoop``. A config names it
 ``test_cfg = dict(type='UnreadableVideosTestLoop')`` (``configs/_base_/default_runtime*.py``);
 ``tools/test.py --skip-unreadable`` needs it. A stopped test goes on where it stood when the same
 command runs again (``progress_every_s``: :mod:`dna_mm.engine.test_progress`).
+
+Validation during training (:class:`UnreadableVideosValLoop`, ``val_cfg`` of dna_mm's runtime)
+skips an unreadable validation video, as training does and ``tools/test.py --skip-unreadable``
+does: one warning naming each, the metrics over the readable ones, and a warning with the count
+skipped. A training run does not die at its first validation for one broken file. When none
+can be read it is an error, as in a test (the pipeline, more likely than every file).
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from typing import Any, Union
 
 from mmengine.dataset import pseudo_collate
 from mmengine.dist import all_gather_object
+from mmengine.logging import print_log
 from mmengine.registry import LOOPS
-from mmengine.runner.loops import TestLoop, _parse_losses
+from mmengine.runner.loops import TestLoop, ValLoop, _parse_losses
 
 from ..errors import ConfigError, DataError
 from .test_progress import EVERY_S, RankProgress
@@ -47,6 +55,33 @@ def collate_readable(batch: list[dict]) -> dict:
     data = pseudo_collate([s for s in batch if UNREADABLE not in s]) if len(unreadable) < len(batch) else {}
     data[UNREADABLE] = unreadable
     return data
+
+
+def reporting_dataloader(dataloader: Union[Any, dict]) -> tuple[Union[Any, dict], bool]:
+    """``dataloader`` (a config) collating with :func:`collate_readable` when its dataset is a
+    :class:`~dna_mm.datasets.RobustVideoDataset` (one that can report unreadable videos), and
+    whether it is."""
+    from ..datasets.video_dataset import RobustVideoDataset  # noqa: PLC0415
+
+    dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
+    kind = dataset.get('type') if isinstance(dataset, dict) else None
+    reporting = kind == 'RobustVideoDataset' or (
+        isinstance(kind, type) and issubclass(kind, RobustVideoDataset)
+    )
+    if reporting:
+        dataloader = dict(dataloader, collate_fn=dict(type=collate_readable))
+    return dataloader, reporting
+
+
+def none_read_error(unreadable: list[tuple[str, str]], total: int, what: str) -> DataError:
+    """The error when none of ``total`` ``what`` videos can be read."""
+    same = len({reason.replace(path, '') for path, reason in unreadable}) == 1
+    shown = '\n  '.join(f'{path}: {reason}' for path, reason in unreadable[:SHOW])
+    more = f'\n  ... ({len(unreadable) - SHOW} more)' if len(unreadable) > SHOW else ''
+    return DataError(
+        f'none of the {total} {what} videos can be read{", all for one reason" if same else ""}: '
+        f"is the config's {what} pipeline one for these videos? (no metric computed):\n  {shown}{more}"
+    )
 
 
 @LOOPS.register_module()
@@ -128,16 +163,7 @@ class UnreadableVideosTestLoop(ResumableTestLoop):
     def __init__(
         self, runner, dataloader: Union[Any, dict], *args: Any, skip_unreadable: bool = False, **kwargs
     ):
-        from ..datasets.video_dataset import RobustVideoDataset  # noqa: PLC0415
-
-        # a RobustVideoDataset can report unreadable videos
-        dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
-        kind = dataset.get('type') if isinstance(dataset, dict) else None
-        reporting = kind == 'RobustVideoDataset' or (
-            isinstance(kind, type) and issubclass(kind, RobustVideoDataset)
-        )
-        if reporting:
-            dataloader = dict(dataloader, collate_fn=dict(type=collate_readable))
+        dataloader, reporting = reporting_dataloader(dataloader)
         super().__init__(runner, dataloader, *args, **kwargs)
         self.skip_unreadable = skip_unreadable
         self.unreadable: list[tuple[str, str]] = []
@@ -167,18 +193,63 @@ class UnreadableVideosTestLoop(ResumableTestLoop):
         none_read = len(self.unreadable) == total
         if self.unreadable and (none_read or not self.skip_unreadable):
             progress.remove()  # the list is the result: run again, the videos are read again
+            if none_read:  # every video failing is the pipeline's doing more often than the files'
+                raise none_read_error(self.unreadable, total, 'test')
             shown = '\n  '.join(f'{path}: {reason}' for path, reason in self.unreadable[:SHOW])
             more = f'\n  ... ({len(self.unreadable) - SHOW} more)' if len(self.unreadable) > SHOW else ''
-            if none_read:  # every video failing is the pipeline's doing more often than the files'
-                same = len({reason.replace(path, '') for path, reason in self.unreadable}) == 1
-                what = (
-                    f'none of the {total} test videos can be read{", all for one reason" if same else ""}: '
-                    "is the config's test pipeline one for these videos? (no metric computed)"
-                )
-            else:
-                what = (
-                    f'{len(self.unreadable)} of the {total} test videos cannot be read; no metric computed '
-                    '(fix or remove them, or pass --skip-unreadable to test the others)'
-                )
-            raise DataError(f'{what}:\n  {shown}{more}')
+            raise DataError(
+                f'{len(self.unreadable)} of the {total} test videos cannot be read; no metric computed '
+                f'(fix or remove them, or pass --skip-unreadable to test the others):\n  {shown}{more}'
+            )
         return self.metrics_over(total - len(self.unreadable), progress)
+
+
+@LOOPS.register_module()
+class UnreadableVideosValLoop(ValLoop):
+    """mmengine's ``ValLoop`` that skips unreadable validation videos (module docstring): one
+    warning naming each, the metrics over the others with a warning giving the count, the list in
+    :attr:`unreadable`. Same arguments as ``ValLoop``; a dataset other than a
+    ``RobustVideoDataset`` is validated as by it."""
+
+    def __init__(self, runner, dataloader: Union[Any, dict], *args: Any, **kwargs):
+        dataloader, reporting = reporting_dataloader(dataloader)
+        super().__init__(runner, dataloader, *args, **kwargs)
+        self.unreadable: list[tuple[str, str]] = []
+        if reporting:
+            self.dataloader.dataset.report_unreadable = True  # set before the workers start
+
+    def run(self) -> dict:
+        """mmengine's ``ValLoop.run``, the unreadable videos skipped."""
+        self.runner.call_hook('before_val')
+        self.runner.call_hook('before_val_epoch')
+        self.runner.model.eval()
+        self.val_loss.clear()
+        found: list[tuple[str, str]] = []  # this rank's
+        for idx, data_batch in enumerate(self.dataloader):
+            if isinstance(data_batch, dict) and UNREADABLE in data_batch:
+                for path, reason in data_batch.pop(UNREADABLE):
+                    found.append((path, reason))
+                    print_log(
+                        f'validation: skipped unreadable video {path} ({reason})', logger='current', level=30
+                    )
+                if not data_batch:
+                    continue  # the whole batch was unreadable
+            self.run_iter(idx, data_batch)
+        self.unreadable = [tuple(item) for part in all_gather_object(found) for item in part]
+        total = len(self.dataloader.dataset)
+        if self.unreadable and len(self.unreadable) == total:
+            raise none_read_error(self.unreadable, total, 'validation')
+        metrics = self.evaluator.evaluate(total - len(self.unreadable))
+        if self.unreadable:
+            print_log(  # the epoch and iteration: mmengine drops a warning repeated word for word
+                f'validation at epoch {self.runner.epoch}, iteration {self.runner.iter}: metrics over '
+                f'{total - len(self.unreadable)} of {total} videos; {len(self.unreadable)} unreadable '
+                'video(s) skipped (named in the warnings above, each the first time)',
+                logger='current',
+                level=30,
+            )
+        if self.val_loss:
+            metrics.update(_parse_losses(self.val_loss, 'val'))
+        self.runner.call_hook('after_val_epoch', metrics=metrics)
+        self.runner.call_hook('after_val')
+        return metrics

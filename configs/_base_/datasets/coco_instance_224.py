@@ -1,7 +1,9 @@
 # COCO 2017 instance segmentation at the DnA paper's setting (Appendix C): images resized to fit
 # 224x224 (aspect kept) and padded to 224x224, horizontal flip 0.5; evaluation with
 # MMDetection's CocoMetric (bbox and segm AP on val2017). Batch 32 in all = 8 GPUs x 4.
-dataset_type = 'CocoDataset'
+# CheckedCocoDataset: MMDetection's CocoDataset whose malformed annotation file or unreadable
+# image is one line naming it.
+dataset_type = 'CheckedCocoDataset'
 data_root = 'data/coco/'
 image_size = (224, 224)
 backend_args = None

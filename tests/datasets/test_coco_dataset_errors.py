@@ -1,0 +1,118 @@
+"""``CheckedCocoDataset`` (MMDetection's ``CocoDataset``, which dna_mm's COCO configs name): a
+malformed annotation file, an annotation of an unknown category, an unreadable image are each
+one ``DataError`` naming the file and the entry (the checks of ``check_annotations.py``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import dna_mm  # noqa: F401
+from dna_mm.errors import DataError
+from dna_mm.synthetic.coco_shapes import CocoDatasetSpec, ensure_coco_dataset
+
+pytest.importorskip('mmdet.datasets')
+from mmdet.registry import DATASETS  # noqa: E402
+
+SPEC = CocoDatasetSpec(train_images=2, test_images=2, size=64, min_object=18, max_object=30, max_objects=2)
+
+
+@pytest.fixture(autouse=True)
+def _mmdet_scope() -> None:
+    from mmengine.registry import init_default_scope
+
+    init_default_scope('mmdet')
+
+
+@pytest.fixture(scope='module')
+def coco(tmp_path_factory) -> Path:
+    return ensure_coco_dataset(tmp_path_factory.mktemp('coco'), SPEC)
+
+
+def _broken(coco: Path, tmp_path: Path, edit) -> Path:
+    data = json.loads((coco / 'annotations' / 'instances_test.json').read_text())
+    edit(data)
+    path = tmp_path / 'broken.json'
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _classes(coco: Path) -> tuple:
+    return tuple(
+        c['name'] for c in json.loads((coco / 'annotations/instances_test.json').read_text())['categories']
+    )
+
+
+@pytest.mark.parametrize(
+    'edit, named',
+    [
+        (lambda d: d['annotations'][1].pop('bbox'), r'bad bbox .*: annotations\[1\] \(id \d+\): None'),
+        (lambda d: d.pop('categories'), 'missing or non-list section: categories'),
+        (lambda d: d['images'][1].pop('file_name'), r'image without file_name: images\[1\] \(id \d+\)'),
+        (
+            lambda d: d['annotations'][0].update(category_id=77),
+            r'annotation of an unknown category_id: annotations\[0\] \(id \d+\): category_id 77',
+        ),
+    ],
+    ids=['no-bbox', 'no-categories', 'no-file_name', 'unknown-category'],
+)
+def test_a_malformed_annotation_file_is_one_error_naming_it(coco, tmp_path, edit, named) -> None:
+    ann = _broken(coco, tmp_path, edit)
+    with pytest.raises(DataError, match=named) as err:
+        DATASETS.build(
+            dict(
+                type='CheckedCocoDataset',
+                data_root=str(coco),
+                ann_file=str(ann),
+                data_prefix=dict(img='images/test/'),
+                metainfo=dict(classes=_classes(coco)),
+                pipeline=[],
+                test_mode=True,
+            )
+        )
+    message = str(err.value)
+    assert message.startswith(f'{ann}: ') and '\n' not in message, message
+
+
+def test_a_sound_file_loads_as_before(coco) -> None:
+    ds = DATASETS.build(
+        dict(
+            type='CheckedCocoDataset',
+            data_root=str(coco),
+            ann_file='annotations/instances_test.json',
+            data_prefix=dict(img='images/test/'),
+            metainfo=dict(classes=_classes(coco)),
+            pipeline=[dict(type='LoadImageFromFile')],
+            test_mode=True,
+        )
+    )
+    assert len(ds) == SPEC.test_images and ds[0]['img'].shape[:2] == (SPEC.size, SPEC.size)
+
+
+@pytest.mark.parametrize('test_mode', [True, False])
+def test_an_unreadable_image_is_one_error_naming_it(coco, tmp_path, test_mode) -> None:
+    root = tmp_path / 'coco'
+    shutil.copytree(coco, root)
+    ann = root / 'annotations' / 'instances_test.json'
+    first = json.loads(ann.read_text())['images'][0]['file_name']
+    image = root / 'images' / 'test' / first
+    image.write_bytes(image.read_bytes()[:60])  # truncated
+    ds = DATASETS.build(
+        dict(
+            type='CheckedCocoDataset',
+            data_root=str(root),
+            ann_file='annotations/instances_test.json',
+            data_prefix=dict(img='images/test/'),
+            metainfo=dict(classes=_classes(coco)),
+            pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True)],
+            test_mode=test_mode,
+            filter_cfg=None,
+        )
+    )
+    index = next(i for i in range(len(ds)) if ds.get_data_info(i)['img_path'] == str(image))
+    with pytest.raises(DataError, match=f'cannot read image {image} ') as err:
+        ds[index]
+    assert '\n' not in str(err.value)
