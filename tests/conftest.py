@@ -166,6 +166,40 @@ def tiny_backbone(type: str, **overrides) -> dict:
     return dict(type=type, **{**TINY_BACKBONES[type], **overrides})
 
 
+#: the tiny ImageNet sets' classes, by WordNet id
+WNIDS = [f'n0{c:07d}' for c in range(4)]
+
+
+def tiny_imagenet_options(root, train: bool = False, batch: int = 8) -> list[str]:
+    """``--cfg-options`` for a 2-block DnA-ViT-T at 32 px (patch 8) on ``root`` (ImageNet's
+    folders, the classes :data:`WNIDS`): its val and test loaders (and, with ``train``, its train
+    loader and one epoch), ``batch`` images a batch, no workers."""
+    classes = '[' + ','.join(WNIDS) + ']'
+    opts = [
+        'model.head.num_classes=4',
+        'data_preprocessor.num_classes=4',  # the top-level one (model.data_preprocessor: refused)
+        'model.backbone.img_size=32',
+        'model.backbone.patch_size=8',
+        'model.backbone.depth=2',
+    ]
+    for split in ('train', 'val', 'test') if train else ('val', 'test'):
+        opts += [
+            f'{split}_dataloader.dataset.data_root={root}',
+            f'{split}_dataloader.dataset.metainfo.classes={classes}',
+            f'{split}_dataloader.batch_size={batch}',
+            f'{split}_dataloader.num_workers=0',
+            f'{split}_dataloader.persistent_workers=False',
+        ]
+    if train:
+        opts += ['train_dataloader.dataset.pipeline.1.scale=32', 'train_cfg.max_epochs=1']
+    for split in ('val', 'test'):
+        opts += [
+            f'{split}_dataloader.dataset.pipeline.1.scale=36',
+            f'{split}_dataloader.dataset.pipeline.2.crop_size=32',
+        ]
+    return opts
+
+
 @pytest.fixture(scope='session')
 def tiny_video_set(tmp_path_factory):
     """8 train / 4 test real mp4 clips (decord-decodable) of the demo's motion classes."""

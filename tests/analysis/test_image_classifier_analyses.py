@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, run_main
+from conftest import REPO, WNIDS, run_main, tiny_imagenet_options
 from tolerance import REORDERED, assert_close_as
 
 import dna_mm  # noqa: F401
@@ -20,7 +20,6 @@ from dna_mm.analysis.models import load_model, load_timm_model
 from dna_mm.analysis.report import analyze
 
 IMAGENET = REPO / 'configs' / 'imagenet'
-WNIDS = [f'n0{c:07d}' for c in range(4)]
 TIMM_ARGS = dict(img_size=32, patch_size=8, depth=2, num_classes=4)
 
 
@@ -40,27 +39,10 @@ def _images(root: Path, per_class: int = 2) -> Path:
 
 
 def _tiny_options(root: Path) -> dict:
-    """The tiny ImageNet model on ``root``'s val/ folder (as tests/configs/test_imagenet_configs.py)."""
+    """The tiny ImageNet model on ``root``'s val/ folder, as a config's overrides."""
     from dna_mm.tools.cli import cfg_options
 
-    opts = [
-        'model.head.num_classes=4',
-        'data_preprocessor.num_classes=4',
-        'model.backbone.img_size=32',
-        'model.backbone.patch_size=8',
-        'model.backbone.depth=2',
-    ]
-    for split in ('val', 'test'):
-        opts += [
-            f'{split}_dataloader.dataset.data_root={root}',
-            f'{split}_dataloader.dataset.metainfo.classes=[{",".join(WNIDS)}]',
-            f'{split}_dataloader.batch_size=4',
-            f'{split}_dataloader.num_workers=0',
-            f'{split}_dataloader.persistent_workers=False',
-            f'{split}_dataloader.dataset.pipeline.1.scale=36',
-            f'{split}_dataloader.dataset.pipeline.2.crop_size=32',
-        ]
-    return cfg_options(opts)
+    return cfg_options(tiny_imagenet_options(root, batch=4))
 
 
 @pytest.fixture(scope='module')

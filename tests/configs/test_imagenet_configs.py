@@ -14,12 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, run_main
+from conftest import REPO, WNIDS, run_main, tiny_imagenet_options
 from mmengine.config import Config
 from tolerance import REORDERED, assert_close_as
 
 IMAGENET = REPO / 'configs' / 'imagenet'
-WNIDS = [f'n0{c:07d}' for c in range(4)]
 
 
 def test_the_recipe_is_the_papers_table() -> None:
@@ -92,35 +91,6 @@ def image_folders(tmp_path) -> Path:
     return root
 
 
-def _tiny_imagenet(root: Path, train: bool) -> list[str]:
-    """``--cfg-options`` for a 2-block DnA-ViT-T at 32 px (patch 8) on ``root``, 4 classes."""
-    classes = '[' + ','.join(WNIDS) + ']'
-    opts = [
-        'model.head.num_classes=4',
-        'data_preprocessor.num_classes=4',  # the top-level one (model.data_preprocessor: refused)
-        'model.backbone.img_size=32',
-        'model.backbone.patch_size=8',
-        'model.backbone.depth=2',
-    ]
-    splits = ('train', 'val', 'test') if train else ('val', 'test')
-    for split in splits:
-        opts += [
-            f'{split}_dataloader.dataset.data_root={root}',
-            f'{split}_dataloader.dataset.metainfo.classes={classes}',
-            f'{split}_dataloader.batch_size=8',
-            f'{split}_dataloader.num_workers=0',
-            f'{split}_dataloader.persistent_workers=False',
-        ]
-    if train:
-        opts += ['train_dataloader.dataset.pipeline.1.scale=32', 'train_cfg.max_epochs=1']
-    for split in ('val', 'test'):
-        opts += [
-            f'{split}_dataloader.dataset.pipeline.1.scale=36',
-            f'{split}_dataloader.dataset.pipeline.2.crop_size=32',
-        ]
-    return opts
-
-
 def _tiny_video(pretrained: str, lists: dict, videos: Path) -> list[str]:
     """``--cfg-options`` making a TimeSformer-B config (the video_8x32 pipelines) a 2-block model of
     the tiny image model's widths on 32-pixel crops, 8 frames every 2, reading ``lists``."""
@@ -166,12 +136,12 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     work = tmp_path / 'imagenet'
     run_main(
         ['tools/train.py', config, '--work-dir', str(work), '--global-batch', '8']
-        + ['--cfg-options', *_tiny_imagenet(image_folders, train=True)]
+        + ['--cfg-options', *tiny_imagenet_options(image_folders, train=True)]
     )
     ckpt = str(work / 'epoch_1.pth')
     test = run_main(
         ['tools/test.py', config, ckpt, '--work-dir', str(work / 'test')]
-        + ['--cfg-options', *_tiny_imagenet(image_folders, train=False)]
+        + ['--cfg-options', *tiny_imagenet_options(image_folders, train=False)]
     )
     assert re.search(
         r'Test results: top-1: \d+\.\d\d$', test.stdout.strip().splitlines()[-1]
@@ -272,7 +242,7 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     init_default_scope('mmpretrain')
     cfg = Config.fromfile(config)
     parser_opts = dict(
-        o.split('=', 1) for o in _tiny_imagenet(image_folders, train=False) if o.startswith('model.')
+        o.split('=', 1) for o in tiny_imagenet_options(image_folders, train=False) if o.startswith('model.')
     )
     cfg.merge_from_dict({k: int(v) for k, v in parser_opts.items()})
     classifier = MODELS.build(cfg.model).eval()
@@ -311,7 +281,7 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     )
     assert (tmp_path / 'a' / 'analysis.json').is_file()
     # the same analysis through the config (its test loader, its normalisation)
-    opts = [o for o in _tiny_imagenet(image_folders, train=False) if o.startswith(('model.', 'test_'))]
+    opts = [o for o in tiny_imagenet_options(image_folders, train=False) if o.startswith(('model.', 'test_'))]
     run_main(
         ['tools/analysis/analyze_attention.py', config, ckpt, '--out', str(tmp_path / 'c')]
         + ['--analyses', 'alpha', 'entropy', '--num-samples', '2', '--cfg-options', *opts]

@@ -10,31 +10,7 @@ import csv
 
 import numpy as np
 import torch
-from conftest import REPO, run_main
-
-WNIDS = [f'n0{c:07d}' for c in range(4)]
-
-
-def _tiny(root) -> list[str]:
-    """``--cfg-options``: the tiny model, its test loader on ``root`` (4 classes, batch 4, 32 px)."""
-    opts = [
-        'model.head.num_classes=4',
-        'data_preprocessor.num_classes=4',
-        'model.backbone.img_size=32',
-        'model.backbone.patch_size=8',
-        'model.backbone.depth=2',
-    ]
-    for split in ('val', 'test'):
-        opts += [
-            f'{split}_dataloader.dataset.data_root={root}',
-            f'{split}_dataloader.dataset.metainfo.classes=[{",".join(WNIDS)}]',
-            f'{split}_dataloader.batch_size=4',
-            f'{split}_dataloader.num_workers=0',
-            f'{split}_dataloader.persistent_workers=False',
-            f'{split}_dataloader.dataset.pipeline.1.scale=36',
-            f'{split}_dataloader.dataset.pipeline.2.crop_size=32',
-        ]
-    return opts
+from conftest import REPO, WNIDS, run_main, tiny_imagenet_options
 
 
 def test_an_image_classifiers_test_dumps_one_row_per_image(tmp_path) -> None:
@@ -51,7 +27,7 @@ def test_an_image_classifiers_test_dumps_one_row_per_image(tmp_path) -> None:
             image = rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)
             cv2.imwrite(str(root / 'val' / wnid / f'{wnid}_{i}.JPEG'), image)
     config = str(REPO / 'configs' / 'imagenet' / 'dna_vit-t16_in1k.py')
-    opts = _tiny(root)
+    opts = tiny_imagenet_options(root, batch=4)
     _, model = model_from_config(config, cfg_options(opts), clear_pretrained=True)
     checkpoint = tmp_path / 'epoch_1.pth'
     torch.save(dict(meta=dict(epoch=1), state_dict=model.state_dict()), checkpoint)
