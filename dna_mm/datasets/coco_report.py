@@ -51,6 +51,8 @@ UNLOADABLE = (
     'annotation of an unknown image_id',
     'annotation of an unknown category_id',
     'bad bbox (expected [x, y, w, h] numbers)',
+    'annotation without area',
+    'bad area',
 )
 
 
@@ -224,7 +226,9 @@ def check_coco(
             _check_segmentation(ann['segmentation'], crowd == 1, w, h, where, report)
         else:
             report.add('annotation without segmentation', where)
-        if 'area' in ann and not (_number(ann['area']) and ann['area'] >= 0):
+        if 'area' not in ann:  # MMDetection reads it for every box inside the image
+            report.add('annotation without area', where)
+        elif not (_number(ann['area']) and ann['area'] >= 0):
             report.add('bad area', f'{where}: {ann["area"]!r}')
     report.num_images, report.num_annotations = len(images), len(ann_ids)
     return report

@@ -52,12 +52,13 @@ def _classes(coco: Path) -> tuple:
         (lambda d: d['annotations'][1].pop('bbox'), r'bad bbox .*: annotations\[1\] \(id \d+\): None'),
         (lambda d: d.pop('categories'), 'missing or non-list section: categories'),
         (lambda d: d['images'][1].pop('file_name'), r'image without file_name: images\[1\] \(id \d+\)'),
+        (lambda d: d['annotations'][0].pop('area'), r'annotation without area: annotations\[0\] \(id \d+\)'),
         (
             lambda d: d['annotations'][0].update(category_id=77),
             r'annotation of an unknown category_id: annotations\[0\] \(id \d+\): category_id 77',
         ),
     ],
-    ids=['no-bbox', 'no-categories', 'no-file_name', 'unknown-category'],
+    ids=['no-bbox', 'no-categories', 'no-file_name', 'no-area', 'unknown-category'],
 )
 def test_a_malformed_annotation_file_is_one_error_naming_it(coco, tmp_path, edit, named) -> None:
     ann = _broken(coco, tmp_path, edit)
