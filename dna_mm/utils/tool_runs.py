@@ -156,13 +156,22 @@ def demo_options(
 
 
 def train_then_test(
-    config: str, work_dir: str, opts: list[str], dump: str, repo: PathLike, name: str = 'demo', seed: int = 0
+    config: str,
+    work_dir: str,
+    opts: list[str],
+    dump: str,
+    repo: PathLike,
+    name: str = 'demo',
+    seed: int = 0,
+    resume: bool = False,
 ) -> tuple[dict, float]:
-    """``tools/train.py`` (``--seed seed``), then ``tools/test.py`` on its last checkpoint with
-    ``--dump``, both in ``repo`` (:func:`tool_args`: ``repo``'s scripts, else the installed ones);
-    the test's metrics (:func:`read_test_metrics`) and the seconds both took."""
+    """``tools/train.py`` (``--seed seed``; ``--resume`` with ``resume``: a run stopped half-way
+    continues from its checkpoint), then ``tools/test.py`` on its last checkpoint with ``--dump``,
+    both in ``repo`` (:func:`tool_args`: ``repo``'s scripts, else the installed ones); the test's
+    metrics (:func:`read_test_metrics`) and the seconds both took this time."""
     start = time.time()
-    train = [config, '--work-dir', work_dir, '--seed', str(seed), '--cfg-options', *opts]
+    train = [config, '--work-dir', work_dir, '--seed', str(seed), *(['--resume'] * resume)]
+    train += ['--cfg-options', *opts]
     run_script([*tool_args('train', repo), *train], repo, name, work_dir)
     ckpt = (Path(repo) / work_dir / 'last_checkpoint').read_text().strip()
     test = [config, ckpt, '--work-dir', work_dir, '--dump', dump, '--cfg-options', *opts]

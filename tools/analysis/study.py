@@ -196,31 +196,11 @@ def resumed_from(run_dir: Path) -> Optional[str]:
     return found[0] if found else None
 
 
-def train_then_test(config: str, run_dir: Path, opts: list[str], seed: int) -> tuple[dict, float]:
-    """``tools/train.py`` (``--seed seed``) into ``run_dir``, then ``tools/test.py`` on its last
-    checkpoint with ``--dump predictions.csv`` (:func:`dna_mm.utils.tool_runs.train_then_test`),
-    the training continued with ``--resume`` where a stopped run left a checkpoint
-    (:func:`resumed_from`); the test's metrics and the seconds both took this time."""
-    from dna_mm.utils.tool_runs import read_test_metrics, run_script, tool_args
-
-    start, work_dir = time.time(), str(run_dir)
-    train = [config, '--work-dir', work_dir, '--seed', str(seed)]
-    resume = resumed_from(run_dir)
-    if resume is not None:
-        print(f'{run_dir.name}: resuming the stopped run from {resume}', flush=True)
-        train.append('--resume')
-    run_script([*tool_args('train', home()), *train, '--cfg-options', *opts], home(), 'study', work_dir)
-    ckpt = (run_dir / 'last_checkpoint').read_text().strip()
-    test = [config, ckpt, '--work-dir', work_dir, '--dump', str(run_dir / 'predictions.csv')]
-    run_script([*tool_args('test', home()), *test, '--cfg-options', *opts], home(), 'study', work_dir)
-    return read_test_metrics(run_dir), time.time() - start
-
-
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
     from dna_mm.analysis.study import evaluate, method_attention
     from dna_mm.utils.files import write_json_atomic
-    from dna_mm.utils.tool_runs import demo_options, shipped_config
+    from dna_mm.utils.tool_runs import demo_options, shipped_config, train_then_test
 
     run_dir = out / 'runs' / f'{method}_seed{seed}'
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -234,7 +214,19 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         if settings:  # the member's config with its settings: a config of this run's own
             config = str(run_config(run_dir, member, settings))
             opts = [o for o in opts if not o.startswith('model.backbone.attn_cfg=')]
-        metrics, secs = train_then_test(config, run_dir, opts, seed)
+        resume = resumed_from(run_dir)
+        if resume is not None:
+            print(f'{run_dir.name}: resuming the stopped run from {resume}', flush=True)
+        metrics, secs = train_then_test(
+            config,
+            str(run_dir),
+            opts,
+            str(run_dir / 'predictions.csv'),
+            home(),
+            'study',
+            seed,
+            resume is not None,
+        )
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
         test = dict(**test_numbers(metrics), seconds=secs, checkpoint=ckpt)
         write_json_atomic(test_file, test)
