@@ -117,3 +117,34 @@ def test_an_unreadable_image_is_one_error_naming_it(coco, tmp_path, test_mode) -
     with pytest.raises(DataError, match=f'cannot read image {image} ') as err:
         ds[index]
     assert '\n' not in str(err.value)
+
+
+def test_a_file_shaped_as_mmdetections_own_test_data_loads_as_mmdetection_loads_it(tmp_path) -> None:
+    """A file of the shape MMDetection's own ``tests/data/coco_sample.json`` has (no segmentation,
+    a ``score`` per annotation, ``info: null``, an image without annotations): the same data list
+    as MMDetection's ``CocoDataset``."""
+    box = dict(bbox=[0, 0, 20, 20], area=400.0, score=1.0)
+    data = dict(
+        images=[dict(file_name=f'fake{i + 1}.jpg', height=800, width=800, id=i) for i in range(3)],
+        annotations=[
+            dict(box, category_id=1, id=1, image_id=0),
+            dict(box, category_id=2, id=2, image_id=0),
+            dict(box, category_id=1, id=3, image_id=1),
+        ],
+        categories=[
+            dict(id=1, name='bus', supercategory='none'),
+            dict(id=2, name='car', supercategory='none'),
+        ],
+        licenses=[],
+        info=None,
+    )
+    ann = tmp_path / 'coco_sample.json'
+    ann.write_text(json.dumps(data, indent=4))
+    cfg = dict(
+        ann_file=str(ann), data_prefix=dict(img=''), metainfo=dict(classes=('bus', 'car')), pipeline=[]
+    )
+    cfg['test_mode'] = True
+    checked = DATASETS.build(dict(type='CheckedCocoDataset', **cfg))
+    stock = DATASETS.build(dict(type='CocoDataset', **cfg))
+    assert len(checked) == len(stock) == 3
+    assert [checked.get_data_info(i) for i in range(3)] == [stock.get_data_info(i) for i in range(3)]
