@@ -140,10 +140,8 @@ def test_a_file_shaped_as_mmdetections_own_test_data_loads_as_mmdetection_loads_
     )
     ann = tmp_path / 'coco_sample.json'
     ann.write_text(json.dumps(data, indent=4))
-    cfg = dict(
-        ann_file=str(ann), data_prefix=dict(img=''), metainfo=dict(classes=('bus', 'car')), pipeline=[]
-    )
-    cfg['test_mode'] = True
+    classes = dict(classes=('bus', 'car'))
+    cfg = dict(ann_file=str(ann), data_prefix=dict(img=''), metainfo=classes, pipeline=[], test_mode=True)
     checked = DATASETS.build(dict(type='CheckedCocoDataset', **cfg))
     stock = DATASETS.build(dict(type='CocoDataset', **cfg))
     assert len(checked) == len(stock) == 3
