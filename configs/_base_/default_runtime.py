@@ -26,12 +26,12 @@ default_hooks = dict(
     # (max_skips_in_a_row=N: skip up to N such steps in a row instead)
     non_finite=dict(type='NonFiniteLossHook'),
 )
-# SkippedVideosHook: per-epoch total of unreadable training videos skipped, over all workers and
+# SkippedSamplesHook: per-epoch total of unreadable training videos skipped, over all workers and
 # ranks. RNGStateHook: the random state in each checkpoint, restored on resume by the
 # schedules' Resumable*TrainLoop; PendingGradsHook: the gradients of an accumulation step not
 # yet taken, given back on resume (exact resume; without them dna_mm's runner logs that a resumed
 # run is not guaranteed to repeat the interrupted one).
-custom_hooks = [dict(type='SkippedVideosHook'), dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
+custom_hooks = [dict(type='SkippedSamplesHook'), dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
 # an unreadable validation video is skipped (named in a warning, counted), not the end of the run
 val_cfg = dict(type='UnreadableVideosValLoop')
 # every unreadable test video listed at once (tools/test.py --skip-unreadable: the metrics over

@@ -16,9 +16,11 @@ default_hooks = dict(
     # a NaN / inf loss or gradient norm stops the run before the step is applied
     non_finite=dict(type='NonFiniteLossHook'),
 )
-# the random state and the gradients of an accumulation step not yet taken in each checkpoint,
-# restored on resume by the schedule's ResumableIterBasedTrainLoop (exact resume)
-custom_hooks = [dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
+# SkippedSamplesHook: how many unreadable training images were skipped (every 500 iterations, over
+# all workers and ranks); RNGStateHook and PendingGradsHook: the random state and the gradients of
+# an accumulation step not yet taken in each checkpoint, restored on resume by the schedule's
+# ResumableIterBasedTrainLoop (exact resume)
+custom_hooks = [dict(type='SkippedSamplesHook'), dict(type='RNGStateHook'), dict(type='PendingGradsHook')]
 
 env_cfg = dict(
     cudnn_benchmark=False,

@@ -7,11 +7,13 @@ what a tool prints or says it through the tool's ``echo`` (its ``print``)."""
 from . import coco_dataset  # noqa: F401  (CheckedCocoDataset: MMDetection's, checked; registers itself)
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
 from .sampling import SampleFramesBySeconds
+from .skipped_samples import SkippedSamplesHook, SkippedVideosHook
 from .transforms import ScaledDecordInit, ScaledPyAVInit, SortedDecordDecode
-from .video_dataset import RobustVideoDataset, SkippedVideosHook
+from .video_dataset import RobustVideoDataset
 
 __all__ = [
     'RobustVideoDataset',
+    'SkippedSamplesHook',
     'SkippedVideosHook',
     'ProtocolError',
     'label_map',

@@ -5,8 +5,11 @@
   ``'file_name'`` deep in its loading) or would pass over silently (an annotation whose
   ``category_id`` is not among the file's categories, dropped from training and from the metric)
   is a :class:`~dna_mm.errors.DataError` naming the file and the entries.
-* An image that cannot be read (truncated, not an image) is a ``DataError`` naming it, in place
-  of MMCV's ``AssertionError: failed to load image``.
+* An image that cannot be read (truncated, not an image, gone) is, in training, named in a
+  warning, counted (:class:`~.skipped_samples.SkippedSamplesHook` logs the total over the workers
+  and ranks) and replaced by another sample, as MMDetection replaces an image whose boxes were all
+  filtered out; in a test or a validation, where replacing it would change the metric, a
+  ``DataError`` naming it, in place of MMCV's ``AssertionError: failed to load image``.
 
 Registered in MMDetection's registry as ``CheckedCocoDataset`` (dna_mm's COCO configs name it:
 ``configs/_base_/datasets/coco_instance_224.py``; a config of one's own gets it with
@@ -20,9 +23,11 @@ import os.path as osp
 from typing import Any
 
 import cv2
+from mmengine.logging import print_log
 
 from ..errors import DataError
 from .coco_report import check_coco
+from .skipped_samples import SharedCounter
 
 try:
     from mmdet.datasets import CocoDataset
@@ -39,8 +44,13 @@ if CocoDataset is not None:
 
     @DATASETS.register_module()
     class CheckedCocoDataset(CocoDataset):
-        """``CocoDataset`` whose malformed annotation file or unreadable image is one
-        :class:`~dna_mm.errors.DataError` naming it (module docstring). Same arguments."""
+        """``CocoDataset`` whose malformed annotation file is one :class:`~dna_mm.errors.DataError`
+        naming it, whose unreadable training image is skipped and counted, and whose unreadable
+        test image is a ``DataError`` naming it (module docstring). Same arguments."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            self.skipped = SharedCounter('image')
+            super().__init__(*args, **kwargs)
 
         def load_data_list(self) -> list[dict]:
             if isinstance(self.ann_file, str) and osp.isfile(self.ann_file):
@@ -54,6 +64,15 @@ if CocoDataset is not None:
                 path = self.get_data_info(idx).get('img_path')
                 if not _unreadable(path):
                     raise  # not the image's fault: as it is
+                if not self.test_mode:
+                    total = self.skipped.add()
+                    print_log(
+                        f'skipped unreadable image {path} ({type(err).__name__}: {err}); {total} skipped '
+                        'so far in this process and its workers; using another sample',
+                        logger='current',
+                        level=30,
+                    )
+                    return None  # BaseDataset.__getitem__ draws another index
                 raise DataError(
                     f'cannot read image {path} (listed in {self.ann_file}): {type(err).__name__}: {err}; '
                     'fix or remove it (python tools/data/coco/check_annotations.py --check-sizes finds '

@@ -1,44 +1,20 @@
 """``RobustVideoDataset``: MMAction2's ``VideoDataset`` that checks its list at build time and
-survives undecodable training videos; ``SkippedVideosHook`` reports how many it skipped."""
+survives undecodable training videos; :class:`~.skipped_samples.SkippedSamplesHook` reports how
+many it skipped."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os.path as osp
 from typing import Any, Optional
 
-import torch
 from mmaction.datasets import VideoDataset
 from mmaction.registry import DATASETS
-from mmengine.dist import all_reduce, get_rank
-from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmengine.registry import HOOKS
 
 from ..errors import ConfigError, DataError
+from .skipped_samples import SharedCounter
 
 SHOW_MISSING = 5
-
-
-class SharedCounter:
-    """A count shared by a process and the dataloader workers it starts (a ``multiprocessing.Value``
-    they inherit or receive while being spawned) and by copies of the owning dataset
-    (``copy.deepcopy``, mmengine's ``get_subset``)."""
-
-    def __init__(self) -> None:
-        self._value = multiprocessing.Value('q', 0)
-
-    def add(self, n: int = 1) -> int:
-        with self._value.get_lock():
-            self._value.value += n
-            return self._value.value
-
-    @property
-    def value(self) -> int:
-        return self._value.value
-
-    def __deepcopy__(self, memo: dict) -> 'SharedCounter':
-        return self
 
 
 @DATASETS.register_module()
@@ -52,7 +28,7 @@ class RobustVideoDataset(VideoDataset):
     total).
 
     In training, a video that fails to load is logged with the reason, counted
-    (:class:`SkippedVideosHook` reports the count) and replaced by another sample; when
+    (:class:`~.skipped_samples.SkippedSamplesHook` reports the count) and replaced by another sample; when
     ``max_refetch + 1`` samples in a row fail, the error lists each of them and why (mmengine's
     names no file). In test mode a broken video is an error naming it (replacing test samples
     would change the metric), or, with ``report_unreadable = True`` (set by
@@ -82,7 +58,7 @@ class RobustVideoDataset(VideoDataset):
         if num_classes is not None and num_classes <= 0:
             raise ConfigError(f'num_classes must be positive, got {num_classes}')
         self.check_files, self.labels_optional = check_files, labels_optional
-        self.skipped = SharedCounter()
+        self.skipped = SharedCounter('video')
         self._failures: list[tuple[Any, str]] = []
         super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
 
@@ -188,38 +164,3 @@ class RobustVideoDataset(VideoDataset):
 
 def _is_int(text: str) -> bool:
     return text.lstrip('-').isdigit()
-
-
-def skip_counters(dataset: Any) -> dict[int, SharedCounter]:
-    """The skip counters (by id: copies share one) of ``dataset`` and of the datasets it wraps
-    (Concat / Repeat / ...)."""
-    counter = getattr(dataset, 'skipped', None)
-    found = {id(counter): counter} if isinstance(counter, SharedCounter) else {}
-    for inner in [*(getattr(dataset, 'datasets', None) or []), getattr(dataset, 'dataset', None)]:
-        if inner is not None:
-            found.update(skip_counters(inner))
-    return found
-
-
-@HOOKS.register_module()
-class SkippedVideosHook(Hook):
-    """Log, after each training epoch, how many training videos were skipped as unreadable,
-    summed over the dataloader workers of every rank; silent when none was."""
-
-    priority = 'LOW'
-    _reported = 0  # the total logged so far
-
-    def after_train_epoch(self, runner) -> None:
-        counters = skip_counters(runner.train_dataloader.dataset)
-        if not counters:
-            return
-        total = torch.tensor([sum(c.value for c in counters.values())], dtype=torch.int64)
-        all_reduce(total, op='sum')
-        total = int(total.item())
-        new, self._reported = total - self._reported, total
-        if new and get_rank() == 0:
-            runner.logger.warning(
-                f'epoch {runner.epoch + 1}: {new} unreadable training video(s) skipped in this '
-                f'epoch, summed over all dataloader workers and ranks ({total} so far in this '
-                f'run); their paths are in the warnings above'
-            )

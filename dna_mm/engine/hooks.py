@@ -2,7 +2,7 @@
 
 Off by default; one line in a config turns it on::
 
-    custom_hooks = [dict(type='SkippedVideosHook'), dict(type='AlphaLoggerHook', interval=50)]
+    custom_hooks = [dict(type='SkippedSamplesHook'), dict(type='AlphaLoggerHook', interval=50)]
 
 Every ``interval`` training iterations (and after the last) it logs, per DnA attention, the mean /
 max / min / std of ``α`` over heads (:func:`dna_mm.analysis.alpha_stats`) as one logger line per

@@ -1,6 +1,7 @@
 """``CheckedCocoDataset`` (MMDetection's ``CocoDataset``, which dna_mm's COCO configs name): a
-malformed annotation file, an annotation of an unknown category, an unreadable image are each
-one ``DataError`` naming the file and the entry (the checks of ``check_annotations.py``)."""
+malformed annotation file, an annotation of an unknown category, an unreadable test image are each
+one ``DataError`` naming the file and the entry (the checks of ``check_annotations.py``); an
+unreadable training image is skipped, named and counted, in a real training run too."""
 
 from __future__ import annotations
 
@@ -93,14 +94,13 @@ def test_a_sound_file_loads_as_before(coco) -> None:
     assert len(ds) == SPEC.test_images and ds[0]['img'].shape[:2] == (SPEC.size, SPEC.size)
 
 
-@pytest.mark.parametrize('test_mode', [True, False])
-def test_an_unreadable_image_is_one_error_naming_it(coco, tmp_path, test_mode) -> None:
+def _with_truncated_image(coco: Path, tmp_path: Path, test_mode: bool):
+    """A copy of ``coco`` whose first test image is cut to 60 bytes, as a dataset, and that image."""
     root = tmp_path / 'coco'
     shutil.copytree(coco, root)
     ann = root / 'annotations' / 'instances_test.json'
-    first = json.loads(ann.read_text())['images'][0]['file_name']
-    image = root / 'images' / 'test' / first
-    image.write_bytes(image.read_bytes()[:60])  # truncated
+    image = root / 'images' / 'test' / json.loads(ann.read_text())['images'][0]['file_name']
+    image.write_bytes(image.read_bytes()[:60])
     ds = DATASETS.build(
         dict(
             type='CheckedCocoDataset',
@@ -113,10 +113,31 @@ def test_an_unreadable_image_is_one_error_naming_it(coco, tmp_path, test_mode) -
             filter_cfg=None,
         )
     )
+    return ds, image
+
+
+def test_an_unreadable_test_image_is_one_error_naming_it(coco, tmp_path) -> None:
+    ds, image = _with_truncated_image(coco, tmp_path, test_mode=True)
     index = next(i for i in range(len(ds)) if ds.get_data_info(i)['img_path'] == str(image))
     with pytest.raises(DataError, match=f'cannot read image {image} ') as err:
         ds[index]
     assert '\n' not in str(err.value)
+
+
+def test_an_unreadable_training_image_is_skipped_named_and_counted(coco, tmp_path, caplog) -> None:
+    from mmengine.logging import MMLogger
+
+    ds, image = _with_truncated_image(coco, tmp_path, test_mode=False)
+    index = next(i for i in range(len(ds)) if ds.get_data_info(i)['img_path'] == str(image))
+    logger = MMLogger.get_current_instance()  # print_log's; it does not propagate to caplog's
+    logger.addHandler(caplog.handler)
+    try:
+        sample = ds[index]
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert sample['img_path'] != str(image)  # another sample in its place (drawn at random: maybe
+    named = caplog.text.count(f'skipped unreadable image {image} ')  # after it again)
+    assert named >= 1 and ds.skipped.value == named and ds.skipped.noun == 'image'
 
 
 def test_a_file_shaped_as_mmdetections_own_test_data_loads_as_mmdetection_loads_it(tmp_path) -> None:
@@ -146,3 +167,43 @@ def test_a_file_shaped_as_mmdetections_own_test_data_loads_as_mmdetection_loads_
     stock = DATASETS.build(dict(type='CocoDataset', **cfg))
     assert len(checked) == len(stock) == 3
     assert [checked.get_data_info(i) for i in range(3)] == [stock.get_data_info(i) for i in range(3)]
+
+
+@pytest.mark.integration
+def test_detection_training_skips_an_unreadable_image_and_counts_it_over_workers(coco, tmp_path) -> None:
+    """``tools/train.py`` of the detection demo (iteration-based, 2 loader workers) with a training
+    image cut short: the run ends with its checkpoint; each count of ``SkippedSamplesHook`` (every 2
+    iterations) equals the skips the workers logged."""
+    import re
+
+    from conftest import REPO, TINY_MASK_RCNN, coco_run_options, run_tool
+
+    root = tmp_path / 'coco'
+    shutil.copytree(coco, root)
+    ann = root / 'annotations' / 'instances_train.json'
+    image = root / 'images' / 'train' / json.loads(ann.read_text())['images'][0]['file_name']
+    image.write_bytes(image.read_bytes()[:60])
+    values = dict(TINY_MASK_RCNN, **coco_run_options(root))
+    values.update(
+        {
+            'model.backbone.window_size': 4,
+            'train_cfg.max_iters': 5,
+            'train_cfg.val_interval': 100,
+            'train_dataloader.num_workers': 2,
+            'train_dataloader.dataset.filter_cfg': None,
+            'custom_hooks.0.interval': 2,
+        }
+    )
+    opts = [f'{k}={json.dumps(v) if isinstance(v, list) else v}' for k, v in values.items()]
+    config = str(REPO / 'configs' / 'vitdet_dna_demo.py')
+    proc = run_tool(['tools/train.py', config, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *opts])
+    log = proc.stdout + proc.stderr
+    skips = log.count(f'skipped unreadable image {image} ')
+    counts = re.findall(
+        r'iterations (\d+)-(\d+): (\d+) unreadable training image\(s\) skipped, summed over all '
+        r'dataloader workers and ranks \((\d+) so far in this run\)',
+        log,
+    )
+    assert skips >= 1 and sum(int(c[2]) for c in counts) == skips, (skips, counts, log[-3000:])
+    assert int(counts[-1][3]) == skips and all(int(c[1]) <= 5 for c in counts), counts
+    assert (tmp_path / 'w' / 'iter_5.pth').exists()

@@ -396,8 +396,8 @@ def test_training_survives_corrupt_videos_and_counts_them_over_workers(tiny_vide
     totals = [
         int(n)
         for n in re.findall(
-            r'epoch \d: (\d+) unreadable training video\(s\) skipped in this '
-            r'epoch, summed over all dataloader workers and ranks',
+            r'epoch \d: (\d+) unreadable training video\(s\) skipped, summed over all dataloader '
+            r'workers and ranks',
             log,
         )
     ]

@@ -25,7 +25,7 @@ def test_alpha_logger_hook_in_a_real_training(tiny_video_set, tmp_path) -> None:
     cfg = Config.fromfile(DEMO_CONFIG)
     cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(tiny_video_set, epochs=2)]).o)
     cfg.work_dir, cfg.val_cfg, cfg.val_dataloader, cfg.val_evaluator = str(tmp_path), None, None, None
-    cfg.custom_hooks = [dict(type='SkippedVideosHook'), dict(type='AlphaLoggerHook', interval=3)]
+    cfg.custom_hooks = [dict(type='SkippedSamplesHook'), dict(type='AlphaLoggerHook', interval=3)]
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend'), dict(type='TensorboardVisBackend')]
     runner = Runner.from_cfg(cfg)
     runner.train()  # 2 epochs × 4 iterations: logged at iterations 3, 6 and 8 (the last)

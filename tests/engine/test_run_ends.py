@@ -58,7 +58,7 @@ def write_config(
     test_list, test_loader = (
         ('test', '') if test_batches == 2 else ('train', 'batch_size=1, prefetch_factor=1')
     )
-    hooks = "[dict(type='SkippedVideosHook'), dict(type='RNGStateHook')"
+    hooks = "[dict(type='SkippedSamplesHook'), dict(type='RNGStateHook')"
     hooks += f', {fault!r}]' if fault else ']'
     path.write_text(
         f"""_base_ = [{DEMO_CONFIG!r}]

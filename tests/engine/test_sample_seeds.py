@@ -17,7 +17,7 @@ from mmengine.model import BaseModel
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader, Dataset
 
-from dna_mm.datasets.video_dataset import SharedCounter
+from dna_mm.datasets.skipped_samples import SharedCounter
 from dna_mm.engine.sample_seeds import KeyedBatchSampler, SampleKey, SeededSamples, key_samples
 from dna_mm.errors import ConfigError
 
