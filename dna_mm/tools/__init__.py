@@ -11,13 +11,14 @@ where no other script has it (``build_custom_dataset``); a shell script keeps it
 (``dist_train.sh``). The script runs as ``python tools/NAME.py ARGS...`` would: as ``__main__``,
 with ``sys.argv[0]`` its path, ``sys.path[0]`` its folder and the same flags; a shell script
 takes this process's place, as ``bash tools/NAME.sh ARGS...`` (its signals and exit status
-are the launcher's). An argument
+are the launcher's), its ranks run by this Python (``PYTHON``, unless set). An argument
 ``dna_mm::FILE`` names a shipped config (``dna_mm::timesformer_dna_demo.py``) and is passed on as
 that file's path.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import runpy
 import sys
@@ -70,7 +71,9 @@ def find(name: str) -> Path:
         return known[same[0]]
     if same:
         raise LookupError(f'tool {name!r} is ambiguous: {", ".join(same)}')
-    raise LookupError(f'no tool {name!r}; the tools: {", ".join(known)}')
+    near = difflib.get_close_matches(key, [*known, *(n.rsplit('/', 1)[-1] for n in known)], n=1)
+    hint = f'did you mean {near[0]!r}? ' if near else ''
+    raise LookupError(f'no tool {name!r} ({hint}dna_mm --list lists them)')
 
 
 def _shipped(arg: str) -> str:
@@ -97,6 +100,7 @@ def run(name: str, argv: list[str]) -> int:
     if script.suffix == '.sh':
         sys.stdout.flush()
         sys.stderr.flush()
+        os.environ.setdefault('PYTHON', sys.executable)  # the launchers' ranks: this dna_mm's Python
         os.execvp('bash', ['bash', str(script), *argv])
     sys.argv = [str(script), *argv]
     sys.path.insert(0, str(script.parent))

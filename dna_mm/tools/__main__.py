@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0 if argv else 2)
     try:
         status = run(argv[0], argv[1:])
-    except LookupError as err:
-        sys.exit(f'dna_mm.tools: {err.args[0]}')
+    except LookupError as err:  # an unknown tool or shipped config: one line, a user's mistake
+        print(f'dna_mm: error: {err.args[0]}', file=sys.stderr)
+        sys.exit(2)
     sys.exit(status)
 
 

@@ -30,6 +30,7 @@ imports dna_mm (``mmaction/.mim/tools/train.py``, ``mim train``) is run through
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import os.path as osp
@@ -60,9 +61,15 @@ def packaged_config(cfg_path: str) -> str:
     """The file of a ``dna_mm::`` config name (``dna_mm::timesformer_dna_ntu60.py`` or
     ``dna_mm::_base_/models/…``), from the shipped configs."""
     name = cfg_path[len(PREFIX) :] if cfg_path.startswith(PREFIX) else cfg_path
-    path = mim_folder('configs') / name
+    root = mim_folder('configs')
+    path = root / name
     if not name or not path.is_file():
-        raise FileNotFoundError(f'{PREFIX}{name}: dna_mm ships no such config (in {mim_folder("configs")})')
+        shipped = sorted(p.relative_to(root).as_posix() for p in root.rglob('*.py'))
+        near = difflib.get_close_matches(name, shipped, n=1)
+        hint = f'did you mean {PREFIX}{near[0]}? ' if near else ''
+        raise FileNotFoundError(
+            f'{PREFIX}{name}: dna_mm ships no such config ({hint}the shipped ones are in {root})'
+        )
     return str(path)
 
 

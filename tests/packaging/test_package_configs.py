@@ -94,8 +94,10 @@ def test_tool_names() -> None:
     assert find('build_custom_dataset') == tools / 'data' / 'build_custom_dataset.py'
     with pytest.raises(LookupError, match='ambiguous: data/coco/check_annotations, data/kinetics'):
         find('check_annotations')
-    with pytest.raises(LookupError, match="no tool 'trian'"):
+    with pytest.raises(LookupError, match="no tool 'trian' \\(did you mean 'train'\\?"):
         find('trian')
+    with pytest.raises(LookupError, match="no tool 'build_custom' \\(did you mean 'build_custom_dataset'\\?"):
+        find('build_custom')
 
 
 def test_a_tool_runs_with_the_same_argv(monkeypatch, capsys) -> None:
@@ -140,7 +142,12 @@ def test_the_tools_and_the_switch_from_another_folder(tmp_path) -> None:
     listing = _python('-m', 'dna_mm.tools', '--list', cwd=tmp_path)
     assert listing.returncode == 0 and '\n  train\n' in listing.stdout, listing.stderr
     unknown = _python('-m', 'dna_mm.tools', 'trian', cwd=tmp_path)
-    assert unknown.returncode == 1 and "dna_mm.tools: no tool 'trian'" in unknown.stderr
+    assert unknown.returncode == 2, unknown.stderr
+    expected = "dna_mm: error: no tool 'trian' (did you mean 'train'? dna_mm --list lists them)\n"
+    assert unknown.stderr == expected
+    config = _python('-m', 'dna_mm.tools', 'train', 'dna_mm::timesformer_dna_ntu6.py', cwd=tmp_path)
+    assert config.returncode == 2 and len(config.stderr.splitlines()) == 1, config.stderr
+    assert 'did you mean dna_mm::timesformer_dna_ntu60.py?' in config.stderr
     (tmp_path / 'mine.py').write_text("_base_ = ['dna_mm::_base_/default_runtime.py']\n")
     parse = (
         'import dna_mm, sys; from mmengine.config import Config; '
@@ -160,6 +167,26 @@ sleep "$AGENT_S" &
 wait
 exit 7
 """
+
+
+def test_a_launcher_runs_its_ranks_with_the_python_that_runs_dna_mm(monkeypatch) -> None:
+    """``dna_mm dist_train.sh`` from a virtual environment that is not activated: the script's
+    ``${PYTHON:-python}`` is this interpreter, not the first ``python`` on ``PATH`` (another
+    environment's dna_mm, or none); a ``PYTHON`` of one's own is kept."""
+    execs = []
+
+    def execvp(file: str, args: list[str]) -> None:  # what bash would run the ranks with
+        execs.append(os.environ.get('PYTHON'))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, 'execvp', execvp)
+    monkeypatch.delenv('PYTHON', raising=False)
+    for python in (None, '/opt/mine/python'):
+        if python:
+            monkeypatch.setenv('PYTHON', python)
+        with pytest.raises(SystemExit):
+            run('dist_train.sh', ['cfg.py', '2'])
+    assert execs == [sys.executable, '/opt/mine/python']
 
 
 @pytest.mark.parametrize('signum', [None, signal.SIGTERM], ids=['ends', 'SIGTERM'])
