@@ -24,6 +24,9 @@ names every bad key and its value.
 * clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
   ``num_clips``, ``crop_size`` / ``size`` of the crops (ints > 0), ``Resize.scale`` (> 0, or -1
   for "keep the aspect ratio");
+* the keys of MMAction2's ``SampleFrames`` and its subclasses (``DenseSampleFrames``,
+  ``SampleFramesBySeconds``): it takes ``**kwargs`` and drops them, so a typo (``clip_lenn``)
+  would sample with the default; the closest valid name is suggested;
 * the model's sizes (and the top-level ``data_preprocessor``'s): every ``num_classes`` an int > 0,
   every ``num_heads`` an int > 0 that divides the width beside it (``embed_dims`` /
   ``embed_dim``: MMAction2's TimeSformer would stop on torch's assertion); the keys of a
@@ -337,7 +340,35 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
             values = transform.get(arg)
             for v in values if isinstance(values, (list, tuple)) else [values]:
                 out += _positive(v, f'{key}.{arg} ({kind})', allow, integer)
+        valid = _sampler_arguments(kind)
+        if valid is not None:
+            given = {k: v for k, v in transform.items() if k != 'type'}
+            out += _unknown_keys(given, valid, key, f'an argument of {kind} (which ignores the others)')
     return out
+
+
+def _sampler_arguments(kind: Any) -> Any:
+    """The arguments of MMAction2's ``SampleFrames`` or a subclass named ``kind`` (its ``__init__``
+    and those it passes ``**kwargs`` on to, up to ``SampleFrames``, which drops the rest); ``None``
+    for any other transform (its unknown keys are its own affair)."""
+    import inspect
+
+    try:
+        from mmaction.datasets.transforms import SampleFrames
+        from mmaction.registry import TRANSFORMS
+    except ImportError:
+        return None
+    cls = TRANSFORMS.get(kind) if isinstance(kind, str) else None
+    if not (isinstance(cls, type) and issubclass(cls, SampleFrames)):
+        return None
+    names: list[str] = []
+    for klass in cls.__mro__[: cls.__mro__.index(SampleFrames) + 1]:
+        if '__init__' in vars(klass):
+            params = inspect.signature(klass.__init__).parameters.values()
+            names += [
+                p.name for p in params if p.name != 'self' and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            ]
+    return list(dict.fromkeys(names))
 
 
 def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:

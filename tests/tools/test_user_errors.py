@@ -72,6 +72,11 @@ def _demo_cfg(*opts: str, config: str = DEMO_CONFIG) -> Config:
             'train_dataloader.dataset.pipeline[1].clip_len (SampleFrames) must be > 0, got 0',
         ),
         (
+            'test_dataloader.dataset.pipeline.1.clip_lenn=4',  # SampleFrames takes **kwargs and drops them
+            "test_dataloader.dataset.pipeline[1].clip_lenn is not an argument of SampleFrames (which "
+            "ignores the others) (did you mean 'clip_len'?",
+        ),
+        (
             'test_dataloader.dataset.pipeline.3.scale=(0,32)',
             'test_dataloader.dataset.pipeline[3].scale (Resize) must be > 0 (or -1), got 0',
         ),
