@@ -32,7 +32,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'models.scopes': ('errors',),  # which registry builds a config
     'models.attention': ('errors', 'family', 'ops', 'models.scopes'),
     'models.layers': ('errors', 'family', 'models.attention'),
-    'models.necks': ('models.layers', 'models.scopes'),
+    'models.necks': ('errors', 'models.layers', 'models.scopes'),
     'models.sites': ('errors', 'models.attention'),  # where a model's attentions are
     'models.fitting': ('errors', 'family', 'converters', 'models.attention'),
     # backbones and adapters: siblings, each on the family, its layers and the fitting of weights

@@ -11,7 +11,9 @@ from the softmax weights (``Q- = q_neg_scale · Q``, ``V- = v_neg_scale · V``, 
 :data:`~dna_mm.family.NEGATIVE_INIT`, the authors' defaults), and fills what the member starts
 itself (its ``own_start`` groups the file lacks: Diff's ``λ`` and sub-norm, a gate) with the
 member's own values, so that a softmax checkpoint loads strictly; one log line per load reports
-what was generated and what kept its start. An attention class the swap does not know is an
+what was generated and what kept its start. A DnA negative branch in the file that the
+member has no place for (a DnA file into a softmax model) is not dropped: its keys are
+unexpected, which a strict load refuses. An attention class the swap does not know is an
 error naming it and its path, never skipped.
 
 The negative branch starts by the same rule from the host's own weights at the swap, and again
@@ -100,12 +102,26 @@ class _LoadHook:
     (``spec.to_replacement``) and fitted (:func:`_fit_family`: DnA's negative branch generated,
     the member's ``own_start`` groups the file lacks kept at their start), so that every load,
     strict ones included, finds each key of the replacement; what it converted, generated and
-    kept goes to ``report``. A module-level class, so a swapped model pickles."""
+    kept goes to ``report``. A negative branch the replacement has no place for (a DnA file into
+    a softmax, sigmoid, ... model, or into a DnA variant without ``Q-`` / ``V-``) is not loaded and
+    its keys are *unexpected*, as any key a model lacks: a strict load stops on them (a file
+    converted on purpose: ``tools/model_converters/convert_checkpoint.py``). A module-level
+    class, so a swapped model pickles."""
 
     def __init__(self, spec: HostSpec, report: _LoadReport, neg_init: NegativeInit) -> None:
         self.spec, self.report, self.neg_init = spec, report, neg_init
 
-    def __call__(self, module: nn.Module, state_dict: dict, prefix: str, *args: object) -> None:
+    def __call__(
+        self,
+        module: nn.Module,
+        state_dict: dict,
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
         keys = [k for k in state_dict if k.startswith(prefix)]
         if not keys:
             return
@@ -116,6 +132,7 @@ class _LoadHook:
         for k in keys:
             del state_dict[k]
         state_dict.update({prefix + k: v for k, v in weights.items()})
+        unexpected_keys += [prefix + k for k in mapped if k not in weights]  # dropped by the fit
         if mapped.keys() != sub.keys():
             self.report.converted.append(prefix[:-1])
         self.report.generated += [prefix + k for k in generated]

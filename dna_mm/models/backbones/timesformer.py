@@ -123,13 +123,13 @@ def step_attentions(
     if isinstance(attn_cfg, Mapping) and 'type' not in attn_cfg:
         unknown = sorted(set(attn_cfg) - set(STEPS))
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 "DnATimeSformer: attn_cfg is an attention ('dna', dict(type='DnAAttention', ...)) or "
                 f'dict(temporal=..., spatial=...); got the keys {unknown}'
             )
         steps = [attn_cfg.get(step, 'dna') for step in STEPS]
     elif isinstance(attn_cfg, Mapping) and set(STEPS) & set(attn_cfg):
-        raise ValueError(
+        raise ConfigError(
             f'DnATimeSformer: attn_cfg has a type ({attn_cfg["type"]!r}) and per-step keys '
             f'{sorted(set(STEPS) & set(attn_cfg))} (merged onto a base config? use _delete_=True)'
         )

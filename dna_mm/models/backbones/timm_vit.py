@@ -27,6 +27,7 @@ model: the attention's forward returns a tensor or ``(tensor, maps)`` by a run-t
 from __future__ import annotations
 
 import contextlib
+import difflib
 from contextvars import ContextVar
 from typing import Any, Iterator, Optional, Union
 
@@ -39,26 +40,34 @@ from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter_fn
 
 from ...converters import official_to_dna_mm
 from ...converters.whole_model import timm_classifier_state_dict
+from ...errors import ConfigError
 from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant, check_combine
 from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
 from ..attention.dna import DnAAttention
-from ..fitting import adapt_attentions
+from ..fitting import adapt_attentions, own_start_keys
 
-#: the DnA variant of the attentions timm builds now (:func:`timm_builds`); the default
-#: variant outside a ``dna_vit_*`` model's construction
-_VARIANT: ContextVar[str] = ContextVar('dna_vit_variant', default='qpm_vpm')
+#: what a ``dna_vit_*`` model's ``attn_cfg`` may set besides its type: the arguments of
+#: :class:`DnAAttention` that timm's ``Block`` does not pass (it passes the width, heads, biases,
+#: dropouts, norms)
+TIMM_ATTN_KEYS = ('variant', 'gated', 'kernel')
+#: the DnA arguments (name, value) of the attentions timm builds now (:func:`timm_builds`);
+#: outside a ``dna_vit_*`` model's construction, the paper's Q±V±
+_DNA_ARGS: ContextVar[tuple[tuple[str, Any], ...]] = ContextVar(
+    'dna_vit_attention', default=(('variant', 'qpm_vpm'),)
+)
 
 
 @contextlib.contextmanager
-def timm_builds(variant: str) -> Iterator[None]:
-    """Inside the block, every :class:`TimmDnAAttention` timm builds has ``variant`` (its
-    ``variant`` argument's default): :class:`DnAVisionTransformer` builds its blocks in it.
-    Per thread and task (a :class:`~contextvars.ContextVar`); restored on exit."""
-    token = _VARIANT.set(canonical_variant(variant))
+def timm_builds(variant: str, **dna_args: Any) -> Iterator[None]:
+    """Inside the block, every :class:`TimmDnAAttention` timm builds has ``variant`` and
+    ``dna_args`` (``gated``, ``kernel``: :data:`TIMM_ATTN_KEYS`) as its arguments' defaults:
+    :class:`DnAVisionTransformer` builds its blocks in it. Per thread and task (a
+    :class:`~contextvars.ContextVar`); restored on exit."""
+    token = _DNA_ARGS.set(tuple(dict(dna_args, variant=canonical_variant(variant)).items()))
     try:
         yield
     finally:
-        _VARIANT.reset(token)
+        _DNA_ARGS.reset(token)
 
 
 class TimmDnAAttention(DnAAttention):
@@ -66,14 +75,15 @@ class TimmDnAAttention(DnAAttention):
     takes a class as ``attn_layer``, inspects it with ``issubclass`` and passes it only its own
     arguments). ``fused_attn`` follows timm's switch (``timm.layers.set_fused_attn`` /
     ``TIMM_FUSED_ATTN``) when the model is built, as timm's own ``Attention`` does, and the
-    variant is the one of the model being built (:func:`timm_builds`; ``qpm_vpm`` outside
-    one), so every attention is built once, by timm, before its weight initialisation
+    variant (and ``gated``, ``kernel``) are those of the model being built (:func:`timm_builds`;
+    ``qpm_vpm`` outside one), so every attention is built once, by timm, before its weight initialisation
     (``fix_init`` included). In timm's own registry of attention layers (timm 1.0.23+,
     ``timm.models.vision_transformer.ATTN_LAYERS``) as ``'dna'``: ``attn_layer='dna'``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault('fused_attn', use_fused_attn())
-        kwargs.setdefault('variant', _VARIANT.get())
+        for name, value in _DNA_ARGS.get():
+            kwargs.setdefault(name, value)
         super().__init__(*args, **kwargs)
 
 
@@ -101,18 +111,24 @@ def __getattr__(name: str) -> type[TimmDnAAttention]:
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-def dna_variant_of(attn_cfg: AttnCfg) -> str:
-    """The DnA variant an ``attn_cfg`` of a ``dna_vit_*`` model names (a config without a type
-    is DnA's); a ``ValueError`` for an attention of another kind or another argument."""
+def dna_arguments(attn_cfg: AttnCfg) -> dict[str, Any]:
+    """The DnA arguments an ``attn_cfg`` of a ``dna_vit_*`` model sets (:data:`TIMM_ATTN_KEYS`;
+    a config without a type is DnA's), ``variant`` always; a :class:`~dna_mm.errors.ConfigError`
+    for an attention of another kind or another argument."""
     if isinstance(attn_cfg, dict):
         attn_cfg = dict(attn_cfg, type=attn_cfg.get('type', 'DnAAttention'))
     cfg = attention_cfg(attn_cfg)
-    if cfg['type'] != 'DnAAttention' or set(cfg) - {'type', 'variant'}:
-        raise ValueError(
-            f"dna_vit_*: attn_cfg must be 'dna' or dict(type='DnAAttention', variant=...), got {attn_cfg!r} "
-            "(another attention in a timm ViT: type='with_attention'; alpha_init is the model's argument)"
+    other = sorted(set(cfg) - {'type', *TIMM_ATTN_KEYS})
+    if cfg['type'] != 'DnAAttention' or other:
+        near = [difflib.get_close_matches(k, TIMM_ATTN_KEYS, n=1) for k in other]
+        hint = ''.join(f' (did you mean {n[0]!r}?)' for n in near if n)
+        what = f'the keys {other}{hint}' if cfg['type'] == 'DnAAttention' else repr(attn_cfg)
+        raise ConfigError(
+            f"dna_vit_*: attn_cfg must be 'dna' or dict(type='DnAAttention', "
+            f"{'=..., '.join(TIMM_ATTN_KEYS)}=...), got {what} (another attention in a timm ViT: "
+            "type='with_attention'; alpha_init is the model's argument; timm's Block gives the rest)"
         )
-    return cfg.get('variant', 'qpm_vpm')
+    return {'variant': 'qpm_vpm'} | {k: v for k, v in cfg.items() if k != 'type'}
 
 
 class DnAVisionTransformer(VisionTransformer):
@@ -120,8 +136,9 @@ class DnAVisionTransformer(VisionTransformer):
 
     Args:
         attn_cfg: The attention of every block, DnA: ``'dna'`` (the paper's Q±V±) or
-            ``dict(type='DnAAttention', variant='qpm_v')`` (another attention in a timm ViT:
-            ``with_attention`` / :func:`~dna_mm.models.adapters.swap_attention`).
+            ``dict(type='DnAAttention', variant='qpm_v', gated=True, kernel='sdpa')`` (any of
+            :data:`TIMM_ATTN_KEYS`; another attention in a timm ViT: ``with_attention`` /
+            :func:`~dna_mm.models.adapters.swap_attention`).
         dna_variant: Deprecated alias of ``attn_cfg=dict(type='DnAAttention', variant=...)`` (a
             ``FutureWarning``; removed in the next release).
         alpha_init: Initial ``α`` (default: :data:`~dna_mm.family.NEGATIVE_INIT`).
@@ -145,8 +162,9 @@ class DnAVisionTransformer(VisionTransformer):
             new = f"attn_cfg=dict(type='DnAAttention', variant={dna_variant!r})"
             deprecated_key('DnAVisionTransformer', 'dna_variant', new)
             attn_cfg = dict(type='DnAAttention', variant=dna_variant)
-        variant = canonical_variant(dna_variant_of(attn_cfg))
-        with timm_builds(variant):  # each attention timm builds: TimmDnAAttention of this variant
+        dna_args = dna_arguments(attn_cfg)
+        variant = canonical_variant(dna_args.pop('variant'))
+        with timm_builds(variant, **dna_args):  # each attention timm builds: TimmDnAAttention of these
             super().__init__(*args, attn_layer=TIMM_ATTN_LAYER, **kwargs)
         for block in self.blocks:  # a constant: no random draw, the same weights as built with it
             if block.attn.alpha is not None:
@@ -159,13 +177,19 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
     """The authors' layouts mapped (:func:`~dna_mm.converters.official_to_dna_mm`, with the
     model's ``pretrained_combine``), timm's ViT filter (prefixes, position-embedding resize,
     ...), then every attention fitted to the model's variant
-    (:func:`~dna_mm.models.backbones.adapt_attentions`). An MMPretrain classifier's file
-    (``configs/imagenet/``) is read as the timm model it holds."""
+    (:func:`~dna_mm.models.backbones.adapt_attentions`); what an attention starts itself and the
+    file lacks (a gate, for a file of an ungated model) keeps its start. An MMPretrain
+    classifier's file (``configs/imagenet/``) is read as the timm model it holds."""
     state_dict = state_dict.get('model', state_dict.get('state_dict', state_dict))
     state_dict = timm_classifier_state_dict(state_dict) or state_dict
     state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine, strict=False)
     state_dict = vit_filter_fn(state_dict, model)
-    return adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
+    state_dict = adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
+    current = model.state_dict()  # what a member starts itself and the file lacks (a gate): its start
+    for name, attn in model.named_modules():
+        if isinstance(attn, DnAAttention):
+            state_dict.update((k, current[k]) for k in own_start_keys(attn, state_dict, f'{name}.'))
+    return state_dict
 
 
 def _create(name: str, pretrained: bool, arch: dict, kwargs: dict) -> DnAVisionTransformer:

@@ -32,6 +32,7 @@ from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from ...converters.vitdet import to_vitdet
+from ...errors import ConfigError
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg
 from ..layers.positions import abs_pos_grid, resize_pos_embed, resize_rel_pos
@@ -165,9 +166,9 @@ class ViTDet(BaseModule):
         super().__init__(init_cfg=init_cfg)
         bad = [i for i in window_block_indexes if not 0 <= i < depth]
         if bad and window_size > 0:
-            raise ValueError(f'ViTDet: window_block_indexes {bad} are outside 0..{depth - 1}')
+            raise ConfigError(f'ViTDet: window_block_indexes {bad} are outside 0..{depth - 1}')
         if window_size < 0 or img_size % patch_size or pretrain_img_size % patch_size:
-            raise ValueError(
+            raise ConfigError(
                 f'ViTDet: need window_size >= 0 and img_size ({img_size}) and '
                 f'pretrain_img_size ({pretrain_img_size}) multiples of patch_size '
                 f'({patch_size})'
@@ -227,7 +228,7 @@ class ViTDet(BaseModule):
         if not self.init_cfg:
             return
         if self.init_cfg.get('type') != 'Pretrained' or 'checkpoint' not in self.init_cfg:
-            raise ValueError(
+            raise ConfigError(
                 f"ViTDet: init_cfg must be dict(type='Pretrained', checkpoint=FILE), got {self.init_cfg}"
             )
         load_pretrained(self, self.init_cfg['checkpoint'], self.neg_init, self.pretrained_combine)

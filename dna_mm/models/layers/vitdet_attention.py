@@ -31,6 +31,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor, nn
 
+from ...errors import ConfigError
 from ..attention import AttentionBase, build_attention
 from ..attention.builder import AttnCfg
 from ..attention.functional import BiasArg
@@ -62,7 +63,7 @@ class GridForm(HostForm):
         (detectron2's default) or truncated normal (std 0.02)."""
         name = f'ViTDet {type(member).__name__}'
         if input_size is None or len(input_size) != 2 or min(input_size) <= 0:
-            raise ValueError(f'{name}: use_rel_pos=True needs input_size=(h, w), got {input_size}')
+            raise ConfigError(f'{name}: use_rel_pos=True needs input_size=(h, w), got {input_size}')
         h, w = input_size
         dd = member.factory_kwargs
         member.rel_pos_h = nn.Parameter(torch.zeros(2 * h - 1, member.head_dim, **dd))

@@ -28,6 +28,7 @@ from mmengine.model import BaseModule
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
+from ...errors import ConfigError
 from ..scopes import detection_parts_scope, home_scope
 
 
@@ -59,13 +60,13 @@ class SimpleFPN(BaseModule):
         c = backbone_channel
         expected = [c // 4, c // 2, c, c]
         if list(in_channels) != expected:
-            raise ValueError(
+            raise ConfigError(
                 f'SimpleFPN: in_channels must be {expected} for backbone_channel={c}, got {list(in_channels)}'
             )
         if num_outs < len(in_channels):
-            raise ValueError(f'SimpleFPN: num_outs ({num_outs}) must be >= {len(in_channels)}')
+            raise ConfigError(f'SimpleFPN: num_outs ({num_outs}) must be >= {len(in_channels)}')
         if norm_cfg is None:
-            raise ValueError(
+            raise ConfigError(
                 "SimpleFPN: norm_cfg is required (fpn1 has a norm; ViTDet: dict(type='LN2d', eps=1e-6))"
             )
         self.backbone_channel = c

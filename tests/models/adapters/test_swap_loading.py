@@ -285,3 +285,31 @@ def test_zoo_checkpoint_into_diff_through_tools_test(tiny_video_set, tmp_path) -
     assert 'with_attention (diff): 2 attention(s) read from the host layout' in out
     assert 'kept 10 at their start: backbone.blocks.0.attn.lambda_q1' in out
     assert 'top-1' in out.lower() or 'top1' in out.lower()
+
+
+@pytest.mark.parametrize('host', ['VideoMAE', 'MMPretrain ViT', 'DETR layers'])
+@pytest.mark.parametrize('member', ['softmax', 'sigmoid', 'diff'])
+def test_a_dna_file_into_a_model_without_its_negative_branch_is_refused(host, member, tmp_path) -> None:
+    """A DnA file (its negative branch trained away from its start) into the host built with
+    another member: the branch has no place there; a strict load stops naming its keys as
+    unexpected, as the other hosts' loads do, and a partial one reports them; it is never
+    dropped without a word."""
+    torch.manual_seed(0)
+    dna = HOSTS[host][0]()
+    swap_attention(dna, 'dna')
+    with torch.no_grad():
+        for key, value in dna.state_dict(keep_vars=True).items():
+            if key.endswith(('q_neg.weight', 'v_neg.weight', 'alpha')):
+                value.add_(torch.rand_like(value) + 0.5)
+    negative = [k for k in dna.state_dict() if k.endswith(('q_neg.weight', 'v_neg.weight', 'alpha'))]
+    torch.save({'meta': {'epoch': 1}, 'state_dict': dna.state_dict()}, tmp_path / 'dna.pth')
+    torch.manual_seed(1)
+    other = HOSTS[host][0]()
+    swap_attention(other, member)
+    with pytest.raises(CheckpointMismatchError, match='unexpected') as err:
+        load_whole_model(other, str(tmp_path / 'dna.pth'), strict=True)
+    assert negative[0] in str(err.value)
+    with pytest.raises(RuntimeError, match=negative[0].replace('.', r'\.')):
+        load_checkpoint(other, str(tmp_path / 'dna.pth'), map_location='cpu', strict=True)
+    report = load_whole_model(other, str(tmp_path / 'dna.pth'), strict=False)
+    assert set(negative) <= set(report.unexpected) and not report.missing, report.describe()

@@ -34,6 +34,7 @@ from torchvision.models.feature_extraction import (
 )
 
 import dna_mm  # noqa: F401  (registers dna_vit_*)
+from dna_mm.errors import ConfigError
 from dna_mm.models import DnAAttention
 from dna_mm.models.attention.base import check_inputs
 
@@ -409,8 +410,33 @@ def test_the_attention_is_attn_cfg_and_dna_variant_a_deprecated_alias() -> None:
     assert new.dna_variant == old.dna_variant == 'qpm_v'
     new_sd, old_sd = new.state_dict(), old.state_dict()
     assert new_sd.keys() == old_sd.keys() and all(torch.equal(new_sd[k], old_sd[k]) for k in new_sd)
-    with pytest.raises(ValueError, match="attn_cfg must be 'dna' or dict"):
+    with pytest.raises(ConfigError, match="attn_cfg must be 'dna' or dict"):
         timm.create_model('dna_vit_tiny_patch16_224', attn_cfg='softmax')
+    with pytest.raises(ConfigError, match=r"got the keys \['gatd'\] \(did you mean 'gated'\?\)"):
+        timm.create_model('dna_vit_tiny_patch16_224', attn_cfg=dict(type='DnAAttention', gatd=True))
+
+
+def test_a_gated_dna_vit_gates_every_block_and_reads_an_ungated_file(tmp_path) -> None:
+    """``attn_cfg=dict(type='DnAAttention', gated=True)`` (docs/attention.md: a gate on any member):
+    every block's attention has its gate, of the variant asked for; a file of the same model
+    without gates loads (timm's strict load), every tensor but the gates read from it."""
+    cfg = dict(type='DnAAttention', variant='qpm_v', gated=True)
+    gated = create('dna_vit_tiny', depth=1, img_size=32, attn_cfg=cfg).eval()
+    assert all(b.attn.gated and b.attn.variant == 'qpm_v' and b.attn.gate is not None for b in gated.blocks)
+    plain = create('dna_vit_tiny', depth=1, img_size=32, attn_cfg=dict(variant='qpm_v')).eval()
+    assert not plain.blocks[0].attn.gated
+    torch.save(plain.state_dict(), tmp_path / 'plain.pth')
+    loaded = timm.create_model(
+        'dna_vit_tiny_patch16_224',
+        depth=1,
+        img_size=32,
+        num_classes=plain.num_classes,
+        attn_cfg=cfg,
+        pretrained=True,
+        pretrained_cfg_overlay=dict(file=str(tmp_path / 'plain.pth')),
+    ).eval()
+    own = {k: v for k, v in loaded.state_dict().items() if '.gate.' not in k}
+    assert all(torch.equal(v, plain.state_dict()[k]) for k, v in own.items())
 
 
 @pytest.mark.parametrize('variant', ['qpm_vpm', 'qpm_v'])
