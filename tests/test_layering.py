@@ -25,7 +25,7 @@ HOSTS_BASE = (
 ALLOWED: dict[str, tuple[str, ...]] = {
     'errors': (),
     'family': ('errors',),
-    'utils': (),
+    'utils': ('errors',),
     'ops': ('family',),
     'converters': ('errors', 'family'),
     'checkpoint': ('errors', 'converters'),
@@ -42,6 +42,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # a run's config: read and built into its model (config.build, the one home), prepared, checked
     'config.options': (),  # what --cfg-options would change
     'config.build': ('errors', 'utils', 'models.scopes', 'config.options'),
+    'config.timm_models': ('errors', 'utils'),  # a tool's timm:NAME model
     'config': ('errors', 'family', 'utils', 'models.scopes', 'models.attention', 'engine.distributed'),
     'datasets': ('errors', 'utils'),  # what training reads
     'synthetic': ('errors', 'datasets'),  # generated sets
@@ -55,9 +56,18 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'synthetic',
         'evaluation',
         'config.build',
+        'config.timm_models',
     ),
     'evaluation': ('errors', 'datasets', 'preparation.imagenet'),  # ImageNet's folders (imagenet_variants)
-    'deployment': ('errors', 'utils', 'models', 'checkpoint', 'config.build'),
+    'deployment': (
+        'errors',
+        'utils',
+        'models',
+        'checkpoint',
+        'datasets',
+        'config.build',
+        'config.timm_models',
+    ),
     # the training runtime: the runner, its ranks and global batch, loops, hooks
     'engine': ('errors', 'utils', 'converters', 'checkpoint', 'datasets', 'models'),
     'benchmarks': (
@@ -70,6 +80,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'preparation.encoding',
         'deployment',
         'config.build',
+        'config.timm_models',
         'engine.step_by_options',  # a train step's optimizer steps as a run's does
     ),
     # the applications: inference (apis), the video over time

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ..checkpoint import load_whole_model
 from ..config.build import model_from_config
+from ..config.timm_models import create_timm_model
 from ..errors import ConfigError, DataError, MissingFileError, UnsupportedModelError, UserError
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
@@ -211,15 +212,15 @@ def load_timm_model(
     input_dir: Optional[str] = None,
     batch_size: int = 8,
 ) -> AnalysisModel:
-    """``timm.create_model(name, **model_args)`` with ``checkpoint``'s weights; samples: the
+    """``timm.create_model(name, **model_args)`` (:func:`~dna_mm.config.timm_models.create_timm_model`:
+    a misspelt name or argument is one line) with ``checkpoint``'s weights; samples: the
     images under ``input_dir`` (sorted, recursive; labels unknown), timm's eval transform at the
     size the model was built for (:func:`built_input_size`)."""
-    import timm
     from timm.data import create_transform, resolve_data_config
 
     import dna_mm  # noqa: F401  (registers dna_vit_*)
 
-    model = timm.create_model(name, pretrained=False, **(model_args or {}))
+    model = create_timm_model(name, model_args)
     load_whole_model(model, checkpoint)
     notes = family_view(model, f'timm:{name}')
     model.eval()

@@ -17,7 +17,7 @@ from mmengine.logging import print_log
 
 from ..checkpoint import load_whole_model
 from ..config.build import model_from_config
-from ..datasets.protocols import label_map as shipped_label_map
+from ..datasets.protocols import read_label_map
 from ..datasets.video_files import VIDEO_SUFFIXES, list_videos
 from ..errors import ConfigError, DataError
 
@@ -94,20 +94,6 @@ def csv_entries(path: Path) -> list[tuple[str, Optional[int]]]:
         rows = rows[1:]
     index = re.compile(r'-?\d+')
     return [(r[0].strip(), int(r[1]) if len(r) > 1 and index.fullmatch(r[1].strip()) else None) for r in rows]
-
-
-def read_label_map(source: str) -> list[str]:
-    """Class names from a text file (one per line; MMAction2's ``label_map_k400.txt`` layout) or
-    the name of a label map shipped with dna_mm (``label_map_k400``, ``label_map_ntu60``,
-    ``smarthome_cs_classes``, ``smarthome_cv_classes``)."""
-    if osp.isfile(source):
-        return [ln.strip() for ln in Path(source).read_text(encoding='utf-8').splitlines() if ln.strip()]
-    try:
-        return shipped_label_map(source)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f'label map {source}: neither a file nor a label map shipped with dna_mm'
-        ) from None
 
 
 def num_classes_of(model: nn.Module) -> int:

@@ -8,7 +8,9 @@ imports), or one of the :data:`ROUTES` beside them (DnA's other routes, softmax'
 :func:`method_config`. :func:`build_step` makes one method's step at one shape; :func:`measure`
 times the methods of a (device, scope, shape) in turns (:mod:`.timing`) and takes each one's peak
 memory, on the CPU in fresh processes (:func:`~.timing.in_fresh_process`); :func:`table` is the
-markdown table.
+markdown table. :func:`check_request` refuses what cannot be measured (a device torch does not
+have, no timed step) in one line before any work, and :func:`left_out` says which requested
+routes a device leaves out.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ from __future__ import annotations
 import contextlib
 import platform
 import resource
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from mmengine.registry import MODELS
 from mmengine.utils import import_modules_from_strings
 
+from ..errors import ConfigError
 from ..models.attention import AttentionBase, attention_cfg, attention_types, short_names
 from ..models.attention.builder import member_names, self_attention_class
-from ..ops import kernel_available
+from ..ops import kernel_available, kernel_unusable_reason
+from ..utils.tool_runs import at_least
 from .timing import in_fresh_process, median_ms, time_in_turns
 
 SHAPES = {
@@ -61,6 +65,8 @@ REFERENCES = ['softmax', 'dna_fast']
 DEFAULT_METHODS = ['softmax', 'dna_fast', 'dna_eager', 'diff', 'cog']
 C, H = 768, 12
 TINY_C, TINY_H = 64, 2
+#: the devices a benchmark runs on (``--device``)
+DEVICES = ('cpu', 'cuda')
 
 
 def dims(tiny: bool = False) -> tuple[int, int, dict[str, tuple[int, int]]]:
@@ -115,6 +121,37 @@ def methods_on(device: str, methods: list[str]) -> list[str]:
     if not KERNEL_METHODS & set(methods):
         return methods
     return [m for m in methods if m not in KERNEL_METHODS or kernel_available(torch.device(device))]
+
+
+def left_out(device: str, methods: list[str], tiny: bool = False) -> Optional[str]:
+    """The line saying which of ``methods`` :func:`methods_on` leaves out on ``device`` and
+    why (``'dna_triton, softmax_triton: left out on cpu (...)'``), or ``None`` for none."""
+    kept = methods_on(device, methods)
+    dropped = [m for m in methods if m not in kept]
+    if not dropped:
+        return None
+    if device == 'cuda':
+        c, h, _ = dims(tiny)
+        why = kernel_unusable_reason(c // h) or 'the Triton kernel cannot run on this GPU'
+    else:
+        why = 'the Triton kernel needs a CUDA device; on the CPU it runs only under TRITON_INTERPRET=1'
+    return f'{", ".join(dropped)}: left out on {device} ({why})'
+
+
+def check_request(devices: Sequence[str], reps: int, clips: int) -> None:
+    """Refuse what cannot be measured, before any work: a device that is not one of
+    :data:`DEVICES` or that torch does not have here (``cuda`` without a GPU), fewer than one
+    timed step (``--reps``) or clip (``--clips``).
+
+    Raises:
+        ConfigError: the flag, its value and what it takes, in one line.
+    """
+    at_least({'--reps': reps, '--clips': clips})
+    for device in devices:
+        if device not in DEVICES:
+            raise ConfigError(f'--device {device}: expected {" or ".join(DEVICES)}')
+        if device == 'cuda' and not torch.cuda.is_available():
+            raise ConfigError('--device cuda: torch finds no CUDA device here; measure with --device cpu')
 
 
 def _sync(device: str) -> None:
@@ -386,8 +423,14 @@ def benchmark(
     softmax and dna_fast always, in :func:`ordered`'s order; the Triton kernel only where it
     runs) measured shape by shape (:func:`measure`; ``imports``: the modules of members of your
     own, imported by each fresh process), a line per figure and each table said through ``echo``
-    as they come. Returns the tables (markdown) and the figures (``{device, device_name, scope,
-    rows}`` each)."""
+    as they come, and a line for the requested routes a device leaves out (:func:`left_out`).
+    Returns the tables (markdown) and the figures (``{device, device_name, scope, rows}`` each).
+
+    Raises:
+        ConfigError: a device, ``reps`` or ``clips`` that cannot be measured
+            (:func:`check_request`), before any work.
+    """
+    check_request(devices, reps, clips)
     c, h, _ = dims(tiny)
     echo(
         f'torch {torch.__version__}; fwd+bwd median of {reps}; C={c}, H={h}; {clips} clip(s)'
@@ -397,6 +440,9 @@ def benchmark(
     methods = ordered(methods)
     tables, figures = [], []
     for device in devices:
+        note = left_out(device, methods, tiny)
+        if note is not None:
+            echo(note, flush=True)
         for scope in scopes:
             rows = {}
             scope_methods = methods_on(device, methods)

@@ -16,9 +16,34 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from ..config.build import read_config
+from ..config.timm_models import check_timm_name, timm_name
 from ..deployment import Exportable, export, load_exportable, onnx_session, verify
 from ..deployment.onnx import example_input
 from .timing import median_ms, time_in_turns
+
+
+def check_models(models: Sequence[str]) -> None:
+    """Each of ``models`` names a model, before anything is measured: a config that can be read
+    (a file, or ``dna_mm::…`` / ``mmaction::…``), a timm name timm knows. The first that does not
+    is a :class:`~dna_mm.errors.UserError` naming it (``MissingFileError``, ``ConfigError``)."""
+    for model in models:
+        name = timm_name(model)
+        if name is None:
+            read_config(model)
+        else:
+            check_timm_name(name)
+
+
+def model_variants(model: str, attentions: Sequence[str]) -> list[tuple[str, Optional[dict]]]:
+    """The rows of one model: ``(label, --cfg-options)``; a config once per attention of
+    ``attentions`` (its backbone's ``attn_cfg``; labelled by its file name, a package's
+    ``dna_mm::NAME.py`` too), a ``timm:`` model once."""
+    name = timm_name(model)
+    if name is not None:
+        return [(name, None)]
+    stem = os.path.splitext(os.path.basename(model.rpartition('::')[2]))[0]
+    return [(f'{stem} ({attn})', {'model.backbone.attn_cfg': attn}) for attn in attentions]
 
 
 def latency_rows(
@@ -66,7 +91,9 @@ def benchmark(
 ) -> str:
     """The markdown table of every model (a config: one row set per attention of ``attentions``,
     set as its backbone's ``attn_cfg``; ``timm:<name>``: one), said through ``echo`` as it
-    comes; returns it whole."""
+    comes; returns it whole. A model that names none is an error before the table
+    (:func:`check_models`)."""
+    check_models(models)
     header = [
         f'torch {torch.__version__}, onnxruntime {__import__("onnxruntime").__version__}, '
         f'{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs; '
@@ -79,13 +106,7 @@ def benchmark(
     rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
-            variants: list[tuple[str, Optional[dict]]]
-            if model.startswith('timm:'):
-                variants = [(model[len('timm:') :], None)]
-            else:
-                stem = os.path.splitext(os.path.basename(model))[0]
-                variants = [(f'{stem} ({attn})', {'model.backbone.attn_cfg': attn}) for attn in attentions]
-            for name, opts in variants:
+            for name, opts in model_variants(model, attentions):
                 ex = load_exportable(model, None, opts)
                 path = os.path.join(tmp, f'model{len(rows)}.onnx')
                 rows += latency_rows(name, ex, path, threads, batches, reps, echo)

@@ -36,10 +36,11 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..errors import ConfigError
 from ..models.attention import DNA_VARIANTS, DnAAttention, attention_cfg, attention_types
 from ..models.attention import functional as AF
 from ..models.attention.builder import accepted_arguments, is_cross_form, self_attention_class
-from ..utils.tool_runs import shipped_config
+from ..utils.tool_runs import at_least, shipped_config
 
 #: one attention module's call: ``[B, N, C]`` tokens, ``H`` heads (the issue's measurement)
 MODULE_SHAPE, MODULE_HEADS = (4, 197, 192), 3
@@ -325,6 +326,22 @@ def train_step_table(figures: dict[str, Counts], batch: int) -> str:
     return '\n'.join(lines)
 
 
+def check_request(shape: Sequence[int], num_heads: int) -> None:
+    """Refuse a module shape the counts cannot be taken at, before any work: a size below 1
+    (``--shape B N C``: an empty batch or sequence), fewer than one head (``--heads``), or
+    ``C`` that the heads do not divide.
+
+    Raises:
+        ConfigError: the flag, its value and what it takes, in one line.
+    """
+    at_least({'--shape B N C': shape, '--heads': num_heads})
+    channels = shape[-1]
+    if channels % num_heads:
+        raise ConfigError(
+            f'--heads {num_heads} must divide --shape\'s C ({channels}): each head takes C / heads channels'
+        )
+
+
 def benchmark(
     shape: tuple[int, int, int] = MODULE_SHAPE,
     num_heads: int = MODULE_HEADS,
@@ -335,7 +352,13 @@ def benchmark(
 ) -> tuple[list[str], dict]:
     """The module counts of ``members`` (default: every registered one; :func:`module_cases`) and
     the train step's: the tables, said through ``echo`` as they come, and the figures
-    (``{'module': {label: {count: {operator: n}}}, 'train_step': ...}``)."""
+    (``{'module': {label: {count: {operator: n}}}, 'train_step': ...}``).
+
+    Raises:
+        ConfigError: a ``shape`` or ``num_heads`` the counts cannot be taken at
+            (:func:`check_request`), before any work.
+    """
+    check_request(shape, num_heads)
     modules = module_counts(shape, num_heads, members)
     dna = ['SoftmaxAttention', MODULES_ROUTE, 'DnAAttention qpm_vpm', FOLDED]
     tables = [module_table(modules, shape, num_heads), by_operator_table(modules, dna)]

@@ -422,9 +422,9 @@ def step_table(
         c + (' with_cp' if o.get('model.backbone.with_cp') else '') + (' compiled' if k else '')
         for c, o, k in runs
     ]
-    # the operator table's columns: the config's file name and how it ran
+    # the operator table's columns: the config's file name (a package's dna_mm::NAME.py too) and how it ran
     labels = [
-        os.path.basename(c).removesuffix('.py') + name[len(c) :]
+        os.path.basename(c.rpartition('::')[2]).removesuffix('.py') + name[len(c) :]
         for (c, _, _), name in zip(runs, names, strict=True)
     ]
     rows = []

@@ -24,6 +24,21 @@ def label_map(name: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+def read_label_map(source: str) -> list[str]:
+    """Class names from a text file (one per line, blank lines skipped; MMAction2's
+    ``label_map_k400.txt`` layout) or the name of a label map shipped with dna_mm
+    (``label_map_k400``, ``label_map_ntu60``, ``smarthome_cs_classes``, ``smarthome_cv_classes``)."""
+    if osp.isfile(source):
+        text = Path(source).read_text(encoding='utf-8')
+        return [ln.strip() for ln in text.splitlines() if ln.strip()]
+    try:
+        return label_map(source)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f'label map {source}: neither a file nor a label map shipped with dna_mm'
+        ) from None
+
+
 class ProtocolError(DataError):
     """A file name or annotation that does not fit the protocol."""
 

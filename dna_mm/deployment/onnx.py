@@ -29,6 +29,8 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
+from ..config.timm_models import create_timm_model, timm_name
+from ..datasets.protocols import read_label_map
 from ..errors import UnsupportedModelError
 from ..utils.held_output import held_output
 
@@ -64,6 +66,41 @@ class Exportable:
     metadata: dict[str, str] = field(default_factory=dict)  # extra strings for the ONNX file
 
 
+def _image_shape(model: nn.Module, config: str) -> tuple[int, ...]:
+    """The example input ``(1, C, H, W)`` of a timm model: its patch embedding's input channels and
+    image size; a model without one (not a ViT) is an :class:`ExportError`."""
+    embed = getattr(model, 'patch_embed', None)
+    size = getattr(embed, 'img_size', None)
+    channels = getattr(getattr(embed, 'proj', None), 'in_channels', None)
+    if size is None or channels is None:
+        raise ExportError(
+            f'{config}: {type(model).__name__} has no ViT patch embedding (patch_embed.proj, img_size) '
+            'to fix the input shape; the ONNX export takes timm:dna_vit_* (and timm ViT) models'
+        )
+    return (1, int(channels), *((size, size) if isinstance(size, int) else size))
+
+
+def label_map_metadata(label_map: Optional[str], num_classes: int) -> dict[str, str]:
+    """The metadata of a recognizer config's ``label_map``: ``dna_mm.label_map`` as the export
+    read it (a file by its absolute path: a relative one is relative to the current folder, as
+    ``tools/infer.py`` reads it; a label map shipped with dna_mm, such as ``label_map_k400``, by its
+    name) and, where it has one name for each of the model's ``num_classes``, ``dna_mm.classes``:
+    the names as a JSON list, so that a deployed file needs no side file. A map that cannot be
+    read, or whose length is not the model's (a config whose ``num_classes`` was changed), gives
+    no names, as ``tools/infer.py`` uses none."""
+    if not label_map:
+        return {}
+    source = str(label_map)
+    meta = {'dna_mm.label_map': osp.abspath(source) if osp.isfile(source) else source}
+    try:
+        names = read_label_map(source)
+    except FileNotFoundError:
+        return meta
+    if len(names) == num_classes:
+        meta['dna_mm.classes'] = json.dumps(names, ensure_ascii=False)
+    return meta
+
+
 def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optional[dict] = None) -> Exportable:
     """The model of ``config`` (an OpenMMLab recognizer config, or ``timm:<name>`` with
     ``cfg_options`` as ``create_model`` arguments) with ``checkpoint``'s weights (``None``:
@@ -72,15 +109,13 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     from ..checkpoint import load_whole_model
     from ..config.build import model_from_config
 
-    if config.startswith('timm:'):
-        import timm  # dna_vit_* are registered by dna_mm/__init__.py, run before this module
-
-        name = config[len('timm:') :]
-        model = timm.create_model(name, pretrained=False, **(cfg_options or {}))
+    name = timm_name(config)
+    if name is not None:
+        model = create_timm_model(name, cfg_options)
         pretrained = model.pretrained_cfg
         exportable = Exportable(
             model,
-            (1, model.patch_embed.proj.in_channels, *model.patch_embed.img_size),
+            _image_shape(model, config),
             [float(m) for m in pretrained.get('mean', (0.485, 0.456, 0.406))],
             [float(s) for s in pretrained.get('std', (0.229, 0.224, 0.225))],
             name,
@@ -99,15 +134,15 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
                 f'{config}: model.backbone needs num_frames and img_size to fix the input shape'
             )
         size = bb.img_size if isinstance(bb.img_size, (tuple, list)) else (bb.img_size, bb.img_size)
-        meta = {'dna_mm.source': osp.abspath(config), 'dna_mm.pixel_range': '255'}
-        if cfg.get('label_map'):
-            meta['dna_mm.label_map'] = str(cfg.label_map)
+        source = config if '::' in config else osp.abspath(config)  # a package's (dna_mm::…): its name
+        meta = {'dna_mm.source': source, 'dna_mm.pixel_range': '255'}
+        meta.update(label_map_metadata(cfg.get('label_map'), int(model.cls_head.num_classes)))
         exportable = Exportable(
             RecognizerLogits(model),
             (1, bb.get('in_channels', 3), int(bb.num_frames), *size),
             model.data_preprocessor.mean.flatten().tolist(),
             model.data_preprocessor.std.flatten().tolist(),
-            osp.splitext(osp.basename(config))[0],
+            osp.splitext(osp.basename(config.rpartition('::')[2]))[0],
             meta,
         )
     if checkpoint:

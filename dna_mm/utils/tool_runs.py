@@ -13,6 +13,10 @@ their checkout, so that the paths in the configs resolve as they do for a user t
 relative ``work_dir`` is relative to it; an installed dna_mm's tools (in
 ``site-packages/dna_mm/.mim``, which ``pip uninstall`` would leave their files in) the current
 folder, with the installed tools (``python -m dna_mm.tools``) and configs (``dna_mm::``).
+
+:func:`at_least` is the tools' one check of a count they are given (a demo's ``--epochs``, a
+benchmark's ``--reps``): below its least, one line naming the flag, before any work (0 is not
+"the default").
 """
 
 from __future__ import annotations
@@ -26,13 +30,35 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
+from ..errors import ConfigError
 from .parent_death import signal_on_parent_death
 
 PathLike = Union[str, os.PathLike]
+#: a count flag's value: a number, several (``--shape B N C``), or ``None`` (not given)
+Count = Optional[Union[int, Sequence[int]]]
 #: what mmengine adds to a test run's metrics: the mean seconds of a batch and of its loading
 TIMING_KEYS = ('time', 'data_time')
+
+
+def at_least(counts: Mapping[str, Count], least: int = 1) -> None:
+    """Refuse a count below ``least``: ``counts`` maps each flag as the user writes it
+    (``'--epochs'``) to its value (several for a flag of several numbers; ``None``, a flag not
+    given, is skipped). A :class:`~dna_mm.errors.ConfigError` naming the first flag below
+    ``least`` and what it got (the tool's one line, exit status 2), for a tool to raise before
+    any work.
+
+    Raises:
+        ConfigError: ``'--epochs must be at least 1, got 0'``.
+    """
+    for flag, value in counts.items():
+        if value is None:
+            continue
+        given = [value] if isinstance(value, int) else list(value)
+        if min(given) < least:
+            each = ' each' if len(given) > 1 else ''
+            raise ConfigError(f'{flag} must be at least {least}{each}, got {" ".join(map(str, given))}')
 
 
 def latest_log(work_dir: PathLike) -> Optional[Path]:
@@ -143,14 +169,20 @@ def demo_options(
     (``model.backbone.attn_cfg``), the clips of ``data_root`` (``train.txt``; ``test.txt`` for
     validation and test) and their class names (``classes.txt``: the config's ``label_map``, which
     the saved config gives ``tools/infer.py``), ``epochs`` (the schedule's end, validation and
-    checkpoint intervals move with it), the modules ``imports`` imported (:func:`import_options`)."""
+    checkpoint intervals move with it; ``None``: the config's), the modules ``imports`` imported
+    (:func:`import_options`).
+
+    Raises:
+        ConfigError: ``epochs`` below 1 (:func:`at_least`).
+    """
+    at_least({'--epochs': epochs})
     opts = [f'model.backbone.attn_cfg={attn}', f'label_map={data_root}/classes.txt', *import_options(imports)]
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         opts += [
             f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',
             f'{split}_dataloader.dataset.data_prefix.video={data_root}/videos',
         ]
-    if epochs:
+    if epochs is not None:
         opts += [f'train_cfg.max_epochs={epochs}']
     return opts
 

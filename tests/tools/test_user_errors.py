@@ -740,3 +740,36 @@ def test_a_wrong_attend_shape_is_one_line_in_the_attention_benchmark(tiny, shape
     line = _error_line(run_main(args, check=False))
     assert line.endswith(f'error: bad_shape_member.BadShapeMemberAttention.attend returned {shapes} '
                          '(batch, heads, queries, value head dim)'), line  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    'tool, args, line',
+    [
+        (
+            'tools/analysis/get_flops.py',
+            ['dna_vit_tinyy'],
+            "dna_vit_tinyy is neither a config file nor a timm model; did you mean "
+            "'dna_vit_tiny_patch16_224'",
+        ),
+        (
+            'tools/analysis/get_flops.py',
+            ['dna_vit_tiny_patch16_224', '--model-args', 'num_clases=3'],
+            "the model DnAVisionTransformer takes no argument 'num_clases' (--model-args); did you mean "
+            "'num_classes'",
+        ),
+        (
+            'tools/analysis/analyze_attention.py',
+            ['timm:dna_vit_tinyy', 'ckpt', '--out', 'out'],
+            "timm:dna_vit_tinyy: timm has no model 'dna_vit_tinyy'; did you mean 'dna_vit_tiny_patch16_224'",
+        ),
+    ],
+)
+def test_a_misspelt_timm_model_or_argument_is_one_line_in_every_tool(tool, args, line, tmp_path) -> None:
+    """The tools that take a timm model by name build it through one function
+    (``dna_mm.config.timm_models.create_timm_model``): a name timm does not know, or an argument
+    its class does not take, is one line with the closest names, status 2."""
+    (tmp_path / 'ckpt').write_bytes(b'')  # a file: the model is built before it is read
+    args = [str(tmp_path / a) if a in ('ckpt', 'out') else a for a in args]
+    proc = run_main([tool, *args], check=False)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    assert line in proc.stderr.splitlines()[0], proc.stderr

@@ -93,13 +93,11 @@ def from_config(
 def from_timm(
     name: str, shape: list[int] | None, kwargs: dict
 ) -> tuple[nn.Module, tuple[int, ...], str, Callable]:
-    """The timm model (random weights), its input shape, and the whole model traced."""
-    import timm
-    from mmengine.config import Config
+    """The timm model (random weights; ``kwargs``' dotted keys nested), its input shape, and the
+    whole model traced."""
+    from dna_mm.config.timm_models import create_timm_model
 
-    nested = Config()
-    nested.merge_from_dict(kwargs)  # 'attn_cfg.variant' -> attn_cfg=dict(variant=...)
-    model = timm.create_model(name, pretrained=False, **nested.to_dict())
+    model = create_timm_model(name, kwargs, flag='--model-args')
     return model, tuple(shape or model.pretrained_cfg['input_size']), 'the whole model', model
 
 
@@ -108,7 +106,7 @@ def count(args: argparse.Namespace) -> int:
 
     import dna_mm  # noqa: F401  (registers the models and the dna_vit_* timm names)
     from dna_mm.analysis.complexity import model_complexity
-    from dna_mm.errors import ConfigError
+    from dna_mm.config.timm_models import check_timm_name
     from dna_mm.tools.cli import cfg_options
 
     if osp.isfile(args.model) or '::' in args.model:
@@ -116,11 +114,9 @@ def count(args: argparse.Namespace) -> int:
     elif args.model.endswith('.py'):
         raise FileNotFoundError(f'config {args.model} does not exist')
     else:
+        check_timm_name(args.model, f'{args.model} is neither a config file nor a timm model')
         model_args = cfg_options(args.model_args) or {}  # 'attn_cfg.variant=qpm_v' -> a dict
-        try:
-            model, shape, traced, forward = from_timm(args.model, args.input_shape, model_args)
-        except RuntimeError as err:  # timm: unknown model name
-            raise ConfigError(f'{args.model} is neither a config file nor a timm model ({err})') from None
+        model, shape, traced, forward = from_timm(args.model, args.input_shape, model_args)
     result = model_complexity(model, torch.zeros(1, *shape), forward)
     print(f'input shape: {list(shape)} (batch 1); FLOPs of {traced}, parameters of the whole model')
     print(result.summary())

@@ -29,9 +29,9 @@ over DnA eager); ``dna_2h`` = DnA with both branches in one SDPA call over ``2H`
 queries stacked, ``[Q+; -Q-]``, and the values side by side, ``[V+, V-]``
 (``kernel='sdpa_stacked'``: one pass over the keys for twice the value work; for short
 sequences); ``dna_triton`` = DnA through the fused Triton kernel (CUDA, or the CPU under
-``TRITON_INTERPRET=1``; left out elsewhere; at most 32 tokens without a bias: its packed
-short-sequence form); ``softmax_triton`` = softmax through that packed form's one branch (SDPA
-where it does not apply), the same-kernel baseline of ``dna_triton``.
+``TRITON_INTERPRET=1``; left out elsewhere, with a line saying so; at most 32 tokens without a
+bias: its packed short-sequence form); ``softmax_triton`` = softmax through that packed form's
+one branch (SDPA where it does not apply), the same-kernel baseline of ``dna_triton``.
 A GPU table (bf16 autocast, all four shapes):
 ``--device cuda --dtype bfloat16 --shapes spatial temporal joint vitdet_global
 --methods softmax dna_fast dna_triton``.
@@ -77,8 +77,14 @@ IMPORT_HELP = (
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--device', nargs='+', default=None, help='default: cpu, and cuda if present')
-    p.add_argument('--reps', type=int, default=15, help='timed steps per method')
+    p.add_argument(
+        '--device',
+        nargs='+',
+        default=None,
+        metavar='DEVICE',
+        help='cpu or cuda; default: cpu, and cuda if present',
+    )
+    p.add_argument('--reps', type=int, default=15, help='timed steps per method (at least 1)')
     p.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16', 'float16'])
     p.add_argument('--shapes', nargs='+', default=DEFAULT_SHAPES, choices=list(SHAPES))
     p.add_argument('--scope', nargs='+', default=['core', 'module'], choices=['core', 'module'])
@@ -91,7 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         f'{", ".join(ROUTES)}; softmax and dna_fast are always measured (the ratios need them)',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
-    p.add_argument('--clips', type=int, default=1, help='8-frame clips per batch (scales every shape)')
+    p.add_argument(
+        '--clips', type=int, default=1, help='8-frame clips per batch, at least 1 (scales every shape)'
+    )
     p.add_argument('--tiny', action='store_true', help='tiny shapes: check the paths, not a benchmark')
     p.add_argument('--out', help='also write the tables (markdown) here')
     p.add_argument('--json', help='also write the raw figures here')
@@ -100,8 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> list[str]:
-    """The benchmark (:func:`dna_mm.benchmarks.attention.benchmark`), its files written; returns
-    the tables."""
+    """The benchmark (:func:`dna_mm.benchmarks.attention.benchmark`: a device, ``--reps`` or
+    ``--clips`` it cannot measure is one line before any work), its files written; returns the
+    tables."""
     import torch
 
     from dna_mm.benchmarks.attention import benchmark, dims, method_config

@@ -40,8 +40,15 @@ IMPORT_HELP = (
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--shape', type=int, nargs=3, default=[4, 197, 192], metavar=('B', 'N', 'C'))
-    p.add_argument('--heads', type=int, default=3)
+    p.add_argument(
+        '--shape',
+        type=int,
+        nargs=3,
+        default=[4, 197, 192],
+        metavar=('B', 'N', 'C'),
+        help="one attention's input [B, N, C], each at least 1",
+    )
+    p.add_argument('--heads', type=int, default=3, help='attention heads, at least 1, dividing C')
     p.add_argument('--no-train-step', action='store_true', help='count the attentions only')
     p.add_argument(
         '--attn',
@@ -59,8 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> list[str]:
-    """The counts (:func:`dna_mm.benchmarks.operators.benchmark`), their files written; returns the
-    tables."""
+    """The counts (:func:`dna_mm.benchmarks.operators.benchmark`: a ``--shape`` or ``--heads`` it
+    cannot count at is one line before any work), their files written; returns the tables."""
     import torch
 
     from dna_mm.benchmarks.operators import benchmark

@@ -59,6 +59,9 @@ operator that launched it (``mm``, ``mul (MulBackward0)``: a backward node's, ``
 (SGD.step)``: the optimizer's), the 15 operators whose time differs most from the first config's.
 On the CPU ``--kernels`` lists the ``aten::`` operators and their own time.
 ``--json`` also writes the figures. The work: ``dna_mm/benchmarks/train_step.py``.
+
+The default configs (TimeSformer-B, softmax and DnA) are the shipped ones, found from any folder
+(``configs/NAME`` where the current folder has it, a checkout; else the installed ``dna_mm::NAME``).
 """
 
 from __future__ import annotations
@@ -67,12 +70,29 @@ import argparse
 import json
 from typing import Optional
 
+#: ``--configs``' default, as a checkout names them (found from any folder: :func:`default_configs`)
 DEFAULT = ['configs/timesformer_softmax_k400.py', 'configs/timesformer_dna_k400.py']
+
+
+def default_configs() -> list[str]:
+    """:data:`DEFAULT` as this folder finds them: where the current folder has them (a checkout),
+    else the shipped ones (``dna_mm::NAME``: :func:`~dna_mm.utils.tool_runs.shipped_config`)."""
+    from pathlib import Path
+
+    from dna_mm.utils.tool_runs import shipped_config
+
+    return [shipped_config(c, Path.cwd()) for c in DEFAULT]
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--configs', nargs='+', default=DEFAULT)
+    p.add_argument(
+        '--configs',
+        nargs='+',
+        default=None,
+        metavar='CONFIG',
+        help=f'default: {" ".join(DEFAULT)} (the shipped configs from any folder)',
+    )
     p.add_argument('--batch', type=int, default=1)
     p.add_argument('--reps', type=int, default=3)
     p.add_argument('--device', default=None)  # default: cuda if there is a GPU, else cpu
@@ -132,6 +152,7 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
     from dna_mm.benchmarks.train_step import peak_rss_table, step_table
 
     args.cfg_options = args.cfg_options or {}
+    args.configs = args.configs or default_configs()
     if args.device is None:
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
     if args.amp_dtype and not args.device.startswith('cuda'):

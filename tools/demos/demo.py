@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--epochs',
         type=int,
         default=None,
-        help='override the config\'s epochs (the cosine schedule, validation and '
+        help='override the config\'s epochs, at least 1 (the cosine schedule, validation and '
         'checkpoint intervals follow)',
     )
     p.add_argument(
@@ -67,14 +67,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def demo(args: argparse.Namespace) -> dict:
-    """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``."""
+    """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``. A
+    member or a count the demo cannot take is one line before any work."""
     from dna_mm.config import format_metrics
     from dna_mm.models.attention import self_attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
     from dna_mm.tools.cli import known_names
-    from dna_mm.utils.tool_runs import demo_options, runs_home, shipped_config, train_then_test
+    from dna_mm.utils.tool_runs import at_least, demo_options, runs_home, shipped_config, train_then_test
 
     known_names('--attn', args.attn, self_attention_class)
+    at_least({'--epochs': args.epochs})
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
     config = shipped_config(CONFIG, home)

@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--iters',
         type=int,
         default=None,
-        help="override the config's iterations (its schedule and intervals follow)",
+        help="override the config's iterations, at least 1 (its schedule and intervals follow)",
     )
     p.add_argument(
         '--baseline',
@@ -104,10 +104,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def demo(args: argparse.Namespace) -> dict:
     """Each ``--attn`` trained and tested on the shapes set (and, with ``--baseline``, tested
-    untrained): ``{name: (metrics, seconds)}``."""
+    untrained): ``{name: (metrics, seconds)}``. A count, a member or an environment the demo
+    cannot take is one line before any work."""
     from dna_mm.errors import UserError
     from dna_mm.utils.mmcv_ops import has_ops, missing_ops_line
+    from dna_mm.utils.tool_runs import at_least
 
+    at_least({'--iters': args.iters})
     if not has_ops():  # Mask R-CNN's RoI ops: one line before anything is built
         raise UserError(missing_ops_line('The detector demo (Mask R-CNN)'))
     from dna_mm.config import format_metrics
@@ -140,7 +143,7 @@ def demo(args: argparse.Namespace) -> dict:
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
         opts = common + [f'model.backbone.attn_cfg={attn}']
-        if args.iters:  # the schedule's end, cosine and the val / checkpoint intervals follow
+        if args.iters is not None:  # the schedule's end, cosine and the val / checkpoint intervals follow
             opts += [f'train_cfg.max_iters={args.iters}']
         if not members[attn].takes_position_bias:  # the member says (Diff, Cog: no rel-pos)
             opts += ['model.backbone.use_rel_pos=False']
