@@ -43,7 +43,12 @@ each window is printed as it completes, with its latency; the run stops cleanly 
 end (or after ``--stream-timeout`` seconds without data) or on Ctrl-C, then prints the segments
 (status 0). A file stopped by Ctrl-C keeps its timeline so far (``--out``, marked as stopped; no
 annotated video; status 130); a file whose frames end before the length its header states is
-scored to where they end, and said (status 1). An output naming an input is refused.
+scored to where they end, and said (status 1). Damaged data in a file is passed over, as FFmpeg
+passes over it: the frames from it to the next key frame are left out, the gap is printed in
+its place and written (``--out``; the segments stop at it, the annotated video's strip shows it),
+the frames after it are scored (status 1); damage that no key frame follows ends the timeline
+where it starts, said (status 1). A video that cannot be read at all is one line and status 1,
+as without ``--over-time``. An output naming an input is refused.
 ``--out-video y.mp4`` (implies ``--over-time``; ``.mp4 .m4v .mov .mkv``) writes the video at its
 own size, rate and length with the current top-k and a strip of the segments on every frame,
 its audio kept; ``--relevance`` overlays where the model looks in each window (the relevance maps
@@ -57,6 +62,12 @@ import argparse
 import csv
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+if TYPE_CHECKING:
+    import torch.nn as nn
+
+    from dna_mm.over_time.video_timeline import TimelineOptions
 
 #: a video longer than this many clips gets a note that one clip classified it
 LONG = 4
@@ -190,6 +201,7 @@ def infer(args: argparse.Namespace) -> int:
         predict,
         resolve_class_names,
         test_pipeline_of,
+        why_unreadable,
     )
     from dna_mm.config.build import read_config
     from dna_mm.config.check import check_config
@@ -231,7 +243,7 @@ def infer(args: argparse.Namespace) -> int:
             f'{args.input}: label {label} of {video} is not a class of the model (0-{num_classes - 1})'
         )
     if args.over_time:
-        from dna_mm.over_time.video_timeline import TimelineOptions, timeline
+        from dna_mm.over_time.video_timeline import TimelineOptions
 
         options = TimelineOptions(
             args.stride,
@@ -248,22 +260,15 @@ def infer(args: argparse.Namespace) -> int:
             from dna_mm.over_time.relevance_overlay import BRANCHES, relevance_for
 
             relevance = relevance_for(BRANCHES[args.relevance], model)
-        result, _ = timeline(model, pipeline, next(iter(labels)), options, names, relevance)
-        if result.live or not result.ended:
-            return 0  # a stream ends, or is stopped: its timeline is whole
-        return 130 if result.interrupted else 1  # a file stopped early, or cut off
-    from dna_mm.datasets.transforms import video_size
+        return over_time(args, model, pipeline, next(iter(labels)), options, names, relevance)
 
     preds, failed = [], []
     for video in labels:
         try:
-            video_size(video)  # the header, read by PyAV: what is wrong with a file, said in words
             pred = predict(model, video, args.topk, pipeline)
         except Exception as err:  # noqa: BLE001  (decord / pipeline errors: report, go on)
             failed.append(video)
-            why = str(err).removeprefix(f'{video}: ') if isinstance(err, DataError) else None
-            why = why or f'{type(err).__name__}: {err}'
-            print(f'{video}\n  cannot be read: {why}', file=sys.stderr, flush=True)
+            print(f'{video}\n  cannot be read: {why_unreadable(video, err)}', file=sys.stderr, flush=True)
             continue
         preds.append(pred)
         print(format_block(pred, names, labels[video]), flush=True)
@@ -289,6 +294,35 @@ def infer(args: argparse.Namespace) -> int:
         print(f'{len(failed)} of {len(labels)} videos could not be read', file=sys.stderr)
         return 1
     return 0
+
+
+def over_time(
+    args: argparse.Namespace,
+    model: nn.Module,
+    pipeline: list[dict],
+    video: str,
+    options: TimelineOptions,
+    names: Optional[Sequence[str]],
+    relevance: Optional[Callable],
+) -> int:
+    """``--over-time``: the timeline of ``video`` (dna_mm/over_time/video_timeline.py) and the
+    exit status: 0 when the file was scored to its end (a stream, to where it stopped), 130 when
+    Ctrl-C stopped it, 1 when it was not scored whole (cut off, damaged, or not readable at all:
+    then one line says why)."""
+    from dna_mm.over_time.frame_stream import UnreadableVideoError
+    from dna_mm.over_time.video_timeline import timeline
+
+    try:
+        result, _ = timeline(model, pipeline, video, options, names, relevance)
+    except UnreadableVideoError as err:
+        if args.debug:
+            raise
+        why = str(err).removeprefix(f'{video}: ')
+        print(f'infer.py: {video} cannot be read: {why}', file=sys.stderr, flush=True)
+        return 1
+    if result.live or not (result.ended or result.gaps):
+        return 0  # a stream ends, or is stopped: its timeline is whole
+    return 130 if result.interrupted else 1  # a file stopped early, cut off or damaged
 
 
 def main(argv: list[str] | None = None) -> int:

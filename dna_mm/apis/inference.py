@@ -184,19 +184,40 @@ def test_pipeline_of(cfg: Config, cfg_options: Optional[dict] = None) -> list[di
 def clip_coverage(video: str, pipeline: list[dict]) -> Optional[tuple[float, float]]:
     """``(the video's seconds, the seconds one clip of the test pipeline spans)`` from the
     file's header and the pipeline's sampling step (``clip_len x frame_interval`` frames at the
-    video's rate), or ``None`` when either is unknown."""
+    video's rate), or ``None`` when either is unknown (a header PyAV cannot read, where the
+    pipeline's reader could)."""
     from ..over_time.frame_stream import FrameStream
     from ..over_time.windows import split_pipeline, window_sampling
 
     try:
         _, sample, _ = split_pipeline(pipeline)
-    except ConfigError:
+        with FrameStream(video) as stream:
+            info = stream.info
+    except (ConfigError, DataError):
         return None
-    with FrameStream(video) as stream:
-        info = stream.info
     if not info.duration:
         return None
     return info.duration, window_sampling(sample, info.fps).span / info.fps
+
+
+def why_unreadable(video: str, err: BaseException) -> str:
+    """What is wrong with ``video``, on which ``err`` stopped :func:`predict`, in words (without
+    its path): a :class:`~dna_mm.errors.DataError`'s own message; else what dna_mm's reader finds
+    wrong with the file as it opens and indexes it
+    (:class:`~dna_mm.datasets.video_reader.KeyframeReader`: empty, not a video, an MP4 without
+    its index, truncated or damaged, ...), when decord's error (``av_read_frame failed with
+    1094995529``) does not say; else ``err``'s type and message."""
+    from ..datasets.video_reader import KeyframeReader
+
+    if isinstance(err, DataError):
+        return str(err).removeprefix(f'{video}: ')
+    try:
+        KeyframeReader(video, name=video).close()
+    except DataError as found:
+        return str(found).removeprefix(f'{video}: ')
+    except Exception:  # noqa: BLE001 (the reader fails otherwise: the first error says what it can)
+        pass
+    return f'{type(err).__name__}: {err}'
 
 
 def predict(model: nn.Module, video: str, topk: int = 5, pipeline: Optional[list[dict]] = None) -> Prediction:

@@ -18,6 +18,19 @@ done): :attr:`FrameStream.ended` then says which.
 
 Packets of the other streams (``extra='audio'``) are handed to ``on_packet`` as they come, for
 a writer that copies them (:mod:`dna_mm.over_time.annotated_video`).
+
+Damaged data does not end a file: as FFmpeg's own command line does, a packet that does not
+decode is passed over and decoding goes on. A packet FFmpeg cannot decode, or that its demuxer
+or decoder marks corrupt, starts a :class:`Gap`; the frames the decoder puts out after it are
+left out until a key frame (those between are reconstructed from damaged or missing references:
+they decode, but show wrong pixels), whose frame is the first after the gap and carries it
+(:attr:`StreamFrame.gap`); :attr:`FrameStream.gaps` lists them. Damage that no key frame follows
+ends the frames where it starts (:attr:`FrameStream.damaged_to_end` says so; the last packet
+of a file cut off in the middle of it is such damage). A read error of the file itself (FFmpeg's
+demuxer, which resynchronises on damaged data of the usual containers, gives up) ends the frames
+where it happened, the decoder's buffered frames put out first: :attr:`FrameStream.ended` says
+where. A file that opens but gives no frame, or that cannot be opened at all, is an
+:class:`UnreadableVideoError`.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from __future__ import annotations
 import io
 import select
 import sys
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
@@ -35,10 +49,39 @@ from ..errors import DataError
 
 #: seconds without data after which a live stream counts as ended
 LIVE_TIMEOUT = 10.0
+#: frames a file's frames are handed on late, beyond the decoder's reordering (module docstring)
+HOLD_BACK = 2
 #: FFmpeg's probing of a live stream before the first frame (its defaults: 5 MB, 5 s)
 LIVE_PROBE = {'probesize': '65536', 'analyzeduration': '500000'}
 #: ``(display width, display height) -> (width, height)`` to convert frames at, or ``None``
 Resize = Callable[[tuple[int, int]], Optional[tuple[int, int]]]
+
+
+class UnreadableVideoError(DataError):
+    """A video file that cannot be read at all: not a video, no video stream, no frame that
+    decodes (named, with what is wrong). A broken input, not a mistake in the arguments:
+    ``tools/infer.py`` reports it as a video it cannot decode (status 1)."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Seconds of a file whose frames are left out: damaged data and the frames the decoder
+    reconstructs from it up to the next key frame (module docstring).
+
+    Attributes:
+        start: The end of the last good frame before it (0 at the start of the file).
+        end: The time of the first good frame after it.
+        why: What the first damaged data in it was, as FFmpeg said (``damaged frame data
+            (FFmpeg: Invalid data found when processing input)``).
+    """
+
+    start: float
+    end: float
+    why: str
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.end - self.start)
 
 
 @dataclass
@@ -136,12 +179,16 @@ def open_live(source: str, timeout: float = LIVE_TIMEOUT, pipe=None):
 
 class StreamFrame:
     """One decoded frame: ``index``, ``time`` (seconds from the first frame), ``pts`` (the
-    stream's timestamp, ``None`` if it had none) and :meth:`rgb`."""
+    stream's timestamp, ``None`` if it had none), ``gap`` (the :class:`Gap` just before it, else
+    ``None``) and :meth:`rgb`. After a gap, ``index`` counts the frames the gap's seconds hold at
+    the average rate."""
 
-    __slots__ = ('index', 'time', 'pts', '_frame', '_size', '_rgb')
+    __slots__ = ('index', 'time', 'pts', 'gap', '_frame', '_size', '_rgb')
 
-    def __init__(self, index: int, time: float, pts: Optional[int], frame, size) -> None:
-        self.index, self.time, self.pts = index, time, pts
+    def __init__(
+        self, index: int, time: float, pts: Optional[int], frame, size, gap: Optional[Gap] = None
+    ) -> None:
+        self.index, self.time, self.pts, self.gap = index, time, pts, gap
         self._frame, self._size, self._rgb = frame, size, None
 
     def rgb(self) -> np.ndarray:
@@ -164,7 +211,10 @@ class FrameStream:
             ``on_packet`` (the stream itself is :attr:`audio_stream`).
         on_packet: Called with each packet of the ``extra`` stream, in file order.
 
-    A file that cannot be opened or decoded is a :class:`~dna_mm.errors.DataError` naming it.
+    A file that cannot be opened, or gives no frame, is an :class:`UnreadableVideoError` naming
+    it (a live stream's: a :class:`~dna_mm.errors.DataError`); damaged data on the way is a
+    :class:`Gap` in :attr:`gaps`, or the end of the frames when no key frame follows it
+    (:attr:`damaged_to_end`); a read error of the file ends its frames too (:attr:`ended`).
     """
 
     def __init__(
@@ -180,13 +230,18 @@ class FrameStream:
             raise ValueError(f"FrameStream: extra must be None or 'audio', got {extra!r}")
         self.live = is_live(str(source))
         self.name = name or ('<stdin>' if source == '-' else str(source))
-        self.ended: Optional[str] = None  # a live stream: why it ended
+        self.ended: Optional[str] = None  # why the frames ended early: a live stream's end, a read error
+        self.gaps: list[Gap] = []  # damaged data left out, in time order
+        self.damaged_to_end: Optional[str] = None  # damage no key frame follows: where, and what
         self._timeout = timeout
         self._pipe = _stdin(timeout) if source == '-' else None
         if self.live:
             self._container, self._stream = open_live(str(source), timeout, self._pipe)
         else:
-            self._container, self._stream = open_video(source, self.name)
+            try:
+                self._container, self._stream = open_video(source, self.name)
+            except DataError as err:
+                raise UnreadableVideoError(str(err)) from None
         self._stream.thread_type = 'AUTO'  # frame threads: in sequence, order and pixels are exact
         audio = self._container.streams.audio
         self.audio_stream = audio[0] if extra == 'audio' and audio else None
@@ -207,6 +262,24 @@ class FrameStream:
             stream_duration=None if self.live else _declared_seconds(self._stream),
         )
         self.video_stream = self._stream
+        self._first: Optional[float] = None  # the stream's time of the first frame (or damaged packet)
+        self._last_good: Optional[float] = None  # seconds of the last intact frame decoded
+        self._last_out: Optional[float] = None  # seconds of the last frame handed on
+        self._seen = 0.0  # seconds: the end of the last frame or packet read
+        self._damage: Optional[str] = None  # while frames are left out: what the damaged data was
+        self._unhealed: Optional[str] = None  # damage since the last frame handed on: its gap's why
+        self._read_error: Optional[str] = None  # a file's read error (FFmpeg's words)
+        # a file's frames are handed on HOLD_BACK (+ the decoder's reordering) frames late: damage found
+        # in a packet drops them too (decoded from the packets before it, where the damage may begin)
+        reorder = int(getattr(self._stream.codec_context, 'has_b_frames', 0) or 0)
+        self._hold = 0 if self.live else HOLD_BACK + reorder
+        self._held: deque = deque()  # (frame, seconds) decoded intact, not yet handed on
+
+    @property
+    def read_to(self) -> float:
+        """Seconds to which the data was read: the end of the last frame decoded or damaged
+        packet, whether handed on or left out."""
+        return self._seen
 
     def __enter__(self) -> FrameStream:
         return self
@@ -217,14 +290,78 @@ class FrameStream:
     def close(self) -> None:
         self._container.close()
 
+    def _clock(self, seconds: Optional[float], count: int) -> float:
+        """Seconds from the first frame of a frame (or packet) at ``seconds`` of the stream's
+        clock; without a timestamp, ``count`` frames at the average rate."""
+        if self._first is None:
+            self._first = 0.0 if seconds is None else seconds
+        return count / self.info.fps if seconds is None else seconds - self._first
+
+    def _damaged(self, why: str, packet=None) -> None:
+        """Damaged data (``why``, FFmpeg's words) in ``packet``, or in the frame just decoded:
+        frames are left out from here until a key frame, and those held back with them (module
+        docstring)."""
+        if packet is not None and packet.pts is not None and packet.time_base:
+            at = self._clock(float(packet.pts * packet.time_base), 0)
+            self._seen = max(self._seen, at + 1 / self.info.fps)
+        self._damage = self._damage or why
+        self._unhealed = self._unhealed or why
+        self._held.clear()
+
+    def _recovers(self, frame, seconds: float) -> bool:
+        """Whether ``frame`` (at ``seconds``) ends the damage: an intact key frame after the last
+        intact frame (the decoder's references are whole again from it)."""
+        key = frame.key_frame or getattr(frame.pict_type, 'name', '') == 'I'
+        later = self._last_good is None or seconds > self._last_good
+        return key and not frame.is_corrupt and later
+
+    def _gap_start(self) -> float:
+        """Seconds: the end of the last frame handed on (0 before the first)."""
+        return 0.0 if self._last_out is None else self._last_out + 1 / self.info.fps
+
     def _decoded(self) -> Iterator:
-        """The video stream's decoded frames, the ``extra`` stream's packets handed on."""
+        """The video stream's decoded frames, the ``extra`` stream's packets handed on; a packet
+        that does not decode, or that the demuxer marks corrupt, is noted (:meth:`_damaged`) and
+        decoding goes on; a file's read error ends it (the decoder's frames put out first)."""
+        import av
+
         streams = [self._stream] + ([self.audio_stream] if self.audio_stream is not None else [])
-        for packet in self._container.demux(*streams):
-            if packet.stream is self._stream:
-                yield from packet.decode()
-            elif self._on_packet is not None and packet.dts is not None:
-                self._on_packet(packet)
+        packets = self._container.demux(*streams)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except av.FFmpegError as err:
+                if self.live:
+                    raise  # a live stream's end (_live_decoded)
+                self._read_error = f'FFmpeg: {err.strerror or err}'
+                yield from self._flush()
+                return
+            if packet.stream is not self._stream:
+                if self._on_packet is not None and packet.dts is not None:
+                    self._on_packet(packet)
+                continue
+            if packet.is_corrupt:
+                self._damaged("damaged data (a packet FFmpeg's demuxer marks corrupt)", packet)
+            try:
+                frames = packet.decode()
+            except av.FFmpegError as err:
+                self._damaged(f'damaged frame data (FFmpeg: {err.strerror or err})', packet)
+                continue
+            yield from frames
+
+    def _flush(self) -> list:
+        """The frames the decoder still holds (after a read error ended the packets)."""
+        import av
+
+        try:
+            frames = self._stream.decode(None)
+        except av.FFmpegError:
+            return []
+        for frame in frames:
+            frame.time_base = self._stream.time_base  # a flush names none: no time without it
+        return frames
 
     def _live_decoded(self) -> Iterator:
         """:meth:`_decoded` of a live stream: its end, or a read error (a timeout, a server
@@ -242,18 +379,53 @@ class FrameStream:
             self.ended = f'the stream stopped: {no_data(self._timeout)}'
 
     def __iter__(self) -> Iterator[StreamFrame]:
-        size, first, index = None, None, 0
+        sized, size, index = False, None, -1  # index: of the last frame handed on
         with _ffmpeg_errors(f'{self.name}: '):
             for frame in self._live_decoded() if self.live else self._decoded():
-                seconds = frame.time
-                if index == 0:
+                seconds = self._clock(frame.time, index + 1 + len(self._held))
+                self._seen = max(self._seen, seconds + 1 / self.info.fps)
+                if frame.is_corrupt:
+                    self._damaged("damaged frame data (a frame FFmpeg's decoder marks corrupt)")
+                if self._damage is not None and not self._recovers(frame, seconds):
+                    continue  # reconstructed from damaged references: left out
+                self._damage, self._last_good = None, seconds
+                if not sized:  # the conversion size, from the first intact frame
                     w, h = frame.width, frame.height
                     shown = (h, w) if rotation_of(frame) in (90, 270) else (w, h)
-                    size = self._resize(shown) if self._resize is not None else None
-                    first = seconds
-                if seconds is None or first is None:  # no timestamps: the average rate
-                    seconds, first = index / self.info.fps, 0.0
-                yield StreamFrame(index, seconds - first, frame.pts, frame, size)
-                index += 1
-        if index == 0:
-            raise DataError(f'{self.name}: the video stream holds no frame')
+                    sized, size = True, self._resize(shown) if self._resize is not None else None
+                self._held.append((frame, seconds))
+                while len(self._held) > self._hold:
+                    index = yield from self._hand_on(index, size)
+            while self._held:
+                index = yield from self._hand_on(index, size)
+        self._end(index >= 0)
+
+    def _hand_on(self, index: int, size) -> Iterator[StreamFrame]:
+        """Hand on the oldest held frame (the one after frame ``index``), with the gap before it
+        if there is one; returns its index."""
+        frame, seconds = self._held.popleft()
+        gap = None
+        if self._unhealed is not None:
+            start = self._gap_start()
+            gap = Gap(start, max(start, seconds), self._unhealed)
+            self.gaps.append(gap)
+            self._unhealed = None
+            index += round(gap.seconds * self.info.fps)  # the frames the gap holds
+        self._last_out = seconds
+        yield StreamFrame(index + 1, seconds, frame.pts, frame, size, gap)
+        return index + 1
+
+    def _end(self, any_frame: bool) -> None:
+        """At the end of the frames: damage no key frame followed, a read error; no frame at
+        all is an :class:`UnreadableVideoError` (a live stream's: a ``DataError``)."""
+        if self._unhealed is not None:  # no intact key frame came after it
+            self.damaged_to_end = f'{self._unhealed} from {self._gap_start():.1f} s to the end of the file'
+        if self._read_error is not None:
+            self.ended = f'the file cannot be read past {self._seen:.1f} s ({self._read_error})'
+        if any_frame:
+            return
+        error = DataError if self.live else UnreadableVideoError
+        why = self._unhealed or (self._read_error and f'a read error ({self._read_error})')
+        if why:
+            raise error(f'{self.name}: no frame decodes: {why}')
+        raise error(f'{self.name}: the video stream holds no frame')

@@ -13,6 +13,10 @@ Decoding and the pipeline run in a second thread that hands windows on through a
 open windows sample, the queued windows, one batch. The scores are the head's output per
 window (class probabilities for heads that average views by ``'prob'``, the configs' choice),
 averaged over the window's views (crops) as in ``tools/test.py``.
+
+Damaged data in a file is passed over (:class:`~.frame_stream.Gap`): the windows stop before
+it and start again after it, the gap goes through the queue in its place among the windows
+(:attr:`OverTime.gaps`), and the segments are found on each side of it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
 import numpy as np
@@ -28,7 +32,7 @@ import torch
 import torch.nn as nn
 
 from ..errors import ConfigError
-from .frame_stream import LIVE_TIMEOUT, FrameStream, StreamInfo
+from .frame_stream import LIVE_TIMEOUT, FrameStream, Gap, StreamInfo
 from .segments import Segment, find_segments
 from .windows import SlidingWindows, Window, WindowSampling, split_pipeline, window_sampling
 
@@ -64,10 +68,13 @@ class OverTime:
         seconds: Wall time of the pass (decoding, pipeline and model).
         peak_frames: Most decoded frames held at once.
         live: The input was a stream (:func:`~dna_mm.over_time.frame_stream.is_live`).
-        ended: Why the pass stopped before the input's end (a live stream's end, Ctrl-C), or a
-            file's frames ended before the length its header states (cut off); ``None`` when the
-            whole file was scored.
+        ended: Why the pass stopped before the input's end (a live stream's end, Ctrl-C, a
+            file that cannot be read past a point), or a file's frames ended before the length
+            its header states (cut off) or in damaged data that no key frame follows; ``None``
+            when the file was read to its end.
         interrupted: Ctrl-C stopped the pass.
+        gaps: The stretches of damaged data passed over, in time order: no window holds their
+            frames, no segment covers them.
     """
 
     video: str
@@ -83,6 +90,7 @@ class OverTime:
     live: bool = False
     ended: Optional[str] = None
     interrupted: bool = False
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def scores(self) -> np.ndarray:
@@ -95,17 +103,36 @@ class OverTime:
         return self.duration / self.seconds if self.seconds > 0 else float('inf')
 
     def segments(self, width: int = 1, min_length: float = 0.0) -> list[Segment]:
-        """Runs of one class after smoothing over ``width`` windows (:mod:`.segments`)."""
-        if not self.windows:
-            return []
-        return find_segments(
-            [w.start for w in self.windows],
-            [w.end for w in self.windows],
-            self.scores,
-            width,
-            min_length,
-            self.duration,
-        )
+        """Runs of one class after smoothing over ``width`` windows (:mod:`.segments`), found
+        on each side of every gap apart: none covers a gap, no smoothing crosses one."""
+        segments = []
+        for begin, end, first, last in self.pieces():
+            found = find_segments(
+                [w.start for w in self.windows[first:last]],
+                [w.end for w in self.windows[first:last]],
+                self.scores[first:last],
+                width,
+                min_length,
+                end,
+                begin,
+            )
+            segments += [replace(s, first=s.first + first, last=s.last + first) for s in found]
+        return segments
+
+    def pieces(self) -> list[tuple[float, float, int, int]]:
+        """``(start, end, first, stop)``: the stretches between the gaps (seconds) that hold
+        windows, and their windows ``windows[first:stop]``."""
+        bounds = [0.0, *[t for g in self.gaps for t in (g.start, g.end)], max(self.duration, 0.0)]
+        pieces, first = [], 0
+        for k in range(0, len(bounds), 2):
+            begin, end = bounds[k], max(bounds[k], bounds[k + 1])
+            stop = first
+            while stop < len(self.windows) and (k + 2 == len(bounds) or self.windows[stop].start < end):
+                stop += 1
+            if stop > first:
+                pieces.append((begin, max(end, self.windows[stop - 1].end), first, stop))
+            first = stop
+        return pieces
 
 
 def _score_of(sample) -> torch.Tensor:
@@ -182,10 +209,18 @@ class OverTimePredictor:
         out = self.model.test_step(pseudo_collate(samples))
         return torch.stack([_score_of(s).float().cpu() for s in out]).numpy()
 
-    def windows(self, stream: FrameStream, stride: float, stop: Optional[threading.Event] = None, state=None):
+    def windows(
+        self,
+        stream: FrameStream,
+        stride: float,
+        stop: Optional[threading.Event] = None,
+        state=None,
+        on_gap: Optional[Callable[[Gap], None]] = None,
+    ):
         """The windows of ``stream`` every ``stride`` seconds, in time order, decoded and sliced
-        (:class:`SlidingWindows`); ``state`` gets the slider (its peak of frames held), then
-        the frame count and the duration."""
+        (:class:`SlidingWindows`; none across a gap of damaged data, each gap handed to
+        ``on_gap`` after the windows before it); ``state`` gets the slider (its peak of frames
+        held), then the frame count and the duration."""
         slider = SlidingWindows(self.sampling, stride, stream.info.fps)
         if state is not None:
             state['slider'] = slider  # its peak, even when the pass is stopped
@@ -193,6 +228,10 @@ class OverTimePredictor:
         for frame in stream:
             if stop is not None and stop.is_set():
                 return
+            if frame.gap is not None:
+                yield from slider.break_at_gap()
+                if on_gap is not None:
+                    on_gap(frame.gap)
             last = frame
             yield from slider.push(frame)
         yield from slider.finish()
@@ -202,9 +241,11 @@ class OverTimePredictor:
                 duration=0.0 if last is None else last.time + 1 / stream.info.fps,
             )
 
-    def _windows(self, stream: FrameStream, stride: float, stop: threading.Event, state: dict) -> Iterator:
+    def _windows(
+        self, stream: FrameStream, stride: float, stop: threading.Event, state: dict, on_gap: Callable
+    ) -> Iterator:
         """``(window, packed sample)`` in time order (runs in the decoding thread)."""
-        for window in self.windows(stream, stride, stop, state):
+        for window in self.windows(stream, stride, stop, state, on_gap):
             yield window, self.sample(window, stream.name), time.perf_counter()
 
     def run(
@@ -214,13 +255,16 @@ class OverTimePredictor:
         on_windows: Optional[Callable[[list[WindowScores]], None]] = None,
         on_start: Optional[Callable[[OverTime], None]] = None,
         timeout: float = LIVE_TIMEOUT,
+        on_gap: Optional[Callable[[Gap], None]] = None,
     ) -> OverTime:
         """The windows of ``video`` (a file or a live stream) every ``stride`` seconds (default:
         half a window). ``on_start`` is called once the input is open, ``on_windows`` with each
-        batch's windows as they are scored. A live stream is scored as its windows come (a batch
-        does not wait to fill), each window's latency measured; Ctrl-C stops the pass cleanly
-        (the windows so far are the result, :attr:`OverTime.ended` says so); ``timeout``:
-        seconds without data after which a live stream counts as ended."""
+        batch's windows as they are scored, ``on_gap`` with each gap of damaged data in its
+        place among them (the windows before it scored first). A live stream is scored as its
+        windows come (a batch does not wait to fill), each window's latency measured; Ctrl-C
+        stops the pass cleanly (the windows so far are the result, :attr:`OverTime.ended` says
+        so); ``timeout``: seconds without data after which a live stream counts as ended. A file
+        that cannot be read at all is an :class:`~.frame_stream.UnreadableVideoError`."""
         start = time.perf_counter()
         stream = FrameStream(video, self.decode_size, timeout=timeout)
         self.sampling = window_sampling(self.sample_step, stream.info.fps)
@@ -244,7 +288,7 @@ class OverTimePredictor:
 
         def produce() -> None:
             try:
-                for item in self._windows(stream, stride, stop, state):
+                for item in self._windows(stream, stride, stop, state, put):
                     put(item)
                 put(done)
             except BaseException as err:  # noqa: BLE001 (handed to the caller's thread)
@@ -259,10 +303,11 @@ class OverTimePredictor:
                 finished = item is done
                 if isinstance(item, BaseException):
                     raise item
-                if not finished:
+                gap = item if isinstance(item, Gap) else None
+                if not finished and gap is None:
                     batch.append(item)
-                now = finished or len(batch) == self.batch_size or (stream.live and handoff.empty())
-                if batch and now:
+                now = finished or gap is not None or len(batch) == self.batch_size
+                if batch and (now or (stream.live and handoff.empty())):
                     scores = self.scores([s for _, s, _ in batch])
                     at = time.perf_counter()
                     scored = [
@@ -273,6 +318,10 @@ class OverTimePredictor:
                     if on_windows is not None:
                         on_windows(scored)
                     batch = []
+                if gap is not None:
+                    result.gaps.append(gap)
+                    if on_gap is not None:
+                        on_gap(gap)
         except KeyboardInterrupt:
             result.ended, result.interrupted = 'stopped by Ctrl-C', True
         finally:
@@ -287,7 +336,8 @@ class OverTimePredictor:
         else:
             result.frames, result.duration = state.get('frames', 0), state.get('duration', 0.0)
         result.peak_frames = state['slider'].peak_frames if 'slider' in state else 0
-        result.ended = result.ended or stream.ended or cut_off(stream.info, result.duration, stream.live)
+        cut = cut_off(stream.info, result.duration, stream.live, stream.read_to)  # said before a damaged tail
+        result.ended = result.ended or stream.ended or cut or stream.damaged_to_end
         result.seconds = time.perf_counter() - start
         return result
 
@@ -297,13 +347,18 @@ class OverTimePredictor:
 CUT_OFF_SLACK = 1.0
 
 
-def cut_off(info: StreamInfo, duration: float, live: bool = False) -> Optional[str]:
+def cut_off(
+    info: StreamInfo, duration: float, live: bool = False, read_to: Optional[float] = None
+) -> Optional[str]:
     """Why a file whose frames end at ``duration`` seconds was not scored to its end: its video
     stream's header states more (:data:`CUT_OFF_SLACK`; the file was cut off while it was written
     or copied, its index kept), or ``None`` (also when that header states no length: the
-    container's, which an audio track may make longer, is not used)."""
+    container's, which an audio track may make longer, is not used). ``read_to``: seconds to
+    which the file's data was read, damaged frames and packets too: a file read to the length its
+    header states is not cut off (damage ended its frames: :attr:`FrameStream.damaged_to_end`)."""
     stated = info.stream_duration
-    if live or not stated or duration >= stated - CUT_OFF_SLACK:
+    read = duration if read_to is None else max(duration, read_to)
+    if live or not stated or read >= stated - CUT_OFF_SLACK:
         return None
     ends = f'the frames end at {duration:.1f} s of the {stated:.1f} s its header states'
     return f'{ends} (the file is cut off or damaged)'

@@ -7,8 +7,10 @@ With ``N`` windows in time order and their scores ``S [N, K]`` (class probabilit
     segments = runs of equal y_i; each covers its windows' cells, scored by mean S̄[run, y]
 
 A window's *cell* is the part of the video nearer its centre than any other window's: cells
-meet half-way between two windows' centres, the first starts at 0 and the last ends with the
-video, so the segments tile the video without gap or overlap, whatever the stride. Then, while
+meet half-way between two windows' centres, the first starts at 0 (or ``begin``) and the last
+ends with the video, so the segments tile the video without gap or overlap, whatever the
+stride. (A video with gaps of damaged data is segmented in its pieces between them:
+:meth:`~dna_mm.over_time.predictor.OverTime.segments`.) Then, while
 a segment is shorter than ``min_length`` seconds (and there are two or more), the shortest one
 joins the neighbour whose class scores higher over its windows.
 """
@@ -51,13 +53,14 @@ def smooth_scores(scores: np.ndarray, width: int) -> np.ndarray:
 
 
 def cell_bounds(
-    starts: Sequence[float], ends: Sequence[float], duration: Optional[float] = None
+    starts: Sequence[float], ends: Sequence[float], duration: Optional[float] = None, begin: float = 0.0
 ) -> np.ndarray:
-    """``[N + 1]`` cell boundaries of windows ``[start, end)``: 0, the midpoints between
-    consecutive centres, then ``duration`` (default the last window's end)."""
+    """``[N + 1]`` cell boundaries of windows ``[start, end)``: ``begin`` (0), the midpoints
+    between consecutive centres, then ``duration`` (default the last window's end)."""
     centres = (np.asarray(starts, dtype=np.float64) + np.asarray(ends, dtype=np.float64)) / 2
     last = float(ends[-1]) if duration is None else float(duration)
-    return np.concatenate([[0.0], (centres[1:] + centres[:-1]) / 2, [max(last, centres[-1])]])
+    first = min(float(begin), centres[0])
+    return np.concatenate([[first], (centres[1:] + centres[:-1]) / 2, [max(last, centres[-1])]])
 
 
 def find_segments(
@@ -67,14 +70,16 @@ def find_segments(
     width: int = 1,
     min_length: float = 0.0,
     duration: Optional[float] = None,
+    begin: float = 0.0,
 ) -> list[Segment]:
     """The segments of windows ``[starts[i], ends[i])`` with scores ``[N, K]`` (module
-    docstring); ``duration``: the video's length in seconds (the last cell's end)."""
+    docstring); ``duration``: the video's length in seconds (the last cell's end), ``begin``:
+    the first cell's start."""
     if len(starts) == 0:
         return []
     smoothed = smooth_scores(scores, width)
     labels = smoothed.argmax(axis=1)
-    bounds = cell_bounds(starts, ends, duration)
+    bounds = cell_bounds(starts, ends, duration, begin)
     runs, first = [], 0  # [first, last] window ranges of one label
     for i in range(1, len(labels) + 1):
         if i == len(labels) or labels[i] != labels[first]:

@@ -4,7 +4,9 @@ JSON (:func:`timeline_dict`)::
 
     {"video", "fps", "frames", "duration",                       # seconds
      "ended",          # why the pass stopped before the input's end (Ctrl-C, a stream's or a
-                       # cut-off file's end), null when the whole file was scored
+                       # cut-off file's end, a file not readable past a point), null when the
+                       # file was read to its end
+     "gaps": [{"start", "end", "why"}, ...],   # damaged data passed over, not scored ([] if none)
      "window": {"frames", "seconds", "sampled"}, "stride",        # sampled: offsets in a window
      "smoothing": {"windows", "min_segment"},
      "windows":  [{"start", "end", "first_frame", "top": [{"class", "name", "score"}, ...]}, ...],
@@ -12,8 +14,9 @@ JSON (:func:`timeline_dict`)::
      "speed": {"seconds", "real_time_factor"}}
 
 CSV, one table: ``kind,start,end,rank,class_index,class_name,score``, a row per window and rank
-(``kind=window``) then a row per segment (``kind=segment``, rank 1). ``name`` / ``class_name``
-are empty without class names.
+(``kind=window``), a row per segment (``kind=segment``, rank 1), then a row per gap of damaged
+data (``kind=gap``, only its start and end). ``name`` / ``class_name`` are empty without class
+names.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def timeline_dict(
         frames=result.frames,
         duration=t(result.duration),
         ended=result.ended,
+        gaps=[dict(start=t(g.start), end=t(g.end), why=g.why) for g in result.gaps],
         window=dict(frames=result.span, seconds=t(result.window_seconds), sampled=list(offsets)),
         stride=t(result.stride),
         smoothing=smoothing or {},
@@ -103,6 +107,8 @@ def timeline_csv(
                 f'{seg.score:.6f}',
             ]
         )
+    for gap in result.gaps:
+        writer.writerow(['gap', f'{gap.start:.3f}', f'{gap.end:.3f}', '', '', '', ''])
     return out.getvalue()
 
 

@@ -6,6 +6,9 @@ Printed, for a video ``v.mp4``::
     v.mp4: 240.00 s, 25.00 fps, 6000 frames; windows of 16 frames (0.64 s) every 0.32 s, 8 a batch
        0:00.0 -  0:00.6   0.91 still  (0.05 horizontal, 0.03 vertical)
        ...                                                     (one line a window, as scored)
+       0:20.8 -  0:27.1  not scored: damaged frame data (FFmpeg: Invalid data found when ...)
+       ...                                                     (a gap of damaged data, in its place)
+    the file is damaged: 6.3 s of its 240.0 s not scored (1 gap)
     segments (smoothed over 5 windows):
        0:00.0 -  1:00.2   still  0.88
        ...
@@ -20,6 +23,7 @@ from typing import Callable, Optional, Sequence
 
 import torch.nn as nn
 
+from .frame_stream import Gap
 from .overlay import clock
 from .predictor import OverTime, OverTimePredictor, WindowScores
 from .segments import Segment
@@ -67,6 +71,20 @@ def _count(n: int, noun: str) -> str:
     return f'{n} {noun}{"s" * (n != 1)}'
 
 
+def format_gap(gap: Gap) -> str:
+    """``start - end  not scored: why``: a gap of damaged data, among the windows."""
+    return f'  {clock(gap.start):>8} - {clock(gap.end):>8}  not scored: {gap.why}'
+
+
+def damage_line(result: OverTime) -> str:
+    """What the gaps of damaged data took from the timeline, in one line."""
+    lost = sum(g.seconds for g in result.gaps)
+    return (
+        f'the {"stream" if result.live else "file"} is damaged: {lost:.1f} s of its '
+        f'{result.duration:.1f} s not scored ({_count(len(result.gaps), "gap")})'
+    )
+
+
 def format_segment(seg: Segment, names: Optional[Sequence[str]]) -> str:
     return f'  {clock(seg.start):>8} - {clock(seg.end):>8}  {_name(seg.label, names)}  {seg.score:.2f}'
 
@@ -103,7 +121,12 @@ def timeline(
         for w in scored:
             echo(format_window(w, names, options.topk))
 
-    result = predictor.run(video, options.stride, on_windows, header, options.timeout)
+    def on_gap(gap: Gap) -> None:
+        echo(format_gap(gap))
+
+    result = predictor.run(video, options.stride, on_windows, header, options.timeout, on_gap)
+    if result.gaps:
+        echo(damage_line(result))
     if result.ended:
         echo(f'{result.ended}: {_count(len(result.windows), "window")}, {result.duration:.1f} s of video')
     if not result.live and 0 < result.duration < result.stride:

@@ -19,7 +19,10 @@ and hands a window on once its span has passed::
 so it holds at most the frames of the windows that overlap, whatever the video's length
 (:attr:`SlidingWindows.peak_frames`). At the end of the video the first window still open (the
 tail, or the whole of a video shorter than one span) is handed on with its missing frames
-repeating the last one, as ``SampleFrames(out_of_bound_opt='repeat_last')`` does.
+repeating the last one, as ``SampleFrames(out_of_bound_opt='repeat_last')`` does. A gap of
+damaged data (:class:`~dna_mm.over_time.frame_stream.Gap`) is an end of the same kind
+(:meth:`SlidingWindows.break_at_gap`): no window holds frames from both of its sides, and the
+first frame after it opens a window, the later ones keeping to the stride's multiples.
 """
 
 from __future__ import annotations
@@ -121,6 +124,7 @@ class SlidingWindows:
         self._open: list[_Open] = []
         self._kept: dict[int, np.ndarray] = {}
         self._next_start = 0.0
+        self._resume = False  # after a gap: the next frame opens a window
         self._last = None  # the newest frame
         self.peak_frames = 0  # most frames held at once
 
@@ -128,10 +132,11 @@ class SlidingWindows:
         """Take frame ``frame`` (a :class:`~dna_mm.over_time.frame_stream.StreamFrame`); yield
         the windows whose span ends with it."""
         i, t = frame.index, frame.time
-        if t >= self._next_start - 1e-9:
+        if t >= self._next_start - 1e-9 or self._resume:
             self._open.append(_Open(i, t, tuple(i + o for o in self.sampling.offsets)))
             while self._next_start <= t + 1e-9:
                 self._next_start += self.stride
+            self._resume = False
         if any(i in w.needs for w in self._open):
             self._kept[i] = frame.rgb()
         self._last = frame
@@ -145,6 +150,12 @@ class SlidingWindows:
         if self._open:
             window, self._open = self._open[0], []
             yield self._close(window, self._last.time + self.frame_seconds, self._last.rgb())
+
+    def break_at_gap(self) -> Iterator[Window]:
+        """Before the first frame after a gap of damaged data: what :meth:`finish` hands on at
+        the end of a video, and the next frame opens a window (module docstring)."""
+        yield from self.finish()
+        self._kept, self._resume = {}, True
 
     def _close(self, window: _Open, end: float, last: Optional[np.ndarray] = None) -> Window:
         """``window`` with its frames (those past the video's end: ``last``, its last frame)."""

@@ -339,15 +339,20 @@ def test_a_bad_flag_is_one_line(tiny, ten_seconds, extra, message, capsys) -> No
     assert message in capsys.readouterr().err
 
 
-def test_a_folder_or_a_broken_video_is_one_line(tiny, ten_seconds, tmp_path) -> None:
+def test_a_folder_or_a_broken_video_is_one_line(tiny, ten_seconds, tmp_path, capsys) -> None:
+    """A folder is a mistake in the command (status 2); a video that cannot be read is one line
+    and status 1, as without --over-time (tools/infer.py's docstring)."""
     folder = re.escape(str(ten_seconds.parent))
     message = rf'--over-time takes one video file or stream, got {folder} \(a folder\)'
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(SystemExit, match=message) as stop:
         run(tiny, ten_seconds.parent, '--over-time')
+    assert stop.value.code == 2
     broken = tmp_path / 'broken.mp4'
     broken.write_bytes(b'\x00not a video' * 64)
-    with pytest.raises(SystemExit, match=r'broken.mp4: not a video file FFmpeg can read'):
-        run(tiny, broken, '--over-time')
+    capsys.readouterr()
+    assert run(tiny, broken, '--over-time') == 1
+    why = 'not a video file FFmpeg can read (FFmpeg: Invalid data found when processing input)'
+    assert capsys.readouterr().err == f'infer.py: {broken} cannot be read: {why}\n'  # one line
 
 
 def test_the_pipeline_keys_of_extract_features_agree(tiny, ten_seconds, tmp_path) -> None:
