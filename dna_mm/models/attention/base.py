@@ -5,7 +5,11 @@ Every module maps tokens ``x [B, M, C]`` to ``[B, M, C]``:
 * self-attention: ``forward(x)``, queries, keys and values all from ``x`` (``M = N``);
 * cross-attention: ``forward(x, context=ctx)``, queries from ``x [B, M, C]``, keys and values
   from ``ctx [B, N, C]`` with the *same* projection weights; ``value=val [B, N, C]`` takes the
-  values from a different input than the keys (mmcv's ``key`` / ``value``).
+  values from a different input than the keys (mmcv's ``key`` / ``value``); a module built with
+  ``kdim`` / ``vdim`` takes ``ctx [B, N, kdim]`` and ``val [B, N, vdim]``.
+
+Any size may be 0 (the empty output); a query with no key (an empty context, or every key
+excluded) gets weights 0 on every route, as SDPA gives it (:mod:`.functional`).
 
 Two additive terms, broadcastable to ``[B, H, M, N]`` (the rule: :mod:`.functional`): the
 exclusion mask ``attn_mask`` and the logit bias ``attn_bias`` (DnA also takes ``(b_pos, b_neg)``).
@@ -132,7 +136,8 @@ class AttentionBase(nn.Module):
         kdim, vdim: Widths of the key and value inputs (default ``embed_dims``; torch's
             ``nn.MultiheadAttention`` keywords). When either differs, the projections are
             separate: ``q_proj`` ``Linear(C, C)``, ``k_proj`` ``Linear(kdim, C)``, ``v_proj``
-            ``Linear(vdim, C)`` in place of ``qkv``.
+            ``Linear(vdim, C)`` in place of ``qkv``, and :meth:`forward` takes ``context [B, N,
+            kdim]`` and ``value [B, N, vdim]`` (:func:`check_inputs`).
         device, dtype: Factory keywords for the parameters (timm passes them).
         gated: Gated attention (Qiu et al., NeurIPS 2025): the heads' output, merged, is
             multiplied by ``sigmoid(gate(x))`` before ``proj``, ``gate = Linear(C, C)`` (bias as
@@ -287,13 +292,13 @@ class AttentionBase(nn.Module):
                 'each head takes embed_dims / num_heads channels'
             )
         if not 0.0 <= attn_drop < 1.0 or not 0.0 <= proj_drop < 1.0:
-            raise ValueError(
+            raise ConfigError(
                 f'{name}: attn_drop and proj_drop must be in [0, 1), got {attn_drop}, {proj_drop}'
             )
         if qk_norm or scale_norm:
-            raise ValueError(f'{name}: qk_norm / scale_norm are not supported')
+            raise ConfigError(f'{name}: qk_norm / scale_norm are not supported')
         if not batch_first:
-            raise ValueError(f'{name}: only batch_first=True ([B, N, C] tokens) is supported')
+            raise ConfigError(f'{name}: only batch_first=True ([B, N, C] tokens) is supported')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dim = embed_dims // num_heads
@@ -330,14 +335,15 @@ class AttentionBase(nn.Module):
 
     # -- helpers -----------------------------------------------------------------------------
     def split_heads(self, t: Tensor) -> Tensor:
-        """``[B, N, H·d] → [B, H, N, d]``."""
-        b, n, _ = t.shape
-        return t.reshape(b, n, self.num_heads, -1).transpose(1, 2)
+        """``[B, N, H·d] → [B, H, N, d]`` (every size named: ``N = 0`` or ``B = 0`` leaves a ``-1``
+        undetermined)."""
+        b, n, width = t.shape
+        return t.reshape(b, n, self.num_heads, width // self.num_heads).transpose(1, 2)
 
     def merge_heads(self, t: Tensor) -> Tensor:
         """``[B, H, N, d] → [B, N, H·d]``."""
-        b, _, n, _ = t.shape
-        return t.transpose(1, 2).reshape(b, n, -1)
+        b, h, n, d = t.shape
+        return t.transpose(1, 2).reshape(b, n, h * d)
 
     @property
     def dropout_p(self) -> float:
@@ -460,7 +466,10 @@ class AttentionBase(nn.Module):
         attn_bias: BiasArg = None,
         value: Optional[Tensor] = None,
     ) -> AttnOutput:
-        """``x [B, M, C]`` (+ ``context`` / ``value [B, N, C]``) → ``[B, M, C]`` (+ maps if asked).
+        """``x [B, M, C]`` (+ ``context [B, N, kdim]`` / ``value [B, N, vdim]``, both ``C`` wide by
+        default) → ``[B, M, C]`` (+ maps if asked). Any of ``B``, ``M``, ``N`` may be 0: a query
+        with no key (``N = 0``, or every key excluded by ``attn_mask``) gets weights 0, so its
+        output is ``proj.bias`` (as SDPA's; :mod:`.functional`).
 
         Args:
             x: Query tokens (and keys / values when ``context`` is None).
@@ -471,7 +480,7 @@ class AttentionBase(nn.Module):
             attn_bias: Logit bias inside the formula, or ``(b_pos, b_neg)`` for DnA.
             value: Value tokens, when they differ from the keys' input.
         """
-        check_inputs(type(self).__name__, self.embed_dims, x, context, value)
+        check_inputs(type(self).__name__, self.embed_dims, x, context, value, self.kdim, self.vdim)
         attn_mask = with_causal(attn_mask, is_causal, x, context)
         heads = self.project(x, context, value)
         out, maps = self.run_attend(heads, attn_mask, attn_bias, return_attn or not self.fused_attn)
@@ -527,22 +536,45 @@ def check_formula(cls: type) -> None:
 @has_side_effect  # FX keeps the call although nothing uses its (absent) result
 @torch.fx.wrap
 def check_inputs(
-    name: str, embed_dims: int, x: Tensor, context: Optional[Tensor], value: Optional[Tensor]
+    name: str,
+    embed_dims: int,
+    x: Tensor,
+    context: Optional[Tensor],
+    value: Optional[Tensor],
+    kdim: Optional[int] = None,
+    vdim: Optional[int] = None,
 ) -> None:
-    """Raise a ``ValueError`` naming the shapes unless ``x [B, M, C]``, ``context`` / ``value
-    [B, N, C]`` (where given) fit a module of width ``embed_dims`` called ``name``.
+    """Raise a ``ValueError`` naming the shapes unless ``x [B, M, C]`` and the keys' input
+    ``[B, N, kdim]`` (``context``, else ``x``) and the values' input ``[B, N, vdim]`` (``value``,
+    else the keys' input) fit a module of width ``C = embed_dims`` called ``name`` (``kdim`` /
+    ``vdim``: its key and value widths, default ``C``). Any size may be 0 (an empty batch, no
+    queries, an empty context).
 
     An FX leaf (it branches on shapes): a traced model checks the real inputs on every forward.
     TorchScript-compatible; ``torch.compile`` and ``torch.export`` trace through it.
     """
+    kdim = embed_dims if kdim is None else kdim
+    vdim = embed_dims if vdim is None else vdim
     if x.dim() != 3 or x.shape[-1] != embed_dims:
         raise ValueError(f'{name}: expected x of shape [B, N, {embed_dims}], got {list(x.shape)}')
-    for label, t in (('context', context), ('value', value)):
-        if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0] or t.shape[-1] != embed_dims):
+    for label, t, width in (('context', context, kdim), ('value', value, vdim)):
+        if t is not None and (t.dim() != 3 or t.shape[0] != x.shape[0] or t.shape[-1] != width):
             raise ValueError(
-                f'{name}: expected {label} of shape [{x.shape[0]}, N, {embed_dims}], got {list(t.shape)}'
+                f'{name}: expected {label} of shape [{x.shape[0]}, N, {width}], got {list(t.shape)}'
             )
     keys = x if context is None else context
+    if keys.shape[-1] != kdim:  # x gives the keys, but the module takes keys of another width
+        raise ValueError(
+            f'{name}: built with kdim={kdim}: its keys come from context [B, N, {kdim}]; got none, '
+            f'and x is {embed_dims} wide'
+        )
+    values = keys if value is None else value
+    if values.shape[-1] != vdim:  # the keys' input gives the values, of another width
+        source = 'x' if context is None else 'context'
+        raise ValueError(
+            f'{name}: built with vdim={vdim}: its values come from value [B, N, {vdim}]; got none, '
+            f'and {source} (the keys\' input) is {values.shape[-1]} wide'
+        )
     if value is not None and value.shape[1] != keys.shape[1]:
         raise ValueError(f'{name}: value has {value.shape[1]} tokens, keys have {keys.shape[1]}')
 
@@ -560,6 +592,13 @@ def checked_kernel(name: str, kernel: str, kernels: tuple[str, ...], head_dim: i
         if reason is not None:
             raise ConfigError(f"{name}: kernel='triton' cannot run: {reason}; use kernel='sdpa'")
     return kernel
+
+
+def has_tokens(heads: dict[str, Tensor]) -> bool:
+    """The call has queries and keys (``M > 0`` and ``N > 0`` of ``q [B, H, M, d]``, ``k [B, H, N,
+    d]``): where a Triton kernel, which tiles them, may run; else SDPA (an empty output, or 0 for
+    queries without a key)."""
+    return heads['q'].shape[-2] > 0 and heads['k'].shape[-2] > 0
 
 
 def traced(t: Tensor) -> bool:

@@ -37,6 +37,14 @@ AttnCfg = Union[str, dict]
 ATTENTION_KEY = 'attn_cfg'
 
 
+class NoTypeError(ConfigError, KeyError):
+    """An attention config without ``type``: a config mistake (one line from the tools), and the
+    ``KeyError`` it was before."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ''
+
+
 def attention_types() -> dict[str, type]:
     """Registered name → class of every member registered now (root ``MODELS`` and the default
     scope's), the self-attentions before their cross forms."""
@@ -73,18 +81,18 @@ def self_attention_class(name: str) -> type:
     benchmarks: ``dna_mm.tools.cli.known_names``), whose messages name only such members.
 
     Raises:
-        ValueError: a name no member holds (the closest self-attention member, and the valid
+        ConfigError: a name no member holds (the closest self-attention member, and the valid
             ones), or a cross form's (its self-attention form named).
         MemberError: a member that defines no ``attend`` (:func:`~.base.check_formula`).
     """
     types = attention_types()
     cls = types.get(short_names().get(name, name))
     if cls is None:
-        raise ValueError(unknown_attention(name, cross_forms=False))
+        raise ConfigError(unknown_attention(name, cross_forms=False))
     if is_cross_form(cls):
         own = next((c for c in cls.__mro__[1:] if c in types.values() and not is_cross_form(c)), None)
         of = f' of {known_as(own)}' if own is not None else ''
-        raise ValueError(
+        raise ConfigError(
             f'{name} is a cross form (query and context){of}; these tools take self-attention '
             f'members: {valid_names(cross_forms=False)}'
         )
@@ -96,16 +104,17 @@ def attention_cfg(cfg: AttnCfg) -> dict:
     """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)``.
 
     Raises:
-        KeyError: a config without ``type``.
-        ValueError: a type that is not a registered member (the message lists them).
+        NoTypeError: a config without ``type`` (a :class:`~dna_mm.errors.ConfigError` and a
+            ``KeyError``).
+        ConfigError: a type that is not a registered member (the message lists them).
     """
     cfg = dict(type=cfg) if isinstance(cfg, str) else copy.deepcopy(dict(cfg))
     if 'type' not in cfg:
-        raise KeyError(f'attention config {cfg} has no "type"')
+        raise NoTypeError(f'attention config {cfg} has no "type"')
     shorts = short_names()
     cfg['type'] = shorts.get(cfg['type'], cfg['type'])
     if isinstance(cfg['type'], str) and cfg['type'] not in attention_types():
-        raise ValueError(unknown_attention(cfg['type']))
+        raise ConfigError(unknown_attention(cfg['type']))
     return cfg
 
 

@@ -3,7 +3,8 @@
     S = s Q K^T + b,   W = sign(S) ⊙ softmax(|S| + m),   out = W V
 
 with ``b`` the ``attn_bias`` (inside the signed logits) and ``m`` the exclusion ``attn_mask``
-(added to the magnitudes, so ``False`` / ``-inf`` / ``-1e4`` give a key weight 0). There is no SDPA form of
+(added to the magnitudes, so ``False`` / ``-inf`` / ``-1e4`` give a key weight 0; a query
+whose every key is excluded, weights 0). There is no SDPA form of
 ``sign(S) ⊙ softmax(|S|)``, so this module always computes the map explicitly. The authors
 keep plain softmax attention in the first and last layer; :func:`.builder.build_attention`
 does the same by default. Maps: ``{'attn': W}``.
@@ -24,10 +25,11 @@ from .base import BASE_KEYS, AttentionBase, CrossAttentionMixin
 
 @torch.fx.wrap
 def cog_weights(s: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
-    """``sign(S) ⊙ softmax(|S| + m)`` over the last dim, normalised in at least fp32; an FX leaf
-    (it branches on the mask, which a symbolic trace cannot follow)."""
-    mag = AF.add_mask(s.abs().to(AF.compute_dtype(s.dtype)), attn_mask)
-    return torch.sign(s) * mag.softmax(dim=-1).to(s.dtype)
+    """``sign(S) ⊙ softmax(|S| + m)`` over the last dim, normalised in at least fp32 (a row whose
+    every key ``m`` excludes: weights 0, :func:`.functional.softmax`); an FX leaf (it
+    branches on the mask, which a symbolic trace cannot follow)."""
+    mag = AF.softmax(s.abs().to(AF.compute_dtype(s.dtype)), attn_mask)  # [B, H, M, N]
+    return torch.sign(s) * mag.to(s.dtype)
 
 
 @MODELS.register_module()

@@ -30,6 +30,7 @@ from mmengine.registry import MODELS
 from timm.layers import RmsNorm
 from torch import Tensor, nn
 
+from ...errors import ConfigError
 from . import functional as AF
 from .base import AttentionBase, CrossAttentionMixin, MixingWeight
 
@@ -68,10 +69,10 @@ class DiffAttention(AttentionBase):
         **kwargs,
     ) -> None:
         if diff_heads not in ('paper', 'official'):
-            raise ValueError(f"DiffAttention: diff_heads must be 'paper' or 'official', got {diff_heads!r}")
+            raise ConfigError(f"DiffAttention: diff_heads must be 'paper' or 'official', got {diff_heads!r}")
         if diff_heads == 'official':
             if num_heads % 2:
-                raise ValueError(
+                raise ConfigError(
                     f"DiffAttention: diff_heads='official' needs an even num_heads "
                     f'(it uses num_heads / 2 heads of twice the width), got {num_heads}'
                 )
@@ -79,7 +80,7 @@ class DiffAttention(AttentionBase):
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
         self.diff_heads = diff_heads
         if self.head_dim % 2:
-            raise ValueError(f'DiffAttention: head dim {self.head_dim} must be even')
+            raise ConfigError(f'DiffAttention: head dim {self.head_dim} must be even')
         self.layer_index = layer_index if depth is None else depth
         self.lambda_init = 0.8 - 0.6 * math.exp(-0.3 * self.layer_index)
         half, dd = self.head_dim // 2, self.factory_kwargs

@@ -27,7 +27,8 @@ call per branch (softmin as SDPA on ``-Q-`` with ``m - b_neg``), ``α`` applied 
 ``V = [V+, V-]``, the two diagonal blocks of the output kept: :func:`.functional.sdpa_stacked`;
 for short sequences); ``'triton'``, both branches in one Triton kernel
 (:func:`dna_mm.ops.dna_attention`: each ``K`` tile loaded once, two online-softmax accumulators)
-where no attention dropout applies. Eager route (``return_attn=True`` or ``fused_attn=False``):
+where no attention dropout applies and there are queries and keys (no queries or no keys: SDPA,
+the same function). Eager route (``return_attn=True`` or ``fused_attn=False``):
 maps ``{'pos': softmax map, 'neg': softmin map}`` (``[B, H, M, N]``, before dropout).
 
 Parameter layout: ``qkv`` = ``Linear(C, 3C)`` with chunks ``[Q+, K, V+]`` (exactly timm's
@@ -65,7 +66,7 @@ from torch import Tensor, nn
 
 from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant
 from . import functional as AF
-from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight, checked_kernel
+from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight, checked_kernel, has_tokens
 
 #: the heads :meth:`DnAAttention.project` gives, in the formula's order
 HEADS = ('q', 'k', 'v', 'q_neg', 'v_neg')
@@ -243,7 +244,7 @@ class DnAAttention(AttentionBase):
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """DnA on the formula's heads ``q, k, v, q_neg, v_neg``; ``attn_bias``: one bias for
         both branches or ``(b_pos, b_neg)``."""
-        if not eager and self.kernel == 'triton' and self.dropout_p == 0.0:
+        if not eager and self.kernel == 'triton' and self.dropout_p == 0.0 and has_tokens(heads):
             return self.fused_kernel(heads, attn_mask, attn_bias), {}
         b_pos, b_neg = AF.split_bias(attn_bias, type(self).__name__)
         q, k, v, q_neg, v_neg = (heads[name] for name in HEADS)

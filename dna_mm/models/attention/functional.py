@@ -20,6 +20,10 @@ i.e. the bias is negated and the mask is not. The sign goes on ``q``, not on SDP
 ``scale``: fused kernels may take the row maximum before scaling, which a negative scale
 turns into the minimum (overflow).
 
+A query row with no key to attend (every key excluded, or no keys at all: an empty context)
+gets weights 0 and output 0 on every route: what SDPA gives (the fused route), and what the
+eager route's :func:`softmax` gives without making a NaN (softmax over no key: ``0/0``).
+
 The functions that branch on a mask or bias (``None``, ``bool`` or float) are ``torch.fx`` leaves
 (:func:`torch.fx.wrap`): a symbolically traced model (timm's feature extraction, torchvision's
 ``create_feature_extractor``) keeps each as one call that decides on the real tensors, e.g. a
@@ -63,6 +67,35 @@ def add_mask(z: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
     """Logits ``z`` plus an exclusion mask (``bool`` → ``0 / -inf``), ``z`` if there is none."""
     mask = additive_mask(attn_mask, z.dtype)
     return z if mask is None else z + mask.to(z.dtype)
+
+
+def keyless_rows(attn_mask: Tensor) -> Tensor:
+    """The query rows an exclusion mask leaves no key: ``bool [..., M, 1]``, True where every key
+    of the row is excluded (``False`` in a ``bool`` mask, ``-inf`` in a float one; a row of no
+    keys at all, ``N = 0``, included). Computed on the mask, not on the logits."""
+    if attn_mask.dtype == torch.bool:
+        return ~attn_mask.any(dim=-1, keepdim=True)
+    return torch.isneginf(attn_mask).all(dim=-1, keepdim=True)
+
+
+@torch.fx.wrap
+def softmax(z: Tensor, attn_mask: Optional[Tensor]) -> Tensor:
+    """``softmax(z + m)`` over the keys (the last dim) → ``[B, H, M, N]``; a query row whose every
+    key ``m`` excludes gets weights 0, as SDPA gives it (not ``0 / 0``)::
+
+        W_i = 0                     if m_ij = -inf for every j   (:func:`keyless_rows`)
+        W_i = softmax(z_i + m_i)    otherwise
+
+    No NaN is made and then hidden (its gradient would stay NaN): such a row's mask is lifted
+    (``m_i = 0``, a finite softmax) and its weights set to 0, so it passes no gradient. Without a
+    mask, one ``softmax``. An FX leaf (it branches on the mask) named ``softmax``: a traced graph
+    has a node ``softmax`` per branch (``softmax``, ``softmax_1``), which timm's
+    ``AttentionExtract`` reads as the maps, the keyless rows' 0 included."""
+    if attn_mask is None:
+        return z.softmax(dim=-1)
+    keyless = keyless_rows(attn_mask)  # [..., M, 1]
+    lifted = attn_mask | keyless if attn_mask.dtype == torch.bool else attn_mask.masked_fill(keyless, 0.0)
+    return add_mask(z, lifted).softmax(dim=-1).masked_fill(keyless, 0.0)
 
 
 def single_bias(bias: BiasArg, name: str) -> Optional[Tensor]:
@@ -109,8 +142,9 @@ def linear_heads(
     w = weights[0] if len(weights) == 1 else torch.cat(list(weights))  # [R, C_in]
     b = None if biases is None else biases[0] if len(biases) == 1 else torch.cat(list(biases))
     y = F.linear(x, w, b)  # [B, N, R]
-    bsz, n, _ = y.shape
-    return y.reshape(bsz, n, -1, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)  # k × [B, H, N, d]
+    bsz, n, rows = y.shape  # no -1 in the reshape: N = 0 (or B = 0) leaves it undetermined
+    y = y.reshape(bsz, n, rows // (heads * head_dim), heads, head_dim)  # [B, N, k, H, d]
+    return y.permute(2, 0, 3, 1, 4).unbind(0)  # k × [B, H, N, d]
 
 
 def sdpa(
@@ -255,12 +289,13 @@ def eager(
 ) -> tuple[Tensor, Tensor]:
     """Explicit ``A = softmax(s q k^T + b + m)`` (``negative``: ``softmax(-(s q k^T + b) + m)``)
     and ``A v``; returns ``(A v, A)``, the map *before* dropout (for analysis), normalised in at
-    least fp32 (fp64 stays fp64) and cast back."""
+    least fp32 (fp64 stays fp64) and cast back. A query row with no key (every key excluded by
+    ``m``, or ``N = 0``) gets weights 0 and output 0, as :func:`sdpa` (:func:`softmax`)."""
     logits = (q * scale) @ k.transpose(-2, -1)  # [B, H, M, N]
     z = logits.to(compute_dtype(logits.dtype))
     if bias is not None:
         z = z + bias.to(z.dtype)
     if negative:
         z = -z
-    attn = add_mask(z, attn_mask).softmax(dim=-1).to(logits.dtype)
+    attn = softmax(z, attn_mask).to(logits.dtype)
     return dropout(attn) @ v, attn

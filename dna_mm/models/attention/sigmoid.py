@@ -31,6 +31,7 @@ own), so this module always computes the map explicitly, in at least float32. Ma
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional
 
 import torch
@@ -38,6 +39,7 @@ import torch.fx
 from mmengine.registry import MODELS
 from torch import Tensor
 
+from ...errors import ConfigError
 from . import functional as AF
 from .base import AttentionBase, CrossAttentionMixin
 
@@ -46,7 +48,8 @@ from .base import AttentionBase, CrossAttentionMixin
 def sigmoid_weights(s: Tensor, attn_mask: Optional[Tensor], bias: Optional[float]) -> Tensor:
     """``sigmoid(S + β + m)`` over logits ``s [B, H, M, N]``, ``β = -log N`` where ``bias`` is
     None, in at least fp32 and cast back; an FX leaf (it branches on the mask and reads ``N``)."""
-    beta = -math.log(s.shape[-1]) if bias is None else bias
+    n = s.shape[-1]  # no key (an empty context): no weight, and no -log 0
+    beta = (-math.log(n) if n > 0 else 0.0) if bias is None else bias
     z = AF.add_mask(s.to(AF.compute_dtype(s.dtype)) + beta, attn_mask)
     return torch.sigmoid(z).to(s.dtype)
 
@@ -76,8 +79,9 @@ class SigmoidAttention(AttentionBase):
         **kwargs,
     ) -> None:
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, **kwargs)
-        if sigmoid_bias is not None and not math.isfinite(sigmoid_bias):
-            raise ValueError(
+        number = isinstance(sigmoid_bias, numbers.Real) and not isinstance(sigmoid_bias, bool)
+        if sigmoid_bias is not None and not (number and math.isfinite(sigmoid_bias)):
+            raise ConfigError(
                 f'SigmoidAttention: sigmoid_bias must be a finite number or None, got {sigmoid_bias}'
             )
         self.sigmoid_bias = None if sigmoid_bias is None else float(sigmoid_bias)

@@ -12,7 +12,7 @@ from mmengine.registry import MODELS
 from torch import Tensor
 
 from . import functional as AF
-from .base import AttentionBase, CrossAttentionMixin, checked_kernel
+from .base import AttentionBase, CrossAttentionMixin, checked_kernel, has_tokens
 
 #: fused routes: ``scaled_dot_product_attention``, or the packed short-sequence Triton kernel
 KERNELS = ('sdpa', 'triton')
@@ -51,6 +51,7 @@ class SoftmaxAttention(AttentionBase):
             and self.dropout_p == 0.0
             and attn_mask is None
             and bias is None
+            and has_tokens(heads)
         ):
             from ...ops.kernel_config import takes_short_kernels
 
