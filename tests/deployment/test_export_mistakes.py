@@ -13,20 +13,12 @@ from conftest import DEMO_CONFIG, load_tool
 
 pytest.importorskip('onnxruntime')
 import onnx  # noqa: E402
+from test_onnx import TIMM_TINY  # noqa: E402
+from test_onnx import TINY as TINY_DEMO  # noqa: E402  (the demo TimeSformer, one small block)
 
 from dna_mm.deployment import export, load_exportable  # noqa: E402
 
-#: create_model arguments of a tiny dna_vit (--cfg-options of the tool)
-TIMM_TINY = dict(img_size=32, patch_size=8, depth=1, embed_dim=32, num_heads=2, num_classes=3)
-#: the demo TimeSformer, one small block (its 4 classes)
-TINY_DEMO = {
-    'model.backbone.embed_dims': 32,
-    'model.backbone.num_heads': 2,
-    'model.backbone.num_transformer_layers': 1,
-    'model.backbone.num_frames': 4,
-    'model.backbone.img_size': 16,
-    'model.cls_head.in_channels': 32,
-}
+TIMM_TINY = dict(TIMM_TINY, depth=1)  # one block
 
 
 def _one_line_error(tool, argv: list[str], capsys) -> str:
