@@ -395,7 +395,11 @@ class DnARunner(Runner):
         the work dir's config stays the training run's, which every tool takes as it is; the
         test's own, with the evaluators it added, is its log folder's
         (``<timestamp>/vis_data/config.py``)."""
-        self._config_pending = not in_use(self.work_dir) and not self.cfg.get('test_only')
+        # rank 0 alone writes it (mmengine's dump_config is master_only), and alone probes the lock:
+        # a probe holds it for an instant, which the others' would spend while rank 0 takes it
+        self._config_pending = (
+            is_main_process() and not self.cfg.get('test_only') and not in_use(self.work_dir)
+        )
 
     def save_checkpoint(
         self,

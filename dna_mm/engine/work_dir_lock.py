@@ -39,6 +39,10 @@ LOCK_NAME = '.dna_mm_train.lock'
 COMMAND_SHOWN = 240
 #: the lock files this process holds; a forked child (a data-loader worker) closes its copies
 _HELD: set = set()
+#: seconds :meth:`WorkDirLock.acquire` waits out a lock held by no named run: a probe
+#: (:func:`in_use`: another rank's, a ``tools/test.py``'s) holds it for microseconds, and a run
+#: writes its name just after it takes it
+NAMELESS_WAIT = 2.0
 
 
 def _close_in_child() -> None:
@@ -90,19 +94,25 @@ class WorkDirLock:
         """Take the lock. Returns ``(locked, previous)``: ``locked`` is ``False`` where the file
         system has no locks (the run goes on unlocked); ``previous`` is the holder written by a
         run that ended without releasing it (killed), else ``{}``. A live holder raises
-        :class:`WorkDirBusyError`."""
+        :class:`WorkDirBusyError`; a holder that has no name after :data:`NAMELESS_WAIT` seconds
+        too (before, a probe's shared lock, or a run about to write its name: tried again)."""
         if fcntl is None:
             return False, {}
         f = open(self.path, 'a+')
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._read(f)
-            f.close()
-            raise busy_error(osp.dirname(self.path), holder) from None
-        except OSError:  # ENOLCK, EINVAL, ENOTSUP: no locks on this file system
-            f.close()
-            return False, {}
+        deadline = time.monotonic() + NAMELESS_WAIT
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = self._read(f)
+                if holder or time.monotonic() > deadline:
+                    f.close()
+                    raise busy_error(osp.dirname(self.path), holder) from None
+                time.sleep(0.02)
+            except OSError:  # ENOLCK, EINVAL, ENOTSUP: no locks on this file system
+                f.close()
+                return False, {}
         previous = self._read(f)
         holder = dict(
             pid=os.getpid(),

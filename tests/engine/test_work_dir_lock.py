@@ -105,3 +105,25 @@ def test_a_child_of_a_killed_holder_does_not_keep_the_work_dir(tmp_path) -> None
     time.sleep(0.2)
     assert (tmp_path / '.dna_mm_train.lock').is_file()
     assert not in_use(str(tmp_path))
+
+
+def test_a_probe_of_the_lock_does_not_refuse_the_run_taking_it(tmp_path) -> None:
+    """Another process's probe (``in_use``: another rank building its runner, a ``tools/test.py``)
+    holds a shared lock for an instant; a run taking the lock just then waits it out instead of
+    reporting a run 'that has not written its name yet' (seen with two gloo ranks). A holder that
+    has written its name is refused at once."""
+    import fcntl
+    import threading
+
+    from dna_mm.engine.work_dir_lock import LOCK_NAME, WorkDirBusyError, WorkDirLock
+
+    probe = open(tmp_path / LOCK_NAME, 'a+')
+    fcntl.flock(probe.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    threading.Timer(0.3, probe.close).start()  # the probe lets go (closing drops the flock)
+    lock = WorkDirLock(str(tmp_path))
+    assert lock.acquire()[0]
+    named = time.monotonic()
+    with pytest.raises(WorkDirBusyError, match=f'pid {os.getpid()} on'):
+        WorkDirLock(str(tmp_path)).acquire()
+    assert time.monotonic() - named < 1.0  # a named holder: no wait
+    lock.release()
