@@ -46,6 +46,17 @@ def own_start_keys(module: AttentionBase, sd: Mapping[str, Tensor], prefix: str 
     return keys
 
 
+def fill_own_start(module: AttentionBase, sd: dict, prefix: str = '') -> list[str]:
+    """Complete ``sd`` (in place) with what ``module`` (under ``prefix``) starts itself and ``sd``
+    lacks (:func:`own_start_keys`: a gate, Diff's ``lambda_*``), at the module's current values:
+    their start, for a strict load. Returns the keys filled."""
+    keys = own_start_keys(module, sd, prefix)
+    if keys:
+        current = module.state_dict()
+        sd.update({k: current[k[len(prefix) :]].detach().clone() for k in keys})
+    return keys
+
+
 def adapt_attentions(
     model: nn.Module,
     sd: Mapping[str, Tensor],

@@ -79,18 +79,23 @@ def test_a_malformed_annotation_file_is_one_error_naming_it(coco, tmp_path, edit
     assert message.startswith(f'{ann}: ') and '\n' not in message, message
 
 
-def test_a_sound_file_loads_as_before(coco) -> None:
-    ds = DATASETS.build(
+def _test_split(root: Path, classes: tuple, pipeline: list, **kwargs):
+    """``CheckedCocoDataset`` of ``root``'s test split."""
+    return DATASETS.build(
         dict(
             type='CheckedCocoDataset',
-            data_root=str(coco),
+            data_root=str(root),
             ann_file='annotations/instances_test.json',
             data_prefix=dict(img='images/test/'),
-            metainfo=dict(classes=_classes(coco)),
-            pipeline=[dict(type='LoadImageFromFile')],
-            test_mode=True,
+            metainfo=dict(classes=classes),
+            pipeline=pipeline,
+            **kwargs,
         )
     )
+
+
+def test_a_sound_file_loads_as_before(coco) -> None:
+    ds = _test_split(coco, _classes(coco), [dict(type='LoadImageFromFile')], test_mode=True)
     assert len(ds) == SPEC.test_images and ds[0]['img'].shape[:2] == (SPEC.size, SPEC.size)
 
 
@@ -101,18 +106,8 @@ def _with_truncated_image(coco: Path, tmp_path: Path, test_mode: bool):
     ann = root / 'annotations' / 'instances_test.json'
     image = root / 'images' / 'test' / json.loads(ann.read_text())['images'][0]['file_name']
     image.write_bytes(image.read_bytes()[:60])
-    ds = DATASETS.build(
-        dict(
-            type='CheckedCocoDataset',
-            data_root=str(root),
-            ann_file='annotations/instances_test.json',
-            data_prefix=dict(img='images/test/'),
-            metainfo=dict(classes=_classes(coco)),
-            pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True)],
-            test_mode=test_mode,
-            filter_cfg=None,
-        )
-    )
+    pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True)]
+    ds = _test_split(root, _classes(coco), pipeline, test_mode=test_mode, filter_cfg=None)
     return ds, image
 
 

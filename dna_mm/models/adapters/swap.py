@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from ...errors import UnsupportedModelError
 from ...family import NEGATIVE_INIT, NegativeInit, is_negative_key
 from ..attention.builder import AttnCfg
-from ..fitting import abbreviate, own_start_keys
+from ..fitting import abbreviate, fill_own_start
 from ..scopes import build_model, library_registries
 from .hosts import CONTAINER_NAMES, HostSpec, StateDict, container_classes, host_specs
 
@@ -88,10 +88,7 @@ def _fit_family(
     family = spec.family(replacement)
     fam = {k[len(fp) :]: v for k, v in mapped.items() if k.startswith(fp)}
     fam, generated = spec.fit(family, fam, neg_init, source=source)
-    started = own_start_keys(family, fam) if fam else []
-    if started:
-        current = family.state_dict()
-        fam.update({k: current[k].detach().clone() for k in started})
+    started = fill_own_start(family, fam) if fam else []
     out = {k: v for k, v in mapped.items() if not k.startswith(fp)}
     out.update({fp + k: v for k, v in fam.items()})
     return out, [fp + k for k in generated], [fp + k for k in started]

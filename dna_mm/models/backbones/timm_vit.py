@@ -44,7 +44,7 @@ from ...errors import ConfigError
 from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant, check_combine
 from ..attention.builder import AttnCfg, attention_cfg, deprecated_key
 from ..attention.dna import DnAAttention
-from ..fitting import adapt_attentions, own_start_keys
+from ..fitting import adapt_attentions, fill_own_start
 
 #: what a ``dna_vit_*`` model's ``attn_cfg`` may set besides its type: the arguments of
 #: :class:`DnAAttention` that timm's ``Block`` does not pass (it passes the width, heads, biases,
@@ -185,10 +185,9 @@ def checkpoint_filter_fn(state_dict: dict, model: DnAVisionTransformer) -> dict:
     state_dict = official_to_dna_mm(state_dict, combine=model.pretrained_combine, strict=False)
     state_dict = vit_filter_fn(state_dict, model)
     state_dict = adapt_attentions(model, state_dict, source='pretrained checkpoint')[0]
-    current = model.state_dict()  # what a member starts itself and the file lacks (a gate): its start
-    for name, attn in model.named_modules():
+    for name, attn in model.named_modules():  # what a member starts itself and the file lacks: its start
         if isinstance(attn, DnAAttention):
-            state_dict.update((k, current[k]) for k in own_start_keys(attn, state_dict, f'{name}.'))
+            fill_own_start(attn, state_dict, f'{name}.')
     return state_dict
 
 
