@@ -42,8 +42,9 @@ from .triton_dna import Launch, capability_of, device_guard, dot_precision, head
 
 
 def sequence_tile(m: int, n: int) -> int:
-    """``S``: the rows one sequence takes in a packed tile (``max(M, N)`` to a power of two)."""
-    return triton.next_power_of_2(max(m, n))
+    """``S``: the rows one sequence takes in a packed tile (``max(M, N)`` to a power of two; 1
+    for a call with neither queries nor keys, whose launch then writes nothing)."""
+    return triton.next_power_of_2(max(m, n, 1))
 
 
 @triton.jit

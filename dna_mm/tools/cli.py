@@ -109,6 +109,36 @@ def not_an_input(output: Optional[str], flag: str, inputs: dict[str, Optional[st
             )
 
 
+def output_file(path: Optional[str], flag: str) -> None:
+    """Refuse, before any work, an output file a tool could not write at its end: ``path`` (its
+    ``flag``) a folder, under a file, or in a folder that cannot be written. A missing folder is
+    fine (the write creates it: :func:`~dna_mm.utils.files.write_text_atomic`). ``None``: nothing
+    asked. A :class:`~dna_mm.errors.UserError`."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UserError(f'{flag} {path} is a folder: give the path of the file to write')
+    folder = Path(path).absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f'{flag} {path}: {folder} is a file, not a folder')
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f'{flag} {path}: the folder {folder} cannot be written')
+
+
+def output_folder(path: str, flag: str) -> None:
+    """Make the output folder ``path`` (the tool's ``flag``) now, before any work: a path that
+    cannot be one (a file, under a file, in a folder that cannot be written) is a
+    :class:`~dna_mm.errors.UserError` naming it and why."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f'{flag} {path} is a file, not a folder')
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise UserError(f'{flag} {path} cannot be made: {err.strerror}: {err.filename!r}') from None
+
+
 def parse_size(text: str) -> tuple[int, int]:
     """A ``WIDTHxHEIGHT`` argument: ``'1920x1080'`` → ``(1920, 1080)``; a clear ``ValueError``
     otherwise (both sides at least 16)."""

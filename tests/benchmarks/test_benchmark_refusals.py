@@ -6,6 +6,8 @@ line, not dropped from every table without a word."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import load_tool
@@ -14,6 +16,8 @@ from dna_mm.benchmarks import attention as bench
 
 ATTENTION = 'tools/benchmarks/benchmark_attention.py'
 OPERATORS = 'tools/benchmarks/benchmark_operators.py'
+ONNX = 'tools/benchmarks/benchmark_onnx.py'
+TRAIN_STEP = 'tools/benchmarks/benchmark_train_step.py'
 #: the cheapest attention benchmark: tiny shapes, one step, one scope and shape
 TINY = ['--tiny', '--reps', '1', '--scope', 'core', '--shapes', 'spatial']
 
@@ -86,3 +90,45 @@ def test_nothing_left_out_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv('TRITON_INTERPRET', raising=False)
     assert bench.left_out('cpu', ['softmax', 'dna_fast', 'dna_eager']) is None
     assert bench.left_out('cpu', ['softmax', 'dna_triton']).startswith('dna_triton: left out on cpu (')
+
+
+def test_the_onnx_benchmark_names_an_unknown_attention_before_any_work(capsys: pytest.CaptureFixture) -> None:
+    line = _refused(ONNX, ['--attn', 'softmax', 'dnaa', '--reps', '1'], capsys)
+    assert line.startswith("--attn dnaa: attention type 'dnaa' is not registered; did you mean"), line
+    assert line.endswith('a member of your own: --import its module'), line
+
+
+@pytest.mark.parametrize(
+    'tool, argv',
+    [
+        (OPERATORS, ['--no-train-step', '--attn', 'softmax', '--shape', '1', '4', '64', '--heads', '2']),
+        (ATTENTION, [*TINY, '--device', 'cpu', '--methods', 'softmax']),
+        (ONNX, ['--reps', '1']),
+        (TRAIN_STEP, ['--reps', '1']),
+    ],
+    ids=['operators', 'attention', 'onnx', 'train-step'],
+)
+@pytest.mark.parametrize('where', ['a-folder', 'under-a-file'])
+def test_an_output_file_that_cannot_be_written_is_refused_before_any_work(
+    tool: str, argv: list[str], where: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--out`` / ``--json`` a folder, or under a file: one line before the measurement (it
+    could take minutes), not an ``OSError`` after it."""
+    (tmp_path / 'notes.txt').write_text('')
+    out = tmp_path if where == 'a-folder' else tmp_path / 'notes.txt' / 'table.md'
+    flag = '--json' if tool == TRAIN_STEP else '--out'
+    line = _refused(tool, [*argv, flag, str(out)], capsys)
+    why = (
+        'is a folder: give the path of the file to write'
+        if where == 'a-folder'
+        else 'is a file, not a folder'
+    )
+    assert line.startswith(f'{flag} {out}') and line.endswith(why), line
+
+
+def test_an_output_in_a_folder_not_made_yet_is_written(tmp_path: Path) -> None:
+    out = tmp_path / 'new' / 'ops.md'
+    load_tool(OPERATORS).main(
+        ['--no-train-step', '--attn', 'softmax', '--shape', '1', '4', '64', '--heads', '2', '--out', str(out)]
+    )
+    assert out.read_text().startswith('**One attention, forward + backward**')

@@ -142,6 +142,24 @@ def test_short_sequences_pack_and_match_the_formula(b, h, m, n, dtype) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    'b,h,m,n',
+    [(1, 2, 0, 5), (1, 2, 3, 0), (0, 2, 3, 5), (1, 2, 0, 0), (1, 2, 0, 40), (1, 2, 40, 0)],
+    ids=['no-queries', 'no-keys', 'no-batch', 'neither', 'no-queries-tiled', 'no-keys-tiled'],
+)
+def test_calls_without_queries_or_keys_give_the_empty_or_zero_result(b, h, m, n) -> None:
+    """An operator called directly with no queries, no keys or no sequence (both kernels): the
+    empty output, or 0 for queries without a key (as ``scaled_dot_product_attention``), and zero
+    gradients, for DnA and the packed softmax."""
+    ts, alpha, _, _ = _inputs(b, h, m, n, 32, torch.float32, 'none')
+    out = dna_attention(*ts, alpha)
+    assert out.shape == (b, h, m, 32) and not out.abs().sum()
+    grads = torch.autograd.grad(out.sum(), [*ts, alpha], allow_unused=True)
+    assert all(g is None or not g.abs().sum() for g in grads)
+    if max(m, n) <= 32:
+        assert short_softmax_attention(*ts[:3]).shape == (b, h, m, 32)
+
+
 def test_short_sequences_with_a_bias_or_33_tokens_take_the_tiled_kernels() -> None:
     """The packed kernels take neither biases (nor so masks) nor sequences over 32 tokens."""
     tiled = ['dna_attention_fwd.default', 'dna_attention_bwd.default']

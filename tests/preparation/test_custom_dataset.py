@@ -505,3 +505,38 @@ def read_source_header(path: Path) -> None:
     from dna_mm.datasets.transforms import video_size
 
     video_size(str(path))
+
+
+@pytest.mark.parametrize(
+    'tool, out, line',
+    [
+        ('make_example_clips.py', 'notes.txt', 'OUT {tmp}/notes.txt is a file, not a folder'),
+        (
+            'make_example_clips.py',
+            'notes.txt/clips',
+            "OUT {tmp}/notes.txt/clips cannot be made: Not a directory: '{tmp}/notes.txt/clips'",
+        ),
+        (
+            'make_long_video.py',
+            'notes.txt/long.mp4',
+            'OUT {tmp}/notes.txt/long.mp4: {tmp}/notes.txt is a file, not a folder',
+        ),
+        (
+            'make_long_video.py',
+            'long.mp4',
+            'OUT {tmp}/long.mp4 is a folder: give the path of the file to write',
+        ),
+    ],
+    ids=['clips-a-file', 'clips-under-a-file', 'video-under-a-file', 'video-a-folder'],
+)
+def test_the_example_writers_refuse_an_out_they_cannot_write_in_one_line(tool, out, line, tmp_path) -> None:
+    """The writers of example clips and of a long video: an OUT that cannot be written is one
+    line naming it (status 2) before any video is made, not ``OSError``'s traceback."""
+    (tmp_path / 'notes.txt').write_text('')
+    (tmp_path / 'long.mp4').mkdir()
+    size = ['--size', '32x32'] if tool == 'make_example_clips.py' else ['--size', '32', '--minutes', '0.01']
+    proc = run_main([f'tools/data/{tool}', str(tmp_path / out), *size], check=False)
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == f'{tool}: error: ' + line.format(
+        tmp=tmp_path
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['long.mp4', 'notes.txt']

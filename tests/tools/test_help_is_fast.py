@@ -112,6 +112,7 @@ MIRRORED = [
             'tools/demos/demo_det.py',
             'tools/benchmarks/benchmark_attention.py',
             'tools/benchmarks/benchmark_operators.py',
+            'tools/benchmarks/benchmark_onnx.py',
         )
     ],
 ]

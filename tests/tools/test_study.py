@@ -21,7 +21,9 @@ from dna_mm.checkpoint import weights_only_loads
     'args, message',
     [
         (['--methods', 'dna', 'diff'], "--reference softmax is not one of --methods ['dna', 'diff']"),
-        (['--seeds', '0'], '--seeds, --epochs and --heldout-per-class must be at least 1'),
+        (['--seeds', '0'], '--seeds must be at least 1, got 0'),
+        (['--heldout-per-class', '0'], '--heldout-per-class must be at least 1, got 0'),
+        (['--distractors', '2', '-1'], '--distractors must be at least 0 each, got 2 -1'),
         (['--report-only'], '--out {out}: no study there (no runs/ folder) for --report-only to summarise'),
     ],
 )

@@ -463,8 +463,6 @@ NO_USER_INPUT = {
     'tools/benchmarks/triton_kernel_table.py',
     'tools/benchmarks/tune_short_kernel.py',
     'tools/benchmarks/benchmark_preparation.py',
-    'tools/data/make_example_clips.py',
-    'tools/data/make_long_video.py',
     'dna_mm/preparation/video_kinds.py',
 }
 

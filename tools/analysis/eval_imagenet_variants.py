@@ -59,13 +59,11 @@ def check_out(args: argparse.Namespace, images: list) -> None:
     spelling or link; a :class:`~dna_mm.errors.UserError` before any work."""
     import os
 
-    from dna_mm.errors import UserError
-    from dna_mm.tools.cli import not_an_input
+    from dna_mm.tools.cli import not_an_input, output_file
 
     if args.out is None:
         return
-    if os.path.isdir(args.out):
-        raise UserError(f'--out {args.out} is a folder: give the path of the JSON file to write')
+    output_file(args.out, '--out')
     not_an_input(args.out, '--out', dict(config=args.config, checkpoint=args.checkpoint))
     if os.path.exists(args.out):  # a new file cannot be one of the images
         for image in images:
@@ -83,6 +81,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     from dna_mm.evaluation.imagenet_variants import list_sets, score_sets
     from dna_mm.preparation.imagenet import class_ids
     from dna_mm.tools.cli import user_file
+    from dna_mm.utils.files import write_text_atomic
 
     check_out(args, [])
     user_file(args.checkpoint, 'checkpoint')
@@ -113,8 +112,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         )
         print(f'{name} ({measures["images"]:.0f} images{extra}): {shown}')
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=2) + '\n')
+        write_text_atomic(args.out, json.dumps(results, indent=2) + '\n')
         print(f'wrote {args.out}')
     return results
 

@@ -108,13 +108,12 @@ def check_args(args: argparse.Namespace) -> None:
     from dna_mm.errors import ConfigError
     from dna_mm.models.attention import self_attention_class
     from dna_mm.tools.cli import known_names
+    from dna_mm.utils.tool_runs import at_least
 
     if not args.report_only:
         known_names('--methods', [method_attention(m)[0] for m in args.methods], self_attention_class)
-    if args.seeds < 1 or (args.epochs is not None and args.epochs < 1) or args.heldout_per_class < 1:
-        raise ConfigError('--seeds, --epochs and --heldout-per-class must be at least 1')
-    if min(args.distractors) < 0:
-        raise ConfigError(f'--distractors must be >= 0, got {args.distractors}')
+    at_least({'--seeds': args.seeds, '--epochs': args.epochs, '--heldout-per-class': args.heldout_per_class})
+    at_least({'--distractors': args.distractors}, least=0)
     if args.reference not in args.methods:
         raise ConfigError(f'--reference {args.reference} is not one of --methods {args.methods}')
 

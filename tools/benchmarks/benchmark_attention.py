@@ -51,7 +51,6 @@ softmax measured in the same run; ``--json`` also writes the raw figures. The wo
 from __future__ import annotations
 
 import argparse
-import json
 
 #: ``dna_mm.benchmarks.attention``'s shapes, routes and default methods, for the command line (a
 #: test keeps them equal)
@@ -114,9 +113,12 @@ def run(args: argparse.Namespace) -> list[str]:
     import torch
 
     from dna_mm.benchmarks.attention import benchmark, dims, method_config
-    from dna_mm.tools.cli import known_names
+    from dna_mm.tools.cli import known_names, output_file
+    from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     known_names('--methods', args.methods, method_config)
+    output_file(args.out, '--out')
+    output_file(args.json, '--json')
     devices = args.device or (['cpu'] + (['cuda'] if torch.cuda.is_available() else []))
     tables, figures = benchmark(
         devices,
@@ -130,13 +132,11 @@ def run(args: argparse.Namespace) -> list[str]:
         imports=tuple(args.imports),
     )
     if args.out:
-        with open(args.out, 'w') as f:
-            f.write('\n\n'.join(tables) + '\n')
+        write_text_atomic(args.out, '\n\n'.join(tables) + '\n')
     if args.json:
         c, h, _ = dims(args.tiny)
         meta = dict(torch=torch.__version__, dtype=args.dtype, reps=args.reps, clips=args.clips, C=c, H=h)
-        with open(args.json, 'w') as f:
-            json.dump(dict(meta, tiny=args.tiny, tables=figures), f, indent=1)
+        write_json_atomic(args.json, dict(meta, tiny=args.tiny, tables=figures))
     return tables
 
 

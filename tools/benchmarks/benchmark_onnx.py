@@ -25,6 +25,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+#: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
+IMPORT_HELP = (
+    'import these first: a module on the Python path (dotted name) or a .py file; what they '
+    'register (an attention member of your own) can then be named'
+)
 #: ``--models``' default: a config as a checkout names it (found from any folder: :func:`default_models`)
 DEFAULT_MODELS = ['configs/timesformer_dna_demo.py', 'timm:dna_vit_tiny_patch16_224']
 
@@ -49,7 +54,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar='CONFIG|timm:NAME',
         help=f'default: {" ".join(DEFAULT_MODELS)} (the shipped config from any folder)',
     )
-    p.add_argument('--attn', nargs='+', default=['dna', 'softmax'], help='attentions of recognizer configs')
+    p.add_argument(
+        '--attn',
+        nargs='+',
+        default=['dna', 'softmax'],
+        metavar='NAME',
+        help='attentions of recognizer configs: any registered attention member',
+    )
+    p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--batches', nargs='+', type=int, default=[1, 8])
     p.add_argument('--threads', nargs='+', type=int, default=[1, 2])
     p.add_argument('--reps', type=int, default=20)
@@ -61,11 +73,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def measure(args: argparse.Namespace) -> str:
     """The table of :func:`main`'s arguments (written to ``--out`` too)."""
     from dna_mm.benchmarks.deployment import benchmark
+    from dna_mm.models.attention import self_attention_class
+    from dna_mm.tools.cli import known_names, output_file
+    from dna_mm.utils.files import write_text_atomic
 
+    known_names('--attn', args.attn, self_attention_class)
+    output_file(args.out, '--out')
     table = benchmark(args.models or default_models(), args.attn, args.batches, args.threads, args.reps)
     if args.out:
-        with open(args.out, 'w') as f:
-            f.write(table)
+        write_text_atomic(args.out, table)
         print(f'wrote {args.out}', file=sys.stderr)
     return table
 

@@ -29,7 +29,6 @@ mmengine's runner builds it), DnA also with its projections called as modules. T
 from __future__ import annotations
 
 import argparse
-import json
 
 #: ``dna_mm.tools.cli.IMPORT_HELP`` (a test keeps them equal)
 IMPORT_HELP = (
@@ -72,20 +71,21 @@ def run(args: argparse.Namespace) -> list[str]:
 
     from dna_mm.benchmarks.operators import benchmark
     from dna_mm.models.attention import self_attention_class
-    from dna_mm.tools.cli import known_names
+    from dna_mm.tools.cli import known_names, output_file
+    from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     known_names('--attn', args.attn or [], self_attention_class)
+    output_file(args.out, '--out')
+    output_file(args.json, '--json')
     tables, figures = benchmark(
         tuple(args.shape), args.heads, train_step=not args.no_train_step, members=args.attn
     )
     if args.out:
-        with open(args.out, 'w') as f:
-            f.write('\n\n'.join(tables) + '\n')
+        write_text_atomic(args.out, '\n\n'.join(tables) + '\n')
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(
-                dict(torch=torch.__version__, shape=args.shape, heads=args.heads, **figures), f, indent=1
-            )
+        write_json_atomic(
+            args.json, dict(torch=torch.__version__, shape=args.shape, heads=args.heads, **figures)
+        )
     return tables
 
 

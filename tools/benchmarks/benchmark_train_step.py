@@ -67,7 +67,6 @@ The default configs (TimeSformer-B, softmax and DnA) are the shipped ones, found
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Optional
 
 #: ``--configs``' default, as a checkout names them (found from any folder: :func:`default_configs`)
@@ -150,7 +149,10 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
     import torch
 
     from dna_mm.benchmarks.train_step import peak_rss_table, step_table
+    from dna_mm.tools.cli import output_file
+    from dna_mm.utils.files import write_json_atomic
 
+    output_file(args.json, '--json')
     args.cfg_options = args.cfg_options or {}
     args.configs = args.configs or default_configs()
     if args.device is None:
@@ -184,8 +186,7 @@ def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
         args.kernels,
     )
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(figures, f, indent=1)
+        write_json_atomic(args.json, figures)
 
 
 if __name__ == '__main__':

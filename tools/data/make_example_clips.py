@@ -34,6 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--per-class', type=int, default=12, help='clips a class (default 12)')
     p.add_argument('--size', type=_size, default=(160, 120), help='WIDTHxHEIGHT (default 160x120)')
     p.add_argument('--seed', type=int, default=0, help='seed of the pictures and lengths (default 0)')
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if args.per_class < 6:
         p.error(f'--per-class must be >= 6 (one clip of each format a class), got {args.per_class}')
@@ -52,7 +53,9 @@ def write(args: argparse.Namespace) -> int:
     import numpy as np
 
     from dna_mm.synthetic.videos import CAMERA_MOVES, camera_move_clip, write_video
+    from dna_mm.tools.cli import output_folder
 
+    output_folder(args.out, 'OUT')
     out, (width, height) = Path(args.out), args.size
     rng = np.random.default_rng(args.seed)
     written, mp4s = 0, []
@@ -76,7 +79,10 @@ def write(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write(parse_args(argv))
+    args = parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    return run_tool('make_example_clips.py', write, args)  # an OUT that cannot be written: one line
 
 
 if __name__ == '__main__':

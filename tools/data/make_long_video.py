@@ -25,6 +25,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--size', type=int, default=256, help='width and height (even, >= 32; default 256)')
     p.add_argument('--no-audio', action='store_true', help='no audio track')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     args = p.parse_args(argv)
     if not args.out.lower().endswith(('.mp4', '.mkv', '.mov')):
         p.error(f'OUT must end in .mp4, .mkv or .mov, got {args.out}')
@@ -41,7 +42,9 @@ def write(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from dna_mm.over_time.motion_video import cycle_schedule, write_motion_video
+    from dna_mm.tools.cli import output_file
 
+    output_file(args.out, 'OUT')
     schedule = cycle_schedule(60 * args.minutes, args.change, args.fps)
     write_motion_video(Path(args.out), schedule, args.fps, args.size, not args.no_audio, args.seed)
     start = 0
@@ -56,7 +59,10 @@ def write(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write(parse_args(argv))
+    args = parse_args(argv)
+    from dna_mm.tools.cli import run_tool
+
+    return run_tool('make_long_video.py', write, args)  # an OUT that cannot be written: one line
 
 
 if __name__ == '__main__':
