@@ -8,7 +8,9 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   ``--partial-load``) accepts a partial load and prints what was not loaded. Backbone
   initialisation (``pretrained``, ``init_cfg``) keeps its own non-strict load report.
 * **Resume.** ``resume=True`` with no checkpoint in the work dir warns and trains from scratch;
-  a file that is not a training checkpoint is an error naming it.
+  a file that is not a training checkpoint is an error naming it. The resumed run keeps its
+  config's optimizer options and schedule, not the checkpoint's, and one line names what the
+  config changes (:mod:`dna_mm.engine.resume_settings`).
 * **Exact resume, where the config asks for it.** A config that names
   :mod:`dna_mm.engine.loops`' train loops and :class:`~dna_mm.engine.rng_state.RNGStateHook`
   (``configs/_base_/``' schedules and runtimes do) resumes to the same losses as a run that was
@@ -93,6 +95,7 @@ from .loader_workers import (
 from .loops import ResumableLoopMixin
 from .pending_grads import PendingGradsHook
 from .preemption import PreemptionHook
+from .resume_settings import apply_config_settings, config_settings
 from .rng_state import RNGStateHook
 from .step_by_options import wrapper_steps_by_options
 from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
@@ -439,7 +442,10 @@ class DnARunner(Runner):
             ) from err
 
     def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
-        """mmengine's, with an error naming the file when it is not a training checkpoint."""
+        """mmengine's, with an error naming the file when it is not a training checkpoint; the
+        optimizer options and the schedule are the config's, not the checkpoint's (one log line
+        names what the config changes: :mod:`dna_mm.engine.resume_settings`)."""
+        config = config_settings(self.optim_wrapper, self.param_schedulers)
         try:
             super().resume(filename, *args, **kwargs)
         except KeyError as err:
@@ -457,6 +463,11 @@ class DnARunner(Runner):
                     f'with a fresh optimizer), and tools/test.py CONFIG {filename} evaluates it'
                 )
             raise CheckpointMismatchError(message) from err
+        changes = apply_config_settings(self.optim_wrapper, self.param_schedulers, config)
+        if changes:
+            self.logger.warning(
+                f"resume: the config's settings replace the checkpoint's: {'; '.join(changes)}"
+            )
 
     def load_checkpoint(
         self,

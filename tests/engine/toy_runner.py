@@ -61,12 +61,15 @@ def toy_runner(
     checkpoint_interval: int = 100,
     launcher: str = 'none',
     accumulate: int = 1,
+    optimizer: Optional[dict] = None,
+    param_scheduler: Optional[list] = None,
 ):
     """A ``DnARunner`` on :class:`LogModel` over ``values`` (batch 1, in order), SGD with momentum
     and a step schedule (state to save), iteration-based (``ResumableIterBasedTrainLoop``) with a
     checkpoint every ``checkpoint_interval`` iterations and dna_mm's default fault hooks;
     ``launcher='pytorch'``: a rank of a gloo group already started (DDP without device ids);
-    ``accumulate``: the optimizer steps after every ``accumulate``-th backward pass."""
+    ``accumulate``: the optimizer steps after every ``accumulate``-th backward pass;
+    ``optimizer``, ``param_scheduler``: others than that SGD and step schedule."""
     from dna_mm.engine import DnARunner
 
     hooks_cfg = dict(
@@ -87,8 +90,10 @@ def toy_runner(
             batch_size=1,
             num_workers=0,
         ),
-        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9), accumulative_counts=accumulate),
-        param_scheduler=dict(type='StepLR', step_size=3, gamma=0.5, by_epoch=False),
+        optim_wrapper=dict(
+            optimizer=optimizer or dict(type='SGD', lr=0.1, momentum=0.9), accumulative_counts=accumulate
+        ),
+        param_scheduler=param_scheduler or dict(type='StepLR', step_size=3, gamma=0.5, by_epoch=False),
         train_cfg=dict(type='ResumableIterBasedTrainLoop', max_iters=max_iters or len(values)),
         default_hooks=hooks_cfg,
         custom_hooks=[dict(type='RNGStateHook'), *(hooks or [])],
