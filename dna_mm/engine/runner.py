@@ -23,7 +23,9 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   schedulers are as mmengine builds them.
 * **Missing data.** A file a dataset does not find while its loader is built (an ImageNet or
   COCO folder or annotation file not prepared) is a :class:`~dna_mm.errors.MissingFileError`
-  naming the dataset's type and ``data_root`` beside the file (:func:`missing_data`).
+  naming the dataset's type and ``data_root`` beside the file, and an image folder without the
+  class folders or images it should hold (ImageNet extracted in part) a
+  :class:`~dna_mm.errors.DataError` (:func:`missing_data`).
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps, and
   its deprecation notices about MMAction2's own file reading, go to the log file only, unless
   ``log_setup_to_console = True`` (tools: ``--verbose``).
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 import logging
 import os.path as osp
+import re
 from typing import Any, Callable, Optional, Union
 
 from mmengine.config import Config
@@ -74,9 +77,11 @@ from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
 from ..errors import (
     CheckpointMismatchError,
+    DataError,
     MissingFileError,
     RunStopped,
     UnreadableCheckpointError,
+    UserError,
     error_line,
 )
 from ..models.fitting import abbreviate
@@ -134,19 +139,35 @@ class SetupDumpFilter(logging.Filter):
         return not head.startswith(SETUP_DUMP_MARKERS)
 
 
-def missing_data(dataloader: Any, err: FileNotFoundError) -> Optional[MissingFileError]:
-    """The file ``err`` names, with the type and ``data_root`` of the dataset whose loader
-    ``dataloader`` (a config dict) was being built, and what to do; ``None`` when ``err`` names
-    no file (dna_mm's video datasets say which list is missing themselves)."""
+#: MMPretrain's ``CustomDataset`` (ImageNet's too) on a folder not laid out as it expects: an
+#: assertion and a ``RuntimeError`` of its own, not a user's error type
+_FOLDER_NOT_PREPARED = re.compile(
+    r"The number of subfolders \(\d+\) doesn't match|Found 0 files in subfolders"
+)
+
+
+def missing_data(dataloader: Any, err: Exception) -> Optional[UserError]:
+    """The dataset whose loader ``dataloader`` (a config dict) was being built, its type and
+    ``data_root``, with ``err`` and what to do, for data not prepared: a file ``err`` names
+    (a :class:`~dna_mm.errors.MissingFileError`), or an image folder without the class
+    folders or images MMPretrain's dataset expects (a :class:`~dna_mm.errors.DataError`:
+    ImageNet extracted in part). ``None`` for another error, or a ``FileNotFoundError`` that
+    names no file (dna_mm's video datasets say which list is missing themselves)."""
     dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
-    if err.filename is None or not isinstance(dataset, dict):
+    if not isinstance(dataset, dict):
         return None
     root = dataset.get('data_root')
-    where = f' (data_root {root!r})' if root else ''
-    return MissingFileError(
-        f'{dataset.get("type", "the dataset")}{where}: {err.filename} does not exist; prepare the '
-        "data (docs/datasets/) or set the dataset's data_root / ann_file"
-    )
+    where = f'{dataset.get("type", "the dataset")}{f" (data_root {root!r})" if root else ""}'
+    if isinstance(err, FileNotFoundError) and err.filename is not None:
+        return MissingFileError(
+            f'{where}: {err.filename} does not exist; prepare the '
+            "data (docs/datasets/) or set the dataset's data_root / ann_file"
+        )
+    if isinstance(err, (AssertionError, RuntimeError)) and _FOLDER_NOT_PREPARED.search(str(err)):
+        classes = ' or give its classes (metainfo) for a subset of them' if 'subfolders (' in str(err) else ''
+        said = error_line(err).replace(' Please check the data folder.', '').rstrip('.')
+        return DataError(f'{where}: {said}; prepare the data (docs/datasets/){classes}')
+    return None
 
 
 @RUNNERS.register_module()
@@ -172,10 +193,11 @@ class DnARunner(Runner):
     def build_dataloader(dataloader: Union[DataLoader, dict], *args: Any, **kwargs: Any) -> DataLoader:
         """mmengine's, for every loop; its workers die with the process that starts them
         (:func:`~dna_mm.engine.loader_workers.workers_die_with_parent`); a file its dataset does
-        not find is named with the dataset (:func:`missing_data`)."""
+        not find, or an image folder not laid out as it expects, is named with the dataset
+        (:func:`missing_data`)."""
         try:
             loader = Runner.build_dataloader(dataloader, *args, **kwargs)
-        except FileNotFoundError as err:
+        except (FileNotFoundError, AssertionError, RuntimeError) as err:
             named = missing_data(dataloader, err)
             if named is None:
                 raise

@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, load_tool, run_main, tiny_run_options
 from mmengine.config import Config, DictAction
+from PIL import Image
 
 from dna_mm.config import check_config, format_metrics
 from dna_mm.config.check import suggest_attention
@@ -588,8 +589,9 @@ def test_a_model_preprocessor_that_drops_the_top_level_normalisation_is_one_line
 
 
 def test_a_dataset_folder_not_prepared_is_one_line_naming_the_dataset(tmp_path) -> None:
-    """The ImageNet config without its folders: the dataset, its data_root, the file it looked
-    for and what to do, as one line; a file error that names no file keeps its own message."""
+    """The ImageNet config without its folders, or with some of its class folders only: the
+    dataset, its data_root, what it looked for and what to do, as one line; a file error that
+    names no file keeps its own message."""
     from dna_mm.engine.runner import missing_data
 
     config = str(REPO / 'configs' / 'imagenet' / 'dna_vit-t16_in1k.py')
@@ -603,6 +605,17 @@ def test_a_dataset_folder_not_prepared_is_one_line_naming_the_dataset(tmp_path) 
         "(docs/datasets/) or set the dataset's data_root / ann_file",
         'train.py: (--debug prints the traceback)',
     ]
+    for wnid in ('n01440764', 'n01443537'):  # ImageNet extracted in part: 2 of its class folders
+        (root / 'train' / wnid).mkdir(parents=True)
+        Image.new('RGB', (8, 8)).save(root / 'train' / wnid / f'{wnid}_1.JPEG')
+    proc = run_main([*args, f'train_dataloader.dataset.data_root={root}'], check=False)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours[0] == (
+        f"train.py: error: ImageNet (data_root '{root}'): The number of subfolders (2) doesn't match the "
+        'number of specified classes (1000); prepare the data (docs/datasets/) or give its classes '
+        '(metainfo) for a subset of them'
+    )
     loader = dict(dataset=dict(type='RobustVideoDataset', ann_file='x.txt'))
     assert missing_data(loader, FileNotFoundError('annotation file x.txt does not exist')) is None
     assert 'RobustVideoDataset: x.txt does not exist' in str(
