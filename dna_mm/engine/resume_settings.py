@@ -69,10 +69,9 @@ def _group_options(group: dict) -> dict:
 
 def config_settings(optim_wrapper: Any, param_schedulers: Any) -> Optional[ConfigSettings]:
     """What the config built, before a checkpoint's state is loaded over it; ``None`` where the
-    optimizer or the schedulers are not built (still config dicts: not a training run's resume)."""
-    if isinstance(optim_wrapper, dict) or not all(
-        hasattr(s, 'state_dict') for s in _schedulers(param_schedulers)
-    ):
+    optimizer or the schedulers are not built (``None`` or config dicts: not a training run)."""
+    built = hasattr(optim_wrapper, 'param_groups') or hasattr(optim_wrapper, 'optim_wrappers')
+    if not built or not all(hasattr(s, 'state_dict') for s in _schedulers(param_schedulers)):
         return None
     return ConfigSettings(
         groups=[[_group_options(g) for g in opt.param_groups] for opt in _optimizers(optim_wrapper)],
