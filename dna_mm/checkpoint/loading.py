@@ -1,6 +1,7 @@
 """The whole-model load behind ``load_from``, ``--resume``, ``tools/test.py``, ``tools/infer.py``
 and the analysis tools: read safely, take the weights as the code that wrote the file laid them
-out, compare key by key, refuse a mismatch (or load what matches when asked).
+out, compare key by key, refuse a mismatch (or load what matches when asked; a file of which nothing
+fits the model is refused either way).
 
 The comparison is the model's own ``load_state_dict`` run once with nothing copied: every
 module's load pre-hooks convert the keys as in a real load (e.g. a swapped attention reading its
@@ -12,6 +13,7 @@ weights taken out are what a load copies.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -25,6 +27,17 @@ from .sources import read_checkpoint
 
 #: mmengine's default: strip the ``module.`` prefix of a (Distributed)DataParallel model
 STRIP_DDP_PREFIX = [(r'^module\.', '')]
+#: the layouts of :func:`dna_mm.converters.timesformer.detect_layout` that are an image ViT's (timm,
+#: ``dna_vit_*``, the authors' DnA ViT, MMPretrain's classifier on timm, MMAction2's ImageNet ViT)
+IMAGE_VIT_LAYOUTS = ('timm_vit', 'mmaction_vit')
+#: how the refusal ends when some of the file fits the model, and when none of it does
+PARTIAL_ADVICE = (
+    'Nothing was loaded: use a checkpoint of this model, or --partial-load (config: load_partial = True) '
+    'to load what matches'
+)
+NOTHING_FITS = (
+    'Nothing of it fits the model, so a partial load is refused too: use a checkpoint of this model'
+)
 
 
 @dataclass
@@ -54,12 +67,35 @@ class StateDictReport:
             more = [f'    ... ({len(items) - limit} more)'] if len(items) > limit else []
             return [f'  {title} ({len(items)}):', *shown, *more]
 
-        shapes = [f'{key}: checkpoint {list(ck)} vs model {list(mo)}' for key, ck, mo in self.mismatched]
         return '\n'.join(
             block('missing from the checkpoint', self.missing)
             + block('unexpected (not in the model)', self.unexpected)
-            + block('shape mismatch', shapes)
+            + block('shape mismatch', self.shapes)
         )
+
+    @property
+    def shapes(self) -> list[str]:
+        """The resized keys as ``'key: checkpoint [..] vs model [..]'``."""
+        return [f'{key}: checkpoint {list(ck)} vs model {list(mo)}' for key, ck, mo in self.mismatched]
+
+    def summary(self, examples: int = 2) -> str:
+        """The problems on one line: each kind's count and its first ``examples`` keys, one resized
+        key with its two shapes (``missing 369 (a, b and 367 more); unexpected 2 (x, y); shape
+        mismatch 1 (w: checkpoint [7, 32] vs model [4, 32])``)."""
+        kinds = (
+            ('missing', self.missing, examples),
+            ('unexpected', self.unexpected, examples),
+            ('shape mismatch', self.shapes, 1),
+        )
+        return '; '.join(
+            f'{title} {len(items)} ({first_keys(items, n)})' for title, items, n in kinds if items
+        )
+
+
+def first_keys(items: list[str], count: int) -> str:
+    """The first ``count`` of ``items``, comma-separated, then ``and N more`` for the rest."""
+    more = f' and {len(items) - count} more' if len(items) > count else ''
+    return ', '.join(items[:count]) + more
 
 
 def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
@@ -79,7 +115,10 @@ def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
     finally:
         for handle in handles:
             handle.remove()
-    report = StateDictReport(unexpected=list(result.unexpected_keys))
+    place = {key: i for i, key in enumerate(state_dict)}  # the file's order, not torch's (module by module)
+    report = StateDictReport(
+        unexpected=sorted(result.unexpected_keys, key=lambda k: place.get(k, len(place)))
+    )
     report.missing = [k for k in result.missing_keys if k not in taken]
     for key, value in taken.items():
         if hasattr(value, 'shape') and tuple(value.shape) != tuple(own[key].shape):
@@ -109,9 +148,12 @@ def load_whole_model(
     A layout other than mmengine's is logged.
 
     ``strict``: any missing, unexpected or resized key is a ``CheckpointMismatchError`` naming
-    ``filename`` (nothing is loaded); otherwise what matches is loaded and the rest keeps the
-    model's values. ``revise_keys``: ``(pattern, replacement)`` regexes applied to the keys
-    first (default: strip a ``module.`` prefix, as mmengine does). ``after_read`` is called with
+    ``filename`` (nothing is loaded; one line: :func:`mismatch_line`); otherwise what matches is
+    loaded and the rest keeps the model's values. A file of which no weight fits the model is
+    refused in both cases: a partial load of nothing would train or test the model's own start.
+
+    ``revise_keys``: ``(pattern, replacement)`` regexes applied to the keys first (default:
+    strip a ``module.`` prefix, as mmengine does). ``after_read`` is called with
     the file's contents before anything is loaded (the runner's ``after_load_checkpoint``
     hooks). Returns the comparison, with ``layout`` (the file's) and ``checkpoint`` (its
     contents).
@@ -139,15 +181,54 @@ def load_whole_model(
         state_dict = OrderedDict((re.sub(pattern, repl, k), v) for k, v in state_dict.items())
     report = compare_state_dict(model, state_dict)
     report.layout, report.checkpoint = layout, checkpoint
-    if strict and not report.complete:
-        total = report.loaded + len(report.missing) + len(report.mismatched)
-        n = len(report.unexpected)
-        extra = f'; the file has {n} weight{"s" * (n != 1)} the model has not' if n else ''
-        raise CheckpointMismatchError(
-            f'checkpoint {filename} does not match the model ({report.loaded} of its {total} weights '
-            f'match{extra}):\n'
-            f'{report.describe()}\nNothing was loaded. Use a checkpoint of this model, or accept '
-            f'a partial load explicitly (tools: --partial-load; config: load_partial = True).'
-        )
+    if not report.complete and (strict or not report.loaded):
+        raise CheckpointMismatchError(mismatch_line(model, filename, report))
     model.load_state_dict(report.weights, strict=False)
     return report
+
+
+def mismatch_line(model: nn.Module, filename: str, report: StateDictReport) -> str:
+    """The one-line refusal of ``filename`` (:func:`load_whole_model`): how many of the model's
+    weights match, each kind of problem with a few keys (:meth:`StateDictReport.summary`), and
+    what to do: a partial load when some of the file fits, the backbone's own initialisation
+    when the file is an image ViT's weights (:func:`backbone_option`), else a checkpoint of this
+    model."""
+    total = report.loaded + len(report.missing) + len(report.mismatched)
+    head = f'checkpoint {filename} does not match the model ({report.loaded} of its {total} weights match)'
+    if report.loaded:
+        return f'{head}: {report.summary()}. {PARTIAL_ADVICE}'
+    layout = image_vit_layout(report.checkpoint)
+    option = backbone_option(model, filename) if layout else None
+    if option is None:
+        return f'{head}: {report.summary()}. {NOTHING_FITS}'
+    return (
+        f"{head}: it holds an image ViT's weights (layout {layout}: {first_keys(report.unexpected, 2)}). "
+        f'Nothing was loaded; initialise the backbone from it with --cfg-options {option} (load_from, '
+        f"--resume and tools/test.py take a whole model's checkpoint)"
+    )
+
+
+def image_vit_layout(checkpoint: Any) -> Optional[str]:
+    """The image-ViT layout of ``checkpoint``'s keys (:data:`IMAGE_VIT_LAYOUTS`, as the backbones'
+    ``pretrained`` loaders detect it: :func:`dna_mm.converters.timesformer.detect_layout`), or
+    ``None``."""
+    from ..converters.timesformer import detect_layout, unwrap
+
+    try:
+        layout = detect_layout(unwrap(checkpoint))
+    except ValueError:  # no layout the converters know
+        return None
+    return layout if layout in IMAGE_VIT_LAYOUTS else None
+
+
+def backbone_option(model: nn.Module, filename: str) -> Optional[str]:
+    """The ``--cfg-options`` that initialise ``model.backbone`` from ``filename``, when the
+    backbone reads image checkpoints itself (a ``pretrained_state_dict`` method, as dna_mm's
+    ``DnATimeSformer`` and ``ViTDet``): its ``pretrained`` argument, else its ``init_cfg``;
+    ``None`` when the model has no such backbone."""
+    backbone = getattr(model, 'backbone', None)
+    if not callable(getattr(backbone, 'pretrained_state_dict', None)):
+        return None
+    if 'pretrained' in inspect.signature(type(backbone)).parameters:
+        return f'model.backbone.pretrained={filename}'
+    return f'model.backbone.init_cfg.type=Pretrained model.backbone.init_cfg.checkpoint={filename}'

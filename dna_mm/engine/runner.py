@@ -5,7 +5,8 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   model with :func:`dna_mm.checkpoint.load_whole_model`; missing, unexpected or resized keys
   are a :class:`~dna_mm.errors.CheckpointMismatchError` naming the file and the keys (mmengine
   would load what matches and test random weights). ``load_partial = True`` (tools:
-  ``--partial-load``) accepts a partial load and prints what was not loaded. Backbone
+  ``--partial-load``) accepts a partial load and prints what was not loaded (a file of which
+  nothing fits is refused either way). Backbone
   initialisation (``pretrained``, ``init_cfg``) keeps its own non-strict load report.
 * **Resume.** ``resume=True`` with no checkpoint in the work dir warns and trains from scratch;
   a file that is not a training checkpoint is an error naming it. The resumed run keeps its

@@ -457,17 +457,18 @@ def test_load_from_and_resume_are_strict(tiny_checkpoint, tiny_video_set, tmp_pa
         runner(tmp_path / 'a', load_from=str(tmp_path / 'wide.pth')).train()
     assert not (tmp_path / 'a' / 'epoch_1.pth').exists()
 
-    # no model weights at all: refused, listing the unexpected and missing keys
+    # no model weights at all: refused on one line, naming the unexpected and missing keys; a
+    # partial load of nothing too
     torch.save({'state_dict': {'foo': torch.zeros(1)}}, tmp_path / 'foo.pth')
-    with pytest.raises(CheckpointMismatchError) as err:
-        runner(tmp_path / 'f').load_checkpoint(str(tmp_path / 'foo.pth'))
-    assert 'unexpected (not in the model) (1):\n    foo' in str(err.value)
-    assert re.search(
-        r'foo\.pth does not match the model \(0 of its \d+ weights match; the file has 1 weight the '
-        r'model has not\):\n  missing from '
-        r'the checkpoint \(\d+\):\n    backbone\.',
-        str(err.value),
-    )
+    for partial in (False, True):
+        with pytest.raises(CheckpointMismatchError) as err:
+            runner(tmp_path / f'f{partial}', load_partial=partial).load_checkpoint(str(tmp_path / 'foo.pth'))
+        assert re.fullmatch(
+            r'checkpoint \S*foo\.pth does not match the model \(0 of its (\d+) weights match\): missing \1 '
+            r'\(backbone\.cls_token, backbone\.pos_embed and \d+ more\); unexpected 1 \(foo\)\. Nothing of '
+            r'it fits the model, so a partial load is refused too: use a checkpoint of this model',
+            str(err.value),
+        )
 
     r = runner(tmp_path / 'b', load_from=str(tmp_path / 'wide.pth'), load_partial=True)
     r.load_or_resume()  # partial: everything but the resized weight

@@ -139,7 +139,11 @@ def test_the_comparison_copies_nothing_and_names_every_problem(tmp_path) -> None
     assert all(torch.equal(before[k], v) for k, v in dst.state_dict().items())
 
     torch.save({'state_dict': state}, tmp_path / 'x.pth')
-    refused = r'x\.pth does not match the model \(6 of its 9 weights match; the file has 1 weight the model'
+    refused = (
+        r'x\.pth does not match the model \(6 of its 9 weights match\): missing 1 \(0\.bias\); '
+        r'unexpected 1 \(extra\.weight\); shape mismatch 2 \(2\.weight: checkpoint \[2, 3\] vs model '
+        r'\[5, 3\] and 1 more\)\. Nothing was loaded: use a checkpoint of this model, or --partial-load'
+    )
     with pytest.raises(CheckpointMismatchError, match=refused):
         load_whole_model(dst, str(tmp_path / 'x.pth'))
     assert all(torch.equal(before[k], v) for k, v in dst.state_dict().items())  # nothing loaded
