@@ -12,10 +12,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePath
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from ..errors import DataError
-from .video_files import list_videos
+from .video_dataset import list_label, read_list_lines, split_list_line
+from .video_files import VIDEO_SUFFIXES, list_videos
 
 
 def label_map(name: str) -> list[str]:
@@ -65,10 +66,32 @@ class SplitResult:
         return '\n'.join(lines)
 
 
+#: a video file's suffix, in any case (``.mp4``, ``.MP4``, a re-encoded ``.mkv``: :data:`VIDEO_SUFFIXES`)
+_VIDEO_SUFFIX = r'\.(?i:' + '|'.join(re.escape(s[1:]) for s in VIDEO_SUFFIXES) + ')'
+
+
+def _one_path_each(paths: Iterable[str], parse: Callable[[str], dict]) -> Iterator[tuple[str, dict]]:
+    """``(path, parse(path))`` for each of ``paths``, sorted; a sample (``parse(path)['sample']``)
+    given by two paths is a :class:`ProtocolError` naming both: a re-encoded copy in a sub-folder of
+    the video folder, ``videos/`` and ``videos_256/`` side by side under it, one clip as ``.avi``
+    and ``.mp4``. Listed twice, a clip would be trained on, or scored, twice."""
+    seen: dict[str, str] = {}
+    for path in sorted(paths):
+        meta = parse(path)
+        sample = meta['sample']
+        if sample in seen:
+            raise ProtocolError(
+                f'{path}: sample {sample} also given as {seen[sample]} (two copies of one video: give a '
+                'video folder that holds one copy of each)'
+            )
+        seen[sample] = path
+        yield path, meta
+
+
 # ---- Toyota Smarthome --------------------------------------------------------------------
 SMARTHOME_RE = re.compile(
     r'(?P<activity>.+)_p(?P<subject>\d{2})_r(?P<rep>\d{2})'
-    r'_v(?P<video>\d{2})_c(?P<camera>\d{2})\.mp4'
+    r'_v(?P<video>\d{2})_c(?P<camera>\d{2})' + _VIDEO_SUFFIX
 )
 SMARTHOME_STRAY = 'Pour.Fromcup'
 #: per protocol: the name field that splits, and its ids per split (any other id is left out)
@@ -91,13 +114,17 @@ def _fields(pattern: re.Pattern, path: str, what: str) -> dict[str, str]:
 
 
 def parse_smarthome(path: str) -> dict:
-    """``Cook.Cleandishes_p02_r00_v02_c03.mp4`` → activity, subject, rep, video, camera."""
-    d = _fields(SMARTHOME_RE, path, 'a Toyota Smarthome file name (expected <Activity>_pNN_rNN_vNN_cNN.mp4)')
-    return dict(d, **{k: int(d[k]) for k in ('subject', 'rep', 'video', 'camera')})
+    """``Cook.Cleandishes_p02_r00_v02_c03.mp4`` (any video suffix, any case: a re-encoded copy)
+    → activity, subject, rep, video, camera and sample (the name without its suffix)."""
+    what = 'a Toyota Smarthome file name (expected <Activity>_pNN_rNN_vNN_cNN.mp4, or another video suffix)'
+    d = _fields(SMARTHOME_RE, path, what)
+    sample = PurePath(path).name.rsplit('.', 1)[0]
+    return dict(d, sample=sample, **{k: int(d[k]) for k in ('subject', 'rep', 'video', 'camera')})
 
 
 def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
-    """Toyota Smarthome CS (31 classes, by subject) or CV1 / CV2 (19 classes, by camera)."""
+    """Toyota Smarthome CS (31 classes, by subject) or CV1 / CV2 (19 classes, by camera). A clip
+    given twice (two copies under the video folder) is a :class:`ProtocolError` naming both."""
     protocol = protocol.upper()
     if protocol not in SMARTHOME_SPLITS:
         raise ProtocolError(f'unknown Smarthome protocol {protocol!r}; expected CS, CV1 or CV2')
@@ -106,8 +133,7 @@ def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
     index = {name: i for i, name in enumerate(classes)}
     key, rules = SMARTHOME_SPLITS[protocol]
     result = SplitResult({s: [] for s in ('train', 'val', 'test')}, classes)
-    for path in sorted(paths):
-        meta = parse_smarthome(path)
+    for path, meta in _one_path_each(paths, parse_smarthome):
         activity = meta['activity']
         if activity == SMARTHOME_STRAY:
             result.dropped[f'{SMARTHOME_STRAY} is not one of the classes'] += 1
@@ -128,7 +154,7 @@ def smarthome_splits(paths: Iterable[str], protocol: str) -> SplitResult:
 # ---- NTU RGB+D 60 ------------------------------------------------------------------------
 NTU_RE = re.compile(
     r'S(?P<setup>\d{3})C(?P<camera>\d{3})P(?P<performer>\d{3})'
-    r'R(?P<replication>\d{3})A(?P<action>\d{3})(?:_rgb)?\.(?:avi|mp4)'
+    r'R(?P<replication>\d{3})A(?P<action>\d{3})(?:_rgb)?' + _VIDEO_SUFFIX
 )
 #: per protocol: the name field that splits, and its ids in the training split (the others: test)
 NTU_TRAIN = {
@@ -138,8 +164,9 @@ NTU_TRAIN = {
 
 
 def parse_ntu(path: str) -> dict:
-    """``S001C002P003R002A013_rgb.avi`` (or a re-encoded ``.mp4``) → ids and sample name."""
-    what = 'an NTU RGB+D file name (expected SsssCcccPpppRrrrAaaa_rgb.avi or .mp4)'
+    """``S001C002P003R002A013_rgb.avi`` (or a re-encoded ``.mp4``; any video suffix, any case) → ids
+    and sample name."""
+    what = 'an NTU RGB+D file name (expected SsssCcccPpppRrrrAaaa_rgb.avi, .mp4 or another video suffix)'
     d = {k: int(v) for k, v in _fields(NTU_RE, path, what).items()}
     d['sample'] = PurePath(path).name[:20]
     if not 1 <= d['action'] <= 60:
@@ -150,18 +177,14 @@ def parse_ntu(path: str) -> dict:
 
 
 def ntu60_splits(paths: Iterable[str], protocol: str, exclude: Optional[set[str]] = None) -> SplitResult:
-    """NTU RGB+D 60 X-Sub (by performer) or X-View (train cameras 2, 3; test camera 1)."""
+    """NTU RGB+D 60 X-Sub (by performer) or X-View (train cameras 2, 3; test camera 1). A sample
+    given twice (``_rgb.avi`` and a crop's ``.mp4``) is a :class:`ProtocolError` naming both."""
     protocol = protocol.lower()
     if protocol not in NTU_TRAIN:
         raise ProtocolError(f'unknown NTU60 protocol {protocol!r}; expected xsub or xview')
     key, train_ids = NTU_TRAIN[protocol]
     result = SplitResult({'train': [], 'test': []}, label_map('label_map_ntu60'))
-    seen: dict[str, str] = {}
-    for path in sorted(paths):
-        meta = parse_ntu(path)
-        if meta['sample'] in seen:
-            raise ProtocolError(f'{path}: sample {meta["sample"]} also given as {seen[meta["sample"]]}')
-        seen[meta['sample']] = path
+    for path, meta in _one_path_each(paths, parse_ntu):
         if exclude and meta['sample'] in exclude:
             result.dropped['listed in ntu60_samples_with_missing_skeletons'] += 1
             continue
@@ -182,15 +205,23 @@ def write_lists(result: SplitResult, out_dir: str) -> list[str]:
     return written
 
 
-def find_videos(video_dir: str, suffixes: tuple[str, ...]) -> list[str]:
-    """Video files under ``video_dir`` (recursive), as sorted paths relative to it."""
+def find_videos(video_dir: str, suffixes: tuple[str, ...] = VIDEO_SUFFIXES) -> list[str]:
+    """Video files under ``video_dir`` (recursive; ``suffixes`` in any case), as sorted paths
+    relative to it."""
     root = Path(video_dir)
     if not root.is_dir():
         raise FileNotFoundError(f'video directory {video_dir} does not exist')
     found = sorted(str(p.relative_to(root)) for p in list_videos(root, suffixes))
     if not found:
-        raise FileNotFoundError(f'no {"/".join(suffixes)} files under {video_dir}')
+        raise FileNotFoundError(f'no video files ({" ".join(suffixes)}) under {video_dir}')
     return found
+
+
+def _kinds(paths: list[str]) -> str:
+    """``' (.mp4: 2, .mkv: 1)'``: how many of ``paths`` have each suffix (lower case; the most
+    first), when they have more than one; else ``''``."""
+    kinds = sorted(Counter(PurePath(p).suffix.lower() for p in paths).items(), key=lambda kn: (-kn[1], kn[0]))
+    return f' ({", ".join(f"{k}: {n}" for k, n in kinds)})' if len(kinds) > 1 else ''
 
 
 def build_annotations(
@@ -200,20 +231,26 @@ def build_annotations(
     protocol: str,
     echo: Callable[[str], object],
     exclude_missing_skeletons: Optional[bool] = None,
+    make_out_dir: Optional[Callable[[str], object]] = None,
 ) -> int:
     """The annotation builders' work (``dataset``: ``'ntu60'`` or ``'smarthome'``): scan
-    ``video_dir``, split by ``protocol``, write the lists to ``out_dir`` and say what was found
-    and written with ``echo``; returns the exit status (0). ``exclude_missing_skeletons`` (NTU
-    only) drops the samples without skeletons."""
-    smarthome = dataset == 'smarthome'
-    paths = find_videos(video_dir, ('.mp4',) if smarthome else ('.avi', '.mp4'))
-    if smarthome:
+    ``video_dir`` (every video suffix, any case: a re-encoded copy is taken; the found line
+    counts each suffix when they mix), split by ``protocol``, write the lists to ``out_dir`` and
+    say what was found and written with ``echo``; returns the exit status (0).
+    ``exclude_missing_skeletons`` (NTU only) drops the samples without skeletons. ``make_out_dir``
+    makes ``out_dir`` once the split is made, before anything is written (a tool's
+    ``output_folder``, which names its flag when the path cannot be a folder); by default
+    ``mkdir -p``."""
+    paths = find_videos(video_dir)
+    if dataset == 'smarthome':
         result = smarthome_splits(paths, protocol)
     else:
         missing = label_map('ntu60_samples_with_missing_skeletons')
         result = ntu60_splits(paths, protocol, set(missing) if exclude_missing_skeletons else None)
+    if make_out_dir is not None:
+        make_out_dir(out_dir)
     files = write_lists(result, out_dir)
-    echo(f'{dataset} {protocol}: {len(paths)} videos found in {video_dir}')
+    echo(f'{dataset} {protocol}: {len(paths)} videos found in {video_dir}{_kinds(paths)}')
     echo(result.summary())
     echo('wrote ' + ', '.join(files))
     return 0
@@ -234,20 +271,26 @@ class ListReport:
 
 
 def check_video_list(ann_file: str, video_dir: str, num_classes: int) -> ListReport:
-    """Check an MMAction2 ``path label`` list: files on disk, labels in ``[0, num_classes)``."""
+    """Check an MMAction2 ``path label`` list: files on disk, labels in ``[0, num_classes)``. Each
+    line is read as training reads it (:func:`~.video_dataset.split_list_line`: a path may hold
+    blanks, the label is the last field); a line of a path alone is malformed, and its path is
+    checked on disk too. A line that is not UTF-8 is a :class:`~dna_mm.errors.DataError`, as in
+    training."""
     report = ListReport()
-    with open(ann_file) as f:
-        for lineno, line in enumerate(f, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 2:
-                report.malformed.append((lineno, line.rstrip('\n')))
-                continue
-            report.entries += 1
-            path, label = fields
-            if not (label.isdigit() and int(label) < num_classes):
-                report.bad_labels.append((lineno, label))
-            if not osp.isfile(osp.join(video_dir, path)):
-                report.missing.append(path)
+    for lineno, line in read_list_lines(ann_file):
+        try:
+            path, labels = split_list_line(line)
+        except ValueError:
+            report.malformed.append((lineno, line))
+            continue
+        if not osp.isfile(osp.join(video_dir, path)):
+            report.missing.append(path)
+        if not labels:
+            report.malformed.append((lineno, line))
+            continue
+        report.entries += 1
+        try:
+            list_label(labels[0], num_classes)
+        except ValueError:
+            report.bad_labels.append((lineno, labels[0]))
     return report

@@ -5,7 +5,8 @@ many it skipped."""
 from __future__ import annotations
 
 import os.path as osp
-from typing import Any, Optional
+from collections import Counter
+from typing import Any, Iterator, Optional
 
 from mmaction.datasets import VideoDataset
 from mmaction.registry import DATASETS
@@ -28,10 +29,10 @@ class RobustVideoDataset(VideoDataset):
     total).
 
     In training, a video that fails to load is logged with the reason, counted
-    (:class:`~.skipped_samples.SkippedSamplesHook` reports the count) and replaced by another sample; when
-    ``max_refetch + 1`` samples in a row fail, the error lists each of them and why (mmengine's
-    names no file). In test mode a broken video is an error naming it (replacing test samples
-    would change the metric), or, with ``report_unreadable = True`` (set by
+    (:class:`~.skipped_samples.SkippedSamplesHook` reports the count) and replaced by another sample;
+    when ``max_refetch + 1`` samples in a row fail, a one-line :class:`~dna_mm.errors.DataError`
+    names each of them and why (mmengine's names no file). In test mode a broken video is an error
+    naming it (replacing test samples would change the metric), or, with ``report_unreadable = True`` (set by
     :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`), ``dict(unreadable=(path,
     reason))``. Every packed sample carries its path in ``data_samples.metainfo['filename']``
     (for ``tools/test.py --dump``), whatever ``PackActionInputs(meta_keys=...)`` says.
@@ -65,38 +66,25 @@ class RobustVideoDataset(VideoDataset):
     def load_data_list(self) -> list[dict]:
         if not osp.isfile(self.ann_file):
             raise FileNotFoundError(f'annotation file {self.ann_file} does not exist')
-        with open(self.ann_file, 'rb') as f:
-            raw_lines = f.read().splitlines()
         prefix = self.data_prefix.get('video')
         data_list = []
-        for lineno, raw in enumerate(raw_lines, start=1):
+        for lineno, line in read_list_lines(self.ann_file):
             try:
-                line = raw.decode('utf-8').strip()
-            except UnicodeDecodeError as err:
-                raise DataError(
-                    f'{self.ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
-                    f'column {err.start + 1}): {raw!r}; save the list as UTF-8'
-                ) from None
-            if not line:
-                continue
-            fields = line.split(self.delimiter)
+                path, labels = split_list_line(line, self.delimiter, self.multi_class)
+            except ValueError:
+                raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line!r}') from None
             if self.multi_class:
-                label = [self._label(f, lineno) for f in fields[1:]]
-            elif len(fields) == 2:
-                label = self._label(fields[1], lineno)
-            elif len(fields) == 1:
-                if not self.labels_optional:
-                    raise DataError(
-                        f'{self.ann_file}:{lineno}: expected "path label", got {line!r} (no label; a list '
-                        'of videos without labels, such as an OOD list, needs labels_optional=True)'
-                    )
-                label = -1
-            elif _is_int(fields[-1]):  # a path with blanks: the label is the last field
-                label = self._label(fields[-1], lineno)
-                fields = [self.delimiter.join(fields[:-1])]
+                label = [self._label(f, lineno) for f in labels]
+            elif labels:
+                label = self._label(labels[0], lineno)
+            elif not self.labels_optional:
+                raise DataError(
+                    f'{self.ann_file}:{lineno}: expected "path label", got {line!r} (no label; a list '
+                    'of videos without labels, such as an OOD list, needs labels_optional=True)'
+                )
             else:
-                raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line!r}')
-            filename = fields[0] if prefix is None else osp.join(prefix, fields[0])
+                label = -1
+            filename = path if prefix is None else osp.join(prefix, path)
             data_list.append(dict(filename=filename, label=label, lineno=lineno))
         missing = [d for d in data_list if not osp.isfile(d['filename'])] if self.check_files else []
         if missing:
@@ -109,15 +97,9 @@ class RobustVideoDataset(VideoDataset):
 
     def _label(self, text: str, lineno: int) -> int:
         try:
-            label = int(text)
-        except ValueError:
-            raise DataError(f'{self.ann_file}:{lineno}: label {text!r} is not an integer') from None
-        if label < 0 or (self.num_classes is not None and label >= self.num_classes):
-            bound = f'[0, {self.num_classes})' if self.num_classes is not None else '>= 0'
-            raise DataError(
-                f'{self.ann_file}:{lineno}: label {label} outside {bound} (num_classes={self.num_classes})'
-            )
-        return label
+            return list_label(text, self.num_classes)
+        except ValueError as err:
+            raise DataError(f'{self.ann_file}:{lineno}: {err}') from None
 
     def prepare_data(self, idx: int) -> Optional[dict]:
         """The packed sample (its path in ``metainfo['filename']``), or ``None`` in training
@@ -131,7 +113,7 @@ class RobustVideoDataset(VideoDataset):
                 if getattr(self, 'report_unreadable', False):  # UnreadableVideosTestLoop lists them all
                     return dict(unreadable=(path, reason))
                 raise RuntimeError(f'cannot load test video {path}: {err}') from err
-            self._failures.append((path, reason))
+            self._failures.append((path, _reason(err, path)))
             total = self.skipped.add()
             print_log(
                 f'skipped unreadable video {path} ({reason}); {total} skipped so far in '
@@ -147,19 +129,77 @@ class RobustVideoDataset(VideoDataset):
         return data
 
     def __getitem__(self, idx: int) -> dict:
-        """mmengine's ``BaseDataset.__getitem__``, with an error listing each video and why when
-        ``max_refetch + 1`` training samples in a row fail."""
+        """mmengine's ``BaseDataset.__getitem__``, with a one-line :class:`~dna_mm.errors.DataError`
+        naming each video that failed and why (a video drawn again: once, with the count) when
+        ``max_refetch + 1`` training samples in a row fail. Raised in a loader worker, it reaches
+        the tool as that line too (:func:`~dna_mm.errors.error_line`): no reason in it is written
+        ``Type: message``, the form of the worker traceback's last line."""
         self._failures = []
         try:
             return super().__getitem__(idx)
         except Exception:  # in training: mmengine's "Cannot find valid image after max_refetch"
             if self.test_mode or len(self._failures) <= self.max_refetch:
                 raise  # not the refetch limit (a lazy full_init, a sampler fault): as it is
-        shown = '\n  '.join(f'{path}: {reason}' for path, reason in self._failures)
-        raise RuntimeError(
-            f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
-            f'(max_refetch={self.max_refetch}); check the video files and the pipeline:\n  {shown}'
+        times = Counter(self._failures)
+        shown = '; '.join(
+            f'{path}{f" ({n} times)" if n > 1 else ""}: {reason}' for (path, reason), n in times.items()
         )
+        raise DataError(
+            f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
+            f'(max_refetch={self.max_refetch}); check the video files and the pipeline: {shown}'
+        )
+
+
+def read_list_lines(ann_file: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each non-blank line of a ``path label`` list, stripped; a line
+    that is not UTF-8 is a :class:`~dna_mm.errors.DataError` naming ``file:line`` and the byte."""
+    with open(ann_file, 'rb') as f:
+        raw_lines = f.read().splitlines()
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode('utf-8').strip()
+        except UnicodeDecodeError as err:
+            raise DataError(
+                f'{ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
+                f'column {err.start + 1}): {raw!r}; save the list as UTF-8'
+            ) from None
+        if line:
+            yield lineno, line
+
+
+def split_list_line(line: str, delimiter: str = ' ', multi_class: bool = False) -> tuple[str, list[str]]:
+    """``(path, label fields)`` of a list line as :class:`RobustVideoDataset` reads it: ``path
+    label``, where a path may hold blanks (the label is the last field, an integer); a path alone
+    (no label field); with ``multi_class``, a path and its labels. Any other line (more fields, the
+    last not an integer) is a ``ValueError``."""
+    fields = line.split(delimiter)
+    if multi_class or len(fields) <= 2:
+        return fields[0], fields[1:]
+    if _is_int(fields[-1]):  # a path with blanks
+        return delimiter.join(fields[:-1]), fields[-1:]
+    raise ValueError(f'expected "path label", got {line!r}')
+
+
+def list_label(text: str, num_classes: Optional[int]) -> int:
+    """A list's label field as an ``int`` in ``[0, num_classes)`` (``num_classes`` ``None``: any
+    label ``>= 0``); else a ``ValueError`` saying why."""
+    try:
+        label = int(text)
+    except ValueError:
+        raise ValueError(f'label {text!r} is not an integer') from None
+    if label < 0 or (num_classes is not None and label >= num_classes):
+        bound = f'[0, {num_classes})' if num_classes is not None else '>= 0'
+        raise ValueError(f'label {label} outside {bound} (num_classes={num_classes})')
+    return label
+
+
+def _reason(err: BaseException, path: Optional[str]) -> str:
+    """Why a video failed, on one line: ``err``'s message without the path it starts with (the
+    line names it), then its type: ``'truncated: ... (DataError)'``."""
+    text = ' '.join(str(err).split())
+    if path and text.startswith(f'{path}: '):
+        text = text[len(path) + 2 :]
+    return f'{text} ({type(err).__name__})'
 
 
 def _is_int(text: str) -> bool:

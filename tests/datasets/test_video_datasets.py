@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import decord
@@ -16,6 +20,7 @@ from mmaction.utils import register_all_modules
 from tolerance import ROUNDING, assert_close_as
 
 from dna_mm.datasets import label_map, ntu60_splits, smarthome_splits
+from dna_mm.errors import DataError
 from dna_mm.synthetic import motion_clips
 from dna_mm.synthetic.motion_clips import (
     CLASSES,
@@ -110,6 +115,106 @@ def test_smarthome_refuses_a_malformed_name(tmp_path) -> None:
         smarthome_splits(['Juggle_p02_r00_v02_c03.mp4'], 'CS')
 
 
+def _clips(tiny_video_set, root: Path, names: list[str]) -> Path:
+    """Real clips (the tiny set's) under ``root`` by ``names`` (relative paths)."""
+    clip = next((tiny_video_set / 'videos').iterdir()).read_bytes()
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(clip)
+    return root
+
+
+def _build(dataset: str, video_dir: Path, out_dir: Path, protocol: str):
+    return run_main(
+        [
+            f'tools/data/{dataset}/build_annotations.py',
+            '--video-dir',
+            str(video_dir),
+            '--out-dir',
+            str(out_dir),
+            '--protocol',
+            protocol,
+        ],
+        check=False,
+    )
+
+
+SMARTHOME_CLIPS = ['Walk_p03_r00_v01_c01.mp4', 'Readbook_p04_r00_v03_c01.mp4', 'Walk_p02_r00_v02_c02.mp4']
+WALK = SMARTHOME_CLIPS[0]
+
+
+@pytest.mark.parametrize(
+    'dataset, protocol, video_dir, earlier, later',
+    [
+        ('smarthome', 'CS', 'videos', WALK, f'short256/{WALK}'),
+        ('smarthome', 'CS', '.', f'videos/{WALK}', f'videos_256/{WALK}'),
+        (
+            'ntu60',
+            'xsub',
+            '.',
+            'person_crops/S001C001P001R001A001.mp4',
+            'videos/S001C001P001R001A001_rgb.avi',
+        ),
+    ],
+    ids=['smarthome-copy-inside', 'smarthome-side-by-side', 'ntu60-avi-and-crop'],
+)
+def test_a_clip_given_twice_is_refused_naming_both_copies(
+    tiny_video_set, tmp_path, dataset, protocol, video_dir, earlier, later
+) -> None:
+    """Two copies of one clip under the video folder (a re-encoded copy in a sub-folder, or
+    ``videos/`` and ``videos_256/`` side by side with the folder above as ``--video-dir``): the
+    builders of both datasets refuse it in the same one line naming both, and write nothing;
+    listed twice, the clip would be trained on, or scored, twice."""
+    root = tmp_path / dataset / video_dir
+    others = [str(Path(earlier).parent / n) for n in SMARTHOME_CLIPS[1:]] if dataset == 'smarthome' else []
+    _clips(tiny_video_set, root, [earlier, later, *others])
+    proc = _build(dataset, root, tmp_path / 'lists', protocol)
+    sample = Path(earlier).name.split('.')[0]
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == (
+        f'build_annotations.py: error: {later}: sample {sample} also given as {earlier} (two copies of one '
+        'video: give a video folder that holds one copy of each)'
+    ), proc.stderr
+    assert not (tmp_path / 'lists').exists()
+    (root / later).unlink()
+    assert _build(dataset, root, tmp_path / 'lists', protocol).returncode == 0
+    lists = [tmp_path / 'lists' / f'{split}.txt' for split in ('train', 'val', 'test')]
+    listed = [ln.rsplit(' ', 1)[0] for f in lists if f.exists() for ln in f.read_text().splitlines()]
+    assert sorted(listed) == sorted([earlier, *others])  # each clip once
+
+
+def test_every_video_suffix_is_taken_in_any_case(tiny_video_set, tmp_path) -> None:
+    """Clips re-encoded to another container, or named ``.MP4``: listed, and the found line
+    counts each suffix (none is left out without a word)."""
+    names = [
+        'Walk_p03_r00_v01_c01.mp4',
+        'Walk_p09_r00_v06_c01.MP4',
+        'Walk_p04_r00_v03_c01.mkv',
+        'Walk_p06_r00_v04_c01.avi',
+        'Readbook_p07_r00_v05_c01.webm',
+    ]
+    root = _clips(tiny_video_set, tmp_path / 'videos', names)
+    proc = _build('smarthome', root, tmp_path / 'cs', 'CS')
+    assert proc.returncode == 0, proc.stderr
+    found = f'smarthome CS: 5 videos found in {root} (.mp4: 2, .avi: 1, .mkv: 1, .webm: 1)'
+    assert proc.stdout.splitlines()[0] == found, proc.stdout
+    cs = label_map('smarthome_cs_classes')
+    assert sorted((tmp_path / 'cs' / 'train.txt').read_text().splitlines()) == sorted(
+        f'{n} {cs.index(n.split("_p")[0])}' for n in names
+    )
+    split = ntu60_splits(['S001C001P001R001A001_rgb.AVI', 'S001C002P003R001A002.MP4'], 'xsub')
+    assert split.splits['train'] == [('S001C001P001R001A001_rgb.AVI', 0)]
+
+
+@pytest.mark.parametrize('dataset, protocol', [('ntu60', 'xsub'), ('smarthome', 'CS')])
+def test_an_out_dir_that_is_a_file_is_named(tiny_video_set, tmp_path, dataset, protocol) -> None:
+    name = 'S001C001P001R001A001.mp4' if dataset == 'ntu60' else SMARTHOME_CLIPS[0]
+    root = _clips(tiny_video_set, tmp_path / 'videos', [name])
+    proc = _build(dataset, root, root / name, protocol)
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == (
+        f'build_annotations.py: error: --out-dir {root / name} is a file, not a folder'
+    ), proc.stderr
+
+
 @pytest.fixture
 def ntu_dir(tmp_path) -> Path:
     names = [
@@ -200,6 +305,71 @@ def test_kinetics_checker(tmp_path) -> None:
         proc.returncode == 2
         and f'check_annotations.py: error: --ann-file {tmp_path / "gone.txt"} does not exist' in proc.stderr
     )
+
+
+#: K400's class folders are the csv labels: blanks, quotes, parentheses (320 of the 400 hold a blank)
+K400_LIST = [
+    ('abseiling/a-1_xyz_000000_000010.mp4', 0),
+    ('dribbling basketball/b-1_xyz_000000_000010.mp4', 99),
+    ('passing American football (in game)/p-1_xyz_000020_000030.mp4', 208),
+    ("massaging person's head/m-1_xyz_000000_000010.mp4", 196),
+    ("massaging person's head/m-2_xyz_000000_000010.mp4", 196),  # no longer on YouTube
+]
+
+
+def _docs_block(page: str, holding: str) -> str:
+    """The fenced block of ``docs/<page>`` that holds ``holding``, as a reader copies it."""
+    from conftest import REPO
+
+    text = (REPO / 'docs' / page).read_text(encoding='utf-8')
+    (block,) = [b for b in re.findall(r'^```\w*\n(.*?)^```', text, re.M | re.S) if holding in b]
+    return block
+
+
+def test_paths_with_blanks_are_read_alike_by_the_checker_training_and_the_docs(
+    tiny_video_set, tmp_path
+) -> None:
+    """A K400 list whose paths hold blanks: the checker (tools/data/kinetics/check_annotations.py)
+    reads each line as training does (the label is the last field) and names the one video
+    missing on disk; training names the same; the docs' "drop missing lines" command keeps the
+    four present lines."""
+    clip = next((tiny_video_set / 'videos').iterdir())
+    videos = tmp_path / 'videos_train'
+    for path, _ in K400_LIST[:-1]:
+        (videos / path).parent.mkdir(parents=True, exist_ok=True)
+        (videos / path).write_bytes(clip.read_bytes())
+    ann = tmp_path / 'train_list.txt'
+    ann.write_text(''.join(f'{p} {label}\n' for p, label in K400_LIST), encoding='utf-8')
+    gone = K400_LIST[-1][0]
+    proc = run_main(
+        ['tools/data/kinetics/check_annotations.py', '--ann-file', str(ann), '--video-dir', str(videos)],
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        f'{ann}: 5 entries, 400 classes',
+        'missing on disk: 1',
+        f'  {gone}',
+        'problems found',
+    ], proc.stdout
+    with pytest.raises(
+        FileNotFoundError, match=r'1 of 5 listed videos are missing on disk, e\.g\.\n  line 5: '
+    ):
+        DATASETS.build(_dataset_cfg(ann, videos, num_classes=400))
+    docs_paths = (
+        'data/kinetics400/videos_train',
+        'data/kinetics400/kinetics400_train_list_videos.txt',
+        'data/kinetics400/kinetics400_train_list_videos.present.txt',
+    )
+    command = _docs_block('datasets/kinetics400.md', docs_paths[2])
+    present = tmp_path / 'present.txt'
+    for theirs, ours in zip(docs_paths, (videos, ann, present), strict=True):
+        assert theirs in command, command
+        command = command.replace(theirs, shlex.quote(str(ours)))
+    env = dict(os.environ, PATH=f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}')
+    subprocess.run(['bash', '-c', command], check=True, env=env)
+    assert present.read_text(encoding='utf-8') == ''.join(f'{p} {label}\n' for p, label in K400_LIST[:-1])
+    assert len(DATASETS.build(_dataset_cfg(present, videos, num_classes=400))) == 4
 
 
 def test_demo_generator_is_decodable_balanced_and_labelled(tmp_path) -> None:
@@ -347,25 +517,49 @@ def _corrupt(path: Path) -> Path:
     return path
 
 
-def test_when_every_retry_fails_the_error_lists_the_videos(tmp_path) -> None:
+def test_when_every_retry_fails_one_line_names_the_videos(tmp_path) -> None:
+    """``max_refetch + 1`` unreadable training videos in a row: one line (a ``DataError``, the
+    tools' one line and exit status 2, not a traceback) naming each video once, with how often it
+    was drawn, and why; raised in a loader worker (as training reads), it reaches the tool as
+    that line too."""
     videos = tmp_path / 'videos'
     videos.mkdir()
     names = [_corrupt(videos / f'corrupt_{i}.mp4').name for i in range(3)]
     ann = tmp_path / 'train.txt'
     ann.write_text(''.join(f'{n} 0\n' for n in names))
     pipeline = [
-        dict(type='DecordInit'),
+        dict(type='ScaledPyAVInit', short_side=32),
         dict(type='SampleFrames', clip_len=2, num_clips=1),
-        dict(type='DecordDecode'),
+        dict(type='SortedDecordDecode'),
     ]
     ds = DATASETS.build(dict(_dataset_cfg(ann, videos, num_classes=4, max_refetch=2), pipeline=pipeline))
-    with pytest.raises(RuntimeError) as err:
+    head = (
+        f'{ann}: 3 training videos in a row could not be used (max_refetch=2); check the video files and '
+        'the pipeline: '
+    )
+    one = rf'({re.escape(str(videos))}/corrupt_\d\.mp4)(?: \((\d+) times\))?: [^;]+ \((DataError)\)'
+    with pytest.raises(DataError) as err:
         ds[0]
-    message = str(err.value)
-    assert message.startswith(f'{ann}: 3 training videos in a row could not be used (max_refetch=2)')
-    listed = re.findall(rf'\n  ({re.escape(str(videos))}/corrupt_\d\.mp4): (\w+Error): ', message)
-    assert len(listed) == 3 and listed[0][0] == str(videos / 'corrupt_0.mp4'), message
     assert ds.skipped.value == 3
+    assert re.findall(one, str(err.value))[0][0] == str(videos / 'corrupt_0.mp4')
+    for message in (str(err.value), _from_a_worker(ds)):
+        assert message.startswith(head) and '\n' not in message, message
+        listed = re.findall(one, message)
+        assert re.fullmatch(re.escape(head) + '; '.join([one] * len(listed)), message), message
+        assert len({path for path, _, _ in listed}) == len(listed), listed  # each video once
+        assert sum(int(n or 1) for _, n, _ in listed) == 3, listed
+
+
+def _from_a_worker(dataset) -> str:
+    """The line a tool prints for the error of ``dataset[0]`` raised in a ``DataLoader`` worker."""
+    from torch.utils.data import DataLoader
+
+    from dna_mm.errors import error_line
+
+    with pytest.raises(DataError) as err:
+        next(iter(DataLoader(dataset, batch_size=1, num_workers=1, collate_fn=list)))
+    assert 'Original Traceback' in str(err.value)  # torch's re-raise: the worker's traceback
+    return error_line(err.value)
 
 
 @pytest.mark.integration

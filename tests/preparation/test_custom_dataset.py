@@ -116,6 +116,75 @@ def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
     assert _lines(out / 'val.txt') == val
 
 
+@pytest.mark.parametrize('spelt', ['as given', 'through a link'])
+@pytest.mark.parametrize('name', ['train.txt', 'test.txt', 'config.py'])
+def test_an_out_where_the_build_would_write_over_an_input_is_refused(tree, tmp_path, name, spelt) -> None:
+    """SRC as OUT/train.txt (written over) or OUT/test.txt (removed: the list of a split not
+    written this time), --base as OUT/config.py: one line naming --out and the input, before any
+    work, by any spelling of OUT; the input as it was, nothing written."""
+    mine = tmp_path / 'mine'
+    mine.mkdir()
+    out = mine if spelt == 'as given' else tmp_path / 'link'
+    if out != mine:
+        out.symlink_to(mine)
+    given = mine / name
+    if name == 'config.py':
+        given.write_text(f'_base_ = [{DEMO_BASE!r}]\n')
+        src, base, what = str(tree), str(given), '--base config'
+    else:
+        given.write_text(''.join(f'{p},{p.parent.name}\n' for p in sorted(tree.rglob('clip *.mp4'))))
+        src, base, what = str(given), DEMO_BASE, 'SRC list'
+    before = given.read_text()
+    proc = run_main(
+        ['tools/data/build_custom_dataset.py', src, '--out', str(out), '--base', base, '--load-from', 'none'],
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == (
+        f'build_custom_dataset.py: error: --out {out}: {out / name} is the {what} {given}: it would be '
+        'overwritten; give another path'
+    ), proc.stderr
+    assert given.read_text() == before and [p.name for p in mine.iterdir()] == [name]
+
+
+@pytest.mark.parametrize('where', ['the source', 'above it', 'a class folder'])
+def test_an_out_holding_source_videos_is_refused(tree, tmp_path, where) -> None:
+    """An --out that is the source folder, holds it, or is one of its class folders: the build
+    leaves out what lies under --out, so it would read no video (a class folder: would drop that
+    class). One line naming --out, not "class folder ... holds no video"; nothing written. A new
+    folder inside the source is fine."""
+    out = {'the source': tree, 'above it': tmp_path, 'a class folder': tree / NAMES[0]}[where]
+    before = sorted(tmp_path.rglob('*'))
+    proc = run_main(
+        [
+            'tools/data/build_custom_dataset.py',
+            str(tree),
+            '--out',
+            str(out),
+            '--base',
+            DEMO_BASE,
+            '--load-from',
+            'none',
+        ],
+        check=False,
+    )
+    lists = tree / 'lists'
+    why = 'the build leaves out what lies under --out (where it writes), so it would read no video'
+    line = {
+        'the source': f'--out {out} is the source folder {tree}: {why}',
+        'above it': f'--out {out} holds the source folder {tree}: {why}',
+        'a class folder': (
+            f'--out {out} holds 3 video(s) of the source folder {tree} (e.g. {out / "clip 1.mp4"}), which '
+            'the build would leave out'
+        ),
+    }[where]
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == (
+        f'build_custom_dataset.py: error: {line}; give a folder outside it (or a new one inside it, such '
+        f'as {lists})'
+    ), proc.stderr
+    assert sorted(tmp_path.rglob('*')) == before
+    assert build.main([str(tree), '--out', str(lists), '--base', DEMO_BASE, '--load-from', 'none']) == 0
+
+
 def test_list_file_with_names_indices_and_splits(tmp_path) -> None:
     (tmp_path / 'a.csv').write_text('path,label\n"x, 1.mp4",cat\ny.mp4,dog\nz.mp4,cat\n', encoding='utf-8')
     source = read_source(str(tmp_path / 'a.csv'))

@@ -20,7 +20,9 @@ Every video is checked once (decoded by the reader training uses), with a progre
 unreadable ones are printed (file and reason), listed in DIR/unreadable.txt and left out, and the
 build goes on. A second run reuses the checks (DIR/video_check.jsonl) and checks only new or
 changed files. A class folder without videos, or with none readable, is an error naming it
-(one line, exit status 2; --debug prints the traceback). Then:
+(one line, exit status 2; --debug prints the traceback); so is a DIR where the build would write
+over an input (SRC as DIR/train.txt, --base DIR/config.py) or that holds the videos of SRC.
+Then:
 
     python tools/train.py DIR/config.py
     python tools/test.py DIR/config.py work_dirs/config/best_*.pth
@@ -85,8 +87,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build(args: argparse.Namespace) -> int:
-    from dna_mm.preparation.custom import BuildRequest, build_dataset
+    from dna_mm.preparation.custom import BuildRequest, build_dataset, outputs
+    from dna_mm.tools.cli import not_an_input
 
+    inputs = {'SRC list': args.src, '--base config': args.base, '--load-from checkpoint': args.load_from}
+    for path in outputs(args.out):  # written or removed: not one of the inputs, by any name or link
+        not_an_input(path, f'--out {args.out}:', inputs)
     request = BuildRequest(**{k: v for k, v in vars(args).items() if k != 'debug'})
     return build_dataset(request, REPO, print)
 

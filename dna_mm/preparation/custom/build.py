@@ -20,7 +20,8 @@ from pathlib import Path
 
 from mmengine.config import Config
 
-from ...errors import DataError
+from ...datasets.video_files import list_videos
+from ...errors import DataError, UserError
 from ...utils.mim_compat import read_package_config
 from ..runner import SHOW, Echo
 from .pipelines import SPLITS as PIPELINE_SPLITS
@@ -32,6 +33,15 @@ from .videos import check_videos
 #: the documented path of the Kinetics-400 DnA TimeSformer (docs/checkpoints.md), relative to the
 #: repository (the config gets it absolute)
 K400_DNA_CHECKPOINT = 'checkpoints/timesformer_dna_k400.pth'
+#: what a build writes in OUT, or removes there (the list of a split not written this time, an
+#: empty ``unreadable.txt``)
+OUTPUT_NAMES = (
+    *(f'{s}.txt' for s in SPLITS),
+    'classes.txt',
+    'unreadable.txt',
+    'config.py',
+    'video_check.jsonl',
+)
 
 
 @dataclass
@@ -61,6 +71,37 @@ def load_base(base: str, repo_configs: Path) -> tuple[str, Config]:
     raise FileNotFoundError(
         f'--base {base}: no such config (a file, a name under {repo_configs}, dna_mm::… or mmaction::…)'
     )
+
+
+def outputs(out: str) -> list[str]:
+    """The files a build writes or removes in the folder ``out`` (:data:`OUTPUT_NAMES`): a tool
+    refuses a ``--out`` where one of them is an input (the SRC list, the base config)."""
+    return [str(Path(out) / name) for name in OUTPUT_NAMES]
+
+
+def check_out(src: str, out: str) -> None:
+    """Refuse, before any work, an ``out`` folder that holds videos of the source folder ``src``:
+    ``src`` itself, a folder above it, one of its class folders. The build leaves out what lies
+    under ``out`` (an earlier build's outputs inside ``src``), so those videos would not be read.
+    A :class:`~dna_mm.errors.UserError` naming ``--out``; a list source, or an ``out`` inside
+    ``src`` without videos (``src/lists``), is fine."""
+    source, target = Path(src), Path(out)
+    if not (source.is_dir() and target.is_dir()):
+        return
+    source, target = source.resolve(), target.resolve()
+    hint = f'give a folder outside it (or a new one inside it, such as {Path(src) / "lists"})'
+    where = 'is' if target == source else 'holds' if target in source.parents else None
+    if where is not None:
+        raise UserError(
+            f'--out {out} {where} the source folder {src}: the build leaves out what lies under --out '
+            f'(where it writes), so it would read no video; {hint}'
+        )
+    held = list_videos(Path(out)) if source in target.parents else []
+    if held:
+        raise UserError(
+            f'--out {out} holds {len(held)} video(s) of the source folder {src} (e.g. {held[0]}), which '
+            f'the build would leave out; {hint}'
+        )
 
 
 def _absolute(source_root: Path, sample: Sample) -> str:
@@ -100,10 +141,13 @@ def base_pipelines(base: Config) -> dict[str, list[dict]]:
 
 def build_dataset(request: BuildRequest, repo: Path, echo: Echo) -> int:
     """Read, check, split, fit, write (see the module docstring), saying each step with
-    ``echo``; ``repo``: the checkout, for the default base and checkpoint. Exit status 0."""
+    ``echo``; ``repo``: the checkout, for the default base and checkpoint. Exit status 0. An
+    ``out`` that holds source videos is refused first (:func:`check_out`); the tool refuses one
+    whose :func:`outputs` name an input."""
     from mmaction.registry import TRANSFORMS
     from mmengine.registry import init_default_scope
 
+    check_out(request.src, request.out)
     out = Path(request.out)
     base_path, base = load_base(request.base, repo / 'configs')
     if dataset_type(base) == 'RepeatAugDataset':

@@ -5,8 +5,10 @@
         [--exclude-missing-skeletons]
 
 Paths in the lists are relative to DIR; labels follow the shipped label maps
-(dna_mm/datasets/label_maps). Prints per-split counts and the classes per split; a file name
-that does not parse stops the build with a message naming it.
+(dna_mm/datasets/label_maps). Every video suffix is taken, in any case (a re-encoded copy: the
+found line counts each suffix when they mix). Prints per-split counts and the classes per split; a
+file name that does not parse, or one clip found twice under DIR (a re-encoded copy beside it),
+stops the build with a message naming it, as does an OUT that cannot be a folder.
 """
 
 from __future__ import annotations
@@ -33,9 +35,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build(args: argparse.Namespace) -> int:
     from dna_mm.datasets.protocols import build_annotations
+    from dna_mm.tools.cli import output_folder
 
     return build_annotations(
-        'ntu60', args.video_dir, args.out_dir, args.protocol, print, args.exclude_missing_skeletons
+        'ntu60',
+        args.video_dir,
+        args.out_dir,
+        args.protocol,
+        print,
+        args.exclude_missing_skeletons,
+        make_out_dir=lambda path: output_folder(path, '--out-dir'),
     )
 
 
