@@ -12,7 +12,7 @@ from mmaction.datasets import VideoDataset
 from mmaction.registry import DATASETS
 from mmengine.logging import print_log
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, UserError
 from .skipped_samples import SharedCounter
 
 SHOW_MISSING = 5
@@ -61,6 +61,7 @@ class RobustVideoDataset(VideoDataset):
         self.check_files, self.labels_optional = check_files, labels_optional
         self.skipped = SharedCounter('video')
         self._failures: list[tuple[Any, str]] = []
+        self._bugs = 0  # failures of the last __getitem__ that are not the files' (a transform's bug)
         super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
 
     def load_data_list(self) -> list[dict]:
@@ -114,6 +115,7 @@ class RobustVideoDataset(VideoDataset):
                     return dict(unreadable=(path, reason))
                 raise RuntimeError(f'cannot load test video {path}: {err}') from err
             self._failures.append((path, _reason(err, path)))
+            self._bugs += not _a_files_fault(err)
             total = self.skipped.add()
             print_log(
                 f'skipped unreadable video {path} ({reason}); {total} skipped so far in '
@@ -131,10 +133,12 @@ class RobustVideoDataset(VideoDataset):
     def __getitem__(self, idx: int) -> dict:
         """mmengine's ``BaseDataset.__getitem__``, with a one-line :class:`~dna_mm.errors.DataError`
         naming each video that failed and why (a video drawn again: once, with the count) when
-        ``max_refetch + 1`` training samples in a row fail. Raised in a loader worker, it reaches
-        the tool as that line too (:func:`~dna_mm.errors.error_line`): no reason in it is written
-        ``Type: message``, the form of the worker traceback's last line."""
-        self._failures = []
+        ``max_refetch + 1`` training samples in a row fail on their files (a ``RuntimeError`` with
+        the same text, and so a traceback, when any failed otherwise: a bug in a transform).
+        Raised in a loader worker, it reaches the tool as that line too
+        (:func:`~dna_mm.errors.error_line`): no reason in it is written ``Type: message``, the
+        form of the worker traceback's last line."""
+        self._failures, self._bugs = [], 0
         try:
             return super().__getitem__(idx)
         except Exception:  # in training: mmengine's "Cannot find valid image after max_refetch"
@@ -144,7 +148,8 @@ class RobustVideoDataset(VideoDataset):
         shown = '; '.join(
             f'{path}{f" ({n} times)" if n > 1 else ""}: {reason}' for (path, reason), n in times.items()
         )
-        raise DataError(
+        error = DataError if not self._bugs else RuntimeError  # a transform's bug keeps its traceback
+        raise error(
             f'{self.ann_file}: {len(self._failures)} training videos in a row could not be used '
             f'(max_refetch={self.max_refetch}); check the video files and the pipeline: {shown}'
         )
@@ -191,6 +196,14 @@ def list_label(text: str, num_classes: Optional[int]) -> int:
         bound = f'[0, {num_classes})' if num_classes is not None else '>= 0'
         raise ValueError(f'label {label} outside {bound} (num_classes={num_classes})')
     return label
+
+
+def _a_files_fault(err: BaseException) -> bool:
+    """``err`` says the video's file is at fault (unreadable, damaged, missing: the readers'
+    :class:`~dna_mm.errors.UserError`, an ``OSError``, an error of decord or PyAV), not the code
+    that transforms it."""
+    module = type(err).__module__ or ''
+    return isinstance(err, (UserError, OSError)) or module.split('.')[0] in ('decord', 'av')
 
 
 def _reason(err: BaseException, path: Optional[str]) -> str:
