@@ -242,3 +242,10 @@ class ResumableIterBasedTrainLoop(ResumableLoopMixin, IterBasedTrainLoop):
             restore_data_seed(self.dataloader, record['seed'], record.get('data_seed'))
             self.dataloader_iterator = _ResumedIterator(self, self._iter, record['state'])
         return super().run()
+
+
+#: mmengine's train loops → the name of their resumable twin here
+RESUMABLE_TWINS: dict[type, str] = {
+    EpochBasedTrainLoop: ResumableEpochBasedTrainLoop.__name__,
+    IterBasedTrainLoop: ResumableIterBasedTrainLoop.__name__,
+}

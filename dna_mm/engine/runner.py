@@ -78,6 +78,7 @@ from ..checkpoint import load_whole_model
 from ..converters.whole_model import LAYOUT_NAMES
 from ..errors import (
     CheckpointMismatchError,
+    ConfigError,
     DataError,
     MissingFileError,
     RunStopped,
@@ -93,13 +94,15 @@ from .distributed import answer_peers, describe_lost_rank, note_rank_end
 from .earlier_run import set_aside_earlier_run
 from .loader_workers import (
     describe_lost_worker,
+    drop_persistent_workers,
+    end_iterator_workers,
     end_runner_workers,
     runner_iterators,
     watch_worker_deaths,
     workers_die_with_parent,
 )
-from .loops import ResumableLoopMixin
-from .pending_grads import PendingGradsHook
+from .loops import RESUMABLE_TWINS, ResumableLoopMixin
+from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
 from .resume_settings import apply_config_settings, config_settings
 from .rng_state import RNGStateHook
@@ -188,6 +191,8 @@ class DnARunner(Runner):
         self._setup_filter = SetupDumpFilter(active=not cfg.get('log_setup_to_console', False))
         self._scope_name = kwargs.get('default_scope', cfg.get('default_scope', 'mmengine'))
         self._config_pending, self._training = False, False
+        self._resume_extras: Optional[dict] = None  # a loaded checkpoint's meta, rng_state, pending grads
+        self._train_loop_cfg: dict = {}  # train_cfg, as the loop was built from it
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -216,6 +221,8 @@ class DnARunner(Runner):
         """mmengine's; one log line when the loop or the hooks the config names cannot resume
         exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook`` and a
         ``PendingGradsHook``)."""
+        if isinstance(loop, dict):
+            self._train_loop_cfg = dict(loop)  # (a resume may build its resumable twin)
         built = super().build_train_loop(loop)
         hooked = all(
             any(isinstance(h, kind) for h in self.hooks) for kind in (RNGStateHook, PendingGradsHook)
@@ -273,7 +280,15 @@ class DnARunner(Runner):
     def register_hook(self, hook: Union[Hook, dict], priority: Any = None) -> None:
         """mmengine's; mmengine's ``CheckpointHook`` is built as
         :class:`~dna_mm.engine.checkpoint_hook.AtomicCheckpointHook` (the same arguments and
-        files; a failed write cannot leave the run without a checkpoint that loads)."""
+        files; a failed write cannot leave the run without a checkpoint that loads). A hook given
+        as text (``--cfg-options "custom_hooks=[dict(type=...)]"``, which mmengine's option parser
+        keeps as a string) is a :class:`~dna_mm.errors.ConfigError` saying where to write it."""
+        if isinstance(hook, str):
+            raise ConfigError(
+                f'custom_hooks: {hook!r} is text, not a hook: --cfg-options cannot write a dict inside a '
+                'list; name the hook in a config file (a child config: _base_ = [...], custom_hooks = '
+                '[dict(type=...)])'
+            )
         if isinstance(hook, dict) and hook.get('type') in STOCK_CHECKPOINT_HOOK:
             hook = {**hook, 'type': AtomicCheckpointHook}
         super().register_hook(hook, priority)
@@ -491,6 +506,40 @@ class DnARunner(Runner):
             self.logger.warning(
                 f"resume: the config's settings replace the checkpoint's: {'; '.join(changes)}"
             )
+        self._resume_as_saved()
+
+    def _resume_as_saved(self) -> None:
+        """A checkpoint written by a run of dna_mm's resumable loop and ``RNGStateHook`` (it holds
+        ``rng_state``), resumed with a config that names mmengine's loop and not the hook: a
+        config saved by dna_mm 0.1.0 before its runner stopped putting them in itself. The run
+        goes on as the checkpoint's run went (mid-epoch, its random state back), with one warning
+        naming what to add to the config; kept for one release. mmengine's loop would train the
+        interrupted epoch again from its start, past the schedule's end."""
+        extras, self._resume_extras = self._resume_extras or {}, None
+        stock = self._train_loop
+        twin = RESUMABLE_TWINS.get(type(stock))
+        if twin is None or 'rng_state' not in extras or any(isinstance(h, RNGStateHook) for h in self.hooks):
+            return
+        end_iterator_workers(getattr(getattr(stock, 'dataloader_iterator', None), '_iterator', None))
+        drop_persistent_workers(stock.dataloader)
+        loop_cfg = {k: v for k, v in self._train_loop_cfg.items() if k not in ('type', 'by_epoch')}
+        loop = Runner.build_train_loop(self, dict(loop_cfg, type=twin))
+        loop._epoch, loop._iter = stock._epoch, stock._iter
+        loop.resume_rng_state = extras['rng_state']
+        self._train_loop = loop
+        added = ['RNGStateHook']
+        self.register_hook(dict(type='RNGStateHook'))
+        if PENDING_KEY in extras and not any(isinstance(h, PendingGradsHook) for h in self.hooks):
+            pending = PendingGradsHook()
+            self.register_hook(pending)
+            pending.after_load_checkpoint(self, extras)
+            added.append('PendingGradsHook')
+        self.logger.warning(
+            f'resume: the checkpoint was written by {twin} and RNGStateHook (dna_mm 0.1.0 put them in '
+            f'itself) and the config names {type(stock).__name__}, which would train the interrupted '
+            f'epoch again: the run goes on with {twin} and {" and ".join(added)}; name them in the '
+            f"config (train_cfg.type, custom_hooks: configs/_base_/ do) for a later dna_mm"
+        )
 
     def load_checkpoint(
         self,
@@ -514,6 +563,8 @@ class DnARunner(Runner):
             after_read=lambda checkpoint: self.call_hook('after_load_checkpoint', checkpoint=checkpoint),
         )
         self._loaded_layout = report.layout  # another code's file: resume says so
+        extras = ('meta', 'rng_state', PENDING_KEY)  # what a resume of a run saved as it was reads
+        self._resume_extras = {k: report.checkpoint[k] for k in extras if k in report.checkpoint}
         self._has_loaded = True
         if not report.complete:
             self.logger.warning(

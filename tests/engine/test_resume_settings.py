@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from mmengine.hooks import Hook
 from toy_runner import toy_runner
 
@@ -66,3 +67,40 @@ def test_a_resumed_run_goes_on_with_its_configs_settings(changed: bool, tmp_path
         "the config's schedule goes on where the run stopped (lr 0.2)",
     ):
         assert part in lines[0], lines[0]
+
+
+def test_a_work_dir_saved_with_the_stock_loop_named_resumes_mid_epoch_as_it_was_saved(tmp_path) -> None:
+    """A config saved by dna_mm 0.1.0 names mmengine's ``EpochBasedTrainLoop`` and no
+    ``RNGStateHook`` (its runner put dna_mm's in itself); its mid-epoch checkpoint holds their
+    state. Resumed with that config, the run goes on at the next batch, as it was saved, to the
+    weights of the run never stopped (mmengine's loop would train the epoch again, 3 iterations
+    past the end), with one warning naming what to add to the config."""
+    import shutil
+
+    from toy_runner import weights
+
+    def run(work_dir, loop: str, rng_hook: bool, resume: bool = False):
+        runner = toy_runner(
+            work_dir,
+            VALUES[:4],
+            checkpoint_interval=3,
+            resume=resume,
+            rng_hook=rng_hook,
+            train_cfg=dict(type=loop, max_epochs=2),
+            default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=3, by_epoch=False)),
+        )
+        runner.train()
+        return runner
+
+    whole = run(tmp_path / 'whole', 'ResumableEpochBasedTrainLoop', rng_hook=True)
+    saved = tmp_path / 'saved'
+    saved.mkdir()
+    shutil.copy(tmp_path / 'whole' / 'iter_3.pth', saved)  # epoch 1, batch 3 of 4
+    (saved / 'last_checkpoint').write_text(str(saved / 'iter_3.pth'))
+    resumed = run(saved, 'EpochBasedTrainLoop', rng_hook=False, resume=True)
+    assert resumed.iter == whole.iter == 8 and resumed.epoch == 2
+    assert torch.equal(weights(resumed), weights(whole))
+    log = (Path(resumed.log_dir) / f'{resumed.timestamp}.log').read_text()
+    assert (
+        log.count('resume: the checkpoint was written by ResumableEpochBasedTrainLoop and RNGStateHook') == 1
+    )

@@ -63,13 +63,16 @@ def toy_runner(
     accumulate: int = 1,
     optimizer: Optional[dict] = None,
     param_scheduler: Optional[list] = None,
+    train_cfg: Optional[dict] = None,
+    rng_hook: bool = True,
 ):
     """A ``DnARunner`` on :class:`LogModel` over ``values`` (batch 1, in order), SGD with momentum
     and a step schedule (state to save), iteration-based (``ResumableIterBasedTrainLoop``) with a
     checkpoint every ``checkpoint_interval`` iterations and dna_mm's default fault hooks;
     ``launcher='pytorch'``: a rank of a gloo group already started (DDP without device ids);
     ``accumulate``: the optimizer steps after every ``accumulate``-th backward pass;
-    ``optimizer``, ``param_scheduler``: others than that SGD and step schedule."""
+    ``optimizer``, ``param_scheduler``, ``train_cfg``: others than that SGD, step schedule and
+    loop; ``rng_hook=False``: no ``RNGStateHook`` (a config of dna_mm 0.1.0, whose runner added it)."""
     from dna_mm.engine import DnARunner
 
     hooks_cfg = dict(
@@ -94,9 +97,9 @@ def toy_runner(
             optimizer=optimizer or dict(type='SGD', lr=0.1, momentum=0.9), accumulative_counts=accumulate
         ),
         param_scheduler=param_scheduler or dict(type='StepLR', step_size=3, gamma=0.5, by_epoch=False),
-        train_cfg=dict(type='ResumableIterBasedTrainLoop', max_iters=max_iters or len(values)),
+        train_cfg=train_cfg or dict(type='ResumableIterBasedTrainLoop', max_iters=max_iters or len(values)),
         default_hooks=hooks_cfg,
-        custom_hooks=[dict(type='RNGStateHook'), *(hooks or [])],
+        custom_hooks=[*([dict(type='RNGStateHook')] if rng_hook else []), *(hooks or [])],
         resume=resume,
         launcher=launcher,
         env_cfg=dict(dist_cfg=dict(backend='gloo')),

@@ -521,6 +521,20 @@ def test_an_unknown_argument_is_one_line_naming_the_closest(opt, line, tiny_vide
         _tool('train').main([*args[1:], '--debug'])
 
 
+def test_a_hook_written_in_cfg_options_is_one_line_saying_where_to_write_it(tmp_path) -> None:
+    """``--cfg-options "custom_hooks=[dict(type=...)]"``: mmengine's parser keeps the dict as text,
+    which mmengine's runner refuses with a ``TypeError`` traceback; here one line, status 2."""
+    args = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--cfg-options']
+    proc = run_main([*args, "custom_hooks=[dict(type='SkippedSamplesHook')]"], check=False)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours[0] == (
+        "train.py: error: custom_hooks: \"dict(type='SkippedSamplesHook')\" is text, not a hook: "
+        '--cfg-options cannot write a dict inside a list; name the hook in a config file (a child '
+        'config: _base_ = [...], custom_hooks = [dict(type=...)])'
+    )
+
+
 def test_a_step_that_needs_a_missing_package_is_one_line(tiny_video_set, tmp_path) -> None:
     """MMAction2's pytorchvideo RandAugment (not installed here): the step and the package."""
     assert importlib.util.find_spec('pytorchvideo') is None, 'this test needs pytorchvideo absent'
