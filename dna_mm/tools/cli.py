@@ -53,6 +53,7 @@ from urllib.error import URLError
 
 from ..errors import ConfigError, MissingFileError, RunStopped, UserError, error_line
 from ..utils.build_errors import config_mistake
+from ..utils.files import not_an_input  # noqa: F401  (the tools' check of an output, where they import it)
 from ..utils.mmcv_ops import missing_ops_line
 from ..utils.notices import quiet_library_notices
 from ..utils.parent_death import follow_torchrun_agent
@@ -88,25 +89,6 @@ def user_file(path: str, what: str) -> str:
         return path
     where = 'is a folder, not a file' if os.path.isdir(path) else 'does not exist'
     raise MissingFileError(f'{what} {path} {where}')
-
-
-def _same_file(a: str, b: str) -> bool:
-    if os.path.exists(a) and os.path.exists(b):
-        return os.path.samefile(a, b)  # a link or another spelling of the same file too
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def not_an_input(output: Optional[str], flag: str, inputs: dict[str, Optional[str]]) -> None:
-    """Refuse an ``output`` path (the tool's ``flag``) that names one of its ``inputs``
-    (``{what: path}``; ``None`` and URLs are skipped) by any spelling or link: writing it would
-    destroy the file the run reads. A :class:`~dna_mm.errors.UserError`, before any work."""
-    if output is None:
-        return
-    for what, source in inputs.items():
-        if source is not None and '://' not in str(source) and _same_file(str(output), str(source)):
-            raise UserError(
-                f'{flag} {output} is the {what} {source}: it would be overwritten; give another path'
-            )
 
 
 def output_file(path: Optional[str], flag: str) -> None:

@@ -1,4 +1,5 @@
-"""Files written whole or not at all: the one atomic write of the package.
+"""Files a tool writes: whole or not at all (the one atomic write of the package), and never
+over one of its inputs (:func:`not_an_input`).
 
 A file is written under a temporary name beside its target (same folder, so same file system)
 and renamed over the target with :func:`os.replace`, which is atomic there: a reader, a resumed
@@ -12,7 +13,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
+
+from ..errors import UserError
 
 PathLike = Union[str, os.PathLike]
 
@@ -55,3 +58,22 @@ def write_text_atomic(path: PathLike, text: str, unique: bool = False) -> Path:
 def write_json_atomic(path: PathLike, data: Any, unique: bool = False, indent: int = 1) -> Path:
     """``data`` as JSON to ``path`` through :func:`atomic_path`; returns ``path``."""
     return write_text_atomic(path, json.dumps(data, indent=indent), unique)
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)  # a link or another spelling of the same file too
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def not_an_input(output: Optional[str], flag: str, inputs: dict[str, Optional[str]]) -> None:
+    """Refuse an ``output`` path (the tool's ``flag``) that names one of its ``inputs``
+    (``{what: path}``; ``None`` and URLs are skipped) by any spelling or link: writing it would
+    destroy the file the run reads. A :class:`~dna_mm.errors.UserError`, before any work."""
+    if output is None:
+        return
+    for what, source in inputs.items():
+        if source is not None and '://' not in str(source) and _same_file(str(output), str(source)):
+            raise UserError(
+                f'{flag} {output} is the {what} {source}: it would be overwritten; give another path'
+            )

@@ -18,8 +18,8 @@ from mmaction.registry import DATASETS
 from mmengine.config import Config
 
 from dna_mm.apis.inference import collect_videos
-from dna_mm.errors import DataError
-from dna_mm.preparation.custom import read_source, size_recipe, stratified_split
+from dna_mm.errors import DataError, UserError
+from dna_mm.preparation.custom import BuildRequest, build_dataset, read_source, size_recipe, stratified_split
 from dna_mm.preparation.custom.recipe import base_values, pretrained_parts
 from dna_mm.preparation.custom.source import Sample
 
@@ -144,6 +144,10 @@ def test_an_out_where_the_build_would_write_over_an_input_is_refused(tree, tmp_p
         'overwritten; give another path'
     ), proc.stderr
     assert given.read_text() == before and [p.name for p in mine.iterdir()] == [name]
+    request = BuildRequest(src=src, out=str(out), base=base, load_from='none')  # the package's route too
+    with pytest.raises(UserError, match=f'is the {what} '):
+        build_dataset(request, REPO, print)
+    assert given.read_text() == before
 
 
 @pytest.mark.parametrize('where', ['the source', 'above it', 'a class folder'])

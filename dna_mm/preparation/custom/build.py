@@ -22,6 +22,7 @@ from mmengine.config import Config
 
 from ...datasets.video_files import list_videos
 from ...errors import DataError, UserError
+from ...utils.files import not_an_input
 from ...utils.mim_compat import read_package_config
 from ..runner import SHOW, Echo
 from .pipelines import SPLITS as PIPELINE_SPLITS
@@ -142,11 +143,18 @@ def base_pipelines(base: Config) -> dict[str, list[dict]]:
 def build_dataset(request: BuildRequest, repo: Path, echo: Echo) -> int:
     """Read, check, split, fit, write (see the module docstring), saying each step with
     ``echo``; ``repo``: the checkout, for the default base and checkpoint. Exit status 0. An
-    ``out`` that holds source videos is refused first (:func:`check_out`); the tool refuses one
-    whose :func:`outputs` name an input."""
+    ``out`` whose :func:`outputs` name an input (the SRC list, the base config, the checkpoint),
+    or that holds source videos (:func:`check_out`), is refused first."""
     from mmaction.registry import TRANSFORMS
     from mmengine.registry import init_default_scope
 
+    inputs = {
+        'SRC list': request.src,
+        '--base config': request.base,
+        '--load-from checkpoint': request.load_from,
+    }
+    for path in outputs(request.out):  # written or removed: not one of the inputs, by any name or link
+        not_an_input(path, f'--out {request.out}:', inputs)
     check_out(request.src, request.out)
     out = Path(request.out)
     base_path, base = load_base(request.base, repo / 'configs')
