@@ -27,9 +27,6 @@ from .sources import read_checkpoint
 
 #: mmengine's default: strip the ``module.`` prefix of a (Distributed)DataParallel model
 STRIP_DDP_PREFIX = [(r'^module\.', '')]
-#: the layouts of :func:`dna_mm.converters.timesformer.detect_layout` that are an image ViT's (timm,
-#: ``dna_vit_*``, the authors' DnA ViT, MMPretrain's classifier on timm, MMAction2's ImageNet ViT)
-IMAGE_VIT_LAYOUTS = ('timm_vit', 'mmaction_vit')
 #: how the refusal ends when some of the file fits the model, and when none of it does
 PARTIAL_ADVICE = (
     'Nothing was loaded: use a checkpoint of this model, or --partial-load (config: load_partial = True) '
@@ -190,17 +187,15 @@ def load_whole_model(
 def mismatch_line(model: nn.Module, filename: str, report: StateDictReport) -> str:
     """The one-line refusal of ``filename`` (:func:`load_whole_model`): how many of the model's
     weights match, each kind of problem with a few keys (:meth:`StateDictReport.summary`), and
-    what to do: a partial load when some of the file fits, the backbone's own initialisation
-    when the file is an image ViT's weights (:func:`backbone_option`), else a checkpoint of this
-    model."""
+    what to do: the backbone's own initialisation when the file is an image ViT's weights
+    (:func:`backbone_option`; a few of them may fit by name, as MMPretrain's ``cls_token``), else a
+    partial load when some of the file fits, else a checkpoint of this model."""
     total = report.loaded + len(report.missing) + len(report.mismatched)
     head = f'checkpoint {filename} does not match the model ({report.loaded} of its {total} weights match)'
-    if report.loaded:
-        return f'{head}: {report.summary()}. {PARTIAL_ADVICE}'
     layout = image_vit_layout(report.checkpoint)
     option = backbone_option(model, filename) if layout else None
-    if option is None:
-        return f'{head}: {report.summary()}. {NOTHING_FITS}'
+    if option is None:  # not an image ViT's file (or no backbone that reads one)
+        return f'{head}: {report.summary()}. {PARTIAL_ADVICE if report.loaded else NOTHING_FITS}'
     return (
         f"{head}: it holds an image ViT's weights (layout {layout}: {first_keys(report.unexpected, 2)}). "
         f'Nothing was loaded; initialise the backbone from it with --cfg-options {option} (load_from, '
@@ -209,16 +204,17 @@ def mismatch_line(model: nn.Module, filename: str, report: StateDictReport) -> s
 
 
 def image_vit_layout(checkpoint: Any) -> Optional[str]:
-    """The image-ViT layout of ``checkpoint``'s keys (:data:`IMAGE_VIT_LAYOUTS`, as the backbones'
+    """The image-ViT layout of ``checkpoint``'s keys (timm, ``dna_vit_*``, the authors' DnA ViT,
+    MMPretrain's classifiers, MMAction2's ImageNet ViT: ``IMAGE_LAYOUTS``, as the backbones'
     ``pretrained`` loaders detect it: :func:`dna_mm.converters.timesformer.detect_layout`), or
     ``None``."""
-    from ..converters.timesformer import detect_layout, unwrap
+    from ..converters.timesformer import IMAGE_LAYOUTS, detect_layout, unwrap
 
     try:
         layout = detect_layout(unwrap(checkpoint))
     except ValueError:  # no layout the converters know
         return None
-    return layout if layout in IMAGE_VIT_LAYOUTS else None
+    return layout if layout in IMAGE_LAYOUTS else None
 
 
 def backbone_option(model: nn.Module, filename: str) -> Optional[str]:

@@ -11,6 +11,8 @@ Recognised sources (:func:`detect_layout`):
 * ``'timesformer'``: MMAction2 / dna_mm TimeSformer (``nn.MultiheadAttention`` keys renamed);
 * ``'mmaction_vit'``: MMAction2's ImageNet ViT file (``norms.0/1``, one attention per layer);
 * ``'timm_vit'``: timm ViT (``blocks.{i}.attn.qkv``), incl. the authors' DnA ViT;
+* ``'mmpretrain_vit'``: MMPretrain's ``VisionTransformer`` (``layers.{i}.ln1``; its ImageNet
+  classifiers, ``MAEViT``), read as timm's (:mod:`.mmpretrain`);
 * ``'fb_timesformer'``: facebookresearch TimeSformer code (``blocks.{i}.temporal_attn``), the
   layout of the authors' DnA TimeSformer checkpoints.
 
@@ -27,6 +29,7 @@ from typing import Mapping
 from torch import Tensor
 
 from .attention import official_to_dna_mm, rename_mha
+from .mmpretrain import NOT_BACKBONE, is_mmpretrain_vit, mmpretrain_to_timm
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'model_state')
 PREFIXES = (
@@ -38,6 +41,8 @@ PREFIXES = (
 )  # timm_model.: MMPretrain's TIMMBackbone
 LAYER = 'transformer_layers.layers.'
 HEADS = ('cls_head.', 'head.', 'fc_norm.', 'head_drop.')  # a classifier's parts
+#: the layouts of :func:`detect_layout` that are an image model's (no temporal parts)
+IMAGE_LAYOUTS = ('timm_vit', 'mmaction_vit', 'mmpretrain_vit')
 
 
 def state_dict_of(checkpoint: Mapping) -> Mapping:
@@ -66,7 +71,7 @@ def unwrap(checkpoint: Mapping, keep_heads: bool = False) -> 'OrderedDict[str, T
 
 
 def detect_layout(sd: Mapping[str, Tensor]) -> str:
-    """One of ``'timesformer' | 'mmaction_vit' | 'timm_vit' | 'fb_timesformer'``."""
+    """One of ``'timesformer' | 'mmaction_vit' | 'timm_vit' | 'mmpretrain_vit' | 'fb_timesformer'``."""
     keys = list(sd)
     if any(k.startswith('blocks.') and '.temporal_attn.' in k for k in keys):
         return 'fb_timesformer'
@@ -77,9 +82,11 @@ def detect_layout(sd: Mapping[str, Tensor]) -> str:
         if any('.norms.' in k for k in layered) and not any('.attentions.1.' in k for k in layered):
             return 'mmaction_vit'
         return 'timesformer'
+    if is_mmpretrain_vit(sd):
+        return 'mmpretrain_vit'
     raise ValueError(
         'unrecognised checkpoint layout: expected a TimeSformer (MMAction2 / '
-        'facebookresearch), an MMAction2 ViT or a timm ViT state dict; first keys: '
+        'facebookresearch), an MMAction2 ViT, a timm ViT or an MMPretrain ViT state dict; first keys: '
         f'{keys[:5]}'
     )
 
@@ -154,7 +161,10 @@ def to_timesformer(
                 f'attention_type={attention_type!r}'
             )
         sd = _map_blocks(sd, _FB_BLOCK)
-    elif layout == 'timm_vit':
+    elif layout in ('timm_vit', 'mmpretrain_vit'):
+        if layout == 'mmpretrain_vit':  # in timm's keys; its head, MAE decoder and fc_norm dropped
+            drop = HEADS + NOT_BACKBONE
+            sd = OrderedDict((k, v) for k, v in mmpretrain_to_timm(sd).items() if not k.startswith(drop))
         sd = _expand_image_layers(_map_blocks(sd, _TIMM_BLOCK), attention_type)
     elif layout == 'mmaction_vit':
         sd = _expand_image_layers(sd, attention_type)

@@ -13,7 +13,9 @@ Recognised sources (:func:`to_vitdet` returns which):
 * ``'authors_dna_vit'``: the authors' DnA ViT (``qqkvv`` / ``qqkv``, ``neg_scalers``,
   ``pos_embed`` without a CLS row), mapped by :func:`~.attention.official_to_dna_mm`;
 * ``'dna_vit'``: a dna_mm ``dna_vit_*`` timm model (``q_neg``, ``v_neg``, ``alpha``);
-* ``'timm_vit'``: a timm ViT or an MAE encoder (``model`` key; ``blocks.{i}.attn.qkv``).
+* ``'timm_vit'``: a timm ViT or an MAE encoder (``model`` key; ``blocks.{i}.attn.qkv``);
+* ``'mmpretrain_vit'``: MMPretrain's ``VisionTransformer`` (an ImageNet classifier, an
+  ``MAEViT`` pre-training: ``backbone.layers.{i}.ln1``), read as timm's (:mod:`.mmpretrain`).
 
 The classification parts of image models (``cls_token``, the final ``norm``, ``fc_norm``,
 ``head``) have no place in ViTDet: they are returned separately as ``unused``.
@@ -27,6 +29,7 @@ from typing import Mapping
 from torch import Tensor
 
 from .attention import official_to_dna_mm
+from .mmpretrain import NOT_BACKBONE, is_mmpretrain_vit, mmpretrain_to_timm
 from .timesformer import state_dict_of, unwrap
 
 #: image-classification tensors a ViTDet backbone has no counterpart for
@@ -37,14 +40,15 @@ CLASSIFIER_PREFIXES = ('head.', 'fc_norm.', 'head_drop.')
 def detector_backbone(checkpoint: Mapping) -> 'OrderedDict[str, Tensor] | None':
     """The ``backbone.*`` tensors of a detector checkpoint (prefix removed), or ``None`` when
     the checkpoint is not a detector's (no key starts with ``backbone.``, or it is an MMPretrain
-    classifier's: ``backbone.timm_model.*``, a timm ViT read by :func:`to_vitdet` as one)."""
+    model's: ``backbone.timm_model.*``, a timm ViT, or ``backbone.layers.{i}.ln1``, its own ViT,
+    which :func:`to_vitdet` reads as image ViTs)."""
     tensors = ((k.removeprefix('module.'), v) for k, v in state_dict_of(checkpoint).items())
     backbone = OrderedDict(
         (k.removeprefix('backbone.'), v)
         for k, v in tensors
         if isinstance(v, Tensor) and k.startswith('backbone.')
     )
-    if any(k.startswith('timm_model.') for k in backbone):  # MMPretrain's TIMMBackbone
+    if any(k.startswith('timm_model.') for k in backbone) or is_mmpretrain_vit(backbone):  # MMPretrain's
         return None
     return backbone or None
 
@@ -65,7 +69,9 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[s
         layout = 'mmdet_vitdet'
     else:
         sd = unwrap(checkpoint, keep_heads=True)  # module. / model. / encoder. prefixes removed
-        if any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd):
+        if is_mmpretrain_vit(sd):
+            layout, sd = 'mmpretrain_vit', mmpretrain_to_timm(sd)
+        elif any(k.endswith(('qqkvv.weight', 'qqkv.weight', 'neg_scalers')) for k in sd):
             layout = 'authors_dna_vit'
         elif any(k.endswith(('.q_neg.weight', '.v_neg.weight', '.alpha')) for k in sd):
             layout = 'dna_vit'
@@ -75,9 +81,10 @@ def to_vitdet(checkpoint: Mapping, combine: str = 'add') -> tuple['OrderedDict[s
     if not any(k.startswith('blocks.') for k in sd):
         raise ValueError(
             f'unrecognised checkpoint layout for ViTDet: expected blocks.{{i}}.* '
-            f'keys (timm / MAE / dna_mm / MMDetection ViTDet); first keys: '
+            f'keys (timm / MAE / MMPretrain / dna_mm / MMDetection ViTDet); first keys: '
             f'{list(sd)[:5]}'
         )
-    unused = sorted(k for k in sd if k in CLASSIFIER_KEYS or k.startswith(CLASSIFIER_PREFIXES))
+    outside = CLASSIFIER_PREFIXES + (NOT_BACKBONE if layout == 'mmpretrain_vit' else ())
+    unused = sorted(k for k in sd if k in CLASSIFIER_KEYS or k.startswith(outside))
     out = OrderedDict((k, v) for k, v in sd.items() if k not in unused)
     return out, layout, unused

@@ -28,6 +28,7 @@ from timm.layers import resample_abs_pos_embed
 from torch import nn
 
 from ...converters import to_timesformer
+from ...converters.timesformer import IMAGE_LAYOUTS
 from ...errors import ConfigError
 from ...family import NEGATIVE_INIT, NegativeInit, check_combine
 from ..attention.builder import AttnCfg, deprecated_key
@@ -292,7 +293,7 @@ class DnATimeSformer(TimeSformer):
                 time.transpose(1, 2), size=self.num_frames, mode='linear', align_corners=False
             ).transpose(1, 2)
             resized.append(f'time_embed {list(time.shape)} -> {list(sd["time_embed"].shape)}')
-        image = layout in ('timm_vit', 'mmaction_vit')  # an image model never had the temporal parts
+        image = layout in IMAGE_LAYOUTS  # an image model never had the temporal parts
         temporal = [k for k in self.state_dict() if k == 'time_embed' or '.temporal_fc.' in k]
         video_init = sorted(k for k in temporal if image and k not in sd)
         video = ('not in an image model, kept at init', video_init)
