@@ -37,6 +37,11 @@ names every bad key and its value.
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
   know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
   after an epoch of training; the closest valid name is suggested;
+* ``default_hooks.checkpoint.save_best``: a metric the validation reports, where the
+  evaluator's keys follow from its config (MMAction2's ``AccMetric``: ``acc/top{k}`` for its
+  ``topk``, which the runs limit to k < the number of classes, and ``acc/mean1``); mmengine would
+  stop on a ``KeyError`` after the first validation (other evaluators: ``AtomicCheckpointHook``
+  names the reported keys then);
 * ``compile`` (mmengine compiles ``train_step`` with it): ``True`` / ``False``, or a dict of
   ``torch.compile``'s keyword arguments (``backend``, ``mode``, ...), a misspelt one with the
   closest valid name; mmengine would stop on it with an assertion after building everything;
@@ -60,7 +65,7 @@ dataloader).
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from mmengine.config import Config
 
@@ -182,6 +187,7 @@ def _train_problems(cfg: Config) -> list[str]:
         out += _positive(train_cfg.get(key), f'train_cfg.{key}', integer=True)
     hooks = cfg.get('default_hooks') or {}
     out += _checkpoint_keys(hooks.get('checkpoint'))
+    out += _save_best_problems((hooks.get('checkpoint') or {}).get('save_best'), cfg.get('val_evaluator'))
     out += _positive(
         (hooks.get('logger') or {}).get('interval'), 'default_hooks.logger.interval', integer=True
     )
@@ -276,6 +282,42 @@ def _checkpoint_keys(hook: Any) -> list[str]:
             f'default_hooks.checkpoint.{key}: the hook CheckpointHook takes no argument {key!r}; {hint}'
         )
     return out
+
+
+#: MMAction2's ``AccMetric``: its metrics whose keys follow from the config, and their defaults
+ACC_METRICS = ('top_k_accuracy', 'mean_class_accuracy')
+
+
+def evaluator_keys(evaluator: Any) -> Optional[list[str]]:
+    """The metric keys a validation with ``evaluator`` (a metric's config or a list of them)
+    reports, when they follow from the config (every metric an ``AccMetric`` of
+    :data:`ACC_METRICS`); ``None`` otherwise."""
+    keys: list[str] = []
+    for metric in evaluator if isinstance(evaluator, (list, tuple)) else [evaluator]:
+        if not isinstance(metric, dict) or metric.get('type') != 'AccMetric':
+            return None
+        chosen = metric.get('metric_list', ACC_METRICS)
+        chosen = (chosen,) if isinstance(chosen, str) else tuple(chosen)
+        if not set(chosen) <= set(ACC_METRICS):
+            return None
+        prefix = metric.get('prefix') or 'acc'
+        if 'top_k_accuracy' in chosen:
+            topk = ((metric.get('metric_options') or {}).get('top_k_accuracy') or {}).get('topk', (1, 5))
+            keys += [f'{prefix}/top{k}' for k in ((topk,) if isinstance(topk, int) else topk)]
+        if 'mean_class_accuracy' in chosen:
+            keys.append(f'{prefix}/mean1')
+    return keys
+
+
+def _save_best_problems(save_best: Any, evaluator: Any) -> list[str]:
+    keys = evaluator_keys(evaluator)
+    wanted = [save_best] if isinstance(save_best, str) else list(save_best or [])
+    unknown = [k for k in wanted if k != 'auto' and keys is not None and k not in keys]
+    return [
+        f'default_hooks.checkpoint.save_best={k!r}: the validation reports {", ".join(keys)} '
+        f"(or 'auto': the first of them)"
+        for k in unknown
+    ]
 
 
 def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:

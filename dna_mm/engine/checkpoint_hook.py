@@ -11,6 +11,8 @@ Same arguments and file names as mmengine 0.10.7's; three things differ:
   only once the new one is written: the newest checkpoint that loads is never deleted.
 * **All ranks together.** A failed write stops every rank, not only rank 0, which writes
   (:func:`save_on_all_ranks`).
+* **A ``save_best`` the validation does not report** is a :class:`~dna_mm.errors.ConfigError`
+  naming the keys it reports (mmengine: a ``KeyError`` traceback).
 
 ``--resume`` reads the files in the order of :func:`resume_candidates` and skips one that does
 not load (``DnARunner.load_or_resume``). A checkpoint written out of schedule (on preemption,
@@ -29,6 +31,7 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
+from ..errors import ConfigError
 from .atomic_files import CheckpointWriteError, write_text_atomically
 from .ranks import any_rank
 
@@ -79,12 +82,26 @@ class AtomicCheckpointHook(CheckpointHook):
     """mmengine's ``CheckpointHook`` (same arguments) with whole-file writes, pruning after a
     successful save, and a save that all ranks agree on (module docstring)."""
 
+    def _save_best_checkpoint(self, runner, metrics: dict) -> None:
+        """mmengine's, after a check that each ``save_best`` key is among ``metrics``."""
+        wanted = [k for k in (getattr(self, 'key_indicators', None) or []) if k != 'auto']
+        unknown = [k for k in wanted if k not in metrics]
+        if self.save_best and unknown and metrics:
+            raise ConfigError(
+                f'default_hooks.checkpoint.save_best={unknown[0]!r}: the validation reports '
+                f"{', '.join(sorted(metrics))} (or 'auto': the first of them); --resume goes on from the "
+                f'last checkpoint'
+            )
+        super()._save_best_checkpoint(runner, metrics)
+
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
         expired = self._keep(runner, step)
         filename = self.filename_tmpl.format(step)
         self.last_ckpt = self.file_backend.join_path(self.out_dir, filename)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
-        interim = runner.message_hub.pop_info(INTERIM_INFO)
+        interim = runner.message_hub.get_info(INTERIM_INFO)
+        if interim:  # None, not popped: a resumed key left without its value gets mmengine's warning
+            runner.message_hub.update_info(INTERIM_INFO, None)
         save_on_all_ranks(
             lambda: runner.save_checkpoint(
                 self.out_dir,

@@ -15,6 +15,12 @@ run expects, and one log line names each change:
   had been (each its own ``_global_step``), so the scheduled values are those of the config's
   schedule at the point where the run goes on.
 
+A checkpoint saved without the optimizer's or the schedulers' state (``best_*.pth``, or a
+checkpoint hook with ``save_optimizer=False`` / ``save_param_scheduler=False``; mmengine resumes
+from it without a word) is resumed on the config's schedule replayed to where the run stopped
+(:func:`replay_to`), not from its step 0 (a warm-up again, at the end of a run), and one warning
+says what starts afresh (:func:`missing_state`).
+
 A resume with the config the run was saved with changes nothing (the exact resume of
 :mod:`dna_mm.engine.loops` is untouched). Schedulers are replayed in step with each other, in
 the config's order: exact for the schedulers of one kind (all by iteration, as
@@ -167,3 +173,49 @@ def _replay(
             for s, steps in zip(schedulers, progress, strict=True):
                 if t < steps:
                     s.step()
+
+
+#: the checkpoint entries a resume reads besides the weights, as mmengine names them
+STATE_ENTRIES = ('optimizer', 'param_schedulers')
+
+
+def replay_to(optim_wrapper: Any, param_schedulers: Any, config: ConfigSettings, epoch: int, it: int) -> str:
+    """The config's schedulers (their state as built, :func:`config_settings`) stepped to where a
+    run stopped at ``epoch`` / ``it`` (completed epochs, iterations): a scheduler by epoch
+    ``epoch`` times, one by iteration ``it`` times, as mmengine's ``ParamSchedulerHook`` steps
+    them; returns the scheduled values now (``'lr 0.0005'``)."""
+    schedulers = _schedulers(param_schedulers)
+    optimizers = _optimizers(optim_wrapper)
+    _replay(schedulers, optimizers, config, [epoch if s.by_epoch else it for s in schedulers])
+    names = sorted({s.param_name for s in schedulers})
+    return ', '.join(f'{n} {_shown(optimizers[0].param_groups[0][n])}' for n in names)
+
+
+def missing_state(
+    filename: str,
+    entries: Iterable[str],
+    optim_wrapper: Any,
+    param_schedulers: Any,
+    config: Optional[ConfigSettings],
+    epoch: int,
+    it: int,
+) -> Optional[str]:
+    """The warning for a resume from ``filename`` whose checkpoint ``entries`` lack the optimizer's
+    or the schedulers' state (``None`` when it has both, or nothing is trained); the schedule is
+    replayed to the run's point (:func:`replay_to`) when the schedulers' state is the one
+    missing."""
+    absent = [e for e in STATE_ENTRIES if e not in set(entries)]
+    if config is None or not absent:
+        return None
+    what = {'optimizer': 'optimizer', 'param_schedulers': 'scheduler'}
+    parts = []
+    if 'param_schedulers' in absent and _schedulers(param_schedulers):
+        now = replay_to(optim_wrapper, param_schedulers, config, epoch, it)
+        parts.append(f"the config's schedule is replayed to where the run stopped ({now})")
+    if 'optimizer' in absent:
+        parts.append('the optimizer starts afresh (its momentum / moment estimates at zero)')
+    return (
+        f'resume: {filename} holds no {" and no ".join(what[e] for e in absent)} state (a best_*.pth, or a '
+        f'checkpoint hook with save_optimizer=False): {"; ".join(parts)}. The run is not the one '
+        f'that was saved; resume from epoch_N.pth / iter_N.pth to go on exactly'
+    )

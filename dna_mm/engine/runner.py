@@ -104,7 +104,7 @@ from .loader_workers import (
 from .loops import RESUMABLE_TWINS, ResumableLoopMixin
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
-from .resume_settings import apply_config_settings, config_settings
+from .resume_settings import apply_config_settings, config_settings, missing_state
 from .rng_state import RNGStateHook
 from .step_by_options import wrapper_steps_by_options
 from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
@@ -506,6 +506,12 @@ class DnARunner(Runner):
             self.logger.warning(
                 f"resume: the config's settings replace the checkpoint's: {'; '.join(changes)}"
             )
+        entries = (self._resume_extras or {}).get('entries', ())
+        missing = missing_state(
+            filename, entries, self.optim_wrapper, self.param_schedulers, config, self.epoch, self.iter
+        )
+        if missing:
+            self.logger.warning(missing)
         self._resume_as_saved()
 
     def _resume_as_saved(self) -> None:
@@ -565,6 +571,7 @@ class DnARunner(Runner):
         self._loaded_layout = report.layout  # another code's file: resume says so
         extras = ('meta', 'rng_state', PENDING_KEY)  # what a resume of a run saved as it was reads
         self._resume_extras = {k: report.checkpoint[k] for k in extras if k in report.checkpoint}
+        self._resume_extras['entries'] = tuple(report.checkpoint)  # the optimizer's state, ...: resume
         self._has_loaded = True
         if not report.complete:
             self.logger.warning(

@@ -73,6 +73,8 @@ def test_sigusr1_saves_the_iteration_and_resume_repeats_the_run(tmp_path) -> Non
     # the next scheduled checkpoint (the last iteration's) replaces the out-of-schedule one
     assert (tmp_path / 'cut' / 'last_checkpoint').read_text() == str(tmp_path / 'cut' / 'iter_8.pth')
     assert not saved_at.exists()
+    toy_runner(tmp_path / 'cut', values, resume=True).train()  # from iter_8.pth: nothing left to train
+    assert 'resumed key' not in log_text(tmp_path / 'cut')  # mmengine's warning of a key saved without value
 
 
 def test_a_signal_saves_even_when_stderr_is_a_pipe_nobody_reads(tmp_path) -> None:

@@ -104,3 +104,51 @@ def test_a_work_dir_saved_with_the_stock_loop_named_resumes_mid_epoch_as_it_was_
     assert (
         log.count('resume: the checkpoint was written by ResumableEpochBasedTrainLoop and RNGStateHook') == 1
     )
+
+
+def test_a_checkpoint_without_optimizer_or_schedule_goes_on_at_the_configs_schedule(tmp_path) -> None:
+    """A ``best_*.pth`` (mmengine's ``CheckpointHook`` saves it without the optimizer's and the
+    schedulers' state) resumed: mmengine would start the schedule at step 0 again (the warm-up
+    replayed at the end of the run); the config's schedule goes on where the run stopped (a
+    scheduler by epoch and one by iteration), and one warning says what starts afresh."""
+
+    def run(work_dir, max_epochs: int, resume: bool = False):
+        log = LrLog()
+        runner = toy_runner(
+            work_dir,
+            VALUES[:4],
+            hooks=[log],
+            resume=resume,
+            train_cfg=dict(type='ResumableEpochBasedTrainLoop', max_epochs=max_epochs),
+            param_scheduler=[
+                dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3),
+                dict(type='MultiStepLR', milestones=[1], gamma=0.5, by_epoch=True),
+            ],
+        )
+        runner.train()
+        return runner, log.seen
+
+    first, _ = run(tmp_path / 'first', max_epochs=1)
+    best = tmp_path / 'best'
+    first.save_checkpoint(  # as mmengine's CheckpointHook._save_best_checkpoint after epoch 1
+        str(best),
+        'best_acc_epoch_1.pth',
+        save_optimizer=False,
+        save_param_scheduler=False,
+        meta=dict(epoch=first.epoch, iter=first.iter),
+        by_epoch=False,
+    )
+    (best / 'last_checkpoint').write_text(str(best / 'best_acc_epoch_1.pth'))
+    resumed, seen = run(best, max_epochs=2, resume=True)
+    _, fresh = run(tmp_path / 'fresh', max_epochs=2)
+    assert [i for i, *_ in seen] == [4, 5, 6, 7]
+    assert seen == fresh[4:] and {lr for _, lr, _ in seen} == {0.05}
+    log = (Path(resumed.log_dir) / f'{resumed.timestamp}.log').read_text()
+    lines = [line for line in log.splitlines() if 'holds no' in line]
+    assert len(lines) == 1 and 'WARNING' in lines[0], lines
+    for part in (
+        f"resume: {best / 'best_acc_epoch_1.pth'} holds no optimizer and no scheduler state",
+        "the config's schedule is replayed to where the run stopped (lr 0.05)",
+        'the optimizer starts afresh',
+    ):
+        assert part in lines[0], lines[0]

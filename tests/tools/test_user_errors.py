@@ -798,3 +798,31 @@ def test_a_misspelt_timm_model_or_argument_is_one_line_in_every_tool(tool, args,
     proc = run_main([tool, *args], check=False)
     assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
     assert line in proc.stderr.splitlines()[0], proc.stderr
+
+
+def test_a_save_best_metric_the_validation_does_not_report_is_named_before_training() -> None:
+    """The demo's 4 classes have no top-5 (every run drops it: :func:`limit_topk`); mmengine would
+    stop on a ``KeyError`` after the first validation, at the end of the demo's training."""
+    cfg = _demo_cfg('default_hooks.checkpoint.save_best=acc/top5')
+    limit_topk(cfg)
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'train')
+    assert str(err.value) == (
+        "default_hooks.checkpoint.save_best='acc/top5': the validation reports acc/top1, acc/mean1 "
+        "(or 'auto': the first of them)"
+    )
+    for fine in ('acc/top1', 'acc/mean1', 'auto'):
+        check_config(_demo_cfg(f'default_hooks.checkpoint.save_best={fine}'), 'train')
+
+
+def test_a_save_best_metric_of_another_evaluator_is_named_at_the_first_validation() -> None:
+    """An evaluator whose keys the config does not tell: the hook names the reported ones."""
+    from dna_mm.engine.checkpoint_hook import AtomicCheckpointHook
+
+    hook = AtomicCheckpointHook(interval=1, save_best='coco/bbox_mAP')
+    with pytest.raises(ConfigError) as err:
+        hook.after_val_epoch(None, {'coco/segm_mAP': 0.5, 'coco/bbox_map': 0.4})
+    assert str(err.value).startswith(
+        "default_hooks.checkpoint.save_best='coco/bbox_mAP': the validation reports coco/bbox_map, "
+        "coco/segm_mAP (or 'auto'"
+    )
