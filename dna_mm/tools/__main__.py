@@ -3,6 +3,7 @@ name, or ``--list``, list them."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from . import __doc__ as _doc
@@ -12,8 +13,12 @@ from . import run, scripts
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ('-h', '--help', '--list'):
-        print(_doc.strip().splitlines()[3].strip())
-        print('tools:', *scripts(), sep='\n  ')
+        try:
+            print(_doc.strip().splitlines()[3].strip())
+            print('tools:', *scripts(), sep='\n  ')
+            sys.stdout.flush()
+        except BrokenPipeError:  # a reader that stopped early (dna_mm --list | head): not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0 if argv else 2)
     try:
         status = run(argv[0], argv[1:])

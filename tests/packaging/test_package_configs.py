@@ -136,6 +136,19 @@ def _python(*args: str, cwd, env=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.integration
+def test_the_listing_to_a_reader_that_stopped_early_is_no_error(monkeypatch) -> None:
+    """``dna_mm --list | head -1``: the pipe is closed before the listing is written."""
+    from dna_mm.tools.__main__ import main
+
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, 'w') as out:
+        monkeypatch.setattr(sys, 'stdout', out)
+        with pytest.raises(SystemExit) as stop:
+            main(['--list'])
+    assert stop.value.code == 0
+
+
 def test_the_tools_and_the_switch_from_another_folder(tmp_path) -> None:
     """``python -m dna_mm.tools`` lists and runs the tools outside the checkout; with
     ``DNA_MM_NO_MMENGINE_PATCH=1`` mmengine refuses the ``dna_mm::`` base as it stands."""
