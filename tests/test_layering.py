@@ -58,7 +58,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'config.build',
         'config.timm_models',
     ),
-    'evaluation': ('errors', 'datasets', 'preparation.imagenet'),  # ImageNet's folders (imagenet_variants)
+    'evaluation': ('errors', 'utils', 'datasets', 'preparation.imagenet'),  # imagenet_variants: its folders
     'deployment': (
         'errors',
         'utils',

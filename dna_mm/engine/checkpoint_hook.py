@@ -7,8 +7,9 @@ Same arguments and file names as mmengine 0.10.7's; three things differ:
   checkpoint): a kill or a full disk never leaves part of a file under a final name, and
   ``last_checkpoint`` always names a whole file.
 * **Save first, prune after.** With ``max_keep_ckpts=N`` mmengine deletes the oldest checkpoint
-  *before* writing the new one, so a failed write can leave none that loads. Here the oldest goes
-  only once the new one is written: the newest checkpoint that loads is never deleted.
+  *before* writing the new one, so a failed write can leave none that loads, and with
+  ``save_best`` the previous best before the new best. Here the old file goes only once the new
+  one is written: the newest checkpoint (and best checkpoint) that loads is never deleted.
 * **All ranks together.** A failed write stops every rank, not only rank 0, which writes
   (:func:`save_on_all_ranks`).
 * **A ``save_best`` the validation does not report** is a :class:`~dna_mm.errors.ConfigError`
@@ -22,6 +23,7 @@ removed once a later scheduled checkpoint is written.
 
 from __future__ import annotations
 
+import copy
 import os
 import os.path as osp
 import re
@@ -63,18 +65,53 @@ def point_last_checkpoint(work_dir: str, path: str) -> None:
         write_text_atomically(osp.join(work_dir, LAST_CHECKPOINT), path)
 
 
-def resume_candidates(work_dir: str) -> list[str]:
-    """The checkpoints ``--resume`` tries, in order: the one ``last_checkpoint`` names, then the
-    other training checkpoints of its folder (:data:`CHECKPOINT_NAME`), newest first."""
+def named_checkpoint(work_dir: str) -> str:
+    """The path ``last_checkpoint`` names (relative to the work dir), or ``''``: no such file, or
+    one that names no path (empty, binary, more than one line: a damaged file)."""
     pointer = osp.join(work_dir, LAST_CHECKPOINT)
-    named = open(pointer).read().strip() if osp.isfile(pointer) else ''
-    folder = osp.dirname(named) if named else work_dir
-    if '://' in folder or not osp.isdir(folder):
-        return [named] if named else []
-    found = [osp.join(folder, n) for n in os.listdir(folder) if CHECKPOINT_NAME.fullmatch(n)]
-    found = [p for p in found if osp.isfile(p) and p != named]
-    found.sort(key=lambda p: (osp.getmtime(p), p), reverse=True)
-    return ([named] if named else []) + found
+    if not osp.isfile(pointer):
+        return ''
+    with open(pointer, 'rb') as file:
+        raw = file.read(64 * 1024)
+    try:
+        named = raw.decode('utf-8').strip()
+    except UnicodeDecodeError:
+        return ''
+    if not named or any(c in named for c in '\x00\n\r'):
+        return ''
+    return named if '://' in named or osp.isabs(named) else osp.join(work_dir, named)
+
+
+def resume_candidates(work_dir: str) -> list[str]:
+    """The checkpoints ``--resume`` tries, in order: the one ``last_checkpoint`` names
+    (:func:`named_checkpoint`), then the other training checkpoints (:data:`CHECKPOINT_NAME`) of
+    its folder, then of the work dir (a work dir moved since, whose ``last_checkpoint`` names the
+    old folder), each folder's newest first."""
+    named = named_checkpoint(work_dir)
+    folders = dict.fromkeys(
+        f for f in (osp.dirname(named), work_dir) if f and '://' not in f and osp.isdir(f)
+    )
+    found = []
+    for folder in folders:
+        here = [osp.join(folder, n) for n in os.listdir(folder) if CHECKPOINT_NAME.fullmatch(n)]
+        found += sorted((p for p in here if osp.isfile(p)), key=lambda p: (osp.getmtime(p), p), reverse=True)
+    return list(dict.fromkeys([named] if named else [])) + [p for p in dict.fromkeys(found) if p != named]
+
+
+class _DeferredRemovals:
+    """A file backend whose ``remove`` / ``rmtree`` are recorded (:attr:`removals`), not done."""
+
+    def __init__(self, backend) -> None:
+        self._backend, self.removals = backend, []
+
+    def remove(self, path: str) -> None:
+        self.removals.append(path)
+
+    def rmtree(self, path: str) -> None:
+        self.removals.append(path)
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
 
 
 @HOOKS.register_module()
@@ -83,7 +120,8 @@ class AtomicCheckpointHook(CheckpointHook):
     successful save, and a save that all ranks agree on (module docstring)."""
 
     def _save_best_checkpoint(self, runner, metrics: dict) -> None:
-        """mmengine's, after a check that each ``save_best`` key is among ``metrics``."""
+        """mmengine's, after a check that each ``save_best`` key is among ``metrics``; the previous
+        best checkpoint is removed once the new one is written (mmengine: before)."""
         wanted = [k for k in (getattr(self, 'key_indicators', None) or []) if k != 'auto']
         unknown = [k for k in wanted if k not in metrics]
         if self.save_best and unknown and metrics:
@@ -92,7 +130,22 @@ class AtomicCheckpointHook(CheckpointHook):
                 f"{', '.join(sorted(metrics))} (or 'auto': the first of them); --resume goes on from the "
                 f'last checkpoint'
             )
-        super()._save_best_checkpoint(runner, metrics)
+        backend, self.file_backend = self.file_backend, _DeferredRemovals(self.file_backend)
+        kept = {k: v for k, v in vars(self).items() if k.startswith('best_ckpt_path')}
+        hub = {k: v for k, v in runner.message_hub.runtime_info.items() if k.startswith('best_')}
+        try:
+            super()._save_best_checkpoint(runner, metrics)
+        except BaseException:  # not written: the previous best stays the best (and on disk)
+            vars(self).update(copy.deepcopy(kept))
+            for key, value in hub.items():
+                runner.message_hub.update_info(key, value)
+            raise
+        finally:
+            removals, self.file_backend = self.file_backend.removals, backend
+        best = {getattr(self, 'best_ckpt_path', None), *getattr(self, 'best_ckpt_path_dict', {}).values()}
+        for path in removals:
+            if path not in best:
+                self._remove(path)
 
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
         expired = self._keep(runner, step)

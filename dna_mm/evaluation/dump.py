@@ -13,14 +13,14 @@ classifier's samples, their ``img_path`` (MMPretrain's ``PackInputs`` keeps it).
 from __future__ import annotations
 
 import csv
-import os
-import os.path as osp
 from typing import Any, Sequence
 
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmengine.registry import METRICS
 from torch import Tensor
+
+from ..utils.files import atomic_path
 
 #: the CSV's columns after the first (``video`` or ``image``)
 COLUMNS = ['label', 'pred', 'score', 'top5']
@@ -83,8 +83,7 @@ class DumpPredictions(BaseMetric):
 
     def compute_metrics(self, results: list) -> dict:
         first = next(iter(results[0]), 'video') if results else 'video'
-        os.makedirs(osp.dirname(osp.abspath(self.out_file_path)), exist_ok=True)
-        with open(self.out_file_path, 'w', newline='') as f:
+        with atomic_path(self.out_file_path) as tmp, open(tmp, 'w', newline='') as f:  # whole or not at all
             writer = csv.DictWriter(f, fieldnames=[first, *COLUMNS])
             writer.writeheader()
             writer.writerows(results)

@@ -123,3 +123,62 @@ def test_a_failed_write_leaves_the_final_name_as_it_was(tmp_path: Path) -> None:
     assert (tmp_path / 'last_checkpoint').read_text() == str(target)
     with pytest.raises(CheckpointWriteError, match='could not write .*missing/last_checkpoint'):
         write_text_atomically(str(tmp_path / 'missing' / 'last_checkpoint'), 'x')
+
+
+def test_the_previous_best_checkpoint_goes_only_once_the_new_one_is_written(tmp_path) -> None:
+    """``save_best``: mmengine removes the previous best before writing the new one, so a write
+    that fails (here past a real file-size limit) would leave no best checkpoint."""
+    from dna_mm.engine.atomic_files import CheckpointWriteError
+    from dna_mm.engine.checkpoint_hook import AtomicCheckpointHook
+
+    runner = toy_runner(tmp_path, [2.0, 3.0], max_iters=2)
+    runner.train()
+    hook = AtomicCheckpointHook(interval=100, by_epoch=False, save_best='acc', filename_tmpl='a_{}.pth')
+    hook.before_train(runner)
+    hook.after_val_epoch(runner, {'acc': 0.5})
+    first = tmp_path / 'best_acc_a_2.pth'
+    assert first.is_file()
+
+    hook.filename_tmpl = 'b_{}.pth'  # another name for the next best (as a later epoch's)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (first.stat().st_size // 2, limit[1]))
+    try:
+        with pytest.raises(CheckpointWriteError, match='best_acc_b_2.pth'):
+            hook.after_val_epoch(runner, {'acc': 0.9})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert sorted(p.name for p in tmp_path.glob('best_*')) == [first.name]  # kept, nothing partial
+
+    hook.filename_tmpl = 'c_{}.pth'
+    hook.after_val_epoch(runner, {'acc': 0.95})
+    assert sorted(p.name for p in tmp_path.glob('best_*')) == ['best_acc_c_2.pth']
+
+
+def test_resume_finds_the_checkpoints_of_a_work_dir_moved_or_with_a_damaged_pointer(tmp_path) -> None:
+    """``last_checkpoint`` holds the absolute path it was written with: after ``mv run run2`` it
+    names a folder that is gone, and the work dir's own checkpoints are the ones to try; a pointer
+    that is relative, empty, binary or of NUL bytes names nothing (no traceback)."""
+    from dna_mm.engine.checkpoint_hook import resume_candidates
+
+    values = [2.0, 3.0, 0.5, 4.0]
+    toy_runner(tmp_path / 'run', values, checkpoint_interval=2).train()
+    moved = tmp_path / 'run2'
+    (tmp_path / 'run').rename(moved)
+    assert (moved / 'last_checkpoint').read_text() == str(tmp_path / 'run' / 'iter_4.pth')
+    own = [str(moved / 'iter_4.pth'), str(moved / 'iter_2.pth')]
+    assert resume_candidates(str(moved)) == [str(tmp_path / 'run' / 'iter_4.pth'), *own]
+    runner = toy_runner(moved, values, max_iters=6, checkpoint_interval=2, resume=True)
+    runner.train()  # the missing file skipped: from run2/iter_4.pth
+    assert runner.iter == 6
+
+    for pointer, named in (
+        (b'iter_2.pth', [own[1]]),
+        (b'', []),
+        (b'\x00' * 39, []),
+        (bytes(range(128, 256)), []),
+    ):
+        (moved / 'last_checkpoint').write_bytes(pointer)
+        found = resume_candidates(str(moved))
+        assert found[: len(named)] == named and set(found) == {*own, str(moved / 'iter_6.pth')}, pointer

@@ -46,3 +46,19 @@ def test_an_image_classifiers_test_dumps_one_row_per_image(tmp_path) -> None:
     for r in rows:
         top5 = r['top5'].split()
         assert r['pred'] == top5[0] and sorted(top5) == ['0', '1', '2', '3'] and 0 < float(r['score']) <= 1
+
+
+def test_a_dump_that_fails_midway_leaves_the_previous_file_whole(tmp_path) -> None:
+    """The CSV is written under a temporary name and renamed: a write that fails after some rows
+    (here a row the writer refuses) leaves the earlier file as it was, no part of the new one."""
+    import pytest
+
+    from dna_mm.evaluation.dump import DumpPredictions
+
+    path = tmp_path / 'preds.csv'
+    path.write_text('video,label,pred,score,top5\nold.mp4,0,0,0.9,0\n')
+    before = path.read_text()
+    rows = [dict(video='a.mp4', label='0', pred=0, score=0.5, top5='0'), dict(video='b.mp4', bogus=1)]
+    with pytest.raises(ValueError, match='bogus'):
+        DumpPredictions(out_file_path=str(path)).compute_metrics(rows)
+    assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ['preds.csv']
