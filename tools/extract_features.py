@@ -19,7 +19,8 @@ after the last norm, ``[views, C]``; ``pre-head`` what the recognizer hands its 
 (default) averages the views, ``--per clip`` keeps them.
 
 DIR/<video name relative to the folder / video root>.npy per video, DIR/index.csv (row, video,
-file, shape) and DIR/features.json (the settings; a resumed run must match them). With
+file, shape) and DIR/features.json (the settings; a resumed run must match them; written with
+the first features, so a run refused or stopped before them leaves nothing that refuses its rerun). With
 ``--single-file``: DIR/features.npy ``[N, ...]`` whose rows index.csv names (assembled from
 DIR/parts/, the per-video files a run resumes from). A run stopped at any point resumes at the
 first video without its file. Unreadable videos are printed (file and
@@ -79,8 +80,12 @@ def extract(args: argparse.Namespace) -> int:
     from dna_mm.config.check import check_config
     from dna_mm.config.prepare import shutdown_distributed
     from dna_mm.engine.distributed import start_distributed
-    from dna_mm.tools.cli import user_file
+    from dna_mm.errors import UserError
+    from dna_mm.tools.cli import output_file, user_file
 
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UserError(f'--out {args.out} is a file, not a folder')
+    output_file(os.path.join(args.out, 'features.json'), '--out')  # under a file, or not writable
     cfg = read_config(args.config, args.cfg_options)
     check_config(cfg, 'test')
     user_file(args.checkpoint, 'checkpoint')
@@ -122,13 +127,13 @@ def extract_all(
     if rank != 0:
         return 0
     failed = {video: why for shard in shards for video, why in shard.items()}
+    readable = [v for v in videos if v not in failed and store.done(v)]
+    store.write_index(readable)  # the folder and its settings file too, when no feature was written
     listed = Path(args.out) / 'unreadable.txt'
     if failed:
         listed.write_text(''.join(f'{v}\t{why}\n' for v, why in failed.items()), encoding='utf-8')
     else:
         listed.unlink(missing_ok=True)
-    readable = [v for v in videos if v not in failed and store.done(v)]
-    store.write_index(readable)
     single = store.assemble(readable) if args.single_file else None
     where = f'{single} (rows: index.csv)' if single else f'{store.parts}/ (index.csv)'
     print(f'{args.level} features per {args.per} of {len(readable)} of {len(videos)} videos: {where}')

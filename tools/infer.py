@@ -14,7 +14,8 @@ line; MMAction2's ``path label`` lists work as they are, with ``--video-root`` f
 their paths are relative to) or a ``.csv`` list (``path,label`` as the dataset builder reads).
 Class names come from ``--label-map`` (a file, one name per line, or a shipped map such as
 ``label_map_k400``), else from the config's ``label_map`` (the dataset bases set it) if that
-file exists, else the class indices are printed (with a note). Videos are read by the config's
+file exists and names the model's classes (a model built with another ``num_classes`` does not
+use it), else the class indices are printed (with one note saying why). Videos are read by the config's
 ``test_dataloader.dataset.pipeline`` (the one ``tools/test.py`` runs; a ``--cfg-options``
 override of the top-level ``test_pipeline`` is honoured too).
 CHECKPOINT loads as in ``tools/test.py``: ``weights_only`` from every source, and a checkpoint
@@ -194,12 +195,12 @@ def infer(args: argparse.Namespace) -> int:
     import torch
 
     from dna_mm.apis.inference import (
+        class_names,
         clip_coverage,
         collect_labelled_videos,
         load_recognizer,
         num_classes_of,
         predict,
-        resolve_class_names,
         test_pipeline_of,
         why_unreadable,
     )
@@ -229,13 +230,13 @@ def infer(args: argparse.Namespace) -> int:
     device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     model = load_recognizer(cfg, args.checkpoint, device, partial=args.partial_load)
     num_classes = num_classes_of(model)
-    names = resolve_class_names(cfg, num_classes, args.label_map)
+    names, why = class_names(cfg, num_classes, args.label_map)
     if names is None:
-        print(
-            'note: no label map for this config (set --label-map or label_map in the config): '
-            'printing class indices',
-            flush=True,
-        )
+        if why is None:
+            why = 'no label map for this config (set --label-map or label_map in the config)'
+        else:
+            why = f'no label map used: {why} (set --label-map to a map of {num_classes} class names)'
+        print(f'note: {why}: printing class indices', flush=True)
     wrong = {v: y for v, y in labels.items() if y is not None and not 0 <= y < num_classes}
     if wrong:
         video, label = next(iter(wrong.items()))

@@ -16,7 +16,10 @@ Detectors (MMDetection configs) print bbox and segm AP, AP50, AP75 (COCO); ``--d
 writes MMDetection's pickle of the predictions (masks as RLE), ``--dump x.json`` the COCO
 results files ``x.bbox.json`` and ``x.segm.json``. ``--confusion-matrix cm.png`` draws the
 recognizer's confusion matrix (rows true, columns predicted; counts, or ``--normalize`` shares of
-the true class; class names from the config's ``label_map``) and writes its counts to ``cm.csv``.
+the true class; class names from the config's ``label_map``) and writes its counts to ``cm.csv``
+(any format matplotlib writes, by the suffix: .png, .pdf, .svg, ...; no suffix: .png). The
+output files are checked before the test (a folder, a path under a file, an unknown figure
+format: one line); their missing folders are made.
 
 Every test video that cannot be read is listed (file and reason) at the end of the run, which
 then exits with status 2 and no metric; ``--skip-unreadable`` computes the metrics over the
@@ -46,7 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--confusion-matrix',
         metavar='FILE',
-        help='recognizers: draw the confusion matrix to FILE (.png, .pdf, .svg; its counts beside it, .csv)',
+        help='recognizers: draw the confusion matrix to FILE (.png, .pdf, .svg, ...; no suffix: .png; '
+        'its counts beside it, .csv)',
     )
     p.add_argument(
         '--normalize',
@@ -98,9 +102,22 @@ def test(args: argparse.Namespace) -> dict:
     from dna_mm.engine import build_runner
     from dna_mm.errors import ConfigError
     from dna_mm.evaluation import with_ood_evaluation
-    from dna_mm.tools.cli import user_file
+    from dna_mm.evaluation.confusion import figure_files
+    from dna_mm.tools.cli import not_an_input, output_file, user_file
 
     user_file(args.checkpoint, 'checkpoint')
+    # the files written at the end, checked now: not after the whole test
+    outputs = {'--dump': [args.dump]}
+    if args.confusion_matrix is not None:
+        # the path given too: a folder is refused, not drawn to FOLDER.png beside it
+        outputs['--confusion-matrix'] = [
+            args.confusion_matrix,
+            *figure_files(args.confusion_matrix, '--confusion-matrix'),
+        ]
+    for flag, paths in outputs.items():
+        for path in paths:
+            output_file(path, flag)
+            not_an_input(path, flag, dict(config=args.config, checkpoint=args.checkpoint))
     cfg = read_config(args.config)
     if args.partial_load:
         cfg.load_partial = True

@@ -128,6 +128,12 @@ class FeatureStore:
             with other settings is refused.
         single_file: Per-video files go to ``out/parts`` (kept: a later run resumes from them) and
             :meth:`assemble` stacks them into ``out/features.npy``.
+
+    Making the store writes nothing: it checks ``out`` (a folder or nothing yet) and the settings
+    of the features already there (a settings file with no feature beside it, left by a run that
+    stopped before its first, is replaced). The settings file ``out/features.json`` is written
+    with the first file the store writes (a feature, the index), so that a run that stops before
+    it has any (a config or checkpoint refused, a crash) leaves nothing that refuses its rerun.
     """
 
     def __init__(self, out: str, root: str, settings: dict, single_file: bool = False) -> None:
@@ -135,18 +141,25 @@ class FeatureStore:
         self.parts = self.out / 'parts' if single_file else self.out
         self.single_file = single_file
         self.settings = dict(settings, single_file=single_file)
-        self.out.mkdir(parents=True, exist_ok=True)
-        record = self.out / 'features.json'
-        if record.is_file():
-            before = json.loads(record.read_text(encoding='utf-8'))
-            if before != self.settings:
+        self.record = self.out / 'features.json'
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f'{self.out} is a file, not a folder for the features')
+        self._recorded = False
+        if self.record.is_file():
+            before = json.loads(self.record.read_text(encoding='utf-8'))
+            self._recorded = before == self.settings
+            if not self._recorded and any(self.out.rglob('*.npy')):  # no feature: a stale record
                 diff = {k: (before.get(k), v) for k, v in self.settings.items() if before.get(k) != v}
                 raise ConfigError(
                     f'{self.out} holds features made with other settings ({diff}, as (then, now)); '
-                    f'use another --out, or delete {record} to overwrite'
+                    f'use another --out, or delete {self.record} to overwrite'
                 )
-        else:  # the ranks of a distributed run all write it: a part name per process
-            write_json_atomic(record, self.settings, unique=True)
+
+    def _record_settings(self) -> None:
+        """``features.json`` (and ``out``), before the first file the store writes; once."""
+        if not self._recorded:  # the ranks of a distributed run all write it: a part name per process
+            write_json_atomic(self.record, self.settings, unique=True)
+            self._recorded = True
 
     def name(self, video: str) -> str:
         """The video's name below ``out``: relative to ``root``, else its full path."""
@@ -164,12 +177,14 @@ class FeatureStore:
 
     def write(self, video: str, array: np.ndarray) -> None:
         """``array`` to the video's file, through a temporary name (atomic on one file system)."""
+        self._record_settings()
         with atomic_path(self.file(video)) as tmp, open(tmp, 'wb') as f:
             np.save(f, array)
 
     def write_index(self, videos: Sequence[str]) -> Path:
         """``index.csv``: ``row, video, file, shape`` of every video with features (``file``:
         ``features.npy`` for the single file, whose row ``row`` it is)."""
+        self._record_settings()
         index = self.out / 'index.csv'
         with open(index, 'w', newline='', encoding='utf-8') as f:
             writer = csv.writer(f)

@@ -113,25 +113,33 @@ def resolve_class_names(
     for its classes, the demo's is written with its data: a note is logged), else ``None``
     (indices). A given ``label_map`` that is missing or of the wrong length is an error.
     """
+    names, why = class_names(cfg, num_classes, label_map)
+    if why is not None:
+        print_log(f'note: {why}: not used, printing class indices', logger='current')
+    return names
+
+
+def class_names(
+    cfg: Config, num_classes: int, label_map: Optional[str] = None
+) -> tuple[Optional[list[str]], Optional[str]]:
+    """:func:`resolve_class_names` without its note: ``(names, None)``, or ``(None, why)`` where
+    the config's label map is not used (``why`` names it and the reason), or ``(None, None)``
+    where there is none. A given ``label_map`` that is missing or of the wrong length is an
+    error."""
     source = label_map or cfg.get('label_map')
     if source is None:
-        return None
+        return None, None
     try:
         names = read_label_map(source)
     except FileNotFoundError:
         if label_map:
             raise
-        why = 'does not exist (yet: the demo writes it with its data): printing class indices'
-    else:
-        if len(names) == num_classes:
-            return names
-        if label_map:
-            raise ConfigError(
-                f'label map {source} has {len(names)} classes, the model predicts {num_classes}'
-            )
-        why = f'has {len(names)} classes, the model predicts {num_classes}: not used'
-    print_log(f"note: the config's label map {source} {why}", logger='current')
-    return None
+        return None, f"the config's label map {source} does not exist (yet: the demo writes it with its data)"
+    if len(names) == num_classes:
+        return names, None
+    if label_map:
+        raise ConfigError(f'label map {source} has {len(names)} classes, the model predicts {num_classes}')
+    return None, f"the config's label map {source} has {len(names)} classes, the model predicts {num_classes}"
 
 
 def load_recognizer(

@@ -78,6 +78,8 @@ def make_work_dir(path: str) -> None:
         os.makedirs(path, exist_ok=True)
     except OSError as err:
         raise ConfigError(f'{where} cannot be made: {err.strerror}: {err.filename!r}') from None
+    if not os.access(path, os.W_OK | os.X_OK):  # a read-only file system (or folder) that exists
+        raise ConfigError(f'{where} cannot be written (a read-only folder or file system)')
 
 
 def limit_topk(cfg: Config) -> list[int]:
@@ -137,11 +139,15 @@ def enable_tensorboard(cfg: Config) -> Config:
     metrics) are then written to ``<work_dir>/<timestamp>/vis_data`` for
     ``tensorboard --logdir <work_dir>``. The config line that does the same:
     ``visualizer = dict(vis_backends=[dict(type='LocalVisBackend'), dict(type='TensorboardVisBackend')])``.
-    An ``ImportError`` without the tensorboard package."""
+    Without the tensorboard package, a :class:`~dna_mm.errors.ConfigError` (the user asked for
+    it: one line from the tools, before any work)."""
     from importlib.util import find_spec
 
     if find_spec('tensorboard') is None:
-        raise ImportError("--tensorboard needs the tensorboard package: pip install 'dna_mm[tensorboard]'")
+        raise ConfigError(
+            '--tensorboard needs the tensorboard package, which is not installed: '
+            "pip install 'dna_mm[tensorboard]'"
+        )
     visualizer = cfg.setdefault('visualizer', dict(type='Visualizer'))
     backends = list(visualizer.get('vis_backends') or [dict(type='LocalVisBackend')])
     if not any(b.get('type') == 'TensorboardVisBackend' for b in backends):

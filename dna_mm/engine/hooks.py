@@ -1,8 +1,9 @@
 """``AlphaLoggerHook``: DnA's per-head α statistics per layer during training.
 
-Off by default; one line in a config turns it on::
+Off by default; one line in a config turns it on, after the runtime's own hooks (a list of
+its own would drop them: ``RNGStateHook`` and ``PendingGradsHook`` make a resume exact)::
 
-    custom_hooks = [dict(type='SkippedSamplesHook'), dict(type='AlphaLoggerHook', interval=50)]
+    custom_hooks = [*_base_.custom_hooks, dict(type='AlphaLoggerHook', interval=50)]
 
 Every ``interval`` training iterations (and after the last) it logs, per DnA attention, the mean /
 max / min / std of ``α`` over heads (:func:`dna_mm.analysis.alpha_stats`) as one logger line per
@@ -20,6 +21,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
+from ..errors import ConfigError
 from ..models.sites import AttentionSite, alpha_stats, find_attention_sites
 
 STATS = ('mean', 'max', 'min', 'std')
@@ -30,15 +32,19 @@ class AlphaLoggerHook(Hook):
     """Log α statistics per layer to the logger and the visualizer backends.
 
     Args:
-        interval: Training iterations between logs (and after the last one).
+        interval: Training iterations between logs (and after the last one), >= 1 (else a
+            :class:`~dna_mm.errors.ConfigError`).
         log_per_head: Also write every head's α as a scalar (``alpha/<group>/layer<i>/head<h>``).
     """
 
     priority = 'LOW'
 
     def __init__(self, interval: int = 50, log_per_head: bool = False) -> None:
-        if interval < 1:
-            raise ValueError(f'AlphaLoggerHook: interval must be >= 1, got {interval}')
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ConfigError(
+                f'custom_hooks: AlphaLoggerHook interval must be an integer >= 1 (training iterations '
+                f'between logs), got {interval!r}'
+            )
         self.interval = interval
         self.log_per_head = log_per_head
         self._sites: Optional[list[AttentionSite]] = None

@@ -224,14 +224,27 @@ class DnARunner(Runner):
         if isinstance(loop, dict):
             self._train_loop_cfg = dict(loop)  # (a resume may build its resumable twin)
         built = super().build_train_loop(loop)
-        hooked = all(
-            any(isinstance(h, kind) for h in self.hooks) for kind in (RNGStateHook, PendingGradsHook)
-        )
-        if not (isinstance(built, ResumableLoopMixin) and hooked):
+        missing = [
+            kind.__name__
+            for kind in (RNGStateHook, PendingGradsHook)
+            if not any(isinstance(h, kind) for h in self.hooks)
+        ]
+        lacks = []
+        if not isinstance(built, ResumableLoopMixin):
+            lacks.append(
+                f'train_cfg.type is {type(built).__name__}, not ResumableEpochBasedTrainLoop / '
+                'ResumableIterBasedTrainLoop'
+            )
+        if missing:
+            lacks.append(
+                f'custom_hooks has no {" and no ".join(missing)} (a list of its own replaces the '
+                "runtime's: custom_hooks = [*_base_.custom_hooks, ...] keeps them)"
+            )
+        if lacks:
             self.logger.info(
-                f'exact resume not guaranteed: train_cfg.type is {type(built).__name__}; a resumed run '
-                "repeats the interrupted one with dna_mm's ResumableEpochBasedTrainLoop / "
-                'ResumableIterBasedTrainLoop, RNGStateHook and PendingGradsHook (configs/_base_/ name them)'
+                f'exact resume not guaranteed: {"; ".join(lacks)}; a resumed run repeats the interrupted '
+                "one with dna_mm's resumable loop, RNGStateHook and PendingGradsHook "
+                '(configs/_base_/ name them)'
             )
         return built
 

@@ -41,6 +41,7 @@ registry does not know is one line (:func:`known_names`)::
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import importlib
 import os
@@ -231,11 +232,28 @@ def known_names(flag: str, names: Sequence[str], lookup: Callable[[str], Any]) -
     return found
 
 
+#: what the machine's storage refuses, not a fault of the code: a full disk, a quota, a read-only
+#: file system, a file-size limit (``ulimit -f``)
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def _storage_line(err: OSError) -> str:
+    name = errno.errorcode.get(err.errno, '')
+    where = f'writing {err.filename}' if err.filename else 'a write (a log, the config or a result file)'
+    return (
+        f'the storage refused {where}: {err.strerror} ({name}); free space (or write elsewhere) and run '
+        'again (a training run goes on from its last checkpoint with --resume)'
+    )
+
+
 def _user_message(err: BaseException) -> Optional[str]:
-    """The one line for a user's mistake, or ``None`` for a programming error. A missing file or
-    folder is the user's when the error names it: the system's ``[Errno 2] No such file or
-    directory`` naming none (a socket of a process that went away) is not, and its traceback
-    says where it came from."""
+    """The one line for a user's mistake (or the machine's storage refusing a write:
+    :data:`STORAGE_ERRNOS`), or ``None`` for a programming error. A missing file or folder is the
+    user's when the error names it: the system's ``[Errno 2] No such file or directory`` naming
+    none (a socket of a process that went away) is not, and its traceback says where it came
+    from."""
+    if isinstance(err, OSError) and err.errno in STORAGE_ERRNOS and not isinstance(err, USER_ERRORS):
+        return _storage_line(err)
     if isinstance(err, OSError) and err.errno is not None and err.filename is None:
         return None  # the system's error naming no file (a message of ours has no errno)
     if isinstance(err, USER_ERRORS):

@@ -182,3 +182,58 @@ def test_resume_finds_the_checkpoints_of_a_work_dir_moved_or_with_a_damaged_poin
         (moved / 'last_checkpoint').write_bytes(pointer)
         found = resume_candidates(str(moved))
         assert found[: len(named)] == named and set(found) == {*own, str(moved / 'iter_6.pth')}, pointer
+
+
+@pytest.mark.integration
+def test_a_write_the_storage_refuses_outside_a_checkpoint_is_one_line(tiny_video_set, tmp_path) -> None:
+    """A file-size limit (what a full disk or a quota does to a write) met by a log or the config's
+    copy, not a checkpoint: one line saying what the storage refused, exit status 2."""
+    train = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'run')]
+    proc = subprocess.run(
+        [sys.executable, *train, '--cfg-options', *tiny_run_options(tiny_video_set)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_file_size_limit(2000),
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py: error:')]
+    assert len(errors) == 1 and 'the storage refused ' in errors[0], proc.stderr[-3000:]
+    assert 'File too large (EFBIG); free space (or write elsewhere) and run again' in errors[0]
+    assert 'Traceback' not in proc.stderr
+
+
+def test_an_existing_work_dir_that_cannot_be_written_is_one_line(tmp_path) -> None:
+    """A read-only file system (a bind mount remounted read-only, which root cannot write either;
+    for another user a read-only folder): refused before the runner makes its folders in it."""
+    import os
+
+    from dna_mm.config.prepare import make_work_dir
+    from dna_mm.errors import ConfigError
+
+    folder = tmp_path / 'ro'
+    folder.mkdir()
+    mounted = False
+    if os.geteuid() == 0:
+        steps = (
+            ['mount', '--bind', str(folder), str(folder)],
+            ['mount', '-o', 'remount,bind,ro', str(folder)],
+        )
+        for step in steps:
+            if subprocess.run(step, capture_output=True).returncode != 0:
+                break
+            mounted = True
+        if not mounted or os.access(folder, os.W_OK):
+            if mounted:
+                subprocess.run(['umount', str(folder)], check=True)
+            pytest.skip('no read-only mount here (mount needs CAP_SYS_ADMIN)')
+    else:
+        folder.chmod(0o555)
+    try:
+        with pytest.raises(ConfigError, match=r'work dir .*/ro .* cannot be written \(a read-only'):
+            make_work_dir(str(folder))
+    finally:
+        if mounted:
+            subprocess.run(['umount', str(folder)], check=True)
+        folder.chmod(0o755)
