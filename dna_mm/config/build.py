@@ -21,18 +21,26 @@ user's model config by); a type of MMEngine's root (dna_mm's own), or a config w
 keeps the current scope. :func:`read_config` makes it the current scope (the datasets and
 pipelines the caller builds next are looked up there too); :func:`build_part` builds in it
 whatever scope is current then.
+
+A config file's own mistakes are one line naming the file (:class:`~dna_mm.errors.ConfigError`,
+:class:`~dna_mm.errors.MissingFileError`), where mmengine's reader gives a traceback ending in
+``File "<unknown>"``: a syntax error or a failing line (``NameError``) with its line, a ``_base_``
+that is not there with the file that names it, and a variable of a ``_base_`` that the file sets
+to no effect (``num_classes = 10`` over a base whose head took 4:
+:func:`~dna_mm.config.options.base_variable_problems`).
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import logging
 import os
 import os.path as osp
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..errors import ConfigError, MissingFileError
+from ..errors import ConfigError, MissingFileError, error_line
 from ..models.scopes import detection_parts_scope, home_scope, scope_of
 from ..utils.mim_compat import read_package_config
 
@@ -60,7 +68,11 @@ def read_config(
             checkpoint.
 
     Raises:
-        MissingFileError: ``config`` is not a file (the message names it, as every tool's).
+        MissingFileError: ``config``, or a ``_base_`` it inherits, is not a file (the message names
+            it, and the file whose ``_base_`` it is).
+        ConfigError: the config file does not parse or run (the message names its file and line),
+            it sets a variable of its ``_base_`` to no effect, or an option changes nothing
+            (:func:`merge_options`).
     """
     from mmengine.config import Config
 
@@ -77,12 +89,14 @@ def read_config(
 def merge_options(cfg: Config, cfg_options: Optional[dict]) -> None:
     """Merge ``cfg_options`` (``{'a.b': 1}``, a tool's ``--cfg-options``) into ``cfg``, as
     mmengine's ``merge_from_dict``, after :func:`~dna_mm.config.options.option_problems`: a new
-    top-level key nothing reads that is close to one something does is refused, a variable of the
-    config file (which sets none of its keys now) is noted in the log. A ``custom_imports`` they
+    top-level key nothing reads that is close to one something does is refused, and so is a
+    variable of the config file, or a key of one (which sets none of its keys now), naming the keys
+    to set instead; one whose keys cannot be named is noted in the log. A ``custom_imports`` they
     name is imported (its modules register their types).
 
     Raises:
-        ConfigError: an option is a misspelt top-level key (the message names it and the closest).
+        ConfigError: an option is a misspelt top-level key (the message names it and the closest),
+            or a variable of the config file (the message names the keys to set instead).
     """
     if not cfg_options:
         return
@@ -213,15 +227,75 @@ def _is_pretrained(init: Any) -> bool:
 
 
 def _read(path: str) -> Config:
-    """A config file, or a ``package::path`` name."""
+    """A config file, or a ``package::path`` name; a file that inherits is checked for the
+    variables of its ``_base_`` it sets to no effect
+    (:func:`~dna_mm.config.options.base_variable_problems`).
+
+    Raises:
+        MissingFileError: ``path``, or a ``_base_`` of a file it inherits, does not exist (the
+            message names the file whose ``_base_`` it is).
+        ConfigError: the Python of a config file fails (a syntax error, an undefined name: the
+            message names the file and line); a variable of a ``_base_`` set to no effect.
+    """
     from mmengine.config import Config
 
-    if '::' in path:
-        return read_package_config(path)
-    if not osp.isfile(path):
+    from .options import base_variable_problems
+
+    if '::' not in path and not osp.isfile(path):
         where = 'is a folder, not a file' if osp.isdir(path) else 'does not exist'
         raise MissingFileError(f'config {path} {where}')
-    return Config.fromfile(path)
+    try:
+        cfg = read_package_config(path) if '::' in path else Config.fromfile(path)
+    except Exception as err:
+        mistake = _file_mistake(err)
+        if mistake is None:
+            raise
+        raise mistake from err
+    problems = [] if '::' in path else base_variable_problems(path, cfg)
+    if problems:
+        raise ConfigError('; '.join(problems))
+    return cfg
+
+
+def _file_mistake(err: Exception) -> Optional[Exception]:
+    """The one-line error for ``err``, raised by mmengine's ``Config.fromfile``, where it is a
+    config file's own mistake: its code failed (``NameError``, … at the line of the file that
+    raised it), it does not parse (``SyntaxError``: mmengine's parser names ``<unknown>``), or a
+    ``_base_`` it names is not there; ``None`` for anything else."""
+    from mmengine.config import Config
+
+    frames, tb = [], err.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    reading = Config._file2dict.__code__  # reads one file, its bases first
+    read = [frame.f_locals.get('filename') for frame, _ in frames if frame.f_code is reading]
+    code = [  # the file's own code, compiled under its name and run by _file2dict
+        frame.f_code.co_filename
+        for (caller, _), (frame, _) in zip(frames, frames[1:], strict=False)
+        if caller.f_code is reading and frame.f_code.co_name == '<module>'
+    ]
+    if code:
+        line = [n for frame, n in frames if frame.f_code.co_filename == code[-1]][-1]
+        return ConfigError(f'config {code[-1]}, line {line}: {type(err).__name__}: {err}')
+    mmengine = [frame.f_code for frame, _ in frames if frame.f_code.co_filename == reading.co_filename]
+    parsers = (reading, Config._is_lazy_import.__code__, Config._validate_py_syntax.__code__)
+    if isinstance(err, SyntaxError) and mmengine and mmengine[-1] in parsers:  # not a custom_imports module
+        opened = (Config.fromfile.__code__, *parsers[:2])
+        file = [frame.f_locals.get('filename') for frame, _ in frames if frame.f_code in opened][-1]
+        line = f', line {err.lineno}' if err.lineno else ''
+        text = f': {err.text.strip()}' if err.text and err.text.strip() else ''
+        return ConfigError(f'config {file}{line}: SyntaxError: {err.msg}{text}')
+    if isinstance(err, FileNotFoundError) and read:
+        if len(read) > 1 and not osp.isfile(read[-1]):  # the base's own read found no file
+            folder, name = osp.split(read[-1])
+            siblings = os.listdir(folder) if osp.isdir(folder) else []
+            near = difflib.get_close_matches(name, [f for f in siblings if f.endswith('.py')], n=1)
+            hint = f' (did you mean {near[0]}?)' if near else ''
+            return MissingFileError(f'config {read[-2]}: its _base_ {read[-1]} does not exist{hint}')
+        if any(frame.f_code.co_name == '_get_cfg_path' for frame, _ in frames):  # a package:: base
+            return MissingFileError(f'config {read[-1]}: _base_ {error_line(err)}')
+    return None
 
 
 def _make_current(scope: str) -> None:

@@ -1,13 +1,26 @@
-"""``--cfg-options`` that would change nothing, found before they are merged
-(:func:`~dna_mm.config.build.merge_options`): a new top-level key nothing reads (a typo such as
-``train_cfgg.max_epochs``), and a variable of the config file (``num_classes``, ``max_epochs``,
-``data_root``), whose values the file's keys took when it was read, so that setting it changes
-none of them.
+"""Settings that would change nothing, found before they take effect: ``--cfg-options`` before they
+are merged (:func:`~dna_mm.config.build.merge_options`) and a config file that inherits, as it is
+read (:func:`~dna_mm.config.build.read_config`).
+
+* A new top-level key nothing reads (a typo such as ``train_cfgg.max_epochs``).
+* A variable of the config file (``num_classes``, ``max_epochs``, ``data_root``, a dict such as
+  the demo's ``loader``, or a key of one: ``loader.batch_size``), whose values the file's keys
+  took when it was read, so that setting it changes none of them.
+* A variable of a ``_base_`` that the child file sets anew without setting again the keys that
+  took its value: mmengine merges the child's top-level names into the base's keys after the base
+  was read (``num_classes = 10`` over a base whose ``model.cls_head.num_classes`` is 4 trains 4
+  classes). The child that sets the keys with it (``num_classes = 10`` and
+  ``model = dict(cls_head=dict(num_classes=num_classes))``) is the way to do it, and is read.
+
+The keys a variable set (:func:`_uses`) are found under the keys that code reads (the runner's,
+dna_mm's: :func:`read_keys`), never under another variable: they are the ones to set instead.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import os.path as osp
 from typing import Any, Iterator
 
 from mmengine.config import Config
@@ -33,6 +46,8 @@ DNA_MM_KEYS = (
     'load_partial',
     'log_setup_to_console',
 )
+#: the value of a key that is not there (a new key: its uses are those of its name, any value)
+_NEW = object()
 
 
 def read_keys() -> list[str]:
@@ -53,9 +68,9 @@ def option_problems(cfg: Config, options: dict) -> tuple[list[str], list[str]]:
     * a new key close to a key of the config or one that is read (a typo:
       ``train_cfgg.max_epochs`` for ``train_cfg.max_epochs``);
     * a key that only names keys below (``num_classes=10``: ``model.cls_head.num_classes``), or a
-      variable of the config file, whose keys took its value when the file was read, so that
-      setting it changes none of them (``data_root=/data``: the keys whose value it begins, or of
-      its name).
+      variable of the config file or a key of one (``loader.batch_size=2``), whose keys took its
+      value when the file was read, so that setting it changes none of them (``data_root=/data``:
+      the keys whose value it begins, or of its name).
     """
     read = read_keys()
     tree = cfg._cfg_dict.to_dict()
@@ -72,35 +87,75 @@ def option_problems(cfg: Config, options: dict) -> tuple[list[str], list[str]]:
                 f"runner or dna_mm reads; did you mean {near[0]!r}?"
             )
             continue
-        if '.' in option and not new:  # a part of a dict of the config's: its own business
-            continue
-        uses = _uses(tree, top, None if new else tree[top])
-        uses = [u for u in uses if u.split('.', 1)[0] in read] or uses  # those a run reads first
+        uses = _uses(tree, option, _NEW if new else _value_at(tree, option), read)
         what = (
             f'{top!r} is not a key of the config, nor one that mmengine\'s runner or dna_mm reads'
             if new
-            else f'{top!r} is a variable of the config file, used when the file was read: setting it '
-            f'changes nothing'
+            else f'{top!r} is a variable of the config file, used when the file was read: setting '
+            f'{"it" if option == top else "a key of it"} changes nothing'
         )
         if uses:
-            more = f' (and {len(uses) - 3} more)' if len(uses) > 3 else ''
-            errors.append(f'--cfg-options {option}: {what}; set {" / ".join(uses[:3])}{more} instead')
+            errors.append(f'--cfg-options {option}: {what}; {_instead(uses)}')
         else:
             notes.append(f'--cfg-options {option}: {what}')
     return errors, notes
 
 
-def _uses(tree: dict, name: str, value: Any) -> list[str]:
-    """The keys below the top level of ``tree`` that variable ``name`` (of ``value``; ``None``: a
-    new key) would have set: of the same name, or (a string value of 3 characters or more)
-    whose string value contains it."""
-    out = []
-    for path, leaf in _leaf_paths(tree, ''):
-        named = path.rsplit('.', 1)[-1] == name
-        text = isinstance(value, str) and len(value) >= 3 and isinstance(leaf, str) and value in leaf
-        if named or text:
-            out.append(path)
-    return out
+def base_variable_problems(filename: str, cfg: Config) -> list[str]:
+    """The variables of its ``_base_`` that config file ``filename`` (read into ``cfg``) sets to
+    no effect, one line each: a top-level name the file sets, that its bases define as a variable
+    (a key nothing reads) and that it changes, whose old value keys that code reads took
+    (:func:`_uses`) and the file did not set again, while no such key has the new value. A key of
+    a dict variable is one (``loader = dict(batch_size=2)``: ``loader.batch_size``)."""
+    if not filename.endswith('.py'):
+        return []
+    read = read_keys()
+    merged = cfg._cfg_dict.to_dict()
+    names = [n for n in _set_names(filename) if n in merged and n not in read and not n.startswith('_')]
+    if not names or not Config._get_base_files(filename):
+        return []
+    base = _base_tree(filename)
+    problems = []
+    for name in dict.fromkeys(names):
+        for key, old, new in _changes(base.get(name, _NEW), merged[name], name):
+            if old is _NEW:
+                continue  # a name, or a key of a dict, the bases do not have: nothing took it
+            stale = [u for u in _uses(merged, key, old, read) if _value_at(base, u) == _value_at(merged, u)]
+            if stale and not _uses(merged, key, new, read):
+                problems.append(
+                    f'config {filename}: {name!r} is a variable of its _base_, used when the base was read: '
+                    f'setting {"it" if key == name else key} here changes nothing; '
+                    f'{_instead(stale, "in this file too")}'
+                )
+    return problems
+
+
+def _instead(uses: list[str], where: str = 'instead') -> str:
+    """``'set a / b / c (and 2 more) instead'``."""
+    more = f' (and {len(uses) - 3} more)' if len(uses) > 3 else ''
+    return f'set {" / ".join(uses[:3])}{more} {where}'
+
+
+def _uses(tree: dict, option: str, value: Any, read: list[str]) -> list[str]:
+    """The keys below the keys in ``read`` of ``tree`` that variable ``option`` (a top-level name,
+    or a dotted key of one, of ``value``; ``_NEW``: a key that is not there) would have set: of the
+    same name and value (the longest end of ``option`` that names keys: ``loader.batch_size``,
+    ``train_dataloader.batch_size``), or whose value is ``value`` (a non-empty list, tuple or dict)
+    or contains it (a string of 3 characters or more)."""
+    keys = [(path, leaf) for path, leaf in _leaf_paths(tree, '') if path.split('.', 1)[0] in read]
+    parts, named = option.split('.'), set()
+    for i in range(len(parts)):  # the longest end that names keys
+        end = '.' + '.'.join(parts[i:])
+        named = {p for p, leaf in keys if ('.' + p).endswith(end) and (value is _NEW or leaf == value)}
+        if named:
+            break
+    text = isinstance(value, str) and len(value) >= 3
+    whole = isinstance(value, (list, tuple, dict)) and len(value) > 0
+    return [
+        path
+        for path, leaf in keys
+        if path in named or (text and isinstance(leaf, str) and value in leaf) or (whole and leaf == value)
+    ]
 
 
 def _leaf_paths(node: Any, key: str) -> Iterator[tuple[str, Any]]:
@@ -112,3 +167,64 @@ def _leaf_paths(node: Any, key: str) -> Iterator[tuple[str, Any]]:
         if key:
             yield path, value
         yield from _leaf_paths(value, path)
+
+
+def _value_at(tree: Any, key: str) -> Any:
+    """The value of dotted ``key`` in ``tree`` (list items by index); ``_NEW`` if it is not there."""
+    node = tree
+    for name in key.split('.'):
+        if isinstance(node, dict) and name in node:
+            node = node[name]
+        elif isinstance(node, list) and name.isdigit() and int(name) < len(node):
+            node = node[int(name)]
+        else:
+            return _NEW
+    return node
+
+
+def _changes(old: Any, new: Any, key: str) -> Iterator[tuple[str, Any, Any]]:
+    """``(dotted key, old, new)`` of what differs between two values of ``key``: the keys of two
+    dicts one by one (``old`` ``_NEW`` where the first has no such key), else the whole value."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for name, value in new.items():
+            yield from _changes(old.get(name, _NEW), value, f'{key}.{name}')
+    elif old != new:
+        yield key, old, new
+
+
+def _set_names(filename: str) -> list[str]:
+    """The names a Python config file sets at its top level (also inside ``if`` / ``try`` /
+    ``with``; not inside functions or classes)."""
+    with open(filename, encoding='utf-8') as f:
+        body = ast.parse(f.read()).body
+    names: list[str] = []
+
+    def visit(statements: list) -> None:
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            else:
+                targets = [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            stored = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            names.extend(n.id for n in stored if isinstance(n.ctx, ast.Store))
+            for field in ('body', 'orelse', 'finalbody', 'handlers'):  # if / try / with / for
+                visit(getattr(node, field, None) or [])
+
+    visit(body)
+    return names
+
+
+def _base_tree(filename: str) -> dict:
+    """The config of the ``_base_`` files of ``filename`` merged as mmengine merges them before it
+    reads the file itself (each base read, its scope given to its dicts)."""
+    from mmengine.config import ConfigDict
+
+    filename = osp.abspath(filename)  # as mmengine resolves a relative base
+    base = ConfigDict()
+    for name in Config._get_base_files(filename):
+        path, scope = Config._get_cfg_path(name, filename)
+        cfg_dict, _, _ = Config._file2dict(path)
+        base.update(Config._dict_to_config_dict(cfg_dict, scope))
+    return base.to_dict()
