@@ -14,13 +14,28 @@ names every bad key and its value.
   mmengine's ``build_dataloader`` reads and torch's ``DataLoader`` takes (a typo such as
   ``batchsize`` would stop the run with a ``TypeError`` after the model was built), the closest
   valid name suggested;
-* ``randomness``' keys: those of mmengine's ``Runner.set_randomness``;
+* ``randomness``' keys: those of mmengine's ``Runner.set_randomness``; ``randomness.seed`` an int
+  in [0, 2**32) (NumPy's seeds) or None;
 * ``env_cfg``'s keys: those mmengine's ``Runner.setup_env`` reads, ``env_cfg.mp_cfg``'s (its
   ``set_multi_processing``) and ``env_cfg.dist_cfg``'s (mmengine's ``init_dist`` and torch's
   ``init_process_group``, which take them in a distributed run only: a typo such as ``timeot``
   would be silent on one machine and stop every rank on a cluster);
-* learning rates: ``optim_wrapper.optimizer.lr`` (and each ``optim_wrapper.<name>.optimizer.lr``
-  of a multi-optimizer config) > 0;
+* the optimizer (``optim_wrapper.optimizer``, and each ``optim_wrapper.<name>.optimizer`` of a
+  multi-optimizer config): ``lr`` > 0, ``weight_decay`` >= 0, ``type`` registered (mmengine's
+  ``OPTIMIZERS``, the default scope's: mmengine would stop on ``None is not a callable object``),
+  the closest registered name suggested; the wrapper's ``clip_grad.max_norm`` > 0 and ``dtype`` one
+  that mmengine's ``AmpOptimWrapper`` takes (its ``valid_dtypes``, None or a torch dtype) on any
+  machine (``AutoAmpOptimWrapper`` drops it without a GPU: a typo would stop only the GPU run);
+* ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``) and the
+  arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
+  is built), the closest valid name suggested;
+* the classes (``mode='train'``): every classifying head's ``num_classes`` (MMAction2's
+  ``cls_head``, MMPretrain's ``head``, MMDetection's ``bbox_head`` / ``mask_head``; not an RPN's)
+  against what the training data states: the datasets' ``num_classes`` (dna_mm's video datasets),
+  ``metainfo.classes`` or ``classes``, and the class names in the config's ``label_map`` file where
+  it exists (MMDetection's ``NumClassCheckHook``, done before anything is built): fewer stop the
+  first iteration on a target out of range, more train on classes no sample has (and a trivial
+  top-5);
 * clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
   ``num_clips``, ``crop_size`` / ``size`` of the crops (ints > 0), ``Resize.scale`` (> 0, or -1
   for "keep the aspect ratio");
@@ -29,9 +44,17 @@ names every bad key and its value.
   would sample with the default; the closest valid name is suggested;
 * the model's sizes (and the top-level ``data_preprocessor``'s): every ``num_classes`` an int > 0,
   every ``num_heads`` an int > 0 that divides the width beside it (``embed_dims`` /
-  ``embed_dim``: MMAction2's TimeSformer would stop on torch's assertion); the keys of a
+  ``embed_dim``: MMAction2's TimeSformer would stop on torch's assertion), every width,
+  ``patch_size`` and ``num_transformer_layers`` an int > 0; the dropout and stochastic-depth rates
+  (``drop_path_rate``, ``dropout_ratio``, ``attn_drop``, ...) in [0, 1) (a ``drop_path_rate`` of 2
+  ends in NaN losses); ``alpha_init`` (DnA's initial ``α``) a number; the keys of a
   ``type='with_attention'`` that it does not take (the model's own arguments, which go in its
   ``model``);
+* a recognizer's TimeSformer (MMAction2's, or a subclass such as dna_mm's), whose layers would
+  stop the first iteration otherwise: ``img_size`` a multiple of ``patch_size`` (MMAction2
+  asserts it), ``num_frames`` the pipelines' ``clip_len``, ``img_size`` the size of the frames
+  where a pipeline fixes it (a last ``Resize`` to ``(w, h)`` with ``keep_ratio=False``, or a crop
+  of a fixed size), and the head's ``in_channels`` its ``embed_dims``;
 * ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
   dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
@@ -56,7 +79,8 @@ names every bad key and its value.
   train and test on unnormalised pixels; ``data_preprocessor.<key>`` is named instead.
 
 ``mode='test'`` checks only what a test / inference run uses (the model and the test
-dataloader).
+dataloader; not the classes, which the checkpoint fixes, and which inference names from the
+``label_map`` only where it fits).
 
 ``--cfg-options`` that would change nothing are checked before they are merged
 (:mod:`dna_mm.config.options`).
@@ -65,6 +89,8 @@ dataloader).
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from typing import Any, Iterator, Optional
 
 from mmengine.config import Config
@@ -96,6 +122,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems = list(_attention_problems(cfg.get('model'), 'model'))
     for part in ('model', 'data_preprocessor'):
         problems += _model_problems(cfg.get(part), part)
+    problems += _recognizer_problems(cfg, LOADERS[mode])
     problems += _preprocessor_problems(cfg)
     if mode == 'train':
         problems += _train_problems(cfg)
@@ -110,7 +137,8 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
 
 def _randomness_problems(randomness: Any) -> list[str]:
     """``randomness``' keys against mmengine's ``Runner.set_randomness`` (a typo would be a
-    ``TypeError`` as the runner is made)."""
+    ``TypeError`` as the runner is made) and its ``seed`` (NumPy refuses a float, a string or one
+    outside [0, 2**32), there too)."""
     import inspect
 
     from mmengine.runner import Runner
@@ -118,7 +146,14 @@ def _randomness_problems(randomness: Any) -> list[str]:
     if not isinstance(randomness, dict):
         return []
     valid = [p for p in inspect.signature(Runner.set_randomness).parameters if p != 'self']
-    return _unknown_keys(randomness, valid, 'randomness', "an argument of mmengine's Runner.set_randomness")
+    out = _unknown_keys(randomness, valid, 'randomness', "an argument of mmengine's Runner.set_randomness")
+    seed = randomness.get('seed')
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+        out.append(
+            f"randomness.seed must be an int in [0, 2**32) (NumPy's seeds) or None (a random one), "
+            f'got {seed!r}'
+        )
+    return out
 
 
 def _env_problems(env_cfg: Any) -> list[str]:
@@ -199,9 +234,9 @@ def _train_problems(cfg: Config) -> list[str]:
     out += _amp_problems(wrapper)
     for name, sub in [('', wrapper), *wrapper.items()]:  # multi-optimizer configs: one per module
         if isinstance(sub, dict) and isinstance(sub.get('optimizer'), dict):
-            out += _positive(
-                sub['optimizer'].get('lr'), f'optim_wrapper.{name}{"." if name else ""}optimizer.lr'
-            )
+            out += _wrapper_problems(cfg, sub, f'optim_wrapper.{name}{"." if name else ""}')
+    out += _scheduler_problems(cfg)
+    out += _class_count_problems(cfg)
     return out
 
 
@@ -238,6 +273,138 @@ def _amp_problems(wrapper: dict) -> list[str]:
         'optim_wrapper.type=AutoAmpOptimWrapper (mixed precision on a GPU, full precision without '
         'one) or OptimWrapper (full precision)'
     ]
+
+
+def _wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
+    """One optim wrapper (``at``: its key and a dot): its optimizer's ``lr`` > 0, ``weight_decay``
+    >= 0 and ``type`` (registered: mmengine would stop on ``None is not a callable object``), its
+    ``clip_grad.max_norm`` > 0, its ``dtype`` one that mmengine's ``AmpOptimWrapper`` takes."""
+    optimizer = wrapper['optimizer']
+    out = _positive(optimizer.get('lr'), f'{at}optimizer.lr')
+    decay = optimizer.get('weight_decay')
+    if decay is not None and (not _is_number(decay) or decay < 0):
+        out.append(f'{at}optimizer.weight_decay must be a number >= 0, got {decay!r}')
+    kind = optimizer.get('type')
+    registry = _registry(cfg, 'OPTIMIZERS')
+    if isinstance(kind, str) and registry is not None and _registered(registry, kind) == (True, None):
+        out.append(f'{at}optimizer.type: unknown optimizer {kind!r}; {_closest(kind, _names(registry))}')
+    clip = wrapper.get('clip_grad')
+    max_norm = clip.get('max_norm') if isinstance(clip, dict) else None
+    if max_norm is not None and (not _is_number(max_norm) or max_norm <= 0):
+        out.append(
+            f'{at}clip_grad.max_norm must be a number > 0 (the largest gradient norm), got {max_norm!r}'
+        )
+    if 'dtype' in wrapper:
+        out += _dtype_problems(wrapper['dtype'], f'{at}dtype')
+    return out
+
+
+def _dtype_problems(dtype: Any, key: str) -> list[str]:
+    """``optim_wrapper.dtype``: what mmengine's ``AmpOptimWrapper`` asserts it is (one of its
+    ``valid_dtypes``, ``None`` or a ``torch.dtype``), on any machine (``AutoAmpOptimWrapper`` drops
+    it without a GPU, so a typo would pass a CPU run and stop the GPU one)."""
+    import torch
+    from mmengine.optim import AmpOptimWrapper
+
+    valid = AmpOptimWrapper.valid_dtypes
+    if dtype is None or isinstance(dtype, torch.dtype) or (isinstance(dtype, str) and dtype in valid):
+        return []
+    near = difflib.get_close_matches(str(dtype), valid, n=1, cutoff=0.5)
+    hint = f' (did you mean {near[0]!r}?)' if near else ''
+    return [
+        f"{key} must be one of {', '.join(map(repr, valid))} (mmengine's AmpOptimWrapper), None or a "
+        f'torch dtype, got {dtype!r}{hint}'
+    ]
+
+
+def _scheduler_problems(cfg: Config) -> list[str]:
+    """Each ``param_scheduler`` entry (a list, one dict, or one of either per optimizer): its
+    ``type`` registered, its keys those its class takes (with mmengine's
+    ``convert_to_iter_based`` / ``epoch_length``; the runner gives the optimizer), the closest
+    valid name suggested: a typo would be a ``TypeError`` once the model is built."""
+    from ..utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    schedulers = cfg.get('param_scheduler')
+    registry = _registry(cfg, 'PARAM_SCHEDULERS')
+    if registry is None:
+        return []
+    if isinstance(schedulers, dict) and 'type' not in schedulers:  # one per optimizer
+        groups = [(f'param_scheduler.{k}', v) for k, v in schedulers.items()]
+    else:
+        groups = [('param_scheduler', schedulers)]
+    entries = []
+    for key, value in groups:
+        if isinstance(value, dict):
+            entries.append((key, value))
+        elif isinstance(value, (list, tuple)):
+            entries += [(f'{key}[{i}]', s) for i, s in enumerate(value) if isinstance(s, dict)]
+    out: list[str] = []
+    for key, scheduler in entries:
+        kind = scheduler.get('type')
+        if not isinstance(kind, str):
+            continue
+        known, cls = _registered(registry, kind)
+        if not known:
+            continue
+        if cls is None:
+            out.append(
+                f'{key}.type: unknown parameter scheduler {kind!r}; {_closest(kind, _names(registry))}'
+            )
+            continue
+        valid = [a for a in accepted_arguments(cls) if a != 'optimizer']  # the runner gives it
+        valid = list(dict.fromkeys([*valid, 'convert_to_iter_based', 'epoch_length']))  # mmengine's build
+        given = {k: v for k, v in scheduler.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
+        out += _unknown_keys(given, valid, key, f'an argument of {kind}')
+    return out
+
+
+def _registry(cfg: Config, name: str) -> Any:
+    """mmengine's registry ``name`` (``'OPTIMIZERS'``, ...) of the scope ``cfg`` builds in (its
+    default scope's, whose parents are mmengine's); ``None`` where it cannot be had (a library
+    that does not import here: the build will tell)."""
+    from importlib import import_module  # noqa: PLC0415
+
+    from mmengine import registry as root  # noqa: PLC0415
+
+    from .build import default_scope  # noqa: PLC0415
+
+    try:
+        scope = default_scope(cfg)
+        return getattr(import_module(f'{scope}.registry') if scope else root, name)
+    except Exception:  # noqa: BLE001 (an uninstalled or broken library: nothing to check against)
+        return None
+
+
+def _registered(registry: Any, kind: str) -> tuple[bool, Any]:
+    """``(known, class)``: whether ``registry`` could be asked, and the class it (or a parent)
+    builds for ``kind`` (``None``: none)."""
+    try:
+        return True, registry.get(kind)
+    except Exception:  # noqa: BLE001 (a library whose modules do not import here: the build will tell)
+        return False, None
+
+
+def _names(registry: Any) -> list[str]:
+    """The names ``registry`` and its parents build (MMEngine's lookup of a plain name)."""
+    names: list[str] = []
+    while registry is not None:
+        try:
+            registry.import_from_location()
+        except ImportError:
+            pass
+        names += list(registry.module_dict)
+        registry = registry.parent
+    return list(dict.fromkeys(names))
+
+
+def _closest(name: str, valid: list[str]) -> str:
+    """``did you mean 'X'?`` (the closest valid name), else the valid names."""
+    near = difflib.get_close_matches(name, valid, n=1)
+    return f'did you mean {near[0]!r}?' if near else f'registered: {", ".join(valid)}'
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _compile_problems(value: Any) -> list[str]:
@@ -318,6 +485,79 @@ def _save_best_problems(save_best: Any, evaluator: Any) -> list[str]:
         f"(or 'auto': the first of them)"
         for k in unknown
     ]
+
+
+#: heads whose ``num_classes`` is not the data's (MMDetection's ``NumClassCheckHook`` skips them:
+#: an RPN's is 1, a semantic head's the stuff classes)
+OTHER_CLASS_HEADS = ('rpn_head', 'FusedSemanticHead', 'GARPNHead')
+
+
+def _class_count_problems(cfg: Config) -> list[str]:
+    """Every classifying head's ``num_classes`` against the classes the training data states:
+    each dataset's ``num_classes`` (dna_mm's video datasets), ``metainfo.classes`` or
+    ``classes`` (MMDetection's, MMPretrain's), through dataset wrappers, and the names in the
+    config's ``label_map`` file where it exists (a label map shipped with dna_mm, named without a
+    file, is the datasets' affair). Fewer would stop the first iteration on a label
+    out of range; more would train on classes no sample has (and a trivial top-5)."""
+    counts: dict[int, list[str]] = {}
+    for name in LOADERS['train']:
+        loader = cfg.get(name)
+        if isinstance(loader, dict):
+            for count, where in _dataset_classes(loader.get('dataset'), f'{name}.dataset'):
+                counts.setdefault(count, []).append(where)
+    label_map = cfg.get('label_map')
+    if isinstance(label_map, str) and os.path.isfile(label_map):  # the demo's comes with its data
+        try:
+            with open(label_map, encoding='utf-8') as f:
+                names = [line for line in f if line.strip()]  # tools/infer.py's reading
+        except (OSError, UnicodeDecodeError):
+            names = []
+        if names:
+            counts.setdefault(len(names), []).append(f'the class names of label_map {label_map!r}')
+    out = []
+    for key, num in _class_heads(cfg.get('model'), 'model'):
+        wrong = [f'{n} ({", ".join(where)})' for n, where in counts.items() if n != num]
+        if wrong:
+            out.append(
+                f'{key}.num_classes ({num}) must be the number of classes of the data: {"; ".join(wrong)}'
+            )
+    return out
+
+
+def _dataset_classes(dataset: Any, key: str) -> Iterator[tuple[int, str]]:
+    """``(number of classes, its key)`` each dataset config under ``dataset`` states."""
+    if not isinstance(dataset, dict):
+        return
+    if _size(dataset.get('num_classes')):
+        yield dataset['num_classes'], f'{key}.num_classes'
+    metainfo = dataset.get('metainfo')
+    for where, classes in (
+        ('metainfo.classes', metainfo.get('classes') if isinstance(metainfo, dict) else None),
+        ('classes', dataset.get('classes')),
+    ):
+        if isinstance(classes, (list, tuple)):
+            yield len(classes), f'{key}.{where}'
+    yield from _dataset_classes(dataset.get('dataset'), f'{key}.dataset')
+    for i, inner in enumerate(dataset.get('datasets') or []):
+        yield from _dataset_classes(inner, f'{key}.datasets[{i}]')
+
+
+def _class_heads(node: Any, key: str) -> Iterator[tuple[str, int]]:
+    """``(key, num_classes)`` of each head under ``node`` (a key ending in ``head``: MMAction2's
+    ``cls_head``, MMPretrain's ``head``, MMDetection's ``bbox_head`` / ``mask_head``) that
+    classifies into the data's classes (not :data:`OTHER_CLASS_HEADS`)."""
+    if isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _class_heads(value, f'{key}[{i}]')
+        return
+    if not isinstance(node, dict):
+        return
+    name = key.rsplit('.', 1)[-1].split('[')[0]
+    other = name in OTHER_CLASS_HEADS or str(node.get('type')).rsplit('.', 1)[-1] in OTHER_CLASS_HEADS
+    if name.endswith('head') and not other and _size(node.get('num_classes')):
+        yield key, node['num_classes']
+    for sub, value in node.items():
+        yield from _class_heads(value, f'{key}.{sub}')
 
 
 def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
@@ -415,20 +655,44 @@ def _sampler_arguments(kind: Any) -> Any:
 
 def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
     """``(config key, transform dict)`` of a dataset's pipeline, through dataset wrappers."""
+    for at, pipeline in _pipelines(dataset, key):
+        for i, transform in enumerate(pipeline):
+            if isinstance(transform, dict):
+                yield f'{at}[{i}]', transform
+
+
+def _pipelines(dataset: Any, key: str) -> Iterator[tuple[str, list]]:
+    """``(config key, pipeline)`` of a dataset and of those it wraps."""
     if not isinstance(dataset, dict):
         return
-    for i, transform in enumerate(dataset.get('pipeline') or []):
-        if isinstance(transform, dict):
-            yield f'{key}.pipeline[{i}]', transform
+    if isinstance(dataset.get('pipeline'), (list, tuple)):
+        yield f'{key}.pipeline', list(dataset['pipeline'])
     if isinstance(dataset.get('dataset'), dict):
-        yield from _transforms(dataset['dataset'], f'{key}.dataset')
+        yield from _pipelines(dataset['dataset'], f'{key}.dataset')
     for i, inner in enumerate(dataset.get('datasets') or []):
-        yield from _transforms(inner, f'{key}.datasets[{i}]')
+        yield from _pipelines(inner, f'{key}.datasets[{i}]')
 
 
 #: what an attention splits into heads: a host's width, by the name it takes it (MMAction2 and
 #: mmcv ``embed_dims``, timm and ViTDet ``embed_dim``)
 WIDTH_KEYS = ('embed_dims', 'embed_dim')
+#: sizes under ``model`` that are ints > 0 (each of them, in a list of one per stage)
+SIZE_KEYS = (*WIDTH_KEYS, 'patch_size', 'num_transformer_layers')
+#: probabilities under ``model``, in [0, 1): dropout (MMAction2's ``dropout_ratio``, mmcv's and
+#: timm's ``*drop*``) and stochastic depth (a rate of 1 drops a whole block and divides by 0)
+PROBABILITY_KEYS = (
+    'drop_path_rate',
+    'dropout_ratio',
+    'attn_drop',
+    'proj_drop',
+    'ffn_drop',
+    'drop_rate',
+    'attn_drop_rate',
+    'proj_drop_rate',
+    'drop_prob',
+)
+#: numbers under ``model``: DnA's initial ``α`` (its attention's and a ``dna_vit_*`` model's)
+NUMBER_KEYS = ('alpha_init',)
 
 
 def _model_problems(node: Any, key: str) -> Iterator[str]:
@@ -436,8 +700,9 @@ def _model_problems(node: Any, key: str) -> Iterator[str]:
     ``data_preprocessor``) that would stop the build with a traceback: ``num_classes`` a
     positive int (or 0 in a backbone: timm's "no classifier"), ``num_heads`` a positive int that
     divides the width beside it (:data:`WIDTH_KEYS`; a list of them, one per stage, is the host's
-    own business), and the keys of a ``type='with_attention'`` (the model's own arguments go in
-    its ``model``)."""
+    own business), the :data:`SIZE_KEYS` ints > 0, the :data:`PROBABILITY_KEYS` in [0, 1), the
+    :data:`NUMBER_KEYS` numbers, and the keys of a ``type='with_attention'`` (the model's own
+    arguments go in its ``model``)."""
     if isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
             yield from _model_problems(value, f'{key}[{i}]')
@@ -446,6 +711,17 @@ def _model_problems(node: Any, key: str) -> Iterator[str]:
         return
     none = (0,) if 'backbone' in key.split('.') else ()  # a timm backbone's 0: no classifier
     yield from _positive(node.get('num_classes'), f'{key}.num_classes', none, integer=True)
+    for name in SIZE_KEYS:
+        sizes = node.get(name)
+        for size in sizes if isinstance(sizes, (list, tuple)) else [sizes]:
+            yield from _positive(size, f'{key}.{name}', integer=True)
+    for name in PROBABILITY_KEYS:
+        rate = node.get(name)
+        if rate is not None and (not _is_number(rate) or not 0 <= rate < 1):
+            yield f'{key}.{name} must be a number in [0, 1) (a probability), got {rate!r}'
+    for name in (n for n in NUMBER_KEYS if n in node):
+        if not _is_number(node[name]):
+            yield f'{key}.{name} must be a number, got {node[name]!r}'
     heads = node.get('num_heads')
     if heads is not None and not isinstance(heads, (list, tuple)):
         wrong = _positive(heads, f'{key}.num_heads', integer=True)
@@ -462,6 +738,130 @@ def _model_problems(node: Any, key: str) -> Iterator[str]:
         yield from _with_attention_keys(node, key)
     for name, value in node.items():
         yield from _model_problems(value, f'{key}.{name}')
+
+
+def _recognizer_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
+    """The sizes a recognizer's TimeSformer (MMAction2's, or a subclass such as dna_mm's) shares
+    with the rest of the config, where its layers would stop the first iteration: ``img_size`` a
+    multiple of ``patch_size`` (MMAction2 asserts it); ``num_frames`` the ``clip_len`` of the
+    pipelines of ``loaders`` and ``img_size`` the frames' size where a pipeline fixes it
+    (:func:`_clip_shape`: its time and position embeddings have that many places); the head's
+    ``in_channels`` the backbone's ``embed_dims``."""
+    model = cfg.get('model')
+    if not isinstance(model, dict) or not isinstance(model.get('cls_head'), dict):
+        return []
+    backbone, key = model.get('backbone'), 'model.backbone'
+    if isinstance(backbone, dict) and str(backbone.get('type')).rsplit('.', 1)[-1] == 'with_attention':
+        backbone, key = backbone.get('model'), f'{key}.model'
+    if not isinstance(backbone, dict) or not _is_timesformer(cfg, backbone.get('type')):
+        return []
+    out = []
+    img, patch = _square(backbone.get('img_size')), _square(backbone.get('patch_size'))
+    if img and patch and img % patch:
+        out.append(
+            f'{key}.img_size ({img}) must be a multiple of {key}.patch_size ({patch}): the frames are '
+            'cut into patch_size x patch_size patches'
+        )
+    width, channels = backbone.get('embed_dims'), model['cls_head'].get('in_channels')
+    if _size(width) and _size(channels) and width != channels:
+        out.append(
+            f'model.cls_head.in_channels ({channels}) must be {key}.embed_dims ({width}): the head '
+            "reads the backbone's features"
+        )
+    frames: dict[Any, list[str]] = {}
+    sizes: dict[Any, list[str]] = {}
+    for name in loaders:
+        loader = cfg.get(name)
+        dataset = loader.get('dataset') if isinstance(loader, dict) else None
+        for at, pipeline in _pipelines(dataset, f'{name}.dataset'):
+            clip, final = _clip_shape(pipeline)
+            if clip is not None:
+                frames.setdefault(clip[0], []).append(f'{at}[{clip[1]}] ({pipeline[clip[1]].get("type")})')
+            if final is not None:
+                sizes.setdefault(final[0], []).append(f'{at}[{final[1]}] ({pipeline[final[1]].get("type")})')
+    num_frames = backbone.get('num_frames')
+    wrong = [f'{n} in {", ".join(where)}' for n, where in frames.items() if n != num_frames]
+    if _size(num_frames) and wrong:
+        out.append(
+            f'{key}.num_frames ({num_frames}) must be the clip length the pipelines sample '
+            f'(clip_len): {"; ".join(wrong)}'
+        )
+    wrong = [f'{w}x{h} from {", ".join(where)}' for (h, w), where in sizes.items() if (h, w) != (img, img)]
+    if img and wrong:
+        out.append(
+            f'{key}.img_size ({img}) must be the size of the frames the pipelines give: {"; ".join(wrong)}'
+        )
+    return out
+
+
+def _is_timesformer(cfg: Config, kind: Any) -> bool:
+    """``kind`` (a backbone's ``type``) is MMAction2's ``TimeSformer`` or a subclass of it."""
+    try:
+        from mmaction.models.backbones import TimeSformer  # noqa: PLC0415
+    except ImportError:
+        return False
+    cls = kind
+    if isinstance(kind, str):
+        registry = _registry(cfg, 'MODELS')
+        cls = _registered(registry, kind)[1] if registry is not None else None
+    return isinstance(cls, type) and issubclass(cls, TimeSformer)
+
+
+def _clip_shape(pipeline: list) -> tuple[Optional[tuple[int, int]], Optional[tuple[tuple[int, int], int]]]:
+    """``((frames, index), ((height, width), index))`` of the clips a pipeline gives, each with the
+    step that fixes it, where it does not depend on the video (``None`` where it does, or where
+    it cannot be told):
+
+    * the frames: the ``clip_len`` of the last sampling step (``SampleFrames`` and the like);
+    * the size: a last sizing step that is a ``Resize`` to a ``(w, h)`` with ``keep_ratio=False``
+      or a crop of a fixed size (``CenterCrop``, ``ThreeCrop``, ``TenCrop``, ``RandomCrop``,
+      MMPretrain's ``RandomResizedCrop`` ``scale``), with no other step after it whose name says
+      that it resizes, crops, pads or rescales.
+
+    Neither is read past a step that runs another library's ops (an ``op`` or ``transforms``
+    key: MMAction2's ``PytorchVideoWrapper`` / ``TorchVisionWrapper``, ``ImgAug``, mmcv's
+    ``RandomApply``), which may change both."""
+    clip, final = None, None
+    for i, step in enumerate(pipeline):
+        if not isinstance(step, dict) or 'op' in step or 'transforms' in step:
+            clip, final = None, None
+            continue
+        kind = str(step.get('type')).rsplit('.', 1)[-1]
+        if _size(step.get('clip_len')):
+            clip = step['clip_len'], i
+        size = _fixed_size(kind, step)
+        if size is not None:
+            final = size, i
+        elif re.search('Resize|Crop|Scale|Pad|Rotate|Affine', kind):
+            final = None
+    return clip, final
+
+
+def _fixed_size(kind: str, step: dict) -> Optional[tuple[int, int]]:
+    """``(height, width)`` of the frames after the step ``kind``, where the step fixes it."""
+    if kind == 'Resize' and step.get('keep_ratio') is False:
+        scale = step.get('scale')
+        if isinstance(scale, (list, tuple)) and len(scale) == 2 and all(_size(s) for s in scale):
+            return scale[1], scale[0]  # MMAction2's (w, h)
+        return None
+    arg = {'CenterCrop': 'crop_size', 'ThreeCrop': 'crop_size', 'TenCrop': 'crop_size', 'RandomCrop': 'size'}
+    arg['RandomResizedCrop'] = 'scale'  # MMPretrain's (MMAction2's has none: its output varies)
+    size = step.get(arg.get(kind, ''))
+    if kind != 'RandomCrop' and isinstance(size, (list, tuple)) and len(size) == 2 and all(map(_size, size)):
+        return size[1], size[0]
+    return (size, size) if _size(size) else None
+
+
+def _size(value: Any) -> bool:
+    """``value`` is an int > 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _square(value: Any) -> Optional[int]:
+    """A side of ``value`` (an int > 0, or a pair of equal ones); ``None`` otherwise."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return value if _size(value) else None
 
 
 def _with_attention_keys(node: dict, key: str) -> list[str]:
