@@ -87,9 +87,10 @@ from ..errors import (
     error_line,
 )
 from ..models.fitting import abbreviate
+from ..utils.files import atomic_path
 from ..utils.notices import is_library_notice
-from .atomic_files import CheckpointWriteError, atomic_path, describe_os_error, remove_partial_files
-from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, resume_candidates
+from .atomic_files import CheckpointWriteError, describe_os_error, remove_partial_files
+from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, named_checkpoint, resume_candidates
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
 from .earlier_run import set_aside_earlier_run
 from .loader_workers import (
@@ -467,7 +468,7 @@ class DnARunner(Runner):
         backend_args: Optional[dict] = None,
     ) -> None:
         """mmengine's (rank 0 writes), to a local folder whole or not at all
-        (:func:`~dna_mm.engine.atomic_files.atomic_path`); a failed write is a
+        (:func:`~dna_mm.utils.files.atomic_path`, durable); a failed write is a
         :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause.
         Other storage (``backend_args``, ``s3://``) is written by mmengine as it is. Every rank
         calls it (mmengine's hooks do); the hooks' ``before_save_on_every_rank`` run first, on
@@ -479,13 +480,12 @@ class DnARunner(Runner):
             return super().save_checkpoint(out_dir, filename, *args)
         path = osp.join(out_dir, filename)
         try:
-            with atomic_path(path) as part:
-                super().save_checkpoint(out_dir, osp.basename(part), *args)
+            with atomic_path(path, durable=True) as part:
+                super().save_checkpoint(out_dir, part.name, *args)
         except CheckpointWriteError:
             raise
         except OSError as err:
-            pointer = osp.join(self.work_dir, LAST_CHECKPOINT)
-            kept = open(pointer).read().strip() if osp.isfile(pointer) else ''
+            kept = named_checkpoint(self.work_dir)
             kept = f'; last_checkpoint still names {kept}' if kept else ''
             raise CheckpointWriteError(
                 f'could not write the checkpoint {path}: {describe_os_error(err)}; nothing was written '

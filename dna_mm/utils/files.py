@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -27,11 +27,20 @@ def part_path(path: PathLike, unique: bool = False) -> Path:
     return path.with_name(f'{path.name}.{os.getpid()}.part' if unique else f'{path.name}.part')
 
 
+def _fsync(path: PathLike, flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextmanager
-def atomic_path(path: PathLike, unique: bool = False) -> Iterator[Path]:
+def atomic_path(path: PathLike, unique: bool = False, durable: bool = False) -> Iterator[Path]:
     """Yields :func:`part_path` of ``path`` (its folder created) to write to; on a clean exit the
     part replaces ``path``; on an exception it is removed and the exception goes on, ``path``
-    untouched.
+    untouched. ``durable``: the part is synced to the disk before the rename, and the folder
+    after it (a checkpoint: the new file survives a power cut, not only a kill).
 
     Example::
 
@@ -43,9 +52,15 @@ def atomic_path(path: PathLike, unique: bool = False) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         yield tmp
+        if durable:
+            _fsync(tmp)
         os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    if durable:
+        with suppress(OSError):  # not every file system syncs a folder
+            _fsync(path.parent, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))
 
 
 def write_text_atomic(path: PathLike, text: str, unique: bool = False) -> Path:

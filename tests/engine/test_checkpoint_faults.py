@@ -111,18 +111,20 @@ def test_pruning_waits_for_the_new_checkpoint_and_resume_falls_back(tmp_path) ->
 
 
 def test_a_failed_write_leaves_the_final_name_as_it_was(tmp_path: Path) -> None:
-    from dna_mm.engine.atomic_files import CheckpointWriteError, atomic_path, write_text_atomically
+    from dna_mm.engine.atomic_files import CheckpointWriteError, write_text_atomically
+    from dna_mm.utils.files import atomic_path
 
     target = tmp_path / 'epoch_1.pth'
     target.write_bytes(b'old')
-    with pytest.raises(RuntimeError), atomic_path(str(target)) as part:
+    with pytest.raises(RuntimeError), atomic_path(str(target), durable=True) as part:
         Path(part).write_bytes(b'half of a new fi')
         raise RuntimeError('killed while writing')
     assert target.read_bytes() == b'old' and not Path(part).exists()
     write_text_atomically(str(tmp_path / 'last_checkpoint'), str(target))
     assert (tmp_path / 'last_checkpoint').read_text() == str(target)
-    with pytest.raises(CheckpointWriteError, match='could not write .*missing/last_checkpoint'):
-        write_text_atomically(str(tmp_path / 'missing' / 'last_checkpoint'), 'x')
+    (tmp_path / 'a_file').write_text('')
+    with pytest.raises(CheckpointWriteError, match='could not write .*a_file/last_checkpoint'):
+        write_text_atomically(str(tmp_path / 'a_file' / 'last_checkpoint'), 'x')
 
 
 def test_the_previous_best_checkpoint_goes_only_once_the_new_one_is_written(tmp_path) -> None:
