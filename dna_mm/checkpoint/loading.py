@@ -17,12 +17,13 @@ import inspect
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
+import torch
 from mmengine.logging import print_log
 from torch import nn
 
-from ..errors import CheckpointMismatchError
+from ..errors import CheckpointMismatchError, CorruptCheckpointError
 from .sources import read_checkpoint
 
 #: mmengine's default: strip the ``module.`` prefix of a (Distributed)DataParallel model
@@ -95,6 +96,14 @@ def first_keys(items: list[str], count: int) -> str:
     return ', '.join(items[:count]) + more
 
 
+def first_non_finite(tensors: Mapping[str, Any]) -> Optional[str]:
+    """The first key of ``tensors`` whose floating-point tensor holds a NaN or inf, else ``None``."""
+    for key, value in tensors.items():
+        if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return key
+    return None
+
+
 def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictReport:
     """Compare ``state_dict`` with ``model``'s keys and shapes as the model's load pre-hooks
     convert it; nothing is copied into ``model`` (see the module docstring). BN's
@@ -149,6 +158,9 @@ def load_whole_model(
     loaded and the rest keeps the model's values. A file of which no weight fits the model is
     refused in both cases: a partial load of nothing would train or test the model's own start.
 
+    A weight (a parameter of ``model``) that holds a NaN or inf is refused with a
+    ``CorruptCheckpointError`` naming it: nothing is loaded.
+
     ``revise_keys``: ``(pattern, replacement)`` regexes applied to the keys first (default:
     strip a ``module.`` prefix, as mmengine does). ``after_read`` is called with
     the file's contents before anything is loaded (the runner's ``after_load_checkpoint``
@@ -180,6 +192,13 @@ def load_whole_model(
     report.layout, report.checkpoint = layout, checkpoint
     if not report.complete and (strict or not report.loaded):
         raise CheckpointMismatchError(mismatch_line(model, filename, report))
+    parameters = dict(model.named_parameters())  # buffers may hold -inf on purpose (masks)
+    bad = first_non_finite({k: v for k, v in report.weights.items() if k in parameters})
+    if bad is not None:
+        raise CorruptCheckpointError(
+            f'checkpoint {filename}: the weight {bad} holds NaN or inf values (a damaged file, or a '
+            f'run that diverged); nothing was loaded'
+        )
     model.load_state_dict(report.weights, strict=False)
     return report
 

@@ -38,6 +38,7 @@ from mmengine.hooks import Hook
 from mmengine.optim import AmpOptimWrapper, OptimWrapper
 from mmengine.registry import HOOKS
 
+from ..checkpoint.loading import first_non_finite
 from ..errors import ConfigError, UserError
 from .loops import where_in_run
 from .ranks import max_over_ranks
@@ -63,11 +64,17 @@ def active_loss_scaler(wrapper: OptimWrapper) -> Optional[Any]:
     return scaler if scaler is not None and scaler.is_enabled() else None
 
 
-def first_non_finite(state_dict: dict) -> Optional[str]:
-    """The first key of ``state_dict`` whose floating-point tensor holds a NaN or inf."""
-    for key, value in state_dict.items():
-        if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            return key
+def non_finite_optimizer_state(wrapper: OptimWrapper, model: torch.nn.Module) -> Optional[str]:
+    """``'the optimizer state exp_avg of the weight backbone.cls_token'``: the first state tensor
+    of ``wrapper``'s optimizers (an ``OptimWrapperDict``'s too) that holds a NaN or inf, else
+    ``None`` (a resumed checkpoint's state is checked with it)."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    wrappers = list(getattr(wrapper, 'optim_wrappers', {}).values()) or [wrapper]
+    for each in wrappers:
+        for param, state in each.optimizer.state.items():
+            key = first_non_finite(state)
+            if key is not None:
+                return f'the optimizer state {key} of the weight {names.get(id(param), "(unnamed)")}'
     return None
 
 

@@ -79,6 +79,7 @@ from ..converters.whole_model import LAYOUT_NAMES
 from ..errors import (
     CheckpointMismatchError,
     ConfigError,
+    CorruptCheckpointError,
     DataError,
     MissingFileError,
     RunStopped,
@@ -103,6 +104,7 @@ from .loader_workers import (
     workers_die_with_parent,
 )
 from .loops import RESUMABLE_TWINS, ResumableLoopMixin
+from .non_finite import non_finite_optimizer_state
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
 from .resume_settings import apply_config_settings, config_settings, missing_state
@@ -514,6 +516,14 @@ class DnARunner(Runner):
                     f'with a fresh optimizer), and tools/test.py CONFIG {filename} evaluates it'
                 )
             raise CheckpointMismatchError(message) from err
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        bad = non_finite_optimizer_state(self.optim_wrapper, model)
+        if bad is not None:
+            raise CorruptCheckpointError(
+                f'cannot resume from {filename}: {bad} holds NaN or inf values (a damaged file); '
+                f'resume from an earlier checkpoint, or start from its weights with a fresh optimizer: '
+                f'load_from={filename}'
+            )
         changes = apply_config_settings(self.optim_wrapper, self.param_schedulers, config)
         if changes:
             self.logger.warning(

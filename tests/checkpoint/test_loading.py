@@ -165,3 +165,30 @@ def test_whole_model_load_strips_ddp_prefix_and_calls_after_read(tmp_path) -> No
 def test_a_missing_local_checkpoint_is_named(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match=r'checkpoint \S*nope\.pth does not exist'):
         load_whole_model(torch.nn.Linear(2, 2), str(tmp_path / 'nope.pth'))
+
+
+def test_a_weight_holding_nan_or_inf_is_refused_and_a_masking_buffer_is_not(tmp_path) -> None:
+    """A flipped byte (or a run that diverged) gives NaN weights: the load names the weight and
+    copies nothing; a buffer may hold -inf on purpose (an attention mask) and loads."""
+    from dna_mm.checkpoint import CorruptCheckpointError
+
+    def model() -> torch.nn.Module:
+        net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+        net.register_buffer('mask', torch.tensor([0.0, float('-inf')]))
+        return net
+
+    source = model()
+    for bad in (float('nan'), float('inf')):
+        state = {k: v.clone() for k, v in source.state_dict().items()}
+        state['1.weight'][1, 0] = bad
+        path = tmp_path / 'damaged.pth'
+        torch.save(dict(state_dict=state), path)
+        target = model()
+        before = {k: v.clone() for k, v in target.state_dict().items()}
+        refusal = r'damaged\.pth: the weight 1\.weight holds NaN or inf'
+        with pytest.raises(CorruptCheckpointError, match=refusal):
+            load_whole_model(target, str(path))
+        assert all(torch.equal(before[k], v) for k, v in target.state_dict().items())  # nothing copied
+    torch.save(dict(state_dict=source.state_dict()), tmp_path / 'whole.pth')
+    load_whole_model(target, str(tmp_path / 'whole.pth'))  # the -inf mask buffer is no damage
+    assert torch.equal(target[1].weight, source[1].weight)

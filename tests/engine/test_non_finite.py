@@ -6,6 +6,7 @@ with non-finite weights is written; the AMP loss scaler's own skips are not fail
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -147,3 +148,35 @@ def test_the_amp_loss_scalers_own_skips_are_not_failures(tmp_path) -> None:
     assert hook.scaler_skips > 0 and hook.skipped == 0, (hook.scaler_skips, hook.skipped)
     assert runner.optim_wrapper.loss_scaler.get_scale() < 2.0**40
     assert torch.isfinite(weights(runner)).all()
+
+
+def test_a_resume_from_a_checkpoint_whose_optimizer_state_is_not_finite_names_it(tmp_path) -> None:
+    """A flipped byte in a checkpoint's optimizer state (weights intact) would resume and blame the
+    next NaN loss on the learning rate. ``--resume FILE`` names the state and the weight instead;
+    a resume that searches the work dir skips the file for the one before, and the run ends as
+    an uninterrupted one."""
+    from dna_mm.checkpoint import CorruptCheckpointError, read_checkpoint
+
+    values = [1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    toy_runner(tmp_path / 'run', values, max_iters=4, checkpoint_interval=2).train()
+    damaged = tmp_path / 'run' / 'iter_4.pth'
+    checkpoint = read_checkpoint(str(damaged))
+    checkpoint['optimizer']['state'][0]['momentum_buffer'][2] = float('nan')
+    torch.save(checkpoint, damaged)
+
+    explicit = toy_runner(tmp_path / 'run', values, max_iters=6, resume=True, load_from=str(damaged))
+    with pytest.raises(CorruptCheckpointError) as refused:
+        explicit.train()
+    assert str(refused.value) == (
+        f'cannot resume from {damaged}: the optimizer state momentum_buffer of the weight w holds NaN '
+        f'or inf values (a damaged file); resume from an earlier checkpoint, or start from its weights '
+        f'with a fresh optimizer: load_from={damaged}'
+    )
+    searched = toy_runner(tmp_path / 'run', values, max_iters=6, checkpoint_interval=2, resume=True)
+    searched.train()
+    log = (Path(searched.log_dir) / f'{searched.timestamp}.log').read_text()
+    assert f'resume: skipping {damaged}, which does not load' in log
+    assert f'resume: continuing from {tmp_path / "run" / "iter_2.pth"}' in log
+    straight = toy_runner(tmp_path / 'straight', values, max_iters=6)
+    straight.train()
+    assert torch.equal(weights(searched), weights(straight))

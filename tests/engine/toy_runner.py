@@ -65,6 +65,7 @@ def toy_runner(
     param_scheduler: Optional[list] = None,
     train_cfg: Optional[dict] = None,
     rng_hook: bool = True,
+    load_from: Optional[str] = None,
 ):
     """A ``DnARunner`` on :class:`LogModel` over ``values`` (batch 1, in order), SGD with momentum
     and a step schedule (state to save), iteration-based (``ResumableIterBasedTrainLoop``) with a
@@ -72,7 +73,8 @@ def toy_runner(
     ``launcher='pytorch'``: a rank of a gloo group already started (DDP without device ids);
     ``accumulate``: the optimizer steps after every ``accumulate``-th backward pass;
     ``optimizer``, ``param_scheduler``, ``train_cfg``: others than that SGD, step schedule and
-    loop; ``rng_hook=False``: no ``RNGStateHook`` (a config of dna_mm 0.1.0, whose runner added it)."""
+    loop; ``rng_hook=False``: no ``RNGStateHook`` (a config of dna_mm 0.1.0, whose runner added it);
+    ``load_from`` with ``resume=True``: resume from that file."""
     from dna_mm.engine import DnARunner
 
     hooks_cfg = dict(
@@ -101,6 +103,7 @@ def toy_runner(
         default_hooks=hooks_cfg,
         custom_hooks=[*([dict(type='RNGStateHook')] if rng_hook else []), *(hooks or [])],
         resume=resume,
+        load_from=load_from,
         launcher=launcher,
         env_cfg=dict(dist_cfg=dict(backend='gloo')),
         default_scope='mmengine',  # dna_mm's hooks and loops are in the root registries
