@@ -101,7 +101,7 @@ def test(args: argparse.Namespace) -> dict:
     from dna_mm.config.build import read_config
     from dna_mm.engine import build_runner
     from dna_mm.errors import ConfigError
-    from dna_mm.evaluation import with_ood_evaluation
+    from dna_mm.evaluation import dump_evaluator, with_ood_evaluation
     from dna_mm.evaluation.confusion import figure_files
     from dna_mm.tools.cli import not_an_input, output_file, user_file
 
@@ -153,16 +153,8 @@ def test(args: argparse.Namespace) -> dict:
             for metric in coco:
                 metric.outfile_prefix = args.dump[: -len('.json')]
             args.dump = None
-        elif not args.dump.endswith(('.pkl', '.pickle')):
-            raise ConfigError(f'--dump for a detector must end in .pkl or .json, got {args.dump}')
     if args.dump is not None:
-        if args.dump.endswith('.csv'):
-            added.append(dict(type='DumpPredictions', out_file_path=args.dump))
-        elif args.dump.endswith(('.pkl', '.pickle')):
-            kind = 'DumpDetResults' if detector else 'DumpResults'
-            added.append(dict(type=kind, out_file_path=args.dump))
-        else:
-            raise ConfigError(f'--dump must end in .csv or .pkl, got {args.dump}')
+        added.append(dump_evaluator(args.dump, detector))
     if added:
         evaluators = cfg.test_evaluator
         cfg.test_evaluator = [

@@ -1,6 +1,6 @@
 """Evaluation helpers registered with MMEngine."""
 
-from .dump import DumpPredictions
+from .dump import DumpPredictions, DumpResultsWhole, dump_evaluator
 from .robustness import RobustnessMetric, with_ood_evaluation
 
-__all__ = ["DumpPredictions", "RobustnessMetric", "with_ood_evaluation"]
+__all__ = ["DumpPredictions", "DumpResultsWhole", "dump_evaluator", "RobustnessMetric", "with_ood_evaluation"]

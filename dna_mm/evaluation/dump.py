@@ -1,7 +1,9 @@
 """``DumpPredictions``: per-video (per-image) predictions to a CSV file (name, label, prediction,
 score, top-5).
 
-Added by ``tools/test.py --dump preds.csv``; for MMAction2's pickle use ``--dump preds.pkl``.
+Added by ``tools/test.py --dump preds.csv``; for MMAction2's pickle use ``--dump preds.pkl``
+(mmengine's ``DumpResults``, MMDetection's ``DumpDetResults`` for a detector, each written whole
+or not at all: :func:`dump_evaluator`).
 The samples are MMAction2's (``ActionDataSample``: ``pred_scores`` / ``gt_labels`` with their
 ``item``) or MMPretrain's (``DataSample``: ``pred_score`` / ``gt_label`` tensors, an ImageNet
 config's). The first column names the sample: ``video``, its ``metainfo['filename']``
@@ -15,11 +17,13 @@ from __future__ import annotations
 import csv
 from typing import Any, Sequence
 
-from mmengine.evaluator import BaseMetric
+from mmengine.evaluator import BaseMetric, DumpResults
+from mmengine.fileio import dump
 from mmengine.logging import print_log
 from mmengine.registry import METRICS
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..utils.files import atomic_path
 
 #: the CSV's columns after the first (``video`` or ``image``)
@@ -88,3 +92,37 @@ class DumpPredictions(BaseMetric):
             writer.writeheader()
             writer.writerows(results)
         return {}
+
+
+class WrittenWhole:
+    """For mmengine's ``DumpResults`` and its subclasses: the pickle written whole or not at all
+    (mmengine opens the final name for writing, so a full disk leaves the previous file cut short)."""
+
+    out_file_path: str
+
+    def compute_metrics(self, results: list) -> dict:
+        with atomic_path(self.out_file_path) as tmp:
+            dump(results, str(tmp), file_format='pkl')
+        print_log(f'Results has been saved to {self.out_file_path}.', logger='current')
+        return {}
+
+
+@METRICS.register_module()
+class DumpResultsWhole(WrittenWhole, DumpResults):
+    """mmengine's ``DumpResults`` (MMAction2's pickle of the predictions), written whole."""
+
+
+def dump_evaluator(out_file_path: str, detector: bool) -> dict:
+    """The evaluator of ``tools/test.py --dump FILE``: :class:`DumpPredictions` for ``.csv``
+    (recognizers), the predictions' pickle for ``.pkl`` / ``.pickle`` (MMDetection's
+    ``DumpDetResults``, masks as RLE, for a detector), written whole."""
+    if out_file_path.endswith(('.pkl', '.pickle')):
+        if not detector:
+            return dict(type='DumpResultsWhole', out_file_path=out_file_path)
+        from .det_dump import DumpDetResultsWhole  # noqa: F401  (registers it; imports mmdet)
+
+        return dict(type='DumpDetResultsWhole', out_file_path=out_file_path)
+    if out_file_path.endswith('.csv') and not detector:
+        return dict(type='DumpPredictions', out_file_path=out_file_path)
+    expected = 'for a detector must end in .pkl or .json' if detector else 'must end in .csv or .pkl'
+    raise ConfigError(f'--dump {expected}, got {out_file_path}')

@@ -7,6 +7,7 @@ A tiny DnA-ViT-T of the ImageNet config (32 px, patch 8, 2 blocks, 4 classes) on
 from __future__ import annotations
 
 import csv
+import re
 
 import numpy as np
 import torch
@@ -62,3 +63,42 @@ def test_a_dump_that_fails_midway_leaves_the_previous_file_whole(tmp_path) -> No
     with pytest.raises(ValueError, match='bogus'):
         DumpPredictions(out_file_path=str(path)).compute_metrics(rows)
     assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ['preds.csv']
+
+
+def test_the_pickle_dumps_are_mmengines_and_a_failed_one_leaves_the_previous_file_whole(tmp_path) -> None:
+    """``--dump x.pkl`` (mmengine's ``DumpResults``; MMDetection's ``DumpDetResults`` for a
+    detector) opened the final name for writing: a write the storage refused midway (here a real
+    file-size limit, as a full disk) left the previous file cut short. Now it is the same pickle,
+    written under a temporary name and renamed."""
+    import resource
+    import signal
+
+    import pytest
+    from mmengine.evaluator import DumpResults
+    from mmengine.registry import METRICS
+
+    from dna_mm.errors import ConfigError
+    from dna_mm.evaluation.dump import dump_evaluator
+
+    samples = [dict(pred_score=torch.rand(400), gt_label=torch.tensor([1])) for _ in range(50)]
+    for detector in (False, True):
+        metric = METRICS.build(dump_evaluator(str(tmp_path / 'preds.pkl'), detector))
+        assert type(metric).__name__ == ('DumpDetResultsWhole' if detector else 'DumpResultsWhole')
+        metric.compute_metrics(samples)
+        DumpResults(out_file_path=str(tmp_path / 'theirs.pkl')).compute_metrics(samples)
+        before = (tmp_path / 'preds.pkl').read_bytes()
+        assert before == (tmp_path / 'theirs.pkl').read_bytes()
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+        handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, limit[1]))
+        try:
+            with pytest.raises(OSError, match='File too large'):
+                metric.compute_metrics(samples * 2)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+            signal.signal(signal.SIGXFSZ, handler)
+        assert (tmp_path / 'preds.pkl').read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ['preds.pkl', 'theirs.pkl']
+    for name, detector, expected in [('x.csv', True, '.pkl or .json'), ('x.txt', False, '.csv or .pkl')]:
+        with pytest.raises(ConfigError, match=rf'--dump .*must end in {re.escape(expected)}, got x\.'):
+            dump_evaluator(name, detector)
