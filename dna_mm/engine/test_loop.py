@@ -15,6 +15,15 @@ a sample that cannot be loaded, tests the others, and at the end
   list in :attr:`unreadable` (``tools/test.py --skip-unreadable`` prints the count beside the
   metric).
 
+On several ranks each rank tests its share (mmengine's ``DefaultSampler`` deals the list out
+``rank::world``, padded with the list's first videos to a multiple of the ranks), and mmengine's
+``collect_results`` puts the ranks' results back in list order by interleaving them and cutting
+the padding off at a given length: it needs one result per sample on every rank. So a rank puts a
+placeholder (``None``, which the collection drops) in each metric's results where a video could
+not be read, and each unreadable video's place in the list is known from its place in the rank's
+share: the metrics, ``--dump`` and the list of unreadable videos (each once, in list order, the
+padding's repeats left out) are the same on any number of ranks.
+
 When no test video at all can be read, the error asks whether the test pipeline is one for
 these videos (a decoder step that does not match the opening one fails on every file), with or
 without ``skip_unreadable``: there is nothing to compute a metric over.
@@ -33,10 +42,10 @@ can be read it is an error, as in a test (the pipeline, more likely than every f
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from mmengine.dataset import pseudo_collate
-from mmengine.dist import all_gather_object
+from mmengine.dist import all_gather_object, get_world_size, is_main_process
 from mmengine.logging import print_log
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import TestLoop, ValLoop, _parse_losses
@@ -48,12 +57,21 @@ UNREADABLE = 'unreadable'
 SHOW = 20
 
 
+class BatchReport(NamedTuple):
+    """What :func:`collate_readable` tells of a batch: its number of samples, and the
+    ``(place in the batch, path, reason)`` of each that could not be read."""
+
+    size: int
+    unreadable: list[tuple[int, str, str]]
+
+
 def collate_readable(batch: list[dict]) -> dict:
-    """``pseudo_collate`` of the samples that were read; the ``(path, reason)`` of the others under
-    ``'unreadable'``."""
-    unreadable = [s[UNREADABLE] for s in batch if UNREADABLE in s]
+    """``pseudo_collate`` of the samples that were read; under ``'unreadable'`` a
+    :class:`BatchReport` of the others (their places, so that the loop can keep them in the
+    metrics' results)."""
+    unreadable = [(place, *s[UNREADABLE]) for place, s in enumerate(batch) if UNREADABLE in s]
     data = pseudo_collate([s for s in batch if UNREADABLE not in s]) if len(unreadable) < len(batch) else {}
-    data[UNREADABLE] = unreadable
+    data[UNREADABLE] = BatchReport(len(batch), unreadable)
     return data
 
 
@@ -82,6 +100,57 @@ def none_read_error(unreadable: list[tuple[str, str]], total: int, what: str) ->
         f'none of the {total} {what} videos can be read{", all for one reason" if same else ""}: '
         f"is the config's {what} pipeline one for these videos? (no metric computed):\n  {shown}{more}"
     )
+
+
+class SkipsUnreadable:
+    """What the two loops below share: a batch's readable videos run through ``run_iter`` and its
+    unreadable ones kept in place (module docstring), and the list of the unreadable videos of
+    all the ranks. :attr:`found` and :attr:`seen` are this rank's: each unreadable video's
+    ``(place in the rank's share, path, reason)`` and the number of its samples so far."""
+
+    evaluator: Any
+    dataloader: Any
+    found: list[tuple[int, str, str]]
+    seen: int
+
+    def run_readable(self, idx: int, data_batch: Any) -> None:
+        """``run_iter`` on the batch's readable samples (none: not run); on several ranks a
+        ``None`` in each metric's results at the place of each unreadable one, since mmengine's
+        collection orders the results by their places in the ranks' shares."""
+        report = data_batch.pop(UNREADABLE, None) if isinstance(data_batch, dict) else None
+        if report is None:  # a dataset that does not report unreadable videos
+            self.run_iter(idx, data_batch)
+            return
+        metrics = self.evaluator.metrics
+        before = [len(metric.results) for metric in metrics]
+        if data_batch:
+            self.run_iter(idx, data_batch)
+        if report.unreadable and get_world_size() > 1:
+            places = {place for place, _, _ in report.unreadable}
+            for metric, start in zip(metrics, before, strict=True):
+                added = metric.results[start:]
+                if len(added) != report.size - len(places):
+                    raise RuntimeError(
+                        f'{type(metric).__name__} collected {len(added)} results for '
+                        f'{report.size - len(places)} samples: on several ranks mmengine collects one '
+                        'result per sample, and the unreadable videos cannot be kept in their places'
+                    )
+                read = iter(added)
+                metric.results[start:] = [None if p in places else next(read) for p in range(report.size)]
+        self.found += [(self.seen + place, path, reason) for place, path, reason in report.unreadable]
+        self.seen += report.size
+
+    def all_unreadable(self) -> list[tuple[str, str]]:
+        """The ``(path, reason)`` of every rank's unreadable videos, each once, in list order: the
+        ``k``-th sample of rank ``r`` of ``w`` is the list's ``k * w + r``-th (``DefaultSampler``),
+        and one at ``len(dataset)`` or after is the padding's repeat of one at its start."""
+        total, world = len(self.dataloader.dataset), get_world_size()
+        at: dict[int, tuple[str, str]] = {}
+        for rank, part in enumerate(all_gather_object(self.found)):
+            for k, path, reason in part:
+                if k * world + rank < total:
+                    at[k * world + rank] = (path, reason)
+        return [at[place] for place in sorted(at)]
 
 
 @LOOPS.register_module()
@@ -155,7 +224,7 @@ class ResumableTestLoop(TestLoop):
 
 
 @LOOPS.register_module()
-class UnreadableVideosTestLoop(ResumableTestLoop):
+class UnreadableVideosTestLoop(SkipsUnreadable, ResumableTestLoop):
     """``TestLoop`` that lists every unreadable test video (module docstring);
     ``skip_unreadable=True`` computes the metrics over the readable videos instead of failing;
     a stopped test goes on where it stood (:class:`ResumableTestLoop`)."""
@@ -167,28 +236,25 @@ class UnreadableVideosTestLoop(ResumableTestLoop):
         super().__init__(runner, dataloader, *args, **kwargs)
         self.skip_unreadable = skip_unreadable
         self.unreadable: list[tuple[str, str]] = []
-        self.found: list[tuple[str, str]] = []  # this rank's
+        self.found, self.seen = [], 0
         if reporting:
             self.dataloader.dataset.report_unreadable = True  # set before the workers start
 
     def test_batch(self, idx: int, data_batch: Any) -> None:
-        """The batch's readable videos tested, the others noted."""
-        if isinstance(data_batch, dict) and UNREADABLE in data_batch:
-            self.found += data_batch.pop(UNREADABLE)
-            if not data_batch:
-                return  # the whole batch was unreadable
-        self.run_iter(idx, data_batch)
+        """The batch's readable videos tested, the others noted (:meth:`run_readable`)."""
+        self.run_readable(idx, data_batch)
 
     def kept(self) -> dict:
-        return dict(super().kept(), unreadable=self.found)
+        return dict(super().kept(), unreadable=self.found, seen=self.seen)
 
     def take_back(self, kept: dict) -> None:
         super().take_back(kept)
         self.found = [tuple(item) for item in kept.get('unreadable', [])]
+        self.seen = kept.get('seen', 0)
 
     def final_metrics(self, progress: RankProgress) -> dict:
         """The list of unreadable videos, or the metrics over the readable ones."""
-        self.unreadable = [tuple(item) for part in all_gather_object(self.found) for item in part]
+        self.unreadable = self.all_unreadable()
         total = len(self.dataloader.dataset)
         none_read = len(self.unreadable) == total
         if self.unreadable and (none_read or not self.skip_unreadable):
@@ -205,7 +271,7 @@ class UnreadableVideosTestLoop(ResumableTestLoop):
 
 
 @LOOPS.register_module()
-class UnreadableVideosValLoop(ValLoop):
+class UnreadableVideosValLoop(SkipsUnreadable, ValLoop):
     """mmengine's ``ValLoop`` that skips unreadable validation videos (module docstring): one
     warning naming each, the metrics over the others with a warning giving the count, the list in
     :attr:`unreadable`. Same arguments as ``ValLoop``; a dataset other than a
@@ -215,6 +281,7 @@ class UnreadableVideosValLoop(ValLoop):
         dataloader, reporting = reporting_dataloader(dataloader)
         super().__init__(runner, dataloader, *args, **kwargs)
         self.unreadable: list[tuple[str, str]] = []
+        self.found, self.seen = [], 0
         if reporting:
             self.dataloader.dataset.report_unreadable = True  # set before the workers start
 
@@ -224,21 +291,18 @@ class UnreadableVideosValLoop(ValLoop):
         self.runner.call_hook('before_val_epoch')
         self.runner.model.eval()
         self.val_loss.clear()
-        found: list[tuple[str, str]] = []  # this rank's
+        self.found, self.seen = [], 0
         for idx, data_batch in enumerate(self.dataloader):
-            if isinstance(data_batch, dict) and UNREADABLE in data_batch:
-                for path, reason in data_batch.pop(UNREADABLE):
-                    found.append((path, reason))
-                    print_log(
-                        f'validation: skipped unreadable video {path} ({reason})', logger='current', level=30
-                    )
-                if not data_batch:
-                    continue  # the whole batch was unreadable
-            self.run_iter(idx, data_batch)
-        self.unreadable = [tuple(item) for part in all_gather_object(found) for item in part]
+            self.run_readable(idx, data_batch)
+        self.unreadable = self.all_unreadable()
         total = len(self.dataloader.dataset)
         if self.unreadable and len(self.unreadable) == total:
             raise none_read_error(self.unreadable, total, 'validation')
+        if is_main_process():  # every rank's, once
+            for path, reason in self.unreadable:
+                print_log(
+                    f'validation: skipped unreadable video {path} ({reason})', logger='current', level=30
+                )
         metrics = self.evaluator.evaluate(total - len(self.unreadable))
         if self.unreadable:
             print_log(  # the epoch and iteration: mmengine drops a warning repeated word for word
