@@ -6,6 +6,10 @@ A model whose attentions are not of the dna_mm family (the softmax baselines on 
 ``Attention``: ``configs/imagenet/vit-*_softmax_in1k.py``, ``timm:vit_*``) is analysed through
 dna_mm's softmax member holding the same weights (:func:`family_view`), which computes the same
 outputs; the analyses that need a quantity it lacks (DnA's α, a second branch) leave it out.
+
+A run is labelled in figures and reports by its attention member, as the study names its methods
+(:func:`model_label`: ``softmax``, ``Diff``, ``DnA (A±)`` with the variant's paper name), and by
+its config's name only where its members are mixed or unknown.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..checkpoint import load_whole_model
 from ..config.build import model_from_config
 from ..config.timm_models import create_timm_model
 from ..errors import ConfigError, DataError, MissingFileError, UnsupportedModelError, UserError
+from ..family import DNA_VARIANT_ALIASES, DNA_VARIANTS
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
@@ -52,10 +57,12 @@ class AnalysisModel:
             to broadcast against ``inputs``.
         pixel_max: Range of the raw pixels (255 for OpenMMLab's uint8 pipelines, 1 for timm).
         is_classifier: ``forward`` gives class logits (needed by relevance maps and accuracy).
-        name: For logs and plots.
+        name: The config's name (its file's stem, or the timm model's): for messages.
         load_input: ``path → inputs [1, ...]`` of one image / video, as the model sees it.
         input_kind: What ``load_input`` reads: ``'image'`` or ``'video'``.
         notes: What was done to the model to analyse it (:func:`family_view`), one line each.
+        label: How figures and reports name the run by default (:func:`model_label`: its
+            attention member; ``name`` where its members are mixed or unknown, and where not given).
     """
 
     model: nn.Module
@@ -69,6 +76,11 @@ class AnalysisModel:
     load_input: Callable[[str], Tensor]
     input_kind: str = 'image'
     notes: list[str] = field(default_factory=list)
+    label: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            self.label = self.name
 
     def raw_pixels(self, inputs: Tensor) -> Tensor:
         """Normalised inputs back to pixels in ``[0, 1]``."""
@@ -124,7 +136,7 @@ def load_mm_model(
     from mmengine.runner import Runner
 
     cfg, model = model_from_config(config, cfg_options)
-    load_whole_model(model, checkpoint)
+    load_whole_model(model, checkpoint, advice=mismatch_advice(config))
     notes = family_view(model, config)
     model.eval()
     key = f'{split}_dataloader'
@@ -189,8 +201,9 @@ def load_mm_model(
 
     pixel_max = 255.0 if float(mean.max()) > 1.5 else 1.0
     name = osp.splitext(osp.basename(config))[0]
+    label = model_label(model, name)
     return AnalysisModel(
-        model, forward, batches, mean, std, pixel_max, is_classifier, name, load_input, kind, notes
+        model, forward, batches, mean, std, pixel_max, is_classifier, name, load_input, kind, notes, label
     )
 
 
@@ -221,7 +234,7 @@ def load_timm_model(
     import dna_mm  # noqa: F401  (registers dna_vit_*)
 
     model = create_timm_model(name, model_args)
-    load_whole_model(model, checkpoint)
+    load_whole_model(model, checkpoint, advice=mismatch_advice(f'timm:{name}'))
     notes = family_view(model, f'timm:{name}')
     model.eval()
     size = built_input_size(model)
@@ -243,7 +256,71 @@ def load_timm_model(
         check_input(f'timm:{name}', path, 'image')
         return transform(load_image(path))[None]
 
-    return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input, 'image', notes)
+    label = model_label(model, name)
+    return AnalysisModel(model, model, batches, mean, std, 1.0, True, name, load_input, 'image', notes, label)
+
+
+def mismatch_advice(config: str) -> str:
+    """How the refusal of a checkpoint that does not match ``config``'s model ends in the
+    analysis tools (:func:`~dna_mm.checkpoint.loading.mismatch_line`'s ``advice``): they load
+    whole checkpoints only, so what to do is give the config its own model's checkpoint."""
+    return (
+        f"Nothing was loaded: analyse {config} with a checkpoint of its own model (one its training "
+        f"wrote), not another model's"
+    )
+
+
+#: a DnA variant's paper name (``'apm'`` → ``'A±'``): :data:`~dna_mm.family.DNA_VARIANT_ALIASES` read back
+VARIANT_NAMES = {canonical: paper for paper, canonical in DNA_VARIANT_ALIASES.items()}
+
+
+def member_label(module: nn.Module) -> str:
+    """How figures name one attention: as the study names its method
+    (:func:`~dna_mm.analysis.plots.study.method_label`: ``softmax``, ``Diff``), a DnA variant's
+    with its paper name (``DnA (A±)``: the member's label states its default variant's), a
+    gated one's followed by ``+ gate``, as a gated method of the study is."""
+    from .plots.study import method_label
+
+    label = method_label(type(module).__name__)
+    variant = getattr(module, 'variant', None)
+    if isinstance(variant, str) and variant in DNA_VARIANTS:
+        for paper in DNA_VARIANT_ALIASES:  # the class's own variant name, in its label
+            label = label.removesuffix(f' ({paper})')
+        label = f'{label} ({VARIANT_NAMES[variant]})'
+    return f'{label} + gate' if getattr(module, 'gated', False) else label
+
+
+def model_label(model: nn.Module, name: str) -> str:
+    """How figures and reports name a run of ``model`` by default: the label of its attention
+    member (:func:`member_label`), where one member (one variant, gated or not) holds every
+    attention, or holds them with the layers its own per-layer rule gives another member (Cog's
+    softmax first and last layer: :meth:`~dna_mm.models.attention.AttentionBase.layer_config`);
+    ``name`` (the config's) where the members are mixed otherwise, or the model has none."""
+    from ..models.sites import find_attention_sites
+
+    try:
+        sites = find_attention_sites(model)
+    except UnsupportedModelError:
+        return name
+    labels = {member_label(s.module) for s in sites}
+    if len(labels) == 1:
+        return labels.pop()
+    num_layers = max(s.layer for s in sites) + 1
+    for cls in dict.fromkeys(type(s.module) for s in sites):
+        if all(_layer_type(cls, s.layer, num_layers) is type(s.module) for s in sites):
+            own = {member_label(s.module) for s in sites if type(s.module) is cls}
+            if len(own) == 1:
+                return own.pop()
+    return name
+
+
+def _layer_type(cls: type, layer: int, num_layers: int) -> Optional[type]:
+    """The member class ``cls``'s per-layer rule builds at ``layer`` of ``num_layers``
+    (``None``: a type no member is registered as now)."""
+    from ..models.attention.builder import attention_types
+
+    kind = cls.layer_config(dict(type=cls.__name__), layer, num_layers).get('type')
+    return kind if isinstance(kind, type) else attention_types().get(kind)
 
 
 def built_input_size(model: nn.Module) -> Optional[tuple[int, int, int]]:

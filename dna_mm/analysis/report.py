@@ -3,9 +3,10 @@
 Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entropies in nats)::
 
     label, config, checkpoint, num_samples, accuracy (clean top-1 on the analysed samples, if known)
+                (label: as given, else the model's own: AnalysisModel.label, e.g. 'DnA (A±)')
     settings   {analyses, top_k_percent, intruder_k, intruder_eps, with_coefficient, sigmas,
                 noise_space, center, seed}
-    sites      [{site, layer, group, kind, branches, num_heads}]
+    sites      [{site, layer, group, kind, branches, num_heads, variant (DnA: its variant, 'apm' ...)}]
     alpha      [{site, layer, group, per_head, mean, max, min, std, init}]    (DnA with α)
     lambda     [{site, layer, group, value, lambda_init}]                      (Diff)
     entropy    [{site, layer, group, kind, branch, per_head, mean, top_k_per_head, top_k_mean,
@@ -25,6 +26,7 @@ weight ``[H]`` with its statistics and ``init``, a scalar with its ``value`` and
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from typing import Iterable, Optional, Sequence
 
@@ -73,6 +75,16 @@ def parameter_records(am: AnalysisModel) -> dict[str, list[dict]]:
     return records
 
 
+def site_record(site: AttentionSite) -> dict:
+    """A site of ``sites``: its member's short name (``kind``), branches, heads and, for a member
+    of variants (DnA), its ``variant`` (canonical: ``'apm'``, ``'qpm_vpm'``, ...)."""
+    record = site.record(kind=site.kind, branches=list(site.branches), num_heads=site.module.num_heads)
+    variant = getattr(site.module, 'variant', None)
+    if isinstance(variant, str):
+        record['variant'] = variant
+    return record
+
+
 def analyze(
     am: AnalysisModel,
     analyses: Sequence[str] = ANALYSES,
@@ -99,12 +111,15 @@ def analyze(
     unknown = set(analyses) - set(ANALYSES)
     if unknown:
         raise ValueError(f'unknown analyses {sorted(unknown)}; choose from {list(ANALYSES)}')
-    sigmas = sorted({float(s) for s in sigmas if s > 0}) if 'robustness' in analyses else []
+    sigmas = [float(s) for s in sigmas]
+    if any(not (math.isfinite(s) and s >= 0) for s in sigmas):
+        raise ValueError(f'noise levels must be finite and >= 0 (0: the clean pass, always run): {sigmas}')
+    sigmas = sorted({s for s in sigmas if s > 0}) if 'robustness' in analyses else []
     map_analyses = [a for a in analyses if a in MAP_ANALYSES]
     sites = find_attention_sites(am.model)
     report: dict = dict(
         schema=SCHEMA,
-        label=label or am.name,
+        label=label or am.label,
         num_samples=0,
         settings=dict(
             analyses=list(analyses),
@@ -117,7 +132,7 @@ def analyze(
             center=center,
             seed=seed,
         ),
-        sites=[s.record(kind=s.kind, branches=list(s.branches), num_heads=s.module.num_heads) for s in sites],
+        sites=[site_record(s) for s in sites],
     )
     if 'alpha' in analyses:
         report.update(parameter_records(am))

@@ -143,6 +143,7 @@ def load_whole_model(
     map_location: Any = 'cpu',
     revise_keys: Optional[list[tuple[str, str]]] = None,
     after_read: Optional[Callable[[Any], None]] = None,
+    advice: Optional[str] = None,
 ) -> StateDictReport:
     """Load the whole-model checkpoint ``filename`` into ``model``.
 
@@ -154,7 +155,8 @@ def load_whole_model(
     A layout other than mmengine's is logged.
 
     ``strict``: any missing, unexpected or resized key is a ``CheckpointMismatchError`` naming
-    ``filename`` (nothing is loaded; one line: :func:`mismatch_line`); otherwise what matches is
+    ``filename`` (nothing is loaded; one line: :func:`mismatch_line`, ending in ``advice`` where a
+    caller that offers no partial load gives its own); otherwise what matches is
     loaded and the rest keeps the model's values. A file of which no weight fits the model is
     refused in both cases: a partial load of nothing would train or test the model's own start.
 
@@ -191,7 +193,7 @@ def load_whole_model(
     report = compare_state_dict(model, state_dict)
     report.layout, report.checkpoint = layout, checkpoint
     if not report.complete and (strict or not report.loaded):
-        raise CheckpointMismatchError(mismatch_line(model, filename, report))
+        raise CheckpointMismatchError(mismatch_line(model, filename, report, advice))
     parameters = dict(model.named_parameters())  # buffers may hold -inf on purpose (masks)
     bad = first_non_finite({k: v for k, v in report.weights.items() if k in parameters})
     if bad is not None:
@@ -203,18 +205,23 @@ def load_whole_model(
     return report
 
 
-def mismatch_line(model: nn.Module, filename: str, report: StateDictReport) -> str:
+def mismatch_line(
+    model: nn.Module, filename: str, report: StateDictReport, advice: Optional[str] = None
+) -> str:
     """The one-line refusal of ``filename`` (:func:`load_whole_model`): how many of the model's
     weights match, each kind of problem with a few keys (:meth:`StateDictReport.summary`), and
     what to do: the backbone's own initialisation when the file is an image ViT's weights
-    (:func:`backbone_option`; a few of them may fit by name, as MMPretrain's ``cls_token``), else a
-    partial load when some of the file fits, else a checkpoint of this model."""
+    (:func:`backbone_option`; a few of them may fit by name, as MMPretrain's ``cls_token``), else
+    ``advice`` when given (a caller that offers no partial load: the analysis tools), else a
+    partial load when some of the file fits (:data:`PARTIAL_ADVICE`, the training and testing
+    tools' options), else a checkpoint of this model."""
     total = report.loaded + len(report.missing) + len(report.mismatched)
     head = f'checkpoint {filename} does not match the model ({report.loaded} of its {total} weights match)'
     layout = image_vit_layout(report.checkpoint)
     option = backbone_option(model, filename) if layout else None
     if option is None:  # not an image ViT's file (or no backbone that reads one)
-        return f'{head}: {report.summary()}. {PARTIAL_ADVICE if report.loaded else NOTHING_FITS}'
+        end = advice or (PARTIAL_ADVICE if report.loaded else NOTHING_FITS)
+        return f'{head}: {report.summary()}. {end}'
     return (
         f"{head}: it holds an image ViT's weights (layout {layout}: {first_keys(report.unexpected, 2)}). "
         f'Nothing was loaded; initialise the backbone from it with --cfg-options {option} (load_from, '

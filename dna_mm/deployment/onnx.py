@@ -146,7 +146,10 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
             meta,
         )
     if checkpoint:
-        load_whole_model(model, checkpoint)
+        advice = (
+            f'Nothing was loaded: export {config} with a checkpoint of its own model'  # no partial load here
+        )
+        load_whole_model(model, checkpoint, advice=advice)
     exportable.model.eval()
     return exportable
 

@@ -15,7 +15,10 @@ CONFIG is an OpenMMLab config (TimeSformer recognizers, MMPretrain image classif
 softmax vs Diff); every run's model is loaded before the first is analysed, and a run that fails
 leaves the runs before it written. A softmax baseline on timm's own attention is analysed through
 dna_mm's softmax attention with the same weights; a figure of a quantity a run lacks (α, a
-second branch) leaves that run out. Writes ``DIR/analysis.json``
+second branch) leaves that run out. A run is named by ``--label`` / its ``--compare LABEL``, which
+must differ; without one, by its attention (``softmax``, ``Diff``, ``DnA (A±)``: the config's name
+where its members are mixed), and two runs of one such name get their config's, work dir's or
+checkpoint's name added: ``softmax (softmax_a)``. Writes ``DIR/analysis.json``
 (``{"schema", "runs": [report, ...]}``, the report layout is in ``dna_mm/analysis/report.py``)
 and ``DIR/<analysis>.png`` (the figures are described in ``docs/analysis.md``); a progress bar with
 the ETA runs over each run's samples (stderr). The definitions are in ``dna_mm/analysis/measures.py``.
@@ -25,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os.path as osp
 import time
+from collections import Counter
 
 #: ``dna_mm.analysis.report.ANALYSES`` (a test keeps them equal)
 ANALYSES = ('alpha', 'entropy', 'redundancy', 'cvv', 'intruders', 'robustness')
@@ -39,7 +44,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--out', required=True, help='output directory (JSON + PNGs)')
     p.add_argument('--analyses', nargs='+', default=list(ANALYSES), choices=ANALYSES)
     p.add_argument('--num-samples', type=int, default=None, help='samples to analyse (default: all)')
-    p.add_argument('--label', default=None, help='name of this run in the figures')
+    p.add_argument(
+        '--label',
+        default=None,
+        help="name of this run in the figures (default: its attention's, e.g. softmax, DnA (A±))",
+    )
     p.add_argument(
         '--compare',
         nargs=3,
@@ -82,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f'--{name.replace("_", "-")} must be >= 1, got {value}')
+    bad = [s for s in args.sigmas if not (math.isfinite(s) and s > 0)]
+    if bad:  # σ = 0 is the clean pass, always run
+        p.error(f'--sigmas must be noise levels > 0 (the clean pass is always run), got {bad[0]:g}')
     return args
 
 
@@ -103,23 +115,86 @@ def describe(rep: dict) -> str:
     return '; '.join(parts)
 
 
-def load_runs(args: argparse.Namespace) -> list[tuple[str | None, str, str, object]]:
+def check_labels(args: argparse.Namespace) -> None:
+    """The labels given (``--label``, each ``--compare LABEL``) name one run each; else a
+    :class:`~dna_mm.errors.ConfigError` naming the label given twice."""
+    from dna_mm.errors import ConfigError
+
+    given = [label for label in [args.label, *(c[0] for c in args.compare)] if label]
+    twice = [label for label, n in Counter(given).items() if n > 1]
+    if twice:
+        raise ConfigError(
+            f'--label / --compare LABEL: the runs\' labels must differ, {twice[0]!r} is given to '
+            f'{Counter(given)[twice[0]]} runs'
+        )
+
+
+#: what tells runs of one default label apart, tried in turn (a work dir of the demo saves its
+#: config as timesformer_dna_demo.py whatever its attention: then the work dir, then the file)
+RUN_TAGS = (
+    lambda config, checkpoint: osp.splitext(osp.basename(config))[0],
+    lambda config, checkpoint: osp.basename(osp.dirname(osp.abspath(checkpoint))),
+    lambda config, checkpoint: osp.splitext(osp.basename(checkpoint))[0],
+    lambda config, checkpoint: checkpoint,
+)
+
+
+def run_labels(given: list[str | None], runs: list[tuple[str, str]], defaults: list[str]) -> list[str]:
+    """Each run's label: the one ``given``, else its model's default (``defaults``:
+    ``AnalysisModel.label``, e.g. ``softmax``). A default that another run's label also is gets
+    ``(TAG)`` added, TAG the first of :data:`RUN_TAGS` of its ``(config, checkpoint)`` that tells
+    all of them apart (two softmax work dirs: ``softmax (softmax_a)``, ``softmax (softmax_b)``).
+    One config and checkpoint compared with itself, unlabelled: a
+    :class:`~dna_mm.errors.ConfigError`."""
+    from dna_mm.errors import ConfigError
+
+    labels = [label or default for label, default in zip(given, defaults, strict=True)]
+    for label in dict.fromkeys(labels):
+        clash = [i for i, x in enumerate(labels) if x == label]
+        renamed = [i for i in clash if not given[i]]
+        if len(clash) < 2 or not renamed:
+            continue
+        for tag in RUN_TAGS:
+            new = {i: f'{label} ({tag(*runs[i])})' for i in renamed}
+            if len({*new.values(), *(labels[i] for i in clash if given[i])}) == len(clash):
+                break
+        else:
+            config, checkpoint = runs[renamed[-1]]
+            raise ConfigError(
+                f'--compare: {config} with {checkpoint} is given twice without a label; compare '
+                f'different runs, or name each with --label / --compare LABEL'
+            )
+        for i, name in new.items():
+            labels[i] = name
+    twice = [label for label, n in Counter(labels).items() if n > 1]
+    if twice:  # a tag that is another run's label: rare, named rather than guessed around
+        raise ConfigError(f"--label / --compare LABEL: two runs would be labelled {twice[0]!r}; label them")
+    return labels
+
+
+def load_runs(args: argparse.Namespace) -> list[tuple[str, str, str, object]]:
     """``(label, config, checkpoint, AnalysisModel)`` of every run, each file checked and each
     model loaded before the first run is analysed (a checkpoint of another model is found at
-    once, not after the runs before it)."""
+    once, not after the runs before it); the labels told apart (:func:`run_labels`)."""
     from dna_mm.analysis.models import load_model
     from dna_mm.tools.cli import user_file
 
+    check_labels(args)
     runs = [(args.label, args.config, args.checkpoint)] + [tuple(c) for c in args.compare]
     for _, config, checkpoint in runs:  # every run's files, before the first model is built
         if not config.startswith('timm:'):
             user_file(config, 'config')
         user_file(checkpoint, 'checkpoint')
+    models = [
+        load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
+        for _, config, checkpoint in runs
+    ]
+    given = [label for label, _, _ in runs]
+    labels = run_labels(given, [(c, k) for _, c, k in runs], [am.label for am in models])
     loaded = []
-    for label, config, checkpoint in runs:
-        am = load_model(config, checkpoint, args.cfg_options, args.input_dir, args.split, args.batch_size)
+    for label, (_, config, checkpoint), am in zip(labels, runs, models, strict=True):
         for note in am.notes:
-            print(f'[{label or am.name}] note: {note}', flush=True)
+            print(f'[{label}] note: {note}', flush=True)
         loaded.append((label, config, checkpoint, am))
     return loaded
 
@@ -165,7 +240,7 @@ def analyze_runs(args: argparse.Namespace) -> dict:
         while runs:
             label, config, checkpoint, am = runs.pop(0)  # each model freed once analysed
             start = time.time()
-            print(f'[{label or am.name}] {config}: {", ".join(args.analyses)}', flush=True)
+            print(f'[{label}] {config}: {", ".join(args.analyses)}', flush=True)
             rep = analyze(am, **options, label=label, progress=True)
             rep.update(config=config, checkpoint=checkpoint)
             reports.append(rep)

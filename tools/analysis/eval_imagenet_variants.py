@@ -76,6 +76,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     import torch
     from mmengine.dataset import Compose
 
+    from dna_mm.analysis.models import mismatch_advice
     from dna_mm.checkpoint import load_whole_model
     from dna_mm.config.build import build_part, read_config
     from dna_mm.evaluation.imagenet_variants import list_sets, score_sets
@@ -99,7 +100,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     check_out(args, sets.images())
     model = build_part(cfg)
     device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
-    load_whole_model(model, args.checkpoint)
+    load_whole_model(model, args.checkpoint, advice=mismatch_advice(args.config))
     model.to(device).eval()
     pipeline = Compose(cfg.test_dataloader.dataset.pipeline)
     results = score_sets(model, pipeline, sets, args.batch_size, args.beta)

@@ -9,12 +9,14 @@ pipeline; one row of overlays per branch, one column per sampled frame, titled w
 the source video), an MMPretrain image classifier config (``configs/imagenet/``: ``--input``
 images, read by its test pipeline) or ``timm:<model>`` (``--input`` images; ``--cfg-options``
 are ``create_model`` arguments). The gradients are those of the class ``--target`` (default: the
-prediction); classes are named from ``--label-map`` or the config's ``label_map``. Each branch's
-map is min–max normalised over the whole clip. Writes, per input, ``DIR/<input name>_relevance``
-``.png`` (the figure), ``.json`` (class, score, branches, frame indices) and ``.npz`` (the
-normalised maps ``[T, H, W]`` per branch); a progress bar with the ETA runs over the inputs. An
-input that cannot be decoded is named with the reason and skipped (exit status 1 at the end).
-The rule, and how it runs through divided space-time attention: ``dna_mm/analysis/relevance.py``.
+prediction); classes are named from ``--label-map`` or the config's ``label_map``, the model by
+``--label``, else by its attention (``softmax``, ``Diff``, ``DnA (A±)``; the config's name where
+its members are mixed). Each branch's map is min–max normalised over the whole clip. Writes, per
+input, ``DIR/<input name>_relevance`` ``.png`` (the figure), ``.json`` (class, score, branches,
+frame indices) and ``.npz`` (the normalised maps ``[T, H, W]`` per branch); a progress bar with
+the ETA runs over the inputs. An input that cannot be decoded is named with the reason and
+skipped (exit status 1 at the end). The rule, and how it runs through divided space-time
+attention: ``dna_mm/analysis/relevance.py``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--target', type=int, default=None, help='class to explain (default: predicted)')
-    p.add_argument('--label', default=None, help='model name in the figure title')
+    p.add_argument(
+        '--label',
+        default=None,
+        help="model name in the figure title (default: its attention's, e.g. softmax, DnA (A±))",
+    )
     p.add_argument(
         '--label-map', default=None, help="class names, one a line (default: the config's label_map)"
     )
@@ -93,7 +99,7 @@ def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) ->
     name = names[rel.target] if names and rel.target < len(names) else None
     cls = f"'{name}' (class {rel.target})" if name else f'class {rel.target}'
     why = 'the prediction' if args.target is None else '--target'
-    model = args.label or am.name
+    model = args.label or am.label  # default: its attention's (DnA (A±), softmax), as analyze_attention.py
     title = f'{model}: relevance for {cls}, p = {rel.probability:.2f} ({why}) — {osp.basename(path)}'
     what = 'frames of the clip' if frames.shape[0] > 1 else 'pixels'
     maps = {k: v.numpy() for k, v in rel.maps.items()}
