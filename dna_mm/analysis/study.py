@@ -11,7 +11,10 @@
 A run's result (``result.json`` of one method and seed)::
 
     method, seed, test {top1, mca} (tools/test.py on the training set's test split, in %),
-    train_test_seconds, eval_seconds,
+    epochs, cfg_options (what the run was trained with: the epochs, the config's where no
+    --epochs was given, and the study's --cfg-options), distractors, likeness,
+    heldout_per_class (the held-out sets it was evaluated on), train_test_seconds (of every
+    attempt of a run stopped and resumed, added), eval_seconds,
     sets [{name, num_distractors, likeness, heldout, num_clips, top1, mca, seconds,
            mass [records of TargetMassCollector]}]
 """
@@ -29,6 +32,7 @@ import torch
 from scipy.stats import t as student_t
 
 from ..errors import DataError
+from ..family import DNA_VARIANT_ALIASES, canonical_variant
 from ..synthetic.motion_clips import load_boxes
 from .models import _label
 from .target_mass import TargetMassCollector, box_patch_mask
@@ -39,15 +43,81 @@ SCHEMA = 'dna_mm.study/1'
 # -- statistics ------------------------------------------------------------------------------
 #: a study method ``NAME+gated``: member ``NAME`` with the sigmoid gate on its output (``gated=True``)
 GATED = '+gated'
+#: a study method ``NAME:VARIANT``: member ``NAME`` (DnA) as its variant ``VARIANT``
+#: (:data:`~dna_mm.family.DNA_VARIANTS` or the paper's name: ``dna:apm``, ``dna:A±``)
+VARIANT = ':'
+#: canonical DnA variant → the paper's name (``apm`` → ``A±``)
+PAPER_NAMES = {name: alias for alias, name in DNA_VARIANT_ALIASES.items()}
 
 
 def method_attention(method: str) -> tuple[str, dict]:
     """The member a study method names and the settings it adds to that member's config:
     ``'dna'`` → ``('dna', {})``; ``'dna+gated'`` → ``('dna', {'gated': True})``, the gate of gated
-    attention (Qiu et al., 2025) on DnA."""
-    if method.endswith(GATED):
-        return method[: -len(GATED)], {'gated': True}
-    return method, {}
+    attention (Qiu et al., 2025) on DnA; ``'dna:apm'``, ``'dna:A±'`` or the paper's name alone,
+    ``'A±'`` → ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`~dna_mm.family.DNA_VARIANTS`;
+    ``'dna:apm+gated'``: both).
+
+    Raises:
+        ConfigError: an unknown variant (:func:`~dna_mm.family.canonical_variant`).
+    """
+    gated = method.endswith(GATED)
+    if gated:
+        method = method[: -len(GATED)]
+    if method in DNA_VARIANT_ALIASES:
+        method = f'dna{VARIANT}{method}'
+    settings: dict = {}
+    if VARIANT in method:
+        method, variant = method.split(VARIANT, 1)
+        settings['variant'] = canonical_variant(variant)
+    if gated:
+        settings['gated'] = True
+    return method, settings
+
+
+def canonical_method(method: str) -> str:
+    """One name per study method (its runs' folder): a variant by its canonical name
+    (``'A±'``, ``'dna:A±'`` → ``'dna:apm'``), anything else as it is.
+
+    Raises:
+        ConfigError: an unknown variant.
+    """
+    member, settings = method_attention(method)
+    variant = f'{VARIANT}{settings["variant"]}' if 'variant' in settings else ''
+    return member + variant + (GATED if settings.get('gated') else '')
+
+
+def method_name(method: str) -> str:
+    """How the study's tables and figures name ``method``: as its member names itself
+    (:func:`~dna_mm.analysis.plots.study.method_label`), a DnA variant by the paper's name
+    (``'dna:apm'`` → ``'DnA (A±)'``, where the member's label names its default variant,
+    ``'DnA (Q±V±)'``)."""
+    from .plots.study import method_label
+
+    member, settings = method_attention(method)
+    if 'variant' not in settings:
+        return method_label(method)
+    base = method_label(member)
+    if base == member:  # a member this process does not have
+        return method
+    default = _default_variant(member)
+    if default is not None:
+        base = base.removesuffix(f' ({PAPER_NAMES.get(default, default)})')
+    label = f'{base} ({PAPER_NAMES.get(settings["variant"], settings["variant"])})'
+    return f'{label} + gate' if settings.get('gated') else label
+
+
+def _default_variant(member: str) -> Optional[str]:
+    """The variant a member builds when its config names none (``DnAAttention``'s ``qpm_vpm``)."""
+    import inspect
+
+    from ..models.attention import attention_class
+
+    for klass in attention_class(member).__mro__:
+        init = vars(klass).get('__init__')
+        param = inspect.signature(init).parameters.get('variant') if init is not None else None
+        if param is not None and isinstance(param.default, str):
+            return canonical_variant(param.default)
+    return None
 
 
 def mean_std(values: Sequence[float]) -> dict:

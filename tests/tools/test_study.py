@@ -249,7 +249,16 @@ def test_a_run_stopped_half_way_resumes_from_its_checkpoint(tiny_video_set, tmp_
         return run_main(args).stdout
 
     monkeypatch.setattr(tool_runs, 'run_script', in_process)
-    args = argparse.Namespace(epochs=1, imports=[], run_options=TINY_RUN, batch_size=2, device='cpu')
+    args = argparse.Namespace(
+        epochs=1,
+        imports=[],
+        run_options=TINY_RUN,
+        batch_size=2,
+        device='cpu',
+        distractors=[],
+        likeness=[],
+        heldout_per_class=1,
+    )
     result = study.run_one(args, 'dna', 0, tiny_video_set, [], out)
     train = commands[0]
     assert train[0] == 'tools/train.py' and '--resume' in train, train
@@ -260,3 +269,7 @@ def test_a_run_stopped_half_way_resumes_from_its_checkpoint(tiny_video_set, tmp_
     assert 'Epoch(train) [1][4/4]' in ' '.join(resumed.split()) and '[1][1/4]' not in resumed
     assert result['test']['line'].startswith('Test results: top-1: ')
     assert (run_dir / 'epoch_1.pth').is_file() and (run_dir / 'result.json').is_file()
+    # the seconds of both attempts: the cut one's (from its first file to its last) and this one's
+    attempts = json.loads((run_dir / study.RUN_RECORD).read_text())['attempts']
+    assert len(attempts) == 2 and attempts[0][1] - attempts[0][0] > 0
+    assert result['train_test_seconds'] == pytest.approx(sum(end - start for start, end in attempts))

@@ -11,7 +11,9 @@ A method is any registered attention member, by short name (``softmax``, ``dna``
 ``cog``) or registered type; ``--import`` imports a member of your own first (a module on the
 Python path, or a ``.py`` file: ``--methods relu dna --reference dna --import
 docs/attention/relu_attention.py``), and the runs import it too. The tables and figures name
-each method as its member does (:func:`dna_mm.analysis.plots.study.method_label`).
+each method as its member does (:func:`dna_mm.analysis.plots.study.method_label`). A DnA variant is
+a method of its own, ``dna:VARIANT`` or the paper's name alone (``dna:apm``, ``dna:A±``, ``A±``,
+``Â±``, ``Q±V``, ``QV±``; ``dna`` is ``Q±V±``), named by the paper's name (``DnA (A±)``).
 
 Each method is trained with each seed (0 … N−1) on the demo set (``tools/train.py`` then
 ``tools/test.py``, through the video demo's runs: ``configs/timesformer_dna_demo.py``, 2
@@ -27,19 +29,25 @@ color``: distractors in the target's colour too). The results:
   ``DIR/accuracy_vs_distractors.png``, ``DIR/target_mass.png``.
 
 Runs go seed by seed (every method of seed 0, then of seed 1, …), so a partial study is already
-paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``; a study started again
-with the same ``--out`` skips them, and a run stopped half-way (Ctrl-C, ``SIGTERM``, a scheduler's
-preemption: its ``preempted_iter_*.pth``, or its last ``epoch_*.pth``) continues from its checkpoint
-(``tools/train.py --resume``); ``--report-only``
+paired. Each finished run keeps ``DIR/runs/<method>_seed<s>/result.json``, with what it was
+trained with (``--epochs``, ``--cfg-options``) and evaluated on (``--distractors``, ``--likeness``,
+``--heldout-per-class``); a study started again with the same ``--out`` skips them, and a run
+stopped half-way (Ctrl-C, ``SIGTERM``, a scheduler's preemption: its ``preempted_iter_*.pth``, or
+its last ``epoch_*.pth``) continues from its checkpoint (``tools/train.py --resume``; its seconds
+are every attempt's). A run trained otherwise (or by an earlier study.py, which did not record
+how) is not kept: the study stops first, naming the setting and both values; a run evaluated on
+other held-out sets has its checkpoint evaluated on this study's. ``--report-only``
 writes the JSON, table and figures of the runs finished so far and trains nothing (e.g. while
-another invocation is still running). The training runs use CUDA when there is a GPU, the CPU
-otherwise (``--device`` sets the evaluation's). A checkout's study works in the checkout, an
-installed dna_mm's in the current folder (relative ``--out``, ``--data-root``, ``--heldout-root``).
+another invocation is still running); the runs must agree with each other. The training runs
+use CUDA when there is a GPU, the CPU otherwise (``--device`` sets the evaluation's). A
+checkout's study works in the checkout, an installed dna_mm's in the current folder (relative
+``--out``, ``--data-root``, ``--heldout-root``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -71,7 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=['softmax', 'dna', 'diff'],
         metavar='NAME',
         help='the attentions compared: any registered member, by short name or registered type; '
-        'NAME+gated: that member with the gate of gated attention (dna+gated)',
+        'NAME+gated: that member with the gate of gated attention (dna+gated); NAME:VARIANT, or the '
+        "paper's name alone: a DnA variant (dna:apm, dna:A±, A±, Â±, Q±V, QV±; dna is Q±V±)",
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--seeds', type=int, default=5, help='runs per method, seeds 0 … N-1 (default 5)')
@@ -103,19 +112,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> None:
     """The values :func:`parse_args` does not check: a :class:`~dna_mm.errors.ConfigError`. The
-    methods must be registered members unless ``--report-only`` (which trains nothing)."""
-    from dna_mm.analysis.study import method_attention
+    methods must be registered members unless ``--report-only`` (which trains nothing), a
+    variant (``dna:apm``) a variant of a member that has them; ``args.methods`` and
+    ``args.reference`` become their canonical names (``A±`` → ``dna:apm``: the runs' folders)."""
+    from dna_mm.analysis.study import canonical_method, method_attention
     from dna_mm.errors import ConfigError
     from dna_mm.models.attention import self_attention_class
+    from dna_mm.models.attention.builder import accepted_arguments
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import at_least
 
+    def canonical(option: str, method: str) -> str:
+        try:
+            return canonical_method(method)
+        except ConfigError as err:
+            raise ConfigError(f'{option} {method}: {err}') from None
+
+    named = [(m, canonical('--methods', m)) for m in args.methods]
+    methods = list(dict.fromkeys(method for _, method in named))
     if not args.report_only:
-        known_names('--methods', [method_attention(m)[0] for m in args.methods], self_attention_class)
+        known_names('--methods', [method_attention(m)[0] for m in methods], self_attention_class)
+        for given, method in named:
+            member, settings = method_attention(method)
+            if 'variant' in settings and 'variant' not in accepted_arguments(self_attention_class(member)):
+                raise ConfigError(
+                    f'--methods {given}: {member} has no variants; a variant is a DnA attention\'s '
+                    f'(dna:apm, dna:A±, A±)'
+                )
     at_least({'--seeds': args.seeds, '--epochs': args.epochs, '--heldout-per-class': args.heldout_per_class})
     at_least({'--distractors': args.distractors}, least=0)
-    if args.reference not in args.methods:
+    reference = canonical('--reference', args.reference)
+    if reference not in methods:
         raise ConfigError(f'--reference {args.reference} is not one of --methods {args.methods}')
+    args.methods, args.reference = methods, reference
 
 
 def home() -> Path:
@@ -195,9 +224,142 @@ def resumed_from(run_dir: Path) -> Optional[str]:
     return found[0] if found else None
 
 
+#: a run's record in its folder (``DIR/runs/<method>_seed<s>/``), written when its training starts:
+#: ``{settings: training_settings, attempts: [[start, end], ...]}`` (``end`` ``None`` while one runs)
+RUN_RECORD = 'study_run.json'
+#: the settings of a run's training (:func:`training_settings`) → the option that sets each
+TRAINING_OPTIONS = {'epochs': '--epochs', 'cfg_options': '--cfg-options'}
+
+
+@functools.lru_cache(maxsize=None)
+def config_epochs() -> int:
+    """The demo config's epochs (``train_cfg.max_epochs``): a run's without ``--epochs``."""
+    from dna_mm.config import read_config
+    from dna_mm.utils.tool_runs import shipped_config
+
+    return int(read_config(shipped_config(CONFIG, home())).train_cfg.max_epochs)
+
+
+def training_settings(args: argparse.Namespace) -> dict:
+    """What this study trains its runs with besides the method and seed: ``{epochs, cfg_options}``,
+    the epochs as a number (``--epochs``, else the config's)."""
+    return dict(
+        epochs=args.epochs if args.epochs is not None else config_epochs(), cfg_options=list(args.run_options)
+    )
+
+
+def _show(key: str, value) -> str:
+    """A training setting as the option would say it (``epochs`` ``None``: the config's, as
+    earlier study.py recorded it)."""
+    if key == 'cfg_options':
+        return ' '.join(value) if value else '(none)'
+    if key == 'epochs' and value is None:
+        return f"{config_epochs()} (the config's)"
+    return str(value)
+
+
+#: a setting a run's record does not hold (an earlier study.py's)
+_UNRECORDED = object()
+
+
+def _recorded(recorded: dict, key: str):
+    """A training setting of a run's record: :data:`_UNRECORDED`, or its value (``epochs``
+    ``None``: the config's, a number)."""
+    if key not in recorded:
+        return _UNRECORDED
+    return config_epochs() if key == 'epochs' and recorded[key] is None else recorded[key]
+
+
+def training_mismatch(recorded: dict, wanted: dict) -> Optional[tuple[str, Optional[str], str]]:
+    """The first training setting in which a kept run's ``recorded`` settings (``result.json``,
+    :data:`RUN_RECORD`) differ from ``wanted`` (:func:`training_settings`): ``(key, recorded
+    value shown, wanted value shown)``, the recorded ``None`` for a setting it does not record
+    (a run of an earlier study.py); ``None`` when they agree. A recorded ``epochs`` of ``None``
+    is the config's (as earlier study.py wrote it)."""
+    for key in TRAINING_OPTIONS:
+        value = _recorded(recorded, key)
+        if value is _UNRECORDED:
+            return key, None, _show(key, wanted[key])
+        if value != wanted[key]:
+            if key == 'cfg_options' and set(value) != set(wanted[key]):  # the options they differ in
+                shared = [o for o in value if o in wanted[key]]
+                note = f' (besides the {len(shared)} both have)' if shared else ''
+                ran, asks = (
+                    [o for o in a if o not in b] for a, b in ((value, wanted[key]), (wanted[key], value))
+                )
+                return key, _show(key, ran) + note, _show(key, asks)
+            return key, _show(key, recorded[key]), _show(key, wanted[key])
+    return None
+
+
+def set_signature(entries: list[dict]) -> set:
+    """The clip sets a run was evaluated on (``result.json``'s ``sets``, or :func:`clip_signature`):
+    ``{(name, num_distractors, likeness, heldout, num_clips)}``."""
+    return {
+        (
+            e['name'],
+            e['num_distractors'],
+            e.get('likeness', 'demo'),
+            e.get('heldout', True),
+            e.get('num_clips'),
+        )
+        for e in entries
+    }
+
+
+def clip_signature(sets: list[ClipSet]) -> set:
+    """:func:`set_signature` of the clip sets of this study."""
+    return set_signature(
+        [
+            dict(
+                name=c.name,
+                num_distractors=c.num_distractors,
+                likeness=c.likeness,
+                heldout=c.heldout,
+                num_clips=sum(1 for ln in (c.root / c.ann).read_text().splitlines() if ln.strip()),
+            )
+            for c in sets
+        ]
+    )
+
+
+def _show_sets(signature: set) -> str:
+    return ', '.join(f'{name} ({"?" if n is None else n} clips)' for name, _, _, _, n in sorted(signature))
+
+
+def _latest_write(run_dir: Path) -> Optional[float]:
+    times = [f.stat().st_mtime for f in run_dir.rglob('*') if f.is_file()]
+    return max(times) if times else None
+
+
+def _begin_attempt(run_dir: Path, settings: dict) -> dict:
+    """The run's :data:`RUN_RECORD` with a new attempt begun (written). An attempt that ended
+    without a word (``SIGTERM``, ``SIGKILL``: the study killed with it) ends at the run's last
+    write (its checkpoint, its log); a run begun without a record (an earlier study.py's) counts
+    the time from its first file to its last as one attempt."""
+    from dna_mm.utils.files import write_json_atomic
+
+    path = run_dir / RUN_RECORD
+    if path.is_file():
+        record = json.loads(path.read_text())
+    else:
+        record = dict(settings=settings, attempts=[])
+        times = [f.stat().st_mtime for f in run_dir.rglob('*') if f.is_file()]
+        if times:
+            record['attempts'].append([min(times), max(times)])
+    attempts = record['attempts']
+    if attempts and attempts[-1][1] is None:
+        attempts[-1][1] = max(attempts[-1][0], _latest_write(run_dir) or attempts[-1][0])
+    attempts.append([time.time(), None])
+    write_json_atomic(path, record)
+    return record
+
+
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
-    """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``."""
-    from dna_mm.analysis.study import evaluate, method_attention
+    """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``. The
+    seconds of train + test are those of every attempt (a run stopped and resumed: each added),
+    recorded in the run's :data:`RUN_RECORD`."""
+    from dna_mm.analysis.study import method_attention
     from dna_mm.utils.files import write_json_atomic
     from dna_mm.utils.tool_runs import demo_options, shipped_config, train_then_test
 
@@ -207,6 +369,8 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     if test_file.is_file():
         test = json.loads(test_file.read_text())
     else:
+        trained = training_settings(args)
+        record = _begin_attempt(run_dir, trained)
         member, settings = method_attention(method)
         opts = demo_options(member, str(data_root), args.epochs, args.imports) + args.run_options
         config = shipped_config(CONFIG, home())
@@ -216,34 +380,163 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         resume = resumed_from(run_dir)
         if resume is not None:
             print(f'{run_dir.name}: resuming the stopped run from {resume}', flush=True)
-        metrics, secs = train_then_test(
-            config,
-            str(run_dir),
-            opts,
-            str(run_dir / 'predictions.csv'),
-            home(),
-            'study',
-            seed,
-            resume is not None,
-        )
+        try:
+            metrics, _ = train_then_test(
+                config,
+                str(run_dir),
+                opts,
+                str(run_dir / 'predictions.csv'),
+                home(),
+                'study',
+                seed,
+                resume is not None,
+            )
+        finally:  # this attempt's end, also of one stopped (Ctrl-C) or failed
+            record['attempts'][-1][1] = time.time()
+            write_json_atomic(run_dir / RUN_RECORD, record)
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
-        test = dict(**test_numbers(metrics), seconds=secs, checkpoint=ckpt)
+        seconds = sum(end - start for start, end in record['attempts'])
+        test = dict(**test_numbers(metrics), seconds=seconds, checkpoint=ckpt, **record['settings'])
         write_json_atomic(test_file, test)
+    trained = {k: test[k] for k in TRAINING_OPTIONS if k in test} or training_settings(args)
+    return evaluated(args, method, seed, run_dir, test, trained, sets)
+
+
+def evaluated(
+    args, method: str, seed: int, run_dir: Path, test: dict, trained: dict, sets: list[ClipSet]
+) -> dict:
+    """The run's model (``test['checkpoint']``) evaluated on ``sets``: its ``result.json``
+    (written), with the settings it was ``trained`` with and this study's held-out options."""
+    from dna_mm.analysis.study import evaluate
+    from dna_mm.utils.files import write_json_atomic
+
     start = time.time()
     config = str(run_dir / Path(CONFIG).name)  # the config as the run used it (mmengine's dump)
-    evaluated = evaluate(config, test['checkpoint'], sets, args.batch_size, args.device)
     result = dict(
         method=method,
         seed=seed,
-        epochs=args.epochs,
+        **trained,
+        distractors=list(args.distractors),
+        likeness=list(args.likeness),
+        heldout_per_class=args.heldout_per_class,
         test=dict(top1=test['top1'], mca=test['mca'], line=test['line']),
         train_test_seconds=test['seconds'],
-        eval_seconds=time.time() - start,
+        eval_seconds=None,
         checkpoint=test['checkpoint'],
-        sets=evaluated,
+        sets=evaluate(config, test['checkpoint'], sets, args.batch_size, args.device),
     )
+    result['eval_seconds'] = time.time() - start
     write_json_atomic(run_dir / 'result.json', result)
     return result
+
+
+def _refusal(where: Path, mismatch: tuple, out: Path, args: argparse.Namespace) -> str:
+    """The line refusing a kept run whose training settings differ from this study's."""
+    key, recorded, wanted = mismatch
+    option = TRAINING_OPTIONS[key]
+    todo = f'use another --out, or remove the runs made otherwise from {out / "runs"}'
+    if recorded is None:
+        return (
+            f'{where}: made by an earlier study.py, which did not record its {option}: whether it '
+            f"matches this study's ({wanted}) is unknown; {todo}"
+        )
+    if key == 'epochs' and args.epochs is None:
+        wanted = f"{config_epochs()} (the config's)"
+    return f'{where}: made with {option} {recorded}, this study asks for {wanted}; {todo}'
+
+
+def check_kept(args: argparse.Namespace, out: Path, plan: list[tuple[str, int]]) -> None:
+    """Before any work: every run this study would keep (``result.json``), or continue (a run
+    stopped half-way, or trained but not evaluated), was trained as this study trains its runs
+    (:func:`training_settings`), else a :class:`~dna_mm.errors.ConfigError` naming the setting,
+    both values and what to do; a run that does not record a setting is refused as unknown.
+    Under ``--report-only`` (whose options do not say how the runs were made) the finished runs
+    must agree with each other, in training and in the held-out sets they were evaluated on."""
+    from dna_mm.errors import ConfigError
+
+    wanted = None if args.report_only else training_settings(args)
+    first: Optional[tuple[Path, dict]] = None
+    for method, seed in plan:
+        run_dir = out / 'runs' / f'{method}_seed{seed}'
+        done, record = run_dir / 'result.json', run_dir / RUN_RECORD
+        if done.is_file():
+            where, recorded = done, json.loads(done.read_text())
+        elif args.report_only:
+            continue
+        elif record.is_file():
+            where, recorded = record, json.loads(record.read_text())['settings']
+        elif (run_dir / 'test.json').is_file() or resumed_from(run_dir) is not None:
+            raise ConfigError(
+                f'{run_dir}: a run begun by an earlier study.py, which did not record its settings '
+                f'(--epochs, --cfg-options); remove it to train it anew, or use another --out'
+            )
+        else:
+            continue
+        if wanted is not None:
+            mismatch = training_mismatch(recorded, wanted)
+            if mismatch:
+                raise ConfigError(_refusal(where, mismatch, out, args))
+            continue
+        if first is None:
+            first = (where, recorded)
+            continue
+        for key, option in TRAINING_OPTIONS.items():
+            if first[1].get(key, _UNRECORDED) != recorded.get(key, _UNRECORDED) and _recorded(
+                first[1], key
+            ) != _recorded(recorded, key):
+                said = [
+                    f'{option} unrecorded' if key not in r else f'{option} {_show(key, r[key])}'
+                    for r in (recorded, first[1])
+                ]
+                raise ConfigError(
+                    f'{where}: made with {said[0]}, {first[0]} with {said[1]}: runs trained otherwise '
+                    f'cannot be summarised together; remove the runs made otherwise from {out / "runs"}'
+                )
+        theirs, ours = set_signature(first[1]['sets']), set_signature(recorded['sets'])
+        if theirs != ours:
+            raise ConfigError(
+                f'{where}: evaluated on the held-out sets {_show_sets(ours)}, {first[0]} on '
+                f'{_show_sets(theirs)}; run the study without --report-only to evaluate every run on '
+                f'its sets'
+            )
+
+
+def kept_checkpoint(done: Path, signature: set) -> Optional[Path]:
+    """The checkpoint of a finished run (``result.json``) evaluated on other held-out sets than
+    ``signature`` (:func:`clip_signature`), to evaluate it again; ``None`` for a run evaluated on
+    them. A :class:`~dna_mm.errors.ConfigError` where its checkpoint (or config) is gone."""
+    from dna_mm.errors import ConfigError
+
+    result = json.loads(done.read_text())
+    if set_signature(result['sets']) == signature:
+        return None
+    run_dir = done.parent
+    ckpt = Path(result['checkpoint'])
+    if not ckpt.is_file() and (run_dir / ckpt.name).is_file():  # a study folder moved since
+        ckpt = run_dir / ckpt.name
+    if not ckpt.is_file() or not (run_dir / Path(CONFIG).name).is_file():
+        raise ConfigError(
+            f'{done}: evaluated on the held-out sets {_show_sets(set_signature(result["sets"]))}, this '
+            f'study asks for {_show_sets(signature)}, and its checkpoint {ckpt} is gone to evaluate '
+            f'it again; give the --distractors, --likeness and --heldout-per-class it was made with, '
+            f'use another --out, or remove the run'
+        )
+    return ckpt
+
+
+def kept(args, done: Path, sets: list[ClipSet], signature: set) -> tuple[dict, str]:
+    """A finished run (``result.json``; its training checked by :func:`check_kept`) and how it
+    was kept: as it is, or, evaluated on other held-out sets than this study's, its checkpoint
+    (:func:`kept_checkpoint`) evaluated on them (exact: the evaluation of a new run)."""
+    result = json.loads(done.read_text())
+    ckpt = None if args.report_only else kept_checkpoint(done, signature)
+    if ckpt is None:
+        return result, 'kept'
+    test = dict(result['test'], seconds=result['train_test_seconds'], checkpoint=str(ckpt))
+    trained = {k: result[k] for k in TRAINING_OPTIONS}
+    before = _show_sets(set_signature(result['sets']))
+    result = evaluated(args, result['method'], result['seed'], done.parent, test, trained, sets)
+    return result, f'kept, evaluated again on this study\'s held-out sets (it had {before})'
 
 
 def _study_command(args, out: Path) -> str:
@@ -256,25 +549,40 @@ def _study_command(args, out: Path) -> str:
     return command
 
 
+def _labelled(summary: dict, labels: dict) -> dict:
+    """``summary`` with the methods of ``labels`` named by their labels, for the figures (which
+    name each method by :func:`~dna_mm.analysis.plots.study.method_label`: a DnA variant's
+    label, ``dna:apm`` → ``DnA (A±)``, is a name no member has, which it shows as it is)."""
+    if not labels:
+        return summary
+    rename = {m: labels.get(m, m) for m in summary['methods']}
+    shown = dict(summary, methods=list(rename.values()), reference=rename.get(summary['reference']))
+    for part in ('table', 'curve', 'mass'):
+        shown[part] = {rename.get(m, m): v for m, v in summary[part].items()}
+    return shown
+
+
 def report(args, results: list[dict], out: Path, wall: float) -> dict:
     """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
     from dna_mm.analysis.plots.study import method_label, plot_accuracy_vs_distractors, plot_target_mass
-    from dna_mm.analysis.study import SCHEMA, markdown_table, summarize
+    from dna_mm.analysis.study import SCHEMA, markdown_table, method_name, summarize
     from dna_mm.synthetic.motion_clips import MotionDatasetSpec
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     summary = summarize(results, args.reference)
     summary['command'] = _study_command(args, out)
     summary['wall_seconds_this_invocation'] = wall
-    table = markdown_table(summary, {m: method_label(m) for m in summary['methods']})
+    summary['labels'] = labels = {m: method_name(m) for m in summary['methods']}
+    table = markdown_table(summary, labels)
     write_text_atomic(out / 'table.md', table)
     write_json_atomic(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
     print('\n' + table)
+    shown = _labelled(summary, {m: label for m, label in labels.items() if label != method_label(m)})
     figures = [
         plot_accuracy_vs_distractors(
-            summary, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors
+            shown, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors
         ),
-        plot_target_mass(summary, str(out / 'target_mass.png'), 'demo_test'),
+        plot_target_mass(shown, str(out / 'target_mass.png'), 'demo_test'),
     ]
     for path in figures:
         if path:
@@ -294,22 +602,23 @@ def study(args: argparse.Namespace) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     data_root = _absolute(args.data_root)
     print(f'study: {", ".join(args.methods)} × {args.seeds} seeds → {out}', flush=True)
+    plan = [(m, s) for s in range(args.seeds) for m in args.methods]
+    check_kept(args, out, plan)  # before any work: no run made otherwise kept or continued
     sets = [] if args.report_only else clip_sets(args, data_root)
     if sets:
         print(f'clip sets: {", ".join(f"{s.name} ({s.root})" for s in sets)}', flush=True)
-    plan = [(m, s) for s in range(args.seeds) for m in args.methods]
+    signature = clip_signature(sets)
+    for method, seed in [] if args.report_only else plan:  # every kept run evaluable on them
+        done = out / 'runs' / f'{method}_seed{seed}' / 'result.json'
+        if done.is_file():
+            kept_checkpoint(done, signature)
     results, spent = [], []
     for k, (method, seed) in enumerate(plan, 1):
         done = out / 'runs' / f'{method}_seed{seed}' / 'result.json'
         if done.is_file():
-            result = json.loads(done.read_text())
-            if result.get('epochs') != args.epochs:
-                raise ConfigError(
-                    f'{done}: made with --epochs {result.get("epochs")}, this study asks for {args.epochs}; '
-                    f'use another --out'
-                )
+            result, how = kept(args, done, sets, signature)
             results.append(result)
-            print(f'[{k}/{len(plan)}] {method} seed {seed}: kept ({done})', flush=True)
+            print(f'[{k}/{len(plan)}] {method} seed {seed}: {how} ({done})', flush=True)
             continue
         if args.report_only:
             print(f'[{k}/{len(plan)}] {method} seed {seed}: not finished yet', flush=True)
