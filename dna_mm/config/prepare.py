@@ -13,7 +13,14 @@ import torch.distributed as dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-from ..engine.distributed import collective_timeout, init_cpu_group, leave_group, note_rank_end, rank_ended
+from ..engine.distributed import (
+    check_launcher,
+    collective_timeout,
+    init_cpu_group,
+    leave_group,
+    note_rank_end,
+    rank_ended,
+)
 from ..errors import ConfigError
 from ..utils.schedule import sync_schedule
 from .build import merge_options
@@ -28,6 +35,11 @@ def prepare_cfg(
 ) -> Config:
     """Apply CLI overrides, pick the work dir and adapt the config to the machine.
 
+    * first, ``launcher`` is checked against the environment
+      (:func:`~dna_mm.engine.distributed.check_launcher`): ``pytorch`` / ``slurm`` / ``mpi``
+      without the variables torchrun / ``srun`` / ``mpirun`` set, or no launcher in a process that
+      torchrun or ``mpirun`` started as one of several, is one line naming what is missing and how
+      ``tools/test.py`` (``cfg.test_only``) or ``tools/train.py`` is started;
     * ``cfg_options`` are merged last-but-one (before the device adaptation;
       :func:`~dna_mm.config.build.merge_options`: a misspelt top-level key refused); a new
       ``train_cfg.max_epochs`` / ``max_iters`` also moves what the config derived from it
@@ -41,6 +53,7 @@ def prepare_cfg(
       (:data:`~dna_mm.engine.distributed.DEFAULT_TIMEOUT`) written where the config has none; the
       gloo group started here and mmengine's (NCCL) take it.
     """
+    check_launcher(launcher, 'test.py' if cfg.get('test_only') else 'train.py')
     cfg.launcher = launcher
     if cfg_options:
         train_cfg = cfg.get('train_cfg') or {}

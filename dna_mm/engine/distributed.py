@@ -8,6 +8,12 @@ line that names a rank lost under them.
   ``SLURM_LOCALID``, ``MASTER_ADDR`` = the first host of ``SLURM_NODELIST`` (:func:`first_host`:
   read from the list, without ``scontrol``; a ``MASTER_ADDR`` already set wins), ``MASTER_PORT``
   (default 29500).
+* **The launcher and the environment** (:func:`check_launcher`, before any work): a launcher whose
+  variables are not set (``--launcher pytorch`` without torchrun, ``slurm`` without ``srun``,
+  ``mpi`` without ``mpirun``) is one line naming them and the script that starts the tool so; a
+  tool that torchrun (``WORLD_SIZE`` > 1) or ``mpirun`` started without its launcher is refused
+  too: each process would run the whole job alone. ``mpi`` without CUDA: the gloo group from
+  Open MPI's variables (:func:`mpi_environment`).
 * **Timeout.** ``env_cfg.dist_cfg.timeout`` (seconds, :func:`collective_timeout`; default
   :data:`DEFAULT_TIMEOUT`) bounds every collective: a rank that waits longer for the others stops.
   gloo (started here) and NCCL (mmengine's ``init_dist``) both take it; NCCL's own default, 30
@@ -36,6 +42,7 @@ import os
 import os.path as osp
 import re
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -56,6 +63,17 @@ from .ranks import max_over_ranks
 #: one entry of a SLURM host list: a prefix and an optional bracketed range list (``gpu[01-04,07]``)
 _HOST = re.compile(r'([^,\[]+)(?:\[([^\]]+)\])?')
 SLURM_REQUIRED = ('SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_NODELIST')
+#: torch's ``env://`` variables (torchrun sets them, and ``LOCAL_RANK``, which CUDA needs)
+TORCH_REQUIRED = ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')
+#: Open MPI's variables (``mpirun``) that ``--launcher mpi`` reads
+MPI_REQUIRED = ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK')
+#: the script that starts a tool under a launcher (another tool: the launcher's command, :func:`_start`)
+LAUNCH_SCRIPTS = {
+    ('pytorch', 'train.py'): 'tools/dist_train.sh CONFIG NPROC',
+    ('pytorch', 'test.py'): 'tools/dist_test.sh CONFIG CHECKPOINT NPROC',
+    ('slurm', 'train.py'): 'tools/slurm_train.sh PARTITION JOB_NAME CONFIG WORK_DIR',
+    ('slurm', 'test.py'): 'tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT',
+}
 #: the collective timeout (seconds) of a config without ``env_cfg.dist_cfg.timeout``. It must
 #: cover the longest thing one rank does while the others wait in their next collective: rank 0
 #: writing a checkpoint (a ViT-L's weights and AdamW state, some GB, to network storage) or
@@ -101,21 +119,120 @@ def first_host(nodelist: str) -> str:
     return prefix + ranges.split(',')[0].split('-')[0]
 
 
-def slurm_environment(environ: os._Environ | dict | None = None) -> dict[str, str]:
+def _tool(tool: Optional[str]) -> Optional[str]:
+    """The tool that runs: ``tool``, else the script Python runs (``train.py``), else ``None``."""
+    name = tool or osp.basename(sys.argv[0] if sys.argv else '')
+    return name if name.endswith('.py') and not name.startswith('__') else None
+
+
+def _start(launcher: str, tool: Optional[str]) -> str:
+    """How ``tool`` is started under ``launcher``: its script, else the launcher's command."""
+    script = LAUNCH_SCRIPTS.get((launcher, tool))
+    if script is not None:
+        return script
+    if tool is None and launcher in ('pytorch', 'slurm'):
+        kind = 'dist' if launcher == 'pytorch' else 'slurm'
+        return f'tools/{kind}_train.sh, tools/{kind}_test.sh'
+    command = {
+        'pytorch': 'python -m dna_mm.tools.torchrun --nproc_per_node NPROC',
+        'slurm': 'srun ... python',
+        'mpi': 'mpirun -n NPROC python',
+    }[launcher]
+    return f'{command} tools/{tool or "TOOL.py"} ... --launcher {launcher}'
+
+
+def launcher_mistake(
+    launcher: str, tool: Optional[str] = None, environ: Optional[dict] = None
+) -> Optional[str]:
+    """The line refusing ``--launcher launcher`` of ``tool`` (``'train.py'``; default: the script
+    Python runs) in ``environ`` (default ``os.environ``), else ``None``:
+
+    * ``pytorch`` / ``slurm`` / ``mpi`` without the variables its launcher sets (torchrun's
+      :data:`TORCH_REQUIRED`, and ``LOCAL_RANK`` with CUDA; :data:`SLURM_REQUIRED`;
+      :data:`MPI_REQUIRED`): they are named, and the script that starts the tool so;
+    * ``none`` (no ``--launcher``) in a process that torchrun (``WORLD_SIZE`` > 1) or ``mpirun``
+      (``OMPI_COMM_WORLD_SIZE`` > 1) started: every process would run the whole job alone (the
+      same results printed and files written by each) or refuse the others' work dir."""
+    env = os.environ if environ is None else environ
+    tool = _tool(tool)
+    if launcher == 'none':
+        started = (('WORLD_SIZE', 'pytorch', 'torchrun'), ('OMPI_COMM_WORLD_SIZE', 'mpi', 'mpirun'))
+        for var, needed, by in started:
+            size = str(env.get(var, '')).strip()
+            if size.isdigit() and int(size) > 1:
+                job = {'train.py': 'training', 'test.py': 'test'}.get(tool or '', 'job')
+                return (
+                    f'{tool or "the tool"} was started as one of {size} processes ({by}: {var}={size}) '
+                    f'without --launcher {needed}: each would run the whole {job} alone; add '
+                    f'--launcher {needed}'
+                )
+        return None
+    required = {'pytorch': TORCH_REQUIRED, 'slurm': SLURM_REQUIRED, 'mpi': MPI_REQUIRED}.get(launcher)
+    if required is None:
+        return None
+    if launcher == 'pytorch' and torch.cuda.is_available():
+        required = (*required, 'LOCAL_RANK')
+    missing = [k for k in required if k not in env]
+    if not missing:
+        return None
+    by = {'pytorch': 'torchrun', 'slurm': 'srun', 'mpi': 'mpirun'}[launcher]
+    return (
+        f'--launcher {launcher}: {", ".join(missing)} not set; start {tool or "the tool"} with {by} '
+        f'({_start(launcher, tool)}), or leave out --launcher for one process'
+    )
+
+
+def check_launcher(launcher: str, tool: Optional[str] = None) -> None:
+    """A ``ConfigError`` with :func:`launcher_mistake`'s line, if any: before any work."""
+    line = launcher_mistake(launcher, tool)
+    if line is not None:
+        raise ConfigError(line)
+
+
+def slurm_environment(
+    environ: os._Environ | dict | None = None, tool: Optional[str] = None
+) -> dict[str, str]:
     """Set torch's rendezvous variables from SLURM's in ``environ`` (default ``os.environ``)
     and return them; a ``ConfigError`` naming the missing SLURM variables (not inside a SLURM
-    job step: run through ``srun``)."""
+    job step: run through ``srun``; ``tool``'s script named, :func:`launcher_mistake`)."""
     env = os.environ if environ is None else environ
-    missing = [k for k in SLURM_REQUIRED if k not in env]
-    if missing:
-        raise ConfigError(
-            f'--launcher slurm: {", ".join(missing)} not set; start the tool with srun (tools/slurm_train.sh)'
-        )
+    line = launcher_mistake('slurm', tool, env)
+    if line is not None:
+        raise ConfigError(line)
     values = {
         'RANK': env['SLURM_PROCID'],
         'WORLD_SIZE': env['SLURM_NTASKS'],
         'LOCAL_RANK': env.get('SLURM_LOCALID', '0'),
         'MASTER_ADDR': env.get('MASTER_ADDR') or first_host(env['SLURM_NODELIST']),
+        'MASTER_PORT': env.get('MASTER_PORT', '29500'),
+    }
+    env.update(values)
+    return values
+
+
+def mpi_environment(environ: os._Environ | dict | None = None, tool: Optional[str] = None) -> dict[str, str]:
+    """Set torch's rendezvous variables from Open MPI's (``mpirun``) in ``environ`` (default
+    ``os.environ``) and return them: ``RANK`` / ``WORLD_SIZE`` / ``LOCAL_RANK`` from
+    ``OMPI_COMM_WORLD_RANK`` / ``_SIZE`` / ``_LOCAL_RANK``, ``MASTER_PORT`` (default 29500),
+    ``MASTER_ADDR`` (default ``127.0.0.1`` where all the ranks run on one machine; across machines
+    it must be set: ``mpirun -x MASTER_ADDR=HOST``). A ``ConfigError`` when they are not set."""
+    env = os.environ if environ is None else environ
+    line = launcher_mistake('mpi', tool, env)
+    if line is not None:
+        raise ConfigError(line)
+    size = env['OMPI_COMM_WORLD_SIZE']
+    one_machine = env.get('OMPI_COMM_WORLD_LOCAL_SIZE', size) == size
+    address = env.get('MASTER_ADDR') or ('127.0.0.1' if one_machine else None)
+    if address is None:
+        raise ConfigError(
+            '--launcher mpi: MASTER_ADDR not set, and the ranks run on several machines; set it to the '
+            "address of rank 0's machine (mpirun -x MASTER_ADDR=HOST)"
+        )
+    values = {
+        'RANK': env['OMPI_COMM_WORLD_RANK'],
+        'WORLD_SIZE': env['OMPI_COMM_WORLD_SIZE'],
+        'LOCAL_RANK': env['OMPI_COMM_WORLD_LOCAL_RANK'],
+        'MASTER_ADDR': address,
         'MASTER_PORT': env.get('MASTER_PORT', '29500'),
     }
     env.update(values)
@@ -140,15 +257,15 @@ def collective_timeout(cfg: Config) -> float:
 
 
 def init_cpu_group(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Without CUDA: the gloo process group from torch's (``pytorch``) or SLURM's (``slurm``)
-    environment with collective ``timeout`` (seconds), unless one exists; with CUDA, ``slurm``
-    only sets the environment and mmengine starts the group (nccl) on ``LOCAL_RANK``'s GPU."""
-    if launcher == 'slurm':
-        slurm_environment()
+    """Without CUDA: the gloo process group from torch's (``pytorch``), SLURM's (``slurm``) or
+    Open MPI's (``mpi``) environment with collective ``timeout`` (seconds), unless one exists;
+    with CUDA, ``slurm`` / ``mpi`` only set the environment and mmengine starts the group (nccl)
+    on ``LOCAL_RANK``'s GPU."""
+    _launcher_environment(launcher)
     _TIMEOUT[0] = float(timeout)
-    if torch.cuda.is_available() or launcher not in ('pytorch', 'slurm') or dist.is_initialized():
+    if torch.cuda.is_available() or launcher not in ('pytorch', 'slurm', 'mpi') or dist.is_initialized():
         return
-    # env:// (torchrun / the SLURM variables above)
+    # env:// (torchrun / the SLURM or Open MPI variables above)
     dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=timeout))
     answer_peers()
     print_log(
@@ -156,18 +273,29 @@ def init_cpu_group(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
     )
 
 
+def _launcher_environment(launcher: str) -> None:
+    """Refuse ``launcher`` in an environment it does not fit (:func:`check_launcher`), and set
+    torch's variables from SLURM's / Open MPI's."""
+    check_launcher(launcher)
+    if launcher == 'slurm':
+        slurm_environment()
+    elif launcher == 'mpi':
+        mpi_environment()
+
+
 def start_distributed(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> tuple[int, int, str]:
     """``(rank, world size, device)`` for a tool that is not a runner (feature extraction):
     ``'none'``: ``(0, 1, 'cuda:0' or 'cpu')``; else the process group (mmengine's launcher on
     CUDA, :func:`init_cpu_group` without; collective ``timeout`` in seconds) and this process's
-    GPU (``LOCAL_RANK``)."""
+    GPU (``LOCAL_RANK``). A launcher that does not fit the environment is refused first
+    (:func:`check_launcher`)."""
+    check_launcher(launcher)
     if launcher == 'none':
         return 0, 1, 'cuda:0' if torch.cuda.is_available() else 'cpu'
     if torch.cuda.is_available():
         from mmengine.dist import init_dist
 
-        if launcher == 'slurm':
-            slurm_environment()
+        _launcher_environment(launcher)
         _TIMEOUT[0] = float(timeout)
         if not dist.is_initialized():
             init_dist(launcher, timeout=timeout)

@@ -44,6 +44,11 @@ c10d rendezvous on a free local port on every torch (:func:`local_rendezvous`): 
 so itself, torch 2.6–2.14 take the static one on port 29500 (two runs on one machine then
 collide, and restarts fail as above).
 
+A mistake in torchrun's own options is one line and exit status 2 before anything starts: a
+``--nproc-per-node`` that is not a number of processes >= 1 (nor ``auto`` / ``cpu`` / ``gpu``
+where it can be; :func:`nproc_mistake`), and a rendezvous port that another process holds (two
+runs with one ``--master-port``: the line names the port and how to pick another; :func:`port_in_use`).
+
 The module imports torch alone (the agent does not train); ``python -m`` imports the dna_mm
 package first, a few seconds at the agent's start.
 """
@@ -125,7 +130,56 @@ def static_restarts(argv: list[str]) -> Optional[str]:
     return None
 
 
+#: the ``--nproc-per-node`` values other than a number that torchrun takes
+NPROC_WORDS = ('auto', 'cpu', 'gpu')
+
+
+def nproc_mistake(argv: list[str]) -> Optional[str]:
+    """The line refusing ``--nproc-per-node`` of ``argv`` (torch: a ``ValueError`` or a bare
+    ``AssertionError`` traceback) when it is not a whole number >= 1 nor a word torchrun takes
+    here (``gpu`` without CUDA), else ``None``."""
+    from torch.distributed.run import determine_local_world_size, parse_args
+
+    value = str(parse_args(argv).nproc_per_node).strip()
+    expected = 'the number of processes on this machine, a whole number >= 1'
+    try:
+        count = determine_local_world_size(value)
+    except ValueError as err:
+        if value in NPROC_WORDS:  # gpu without CUDA
+            return f'--nproc-per-node={value}: {str(err).rstrip(".")} here; give {expected}'
+        count = 0
+    if count >= 1:
+        return None
+    return f'--nproc-per-node={value}: expected {expected} (or {", ".join(NPROC_WORDS)})'
+
+
+def port_in_use(err: BaseException, argv: list[str]) -> Optional[str]:
+    """The line for torchrun's agent that could not listen on the rendezvous port (``err``: torch's
+    ``DistNetworkError`` naming ``EADDRINUSE``; two runs on one machine with one ``--master-port``),
+    else ``None``."""
+    import re
+
+    from torch.distributed.run import parse_args
+
+    text = str(err)
+    if 'EADDRINUSE' not in text and 'address already in use' not in text.lower():
+        return None
+    found = re.search(r'port: (\d+)', text)
+    port = found.group(1) if found else '?'
+    args = parse_args(argv)
+    if args.rdzv_endpoint and args.rdzv_backend != 'static':
+        flag, example = f'--rdzv-endpoint={args.rdzv_endpoint}', ''
+    else:
+        flag = f'--master-port={port} (PORT of tools/dist_train.sh, dist_test.sh)'
+        example = f' (PORT={int(port) + 1})' if port.isdigit() else ''
+    return (
+        f'{flag}: port {port} is in use on this machine (another run, or another program); choose a '
+        f'free port{example}, or on one machine leave it out: a free one is picked'
+    )
+
+
 def main(argv: Optional[list[str]] = None) -> None:
+    from torch.distributed import DistNetworkError
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
@@ -135,7 +189,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     os.environ.setdefault('TORCH_DISABLE_SHARE_RDZV_TCP_STORE', '1')
     os.environ[AGENT_PID_VAR] = str(os.getpid())  # the ranks stop when this agent ends
     argv = local_rendezvous(argv)
-    refused = static_restarts(argv)
+    refused = nproc_mistake(argv) or static_restarts(argv)
     if refused:
         print(f'torchrun: error: {refused}', file=sys.stderr)
         sys.exit(2)
@@ -156,6 +210,12 @@ def main(argv: Optional[list[str]] = None) -> None:
             report = mistake if mistake else str(err).strip()  # a crash: torchrun's report
             print(f'{report}\ntorchrun: exit status {status}', file=sys.stderr)
             sys.exit(status)
+        except DistNetworkError as err:  # the rendezvous store's port: before any worker started
+            busy = port_in_use(err, argv)
+            if busy is None:
+                raise
+            print(f'torchrun: error: {busy}', file=sys.stderr)
+            sys.exit(2)
 
 
 if __name__ == '__main__':

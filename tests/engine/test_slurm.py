@@ -31,6 +31,12 @@ def test_slurm_variables_become_torchs() -> None:
     assert env['RANK'] == '5'
     with pytest.raises(ConfigError, match='SLURM_NTASKS, SLURM_NODELIST not set; start the tool with srun'):
         slurm_environment(dict(SLURM_PROCID='0'))
+    # the script of the tool that runs: test.py is started by slurm_test.sh
+    for tool, script in (('test.py', 'tools/slurm_test.sh'), ('train.py', 'tools/slurm_train.sh')):
+        with pytest.raises(ConfigError, match=f'not set; start {tool} with srun \\({script} ') as err:
+            slurm_environment(dict(SLURM_PROCID='0'), tool=tool)
+        other = 'slurm_test' if tool == 'train.py' else 'slurm_train'
+        assert other not in str(err.value)
 
 
 def test_train_with_launcher_slurm_in_one_process(tiny_video_set, tmp_path, monkeypatch) -> None:
