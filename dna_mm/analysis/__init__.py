@@ -10,7 +10,8 @@
 * :mod:`.relevance` — Chefer relevance per branch (:func:`relevance_maps`);
 * :mod:`.target_mass` — the share of attention on an object's patches
   (:func:`attention_mass`, :class:`TargetMassCollector`); :mod:`.study` — the denoising study's
-  evaluation and statistics (``tools/analysis/study.py``);
+  evaluation and statistics (``tools/analysis/study.py``), :mod:`.study_runs` — its runs on disk
+  (what each was made with, which a study started again may keep);
 * :mod:`.models`, :mod:`.report` — loading a checkpoint, one analysis run as JSON;
 * :mod:`.plots` — the figures, one module per tool (``analyze_attention.py``,
   ``relevance_maps.py``, ``study.py``) in one style.

@@ -27,7 +27,7 @@ from ..checkpoint import load_whole_model
 from ..config.build import model_from_config
 from ..config.timm_models import create_timm_model
 from ..errors import ConfigError, DataError, MissingFileError, UnsupportedModelError, UserError
-from ..family import DNA_VARIANT_ALIASES, DNA_VARIANTS
+from ..family import DNA_VARIANTS
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp')
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm')
@@ -270,24 +270,17 @@ def mismatch_advice(config: str) -> str:
     )
 
 
-#: a DnA variant's paper name (``'apm'`` → ``'A±'``): :data:`~dna_mm.family.DNA_VARIANT_ALIASES` read back
-VARIANT_NAMES = {canonical: paper for paper, canonical in DNA_VARIANT_ALIASES.items()}
-
-
 def member_label(module: nn.Module) -> str:
     """How figures name one attention: as the study names its method
-    (:func:`~dna_mm.analysis.plots.study.method_label`: ``softmax``, ``Diff``), a DnA variant's
-    with its paper name (``DnA (A±)``: the member's label states its default variant's), a
-    gated one's followed by ``+ gate``, as a gated method of the study is."""
+    (:func:`~dna_mm.analysis.plots.study.method_label` of the module's class, variant and gate:
+    ``softmax``, ``Diff``, ``DnA (A±)``, ``DnA (A±) + gate``)."""
     from .plots.study import method_label
+    from .study import method_of
 
-    label = method_label(type(module).__name__)
     variant = getattr(module, 'variant', None)
-    if isinstance(variant, str) and variant in DNA_VARIANTS:
-        for paper in DNA_VARIANT_ALIASES:  # the class's own variant name, in its label
-            label = label.removesuffix(f' ({paper})')
-        label = f'{label} ({VARIANT_NAMES[variant]})'
-    return f'{label} + gate' if getattr(module, 'gated', False) else label
+    settings = dict(variant=variant if isinstance(variant, str) and variant in DNA_VARIANTS else None)
+    settings['gated'] = bool(getattr(module, 'gated', False))
+    return method_label(method_of(type(module).__name__, settings))
 
 
 def model_label(model: nn.Module, name: str) -> str:

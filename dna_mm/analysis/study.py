@@ -81,43 +81,14 @@ def canonical_method(method: str) -> str:
     Raises:
         ConfigError: an unknown variant.
     """
-    member, settings = method_attention(method)
-    variant = f'{VARIANT}{settings["variant"]}' if 'variant' in settings else ''
+    return method_of(*method_attention(method))
+
+
+def method_of(member: str, settings: dict) -> str:
+    """The study method of ``member`` with ``settings`` (:func:`method_attention`'s inverse):
+    ``('dna', {'variant': 'apm', 'gated': True})`` → ``'dna:apm+gated'``; other settings left out."""
+    variant = f'{VARIANT}{settings["variant"]}' if settings.get('variant') else ''
     return member + variant + (GATED if settings.get('gated') else '')
-
-
-def method_name(method: str) -> str:
-    """How the study's tables and figures name ``method``: as its member names itself
-    (:func:`~dna_mm.analysis.plots.study.method_label`), a DnA variant by the paper's name
-    (``'dna:apm'`` → ``'DnA (A±)'``, where the member's label names its default variant,
-    ``'DnA (Q±V±)'``)."""
-    from .plots.study import method_label
-
-    member, settings = method_attention(method)
-    if 'variant' not in settings:
-        return method_label(method)
-    base = method_label(member)
-    if base == member:  # a member this process does not have
-        return method
-    default = _default_variant(member)
-    if default is not None:
-        base = base.removesuffix(f' ({PAPER_NAMES.get(default, default)})')
-    label = f'{base} ({PAPER_NAMES.get(settings["variant"], settings["variant"])})'
-    return f'{label} + gate' if settings.get('gated') else label
-
-
-def _default_variant(member: str) -> Optional[str]:
-    """The variant a member builds when its config names none (``DnAAttention``'s ``qpm_vpm``)."""
-    import inspect
-
-    from ..models.attention import attention_class
-
-    for klass in attention_class(member).__mro__:
-        init = vars(klass).get('__init__')
-        param = inspect.signature(init).parameters.get('variant') if init is not None else None
-        if param is not None and isinstance(param.default, str):
-            return canonical_variant(param.default)
-    return None
 
 
 def mean_std(values: Sequence[float]) -> dict:

@@ -79,6 +79,16 @@ def test_member_label_is_the_study_name_with_the_variant(cfg, label) -> None:
     assert member_label(build_attention(cfg, 32, 2)) == label
 
 
+def test_member_label_is_the_method_label_of_its_class_variant_and_gate() -> None:
+    """One route: a module's label is :func:`method_label` of a study method (its class's
+    registered name, ``:VARIANT``, ``+gated``), the variant's paper name for the member's own."""
+    from dna_mm.analysis.plots.study import method_label
+
+    assert method_label('DnAAttention:apm+gated') == method_label('A±+gated') == 'DnA (A±) + gate'
+    assert method_label('dna:Q±V') == 'DnA (Q±V)' and method_label('dna:qpm_vpm') == method_label('dna')
+    assert method_label('diff+gated') == 'Diff + gate' and method_label('mine:apm') == 'mine:apm'
+
+
 def test_model_label_falls_back_to_the_name_only_for_mixed_members() -> None:
     from dna_mm.analysis.models import model_label
 

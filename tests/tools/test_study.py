@@ -14,6 +14,7 @@ from conftest import REPO, load_tool, run_main, run_tool
 from mmengine.hooks import Hook
 
 from dna_mm.analysis.plots.study import method_label
+from dna_mm.analysis.study_runs import RUN_RECORD
 from dna_mm.checkpoint import weights_only_loads
 
 
@@ -270,6 +271,6 @@ def test_a_run_stopped_half_way_resumes_from_its_checkpoint(tiny_video_set, tmp_
     assert result['test']['line'].startswith('Test results: top-1: ')
     assert (run_dir / 'epoch_1.pth').is_file() and (run_dir / 'result.json').is_file()
     # the seconds of both attempts: the cut one's (from its first file to its last) and this one's
-    attempts = json.loads((run_dir / study.RUN_RECORD).read_text())['attempts']
+    attempts = json.loads((run_dir / RUN_RECORD).read_text())['attempts']
     assert len(attempts) == 2 and attempts[0][1] - attempts[0][0] > 0
     assert result['train_test_seconds'] == pytest.approx(sum(end - start for start, end in attempts))

@@ -17,7 +17,7 @@ from conftest import load_tool
 from dna_mm.analysis.plots.study import method_label
 
 LR = 'optim_wrapper.optimizer.lr=1e-3'
-#: a run's record of its settings and attempts (the tool's RUN_RECORD)
+#: a run's record of its settings and attempts (dna_mm.analysis.study_runs.RUN_RECORD)
 RECORD = 'study_run.json'
 
 
@@ -281,7 +281,7 @@ def test_the_seconds_of_a_run_stopped_and_resumed_are_every_attempts(tmp_path, m
 
 
 def test_a_dna_variant_is_a_method_of_its_own(tmp_path) -> None:
-    from dna_mm.analysis.study import canonical_method, method_attention, method_name
+    from dna_mm.analysis.study import canonical_method, method_attention
     from dna_mm.config import build_part, read_config
     from dna_mm.models.attention import DnAAttention
 
@@ -293,10 +293,10 @@ def test_a_dna_variant_is_a_method_of_its_own(tmp_path) -> None:
         'dna',
         {'gated': True},
     )
-    assert method_name('dna:apm') == 'DnA (A±)' and method_name('Â±') == 'DnA (Â±)'
-    assert method_name('dna:q_vpm+gated') == 'DnA (QV±) + gate'
-    assert method_name('dna') == method_label('dna') == 'DnA (Q±V±)'
-    assert method_name('dna+gated') == method_label('dna+gated')
+    assert method_label('dna:apm') == 'DnA (A±)' and method_label('Â±') == 'DnA (Â±)'
+    assert method_label('dna:q_vpm+gated') == 'DnA (QV±) + gate'
+    assert method_label('dna') == 'DnA (Q±V±)' and method_label('dna+gated') == 'DnA (Q±V±) + gate'
+    assert method_label('nobody:apm') == 'nobody:apm'  # a member this process does not have
 
     study = load_tool('tools/analysis/study.py')
     run = tmp_path / 'dna:apm_seed0'

@@ -47,7 +47,6 @@ checkout's study works in the checkout, an installed dna_mm's in the current fol
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -224,142 +223,36 @@ def resumed_from(run_dir: Path) -> Optional[str]:
     return found[0] if found else None
 
 
-#: a run's record in its folder (``DIR/runs/<method>_seed<s>/``), written when its training starts:
-#: ``{settings: training_settings, attempts: [[start, end], ...]}`` (``end`` ``None`` while one runs)
-RUN_RECORD = 'study_run.json'
-#: the settings of a run's training (:func:`training_settings`) → the option that sets each
-TRAINING_OPTIONS = {'epochs': '--epochs', 'cfg_options': '--cfg-options'}
-
-
-@functools.lru_cache(maxsize=None)
-def config_epochs() -> int:
-    """The demo config's epochs (``train_cfg.max_epochs``): a run's without ``--epochs``."""
-    from dna_mm.config import read_config
+def runs_config() -> str:
+    """The config the study's runs are made from, as this process reads it: the checkout's file
+    (an absolute path: the study may run from any folder), else the installed one
+    (``dna_mm.utils.tool_runs.shipped_config``); its epochs are a run's without ``--epochs``."""
     from dna_mm.utils.tool_runs import shipped_config
 
-    return int(read_config(shipped_config(CONFIG, home())).train_cfg.max_epochs)
+    config = shipped_config(CONFIG, home())
+    return str(home() / config) if config == CONFIG else config
 
 
 def training_settings(args: argparse.Namespace) -> dict:
-    """What this study trains its runs with besides the method and seed: ``{epochs, cfg_options}``,
-    the epochs as a number (``--epochs``, else the config's)."""
-    return dict(
-        epochs=args.epochs if args.epochs is not None else config_epochs(), cfg_options=list(args.run_options)
-    )
+    """What this study trains its runs with besides the method and seed
+    (:func:`dna_mm.analysis.study_runs.training_settings`): ``{epochs, cfg_options}``."""
+    from dna_mm.analysis.study_runs import training_settings as settings
 
-
-def _show(key: str, value) -> str:
-    """A training setting as the option would say it (``epochs`` ``None``: the config's, as
-    earlier study.py recorded it)."""
-    if key == 'cfg_options':
-        return ' '.join(value) if value else '(none)'
-    if key == 'epochs' and value is None:
-        return f"{config_epochs()} (the config's)"
-    return str(value)
-
-
-#: a setting a run's record does not hold (an earlier study.py's)
-_UNRECORDED = object()
-
-
-def _recorded(recorded: dict, key: str):
-    """A training setting of a run's record: :data:`_UNRECORDED`, or its value (``epochs``
-    ``None``: the config's, a number)."""
-    if key not in recorded:
-        return _UNRECORDED
-    return config_epochs() if key == 'epochs' and recorded[key] is None else recorded[key]
-
-
-def training_mismatch(recorded: dict, wanted: dict) -> Optional[tuple[str, Optional[str], str]]:
-    """The first training setting in which a kept run's ``recorded`` settings (``result.json``,
-    :data:`RUN_RECORD`) differ from ``wanted`` (:func:`training_settings`): ``(key, recorded
-    value shown, wanted value shown)``, the recorded ``None`` for a setting it does not record
-    (a run of an earlier study.py); ``None`` when they agree. A recorded ``epochs`` of ``None``
-    is the config's (as earlier study.py wrote it)."""
-    for key in TRAINING_OPTIONS:
-        value = _recorded(recorded, key)
-        if value is _UNRECORDED:
-            return key, None, _show(key, wanted[key])
-        if value != wanted[key]:
-            if key == 'cfg_options' and set(value) != set(wanted[key]):  # the options they differ in
-                shared = [o for o in value if o in wanted[key]]
-                note = f' (besides the {len(shared)} both have)' if shared else ''
-                ran, asks = (
-                    [o for o in a if o not in b] for a, b in ((value, wanted[key]), (wanted[key], value))
-                )
-                return key, _show(key, ran) + note, _show(key, asks)
-            return key, _show(key, recorded[key]), _show(key, wanted[key])
-    return None
-
-
-def set_signature(entries: list[dict]) -> set:
-    """The clip sets a run was evaluated on (``result.json``'s ``sets``, or :func:`clip_signature`):
-    ``{(name, num_distractors, likeness, heldout, num_clips)}``."""
-    return {
-        (
-            e['name'],
-            e['num_distractors'],
-            e.get('likeness', 'demo'),
-            e.get('heldout', True),
-            e.get('num_clips'),
-        )
-        for e in entries
-    }
-
-
-def clip_signature(sets: list[ClipSet]) -> set:
-    """:func:`set_signature` of the clip sets of this study."""
-    return set_signature(
-        [
-            dict(
-                name=c.name,
-                num_distractors=c.num_distractors,
-                likeness=c.likeness,
-                heldout=c.heldout,
-                num_clips=sum(1 for ln in (c.root / c.ann).read_text().splitlines() if ln.strip()),
-            )
-            for c in sets
-        ]
-    )
-
-
-def _show_sets(signature: set) -> str:
-    return ', '.join(f'{name} ({"?" if n is None else n} clips)' for name, _, _, _, n in sorted(signature))
-
-
-def _latest_write(run_dir: Path) -> Optional[float]:
-    times = [f.stat().st_mtime for f in run_dir.rglob('*') if f.is_file()]
-    return max(times) if times else None
-
-
-def _begin_attempt(run_dir: Path, settings: dict) -> dict:
-    """The run's :data:`RUN_RECORD` with a new attempt begun (written). An attempt that ended
-    without a word (``SIGTERM``, ``SIGKILL``: the study killed with it) ends at the run's last
-    write (its checkpoint, its log); a run begun without a record (an earlier study.py's) counts
-    the time from its first file to its last as one attempt."""
-    from dna_mm.utils.files import write_json_atomic
-
-    path = run_dir / RUN_RECORD
-    if path.is_file():
-        record = json.loads(path.read_text())
-    else:
-        record = dict(settings=settings, attempts=[])
-        times = [f.stat().st_mtime for f in run_dir.rglob('*') if f.is_file()]
-        if times:
-            record['attempts'].append([min(times), max(times)])
-    attempts = record['attempts']
-    if attempts and attempts[-1][1] is None:
-        attempts[-1][1] = max(attempts[-1][0], _latest_write(run_dir) or attempts[-1][0])
-    attempts.append([time.time(), None])
-    write_json_atomic(path, record)
-    return record
+    return settings(args.epochs, args.run_options, runs_config())
 
 
 def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], out: Path) -> dict:
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``. The
     seconds of train + test are those of every attempt (a run stopped and resumed: each added),
-    recorded in the run's :data:`RUN_RECORD`."""
+    recorded in the run's :data:`~dna_mm.analysis.study_runs.RUN_RECORD`."""
     from dna_mm.analysis.study import method_attention
+    from dna_mm.analysis.study_runs import (
+        RUN_RECORD,
+        attempts_seconds,
+        begin_attempt,
+        end_attempt,
+        trained_with,
+    )
     from dna_mm.utils.files import write_json_atomic
     from dna_mm.utils.tool_runs import demo_options, shipped_config, train_then_test
 
@@ -369,8 +262,8 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     if test_file.is_file():
         test = json.loads(test_file.read_text())
     else:
-        trained = training_settings(args)
-        record = _begin_attempt(run_dir, trained)
+        record = begin_attempt(run_dir, training_settings(args))
+        write_json_atomic(run_dir / RUN_RECORD, record)
         member, settings = method_attention(method)
         opts = demo_options(member, str(data_root), args.epochs, args.imports) + args.run_options
         config = shipped_config(CONFIG, home())
@@ -392,13 +285,13 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
                 resume is not None,
             )
         finally:  # this attempt's end, also of one stopped (Ctrl-C) or failed
-            record['attempts'][-1][1] = time.time()
-            write_json_atomic(run_dir / RUN_RECORD, record)
+            write_json_atomic(run_dir / RUN_RECORD, end_attempt(record))
         ckpt = (run_dir / 'last_checkpoint').read_text().strip()
-        seconds = sum(end - start for start, end in record['attempts'])
-        test = dict(**test_numbers(metrics), seconds=seconds, checkpoint=ckpt, **record['settings'])
+        test = dict(
+            **test_numbers(metrics), seconds=attempts_seconds(record), checkpoint=ckpt, **record['settings']
+        )
         write_json_atomic(test_file, test)
-    trained = {k: test[k] for k in TRAINING_OPTIONS if k in test} or training_settings(args)
+    trained = trained_with(test) or training_settings(args)
     return evaluated(args, method, seed, run_dir, test, trained, sets)
 
 
@@ -430,112 +323,59 @@ def evaluated(
     return result
 
 
-def _refusal(where: Path, mismatch: tuple, out: Path, args: argparse.Namespace) -> str:
-    """The line refusing a kept run whose training settings differ from this study's."""
-    key, recorded, wanted = mismatch
-    option = TRAINING_OPTIONS[key]
-    todo = f'use another --out, or remove the runs made otherwise from {out / "runs"}'
-    if recorded is None:
-        return (
-            f'{where}: made by an earlier study.py, which did not record its {option}: whether it '
-            f"matches this study's ({wanted}) is unknown; {todo}"
-        )
-    if key == 'epochs' and args.epochs is None:
-        wanted = f"{config_epochs()} (the config's)"
-    return f'{where}: made with {option} {recorded}, this study asks for {wanted}; {todo}'
-
-
 def check_kept(args: argparse.Namespace, out: Path, plan: list[tuple[str, int]]) -> None:
     """Before any work: every run this study would keep (``result.json``), or continue (a run
     stopped half-way, or trained but not evaluated), was trained as this study trains its runs
     (:func:`training_settings`), else a :class:`~dna_mm.errors.ConfigError` naming the setting,
-    both values and what to do; a run that does not record a setting is refused as unknown.
-    Under ``--report-only`` (whose options do not say how the runs were made) the finished runs
-    must agree with each other, in training and in the held-out sets they were evaluated on."""
+    both values and what to do (:mod:`dna_mm.analysis.study_runs`); a run that does not record a
+    setting is refused as unknown. Under ``--report-only`` (whose options do not say how the runs
+    were made) the finished runs must agree with each other, in training and in the held-out sets
+    they were evaluated on."""
+    from dna_mm.analysis.study_runs import (
+        check_together,
+        made_with,
+        training_mismatch,
+        training_refusal,
+        unrecorded_refusal,
+    )
     from dna_mm.errors import ConfigError
 
     wanted = None if args.report_only else training_settings(args)
     first: Optional[tuple[Path, dict]] = None
     for method, seed in plan:
         run_dir = out / 'runs' / f'{method}_seed{seed}'
-        done, record = run_dir / 'result.json', run_dir / RUN_RECORD
-        if done.is_file():
-            where, recorded = done, json.loads(done.read_text())
-        elif args.report_only:
-            continue
-        elif record.is_file():
-            where, recorded = record, json.loads(record.read_text())['settings']
-        elif (run_dir / 'test.json').is_file() or resumed_from(run_dir) is not None:
-            raise ConfigError(
-                f'{run_dir}: a run begun by an earlier study.py, which did not record its settings '
-                f'(--epochs, --cfg-options); remove it to train it anew, or use another --out'
-            )
-        else:
+        found = made_with(run_dir, finished_only=args.report_only)
+        if found is None:
+            begun = (run_dir / 'test.json').is_file() or resumed_from(run_dir) is not None
+            if not args.report_only and begun:
+                raise ConfigError(unrecorded_refusal(run_dir))
             continue
         if wanted is not None:
-            mismatch = training_mismatch(recorded, wanted)
+            mismatch = training_mismatch(found[1], wanted, runs_config())
             if mismatch:
-                raise ConfigError(_refusal(where, mismatch, out, args))
-            continue
-        if first is None:
-            first = (where, recorded)
-            continue
-        for key, option in TRAINING_OPTIONS.items():
-            if first[1].get(key, _UNRECORDED) != recorded.get(key, _UNRECORDED) and _recorded(
-                first[1], key
-            ) != _recorded(recorded, key):
-                said = [
-                    f'{option} unrecorded' if key not in r else f'{option} {_show(key, r[key])}'
-                    for r in (recorded, first[1])
-                ]
                 raise ConfigError(
-                    f'{where}: made with {said[0]}, {first[0]} with {said[1]}: runs trained otherwise '
-                    f'cannot be summarised together; remove the runs made otherwise from {out / "runs"}'
+                    training_refusal(found[0], mismatch, out / 'runs', runs_config(), args.epochs is not None)
                 )
-        theirs, ours = set_signature(first[1]['sets']), set_signature(recorded['sets'])
-        if theirs != ours:
-            raise ConfigError(
-                f'{where}: evaluated on the held-out sets {_show_sets(ours)}, {first[0]} on '
-                f'{_show_sets(theirs)}; run the study without --report-only to evaluate every run on '
-                f'its sets'
-            )
-
-
-def kept_checkpoint(done: Path, signature: set) -> Optional[Path]:
-    """The checkpoint of a finished run (``result.json``) evaluated on other held-out sets than
-    ``signature`` (:func:`clip_signature`), to evaluate it again; ``None`` for a run evaluated on
-    them. A :class:`~dna_mm.errors.ConfigError` where its checkpoint (or config) is gone."""
-    from dna_mm.errors import ConfigError
-
-    result = json.loads(done.read_text())
-    if set_signature(result['sets']) == signature:
-        return None
-    run_dir = done.parent
-    ckpt = Path(result['checkpoint'])
-    if not ckpt.is_file() and (run_dir / ckpt.name).is_file():  # a study folder moved since
-        ckpt = run_dir / ckpt.name
-    if not ckpt.is_file() or not (run_dir / Path(CONFIG).name).is_file():
-        raise ConfigError(
-            f'{done}: evaluated on the held-out sets {_show_sets(set_signature(result["sets"]))}, this '
-            f'study asks for {_show_sets(signature)}, and its checkpoint {ckpt} is gone to evaluate '
-            f'it again; give the --distractors, --likeness and --heldout-per-class it was made with, '
-            f'use another --out, or remove the run'
-        )
-    return ckpt
+        elif first is None:
+            first = found
+        else:
+            check_together(first, found, out / 'runs', runs_config())
 
 
 def kept(args, done: Path, sets: list[ClipSet], signature: set) -> tuple[dict, str]:
     """A finished run (``result.json``; its training checked by :func:`check_kept`) and how it
     was kept: as it is, or, evaluated on other held-out sets than this study's, its checkpoint
-    (:func:`kept_checkpoint`) evaluated on them (exact: the evaluation of a new run)."""
+    (:func:`~dna_mm.analysis.study_runs.kept_checkpoint`) evaluated on them (exact: the
+    evaluation of a new run)."""
+    from dna_mm.analysis.study_runs import kept_checkpoint, set_signature, show_sets, trained_with
+
     result = json.loads(done.read_text())
-    ckpt = None if args.report_only else kept_checkpoint(done, signature)
+    ckpt = None if args.report_only else kept_checkpoint(done, signature, Path(CONFIG).name)
     if ckpt is None:
         return result, 'kept'
     test = dict(result['test'], seconds=result['train_test_seconds'], checkpoint=str(ckpt))
-    trained = {k: result[k] for k in TRAINING_OPTIONS}
-    before = _show_sets(set_signature(result['sets']))
-    result = evaluated(args, result['method'], result['seed'], done.parent, test, trained, sets)
+    before = show_sets(set_signature(result['sets']))
+    result = evaluated(args, result['method'], result['seed'], done.parent, test, trained_with(result), sets)
     return result, f'kept, evaluated again on this study\'s held-out sets (it had {before})'
 
 
@@ -549,40 +389,26 @@ def _study_command(args, out: Path) -> str:
     return command
 
 
-def _labelled(summary: dict, labels: dict) -> dict:
-    """``summary`` with the methods of ``labels`` named by their labels, for the figures (which
-    name each method by :func:`~dna_mm.analysis.plots.study.method_label`: a DnA variant's
-    label, ``dna:apm`` → ``DnA (A±)``, is a name no member has, which it shows as it is)."""
-    if not labels:
-        return summary
-    rename = {m: labels.get(m, m) for m in summary['methods']}
-    shown = dict(summary, methods=list(rename.values()), reference=rename.get(summary['reference']))
-    for part in ('table', 'curve', 'mass'):
-        shown[part] = {rename.get(m, m): v for m, v in summary[part].items()}
-    return shown
-
-
 def report(args, results: list[dict], out: Path, wall: float) -> dict:
     """``study.json``, ``table.md`` and the figures from the finished runs; returns the summary."""
     from dna_mm.analysis.plots.study import method_label, plot_accuracy_vs_distractors, plot_target_mass
-    from dna_mm.analysis.study import SCHEMA, markdown_table, method_name, summarize
+    from dna_mm.analysis.study import SCHEMA, markdown_table, summarize
     from dna_mm.synthetic.motion_clips import MotionDatasetSpec
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     summary = summarize(results, args.reference)
     summary['command'] = _study_command(args, out)
     summary['wall_seconds_this_invocation'] = wall
-    summary['labels'] = labels = {m: method_name(m) for m in summary['methods']}
+    summary['labels'] = labels = {m: method_label(m) for m in summary['methods']}
     table = markdown_table(summary, labels)
     write_text_atomic(out / 'table.md', table)
     write_json_atomic(out / 'study.json', dict(schema=SCHEMA, summary=summary, runs=results))
     print('\n' + table)
-    shown = _labelled(summary, {m: label for m, label in labels.items() if label != method_label(m)})
     figures = [
         plot_accuracy_vs_distractors(
-            shown, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors
+            summary, str(out / 'accuracy_vs_distractors.png'), MotionDatasetSpec().num_distractors
         ),
-        plot_target_mass(shown, str(out / 'target_mass.png'), 'demo_test'),
+        plot_target_mass(summary, str(out / 'target_mass.png'), 'demo_test'),
     ]
     for path in figures:
         if path:
@@ -592,6 +418,9 @@ def report(args, results: list[dict], out: Path, wall: float) -> dict:
 
 
 def study(args: argparse.Namespace) -> dict:
+    """The study of ``args`` (:func:`parse_args`): its runs trained, kept or evaluated again, seed
+    by seed, then reported; returns the summary (:func:`report`)."""
+    from dna_mm.analysis.study_runs import clip_signature, kept_checkpoint
     from dna_mm.errors import ConfigError
 
     check_args(args)
@@ -611,7 +440,7 @@ def study(args: argparse.Namespace) -> dict:
     for method, seed in [] if args.report_only else plan:  # every kept run evaluable on them
         done = out / 'runs' / f'{method}_seed{seed}' / 'result.json'
         if done.is_file():
-            kept_checkpoint(done, signature)
+            kept_checkpoint(done, signature, Path(CONFIG).name)
     results, spent = [], []
     for k, (method, seed) in enumerate(plan, 1):
         done = out / 'runs' / f'{method}_seed{seed}' / 'result.json'

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...models.attention.builder import attention_class, short_names
 from ...synthetic.motion_clips import SIMILARITY
-from ..study import method_attention
+from ..study import PAPER_NAMES, method_attention
 from .style import (
     BRANCH_STYLE,
     branch_handles,
@@ -26,18 +26,29 @@ from .style import (
 
 
 def method_label(name: str) -> str:
-    """How figures and tables name the attention ``name`` (a short or registered name): as its
-    member says: the ``label`` its class states itself where it states one, else its class name
-    without ``Attention`` (``DiffAttention``: ``Diff``); a name no member has now (the runs of a
-    member whose module this process did not import) as it is. A gated method (``dna+gated``:
-    :func:`~dna_mm.analysis.study.method_attention`) is its member's label ``+ gate``."""
+    """How figures, tables and reports name the attention ``name`` (a study method: a short or
+    registered name, ``NAME:VARIANT``, ``NAME+gated``; :func:`~dna_mm.analysis.study.method_attention`):
+    as its member says, the ``label`` its class states itself where it states one, else its class
+    name without ``Attention`` (``DiffAttention``: ``Diff``); a DnA variant with its paper's name in
+    place of the default variant's the member's label names (``dna:apm``: ``DnA (A±)``); a gated
+    method (``dna+gated``) followed by ``+ gate``. A name no member has now (the runs of a member
+    whose module this process did not import) as it is."""
     member, settings = method_attention(name)
     try:
         cls = attention_class(member)
     except ValueError:
         return name
     label = vars(cls).get('label') or cls.__name__.removesuffix('Attention')
+    if settings.get('variant'):
+        label = f'{_without_variant(label)} ({PAPER_NAMES[settings["variant"]]})'
     return f'{label} + gate' if settings.get('gated') else label
+
+
+def _without_variant(label: str) -> str:
+    """A member's ``label`` without the paper name of a variant at its end (``DnA (Q±V±)``: ``DnA``)."""
+    for paper in PAPER_NAMES.values():
+        label = label.removesuffix(f' ({paper})')
+    return label
 
 
 def __getattr__(name: str) -> object:
