@@ -1,6 +1,7 @@
 """What the DnA family is, in one place: its variants and the keys each has, the negative
-branch a softmax attention gets, the signs of the authors' pretrained files and the
-``attn_bias`` argument. The models (:mod:`dna_mm.models`), the fused kernel (:mod:`dna_mm.ops`)
+branch a softmax attention gets, the signs of the authors' pretrained files, the
+``attn_bias`` argument, and one string for a member with its settings (``dna:apm+gated``: the
+demo's ``--attn``, the study's ``--methods``). The models (:mod:`dna_mm.models`), the fused kernel (:mod:`dna_mm.ops`)
 and the checkpoint converters (:mod:`dna_mm.converters`) all read these; this module imports
 only torch (and :mod:`dna_mm.errors`, which imports nothing of dna_mm's).
 
@@ -114,3 +115,54 @@ def split_bias(bias: BiasArg, name: str) -> tuple[Optional[Tensor], Optional[Ten
     if isinstance(bias, (tuple, list)) and len(bias) == 2:
         return bias[0], bias[1]
     raise TypeError(f'{name}: attn_bias must be a tensor or a pair (b_pos, b_neg), got {type(bias).__name__}')
+
+
+# -- a member with its settings in one string (the demo's --attn, the study's --methods) -----
+#: ``NAME+gated``: member ``NAME`` with the sigmoid gate on its output (``gated=True``)
+GATED = '+gated'
+#: ``NAME:VARIANT``: member ``NAME`` (DnA) as its variant ``VARIANT``
+#: (:data:`DNA_VARIANTS` or the paper's name: ``dna:apm``, ``dna:A±``)
+VARIANT = ':'
+#: canonical DnA variant → the paper's name (``apm`` → ``A±``)
+PAPER_NAMES = {name: alias for alias, name in DNA_VARIANT_ALIASES.items()}
+
+
+def method_attention(method: str) -> tuple[str, dict]:
+    """The member a method (the demo's ``--attn``, the study's ``--methods``) names and the
+    settings it adds to that member's config: ``'dna'`` → ``('dna', {})``; ``'dna+gated'`` →
+    ``('dna', {'gated': True})``, the gate of gated attention (Qiu et al., 2025) on DnA;
+    ``'dna:apm'``, ``'dna:A±'`` or the paper's name alone, ``'A±'`` →
+    ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`DNA_VARIANTS`; ``'dna:apm+gated'``: both).
+
+    Raises:
+        ConfigError: an unknown variant (:func:`canonical_variant`).
+    """
+    gated = method.endswith(GATED)
+    if gated:
+        method = method[: -len(GATED)]
+    if method in DNA_VARIANT_ALIASES:
+        method = f'dna{VARIANT}{method}'
+    settings: dict = {}
+    if VARIANT in method:
+        method, variant = method.split(VARIANT, 1)
+        settings['variant'] = canonical_variant(variant)
+    if gated:
+        settings['gated'] = True
+    return method, settings
+
+
+def canonical_method(method: str) -> str:
+    """One name per method (a study's runs' folder, a demo's work dir): a variant by its canonical name
+    (``'A±'``, ``'dna:A±'`` → ``'dna:apm'``), anything else as it is.
+
+    Raises:
+        ConfigError: an unknown variant.
+    """
+    return method_of(*method_attention(method))
+
+
+def method_of(member: str, settings: dict) -> str:
+    """The method of ``member`` with ``settings`` (:func:`method_attention`'s inverse):
+    ``('dna', {'variant': 'apm', 'gated': True})`` → ``'dna:apm+gated'``; other settings left out."""
+    variant = f'{VARIANT}{settings["variant"]}' if settings.get('variant') else ''
+    return member + variant + (GATED if settings.get('gated') else '')

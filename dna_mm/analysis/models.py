@@ -274,8 +274,8 @@ def member_label(module: nn.Module) -> str:
     """How figures name one attention: as the study names its method
     (:func:`~dna_mm.analysis.plots.study.method_label` of the module's class, variant and gate:
     ``softmax``, ``Diff``, ``DnA (A±)``, ``DnA (A±) + gate``)."""
+    from ..family import method_of
     from .plots.study import method_label
-    from .study import method_of
 
     variant = getattr(module, 'variant', None)
     settings = dict(variant=variant if isinstance(variant, str) and variant in DNA_VARIANTS else None)

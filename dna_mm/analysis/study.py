@@ -32,7 +32,6 @@ import torch
 from scipy.stats import t as student_t
 
 from ..errors import DataError
-from ..family import DNA_VARIANT_ALIASES, canonical_variant
 from ..synthetic.motion_clips import load_boxes
 from .models import _label
 from .target_mass import TargetMassCollector, box_patch_mask
@@ -41,56 +40,6 @@ SCHEMA = 'dna_mm.study/1'
 
 
 # -- statistics ------------------------------------------------------------------------------
-#: a study method ``NAME+gated``: member ``NAME`` with the sigmoid gate on its output (``gated=True``)
-GATED = '+gated'
-#: a study method ``NAME:VARIANT``: member ``NAME`` (DnA) as its variant ``VARIANT``
-#: (:data:`~dna_mm.family.DNA_VARIANTS` or the paper's name: ``dna:apm``, ``dna:A±``)
-VARIANT = ':'
-#: canonical DnA variant → the paper's name (``apm`` → ``A±``)
-PAPER_NAMES = {name: alias for alias, name in DNA_VARIANT_ALIASES.items()}
-
-
-def method_attention(method: str) -> tuple[str, dict]:
-    """The member a study method names and the settings it adds to that member's config:
-    ``'dna'`` → ``('dna', {})``; ``'dna+gated'`` → ``('dna', {'gated': True})``, the gate of gated
-    attention (Qiu et al., 2025) on DnA; ``'dna:apm'``, ``'dna:A±'`` or the paper's name alone,
-    ``'A±'`` → ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`~dna_mm.family.DNA_VARIANTS`;
-    ``'dna:apm+gated'``: both).
-
-    Raises:
-        ConfigError: an unknown variant (:func:`~dna_mm.family.canonical_variant`).
-    """
-    gated = method.endswith(GATED)
-    if gated:
-        method = method[: -len(GATED)]
-    if method in DNA_VARIANT_ALIASES:
-        method = f'dna{VARIANT}{method}'
-    settings: dict = {}
-    if VARIANT in method:
-        method, variant = method.split(VARIANT, 1)
-        settings['variant'] = canonical_variant(variant)
-    if gated:
-        settings['gated'] = True
-    return method, settings
-
-
-def canonical_method(method: str) -> str:
-    """One name per study method (its runs' folder): a variant by its canonical name
-    (``'A±'``, ``'dna:A±'`` → ``'dna:apm'``), anything else as it is.
-
-    Raises:
-        ConfigError: an unknown variant.
-    """
-    return method_of(*method_attention(method))
-
-
-def method_of(member: str, settings: dict) -> str:
-    """The study method of ``member`` with ``settings`` (:func:`method_attention`'s inverse):
-    ``('dna', {'variant': 'apm', 'gated': True})`` → ``'dna:apm+gated'``; other settings left out."""
-    variant = f'{VARIANT}{settings["variant"]}' if settings.get('variant') else ''
-    return member + variant + (GATED if settings.get('gated') else '')
-
-
 def mean_std(values: Sequence[float]) -> dict:
     """``{mean, std, n}``; ``std`` with ``n − 1`` (``None`` for one value)."""
     x = np.asarray(values, dtype=float)

@@ -94,26 +94,74 @@ def merge_options(cfg: Config, cfg_options: Optional[dict]) -> None:
     to set instead; one whose keys cannot be named is noted in the log. A ``custom_imports`` they
     name is imported (its modules register their types).
 
+    An option below a key that holds an attention's name, the config's or an earlier option's
+    (``attn_cfg=dna`` then ``attn_cfg.variant=apm``, as the demos and the study give a member), sets
+    that key of the dict the name stands for (``dict(type='DnAAttention', variant='apm')``, the
+    name's value replaced), per step too (``attn_cfg.temporal.variant=apm``):
+    :func:`~dna_mm.config.options.string_parent_options`, :func:`attention_named`.
+
     Raises:
         ConfigError: an option is a misspelt top-level key (the message names it and the closest),
-            or a variable of the config file (the message names the keys to set instead).
+            or a variable of the config file (the message names the keys to set instead), or sets a
+            key below a string that is no attention's name, or below a number (the message names
+            the option and the key).
     """
     if not cfg_options:
         return
     from mmengine.logging import print_log
 
-    from .options import option_problems
+    from .options import option_problems, string_parent_options
 
     errors, notes = option_problems(cfg, cfg_options)
     if errors:
         raise ConfigError('; '.join(errors))
     for note in notes:
         print_log(note, logger='current', level=logging.WARNING)
+    cfg_options, errors = string_parent_options(
+        cfg, cfg_options, lambda name: attention_named(name, cfg, cfg_options)
+    )
+    if errors:
+        raise ConfigError(errors[0])
     cfg.merge_from_dict(cfg_options)
     if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
         from mmengine.utils import import_modules_from_strings
 
         import_modules_from_strings(**cfg['custom_imports'])
+
+
+def attention_named(
+    name: str, cfg: Optional[Config] = None, cfg_options: Optional[dict] = None
+) -> Union[dict, str]:
+    """``{'type': <registered name>}`` of the attention member ``name`` names (a short name,
+    ``'dna'``, or a registered name), or what a name there should be, for a message (the closest
+    member's name, else the valid ones). A name no member holds yet is looked up again after the
+    ``custom_imports`` of ``cfg`` with ``cfg_options`` merged are imported (a member of the user's
+    own registers itself there)."""
+    from ..models.attention.builder import attention_types, member_names, short_names, suggest_attention
+
+    kind = short_names().get(name, name)
+    if kind not in attention_types() and cfg is not None and _import_custom(cfg, cfg_options or {}):
+        kind = short_names().get(name, name)
+    if kind in attention_types():
+        return {'type': kind}
+    hint = suggest_attention(name)
+    hint = hint[: hint.index('?') + 1] if hint.startswith('did you mean') else ', '.join(member_names()[0])
+    return f"a dict, or an attention member's name ({hint})"
+
+
+def _import_custom(cfg: Config, cfg_options: dict) -> bool:
+    """Import the ``custom_imports`` of ``cfg`` with those of ``cfg_options`` merged (the merge
+    itself imports them after it), if the options name any; whether they did."""
+    from mmengine.config import Config
+    from mmengine.utils import import_modules_from_strings
+
+    options = {k: v for k, v in cfg_options.items() if k.split('.')[0] == 'custom_imports'}
+    if not options:
+        return False
+    imports = Config(dict(custom_imports=copy.deepcopy(cfg._cfg_dict.to_dict().get('custom_imports') or {})))
+    imports.merge_from_dict(copy.deepcopy(options))
+    import_modules_from_strings(**imports['custom_imports'])
+    return True
 
 
 def build_part(cfg: Config, part: str = 'model') -> nn.Module:

@@ -14,14 +14,20 @@ read (:func:`~dna_mm.config.build.read_config`).
 
 The keys a variable set (:func:`_uses`) are found under the keys that code reads (the runner's,
 dna_mm's: :func:`read_keys`), never under another variable: they are the ones to set instead.
+
+An option below a key that holds a string is made mergeable where the string names what it
+stands for (:func:`string_parent_options`: an attention's short name, ``attn_cfg=dna`` then
+``attn_cfg.variant=apm``, becomes the dict it names with the key set on it), and refused in one
+line where it does not: mmengine would raise ``TypeError`` from inside its merge.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import os.path as osp
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Union
 
 from mmengine.config import Config
 
@@ -99,6 +105,67 @@ def option_problems(cfg: Config, options: dict) -> tuple[list[str], list[str]]:
         else:
             notes.append(f'--cfg-options {option}: {what}')
     return errors, notes
+
+
+def string_parent_options(
+    cfg: Config, options: dict, named: Callable[[str], Union[dict, str]]
+) -> tuple[dict, list[str]]:
+    """``options`` (``{'a.b': 1}``, in order) as mmengine's merge can take them, and the errors of
+    those it cannot: an option that sets a key below a key holding a string, whether the config's
+    (``attn_cfg = 'dna'``) or an earlier option's (``attn_cfg=dna`` then ``attn_cfg.variant=apm``:
+    mmengine's ``TypeError``, ``'str' object does not support item assignment``).
+
+    ``named(string)`` is the dict the string stands for (``{'type': 'DnAAttention'}`` for
+    ``'dna'``), or why it stands for none (a line naming what it expected). A string that names one
+    becomes that dict, replacing the key's value (``_delete_``, where the config has the key), and
+    the options below it set its keys; a string that names none, or a number, a bool or ``None``,
+    is an error naming the option and the key. The options come back in their order, a string of
+    the config turned into a dict set by an option put just before the first option below it."""
+    options = copy.deepcopy(options)
+    tree = cfg._cfg_dict.to_dict()
+    out: dict = {}
+    errors: list[str] = []
+    for option, value in options.items():
+        parts = option.split('.')
+        for i in range(1, len(parts)):
+            place = '.'.join(parts[:i])
+            held, source = _held(out, tree, parts[:i])
+            if held is _NEW or isinstance(held, (dict, list)):
+                continue
+            if isinstance(held, tuple):
+                break  # mmengine's merge replaces an item of a list only (its own message)
+            new = named(held) if isinstance(held, str) else 'a dict'
+            if isinstance(new, str):
+                errors.append(
+                    f'--cfg-options {option}: {place} is {held!r}, whose keys cannot be set; expected {new}'
+                )
+                break
+            if source is None and isinstance(_value_at(tree, '.'.join(parts[: i - 1])), list):
+                errors.append(
+                    f'--cfg-options {option}: {place} is {held!r}, an item of a list; expected a dict'
+                )
+                break  # mmengine merges into a list's item: a string cannot become a dict there
+            if source is None or source == place:  # the config's value, or an option's
+                out[place] = {'_delete_': True, **new} if _value_at(tree, place) is not _NEW else dict(new)
+            else:  # within the value of an option set above it (a list, a dict made here)
+                *within, last = parts[len(source.split('.')) : i]
+                node = _value_at(out[source], '.'.join(within)) if within else out[source]
+                node[int(last) if isinstance(node, list) else last] = dict(new)
+        out.pop(option, None)  # set again: after the options set before it, as mmengine merges
+        out[option] = value
+    return out, errors
+
+
+def _held(options: dict, tree: dict, parts: list[str]) -> tuple[Any, Any]:
+    """``(value, option)`` of the dotted key ``parts`` when ``options`` are merged into ``tree``:
+    within the last option that sets it or a key above it (``_NEW`` where that option's value
+    has no such key), else the config's value (``option`` ``None``)."""
+    for key in reversed(options):
+        above = key.split('.')
+        if above == parts[: len(above)]:
+            rest = '.'.join(parts[len(above) :])
+            return (_value_at(options[key], rest) if rest else options[key]), key
+    return _value_at(tree, '.'.join(parts)), None
 
 
 def base_variable_problems(filename: str, cfg: Config) -> list[str]:

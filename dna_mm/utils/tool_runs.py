@@ -30,7 +30,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from .parent_death import signal_on_parent_death
@@ -163,20 +163,27 @@ def import_options(imports: Sequence[str]) -> list[str]:
 
 
 def demo_options(
-    attn: str, data_root: str, epochs: Optional[int] = None, imports: Sequence[str] = ()
+    attn: str,
+    data_root: str,
+    epochs: Optional[int] = None,
+    imports: Sequence[str] = (),
+    settings: Optional[Mapping[str, Any]] = None,
 ) -> list[str]:
     """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention
-    (``model.backbone.attn_cfg``), the clips of ``data_root`` (``train.txt``; ``test.txt`` for
-    validation and test) and their class names (``classes.txt``: the config's ``label_map``, which
-    the saved config gives ``tools/infer.py``), ``epochs`` (the schedule's end, validation and
-    checkpoint intervals move with it; ``None``: the config's), the modules ``imports`` imported
-    (:func:`import_options`).
+    (``model.backbone.attn_cfg``) with ``settings`` (``{'gated': True}``: ``attn_cfg.gated=True``,
+    merged into the dict ``attn`` names: :func:`dna_mm.config.build.merge_options`), the clips of
+    ``data_root`` (``train.txt``; ``test.txt`` for validation and test) and their class names
+    (``classes.txt``: the config's ``label_map``, which the saved config gives ``tools/infer.py``),
+    ``epochs`` (the schedule's end, validation and checkpoint intervals move with it; ``None``:
+    the config's), the modules ``imports`` imported (:func:`import_options`).
 
     Raises:
         ConfigError: ``epochs`` below 1 (:func:`at_least`).
     """
     at_least({'--epochs': epochs})
-    opts = [f'model.backbone.attn_cfg={attn}', f'label_map={data_root}/classes.txt', *import_options(imports)]
+    opts = [f'model.backbone.attn_cfg={attn}']
+    opts += [f'model.backbone.attn_cfg.{key}={value}' for key, value in (settings or {}).items()]
+    opts += [f'label_map={data_root}/classes.txt', *import_options(imports)]
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         opts += [
             f'{split}_dataloader.dataset.ann_file={data_root}/{ann}.txt',

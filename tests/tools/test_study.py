@@ -166,7 +166,7 @@ def test_report_only_summarises_the_finished_runs(tmp_path) -> None:
 
 
 def test_a_gated_method_names_its_member_and_the_gate() -> None:
-    from dna_mm.analysis.study import method_attention
+    from dna_mm.family import method_attention
 
     assert method_attention('dna') == ('dna', {})
     assert method_attention('dna+gated') == ('dna', {'gated': True})

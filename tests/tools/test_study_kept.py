@@ -281,8 +281,8 @@ def test_the_seconds_of_a_run_stopped_and_resumed_are_every_attempts(tmp_path, m
 
 
 def test_a_dna_variant_is_a_method_of_its_own(tmp_path) -> None:
-    from dna_mm.analysis.study import canonical_method, method_attention
     from dna_mm.config import build_part, read_config
+    from dna_mm.family import canonical_method, method_attention
     from dna_mm.models.attention import DnAAttention
 
     for name in ('dna:apm', 'dna:A±', 'A±'):

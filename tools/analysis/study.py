@@ -114,8 +114,8 @@ def check_args(args: argparse.Namespace) -> None:
     methods must be registered members unless ``--report-only`` (which trains nothing), a
     variant (``dna:apm``) a variant of a member that has them; ``args.methods`` and
     ``args.reference`` become their canonical names (``A±`` → ``dna:apm``: the runs' folders)."""
-    from dna_mm.analysis.study import canonical_method, method_attention
     from dna_mm.errors import ConfigError
+    from dna_mm.family import canonical_method, method_attention
     from dna_mm.models.attention import self_attention_class
     from dna_mm.models.attention.builder import accepted_arguments
     from dna_mm.tools.cli import known_names
@@ -245,7 +245,6 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
     """Train + test (skipped when ``test.json`` is there), evaluate, write ``result.json``. The
     seconds of train + test are those of every attempt (a run stopped and resumed: each added),
     recorded in the run's :data:`~dna_mm.analysis.study_runs.RUN_RECORD`."""
-    from dna_mm.analysis.study import method_attention
     from dna_mm.analysis.study_runs import (
         RUN_RECORD,
         attempts_seconds,
@@ -253,6 +252,7 @@ def run_one(args, method: str, seed: int, data_root: Path, sets: list[ClipSet], 
         end_attempt,
         trained_with,
     )
+    from dna_mm.family import method_attention
     from dna_mm.utils.files import write_json_atomic
     from dna_mm.utils.tool_runs import demo_options, shipped_config, train_then_test
 

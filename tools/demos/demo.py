@@ -6,8 +6,11 @@
     python tools/demos/demo.py --attn relu dna --import docs/attention/relu_attention.py
 
 ``--attn`` takes any registered attention member, by short name (``softmax``, ``dna``, ``diff``,
-``cog``) or registered type (``DnAAttention``); ``--import`` imports a member of your own first
-(a module on the Python path, or a ``.py`` file), and the runs import it too.
+``cog``) or registered type (``DnAAttention``), and ``NAME+gated`` for that member with the gate
+of gated attention (``dna+gated``: ``gated=True``, as the study's ``--methods`` take it);
+``--import`` imports a member of your own first (a module on the Python path, or a ``.py``
+file), and the runs import it too. ``--cfg-options`` set keys of the member's config too
+(``model.backbone.attn_cfg.variant=apm``).
 
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/timesformer_dna_demo.py`` (the commands are printed, their progress lines shown as
@@ -41,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=['dna'],
         metavar='NAME',
         help='attention(s) to train and test (temporal and spatial): any registered member, by short '
-        'name or registered type',
+        'name or registered type; NAME+gated: that member gated (dna+gated, as the study takes it)',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--data-root', default='data/demo')
@@ -70,12 +73,14 @@ def demo(args: argparse.Namespace) -> dict:
     """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``. A
     member or a count the demo cannot take is one line before any work."""
     from dna_mm.config import format_metrics
+    from dna_mm.family import method_attention
     from dna_mm.models.attention import self_attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import at_least, demo_options, runs_home, shipped_config, train_then_test
 
-    known_names('--attn', args.attn, self_attention_class)
+    methods = {attn: method_attention(attn) for attn in args.attn}  # 'dna+gated': ('dna', {'gated': True})
+    known_names('--attn', [member for member, _ in methods.values()], self_attention_class)
     at_least({'--epochs': args.epochs})
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
@@ -86,7 +91,8 @@ def demo(args: argparse.Namespace) -> dict:
     for attn in args.attn:
         work_dir = f'{args.work_dir}/{attn}'
         # the clips by their absolute path: the config the run saves reads them from any folder
-        opts = demo_options(attn, str(root), args.epochs, args.imports) + args.run_options
+        member, settings = methods[attn]
+        opts = demo_options(member, str(root), args.epochs, args.imports, settings) + args.run_options
         metrics, secs = train_then_test(config, work_dir, opts, f'{work_dir}/predictions.csv', home)
         results[attn] = (metrics, secs)
         print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)

@@ -9,9 +9,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ...family import PAPER_NAMES, method_attention
 from ...models.attention.builder import attention_class, short_names
 from ...synthetic.motion_clips import SIMILARITY
-from ..study import PAPER_NAMES, method_attention
 from .style import (
     BRANCH_STYLE,
     branch_handles,
@@ -27,7 +27,7 @@ from .style import (
 
 def method_label(name: str) -> str:
     """How figures, tables and reports name the attention ``name`` (a study method: a short or
-    registered name, ``NAME:VARIANT``, ``NAME+gated``; :func:`~dna_mm.analysis.study.method_attention`):
+    registered name, ``NAME:VARIANT``, ``NAME+gated``; :func:`~dna_mm.family.method_attention`):
     as its member says, the ``label`` its class states itself where it states one, else its class
     name without ``Attention`` (``DiffAttention``: ``Diff``); a DnA variant with its paper's name in
     place of the default variant's the member's label names (``dna:apm``: ``DnA (A±)``); a gated
