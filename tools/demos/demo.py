@@ -73,7 +73,7 @@ def demo(args: argparse.Namespace) -> dict:
     """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``. A
     member or a count the demo cannot take is one line before any work."""
     from dna_mm.config import format_metrics
-    from dna_mm.family import method_attention
+    from dna_mm.family import method_attention, method_of
     from dna_mm.models.attention import self_attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
     from dna_mm.tools.cli import known_names
@@ -89,7 +89,7 @@ def demo(args: argparse.Namespace) -> dict:
     print(f'demo data: {root} ({len(CLASSES)} classes, chance = {100 / len(CLASSES):.0f}%)')
     results = {}
     for attn in args.attn:
-        work_dir = f'{args.work_dir}/{attn}'
+        work_dir = f'{args.work_dir}/{method_of(*methods[attn])}'  # A± and dna:A±: one folder, dna:apm
         # the clips by their absolute path: the config the run saves reads them from any folder
         member, settings = methods[attn]
         opts = demo_options(member, str(root), args.epochs, args.imports, settings) + args.run_options
