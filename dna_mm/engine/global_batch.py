@@ -26,6 +26,23 @@ Accumulation leaves the learning rate as the config sets it: the lr of a recipe 
 for its ``global_batch_size``. A ``--global-batch`` other than the config's is logged with the lr
 the linear rule would give (the value to set with ``--cfg-options optim_wrapper.optimizer.lr=``).
 
+A run resumed on another number of processes (or per-process batch) goes on where it stopped in
+samples seen. Each checkpoint records the layout it was saved in (``meta['batch_layout']``:
+:class:`BatchLayout`, written by ``PendingGradsHook``); an iteration there is ``s1 = W1 · b1``
+samples, here ``s2 = W2 · b2``, and :func:`layout_iteration` converts the saved iteration ``i1``
+(an epoch of ``L1`` iterations there, ``L2`` here)::
+
+    e, d1 = divmod(i1, L1)            (completed epochs, batches done in the next)
+    d2, again = divmod(d1 · s1, s2)   (an epoch whole: d2 = L2)
+    i2 = e · L2 + d2
+
+(an iteration-based loop: ``i2, again = divmod(i1 · s1, s2)``). The first ``d2`` batches of each
+rank hold the epoch's first ``d2 · s2`` samples (``DefaultSampler`` deals rank ``r`` the samples
+``r, r + W, ...`` of the epoch's order, which the seed and the epoch fix), so ``again = 0`` skips
+exactly the samples trained; else the last ``again`` of them are trained again. The runner's
+resume sets the loop to ``i2`` and replays the iteration-based schedule to it
+(:mod:`dna_mm.engine.resume_settings`); a checkpoint without ``batch_layout`` resumes as saved.
+
 The other choice, ``--auto-scale-lr`` (mmengine's ``auto_scale_lr``), keeps one optimizer step
 per batch and multiplies the learning rate by ``W · b / base_batch_size`` (Goyal et al., 2017):
 more steps of a smaller batch, which is not the recipe's trajectory. The two are exclusive.
@@ -37,12 +54,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.registry import HOOKS
+from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from ..errors import ConfigError
 
@@ -208,3 +227,127 @@ class GlobalBatchHook(Hook):
         )
         if self.changes:
             runner.logger.info(f'iteration-based schedule x{steps}: ' + '; '.join(self.changes))
+
+
+#: the checkpoint ``meta`` key of the layout the run was saved in (:class:`BatchLayout`)
+LAYOUT_KEY = 'batch_layout'
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """How a run's iterations take its samples: ``world_size`` processes of ``batch_size``
+    each (``s = W · b`` samples an iteration, ``runner.iter`` counting per-process batches),
+    ``accumulative_counts`` backward passes a step (``W · b · K`` samples), ``iters_per_epoch``
+    iterations an epoch (``len(train_dataloader)``; 0 where the loader has no length)."""
+
+    world_size: int
+    batch_size: int
+    accumulative_counts: int
+    iters_per_epoch: int
+
+    @property
+    def per_iter(self) -> int:
+        """``s = W · b``, the samples of one iteration over the processes."""
+        return self.world_size * self.batch_size
+
+    @property
+    def per_step(self) -> int:
+        """``W · b · K``, the samples of one optimizer step."""
+        return self.per_iter * self.accumulative_counts
+
+    def describe(self, by_epoch: bool = False) -> str:
+        """``'2 processes x 4 clips x 2 accumulation steps'``, ``by_epoch``: with ``' (5 iterations
+        an epoch)'``."""
+        w, b, k = self.world_size, self.batch_size, self.accumulative_counts
+        return (
+            f'{w} process{"es" if w > 1 else ""} x {b} clip{"s" if b > 1 else ""} x {k} accumulation '
+            f'step{"s" if k > 1 else ""}'
+            + (f' ({self.iters_per_epoch} iterations an epoch)' if by_epoch else '')
+        )
+
+    @classmethod
+    def of(cls, runner: Any) -> 'BatchLayout':
+        """The layout of ``runner`` (built: its train loop and optim wrapper); ``K`` the most of a
+        multi-optimizer wrapper's."""
+        loader = runner.train_dataloader
+        wrapper = runner.optim_wrapper
+        wrappers = wrapper.optim_wrappers.values() if hasattr(wrapper, 'optim_wrappers') else [wrapper]
+        try:
+            length = len(loader)
+        except TypeError:
+            length = 0
+        return cls(
+            world_size=runner.world_size,
+            # a loader built with a batch sampler (MMDetection's AspectRatioBatchSampler) has none
+            batch_size=int(loader.batch_size or getattr(loader.batch_sampler, 'batch_size', None) or 1),
+            accumulative_counts=max(getattr(w, '_accumulative_counts', 1) for w in wrappers),
+            iters_per_epoch=length,
+        )
+
+    @classmethod
+    def saved(cls, meta: Any) -> Optional['BatchLayout']:
+        """The layout a checkpoint's ``meta`` records; ``None`` for one saved before it did."""
+        layout = meta.get(LAYOUT_KEY) if isinstance(meta, dict) else None
+        try:
+            return cls(**layout) if isinstance(layout, dict) else None
+        except TypeError:
+            return None
+
+    def as_meta(self) -> dict[str, int]:
+        """The ``meta`` entry (plain ints: a weights-only load reads it)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LayoutConversion:
+    """A checkpoint saved at iteration ``saved_iter`` in the layout ``saved``, resumed in ``now``
+    (``by_epoch``: by an epoch-based loop); called, an iteration of the saved run -> this run's."""
+
+    saved: BatchLayout
+    now: BatchLayout
+    by_epoch: bool
+    saved_iter: int
+
+    def __call__(self, it: int) -> int:
+        return layout_iteration(self.saved, self.now, it, self.by_epoch)[0]
+
+    @property
+    def iter(self) -> int:
+        """The iteration here where the run goes on."""
+        return self(self.saved_iter)
+
+    @property
+    def again(self) -> int:
+        """The samples trained before the stop that are trained again (0: none)."""
+        return layout_iteration(self.saved, self.now, self.saved_iter, self.by_epoch)[1]
+
+
+def changed_layout(runner: Any, meta: Any) -> Optional[LayoutConversion]:
+    """The conversion for ``runner``, which resumes a checkpoint (its ``meta``) saved in a layout
+    whose iterations hold another number of samples (or whose epochs another number of
+    iterations). ``None`` when they do not, when the checkpoint records no layout, or when the
+    loop is neither mmengine's epoch- nor iteration-based one (nor a subclass)."""
+    saved = BatchLayout.saved(meta)
+    loop = runner.train_loop
+    by_epoch = isinstance(loop, EpochBasedTrainLoop)
+    if saved is None or not (by_epoch or isinstance(loop, IterBasedTrainLoop)):
+        return None
+    now = BatchLayout.of(runner)
+    if saved.per_iter == now.per_iter and (not by_epoch or saved.iters_per_epoch == now.iters_per_epoch):
+        return None
+    if by_epoch and not (saved.iters_per_epoch and now.iters_per_epoch):
+        return None
+    return LayoutConversion(saved, now, by_epoch, int(meta.get('iter', 0)))
+
+
+def layout_iteration(saved: BatchLayout, now: BatchLayout, it: int, by_epoch: bool) -> tuple[int, int]:
+    """The iteration of ``now`` at which a run stopped at iteration ``it`` of ``saved`` goes on,
+    and the samples trained before it stopped that are trained again (0: the same samples);
+    the arithmetic in the module docstring."""
+    if not by_epoch:
+        return divmod(it * saved.per_iter, now.per_iter)
+    epochs, done = divmod(it, saved.iters_per_epoch)
+    batches, again = divmod(done * saved.per_iter, now.per_iter)
+    if batches >= now.iters_per_epoch:  # an epoch of more samples there (padding): this one whole
+        batches, again = now.iters_per_epoch, 0
+    return epochs * now.iters_per_epoch + batches, again

@@ -8,7 +8,10 @@ the same losses as the run that was not interrupted. Three things differ from mm
   state (:mod:`dna_mm.engine.rng_state`) comes back right before the first new batch.
 * **An epoch-based run resumes mid-epoch**: a checkpoint saved by iteration
   (``CheckpointHook(by_epoch=False)``) continues its epoch after the
-  ``iter - epoch * len(dataloader)`` batches already trained (mmengine restarts the epoch).
+  ``iter - epoch * len(dataloader)`` batches already trained (mmengine restarts the epoch). A
+  checkpoint saved on another number of processes (or per-process batch) has its iteration
+  converted to this run's first (by the samples trained:
+  :func:`dna_mm.engine.global_batch.layout_iteration`, in ``DnARunner.resume``).
 
 Validation draws nothing from the training streams (``RNGStateHook`` puts them back after it).
 A config names the loops (``train_cfg = dict(type='ResumableEpochBasedTrainLoop', ...)``,

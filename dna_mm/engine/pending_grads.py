@@ -17,6 +17,13 @@ the ``K - 1`` passes between). A checkpoint between two steps first averages the
 ranks (:func:`share_pending`, on every rank); the step's all-reduce then averages
 ``shared + rest_r`` to ``shared + mean_r(rest_r)``, the same gradient. The uninterrupted run
 does the same at each such checkpoint, so the two runs still take the same arithmetic.
+
+After the share, the pending gradient is ``(1/G) Σ ∇ℓ_i`` over the ``p · s`` samples of the ``p``
+passes pending (``G = W · b · K`` samples a step, ``s = W · b`` an iteration), whatever ``W``
+and ``K``. So a run resumed in another layout (:mod:`dna_mm.engine.global_batch`, whose layout
+each checkpoint records) gets them back when its step is as many samples and the same samples
+are pending (``G2 = G1``, ``p2 · s2 = p1 · s1``, none trained again); otherwise they would weigh
+another share than the samples they hold, and one warning says they are dropped.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from mmengine.model import is_model_wrapper
 from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.registry import HOOKS
 from torch import nn
+
+from .global_batch import BatchLayout, changed_layout
 
 #: the checkpoint key of the pending gradients
 PENDING_KEY = 'pending_grads'
@@ -98,11 +107,13 @@ class _DropLostWarning(logging.Filter):
 class PendingGradsHook(Hook):
     """Keep the pending gradients in each training checkpoint written between two optimizer
     steps, and give them back to a run resumed from it (module docstring); one log line says
-    so. A checkpoint loaded as weights (``load_from``) starts a run without them."""
+    so. A checkpoint loaded as weights (``load_from``) starts a run without them; one saved in
+    another layout (``meta['batch_layout']``, which ``DnARunner`` records:
+    :class:`~dna_mm.engine.global_batch.BatchLayout`) gets them only where they fit."""
 
     priority = 'VERY_LOW'
     _shared_at: Optional[int] = None
-    _saved: Optional[tuple[int, dict]] = None
+    _saved: Optional[tuple[int, dict, dict]] = None
     _quiet: Optional[logging.Filter] = None
 
     def before_save_on_every_rank(self, runner) -> None:
@@ -117,7 +128,8 @@ class PendingGradsHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         grads = checkpoint.get(PENDING_KEY)
         if grads:
-            self._saved = (checkpoint.get('meta', {}).get('iter', -1), grads)
+            meta = checkpoint.get('meta', {})
+            self._saved = (meta.get('iter', -1), grads, meta)
             self._quiet = _DropLostWarning()
             runner.logger.addFilter(self._quiet)  # mmengine's warning at the count's start
 
@@ -126,12 +138,42 @@ class PendingGradsHook(Hook):
         if self._quiet is not None:
             runner.logger.removeFilter(self._quiet)
             self._quiet = None
-        if saved is None or saved[0] != runner.iter:  # weights only (load_from): a new run
+        if saved is None:
             return
-        given = give_back(runner.model, saved[1])
+        saved_iter, grads, meta = saved
+        moved = changed_layout(runner, meta)  # saved in another layout: its iteration here
+        if (saved_iter if moved is None else moved.iter) != runner.iter:  # weights only (load_from)
+            return
         steps = passes_pending(runner.optim_wrapper)
+        old, now = BatchLayout.saved(meta), BatchLayout.of(runner)
+        if old is not None:  # p1 · s1 samples at 1/G1: the p2 · s2 pending here, at 1/G2?
+            held = saved_iter % old.accumulative_counts * old.per_iter
+            again = 0 if moved is None else min(moved.again, held)  # the last ones, trained again
+            if again or old.per_step != now.per_step or held != steps * now.per_iter:
+                self._drop(runner, old, now, held, again, steps)
+                return
+        given = give_back(runner.model, grads)
         print_log(
             f'resume: iteration {runner.iter} is {steps} backward pass{"es" if steps != 1 else ""} into an '
             f'accumulation step: their gradients are given back ({given} parameters)',
             logger='current',
+        )
+
+    @staticmethod
+    def _drop(runner, old: BatchLayout, now: BatchLayout, held: int, again: int, steps: int) -> None:
+        """The warning for pending gradients of ``held`` samples that do not fit this run's steps
+        (``again`` of them trained again; ``steps`` passes into this run's step)."""
+        lost, k = held - again, now.accumulative_counts
+        what = [
+            f'{lost} sample{"s count" if lost != 1 else " counts"} in no optimizer step' if lost else '',
+            f'{again} {"is" if again == 1 else "are"} trained again' if again else '',
+            f'the next step is taken on {k - steps} of its {k} backward passes alone' if steps else '',
+        ]
+        print_log(
+            f'resume: the gradients pending in the checkpoint ({held} sample{"s" if held != 1 else ""} '
+            f'into a step of {old.describe()}) do not fit a step of {now.describe()} (iteration '
+            f'{runner.iter} is {steps} pass{"es" if steps != 1 else ""} into one): they are dropped; '
+            + '; '.join(w for w in what if w),
+            logger='current',
+            level=logging.WARNING,
         )

@@ -21,6 +21,13 @@ from it without a word) is resumed on the config's schedule replayed to where th
 (:func:`replay_to`), not from its step 0 (a warm-up again, at the end of a run), and one warning
 says what starts afresh (:func:`missing_state`).
 
+A run resumed on another number of processes (or per-process batch) counts other iterations: its
+runner converts the saved iteration (:func:`dna_mm.engine.global_batch.layout_iteration`) and
+hands the conversion to :func:`apply_config_settings` (``convert``), which replays every
+scheduler by iteration to the converted step (the config's, built for this run's epoch length and
+accumulation) and compares only the values it starts from (its iteration counts are the saved
+layout's, not the user's settings); a scheduler by epoch is compared and stepped as ever.
+
 A resume with the config the run was saved with changes nothing (the exact resume of
 :mod:`dna_mm.engine.loops` is untouched). Schedulers are replayed in step with each other, in
 the config's order: exact for the schedulers of one kind (all by iteration, as
@@ -33,7 +40,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 #: a scheduler's state entries that count its progress, not its settings
 PROGRESS_KEYS = frozenset({'last_step', '_global_step', '_last_value', 'verbose', 'base_values'})
@@ -121,11 +128,17 @@ def _differences(name: str, config: dict, loaded: dict, keys: Iterable[str]) -> 
 
 
 def apply_config_settings(
-    optim_wrapper: Any, param_schedulers: Any, config: Optional[ConfigSettings]
+    optim_wrapper: Any,
+    param_schedulers: Any,
+    config: Optional[ConfigSettings],
+    convert: Optional[Callable[[int], int]] = None,
 ) -> list[str]:
     """Put the config's settings (:func:`config_settings`, taken before the resume) back over
     the checkpoint's, as the module docstring says; returns the changes (``'param_scheduler[0]
-    (MultiStepLR).milestones [2, 3] -> [4, 5]'``), none when the config is the checkpoint's."""
+    (MultiStepLR).milestones [2, 3] -> [4, 5]'``), none when the config is the checkpoint's.
+    ``convert``: the saved run's iteration -> this run's, for a run saved in another layout (its
+    schedulers by iteration are replayed to the converted step, their iteration counts not
+    compared)."""
     if config is None:
         return []
     schedulers = _schedulers(param_schedulers)
@@ -139,20 +152,30 @@ def apply_config_settings(
                 group[k] = copy.deepcopy(options[k])
             changes += found
     progress = [s.state_dict()['_global_step'] for s in schedulers]
+    moved = [convert is not None and not s.by_epoch for s in schedulers]  # counts of another layout
+    if convert is not None:
+        progress = [convert(p) if m else p for p, m in zip(progress, moved, strict=True)]
     replay = False
-    for i, (s, state) in enumerate(zip(schedulers, config.schedulers, strict=True)):
+    for i, (s, state, m) in enumerate(zip(schedulers, config.schedulers, moved, strict=True)):
         name = f'param_scheduler[{i}]({type(s).__name__})'
         loaded = s.state_dict()
-        settings = [k for k in state if k not in PROGRESS_KEYS]
+        settings = [] if m else [k for k in state if k not in PROGRESS_KEYS]
         found = _differences(name, state, loaded, [*settings, 'base_values'])
         replay = replay or bool(found)
         changes += found
+    if replay or any(moved):
+        _replay(schedulers, _optimizers(optim_wrapper), config, progress)
     if replay:
-        optimizers = _optimizers(optim_wrapper)
-        _replay(schedulers, optimizers, config, progress)
-        now = ', '.join(f'{n} {_shown(optimizers[0].param_groups[0][n])}' for n in sorted(scheduled))
+        now = scheduled_values(optim_wrapper, schedulers)
         changes.append(f"the config's schedule goes on where the run stopped ({now})")
     return changes
+
+
+def scheduled_values(optim_wrapper: Any, param_schedulers: Any) -> str:
+    """The values the schedulers set now, in the first param group: ``'lr 0.0005'``."""
+    group = _optimizers(optim_wrapper)[0].param_groups[0]
+    names = sorted({s.param_name for s in _schedulers(param_schedulers)})
+    return ', '.join(f'{n} {_shown(group[n])}' for n in names)
 
 
 def _replay(
@@ -185,10 +208,8 @@ def replay_to(optim_wrapper: Any, param_schedulers: Any, config: ConfigSettings,
     ``epoch`` times, one by iteration ``it`` times, as mmengine's ``ParamSchedulerHook`` steps
     them; returns the scheduled values now (``'lr 0.0005'``)."""
     schedulers = _schedulers(param_schedulers)
-    optimizers = _optimizers(optim_wrapper)
-    _replay(schedulers, optimizers, config, [epoch if s.by_epoch else it for s in schedulers])
-    names = sorted({s.param_name for s in schedulers})
-    return ', '.join(f'{n} {_shown(optimizers[0].param_groups[0][n])}' for n in names)
+    _replay(schedulers, _optimizers(optim_wrapper), config, [epoch if s.by_epoch else it for s in schedulers])
+    return scheduled_values(optim_wrapper, schedulers)
 
 
 def missing_state(

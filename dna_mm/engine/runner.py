@@ -94,6 +94,7 @@ from .atomic_files import CheckpointWriteError, describe_os_error, remove_partia
 from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, named_checkpoint, resume_candidates
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
 from .earlier_run import set_aside_earlier_run
+from .global_batch import LAYOUT_KEY, BatchLayout, LayoutConversion, changed_layout
 from .loader_workers import (
     describe_lost_worker,
     drop_persistent_workers,
@@ -107,7 +108,7 @@ from .loops import RESUMABLE_TWINS, ResumableLoopMixin
 from .non_finite import non_finite_optimizer_state
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
-from .resume_settings import apply_config_settings, config_settings, missing_state
+from .resume_settings import apply_config_settings, config_settings, missing_state, scheduled_values
 from .rng_state import RNGStateHook
 from .step_by_options import wrapper_steps_by_options
 from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
@@ -474,8 +475,12 @@ class DnARunner(Runner):
         :class:`~dna_mm.engine.atomic_files.CheckpointWriteError` naming the file and the cause.
         Other storage (``backend_args``, ``s3://``) is written by mmengine as it is. Every rank
         calls it (mmengine's hooks do); the hooks' ``before_save_on_every_rank`` run first, on
-        every rank (``RNGStateHook`` gathers the ranks' random states there)."""
+        every rank (``RNGStateHook`` gathers the ranks' random states there). A training run's
+        checkpoint records its layout in ``meta['batch_layout']`` (processes, batch per process,
+        accumulation steps: :class:`~dna_mm.engine.global_batch.BatchLayout`)."""
         self.call_hook('before_save_on_every_rank')
+        if isinstance(self._train_loop, BaseLoop):  # a training run's layout: a resume in another converts
+            meta = dict(meta or {}, **{LAYOUT_KEY: BatchLayout.of(self).as_meta()})
         args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch, backend_args)
         backend = get_file_backend(out_dir, backend_args=backend_args)
         if not is_main_process() or file_client_args is not None or not isinstance(backend, LocalBackend):
@@ -497,7 +502,9 @@ class DnARunner(Runner):
     def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
         """mmengine's, with an error naming the file when it is not a training checkpoint; the
         optimizer options and the schedule are the config's, not the checkpoint's (one log line
-        names what the config changes: :mod:`dna_mm.engine.resume_settings`)."""
+        names what the config changes: :mod:`dna_mm.engine.resume_settings`). A checkpoint saved
+        on another number of processes (or per-process batch) goes on where it stopped in samples
+        seen: its iteration and schedule converted (:meth:`_resume_in_layout`)."""
         config = config_settings(self.optim_wrapper, self.param_schedulers)
         try:
             super().resume(filename, *args, **kwargs)
@@ -524,7 +531,10 @@ class DnARunner(Runner):
                 f'resume from an earlier checkpoint, or start from its weights with a fresh optimizer: '
                 f'load_from={filename}'
             )
-        changes = apply_config_settings(self.optim_wrapper, self.param_schedulers, config)
+        convert = self._resume_in_layout()
+        changes = apply_config_settings(self.optim_wrapper, self.param_schedulers, config, convert)
+        if convert is not None:
+            self._log_layout(convert)
         if changes:
             self.logger.warning(
                 f"resume: the config's settings replace the checkpoint's: {'; '.join(changes)}"
@@ -536,6 +546,36 @@ class DnARunner(Runner):
         if missing:
             self.logger.warning(missing)
         self._resume_as_saved()
+
+    def _resume_in_layout(self) -> Optional[LayoutConversion]:
+        """For a checkpoint saved in another layout (``meta['batch_layout']``,
+        :func:`~dna_mm.engine.global_batch.changed_layout`): the loop set to the iteration here
+        where the run stopped; returns the conversion (``None``: the same layout, or a checkpoint
+        that records none)."""
+        conversion = changed_layout(self, (self._resume_extras or {}).get('meta', {}))
+        if conversion is not None:
+            self.train_loop._iter = conversion.iter
+        return conversion
+
+    def _log_layout(self, conversion: LayoutConversion) -> None:
+        """One line: the layouts, the iteration converted, the schedule replayed; a warning when
+        samples already trained are trained again."""
+        saved, now, it, again = conversion.saved, conversion.now, conversion.saved_iter, conversion.again
+        scheduled = scheduled_values(self.optim_wrapper, self.param_schedulers)
+        line = (
+            f'resume: saved on {saved.describe(conversion.by_epoch)}, going on on '
+            f'{now.describe(conversion.by_epoch)}: iteration {it} is '
+            f'iteration {self.iter} here'
+            + (f' (epoch {self.epoch + 1})' if conversion.by_epoch else '')
+            + (f'; the schedule by iteration goes on from there ({scheduled})' if scheduled else '')
+        )
+        if again:
+            line += (
+                f'. The {again} sample{"s" if again > 1 else ""} trained last before the stop '
+                f'{"are" if again > 1 else "is"} not a whole batch of {now.per_iter} here and '
+                f'{"are" if again > 1 else "is"} trained again'
+            )
+        self.logger.log(logging.WARNING if again else logging.INFO, line)
 
     def _resume_as_saved(self) -> None:
         """A checkpoint written by a run of dna_mm's resumable loop and ``RNGStateHook`` (it holds

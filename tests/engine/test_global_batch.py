@@ -14,7 +14,14 @@ from mmengine.config import Config
 from tolerance import SUMMED, assert_close_as
 
 from dna_mm.checkpoint import read_checkpoint
-from dna_mm.engine.global_batch import accumulation_steps, apply_global_batch, scale_iteration_schedule
+from dna_mm.engine.global_batch import (
+    LAYOUT_KEY,
+    BatchLayout,
+    accumulation_steps,
+    apply_global_batch,
+    layout_iteration,
+    scale_iteration_schedule,
+)
 from dna_mm.errors import ConfigError
 
 
@@ -156,3 +163,25 @@ def test_two_gloo_processes_accumulate_to_the_same_step(tiny_video_set, tmp_path
     log = next((tmp_path / 'two').glob('*/*.log')).read_text()
     assert 'global batch 8 = 2 processes x 2 clips x 2 gradient accumulation steps' in log
     _assert_same(_weights(tmp_path / 'one'), _weights(tmp_path / 'two'))
+
+
+def test_a_saved_iteration_is_converted_to_another_layout_by_the_samples_trained() -> None:
+    """``i2 = e · L2 + d2``, ``d2 · s2 = d1 · s1`` (the first ``d2`` batches of each rank are the
+    epoch's first ``d2 · s2`` samples); what does not divide is trained again, never skipped."""
+    one = BatchLayout(world_size=1, batch_size=4, accumulative_counts=4, iters_per_epoch=10)
+    two = BatchLayout(world_size=2, batch_size=4, accumulative_counts=2, iters_per_epoch=5)
+    assert layout_iteration(one, two, 10, by_epoch=True) == (5, 0)  # epoch 2 starts: not skipped
+    assert layout_iteration(two, one, 5, by_epoch=True) == (10, 0)
+    assert layout_iteration(one, two, 14, by_epoch=True) == (7, 0)  # 4 batches of 4 = 2 of 8
+    assert layout_iteration(one, two, 13, by_epoch=True) == (6, 4)  # 12 samples: the last 4 again
+    assert layout_iteration(two, one, 7, by_epoch=True) == (14, 0)
+    assert layout_iteration(one, two, 20, by_epoch=True) == (10, 0)  # an iteration checkpoint at the end
+    padded = BatchLayout(world_size=3, batch_size=4, accumulative_counts=1, iters_per_epoch=4)  # 48 > 40
+    assert layout_iteration(one, padded, 10, by_epoch=True) == (4, 0)
+    assert layout_iteration(padded, one, 4, by_epoch=True) == (10, 0)  # an epoch whole: this one whole
+    assert layout_iteration(one, two, 13, by_epoch=False) == (6, 4)  # iteration-based: samples only
+    assert one.per_step == two.per_step == 16
+    assert BatchLayout.saved({LAYOUT_KEY: one.as_meta()}) == one and BatchLayout.saved({}) is None
+    assert (
+        two.describe(by_epoch=True) == '2 processes x 4 clips x 2 accumulation steps (5 iterations an epoch)'
+    )

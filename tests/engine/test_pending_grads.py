@@ -20,6 +20,7 @@ from toy_runner import toy_runner, weights
 
 from dna_mm.checkpoint import read_checkpoint
 from dna_mm.engine import PendingGradsHook, RNGStateHook
+from dna_mm.engine.global_batch import LAYOUT_KEY
 from dna_mm.engine.pending_grads import PENDING_KEY
 
 VALUES = [1.5, 2.0, 0.5, 3.0, 1.2, 0.8, 2.5, 1.1, 0.9]  # 9 iterations: 3 steps of 3 passes
@@ -54,6 +55,38 @@ def test_a_resume_between_two_steps_ends_with_the_uninterrupted_weights(tmp_path
     torch.save(checkpoint, tmp_path / saved.name)
     blind, _ = _resume_from(tmp_path, 'blind', tmp_path / saved.name, hooks)
     assert not torch.allclose(blind, weights(full))
+
+
+def test_pending_gradients_of_another_accumulation_are_dropped_with_a_warning(tmp_path) -> None:
+    """Saved 1 pass into a step of 3 (1/3 of each loss), resumed with steps of 2
+    (``--global-batch``): added to a step of 2 they would weigh 1/3 where its passes weigh 1/2.
+    They are dropped, with one warning, and the run goes on as from a checkpoint without them."""
+    hooks = [dict(type='PendingGradsHook')]
+    toy_runner(tmp_path / 'full', VALUES, hooks=hooks, accumulate=3, checkpoint_interval=4).train()
+    saved = tmp_path / 'full' / 'iter_4.pth'
+    assert read_checkpoint(str(saved))['meta'][LAYOUT_KEY]['accumulative_counts'] == 3
+
+    def resume(name: str, checkpoint) -> tuple[torch.Tensor, str]:
+        runner = toy_runner(
+            tmp_path / name, VALUES, hooks=hooks, accumulate=2, resume=True, load_from=checkpoint
+        )
+        runner.train()
+        return weights(runner), (Path(runner.log_dir) / f'{runner.timestamp}.log').read_text()
+
+    dropped, log = resume('dropped', str(saved))
+    lines = [line for line in log.splitlines() if 'do not fit' in line]
+    assert len(lines) == 1 and 'WARNING' in lines[0], log
+    assert (
+        'the gradients pending in the checkpoint (1 sample into a step of 1 process x 1 clip x 3 '
+        'accumulation steps) do not fit a step of 1 process x 1 clip x 2 accumulation steps' in lines[0]
+    )
+    assert 'they are dropped; 1 sample counts in no optimizer step' in lines[0]
+    assert 'given back' not in log
+    checkpoint = read_checkpoint(str(saved))
+    del checkpoint[PENDING_KEY]
+    torch.save(checkpoint, tmp_path / 'blind.pth')
+    blind, _ = resume('blind', str(tmp_path / 'blind.pth'))
+    assert torch.equal(dropped, blind)
 
 
 def test_a_checkpoint_at_a_step_holds_no_gradients_and_weights_only_start_anew(tmp_path) -> None:

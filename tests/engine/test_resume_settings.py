@@ -152,3 +152,42 @@ def test_a_checkpoint_without_optimizer_or_schedule_goes_on_at_the_configs_sched
         'the optimizer starts afresh',
     ):
         assert part in lines[0], lines[0]
+
+
+def test_a_schedule_saved_in_another_layout_goes_on_at_the_converted_step() -> None:
+    """A warm-up over epoch 1 and a step at epoch 2, converted to iterations: 5 an epoch on 2
+    ranks, 10 on 1. The 2-rank schedulers' state after epoch 1, resumed by the 1-rank run's
+    (``convert``: iteration ``i`` there is ``2 i`` here), go on at step 10 of the 1-rank schedule,
+    the warm-up over, and name no change: the config is the run's. Without ``convert`` the
+    config's schedulers would be replayed to step 5 (the warm-up half done again)."""
+    from mmengine.optim import LinearLR, MultiStepLR, OptimWrapper
+
+    from dna_mm.engine.resume_settings import apply_config_settings, config_settings
+
+    def build(epoch_length: int, steps: int = 0) -> tuple[OptimWrapper, list]:
+        wrapper = OptimWrapper(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1))
+        schedulers = [
+            LinearLR.build_iter_from_epoch(wrapper, start_factor=0.2, end=1, epoch_length=epoch_length),
+            MultiStepLR.build_iter_from_epoch(wrapper, milestones=[2], gamma=0.1, epoch_length=epoch_length),
+        ]
+        for _ in range(steps):
+            wrapper.step()
+            for s in schedulers:
+                s.step()
+        return wrapper, schedulers
+
+    saved_wrapper, saved = build(5, steps=5)  # 2 ranks, after epoch 1
+    for convert, lr in ((lambda it: 2 * it, 0.1), (None, 0.1 * (0.2 + 0.8 * 5 / 9))):
+        wrapper, schedulers = build(10)  # this run: 1 rank
+        config = config_settings(wrapper, schedulers)
+        wrapper.load_state_dict(saved_wrapper.state_dict())
+        for s, state in zip(schedulers, saved, strict=True):
+            s.load_state_dict(state.state_dict())
+        changes = apply_config_settings(wrapper, schedulers, config, convert)
+        assert wrapper.param_groups[0]['lr'] == pytest.approx(lr)
+        if convert is not None:
+            assert changes == []  # the iteration counts are the layout's, not a change of the user's
+            assert [s.state_dict()['_global_step'] for s in schedulers] == [10, 10]
+            assert wrapper.param_groups[0]['lr'] == build(10, steps=10)[0].param_groups[0]['lr']
+        else:  # the defect: epoch 1's warm-up counted in the 1-rank run's iterations
+            assert 'param_scheduler[0](LinearLR).end 5 -> 10' in changes
