@@ -1,9 +1,10 @@
 """What the DnA family is, in one place: its variants and the keys each has, the negative
 branch a softmax attention gets, the signs of the authors' pretrained files, the
 ``attn_bias`` argument, and one string for a member with its settings (``dna:apm+gated``: the
-demo's ``--attn``, the study's ``--methods``). The models (:mod:`dna_mm.models`), the fused kernel (:mod:`dna_mm.ops`)
-and the checkpoint converters (:mod:`dna_mm.converters`) all read these; this module imports
-only torch (and :mod:`dna_mm.errors`, which imports nothing of dna_mm's).
+demo's ``--attn``, the study's ``--methods``). The models (:mod:`dna_mm.models`), the fused
+kernel (:mod:`dna_mm.ops`) and the checkpoint converters (:mod:`dna_mm.converters`) all read
+these; this module imports only torch (and :mod:`dna_mm.errors`, which imports nothing of
+dna_mm's).
 
 Negative branch generated from a softmax attention (the authors' initialisation,
 :class:`NegativeInit`)::

@@ -20,13 +20,78 @@ from mmengine.config import Config
 from torch import nn
 
 from ..config.build import build_part, part_scope, read_config
+from ..errors import ConfigError, UserError
 from ..models.scopes import home_scope
+from ..utils.tool_runs import at_least
 from .timing import in_fresh_process, in_order, time_in_turns
 
 #: a run: (config, its --cfg-options, torch.compile the backbone)
 Run = tuple[str, dict, bool]
 #: the operators :func:`step_table`'s ``kernels`` lists
 OPERATOR_ROWS = 15
+#: the devices a step runs on (``--device``; ``cuda:N`` too)
+DEVICES = ('cpu', 'cuda')
+
+
+def check_request(runs: list[Run], batch: int, reps: int, device: str) -> list[Config]:
+    """Refuse what cannot be measured, before any model is built: ``batch`` or ``reps`` below 1
+    (:func:`~dna_mm.utils.tool_runs.at_least`), a device that is not one of :data:`DEVICES`
+    (``cuda:N`` too) or that torch does not have here, a config that cannot be read or has no
+    model, and a model whose values :func:`~dna_mm.config.check.model_problems` finds wrong (an
+    ``img_size`` that is not a multiple of ``patch_size``, ``num_frames=abc``). Returns each run's
+    config (:func:`run_config`).
+
+    Raises:
+        ConfigError: the flag (or the config and its key), its value and what it takes, in one line.
+    """
+    at_least({'--batch': batch, '--reps': reps})
+    kind, _, index = device.partition(':')
+    if kind not in DEVICES or (index and (kind != 'cuda' or not index.isdigit())):
+        raise ConfigError(f'--device {device}: expected cpu, cuda or cuda:N')
+    if kind == 'cuda' and not torch.cuda.is_available():
+        raise ConfigError(f'--device {device}: torch finds no CUDA device here; measure with --device cpu')
+    if index and int(index) >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ConfigError(
+            f'--device {device}: torch finds {count} CUDA device(s) here (cuda:0 to cuda:{count - 1})'
+        )
+    return [run_config(c, o) for c, o, _ in runs]
+
+
+def run_config(path: str, options: Optional[dict] = None) -> Config:
+    """The config of ``path`` with ``options`` (:func:`~dna_mm.config.build.read_config`,
+    pretrained weights cleared), checked for what a train step on random inputs needs (a model
+    with a backbone, :func:`~dna_mm.config.check.model_problems`).
+
+    Raises:
+        ConfigError: a zoo name mmengine cannot read (``mmaction::nope.py``), a config with no
+            model (a ``_base_`` file), a wrong model value: ``--configs``, the config and the key.
+    """
+    from ..config.check import model_problems
+
+    try:
+        cfg = read_config(path, options, clear_pretrained=True)
+    except (ValueError, AssertionError) as err:  # mmengine's reading of a package::path name
+        if isinstance(err, UserError) or '::' not in path:
+            raise
+        why = (
+            f": {str(err).rstrip('.')}" if isinstance(err, AssertionError) and str(err) else ''
+        )  # an unknown package
+        raise ConfigError(
+            f'--configs {path}: not a zoo config mmengine reads{why} (PACKAGE::FOLDER/NAME.py, e.g. '
+            'mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py)'
+        ) from None
+    model = cfg.get('model')
+    if not isinstance(model, dict) or not isinstance(model.get('backbone'), dict):
+        what = 'no model in it' if not isinstance(model, dict) else 'its model has no backbone key'
+        raise ConfigError(
+            f'--configs {path}: {what} (the benchmark steps the config of a recognizer, a detector or an '
+            'image classifier, with a model.backbone; a _base_ file alone has no model)'
+        )
+    problems = model_problems(cfg)
+    if problems:
+        raise ConfigError(f'--configs {path}: {"; ".join(problems)}')
+    return cfg
 
 
 def image_size(backbone: dict) -> int:
@@ -352,7 +417,9 @@ def peak_rss(path: str, batch: int, options: dict, reps: int) -> tuple[int, int,
 def peak_rss_table(
     runs: list[Run], batch: int, reps: int, cfg_options: dict, echo: Callable[..., None] = print
 ) -> None:
-    """``--peak-rss``: each run's CPU memory (:func:`peak_rss`), the table said row by row."""
+    """``--peak-rss``: each run's CPU memory (:func:`peak_rss`), the table said row by row (the
+    request checked first: :func:`check_request`)."""
+    check_request(runs, batch, reps, 'cpu')
     echo(f'torch {torch.__version__}, cpu ({torch.get_num_threads()} threads), batch {batch}')
     if cfg_options:
         echo(f'--cfg-options {cfg_options}')
@@ -381,19 +448,21 @@ def step_table(
     kernels: bool = False,
     echo: Callable[..., None] = print,
 ) -> dict[str, Any]:
-    """Every run's model built (:func:`prepare`), their steps timed in turns (:func:`measure`,
+    """The request checked (:func:`check_request`: one line before any model is built), every
+    run's model built (:func:`prepare`), their steps timed in turns (:func:`measure`,
     ``kernels``: one more profiled step each, :func:`step_work`, and the operators that differ
     most, :func:`operator_table`), the tables said row by row through ``echo``, ratios to the
     first run. Returns the figures (``--json``)."""
     from mmaction.utils import register_all_modules
 
     register_all_modules()
+    cfgs = check_request(runs, batch, reps, device)
     name = (
         torch.cuda.get_device_name(device)
         if device.startswith('cuda')
         else f'{torch.get_num_threads()} CPU threads'
     )
-    inputs = dict.fromkeys(step_inputs(read_config(c, o, clear_pretrained=True)) for c, o, _ in runs)
+    inputs = dict.fromkeys(step_inputs(cfg) for cfg in cfgs)
     echo(
         f'torch {torch.__version__}, {device} ({name}), batch {batch} ({" / ".join(inputs)}), '
         f'amp {amp_dtype or "config"}'

@@ -23,9 +23,12 @@ names every bad key and its value.
 * the optimizer (``optim_wrapper.optimizer``, and each ``optim_wrapper.<name>.optimizer`` of a
   multi-optimizer config): ``lr`` > 0, ``weight_decay`` >= 0, ``type`` registered (mmengine's
   ``OPTIMIZERS``, the default scope's: mmengine would stop on ``None is not a callable object``),
-  the closest registered name suggested; the wrapper's ``clip_grad.max_norm`` > 0 and ``dtype`` one
-  that mmengine's ``AmpOptimWrapper`` takes (its ``valid_dtypes``, None or a torch dtype) on any
-  machine (``AutoAmpOptimWrapper`` drops it without a GPU: a typo would stop only the GPU run);
+  the closest registered name suggested; the wrapper's ``clip_grad.max_norm`` > 0, and ``dtype``
+  and ``loss_scale`` what mmengine's ``AmpOptimWrapper`` takes (its ``valid_dtypes``, None or a
+  torch dtype; ``'dynamic'``, a float > 0 or a dict of ``GradScaler``'s arguments: an int, as
+  ``--cfg-options optim_wrapper.loss_scale=512`` gives it, is refused with its float named,
+  ``512.0``) on any machine (``AutoAmpOptimWrapper`` drops them without a GPU: a typo would stop
+  only the GPU run);
 * ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``) and the
   arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
   is built), the closest valid name suggested;
@@ -45,11 +48,12 @@ names every bad key and its value.
 * the model's sizes (and the top-level ``data_preprocessor``'s): every ``num_classes`` an int > 0,
   every ``num_heads`` an int > 0 that divides the width beside it (``embed_dims`` /
   ``embed_dim``: MMAction2's TimeSformer would stop on torch's assertion), every width,
-  ``patch_size`` and ``num_transformer_layers`` an int > 0; the dropout and stochastic-depth rates
-  (``drop_path_rate``, ``dropout_ratio``, ``attn_drop``, ...) in [0, 1) (a ``drop_path_rate`` of 2
-  ends in NaN losses); ``alpha_init`` (DnA's initial ``α``) a number; the keys of a
-  ``type='with_attention'`` that it does not take (the model's own arguments, which go in its
-  ``model``);
+  ``patch_size``, ``num_transformer_layers``, ``num_frames`` and ``img_size`` an int > 0; the
+  dropout and stochastic-depth rates (``drop_path_rate``, ``dropout_ratio``, ``attn_drop``, ...)
+  in [0, 1) (a ``drop_path_rate`` of 2 ends in NaN losses); ``alpha_init`` (DnA's initial ``α``)
+  a number; the keys of a ``type='with_attention'`` that it does not take (the model's own
+  arguments, which go in its ``model``) (:func:`model_problems`: these and the next item's
+  model-only checks, for a tool that builds the model without data);
 * a recognizer's TimeSformer (MMAction2's, or a subclass such as dna_mm's), whose layers would
   stop the first iteration otherwise: ``img_size`` a multiple of ``patch_size`` (MMAction2
   asserts it), ``num_frames`` the pipelines' ``clip_len``, ``img_size`` the size of the frames
@@ -133,6 +137,17 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += _env_problems(cfg.get('env_cfg'))
     if problems:
         raise ConfigError('; '.join(problems))
+
+
+def model_problems(cfg: Config) -> list[str]:
+    """What :func:`check_config` finds wrong in the model alone, with no data (what a tool that
+    builds the model on random inputs needs: the benchmarks): its attention names, its sizes and
+    rates (``model`` and the top-level ``data_preprocessor``), and a recognizer's TimeSformer's
+    ``img_size`` against its ``patch_size`` and its head's ``in_channels``; one message each."""
+    problems = list(_attention_problems(cfg.get('model'), 'model'))
+    for part in ('model', 'data_preprocessor'):
+        problems += _model_problems(cfg.get(part), part)
+    return problems + _recognizer_problems(cfg, ())
 
 
 def _randomness_problems(randomness: Any) -> list[str]:
@@ -278,7 +293,8 @@ def _amp_problems(wrapper: dict) -> list[str]:
 def _wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     """One optim wrapper (``at``: its key and a dot): its optimizer's ``lr`` > 0, ``weight_decay``
     >= 0 and ``type`` (registered: mmengine would stop on ``None is not a callable object``), its
-    ``clip_grad.max_norm`` > 0, its ``dtype`` one that mmengine's ``AmpOptimWrapper`` takes."""
+    ``clip_grad.max_norm`` > 0, its ``dtype`` and ``loss_scale`` what mmengine's ``AmpOptimWrapper``
+    takes."""
     optimizer = wrapper['optimizer']
     out = _positive(optimizer.get('lr'), f'{at}optimizer.lr')
     decay = optimizer.get('weight_decay')
@@ -296,6 +312,8 @@ def _wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
         )
     if 'dtype' in wrapper:
         out += _dtype_problems(wrapper['dtype'], f'{at}dtype')
+    if 'loss_scale' in wrapper:
+        out += _loss_scale_problems(wrapper['loss_scale'], f'{at}loss_scale', bool(wrapper.get('use_fsdp')))
     return out
 
 
@@ -315,6 +333,43 @@ def _dtype_problems(dtype: Any, key: str) -> list[str]:
         f"{key} must be one of {', '.join(map(repr, valid))} (mmengine's AmpOptimWrapper), None or a "
         f'torch dtype, got {dtype!r}{hint}'
     ]
+
+
+def _loss_scale_problems(loss_scale: Any, key: str, fsdp: bool = False) -> list[str]:
+    """``optim_wrapper.loss_scale``: what mmengine's ``AmpOptimWrapper`` takes (``'dynamic'``, a
+    float > 0: a static scale, or a dict of its ``GradScaler``'s arguments: ``ShardedGradScaler``'s
+    with ``use_fsdp``), on any machine (``AutoAmpOptimWrapper`` drops it without a GPU, so a typo
+    would pass a CPU run and stop the GPU one). An int (``--cfg-options
+    optim_wrapper.loss_scale=512``) is refused too: mmengine takes no int; the float is named."""
+    import inspect
+    import math
+
+    from mmengine.optim.optimizer import amp_optimizer_wrapper
+
+    if isinstance(loss_scale, str) and loss_scale == 'dynamic':
+        return []
+    if isinstance(loss_scale, float):
+        if math.isfinite(loss_scale) and loss_scale > 0:
+            return []
+        return [f'{key} must be > 0 (a static loss scale), got {loss_scale!r}']
+    if isinstance(loss_scale, dict):
+        scaler = amp_optimizer_wrapper.GradScaler
+        if fsdp:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            scaler = ShardedGradScaler
+        valid = [p for p in inspect.signature(scaler.__init__).parameters if p != 'self']
+        return _unknown_keys(loss_scale, valid, key, f'an argument of {scaler.__name__}')
+    what = (
+        f"{key} must be 'dynamic', a float > 0 (a static scale) or a dict of GradScaler's arguments "
+        f"(mmengine's AmpOptimWrapper), got {loss_scale!r}"
+    )
+    if _is_number(loss_scale) and loss_scale > 0:
+        return [f'{what}: write it as a float, {key}={float(loss_scale)!r}']
+    if isinstance(loss_scale, str):
+        near = difflib.get_close_matches(loss_scale, ['dynamic'], n=1, cutoff=0.5)
+        return [what + (f' (did you mean {near[0]!r}?)' if near else '')]
+    return [what]
 
 
 def _scheduler_problems(cfg: Config) -> list[str]:
@@ -676,8 +731,9 @@ def _pipelines(dataset: Any, key: str) -> Iterator[tuple[str, list]]:
 #: what an attention splits into heads: a host's width, by the name it takes it (MMAction2 and
 #: mmcv ``embed_dims``, timm and ViTDet ``embed_dim``)
 WIDTH_KEYS = ('embed_dims', 'embed_dim')
-#: sizes under ``model`` that are ints > 0 (each of them, in a list of one per stage)
-SIZE_KEYS = (*WIDTH_KEYS, 'patch_size', 'num_transformer_layers')
+#: sizes under ``model`` that are ints > 0 (each of them, in a list of one per stage or a pair):
+#: a clip's frames and an image's side too (a recognizer's random clips in the benchmarks have them)
+SIZE_KEYS = (*WIDTH_KEYS, 'patch_size', 'num_transformer_layers', 'num_frames', 'img_size')
 #: probabilities under ``model``, in [0, 1): dropout (MMAction2's ``dropout_ratio``, mmcv's and
 #: timm's ``*drop*``) and stochastic depth (a rate of 1 drops a whole block and divides by 0)
 PROBABILITY_KEYS = (

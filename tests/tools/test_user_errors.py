@@ -460,8 +460,6 @@ def test_infer_unsupported_model_and_a_missing_label_map(
 #: the user's own (--import)
 NO_USER_INPUT = {
     'tools/benchmarks/benchmark_onnx.py',
-    'tools/benchmarks/benchmark_train_step.py',
-    'tools/benchmarks/triton_kernel_table.py',
     'tools/benchmarks/tune_short_kernel.py',
     'tools/benchmarks/benchmark_preparation.py',
     'dna_mm/preparation/video_kinds.py',

@@ -92,9 +92,11 @@ def main(argv: Optional[list[str]] = None) -> None:
         metavar='CONFIG',
         help=f'default: {" ".join(DEFAULT)} (the shipped configs from any folder)',
     )
-    p.add_argument('--batch', type=int, default=1)
-    p.add_argument('--reps', type=int, default=3)
-    p.add_argument('--device', default=None)  # default: cuda if there is a GPU, else cpu
+    p.add_argument('--batch', type=int, default=1, help='clips (images) a step, at least 1')
+    p.add_argument('--reps', type=int, default=3, help='timed steps per config, at least 1')
+    p.add_argument(
+        '--device', default=None, help='cpu, cuda or cuda:N; default: cuda if there is a GPU, else cpu'
+    )
     p.add_argument(
         '--amp-dtype',
         choices=['bfloat16', 'float16'],
@@ -145,7 +147,10 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 
 def benchmark(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
-    """The tables of :func:`main`'s arguments (``--cfg-options`` already a dict)."""
+    """The tables of :func:`main`'s arguments (``--cfg-options`` already a dict); what cannot be
+    measured (``--batch 0``, a device torch does not have, a config without a model or with a
+    wrong model value) is one line before any model is built
+    (:func:`dna_mm.benchmarks.train_step.check_request`)."""
     import torch
 
     from dna_mm.benchmarks.train_step import peak_rss_table, step_table
