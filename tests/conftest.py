@@ -342,6 +342,20 @@ def load_tool(path: str):
     return module
 
 
+def refused_line(tool: str, argv: list[str], capsys) -> str:
+    """The error line of ``tool``'s ``main(argv)`` (a repo tool, :func:`load_tool`), which must
+    exit with status 2 and print its line and the ``--debug`` hint only (``cli_main``'s form):
+    no traceback, nothing on stdout (nothing measured)."""
+    with pytest.raises(SystemExit) as exit_info:
+        load_tool(tool).main(argv)
+    out, err = capsys.readouterr()
+    prog = tool.rpartition('/')[2]
+    lines = err.splitlines()
+    assert exit_info.value.code == 2 and len(lines) == 2, err
+    assert lines[1] == f'{prog}: (--debug prints the traceback)' and out == '', (out, err)
+    return lines[0].removeprefix(f'{prog}: error: ')
+
+
 def tiny_runner(work_dir, root, max_epochs: int, resume: bool = False, deterministic: bool = False):
     """An in-process mmengine ``Runner`` for the tiny demo run (no validation, a checkpoint
     per epoch). ``deterministic``: fixed frame sampling and seed, for comparing runs."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, load_tool
+from conftest import DEMO_CONFIG, REPO, load_tool, refused_line
 
 from dna_mm.benchmarks import kernels, train_step
 
@@ -18,19 +18,6 @@ KERNEL_TABLE = 'tools/benchmarks/triton_kernel_table.py'
 TUNE = 'tools/benchmarks/tune_short_kernel.py'
 SOFTMAX = str(REPO / 'configs' / 'timesformer_softmax_k400.py')
 RUNTIME = str(REPO / 'configs' / '_base_' / 'default_runtime.py')
-
-
-def _refused(tool: str, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    """The error line of ``tool``'s ``main(argv)``, which must exit with status 2 and print its
-    line and the ``--debug`` hint only (``cli_main``'s form)."""
-    with pytest.raises(SystemExit) as exit_info:
-        load_tool(tool).main(argv)
-    out, err = capsys.readouterr()
-    prog = tool.rpartition('/')[2]
-    lines = err.splitlines()
-    assert exit_info.value.code == 2 and len(lines) == 2, err
-    assert lines[1] == f'{prog}: (--debug prints the traceback)' and 'Traceback' not in out, (out, err)
-    return lines[0].removeprefix(f'{prog}: error: ')
 
 
 @pytest.fixture
@@ -80,7 +67,7 @@ def test_the_train_step_benchmark_refuses_before_any_model_is_built(
     argv: list[str], line: str, nothing_built: None, capsys: pytest.CaptureFixture
 ) -> None:
     device = [] if '--device' in argv else ['--device', 'cpu']
-    assert _refused(TRAIN_STEP, [*device, *argv], capsys).startswith(line)
+    assert refused_line(TRAIN_STEP, [*device, *argv], capsys).startswith(line)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +103,7 @@ def test_the_train_step_benchmark_refuses_before_any_model_is_built(
 def test_get_flops_names_the_shape_the_model_takes(
     argv: list[str], line: str, capsys: pytest.CaptureFixture
 ) -> None:
-    assert _refused(GET_FLOPS, argv, capsys).startswith(line)
+    assert refused_line(GET_FLOPS, argv, capsys).startswith(line)
 
 
 def test_get_flops_takes_the_models_own_shape(capsys: pytest.CaptureFixture) -> None:
@@ -146,7 +133,7 @@ def test_get_flops_takes_the_models_own_shape(capsys: pytest.CaptureFixture) -> 
 def test_the_kernel_table_refuses_before_compiling(
     argv: list[str], line: str, nothing_built: None, capsys: pytest.CaptureFixture
 ) -> None:
-    assert _refused(KERNEL_TABLE, [*argv, '--dtypes', 'bfloat16'], capsys) == line
+    assert refused_line(KERNEL_TABLE, [*argv, '--dtypes', 'bfloat16'], capsys) == line
 
 
 def test_a_capability_is_read_either_way() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_tool
+from conftest import load_tool, refused_line
 
 from dna_mm.benchmarks import attention as bench
 
@@ -20,19 +20,6 @@ ONNX = 'tools/benchmarks/benchmark_onnx.py'
 TRAIN_STEP = 'tools/benchmarks/benchmark_train_step.py'
 #: the cheapest attention benchmark: tiny shapes, one step, one scope and shape
 TINY = ['--tiny', '--reps', '1', '--scope', 'core', '--shapes', 'spatial']
-
-
-def _refused(tool: str, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    """The error line of ``tool``'s ``main(argv)``, which must exit with status 2, print its line
-    and the ``--debug`` hint only, and measure nothing."""
-    with pytest.raises(SystemExit) as exit_info:
-        load_tool(tool).main(argv)
-    out, err = capsys.readouterr()
-    prog = tool.rpartition('/')[2]
-    lines = err.splitlines()
-    assert exit_info.value.code == 2 and len(lines) == 2, err
-    assert lines[1] == f'{prog}: (--debug prints the traceback)' and out == '', (out, err)
-    return lines[0].removeprefix(f'{prog}: error: ')
 
 
 @pytest.mark.parametrize(
@@ -50,7 +37,7 @@ def test_attention_benchmark_refuses_what_it_cannot_measure(
 ) -> None:
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)  # a machine without a GPU
     # --reps and --clips after TINY: argparse keeps the last
-    assert _refused(ATTENTION, [*TINY, '--methods', 'softmax', *argv], capsys) == line
+    assert refused_line(ATTENTION, [*TINY, '--methods', 'softmax', *argv], capsys) == line
 
 
 @pytest.mark.parametrize(
@@ -66,7 +53,7 @@ def test_attention_benchmark_refuses_what_it_cannot_measure(
 def test_operator_benchmark_refuses_a_shape_it_cannot_count_at(
     argv: list[str], line: str, capsys: pytest.CaptureFixture
 ) -> None:
-    assert _refused(OPERATORS, ['--no-train-step', '--attn', 'softmax', *argv], capsys) == line
+    assert refused_line(OPERATORS, ['--no-train-step', '--attn', 'softmax', *argv], capsys) == line
 
 
 def test_a_requested_route_a_device_leaves_out_is_said(
@@ -93,7 +80,7 @@ def test_nothing_left_out_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_onnx_benchmark_names_an_unknown_attention_before_any_work(capsys: pytest.CaptureFixture) -> None:
-    line = _refused(ONNX, ['--attn', 'softmax', 'dnaa', '--reps', '1'], capsys)
+    line = refused_line(ONNX, ['--attn', 'softmax', 'dnaa', '--reps', '1'], capsys)
     assert line.startswith("--attn dnaa: attention type 'dnaa' is not registered; did you mean"), line
     assert line.endswith('a member of your own: --import its module'), line
 
@@ -117,7 +104,7 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_any_work(
     (tmp_path / 'notes.txt').write_text('')
     out = tmp_path if where == 'a-folder' else tmp_path / 'notes.txt' / 'table.md'
     flag = '--json' if tool == TRAIN_STEP else '--out'
-    line = _refused(tool, [*argv, flag, str(out)], capsys)
+    line = refused_line(tool, [*argv, flag, str(out)], capsys)
     why = (
         'is a folder: give the path of the file to write'
         if where == 'a-folder'
