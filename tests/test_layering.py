@@ -80,6 +80,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'preparation.encoding',
         'deployment',
         'config.build',
+        'config.check',  # the model's values checked before a train step builds it
         'config.timm_models',
         'engine.step_by_options',  # a train step's optimizer steps as a run's does
     ),
