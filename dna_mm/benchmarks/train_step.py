@@ -20,7 +20,7 @@ from mmengine.config import Config
 from torch import nn
 
 from ..config.build import build_part, part_scope, read_config
-from ..errors import ConfigError, UserError
+from ..errors import ConfigError
 from ..models.scopes import home_scope
 from ..utils.tool_runs import at_least
 from .timing import in_fresh_process, in_order, time_in_turns
@@ -64,23 +64,13 @@ def run_config(path: str, options: Optional[dict] = None) -> Config:
     with a backbone, :func:`~dna_mm.config.check.model_problems`).
 
     Raises:
-        ConfigError: a zoo name mmengine cannot read (``mmaction::nope.py``), a config with no
-            model (a ``_base_`` file), a wrong model value: ``--configs``, the config and the key.
+        ConfigError: a config with no model (a ``_base_`` file), a wrong model value:
+            ``--configs``, the config and the key; a zoo name mmengine cannot read
+            (``mmaction::nope.py``: :func:`~dna_mm.config.build.read_config`).
     """
     from ..config.check import model_problems
 
-    try:
-        cfg = read_config(path, options, clear_pretrained=True)
-    except (ValueError, AssertionError) as err:  # mmengine's reading of a package::path name
-        if isinstance(err, UserError) or '::' not in path:
-            raise
-        why = (
-            f": {str(err).rstrip('.')}" if isinstance(err, AssertionError) and str(err) else ''
-        )  # an unknown package
-        raise ConfigError(
-            f'--configs {path}: not a zoo config mmengine reads{why} (PACKAGE::FOLDER/NAME.py, e.g. '
-            'mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py)'
-        ) from None
+    cfg = read_config(path, options, clear_pretrained=True)  # a zoo name it cannot read: one line
     model = cfg.get('model')
     if not isinstance(model, dict) or not isinstance(model.get('backbone'), dict):
         what = 'no model in it' if not isinstance(model, dict) else 'its model has no backbone key'

@@ -40,7 +40,7 @@ import os.path as osp
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..errors import ConfigError, MissingFileError, error_line
+from ..errors import ConfigError, MissingFileError, UserError, error_line
 from ..models.scopes import detection_parts_scope, home_scope, scope_of
 from ..utils.mim_compat import read_package_config
 
@@ -283,7 +283,8 @@ def _read(path: str) -> Config:
         MissingFileError: ``path``, or a ``_base_`` of a file it inherits, does not exist (the
             message names the file whose ``_base_`` it is).
         ConfigError: the Python of a config file fails (a syntax error, an undefined name: the
-            message names the file and line); a variable of a ``_base_`` set to no effect.
+            message names the file and line); a variable of a ``_base_`` set to no effect; a
+            ``package::path`` name mmengine cannot read (:func:`_package_mistake`).
     """
     from mmengine.config import Config
 
@@ -296,6 +297,8 @@ def _read(path: str) -> Config:
         cfg = read_package_config(path) if '::' in path else Config.fromfile(path)
     except Exception as err:
         mistake = _file_mistake(err)
+        if mistake is None and '::' in path:
+            mistake = _package_mistake(path, err)
         if mistake is None:
             raise
         raise mistake from err
@@ -303,6 +306,27 @@ def _read(path: str) -> Config:
     if problems:
         raise ConfigError('; '.join(problems))
     return cfg
+
+
+#: how a config of an installed package is named (mmengine's ``package::path``)
+ZOO_NAME = (
+    'PACKAGE::FOLDER/NAME.py, e.g. '
+    'mmaction::recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py'
+)
+
+
+def _package_mistake(path: str, err: Exception) -> Optional[Exception]:
+    """The one-line error for a ``package::path`` name mmengine cannot read: a file the package
+    does not have (``MissingFileError`` naming it), a name without a folder or of a package
+    mmengine does not know (its ``ValueError`` / ``AssertionError``); ``None`` for anything else."""
+    if isinstance(err, UserError):
+        return None
+    if isinstance(err, FileNotFoundError):
+        return MissingFileError(f'config {path}: {err} ({ZOO_NAME})')
+    if isinstance(err, (ValueError, AssertionError)):
+        why = f': {str(err).rstrip(".")}' if isinstance(err, AssertionError) and str(err) else ''
+        return ConfigError(f'config {path}: not a zoo config mmengine reads{why} ({ZOO_NAME})')
+    return None
 
 
 def _file_mistake(err: Exception) -> Optional[Exception]:

@@ -44,7 +44,7 @@ def nothing_built(monkeypatch: pytest.MonkeyPatch) -> None:
         (['--device', 'cuda'], '--device cuda: torch finds no CUDA device here; measure with --device cpu'),
         (
             ['--configs', 'mmaction::nope.py'],
-            '--configs mmaction::nope.py: not a zoo config mmengine reads (PACKAGE::FOLDER/NAME.py, e.g. ',
+            'config mmaction::nope.py: not a zoo config mmengine reads (PACKAGE::FOLDER/NAME.py, e.g. ',
         ),
         (
             ['--configs', RUNTIME],

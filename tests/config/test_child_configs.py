@@ -200,3 +200,21 @@ def test_the_keys_named_instead_of_a_variable_are_keys_a_run_reads_never_another
     cfg.train_dataloader.dataset.ann_file = '/data/train.txt'
     errors, _ = option_problems(cfg, {'data_root': '/x'})
     assert errors[0].endswith('set train_dataloader.dataset.ann_file instead')
+
+
+@pytest.mark.parametrize(
+    'name, line',
+    [
+        ('mmaction::nope.py', 'config mmaction::nope.py: not a zoo config mmengine reads (PACKAGE::'),
+        ('nopkg::a/b.py', 'config nopkg::a/b.py: not a zoo config mmengine reads: mmengine does not support'),
+        ('mmaction::recognition/nope.py', 'config mmaction::recognition/nope.py: file "'),
+    ],
+)
+def test_a_zoo_name_mmengine_cannot_read_is_one_line(name: str, line: str) -> None:
+    """``tools/train.py mmaction::nope.py`` (no folder), an unknown package, a file the package
+    does not have: mmengine's ``ValueError`` / ``AssertionError`` / ``FileNotFoundError`` tracebacks
+    before; one line naming the name and the form a zoo name takes."""
+    proc = run_main(['tools/train.py', name], check=False)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py: error:')]
+    assert proc.returncode == 2 and len(errors) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    assert errors[0].removeprefix('train.py: error: ').startswith(line), errors[0]
