@@ -22,8 +22,11 @@ a writer that copies them (:mod:`dna_mm.over_time.annotated_video`).
 Damaged data does not end a file: as FFmpeg's own command line does, a packet that does not
 decode is passed over and decoding goes on. A packet FFmpeg cannot decode, or that its demuxer
 or decoder marks corrupt, starts a :class:`Gap`; the frames the decoder puts out after it are
-left out until a key frame (those between are reconstructed from damaged or missing references:
-they decode, but show wrong pixels), whose frame is the first after the gap and carries it
+left out until a key frame decoded from a packet after the damaged one (those between are
+reconstructed from damaged or missing references: they decode, but show wrong pixels; a key frame
+decoded before the damage and put out after it, late by the decoder's reordering, does not end it:
+the frames decoded after it may refer to the damaged ones), whose frame is the first after the
+gap and carries it
 (:attr:`StreamFrame.gap`); :attr:`FrameStream.gaps` lists them. Damage that no key frame follows
 ends the frames where it starts (:attr:`FrameStream.damaged_to_end` says so; the last packet
 of a file cut off in the middle of it is such damage). A read error of the file itself (FFmpeg's
@@ -51,6 +54,8 @@ from ..errors import DataError
 LIVE_TIMEOUT = 10.0
 #: frames a file's frames are handed on late, beyond the decoder's reordering (module docstring)
 HOLD_BACK = 2
+#: packets decoded and not yet put out that a stream keeps track of (far more than any reordering)
+MAX_PENDING = 1024
 #: FFmpeg's probing of a live stream before the first frame (its defaults: 5 MB, 5 s)
 LIVE_PROBE = {'probesize': '65536', 'analyzeduration': '500000'}
 #: ``(display width, display height) -> (width, height)`` to convert frames at, or ``None``
@@ -269,6 +274,9 @@ class FrameStream:
         self._damage: Optional[str] = None  # while frames are left out: what the damaged data was
         self._unhealed: Optional[str] = None  # damage since the last frame handed on: its gap's why
         self._read_error: Optional[str] = None  # a file's read error (FFmpeg's words)
+        self._packets = 0  # video packets demuxed so far: the decoding order
+        self._order: dict[int, int] = {}  # pts -> its packet's place in the decoding order, until decoded
+        self._damaged_packet = 0  # the place of the last damaged packet in the decoding order
         # a file's frames are handed on HOLD_BACK (+ the decoder's reordering) frames late: damage found
         # in a packet drops them too (decoded from the packets before it, where the damage may begin)
         reorder = int(getattr(self._stream.codec_context, 'has_b_frames', 0) or 0)
@@ -304,16 +312,24 @@ class FrameStream:
         if packet is not None and packet.pts is not None and packet.time_base:
             at = self._clock(float(packet.pts * packet.time_base), 0)
             self._seen = max(self._seen, at + 1 / self.info.fps)
+        self._damaged_packet = self._packets
         self._damage = self._damage or why
         self._unhealed = self._unhealed or why
         self._held.clear()
 
-    def _recovers(self, frame, seconds: float) -> bool:
-        """Whether ``frame`` (at ``seconds``) ends the damage: an intact key frame after the last
-        intact frame (the decoder's references are whole again from it)."""
+    def _recovers(self, frame, seconds: float, packet: Optional[int]) -> bool:
+        """Whether ``frame`` (at ``seconds``, decoded from the ``packet``-th packet, ``None`` when
+        not known) ends the damage: an intact key frame decoded after the last damaged packet and
+        shown after the last intact frame (the decoder's references are whole again from it)."""
         key = frame.key_frame or getattr(frame.pict_type, 'name', '') == 'I'
         later = self._last_good is None or seconds > self._last_good
-        return key and not frame.is_corrupt and later
+        decoded_after = packet is None or packet > self._damaged_packet
+        return key and not frame.is_corrupt and later and decoded_after
+
+    def _packet_of(self, frame) -> Optional[int]:
+        """The place in the decoding order of the packet ``frame`` was decoded from (by its pts;
+        ``None`` without one)."""
+        return None if frame.pts is None else self._order.pop(frame.pts, None)
 
     def _gap_start(self) -> float:
         """Seconds: the end of the last frame handed on (0 before the first)."""
@@ -342,6 +358,11 @@ class FrameStream:
                 if self._on_packet is not None and packet.dts is not None:
                     self._on_packet(packet)
                 continue
+            self._packets += 1
+            if packet.pts is not None:
+                self._order[packet.pts] = self._packets
+                if len(self._order) > MAX_PENDING:  # pts no frame came out for (damaged packets)
+                    del self._order[next(iter(self._order))]
             if packet.is_corrupt:
                 self._damaged("damaged data (a packet FFmpeg's demuxer marks corrupt)", packet)
             try:
@@ -384,9 +405,10 @@ class FrameStream:
             for frame in self._live_decoded() if self.live else self._decoded():
                 seconds = self._clock(frame.time, index + 1 + len(self._held))
                 self._seen = max(self._seen, seconds + 1 / self.info.fps)
+                packet = self._packet_of(frame)
                 if frame.is_corrupt:
                     self._damaged("damaged frame data (a frame FFmpeg's decoder marks corrupt)")
-                if self._damage is not None and not self._recovers(frame, seconds):
+                if self._damage is not None and not self._recovers(frame, seconds, packet):
                     continue  # reconstructed from damaged references: left out
                 self._damage, self._last_good = None, seconds
                 if not sized:  # the conversion size, from the first intact frame

@@ -17,6 +17,10 @@ import numpy as np
 
 from ..datasets.video_reader import VOP_START
 
+#: libx264's frame threads: fixed, for files that are the same bytes on every machine and every
+#: run (with FFmpeg's default threading, x264's output differs with the cores it is given)
+X264_THREADS = 4
+
 
 def write_video(
     path: Path,
@@ -54,6 +58,9 @@ def write_video(
                     if codec == 'libx264':
                         options.update(keyint_min=str(keyint), sc_threshold='0')
                 stream.options = options
+                if codec == 'libx264':  # x264's output depends on its threads: the same file on every machine
+                    context = stream.codec_context
+                    context.thread_count, context.thread_type = X264_THREADS, 'FRAME'
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format='rgb24')))
         if stream is not None:
             container.mux(stream.encode(None))

@@ -74,6 +74,31 @@ def test_the_stream_passes_over_damaged_data_and_hands_on_only_intact_frames(vid
     assert [f.index for f in frames] == [round(f.time * FPS) for f in frames]  # the file's numbering
 
 
+def test_a_key_frame_put_out_late_does_not_end_the_damage_after_it(tmp_path) -> None:
+    """x264's B-frames make the decoder put a key frame out after packets that follow it: with
+    those packets damaged, the key frame is intact, but the frames decoded after it refer to the
+    damaged ones. The gap lasts to the next key frame decoded after the damage (5 s), every frame
+    handed on is the intact file's own, and the indices keep to the file's numbering."""
+    frames = moving_box(64, 48, 10 * FPS)
+    whole = write_video(tmp_path / 'w.mp4', frames, fps=FPS, codec='libx264', keyint=FPS)
+    with av.open(str(whole)) as container:  # (pts seconds, byte offset, size) in file order
+        packets = [(float(p.pts * p.time_base), p.pos, p.size) for p in container.demux(video=0) if p.size]
+    first = next(n for n, p in enumerate(packets) if p[0] == 3.0) + 1  # the packet after the 3 s key frame
+    last = next(n for n, p in enumerate(packets) if p[0] == 4.0)  # to the 4 s key frame, itself damaged
+    start, end = packets[first][1], packets[last][1] + packets[last][2]
+    data = bytearray(whole.read_bytes())
+    data[start:end] = np.random.default_rng(1).bytes(end - start)
+    damaged = tmp_path / 'd.mp4'
+    damaged.write_bytes(bytes(data))
+    intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
+    stream = FrameStream(str(damaged))
+    frames = list(stream)
+    (gap,) = stream.gaps
+    assert gap.end == pytest.approx(5.0) and 2.0 < gap.start < 3.2
+    assert all(np.array_equal(f.rgb(), intact[f.pts]) for f in frames)
+    assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
+
+
 class FailingReads:
     """A PyAV container whose reads fail (an I/O error of the disk) after ``after`` packets: FFmpeg's
     demuxers resynchronise on damaged data, none of the files written here fails a read."""
