@@ -54,6 +54,10 @@ from ..errors import DataError
 LIVE_TIMEOUT = 10.0
 #: frames a file's frames are handed on late, beyond the decoder's reordering (module docstring)
 HOLD_BACK = 2
+#: containers whose FFmpeg demuxer passes over data it cannot read as packets and reads on
+SKIPPING_DEMUXERS = ('matroska,webm', 'avi')
+#: bytes between two packets of such a container beyond its own headers (a few dozen): passed over
+SKIPPED_BYTES = 1024
 #: packets decoded and not yet put out that a stream keeps track of (far more than any reordering)
 MAX_PENDING = 1024
 #: FFmpeg's probing of a live stream before the first frame (its defaults: 5 MB, 5 s)
@@ -247,7 +251,9 @@ class FrameStream:
                 self._container, self._stream = open_video(source, self.name)
             except DataError as err:
                 raise UnreadableVideoError(str(err)) from None
-        self._stream.thread_type = 'AUTO'  # frame threads: in sequence, order and pixels are exact
+        # one decoding thread: with frame threads FFmpeg reports a damaged packet's error some packets
+        # later, and conceals it by timing, so gaps and frames would differ from run to run
+        self._stream.thread_type, self._stream.thread_count = 'NONE', 1
         audio = self._container.streams.audio
         self.audio_stream = audio[0] if extra == 'audio' and audio else None
         self._resize, self._on_packet = resize, on_packet
@@ -342,7 +348,11 @@ class FrameStream:
         import av
 
         streams = [self._stream] + ([self.audio_stream] if self.audio_stream is not None else [])
-        packets = self._container.demux(*streams)
+        # a demuxer that reads on past damaged data (Matroska, AVI) passes it over without a word:
+        # every stream's packets are read, in file order, and a stretch between them is the damage
+        skips = not self.live and self._container.format.name in SKIPPING_DEMUXERS
+        packets = self._container.demux() if skips else self._container.demux(*streams)
+        end = None  # the file offset where the last packet read ends
         while True:
             try:
                 packet = next(packets)
@@ -354,8 +364,13 @@ class FrameStream:
                 self._read_error = f'FFmpeg: {err.strerror or err}'
                 yield from self._flush()
                 return
+            if skips and packet.pos is not None and packet.pos >= 0:
+                if end is not None and packet.pos - end > SKIPPED_BYTES:
+                    why = f"damaged data ({packet.pos - end} bytes FFmpeg's demuxer passed over)"
+                    self._damaged(why, packet)
+                end = packet.pos + packet.size
             if packet.stream is not self._stream:
-                if self._on_packet is not None and packet.dts is not None:
+                if self._on_packet is not None and packet.stream in streams and packet.dts is not None:
                     self._on_packet(packet)
                 continue
             self._packets += 1

@@ -99,6 +99,27 @@ def test_a_key_frame_put_out_late_does_not_end_the_damage_after_it(tmp_path) -> 
     assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
 
 
+@pytest.mark.parametrize('name,codec', [('h264.mkv', 'libx264'), ('vp9.webm', 'libvpx-vp9')])
+def test_data_a_matroska_demuxer_passes_over_is_a_gap(tmp_path, name: str, codec: str) -> None:
+    """Matroska's demuxer reads on at the next block it finds after random bytes, and says nothing
+    of the packets it lost: the stretch of the file between two packets is the damage, and the
+    frames after it (decoded from missing references) are left out to the next key frame."""
+    whole = write_video(tmp_path / name, moving_box(64, 48, 10 * FPS), fps=FPS, codec=codec, keyint=FPS)
+    damaged = tmp_path / f'damaged {name}'
+    data = bytearray(whole.read_bytes())
+    start, size = int(len(data) * 0.3), int(len(data) * 0.02)
+    data[start : start + size] = np.random.default_rng(0).bytes(size)
+    damaged.write_bytes(bytes(data))
+    intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
+    stream = FrameStream(str(damaged))
+    frames = list(stream)
+    (gap,) = stream.gaps
+    assert re.fullmatch(r"damaged data \(\d+ bytes FFmpeg's demuxer passed over\)", gap.why)
+    assert gap.end == pytest.approx(round(gap.end)) and 1.0 < gap.start < gap.end < 6.0
+    assert all(np.array_equal(f.rgb(), intact[f.pts]) for f in frames)
+    assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
+
+
 class FailingReads:
     """A PyAV container whose reads fail (an I/O error of the disk) after ``after`` packets: FFmpeg's
     demuxers resynchronise on damaged data, none of the files written here fails a read."""
