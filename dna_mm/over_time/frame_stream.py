@@ -21,18 +21,20 @@ a writer that copies them (:mod:`dna_mm.over_time.annotated_video`).
 
 Damaged data does not end a file: as FFmpeg's own command line does, a packet that does not
 decode is passed over and decoding goes on. A packet FFmpeg cannot decode, or that its demuxer
-or decoder marks corrupt, starts a :class:`Gap`; the frames the decoder puts out after it are
-left out until a key frame decoded from a packet after the damaged one (those between are
-reconstructed from damaged or missing references: they decode, but show wrong pixels; a key frame
-decoded before the damage and put out after it, late by the decoder's reordering, does not end it:
-the frames decoded after it may refer to the damaged ones), whose frame is the first after the
-gap and carries it
-(:attr:`StreamFrame.gap`); :attr:`FrameStream.gaps` lists them. Damage that no key frame follows
-ends the frames where it starts (:attr:`FrameStream.damaged_to_end` says so; the last packet
-of a file cut off in the middle of it is such damage). A read error of the file itself (FFmpeg's
-demuxer, which resynchronises on damaged data of the usual containers, gives up) ends the frames
-where it happened, the decoder's buffered frames put out first: :attr:`FrameStream.ended` says
-where. A file that opens but gives no frame, or that cannot be opened at all, is an
+or decoder marks corrupt, starts a :class:`Gap`, and so does data a Matroska or AVI demuxer
+reads on past without a word (:data:`SKIPPED_BYTES` between two packets); the frames the decoder
+puts out after it are left out until a key frame decoded from a packet after the damaged one
+(those between are reconstructed from damaged or missing references: they decode, but show wrong
+pixels; a key frame decoded before the damage and put out after it, late by the decoder's
+reordering, does not end it: the frames decoded after it may refer to the damaged ones), whose
+frame is the first after the gap and carries it (:attr:`StreamFrame.gap`);
+:attr:`FrameStream.gaps` lists them. Damage that no key frame follows ends the frames where it
+starts (:attr:`FrameStream.damaged_to_end` says so; the last packet of a file cut off in the
+middle of it is such damage). A read error of the file itself (FFmpeg's demuxer, which
+resynchronises on damaged data of the usual containers, gives up) ends the frames where it
+happened, the decoder's buffered frames put out first: :attr:`FrameStream.ended` says where.
+Frames are decoded on one thread, so that the same file gives the same gaps on every run. A file
+that opens but gives no frame, or that cannot be opened at all, is an
 :class:`UnreadableVideoError`.
 """
 
