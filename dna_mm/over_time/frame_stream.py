@@ -60,6 +60,9 @@ HOLD_BACK = 2
 SKIPPING_DEMUXERS = ('matroska,webm', 'avi')
 #: bytes between two packets of such a container beyond its own headers (a few dozen): passed over
 SKIPPED_BYTES = 1024
+#: bytes of an AVI chunk's header (its id and size): its index gives where a chunk starts, its
+#: packet where the data does
+AVI_CHUNK_HEADER = 8
 #: packets decoded and not yet put out that a stream keeps track of (far more than any reordering)
 MAX_PENDING = 1024
 #: FFmpeg's probing of a live stream before the first frame (its defaults: 5 MB, 5 s)
@@ -355,6 +358,7 @@ class FrameStream:
         skips = not self.live and self._container.format.name in SKIPPING_DEMUXERS
         packets = self._container.demux() if skips else self._container.demux(*streams)
         end = None  # the file offset where the last packet read ends
+        counted = self._avi_frame_numbers() if skips else {}
         while True:
             try:
                 packet = next(packets)
@@ -376,6 +380,10 @@ class FrameStream:
                     self._on_packet(packet)
                 continue
             self._packets += 1
+            number = counted.get(packet.pos)
+            if number is not None and packet.dts is not None and number != packet.dts:
+                shift = number - packet.dts  # frames the demuxer passed over uncounted
+                packet.dts, packet.pts = number, None if packet.pts is None else packet.pts + shift
             if packet.pts is not None:
                 self._order[packet.pts] = self._packets
                 if len(self._order) > MAX_PENDING:  # pts no frame came out for (damaged packets)
@@ -388,6 +396,14 @@ class FrameStream:
                 self._damaged(f'damaged frame data (FFmpeg: {err.strerror or err})', packet)
                 continue
             yield from frames
+
+    def _avi_frame_numbers(self) -> dict[int, int]:
+        """An AVI's frame numbers by the file offset of their packets, from its index: its demuxer
+        numbers the frames as it reads them, and goes on counting from the last one it read after
+        data it passed over (the later frames' times would come early by the frames lost)."""
+        if self._container.format.name != 'avi':
+            return {}
+        return {e.pos + AVI_CHUNK_HEADER: e.timestamp for e in self._stream.index_entries}
 
     def _flush(self) -> list:
         """The frames the decoder still holds (after a read error ended the packets)."""

@@ -120,6 +120,26 @@ def test_data_a_matroska_demuxer_passes_over_is_a_gap(tmp_path, name: str, codec
     assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
 
 
+def test_an_avis_frames_keep_their_times_after_data_its_demuxer_passed_over(tmp_path) -> None:
+    """An AVI's demuxer numbers the frames it reads: after random bytes it reads on at the next
+    chunk it finds, counting on from the last frame it read. The frames after the gap keep the
+    numbers the AVI's index gives them (the times of the intact file), and are its own."""
+    whole = write_video(tmp_path / 'w.avi', moving_box(64, 48, 10 * FPS), fps=FPS, keyint=FPS)
+    damaged = tmp_path / 'd.avi'
+    data = bytearray(whole.read_bytes())
+    start, size = int(len(data) * 0.45), int(len(data) * 0.02)
+    data[start : start + size] = np.random.default_rng(0).bytes(size)
+    damaged.write_bytes(bytes(data))
+    intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
+    stream = FrameStream(str(damaged))
+    frames = list(stream)
+    (gap,) = stream.gaps
+    assert gap.end == pytest.approx(round(gap.end)) and 1.0 < gap.start < gap.end < 6.0
+    assert all(np.array_equal(f.rgb(), intact[f.pts]) for f in frames)
+    assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
+    assert frames[-1].time == pytest.approx(9.96)
+
+
 class FailingReads:
     """A PyAV container whose reads fail (an I/O error of the disk) after ``after`` packets: FFmpeg's
     demuxers resynchronise on damaged data, none of the files written here fails a read."""
