@@ -36,11 +36,18 @@ samples, here ``s2 = W2 · b2``, and :func:`layout_iteration` converts the saved
     d2, again = divmod(d1 · s1, s2)   (an epoch whole: d2 = L2)
     i2 = e · L2 + d2
 
-(an iteration-based loop: ``i2, again = divmod(i1 · s1, s2)``). The first ``d2`` batches of each
-rank hold the epoch's first ``d2 · s2`` samples (``DefaultSampler`` deals rank ``r`` the samples
-``r, r + W, ...`` of the epoch's order, which the seed and the epoch fix), so ``again = 0`` skips
-exactly the samples trained; else the last ``again`` of them are trained again. The runner's
-resume sets the loop to ``i2`` and replays the iteration-based schedule to it
+An epoch is a pass over the data that ``DefaultSampler`` pads to ``W · ceil(N / W)`` samples of
+``N`` (it repeats the first ones so that each rank gets as many), ``L = ceil(N / s)`` iterations:
+its padding differs from layout to layout, so epochs convert whole, and only the samples done
+in the current one by samples (``d1 · s1 < N``: a pass's padding is in its last iteration). The
+first ``d2`` batches of each rank hold the epoch's first ``d2 · s2`` samples (``DefaultSampler``
+deals rank ``r`` the samples ``r, r + W, ...`` of the epoch's order, which the seed and the
+epoch fix), so ``again = 0`` skips exactly the samples trained; else the last ``again`` of them
+are trained again. An iteration-based loop on ``DefaultSampler`` makes the same passes (``L``
+iterations each, ``len(train_dataloader)``) and converts the same way; on a sampler without
+passes (``InfiniteSampler``: one endless stream, unpadded), or with a layout that records no
+pass length, by all the samples seen: ``i2, again = divmod(i1 · s1, s2)``. The runner's resume
+sets the loop to ``i2`` and replays the iteration-based schedule to it
 (:mod:`dna_mm.engine.resume_settings`); a checkpoint without ``batch_layout`` resumes as saved.
 
 The other choice, ``--auto-scale-lr`` (mmengine's ``auto_scale_lr``), keeps one optimizer step
@@ -84,6 +91,26 @@ def launcher_world_size(launcher: str) -> int:
         return max(1, int(value))
     except ValueError:
         raise ConfigError(f'--launcher {launcher}: the process count {value!r} is not an integer') from None
+
+
+#: environment variable holding this process's rank, per mmengine launcher
+RANK_ENV = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
+
+
+def launcher_rank(launcher: str) -> int:
+    """This process's rank among the launcher's (0 for ``'none'``): the initialised process
+    group's, else the launcher's environment variable (``RANK`` for torchrun, ``SLURM_PROCID``,
+    ``OMPI_COMM_WORLD_RANK``); 0 where it is not an integer."""
+    import torch.distributed as dist
+
+    if launcher == 'none':
+        return 0
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    try:
+        return max(0, int(os.environ.get(RANK_ENV.get(launcher, 'RANK'), '0')))
+    except ValueError:
+        return 0
 
 
 def accumulation_steps(global_batch: int, world_size: int, batch_size: int) -> int:
@@ -138,8 +165,9 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
     """Reach ``global_batch`` (default: the config's ``global_batch_size``; ``None`` / 0: off)
     by gradient accumulation: set ``optim_wrapper.accumulative_counts``, scale the iteration-based
     schedule (:func:`scale_iteration_schedule`) and add :class:`GlobalBatchHook`. Returns the
-    lines it logged. A ``ConfigError`` for a value <= 0, for ``auto_scale_lr.enable`` at the
-    same time, or for a config without one ``optim_wrapper.optimizer``."""
+    lines it logged (on rank 0 only: called before the runner, whose logger is rank 0's). A
+    ``ConfigError`` for a value <= 0, for ``auto_scale_lr.enable`` at the same time, or for a
+    config without one ``optim_wrapper.optimizer``."""
     configured = cfg.get('global_batch_size')
     if global_batch is not None:
         cfg.global_batch_size = global_batch or None
@@ -188,8 +216,9 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
         lines.append(
             f'iteration-based schedule x{steps} (data iterations per optimizer step): ' + '; '.join(changes)
         )
-    for line in lines:
-        print_log(line, logger='current', level=30 if line.startswith('warning') else 20)
+    if launcher_rank(launcher) == 0:  # the logger before the runner's prints on every rank
+        for line in lines:
+            print_log(line, logger='current', level=30 if line.startswith('warning') else 20)
     hooks = [
         h
         for h in cfg.get('custom_hooks') or []
@@ -238,7 +267,9 @@ class BatchLayout:
     """How a run's iterations take its samples: ``world_size`` processes of ``batch_size``
     each (``s = W · b`` samples an iteration, ``runner.iter`` counting per-process batches),
     ``accumulative_counts`` backward passes a step (``W · b · K`` samples), ``iters_per_epoch``
-    iterations an epoch (``len(train_dataloader)``; 0 where the loader has no length)."""
+    iterations an epoch, or a pass over the data of an iteration-based run on ``DefaultSampler``
+    (``len(train_dataloader)``: ``ceil(N / (W · b))`` for ``N`` samples; 0 where the loader has no
+    length)."""
 
     world_size: int
     batch_size: int
@@ -298,18 +329,30 @@ class BatchLayout:
         return asdict(self)
 
 
+def makes_passes(loader: Any) -> bool:
+    """Whether ``loader``'s sampler goes over the data in passes of ``len(loader)`` batches, each
+    in its own order (``DefaultSampler``: it has an ``epoch``), rather than as one endless stream
+    (``InfiniteSampler``). As the iteration-based loop reads it (:mod:`dna_mm.engine.loops`)."""
+    sampler = getattr(getattr(loader, 'batch_sampler', None), 'sampler', None)
+    if sampler is None:  # no batch sampler: the loader's own
+        sampler = getattr(loader, 'sampler', None)
+    return hasattr(sampler, 'epoch')
+
+
 @dataclass(frozen=True)
 class LayoutConversion:
     """A checkpoint saved at iteration ``saved_iter`` in the layout ``saved``, resumed in ``now``
-    (``by_epoch``: by an epoch-based loop); called, an iteration of the saved run -> this run's."""
+    (``by_epoch``: by an epoch-based loop; ``passes``: an iteration-based loop's sampler makes
+    passes, :func:`makes_passes`); called, an iteration of the saved run -> this run's."""
 
     saved: BatchLayout
     now: BatchLayout
     by_epoch: bool
     saved_iter: int
+    passes: bool = True
 
     def __call__(self, it: int) -> int:
-        return layout_iteration(self.saved, self.now, it, self.by_epoch)[0]
+        return layout_iteration(self.saved, self.now, it, self.by_epoch, self.passes)[0]
 
     @property
     def iter(self) -> int:
@@ -319,7 +362,7 @@ class LayoutConversion:
     @property
     def again(self) -> int:
         """The samples trained before the stop that are trained again (0: none)."""
-        return layout_iteration(self.saved, self.now, self.saved_iter, self.by_epoch)[1]
+        return layout_iteration(self.saved, self.now, self.saved_iter, self.by_epoch, self.passes)[1]
 
 
 def changed_layout(runner: Any, meta: Any) -> Optional[LayoutConversion]:
@@ -333,20 +376,31 @@ def changed_layout(runner: Any, meta: Any) -> Optional[LayoutConversion]:
     if saved is None or not (by_epoch or isinstance(loop, IterBasedTrainLoop)):
         return None
     now = BatchLayout.of(runner)
-    if saved.per_iter == now.per_iter and (not by_epoch or saved.iters_per_epoch == now.iters_per_epoch):
+    passes = makes_passes(runner.train_dataloader)
+    by_pass = by_epoch or (passes and saved.iters_per_epoch > 0 and now.iters_per_epoch > 0)
+    if saved.per_iter == now.per_iter and (not by_pass or saved.iters_per_epoch == now.iters_per_epoch):
         return None
     if by_epoch and not (saved.iters_per_epoch and now.iters_per_epoch):
         return None
-    return LayoutConversion(saved, now, by_epoch, int(meta.get('iter', 0)))
+    return LayoutConversion(saved, now, by_epoch, int(meta.get('iter', 0)), passes)
 
 
-def layout_iteration(saved: BatchLayout, now: BatchLayout, it: int, by_epoch: bool) -> tuple[int, int]:
+def layout_iteration(
+    saved: BatchLayout, now: BatchLayout, it: int, by_epoch: bool, passes: bool = True
+) -> tuple[int, int]:
     """The iteration of ``now`` at which a run stopped at iteration ``it`` of ``saved`` goes on,
     and the samples trained before it stopped that are trained again (0: the same samples);
-    the arithmetic in the module docstring."""
-    if not by_epoch:
-        return divmod(it * saved.per_iter, now.per_iter)
-    epochs, done = divmod(it, saved.iters_per_epoch)
+    the arithmetic in the module docstring. By passes of ``iters_per_epoch`` iterations (each
+    padded to a multiple of its ``W``: whole passes are whole passes)::
+
+        e, d1 = divmod(it, L1);  d2, again = divmod(d1 · s1, s2);  it2 = e · L2 + d2
+
+    for an epoch-based loop, and for an iteration-based one whose sampler makes passes
+    (``passes``, ``DefaultSampler``) where both layouts record their length; else by samples:
+    ``it2, again = divmod(it · s1, s2)``."""
+    if not by_epoch and not (passes and saved.iters_per_epoch and now.iters_per_epoch):
+        return divmod(it * saved.per_iter, now.per_iter)  # one endless stream: samples only
+    epochs, done = divmod(it, saved.iters_per_epoch)  # passes completed, iterations into the next
     batches, again = divmod(done * saved.per_iter, now.per_iter)
     if batches >= now.iters_per_epoch:  # an epoch of more samples there (padding): this one whole
         batches, again = now.iters_per_epoch, 0

@@ -37,6 +37,7 @@ from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
 from ..errors import ConfigError
+from .global_batch import makes_passes
 from .loader_workers import drop_persistent_workers
 from .rng_state import restore_rng_state, saved_record
 from .sample_seeds import KeyedBatchSampler, key_samples
@@ -149,7 +150,10 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
     docstring). Same arguments as mmengine's; its ``run`` is mmengine's."""
 
     def run_epoch(self) -> None:
-        """One epoch; a resumed one skips (fetches and drops) the batches already trained."""
+        """One epoch; a resumed one skips (fetches and drops) the batches already trained. One
+        resumed from a checkpoint saved by iteration at its last batch (``done = length``, before
+        the epoch's end: its validation, epoch checkpoint and by-epoch schedule step) trains
+        nothing and runs its end; the next epoch starts at its first batch."""
         saved = self._pop_rng_state()
         record = saved_record(saved) if saved is not None else None
         state = record['state'] if record is not None else None
@@ -168,16 +172,24 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
         if state is not None:  # making the iterator draws nothing from it (a generator of its own)
             restore_rng_state(state)
         self.dataloader.batch_sampler.passes = self._epoch  # the keys' epoch, for a sampler without one
-        if done:
+        trained = 0 < done == length  # saved by iteration at the epoch's last batch, before its end
+        if trained:
+            after = self._epoch + 2 <= self._max_epochs
+            self.runner.logger.info(
+                f'resume: epoch {self._epoch + 1} had trained all its {length} batches (saved at its '
+                f'last iteration, before its end): nothing is trained again, its end runs now'
+                + (f' and the run goes on at the first batch of epoch {self._epoch + 2}' if after else '')
+            )
+        elif done:
             self.runner.logger.info(
                 f'resume: epoch {self._epoch + 1} continues at batch {done + 1} of {length} '
                 f'(the first {done} are skipped, nothing loaded)'
             )
             progress = SkipProgress(self.runner.logger, done, self.skip_log_interval)
             self.dataloader.batch_sampler.skip_next(done, progress)
-        batches = iter(self.dataloader)
-        for idx, data_batch in enumerate(batches, start=done):
-            self.run_iter(idx, data_batch)
+        if not trained:  # an epoch trained whole before the stop loads nothing
+            for idx, data_batch in enumerate(iter(self.dataloader), start=done):
+                self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')
         self._epoch += 1
 
@@ -214,9 +226,7 @@ class _ResumedIterator:
         loader, logger = self.loop.dataloader, self.loop.runner.logger
         per_pass = len(loader)
         sampler = loader.batch_sampler.sampler
-        passes, rest = (
-            divmod(self.skip, per_pass) if hasattr(sampler, 'epoch') and per_pass else (0, self.skip)
-        )
+        passes, rest = divmod(self.skip, per_pass) if makes_passes(loader) and per_pass else (0, self.skip)
         logger.info(
             f'resume: iteration {self.skip + 1} is batch {rest + 1} of pass {passes + 1} over the '
             f'training data; the {self.skip} batches already trained are skipped, nothing loaded'
