@@ -14,6 +14,13 @@ Same arguments and file names as mmengine 0.10.7's; three things differ:
   (:func:`save_on_all_ranks`).
 * **A ``save_best`` the validation does not report** is a :class:`~dna_mm.errors.ConfigError`
   naming the keys it reports (mmengine: a ``KeyError`` traceback).
+* **A resume in another layout** (another number of processes or batch per process:
+  ``DnARunner.resumed_layout``) numbers iterations anew, so the saved run's ``iter_8.pth`` is
+  another point of training than this run's. ``max_keep_ckpts`` goes on keeping the newest
+  checkpoints of the run: the kept ones saved before the resume are tracked by file name, not by
+  number (``keep_ckpt_ids`` holds their names). A checkpoint saved before the resume that this run
+  would overwrite with its own of the same name is moved aside first, to
+  ``iter_8_earlier_layout.pth`` (:data:`EARLIER_LAYOUT`; one INFO line), and pruned in its turn.
 
 ``--resume`` reads the files in the order of :func:`resume_candidates` and skips one that does
 not load (``DnARunner.load_or_resume``). A checkpoint written out of schedule (on preemption,
@@ -27,9 +34,11 @@ import copy
 import os
 import os.path as osp
 import re
-from typing import Callable, Optional
+from collections import deque
+from typing import Any, Callable, Optional, Union
 
 from mmengine.dist import is_main_process
+from mmengine.fileio import LocalBackend
 from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
@@ -39,8 +48,14 @@ from .ranks import any_rank
 
 #: the message-hub key naming a checkpoint written out of schedule (removed by the next one)
 INTERIM_INFO = 'interim_ckpt'
+#: the name a checkpoint saved before a resume in another layout is moved to when the resumed
+#: run writes one of its name (``iter_8.pth`` -> ``iter_8_earlier_layout.pth``; then ``..._2``, ...)
+EARLIER_LAYOUT = '{stem}_earlier_layout{n}{ext}'
 #: the training checkpoints of a work dir that ``--resume`` may fall back to
-CHECKPOINT_NAME = re.compile(r'(epoch|iter|preempted_iter)_\d+\.pth')
+CHECKPOINT_NAME = re.compile(r'(epoch|iter|preempted_iter)_\d+(_earlier_layout(_\d+)?)?\.pth')
+#: a kept checkpoint: a step of this run's layout (its file ``filename_tmpl.format(step)``), or
+#: the file name of one saved before a resume in another layout
+KeptCheckpoint = Union[int, str]
 LAST_CHECKPOINT = 'last_checkpoint'
 
 
@@ -117,7 +132,95 @@ class _DeferredRemovals:
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
     """mmengine's ``CheckpointHook`` (same arguments) with whole-file writes, pruning after a
-    successful save, and a save that all ranks agree on (module docstring)."""
+    successful save, a save that all ranks agree on, and the checkpoints of a run resumed in
+    another layout kept apart from its own (module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: resumed in another layout with checkpoints named by iteration: a file of a name this run
+        #: writes that it did not write itself is another point of training (:meth:`before_train`)
+        self._in_layout = False
+        self._written: set[str] = set()  # the file names this run wrote (in its layout)
+
+    def before_train(self, runner) -> None:
+        """mmengine's, with the kept checkpoints restored here (:meth:`_restore_kept`)."""
+        keep, self.max_keep_ckpts = self.max_keep_ckpts, 0  # mmengine's restore: not by file name
+        try:
+            super().before_train(runner)
+        finally:
+            self.max_keep_ckpts = keep
+        self._in_layout = getattr(runner, 'resumed_layout', None) is not None and not self.by_epoch
+        self._written = set()
+        if keep > 0:
+            self._restore_kept(runner, self._in_layout)
+
+    def _restore_kept(self, runner, in_layout: bool) -> None:
+        """``keep_ckpt_ids`` from the message hub (mmengine's restore): the oldest beyond
+        ``max_keep_ckpts`` removed; after a resume in another layout (``in_layout``: iterations
+        numbered anew) the saved steps become their file names, which stay right."""
+        kept: list[KeptCheckpoint] = list(runner.message_hub.get_info('keep_ckpt_ids') or [])
+        if in_layout:
+            kept = [self._name(k) for k in kept]
+        while len(kept) > self.max_keep_ckpts:
+            expired = kept.pop(0)
+            if is_main_process():
+                self._remove(self._path(expired))
+        self.keep_ckpt_ids = deque(kept, self.max_keep_ckpts)
+        if in_layout:  # a checkpoint written before the next scheduled one (preemption) holds these
+            runner.message_hub.update_info('keep_ckpt_ids', kept)
+
+    def _name(self, kept: KeptCheckpoint) -> str:
+        """The file name of a kept checkpoint."""
+        return kept if isinstance(kept, str) else self.filename_tmpl.format(kept)
+
+    def _path(self, kept: KeptCheckpoint) -> str:
+        return self.file_backend.join_path(self.out_dir, self._name(kept))
+
+    def _kept_names(self) -> list[str]:
+        """The kept checkpoints saved before a resume in another layout (tracked by file name)."""
+        return [k for k in getattr(self, 'keep_ckpt_ids', ()) if isinstance(k, str)]
+
+    def _set_aside_earlier(self, runner, filename: str, step: int) -> None:
+        """Before this run writes ``filename`` (main process): a file of that name saved before
+        the resume in another layout (a kept one tracked by name, or one this run did not write
+        since it resumed in another layout) is another point of training; it is moved to
+        :data:`EARLIER_LAYOUT`, and kept as long as it was."""
+        path = self.file_backend.join_path(self.out_dir, filename)
+        names = self._kept_names()
+        if filename in self._written or not (filename in names or self._in_layout):
+            return
+        stem, ext = osp.splitext(filename)
+        n = 1
+        aside = EARLIER_LAYOUT.format(stem=stem, n='', ext=ext)
+        while self.file_backend.exists(self.file_backend.join_path(self.out_dir, aside)):
+            n += 1
+            aside = EARLIER_LAYOUT.format(stem=stem, n=f'_{n}', ext=ext)
+        there = self.file_backend.isfile(path) or self.file_backend.isdir(path)
+        if there:
+            self._move(path, self.file_backend.join_path(self.out_dir, aside))
+        if filename in names:  # (renamed even when gone: its expiry must not remove this run's file)
+            self.keep_ckpt_ids = deque(
+                (aside if k == filename else k for k in self.keep_ckpt_ids), self.max_keep_ckpts
+            )
+            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        if not there:
+            return
+        runner.logger.info(
+            f'checkpoint: {filename} was saved before the resume in another layout (another point of '
+            f"training than this run's {'epoch' if self.by_epoch else 'iteration'} {step}): moved to "
+            f'{aside}, not overwritten'
+        )
+
+    def _move(self, src: str, dst: str) -> None:
+        """``src`` (a file, or deepspeed's folder) renamed ``dst``."""
+        if isinstance(self.file_backend, LocalBackend):
+            os.replace(src, dst)
+            return
+        if self.file_backend.isdir(src):
+            self.file_backend.copytree(src, dst)
+        else:
+            self.file_backend.put(self.file_backend.get(src), dst)
+        self._remove(src)
 
     def _save_best_checkpoint(self, runner, metrics: dict) -> None:
         """mmengine's, after a check that each ``save_best`` key is among ``metrics``; the previous
@@ -148,8 +251,13 @@ class AtomicCheckpointHook(CheckpointHook):
                 self._remove(path)
 
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
-        expired = self._keep(runner, step)
         filename = self.filename_tmpl.format(step)
+        if self._in_layout or self._kept_names():  # (the same on every rank: from the checkpoint)
+            save_on_all_ranks(
+                lambda: self._set_aside_earlier(runner, filename, step) if is_main_process() else None,
+                self.file_backend.join_path(self.out_dir, filename),
+            )
+        expired = self._keep(runner, step)
         self.last_ckpt = self.file_backend.join_path(self.out_dir, filename)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
         interim = runner.message_hub.get_info(INTERIM_INFO)
@@ -169,21 +277,25 @@ class AtomicCheckpointHook(CheckpointHook):
             ),
             self.last_ckpt,
         )
+        self._written.add(filename)
         if not is_main_process():
             return
         point_last_checkpoint(runner.work_dir, self.last_ckpt)
         done = [interim] if interim else []
         if expired is not None:
-            done.append(self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(expired)))
+            done.append(self._path(expired))
         for path in done:
             if path != self.last_ckpt:
                 self._remove(path)
 
-    def _keep(self, runner, step: int) -> Optional[int]:
+    def _keep(self, runner, step: int) -> Optional[KeptCheckpoint]:
         """mmengine's ``keep_ckpt_ids`` bookkeeping for ``step`` (recorded before the save, so the
-        checkpoint lists itself); the step whose file goes once the save worked, if any."""
+        checkpoint lists itself); the kept checkpoint whose file goes once the save worked, if
+        any. A step listed already (its file written again) is listed once, as the newest."""
         if self.max_keep_ckpts <= 0 or (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
             return None
+        if step in self.keep_ckpt_ids:
+            self.keep_ckpt_ids.remove(step)
         expired = self.keep_ckpt_ids.popleft() if len(self.keep_ckpt_ids) == self.max_keep_ckpts else None
         self.keep_ckpt_ids.append(step)
         runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))

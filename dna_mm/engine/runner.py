@@ -197,6 +197,8 @@ class DnARunner(Runner):
         self._config_pending, self._training = False, False
         self._resume_extras: Optional[dict] = None  # a loaded checkpoint's meta, rng_state, pending grads
         self._train_loop_cfg: dict = {}  # train_cfg, as the loop was built from it
+        #: the resume's conversion from the checkpoint's layout (None: none; the checkpoint hook reads it)
+        self.resumed_layout: Optional[LayoutConversion] = None
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -504,7 +506,9 @@ class DnARunner(Runner):
         optimizer options and the schedule are the config's, not the checkpoint's (one log line
         names what the config changes: :mod:`dna_mm.engine.resume_settings`). A checkpoint saved
         on another number of processes (or per-process batch) goes on where it stopped in samples
-        seen: its iteration and schedule converted (:meth:`_resume_in_layout`)."""
+        seen: its iteration and schedule converted (:meth:`_resume_in_layout`); one saved on
+        another number of processes that records no layout is a
+        :class:`~dna_mm.errors.CheckpointMismatchError` (:func:`unconvertible_resume`)."""
         config = config_settings(self.optim_wrapper, self.param_schedulers)
         try:
             super().resume(filename, *args, **kwargs)
@@ -531,7 +535,7 @@ class DnARunner(Runner):
                 f'resume from an earlier checkpoint, or start from its weights with a fresh optimizer: '
                 f'load_from={filename}'
             )
-        convert = self._resume_in_layout()
+        convert = self._resume_in_layout(filename)
         changes = apply_config_settings(self.optim_wrapper, self.param_schedulers, config, convert)
         if convert is not None:
             self._log_layout(convert)
@@ -547,14 +551,22 @@ class DnARunner(Runner):
             self.logger.warning(missing)
         self._resume_as_saved()
 
-    def _resume_in_layout(self) -> Optional[LayoutConversion]:
+    def _resume_in_layout(self, filename: str) -> Optional[LayoutConversion]:
         """For a checkpoint saved in another layout (``meta['batch_layout']``,
         :func:`~dna_mm.engine.global_batch.changed_layout`): the loop set to the iteration here
         where the run stopped; returns the conversion (``None``: the same layout, or a checkpoint
-        that records none)."""
-        conversion = changed_layout(self, (self._resume_extras or {}).get('meta', {}))
+        that records none), also kept as :attr:`resumed_layout`. A checkpoint that records no
+        layout, saved on another number of processes, cannot be converted: refused
+        (:func:`unconvertible_resume`) before anything trains."""
+        extras = self._resume_extras or {}
+        meta, rng_state = extras.get('meta'), extras.get('rng_state')
+        refused = unconvertible_resume(filename, meta, rng_state, get_world_size())
+        if refused is not None:
+            raise CheckpointMismatchError(refused)
+        conversion = changed_layout(self, extras.get('meta', {}))
         if conversion is not None:
             self.train_loop._iter = conversion.iter
+        self.resumed_layout = conversion
         return conversion
 
     def _log_layout(self, conversion: LayoutConversion) -> None:
@@ -644,6 +656,30 @@ class DnARunner(Runner):
             )
         self.logger.info(f'Load checkpoint from {filename}')
         return report.checkpoint
+
+
+def _processes(n: int) -> str:
+    return f'{n} process{"es" if n != 1 else ""}'
+
+
+def unconvertible_resume(filename: str, meta: Any, rng_state: Any, world_size: int) -> Optional[str]:
+    """Why ``filename`` cannot be resumed by ``world_size`` processes, or ``None``: it records no
+    layout (``meta['batch_layout']``: dna_mm wrote none before it converted iterations) and its
+    ``rng_state`` says that another number of processes saved it. Its iteration counts batches of
+    that many processes: resumed as saved it would skip or train again part of the run (and its
+    schedule by iteration would be replayed wrong). A checkpoint with no ``rng_state`` (no record
+    of its processes) is not refused."""
+    saved = rng_state.get('world_size') if isinstance(rng_state, dict) else None
+    if BatchLayout.saved(meta) is not None or not isinstance(saved, int) or saved == world_size:
+        return None
+    how = 'tools/train.py CONFIG --resume' if saved == 1 else f'tools/dist_train.sh CONFIG {saved} --resume'
+    return (
+        f'cannot resume {filename}: it was saved by {_processes(saved)}, is resumed by '
+        f"{_processes(world_size)} and records no batch layout (meta['batch_layout'], which dna_mm "
+        f'writes since it converts iterations between layouts), so its iteration cannot be '
+        f'converted; resume it on {_processes(saved)} ({how}), or start from its weights with '
+        f'load_from={filename} (training starts at iteration 0 with a fresh optimizer)'
+    )
 
 
 def _refuse_on_every_rank(refused: Optional[str]) -> None:
