@@ -99,25 +99,29 @@ def test_a_key_frame_put_out_late_does_not_end_the_damage_after_it(tmp_path) -> 
     assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
 
 
+def passed_over(whole: Path, at: float) -> tuple[FrameStream, list]:
+    """``whole`` with 2 % of its bytes random from ``at`` of its length, streamed: ``(stream, its
+    frames)``; every frame handed on is asserted to be the intact
+    file's own, numbered as the file numbers it, to the last (10 s at 25 fps)."""
+    damaged = damaged_copy(whole, whole.with_name(f'damaged {whole.name}'), at=at, share=0.02)
+    intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
+    stream = FrameStream(str(damaged))
+    frames = list(stream)
+    assert all(np.array_equal(f.rgb(), intact[f.pts]) for f in frames)
+    assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
+    return stream, frames
+
+
 @pytest.mark.parametrize('name,codec', [('h264.mkv', 'libx264'), ('vp9.webm', 'libvpx-vp9')])
 def test_data_a_matroska_demuxer_passes_over_is_a_gap(tmp_path, name: str, codec: str) -> None:
     """Matroska's demuxer reads on at the next block it finds after random bytes, and says nothing
     of the packets it lost: the stretch of the file between two packets is the damage, and the
     frames after it (decoded from missing references) are left out to the next key frame."""
     whole = write_video(tmp_path / name, moving_box(64, 48, 10 * FPS), fps=FPS, codec=codec, keyint=FPS)
-    damaged = tmp_path / f'damaged {name}'
-    data = bytearray(whole.read_bytes())
-    start, size = int(len(data) * 0.3), int(len(data) * 0.02)
-    data[start : start + size] = np.random.default_rng(0).bytes(size)
-    damaged.write_bytes(bytes(data))
-    intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
-    stream = FrameStream(str(damaged))
-    frames = list(stream)
+    stream, _ = passed_over(whole, at=0.3)
     (gap,) = stream.gaps
     assert re.fullmatch(r"damaged data \(\d+ bytes FFmpeg's demuxer passed over\)", gap.why)
     assert gap.end == pytest.approx(round(gap.end)) and 1.0 < gap.start < gap.end < 6.0
-    assert all(np.array_equal(f.rgb(), intact[f.pts]) for f in frames)
-    assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
 
 
 def test_an_avis_frames_keep_their_times_after_data_its_demuxer_passed_over(tmp_path) -> None:
@@ -125,18 +129,9 @@ def test_an_avis_frames_keep_their_times_after_data_its_demuxer_passed_over(tmp_
     chunk it finds, counting on from the last frame it read. The frames after the gap keep the
     numbers the AVI's index gives them (the times of the intact file), and are its own."""
     whole = write_video(tmp_path / 'w.avi', moving_box(64, 48, 10 * FPS), fps=FPS, keyint=FPS)
-    damaged = tmp_path / 'd.avi'
-    data = bytearray(whole.read_bytes())
-    start, size = int(len(data) * 0.45), int(len(data) * 0.02)
-    data[start : start + size] = np.random.default_rng(0).bytes(size)
-    damaged.write_bytes(bytes(data))
-    intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
-    stream = FrameStream(str(damaged))
-    frames = list(stream)
+    stream, frames = passed_over(whole, at=0.45)
     (gap,) = stream.gaps
     assert gap.end == pytest.approx(round(gap.end)) and 1.0 < gap.start < gap.end < 6.0
-    assert all(np.array_equal(f.rgb(), intact[f.pts]) for f in frames)
-    assert [f.index for f in frames] == [round(f.time * FPS) for f in frames] and frames[-1].index == 249
     assert frames[-1].time == pytest.approx(9.96)
 
 
