@@ -28,9 +28,9 @@ import numpy as np
 
 from dna_mm.errors import ConfigError
 
-from ..synthetic.videos import pack_bframes, panning_clip
+from ..synthetic.videos import X264_CPU_INDEPENDENT, pack_bframes, panning_clip
 
-X264 = {'preset': 'veryfast', 'crf': '23'}
+X264 = {'preset': 'veryfast', 'crf': '23', 'x264-params': X264_CPU_INDEPENDENT}
 #: SVT-AV1's fastest preset on one core (its default takes a thread pool sized by the cores)
 SVT_AV1 = {'preset': '12', 'g': '8', 'svtav1-params': 'lp=1'}
 
@@ -68,7 +68,9 @@ def _h264(**options) -> dict:
 KINDS: dict[str, VideoKind] = {
     'h264_bframes': VideoKind('h264_bframes.mp4', 'libx264', _h264()),  # x264's 3 B-frames
     'h264_open_gop': VideoKind(
-        'h264_open_gop.mp4', 'libx264', {**X264, 'x264-params': 'keyint=8:min-keyint=8:scenecut=0:open-gop=1'}
+        'h264_open_gop.mp4',
+        'libx264',
+        {**X264, 'x264-params': f'keyint=8:min-keyint=8:scenecut=0:open-gop=1:{X264_CPU_INDEPENDENT}'},
     ),
     'h264_mkv': VideoKind('h264.mkv', 'libx264', _h264()),
     'h264_mkv_no_cues': VideoKind('h264_no_cues.mkv', 'libx264', _h264(), container={'live': '1'}),

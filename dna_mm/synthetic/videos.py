@@ -20,6 +20,9 @@ from ..datasets.video_reader import VOP_START
 #: libx264's frame threads: fixed, for files that are the same bytes on every machine and every
 #: run (with FFmpeg's default threading, x264's output differs with the cores it is given)
 X264_THREADS = 4
+#: x264's switch for the same output on every CPU: its assembly takes other approximations on
+#: other processors (an AMD EPYC and an Intel Xeon wrote different files from the same frames)
+X264_CPU_INDEPENDENT = 'cpu-independent=1'
 
 
 def write_video(
@@ -48,7 +51,9 @@ def write_video(
                 stream = container.add_stream(codec, rate=Fraction(fps))
                 pix_fmt = 'yuvj420p' if codec == 'mjpeg' else 'yuv420p'  # MJPEG: full range
                 stream.height, stream.width, stream.pix_fmt = *image.shape[:2], pix_fmt
-                options = {'preset': 'veryfast', 'crf': '23'} if codec == 'libx264' else {}
+                options = {}
+                if codec == 'libx264':
+                    options = {'preset': 'veryfast', 'crf': '23', 'x264-params': X264_CPU_INDEPENDENT}
                 if bit_rate:
                     stream.bit_rate = bit_rate
                 if b_frames is not None:
@@ -58,7 +63,7 @@ def write_video(
                     if codec == 'libx264':
                         options.update(keyint_min=str(keyint), sc_threshold='0')
                 stream.options = options
-                if codec == 'libx264':  # x264's output depends on its threads: the same file on every machine
+                if codec == 'libx264':  # and on its threads: the same file on every machine
                     context = stream.codec_context
                     context.thread_count, context.thread_type = X264_THREADS, 'FRAME'
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format='rgb24')))
