@@ -39,7 +39,7 @@ from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.registry import HOOKS
 from torch import nn
 
-from .global_batch import BatchLayout, changed_layout
+from .global_batch import BatchLayout
 
 #: the checkpoint key of the pending gradients
 PENDING_KEY = 'pending_grads'
@@ -141,7 +141,7 @@ class PendingGradsHook(Hook):
         if saved is None:
             return
         saved_iter, grads, meta = saved
-        moved = changed_layout(runner, meta)  # saved in another layout: its iteration here
+        moved = getattr(runner, 'resumed_layout', None)  # the runner's conversion: its iteration here
         if (saved_iter if moved is None else moved.iter) != runner.iter:  # weights only (load_from)
             return
         steps = passes_pending(runner.optim_wrapper)

@@ -104,8 +104,8 @@ def test_a_key_frame_put_out_late_does_not_end_the_damage_after_it(tmp_path) -> 
 
 def passed_over(whole: Path, at: float) -> tuple[FrameStream, list]:
     """``whole`` with 2 % of its bytes random from ``at`` of its length, streamed: ``(stream, its
-    frames)``; every frame handed on is asserted to be the intact
-    file's own, numbered as the file numbers it, to the last (10 s at 25 fps)."""
+    frames)``; every frame handed on is asserted to be the intact file's own, numbered as the file
+    numbers it, to the last (10 s at 25 fps)."""
     damaged = damaged_copy(whole, whole.with_name(f'damaged {whole.name}'), at=at, share=0.02)
     intact = {f.pts: f.rgb() for f in FrameStream(str(whole))}
     stream = FrameStream(str(damaged))
