@@ -51,7 +51,8 @@ the frames after it are scored (status 1); damage that no key frame follows ends
 where it starts, said (status 1). A video that cannot be read at all is one line and status 1,
 as without ``--over-time``. An output naming an input is refused.
 ``--out-video y.mp4`` (implies ``--over-time``; ``.mp4 .m4v .mov .mkv``) writes the video at its
-own size, rate and length with the current top-k and a strip of the segments on every frame,
+own size (a frame under 240 lines enlarged by a whole factor, so that the overlay reads), rate
+and length with the current top-k and a strip of the segments on every frame,
 its audio kept; ``--relevance`` overlays where the model looks in each window (the relevance maps
 of tools/analysis/relevance_maps.py: for DnA the positive branch in orange and the negative in
 blue, side by side with ``both``). docs/inference.md shows the output.

@@ -4,12 +4,17 @@
 own size, upright), draws on every frame (:mod:`.overlay`) the top-k of the window whose cell
 holds the frame (:func:`~.segments.cell_bounds`: the window nearest in time) and the strip of
 the segments with a cursor, and encodes it with the input's frame timestamps: the same size
-(shown size, upright), rate and length. H.264 (``libx264``, CRF 20) when PyAV's FFmpeg has it,
-MPEG-4 Part 2 otherwise. The first audio stream is copied packet for packet when the output
-container takes its codec, else re-encoded to AAC; an input without audio gives a video without.
+(shown size, upright; a small one enlarged, below), rate and length. H.264 (``libx264``, CRF
+20) when PyAV's FFmpeg has it, MPEG-4 Part 2 otherwise. The first audio stream is copied packet
+for packet when the output container takes its codec, else re-encoded to AAC; an input without
+audio gives a video without.
 
-An odd width or height (which 4:2:0 H.264 cannot hold) is padded by one pixel, repeating the
-edge, and said so.
+A frame too small for the overlay to be readable on it (under 240 lines, or too narrow for its
+longest line of text: :func:`~.overlay.enlargement`) is enlarged by the smallest whole factor
+that makes it so, each pixel a square block (nearest neighbour: the frame is shown as it is,
+only larger), before the overlay (and ``relevance``) is drawn at the enlarged size; said in one
+line. An odd width or height (which 4:2:0 H.264 cannot hold) is padded by one pixel, repeating
+the edge, and said so.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..utils.files import atomic_path
 from .frame_stream import FrameStream
-from .overlay import Layout, annotate, strip_image
+from .overlay import Layout, annotate, enlargement, overlay_texts, strip_image
 from .predictor import OverTime
 from .segments import Segment, cell_bounds
 
@@ -123,6 +128,11 @@ class _Writer:
         self.container.close()
 
 
+def _enlarge(rgb: np.ndarray, factor: int) -> np.ndarray:
+    """Each pixel of ``rgb`` a ``factor`` x ``factor`` block."""
+    return rgb if factor == 1 else rgb.repeat(factor, axis=0).repeat(factor, axis=1)
+
+
 def _even(rgb: np.ndarray) -> np.ndarray:
     h, w = rgb.shape[:2]
     if h % 2 == 0 and w % 2 == 0:
@@ -155,7 +165,8 @@ def write_annotated_video(
     windows = result.windows
     bounds = cell_bounds([w.start for w in windows], [w.end for w in windows], result.duration)
     tops = [w.top(topk) for w in windows]
-    layout, strip, padded = None, None, False
+    texts = overlay_texts(tops, names, result.duration)
+    layout, strip, padded, factor, size = None, None, False, 1, None
     muxer, audio_ok = CONTAINERS[Path(out).suffix.lower()]
     with atomic_path(out) as tmp:
         holder: dict = {}
@@ -167,11 +178,16 @@ def write_annotated_video(
             for frame in source:
                 rgb = frame.rgb()
                 if writer.video is None:
+                    size = rgb.shape[1], rgb.shape[0]
+                    factor = enlargement(*size, texts)
+                    rgb = _enlarge(rgb, factor)
                     even = _even(rgb)
                     padded = even.shape != rgb.shape
-                    layout = Layout.for_height(rgb.shape[0])
+                    layout = Layout.for_frame(rgb.shape[1], rgb.shape[0], texts)
                     strip = strip_image(rgb.shape[1], layout, segments, result.duration, names)
                     writer.open_video(even.shape[1], even.shape[0])
+                else:
+                    rgb = _enlarge(rgb, factor)
                 k = int(np.clip(np.searchsorted(bounds, frame.time, side='right') - 1, 0, len(windows) - 1))
                 maps = relevance(k, frame.index, (rgb.shape[1], rgb.shape[0])) if relevance else None
                 drawn = annotate(rgb, frame.time, tops[k], strip, result.duration, layout, names, maps)
@@ -181,6 +197,15 @@ def write_annotated_video(
         finally:
             writer.close()
             source.close()
-    if padded:
+    if factor > 1:
+        w, h = size
+        big = f'{w * factor + (w * factor) % 2}x{h * factor + (h * factor) % 2}'
+        print(
+            f'note: {result.video} is {w}x{h}, too small for a readable overlay: {out} is {big}, '
+            f'enlarged {factor}x (each pixel a {factor}x{factor} block)'
+            + (', padded by one pixel to an even size' if padded else ''),
+            flush=True,
+        )
+    elif padded:
         print(f'note: {result.video} has an odd width or height; {out} is padded by one pixel', flush=True)
     return Path(out)

@@ -11,7 +11,9 @@ segments, and where the model looks (optional). Pure drawing on ``[H, W, 3]`` ui
   branches side by side when there are two.
 
 Colours are the Okabe–Ito palette (colour-blind safe), class ``c`` taking colour ``c mod 8``.
-Text and strip scale with the frame's height (readable from 240 to 2160 lines).
+Text and strip scale with the frame's height (readable from 240 to 2160 lines), the text made
+smaller where its longest line would not fit the frame's width (:meth:`Layout.for_frame`, down
+to the size of 240 lines); a frame too small for that is enlarged first (:func:`enlargement`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ def clock(seconds: float) -> str:
     return f'{int(seconds // 60)}:{seconds % 60:04.1f}'
 
 
+#: the fewest lines the overlay is readable on; its text is never smaller than on them
+READABLE_LINES = 240
+#: the longest side :func:`enlargement` makes (beyond it a line too long for the frame is cut)
+MAX_SIDE = 4096
+
+
 @dataclass
 class Layout:
     """Sizes for a frame of ``height`` lines: font scale, line thickness, line height, strip height."""
@@ -59,10 +67,84 @@ class Layout:
     line: int
     strip: int
 
+    @property
+    def pad(self) -> int:
+        """The top-k panel's margin: the frame needs a line's width plus ``4 * pad``."""
+        return max(2, self.line // 4)
+
     @classmethod
-    def for_height(cls, height: int) -> Layout:
-        font = min(1.6, max(0.3, height / 720))
+    def for_height(cls, height: int, font: Optional[float] = None) -> Layout:
+        """The sizes of ``height`` lines (``font``: another font scale, the rest following it)."""
+        if font is None:
+            font = min(1.6, max(0.3, height / 720))
         return cls(font, max(1, round(1.6 * font)), max(10, round(30 * font)), max(6, round(height * 0.045)))
+
+    @classmethod
+    def for_frame(cls, width: int, height: int, texts: Sequence[str] = ()) -> Layout:
+        """:meth:`for_height`, its font made smaller until each of ``texts`` (the lines drawn:
+        :func:`overlay_texts`) fits a frame ``width`` wide, but not smaller than the font of
+        :data:`READABLE_LINES` lines (a line still too long is then cut, :func:`fit_text`)."""
+        layout = cls.for_height(height)
+        if fits(texts, layout, width):
+            return layout
+        lo, hi = min(layout.font, cls.for_height(READABLE_LINES).font), layout.font
+        for _ in range(12):  # the largest font that fits, to 1/4096 of the range
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(texts, cls.for_height(height, mid), width) else (lo, mid)
+        return cls.for_height(height, lo)
+
+
+def text_width(text: str, layout: Layout) -> int:
+    """Pixels ``text`` takes drawn at ``layout`` (its dark outline included)."""
+    import cv2
+
+    return cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, layout.font, layout.thick)[0][0] + 2
+
+
+def fits(texts: Sequence[str], layout: Layout, width: int) -> bool:
+    """Whether each of ``texts`` fits the top-k panel (or beside the clock) of a frame ``width`` wide."""
+    return all(text_width(t, layout) + 4 * layout.pad <= width for t in texts)
+
+
+def fit_text(text: str, layout: Layout, width: int) -> str:
+    """``text``, cut (``..`` at its end) to fit a frame ``width`` wide as :func:`fits` says."""
+    if fits([text], layout, width):
+        return text
+    for n in range(len(text) - 1, 0, -1):
+        cut = text[:n].rstrip() + '..'
+        if fits([cut], layout, width):
+            return cut
+    return text[:1]
+
+
+def topk_labels(top: Sequence[tuple[int, float]], names: Optional[Sequence[str]]) -> list[str]:
+    """The top-k panel's lines, ``score  name``."""
+    return [f'{s:.2f}  {names[c] if names else f"class {c}"}' for c, s in top]
+
+
+def clock_text(t: float, duration: float) -> str:
+    return f'{clock(t)} / {clock(duration)}'
+
+
+def overlay_texts(
+    tops: Sequence[Sequence[tuple[int, float]]], names: Optional[Sequence[str]], duration: float
+) -> list[str]:
+    """Every line of text a video's overlay draws: the top-k panels' lines of all its windows
+    (``tops``) and its longest clock."""
+    lines = {label for top in tops for label in topk_labels(top, names)}
+    return sorted(lines) + [clock_text(duration, duration)]
+
+
+def enlargement(width: int, height: int, texts: Sequence[str] = ()) -> int:
+    """The whole factor a ``width`` x ``height`` frame is enlarged by before the overlay is drawn
+    on it: the smallest that gives it :data:`READABLE_LINES` lines and room for the longest of
+    ``texts`` at their size on those lines (:func:`fits`; a narrow frame needs that); 1 for a
+    frame that has both. The room is given up to :data:`MAX_SIDE` pixels a side."""
+    tall = max(1, -(-READABLE_LINES // height))
+    smallest = Layout.for_height(READABLE_LINES)
+    need = max((text_width(t, smallest) + 4 * smallest.pad for t in texts), default=0)
+    wide = -(-need // width)
+    return max(tall, min(wide, MAX_SIDE // max(width, height)))
 
 
 def _text(img: np.ndarray, text: str, org: tuple[int, int], layout: Layout, rgb=(255, 255, 255)) -> None:
@@ -89,10 +171,9 @@ def draw_topk(
     if not top:
         return
     h, w = img.shape[:2]
-    pad = max(2, layout.line // 4)
-    labels = [f'{s:.2f}  {names[c] if names else f"class {c}"}' for c, s in top]
-    width = max(cv2.getTextSize(t, cv2.FONT_HERSHEY_SIMPLEX, layout.font, layout.thick)[0][0] for t in labels)
-    width = min(w - 2 * pad, width + 2 * pad)
+    pad = layout.pad
+    labels = [fit_text(t, layout, w) for t in topk_labels(top, names)]
+    width = min(w - 2 * pad, max(text_width(t, layout) for t in labels) + 2 * pad)
     _shade(img, pad, pad, pad + width, pad + layout.line * len(top) + pad)
     for k, ((c, s), label) in enumerate(zip(top, labels, strict=True)):
         base = pad + layout.line * (k + 1)
@@ -133,9 +214,8 @@ def draw_strip(img: np.ndarray, strip: np.ndarray, t: float, duration: float, la
     img[h - s :] = strip
     x = int(round(t / duration * (w - 1))) if duration > 0 else 0
     cv2.line(img, (x, h - s - max(2, s // 3)), (x, h - 1), (255, 255, 255), max(1, layout.thick))
-    text = f'{clock(t)} / {clock(duration)}'
-    (tw, _), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, layout.font, layout.thick)
-    _text(img, text, (w - tw - 4, h - s - max(4, s // 2)), layout)
+    text = clock_text(t, duration)
+    _text(img, text, (max(0, w - text_width(text, layout) - 2), h - s - max(4, s // 2)), layout)
 
 
 def blend_relevance(img: np.ndarray, maps: dict[str, np.ndarray], opacity: float = 0.6) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""The annotated video (tools/infer.py --out-video): the input's size, rate, length and audio,
-the top-k and the segment strip on every frame; the tiny recognizer of test_over_time.py."""
+"""The annotated video (tools/infer.py --out-video): the input's size (a frame too small for the
+overlay enlarged), rate, length and audio, the top-k and the segment strip on every frame; the
+tiny recognizer of test_over_time.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_over_time import moving_box, run, tiny  # noqa: F401  (the module's checkpoint fixture)
+from conftest import DEMO_CONFIG
+from test_over_time import TINY, infer, moving_box, run, tiny  # noqa: F401  (the module's checkpoint fixture)
 
 from dna_mm.over_time.motion_video import mux_tone
 from dna_mm.over_time.overlay import PALETTE, Layout, annotate, strip_image
@@ -63,13 +65,20 @@ def probe(path: Path) -> dict:
         )
 
 
+def white(frame: np.ndarray) -> np.ndarray:
+    """Where ``frame`` is white: the overlay's text and cursor (the moving box is red, the rest dark)."""
+    return (frame > 190).all(axis=2)
+
+
 def test_the_annotated_video_keeps_size_rate_length_and_audio(tiny, tmp_path, capsys) -> None:  # noqa: F811
-    src = write_with_audio(tmp_path / 'holiday.mp4', moving_box(192, 128, 100))  # 4 s
+    """From 240 lines up the annotated video is the input's size (here 256 lines)."""
+    src = write_with_audio(tmp_path / 'holiday.mp4', moving_box(320, 256, 100))  # 4 s
     out = tmp_path / 'annotated.mp4'
     assert run(tiny, src, '--out-video', str(out), '--stride', '0.5', '--topk', '3') == 0
-    assert f'wrote the annotated video {out}' in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f'wrote the annotated video {out}' in printed and 'enlarged' not in printed
     before, after = probe(src), probe(out)
-    assert after['size'] == before['size'] == (192, 128) and after['rate'] == 25
+    assert after['size'] == before['size'] == (320, 256) and after['rate'] == 25
     assert len(after['frames']) == len(before['frames']) == 100
     assert after['audio'][0] == 'aac' and after['audio'][1] == pytest.approx(before['audio'][1], abs=0.07)
     for a, b in zip(before['frames'][::20], after['frames'][::20], strict=True):
@@ -80,20 +89,85 @@ def test_the_annotated_video_keeps_size_rate_length_and_audio(tiny, tmp_path, ca
 
 
 def test_a_video_without_audio_rotated_and_of_odd_size(tiny, tmp_path, capsys) -> None:  # noqa: F811
-    """Upright at its shown size (a 90-degree display rotation turns 96x64 into 64x96); no
-    audio in, none out; an odd size is padded to even, with a note."""
+    """Upright at its shown size (a 90-degree display rotation turns 96x64 into 64x96, enlarged
+    3x to 240 lines and more); no audio in, none out; an odd size is padded to even, with a note."""
     src = write_with_audio(tmp_path / 'phone.mp4', moving_box(96, 64, 30), audio=None, rotation=90)
     out = tmp_path / 'phone annotated.mkv'
     assert run(tiny, src, '--out-video', str(out)) == 0
     got = probe(out)
-    assert got['size'] == (64, 96) and got['audio'] is None and len(got['frames']) == 30
+    assert got['size'] == (192, 288) and got['audio'] is None and len(got['frames']) == 30
     odd = tmp_path / 'odd.mkv'
     from dna_mm.synthetic.videos import write_video
 
     write_video(odd, moving_box(65, 49, 20), fps=10, codec='mjpeg')
     assert run(tiny, odd, '--out-video', str(tmp_path / 'odd annotated.mp4')) == 0
+    assert 'is 326x246, enlarged 5x (each pixel a 5x5 block), padded by one pixel' in capsys.readouterr().out
+    assert probe(tmp_path / 'odd annotated.mp4')['size'] == (326, 246)  # 5 x (65, 49), padded
+    write_video(odd, moving_box(481, 241, 20), fps=10, codec='mjpeg')
+    assert run(tiny, odd, '--out-video', str(tmp_path / 'odd annotated.mp4')) == 0
     assert 'is padded by one pixel' in capsys.readouterr().out
-    assert probe(tmp_path / 'odd annotated.mp4')['size'] == (66, 50)
+    assert probe(tmp_path / 'odd annotated.mp4')['size'] == (482, 242)
+
+
+def test_a_small_video_is_enlarged_for_a_readable_overlay(tiny, tmp_path, capsys) -> None:  # noqa: F811
+    """64x48 (the demo's size): written 5x as large, 320x240 (the overlay's readable minimum),
+    each pixel a 5x5 block; the top-k panel and the clock inside the frame, the strip at the bottom."""
+    from dna_mm.synthetic.videos import write_video
+
+    src = write_video(tmp_path / 'demo.mp4', moving_box(64, 48, 50), fps=25, codec='libx264')
+    out = tmp_path / 'demo annotated.mp4'
+    assert run(tiny, src, '--out-video', str(out), '--topk', '4') == 0
+    printed = capsys.readouterr().out
+    assert f'{src} is 64x48, too small for a readable overlay: {out} is 320x240, enlarged 5x' in printed
+    before, after = probe(src), probe(out)
+    assert after['size'] == (320, 240) and len(after['frames']) == 50
+    for a, b in zip(before['frames'][::10], after['frames'][::10], strict=True):
+        big = a.repeat(5, axis=0).repeat(5, axis=1).astype(int)
+        assert np.abs(big - b.astype(int))[70:200].mean() < 6  # the video, enlarged, between the overlays
+        text = white(b)
+        panel, clock = text[:60], text[180:224]  # 4 lines of 10 rows; the clock above the strip
+        assert panel[:, :5].sum() == 0 and panel[:, -5:].sum() == 0 and panel[:, 5:150].sum() > 100
+        assert clock[:, :100].sum() == 0 and clock[:, -5:].sum() == 0 and clock[:, 200:].sum() > 40
+        diff = np.abs(big - b.astype(int)).mean(axis=2)
+        assert diff[-6:].mean() > 40  # the strip
+
+
+@pytest.mark.parametrize(('size', 'enlarged'), [((320, 64), (1280, 256)), ((64, 320), (128, 640))])
+def test_a_wide_or_narrow_video_keeps_the_overlay_in_the_frame(tiny, tmp_path, size, enlarged) -> None:  # noqa: F811
+    """Very wide (320x64: 4x, to 256 lines) or very narrow (64x320: 240 lines, but a label does
+    not fit 64 pixels: 2x, the font made as small as 240 lines' to fit 128 pixels)."""
+    from dna_mm.synthetic.videos import write_video
+
+    src = write_video(tmp_path / 'clip.mp4', moving_box(*size, 20), fps=25, codec='libx264')
+    out = tmp_path / 'annotated.mp4'
+    assert run(tiny, src, '--out-video', str(out), '--topk', '5') == 0
+    got = probe(out)
+    assert got['size'] == enlarged
+    w, h = enlarged
+    for frame in got['frames'][::5]:
+        text = white(frame)
+        strip = round(h * 0.045)  # the cursor reaches a third of it above it
+        panel, clock = text[: h // 8], text[h - h // 8 : h - strip - strip // 3 - 1]
+        assert panel[:, :3].sum() == 0 and panel[:, -4:].sum() == 0 and panel.sum() > 200
+        assert clock[:, :3].sum() == 0 and clock[:, -2:].sum() == 0 and clock.sum() > 40
+
+
+def test_the_enlargement() -> None:
+    """The smallest whole factor to 240 lines and room for the widest line of text; none above."""
+    from dna_mm.over_time.overlay import Layout, enlargement, fits, overlay_texts
+
+    texts = overlay_texts([[(1, 0.5), (3, 0.25)]], ['still', 'horizontal', 'vertical', 'diagonal'], 24.0)
+    assert texts[-1] == '0:24.0 / 0:24.0' and '0.50  horizontal' in texts
+    sizes = {(64, 48): 5, (32, 32): 8, (65, 49): 5, (320, 64): 4, (64, 320): 2, (320, 240): 1}
+    sizes[1920, 1080] = 1
+    for (w, h), factor in sizes.items():
+        assert enlargement(w, h, texts) == factor, (w, h)
+        assert h * factor >= 240 and fits(texts, Layout.for_frame(w * factor, h * factor, texts), w * factor)
+    long = ['1.00  using remote controller (not gaming)']
+    assert enlargement(64, 480, long) == 4  # its 42 characters need 243 pixels
+    assert Layout.for_frame(720, 1280, long).font < Layout.for_height(1280).font  # portrait: smaller
+    assert Layout.for_frame(1280, 720, long) == Layout.for_height(720)  # it fits: as before
+    assert enlargement(16, 4000, long) == 1  # no more than 4096 pixels a side: the label is cut
 
 
 def test_audio_the_container_cannot_take_is_re_encoded(tiny, tmp_path) -> None:  # noqa: F811
@@ -128,8 +202,9 @@ def test_relevance_is_drawn_per_branch(tiny, tmp_path, capsys) -> None:  # noqa:
     assert run(tiny, src, '--out-video', str(both), '--relevance', 'both') == 0
     assert 'relevance maps of the' in capsys.readouterr().out
     a, b = np.stack(probe(plain)['frames']).astype(int), np.stack(probe(both)['frames']).astype(int)
-    middle = slice(20, 50)  # below the top-k panel, above the strip
-    left, right = b[:, middle, :48] - a[:, middle, :48], b[:, middle, 48:] - a[:, middle, 48:]
+    assert a.shape[1:3] == b.shape[1:3] == (256, 384)  # 4x
+    middle = slice(80, 200)  # below the top-k panel, above the strip
+    left, right = b[:, middle, :192] - a[:, middle, :192], b[:, middle, 192:] - a[:, middle, 192:]
     assert (left[..., 0] - left[..., 2]).mean() > 10  # orange, where the positive branch looks
     assert (right[..., 2] - right[..., 0]).max() > 40  # blue, where the negative branch looks
     # softmax (the DnA checkpoint's shared weights): its one map is drawn as the positive branch;
@@ -160,3 +235,38 @@ def test_relevance_is_drawn_per_branch(tiny, tmp_path, capsys) -> None:  # noqa:
         run(tiny, src, '--out-video', str(tmp_path / 'x.mp4'), '--relevance', 'both', *softmax,
             cfg=('model.backbone.attn_cfg=softmax',))  # fmt: skip
     assert ' - ' not in capsys.readouterr().out  # no window scored
+
+
+def test_relevance_on_an_enlarged_video_covers_the_view(tiny, tmp_path) -> None:  # noqa: F811
+    """64x48 enlarged 5x with --relevance pos: the map is drawn over the part of the enlarged
+    frame the model's view covers (a centre crop: Resize to 32 lines, keeping the ratio, then
+    32x32: the middle 0.75 of the width, 5 x 7.5 to 5 x 56.5 pixels), nothing beside it."""
+    from dna_mm.synthetic.videos import write_video
+
+    config = tmp_path / 'cropped.py'
+    config.write_text(
+        f'_base_ = [{DEMO_CONFIG!r}]\n'
+        'test_dataloader = dict(dataset=dict(pipeline=[\n'
+        "    dict(type='DecordInit', io_backend='disk'),\n"
+        "    dict(type='SampleFrames', clip_len=8, frame_interval=2, num_clips=1, test_mode=True),\n"
+        "    dict(type='DecordDecode'),\n"
+        "    dict(type='Resize', scale=(-1, 32)),\n"
+        "    dict(type='CenterCrop', crop_size=32),\n"
+        "    dict(type='FormatShape', input_format='NCTHW'),\n"
+        "    dict(type='PackActionInputs'),\n"
+        ']))\n'
+    )
+    src = write_video(tmp_path / 'demo.mp4', moving_box(64, 48, 40), fps=25, codec='libx264')
+    ckpt, names = tiny
+    frames = {}
+    for name, extra in (('plain', ()), ('pos', ('--relevance', 'pos'))):
+        out = tmp_path / f'{name}.mp4'
+        args = [str(config), str(ckpt), str(src), '--label-map', str(names), '--out-video', str(out), *extra]
+        assert infer.main([*args, '--cfg-options', *TINY]) == 0
+        frames[name] = np.stack(probe(out)['frames']).astype(int)
+    a, b = frames['plain'], frames['pos']
+    assert a.shape[1:3] == b.shape[1:3] == (240, 320)
+    tint = (b - a)[:, 70:200]  # below the top-k panel, above the strip
+    orange = tint[..., 0] - tint[..., 2]
+    assert np.abs(tint[:, :, :30]).mean() < 3 and np.abs(tint[:, :, -30:]).mean() < 3  # outside the view
+    assert orange[:, :, 45:275].mean() > 10  # inside it
