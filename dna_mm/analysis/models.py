@@ -270,6 +270,14 @@ def mismatch_advice(config: str) -> str:
     )
 
 
+def _settings(module: nn.Module) -> dict:
+    """The variant (a DnA member's) and gate of one attention, as a study method names them."""
+    variant = getattr(module, 'variant', None)
+    settings = dict(variant=variant if isinstance(variant, str) and variant in DNA_VARIANTS else None)
+    settings['gated'] = bool(getattr(module, 'gated', False))
+    return settings
+
+
 def member_label(module: nn.Module) -> str:
     """How figures name one attention: as the study names its method
     (:func:`~dna_mm.analysis.plots.study.method_label` of the module's class, variant and gate:
@@ -277,34 +285,54 @@ def member_label(module: nn.Module) -> str:
     from ..family import method_of
     from .plots.study import method_label
 
-    variant = getattr(module, 'variant', None)
-    settings = dict(variant=variant if isinstance(variant, str) and variant in DNA_VARIANTS else None)
-    settings['gated'] = bool(getattr(module, 'gated', False))
-    return method_label(method_of(type(module).__name__, settings))
+    return method_label(method_of(type(module).__name__, _settings(module)))
 
 
-def model_label(model: nn.Module, name: str) -> str:
-    """How figures and reports name a run of ``model`` by default: the label of its attention
-    member (:func:`member_label`), where one member (one variant, gated or not) holds every
-    attention, or holds them with the layers its own per-layer rule gives another member (Cog's
-    softmax first and last layer: :meth:`~dna_mm.models.attention.AttentionBase.layer_config`);
-    ``name`` (the config's) where the members are mixed otherwise, or the model has none."""
+def member_method(module: nn.Module) -> str:
+    """The member of one attention as a study method: its member's short name (a subclass's its
+    member's: timm's ``TimmDnAAttention`` is ``dna``), variant and gate (``softmax``,
+    ``dna:qpm_vpm``, ``dna:apm+gated``); a member without a short name by its class name."""
+    from ..family import method_of
+    from ..models.sites import attention_kind
+
+    return method_of(attention_kind(module), _settings(module))
+
+
+def _one_member(model: nn.Module, key: Callable[[nn.Module], str]) -> Optional[str]:
+    """``key`` of the attentions of ``model`` where one member (one variant, gated or not) holds
+    every attention, or holds them with the layers its own per-layer rule gives another member
+    (Cog's softmax first and last layer: :meth:`~dna_mm.models.attention.AttentionBase.layer_config`);
+    ``None`` where the members are mixed otherwise, or the model has none."""
     from ..models.sites import find_attention_sites
 
     try:
         sites = find_attention_sites(model)
     except UnsupportedModelError:
-        return name
-    labels = {member_label(s.module) for s in sites}
-    if len(labels) == 1:
-        return labels.pop()
+        return None
+    keys = {key(s.module) for s in sites}
+    if len(keys) == 1:
+        return keys.pop()
     num_layers = max(s.layer for s in sites) + 1
     for cls in dict.fromkeys(type(s.module) for s in sites):
         if all(_layer_type(cls, s.layer, num_layers) is type(s.module) for s in sites):
-            own = {member_label(s.module) for s in sites if type(s.module) is cls}
+            own = {key(s.module) for s in sites if type(s.module) is cls}
             if len(own) == 1:
                 return own.pop()
-    return name
+    return None
+
+
+def model_label(model: nn.Module, name: str) -> str:
+    """How figures and reports name a run of ``model`` by default: the label of its attention
+    member (:func:`member_label`) where one member holds its attentions (:func:`_one_member`);
+    ``name`` (the config's) where the members are mixed, or the model has none."""
+    return _one_member(model, member_label) or name
+
+
+def model_member(model: nn.Module) -> Optional[str]:
+    """The attention member of ``model`` as a study method (:func:`member_method`), which the
+    figures colour its runs by, where one member holds its attentions (:func:`_one_member`);
+    ``None`` where the members are mixed, or the model has none."""
+    return _one_member(model, member_method)
 
 
 def _layer_type(cls: type, layer: int, num_layers: int) -> Optional[type]:

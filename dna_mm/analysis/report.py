@@ -2,8 +2,10 @@
 
 Report layout (``schema = 'dna_mm.analysis/1'``; numbers are plain floats, entropies in nats)::
 
-    label, config, checkpoint, num_samples, accuracy (clean top-1 on the analysed samples, if known)
-                (label: as given, else the model's own: AnalysisModel.label, e.g. 'DnA (A±)')
+    label, member, config, checkpoint, num_samples, accuracy (clean top-1 on the analysed samples, if known)
+                (label: as given, else the model's own: AnalysisModel.label, e.g. 'DnA (A±)';
+                member: its attention member as a study method, models.model_member, e.g. 'dna:apm',
+                null where its members are mixed: the figures colour the run by it)
     settings   {analyses, top_k_percent, intruder_k, intruder_eps, with_coefficient, sigmas,
                 noise_space, center, seed}
     sites      [{site, layer, group, kind, branches, num_heads, variant (DnA: its variant, 'apm' ...)}]
@@ -46,7 +48,7 @@ from .collector import (
     summed_counts,
 )
 from .measures import alpha_stats
-from .models import AnalysisModel
+from .models import AnalysisModel, model_member
 
 SCHEMA = 'dna_mm.analysis/1'
 #: ``DnAAttention``'s initial α (its ``alpha_init`` default and the converters' value)
@@ -120,6 +122,7 @@ def analyze(
     report: dict = dict(
         schema=SCHEMA,
         label=label or am.label,
+        member=model_member(am.model),
         num_samples=0,
         settings=dict(
             analyses=list(analyses),

@@ -1,5 +1,6 @@
-"""Figures, one module per consumer, one look (:mod:`.style`: palette, line styles, panels, the
-legend below them, error bars; figures outside pyplot, written by the Agg renderer):
+"""Figures, one module per consumer, one look (:mod:`.style`: a colour per attention member, the
+same in every figure; line styles, panels, the legend below them, error bars; figures outside
+pyplot, written by the Agg renderer):
 
 * :mod:`.analyses` — the analyses' figures (``tools/analysis/analyze_attention.py``):
   :data:`PLOTTERS`, one ``plot_*`` per analysis;

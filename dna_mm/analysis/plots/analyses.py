@@ -7,8 +7,9 @@ returns the path (``None`` when no report has that analysis); :data:`PLOTTERS` n
 
 Conventions, the same in every figure (:mod:`.style`):
 
-* colour = the run (Okabe–Ito colour-blind-safe palette); line style = the branch: the
-  positive branch solid, the negative branch dashed, single-map attentions dotted;
+* colour = the run's attention member (the report's ``member``, else its ``label``), the same
+  on every figure (:func:`.style.run_colors`: a colour-blind-safe palette); line style = the
+  branch: the positive branch solid, the negative branch dashed, single-map attentions dotted;
 * one legend for the figure, below the panels (runs, then branch styles), never over the data;
 * panels of one quantity share their y axis, and the axis is anchored where the quantity has
   a meaning: α on a scale holding 0 (no negative branch), 1 and its 0.5 initialisation; entropy
@@ -26,16 +27,17 @@ from matplotlib.patches import Patch
 
 from ..collector import histogram_quantiles, summed_counts
 from ..report import ALPHA_INIT
+from .study import method_label
 from .style import (
     BRANCH_STYLE,
     branch_handles,
-    color,
     color_handles,
     finish,
     grid,
     group_title,
     line,
     panel,
+    run_colors,
     style_handle,
 )
 
@@ -56,15 +58,28 @@ def _layers(reports: Sequence[dict], key: str) -> list[int]:
     return sorted({r['layer'] for r in _records(reports, key)})
 
 
-def _having(reports: Sequence[dict], key: str) -> list[tuple[int, dict]]:
-    """``(colour index, report)`` of the reports that have the analysis ``key``."""
-    return [(i, rep) for i, rep in enumerate(reports) if rep.get(key)]
+def _member(report: dict) -> str:
+    """What a run is coloured by: its attention member (``member``, a study method) as the study
+    names it (:func:`.study.method_label`); a run without one (of mixed members, or an earlier
+    release's report) by its ``label``."""
+    return method_label(report['member']) if report.get('member') else report['label']
 
 
-def _run_handles(runs: Sequence[tuple[int, dict]]) -> list:
-    """A legend entry per ``(colour index, report)``, in the colour its lines are drawn in (a run
-    left out of a figure keeps the others' colours: :func:`_having`)."""
-    return color_handles([rep['label'] for _, rep in runs], [i for i, _ in runs])
+def _colored(reports: Sequence[dict]) -> list[tuple[str, dict]]:
+    """``(colour, report)`` of every report: its member's (:func:`_member`), among all the
+    reports (:func:`.style.run_colors`)."""
+    return list(zip(run_colors([_member(rep) for rep in reports]), reports, strict=True))
+
+
+def _having(reports: Sequence[dict], key: str) -> list[tuple[str, dict]]:
+    """``(colour, report)`` of the reports that have the analysis ``key`` (a run left out of a
+    figure leaves the others' colours as they are)."""
+    return [(c, rep) for c, rep in _colored(reports) if rep.get(key)]
+
+
+def _run_handles(runs: Sequence[tuple[str, dict]]) -> list:
+    """A legend entry per ``(colour, report)``, in the colour its lines are drawn in."""
+    return color_handles([rep['label'] for _, rep in runs], [c for c, _ in runs])
 
 
 def _series(records: list[dict], group: str, field: str, branch: Optional[str] = None):
@@ -96,12 +111,12 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
     lo, hi = min(0.0, *values), max(1.0, *values)
     pad = 0.05 * (hi - lo)
     for ax, group in zip(panels, groups, strict=True):
-        for i, rep in have:
+        for c, rep in have:
             x, mean, rows = _series(rep['alpha'], group, 'mean')
             if x:
                 lows, highs = [r['min'] for r in rows], [r['max'] for r in rows]
-                ax.fill_between(x, lows, highs, color=color(i), alpha=0.18, lw=0)
-                line(ax, x, mean, i)
+                ax.fill_between(x, lows, highs, color=c, alpha=0.18, lw=0)
+                line(ax, x, mean, c)
         for init in inits:
             ax.axhline(init, color='0.35', ls=(0, (4, 3)), lw=1)
         ax.axhline(0, color='0.6', lw=0.8)
@@ -111,11 +126,11 @@ def plot_alpha(reports: Sequence[dict], path: str) -> Optional[str]:
         )
         if ax is not panels[0]:
             ax.tick_params(labelleft=False)
-    for i, rep in have:
+    for c, rep in have:
         for j, group in enumerate(groups):
             x, std, _ = _series(rep['alpha'], group, 'std')
             if x:
-                line(spread, x, std, i, GROUP_STYLES[j % 4])
+                line(spread, x, std, c, GROUP_STYLES[j % 4])
     spread.set_ylim(0, max(0.1, 1.15 * max(r['std'] for r in recs)))
     panel(spread, 'spread over heads', 'std of α over heads', layers)
     handles = _run_handles(have)
@@ -138,7 +153,7 @@ def _per_branch(
     layers = _layers(reports, key)
     branches: list[str] = []
     for ax, group in zip(axes, groups, strict=True):
-        for i, rep in enumerate(reports):
+        for c, rep in _colored(reports):
             for branch in ('pos', 'neg', 'attn'):
                 x, y, rows = _series(rep.get(key) or [], group, field, branch)
                 if not x:
@@ -146,9 +161,9 @@ def _per_branch(
                 if branch not in branches:
                     branches.append(branch)
                 ls, mk = BRANCH_STYLE[branch]
-                line(ax, x, y, i, ls, mk)
+                line(ax, x, y, c, ls, mk)
                 if faint:
-                    line(ax, x, [r[faint] for r in rows], i, ls, mk, ms=2.5, alpha=0.35)
+                    line(ax, x, [r[faint] for r in rows], c, ls, mk, ms=2.5, alpha=0.35)
         panel(ax, group_title(group), ylabel if ax is axes[0] else None, layers)
     return fig, axes, groups, _run_handles(_having(reports, key)) + branch_handles(branches)
 
@@ -207,14 +222,13 @@ def _boxes(ax, reports: Sequence[dict], key: str, group: str) -> list[int]:
     have = _having(reports, key)
     width = 0.7 / max(1, len(have))
     drawn = []
-    for slot, (i, rep) in enumerate(have):
+    for slot, (c, rep) in enumerate(have):
         for rec in sorted((r for r in rep[key] if r['group'] == group), key=lambda r: r['layer']):
             h = rec['histogram']
             q05, q25, q50, q75, q95 = histogram_quantiles(
                 h['counts'], h['edges'], (0.05, 0.25, 0.5, 0.75, 0.95)
             )
             x = rec['layer'] + (slot - (len(have) - 1) / 2) * width
-            c = color(i)
             ax.vlines(x, q05, q95, color=c, lw=1.0)
             ax.bar(x, q75 - q25, width * 0.8, bottom=q25, color=c, alpha=0.35, edgecolor=c, lw=1)
             ax.hlines(q50, x - width * 0.4, x + width * 0.4, color=c, lw=2)
@@ -247,7 +261,7 @@ def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
             if r < len(rows) - 1:
                 ax.set_xlabel('')
     handles = []
-    for i, rep in enumerate(reports):
+    for c, rep in _colored(reports):
         s = rep.get('summary') or {}
         parts = [
             f"{'C' if k == 'cvv' else 'cos'} mean {s[k]['mean']:.2f}, median {s[k]['median']:.2f}"
@@ -255,7 +269,7 @@ def plot_cvv(reports: Sequence[dict], path: str) -> Optional[str]:
             if k in s
         ]
         if parts:
-            handles.append(Patch(facecolor=color(i), alpha=0.6, label=f"{rep['label']} ({'; '.join(parts)})"))
+            handles.append(Patch(facecolor=c, alpha=0.6, label=f"{rep['label']} ({'; '.join(parts)})"))
     return finish(
         fig,
         path,
@@ -278,25 +292,25 @@ def plot_intruders(reports: Sequence[dict], path: str) -> Optional[str]:
     width = 0.8 / len(have)
     for ax, group in zip(axes, groups, strict=True):
         last = 1  # the highest count drawn (at least 1)
-        for slot, (i, rep) in enumerate(have):
+        for slot, (c, rep) in enumerate(have):
             recs = [r for r in rep['intruders'] if r['group'] == group]
             if not recs:
                 continue
             hist = summed_counts(r['histogram'] for r in recs).double().numpy()
             last = max(last, int(np.flatnonzero(hist).max(initial=0)))
             x = np.arange(len(hist)) + (slot - (len(have) - 1) / 2) * width
-            ax.bar(x, hist / hist.sum(), width, color=color(i))
+            ax.bar(x, hist / hist.sum(), width, color=c)
         ax.set_xlim(-0.6, last + 0.6)
         ax.set_ylim(0, 1)
         ylabel = 'fraction of (sample, head, layer)' if ax is axes[0] else None
         panel(ax, group_title(group), ylabel, range(last + 1), 'intruder dimensions', grid='y')
     handles = [
         Patch(
-            color=color(i),
+            color=c,
             label=f"{rep['label']} (all attentions: mean {rep['summary']['intruders']['mean']:.2f}, "
             f"mode {rep['summary']['intruders']['mode']})",
         )
-        for i, rep in have
+        for c, rep in have
     ]
     rec0 = have[0][1]['intruders'][0]
     return finish(
@@ -324,11 +338,11 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
     layers = [lay['layer'] for e in entries for lay in e['layers']]
     top = max(lay['distance'] for e in entries for lay in e['layers'])
     for ax, sigma in zip(axes, sigmas, strict=False):  # (and the accuracy panel)
-        for i, rep in have:
+        for c, rep in have:
             for e in rep['robustness']:
                 if e['sigma'] in (0.0, sigma):
                     x, y = [lay['layer'] for lay in e['layers']], [lay['distance'] for lay in e['layers']]
-                    line(ax, x, y, i, '-' if e['sigma'] == 0 else '--')
+                    line(ax, x, y, c, '-' if e['sigma'] == 0 else '--')
         psnrs = [e['psnr'] for e in entries if e['sigma'] == sigma and e.get('psnr') is not None]
         title = f'σ = {sigma:g}' + (f' (PSNR {np.mean(psnrs):.1f} dB)' if psnrs else '')
         panel(ax, title, None, layers)
@@ -337,11 +351,11 @@ def plot_robustness(reports: Sequence[dict], path: str) -> Optional[str]:
             ax.tick_params(labelleft=False)
     axes[0].set_ylabel('token distance within a clip\n(mean 1 − cos between patch tokens)', fontsize=8.5)
     if with_acc:
-        for i, rep in have:
+        for c, rep in have:
             pts = sorted(
                 (e['sigma'], 100 * e['accuracy']) for e in rep['robustness'] if e.get('accuracy') is not None
             )
-            line(axes[-1], [p[0] for p in pts], [p[1] for p in pts], i)
+            line(axes[-1], [p[0] for p in pts], [p[1] for p in pts], c)
         axes[-1].set_ylim(0, 102)
         panel(axes[-1], 'accuracy on the analysed samples', 'top-1 (%)', None, 'noise σ')
     settings = have[0][1].get('settings') or {}

@@ -1,7 +1,8 @@
 """The denoising study's figures (``tools/analysis/study.py``; the summary of
 :func:`dna_mm.analysis.study.summarize`): accuracy and attention on the target against the
-number of distractors, and the attention on the target per layer; mean ± std over seeds, a
-colour per method (:mod:`.style`), each named as its member says (:func:`method_label`)."""
+number of distractors, and the attention on the target per layer; mean ± std over seeds, each
+method named as its member says (:func:`method_label`) and in its member's colour, the same on
+every figure (:func:`.style.run_colors`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from .style import (
     grid,
     group_title,
     panel,
+    run_colors,
     style_handle,
 )
 
@@ -76,7 +78,14 @@ LIKENESS_NAMES = {
 
 
 def _method_handles(methods: Sequence[str]) -> list:
+    """A legend entry per method, named and coloured by its member (:func:`_method_colors`)."""
     return color_handles([method_label(m) for m in methods])
+
+
+def _method_colors(methods: Sequence[str]) -> list[str]:
+    """Each method's colour: its member's, by the label :func:`method_label` gives it (as its
+    legend entry's, :func:`_method_handles`)."""
+    return run_colors([method_label(m) for m in methods])
 
 
 def _seeds_note(summary: dict) -> str:
@@ -101,6 +110,7 @@ def plot_accuracy_vs_distractors(
     uniform: dict = {}
     tops = [1e-3]
     last = None
+    colors = _method_colors(methods)
     for i, m in enumerate(methods):
         for like in likeness:
             pts = sorted(
@@ -113,7 +123,7 @@ def plot_accuracy_vs_distractors(
             ls = LIKENESS_STYLE.get(like, '-')
             xs = np.array([p[0] for p in pts], dtype=float)
             xs_all.update(p[0] for p in pts)
-            error_bars(acc, xs + offsets[i], [p[2] for p in pts], i, ls)
+            error_bars(acc, xs + offsets[i], [p[2] for p in pts], colors[i], ls)
             rows = []
             for n, name, _ in pts:
                 recs = [
@@ -135,7 +145,7 @@ def plot_accuracy_vs_distractors(
                     tops.append(top['mean'] + (top['std'] or 0))
             if rows:
                 x = np.array([r[0] for r in rows], dtype=float) + offsets[i]
-                error_bars(mass_ax, x, [r[1] for r in rows], i, ls)
+                error_bars(mass_ax, x, [r[1] for r in rows], colors[i], ls)
     ticks = sorted(xs_all)
     acc.axhline(100 / 4, color='0.45', ls=(0, (4, 3)), lw=1)
     acc.set_ylim(0, 102)
@@ -191,6 +201,7 @@ def plot_target_mass(summary: dict, path: str, set_name: str) -> Optional[str]:
     top = max(r['mean'] + (r['std'] or 0) for m in methods for r in recs[m])
     top = max(top, max(r['uniform'] for m in methods for r in recs[m]))
     used: list[str] = []
+    colors = _method_colors(methods)
     for row, (region, branches, label) in enumerate(rows):
         for col, group in enumerate(groups):
             ax = axes[row][col]
@@ -217,7 +228,7 @@ def plot_target_mass(summary: dict, path: str, set_name: str) -> Optional[str]:
                     if branch not in used:
                         used.append(branch)
                     x = np.array([r['layer'] for r in sel]) + offsets[(2 * i + j) % len(offsets)]
-                    error_bars(ax, x, sel, i, *BRANCH_STYLE[branch])
+                    error_bars(ax, x, sel, colors[i], *BRANCH_STYLE[branch])
             ax.set_ylim(0, min(1.0, 1.12 * top))
             title = f'{group_title(group)}: {label}'
             panel(ax, title, 'share of attention' if col == 0 else None, layers)

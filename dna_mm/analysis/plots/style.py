@@ -1,6 +1,11 @@
 """The look every figure of :mod:`dna_mm.analysis.plots` shares: palette, line styles, panels,
 the one legend below them, error bars and the PNG.
 
+Colour = the run's attention member, the same on every figure (the analyses', the study's): a
+known member has its own colour (:data:`MEMBER_COLORS`) wherever it is drawn; a run of another
+member, or a second run of one in the same figure, takes the next colour no known member has
+(:func:`run_colors`).
+
 Figures are :class:`matplotlib.figure.Figure` objects, not pyplot's: nothing here selects or
 changes matplotlib's backend, and :func:`save` writes the PNG with the Agg renderer whatever
 backend the importing program uses.
@@ -8,15 +13,39 @@ backend the importing program uses.
 
 from __future__ import annotations
 
+import colorsys
+import itertools
 import math
 import textwrap
 from typing import Optional, Sequence
 
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-#: Okabe & Ito (2008), distinguishable under the common colour-vision deficiencies
-COLORS = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#F0E442']
+#: the palette, distinguishable under the common colour-vision deficiencies: Okabe & Ito (2008)
+#: (their yellow last: faint on white), then Tol's muted (2021); past its end :func:`color`
+#: makes more
+COLORS = [
+    *('#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000'),
+    *('#332288', '#88CCEE', '#44AA99', '#117733', '#999933', '#DDCC77', '#CC6677', '#882255', '#AA4499'),
+    '#F0E442',
+]
+#: each known member's colour, by its method (as the study's ``--methods`` names it): a gate
+#: takes its member's lighter tone, DnA's variants cool colours of their own
+MEMBER_COLORS = {
+    'dna': '#0072B2',  # blue
+    'softmax': '#D55E00',  # vermillion
+    'diff': '#CC79A7',  # reddish purple
+    'gated': '#E69F00',  # orange: softmax + gate
+    'dna+gated': '#56B4E9',  # sky blue: DnA + gate
+    'sigmoid': '#999933',  # olive
+    'cog': '#882255',  # wine
+    'dna:apm': '#332288',  # indigo
+    'dna:apm_alpha': '#88CCEE',  # cyan
+    'dna:qpm_v': '#44AA99',  # teal
+    'dna:q_vpm': '#AA4499',  # purple
+}
 #: (line style, marker) of each measured map: the branches of a two-branch attention, the map
 #: of a single-map attention and the map a two-branch attention applies
 BRANCH_STYLE = {'pos': ('-', 'o'), 'neg': ('--', 's'), 'attn': (':', '^'), 'combined': ('-.', 'D')}
@@ -30,8 +59,34 @@ DPI = 130
 
 
 def color(i: int) -> str:
-    """The colour of run (or method) ``i``."""
-    return COLORS[i % len(COLORS)]
+    """The palette's colour ``i``: :data:`COLORS`, then hues a golden angle apart (never two alike)."""
+    if i < len(COLORS):
+        return COLORS[i]
+    return to_hex(colorsys.hls_to_rgb((0.1 + 0.381966 * (i - len(COLORS))) % 1.0, 0.4, 0.7))
+
+
+def member_colors() -> dict[str, str]:
+    """:data:`MEMBER_COLORS` by method and by the label figures give each member
+    (:func:`~.study.method_label`: ``'DnA (Q±V±)'``, ``'gated softmax'``)."""
+    from .study import method_label  # (the study's figures import this module)
+
+    return {**MEMBER_COLORS, **{method_label(m): c for m, c in MEMBER_COLORS.items()}}
+
+
+def run_colors(members: Sequence[str]) -> list[str]:
+    """The colour of each run of a figure, by its member (a method or a member's label,
+    :func:`member_colors`): a known member's own colour for its first run; every other run (of a
+    member not known here, a label that names none, or a second run of one member) the next
+    palette colour (:func:`color`) no known member has, in the order given. No two runs share
+    a colour, and none takes a known member's."""
+    known = member_colors()
+    reserved = set(known.values())
+    free = (c for c in map(color, itertools.count()) if c not in reserved)
+    colors: list[str] = []
+    for member in members:
+        own = known.get(member)
+        colors.append(own if own is not None and own not in colors else next(free))
+    return colors
 
 
 def figure(width: float, height: float) -> Figure:
@@ -69,13 +124,11 @@ def finish(fig: Figure, path: str, title: str, handles: Sequence, note: Optional
     return save(fig, path, note, bottom - 0.02)
 
 
-def color_handles(labels: Sequence[str], indices: Optional[Sequence[int]] = None) -> list:
-    """One legend entry per run (or method), in its colour: that of its index in ``indices``
-    (default ``0, 1, …``: the runs drawn are all the runs)."""
-    indices = range(len(labels)) if indices is None else indices
-    return [
-        Line2D([], [], color=color(i), lw=2.2, label=label) for i, label in zip(indices, labels, strict=True)
-    ]
+def color_handles(labels: Sequence[str], colors: Optional[Sequence[str]] = None) -> list:
+    """One legend entry per run (or method) in its colour: ``colors``, by default the labels'
+    own (:func:`run_colors`: labels that name members, as the study's do)."""
+    colors = run_colors(labels) if colors is None else colors
+    return [Line2D([], [], color=c, lw=2.2, label=label) for c, label in zip(colors, labels, strict=True)]
 
 
 def style_handle(label: str, ls='-', color: str = '0.25', **kwargs) -> Line2D:
@@ -115,15 +168,17 @@ def panel(
         ax.set_xticks(sorted(set(ticks)))
 
 
-def line(ax, x: Sequence, y: Sequence, i: int, ls='-', marker: str = 'o', ms: float = 3.5, **kwargs) -> None:
-    """One run's line (colour ``i``) with markers."""
-    ax.plot(x, y, ls, marker=marker, ms=ms, color=color(i), **kwargs)
+def line(
+    ax, x: Sequence, y: Sequence, color: str, ls='-', marker: str = 'o', ms: float = 3.5, **kwargs
+) -> None:
+    """One run's line, in its colour, with markers."""
+    ax.plot(x, y, ls, marker=marker, ms=ms, color=color, **kwargs)
 
 
 def error_bars(
-    ax, x: Sequence, stats: Sequence[dict], i: int, ls='-', marker: str = 'o', ms: float = 3.5
+    ax, x: Sequence, stats: Sequence[dict], color: str, ls='-', marker: str = 'o', ms: float = 3.5
 ) -> None:
-    """One method's line (colour ``i``) through ``stats``' means, ± their ``std`` (none for
+    """One method's line, in its colour, through ``stats``' means, ± their ``std`` (none for
     one seed) as capped error bars."""
     ax.errorbar(
         x,
@@ -133,5 +188,5 @@ def error_bars(
         marker=marker,
         ms=ms,
         capsize=2.5,
-        color=color(i),
+        color=color,
     )
