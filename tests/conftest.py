@@ -209,6 +209,27 @@ def tiny_video_set(tmp_path_factory):
     return ensure_motion_dataset(root, MotionDatasetSpec(train_per_class=2, test_per_class=1))
 
 
+@pytest.fixture(scope='session')
+def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
+    """The tiny demo model as initialised, saved as tools/test.py reads it."""
+    import argparse
+
+    from mmaction.registry import MODELS
+    from mmengine.config import Config, DictAction
+    from mmengine.registry import init_default_scope
+
+    init_default_scope('mmaction')
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(tiny_video_set)]).o)
+    torch.manual_seed(1)
+    model = MODELS.build(cfg.model)
+    path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
+    torch.save(dict(state_dict=model.state_dict()), path)
+    return path
+
+
 def tiny_run_options(root, attn: str = 'dna', epochs: int = 1) -> list[str]:
     """``--cfg-options`` turning the demo config into a seconds-long run on ``root``."""
     opts = [

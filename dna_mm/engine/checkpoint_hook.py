@@ -21,6 +21,9 @@ Same arguments and file names as mmengine 0.10.7's; three things differ:
   number (``keep_ckpt_ids`` holds their names). A checkpoint saved before the resume that this run
   would overwrite with its own of the same name is moved aside first, to
   ``iter_8_earlier_layout.pth`` (:data:`EARLIER_LAYOUT`; one INFO line), and pruned in its turn.
+  So is a ``preempted_iter_8.pth`` saved before the resume that this run's preemption would
+  overwrite (:func:`~dna_mm.engine.preemption.save_preempted`), unless it is the out-of-schedule
+  checkpoint this run went on from, which this run's next checkpoint replaces whatever its name.
 
 ``--resume`` reads the files in the order of :func:`resume_candidates` and skips one that does
 not load (``DnARunner.load_or_resume``). A checkpoint written out of schedule (on preemption,
@@ -113,6 +116,47 @@ def resume_candidates(work_dir: str) -> list[str]:
     return list(dict.fromkeys([named] if named else [])) + [p for p in dict.fromkeys(found) if p != named]
 
 
+def earlier_layout_name(backend: Any, out_dir: str, filename: str) -> str:
+    """The first :data:`EARLIER_LAYOUT` name of ``filename`` (``iter_8_earlier_layout.pth``, then
+    ``..._2``, ...) that ``out_dir`` does not hold."""
+    stem, ext = osp.splitext(filename)
+    n = 1
+    aside = EARLIER_LAYOUT.format(stem=stem, n='', ext=ext)
+    while backend.exists(backend.join_path(out_dir, aside)):
+        n += 1
+        aside = EARLIER_LAYOUT.format(stem=stem, n=f'_{n}', ext=ext)
+    return aside
+
+
+def move_checkpoint(backend: Any, src: str, dst: str) -> None:
+    """``src`` (a file, or deepspeed's folder) renamed ``dst``."""
+    if isinstance(backend, LocalBackend):
+        os.replace(src, dst)
+        return
+    if backend.isdir(src):
+        backend.copytree(src, dst)
+    else:
+        backend.put(backend.get(src), dst)
+    remove_checkpoint(backend, src)
+
+
+def remove_checkpoint(backend: Any, path: str) -> None:
+    """``path`` removed: a file, or deepspeed's folder (nothing where there is neither)."""
+    if backend.isfile(path):
+        backend.remove(path)
+    elif backend.isdir(path):
+        backend.rmtree(path)
+
+
+def set_aside_line(filename: str, aside: str, step: str) -> str:
+    """The INFO line of ``filename`` moved to ``aside`` before this run writes its own at ``step``
+    (``'iteration 8'``)."""
+    return (
+        f'checkpoint: {filename} was saved before the resume in another layout (another point of '
+        f"training than this run's {step}): moved to {aside}, not overwritten"
+    )
+
+
 class _DeferredRemovals:
     """A file backend whose ``remove`` / ``rmtree`` are recorded (:attr:`removals`), not done."""
 
@@ -189,38 +233,19 @@ class AtomicCheckpointHook(CheckpointHook):
         names = self._kept_names()
         if filename in self._written or not (filename in names or self._in_layout):
             return
-        stem, ext = osp.splitext(filename)
-        n = 1
-        aside = EARLIER_LAYOUT.format(stem=stem, n='', ext=ext)
-        while self.file_backend.exists(self.file_backend.join_path(self.out_dir, aside)):
-            n += 1
-            aside = EARLIER_LAYOUT.format(stem=stem, n=f'_{n}', ext=ext)
+        aside = earlier_layout_name(self.file_backend, self.out_dir, filename)
         there = self.file_backend.isfile(path) or self.file_backend.isdir(path)
         if there:
-            self._move(path, self.file_backend.join_path(self.out_dir, aside))
+            move_checkpoint(self.file_backend, path, self.file_backend.join_path(self.out_dir, aside))
         if filename in names:  # (renamed even when gone: its expiry must not remove this run's file)
             self.keep_ckpt_ids = deque(
                 (aside if k == filename else k for k in self.keep_ckpt_ids), self.max_keep_ckpts
             )
             runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
-        if not there:
-            return
-        runner.logger.info(
-            f'checkpoint: {filename} was saved before the resume in another layout (another point of '
-            f"training than this run's {'epoch' if self.by_epoch else 'iteration'} {step}): moved to "
-            f'{aside}, not overwritten'
-        )
-
-    def _move(self, src: str, dst: str) -> None:
-        """``src`` (a file, or deepspeed's folder) renamed ``dst``."""
-        if isinstance(self.file_backend, LocalBackend):
-            os.replace(src, dst)
-            return
-        if self.file_backend.isdir(src):
-            self.file_backend.copytree(src, dst)
-        else:
-            self.file_backend.put(self.file_backend.get(src), dst)
-        self._remove(src)
+        if there:
+            runner.logger.info(
+                set_aside_line(filename, aside, f'{"epoch" if self.by_epoch else "iteration"} {step}')
+            )
 
     def _save_best_checkpoint(self, runner, metrics: dict) -> None:
         """mmengine's, after a check that each ``save_best`` key is among ``metrics``; the previous
@@ -302,7 +327,4 @@ class AtomicCheckpointHook(CheckpointHook):
         return expired
 
     def _remove(self, path: str) -> None:
-        if self.file_backend.isfile(path):
-            self.file_backend.remove(path)
-        elif self.file_backend.isdir(path):  # deepspeed saves folders
-            self.file_backend.rmtree(path)
+        remove_checkpoint(self.file_backend, path)

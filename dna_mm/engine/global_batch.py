@@ -50,6 +50,16 @@ pass length, by all the samples seen: ``i2, again = divmod(i1 · s1, s2)``. The 
 sets the loop to ``i2`` and replays the iteration-based schedule to it
 (:mod:`dna_mm.engine.resume_settings`); a checkpoint without ``batch_layout`` resumes as saved.
 
+``DefaultSampler(round_up=False)`` pads nothing: rank ``r`` gets ``ceil((N - r) / W)`` samples,
+so where ``N`` is not a multiple of ``W`` the ranks' passes can differ by a batch
+(:func:`uneven_passes`: 11 samples on 2 ranks of 1 make passes of 6 and 5 iterations). An
+iteration-based run goes on with each rank in passes of its own length, a sample further apart
+at each pass (an epoch-based one cannot run: its ranks' collectives fall out of step,
+:mod:`dna_mm.engine.loops`), so the samples it has seen are no iteration of another layout: a
+resume in the same processes and batch goes on as saved, one in another layout with such passes
+on either side is refused in one line (:func:`uneven_refusal`). Where every rank's pass is as
+long (a last batch shorter on some ranks), the passes convert as padded ones do.
+
 The other choice, ``--auto-scale-lr`` (mmengine's ``auto_scale_lr``), keeps one optimizer step
 per batch and multiplies the learning rate by ``W · b / base_batch_size`` (Goyal et al., 2017):
 more steps of a smaller batch, which is not the recipe's trajectory. The two are exclusive.
@@ -70,7 +80,7 @@ from mmengine.logging import print_log
 from mmengine.registry import HOOKS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
-from ..errors import ConfigError
+from ..errors import CheckpointMismatchError, ConfigError
 
 #: environment variable holding the number of processes, per mmengine launcher
 WORLD_SIZE_ENV = {'pytorch': 'WORLD_SIZE', 'slurm': 'SLURM_NTASKS', 'mpi': 'OMPI_COMM_WORLD_SIZE'}
@@ -269,7 +279,7 @@ class BatchLayout:
     ``accumulative_counts`` backward passes a step (``W · b · K`` samples), ``iters_per_epoch``
     iterations an epoch, or a pass over the data of an iteration-based run on ``DefaultSampler``
     (``len(train_dataloader)``: ``ceil(N / (W · b))`` for ``N`` samples; 0 where the loader has no
-    length)."""
+    length; rank 0's, the longest, where the ranks' passes differ: :func:`uneven_passes`)."""
 
     world_size: int
     batch_size: int
@@ -286,14 +296,15 @@ class BatchLayout:
         """``W · b · K``, the samples of one optimizer step."""
         return self.per_iter * self.accumulative_counts
 
-    def describe(self, by_epoch: bool = False) -> str:
-        """``'2 processes x 4 clips x 2 accumulation steps'``, ``by_epoch``: with ``' (5 iterations
-        an epoch)'``."""
+    def describe(self, by_epoch: bool = False, by_pass: bool = False) -> str:
+        """``'2 processes x 4 clips x 2 accumulation steps'``; ``by_epoch``: with ``' (5 iterations
+        an epoch)'``, ``by_pass`` (an iteration-based run converted by passes over the data): with
+        ``' (5 iterations a pass over the data)'``."""
         w, b, k = self.world_size, self.batch_size, self.accumulative_counts
+        per = 'an epoch' if by_epoch else 'a pass over the data' if by_pass else ''
         return (
             f'{w} process{"es" if w > 1 else ""} x {b} clip{"s" if b > 1 else ""} x {k} accumulation '
-            f'step{"s" if k > 1 else ""}'
-            + (f' ({self.iters_per_epoch} iterations an epoch)' if by_epoch else '')
+            f'step{"s" if k > 1 else ""}' + (f' ({self.iters_per_epoch} iterations {per})' if per else '')
         )
 
     @classmethod
@@ -309,8 +320,7 @@ class BatchLayout:
             length = 0
         return cls(
             world_size=runner.world_size,
-            # a loader built with a batch sampler (MMDetection's AspectRatioBatchSampler) has none
-            batch_size=int(loader.batch_size or getattr(loader.batch_sampler, 'batch_size', None) or 1),
+            batch_size=loader_batch_size(loader),
             accumulative_counts=max(getattr(w, '_accumulative_counts', 1) for w in wrappers),
             iters_per_epoch=length,
         )
@@ -329,14 +339,46 @@ class BatchLayout:
         return asdict(self)
 
 
+def loader_batch_size(loader: Any) -> int:
+    """``loader``'s batch size; its batch sampler's where it has none itself (a loader built with
+    a batch sampler: MMDetection's ``AspectRatioBatchSampler``)."""
+    return int(loader.batch_size or getattr(loader.batch_sampler, 'batch_size', None) or 1)
+
+
+def _sampler(loader: Any) -> Any:
+    """``loader``'s sampler: its batch sampler's, else (no batch sampler) its own."""
+    sampler = getattr(getattr(loader, 'batch_sampler', None), 'sampler', None)
+    return sampler if sampler is not None else getattr(loader, 'sampler', None)
+
+
 def makes_passes(loader: Any) -> bool:
     """Whether ``loader``'s sampler goes over the data in passes of ``len(loader)`` batches, each
     in its own order (``DefaultSampler``: it has an ``epoch``), rather than as one endless stream
     (``InfiniteSampler``). As the iteration-based loop reads it (:mod:`dna_mm.engine.loops`)."""
-    sampler = getattr(getattr(loader, 'batch_sampler', None), 'sampler', None)
-    if sampler is None:  # no batch sampler: the loader's own
-        sampler = getattr(loader, 'sampler', None)
-    return hasattr(sampler, 'epoch')
+    return hasattr(_sampler(loader), 'epoch')
+
+
+def uneven_passes(loader: Any, world_size: int, batch_size: int) -> Optional[tuple[int, int]]:
+    """The iterations of a pass over the data on the first and on the last of ``world_size``
+    ranks of ``batch_size`` samples, where they differ: ``loader``'s sampler deals the ranks
+    unequal shares and pads none (``DefaultSampler(round_up=False)``: ``ceil((N - r) / W)`` of
+    ``N`` samples to rank ``r``). ``None`` where every rank's pass is as long (a sampler that pads,
+    one process, ``N`` a multiple of ``W``, or shares that make as many batches)."""
+    sampler = _sampler(loader)
+    if getattr(sampler, 'round_up', True) is not False or world_size < 2 or not hasattr(sampler, 'dataset'):
+        return None
+    samples = len(sampler.dataset)
+    drop_last = bool(getattr(getattr(loader, 'batch_sampler', None), 'drop_last', False))
+    first, last = (
+        _batches(max(0, -(-(samples - rank) // world_size)), batch_size, drop_last)
+        for rank in (0, world_size - 1)
+    )
+    return (first, last) if first != last else None
+
+
+def _batches(samples: int, batch_size: int, drop_last: bool) -> int:
+    """The batches of ``batch_size`` that ``samples`` make (``drop_last``: whole ones only)."""
+    return samples // batch_size if drop_last else -(-samples // batch_size)
 
 
 @dataclass(frozen=True)
@@ -350,6 +392,12 @@ class LayoutConversion:
     by_epoch: bool
     saved_iter: int
     passes: bool = True
+
+    @property
+    def by_pass(self) -> bool:
+        """Whether an iteration-based run converts by passes over the data (:func:`layout_iteration`)."""
+        lengths = self.saved.iters_per_epoch and self.now.iters_per_epoch
+        return not self.by_epoch and self.passes and bool(lengths)
 
     def __call__(self, it: int) -> int:
         return layout_iteration(self.saved, self.now, it, self.by_epoch, self.passes)[0]
@@ -365,17 +413,25 @@ class LayoutConversion:
         return layout_iteration(self.saved, self.now, self.saved_iter, self.by_epoch, self.passes)[1]
 
 
-def changed_layout(runner: Any, meta: Any) -> Optional[LayoutConversion]:
-    """The conversion for ``runner``, which resumes a checkpoint (its ``meta``) saved in a layout
-    whose iterations hold another number of samples (or whose epochs another number of
-    iterations). ``None`` when they do not, when the checkpoint records no layout, or when the
-    loop is neither mmengine's epoch- nor iteration-based one (nor a subclass)."""
+def changed_layout(runner: Any, meta: Any, filename: str = 'the checkpoint') -> Optional[LayoutConversion]:
+    """The conversion for ``runner``, which resumes a checkpoint (its ``meta``, read from
+    ``filename``) saved in a layout whose iterations hold another number of samples (or whose
+    epochs another number of iterations). ``None`` when they do not, when the checkpoint records
+    no layout, or when the loop is neither mmengine's epoch- nor iteration-based one (nor a
+    subclass). Where the ranks' passes over the data differ in length (:func:`uneven_passes`):
+    ``None`` in the same processes and batch (each rank goes on in passes of its own, as saved),
+    else a :class:`~dna_mm.errors.CheckpointMismatchError` (:func:`uneven_refusal`)."""
     saved = BatchLayout.saved(meta)
     loop = runner.train_loop
     by_epoch = isinstance(loop, EpochBasedTrainLoop)
     if saved is None or not (by_epoch or isinstance(loop, IterBasedTrainLoop)):
         return None
     now = BatchLayout.of(runner)
+    refused = uneven_refusal(runner.train_dataloader, saved, now, filename)
+    if refused is not None:
+        raise CheckpointMismatchError(refused)
+    if uneven_passes(runner.train_dataloader, now.world_size, now.batch_size):
+        return None  # the saved processes and batch (else refused): this rank's pass is its own
     passes = makes_passes(runner.train_dataloader)
     by_pass = by_epoch or (passes and saved.iters_per_epoch > 0 and now.iters_per_epoch > 0)
     if saved.per_iter == now.per_iter and (not by_pass or saved.iters_per_epoch == now.iters_per_epoch):
@@ -383,6 +439,34 @@ def changed_layout(runner: Any, meta: Any) -> Optional[LayoutConversion]:
     if by_epoch and not (saved.iters_per_epoch and now.iters_per_epoch):
         return None
     return LayoutConversion(saved, now, by_epoch, int(meta.get('iter', 0)), passes)
+
+
+def uneven_refusal(loader: Any, saved: BatchLayout, now: BatchLayout, filename: str) -> Optional[str]:
+    """Why ``filename``, saved in ``saved``, cannot go on in ``now`` (other processes or another
+    batch) when the ranks' passes over the data differ in length in either layout
+    (:func:`uneven_passes`, the module docstring): no iteration of one holds the samples seen in
+    the other. ``None``: the same processes and batch, or passes as long on every rank in both."""
+    if (saved.world_size, saved.batch_size) == (now.world_size, now.batch_size):
+        return None
+    for side, layout in (("the saved run's", saved), ("this run's", now)):
+        uneven = uneven_passes(loader, layout.world_size, layout.batch_size)
+        if uneven is None:
+            continue
+        to_do = (
+            f'start from its weights with load_from={filename}'
+            if layout is saved
+            else 'set train_dataloader.sampler.round_up=True (the default: every pass padded to one length)'
+        )
+        return (
+            f'cannot resume {filename} on {now.describe()}: it was saved on {saved.describe()} and '
+            f'train_dataloader.sampler.round_up=False makes the passes over the '
+            f'{len(_sampler(loader).dataset)} samples of unequal length on {side} ranks '
+            f'({uneven[0]} iterations on rank 0, {uneven[1]} on rank {layout.world_size - 1}): they '
+            f'drift apart, so no iteration of one layout holds the samples seen in the other; resume '
+            f'it on {saved.world_size} process{"es" if saved.world_size > 1 else ""} with '
+            f'train_dataloader.batch_size={saved.batch_size} (as saved), or {to_do}'
+        )
+    return None
 
 
 def layout_iteration(

@@ -37,7 +37,7 @@ from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
 from ..errors import ConfigError
-from .global_batch import makes_passes
+from .global_batch import loader_batch_size, makes_passes, uneven_passes
 from .loader_workers import drop_persistent_workers
 from .rng_state import restore_rng_state, saved_record
 from .sample_seeds import KeyedBatchSampler, key_samples
@@ -72,6 +72,28 @@ def fresh_iterator(dataloader: Any) -> _InfiniteDataloaderIterator:
     (:func:`~dna_mm.engine.loader_workers.drop_persistent_workers`)."""
     drop_persistent_workers(dataloader)
     return _InfiniteDataloaderIterator(dataloader)
+
+
+def refuse_uneven_epochs(loop: Any, world_size: int) -> None:
+    """A :class:`~dna_mm.errors.ConfigError` for an epoch-based ``loop`` on ``world_size`` ranks
+    whose epochs differ in length from rank to rank (``DefaultSampler(round_up=False)``:
+    :func:`~dna_mm.engine.global_batch.uneven_passes`). A rank with an iteration more per epoch
+    meets the others' next collective call with its last one (DDP's gradient all-reduce against
+    a checkpoint's gather, or the next epoch's first iteration): the run hangs, or its ranks train
+    out of step until it hangs at its end. An iteration-based loop runs (each rank goes on in its
+    own passes)."""
+    if not isinstance(loop, EpochBasedTrainLoop):
+        return
+    loader = loop.dataloader
+    uneven = uneven_passes(loader, world_size, loader_batch_size(loader))
+    if uneven is None:
+        return
+    raise ConfigError(
+        f'train_dataloader.sampler.round_up=False gives the {world_size} ranks epochs of unequal length '
+        f'over the {len(loader.dataset)} samples ({uneven[0]} iterations on rank 0, {uneven[1]} on rank '
+        f'{world_size - 1}): their collective calls fall out of step and the run hangs; set round_up=True '
+        f'(the default: each epoch padded to one length)'
+    )
 
 
 def where_in_run(runner: Any) -> str:

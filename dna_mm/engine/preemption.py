@@ -49,18 +49,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import os.path as osp
 import signal
 import threading
 import time
+from functools import partial
 from typing import Any, Optional
 
 from mmengine.dist import is_main_process
+from mmengine.fileio import get_file_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.registry import HOOKS
 
 from ..errors import ConfigError
 from ..utils.parent_death import agent_ended
-from .checkpoint_hook import INTERIM_INFO, point_last_checkpoint, save_on_all_ranks
+from .checkpoint_hook import (
+    INTERIM_INFO,
+    earlier_layout_name,
+    move_checkpoint,
+    point_last_checkpoint,
+    save_on_all_ranks,
+    set_aside_line,
+)
 from .loader_workers import (  # and, at exit, ends the workers made to ignore signals
     watch_worker_deaths,
     workers_die_with_parent,
@@ -199,13 +209,19 @@ def save_preempted(runner) -> str:
     """Save the iteration that just ended as ``CheckpointHook(by_epoch=False)`` would, to
     :data:`PREEMPTED_TMPL` in the checkpoint hook's folder (else the work dir), on every rank
     together, point ``last_checkpoint`` at it and drop the previous out-of-schedule checkpoint;
-    its path."""
+    its path. After a resume in another layout a file of that name saved before it is moved
+    aside first (:func:`set_aside_earlier_preempted`)."""
     hook = next((h for h in runner.hooks if isinstance(h, CheckpointHook)), None)
     out_dir = getattr(hook, 'out_dir', None) or runner.work_dir
     filename = PREEMPTED_TMPL.format(runner.iter + 1)
     backend = getattr(hook, 'file_backend', None)
     path = backend.join_path(out_dir, filename) if backend is not None else f'{out_dir}/{filename}'
     previous = runner.message_hub.get_info(INTERIM_INFO)
+    if getattr(runner, 'resumed_layout', None) is not None:  # (the same on every rank)
+        files = backend or get_file_backend(out_dir)
+        main = is_main_process()
+        aside = partial(set_aside_earlier_preempted, runner, files, out_dir, filename, previous)
+        save_on_all_ranks(aside if main else lambda: None, path)
     runner.message_hub.update_info(INTERIM_INFO, path)  # in the checkpoint: the next one removes it
     save_on_all_ranks(
         lambda: runner.save_checkpoint(
@@ -222,3 +238,21 @@ def save_preempted(runner) -> str:
     if is_main_process() and stale and backend.isfile(stale):
         backend.remove(stale)
     return path
+
+
+def set_aside_earlier_preempted(
+    runner, backend: Any, out_dir: str, filename: str, interim: Optional[str]
+) -> None:
+    """Before a run resumed in another layout (its iterations numbered anew) writes ``filename``
+    (main process): a file of that name in ``out_dir`` was saved before the resume, at another
+    point of training, and is moved to its :data:`~dna_mm.engine.checkpoint_hook.EARLIER_LAYOUT`
+    name (one INFO line), as the checkpoint hook does with an ``iter_N.pth``. Not ``interim``
+    (matched by name: the work dir may have moved since), the out-of-schedule checkpoint the run
+    went on from: this run's next checkpoint replaces that one whatever its name (a
+    ``preempted_iter_N.pth`` of another ``N`` removes it)."""
+    path = backend.join_path(out_dir, filename)
+    if (interim and osp.basename(interim) == filename) or not backend.isfile(path):
+        return
+    aside = earlier_layout_name(backend, out_dir, filename)
+    move_checkpoint(backend, path, backend.join_path(out_dir, aside))
+    runner.logger.info(set_aside_line(filename, aside, f'iteration {runner.iter + 1}'))

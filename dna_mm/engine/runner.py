@@ -48,6 +48,11 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   that holds an earlier run's checkpoints moves them, its ``last_checkpoint`` and config copy
   into ``earlier_run_<time>/`` first (:mod:`dna_mm.engine.earlier_run`); the config copy is
   written once the run's parts are built and its weights loaded (:meth:`DnARunner.dump_config`).
+* **Nothing in the current folder.** On several ranks, a metric that collects the ranks' results
+  through files (mmengine's ``collect_device='cpu'``, the default) does so in the run's log
+  folder, ``<work_dir>/<timestamp>/dist_collect/``, removed after each collection
+  (:meth:`DnARunner.build_evaluator`): mmengine's ``collect_results`` would leave an empty
+  ``.dist_test/`` in the folder the run was started from.
 
 Selected with ``runner_type = 'DnARunner'`` (``configs/_base_/default_runtime*.py``);
 :func:`build_runner`, which dna_mm's tools call, uses it for configs without ``runner_type``
@@ -64,6 +69,7 @@ from typing import Any, Callable, Optional, Union
 
 from mmengine.config import Config
 from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
+from mmengine.evaluator import Evaluator
 from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import MMLogger
@@ -104,7 +110,7 @@ from .loader_workers import (
     watch_worker_deaths,
     workers_die_with_parent,
 )
-from .loops import RESUMABLE_TWINS, ResumableLoopMixin
+from .loops import RESUMABLE_TWINS, ResumableLoopMixin, refuse_uneven_epochs
 from .non_finite import non_finite_optimizer_state
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
@@ -115,6 +121,8 @@ from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, r
 
 #: how a config names mmengine's ``CheckpointHook`` (built as ``AtomicCheckpointHook``)
 STOCK_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook', CheckpointHook)
+#: the folder of the run's log folder where the ranks' results are collected (mmengine: ./.dist_test)
+COLLECT_DIR = 'dist_collect'
 #: the default hooks mmengine 0.10.7 knows by name (``None`` removes one of them)
 MMENGINE_DEFAULT_HOOKS = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
 
@@ -218,6 +226,22 @@ class DnARunner(Runner):
             workers_die_with_parent(loader)
         return loader
 
+    def build_evaluator(self, evaluator: Union[dict, list, Evaluator]) -> Evaluator:
+        """mmengine's (for validation and testing); each metric that collects the ranks' results
+        through files (``collect_device='cpu'``) without a ``collect_dir`` of its own collects them
+        in :data:`COLLECT_DIR` of this run's log folder, the same on every rank (mmengine broadcasts
+        the timestamp), which mmengine's ``collect_results`` removes after each collection. Left
+        to itself it makes ``.dist_test/`` in the current folder, a folder of its own inside for
+        each collection, and removes only the latter: every test or validation on several ranks
+        left an empty ``.dist_test/`` where the user ran it. On several machines the work dir is
+        then the folder the ranks share (as ``--resume`` needs it), not the current one."""
+        built = super().build_evaluator(evaluator)
+        for metric in built.metrics:
+            by_files = getattr(metric, 'collect_device', None) == 'cpu'
+            if by_files and getattr(metric, 'collect_dir', '') is None:  # ('': a metric without the option)
+                metric.collect_dir = osp.join(self.log_dir, COLLECT_DIR)
+        return built
+
     def build_optim_wrapper(self, optim_wrapper: Union[Optimizer, OptimWrapper, dict]) -> OptimWrapper:
         """mmengine's; its optimizers step once per set of options
         (:func:`~dna_mm.engine.step_by_options.wrapper_steps_by_options`)."""
@@ -226,10 +250,13 @@ class DnARunner(Runner):
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """mmengine's; one log line when the loop or the hooks the config names cannot resume
         exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook`` and a
-        ``PendingGradsHook``)."""
+        ``PendingGradsHook``). An epoch-based loop whose ranks' epochs differ in length, which
+        would hang, is a :class:`~dna_mm.errors.ConfigError`
+        (:func:`~dna_mm.engine.loops.refuse_uneven_epochs`)."""
         if isinstance(loop, dict):
             self._train_loop_cfg = dict(loop)  # (a resume may build its resumable twin)
         built = super().build_train_loop(loop)
+        refuse_uneven_epochs(built, self.world_size)
         missing = [
             kind.__name__
             for kind in (RNGStateHook, PendingGradsHook)
@@ -557,26 +584,30 @@ class DnARunner(Runner):
         where the run stopped; returns the conversion (``None``: the same layout, or a checkpoint
         that records none), also kept as :attr:`resumed_layout`. A checkpoint that records no
         layout, saved on another number of processes, cannot be converted: refused
-        (:func:`unconvertible_resume`) before anything trains."""
+        (:func:`unconvertible_resume`) before anything trains; so is one whose ranks' passes over
+        the data differ in length on either side (``DefaultSampler(round_up=False)``:
+        :func:`~dna_mm.engine.global_batch.uneven_refusal`)."""
         extras = self._resume_extras or {}
         meta, rng_state = extras.get('meta'), extras.get('rng_state')
         refused = unconvertible_resume(filename, meta, rng_state, get_world_size())
         if refused is not None:
             raise CheckpointMismatchError(refused)
-        conversion = changed_layout(self, extras.get('meta', {}))
+        conversion = changed_layout(self, extras.get('meta', {}), filename)
         if conversion is not None:
             self.train_loop._iter = conversion.iter
         self.resumed_layout = conversion
         return conversion
 
     def _log_layout(self, conversion: LayoutConversion) -> None:
-        """One line: the layouts, the iteration converted, the schedule replayed; a warning when
-        samples already trained are trained again."""
+        """One line: the layouts with the length of the pass they convert by (an epoch, or a
+        pass over the data of an iteration-based run: the whole ones convert whole), the iteration
+        converted, the schedule replayed; a warning when samples already trained are trained
+        again."""
         saved, now, it, again = conversion.saved, conversion.now, conversion.saved_iter, conversion.again
         scheduled = scheduled_values(self.optim_wrapper, self.param_schedulers)
+        per = dict(by_epoch=conversion.by_epoch, by_pass=conversion.by_pass)
         line = (
-            f'resume: saved on {saved.describe(conversion.by_epoch)}, going on on '
-            f'{now.describe(conversion.by_epoch)}: iteration {it} is '
+            f'resume: saved on {saved.describe(**per)}, going on on {now.describe(**per)}: iteration {it} is '
             f'iteration {self.iter} here'
             + (f' (epoch {self.epoch + 1})' if conversion.by_epoch else '')
             + (f'; the schedule by iteration goes on from there ({scheduled})' if scheduled else '')

@@ -14,14 +14,19 @@ does (``W · b`` samples an iteration)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
 from mmengine.hooks import Hook
+from test_preemption import SignalAt
 from toy_runner import toy_runner
 
 from dna_mm.checkpoint import read_checkpoint
+from dna_mm.engine import Preempted
+from dna_mm.engine.checkpoint_hook import resume_candidates
 from dna_mm.engine.global_batch import LAYOUT_KEY
 from dna_mm.errors import UserError
 
@@ -136,3 +141,54 @@ def test_a_checkpoint_without_layout_or_world_size_resumes_as_saved(tmp_path) ->
     _strip_layout(tmp_path / 'saved' / 'iter_2.pth', tmp_path / 'old', world_size=None)
     resumed = _run(tmp_path / 'old', batch=1, max_iters=4, interval=2, resume=True)
     assert resumed.iter == 4
+
+
+def _preempted(
+    work_dir: Path, batch: int, at: int, load_from: Optional[Path] = None, interval: int = 4
+) -> str:
+    """A run of ``batch`` samples an iteration, a checkpoint every ``interval`` (resumed from
+    ``load_from``, else from the work dir's last checkpoint when it has one) stopped by
+    ``SIGTERM`` at iteration ``at``; its log."""
+    runner = toy_runner(
+        work_dir,
+        VALUES * 2,
+        max_iters=16,
+        resume=(work_dir / 'last_checkpoint').exists(),
+        load_from=None if load_from is None else str(load_from),
+        hooks=[SignalAt(at, signal.SIGTERM)],
+        checkpoint_interval=interval,
+    )
+    runner._train_dataloader['batch_size'] = batch
+    with pytest.raises(Preempted):
+        runner.train()
+    return _log(runner)
+
+
+def test_a_preemption_after_a_resume_in_another_layout_overwrites_no_earlier_point(tmp_path) -> None:
+    """Stopped at iteration 6 of 1 sample (``preempted_iter_6.pth``) after ``iter_4.pth``; resumed
+    from ``iter_4.pth`` on 2 samples (4 -> 2) and stopped at its iteration 6 (12 samples): the
+    earlier ``preempted_iter_6.pth`` is moved aside, not overwritten, and ``--resume`` takes this
+    run's. The one a run went on from is its own next checkpoint's to replace: overwritten."""
+    work = tmp_path / 'run'
+    _preempted(work, batch=1, at=6)
+    assert _held(work) == {'iter_4.pth': (4, 1), 'preempted_iter_6.pth': (6, 1)}
+    log = _preempted(work, batch=2, at=6, load_from=work / 'iter_4.pth')
+    assert 'iteration 4 is iteration 2 here' in log
+    assert _held(work) == {
+        'iter_4.pth': (4, 2),
+        'iter_4_earlier_layout.pth': (4, 1),
+        'preempted_iter_6.pth': (6, 2),
+        'preempted_iter_6_earlier_layout.pth': (6, 1),
+    }
+    assert (
+        "checkpoint: preempted_iter_6.pth was saved before the resume in another layout (another point "
+        "of training than this run's iteration 6): moved to preempted_iter_6_earlier_layout.pth, not "
+        'overwritten'
+    ) in log, log
+    assert resume_candidates(str(work))[0] == str(work / 'preempted_iter_6.pth')
+
+    went_on = tmp_path / 'went_on'  # resumed from the preempted file itself (last_checkpoint)
+    _preempted(went_on, batch=1, at=6)
+    log = _preempted(went_on, batch=2, at=6, interval=100)  # no checkpoint before the stop: 3 -> 6
+    assert 'iteration 6 is iteration 3 here' in log and 'moved to' not in log
+    assert _held(went_on) == {'iter_4.pth': (4, 1), 'preempted_iter_6.pth': (6, 2)}

@@ -131,7 +131,12 @@ def test_a_resumed_iteration_based_run_skips_and_repeats_no_padded_sample(tmp_pa
     _, trained, _ = _run(tmp_path / 'two', 2, 8, interval=8)
     assert trained[6:] == [[1.0, 1.1], [1.2, 1.3]]
     runner, trained, log = _run(tmp_path / 'two_one', 1, 17, tmp_path / 'two' / 'iter_8.pth')
-    assert 'iteration 8 is iteration 15 here' in log, log
+    # the passes' lengths in the line: they say why 8 iterations of 2 samples are 15 of 1, not 16
+    assert (
+        'resume: saved on 1 process x 2 clips x 1 accumulation step (6 iterations a pass over the data), '
+        'going on on 1 process x 1 clip x 1 accumulation step (11 iterations a pass over the data): '
+        'iteration 8 is iteration 15 here;'
+    ) in log, log
     assert 'iteration 16 is batch 5 of pass 2' in log, log
     assert trained == [[1.4], [1.5]] and runner.iter == 17
 

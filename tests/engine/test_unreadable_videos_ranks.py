@@ -22,7 +22,6 @@ from typing import Any
 
 import mmengine.dist.dist as mmengine_dist
 import pytest
-import torch
 from conftest import DEMO_CONFIG, REPO, free_port, run_main, tiny_run_options
 
 from dna_mm.engine import test_loop as loops
@@ -30,27 +29,6 @@ from dna_mm.engine.test_loop import SkipsUnreadable, collate_readable, none_read
 
 #: bytes that open as an mp4 and decode as nothing
 TRUNCATED = b'\x00\x00\x00\x18ftypmp42' + bytes(range(256)) * 8
-
-
-@pytest.fixture(scope='module')
-def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
-    """The tiny demo model as initialised, saved as tools/test.py reads it."""
-    import argparse
-
-    from mmaction.registry import MODELS
-    from mmengine.config import Config, DictAction
-    from mmengine.registry import init_default_scope
-
-    init_default_scope('mmaction')
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--o', nargs='+', action=DictAction)
-    cfg = Config.fromfile(DEMO_CONFIG)
-    cfg.merge_from_dict(parser.parse_args(['--o', *tiny_run_options(tiny_video_set)]).o)
-    torch.manual_seed(1)
-    model = MODELS.build(cfg.model)
-    path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
-    torch.save(dict(state_dict=model.state_dict()), path)
-    return path
 
 
 def video_list(root: Path, tmp_path: Path) -> tuple[Path, Path, list[str]]:
