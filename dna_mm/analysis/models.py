@@ -281,11 +281,17 @@ def _settings(module: nn.Module) -> dict:
 def member_label(module: nn.Module) -> str:
     """How figures name one attention: as the study names its method
     (:func:`~dna_mm.analysis.plots.study.method_label` of the module's class, variant and gate:
-    ``softmax``, ``Diff``, ``DnA (A±)``, ``DnA (A±) + gate``)."""
+    ``softmax``, ``Diff``, ``DnA (A±)``, ``DnA (A±) + gate``); a class the registry does not hold
+    (timm's ``TimmDnAAttention``) as its member (:func:`~dna_mm.models.sites.attention_kind`:
+    ``DnA (Q±V±)``)."""
     from ..family import method_of
+    from ..models.attention.builder import attention_types
+    from ..models.sites import attention_kind
     from .plots.study import method_label
 
-    return method_label(method_of(type(module).__name__, _settings(module)))
+    cls = type(module)
+    name = cls.__name__ if attention_types().get(cls.__name__) is cls else attention_kind(module)
+    return method_label(method_of(name, _settings(module)))
 
 
 def member_method(module: nn.Module) -> str:

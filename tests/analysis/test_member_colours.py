@@ -130,8 +130,8 @@ def test_a_member_has_its_colour_first_or_second_in_every_figure(drawn, tmp_path
 
 def test_analyze_records_the_member_the_figures_colour_a_run_by(drawn, tmp_path) -> None:
     """A DnA run labelled freely (``--label ours``) is DnA's colour in ``alpha.png``, as ``dna``
-    is in the study's figure, and so is one of a subclass labelled by its class (timm's); a report
-    without ``member`` (an earlier release's) by its label."""
+    is in the study's figure, and so is one of an unregistered subclass (timm's), named as its
+    member; a report without ``member`` (an earlier release's) by its label."""
     from dna_mm.models.backbones.timm_vit import TimmDnAAttention
 
     ours = analyze(_analysis_model(build_attention('dna', 32, 2)), analyses=['alpha'], label='ours')
@@ -145,7 +145,7 @@ def test_analyze_records_the_member_the_figures_colour_a_run_by(drawn, tmp_path)
         'DnA (Q±V)',
         'dna:qpm_v',
     )
-    assert timm['member'] == 'dna:qpm_vpm' and timm['label'] != 'DnA (Q±V±)'  # its class's name
+    assert (timm['member'], timm['label']) == ('dna:qpm_vpm', 'DnA (Q±V±)')  # its member's name
     assert plot_alpha([timm, other], str(tmp_path / 'alpha.png'))
     assert _legend(drawn[-1]) == {
         timm['label']: _member_colour('dna'),
