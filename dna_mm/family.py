@@ -15,8 +15,9 @@ Negative branch generated from a softmax attention (the authors' initialisation,
 from __future__ import annotations
 
 import difflib
+import sys
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from torch import Tensor
 
@@ -31,6 +32,8 @@ DNA_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
     'q_vpm': (False, True, True),
     'qpm_vpm': (True, True, True),
 }
+#: the variant a DnA attention is when none is named (the paper's Q±V±)
+DNA_DEFAULT_VARIANT = 'qpm_vpm'
 #: the paper's names, accepted as aliases
 DNA_VARIANT_ALIASES: dict[str, str] = {
     'A±': 'apm',
@@ -133,33 +136,59 @@ def method_attention(method: str) -> tuple[str, dict]:
     settings it adds to that member's config: ``'dna'`` → ``('dna', {})``; ``'dna+gated'`` →
     ``('dna', {'gated': True})``, the gate of gated attention (Qiu et al., 2025) on DnA;
     ``'dna:apm'``, ``'dna:A±'`` or the paper's name alone, ``'A±'`` →
-    ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`DNA_VARIANTS`; ``'dna:apm+gated'``: both).
+    ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`DNA_VARIANTS`; both:
+    ``'dna:apm+gated'`` or ``'dna+gated:apm'``).
 
     Raises:
         ConfigError: an unknown variant (:func:`canonical_variant`).
     """
-    gated = method.endswith(GATED)
-    if gated:
-        method = method[: -len(GATED)]
-    if method in DNA_VARIANT_ALIASES:
-        method = f'dna{VARIANT}{method}'
+    name, sep, variant = method.partition(VARIANT)
+    gated = name.endswith(GATED) or (bool(sep) and variant.endswith(GATED))
+    name, variant = name.removesuffix(GATED), variant.removesuffix(GATED)
+    if not sep and name in DNA_VARIANT_ALIASES:
+        name, sep, variant = 'dna', VARIANT, name
     settings: dict = {}
-    if VARIANT in method:
-        method, variant = method.split(VARIANT, 1)
+    if sep:
         settings['variant'] = canonical_variant(variant)
     if gated:
         settings['gated'] = True
-    return method, settings
+    return name, settings
 
 
 def canonical_method(method: str) -> str:
     """One name per method (a study's runs' folder, a demo's work dir): a variant by its canonical name
-    (``'A±'``, ``'dna:A±'`` → ``'dna:apm'``), anything else as it is.
+    (``'A±'``, ``'dna:A±'`` → ``'dna:apm'``), DnA's default variant by the member alone
+    (``'dna:Q±V±'``, ``'dna:qpm_vpm'`` → ``'dna'``), softmax with the gate by the gated member
+    (``'softmax+gated'`` → ``'gated'``): one model, one name; anything else as it is.
 
     Raises:
         ConfigError: an unknown variant.
     """
-    return method_of(*method_attention(method))
+    member, settings = method_attention(method)
+    if member == 'dna' and settings.get('variant') == DNA_DEFAULT_VARIANT:
+        settings = {k: v for k, v in settings.items() if k != 'variant'}
+    if member in ('softmax', 'gated') and settings.get('gated'):
+        member, settings = 'gated', {k: v for k, v in settings.items() if k != 'gated'}
+    return method_of(member, settings)
+
+
+def distinct_methods(flag: str, methods: Sequence[str]) -> dict[str, str]:
+    """``{canonical name: name as given}`` for the methods of a tool's ``flag`` (the demo's
+    ``--attn``, the study's ``--methods``), each model once, in the order given: two names of one
+    model (``dna`` and ``dna:Q±V±``, ``A±`` and ``dna:apm``: :func:`canonical_method`)
+    keep the first, and one note on stderr says so; an unknown variant is a
+    :class:`~dna_mm.errors.ConfigError` naming ``flag`` and the value."""
+    kept: dict[str, str] = {}
+    for name in methods:
+        try:
+            method = canonical_method(name)
+        except ConfigError as err:
+            raise ConfigError(f'{flag} {name}: {err}') from None
+        if method not in kept:
+            kept[method] = name
+        elif kept[method] != name:
+            print(f'note: {flag} {name} is {kept[method]} (the same model): run once', file=sys.stderr)
+    return kept
 
 
 def method_of(member: str, settings: dict) -> str:

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ..errors import DataError
 from ..family import (
+    DNA_DEFAULT_VARIANT,
     DNA_VARIANTS,
     NEGATIVE_INIT,
     NEGATIVE_KEYS,
@@ -131,7 +132,7 @@ def softmax_to_dna(
     state_dict: StateDict,
     q_neg_scale: float = NEGATIVE_INIT.q_neg_scale,
     v_neg_scale: float = NEGATIVE_INIT.v_neg_scale,
-    variant: str = 'qpm_vpm',
+    variant: str = DNA_DEFAULT_VARIANT,
     num_heads: Optional[int] = None,
     alpha_init: float = NEGATIVE_INIT.alpha,
     *,

@@ -87,6 +87,27 @@ def test_gated_below_a_short_name_and_the_demo_takes_name_plus_gated(
     assert found and all(type(m).__name__ == 'DnAAttention' and m.gated for m in found)
 
 
+def test_the_demo_trains_a_model_named_twice_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``demo.py --attn dna dna:Q±V± A± dna:apm``: DnA's default variant and A± each trained once,
+    in the folder of its canonical name, under the name given first; one note per repeat."""
+    runs = []
+    monkeypatch.setattr('dna_mm.synthetic.motion_clips.ensure_motion_dataset', lambda root: Path(root))
+    monkeypatch.setattr(
+        'dna_mm.utils.tool_runs.train_then_test',
+        lambda config, work_dir, opts, *a, **k: runs.append(work_dir) or ({}, 0.0),
+    )
+    argv = ['--attn', 'dna', 'dna:Q±V±', 'A±', 'dna:apm', '--data-root', str(tmp_path), '--work-dir', 'w']
+    results = load_tool('tools/demos/demo.py').main(argv)
+    assert runs == ['w/dna', 'w/dna:apm'] and list(results) == ['dna', 'A±']
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith('note: ')]
+    assert notes == [
+        'note: --attn dna:Q±V± is dna (the same model): run once',
+        'note: --attn dna:apm is A± (the same model): run once',
+    ]
+
+
 def test_a_variant_below_a_step_that_a_config_names_by_its_short_name(tmp_path: Path) -> None:
     """``attn_cfg=dict(temporal='dna', spatial='softmax')`` in a config, and
     ``attn_cfg.temporal.variant=apm``: the temporal step is DnA A±, the spatial one stays softmax."""

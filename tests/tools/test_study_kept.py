@@ -322,6 +322,29 @@ def test_variant_methods_are_checked_and_named(study, tmp_path, capsys) -> None:
     assert args.methods == ['softmax', 'dna:apm', 'dna'] and args.reference == 'dna:apm'
 
 
+def test_one_model_named_twice_is_one_method(study, capsys) -> None:
+    """DnA's default variant is ``dna`` and softmax with the gate is ``gated``, the gate and the
+    variant in either order: each such model is trained once, with one note per repeat."""
+    from dna_mm.family import DNA_DEFAULT_VARIANT, canonical_method
+    from dna_mm.models.attention import DnAAttention, GatedAttention, SoftmaxAttention
+
+    assert DnAAttention(16, 2).variant == DNA_DEFAULT_VARIANT
+    gated = SoftmaxAttention(16, 2, gated=True)
+    assert gated.state_dict().keys() == GatedAttention(16, 2).state_dict().keys()
+    assert {canonical_method(m) for m in ('dna', 'dna:qpm_vpm', 'dna:Q±V±', 'Q±V±')} == {'dna'}
+    assert {canonical_method(m) for m in ('dna+gated:A±', 'dna:apm+gated', 'A±+gated')} == {'dna:apm+gated'}
+    assert canonical_method('softmax+gated') == canonical_method('gated') == 'gated'
+    methods = ['softmax', 'dna', 'dna:Q±V±', 'softmax+gated', 'gated', 'dna+gated:A±', 'dna:apm+gated']
+    args = study.parse_args(['--methods', *methods, '--reference', 'dna:qpm_vpm'])
+    study.check_args(args)
+    assert args.methods == ['softmax', 'dna', 'gated', 'dna:apm+gated'] and args.reference == 'dna'
+    assert capsys.readouterr().err.splitlines() == [
+        'note: --methods dna:Q±V± is dna (the same model): run once',
+        'note: --methods gated is softmax+gated (the same model): run once',
+        'note: --methods dna:apm+gated is dna+gated:A± (the same model): run once',
+    ]
+
+
 def test_a_variant_is_named_by_the_papers_name_in_the_table_and_figures(tmp_path, monkeypatch) -> None:
     from dna_mm.analysis.plots import study as plots
 

@@ -113,34 +113,29 @@ def check_args(args: argparse.Namespace) -> None:
     """The values :func:`parse_args` does not check: a :class:`~dna_mm.errors.ConfigError`. The
     methods must be registered members unless ``--report-only`` (which trains nothing), a
     variant (``dna:apm``) a variant of a member that has them; ``args.methods`` and
-    ``args.reference`` become their canonical names (``A±`` → ``dna:apm``: the runs' folders)."""
+    ``args.reference`` become their canonical names (``A±`` → ``dna:apm``, ``dna:Q±V±`` → ``dna``:
+    the runs' folders), a model named twice run once."""
     from dna_mm.errors import ConfigError
-    from dna_mm.family import canonical_method, method_attention
+    from dna_mm.family import distinct_methods, method_attention
     from dna_mm.models.attention import self_attention_class
     from dna_mm.models.attention.builder import accepted_arguments
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import at_least
 
-    def canonical(option: str, method: str) -> str:
-        try:
-            return canonical_method(method)
-        except ConfigError as err:
-            raise ConfigError(f'{option} {method}: {err}') from None
-
-    named = [(m, canonical('--methods', m)) for m in args.methods]
-    methods = list(dict.fromkeys(method for _, method in named))
+    given = distinct_methods('--methods', args.methods)  # {canonical: as given}
+    methods = list(given)
     if not args.report_only:
         known_names('--methods', [method_attention(m)[0] for m in methods], self_attention_class)
-        for given, method in named:
+        for method, name in given.items():
             member, settings = method_attention(method)
             if 'variant' in settings and 'variant' not in accepted_arguments(self_attention_class(member)):
                 raise ConfigError(
-                    f'--methods {given}: {member} has no variants; a variant is a DnA attention\'s '
+                    f'--methods {name}: {member} has no variants; a variant is a DnA attention\'s '
                     f'(dna:apm, dna:A±, A±)'
                 )
     at_least({'--seeds': args.seeds, '--epochs': args.epochs, '--heldout-per-class': args.heldout_per_class})
     at_least({'--distractors': args.distractors}, least=0)
-    reference = canonical('--reference', args.reference)
+    (reference,) = distinct_methods('--reference', [args.reference])
     if reference not in methods:
         raise ConfigError(f'--reference {args.reference} is not one of --methods {args.methods}')
     args.methods, args.reference = methods, reference

@@ -73,13 +73,14 @@ def demo(args: argparse.Namespace) -> dict:
     """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``. A
     member or a count the demo cannot take is one line before any work."""
     from dna_mm.config import format_metrics
-    from dna_mm.family import method_attention, method_of
+    from dna_mm.family import distinct_methods, method_attention
     from dna_mm.models.attention import self_attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import at_least, demo_options, runs_home, shipped_config, train_then_test
 
-    methods = {attn: method_attention(attn) for attn in args.attn}  # 'dna+gated': ('dna', {'gated': True})
+    given = distinct_methods('--attn', args.attn)  # {canonical name: as given}, each model once
+    methods = {m: method_attention(m) for m in given}  # 'dna+gated': ('dna', {'gated': True})
     known_names('--attn', [member for member, _ in methods.values()], self_attention_class)
     at_least({'--epochs': args.epochs})
     t0 = time.time()
@@ -88,10 +89,9 @@ def demo(args: argparse.Namespace) -> dict:
     root = ensure_motion_dataset(home / args.data_root)
     print(f'demo data: {root} ({len(CLASSES)} classes, chance = {100 / len(CLASSES):.0f}%)')
     results = {}
-    for attn in args.attn:
-        work_dir = f'{args.work_dir}/{method_of(*methods[attn])}'  # A± and dna:A±: one folder, dna:apm
+    for method, (member, settings) in methods.items():
+        attn, work_dir = given[method], f'{args.work_dir}/{method}'  # A± in dna:apm
         # the clips by their absolute path: the config the run saves reads them from any folder
-        member, settings = methods[attn]
         opts = demo_options(member, str(root), args.epochs, args.imports, settings) + args.run_options
         metrics, secs = train_then_test(config, work_dir, opts, f'{work_dir}/predictions.csv', home)
         results[attn] = (metrics, secs)

@@ -64,7 +64,7 @@ import torch
 from mmengine.registry import MODELS
 from torch import Tensor, nn
 
-from ...family import DNA_VARIANTS, NEGATIVE_INIT, canonical_variant
+from ...family import DNA_DEFAULT_VARIANT, DNA_VARIANTS, NEGATIVE_INIT, canonical_variant
 from . import functional as AF
 from .base import AttentionBase, BranchHeads, CrossAttentionMixin, MixingWeight, checked_kernel, has_tokens
 
@@ -130,7 +130,7 @@ class DnAAttention(AttentionBase):
         embed_dims: int,
         num_heads: int = 8,
         qkv_bias: bool = True,
-        variant: str = 'qpm_vpm',
+        variant: str = DNA_DEFAULT_VARIANT,
         alpha_init: float = NEGATIVE_INIT.alpha,
         kernel: str = 'sdpa',
         **kwargs,
