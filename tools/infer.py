@@ -71,8 +71,6 @@ if TYPE_CHECKING:
 
     from dna_mm.over_time.video_timeline import TimelineOptions
 
-#: a video longer than this many clips gets a note that one clip classified it
-LONG = 4
 #: ``dna_mm.over_time.relevance_overlay.BRANCHES`` (a test keeps them equal)
 RELEVANCE = ('both', 'pos', 'neg')
 #: the suffixes ``--out-video`` takes (``dna_mm.over_time.annotated_video.CONTAINERS``; a test keeps
@@ -196,6 +194,7 @@ def infer(args: argparse.Namespace) -> int:
     import torch
 
     from dna_mm.apis.inference import (
+        LONG,
         class_names,
         clip_coverage,
         collect_labelled_videos,

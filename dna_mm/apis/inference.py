@@ -165,6 +165,9 @@ def load_recognizer(
     return model.to(device).eval()
 
 
+#: a video longer than this many clips gets a note that one clip stands for it (``tools/infer.py``,
+#: ``tools/extract_features.py``)
+LONG = 4
 #: the key of the test pipeline every tool reads (the one ``tools/test.py`` runs)
 PIPELINE_KEY = 'test_dataloader.dataset.pipeline'
 

@@ -179,6 +179,16 @@ class OverTimePredictor:
     def window_seconds(self, fps: float) -> float:
         return self.sampling.span / fps
 
+    def open(
+        self, video: str, stride: Optional[float] = None, timeout: float = LIVE_TIMEOUT
+    ) -> tuple[FrameStream, float]:
+        """``video``'s frames (a :class:`FrameStream`; a file that cannot be read at all: an
+        :class:`~.frame_stream.UnreadableVideoError`), the windows sampled at its rate, and the
+        stride in seconds (default: half a window)."""
+        stream = FrameStream(video, self.decode_size, timeout=timeout)
+        self.sampling = window_sampling(self.sample_step, stream.info.fps)
+        return stream, self.window_seconds(stream.info.fps) / 2 if stride is None else stride
+
     def sample(self, window: Window, video: str) -> dict:
         """The packed input of one window: the pipeline's steps after decoding, on its frames."""
         return self.pack(self.transform(window, video))
@@ -266,10 +276,8 @@ class OverTimePredictor:
         so); ``timeout``: seconds without data after which a live stream counts as ended. A file
         that cannot be read at all is an :class:`~.frame_stream.UnreadableVideoError`."""
         start = time.perf_counter()
-        stream = FrameStream(video, self.decode_size, timeout=timeout)
-        self.sampling = window_sampling(self.sample_step, stream.info.fps)
+        stream, stride = self.open(video, stride, timeout)
         window_seconds = self.window_seconds(stream.info.fps)
-        stride = window_seconds / 2 if stride is None else stride
         result = OverTime(
             stream.name, stream.info, span=self.sampling.span, window_seconds=window_seconds, stride=stride,
             live=stream.live,

@@ -38,7 +38,8 @@ def test_a_refused_model_leaves_no_settings_file(one_video, tmp_path, capsys) ->
     assert refused.value.code == 2 and 'num_head' in str(refused.value)
     assert not (out / 'features.json').exists()
     assert extract.main(args) == 0  # the corrected command runs
-    assert json.loads((out / 'features.json').read_text())['cfg_options'] == {}
+    record = json.loads((out / 'features.json').read_text())
+    assert record['level'] == 'pooled' and record['model'].startswith('sha256:')
     assert len(list(out.glob('*.npy'))) == 1
     capsys.readouterr()
 
