@@ -72,7 +72,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from mmengine.config import Config
 from mmengine.hooks import Hook
@@ -489,3 +489,26 @@ def layout_iteration(
     if batches >= now.iters_per_epoch:  # an epoch of more samples there (padding): this one whole
         batches, again = now.iters_per_epoch, 0
     return epochs * now.iters_per_epoch + batches, again
+
+
+def ema_accumulation_note(hooks: Sequence[Any], optim_wrapper: Any) -> Optional[str]:
+    """The warning for mmengine's ``EMAHook`` in a run with gradient accumulation: it averages
+    after every iteration, so each optimizer step's weights enter the average ``K`` times, its
+    momentum ``m`` acting as ``1 - (1 - m)^K`` a step; ``None`` without accumulation, without the
+    hook, or with its ``interval`` a multiple of ``K``."""
+    from mmengine.hooks import EMAHook
+
+    wrappers = getattr(optim_wrapper, 'optim_wrappers', {'': optim_wrapper})
+    k = max(getattr(w, '_accumulative_counts', 1) for w in wrappers.values())
+    for hook in hooks:
+        ema = getattr(hook, 'ema_model', None)
+        m = getattr(ema, 'momentum', None)
+        if not isinstance(hook, EMAHook) or k < 2 or m is None or getattr(ema, 'interval', 1) % k == 0:
+            continue
+        return (
+            f'EMAHook averages after every iteration and an optimizer step takes {k} '
+            f'(optim_wrapper.accumulative_counts={k}): each step\'s weights enter the average {k} times, '
+            f'its momentum {m:g} acting as {1 - (1 - m) ** k:.4g} a step; EMAHook momentum='
+            f'{1 - (1 - m) ** (1 / k):.4g} gives {m:g} a step'
+        )
+    return None

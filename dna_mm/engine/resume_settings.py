@@ -240,3 +240,30 @@ def missing_state(
         f'checkpoint hook with save_optimizer=False): {"; ".join(parts)}. The run is not the one '
         f'that was saved; resume from epoch_N.pth / iter_N.pth to go on exactly'
     )
+
+
+#: mmengine ``EMAHook``'s checkpoint entry: the trained weights (``module.`` + key) while the
+#: checkpoint's ``state_dict`` holds the average (what a test, ``load_from`` and the tools load)
+EMA_KEY = 'ema_state_dict'
+
+
+def trained_weights_back(filename: str, checkpoint: dict, hooks: Iterable[Any]) -> Optional[str]:
+    """A resume from ``filename``, saved with mmengine's ``EMAHook``, by a run whose ``hooks`` keep
+    no average: the trained weights put back in ``checkpoint['state_dict']`` (as ``EMAHook``'s own
+    resume swaps them back) and the warning that says so; ``None``, nothing changed, otherwise.
+    Without it the run would train on from the average, its optimizer state the trained
+    weights'."""
+    from mmengine.hooks import EMAHook
+
+    trained = checkpoint.get(EMA_KEY)
+    if not isinstance(trained, dict) or any(isinstance(h, EMAHook) for h in hooks):
+        return None
+    state = checkpoint['state_dict']
+    for key, value in trained.items():
+        if key.startswith('module.') and key[len('module.') :] in state:
+            state[key[len('module.') :]] = value
+    return (
+        f'resume: {filename} was saved with EMAHook (its state_dict holds the moving average, '
+        f'{EMA_KEY} the trained weights) and this run has none: training goes on from the trained '
+        'weights, without the average (custom_hooks with EMAHook keeps averaging)'
+    )

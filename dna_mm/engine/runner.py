@@ -100,7 +100,7 @@ from .atomic_files import CheckpointWriteError, describe_os_error, remove_partia
 from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, named_checkpoint, resume_candidates
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
 from .earlier_run import set_aside_earlier_run
-from .global_batch import LAYOUT_KEY, BatchLayout, LayoutConversion, changed_layout
+from .global_batch import LAYOUT_KEY, BatchLayout, LayoutConversion, changed_layout, ema_accumulation_note
 from .loader_workers import (
     describe_lost_worker,
     drop_persistent_workers,
@@ -114,7 +114,13 @@ from .loops import RESUMABLE_TWINS, ResumableLoopMixin, refuse_uneven_epochs
 from .non_finite import non_finite_optimizer_state
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
-from .resume_settings import apply_config_settings, config_settings, missing_state, scheduled_values
+from .resume_settings import (
+    apply_config_settings,
+    config_settings,
+    missing_state,
+    scheduled_values,
+    trained_weights_back,
+)
 from .rng_state import RNGStateHook
 from .step_by_options import wrapper_steps_by_options
 from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, refuse_if_in_use
@@ -315,6 +321,10 @@ class DnARunner(Runner):
         if fn_name in ('before_train', 'before_val', 'before_test'):
             self._setup_filter.active = False
         super().call_hook(fn_name, **kwargs)
+        if fn_name == 'before_train':
+            note = ema_accumulation_note(self.hooks, self.optim_wrapper)
+            if note is not None:
+                self.logger.warning(note)
 
     def register_default_hooks(self, hooks: Optional[dict] = None) -> None:
         """mmengine's; ``None`` also turns off a default hook that mmengine does not know
@@ -333,7 +343,7 @@ class DnARunner(Runner):
             raise ConfigError(
                 f'custom_hooks: {hook!r} is text, not a hook: --cfg-options cannot write a dict inside a '
                 'list; name the hook in a config file (a child config: _base_ = [...], custom_hooks = '
-                '[dict(type=...)])'
+                '[*_base_.custom_hooks, dict(type=...)], which keeps the hooks the base config has)'
             )
         if isinstance(hook, dict) and hook.get('type') in STOCK_CHECKPOINT_HOOK:
             hook = {**hook, 'type': AtomicCheckpointHook}
@@ -672,7 +682,7 @@ class DnARunner(Runner):
             strict=not self.load_partial if strict is None else strict,
             map_location=map_location,
             revise_keys=revise_keys,
-            after_read=lambda checkpoint: self.call_hook('after_load_checkpoint', checkpoint=checkpoint),
+            after_read=lambda checkpoint: self._after_read(filename, checkpoint),
         )
         self._loaded_layout = report.layout  # another code's file: resume says so
         extras = ('meta', 'rng_state', PENDING_KEY)  # what a resume of a run saved as it was reads
@@ -687,6 +697,16 @@ class DnARunner(Runner):
             )
         self.logger.info(f'Load checkpoint from {filename}')
         return report.checkpoint
+
+    def _after_read(self, filename: str, checkpoint: dict) -> None:
+        """The hooks' ``after_load_checkpoint``; on a resume without ``EMAHook`` from a checkpoint
+        saved with it, the trained weights back in its ``state_dict``
+        (:func:`~dna_mm.engine.resume_settings.trained_weights_back`)."""
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        if self._resume:
+            line = trained_weights_back(filename, checkpoint, self.hooks)
+            if line is not None:
+                self.logger.warning(line)
 
 
 def _processes(n: int) -> str:

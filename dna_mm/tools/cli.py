@@ -352,6 +352,12 @@ def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
         try:
             DictAction(option_strings=['--cfg-options'], dest='cfg_options')(None, namespace, [text])
         except (AssertionError, RecursionError):  # its bracket matching, which has no message of its own
+            if re.search(r'\bdict\s*\(', value):
+                raise ConfigError(
+                    f'--cfg-options {text}: a dict inside a list cannot be an option; write it in a '
+                    f'config file (a child config: _base_ = [...], {key} = [*_base_.{key}, dict(...)], which '
+                    'keeps what the base config lists)'
+                ) from None
             raise ConfigError(
                 f'--cfg-options {text}: mmengine cannot read this value: a list or tuple is a whole value '
                 'or item in brackets that pair up ([1,2], (1,2), [(1,2),(3,4)]), and a string cannot '

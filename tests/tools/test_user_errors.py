@@ -529,7 +529,17 @@ def test_a_hook_written_in_cfg_options_is_one_line_saying_where_to_write_it(tmp_
     assert ours[0] == (
         "train.py: error: custom_hooks: \"dict(type='SkippedSamplesHook')\" is text, not a hook: "
         '--cfg-options cannot write a dict inside a list; name the hook in a config file (a child '
-        'config: _base_ = [...], custom_hooks = [dict(type=...)])'
+        'config: _base_ = [...], custom_hooks = [*_base_.custom_hooks, dict(type=...)], which keeps the '
+        'hooks the base config has)'
+    )
+    # with a comma inside the dict, mmengine's parser cannot read the list at all
+    proc = run_main([*args, "custom_hooks=[dict(type='EMAHook', momentum=0.001)]"], check=False)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+    assert ours[0] == (
+        "train.py: error: --cfg-options custom_hooks=[dict(type='EMAHook', momentum=0.001)]: a dict inside "
+        'a list cannot be an option; write it in a config file (a child config: _base_ = [...], '
+        'custom_hooks = [*_base_.custom_hooks, dict(...)], which keeps what the base config lists)'
     )
 
 
