@@ -530,8 +530,9 @@ def slow(results):
     return results
 
 out = sys.argv[1] + '.out'
-store = FeatureStore(out, out, dict(config='busy'))
-run_extraction(None, [slow], [f'{out}/{i}.mp4' for i in range(8)], store, workers=2)
+videos = [f'{out}/{i}.mp4' for i in range(8)]
+store = FeatureStore(out, out, videos, dict(config='busy'))
+run_extraction(None, [slow], videos, store, workers=2)
 """,
 }
 
