@@ -41,7 +41,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'models': ('models',),
     # a run's config: read and built into its model (config.build, the one home), prepared, checked
     'config.options': (),  # what --cfg-options would change
-    'config.build': ('errors', 'utils', 'models.scopes', 'models.attention', 'config.options'),
+    'config.new_style': ('errors', 'utils'),  # new-style configs' mistakes in one line
+    'config.build': (
+        'errors',
+        'utils',
+        'models.scopes',
+        'models.attention',
+        'config.options',
+        'config.new_style',
+    ),
     'config.timm_models': ('errors', 'utils'),  # a tool's timm:NAME model
     'config': ('errors', 'family', 'utils', 'models.scopes', 'models.attention', 'engine.distributed'),
     'datasets': ('errors', 'utils'),  # what training reads

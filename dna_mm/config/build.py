@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from ..errors import ConfigError, MissingFileError, UserError, error_line
 from ..models.scopes import detection_parts_scope, home_scope, scope_of
 from ..utils.mim_compat import read_package_config
+from .new_style import MIXED_STYLES, import_lazy, style_mistake
 
 if TYPE_CHECKING:
     from mmengine.config import Config
@@ -205,7 +206,9 @@ def part_scope(cfg: Config, part: str = 'model') -> Optional[str]:
 
     scope = default_scope(cfg)
     node = _part_config(cfg, part)
-    if part != 'model' and scope == 'mmdet' and node is not None and node.get('type') in MODELS.module_dict:
+    kind = node.get('type') if node is not None else None
+    root = kind in MODELS.module_dict if isinstance(kind, str) else kind in MODELS.module_dict.values()
+    if part != 'model' and scope == 'mmdet' and root:
         return detection_parts_scope()
     return scope
 
@@ -271,7 +274,19 @@ def clear_pretrained_weights(model_cfg: Any) -> list[str]:
 
 
 def _is_pretrained(init: Any) -> bool:
-    return isinstance(init, dict) and init.get('type') == 'Pretrained'
+    return isinstance(init, dict) and type_name(init.get('type')) == 'Pretrained'
+
+
+def type_name(kind: Any) -> Optional[str]:
+    """The name of a config's ``type`` value, whichever way the config gives it: a registered
+    name (``'SampleFrames'``, ``'mmaction.SampleFrames'``), a dotted path (``'a.b.Name'``, as
+    a new-style config's dump writes its imports) → ``'Name'``, or the class or function itself
+    (a new-style config's ``type=SampleFrames``) → its ``__name__``; ``None`` for anything else
+    (no ``type``). What every check that asks a step, hook or metric what it is compares."""
+    if isinstance(kind, str):
+        return kind.rsplit('.', 1)[-1]
+    name = getattr(kind, '__name__', None)
+    return name if isinstance(name, str) else None
 
 
 def _read(path: str) -> Config:
@@ -283,8 +298,10 @@ def _read(path: str) -> Config:
         MissingFileError: ``path``, or a ``_base_`` of a file it inherits, does not exist (the
             message names the file whose ``_base_`` it is).
         ConfigError: the Python of a config file fails (a syntax error, an undefined name: the
-            message names the file and line); a variable of a ``_base_`` set to no effect; a
-            ``package::path`` name mmengine cannot read (:func:`_package_mistake`).
+            message names the file and line); a new-style config imports what is not there
+            (:func:`~.new_style.import_lazy`) or inherits a config of the other style
+            (:func:`~.new_style.style_mistake`); a variable of a base set to no effect; a ``package::path``
+            name mmengine cannot read (:func:`_package_mistake`).
     """
     from mmengine.config import Config
 
@@ -302,6 +319,9 @@ def _read(path: str) -> Config:
         if mistake is None:
             raise
         raise mistake from err
+    if cfg._imported_names and '_base_' in cfg:  # new-style, where mmengine ignores a later _base_
+        raise ConfigError(MIXED_STYLES.format(file=path))
+    import_lazy(cfg)
     problems = [] if '::' in path else base_variable_problems(path, cfg)
     if problems:
         raise ConfigError('; '.join(problems))
@@ -332,8 +352,9 @@ def _package_mistake(path: str, err: Exception) -> Optional[Exception]:
 def _file_mistake(err: Exception) -> Optional[Exception]:
     """The one-line error for ``err``, raised by mmengine's ``Config.fromfile``, where it is a
     config file's own mistake: its code failed (``NameError``, … at the line of the file that
-    raised it), it does not parse (``SyntaxError``: mmengine's parser names ``<unknown>``), or a
-    ``_base_`` it names is not there; ``None`` for anything else."""
+    raised it), it does not parse (``SyntaxError``: mmengine's parser names ``<unknown>``), a
+    ``_base_`` it names is not there, or a new-style config's inheritance cannot be read
+    (:func:`~.new_style.style_mistake`); ``None`` for anything else."""
     from mmengine.config import Config
 
     frames, tb = [], err.__traceback__
@@ -341,15 +362,19 @@ def _file_mistake(err: Exception) -> Optional[Exception]:
         frames.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
     reading = Config._file2dict.__code__  # reads one file, its bases first
+    runners = (reading, Config._parse_lazy_import.__code__)  # and a new-style one, its bases first
     read = [frame.f_locals.get('filename') for frame, _ in frames if frame.f_code is reading]
-    code = [  # the file's own code, compiled under its name and run by _file2dict
+    code = [  # the file's own code, compiled under its name and run by _file2dict / _parse_lazy_import
         frame.f_code.co_filename
         for (caller, _), (frame, _) in zip(frames, frames[1:], strict=False)
-        if caller.f_code is reading and frame.f_code.co_name == '<module>'
+        if caller.f_code in runners and frame.f_code.co_name == '<module>'
     ]
     if code:
         line = [n for frame, n in frames if frame.f_code.co_filename == code[-1]][-1]
         return ConfigError(f'config {code[-1]}, line {line}: {type(err).__name__}: {err}')
+    style = style_mistake(err, frames)
+    if style is not None:
+        return style
     mmengine = [frame.f_code for frame, _ in frames if frame.f_code.co_filename == reading.co_filename]
     parsers = (reading, Config._is_lazy_import.__code__, Config._validate_py_syntax.__code__)
     if isinstance(err, SyntaxError) and mmengine and mmengine[-1] in parsers:  # not a custom_imports module

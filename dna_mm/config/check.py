@@ -101,6 +101,7 @@ from mmengine.config import Config
 
 from ..errors import ConfigError
 from ..models.attention.builder import suggest_attention
+from .build import type_name
 
 LOADERS = {'train': ('train_dataloader', 'val_dataloader', 'test_dataloader'), 'test': ('test_dataloader',)}
 #: the keyword every host takes its attention by (``dna_mm.models.attention.builder.ATTENTION_KEY``),
@@ -277,7 +278,7 @@ def _preprocessor_problems(cfg: Config) -> list[str]:
 
 def _amp_problems(wrapper: dict) -> list[str]:
     """mmengine's ``AmpOptimWrapper`` asserts a CUDA, NPU, MLU or MUSA device when it is built."""
-    if wrapper.get('type') not in ('AmpOptimWrapper', 'mmengine.AmpOptimWrapper'):
+    if type_name(wrapper.get('type')) != 'AmpOptimWrapper':
         return []
     from mmengine.device import is_cuda_available, is_mlu_available, is_musa_available, is_npu_available
 
@@ -396,9 +397,9 @@ def _scheduler_problems(cfg: Config) -> list[str]:
     out: list[str] = []
     for key, scheduler in entries:
         kind = scheduler.get('type')
-        if not isinstance(kind, str):
+        if kind is None:
             continue
-        known, cls = _registered(registry, kind)
+        known, cls = _registered(registry, kind) if isinstance(kind, str) else (True, kind)
         if not known:
             continue
         if cls is None:
@@ -409,7 +410,7 @@ def _scheduler_problems(cfg: Config) -> list[str]:
         valid = [a for a in accepted_arguments(cls) if a != 'optimizer']  # the runner gives it
         valid = list(dict.fromkeys([*valid, 'convert_to_iter_based', 'epoch_length']))  # mmengine's build
         given = {k: v for k, v in scheduler.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
-        out += _unknown_keys(given, valid, key, f'an argument of {kind}')
+        out += _unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
     return out
 
 
@@ -482,7 +483,7 @@ def _compile_problems(value: Any) -> list[str]:
 def _checkpoint_keys(hook: Any) -> list[str]:
     """Keys of ``default_hooks.checkpoint`` that neither mmengine's ``CheckpointHook`` nor the
     runner's ``save_checkpoint`` (where the hook passes the rest) takes."""
-    if not isinstance(hook, dict) or hook.get('type', 'CheckpointHook') != 'CheckpointHook':
+    if not isinstance(hook, dict) or type_name(hook.get('type', 'CheckpointHook')) != 'CheckpointHook':
         return []
     from mmengine.hooks import CheckpointHook
     from mmengine.runner import Runner
@@ -516,7 +517,7 @@ def evaluator_keys(evaluator: Any) -> Optional[list[str]]:
     :data:`ACC_METRICS`); ``None`` otherwise."""
     keys: list[str] = []
     for metric in evaluator if isinstance(evaluator, (list, tuple)) else [evaluator]:
-        if not isinstance(metric, dict) or metric.get('type') != 'AccMetric':
+        if not isinstance(metric, dict) or type_name(metric.get('type')) != 'AccMetric':
             return None
         chosen = metric.get('metric_list', ACC_METRICS)
         chosen = (chosen,) if isinstance(chosen, str) else tuple(chosen)
@@ -608,7 +609,7 @@ def _class_heads(node: Any, key: str) -> Iterator[tuple[str, int]]:
     if not isinstance(node, dict):
         return
     name = key.rsplit('.', 1)[-1].split('[')[0]
-    other = name in OTHER_CLASS_HEADS or str(node.get('type')).rsplit('.', 1)[-1] in OTHER_CLASS_HEADS
+    other = name in OTHER_CLASS_HEADS or type_name(node.get('type')) in OTHER_CLASS_HEADS
     if name.endswith('head') and not other and _size(node.get('num_classes')):
         yield key, node['num_classes']
     for sub, value in node.items():
@@ -669,7 +670,7 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
     elif isinstance(workers, int) and workers < 0:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')
     for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
-        kind = transform.get('type')
+        kind = type_name(transform.get('type'))
         sizes = [(arg, (), True) for arg in CROP_KEYS.get(kind, ())]  # counts and pixels: ints
         if kind in ('Resize', 'RandomResize'):
             sizes.append(('scale', (-1,), False))  # -1: keep the aspect ratio; a float: a factor
@@ -677,7 +678,7 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
             values = transform.get(arg)
             for v in values if isinstance(values, (list, tuple)) else [values]:
                 out += _positive(v, f'{key}.{arg} ({kind})', allow, integer)
-        valid = _sampler_arguments(kind)
+        valid = _sampler_arguments(transform.get('type'))
         if valid is not None:
             given = {k: v for k, v in transform.items() if k != 'type'}
             out += _unknown_keys(given, valid, key, f'an argument of {kind} (which ignores the others)')
@@ -685,9 +686,10 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
 
 
 def _sampler_arguments(kind: Any) -> Any:
-    """The arguments of MMAction2's ``SampleFrames`` or a subclass named ``kind`` (its ``__init__``
-    and those it passes ``**kwargs`` on to, up to ``SampleFrames``, which drops the rest); ``None``
-    for any other transform (its unknown keys are its own affair)."""
+    """The arguments of MMAction2's ``SampleFrames`` or a subclass ``kind`` names (a step's
+    ``type``: its registered name, dotted path or class; its ``__init__`` and those it passes
+    ``**kwargs`` on to, up to ``SampleFrames``, which drops the rest); ``None`` for any other
+    transform (its unknown keys are its own affair)."""
     import inspect
 
     try:
@@ -695,7 +697,7 @@ def _sampler_arguments(kind: Any) -> Any:
         from mmaction.registry import TRANSFORMS
     except ImportError:
         return None
-    cls = TRANSFORMS.get(kind) if isinstance(kind, str) else None
+    cls = _registered(TRANSFORMS, kind)[1] if isinstance(kind, str) else kind
     if not (isinstance(cls, type) and issubclass(cls, SampleFrames)):
         return None
     names: list[str] = []
@@ -789,8 +791,7 @@ def _model_problems(node: Any, key: str) -> Iterator[str]:
                 f'{key}.num_heads ({heads}) must divide {key}.{width_key} ({width}): each head takes '
                 f'{width_key} / num_heads channels'
             )
-    kind = node.get('type')
-    if isinstance(kind, str) and kind.rsplit('.', 1)[-1] == 'with_attention':
+    if type_name(node.get('type')) == 'with_attention':
         yield from _with_attention_keys(node, key)
     for name, value in node.items():
         yield from _model_problems(value, f'{key}.{name}')
@@ -807,7 +808,7 @@ def _recognizer_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
     if not isinstance(model, dict) or not isinstance(model.get('cls_head'), dict):
         return []
     backbone, key = model.get('backbone'), 'model.backbone'
-    if isinstance(backbone, dict) and str(backbone.get('type')).rsplit('.', 1)[-1] == 'with_attention':
+    if isinstance(backbone, dict) and type_name(backbone.get('type')) == 'with_attention':
         backbone, key = backbone.get('model'), f'{key}.model'
     if not isinstance(backbone, dict) or not _is_timesformer(cfg, backbone.get('type')):
         return []
@@ -832,9 +833,13 @@ def _recognizer_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
         for at, pipeline in _pipelines(dataset, f'{name}.dataset'):
             clip, final = _clip_shape(pipeline)
             if clip is not None:
-                frames.setdefault(clip[0], []).append(f'{at}[{clip[1]}] ({pipeline[clip[1]].get("type")})')
+                frames.setdefault(clip[0], []).append(
+                    f'{at}[{clip[1]}] ({type_name(pipeline[clip[1]].get("type"))})'
+                )
             if final is not None:
-                sizes.setdefault(final[0], []).append(f'{at}[{final[1]}] ({pipeline[final[1]].get("type")})')
+                sizes.setdefault(final[0], []).append(
+                    f'{at}[{final[1]}] ({type_name(pipeline[final[1]].get("type"))})'
+                )
     num_frames = backbone.get('num_frames')
     wrong = [f'{n} in {", ".join(where)}' for n, where in frames.items() if n != num_frames]
     if _size(num_frames) and wrong:
@@ -882,7 +887,7 @@ def _clip_shape(pipeline: list) -> tuple[Optional[tuple[int, int]], Optional[tup
         if not isinstance(step, dict) or 'op' in step or 'transforms' in step:
             clip, final = None, None
             continue
-        kind = str(step.get('type')).rsplit('.', 1)[-1]
+        kind = type_name(step.get('type')) or ''
         if _size(step.get('clip_len')):
             clip = step['clip_len'], i
         size = _fixed_size(kind, step)
@@ -927,7 +932,9 @@ def _with_attention_keys(node: dict, key: str) -> list[str]:
 
     from ..utils.build_errors import accepted_arguments  # noqa: PLC0415
 
-    valid = [a for a in accepted_arguments(MODELS.get(node['type'])) if a != 'registry']  # the registry's own
+    kind = node['type']
+    cls = MODELS.get(kind) if isinstance(kind, str) else kind
+    valid = [a for a in accepted_arguments(cls) if a != 'registry']  # the registry's own
     given = {k: v for k, v in node.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
     what = f"an argument of with_attention (the model's own go in {key}.model)"
     return _unknown_keys(given, valid, key, what)
@@ -956,32 +963,34 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
     """The problem of an attention choice ``value`` at ``key``: an unknown name, an argument its
     member does not take, or a ``variant`` of DnA's family that is not one (a member with DnA's
     negative branch, :attr:`~dna_mm.models.attention.AttentionBase.has_negative_branch`, or a
-    config without a type: a ``dna_vit_*`` model's DnA), the closest valid name suggested."""
-    from ..models.attention.builder import attention_types, short_names, unknown_arguments  # noqa: PLC0415
+    config without a type: a ``dna_vit_*`` model's DnA), the closest valid name suggested. The
+    member is named as a config names it: a short or registered name, a dotted path to it or its
+    class (:func:`~dna_mm.models.attention.builder.member_type`)."""
+    from ..models.attention.builder import member_type, unknown_arguments  # noqa: PLC0415
 
     attn = value.get('type') if isinstance(value, dict) else value
-    if isinstance(attn, str) and attn not in short_names() and attn not in attention_types():
+    member = member_type(attn)
+    if isinstance(attn, str) and member is None:
         where = f'{key}.type' if isinstance(value, dict) else key
         yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
         return
-    if isinstance(value, dict) and isinstance(attn, str):
-        member = short_names().get(attn, attn)
+    if isinstance(value, dict) and member is not None:
         for name in unknown_arguments(value):
             step = key.endswith('attn_cfg') and difflib.get_close_matches(name, STEP_KEYS)
             hint = ' (one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))'
-            yield f'{key}.{name}: {member} takes no argument {name!r}{hint if step else ""}'
-    if isinstance(value, dict) and 'variant' in value:
-        yield from _variant_problems(value['variant'], attn, f'{key}.variant')
+            yield f'{key}.{name}: {type_name(member)} takes no argument {name!r}{hint if step else ""}'
+    if isinstance(value, dict) and 'variant' in value and (attn is None or member is not None):
+        yield from _variant_problems(value['variant'], member, f'{key}.variant')
 
 
-def _variant_problems(variant: Any, attn: Any, key: str) -> list[str]:
+def _variant_problems(variant: Any, member: Any, key: str) -> list[str]:
     """A DnA ``variant`` at ``key`` that is not one of the family's
-    (:func:`~dna_mm.family.canonical_variant`), where the member ``attn`` (a name; ``None``: the
-    host's DnA) has DnA's negative branch."""
+    (:func:`~dna_mm.family.canonical_variant`), where the member ``member`` (its registered name
+    or class; ``None``: the host's DnA) has DnA's negative branch."""
     from ..family import canonical_variant  # noqa: PLC0415
     from ..models.attention.builder import attention_class  # noqa: PLC0415
 
-    if attn is not None and not (isinstance(attn, str) and attention_class(attn).has_negative_branch):
+    if member is not None and not attention_class(member).has_negative_branch:
         return []
     try:
         canonical_variant(variant)

@@ -11,6 +11,8 @@ read (:func:`~dna_mm.config.build.read_config`).
   was read (``num_classes = 10`` over a base whose ``model.cls_head.num_classes`` is 4 trains 4
   classes). The child that sets the keys with it (``num_classes = 10`` and
   ``model = dict(cls_head=dict(num_classes=num_classes))``) is the way to do it, and is read.
+  The same holds in a new-style config (``with read_base(): from .base import *``): the base's
+  values were made when it was imported, before the child's names were set.
 
 The keys a variable set (:func:`_uses`) are found under the keys that code reads (the runner's,
 dna_mm's: :func:`read_keys`), never under another variable: they are the ones to set instead.
@@ -173,15 +175,18 @@ def base_variable_problems(filename: str, cfg: Config) -> list[str]:
     no effect, one line each: a top-level name the file sets, that its bases define as a variable
     (a key nothing reads) and that it changes, whose old value keys that code reads took
     (:func:`_uses`) and the file did not set again, while no such key has the new value. A key of
-    a dict variable is one (``loader = dict(batch_size=2)``: ``loader.batch_size``)."""
+    a dict variable is one (``loader = dict(batch_size=2)``: ``loader.batch_size``). A new-style
+    config's bases are the modules it imports with ``read_base()`` (:func:`_imported_base_tree`)."""
     if not filename.endswith('.py'):
         return []
     read = read_keys()
     merged = cfg._cfg_dict.to_dict()
     names = [n for n in _set_names(filename) if n in merged and n not in read and not n.startswith('_')]
-    if not names or not Config._get_base_files(filename):
+    new_style = Config._is_lazy_import(filename)  # how mmengine's reader tells a new-style config
+    if not names or not (new_style or Config._get_base_files(filename)):
         return []
-    base = _base_tree(filename)
+    base = _imported_base_tree(filename) if new_style else _base_tree(filename)
+    of = 'of its base' if new_style else 'of its _base_'
     problems = []
     for name in dict.fromkeys(names):
         for key, old, new in _changes(base.get(name, _NEW), merged[name], name):
@@ -190,7 +195,7 @@ def base_variable_problems(filename: str, cfg: Config) -> list[str]:
             stale = [u for u in _uses(merged, key, old, read) if _value_at(base, u) == _value_at(merged, u)]
             if stale and not _uses(merged, key, new, read):
                 problems.append(
-                    f'config {filename}: {name!r} is a variable of its _base_, used when the base was read: '
+                    f'config {filename}: {name!r} is a variable {of}, used when the base was read: '
                     f'setting {"it" if key == name else key} here changes nothing; '
                     f'{_instead(stale, "in this file too")}'
                 )
@@ -295,3 +300,28 @@ def _base_tree(filename: str) -> dict:
         cfg_dict, _, _ = Config._file2dict(path)
         base.update(Config._dict_to_config_dict(cfg_dict, scope))
     return base.to_dict()
+
+
+def _imported_base_tree(filename: str) -> dict:
+    """The values new-style config ``filename`` imports from its bases (``with read_base():
+    from .base import *``, or named imports), each base read as mmengine reads it, before the
+    file's own code runs."""
+    from mmengine.utils import get_installed_path
+
+    with open(filename, encoding='utf-8') as f:
+        body = ast.parse(f.read()).body
+    base: dict = {}
+    imports = [n for w in body if isinstance(w, ast.With) for n in w.body if isinstance(n, ast.ImportFrom)]
+    for node in imports:
+        parts = (node.module or '').split('.')
+        if node.level:  # mmengine's: relative to the file's folder
+            root = osp.join(osp.dirname(osp.abspath(filename)), *(['..'] * (node.level - 1)))
+        else:
+            root, parts = get_installed_path(parts[0]), parts[1:]
+        values = Config.fromfile(f'{osp.join(root, *parts)}.py', lazy_import=True)._cfg_dict.to_dict()
+        for alias in node.names:
+            if alias.name == '*':
+                base.update(values)
+            elif alias.name in values:
+                base[alias.asname or alias.name] = values[alias.name]
+    return base

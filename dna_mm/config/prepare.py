@@ -23,7 +23,7 @@ from ..engine.distributed import (
 )
 from ..errors import ConfigError
 from ..utils.schedule import sync_schedule
-from .build import merge_options
+from .build import merge_options, type_name
 
 
 def prepare_cfg(
@@ -122,9 +122,9 @@ def limit_topk(cfg: Config) -> list[int]:
         for metric in evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]:
             if not isinstance(metric, dict):
                 continue
-            if metric.get('type') == 'Accuracy':  # MMPretrain's
+            if type_name(metric.get('type')) == 'Accuracy':  # MMPretrain's
                 limit(metric, 'topk', (1,))
-            elif metric.get('type') == 'AccMetric' and 'top_k_accuracy' in metric.get(
+            elif type_name(metric.get('type')) == 'AccMetric' and 'top_k_accuracy' in metric.get(
                 'metric_list', ('top_k_accuracy',)
             ):
                 options = dict(metric.get('metric_options') or {})
@@ -136,8 +136,8 @@ def limit_topk(cfg: Config) -> list[int]:
 
 
 def _takes_topk(head_type: Any) -> bool:
-    """Whether the head class ``head_type`` (a registered name) takes ``topk`` (MMAction2's
-    ``BaseHead`` and its subclasses)."""
+    """Whether the head class ``head_type`` (a registered name, a dotted path or the class) takes
+    ``topk`` (MMAction2's ``BaseHead`` and its subclasses)."""
     import inspect
 
     from mmaction.models.heads.base import BaseHead
@@ -163,7 +163,7 @@ def enable_tensorboard(cfg: Config) -> Config:
         )
     visualizer = cfg.setdefault('visualizer', dict(type='Visualizer'))
     backends = list(visualizer.get('vis_backends') or [dict(type='LocalVisBackend')])
-    if not any(b.get('type') == 'TensorboardVisBackend' for b in backends):
+    if not any(type_name(b.get('type')) == 'TensorboardVisBackend' for b in backends):
         backends.append(dict(type='TensorboardVisBackend'))
     visualizer['vis_backends'] = backends
     return cfg
@@ -174,7 +174,7 @@ def skip_unreadable(cfg: Config) -> Config:
     :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop` (dna_mm's runtime names it; a
     config naming mmengine's ``TestLoop`` gets it, with a log line saying so)."""
     test_cfg = dict(cfg.get('test_cfg') or {})
-    if test_cfg.get('type', 'TestLoop') == 'TestLoop':
+    if type_name(test_cfg.get('type', 'TestLoop')) == 'TestLoop':
         print_log(
             "--skip-unreadable: test_cfg.type 'TestLoop' -> 'UnreadableVideosTestLoop' (the loop that "
             'can skip unreadable videos)',

@@ -274,7 +274,15 @@ class DnARunner(Runner):
                 f'train_cfg.type is {type(built).__name__}, not ResumableEpochBasedTrainLoop / '
                 'ResumableIterBasedTrainLoop'
             )
-        if missing:
+        filename = self.cfg.filename  # a new-style config (with read_base()) names classes it imports
+        new_style = filename is not None and osp.isfile(filename) and Config._is_lazy_import(filename)
+        if missing and new_style:
+            lacks.append(
+                f'custom_hooks has no {" and no ".join(missing)} (a new-style config: from dna_mm.engine '
+                f'import {", ".join(missing)}, and list {", ".join(f"dict(type={m})" for m in missing)} in '
+                'custom_hooks)'
+            )
+        elif missing:
             lacks.append(
                 f'custom_hooks has no {" and no ".join(missing)} (a list of its own replaces the '
                 "runtime's: custom_hooks = [*_base_.custom_hooks, ...] keeps them)"

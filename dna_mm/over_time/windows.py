@@ -62,7 +62,7 @@ def split_pipeline(
     steps = [dict(s) for s in pipeline]
     paced = ('frame_interval', 'seconds')  # SampleFrames, SampleFramesBySeconds
     sample = next((i for i, s in enumerate(steps) if 'clip_len' in s and any(k in s for k in paced)), None)
-    types = [s.get('type') for s in steps]
+    types = [getattr(s.get('type'), '__name__', s.get('type')) for s in steps]  # a class: its name
     if sample is None or sample == 0 or sample + 1 >= len(steps):
         raise ConfigError(
             f'{key}: predictions over time need a video pipeline "open, SampleFrames(clip_len, '
@@ -74,20 +74,24 @@ def split_pipeline(
 def window_sampling(sample_step: dict, fps: float = 30.0) -> WindowSampling:
     """The window of a sampling step (``SampleFrames`` or a step with its arguments, or
     ``SampleFramesBySeconds``, whose interval follows from a video's ``fps``): its span and the
-    offsets the step itself picks, in test mode, from a video of one span."""
+    offsets the step itself picks, in test mode, from a video of one span. Its ``type`` is what
+    MMEngine's registry takes: a registered name, a dotted path (``'pkg.mod.Class'``) or the
+    class itself (a new-style config's ``type=SampleFrames``)."""
     from mmaction.registry import TRANSFORMS
 
     from ..datasets.sampling import interval_at
 
     cfg = dict(sample_step)
+    step = TRANSFORMS.get(cfg['type']) if isinstance(cfg['type'], str) else cfg['type']
     clip_len = int(cfg['clip_len'])
     interval = interval_at(cfg['seconds'], fps) if 'seconds' in cfg else int(cfg['frame_interval'])
     if clip_len < 1 or interval < 1:
         raise ConfigError(
-            f'{cfg.get("type")}: clip_len and frame_interval must be >= 1, got {clip_len}, {interval}'
+            f'{getattr(step, "__name__", cfg["type"])}: clip_len and frame_interval must be >= 1, got '
+            f'{clip_len}, {interval}'
         )
     span = clip_len * interval
-    if 'test_mode' in TRANSFORMS.get(cfg['type']).__init__.__code__.co_varnames:
+    if 'test_mode' in step.__init__.__code__.co_varnames:
         cfg['test_mode'] = True
     out = TRANSFORMS.build(cfg)(dict(total_frames=span, start_index=0, modality='RGB', avg_fps=fps))
     offsets = tuple(int(i) for i in np.asarray(out['frame_inds']).reshape(-1))

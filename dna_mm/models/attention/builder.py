@@ -2,8 +2,10 @@
 
 ``cfg`` is an MMEngine config dict whose ``type`` is a registered member (a subclass of
 :class:`~dna_mm.models.attention.AttentionBase` in MMEngine's ``MODELS``: the shipped ones, or
-your own, registered by your import) or the member's short name (``'softmax'``, ``'dna'``,
-``'gated'``, ...: a member's :attr:`~.base.AttentionBase.short_name`). Each member states its
+your own, registered by your import), the member's short name (``'softmax'``, ``'dna'``,
+``'gated'``, ...: a member's :attr:`~.base.AttentionBase.short_name`), the member class itself
+(a new-style config's ``type=DnAAttention``) or its dotted path (``'dna_mm.models.DnAAttention'``:
+the dump of such a config), as MMEngine's registry takes them (:func:`member_type`). Each member states its
 own per-layer rule (:meth:`~.base.AttentionBase.layer_config`): Diff's ``λ_init`` by depth,
 Cog's softmax first and last layer; this module keeps no list of members.
 
@@ -22,9 +24,10 @@ import copy
 import difflib
 import inspect
 import warnings
-from typing import Union
+from typing import Any, Optional, Union
 
 from mmengine.registry import MODELS
+from mmengine.utils import get_object_from_string
 from torch import nn
 
 from ...errors import ConfigError
@@ -32,7 +35,7 @@ from ..scopes import current_registry
 from .base import AttentionBase, CrossAttentionMixin, check_formula
 from .registration import short_name_owner
 
-AttnCfg = Union[str, dict]
+AttnCfg = Union[str, type, dict]
 #: the keyword every host takes its attention by
 ATTENTION_KEY = 'attn_cfg'
 
@@ -101,21 +104,44 @@ def self_attention_class(name: str) -> type:
 
 
 def attention_cfg(cfg: AttnCfg) -> dict:
-    """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)``.
+    """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)`` (a
+    dotted path to a member too; a member's class, or a dict of one, keeps it).
 
     Raises:
         NoTypeError: a config without ``type`` (a :class:`~dna_mm.errors.ConfigError` and a
             ``KeyError``).
         ConfigError: a type that is not a registered member (the message lists them).
     """
-    cfg = dict(type=cfg) if isinstance(cfg, str) else copy.deepcopy(dict(cfg))
+    cfg = dict(type=cfg) if isinstance(cfg, str) or inspect.isclass(cfg) else copy.deepcopy(dict(cfg))
     if 'type' not in cfg:
         raise NoTypeError(f'attention config {cfg} has no "type"')
-    shorts = short_names()
-    cfg['type'] = shorts.get(cfg['type'], cfg['type'])
-    if isinstance(cfg['type'], str) and cfg['type'] not in attention_types():
-        raise ConfigError(unknown_attention(cfg['type']))
+    if isinstance(cfg['type'], str):  # a class stays as it is
+        member = member_type(cfg['type'])
+        if member is None:
+            raise ConfigError(unknown_attention(cfg['type']))
+        cfg['type'] = member
     return cfg
+
+
+def member_type(kind: Any) -> Optional[Union[str, type]]:
+    """The member a config's ``type`` names, as :func:`attention_cfg` writes it: the registered
+    name of a short name, of a registered name, or of a dotted path that resolves to a registered
+    member (``'dna_mm.models.DnAAttention'``: what the dump of a new-style config holds; MMEngine's
+    registry resolves one too); a member class (``type=DnAAttention`` in a new-style config)
+    itself; ``None`` for anything else (no member's name, a class that is no member)."""
+    if inspect.isclass(kind):
+        return kind if issubclass(kind, AttentionBase) else None
+    if not isinstance(kind, str):
+        return None
+    types = attention_types()
+    kind = short_names().get(kind, kind)
+    if kind in types or '.' not in kind:
+        return kind if kind in types else None
+    try:
+        cls = get_object_from_string(kind)
+    except (ImportError, AttributeError):  # a module that does not import, a name it lacks
+        return None
+    return next((name for name, member in types.items() if member is cls), None)
 
 
 def unknown_attention(name: str, cross_forms: bool = True) -> str:
@@ -222,12 +248,14 @@ def known_as(cls: type) -> str:
 
 
 def suggest_attention(name: str, cross_forms: bool = True) -> str:
-    """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib),
-    else the list of valid names; without ``cross_forms``, of the self-attention members only."""
+    """``'did you mean DnAAttention / dna?'`` for the valid name closest to ``name`` (difflib; of
+    a dotted path, its last part), else the list of valid names; without ``cross_forms``, of the
+    self-attention members only."""
     shorts, types = member_names(cross_forms)
     short_of = {v: k for k, v in shorts.items()}
     candidates = {c.lower(): c for c in (*shorts, *types)}
     valid = f'valid: {valid_names(cross_forms)}'
+    name = name.rsplit('.', 1)[-1]  # a dotted path's class name
     match = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
     if not match:
         return valid
