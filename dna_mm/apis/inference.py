@@ -16,7 +16,7 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from ..checkpoint import load_whole_model
-from ..config.build import model_from_config
+from ..config.build import model_from_config, type_name
 from ..datasets.protocols import read_label_map
 from ..datasets.video_files import VIDEO_SUFFIXES, list_videos
 from ..errors import ConfigError, DataError
@@ -189,7 +189,19 @@ def test_pipeline_of(cfg: Config, cfg_options: Optional[dict] = None) -> list[di
         pipeline = cfg.get('test_pipeline')
     if pipeline is None:
         raise ConfigError(f'the config has no {PIPELINE_KEY} (nor test_pipeline) to read videos with')
+    frames = [type_name(step.get('type')) for step in pipeline if isinstance(step, dict)]
+    frames = [name for name in frames if name in FRAME_DECODERS]
+    if frames:
+        raise ConfigError(
+            f'{PIPELINE_KEY} decodes frame folders ({frames[0]}), and this tool reads video '
+            'files: give it a config whose test pipeline opens videos (DecordInit, DecordDecode: the '
+            'same model reads both), or test the frame folders with tools/test.py'
+        )
     return list(pipeline)
+
+
+#: test pipeline steps that read frame folders (MMAction2's RawframeDataset), not video files
+FRAME_DECODERS = ('RawFrameDecode',)
 
 
 def clip_coverage(video: str, pipeline: list[dict]) -> Optional[tuple[float, float]]:

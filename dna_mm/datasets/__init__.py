@@ -6,6 +6,7 @@ what a tool prints or says it through the tool's ``echo`` (its ``print``)."""
 
 from . import coco_dataset  # noqa: F401  (CheckedCocoDataset: MMDetection's, checked; registers itself)
 from .protocols import ProtocolError, label_map, ntu60_splits, smarthome_splits
+from .rawframe_dataset import RobustRawframeDataset
 from .sampling import SampleFramesBySeconds
 from .skipped_samples import SkippedSamplesHook, SkippedVideosHook
 from .transforms import ScaledDecordInit, ScaledPyAVInit, SortedDecordDecode
@@ -13,6 +14,7 @@ from .video_dataset import RobustVideoDataset
 
 __all__ = [
     'RobustVideoDataset',
+    'RobustRawframeDataset',
     'SkippedSamplesHook',
     'SkippedVideosHook',
     'ProtocolError',

@@ -15,7 +15,8 @@ from pathlib import Path, PurePath
 from typing import Callable, Iterable, Iterator, Optional
 
 from ..errors import DataError
-from .video_dataset import list_label, read_list_lines, split_list_line
+from .robust_samples import list_label, read_list_lines
+from .video_dataset import split_list_line
 from .video_files import VIDEO_SUFFIXES, list_videos
 
 

@@ -76,16 +76,18 @@ def collate_readable(batch: list[dict]) -> dict:
 
 
 def reporting_dataloader(dataloader: Union[Any, dict]) -> tuple[Union[Any, dict], bool]:
-    """``dataloader`` (a config) collating with :func:`collate_readable` when its dataset is a
-    :class:`~dna_mm.datasets.RobustVideoDataset` (one that can report unreadable videos), and
-    whether it is."""
-    from ..datasets.video_dataset import RobustVideoDataset  # noqa: PLC0415
+    """``dataloader`` (a config) collating with :func:`collate_readable` when its dataset can
+    report unreadable samples (a :class:`~dna_mm.datasets.robust_samples.RobustSamples`:
+    ``RobustVideoDataset``, ``RobustRawframeDataset``), and whether it can."""
+    from mmaction.registry import DATASETS  # noqa: PLC0415
+
+    from ..datasets.robust_samples import RobustSamples  # noqa: PLC0415
 
     dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
     kind = dataset.get('type') if isinstance(dataset, dict) else None
-    reporting = kind == 'RobustVideoDataset' or (
-        isinstance(kind, type) and issubclass(kind, RobustVideoDataset)
-    )
+    if isinstance(kind, str):
+        kind = DATASETS.get(kind)
+    reporting = isinstance(kind, type) and issubclass(kind, RobustSamples)
     if reporting:
         dataloader = dict(dataloader, collate_fn=dict(type=collate_readable))
     return dataloader, reporting

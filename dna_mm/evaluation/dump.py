@@ -7,7 +7,7 @@ or not at all: :func:`dump_evaluator`).
 The samples are MMAction2's (``ActionDataSample``: ``pred_scores`` / ``gt_labels`` with their
 ``item``) or MMPretrain's (``DataSample``: ``pred_score`` / ``gt_label`` tensors, an ImageNet
 config's). The first column names the sample: ``video``, its ``metainfo['filename']``
-(``RobustVideoDataset`` always sets it; for another dataset add ``'filename'`` to
+(``RobustVideoDataset`` and ``RobustRawframeDataset`` always set it; for another dataset add ``'filename'`` to
 ``PackActionInputs(meta_keys=...)``) or ``frame_dir`` (rawframe datasets); ``image`` for an image
 classifier's samples, their ``img_path`` (MMPretrain's ``PackInputs`` keeps it).
 """
@@ -42,7 +42,10 @@ def _field(sample: dict, *names: str) -> Tensor:
 
 #: the first column, by the kind of sample: ``(the metainfo keys that name it, in order, how to add them)``
 NAMES = {
-    'video': (('filename', 'frame_dir'), "add 'filename' to PackActionInputs(meta_keys=...)"),
+    'video': (
+        ('filename', 'frame_dir'),
+        "add 'filename' (videos) or 'frame_dir' (frame folders) to PackActionInputs(meta_keys=...)",
+    ),
     'image': (('img_path',), "add 'img_path' to PackInputs(meta_keys=...)"),
 }
 

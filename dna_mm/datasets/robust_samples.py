@@ -1,0 +1,171 @@
+"""What a checked action dataset does with its samples, whatever they are stored as (a video,
+a folder of frames): a label checked at build time, an unreadable training sample logged,
+counted (:class:`~.skipped_samples.SkippedSamplesHook`) and replaced by another, one line naming
+each when ``max_refetch + 1`` in a row fail, and in test mode an error naming it or, for
+:class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`, ``dict(unreadable=(path, reason))``.
+:class:`~.video_dataset.RobustVideoDataset` and :class:`~.rawframe_dataset.RobustRawframeDataset`
+are MMAction2's datasets with this mixin first."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterator, Optional
+
+from mmengine.logging import print_log
+
+from ..errors import ConfigError, DataError, UserError
+from .skipped_samples import SharedCounter
+
+
+class RobustSamples:
+    """The sample handling of the module docstring, before an MMAction2 ``BaseActionDataset``
+    in the bases.
+
+    Args:
+        num_classes: Number of classes; labels must lie in ``[0, num_classes)``.
+        labels_optional: A line may hold no label (label ``-1``): a list outside the model's
+            classes (OOD evaluation). Otherwise such a line is an error: trained on, or scored
+            by a test, it would count as a sample of no class.
+        check_files: Verify at build time that every listed sample is on disk.
+        max_refetch: Replacement attempts for one sample before giving up (training).
+        **kwargs: The MMAction2 dataset's arguments (``ann_file``, ``pipeline``, ``data_prefix``, ...).
+
+    A subclass names its samples (:attr:`noun`, ``'video'``) and the key of their path in a data
+    info (:attr:`path_key`, ``'filename'``), and may say more about a failure
+    (:meth:`describe_failure`). Every packed sample carries its path in
+    ``data_samples.metainfo['filename']`` (for ``tools/test.py --dump``), whatever
+    ``PackActionInputs(meta_keys=...)`` says.
+    """
+
+    noun = 'sample'
+    path_key = 'filename'
+
+    def __init__(
+        self,
+        *args,
+        num_classes: Optional[int] = None,
+        labels_optional: bool = False,
+        check_files: bool = True,
+        max_refetch: int = 10,
+        **kwargs,
+    ) -> None:
+        if num_classes is not None and num_classes <= 0:
+            raise ConfigError(f'num_classes must be positive, got {num_classes}')
+        self.check_files, self.labels_optional = check_files, labels_optional
+        self.skipped = SharedCounter(self.noun)
+        self._failures: list[tuple[Any, str]] = []
+        self._bugs = 0  # failures of the last __getitem__ that are not the files' (a transform's bug)
+        super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
+
+    def describe_failure(self, err: BaseException, info: dict) -> Optional[str]:
+        """What is wrong with the files of the sample of data info ``info``, on which ``err``
+        stopped its pipeline, when the sample's kind can tell more than ``err`` (a frame folder:
+        its first damaged frame); ``None`` otherwise."""
+        return None
+
+    def _label(self, text: str, lineno: int) -> int:
+        try:
+            return list_label(text, self.num_classes)
+        except ValueError as err:
+            raise DataError(f'{self.ann_file}:{lineno}: {err}') from None
+
+    def prepare_data(self, idx: int) -> Optional[dict]:
+        """The packed sample (its path in ``metainfo['filename']``), or ``None`` in training
+        when the sample cannot be loaded (logged, counted, remembered for the error below)."""
+        info = self.get_data_info(idx)
+        path = info.get(self.path_key)
+        try:
+            data = super().prepare_data(idx)
+        except Exception as err:  # undecodable / truncated / unreadable video or frame
+            found = self.describe_failure(err, info)  # the files at fault, said better than err
+            reason = found or f'{type(err).__name__}: {err}'
+            if self.test_mode:
+                if getattr(self, 'report_unreadable', False):  # UnreadableVideosTestLoop lists them all
+                    return dict(unreadable=(path, reason))
+                raise RuntimeError(f'cannot load test {self.noun} {path}: {reason}') from err
+            self._failures.append((path, found or _reason(err, path)))
+            self._bugs += not (found or _a_files_fault(err))
+            total = self.skipped.add()
+            print_log(
+                f'skipped unreadable {self.noun} {path} ({reason}); {total} skipped so far in '
+                f'this process and its workers; using another sample',
+                logger='current',
+                level=30,
+            )
+            return None  # __getitem__ draws another index (max_refetch times)
+        if data is None:
+            self._failures.append((path, 'the pipeline returned no sample'))
+        elif hasattr(data.get('data_samples'), 'set_metainfo') and path is not None:
+            data['data_samples'].set_metainfo(dict(filename=path))
+        return data
+
+    def __getitem__(self, idx: int) -> dict:
+        """mmengine's ``BaseDataset.__getitem__``, with a one-line :class:`~dna_mm.errors.DataError`
+        naming each sample that failed and why (one drawn again: once, with the count) when
+        ``max_refetch + 1`` training samples in a row fail on their files (a ``RuntimeError`` with
+        the same text, and so a traceback, when any failed otherwise: a bug in a transform).
+        Raised in a loader worker, it reaches the tool as that line too
+        (:func:`~dna_mm.errors.error_line`): no reason in it is written ``Type: message``, the
+        form of the worker traceback's last line."""
+        self._failures, self._bugs = [], 0
+        try:
+            return super().__getitem__(idx)
+        except Exception:  # in training: mmengine's "Cannot find valid image after max_refetch"
+            if self.test_mode or len(self._failures) <= self.max_refetch:
+                raise  # not the refetch limit (a lazy full_init, a sampler fault): as it is
+        times = Counter(self._failures)
+        shown = '; '.join(
+            f'{path}{f" ({n} times)" if n > 1 else ""}: {reason}' for (path, reason), n in times.items()
+        )
+        error = DataError if not self._bugs else RuntimeError  # a transform's bug keeps its traceback
+        raise error(
+            f'{self.ann_file}: {len(self._failures)} training {self.noun}s in a row could not be used '
+            f'(max_refetch={self.max_refetch}); check the {self.noun} files and the pipeline: {shown}'
+        )
+
+
+def read_list_lines(ann_file: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each non-blank line of a list, stripped; a line
+    that is not UTF-8 is a :class:`~dna_mm.errors.DataError` naming ``file:line`` and the byte."""
+    with open(ann_file, 'rb') as f:
+        raw_lines = f.read().splitlines()
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode('utf-8').strip()
+        except UnicodeDecodeError as err:
+            raise DataError(
+                f'{ann_file}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x} at '
+                f'column {err.start + 1}): {raw!r}; save the list as UTF-8'
+            ) from None
+        if line:
+            yield lineno, line
+
+
+def list_label(text: str, num_classes: Optional[int]) -> int:
+    """A list's label field as an ``int`` in ``[0, num_classes)`` (``num_classes`` ``None``: any
+    label ``>= 0``); else a ``ValueError`` saying why."""
+    try:
+        label = int(text)
+    except ValueError:
+        raise ValueError(f'label {text!r} is not an integer') from None
+    if label < 0 or (num_classes is not None and label >= num_classes):
+        bound = f'[0, {num_classes})' if num_classes is not None else '>= 0'
+        raise ValueError(f'label {label} outside {bound} (num_classes={num_classes})')
+    return label
+
+
+def _a_files_fault(err: BaseException) -> bool:
+    """``err`` says the video's file is at fault (unreadable, damaged, missing: the readers'
+    :class:`~dna_mm.errors.UserError`, an ``OSError``, an error of decord or PyAV), not the code
+    that transforms it."""
+    module = type(err).__module__ or ''
+    return isinstance(err, (UserError, OSError)) or module.split('.')[0] in ('decord', 'av')
+
+
+def _reason(err: BaseException, path: Optional[str]) -> str:
+    """Why a video failed, on one line: ``err``'s message without the path it starts with (the
+    line names it), then its type: ``'truncated: ... (DataError)'``."""
+    text = ' '.join(str(err).split())
+    if path and text.startswith(f'{path}: '):
+        text = text[len(path) + 2 :]
+    return f'{text} ({type(err).__name__})'
