@@ -66,20 +66,7 @@ class RobustRawframeDataset(RobustSamples, RawframeDataset):
             numbers = fields[1 : 1 + counts]
             if len(numbers) < counts or not all(n.isdigit() for n in numbers):
                 raise DataError(f'{self.ann_file}:{lineno}: expected "{form}", got {line!r}')
-            labels = fields[1 + counts :]
-            if self.multi_class:
-                label = [self._label(f, lineno) for f in labels]
-            elif len(labels) > 1:
-                raise DataError(f'{self.ann_file}:{lineno}: expected "{form}", got {line!r}')
-            elif labels:
-                label = self._label(labels[0], lineno)
-            elif not self.labels_optional:
-                raise DataError(
-                    f'{self.ann_file}:{lineno}: expected "{form}", got {line!r} (no label; a list '
-                    'without labels, such as an OOD list, needs labels_optional=True)'
-                )
-            else:
-                label = -1
+            label = self.line_label(fields[1 + counts :], lineno, line, form)
             info = dict(frame_dir=fields[0] if prefix is None else osp.join(prefix, fields[0]))
             if self.with_offset:
                 info['offset'] = int(numbers[0])

@@ -9,7 +9,7 @@ are MMAction2's datasets with this mixin first."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Union
 
 from mmengine.logging import print_log
 
@@ -62,6 +62,24 @@ class RobustSamples:
         stopped its pipeline, when the sample's kind can tell more than ``err`` (a frame folder:
         its first damaged frame); ``None`` otherwise."""
         return None
+
+    def line_label(self, labels: list[str], lineno: int, line: str, form: str) -> Union[int, list[int]]:
+        """The label of list line ``lineno`` (``line``, of the form ``form``) from its label fields
+        ``labels``: one, checked (:func:`list_label`); several with ``multi_class``; ``-1`` for none
+        with ``labels_optional``; else a :class:`~dna_mm.errors.DataError` naming ``file:line``."""
+        if self.multi_class:
+            return [self._label(f, lineno) for f in labels]
+        if len(labels) == 1:
+            return self._label(labels[0], lineno)
+        if labels or not self.labels_optional:
+            why = (
+                ''
+                if labels
+                else f' (no label; a list of {self.noun}s without labels, such as an OOD list, needs '
+                'labels_optional=True)'
+            )
+            raise DataError(f'{self.ann_file}:{lineno}: expected "{form}", got {line!r}{why}')
+        return -1
 
     def _label(self, text: str, lineno: int) -> int:
         try:

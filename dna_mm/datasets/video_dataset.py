@@ -55,17 +55,7 @@ class RobustVideoDataset(RobustSamples, VideoDataset):
                     "frame folders are read by type='RobustRawframeDataset' with RawFrameDecode "
                     '(docs/datasets/rawframes.md)'
                 )
-            if self.multi_class:
-                label = [self._label(f, lineno) for f in labels]
-            elif labels:
-                label = self._label(labels[0], lineno)
-            elif not self.labels_optional:
-                raise DataError(
-                    f'{self.ann_file}:{lineno}: expected "path label", got {line!r} (no label; a list '
-                    'of videos without labels, such as an OOD list, needs labels_optional=True)'
-                )
-            else:
-                label = -1
+            label = self.line_label(labels, lineno, line, 'path label')
             filename = path if prefix is None else osp.join(prefix, path)
             data_list.append(dict(filename=filename, label=label, lineno=lineno))
         missing = [d for d in data_list if not osp.isfile(d['filename'])] if self.check_files else []
