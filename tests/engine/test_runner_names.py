@@ -5,7 +5,9 @@ seeds) each keep their own logger, log file and visualizer: mmengine names all t
 from __future__ import annotations
 
 import logging
+import time
 
+import pytest
 from conftest import DEMO_CONFIG, tiny_run_options
 from mmengine.config import Config, DictAction
 
@@ -23,36 +25,49 @@ def _runner(work_dir, root):
     return build_runner(cfg)
 
 
+class _OneSecond:
+    """mmengine's runner module's clock stopped at one moment (``time()``; the rest is the ``time``
+    module's): every runner built meanwhile has the same timestamp, however slow the machine."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def one_second(monkeypatch) -> None:
+    monkeypatch.setattr('mmengine.runner.runner.time', _OneSecond())
+
+
 def _log_file(runner) -> str:
     (path,) = [h.baseFilename for h in runner.logger.handlers if isinstance(h, logging.FileHandler)]
     return path
 
 
-def test_runs_in_the_same_second_keep_their_own_log(tiny_video_set, tmp_path) -> None:
-    for attempt in range(10):  # until two runners share a timestamp (a second boundary may fall between)
-        first = _runner(tmp_path / f'a{attempt}', tiny_video_set)
-        second = _runner(tmp_path / f'b{attempt}', tiny_video_set)
-        if first.timestamp == second.timestamp:
-            break
-    assert first.timestamp == second.timestamp, 'no two runners were built within one second'
+def test_runs_in_the_same_second_keep_their_own_log(tiny_video_set, tmp_path, one_second) -> None:
+    first = _runner(tmp_path / 'a', tiny_video_set)
+    second = _runner(tmp_path / 'b', tiny_video_set)
+    assert first.timestamp == second.timestamp
     # the second takes the next free name (an earlier runner of this process may hold one too)
     assert second.experiment_name != first.experiment_name
     assert second.experiment_name.startswith(f'timesformer_dna_demo_{first.timestamp}_')
-    assert _log_file(first).startswith(str(tmp_path / f'a{attempt}'))
-    assert _log_file(second).startswith(str(tmp_path / f'b{attempt}'))
+    assert _log_file(first).startswith(str(tmp_path / 'a'))
+    assert _log_file(second).startswith(str(tmp_path / 'b'))
     assert second.visualizer.instance_name == second.experiment_name
     assert second.message_hub.instance_name == second.experiment_name
 
 
-def test_runs_in_the_same_second_keep_their_own_default_scope(tiny_video_set, tmp_path) -> None:
+def test_runs_in_the_same_second_keep_their_own_default_scope(tiny_video_set, tmp_path, one_second) -> None:
     """mmengine makes the default scope under the run's name too: the second run must build from
     its own scope (an MMDetection run after an MMAction2 one in one notebook)."""
-    for attempt in range(10):
-        first = _runner(tmp_path / f'a{attempt}', tiny_video_set)
-        second = _runner(tmp_path / f'b{attempt}', tiny_video_set)
-        if first.timestamp == second.timestamp:
-            break
-    assert first.timestamp == second.timestamp, 'no two runners were built within one second'
+    first = _runner(tmp_path / 'a', tiny_video_set)
+    second = _runner(tmp_path / 'b', tiny_video_set)
+    assert first.timestamp == second.timestamp
     assert second.default_scope is not first.default_scope
     assert second.default_scope.instance_name == second.experiment_name
     assert second.default_scope.scope_name == 'mmaction'
