@@ -35,6 +35,20 @@ def test_without_a_gpu_the_amp_wrapper_is_one_line_naming_what_to_set() -> None:
     check_config(cfg, 'train')
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason='the machine has a GPU')
+def test_the_wrapper_given_as_its_class_is_checked_too() -> None:
+    """A new-style config's ``type=AmpOptimWrapper`` (the class, not its name)."""
+    from mmengine.optim import AmpOptimWrapper
+
+    cfg = _swin_example()
+    cfg.optim_wrapper.type = AmpOptimWrapper
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'train')
+    assert str(err.value).startswith(
+        "optim_wrapper.type='AmpOptimWrapper' needs a GPU, and there is none here"
+    )
+
+
 @pytest.mark.cuda
 def test_on_a_gpu_the_amp_wrapper_is_accepted() -> None:
     check_config(_swin_example(), 'train')

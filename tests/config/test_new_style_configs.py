@@ -193,18 +193,6 @@ def test_a_check_fires_on_class_types(tmp_path, lines, message) -> None:
     assert _refusal(_config(tmp_path, *lines)) == message
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason='AmpOptimWrapper is refused where there is no GPU')
-def test_amp_optim_wrapper_on_cpu_is_refused(tmp_path) -> None:
-    config = _config(
-        tmp_path, 'from mmengine.optim import AmpOptimWrapper', 'optim_wrapper.update(type=AmpOptimWrapper)'
-    )
-    assert _refusal(config) == (
-        "optim_wrapper.type='AmpOptimWrapper' needs a GPU, and there is none here: set "
-        'optim_wrapper.type=AutoAmpOptimWrapper (mixed precision on a GPU, full precision without one) or '
-        'OptimWrapper (full precision)'
-    )
-
-
 def test_limit_topk_drops_top5_of_a_class_typed_acc_metric(tmp_path) -> None:
     cfg = read_config(_config(tmp_path))
     assert limit_topk(cfg) == [5]
