@@ -257,7 +257,7 @@ class GlobalBatchHook(Hook):
 
     def before_train(self, runner) -> None:
         world, batch = runner.world_size, runner.train_dataloader.batch_size
-        steps = getattr(runner.optim_wrapper, '_accumulative_counts', 1)
+        steps = wrapper_accumulation(runner.optim_wrapper)
         reached = world * batch * steps
         note = '' if reached == self.global_batch else f' (global_batch_size={self.global_batch})'
         runner.logger.info(
@@ -266,6 +266,13 @@ class GlobalBatchHook(Hook):
         )
         if self.changes:
             runner.logger.info(f'iteration-based schedule x{steps}: ' + '; '.join(self.changes))
+
+
+def wrapper_accumulation(optim_wrapper: Any) -> int:
+    """``K``, the backward passes of an optimizer step (``accumulative_counts``): the most of a
+    multi-optimizer wrapper's."""
+    wrappers = getattr(optim_wrapper, 'optim_wrappers', {'': optim_wrapper})
+    return max(getattr(w, '_accumulative_counts', 1) for w in wrappers.values())
 
 
 #: the checkpoint ``meta`` key of the layout the run was saved in (:class:`BatchLayout`)
@@ -312,8 +319,6 @@ class BatchLayout:
         """The layout of ``runner`` (built: its train loop and optim wrapper); ``K`` the most of a
         multi-optimizer wrapper's."""
         loader = runner.train_dataloader
-        wrapper = runner.optim_wrapper
-        wrappers = wrapper.optim_wrappers.values() if hasattr(wrapper, 'optim_wrappers') else [wrapper]
         try:
             length = len(loader)
         except TypeError:
@@ -321,7 +326,7 @@ class BatchLayout:
         return cls(
             world_size=runner.world_size,
             batch_size=loader_batch_size(loader),
-            accumulative_counts=max(getattr(w, '_accumulative_counts', 1) for w in wrappers),
+            accumulative_counts=wrapper_accumulation(runner.optim_wrapper),
             iters_per_epoch=length,
         )
 
@@ -498,8 +503,7 @@ def ema_accumulation_note(hooks: Sequence[Any], optim_wrapper: Any) -> Optional[
     hook, or with its ``interval`` a multiple of ``K``."""
     from mmengine.hooks import EMAHook
 
-    wrappers = getattr(optim_wrapper, 'optim_wrappers', {'': optim_wrapper})
-    k = max(getattr(w, '_accumulative_counts', 1) for w in wrappers.values())
+    k = wrapper_accumulation(optim_wrapper)
     for hook in hooks:
         ema = getattr(hook, 'ema_model', None)
         m = getattr(ema, 'momentum', None)
