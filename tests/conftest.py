@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -228,6 +229,31 @@ def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
     torch.save(dict(state_dict=model.state_dict()), path)
     return path
+
+
+#: the demo config made tiny: one block, 32 channels (the demo's clip: 8 frames every 2, 32x32)
+TINY_DEMO_CFG = {
+    'model.backbone.embed_dims': 32,
+    'model.backbone.num_heads': 2,
+    'model.backbone.num_transformer_layers': 1,
+    'model.cls_head.in_channels': 32,
+    'label_map': None,
+}
+
+
+def tiny_demo_recognizer(root: Path, seed: int = 0) -> tuple[Path, Any]:
+    """``(checkpoint, model)``: the demo recognizer made tiny (:data:`TINY_DEMO_CFG`) with random
+    weights (``seed``), as MMAction2's ``init_recognizer`` builds it, saved as ``root/random.pth``."""
+    from mmaction.apis import init_recognizer
+    from mmengine.config import Config
+
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.merge_from_dict(TINY_DEMO_CFG)
+    torch.manual_seed(seed)
+    model = init_recognizer(cfg, None, device='cpu')
+    ckpt = root / 'random.pth'
+    torch.save({'state_dict': model.state_dict()}, ckpt)
+    return ckpt, model
 
 
 def tiny_run_options(root, attn: str = 'dna', epochs: int = 1) -> list[str]:

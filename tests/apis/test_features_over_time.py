@@ -12,21 +12,14 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import DEMO_CONFIG, load_tool
+from conftest import DEMO_CONFIG, TINY_DEMO_CFG, load_tool, tiny_demo_recognizer
 from mmengine.config import Config
 from tolerance import REORDERED, assert_close_as
 
 from dna_mm.synthetic.videos import write_video
 
 extract = load_tool('tools/extract_features.py')
-#: the demo config made tiny: one block, 32 channels (its clip: 8 frames every 2, 0.64 s at 25 fps)
-TINY_CFG = {
-    'model.backbone.embed_dims': 32,
-    'model.backbone.num_heads': 2,
-    'model.backbone.num_transformer_layers': 1,
-    'model.cls_head.in_channels': 32,
-}
-TINY = [f'{k}={v}' for k, v in TINY_CFG.items()]
+TINY = [f'{k}={v}' for k, v in TINY_DEMO_CFG.items()]
 
 
 def noise(frames: int, seed: int):
@@ -39,15 +32,8 @@ def noise(frames: int, seed: int):
 def tiny(tmp_path_factory):
     """``(checkpoint, model, folder)``: the tiny demo recognizer with random weights, and a folder
     of one 4 s video (25 fps, 64x48)."""
-    from mmaction.apis import init_recognizer
-
     root = tmp_path_factory.mktemp('features_over_time')
-    cfg = Config.fromfile(DEMO_CONFIG)
-    cfg.merge_from_dict(TINY_CFG)
-    torch.manual_seed(0)
-    model = init_recognizer(cfg, None, device='cpu')
-    ckpt = root / 'random.pth'
-    torch.save({'state_dict': model.state_dict()}, ckpt)
+    ckpt, model = tiny_demo_recognizer(root)
     write_video(root / 'videos' / 'four.mp4', noise(100, 0), fps=25, codec='libx264')
     return ckpt, model, root / 'videos'
 
@@ -79,7 +65,7 @@ def test_over_time_gives_the_windows_infer_scores(tiny, tmp_path, capsys) -> Non
     (row,) = csv.DictReader(open(tmp_path / 'w' / 'index.csv', encoding='utf-8'))
     assert row['windows'] == 'four.windows.csv' and row['shape'] == f'{len(times)}x32'
     cfg = Config.fromfile(DEMO_CONFIG)
-    cfg.merge_from_dict(TINY_CFG)
+    cfg.merge_from_dict(TINY_DEMO_CFG)
     result = OverTimePredictor(model.eval(), test_pipeline_of(cfg)).run(str(videos / 'four.mp4'), 0.4)
     assert times == [(pytest.approx(w.start), pytest.approx(w.end)) for w in result.windows]
     assert [start for start, _ in times] == pytest.approx([0.4 * i for i in range(10)])  # 4 s every 0.4 s

@@ -11,8 +11,7 @@ import re
 
 import numpy as np
 import pytest
-import torch
-from conftest import DEMO_CONFIG, load_tool
+from conftest import DEMO_CONFIG, TINY_DEMO_CFG, load_tool, tiny_demo_recognizer
 
 from dna_mm.datasets.video_reader import KeyframeReader, frames_in_sequence
 from dna_mm.over_time.frame_stream import FrameStream
@@ -23,14 +22,7 @@ from dna_mm.synthetic.videos import write_video
 infer = load_tool('tools/infer.py')
 
 CLASSES = ['still', 'horizontal', 'vertical', 'diagonal']
-#: the demo config made tiny: one block, 32 channels (the demo's clip: 8 frames every 2, 32x32)
-TINY_CFG = {
-    'model.backbone.embed_dims': 32,
-    'model.backbone.num_heads': 2,
-    'model.backbone.num_transformer_layers': 1,
-    'model.cls_head.in_channels': 32,
-    'label_map': None,
-}
+TINY_CFG = TINY_DEMO_CFG
 TINY = [f'{k}={v}' for k, v in TINY_CFG.items()]
 
 
@@ -47,16 +39,8 @@ def moving_box(width: int, height: int, frames: int, seed: int = 0):
 @pytest.fixture(scope='module')
 def tiny(tmp_path_factory):
     """``(checkpoint, label map)``: the tiny demo recognizer with random weights, saved."""
-    from mmaction.apis import init_recognizer
-    from mmengine.config import Config
-
     root = tmp_path_factory.mktemp('over_time')
-    cfg = Config.fromfile(DEMO_CONFIG)
-    cfg.merge_from_dict(TINY_CFG)
-    torch.manual_seed(0)
-    model = init_recognizer(cfg, None, device='cpu')
-    ckpt = root / 'random.pth'
-    torch.save({'state_dict': model.state_dict()}, ckpt)
+    ckpt, _ = tiny_demo_recognizer(root)
     names = root / 'classes.txt'
     names.write_text('\n'.join(CLASSES) + '\n')
     return ckpt, names
