@@ -61,6 +61,11 @@ names every bad key and its value.
   of a fixed size), and the head's ``in_channels`` its ``embed_dims``;
 * ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
   dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
+* the keys of an MMAction2 recognizer's ``model.test_cfg`` and ``model.train_cfg``: those it reads
+  (``Recognizer3D``: ``max_testing_views``, ``fcn_test``; none in ``train_cfg``), where its
+  ``.get`` would drop a typo (``max_testing_view``) and test every view in one pass; the closest
+  valid name is suggested, and an MMAction2 0.x key named where 1.x reads it
+  (``average_clips``: ``model.cls_head.average_clips``);
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
   know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
   after an epoch of training; the closest valid name is suggested;
@@ -119,6 +124,25 @@ CROP_KEYS = {
     'TenCrop': ('crop_size',),
     'MultiScaleCrop': ('input_size',),
 }
+#: the keys MMAction2's recognizers read from their ``test_cfg`` / ``train_cfg`` (1.2.0:
+#: ``Recognizer3D.extract_feat`` and ``Recognizer2D.extract_feat``; the others read neither)
+_NO_KEYS: dict[str, tuple[str, ...]] = {'test_cfg': (), 'train_cfg': ()}
+RECOGNIZER_CFG_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    'Recognizer3D': {'test_cfg': ('max_testing_views', 'fcn_test'), 'train_cfg': ()},
+    'Recognizer2D': {'test_cfg': ('max_testing_views', 'fcn_test', 'num_segs'), 'train_cfg': ()},
+    'RecognizerAudio': _NO_KEYS,
+    'RecognizerGCN': _NO_KEYS,
+    'Recognizer3DMM': _NO_KEYS,
+    'RecognizerOmni': _NO_KEYS,
+}
+#: (part, key) of an MMAction2 0.x recognizer config -> where MMAction2 1.x reads it
+MOVED_RECOGNIZER_KEYS = {
+    ('test_cfg', 'average_clips'): "the clips are averaged by the head's argument, "
+    "model.cls_head.average_clips ('score', 'prob' or None)",
+    ('test_cfg', 'feature_extraction'): 'features come from tools/extract_features.py '
+    "(or the model's extract_feat)",
+    ('train_cfg', 'blending'): "mixup / cutmix is the preprocessor's, model.data_preprocessor.blending",
+}
 
 
 def check_config(cfg: Config, mode: str = 'train') -> None:
@@ -131,6 +155,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += _preprocessor_problems(cfg)
     if mode == 'train':
         problems += _train_problems(cfg)
+    problems += _recognizer_cfg_problems(cfg.get('model'))
     problems += _testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
         problems += _loader_problems(cfg.get(loader), loader)
@@ -614,6 +639,33 @@ def _class_heads(node: Any, key: str) -> Iterator[tuple[str, int]]:
         yield key, node['num_classes']
     for sub, value in node.items():
         yield from _class_heads(value, f'{key}.{sub}')
+
+
+def _recognizer_cfg_problems(model: Any) -> list[str]:
+    """The keys of an MMAction2 recognizer's ``model.test_cfg`` / ``model.train_cfg`` against those
+    it reads (:data:`RECOGNIZER_CFG_KEYS`; its ``.get`` would drop a typo such as
+    ``max_testing_view``, and testing would go on with every view in one pass), the key that moved
+    to another part in MMAction2 1.x named (:data:`MOVED_RECOGNIZER_KEYS`). A recognizer of
+    another type (a subclass may read more) is left alone."""
+    if not isinstance(model, dict) or type_name(model.get('type')) not in RECOGNIZER_CFG_KEYS:
+        return []
+    kind = type_name(model.get('type'))
+    out = []
+    for part in ('test_cfg', 'train_cfg'):
+        node = model.get(part)
+        if not isinstance(node, dict):
+            continue
+        valid = list(RECOGNIZER_CFG_KEYS[kind][part])
+        for key in node:
+            moved = MOVED_RECOGNIZER_KEYS.get((part, key))
+            if moved:
+                out.append(f'model.{part}.{key} is read by no MMAction2 1.x recognizer: {moved}')
+            elif key not in valid:
+                near = difflib.get_close_matches(str(key), valid, n=1)
+                hint = f'did you mean {near[0]!r}? ' if near else ''
+                keys = ', '.join(valid) if valid else 'none'
+                out.append(f'model.{part}.{key} is not a key {kind} reads ({hint}it reads: {keys})')
+    return out
 
 
 def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:

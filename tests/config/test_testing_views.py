@@ -68,3 +68,59 @@ def test_max_testing_views_needs_batch_size_one() -> None:
     cfg.model.test_cfg = dict(max_testing_views=0)
     with pytest.raises(ConfigError, match='max_testing_views must be a positive int'):
         check_config(cfg, 'test')
+
+
+@pytest.mark.parametrize(
+    ('part', 'key', 'message'),
+    [
+        (
+            'test_cfg',
+            'max_testing_view',
+            r"model.test_cfg.max_testing_view is not a key Recognizer3D reads "
+            r"\(did you mean 'max_testing_views'\?",
+        ),
+        (
+            'test_cfg',
+            'average_clips',
+            r'model.test_cfg.average_clips is read by no MMAction2 1.x recognizer: '
+            r".*model.cls_head.average_clips",
+        ),
+        ('train_cfg', 'blending', r'model.train_cfg.blending .*model.data_preprocessor.blending'),
+        (
+            'train_cfg',
+            'max_testing_views',
+            r'model.train_cfg.max_testing_views is not a key Recognizer3D '
+            r'reads \(it reads: none\)',
+        ),
+    ],
+)
+def test_recognizer_cfg_keys_it_does_not_read_are_named(part, key, message) -> None:
+    """MMAction2's recognizer reads its ``test_cfg`` with ``.get``: a misspelt key would test with
+    every view in one pass, silently; an MMAction2 0.x key is named where 1.x reads it."""
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.val_dataloader.batch_size = cfg.test_dataloader.batch_size = 1
+    cfg.model[part] = {key: 1}
+    with pytest.raises(ConfigError, match=message):
+        check_config(cfg, 'test')
+
+
+def test_recognizer_cfg_keys_it_reads_pass() -> None:
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.val_dataloader.batch_size = cfg.test_dataloader.batch_size = 1
+    cfg.model.test_cfg = dict(max_testing_views=2, fcn_test=False)
+    cfg.model.train_cfg = None
+    check_config(cfg, 'train')
+    cfg.model.type = 'Recognizer2D'
+    cfg.model.test_cfg = dict(num_segs=3)
+    check_config(cfg, 'test')
+
+
+def test_recognizer_cfg_of_another_recognizer_type_is_its_own() -> None:
+    """A recognizer that is not one of MMAction2's (a subclass may read more keys) is left alone."""
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.model.type = 'MyRecognizer'
+    cfg.model.test_cfg = dict(my_key=1)
+    check_config(cfg, 'test')
+    cfg.model.type = 'Recognizer3D'
+    with pytest.raises(ConfigError, match='model.test_cfg.my_key is not a key Recognizer3D reads'):
+        check_config(cfg, 'test')
