@@ -190,10 +190,10 @@ def skipped_note(runner) -> str:
     skipped = getattr(runner.test_loop, 'unreadable', None) or []
     if not skipped:
         return ''
-    total = len(runner.test_loop.dataloader.dataset)
+    total, noun = len(runner.test_loop.dataloader.dataset), runner.test_loop.noun
     for path, reason in skipped:
-        print(f'skipped unreadable test video {path}: {reason}', file=sys.stderr)
-    return f'  ({len(skipped)} unreadable videos skipped: metrics over {total - len(skipped)} of {total})'
+        print(f'skipped unreadable test {noun} {path}: {reason}', file=sys.stderr)
+    return f'  ({len(skipped)} unreadable {noun}s skipped: metrics over {total - len(skipped)} of {total})'
 
 
 def main(argv: list[str] | None = None) -> dict:

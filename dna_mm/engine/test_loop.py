@@ -93,14 +93,17 @@ def reporting_dataloader(dataloader: Union[Any, dict]) -> tuple[Union[Any, dict]
     return dataloader, reporting
 
 
-def none_read_error(unreadable: list[tuple[str, str]], total: int, what: str) -> DataError:
-    """The error when none of ``total`` ``what`` videos can be read."""
+def none_read_error(
+    unreadable: list[tuple[str, str]], total: int, what: str, noun: str = 'video'
+) -> DataError:
+    """The error when none of ``total`` ``what`` samples (``noun``: ``'video'``, ``'frame folder'``)
+    can be read."""
     same = len({reason.replace(path, '') for path, reason in unreadable}) == 1
     shown = '\n  '.join(f'{path}: {reason}' for path, reason in unreadable[:SHOW])
     more = f'\n  ... ({len(unreadable) - SHOW} more)' if len(unreadable) > SHOW else ''
     return DataError(
-        f'none of the {total} {what} videos can be read{", all for one reason" if same else ""}: '
-        f"is the config's {what} pipeline one for these videos? (no metric computed):\n  {shown}{more}"
+        f'none of the {total} {what} {noun}s can be read{", all for one reason" if same else ""}: '
+        f"is the config's {what} pipeline one for these {noun}s? (no metric computed):\n  {shown}{more}"
     )
 
 
@@ -114,6 +117,11 @@ class SkipsUnreadable:
     dataloader: Any
     found: list[tuple[int, str, str]]
     seen: int
+
+    @property
+    def noun(self) -> str:
+        """What the dataset's samples are, for the messages: ``'video'``, ``'frame folder'``."""
+        return getattr(self.dataloader.dataset, 'noun', 'video')
 
     def run_readable(self, idx: int, data_batch: Any) -> None:
         """``run_iter`` on the batch's readable samples (none: not run); on several ranks a
@@ -262,11 +270,11 @@ class UnreadableVideosTestLoop(SkipsUnreadable, ResumableTestLoop):
         if self.unreadable and (none_read or not self.skip_unreadable):
             progress.remove()  # the list is the result: run again, the videos are read again
             if none_read:  # every video failing is the pipeline's doing more often than the files'
-                raise none_read_error(self.unreadable, total, 'test')
+                raise none_read_error(self.unreadable, total, 'test', self.noun)
             shown = '\n  '.join(f'{path}: {reason}' for path, reason in self.unreadable[:SHOW])
             more = f'\n  ... ({len(self.unreadable) - SHOW} more)' if len(self.unreadable) > SHOW else ''
             raise DataError(
-                f'{len(self.unreadable)} of the {total} test videos cannot be read; no metric computed '
+                f'{len(self.unreadable)} of the {total} test {self.noun}s cannot be read; no metric computed '
                 f'(fix or remove them, or pass --skip-unreadable to test the others):\n  {shown}{more}'
             )
         return self.metrics_over(total - len(self.unreadable), progress)
@@ -299,18 +307,20 @@ class UnreadableVideosValLoop(SkipsUnreadable, ValLoop):
         self.unreadable = self.all_unreadable()
         total = len(self.dataloader.dataset)
         if self.unreadable and len(self.unreadable) == total:
-            raise none_read_error(self.unreadable, total, 'validation')
+            raise none_read_error(self.unreadable, total, 'validation', self.noun)
         if is_main_process():  # every rank's, once
             for path, reason in self.unreadable:
                 print_log(
-                    f'validation: skipped unreadable video {path} ({reason})', logger='current', level=30
+                    f'validation: skipped unreadable {self.noun} {path} ({reason})',
+                    logger='current',
+                    level=30,
                 )
         metrics = self.evaluator.evaluate(total - len(self.unreadable))
         if self.unreadable:
             print_log(  # the epoch and iteration: mmengine drops a warning repeated word for word
                 f'validation at epoch {self.runner.epoch}, iteration {self.runner.iter}: metrics over '
-                f'{total - len(self.unreadable)} of {total} videos; {len(self.unreadable)} unreadable '
-                'video(s) skipped (named in the warnings above, each the first time)',
+                f'{total - len(self.unreadable)} of {total} {self.noun}s; {len(self.unreadable)} unreadable '
+                f'{self.noun}(s) skipped (named in the warnings above, each the first time)',
                 logger='current',
                 level=30,
             )

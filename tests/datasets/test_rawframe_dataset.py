@@ -147,7 +147,14 @@ def test_damaged_frames_are_skipped_in_training_and_listed_in_a_test(frames, tmp
     ]
     test += [f'test_dataloader.dataset.ann_file={frames / "train.txt"}']
     proc = run_main([*test, '--skip-unreadable', '--dump', str(tmp_path / 'preds.csv')])
-    assert f'{damaged / names[0]}: {damaged / names[0]}/img_00005.jpg: missing' in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert (
+        f'skipped unreadable test frame folder {damaged / names[0]}: {damaged / names[0]}/img_00005.jpg: '
+        'missing' in out
+    ), out[-3000:]
+    assert re.search(
+        rf'\(2 unreadable frame folders skipped: metrics over {len(names) - 2} of {len(names)}\)', out
+    )
     rows = list(csv.DictReader(open(tmp_path / 'preds.csv', encoding='utf-8')))
     assert {row['video'] for row in rows} == {str(damaged / n) for n in names[2:]}
 
