@@ -112,6 +112,7 @@ from .loader_workers import (
 )
 from .loops import RESUMABLE_TWINS, ResumableLoopMixin, refuse_uneven_epochs
 from .non_finite import non_finite_optimizer_state
+from .param_groups import paramwise_notes
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
 from .resume_settings import (
@@ -250,8 +251,15 @@ class DnARunner(Runner):
 
     def build_optim_wrapper(self, optim_wrapper: Union[Optimizer, OptimWrapper, dict]) -> OptimWrapper:
         """mmengine's; its optimizers step once per set of options
-        (:func:`~dna_mm.engine.step_by_options.wrapper_steps_by_options`)."""
-        return wrapper_steps_by_options(super().build_optim_wrapper(optim_wrapper))
+        (:func:`~dna_mm.engine.step_by_options.wrapper_steps_by_options`); one warning for each
+        ``paramwise_cfg.custom_keys`` key that gives no parameter its settings
+        (:func:`~dna_mm.engine.param_groups.paramwise_notes`: a typo, or a key a longer one
+        takes the place of)."""
+        built = wrapper_steps_by_options(super().build_optim_wrapper(optim_wrapper))
+        if isinstance(optim_wrapper, dict) and is_main_process():
+            for note in paramwise_notes(self.model, optim_wrapper):
+                self.logger.warning(note)
+        return built
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """mmengine's; one log line when the loop or the hooks the config names cannot resume
@@ -572,6 +580,16 @@ class DnARunner(Runner):
                     f'with a fresh optimizer), and tools/test.py CONFIG {filename} evaluates it'
                 )
             raise CheckpointMismatchError(message) from err
+        except ValueError as err:  # torch's Optimizer.load_state_dict: 'loaded state dict ... group'
+            if 'parameter group' not in str(err):
+                raise
+            raise CheckpointMismatchError(
+                f'cannot resume from {filename}: its optimizer state groups the parameters otherwise '
+                f"than the config's optimizer ({_group_count(self.optim_wrapper)} parameter groups): "
+                'optim_wrapper.paramwise_cfg (custom_keys, layer decay) or the trainable parameters '
+                "changed since it was saved; resume with the checkpoint's settings, or start from its "
+                f'weights with a fresh optimizer: load_from={filename}'
+            ) from err
         model = self.model.module if is_model_wrapper(self.model) else self.model
         bad = non_finite_optimizer_state(self.optim_wrapper, model)
         if bad is not None:
@@ -715,6 +733,12 @@ class DnARunner(Runner):
             line = trained_weights_back(filename, checkpoint, self.hooks)
             if line is not None:
                 self.logger.warning(line)
+
+
+def _group_count(optim_wrapper: Any) -> int:
+    """The parameter groups of a wrapper's optimizer (of all of them, for a multi-optimizer one)."""
+    wrappers = optim_wrapper.values() if hasattr(optim_wrapper, 'values') else [optim_wrapper]
+    return sum(len(w.optimizer.param_groups) for w in wrappers)
 
 
 def _processes(n: int) -> str:

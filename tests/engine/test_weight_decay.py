@@ -24,6 +24,9 @@ TINY_VIDEO = {
     'model.cls_head.in_channels': 32,
 }
 
+#: the tiny Mask R-CNN's 2 blocks in the layer decay (which refuses another depth)
+TINY_LSJ = {**TINY_MASK_RCNN, 'optim_wrapper.paramwise_cfg.num_layers': 2}
+
 
 def decays(config: str, options: dict) -> dict[str, float]:
     """parameter name → its weight decay, from ``config``'s optimizer on its (tiny) model."""
@@ -43,11 +46,11 @@ def decays(config: str, options: dict) -> dict[str, float]:
         ('vitdet_dna_coco.py', TINY_MASK_RCNN, ('attn.alpha',), 'attn.q_neg.weight'),
         (  # the layer-decay constructor
             'vitdet_dna_coco_lsj.py',
-            {**TINY_MASK_RCNN, 'model.backbone.attn_cfg': 'diff', 'model.backbone.use_rel_pos': False},
+            {**TINY_LSJ, 'model.backbone.attn_cfg': 'diff', 'model.backbone.use_rel_pos': False},
             ('attn.lambda_q1', 'attn.lambda_k2'),
             'attn.qkv.weight',
         ),
-        ('vitdet_dna_coco_lsj.py', TINY_MASK_RCNN, ('attn.alpha',), 'attn.v_neg.weight'),
+        ('vitdet_dna_coco_lsj.py', TINY_LSJ, ('attn.alpha',), 'attn.v_neg.weight'),
         ('timesformer_diff_ntu60.py', TINY_VIDEO, ('attn.lambda_q1', 'attn.lambda_k2'), 'attn.qkv.weight'),
         ('timesformer_dna_ntu60.py', TINY_VIDEO, ('attn.alpha',), 'attn.q_neg.weight'),
     ],

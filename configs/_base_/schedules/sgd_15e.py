@@ -17,8 +17,8 @@ optim_wrapper = dict(
             # the one exception: an attention member's gains (DnA's per-head alpha, Diff's lambda
             # vectors) are not decayed, as in the ImageNet pre-training (timm: no decay on 1-d
             # parameters)
-            '.alpha': dict(decay_mult=0.0),
-            '.lambda_': dict(decay_mult=0.0),
+            'alpha': dict(decay_mult=0.0),
+            'lambda_': dict(decay_mult=0.0),
         }
     ),
     clip_grad=dict(max_norm=40, norm_type=2),

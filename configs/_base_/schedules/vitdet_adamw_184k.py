@@ -15,8 +15,8 @@ optim_wrapper = dict(
             'backbone.pos_embed': dict(decay_mult=0.0),
             # an attention member's gains (DnA's per-head alpha, Diff's lambda vectors): not
             # decayed, as LayerDecayOptimizerConstructor and the ImageNet pre-training do
-            '.attn.alpha': dict(decay_mult=0.0),
-            '.attn.lambda_': dict(decay_mult=0.0),
+            'alpha': dict(decay_mult=0.0),
+            'lambda_': dict(decay_mult=0.0),
         }
     ),
 )

@@ -333,16 +333,74 @@ def test_layer_decay_groups() -> None:
         assert by_name[p + 'norm1.weight'] == (lr(i + 1), 0.0)
         assert by_name[p + 'norm2.bias'] == (lr(i + 1), 0.0)
     assert by_name['neck.weight'] == (pytest.approx(1e-3), 0.1)
-    with pytest.raises(ValueError, match='layer_wise'):
-        build_optim_wrapper(
-            model,
-            dict(
-                type='OptimWrapper',
-                constructor='LayerDecayOptimizerConstructor',
-                paramwise_cfg=dict(decay_rate=0.7, decay_type='stage_wise', num_layers=4),
-                optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.1),
-            ),
-        )
+
+
+def _layer_decay_groups(model: torch.nn.Module, **paramwise) -> dict[str, tuple[float, float]]:
+    """Parameter name -> (lr, weight decay) under LayerDecayOptimizerConstructor (lr 1e-3, wd 0.1)."""
+    from mmengine.optim import build_optim_wrapper
+
+    wrapper = build_optim_wrapper(
+        model,
+        dict(
+            type='OptimWrapper',
+            constructor='LayerDecayOptimizerConstructor',
+            paramwise_cfg={**dict(decay_rate=0.7, decay_type='layer_wise', num_layers=4), **paramwise},
+            optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.1),
+        ),
+    )
+    groups = wrapper.optimizer.param_groups
+    return {name: (g['lr'], g['weight_decay']) for g in groups for name in g['param_names']}
+
+
+def test_layer_decay_custom_keys_apply_on_top_of_the_layers_rate() -> None:
+    """A key's ``lr_mult`` multiplies its parameters' layer-decayed lr (0 freezes them) and its
+    ``decay_mult`` replaces the rule's weight decay, one key per parameter (the longest), as in
+    mmengine's constructor; a key that gives the rule's settings changes no group."""
+    init_default_scope('mmdet')
+    model = torch.nn.Module()
+    model.backbone = ViTDet(**TINY)
+    keys = {
+        'alpha': dict(lr_mult=10.0),
+        'blocks.0.attn.alpha': dict(lr_mult=0.0),
+        'qkv.bias': dict(decay_mult=0.0),
+    }
+    by_name = _layer_decay_groups(model, custom_keys=keys)
+
+    def lr(layer_id):
+        return pytest.approx(1e-3 * 0.7 ** (4 + 1 - layer_id))
+
+    assert by_name['backbone.blocks.0.attn.alpha'] == (0.0, 0.0)  # the longer key: frozen
+    for i in range(1, 4):
+        assert by_name[f'backbone.blocks.{i}.attn.alpha'] == (pytest.approx(1e-2 * 0.7 ** (4 - i)), 0.0)
+    for i in range(4):
+        assert by_name[f'backbone.blocks.{i}.attn.qkv.bias'] == (lr(i + 1), 0.0)
+        assert by_name[f'backbone.blocks.{i}.attn.qkv.weight'] == (lr(i + 1), 0.1)
+    plain = _layer_decay_groups(model)
+    same = _layer_decay_groups(model, custom_keys={'pos_embed': dict(decay_mult=0.0)})  # the rule's own
+    assert list(same) == list(plain) and same == plain
+
+
+@pytest.mark.parametrize(
+    ('paramwise', 'message'),
+    [
+        (dict(decay_type='stage_wise'), r"decay_type must be 'layer_wise'"),
+        (dict(num_layers=12), r"num_layers must be the backbone's depth, 4 \(backbone.blocks.0-3\), got 12"),
+        (
+            dict(bias_decay_mult=0.0),
+            r'paramwise_cfg.bias_decay_mult is not a key LayerDecayOptimizerConstructor',
+        ),
+        (dict(decay_rat=0.7), r"decay_rat is not a key .*did you mean 'decay_rate'\?"),
+        (dict(decay_rate=1.5), r'decay_rate must be a number in \(0, 1\], got 1.5'),
+    ],
+)
+def test_layer_decay_settings_it_cannot_use_are_one_line(paramwise, message) -> None:
+    from dna_mm.errors import ConfigError
+
+    init_default_scope('mmdet')
+    model = torch.nn.Module()
+    model.backbone = ViTDet(**TINY)
+    with pytest.raises(ConfigError, match=message):
+        _layer_decay_groups(model, **paramwise)
 
 
 # -- pretrained layouts --------------------------------------------------------------------------
