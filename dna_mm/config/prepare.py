@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import os.path as osp
+import re
 import sys
 from typing import Any, Optional
 
@@ -186,12 +187,13 @@ def skip_unreadable(cfg: Config) -> Config:
 
 
 def format_metrics(metrics: dict) -> str:
-    """``acc/top1``, ``acc/top5``, ``acc/mean1`` (recognition), ``accuracy/top1`` / ``top5`` (image
-    classification, MMPretrain) and COCO's bbox / segm AP, AP50,
+    """``acc/top{k}``, ``acc/mean1`` (recognition), ``accuracy/top{k}`` (image classification,
+    MMPretrain) and COCO's bbox / segm AP, AP50,
     AP75, AP_S / AP_M / AP_L (detection) → one readable line, every accuracy and AP in %
     (COCO's -1 for a size range without objects as ``n/a``); other metrics appended as they are."""
-    names = {'acc/top1': 'top-1', 'acc/top5': 'top-5', 'acc/mean1': 'mCA'}
-    names |= {'accuracy/top1': 'top-1', 'accuracy/top5': 'top-5'}  # MMPretrain's Accuracy (in %)
+    topk = sorted({int(m[1]) for key in metrics if (m := re.fullmatch(r'(?:acc|accuracy)/top(\d+)', key))})
+    names = {f'acc/top{k}': f'top-{k}' for k in topk} | {'acc/mean1': 'mCA'}
+    names |= {f'accuracy/top{k}': f'top-{k}' for k in topk}  # MMPretrain's Accuracy (in %)
     for task in ('bbox', 'segm'):  # MMDetection's CocoMetric
         for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'), ('_s', '_S'), ('_m', '_M'), ('_l', '_L')):
             names[f'coco/{task}_mAP{sfx}'] = f'{task} AP{label}'

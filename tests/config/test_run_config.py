@@ -192,3 +192,16 @@ def test_skip_unreadable_needs_the_loop_that_skips(caplog) -> None:
     finally:
         logger.removeHandler(caplog.handler)
     assert "test_cfg.type 'TestLoop' -> 'UnreadableVideosTestLoop'" in caplog.text
+
+
+def test_every_top_k_accuracy_is_printed_in_percent() -> None:
+    """An ``AccMetric`` with ``topk=(1, 2, 3)`` (or MMPretrain's ``Accuracy``): each top-k in %,
+    as top-1 is, not some in % and some as fractions."""
+    from dna_mm.config import format_metrics
+
+    line = format_metrics({'acc/top1': 0.25, 'acc/top2': 0.5, 'acc/top3': 0.75, 'acc/mean1': 0.25})
+    assert line == 'Test results: top-1: 25.00  top-2: 50.00  top-3: 75.00  mCA: 25.00'
+    assert (
+        format_metrics({'accuracy/top1': 80.0, 'accuracy/top3': 95.5})
+        == 'Test results: top-1: 80.00  top-3: 95.50'
+    )
