@@ -115,7 +115,7 @@ def train(args: argparse.Namespace) -> None:
     from dna_mm.engine import apply_global_batch, build_runner, refuse_busy_work_dir
     from dna_mm.engine.distributed import resume_after_restart
     from dna_mm.errors import ConfigError
-    from dna_mm.tools.cli import user_file
+    from dna_mm.tools.cli import cfg_options, user_file
 
     cfg = read_config(args.config)
     if args.partial_load:
@@ -147,6 +147,11 @@ def train(args: argparse.Namespace) -> None:
     if args.deterministic:
         randomness['deterministic'] = True
     cfg.randomness = randomness
+    given = (cfg_options(args.cfg_options) or {}).get('randomness.seed', args.seed)
+    if args.seed is not None and given != args.seed:  # the options merge last: they would win
+        raise ConfigError(
+            f'--seed {args.seed} and --cfg-options randomness.seed={given} disagree: give the seed once'
+        )
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)
     resume_after_restart(cfg)  # torchrun --max-restarts: a worker started again goes on
     check_config(cfg, 'train')

@@ -377,7 +377,9 @@ class DnARunner(Runner):
         """A training run that does not resume moves an earlier run's checkpoints and config
         aside (:mod:`dna_mm.engine.earlier_run`: one log line); then the config is written
         there, once (:meth:`dump_config`: deferred until now, so that a run that fails on its
-        config leaves the work dir's copy as it was)."""
+        config leaves the work dir's copy as it was), with the seed in effect as its
+        ``randomness.seed``: the one drawn for a config that gives none, the checkpoint's on a
+        resume (mmengine's), so that the saved config repeats the run."""
         if not self._config_pending:
             return
         self._config_pending = False
@@ -389,6 +391,9 @@ class DnARunner(Runner):
                     f'{self.work_dir} held an earlier run ({abbreviate(names, 4)}): moved to {folder}; '
                     'this run starts anew (--resume continues a run)'
                 )
+        # the seed in effect (drawn where the config gives none, the checkpoint's on a resume):
+        # the saved config repeats the run
+        self.cfg.randomness = {**(self.cfg.get('randomness') or {}), 'seed': self.seed}
         super().dump_config()
 
     def _load_or_resume(self) -> None:

@@ -26,6 +26,10 @@ from dna_mm.checkpoint import weights_only_loads
         (['--heldout-per-class', '0'], '--heldout-per-class must be at least 1, got 0'),
         (['--distractors', '2', '-1'], '--distractors must be at least 0 each, got 2 -1'),
         (['--report-only'], '--out {out}: no study there (no runs/ folder) for --report-only to summarise'),
+        (
+            ['--cfg-options', 'randomness.seed=7'],
+            '--cfg-options randomness.seed=7: the study gives each run its seed',
+        ),
     ],
 )
 def test_bad_options_are_one_line_before_any_work(tmp_path, args, message) -> None:

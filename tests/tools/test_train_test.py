@@ -59,6 +59,40 @@ def test_train_then_test_through_the_tools(attn, tiny_video_set, tmp_path) -> No
         assert (tmp_path / 'cm.png').is_file()
 
 
+def test_the_saved_config_repeats_the_run_with_the_seed_in_effect(tiny_video_set, tmp_path) -> None:
+    """A config that draws its seed: the work dir's config holds the one drawn; a resume given
+    another ``--seed`` goes on with the checkpoint's, and its saved config says so; ``--seed``
+    and ``--cfg-options randomness.seed`` that disagree are one line (the options would win)."""
+    from mmengine.config import Config
+
+    def trained(work, *args: str, epochs: int = 1) -> int:
+        opts = [
+            *tiny_run_options(tiny_video_set, epochs=epochs),
+            *(['randomness.seed=None'] * ('--seed' not in args)),
+        ]
+        run_main(['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), *args, '--cfg-options', *opts])
+        (log,) = work.glob('*/*.log')
+        used = int(re.search(r'^\s+seed: (\d+)$', log.read_text(), re.M)[1])  # mmengine's record
+        saved = Config.fromfile(work / 'timesformer_dna_demo.py').randomness.seed
+        return used, saved
+
+    used, saved = trained(tmp_path / 'drawn')
+    assert saved == used
+    resumed = trained(
+        tmp_path / 'resumed', '--resume', str(tmp_path / 'drawn/epoch_1.pth'), '--seed', '7', epochs=2
+    )
+    assert resumed[1] == used != 7
+    proc = run_main(
+        ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--seed', '0', '--cfg-options']
+        + ['randomness.seed=7'],
+        check=False,
+    )
+    assert (
+        proc.returncode == 2
+        and 'train.py: error: --seed 0 and --cfg-options randomness.seed=7 disagree' in proc.stderr
+    )
+
+
 @pytest.mark.integration
 def test_distributed_train_and_test_with_gloo(tiny_video_set, tmp_path) -> None:
     env = {**os.environ, 'PYTHON': sys.executable, 'PORT': str(free_port()), 'OMP_NUM_THREADS': '1'}

@@ -134,6 +134,12 @@ def check_args(args: argparse.Namespace) -> None:
                     f'(dna:apm, dna:A±, A±)'
                 )
     at_least({'--seeds': args.seeds, '--epochs': args.epochs, '--heldout-per-class': args.heldout_per_class})
+    seeded = [o for o in args.run_options if o.split('=', 1)[0].strip() in ('randomness.seed', 'randomness')]
+    if seeded:
+        raise ConfigError(
+            f'--cfg-options {seeded[0]}: the study gives each run its seed (0 … N-1, --seeds N); one '
+            'seed for every run would train each method N times as one model'
+        )
     at_least({'--distractors': args.distractors}, least=0)
     (reference,) = distinct_methods('--reference', [args.reference])
     if reference not in methods:
