@@ -195,6 +195,7 @@ def infer(args: argparse.Namespace) -> int:
 
     from dna_mm.apis.inference import (
         LONG,
+        UnreadableVideo,
         class_names,
         clip_coverage,
         collect_labelled_videos,
@@ -267,9 +268,10 @@ def infer(args: argparse.Namespace) -> int:
     for video in labels:
         try:
             pred = predict(model, video, args.topk, pipeline)
-        except Exception as err:  # noqa: BLE001  (decord / pipeline errors: report, go on)
+        except UnreadableVideo as err:  # decord / pipeline errors: report, go on
             failed.append(video)
-            print(f'{video}\n  cannot be read: {why_unreadable(video, err)}', file=sys.stderr, flush=True)
+            reason = why_unreadable(video, err.__cause__)
+            print(f'{video}\n  cannot be read: {reason}', file=sys.stderr, flush=True)
             continue
         preds.append(pred)
         print(format_block(pred, names, labels[video]), flush=True)

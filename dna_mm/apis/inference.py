@@ -243,14 +243,32 @@ def why_unreadable(video: str, err: BaseException) -> str:
     return f'{type(err).__name__}: {err}'
 
 
+class UnreadableVideo(Exception):
+    """``video`` could not be made into the model's input by the test pipeline (its decoding,
+    sampling or cropping raised ``__cause__``), as opposed to a failure of the model."""
+
+    def __init__(self, video: str) -> None:
+        super().__init__(video)
+        self.video = video
+
+
 def predict(model: nn.Module, video: str, topk: int = 5, pipeline: Optional[list[dict]] = None) -> Prediction:
     """The ``topk`` classes of ``video`` through the config's test pipeline (``pipeline``,
     default :func:`test_pipeline_of` the model's config; MMAction2's ``inference_recognizer``;
-    the scores are the head's class probabilities, averaged over the pipeline's clips and crops)."""
+    the scores are the head's class probabilities, averaged over the pipeline's clips and crops).
+
+    Raises:
+        UnreadableVideo: the pipeline failed on ``video`` (the model's own errors are raised as
+            they are: not the video's doing).
+    """
     from mmaction.apis import inference_recognizer  # noqa: PLC0415
     from mmengine.dataset import Compose
 
     steps = Compose(pipeline if pipeline is not None else test_pipeline_of(model.cfg))
-    scores = inference_recognizer(model, video, steps).pred_scores.item.float().cpu()  # [num_classes]
+    try:
+        sample = steps(dict(filename=video, label=-1, start_index=0, modality='RGB'))  # as MMAction2's
+    except Exception as err:  # noqa: BLE001  (decord, PyAV, a transform: the video's)
+        raise UnreadableVideo(video) from err
+    scores = inference_recognizer(model, sample, Compose([])).pred_scores.item.float().cpu()  # [num_classes]
     top = scores.topk(min(topk, scores.numel()))
     return Prediction(video, top.indices.tolist(), top.values.tolist())

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, load_tool, run_tool, tiny_run_options, tiny_runner
+from conftest import DEMO_CONFIG, load_tool, run_tool, tiny_demo_recognizer, tiny_run_options, tiny_runner
 
 from dna_mm.checkpoint import read_checkpoint
 
@@ -187,3 +187,22 @@ def test_weights_only_checkpoint_of_tensors_is_enough(trained, tiny_video_set, t
     torch.save({k: v.clone() for k, v in state.items()}, bare)
     video = str(next((tiny_video_set / 'videos').glob('*.mp4')))
     assert infer.main([DEMO_CONFIG, str(bare), video, '--cfg-options', *opts, 'label_map=None']) == 0
+
+
+def test_a_failure_of_the_model_is_not_blamed_on_the_video(tiny_video_set, tmp_path) -> None:
+    """``predict``: the pipeline's failure is the video's (``UnreadableVideo``, its cause
+    attached); the model's is raised as it is: tools/infer.py says "cannot be read" only of the
+    former."""
+    from dna_mm.apis.inference import UnreadableVideo, predict
+
+    _, model = tiny_demo_recognizer(tmp_path)
+    video = str(next((tiny_video_set / 'videos').glob('*.mp4')))
+    assert len(predict(model, video, topk=2).indices) == 2
+    broken = tmp_path / 'broken.mp4'
+    broken.write_bytes(b'not a video')
+    with pytest.raises(UnreadableVideo) as raised:
+        predict(model, str(broken))
+    assert raised.value.video == str(broken) and raised.value.__cause__ is not None
+    model.cls_head.average_clips = 'mean'  # MMAction2's head refuses it as it averages
+    with pytest.raises(ValueError, match='mean is not supported'):
+        predict(model, video)
