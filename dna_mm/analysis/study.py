@@ -148,13 +148,15 @@ def evaluate(
     batch_size: int = 8,
     device: Optional[str] = None,
 ) -> list[dict]:
-    """Top-1, mean class accuracy (%, MMAction2's functions) and target mass records per clip set
-    of the model of ``config`` / ``checkpoint`` (a TimeSformer recognizer; ``device``: default
+    """Top-1 (%, MMAction2's), mean class accuracy (%, over the labelled classes:
+    :func:`~dna_mm.evaluation.class_accuracy.mean_class_accuracy`) and target mass records per
+    clip set of the model of ``config`` / ``checkpoint`` (a TimeSformer recognizer; ``device``: default
     CUDA when available). Every attention runs on its eager path (the maps it returns are the
     ones it multiplies; equal to the fast path within float tolerance)."""
-    from mmaction.evaluation.functional import mean_class_accuracy, top_k_accuracy
+    from mmaction.evaluation.functional import top_k_accuracy
 
     from ..config.build import read_config
+    from ..evaluation.class_accuracy import mean_class_accuracy
     from .models import load_mm_model
 
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
