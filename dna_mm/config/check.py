@@ -29,6 +29,18 @@ names every bad key and its value.
   ``--cfg-options optim_wrapper.loss_scale=512`` gives it, is refused with its float named,
   ``512.0``) on any machine (``AutoAmpOptimWrapper`` drops them without a GPU: a typo would stop
   only the GPU run);
+* the wrapper's ``clip_grad`` (mmengine's ``OptimWrapper`` pops its ``type``, ``'norm'`` or
+  ``'value'``, and passes the rest to torch's ``clip_grad_norm_`` / ``clip_grad_value_`` at every
+  step): a dict, its ``type`` one of the two, its keys the arguments of that function and its
+  required one given (a typo such as ``norm_typ`` would be a ``TypeError`` at the first
+  iteration), the closest valid name suggested;
+* the wrapper's ``paramwise_cfg``, for the constructor it names (``constructor``, mmengine's
+  ``DefaultOptimWrapperConstructor`` by default; dna_mm's ``LayerDecayOptimizerConstructor``; any
+  other is its own affair): its keys those the constructor reads (:data:`PARAMWISE_KEYS`: a typo
+  such as ``bias_decay_mul`` would be dropped silently), and each ``custom_keys[KEY]`` a dict of
+  ``lr_mult``, ``decay_mult`` or options of the optimizer's class (mmengine copies the others into
+  the parameter group, where torch ignores an unknown one: ``lr_mul=10`` would train at the base
+  lr), the closest valid name suggested;
 * ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``) and the
   arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
   is built), the closest valid name suggested;
@@ -320,7 +332,8 @@ def _wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     """One optim wrapper (``at``: its key and a dot): its optimizer's ``lr`` > 0, ``weight_decay``
     >= 0 and ``type`` (registered: mmengine would stop on ``None is not a callable object``), its
     ``clip_grad.max_norm`` > 0, its ``dtype`` and ``loss_scale`` what mmengine's ``AmpOptimWrapper``
-    takes."""
+    takes, its ``clip_grad``'s keys (:func:`_clip_grad_problems`) and its ``paramwise_cfg``'s
+    (:func:`_paramwise_problems`)."""
     optimizer = wrapper['optimizer']
     out = _positive(optimizer.get('lr'), f'{at}optimizer.lr')
     decay = optimizer.get('weight_decay')
@@ -340,7 +353,152 @@ def _wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
         out += _dtype_problems(wrapper['dtype'], f'{at}dtype')
     if 'loss_scale' in wrapper:
         out += _loss_scale_problems(wrapper['loss_scale'], f'{at}loss_scale', bool(wrapper.get('use_fsdp')))
+    out += _clip_grad_problems(clip, f'{at}clip_grad')
+    out += _paramwise_problems(cfg, wrapper, at)
     return out
+
+
+def _clip_grad_problems(clip: Any, key: str) -> list[str]:
+    """``optim_wrapper.clip_grad`` as mmengine's ``OptimWrapper`` reads it (0.10.x: it asserts a
+    non-empty dict, pops its ``type``, ``'norm'`` by default, raises a ``ValueError`` on any other
+    than ``'norm'`` / ``'value'``, and calls ``torch.nn.utils.clip_grad_norm_(params, **rest)`` or
+    ``clip_grad_value_(params, **rest)`` at every step): the keys that function takes (its
+    arguments but the parameters), its required one (``max_norm`` / ``clip_value``) given; a
+    ``TypeError`` at the first iteration otherwise. ``None``: no clipping."""
+    import inspect
+
+    import torch
+
+    if clip is None:
+        return []
+    if not isinstance(clip, dict) or not clip:
+        return [
+            f'{key} must be None (no clipping) or a dict of the arguments of torch\'s clip_grad_norm_ '
+            f"(e.g. dict(max_norm=1.0)) or, with type='value', of clip_grad_value_, got {clip!r}"
+        ]
+    kind = clip.get('type', 'norm')
+    functions = {'norm': torch.nn.utils.clip_grad_norm_, 'value': torch.nn.utils.clip_grad_value_}
+    if kind not in functions:
+        near = difflib.get_close_matches(str(kind), list(functions), n=1, cutoff=0.5)
+        hint = f' (did you mean {near[0]!r}?)' if near else ''
+        return [
+            f"{key}.type must be 'norm' (clip_grad_norm_, the default) or 'value' (clip_grad_value_), "
+            f'got {kind!r}{hint}'
+        ]
+    function = functions[kind]
+    params = list(inspect.signature(function).parameters.values())[1:]  # the parameters: the wrapper's
+    valid = [p.name for p in params]
+    given = {k: v for k, v in clip.items() if k != 'type'}
+    what = f"an argument of torch's {function.__name__} (clip_grad type {kind!r})"
+    out = _unknown_keys(given, valid, key, what)
+    missing = [p.name for p in params if p.default is p.empty and p.name not in given]
+    if missing:
+        out.append(f'{key} needs {", ".join(missing)} (an argument {function.__name__} requires)')
+    return out
+
+
+#: the ``paramwise_cfg`` keys a constructor reads, by its class (module and name): mmengine's
+#: ``DefaultOptimWrapperConstructor.add_params`` (0.10.x: its ``self.paramwise_cfg.get`` calls,
+#: tests/config/test_optim_wrapper_check.py holds them to mmengine's source); a constructor that
+#: names its own in a ``PARAMWISE_KEYS`` attribute (dna_mm's ``LayerDecayOptimizerConstructor``)
+#: is checked against those
+PARAMWISE_KEYS: dict[str, tuple[str, ...]] = {
+    'mmengine.optim.optimizer.default_constructor.DefaultOptimWrapperConstructor': (
+        'custom_keys',
+        'bias_lr_mult',
+        'bias_decay_mult',
+        'norm_decay_mult',
+        'dwconv_decay_mult',
+        'flat_decay_mult',
+        'bypass_duplicate',
+        'dcn_offset_lr_mult',
+    )
+}
+#: the options of a ``custom_keys[KEY]`` mmengine's constructor reads itself (the others it copies
+#: into the parameter group)
+CUSTOM_KEY_OPTIONS = ('lr_mult', 'decay_mult')
+
+
+def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
+    """The wrapper's ``paramwise_cfg`` against the constructor it names (``constructor``, resolved
+    as mmengine's ``build_optim_wrapper`` builds it: ``'DefaultOptimWrapperConstructor'`` by
+    default, in the config's default scope): its keys those the constructor reads
+    (:data:`PARAMWISE_KEYS`; a constructor not there, a user's own, is left alone), and each
+    ``custom_keys[KEY]`` a dict of :data:`CUSTOM_KEY_OPTIONS` or options of the optimizer's class
+    (:func:`_optimizer_options`; not checked where the class cannot be had)."""
+    paramwise = wrapper.get('paramwise_cfg')
+    if paramwise is None:
+        return []
+    constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
+    cls = constructor
+    if isinstance(constructor, str):
+        registry = _registry(cfg, 'OPTIM_WRAPPER_CONSTRUCTORS')
+        cls = _registered(registry, constructor)[1] if registry is not None else None
+    valid = getattr(cls, 'PARAMWISE_KEYS', None) or PARAMWISE_KEYS.get(
+        f'{getattr(cls, "__module__", "")}.{getattr(cls, "__qualname__", "")}'
+    )
+    if valid is None:
+        return []
+    key, name = f'{at}paramwise_cfg', cls.__name__
+    if not isinstance(paramwise, dict):
+        return [f'{key} must be a dict of the keys {name} reads ({", ".join(valid)}), got {paramwise!r}']
+    owner = 'dna_mm' if cls.__module__.startswith('dna_mm.') else 'mmengine'
+    out = _unknown_keys(paramwise, list(valid), key, f"a key {owner}'s {name} reads")
+    custom = paramwise.get('custom_keys')
+    if custom is None or 'custom_keys' not in valid:
+        return out
+    if not isinstance(custom, dict):
+        return [
+            *out,
+            f'{key}.custom_keys must be a dict (a part of a parameter name -> its options), got {custom!r}',
+        ]
+    optimizer = wrapper['optimizer'].get('type')
+    optimizer_cls = optimizer
+    if isinstance(optimizer, str):
+        registry = _registry(cfg, 'OPTIMIZERS')
+        optimizer_cls = _registered(registry, optimizer)[1] if registry is not None else None
+    options = _optimizer_options(optimizer_cls) if isinstance(optimizer_cls, type) else None
+    for part, value in custom.items():
+        where = f'{key}.custom_keys[{part!r}]'
+        if not isinstance(value, dict):
+            out.append(f'{where} must be a dict of options (lr_mult, decay_mult, ...), got {value!r}')
+            continue
+        if options is None:
+            continue
+        valid_options = list(dict.fromkeys([*CUSTOM_KEY_OPTIONS, *options]))
+        own = f"{', '.join(CUSTOM_KEY_OPTIONS)}, or {optimizer_cls.__name__}'s own: {', '.join(options)}"
+        for option in value:
+            if option not in valid_options:
+                near = difflib.get_close_matches(str(option), valid_options, n=1)
+                hint = f'did you mean {near[0]!r}? ' if near else ''
+                out.append(f'{where}.{option} is not an option of a custom key ({hint}valid: {own})')
+    return out
+
+
+def _optimizer_options(optimizer: type) -> Optional[list[str]]:
+    """The options a parameter group of ``optimizer`` (a class) takes: the keyword arguments of its
+    ``__init__`` but ``params``, up the MRO while an ``__init__`` passes ``**kwargs`` on (torch's
+    ``Optimizer`` keeps them as the groups' defaults); ``None`` where they cannot be told (a
+    ``**kwargs`` that reaches no named argument)."""
+    import inspect
+
+    import torch
+
+    names: list[str] = []
+    for klass in optimizer.__mro__:
+        if klass in (torch.optim.Optimizer, object):
+            return None
+        if '__init__' not in vars(klass):
+            continue
+        try:
+            params = list(inspect.signature(klass.__init__).parameters.values())
+        except (TypeError, ValueError):
+            return None
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        names += [p.name for p in params if p.kind in keyword and p.name not in ('self', 'params')]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return list(dict.fromkeys(names))
+    return None
 
 
 def _dtype_problems(dtype: Any, key: str) -> list[str]:

@@ -297,18 +297,26 @@ def test_cli_main_catches_only_the_users_mistakes(capsys) -> None:
 
 
 @pytest.mark.integration
-def test_train_cli_bad_value_is_one_line_and_status_2() -> None:
+@pytest.mark.parametrize(
+    'opt, message',
+    [
+        ('train_cfg.max_epochs=-1', 'train_cfg.max_epochs must be > 0, got -1'),
+        (
+            'optim_wrapper.clip_grad.norm_typ=2',  # torch's TypeError at the first iteration otherwise
+            "optim_wrapper.clip_grad.norm_typ is not an argument of torch's clip_grad_norm_ (clip_grad type "
+            "'norm') (did you mean 'norm_type'? valid: max_norm, norm_type, error_if_nonfinite, foreach)",
+        ),
+    ],
+)
+def test_train_cli_bad_value_is_one_line_and_status_2(opt, message, tmp_path) -> None:
     """As a user runs it: no traceback, status 2; --debug raises the exception itself."""
-    cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--cfg-options', 'train_cfg.max_epochs=-1']
+    cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--cfg-options', opt]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert 'Traceback' not in proc.stderr
     ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
-    assert ours == [
-        'train.py: error: train_cfg.max_epochs must be > 0, got -1',
-        'train.py: (--debug prints the traceback)',
-    ]
-    with pytest.raises(ConfigError, match='train_cfg.max_epochs must be > 0, got -1'):  # the traceback
+    assert ours == [f'train.py: error: {message}', 'train.py: (--debug prints the traceback)']
+    with pytest.raises(ConfigError, match=re.escape(message)):  # the traceback
         _tool('train').main([*cmd[2:], '--debug'])
 
 
