@@ -15,7 +15,8 @@ names every bad key and its value.
   ``batchsize`` would stop the run with a ``TypeError`` after the model was built), the closest
   valid name suggested;
 * ``randomness``' keys: those of mmengine's ``Runner.set_randomness``; ``randomness.seed`` an int
-  in [0, 2**32) (NumPy's seeds) or None;
+  in [0, 2**32) (NumPy's seeds) or None, with ``diff_rank_seed`` one that leaves room for every
+  rank's ``seed + rank`` (``WORLD_SIZE``);
 * ``env_cfg``'s keys: those mmengine's ``Runner.setup_env`` reads, ``env_cfg.mp_cfg``'s (its
   ``set_multi_processing``) and ``env_cfg.dist_cfg``'s (mmengine's ``init_dist`` and torch's
   ``init_process_group``, which take them in a distributed run only: a typo such as ``timeot``
@@ -54,6 +55,11 @@ names every bad key and its value.
 * clip and crop sizes in every pipeline: ``SampleFrames`` ``clip_len`` / ``frame_interval`` /
   ``num_clips``, ``crop_size`` / ``size`` of the crops (ints > 0), ``Resize.scale`` (> 0, or -1
   for "keep the aspect ratio");
+* a crop of a fixed size larger than the frames the steps before it give, where they fix them
+  (a ``Resize`` to ``(w, h)`` or to a short side, an earlier crop): MMAction2's crops would cut
+  with a negative offset, assert, or stack ragged arrays, and every video would be "unreadable";
+* a head's ``average_clips`` (MMAction2's): ``'prob'`` or ``'score'`` (``'mean'`` stops the test
+  after it has run; ``None`` gives one score per view, which no metric reads);
 * the keys of MMAction2's ``SampleFrames`` and its subclasses (``DenseSampleFrames``,
   ``SampleFramesBySeconds``): it takes ``**kwargs`` and drops them, so a typo (``clip_lenn``)
   would sample with the default; the closest valid name is suggested;
@@ -206,6 +212,13 @@ def _randomness_problems(randomness: Any) -> list[str]:
             f"randomness.seed must be an int in [0, 2**32) (NumPy's seeds) or None (a random one), "
             f'got {seed!r}'
         )
+    elif seed is not None and randomness.get('diff_rank_seed'):
+        ranks = int(os.environ.get('WORLD_SIZE', '1'))  # torchrun's; 1 on one process
+        if seed + ranks - 1 >= 2**32:
+            out.append(
+                f'randomness.seed {seed} with diff_rank_seed: rank r seeds with seed + r, so on {ranks} '
+                f"processes the seed must be below {2**32 - ranks + 1} (NumPy's seeds end at 2**32 - 1)"
+            )
     return out
 
 
@@ -879,6 +892,8 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
         out.append(f'{name}.num_workers must be an int >= 0, got {workers!r}')
     elif isinstance(workers, int) and workers < 0:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')
+    for at, pipeline in _pipelines(loader.get('dataset'), f'{name}.dataset'):
+        out += _crop_problems(pipeline, at)
     for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
         kind = type_name(transform.get('type'))
         sizes = [(arg, (), True) for arg in CROP_KEYS.get(kind, ())]  # counts and pixels: ints
@@ -892,6 +907,42 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
         if valid is not None:
             given = {k: v for k, v in transform.items() if k != 'type'}
             out += _unknown_keys(given, valid, key, f'an argument of {kind} (which ignores the others)')
+    return out
+
+
+def _crop_problems(pipeline: list, at: str) -> list[str]:
+    """A crop of a fixed size (``CenterCrop``, ``ThreeCrop``, ``TenCrop``, ``RandomCrop``) larger
+    than the frames the steps before it give, where they fix them: a ``Resize`` to ``(w, h)``
+    with ``keep_ratio=False``, one to a short side (``scale=(-1, s)``), or an earlier crop.
+    MMAction2's crops would cut smaller frames (a negative offset), assert, or stack ragged
+    arrays: every video "unreadable", or the model's convolution failing on the clip."""
+    out: list[str] = []
+    frames: Optional[tuple[int, int]] = None  # (height, width), or (short side, short side)
+    short, made = False, ''
+    for i, step in enumerate(pipeline):
+        if not isinstance(step, dict) or 'op' in step or 'transforms' in step:
+            frames = None
+            continue
+        kind = type_name(step.get('type')) or ''
+        scale = step.get('scale')
+        crop = kind in ('CenterCrop', 'ThreeCrop', 'TenCrop', 'RandomCrop')
+        size = _fixed_size(kind, step)
+        if crop and size is not None and frames is not None:
+            large = min(size) > frames[0] if short else size[0] > frames[0] or size[1] > frames[1]
+            if large:
+                given = f'frames of short side {frames[0]}' if short else f'{frames[1]}x{frames[0]} frames'
+                out.append(
+                    f'{at}[{i}] ({kind}) crops {size[1]}x{size[0]} out of {given} ({made} makes them): '
+                    'the crop must fit in the frames'
+                )
+        if size is not None:
+            frames, short, made = size, False, f'{at}[{i}] ({kind})'
+        elif kind == 'Resize' and isinstance(scale, (list, tuple)) and len(scale) == 2 and -1 in scale:
+            side = max(scale)
+            frames, short = ((side, side), True) if _size(side) else (None, False)
+            made = f'{at}[{i}] ({kind})'
+        elif re.search('Resize|Crop|Scale|Pad|Rotate|Affine', kind):
+            frames = None
     return out
 
 
@@ -1001,6 +1052,16 @@ def _model_problems(node: Any, key: str) -> Iterator[str]:
                 f'{key}.num_heads ({heads}) must divide {key}.{width_key} ({width}): each head takes '
                 f'{width_key} / num_heads channels'
             )
+    if 'average_clips' in node and node['average_clips'] not in ('prob', 'score'):
+        yield (
+            f"{key}.average_clips must be 'prob' or 'score' (the views of a video averaged after or "
+            f"before the softmax), got {node['average_clips']!r}"
+            + (
+                ': None keeps one score per view, which the metrics, --dump and infer cannot read'
+                if node['average_clips'] is None
+                else ''
+            )
+        )
     if type_name(node.get('type')) == 'with_attention':
         yield from _with_attention_keys(node, key)
     for name, value in node.items():

@@ -38,8 +38,49 @@ def _demo_cfg(*opts: str, config: str = DEMO_CONFIG) -> Config:
 
 
 @pytest.mark.parametrize(
+    'opts, message',
+    [
+        (
+            ['test_dataloader.dataset.pipeline.3.scale=(-1,200)'],
+            'test_dataloader.dataset.pipeline[4] (ThreeCrop) crops 224x224 out of frames of short side 200 '
+            '(test_dataloader.dataset.pipeline[3] (Resize) makes them)',
+        ),
+        (
+            [
+                'val_dataloader.dataset.pipeline.3.scale=(200,180)',
+                'val_dataloader.dataset.pipeline.3.keep_ratio=False',
+            ],
+            'val_dataloader.dataset.pipeline[4] (CenterCrop) crops 224x224 out of 200x180 frames',
+        ),
+    ],
+)
+def test_a_crop_larger_than_the_frames_is_named(opts, message) -> None:
+    """MMAction2's crops would cut smaller frames with a negative offset (CenterCrop: the model's
+    convolution then fails), assert (ThreeCrop) or stack ragged arrays (TenCrop): every test video
+    "unreadable". The shipped crops fit."""
+    config = str(REPO / 'configs/timesformer_dna_ntu60.py')
+    check_config(_demo_cfg(config=config), 'train')
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_config(_demo_cfg(*opts, config=config), 'train')
+
+
+def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
+    """mmengine seeds rank r with seed + r: NumPy refuses 2**32 on rank 1 after rank 0 started."""
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    check_config(_demo_cfg('randomness.seed=4294967294', 'randomness.diff_rank_seed=True'), 'train')
+    with pytest.raises(
+        ConfigError, match=r'randomness.seed 4294967295 with diff_rank_seed: .* on 2 processes'
+    ):
+        check_config(_demo_cfg('randomness.seed=4294967295', 'randomness.diff_rank_seed=True'), 'train')
+    check_config(_demo_cfg('randomness.seed=4294967295'), 'train')  # one seed for every rank
+
+
+@pytest.mark.parametrize(
     'opt, message',
     [
+        # MMAction2's head refuses 'mean' after the test has run; None gives per-view scores
+        ('model.cls_head.average_clips=mean', "model.cls_head.average_clips must be 'prob' or 'score'"),
+        ('model.cls_head.average_clips=None', 'got None: None keeps one score per view, which the metrics'),
         ('train_cfg.max_epochs=-1', 'train_cfg.max_epochs must be > 0, got -1'),
         ('train_cfg.max_epochs=0', 'train_cfg.max_epochs must be > 0, got 0'),
         ('train_cfg.val_interval=0', 'train_cfg.val_interval must be > 0, got 0'),
@@ -137,6 +178,9 @@ def _demo_cfg(*opts: str, config: str = DEMO_CONFIG) -> Config:
             "model.backbone.temporal_attn: unknown attention 'sofmax'; "
             'did you mean SoftmaxAttention / softmax?',
         ),
+        # MMAction2's head refuses 'mean' after the test has run; None gives per-view scores
+        ('model.cls_head.average_clips=mean', "model.cls_head.average_clips must be 'prob' or 'score'"),
+        ('model.cls_head.average_clips=None', 'got None: None keeps one score per view, which the metrics'),
     ],
 )
 def test_check_config_names_the_key_and_the_value(opt, message) -> None:
