@@ -480,11 +480,7 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
             continue
         valid_options = list(dict.fromkeys([*CUSTOM_KEY_OPTIONS, *options]))
         own = f"{', '.join(CUSTOM_KEY_OPTIONS)}, or {optimizer_cls.__name__}'s own: {', '.join(options)}"
-        for option in value:
-            if option not in valid_options:
-                near = difflib.get_close_matches(str(option), valid_options, n=1)
-                hint = f'did you mean {near[0]!r}? ' if near else ''
-                out.append(f'{where}.{option} is not an option of a custom key ({hint}valid: {own})')
+        out += _unknown_keys(value, valid_options, where, 'an option of a custom key', own)
     return out
 
 
@@ -857,15 +853,18 @@ def _testing_views_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _unknown_keys(node: dict, valid: list[str], key: str, what: str) -> list[str]:
+def _unknown_keys(
+    node: dict, valid: list[str], key: str, what: str, listed: Optional[str] = None
+) -> list[str]:
     """Each key ``k`` of ``node`` not in ``valid``: ``'{key}.{k} is not {what} (did you mean ...?
-    valid: ...)'``, the closest valid name suggested."""
+    valid: ...)'``, the closest valid name suggested (``listed``: the valid names as the message
+    gives them; default ``valid``, comma-separated)."""
     out = []
     for k in node:
         if k not in valid:
             near = difflib.get_close_matches(str(k), valid, n=1)
             hint = f'did you mean {near[0]!r}? ' if near else ''
-            out.append(f'{key}.{k} is not {what} ({hint}valid: {", ".join(valid)})')
+            out.append(f'{key}.{k} is not {what} ({hint}valid: {listed or ", ".join(valid)})')
     return out
 
 
