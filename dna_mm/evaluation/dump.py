@@ -102,6 +102,7 @@ class WrittenWhole:
     (mmengine opens the final name for writing, so a full disk leaves the previous file cut short)."""
 
     out_file_path: str
+    default_prefix = 'dump'  # it returns no metric; named so that mmengine does not warn
 
     def compute_metrics(self, results: list) -> dict:
         with atomic_path(self.out_file_path) as tmp:

@@ -84,6 +84,7 @@ def test_the_pickle_dumps_are_mmengines_and_a_failed_one_leaves_the_previous_fil
     for detector in (False, True):
         metric = METRICS.build(dump_evaluator(str(tmp_path / 'preds.pkl'), detector))
         assert type(metric).__name__ == ('DumpDetResultsWhole' if detector else 'DumpResultsWhole')
+        assert metric.prefix == 'dump'  # mmengine warns "The prefix is not set" of a metric without one
         metric.compute_metrics(samples)
         DumpResults(out_file_path=str(tmp_path / 'theirs.pkl')).compute_metrics(samples)
         before = (tmp_path / 'preds.pkl').read_bytes()
