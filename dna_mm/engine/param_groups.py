@@ -73,7 +73,7 @@ def custom_key_notes(
             taken = ' / '.join(repr(k) for k in takers)
             notes.append(
                 f'{at}[{key!r}] applies to no parameter: each of the {len(matched)} it matches ({shown}) '
-                f'takes the longer key {taken} (one key per parameter, the longest that matches); put '
+                f'takes the key {taken} (one key per parameter, the longest that matches); put '
                 f'its settings in {taken}{_longer(key, matched, max(map(len, takers)))}'
             )
         elif key not in SHARED_KEYS and names:

@@ -35,7 +35,7 @@ def test_a_key_that_gives_no_parameter_its_settings_is_named(dna_model) -> None:
         'each of the 2 it matches (backbone.transformer_layers.layers.0.attentions.0.attn.alpha, ...)'
         in shadowed
     )
-    assert "takes the longer key '.attn.alpha'" in shadowed and shadowed.endswith(
+    assert "takes the key '.attn.alpha'" in shadowed and shadowed.endswith(
         "put its settings in '.attn.alpha'"
     )
     (typo,) = custom_key_notes(dna_model, {'alpah': {}, 'alpha': {}})
