@@ -123,7 +123,8 @@ def test(args: argparse.Namespace) -> dict:
         cfg.load_partial = True
     if args.verbose:
         cfg.log_setup_to_console = True
-    cfg.load_from = args.checkpoint
+    # the checkpoint's weights, not a training run's state (a resumed run's saved config has resume=True)
+    cfg.load_from, cfg.resume = args.checkpoint, False
     cfg.test_only = True  # the work dir's config stays the one training saved (DnARunner.dump_config)
     # --cfg-options first: they may address test_evaluator, which --dump turns into a list
     cfg = prepare_cfg(cfg, args.config, args.launcher, args.work_dir, args.cfg_options)

@@ -87,6 +87,7 @@ names every bad key and its value.
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
   know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
   after an epoch of training; the closest valid name is suggested;
+* ``default_hooks.checkpoint.rule``: ``'greater'``, ``'less'`` or None (or a list of them);
 * ``default_hooks.checkpoint.save_best``: a metric the validation reports, where the
   evaluator's keys follow from its config (MMAction2's ``AccMetric``: ``acc/top{k}`` for its
   ``topk``, which the runs limit to k < the number of classes, and ``acc/mean1``); mmengine would
@@ -289,6 +290,7 @@ def _train_problems(cfg: Config) -> list[str]:
     hooks = cfg.get('default_hooks') or {}
     out += _checkpoint_keys(hooks.get('checkpoint'))
     out += _save_best_problems((hooks.get('checkpoint') or {}).get('save_best'), cfg.get('val_evaluator'))
+    out += _rule_problems((hooks.get('checkpoint') or {}).get('rule'))
     out += _positive(
         (hooks.get('logger') or {}).get('interval'), 'default_hooks.logger.interval', integer=True
     )
@@ -722,6 +724,19 @@ def evaluator_keys(evaluator: Any) -> Optional[list[str]]:
         if 'mean_class_accuracy' in chosen:
             keys.append(f'{prefix}/mean1')
     return keys
+
+
+def _rule_problems(rule: Any) -> list[str]:
+    """``default_hooks.checkpoint.rule``: ``'greater'``, ``'less'`` or ``None`` (by the metric's
+    name), or a list of them, one per ``save_best`` key (mmengine's ``CheckpointHook`` raises a
+    ``KeyError`` as the hooks are registered)."""
+    rules = rule if isinstance(rule, (list, tuple)) else [rule]
+    wrong = [r for r in rules if r not in ('greater', 'less', None)]
+    return [
+        f"default_hooks.checkpoint.rule must be 'greater', 'less' or None (chosen by the metric's name), "
+        f'or a list of them, one per save_best key, got {r!r}'
+        for r in wrong[:1]
+    ]
 
 
 def _save_best_problems(save_best: Any, evaluator: Any) -> list[str]:

@@ -100,14 +100,24 @@ def named_checkpoint(work_dir: str) -> str:
     return named if '://' in named or osp.isabs(named) else osp.join(work_dir, named)
 
 
-def resume_candidates(work_dir: str) -> list[str]:
+def checkpoint_folder(work_dir: str, out_dir: Optional[str]) -> Optional[str]:
+    """Where a run in ``work_dir`` writes its checkpoints when ``default_hooks.checkpoint.out_dir``
+    is ``out_dir`` (mmengine's ``CheckpointHook``: ``out_dir/<the work dir's name>``); ``None``
+    for the work dir itself, or for a remote ``out_dir`` (a URL)."""
+    if not out_dir or out_dir == work_dir or '://' in str(out_dir):
+        return None
+    return osp.join(out_dir, osp.basename(work_dir.rstrip(osp.sep)))
+
+
+def resume_candidates(work_dir: str, checkpoints: Optional[str] = None) -> list[str]:
     """The checkpoints ``--resume`` tries, in order: the one ``last_checkpoint`` names
     (:func:`named_checkpoint`), then the other training checkpoints (:data:`CHECKPOINT_NAME`) of
-    its folder, then of the work dir (a work dir moved since, whose ``last_checkpoint`` names the
-    old folder), each folder's newest first."""
+    its folder, of the run's checkpoint folder (``checkpoints``: :func:`checkpoint_folder`, for a
+    ``last_checkpoint`` lost with a node-local work dir), then of the work dir (a work dir moved
+    since, whose ``last_checkpoint`` names the old folder), each folder's newest first."""
     named = named_checkpoint(work_dir)
     folders = dict.fromkeys(
-        f for f in (osp.dirname(named), work_dir) if f and '://' not in f and osp.isdir(f)
+        f for f in (osp.dirname(named), checkpoints, work_dir) if f and '://' not in f and osp.isdir(f)
     )
     found = []
     for folder in folders:
@@ -187,12 +197,14 @@ class AtomicCheckpointHook(CheckpointHook):
         self._written: set[str] = set()  # the file names this run wrote (in its layout)
 
     def before_train(self, runner) -> None:
-        """mmengine's, with the kept checkpoints restored here (:meth:`_restore_kept`)."""
+        """mmengine's, with the kept checkpoints restored here (:meth:`_restore_kept`) and the
+        best checkpoints the resumed one records taken as this folder's (:meth:`_best_here`)."""
         keep, self.max_keep_ckpts = self.max_keep_ckpts, 0  # mmengine's restore: not by file name
         try:
             super().before_train(runner)
         finally:
             self.max_keep_ckpts = keep
+        self._best_here(runner)
         self._in_layout = getattr(runner, 'resumed_layout', None) is not None and not self.by_epoch
         self._written = set()
         if keep > 0:
@@ -212,6 +224,23 @@ class AtomicCheckpointHook(CheckpointHook):
         self.keep_ckpt_ids = deque(kept, self.max_keep_ckpts)
         if in_layout:  # a checkpoint written before the next scheduled one (preemption) holds these
             runner.message_hub.update_info('keep_ckpt_ids', kept)
+
+    def _best_here(self, runner) -> None:
+        """The best checkpoints a resumed checkpoint records (mmengine keeps their paths whole:
+        the folder the run wrote them to then) as the files of those names in this run's
+        ``out_dir``: a run resumed in a copy of a work dir never removes the best checkpoint of
+        the original, and one in a moved work dir replaces its own."""
+
+        def here(path: Optional[str]) -> Optional[str]:
+            return self.file_backend.join_path(self.out_dir, osp.basename(path)) if path else path
+
+        if getattr(self, 'best_ckpt_path', None):
+            self.best_ckpt_path = here(self.best_ckpt_path)
+            runner.message_hub.update_info('best_ckpt', self.best_ckpt_path)
+        for key, path in getattr(self, 'best_ckpt_path_dict', {}).items():
+            if path:
+                self.best_ckpt_path_dict[key] = here(path)
+                runner.message_hub.update_info(f'best_ckpt_{key}', self.best_ckpt_path_dict[key])
 
     def _name(self, kept: KeptCheckpoint) -> str:
         """The file name of a kept checkpoint."""

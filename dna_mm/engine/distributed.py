@@ -56,7 +56,7 @@ from mmengine.dist import is_main_process
 from mmengine.logging import print_log
 
 from ..errors import ConfigError
-from .checkpoint_hook import resume_candidates
+from .checkpoint_hook import checkpoint_folder, resume_candidates
 from .held_stderr import held_stderr
 from .ranks import max_over_ranks
 
@@ -616,7 +616,10 @@ def resume_after_restart(cfg: Config) -> bool:
     restart = int(max_over_ranks([int(os.environ['TORCHELASTIC_RESTART_COUNT'] or 0)])[0])
     if restart < 1:
         return False
-    found = [p for p in resume_candidates(cfg.work_dir) if osp.isfile(p)]
+    out_dir = ((cfg.get('default_hooks') or {}).get('checkpoint') or {}).get('out_dir')
+    found = [
+        p for p in resume_candidates(cfg.work_dir, checkpoint_folder(cfg.work_dir, out_dir)) if osp.isfile(p)
+    ]
     named = cfg.get('load_from') if cfg.get('resume') else None
     if found and named and osp.isfile(named) and osp.getmtime(named) >= osp.getmtime(found[0]):
         found = []

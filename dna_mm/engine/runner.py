@@ -97,7 +97,13 @@ from ..models.fitting import abbreviate
 from ..utils.files import atomic_path
 from ..utils.notices import is_library_notice
 from .atomic_files import CheckpointWriteError, describe_os_error, remove_partial_files
-from .checkpoint_hook import LAST_CHECKPOINT, AtomicCheckpointHook, named_checkpoint, resume_candidates
+from .checkpoint_hook import (
+    LAST_CHECKPOINT,
+    AtomicCheckpointHook,
+    checkpoint_folder,
+    named_checkpoint,
+    resume_candidates,
+)
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
 from .earlier_run import set_aside_earlier_run
 from .global_batch import LAYOUT_KEY, BatchLayout, LayoutConversion, changed_layout, ema_accumulation_note
@@ -384,13 +390,14 @@ class DnARunner(Runner):
             return
         self._config_pending = False
         if self._training and not self._resume and is_main_process():
-            moved = set_aside_earlier_run(self.work_dir)
-            if moved is not None:
-                folder, names = moved
-                self.logger.warning(
-                    f'{self.work_dir} held an earlier run ({abbreviate(names, 4)}): moved to {folder}; '
-                    'this run starts anew (--resume continues a run)'
-                )
+            for where in dict.fromkeys(f for f in (self.work_dir, self._checkpoint_folder()) if f):
+                moved = set_aside_earlier_run(where)
+                if moved is not None:
+                    folder, names = moved
+                    self.logger.warning(
+                        f'{where} held an earlier run ({abbreviate(names, 4)}): moved to {folder}; '
+                        'this run starts anew (--resume continues a run)'
+                    )
         # the seed in effect (drawn where the config gives none, the checkpoint's on a resume):
         # the saved config repeats the run
         self.cfg.randomness = {**(self.cfg.get('randomness') or {}), 'seed': self.seed}
@@ -400,11 +407,13 @@ class DnARunner(Runner):
         """The load or resume of :meth:`load_or_resume`."""
         if not (self._resume and self._load_from is None) or self._has_loaded:
             return super().load_or_resume()
-        candidates = resume_candidates(self.work_dir)
+        checkpoints = self._checkpoint_folder()
+        candidates = resume_candidates(self.work_dir, checkpoints)
         if not candidates:
+            also = f' nor in {checkpoints}' if checkpoints else ''
             self.logger.warning(
-                f'resume: no checkpoint found in {self.work_dir} (no '
-                f'last_checkpoint file); training starts from scratch'
+                f'resume: no checkpoint found in {self.work_dir} (no last_checkpoint file){also}; '
+                'training starts from scratch'
             )
             return None
         for i, path in enumerate(candidates):
@@ -425,6 +434,13 @@ class DnARunner(Runner):
             f'resume: none of the {len(candidates)} checkpoint(s) in {self.work_dir} loads (the lines '
             f'above say why); move them away to train from scratch'
         )
+
+    def _checkpoint_folder(self) -> Optional[str]:
+        """The folder the checkpoint hook will write to when it is not the work dir
+        (``default_hooks.checkpoint.out_dir``: :func:`~dna_mm.engine.checkpoint_hook.checkpoint_folder`;
+        read before the hook's ``before_train`` joins the work dir's name to its ``out_dir``)."""
+        hook = next((h for h in self.hooks if isinstance(h, CheckpointHook)), None)
+        return checkpoint_folder(self.work_dir, getattr(hook, 'out_dir', None)) if hook else None
 
     def train(self) -> Any:
         """mmengine's, holding the work dir (:mod:`dna_mm.engine.work_dir_lock`): a work dir that

@@ -239,3 +239,57 @@ def test_an_existing_work_dir_that_cannot_be_written_is_one_line(tmp_path) -> No
         if mounted:
             subprocess.run(['umount', str(folder)], check=True)
         folder.chmod(0o755)
+
+
+def test_a_run_resumed_in_a_copy_replaces_its_own_best_not_the_originals(tmp_path) -> None:
+    """mmengine keeps the best checkpoint's whole path in the message hub: a run resumed in a
+    copy of a work dir removed the original's best file (and kept two of its own); one in a moved
+    work dir removed none (and kept two)."""
+    import shutil
+
+    from dna_mm.engine.checkpoint_hook import AtomicCheckpointHook
+
+    original = tmp_path / 'run'
+    runner = toy_runner(original, [2.0, 3.0], max_iters=2)
+    runner.train()
+    hook = AtomicCheckpointHook(interval=100, by_epoch=False, save_best='acc', filename_tmpl='a_{}.pth')
+    hook.before_train(runner)
+    hook.after_val_epoch(runner, {'acc': 0.5})
+    recorded = runner.message_hub.get_info('best_ckpt')
+    assert recorded == str(original / 'best_acc_a_2.pth')
+    for name, make in (('copy', shutil.copytree), ('moved', shutil.move)):
+        there = tmp_path / name
+        make(original, there)
+        resumed = toy_runner(there, [2.0, 3.0], max_iters=2)
+        resumed.message_hub.update_info('best_ckpt', recorded)  # as the resume restores it
+        resumed.message_hub.update_info('best_score', 0.5)
+        again = AtomicCheckpointHook(interval=100, by_epoch=False, save_best='acc', filename_tmpl='b_{}.pth')
+        again.before_train(resumed)
+        again.after_val_epoch(resumed, {'acc': 0.9})
+        assert sorted(p.name for p in there.glob('best_*')) == ['best_acc_b_0.pth'], name
+        if name == 'copy':
+            assert sorted(p.name for p in original.glob('best_*')) == ['best_acc_a_2.pth']
+
+
+def test_a_checkpoint_out_dir_is_where_resume_looks_and_an_earlier_run_is_set_aside(tmp_path) -> None:
+    """``default_hooks.checkpoint.out_dir``: the checkpoints are in ``out_dir/<work dir name>``.
+    A ``last_checkpoint`` lost with the work dir (node-local) still resumes from there, and a new
+    run into the work dir moves the earlier run's checkpoints aside there (as in a work dir)."""
+    from dna_mm.engine.checkpoint_hook import checkpoint_folder, resume_candidates
+
+    values, work, out = [2.0, 3.0, 0.5, 4.0], tmp_path / 'run', tmp_path / 'shared'
+    hooks = dict(checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False, out_dir=str(out)))
+    toy_runner(work, values, default_hooks=hooks).train()
+    folder = out / 'run'
+    assert checkpoint_folder(str(work), str(out)) == str(folder)
+    assert sorted(p.name for p in folder.glob('*.pth')) == ['iter_2.pth', 'iter_4.pth']
+    (work / 'last_checkpoint').unlink()
+    assert resume_candidates(str(work), str(folder))[0] == str(folder / 'iter_4.pth')
+    before = (folder / 'iter_4.pth').stat().st_mtime_ns
+    resumed = toy_runner(work, values, max_iters=6, default_hooks=hooks, resume=True)
+    resumed.train()
+    assert (folder / 'iter_4.pth').stat().st_mtime_ns == before and (folder / 'iter_6.pth').is_file()
+    toy_runner(work, values, default_hooks=hooks).train()  # a new run, not a resume
+    (aside,) = folder.glob('earlier_run_*')
+    assert sorted(p.name for p in aside.glob('*.pth')) == ['iter_2.pth', 'iter_4.pth', 'iter_6.pth']
+    assert sorted(p.name for p in folder.glob('*.pth')) == ['iter_2.pth', 'iter_4.pth']

@@ -69,6 +69,7 @@ def test_the_saved_config_repeats_the_run_with_the_seed_in_effect(tiny_video_set
         opts = [
             *tiny_run_options(tiny_video_set, epochs=epochs),
             *(['randomness.seed=None'] * ('--seed' not in args)),
+            'default_hooks.checkpoint.save_best=acc/top1',
         ]
         run_main(['tools/train.py', DEMO_CONFIG, '--work-dir', str(work), *args, '--cfg-options', *opts])
         (log,) = work.glob('*/*.log')
@@ -82,6 +83,13 @@ def test_the_saved_config_repeats_the_run_with_the_seed_in_effect(tiny_video_set
         tmp_path / 'resumed', '--resume', str(tmp_path / 'drawn/epoch_1.pth'), '--seed', '7', epochs=2
     )
     assert resumed[1] == used != 7
+    # the resumed run's saved config (resume=True) tests a checkpoint, not a resume: its best one
+    # (saved without the optimizer) was resumed, and stopped on the optimizer's config
+    saved = str(tmp_path / 'resumed/timesformer_dna_demo.py')
+    (best,) = (tmp_path / 'drawn').glob('best_acc_top1_epoch_*.pth')
+    assert Config.fromfile(saved).resume is True
+    out = run_main(['tools/test.py', saved, str(best), '--work-dir', str(tmp_path / 't')])
+    assert 'Test results: top-1' in out.stdout
     proc = run_main(
         ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--seed', '0', '--cfg-options']
         + ['randomness.seed=7'],

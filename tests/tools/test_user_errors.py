@@ -81,6 +81,10 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
         # MMAction2's head refuses 'mean' after the test has run; None gives per-view scores
         ('model.cls_head.average_clips=mean', "model.cls_head.average_clips must be 'prob' or 'score'"),
         ('model.cls_head.average_clips=None', 'got None: None keeps one score per view, which the metrics'),
+        (
+            'default_hooks.checkpoint.rule=max',
+            "default_hooks.checkpoint.rule must be 'greater', 'less' or None",
+        ),
         ('train_cfg.max_epochs=-1', 'train_cfg.max_epochs must be > 0, got -1'),
         ('train_cfg.max_epochs=0', 'train_cfg.max_epochs must be > 0, got 0'),
         ('train_cfg.val_interval=0', 'train_cfg.val_interval must be > 0, got 0'),
@@ -181,6 +185,10 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
         # MMAction2's head refuses 'mean' after the test has run; None gives per-view scores
         ('model.cls_head.average_clips=mean', "model.cls_head.average_clips must be 'prob' or 'score'"),
         ('model.cls_head.average_clips=None', 'got None: None keeps one score per view, which the metrics'),
+        (
+            'default_hooks.checkpoint.rule=max',
+            "default_hooks.checkpoint.rule must be 'greater', 'less' or None",
+        ),
     ],
 )
 def test_check_config_names_the_key_and_the_value(opt, message) -> None:
