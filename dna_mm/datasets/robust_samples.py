@@ -57,6 +57,13 @@ class RobustSamples:
         self._bugs = 0  # failures of the last __getitem__ that are not the files' (a transform's bug)
         super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
 
+    def get_cat_ids(self, idx: int) -> list[int]:
+        """The classes of sample ``idx`` (one, or a ``multi_class`` line's several; none for an
+        unlabelled one): what mmengine's ``ClassBalancedDataset`` oversamples by."""
+        label = self.get_data_info(idx)['label']
+        labels = label if isinstance(label, (list, tuple)) else [label]
+        return [int(c) for c in labels if int(c) >= 0]
+
     def describe_failure(self, err: BaseException, info: dict) -> Optional[str]:
         """What is wrong with the files of the sample of data info ``info``, on which ``err``
         stopped its pipeline, when the sample's kind can tell more than ``err`` (a frame folder:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from mmengine.dist import all_reduce, get_rank
@@ -51,12 +51,17 @@ class SharedCounter:
 def skip_counters(dataset: Any) -> dict[int, SharedCounter]:
     """The skip counters (by id: copies share one) of ``dataset`` and of the datasets it wraps
     (Concat / Repeat / ...)."""
-    counter = getattr(dataset, 'skipped', None)
-    found = {id(counter): counter} if isinstance(counter, SharedCounter) else {}
+    counters = (getattr(each, 'skipped', None) for each in within(dataset))
+    return {id(c): c for c in counters if isinstance(c, SharedCounter)}
+
+
+def within(dataset: Any) -> Iterator[Any]:
+    """``dataset`` and every dataset it wraps (mmengine's ``ConcatDataset``'s ``datasets``,
+    ``RepeatDataset`` / ``ClassBalancedDataset``'s ``dataset``), depth first."""
+    yield dataset
     for inner in [*(getattr(dataset, 'datasets', None) or []), getattr(dataset, 'dataset', None)]:
         if inner is not None:
-            found.update(skip_counters(inner))
-    return found
+            yield from within(inner)
 
 
 @HOOKS.register_module()

@@ -42,7 +42,7 @@ can be read it is an error, as in a test (the pipeline, more likely than every f
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Union
+from typing import Any, Iterator, NamedTuple, Union
 
 from mmengine.dataset import pseudo_collate
 from mmengine.dist import all_gather_object, get_world_size, is_main_process
@@ -50,6 +50,7 @@ from mmengine.logging import print_log
 from mmengine.registry import LOOPS
 from mmengine.runner.loops import TestLoop, ValLoop, _parse_losses
 
+from ..datasets.skipped_samples import within
 from ..errors import ConfigError, DataError
 from .test_progress import EVERY_S, RankProgress
 
@@ -78,19 +79,34 @@ def collate_readable(batch: list[dict]) -> dict:
 def reporting_dataloader(dataloader: Union[Any, dict]) -> tuple[Union[Any, dict], bool]:
     """``dataloader`` (a config) collating with :func:`collate_readable` when its dataset can
     report unreadable samples (a :class:`~dna_mm.datasets.robust_samples.RobustSamples`:
-    ``RobustVideoDataset``, ``RobustRawframeDataset``), and whether it can."""
+    ``RobustVideoDataset``, ``RobustRawframeDataset``; or a dataset wrapper of one: ``ConcatDataset``,
+    ``RepeatDataset``, ...), and whether it can."""
     from mmaction.registry import DATASETS  # noqa: PLC0415
 
     from ..datasets.robust_samples import RobustSamples  # noqa: PLC0415
 
+    def kinds(dataset: Any) -> Iterator[Any]:  # the config's dataset and those it wraps
+        if isinstance(dataset, dict):
+            kind = dataset.get('type')
+            yield DATASETS.get(kind) if isinstance(kind, str) else kind
+            for inner in [*(dataset.get('datasets') or []), dataset.get('dataset')]:
+                yield from kinds(inner)
+
     dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
-    kind = dataset.get('type') if isinstance(dataset, dict) else None
-    if isinstance(kind, str):
-        kind = DATASETS.get(kind)
-    reporting = isinstance(kind, type) and issubclass(kind, RobustSamples)
+    reporting = any(isinstance(k, type) and issubclass(k, RobustSamples) for k in kinds(dataset))
     if reporting:
         dataloader = dict(dataloader, collate_fn=dict(type=collate_readable))
     return dataloader, reporting
+
+
+def report_unreadable(dataset: Any) -> None:
+    """Have ``dataset`` and the datasets it wraps report an unreadable sample in its place
+    (``dict(unreadable=(path, reason))``) rather than raise; set before the workers start."""
+    from ..datasets.robust_samples import RobustSamples  # noqa: PLC0415
+
+    for each in within(dataset):
+        if isinstance(each, RobustSamples):
+            each.report_unreadable = True
 
 
 def none_read_error(
@@ -121,7 +137,7 @@ class SkipsUnreadable:
     @property
     def noun(self) -> str:
         """What the dataset's samples are, for the messages: ``'video'``, ``'frame folder'``."""
-        return getattr(self.dataloader.dataset, 'noun', 'video')
+        return next((d.noun for d in within(self.dataloader.dataset) if hasattr(d, 'noun')), 'video')
 
     def run_readable(self, idx: int, data_batch: Any) -> None:
         """``run_iter`` on the batch's readable samples (none: not run); on several ranks a
@@ -248,7 +264,7 @@ class UnreadableVideosTestLoop(SkipsUnreadable, ResumableTestLoop):
         self.unreadable: list[tuple[str, str]] = []
         self.found, self.seen = [], 0
         if reporting:
-            self.dataloader.dataset.report_unreadable = True  # set before the workers start
+            report_unreadable(self.dataloader.dataset)
 
     def test_batch(self, idx: int, data_batch: Any) -> None:
         """The batch's readable videos tested, the others noted (:meth:`run_readable`)."""
@@ -293,7 +309,7 @@ class UnreadableVideosValLoop(SkipsUnreadable, ValLoop):
         self.unreadable: list[tuple[str, str]] = []
         self.found, self.seen = [], 0
         if reporting:
-            self.dataloader.dataset.report_unreadable = True  # set before the workers start
+            report_unreadable(self.dataloader.dataset)
 
     def run(self) -> dict:
         """mmengine's ``ValLoop.run``, the unreadable videos skipped."""
