@@ -24,7 +24,10 @@ from dna_mm.config.check import PARAMWISE_KEYS
 from dna_mm.errors import ConfigError
 
 LSJ = str(REPO / 'configs' / 'vitdet_dna_coco_lsj.py')  # LayerDecayOptimizerConstructor
-ADAMW_OWN = 'lr, betas, eps, weight_decay, amsgrad, maximize, foreach, capturable, differentiable, fused'
+#: AdamW's own options as the message lists them: its keyword arguments, of this torch
+ADAMW_OWN = ', '.join(
+    p for p in inspect.signature(torch.optim.AdamW.__init__).parameters if p not in ('self', 'params')
+)
 
 
 def _refused(cfg: Config, mode: str = 'train') -> str:
