@@ -369,6 +369,7 @@ def _wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     if 'loss_scale' in wrapper:
         out += _loss_scale_problems(wrapper['loss_scale'], f'{at}loss_scale', bool(wrapper.get('use_fsdp')))
     out += _clip_grad_problems(clip, f'{at}clip_grad')
+    out += _positive(wrapper.get('accumulative_counts'), f'{at}accumulative_counts', integer=True)
     out += _paramwise_problems(cfg, wrapper, at)
     return out
 
@@ -671,7 +672,23 @@ def _compile_problems(value: Any) -> list[str]:
     import torch
 
     valid = [n for n in inspect.signature(torch.compile).parameters if n != 'model']
-    return _unknown_keys(value, valid, 'compile', 'an argument of torch.compile')
+    out = _unknown_keys(value, valid, 'compile', 'an argument of torch.compile')
+    mode, backend = value.get('mode'), value.get('backend', 'inductor')
+    if mode is not None:
+        from torch._inductor import list_mode_options
+
+        modes = list(list_mode_options())
+        if mode not in modes:
+            out.append(f'compile.mode must be one of {", ".join(modes)} (or None), got {mode!r}')
+    if isinstance(backend, str):
+        import torch._dynamo
+
+        backends = torch._dynamo.list_backends(exclude_tags=())
+        if backend not in backends:
+            near = difflib.get_close_matches(backend, backends, n=1)
+            hint = f'did you mean {near[0]!r}? ' if near else ''
+            out.append(f'compile.backend {backend!r} is not one of torch\'s ({hint}{", ".join(backends)})')
+    return out
 
 
 def _checkpoint_keys(hook: Any) -> list[str]:
@@ -1066,6 +1083,8 @@ def _model_problems(node: Any, key: str) -> Iterator[str]:
                 f'{key}.num_heads ({heads}) must divide {key}.{width_key} ({width}): each head takes '
                 f'{width_key} / num_heads channels'
             )
+    if 'with_cp' in node and not isinstance(node['with_cp'], bool):
+        yield f'{key}.with_cp must be True or False (activation checkpointing), got {node["with_cp"]!r}'
     if 'average_clips' in node and node['average_clips'] not in ('prob', 'score'):
         yield (
             f"{key}.average_clips must be 'prob' or 'score' (the views of a video averaged after or "

@@ -202,12 +202,18 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
     world = launcher_world_size(launcher)
     steps = accumulation_steps(target, world, batch)
     reached = world * batch * steps
+    given = wrapper.get('accumulative_counts')
     wrapper['accumulative_counts'] = steps
     lines = [
         f'global batch {reached} = {world} process{"es" if world > 1 else ""} x {batch} clips x '
         f'{steps} accumulation step{"s" if steps > 1 else ""} (global_batch_size={target}; '
         f'optim_wrapper.accumulative_counts={steps})'
     ]
+    if given not in (None, 1, steps):
+        lines.append(
+            f'warning: optim_wrapper.accumulative_counts={given} replaced by {steps}, which reaches '
+            f'global_batch_size={target} (--global-batch none keeps yours)'
+        )
     lr = wrapper['optimizer'].get('lr')
     if global_batch and configured and global_batch != configured and isinstance(lr, (int, float)):
         lines.append(

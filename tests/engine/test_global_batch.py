@@ -45,6 +45,11 @@ def test_the_steps_reach_the_recipes_global_batch(monkeypatch) -> None:
     cfg = Config.fromfile(str(REPO / 'configs' / 'timesformer_dna_ntu60.py'))
     assert apply_global_batch(cfg, 'none', 0) == [] and 'accumulative_counts' not in cfg.optim_wrapper
     cfg = Config.fromfile(str(REPO / 'configs' / 'timesformer_dna_ntu60.py'))
+    cfg.optim_wrapper.accumulative_counts = 4  # the user's, which the global batch replaces: said
+    lines = apply_global_batch(cfg, 'none')
+    assert cfg.optim_wrapper.accumulative_counts == 8
+    assert lines[1].startswith('warning: optim_wrapper.accumulative_counts=4 replaced by 8, which reaches')
+    cfg = Config.fromfile(str(REPO / 'configs' / 'timesformer_dna_ntu60.py'))
     cfg.auto_scale_lr.enable = True
     with pytest.raises(ConfigError, match='two answers to one question'):
         apply_global_batch(cfg, 'none')

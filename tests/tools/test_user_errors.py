@@ -182,13 +182,18 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
             "model.backbone.temporal_attn: unknown attention 'sofmax'; "
             'did you mean SoftmaxAttention / softmax?',
         ),
-        # MMAction2's head refuses 'mean' after the test has run; None gives per-view scores
-        ('model.cls_head.average_clips=mean', "model.cls_head.average_clips must be 'prob' or 'score'"),
-        ('model.cls_head.average_clips=None', 'got None: None keeps one score per view, which the metrics'),
+        # torch.compile's values: a traceback once the runner compiles
+        ('compile.mode=fastest', 'compile.mode must be one of default, lite, reduce-overhead'),
         (
-            'default_hooks.checkpoint.rule=max',
-            "default_hooks.checkpoint.rule must be 'greater', 'less' or None",
+            'compile.backend=inductr',
+            "compile.backend 'inductr' is not one of torch's (did you mean 'inductor'?",
         ),
+        # any text is truthy: 'no' would turn checkpointing on
+        (
+            'model.backbone.with_cp=no',
+            "model.backbone.with_cp must be True or False (activation checkpointing)",
+        ),
+        ('optim_wrapper.accumulative_counts=0', 'optim_wrapper.accumulative_counts must be > 0, got 0'),
     ],
 )
 def test_check_config_names_the_key_and_the_value(opt, message) -> None:
