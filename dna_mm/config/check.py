@@ -157,7 +157,7 @@ RECOGNIZER_CFG_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
 #: (part, key) of an MMAction2 0.x recognizer config -> where MMAction2 1.x reads it
 MOVED_RECOGNIZER_KEYS = {
     ('test_cfg', 'average_clips'): "the clips are averaged by the head's argument, "
-    "model.cls_head.average_clips ('score', 'prob' or None)",
+    "model.cls_head.average_clips ('prob' or 'score')",
     ('test_cfg', 'feature_extraction'): 'features come from tools/extract_features.py '
     "(or the model's extract_feat)",
     ('train_cfg', 'blending'): "mixup / cutmix is the preprocessor's, model.data_preprocessor.blending",
