@@ -45,15 +45,20 @@ class AccMetric(_mmaction_acc.AccMetric):
         theirs = float(results['mean1'])
         results['mean1'] = ours = mean_class_accuracy(preds, labels)
         if not np.isclose(ours, theirs):
-            absent = sorted(set(np.argmax(np.stack(preds), axis=1).tolist()) - {int(x) for x in labels})
+            held = {int(x) for x in labels}
+            absent = sorted(set(np.argmax(np.stack(preds), axis=1).tolist()) - held)
             print_log(
-                f'mCA {100 * ours:.2f} is the mean over the {len(set(map(int, labels)))} classes the labels '
-                f'hold; MMAction2 gives {100 * theirs:.2f}, counting the {len(absent)} class(es) predicted '
+                f'mCA {100 * ours:.2f} is the mean over the {_count(len(held), "class")} the labels hold; '
+                f'MMAction2 gives {100 * theirs:.2f}, counting the {_count(len(absent), "class")} predicted '
                 f'but held by no sample ({", ".join(map(str, absent))}) as 0 %',
                 logger='current',
                 level=30,
             )
         return results
+
+
+def _count(n: int, noun: str) -> str:
+    return f'{n} {noun}{"es" if n != 1 else ""}'
 
 
 __all__ = ['AccMetric', 'mean_class_accuracy']
