@@ -3,6 +3,7 @@ their timeouts and ends; :mod:`.global_batch`), with the pieces it runs, registe
 loops, hooks, optimizer wrappers, layer decay, checkpoints written whole, loader workers ended on
 every path."""
 
+from .accumulated_schedule import AccumulatedScheduleHook
 from .atomic_files import CheckpointWriteError
 from .checkpoint_hook import AtomicCheckpointHook
 from .fp16_compression import Fp16CompresssionHook
@@ -26,6 +27,7 @@ __all__ = [
     "GlobalBatchHook",
     "apply_global_batch",
     "auto_amp_optim_wrapper",
+    "AccumulatedScheduleHook",
     "AlphaLoggerHook",
     "AtomicCheckpointHook",
     "CheckpointWriteError",

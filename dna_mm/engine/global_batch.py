@@ -18,9 +18,13 @@ single batch of ``G`` takes::
 A schedule counts *data* iterations, ``K`` of them per optimizer step; so that every
 iteration-based part keeps its length in optimizer steps, :func:`scale_iteration_schedule`
 multiplies by ``K``: an ``IterBasedTrainLoop``'s ``max_iters``, ``val_begin`` /
-``val_interval``, every ``by_epoch=False`` scheduler's ``begin`` / ``end`` / ``milestones`` /
-``T_max``, and an iteration-based checkpoint interval. Epoch-based parts need nothing: an epoch
-is the same data, and ``convert_to_iter_based`` schedulers count the iterations of an epoch.
+``val_interval``, every ``by_epoch=False`` scheduler's counts (``begin`` / ``end`` /
+``milestones`` / ``T_max`` / ``step_size`` / ``total_steps`` / ``periods``; an exponential
+one's ``gamma`` becomes ``gamma ** (1 / K)``), and an iteration-based checkpoint interval.
+Epoch-based parts need nothing: an epoch is the same data, and ``convert_to_iter_based``
+schedulers count the iterations of an epoch. Each optimizer step then takes the schedule's
+value at its window's first data iteration, that of the run on the global batch
+(:mod:`dna_mm.engine.accumulated_schedule`).
 
 Accumulation leaves the learning rate as the config sets it: the lr of a recipe is the one made
 for its ``global_batch_size``. A ``--global-batch`` other than the config's is logged with the lr
@@ -72,7 +76,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from mmengine.config import Config
 from mmengine.hooks import Hook
@@ -128,21 +132,42 @@ def accumulation_steps(global_batch: int, world_size: int, batch_size: int) -> i
     return max(1, round(global_batch / (world_size * batch_size)))
 
 
+#: the counts in iterations of a ``by_epoch=False`` scheduler, multiplied by ``K``
+SCHEDULER_COUNTS = ('begin', 'end', 'milestones', 'T_max', 'step_size', 'total_steps', 'periods')
+
+
+def _is_scheduler(sched: dict, *kinds: str) -> bool:
+    """Whether the class a scheduler config builds (its ``type``: a registered name or the class)
+    is one of mmengine's ``kinds`` (names in ``mmengine.optim.scheduler.param_scheduler``)."""
+    from mmengine.optim.scheduler import param_scheduler
+    from mmengine.registry import PARAM_SCHEDULERS
+
+    kind = sched.get('type')
+    kind = PARAM_SCHEDULERS.get(kind) if isinstance(kind, str) else kind
+    return isinstance(kind, type) and issubclass(kind, tuple(getattr(param_scheduler, k) for k in kinds))
+
+
 def scale_iteration_schedule(cfg: Config, factor: int) -> list[str]:
-    """Multiply the iteration-based parts of ``cfg`` by ``factor`` (see the module docstring);
-    returns ``'key old -> new'`` for each change."""
+    """Scale the iteration-based parts of ``cfg`` to ``factor`` data iterations an optimizer step
+    (see the module docstring); returns ``'key old -> new'`` for each change.
+
+    A ``by_epoch=False`` scheduler's counts (:data:`SCHEDULER_COUNTS`) are multiplied by ``K``,
+    and an exponential one's ``gamma`` (a factor per iteration) becomes ``gamma ** (1 / K)``, so
+    that with :mod:`dna_mm.engine.accumulated_schedule` (each step takes its window's first value,
+    that of data iteration ``jK``) step ``j`` takes the value the unscaled schedule has at ``j``:
+    ``f(jK) = g(j)``."""
     if factor == 1:
         return []
     changes: list[str] = []
 
-    def scale(holder: Any, key: str, name: str) -> None:
+    def scale(holder: Any, key: str, name: str, by: Callable[[Any], Any] = lambda v: v * factor) -> None:
         value = holder.get(key)
         if isinstance(value, bool) or value is None:
             return
         if isinstance(value, (list, tuple)):
-            new: Any = [v * factor for v in value]
+            new: Any = [by(v) for v in value]
         elif isinstance(value, (int, float)) and math.isfinite(value):
-            new = value * factor
+            new = by(value)
         else:
             return
         changes.append(f'{name} {value} -> {new}')
@@ -163,8 +188,11 @@ def scale_iteration_schedule(cfg: Config, factor: int) -> list[str]:
     for i, sched in enumerate([schedulers] if isinstance(schedulers, dict) else schedulers or []):
         if sched.get('by_epoch', True):
             continue
-        for key in ('begin', 'end', 'milestones', 'T_max'):
-            scale(sched, key, f'param_scheduler[{i}]({sched.get("type")}).{key}')
+        name = f'param_scheduler[{i}]({getattr(sched.get("type"), "__name__", sched.get("type"))})'
+        for key in SCHEDULER_COUNTS:
+            scale(sched, key, f'{name}.{key}')
+        if _is_scheduler(sched, 'ExponentialParamScheduler'):
+            scale(sched, 'gamma', f'{name}.gamma', lambda g: g ** (1 / factor))
     checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint')
     if checkpoint and checkpoint.get('by_epoch', True) is False:
         scale(checkpoint, 'interval', 'default_hooks.checkpoint.interval')
@@ -222,9 +250,10 @@ def apply_global_batch(cfg: Config, launcher: str = 'none', global_batch: Option
             f'{lr * global_batch / configured:g} (--cfg-options optim_wrapper.optimizer.lr=...)'
         )
     if reached != target:
+        made_for = f'the lr made for {target}' if configured == target else "the config's lr"
         lines.append(
             f'warning: global_batch_size={target} is not a multiple of {world} x {batch}: each '
-            f'optimizer step sees {reached} clips, with the lr made for {target} (a '
+            f'optimizer step sees {reached} clips, with {made_for} (a '
             f'train_dataloader.batch_size b with {world} x b dividing {target} reaches it exactly)'
         )
     changes = scale_iteration_schedule(cfg, steps)

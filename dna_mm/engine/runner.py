@@ -22,6 +22,10 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   set of equal param-group options, not once per group (of which ``paramwise_cfg`` makes one a
   parameter): :mod:`dna_mm.engine.step_by_options`; the groups, the checkpoints and the
   schedulers are as mmengine builds them.
+* **Accumulated steps on the schedule of the global batch.** With gradient accumulation each
+  optimizer step takes the schedule's values (lr, momentum, ...) at the first data iteration of
+  its window, as the run on the global batch does (:mod:`dna_mm.engine.accumulated_schedule`,
+  whose hook every training run gets).
 * **Missing data.** A file a dataset does not find while its loader is built (an ImageNet or
   COCO folder or annotation file not prepared) is a :class:`~dna_mm.errors.MissingFileError`
   naming the dataset's type and ``data_root`` beside the file, and an image folder without the
@@ -96,6 +100,7 @@ from ..errors import (
 from ..models.fitting import abbreviate
 from ..utils.files import atomic_path
 from ..utils.notices import is_library_notice
+from .accumulated_schedule import AccumulatedScheduleHook, fit_to_accumulation
 from .atomic_files import CheckpointWriteError, describe_os_error, remove_partial_files
 from .checkpoint_hook import (
     LAST_CHECKPOINT,
@@ -348,6 +353,14 @@ class DnARunner(Runner):
             if note is not None:
                 self.logger.warning(note)
 
+    def build_param_scheduler(self, scheduler: Any) -> Any:
+        """mmengine's; with gradient accumulation a linear, polynomial or constant scheduler by
+        iteration moves over the iterations of the global batch's schedule
+        (:func:`~dna_mm.engine.accumulated_schedule.fit_to_accumulation`)."""
+        built = super().build_param_scheduler(scheduler)
+        fit_to_accumulation(built, self.optim_wrapper)
+        return built
+
     def register_default_hooks(self, hooks: Optional[dict] = None) -> None:
         """mmengine's; ``None`` also turns off a default hook that mmengine does not know
         (``default_hooks.preemption=None``; mmengine accepts ``None`` only for its own names)."""
@@ -448,6 +461,8 @@ class DnARunner(Runner):
         the module docstring says (``Every run ends``)."""
         lock = self._hold_work_dir()
         self._training = True
+        if not any(isinstance(h, AccumulatedScheduleHook) for h in self.hooks):
+            self.register_hook(AccumulatedScheduleHook())
         try:
             return self._ending(super().train, 'train')
         finally:
