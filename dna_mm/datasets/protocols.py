@@ -237,7 +237,9 @@ def build_annotations(
     """The annotation builders' work (``dataset``: ``'ntu60'`` or ``'smarthome'``): scan
     ``video_dir`` (every video suffix, any case: a re-encoded copy is taken; the found line
     counts each suffix when they mix), split by ``protocol``, write the lists to ``out_dir`` and
-    say what was found and written with ``echo``; returns the exit status (0).
+    say what was found and written with ``echo`` (a warning for each split left empty); returns
+    the exit status (0). A folder with no video of any split is a :class:`ProtocolError`, and
+    nothing is written.
     ``exclude_missing_skeletons`` (NTU only) drops the samples without skeletons. ``make_out_dir``
     makes ``out_dir`` once the split is made, before anything is written (a tool's
     ``output_folder``, which names its flag when the path cannot be a folder); by default
@@ -248,12 +250,25 @@ def build_annotations(
     else:
         missing = label_map('ntu60_samples_with_missing_skeletons')
         result = ntu60_splits(paths, protocol, set(missing) if exclude_missing_skeletons else None)
+    videos = f'{len(paths)} video{"s" if len(paths) != 1 else ""}'
+    found = f'{dataset} {protocol}: {videos} found in {video_dir}{_kinds(paths)}'
+    if not any(result.splits.values()):
+        dropped = sorted(result.dropped.items())
+        why = '; '.join(f'{n} video{"s" if n != 1 else ""}: {reason}' for reason, n in dropped)
+        raise ProtocolError(f'{found}, none of them in a {protocol} split ({why}): nothing written')
     if make_out_dir is not None:
         make_out_dir(out_dir)
     files = write_lists(result, out_dir)
-    echo(f'{dataset} {protocol}: {len(paths)} videos found in {video_dir}{_kinds(paths)}')
+    echo(found)
     echo(result.summary())
     echo('wrote ' + ', '.join(files))
+    empty = [split for split, items in result.splits.items() if not items]
+    if empty:
+        echo(
+            f'warning: {" and ".join(empty)} {"is" if len(empty) == 1 else "are"} empty (no video of '
+            f'{"its" if len(empty) == 1 else "their"} {protocol} split in {video_dir}): training and '
+            'testing refuse an empty list'
+        )
     return 0
 
 

@@ -76,7 +76,7 @@ class RobustRawframeDataset(RobustSamples, RawframeDataset):
             data_list.append(info)
         if self.check_files:
             self._check_folders(data_list)
-        return data_list
+        return self.listed(data_list)
 
     def frame(self, info: dict, n: int) -> str:
         """The file of frame ``n`` (from 0) of the sample of data info ``info``."""

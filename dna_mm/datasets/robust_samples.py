@@ -8,6 +8,7 @@ are MMAction2's datasets with this mixin first."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Any, Iterator, Optional, Union
 
@@ -15,6 +16,9 @@ from mmengine.logging import print_log
 
 from ..errors import ConfigError, DataError, UserError
 from .skipped_samples import SharedCounter
+
+#: the class names the annotation builders write beside their lists
+CLASSES_FILE = 'classes.txt'
 
 
 class RobustSamples:
@@ -56,6 +60,27 @@ class RobustSamples:
         self._failures: list[tuple[Any, str]] = []
         self._bugs = 0  # failures of the last __getitem__ that are not the files' (a transform's bug)
         super().__init__(*args, num_classes=num_classes, max_refetch=max_refetch, **kwargs)
+
+    def listed(self, data_list: list[dict]) -> list[dict]:
+        """``data_list``, read from the list, once it is known to hold samples of this dataset's
+        classes: a list with none (an empty split) is a :class:`~dna_mm.errors.DataError` naming
+        it (mmengine would stop on it with no file named), as is one whose ``classes.txt`` (written
+        beside it by the annotation builders, ``tools/data/*/build_annotations.py``) names another
+        number of classes than ``num_classes``: a list of another protocol, whose labels would
+        train and score other classes (Smarthome's cross-view lists have 19, cross-subject 31)."""
+        if not data_list:
+            raise DataError(f'{self.ann_file}: the list holds no {self.noun}s: nothing to train or test on')
+        classes = os.path.join(os.path.dirname(self.ann_file), CLASSES_FILE)
+        if self.num_classes is not None and os.path.isfile(classes):
+            with open(classes, encoding='utf-8', errors='replace') as f:
+                named = sum(1 for line in f if line.strip())
+            if named != self.num_classes:
+                raise DataError(
+                    f'{self.ann_file}: its {CLASSES_FILE} names {named} classes and num_classes is '
+                    f'{self.num_classes}: the list was made for another protocol than this config\'s '
+                    f'(its labels would stand for other classes); use the config of the list\'s protocol'
+                )
+        return data_list
 
     def get_cat_ids(self, idx: int) -> list[int]:
         """The classes of sample ``idx`` (one, or a ``multi_class`` line's several; none for an

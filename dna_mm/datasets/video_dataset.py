@@ -65,7 +65,7 @@ class RobustVideoDataset(RobustSamples, VideoDataset):
                 f'{self.ann_file}: {len(missing)} of {len(data_list)} listed videos are missing '
                 f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else '')
             )
-        return data_list
+        return self.listed(data_list)
 
 
 def split_list_line(line: str, delimiter: str = ' ', multi_class: bool = False) -> tuple[str, list[str]]:

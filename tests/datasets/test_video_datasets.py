@@ -115,6 +115,29 @@ def test_smarthome_refuses_a_malformed_name(tmp_path) -> None:
         smarthome_splits(['Juggle_p02_r00_v02_c03.mp4'], 'CS')
 
 
+@pytest.mark.parametrize('protocol', ['CV1', 'CS'])
+def test_a_folder_without_a_video_of_a_split_is_named(tmp_path, protocol) -> None:
+    """A folder with no video of the protocol (a cross-subject-only activity for CV1; a subject
+    of no split for CS) is one line and writes nothing; one without a video of some split writes
+    the lists and warns of the empty ones."""
+    name = f'{CS_ONLY}_p02_r00_v01_c01.mp4' if protocol == 'CV1' else 'Walk_p05_r00_v01_c01.mp4'
+    root = _touch(tmp_path / 'one', [name])
+    args = ['tools/data/smarthome/build_annotations.py', '--video-dir', str(root), '--protocol', protocol]
+    proc = run_main([*args, '--out-dir', str(tmp_path / 'o')], check=False)
+    why = 'activity outside the 19 CV1 classes' if protocol == 'CV1' else 'subject not in any CS split'
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[0] == (
+        f'build_annotations.py: error: smarthome {protocol}: 1 video found in {root}, none of them in a '
+        f'{protocol} split (1 video: {why}): nothing written'
+    )
+    assert not (tmp_path / 'o').exists()
+    root = _touch(tmp_path / 'val_only', ['Walk_p19_r00_v05_c05.mp4'])  # CS val subject, CV1 val camera
+    args[2] = str(root)
+    proc = run_main([*args, '--out-dir', str(tmp_path / 'v')], check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert 'warning: train and test are empty' in proc.stdout + proc.stderr
+    assert (tmp_path / 'v' / 'val.txt').read_text().strip() and not (tmp_path / 'v' / 'train.txt').read_text()
+
+
 def _clips(tiny_video_set, root: Path, names: list[str]) -> Path:
     """Real clips (the tiny set's) under ``root`` by ``names`` (relative paths)."""
     clip = next((tiny_video_set / 'videos').iterdir()).read_bytes()
@@ -488,8 +511,17 @@ def test_missing_files_and_bad_labels_fail_at_build(tiny_video_set, tmp_path) ->
     ann.write_bytes(lines[0].encode() + b'\n' + lines[1].encode() + b'\nv\xe9deo.mp4 1\n')
     with pytest.raises(ValueError, match=r"missing\.txt:3: not UTF-8 text \(byte 0xe9 at column 2\)"):
         DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
+    ann.write_text('\n')  # an empty split
+    with pytest.raises(DataError, match=r'missing\.txt: the list holds no videos'):
+        DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
+    ann.write_text('\n'.join(lines) + '\n')  # a list of another protocol: its classes.txt says so
+    (tmp_path / 'classes.txt').write_text('\n'.join(label_map('smarthome_cv_classes')) + '\n')
+    with pytest.raises(
+        DataError, match=r'missing\.txt: its classes\.txt names 19 classes and num_classes is 4\b'
+    ):
+        DATASETS.build(_dataset_cfg(ann, tiny_video_set / 'videos', num_classes=4))
     ds = DATASETS.build(_dataset_cfg(tiny_video_set / 'train.txt', tiny_video_set / 'videos', num_classes=4))
-    assert len(ds) == 8
+    assert len(ds) == 8 and (tiny_video_set / 'classes.txt').is_file()  # the demo's: 4 classes
 
 
 def test_a_line_without_a_label_is_named_unless_the_list_has_none(tiny_video_set, tmp_path) -> None:

@@ -402,6 +402,14 @@ def test_train_bad_label_and_missing_load_from(tiny_video_set, tmp_path, capsys)
     with pytest.raises(SystemExit, match=rf'^{bad}:3: label 9 outside \[0, 4\) \(num_classes=4\)$') as done:
         train.main([DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *opts])
     assert done.value.code == 2 and 'Traceback' not in capsys.readouterr().err
+    empty = tmp_path / 'val.txt'  # a split the list builder found no video of
+    empty.write_text('')
+    empty_val = [*opts[:-1], f'val_dataloader.dataset.ann_file={empty}']
+    with pytest.raises(
+        SystemExit, match=rf'^{empty}: the list holds no videos: nothing to train or test on$'
+    ):
+        train.main([DEMO_CONFIG, '--work-dir', str(tmp_path / 'w'), '--cfg-options', *empty_val])
+    assert 'Traceback' not in capsys.readouterr().err
     missing = tmp_path / 'nothing.pth'
     with pytest.raises(SystemExit, match=f'load_from {missing} does not exist'):
         train.main(
