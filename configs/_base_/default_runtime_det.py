@@ -5,7 +5,8 @@ custom_imports = dict(imports=['dna_mm'], allow_failed_imports=False)
 
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
-    logger=dict(type='LoggerHook', interval=50),
+    # validation metrics at the iteration (mmengine's default: the epoch, always 0 in this loop)
+    logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
     param_scheduler=dict(type='ParamSchedulerHook'),
     # DnARunner builds it as dna_mm's AtomicCheckpointHook (whole files, pruned after the save)
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, save_last=True, max_keep_ckpts=3),

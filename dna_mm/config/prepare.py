@@ -50,6 +50,8 @@ def prepare_cfg(
       initialised here (mmengine's ``pytorch`` / ``slurm`` launchers would call
       ``torch.cuda.set_device``) and DDP without ``device_ids``; ``slurm``: torch's rendezvous
       variables from SLURM's (:mod:`dna_mm.engine.distributed`);
+    * validation metrics logged at the iteration where the run counts iterations
+      (:func:`log_metrics_by_iteration`);
     * ``env_cfg.dist_cfg.timeout``: the collective timeout in seconds, checked, the default
       (:data:`~dna_mm.engine.distributed.DEFAULT_TIMEOUT`) written where the config has none; the
       gloo group started here and mmengine's (NCCL) take it.
@@ -68,6 +70,7 @@ def prepare_cfg(
                     logger='current',
                 )
     limit_topk(cfg)
+    log_metrics_by_iteration(cfg)
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
@@ -80,6 +83,28 @@ def prepare_cfg(
         cfg.model_wrapper_cfg['device_ids'] = None
     init_cpu_group(launcher, collective_timeout(cfg))  # gloo without CUDA; SLURM's variables -> torch's
     return cfg
+
+
+#: mmengine's iteration-based train loops (dna_mm's resumable one is a subclass)
+ITER_LOOPS = ('IterBasedTrainLoop', 'ResumableIterBasedTrainLoop')
+
+
+def log_metrics_by_iteration(cfg: Config) -> bool:
+    """Log the validation metrics at the iteration (``default_hooks.logger.log_metric_by_epoch =
+    False``) where the run counts iterations: an iteration-based train loop, or
+    ``log_processor.by_epoch=False``, unless the logger says otherwise. mmengine's ``LoggerHook``
+    logs them at the epoch by default, whatever the log processor counts: the training scalars at
+    iterations 10, 20, ... and the metrics at epoch 1, 2 on one axis, and an iteration-based run's
+    (ViTDet's) every validation at step 0 (its epoch). Returns whether it set it."""
+    logger = (cfg.get('default_hooks') or {}).get('logger')
+    if not isinstance(logger, dict) or 'log_metric_by_epoch' in logger:
+        return False
+    train_cfg = cfg.get('train_cfg') or {}
+    iterations = type_name(train_cfg.get('type')) in ITER_LOOPS or 'max_iters' in train_cfg
+    if not iterations and (cfg.get('log_processor') or {}).get('by_epoch', True) is not False:
+        return False
+    logger['log_metric_by_epoch'] = False
+    return True
 
 
 def make_work_dir(path: str) -> None:

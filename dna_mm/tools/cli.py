@@ -334,7 +334,8 @@ def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
     Raises:
         ConfigError: an option that mmengine cannot read, named: no ``=``; a ``dict(...)`` value
             (what a config file says; ``DictAction`` would recurse until Python stops it, or take
-            it as a string), with the keys to set one by one instead; brackets that do not pair
+            it as a string), with the keys to set one by one instead, and one inside a list or
+            tuple (which ``DictAction`` keeps as text: mmengine fails on it later); brackets that do not pair
             up around a list or tuple (``DictAction`` asserts, or recurses, on them).
     """
     if not values or isinstance(values, dict):
@@ -348,16 +349,16 @@ def cfg_options(values: Optional[list[str]]) -> Optional[dict]:
             raise ConfigError(f'--cfg-options {text}: expected KEY=VALUE (e.g. train_cfg.max_epochs=1)')
         if re.fullmatch(r'\s*dict\s*\(.*\)\s*', value, re.DOTALL):
             raise ConfigError(f'--cfg-options {text}: {_dict_value(key, value)}')
+        if re.search(r'\bdict\s*\(', value):  # in a list or tuple: DictAction keeps it as text, or asserts
+            raise ConfigError(
+                f'--cfg-options {text}: a dict inside a list cannot be an option; write it in a '
+                f'config file (a child config: _base_ = [...], {key} = [*_base_.{key}, dict(...)], which '
+                'keeps what the base config lists)'
+            )
         namespace = argparse.Namespace()
         try:
             DictAction(option_strings=['--cfg-options'], dest='cfg_options')(None, namespace, [text])
         except (AssertionError, RecursionError):  # its bracket matching, which has no message of its own
-            if re.search(r'\bdict\s*\(', value):
-                raise ConfigError(
-                    f'--cfg-options {text}: a dict inside a list cannot be an option; write it in a '
-                    f'config file (a child config: _base_ = [...], {key} = [*_base_.{key}, dict(...)], which '
-                    'keeps what the base config lists)'
-                ) from None
             raise ConfigError(
                 f'--cfg-options {text}: mmengine cannot read this value: a list or tuple is a whole value '
                 'or item in brackets that pair up ([1,2], (1,2), [(1,2),(3,4)]), and a string cannot '

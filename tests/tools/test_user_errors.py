@@ -592,28 +592,33 @@ def test_an_unknown_argument_is_one_line_naming_the_closest(opt, line, tiny_vide
         _tool('train').main([*args[1:], '--debug'])
 
 
-def test_a_hook_written_in_cfg_options_is_one_line_saying_where_to_write_it(tmp_path) -> None:
-    """``--cfg-options "custom_hooks=[dict(type=...)]"``: mmengine's parser keeps the dict as text,
-    which mmengine's runner refuses with a ``TypeError`` traceback; here one line, status 2."""
+def test_a_dict_in_a_list_in_cfg_options_is_one_line_saying_where_to_write_it(tmp_path) -> None:
+    """``--cfg-options "custom_hooks=[dict(type=...)]"``: mmengine's parser keeps the dict as text
+    (which mmengine fails on later: a ``TypeError`` traceback as the runner is made, or as the
+    visualizer is), or with a comma inside the dict cannot read the list at all; here one line,
+    status 2, before anything is read. A stock tool's text hook (MMDetection's ``tools/train.py``
+    with ``runner_type='DnARunner'``) is the runner's one line."""
     args = ['tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--cfg-options']
-    proc = run_main([*args, "custom_hooks=[dict(type='SkippedSamplesHook')]"], check=False)
-    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
-    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
-    assert ours[0] == (
-        "train.py: error: custom_hooks: \"dict(type='SkippedSamplesHook')\" is text, not a hook: "
-        '--cfg-options cannot write a dict inside a list; name the hook in a config file (a child '
-        'config: _base_ = [...], custom_hooks = [*_base_.custom_hooks, dict(type=...)], which keeps the '
-        'hooks the base config has)'
-    )
-    # with a comma inside the dict, mmengine's parser cannot read the list at all
-    proc = run_main([*args, "custom_hooks=[dict(type='EMAHook', momentum=0.001)]"], check=False)
-    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
-    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
-    assert ours[0] == (
-        "train.py: error: --cfg-options custom_hooks=[dict(type='EMAHook', momentum=0.001)]: a dict inside "
-        'a list cannot be an option; write it in a config file (a child config: _base_ = [...], '
-        'custom_hooks = [*_base_.custom_hooks, dict(...)], which keeps what the base config lists)'
-    )
+    for opt in (
+        "custom_hooks=[dict(type='SkippedSamplesHook')]",
+        "custom_hooks=[dict(type='EMAHook', momentum=0.001)]",
+        "visualizer.vis_backends=[dict(type='TensorboardVisBackend')]",
+    ):
+        proc = run_main([*args, opt], check=False)
+        assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+        key = opt.split('=')[0]
+        ours = [ln for ln in proc.stderr.splitlines() if ln.startswith('train.py:')]
+        assert ours[0] == (
+            f'train.py: error: --cfg-options {opt}: a dict inside a list cannot be an option; write it in '
+            f'a config file (a child config: _base_ = [...], {key} = [*_base_.{key}, dict(...)], which '
+            'keeps what the base config lists)'
+        )
+    from dna_mm.engine import DnARunner
+
+    with pytest.raises(
+        ConfigError, match=r'^custom_hooks: "dict\(type=\'SkippedSamplesHook\'\)" is text, not a hook'
+    ):
+        DnARunner.register_hook(object.__new__(DnARunner), "dict(type='SkippedSamplesHook')")
 
 
 def test_a_step_that_needs_a_missing_package_is_one_line(tiny_video_set, tmp_path) -> None:
