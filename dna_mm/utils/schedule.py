@@ -23,7 +23,8 @@ def sync_schedule(
     * a ``param_scheduler`` of that unit ending at the old length ends at the new one; its
       ``T_max``, if it spanned ``begin`` to the end, spans to the new end (one equal to the
       old length, as MMAction2's MViTv2 recipe has, becomes the new length); its ``milestones``
-      keep their fraction of the run (rounded, at least ``begin + 1``); one that would begin
+      (counted from its ``begin``, as mmengine counts them) keep their fraction of its span
+      (rounded, at least 1); one that would begin
       at or after the new end is dropped;
     * ``train_cfg.val_interval`` and ``default_hooks.checkpoint.interval`` (of that unit)
       equal to the old length become the new one (validate / save at the end, as before).
@@ -62,10 +63,8 @@ def sync_schedule(
             elif sched.get('T_max') == old:
                 move(sched, 'T_max', f'{name}.T_max', new)
             if sched.get('milestones'):
-                steps = [
-                    max(begin + 1, round(begin + (m - begin) * (new - begin) / (old - begin)))
-                    for m in sched['milestones']
-                ]
+                # counted from begin (mmengine's last_step): the same fraction of the scheduler's span
+                steps = [max(1, round(m * (new - begin) / (old - begin))) for m in sched['milestones']]
                 move(sched, 'milestones', f'{name}.milestones', steps)
             move(sched, 'end', f'{name}.end', new)
         cfg.param_scheduler = kept

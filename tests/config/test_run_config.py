@@ -36,6 +36,31 @@ def test_max_epochs_moves_what_the_config_derived_from_it() -> None:
         'param_scheduler[0](MultiStepLR).end 15 -> 5',
     ]
     assert cfg.train_cfg.val_interval == 1
+    # a step schedule after a warm-up: mmengine counts its milestones from its begin
+    cfg = Config.fromfile(str(REPO / 'configs' / 'timesformer_dna_ntu60.py'))
+    cfg.param_scheduler = [dict(type='MultiStepLR', begin=5, end=40, by_epoch=True, milestones=[20, 30])]
+    cfg.train_cfg.max_epochs = 20
+    assert sync_schedule(cfg, 40) == [
+        'param_scheduler[0](MultiStepLR).milestones [20, 30] -> [9, 13]',  # 20 / 35 and 30 / 35 of 15
+        'param_scheduler[0](MultiStepLR).end 40 -> 20',
+    ]
+    assert _drops(cfg.param_scheduler[0], 20) == [14, 18]  # epochs 14 and 18 of 20 (25 and 35 of 40)
+
+
+def _drops(sched: dict, epochs: int) -> list[int]:
+    """The epochs at which mmengine's scheduler built from ``sched`` lowers the lr."""
+    import torch
+    from mmengine.registry import PARAM_SCHEDULERS
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = PARAM_SCHEDULERS.build(dict(sched, optimizer=optimizer))
+    drops, lr = [], 1.0
+    for epoch in range(1, epochs):
+        scheduler.step()
+        if optimizer.param_groups[0]['lr'] < lr:
+            drops.append(epoch)
+        lr = optimizer.param_groups[0]['lr']
+    return drops
 
 
 def test_a_new_max_iters_moves_an_iteration_schedule() -> None:
