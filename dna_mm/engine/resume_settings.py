@@ -76,6 +76,23 @@ def _schedulers(param_schedulers: Any) -> list[Any]:
     return list(param_schedulers) if isinstance(param_schedulers, (list, tuple)) else [param_schedulers]
 
 
+def drop_scheduler_functions(checkpoint: dict) -> list[str]:
+    """Leave out of ``checkpoint['param_schedulers']`` the state entries that are functions
+    (mmengine's ``OneCycleLR`` keeps its ``anneal_func``, which its ``anneal_strategy`` sets):
+    a weights-only load refuses a pickle that names a function, so the file could not be resumed
+    or tested; the resumed run's scheduler, built from the config, has its own (the config's
+    settings win anyway). Returns ``'<index>.<key>'`` for each entry left out."""
+    states = checkpoint.get('param_schedulers')
+    named = states.items() if isinstance(states, dict) else [('', states or [])]
+    dropped = []
+    for name, group in named:
+        for i, state in enumerate(group):
+            for key in [k for k, v in state.items() if callable(v)] if isinstance(state, dict) else []:
+                del state[key]
+                dropped.append(f'{name}[{i}].{key}' if name else f'{i}.{key}')
+    return dropped
+
+
 def _group_options(group: dict) -> dict:
     return {k: copy.deepcopy(v) for k, v in group.items() if k not in IMPLEMENTATION_KEYS}
 

@@ -129,6 +129,7 @@ from .preemption import PreemptionHook
 from .resume_settings import (
     apply_config_settings,
     config_settings,
+    drop_scheduler_functions,
     missing_state,
     scheduled_values,
     trained_weights_back,
@@ -344,9 +345,13 @@ class DnARunner(Runner):
         return logger
 
     def call_hook(self, fn_name: str, **kwargs: Any) -> None:
-        """mmengine's, and the terminal shows everything from the first loop on."""
+        """mmengine's, and the terminal shows everything from the first loop on; a checkpoint
+        leaves out its schedulers' functions
+        (:func:`~dna_mm.engine.resume_settings.drop_scheduler_functions`)."""
         if fn_name in ('before_train', 'before_val', 'before_test'):
             self._setup_filter.active = False
+        if fn_name == 'before_save_checkpoint':  # a file that a weights-only load reads
+            drop_scheduler_functions(kwargs['checkpoint'])
         super().call_hook(fn_name, **kwargs)
         if fn_name == 'before_train':
             note = ema_accumulation_note(self.hooks, self.optim_wrapper)

@@ -191,3 +191,34 @@ def test_a_schedule_saved_in_another_layout_goes_on_at_the_converted_step() -> N
             assert wrapper.param_groups[0]['lr'] == build(10, steps=10)[0].param_groups[0]['lr']
         else:  # the defect: epoch 1's warm-up counted in the 1-rank run's iterations
             assert 'param_scheduler[0](LinearLR).end 5 -> 10' in changes
+
+
+def test_a_one_cycle_run_resumes_and_its_checkpoint_loads_weights_only(tmp_path) -> None:
+    """mmengine's OneCycleLR keeps its annealing function in its state, which a weights-only load
+    refuses: the checkpoint leaves it out (the config's scheduler has its own), so the run resumes
+    to the lrs of a run never stopped, and tools/test.py reads the file."""
+    from dna_mm.checkpoint import read_checkpoint
+
+    def run(work_dir, max_iters: int, resume: bool = False) -> list[tuple[int, float, float]]:
+        log = LrLog()
+        one_cycle = dict(
+            type='OneCycleLR', eta_max=0.5, total_steps=8, by_epoch=False, anneal_strategy='linear'
+        )
+        toy_runner(
+            work_dir,
+            VALUES,
+            max_iters=max_iters,
+            hooks=[log],
+            resume=resume,
+            checkpoint_interval=4,
+            param_scheduler=[one_cycle],
+        ).train()
+        return log.seen
+
+    full = run(tmp_path / 'full', 8)
+    run(tmp_path / 'cut', 4)  # iter_4.pth
+    saved = read_checkpoint(str(tmp_path / 'cut' / 'iter_4.pth'))  # weights only: refused before
+    assert (
+        'anneal_func' not in saved['param_schedulers'][0] and saved['param_schedulers'][0]['total_steps'] == 8
+    )
+    assert run(tmp_path / 'cut', 8, resume=True) == full[4:]
