@@ -64,6 +64,7 @@ test_dataloader = dict(
 
 max_epochs = 20
 global_batch_size = None  # one step per batch of 8, as it runs (no gradient accumulation)
+auto_scale_lr = dict(enable=False, base_batch_size=8)  # --auto-scale-lr: the lr above is for 8 clips
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=5e-4, weight_decay=0.05),

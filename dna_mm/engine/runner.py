@@ -111,7 +111,14 @@ from .checkpoint_hook import (
 )
 from .distributed import answer_peers, describe_lost_rank, note_rank_end
 from .earlier_run import set_aside_earlier_run
-from .global_batch import LAYOUT_KEY, BatchLayout, LayoutConversion, changed_layout, ema_accumulation_note
+from .global_batch import (
+    LAYOUT_KEY,
+    BatchLayout,
+    LayoutConversion,
+    changed_layout,
+    ema_accumulation_note,
+    wrapper_accumulation,
+)
 from .loader_workers import (
     describe_lost_worker,
     drop_persistent_workers,
@@ -357,6 +364,21 @@ class DnARunner(Runner):
             note = ema_accumulation_note(self.hooks, self.optim_wrapper)
             if note is not None:
                 self.logger.warning(note)
+
+    def scale_lr(self, optim_wrapper: Any, auto_scale_lr: Optional[dict] = None) -> None:
+        """mmengine's (``auto_scale_lr``: the lr times the batch over ``base_batch_size``), by
+        the batch of an optimizer step: with gradient accumulation (``accumulative_counts = K``)
+        a step sees ``W · b · K`` samples, not mmengine's ``W · b`` (which scaled the lr ``K`` times
+        too little); mmengine scales against ``base_batch_size / K`` then, and one line says so."""
+        k = wrapper_accumulation(optim_wrapper)
+        if k == 1 or not (auto_scale_lr or {}).get('enable', False) or 'base_batch_size' not in auto_scale_lr:
+            return super().scale_lr(optim_wrapper, auto_scale_lr)
+        base = auto_scale_lr['base_batch_size']
+        super().scale_lr(optim_wrapper, dict(auto_scale_lr, base_batch_size=base / k))
+        self.logger.info(
+            f'auto_scale_lr with {k} accumulation steps: an optimizer step sees {k} x the batch, so the '
+            f'lr made for base_batch_size={base} was scaled as for {base / k:g} a batch'
+        )
 
     def build_param_scheduler(self, scheduler: Any) -> Any:
         """mmengine's; with gradient accumulation a linear, polynomial or constant scheduler by

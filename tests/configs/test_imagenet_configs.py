@@ -151,10 +151,14 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     # TimeSformer-DnA config (tiny: the image model's widths, 32-pixel crops of the demo clips)
     video = tmp_path / 'video'
     k400 = str(REPO / 'configs' / 'timesformer_dna_k400.py')
+    k400_lists = tmp_path / 'k400_lists'  # the demo clips' lists as MMAction2's K400 lists: no classes.txt
+    k400_lists.mkdir()
+    for split in ('train', 'test'):
+        (k400_lists / f'{split}.txt').write_text((tiny_video_set / f'{split}.txt').read_text())
     lists = {
-        'train': tiny_video_set / 'train.txt',
-        'val': tiny_video_set / 'test.txt',
-        'test': tiny_video_set / 'test.txt',
+        'train': k400_lists / 'train.txt',
+        'val': k400_lists / 'test.txt',
+        'test': k400_lists / 'test.txt',
     }
     opts = _tiny_video(ckpt, lists, tiny_video_set / 'videos')
     train = run_main(

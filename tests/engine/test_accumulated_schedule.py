@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 import torch
+from conftest import DEMO_CONFIG
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from toy_runner import toy_runner
@@ -137,3 +138,14 @@ def test_a_run_resumed_inside_a_window_takes_the_window_s_first_values(tmp_path)
     torch.save(checkpoint, blind)
     steps = resume('blind', blind)
     assert steps[0] != pytest.approx(full.steps[2], rel=REL) and steps[2:] == pytest.approx(full.steps[4:])
+
+
+def test_auto_scale_lr_scales_by_the_batch_of_an_optimizer_step(tmp_path) -> None:
+    """``auto_scale_lr`` with 2 accumulation steps of batch 1 and ``base_batch_size=2``: a step
+    sees 2 samples, the lr made for them stays (mmengine's ratio, 1 / 2, halved it)."""
+    seen = StepValues()
+    runner = toy_runner(tmp_path, VALUES[:4], hooks=[seen], accumulate=2, param_scheduler=[])
+    runner.auto_scale_lr = dict(enable=True, base_batch_size=2)
+    runner.train()
+    assert seen.steps[::2] == pytest.approx([0.1, 0.1], rel=REL)
+    assert Config.fromfile(DEMO_CONFIG).auto_scale_lr.base_batch_size == 8  # the demo's lr: for its batch
