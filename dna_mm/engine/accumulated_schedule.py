@@ -50,8 +50,9 @@ from mmengine.registry import HOOKS
 
 #: the checkpoint ``meta`` key of the open window's first values
 WINDOW_KEY = 'accumulated_schedule'
-#: PyTorch's (mmengine's copy) warning, which accumulation makes by design
-_EARLY_STEP_WARNING = r'Detected call of `scheduler\.step\(\)` before `optimizer\.step\(\)`'
+#: PyTorch's (mmengine's copy) warning of a scheduler step before the first optimizer step: by
+#: design under accumulation, and in a run resumed at an epoch's end
+EARLY_STEP_WARNING = r'Detected call of `scheduler\.step\(\)` before `optimizer\.step\(\)`'
 
 #: one parameter group's scheduled values: key -> value
 GroupValues = dict[str, Any]
@@ -140,7 +141,7 @@ class AccumulatedScheduleHook(Hook):
             for name, window in loaded[1].items():
                 if self._fits(window, name, wrappers):
                     self._first[name] = (int(window['start']), [dict(v) for v in window['values']])
-        warnings.filterwarnings('ignore', message=_EARLY_STEP_WARNING)  # for the process: it ends the run
+        warnings.filterwarnings('ignore', message=EARLY_STEP_WARNING)  # for the process: it ends the run
 
     def _fits(self, window: dict, name: str, wrappers: dict[str, Any]) -> bool:
         """Whether a saved ``window`` is one of this run's wrapper ``name`` (as many steps a

@@ -28,6 +28,7 @@ the epoch). They and :mod:`.test_loop` use two private names of mmengine, pinned
 from __future__ import annotations
 
 import time
+import warnings
 from datetime import timedelta
 from functools import partial
 from typing import Any, Optional
@@ -37,6 +38,7 @@ from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop, _InfiniteDataloaderIterator
 
 from ..errors import ConfigError
+from .accumulated_schedule import EARLY_STEP_WARNING
 from .global_batch import loader_batch_size, makes_passes, uneven_passes
 from .loader_workers import drop_persistent_workers
 from .rng_state import restore_rng_state, saved_record
@@ -212,7 +214,10 @@ class ResumableEpochBasedTrainLoop(ResumableLoopMixin, EpochBasedTrainLoop):
         if not trained:  # an epoch trained whole before the stop loads nothing
             for idx, data_batch in enumerate(iter(self.dataloader), start=done):
                 self.run_iter(idx, data_batch)
-        self.runner.call_hook('after_train_epoch')
+        with warnings.catch_warnings():
+            if trained:  # its schedule steps before this process's first optimizer step, as it should
+                warnings.filterwarnings('ignore', message=EARLY_STEP_WARNING)
+            self.runner.call_hook('after_train_epoch')
         self._epoch += 1
 
 

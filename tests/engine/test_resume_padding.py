@@ -11,6 +11,7 @@ converts as another number of ranks does: ``s = W · b``)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -152,8 +153,16 @@ def test_an_epoch_resumed_at_its_last_batch_trains_nothing_again(tmp_path) -> No
     """A checkpoint saved by iteration at an epoch's last batch (before the epoch's end): the line
     says the next epoch starts, which it does at its first batch, nothing skipped or repeated."""
     epochs = dict(type='ResumableEpochBasedTrainLoop', max_epochs=2)
+    by_epoch = [dict(type='MultiStepLR', milestones=[1], gamma=0.5, by_epoch=True)]
     trained = Trained()
-    toy_runner(tmp_path / 'a', VALUES[:6], hooks=[trained], checkpoint_interval=6, train_cfg=epochs).train()
+    toy_runner(
+        tmp_path / 'a',
+        VALUES[:6],
+        hooks=[trained],
+        checkpoint_interval=6,
+        train_cfg=epochs,
+        param_scheduler=by_epoch,
+    ).train()
     assert len(trained.batches) == 12
     again = Trained()
     runner = toy_runner(
@@ -161,10 +170,15 @@ def test_an_epoch_resumed_at_its_last_batch_trains_nothing_again(tmp_path) -> No
         VALUES[:6],
         hooks=[again],
         train_cfg=epochs,
+        param_scheduler=by_epoch,
         resume=True,
         load_from=str(tmp_path / 'a' / 'iter_6.pth'),
     )
-    runner.train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        runner.train()
+    # the epoch's schedule step comes before the resumed process's first optimizer step, as it should
+    assert not [w for w in caught if 'before `optimizer.step()`' in str(w.message)]
     log = '\n'.join(p.read_text() for p in Path(runner.work_dir).glob('*/*.log'))
     assert 'batch 7 of 6' not in log, log
     assert 'resume: epoch 1 had trained all its 6 batches' in log, log
