@@ -304,6 +304,19 @@ class AtomicCheckpointHook(CheckpointHook):
             if path not in best:
                 self._remove(path)
 
+    def after_train(self, runner) -> None:
+        """mmengine's; with ``save_last``, a run stopped early (``train_loop.stop_training``, as
+        mmengine's ``EarlyStoppingHook`` stops it) saves where it stopped, unless a checkpoint of
+        that point was written (mmengine saves the last one only at ``max_epochs`` /
+        ``max_iters``: an iteration-based run stopped between two intervals kept none)."""
+        step = runner.epoch if self.by_epoch else runner.iter  # done: the loop counted it
+        if self.save_last and getattr(runner.train_loop, 'stop_training', False) and step > 0:
+            if self.filename_tmpl.format(step) not in self._written:
+                unit = 'epochs' if self.by_epoch else 'iterations'
+                runner.logger.info(f'stopped early: saving checkpoint at {step} {unit}')
+                self._save_checkpoint_with_step(runner, step, dict(epoch=runner.epoch, iter=runner.iter))
+        super().after_train(runner)
+
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
         filename = self.filename_tmpl.format(step)
         if self._in_layout or self._kept_names():  # (the same on every rank: from the checkpoint)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
+from mmengine.hooks import Hook
 from toy_runner import toy_runner
 
 from dna_mm.checkpoint import read_checkpoint
@@ -293,3 +294,39 @@ def test_a_checkpoint_out_dir_is_where_resume_looks_and_an_earlier_run_is_set_as
     (aside,) = folder.glob('earlier_run_*')
     assert sorted(p.name for p in aside.glob('*.pth')) == ['iter_2.pth', 'iter_4.pth', 'iter_6.pth']
     assert sorted(p.name for p in folder.glob('*.pth')) == ['iter_2.pth', 'iter_4.pth']
+
+
+class StopAt(Hook):
+    """Stop the run after iteration ``at`` (1-based) as mmengine's ``EarlyStoppingHook`` does:
+    ``train_loop.stop_training = True``, which the loop reads before its next iteration / epoch."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if runner.iter + 1 == self.at:
+            runner.train_loop.stop_training = True
+
+
+@pytest.mark.parametrize('loop', ['iterations', 'epochs'])
+def test_a_run_stopped_early_saves_where_it_stopped(tmp_path, loop: str) -> None:
+    """An iteration-based run stopped at iteration 3 with checkpoints every 100 (mmengine saves
+    the last one only at max_iters: none was kept); an epoch-based one stopped in epoch 2 of 4
+    with checkpoints every 3 epochs: the point where it stopped is saved and resumes there."""
+    values = [2.0, 3.0, 0.5, 4.0]
+    if loop == 'iterations':
+        run = dict(max_iters=8, checkpoint_interval=100)
+        saved, meta = 'iter_3.pth', dict(iter=3)
+    else:
+        run = dict(
+            train_cfg=dict(type='ResumableEpochBasedTrainLoop', max_epochs=4),
+            default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=3, by_epoch=True)),
+        )
+        saved, meta = 'epoch_2.pth', dict(epoch=2, iter=8)
+    toy_runner(tmp_path, values, hooks=[StopAt(3 if loop == 'iterations' else 6)], **run).train()
+    assert (tmp_path / 'last_checkpoint').read_text() == str(tmp_path / saved)
+    checkpoint = read_checkpoint(str(tmp_path / saved))
+    assert {k: checkpoint['meta'][k] for k in meta} == meta
+    resumed = toy_runner(tmp_path, values, resume=True, **run)
+    resumed.train()
+    assert resumed.iter == (8 if loop == 'iterations' else 16)
