@@ -256,6 +256,17 @@ def tiny_demo_recognizer(root: Path, seed: int = 0) -> tuple[Path, Any]:
     return ckpt, model
 
 
+def lists_of_another_label_set(root: Path, dest: Path) -> Path:
+    """``root``'s ``train.txt`` / ``test.txt`` copied to ``dest`` without the ``classes.txt``
+    beside them: lists whose labels index a config's own classes (an NTU or Kinetics-400 list, as
+    MMAction2's are), which a model of that many classes may train and test on. Beside their
+    ``classes.txt`` (4 classes) the datasets refuse a config of another number of classes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for split in ('train', 'test'):
+        (dest / f'{split}.txt').write_text((root / f'{split}.txt').read_text())
+    return dest
+
+
 def tiny_run_options(root, attn: str = 'dna', epochs: int = 1) -> list[str]:
     """``--cfg-options`` turning the demo config into a seconds-long run on ``root``."""
     opts = [

@@ -61,6 +61,16 @@ names every bad key and its value.
 * ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``) and the
   arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
   is built), the closest valid name suggested;
+* (``mode='train'``) a ``param_scheduler`` entry by epoch (``by_epoch`` True, mmengine's default,
+  without ``convert_to_iter_based=True``) under an iteration-based train loop (``train_cfg.type``
+  ``IterBasedTrainLoop`` / ``ResumableIterBasedTrainLoop``, or ``max_iters`` without
+  ``max_epochs``): mmengine's ``ParamSchedulerHook`` steps it at the end of an epoch, which that
+  loop reaches only after its last iteration, so the schedule would silently never move;
+* (``mode='train'``) ``auto_scale_lr`` (mmengine's ``Runner.scale_lr``): its keys ``enable`` and
+  ``base_batch_size``, the others dropped silently (``base_batch=16`` would scale by the base
+  config's size, ``enabled=True`` would turn nothing on), the closest valid name suggested;
+  ``enable`` a bool; with it on, ``base_batch_size`` given (mmengine asserts it) and an int > 0 (0
+  would be a ``ZeroDivisionError`` after the model is built, -8 a negative lr);
 * the classes (``mode='train'``): every classifying head's ``num_classes`` (MMAction2's
   ``cls_head``, MMPretrain's ``head``, MMDetection's ``bbox_head`` / ``mask_head``; not an RPN's)
   against what the training data states: the datasets' ``num_classes`` (dna_mm's video datasets),
@@ -109,6 +119,14 @@ names every bad key and its value.
   ``topk``, which the runs limit to k < the number of classes, and ``acc/mean1``); mmengine would
   stop on a ``KeyError`` after the first validation (other evaluators: ``AtomicCheckpointHook``
   names the reported keys then);
+* (``mode='train'``) an mmengine ``EarlyStoppingHook`` in ``custom_hooks``: its ``monitor``
+  given, and a metric the validation reports where the evaluator's keys follow from its config
+  (as for ``save_best``): the hook would only warn at each validation (``acc/top_1``) and never
+  stop the run early;
+* ``_delete_`` in a dict that is an item of a list (``param_scheduler = [dict(_delete_=True,
+  ...)]``): mmengine reads ``_delete_`` only as it merges a child's dict into its base's, a
+  child's list replaces the base's whole, so the item would pass it on to what it builds (a
+  ``TypeError`` traceback); in ``mode='test'``, outside the keys only training reads;
 * ``compile`` (mmengine compiles ``train_step`` with it): ``True`` / ``False``, or a dict of
   ``torch.compile``'s keyword arguments (``backend``, ``mode``, ...), a misspelt one with the
   closest valid name; mmengine would stop on it with an assertion after building everything;
@@ -198,6 +216,8 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += _env_problems(cfg.get('env_cfg'))
     problems += _log_processor_problems(cfg.get('log_processor'))
     problems += _log_level_problems(cfg.get('log_level', 'INFO'))  # Runner.from_cfg's default
+    read = {k: v for k, v in cfg.items() if mode == 'train' or k not in TRAINING_ONLY_KEYS}
+    problems += _list_delete_problems(read, '')
     if problems:
         raise ConfigError('; '.join(problems))
 
@@ -353,7 +373,8 @@ def _custom_log_problems(custom_cfg: Any, by_epoch: bool) -> list[str]:
             if all(p.kind is not p.VAR_KEYWORD for p in params):
                 takes = [p.name for p in params]
         valid = list(dict.fromkeys(['data_src', 'log_name', 'method_name', 'window_size', *(takes or [])]))
-        out += _unknown_keys(entry, valid, key, "a key mmengine's LogProcessor reads from a custom_cfg entry")
+        own = {k: v for k, v in entry.items() if k != '_delete_'}  # _list_delete_problems names it
+        out += _unknown_keys(own, valid, key, "a key mmengine's LogProcessor reads from a custom_cfg entry")
         for arg in ('data_src', 'log_name'):
             if arg in entry and not isinstance(entry[arg], str):
                 out.append(f'{key}.{arg} must be a str (the name of a logged scalar), got {entry[arg]!r}')
@@ -474,6 +495,9 @@ def _train_problems(cfg: Config) -> list[str]:
         if isinstance(sub, dict) and isinstance(sub.get('optimizer'), dict):
             out += _wrapper_problems(cfg, sub, f'optim_wrapper.{name}{"." if name else ""}')
     out += _scheduler_problems(cfg)
+    out += _epoch_scheduler_problems(cfg)
+    out += _auto_scale_lr_problems(cfg.get('auto_scale_lr'))
+    out += _early_stopping_problems(cfg)
     out += _class_count_problems(cfg)
     return out
 
@@ -745,22 +769,11 @@ def _scheduler_problems(cfg: Config) -> list[str]:
     valid name suggested: a typo would be a ``TypeError`` once the model is built."""
     from ..utils.build_errors import accepted_arguments  # noqa: PLC0415
 
-    schedulers = cfg.get('param_scheduler')
     registry = _registry(cfg, 'PARAM_SCHEDULERS')
     if registry is None:
         return []
-    if isinstance(schedulers, dict) and 'type' not in schedulers:  # one per optimizer
-        groups = [(f'param_scheduler.{k}', v) for k, v in schedulers.items()]
-    else:
-        groups = [('param_scheduler', schedulers)]
-    entries = []
-    for key, value in groups:
-        if isinstance(value, dict):
-            entries.append((key, value))
-        elif isinstance(value, (list, tuple)):
-            entries += [(f'{key}[{i}]', s) for i, s in enumerate(value) if isinstance(s, dict)]
     out: list[str] = []
-    for key, scheduler in entries:
+    for key, scheduler in _scheduler_entries(cfg.get('param_scheduler')):
         kind = scheduler.get('type')
         if kind is None:
             continue
@@ -777,6 +790,165 @@ def _scheduler_problems(cfg: Config) -> list[str]:
         given = {k: v for k, v in scheduler.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
         out += _unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
     return out
+
+
+def _scheduler_entries(schedulers: Any) -> list[tuple[str, dict]]:
+    """``(key, entry)`` of each scheduler config in ``param_scheduler`` (a list, one dict, or one
+    of either per optimizer: ``param_scheduler.<name>``), keyed as the messages name it
+    (``param_scheduler[0]``)."""
+    if isinstance(schedulers, dict) and 'type' not in schedulers:  # one per optimizer
+        groups = [(f'param_scheduler.{k}', v) for k, v in schedulers.items()]
+    else:
+        groups = [('param_scheduler', schedulers)]
+    entries = []
+    for key, value in groups:
+        if isinstance(value, dict):
+            entries.append((key, value))
+        elif isinstance(value, (list, tuple)):
+            entries += [(f'{key}[{i}]', s) for i, s in enumerate(value) if isinstance(s, dict)]
+    return entries
+
+
+#: mmengine's iteration-based train loop and dna_mm's twin (a subclass registered under another
+#: name is found through the registry)
+ITERATION_LOOPS = ('IterBasedTrainLoop', 'ResumableIterBasedTrainLoop')
+
+
+def iteration_loop(cfg: Config) -> Optional[str]:
+    """How ``train_cfg`` makes mmengine's runner train by iterations, as the messages name it
+    (``train_cfg.type='IterBasedTrainLoop'``), or ``None`` for a loop by epochs: a ``type`` of
+    :data:`ITERATION_LOOPS` or a registered subclass of mmengine's ``IterBasedTrainLoop``; without
+    a ``type``, ``max_iters`` without ``max_epochs`` (what
+    :func:`dna_mm.engine.global_batch.scale_iteration_schedule` scales as iterations)."""
+    from mmengine.runner import IterBasedTrainLoop  # noqa: PLC0415
+
+    train_cfg = cfg.get('train_cfg')
+    if not isinstance(train_cfg, dict):
+        return None
+    kind = train_cfg.get('type')
+    if kind is None:
+        iterations = 'max_iters' in train_cfg and 'max_epochs' not in train_cfg
+        return 'train_cfg.max_iters without max_epochs' if iterations else None
+    cls = kind
+    if isinstance(kind, str):
+        registry = _registry(cfg, 'LOOPS')
+        cls = _registered(registry, kind)[1] if registry is not None else None
+    by_class = isinstance(cls, type) and issubclass(cls, IterBasedTrainLoop)
+    return f'train_cfg.type={type_name(kind)!r}' if by_class or type_name(kind) in ITERATION_LOOPS else None
+
+
+def _epoch_scheduler_problems(cfg: Config) -> list[str]:
+    """A ``param_scheduler`` entry that steps by epoch (``by_epoch`` True, mmengine's default, and
+    not ``convert_to_iter_based=True``) under an iteration-based train loop
+    (:func:`iteration_loop`): mmengine's ``ParamSchedulerHook`` steps such a scheduler in
+    ``after_train_epoch`` only, which ``IterBasedTrainLoop`` calls once, after its last iteration,
+    so the schedule would never move during the run (a cosine by epoch stayed at its initial lr
+    throughout), without a word."""
+    loop = iteration_loop(cfg)
+    if loop is None:
+        return []
+    return [
+        f"{key}({type_name(s.get('type'))}) steps by epoch (by_epoch=True, mmengine's default) but the "
+        f'train loop is iteration-based ({loop}): mmengine steps it only after the last iteration, so '
+        'it would never change during the run; set by_epoch=False with its begin / end (and T_max, '
+        'milestones, ...) in iterations, or convert_to_iter_based=True'
+        for key, s in _scheduler_entries(cfg.get('param_scheduler'))
+        if s.get('by_epoch', True) and not s.get('convert_to_iter_based', False)
+    ]
+
+
+#: the keys of ``auto_scale_lr`` mmengine's ``Runner.scale_lr`` reads (0.10.x; dna_mm's runner
+#: reads the same: tests/config/test_schedule_check.py holds them to mmengine's source)
+AUTO_SCALE_LR_KEYS = ('enable', 'base_batch_size')
+
+
+def _auto_scale_lr_problems(auto_scale_lr: Any) -> list[str]:
+    """``auto_scale_lr``: a dict of :data:`AUTO_SCALE_LR_KEYS` (mmengine's ``Runner.scale_lr``
+    reads those and drops the others: ``base_batch=16`` would scale by the base config's
+    ``base_batch_size``, ``enabled=True`` would turn nothing on), the closest valid name
+    suggested; ``enable`` a bool (mmengine takes its truth: ``'False'`` would scale); with
+    ``enable`` on, ``base_batch_size`` an int > 0 (mmengine asserts it is given; 0 stops the run
+    on a ``ZeroDivisionError`` after the model is built, -8 trains with a negative lr)."""
+    if auto_scale_lr is None:
+        return []
+    if not isinstance(auto_scale_lr, dict):
+        return [
+            f'auto_scale_lr must be a dict (enable=True / False, base_batch_size=...), got {auto_scale_lr!r}'
+        ]
+    given = {k: v for k, v in auto_scale_lr.items() if not str(k).startswith('_')}  # _scope_
+    out = _unknown_keys(
+        given, list(AUTO_SCALE_LR_KEYS), 'auto_scale_lr', "a key mmengine's Runner.scale_lr reads"
+    )
+    enable = auto_scale_lr.get('enable', False)
+    if not isinstance(enable, bool):
+        out.append(f'auto_scale_lr.enable must be True or False, got {enable!r}')
+    elif enable and 'base_batch_size' not in auto_scale_lr:
+        out.append(
+            'auto_scale_lr needs base_batch_size with enable=True (the total batch size the lr is set '
+            'for; mmengine asserts it)'
+        )
+    elif enable:
+        out += _positive(auto_scale_lr['base_batch_size'], 'auto_scale_lr.base_batch_size', integer=True)
+    return out
+
+
+def _early_stopping_problems(cfg: Config) -> list[str]:
+    """Each mmengine ``EarlyStoppingHook`` in ``custom_hooks``: its ``monitor`` given (a
+    ``TypeError`` as the runner is made) and a metric the validation reports, where the
+    evaluator's keys follow from its config (:func:`evaluator_keys`, as for ``save_best``): with
+    another key the hook only warns at each validation and the run never stops early."""
+    keys = evaluator_keys(cfg.get('val_evaluator'))
+    hooks = cfg.get('custom_hooks')
+    out = []
+    for i, hook in enumerate(hooks if isinstance(hooks, (list, tuple)) else []):
+        if not isinstance(hook, dict) or type_name(hook.get('type')) != 'EarlyStoppingHook':
+            continue
+        key = f'custom_hooks[{i}](EarlyStoppingHook)'
+        monitor = hook.get('monitor')
+        if monitor is None:
+            reported = f': {", ".join(keys)}' if keys is not None else ''
+            out.append(f'{key} needs monitor (the metric it watches, one the validation reports{reported})')
+        elif keys is not None and monitor not in keys:
+            out.append(
+                f'{key}.monitor={monitor!r}: the validation reports {", ".join(keys)} (mmengine would only '
+                'warn at each validation and never stop early)'
+            )
+    return out
+
+
+#: the top-level keys only training reads (a test run's config may keep them as trained)
+TRAINING_ONLY_KEYS = (
+    'train_dataloader',
+    'val_dataloader',
+    'train_cfg',
+    'val_cfg',
+    'val_evaluator',
+    'optim_wrapper',
+    'param_scheduler',
+    'auto_scale_lr',
+)
+
+
+def _list_delete_problems(node: Any, key: str, in_list: bool = False) -> Iterator[str]:
+    """Each ``_delete_`` in a dict that lies in a list (or a tuple) under ``node`` at ``key``
+    (``param_scheduler = [dict(_delete_=True, ...)]``): mmengine's ``Config`` reads ``_delete_``
+    only where it merges a child's dict into its base's dict, and a child's list replaces the
+    base's whole, so the key stays in the item and is passed on to what it builds (a
+    ``TypeError``, ``unexpected keyword argument '_delete_'``, a traceback). A ``_delete_`` in a
+    dict value (not in a list) is mmengine's to read as it merges the dict into its base's, and is
+    left alone here."""
+    if isinstance(node, dict):
+        if in_list and '_delete_' in node:
+            yield (
+                f"{key}._delete_: a list in a child config replaces the base's list whole: its items take "
+                'no _delete_ (drop it)'
+            )
+        for name, value in node.items():
+            if name != '_delete_':
+                yield from _list_delete_problems(value, f'{key}.{name}' if key else str(name), in_list)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _list_delete_problems(value, f'{key}[{i}]', True)
 
 
 def _registry(cfg: Config, name: str) -> Any:
@@ -1106,7 +1278,8 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
                 out += _positive(v, f'{key}.{arg} ({kind})', allow, integer)
         valid = _sampler_arguments(transform.get('type'))
         if valid is not None:
-            given = {k: v for k, v in transform.items() if k != 'type'}
+            # _scope_: the registry's; _delete_: _list_delete_problems names it
+            given = {k: v for k, v in transform.items() if k != 'type' and not str(k).startswith('_')}
             out += _unknown_keys(given, valid, key, f'an argument of {kind} (which ignores the others)')
     return out
 

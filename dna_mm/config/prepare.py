@@ -25,6 +25,7 @@ from ..engine.distributed import (
 from ..errors import ConfigError
 from ..utils.schedule import sync_schedule
 from .build import merge_options, type_name
+from .check import iteration_loop
 
 
 def prepare_cfg(
@@ -85,10 +86,6 @@ def prepare_cfg(
     return cfg
 
 
-#: mmengine's iteration-based train loops (dna_mm's resumable one is a subclass)
-ITER_LOOPS = ('IterBasedTrainLoop', 'ResumableIterBasedTrainLoop')
-
-
 def log_metrics_by_iteration(cfg: Config) -> bool:
     """Log the validation metrics at the iteration (``default_hooks.logger.log_metric_by_epoch =
     False``) where the run counts iterations: an iteration-based train loop, or
@@ -99,9 +96,7 @@ def log_metrics_by_iteration(cfg: Config) -> bool:
     logger = (cfg.get('default_hooks') or {}).get('logger')
     if not isinstance(logger, dict) or 'log_metric_by_epoch' in logger:
         return False
-    train_cfg = cfg.get('train_cfg') or {}
-    iterations = type_name(train_cfg.get('type')) in ITER_LOOPS or 'max_iters' in train_cfg
-    if not iterations and (cfg.get('log_processor') or {}).get('by_epoch', True) is not False:
+    if iteration_loop(cfg) is None and (cfg.get('log_processor') or {}).get('by_epoch', True) is not False:
         return False
     logger['log_metric_by_epoch'] = False
     return True

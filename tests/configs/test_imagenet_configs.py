@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, WNIDS, run_main, tiny_imagenet_options
+from conftest import REPO, WNIDS, lists_of_another_label_set, run_main, tiny_imagenet_options
 from mmengine.config import Config
 from tolerance import REORDERED, assert_close_as
 
@@ -151,10 +151,7 @@ def test_imagenet_checkpoint_starts_the_video_and_detection_models(
     # TimeSformer-DnA config (tiny: the image model's widths, 32-pixel crops of the demo clips)
     video = tmp_path / 'video'
     k400 = str(REPO / 'configs' / 'timesformer_dna_k400.py')
-    k400_lists = tmp_path / 'k400_lists'  # the demo clips' lists as MMAction2's K400 lists: no classes.txt
-    k400_lists.mkdir()
-    for split in ('train', 'test'):
-        (k400_lists / f'{split}.txt').write_text((tiny_video_set / f'{split}.txt').read_text())
+    k400_lists = lists_of_another_label_set(tiny_video_set, tmp_path / 'k400_lists')  # as MMAction2's
     lists = {
         'train': k400_lists / 'train.txt',
         'val': k400_lists / 'test.txt',

@@ -28,7 +28,7 @@ from authors_models import (
     save_vit_main_checkpoint,
     vit_main_args,
 )
-from conftest import REPO, load_tool, run_main, tiny_backbone
+from conftest import REPO, lists_of_another_label_set, load_tool, run_main, tiny_backbone
 from tolerance import REORDERED, assert_close_as, tolerance
 
 from dna_mm.checkpoint import (
@@ -289,6 +289,7 @@ def test_tools_test_evaluates_their_checkpoint(pyslowfast_file, tiny_video_set, 
     import csv
 
     path, theirs = pyslowfast_file
+    lists = lists_of_another_label_set(tiny_video_set, tmp_path / 'ntu_lists')  # the demo clips as NTU's
     config = tmp_path / 'ntu_tiny.py'
     config.write_text(
         f'_base_ = [{str(NTU_CONFIG)!r}]\n'
@@ -303,7 +304,7 @@ def test_tools_test_evaluates_their_checkpoint(pyslowfast_file, tiny_video_set, 
         "    dict(type='PackActionInputs'),\n"
         ']\n'
         'test_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,\n'
-        f'    dataset=dict(ann_file={str(tiny_video_set / "test.txt")!r},\n'
+        f'    dataset=dict(ann_file={str(lists / "test.txt")!r},\n'
         f'                 data_prefix=dict(video={str(tiny_video_set / "videos")!r}),\n'
         '                 pipeline=test_pipeline))\n'
     )
