@@ -27,23 +27,29 @@ class LrLog(Hook):
         self.seen.append((runner.iter, group['lr'], group['weight_decay']))
 
 
-def _run(work_dir, lr: float, milestones: list[int], decay: float, max_iters: int, resume: bool = False):
+def _logged_run(work_dir, max_iters: int, resume: bool = False, **kwargs):
+    """A toy run over :data:`VALUES` with a checkpoint every 4 iterations: the (iteration, lr,
+    weight decay) of each iteration, and the runner."""
     log = LrLog()
     runner = toy_runner(
+        work_dir, VALUES, max_iters=max_iters, hooks=[log], resume=resume, checkpoint_interval=4, **kwargs
+    )
+    runner.train()
+    return log.seen, runner
+
+
+def _run(work_dir, lr: float, milestones: list[int], decay: float, max_iters: int, resume: bool = False):
+    seen, runner = _logged_run(
         work_dir,
-        VALUES,
-        max_iters=max_iters,
-        hooks=[log],
-        resume=resume,
-        checkpoint_interval=4,
+        max_iters,
+        resume,
         optimizer=dict(type='SGD', lr=lr, momentum=0.9, weight_decay=decay),
         param_scheduler=[
             dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3),
             dict(type='MultiStepLR', milestones=milestones, gamma=0.5, by_epoch=False, begin=0, end=8),
         ],
     )
-    runner.train()
-    return log.seen, (Path(runner.log_dir) / f'{runner.timestamp}.log').read_text()
+    return seen, (Path(runner.log_dir) / f'{runner.timestamp}.log').read_text()
 
 
 @pytest.mark.parametrize('changed', [True, False], ids=['new-settings', 'own-config'])
@@ -199,21 +205,10 @@ def test_a_one_cycle_run_resumes_and_its_checkpoint_loads_weights_only(tmp_path)
     to the lrs of a run never stopped, and tools/test.py reads the file."""
     from dna_mm.checkpoint import read_checkpoint
 
+    one_cycle = dict(type='OneCycleLR', eta_max=0.5, total_steps=8, by_epoch=False, anneal_strategy='linear')
+
     def run(work_dir, max_iters: int, resume: bool = False) -> list[tuple[int, float, float]]:
-        log = LrLog()
-        one_cycle = dict(
-            type='OneCycleLR', eta_max=0.5, total_steps=8, by_epoch=False, anneal_strategy='linear'
-        )
-        toy_runner(
-            work_dir,
-            VALUES,
-            max_iters=max_iters,
-            hooks=[log],
-            resume=resume,
-            checkpoint_interval=4,
-            param_scheduler=[one_cycle],
-        ).train()
-        return log.seen
+        return _logged_run(work_dir, max_iters, resume, param_scheduler=[one_cycle])[0]
 
     full = run(tmp_path / 'full', 8)
     run(tmp_path / 'cut', 4)  # iter_4.pth
