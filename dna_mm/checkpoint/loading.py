@@ -217,7 +217,9 @@ def mismatch_line(
     tools' options), else a checkpoint of this model."""
     total = report.loaded + len(report.missing) + len(report.mismatched)
     head = f'checkpoint {filename} does not match the model ({report.loaded} of its {total} weights match)'
-    layout = image_vit_layout(report.checkpoint)
+    # an image ViT's file holds keys the model has not (its own blocks, head); a file of this model
+    # (a detector's own, whose backbone keys read as a ViT's) holds none
+    layout = image_vit_layout(report.checkpoint) if report.unexpected else None
     option = backbone_option(model, filename) if layout else None
     if option is None:  # not an image ViT's file (or no backbone that reads one)
         end = advice or (PARTIAL_ADVICE if report.loaded else NOTHING_FITS)

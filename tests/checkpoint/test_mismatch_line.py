@@ -165,6 +165,25 @@ def test_a_detectors_image_vit_file_names_its_init_cfg(tmp_path) -> None:
     )
 
 
+def test_a_detectors_own_checkpoint_of_another_class_count_names_the_heads(tmp_path) -> None:
+    """A ViTDet Mask R-CNN's own checkpoint (its backbone's keys read as an image ViT's) for a
+    model of another number of classes: the heads' shapes, not an image ViT's file."""
+    pytest.importorskip('mmdet.models')  # Mask R-CNN needs mmcv's compiled ops
+    from mmdet.registry import MODELS
+
+    cfg = Config.fromfile(str(REPO / 'configs' / 'vitdet_dna_demo.py'))
+    cfg.merge_from_dict(dict(TINY_MASK_RCNN, **{'model._scope_': 'mmdet'}))
+    path = tmp_path / 'iter_12.pth'
+    torch.save(dict(state_dict=MODELS.build(cfg.model).state_dict()), path)
+    cfg.model.roi_head.bbox_head.num_classes += 1
+    cfg.model.roi_head.mask_head.num_classes += 1
+    with pytest.raises(CheckpointMismatchError) as err:
+        load_whole_model(MODELS.build(cfg.model), str(path))
+    line = str(err.value)
+    assert 'shape mismatch 6 (roi_head.bbox_head.fc_cls.weight: checkpoint [4, 32] vs model [5, 32]' in line, line
+    assert "image ViT's weights" not in line and '--partial-load' in line, line
+
+
 def test_a_partial_load_of_nothing_is_refused(tmp_path) -> None:
     """A file of which nothing fits (not an image ViT): ``strict=False`` is refused too, without
     the partial-load advice; the model keeps its values."""
