@@ -196,6 +196,7 @@ def infer(args: argparse.Namespace) -> int:
     from dna_mm.apis.inference import (
         LONG,
         UnreadableVideo,
+        check_recognizer_config,
         class_names,
         clip_coverage,
         collect_labelled_videos,
@@ -225,6 +226,7 @@ def infer(args: argparse.Namespace) -> int:
         what = 'a folder' if Path(args.input).is_dir() else f'a list of {len(labels)} videos'
         raise DataError(f'--over-time takes one video file or stream, got {args.input} ({what})')
     cfg = read_config(args.config, args.cfg_options)
+    check_recognizer_config(cfg)
     check_config(cfg, 'test')
     pipeline = test_pipeline_of(cfg, args.cfg_options)
     user_file(args.checkpoint, 'checkpoint')

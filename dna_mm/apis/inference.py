@@ -96,6 +96,26 @@ def csv_entries(path: Path) -> list[tuple[str, Optional[int]]]:
     return [(r[0].strip(), int(r[1]) if len(r) > 1 and index.fullmatch(r[1].strip()) else None) for r in rows]
 
 
+def check_recognizer_config(cfg: Config) -> None:
+    """A :class:`~dna_mm.errors.ConfigError` for a config whose model is not a recognizer (no
+    ``model.cls_head``), before its checkpoint is read: a video is classified by a recognizer's
+    head; a detector (MMDetection's scope) runs on images with MMDetection's ``DetInferencer``."""
+    model = cfg.get('model') or {}
+    if isinstance(model, dict) and 'cls_head' in model:
+        return
+    kind = type_name(model.get('type')) if isinstance(model, dict) else type(model).__name__
+    other = (
+        "; a detector runs on images with MMDetection's DetInferencer (from mmdet.apis import "
+        'DetInferencer; DetInferencer(CONFIG, CHECKPOINT)(IMAGE, out_dir=...))'
+        if cfg.get('default_scope') == 'mmdet'
+        else ''
+    )
+    raise ConfigError(
+        f"this tool classifies videos with a recognizer's head (model.cls_head); the config's model is "
+        f'{kind}, which has none{other}'
+    )
+
+
 def num_classes_of(model: nn.Module) -> int:
     """The number of classes the recognizer's head predicts."""
     head = getattr(model, 'cls_head', None)

@@ -526,6 +526,18 @@ def test_infer_unsupported_model_and_a_missing_label_map(
     with pytest.raises(SystemExit, match='with_attention: ResNet has no attention to swap') as done:
         infer.main([str(config), str(tiny_checkpoint), video, '--cfg-options', *data])
     assert done.value.code == 2
+    # a detector's config (and any checkpoint: it is not read) is one line naming MMDetection's inferencer
+    detector = str(REPO / 'configs' / 'vitdet_dna_demo.py')
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        infer.main([detector, str(tiny_checkpoint), video])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "infer.py: error: this tool classifies videos with a recognizer's head (model.cls_head); the "
+        "config's model is MaskRCNN, which has none; a detector runs on images with MMDetection's "
+        'DetInferencer (from mmdet.apis import DetInferencer; DetInferencer(CONFIG, CHECKPOINT)(IMAGE, '
+        'out_dir=...))'
+    )
 
 
 #: tools that take no user files (benchmarks on generated inputs, the writer of test videos beside
