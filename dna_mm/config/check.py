@@ -21,6 +21,9 @@ names every bad key and its value.
   ``set_multi_processing``) and ``env_cfg.dist_cfg``'s (mmengine's ``init_dist`` and torch's
   ``init_process_group``, which take them in a distributed run only: a typo such as ``timeot``
   would be silent on one machine and stop every rank on a cluster);
+* each evaluator's ``ann_file`` (MMDetection's ``CocoMetric``) that is another split's (the file
+  another loader's dataset reads, where its own reads another): it would score the predictions
+  against another split's annotations, matched by image id, a wrong AP and no error;
 * ``log_processor`` (mmengine's ``LogProcessor``, which formats every log line; one of another
   ``type`` is its own affair): its keys ``LogProcessor.__init__``'s arguments (a typo is a
   ``TypeError`` as the runner is made); ``window_size`` an int > 0 (mmengine smooths the losses
@@ -214,6 +217,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
         problems += _loader_problems(cfg.get(loader), loader)
     problems += _randomness_problems(cfg.get('randomness'))
     problems += _env_problems(cfg.get('env_cfg'))
+    problems += _evaluator_file_problems(cfg, mode)
     problems += _log_processor_problems(cfg.get('log_processor'))
     problems += _log_level_problems(cfg.get('log_level', 'INFO'))  # Runner.from_cfg's default
     read = {k: v for k, v in cfg.items() if mode == 'train' or k not in TRAINING_ONLY_KEYS}
@@ -290,6 +294,46 @@ def _env_problems(env_cfg: Any) -> list[str]:
         valid = list(dict.fromkeys(valid + list(inspect.signature(dist.init_process_group).parameters)))
         what = "an argument of mmengine's init_dist or torch's init_process_group"
         out += _unknown_keys(dist_cfg, [v for v in valid if not v.startswith('_')], 'env_cfg.dist_cfg', what)
+    return out
+
+
+def _dataset_file(loader: Any) -> Optional[str]:
+    """The annotation file a loader's dataset reads, as mmengine's ``BaseDataset`` resolves it
+    (``ann_file`` under ``data_root`` unless absolute), normalised; ``None`` without one."""
+    dataset = loader.get('dataset') if isinstance(loader, dict) else None
+    ann_file = dataset.get('ann_file') if isinstance(dataset, dict) else None
+    if not isinstance(ann_file, str) or not ann_file:
+        return None
+    root = dataset.get('data_root')
+    return os.path.normpath(ann_file if os.path.isabs(ann_file) or not root else os.path.join(root, ann_file))
+
+
+def _evaluator_file_problems(cfg: Config, mode: str) -> list[str]:
+    """Each evaluator's ``ann_file`` (MMDetection's ``CocoMetric``) that is another split's file:
+    that of the train, val or test loader's dataset, where its own loader's dataset reads another.
+    The metric scores the predictions against its own file's annotations, matched by image id, so
+    another split's gives a wrong AP and no error (image ids 1-8 of both splits: AP 0.00 for a
+    model at 1.30). A file of no loader (a subset's full annotations) is not checked."""
+    splits = ('train', 'val', 'test') if mode == 'train' else ('test',)
+    files = {s: _dataset_file(cfg.get(f'{s}_dataloader')) for s in ('train', 'val', 'test')}
+    out = []
+    for split in splits[1:] if mode == 'train' else splits:
+        evaluators = cfg.get(f'{split}_evaluator')
+        own = files[split]
+        for i, metric in enumerate(evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]):
+            given = metric.get('ann_file') if isinstance(metric, dict) else None
+            if own is None or not isinstance(given, str) or metric.get('format_only'):
+                continue
+            path = os.path.normpath(given)
+            others = [s for s, f in files.items() if f == path and f != own]
+            if others:
+                key = f'{split}_evaluator' + (f'[{i}]' if isinstance(evaluators, (list, tuple)) else '')
+                out.append(
+                    f'{key}.ann_file is {given}, the file of {others[0]}_dataloader.dataset, and '
+                    f'{split}_dataloader.dataset reads {own}: the metric would score the {split} '
+                    "predictions against another split's annotations (a wrong AP, no error); give it "
+                    f'{own}'
+                )
     return out
 
 
