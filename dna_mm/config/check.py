@@ -21,6 +21,9 @@ names every bad key and its value.
   ``set_multi_processing``) and ``env_cfg.dist_cfg``'s (mmengine's ``init_dist`` and torch's
   ``init_process_group``, which take them in a distributed run only: a typo such as ``timeot``
   would be silent on one machine and stop every rank on a cluster);
+* each dataset's ``data_prefix`` a dict of folders (a string: an ``AttributeError`` as the
+  dataset is built) and ``backend_args.backend`` one of mmengine's file backends (a typo: a
+  ``KeyError`` there), through dataset wrappers;
 * each evaluator's ``ann_file`` (MMDetection's ``CocoMetric``) that is another split's (the file
   another loader's dataset reads, where its own reads another): it would score the predictions
   against another split's annotations, matched by image id, a wrong AP and no error;
@@ -1309,6 +1312,7 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
         out.append(f'{name}.num_workers must be an int >= 0, got {workers!r}')
     elif isinstance(workers, int) and workers < 0:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')
+    out += _storage_problems(loader.get('dataset'), f'{name}.dataset')
     for at, pipeline in _pipelines(loader.get('dataset'), f'{name}.dataset'):
         out += _crop_problems(pipeline, at)
     for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
@@ -1397,16 +1401,48 @@ def _transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
                 yield f'{at}[{i}]', transform
 
 
-def _pipelines(dataset: Any, key: str) -> Iterator[tuple[str, list]]:
-    """``(config key, pipeline)`` of a dataset and of those it wraps."""
+def _datasets(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
+    """``(config key, dataset config)`` of a dataset and of those it wraps."""
     if not isinstance(dataset, dict):
         return
-    if isinstance(dataset.get('pipeline'), (list, tuple)):
-        yield f'{key}.pipeline', list(dataset['pipeline'])
+    yield key, dataset
     if isinstance(dataset.get('dataset'), dict):
-        yield from _pipelines(dataset['dataset'], f'{key}.dataset')
+        yield from _datasets(dataset['dataset'], f'{key}.dataset')
     for i, inner in enumerate(dataset.get('datasets') or []):
-        yield from _pipelines(inner, f'{key}.datasets[{i}]')
+        yield from _datasets(inner, f'{key}.datasets[{i}]')
+
+
+def _pipelines(dataset: Any, key: str) -> Iterator[tuple[str, list]]:
+    """``(config key, pipeline)`` of a dataset and of those it wraps."""
+    for at, inner in _datasets(dataset, key):
+        if isinstance(inner.get('pipeline'), (list, tuple)):
+            yield f'{at}.pipeline', list(inner['pipeline'])
+
+
+def _storage_problems(dataset: Any, key: str) -> list[str]:
+    """Where a dataset (and each it wraps) reads its files from: ``data_prefix`` a dict of folders
+    by kind (mmengine's ``BaseDataset`` joins each to ``data_root``: a string is an
+    ``AttributeError`` traceback as the dataset is built), ``backend_args.backend`` one of
+    mmengine's file backends (a typo, ``'lcoal'``, is a ``KeyError`` there)."""
+    from mmengine.fileio.backends import backends
+
+    out = []
+    for at, inner in _datasets(dataset, key):
+        prefix = inner.get('data_prefix')
+        if prefix is not None and not isinstance(prefix, dict):
+            out.append(
+                f"{at}.data_prefix must be a dict of folders by kind (e.g. dict(img='train2017/'), "
+                f"dict(video='videos/')), got {prefix!r}"
+            )
+        backend = (inner.get('backend_args') or {}).get('backend')
+        if isinstance(inner.get('backend_args'), dict) and backend is not None and backend not in backends:
+            near = difflib.get_close_matches(str(backend), list(backends), n=1)
+            hint = f'did you mean {near[0]!r}? ' if near else ''
+            out.append(
+                f"{at}.backend_args.backend is not one of mmengine's file backends, got {backend!r} "
+                f'({hint}valid: {", ".join(backends)})'
+            )
+    return out
 
 
 #: what an attention splits into heads: a host's width, by the name it takes it (MMAction2 and
