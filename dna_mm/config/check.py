@@ -1312,6 +1312,11 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
         out.append(f'{name}.num_workers must be an int >= 0, got {workers!r}')
     elif isinstance(workers, int) and workers < 0:
         out.append(f'{name}.num_workers must be >= 0, got {workers}')
+    elif workers == 0 and loader.get('persistent_workers'):  # torch's DataLoader: a ValueError traceback
+        out.append(
+            f'{name}.persistent_workers=True needs {name}.num_workers > 0, got 0 (set '
+            f'{name}.persistent_workers=False to load in the main process)'
+        )
     out += _storage_problems(loader.get('dataset'), f'{name}.dataset')
     for at, pipeline in _pipelines(loader.get('dataset'), f'{name}.dataset'):
         out += _crop_problems(pipeline, at)

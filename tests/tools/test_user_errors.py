@@ -202,6 +202,17 @@ def test_check_config_names_the_key_and_the_value(opt, message) -> None:
     assert message in str(err.value)
 
 
+def test_persistent_workers_without_workers_is_named() -> None:
+    """torch's DataLoader refuses ``persistent_workers=True`` with ``num_workers=0`` (a
+    ``ValueError`` traceback as the loop starts); the COCO configs' loaders have persistent workers,
+    so a child that loads in the main process meets it."""
+    cfg = _demo_cfg('train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=True')
+    with pytest.raises(ConfigError, match='^train_dataloader.persistent_workers=True needs '):
+        check_config(cfg, 'train')
+    with pytest.raises(ValueError, match='persistent_workers option needs num_workers > 0'):
+        torch.utils.data.DataLoader([0], num_workers=0, persistent_workers=True)
+
+
 def test_check_config_accepts_the_shipped_values_and_mmengines_conventions() -> None:
     check_config(_demo_cfg(), 'train')
     check_config(_demo_cfg('default_hooks.checkpoint.interval=-1'), 'train')  # -1: never
