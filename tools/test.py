@@ -138,6 +138,11 @@ def test(args: argparse.Namespace) -> dict:
     if args.confusion_matrix is not None:
         if detector:
             raise ConfigError('--confusion-matrix is for recognizers (a detector has no class per input)')
+        if _multi_label(cfg.test_dataloader.get('dataset')):
+            raise ConfigError(
+                '--confusion-matrix is for a test of one class per video: test_dataloader.dataset has '
+                'multi_class=True (its mean average precision is the metric)'
+            )
         added.append(dict(type='ConfusionMatrix'))
     if args.dump is not None and detector:
         if args.dump.endswith('.json'):  # COCO results files <prefix>.bbox.json, <prefix>.segm.json
@@ -174,6 +179,14 @@ def test(args: argparse.Namespace) -> dict:
     finally:
         shutdown_distributed()
     return metrics
+
+
+def _multi_label(dataset) -> bool:
+    """Whether a dataset config, or one it wraps, is multi-label (``multi_class=True``)."""
+    if not isinstance(dataset, dict):
+        return False
+    inner = [dataset.get('dataset'), *(dataset.get('datasets') or [])]
+    return bool(dataset.get('multi_class')) or any(_multi_label(d) for d in inner)
 
 
 def draw_confusion_matrix(cfg, matrix, path: str, normalize: bool) -> None:

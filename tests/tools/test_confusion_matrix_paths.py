@@ -61,3 +61,34 @@ def test_the_files_reported_are_the_files_written(tiny_ckpt, tiny_video_set, tmp
     assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and not figure.exists()
     rows = list(csv.reader(open(table, encoding='utf-8')))
     assert len(rows) == 1 + 4 and sum(int(n) for row in rows[1:] for n in row[1:]) == 4  # 4 test videos
+
+
+def test_a_multi_label_test_is_refused_before_it_runs(tiny_ckpt, tiny_video_set, tmp_path) -> None:
+    """MMAction2's ConfusionMatrix takes one class per video: on a multi-label test it failed after
+    the whole test (``The size of pred (16) doesn't match the target (64)``), its metrics lost."""
+    work = tmp_path / 'work'
+    multi = [
+        'test_dataloader.dataset.multi_class=True',
+        'test_dataloader.dataset.num_classes=4',
+        'test_evaluator.metric_list=(mmit_mean_average_precision,mean_average_precision)',
+    ]
+    done = _test(tiny_ckpt, tiny_video_set, work, '--confusion-matrix', str(tmp_path / 'cm.png'))
+    assert done.returncode == 0, done.stderr[-3000:]  # the same test, one class per video
+    args = ['tools/test.py', DEMO_CONFIG, str(tiny_ckpt), '--work-dir', str(work)]
+    done = run_main(
+        [
+            *args,
+            '--confusion-matrix',
+            str(tmp_path / 'cm2.png'),
+            '--cfg-options',
+            *tiny_run_options(tiny_video_set),
+            *multi,
+        ],
+        check=False,
+    )
+    assert done.returncode == 2 and 'Traceback' not in done.stderr, done.stderr[-3000:]
+    (line,) = [ln for ln in done.stderr.splitlines() if 'error:' in ln]
+    assert line == (
+        'test.py: error: --confusion-matrix is for a test of one class per video: '
+        'test_dataloader.dataset has multi_class=True (its mean average precision is the metric)'
+    )
