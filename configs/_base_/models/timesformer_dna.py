@@ -21,7 +21,13 @@ model = dict(
         norm_cfg=dict(type='LN', eps=1e-6),
     ),
     cls_head=dict(
-        type='TimeSformerHead', num_classes=400, in_channels=768, dropout_ratio=0.5, average_clips='prob'
+        type='TimeSformerHead',
+        num_classes=400,
+        in_channels=768,
+        dropout_ratio=0.5,
+        average_clips='prob',
+        # the head's default, written out: a child sets loss_cls.loss_weight / class_weight on it
+        loss_cls=dict(type='CrossEntropyLoss'),
     ),
     # Input normalisation of the authors' video code (PySlowFast's DATA.MEAN / DATA.STD):
     # (x / 255 - 0.45) / 0.225 per channel. Their TimeSformer checkpoints (K400, NTU, Smarthome)
