@@ -16,8 +16,12 @@ Some of these MMDetection's ``CocoDataset`` cannot load past (a ``KeyError`` dee
 or passes over without a word (an annotation of an unknown image or category dropped):
 :data:`UNLOADABLE`, which :meth:`CocoReport.raise_if_unloadable` turns into one
 :class:`~dna_mm.errors.DataError` (:class:`~dna_mm.datasets.coco_dataset.CheckedCocoDataset`
-raises it when it loads the file). The others (a box partly outside the image, an odd polygon)
-MMDetection copes with; ``tools/data/coco/check_annotations.py`` lists them all.
+raises it when it loads the file). A pipeline that loads masks (``LoadAnnotations(with_mask=True)``)
+stops on more, mid-run, where a box-only one goes through: :data:`UNLOADABLE_MASKS`, and, as it
+turns polygons into bitmaps (``poly2mask=True``, its default), :data:`UNLOADABLE_BITMAPS`. The
+others (a box partly outside the image, a short polygon, ``[[]]``) MMDetection copes with (it
+ignores an instance none of whose polygons has 3 points); ``tools/data/coco/check_annotations.py``
+lists them all.
 """
 
 from __future__ import annotations
@@ -54,6 +58,16 @@ UNLOADABLE = (
     'annotation without area',
     'bad area',
 )
+#: the problems a pipeline that loads masks (``LoadAnnotations(with_mask=True)``) stops on mid-run,
+#: in training or at the first validation: MMDetection keeps no mask of an empty or missing
+#: segmentation (``KeyError: 'mask'``), and a polygon that is not a list of numbers is a
+#: ``TypeError`` / ``ValueError``. A box-only pipeline loads them.
+UNLOADABLE_MASKS = ('annotation without segmentation', 'empty segmentation', 'polygon not a list of numbers')
+#: ... and those it stops on when it turns the masks into bitmaps (``poly2mask=True``, its
+#: default): a segmentation that is a string or a number (``TypeError``), an RLE of another size
+#: than its image (``ValueError`` as the image's masks are stacked). With ``poly2mask=False``
+#: MMDetection ignores such an instance.
+UNLOADABLE_BITMAPS = ('segmentation neither polygons nor an RLE', 'RLE size differs from the image')
 
 
 @dataclass
@@ -74,16 +88,23 @@ class CocoReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def raise_if_unloadable(self, max_examples: int = 3) -> None:
+    def raise_if_unloadable(
+        self, max_examples: int = 3, with_mask: bool = False, poly2mask: bool = True
+    ) -> None:
         """A one-line :class:`DataError` naming the file, each :data:`UNLOADABLE` problem found
-        and its first examples; nothing when there is none."""
-        found = [(kind, self.problems[kind]) for kind in UNLOADABLE if self.problems.get(kind)]
+        and its first examples; nothing when there is none. ``with_mask`` / ``poly2mask``: those of
+        the pipeline's ``LoadAnnotations``, which add :data:`UNLOADABLE_MASKS` and
+        :data:`UNLOADABLE_BITMAPS` (a box-only pipeline loads those annotations)."""
+        masks = (UNLOADABLE_MASKS + (UNLOADABLE_BITMAPS if poly2mask else ())) if with_mask else ()
+        found = [(kind, self.problems[kind]) for kind in UNLOADABLE + masks if self.problems.get(kind)]
         if not found:
             return
-        parts = []
-        for kind, where in found:
-            more = f' ... ({len(where) - max_examples} more)' if len(where) > max_examples else ''
-            parts.append(f'{kind}: {", ".join(where[:max_examples])}{more}')
+        parts = [f'{kind}: {examples(where, max_examples, ", ")}' for kind, where in found]
+        if any(kind in masks for kind, _ in found):
+            parts[-1] += (
+                ' (LoadAnnotations(with_mask=True) in the pipeline stops on such an annotation mid-run, '
+                "with KeyError: 'mask' or a TypeError: give it a list of polygons, or remove it)"
+            )
         raise DataError(
             f'{self.ann_file}: {"; ".join(parts)} (python tools/data/coco/check_annotations.py '
             f'--ann-file {self.ann_file} lists every problem)'
@@ -100,11 +121,20 @@ class CocoReport:
             )
             lines.append(f'  annotations per category: {counts}')
         for kind, where in sorted(self.problems.items()):
-            shown = '; '.join(where[:max_examples])
-            more = f' ... ({len(where) - max_examples} more)' if len(where) > max_examples else ''
-            lines.append(f'  ERROR {kind}: {len(where)}: {shown}{more}')
+            lines.append(f'  ERROR {kind}: {len(where)}: {examples(where, max_examples)}')
         lines.append('OK' if self.ok else f'{sum(map(len, self.problems.values()))} problem(s)')
         return '\n'.join(lines)
+
+
+def examples(where: list[str], shown: int, sep: str = '; ') -> str:
+    """The first ``shown`` of ``where`` and how many more: ``a; b ... (3 more)``."""
+    more = f' ... ({len(where) - shown} more)' if len(where) > shown else ''
+    return sep.join(where[:shown]) + more
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + '...'
 
 
 def _number(v: Any) -> bool:
@@ -117,17 +147,33 @@ def _inside(xs: list, ys: list, w: float, h: float) -> bool:
 
 
 def _check_segmentation(seg: Any, crowd: bool, w: float, h: float, where: str, report: CocoReport) -> None:
-    if crowd:
-        if not isinstance(seg, dict) or 'counts' not in seg or 'size' not in seg:
-            report.add('bad crowd segmentation (expected RLE {size, counts})', where)
-        elif list(seg['size']) != [h, w]:
+    """Report what is wrong with ``seg``: the kinds MMDetection stops on (:data:`UNLOADABLE_MASKS`,
+    :data:`UNLOADABLE_BITMAPS`) apart from those it reads or ignores (an RLE where polygons are
+    expected and the reverse, a polygon of under 3 points or an odd count)."""
+    if not seg:  # [], null, {}, '': MMDetection keeps no mask for the annotation
+        report.add('empty segmentation', f'{where}: {seg!r}')
+        return
+    if not isinstance(seg, (list, dict)):
+        report.add('segmentation neither polygons nor an RLE', f'{where}: {_short(seg)}')
+        return
+    if isinstance(seg, dict):
+        if not crowd:
+            report.add('bad segmentation (expected a list of polygons)', where)
+        if 'counts' not in seg or 'size' not in seg:
+            if crowd:
+                report.add('bad crowd segmentation (expected RLE {size, counts})', where)
+        elif seg['size'] != [h, w]:
             report.add('RLE size differs from the image', f'{where}: {seg["size"]} vs [{h}, {w}]')
         return
-    if not isinstance(seg, list) or not seg:
-        report.add('bad segmentation (expected a list of polygons)', where)
+    if crowd:
+        report.add('bad crowd segmentation (expected RLE {size, counts})', where)
         return
     for j, poly in enumerate(seg):
-        if not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2 or not all(_number(v) for v in poly):
+        if not isinstance(poly, list) or (
+            len(poly) >= 6 and not len(poly) % 2 and not all(isinstance(v, (int, float)) for v in poly)
+        ):  # MMDetection keeps such a polygon and fails on it (one it drops is a 'bad polygon')
+            report.add('polygon not a list of numbers', f'{where} polygon {j}: {_short(poly)}')
+        elif len(poly) < 6 or len(poly) % 2 or not all(_number(v) for v in poly):
             report.add('bad polygon (need an even count >= 6 of numbers)', f'{where} polygon {j}')
         elif not _inside(poly[0::2], poly[1::2], w, h):
             report.add('polygon outside the image', f'{where} polygon {j} (image {w:g}x{h:g})')

@@ -180,7 +180,8 @@ def test_a_detectors_own_checkpoint_of_another_class_count_names_the_heads(tmp_p
     with pytest.raises(CheckpointMismatchError) as err:
         load_whole_model(MODELS.build(cfg.model), str(path))
     line = str(err.value)
-    assert 'shape mismatch 6 (roi_head.bbox_head.fc_cls.weight: checkpoint [4, 32] vs model [5, 32]' in line, line
+    heads = 'shape mismatch 6 (roi_head.bbox_head.fc_cls.weight: checkpoint [4, 32] vs model [5, 32]'
+    assert heads in line, line
     assert "image ViT's weights" not in line and '--partial-load' in line, line
 
 
