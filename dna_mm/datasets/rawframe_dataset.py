@@ -24,14 +24,15 @@ class RobustRawframeDataset(RobustSamples, RawframeDataset):
     """``RawframeDataset`` with build-time checks and damaged-frame tolerance.
 
     A list line is ``frame_dir total_frames label`` (``frame_dir offset total_frames label`` with
-    ``with_offset``; several labels with ``multi_class``); frame ``n`` of a sample (from 0) is
-    ``frame_dir / filename_tmpl.format(start_index + offset + n)``, as MMAction2's
-    ``RawFrameDecode`` reads it. At build time, an error naming ``file:line``: a line of another
-    form, a ``total_frames`` (or offset) that is not a whole number, a line without a label (unless
-    ``labels_optional``), a label outside ``[0, num_classes)``; and with ``check_files``, the
-    folders that are missing, or lack the first or the last frame the line counts (the first few,
-    with the frames the folder holds: a wrong ``total_frames`` or ``filename_tmpl``); and a
-    pipeline that opens video files (``DecordInit``, ...) instead of decoding frames.
+    ``with_offset``; one or more labels with ``multi_class``, which needs ``num_classes``); frame
+    ``n`` of a sample (from 0) is ``frame_dir / filename_tmpl.format(start_index + offset + n)``,
+    as MMAction2's ``RawFrameDecode`` reads it. At build time, an error naming ``file:line``: a
+    line of another form, a ``total_frames`` (or offset) that is not a whole number, a line
+    without a label (unless ``labels_optional``; with ``multi_class`` too), a label outside
+    ``[0, num_classes)``; and with ``check_files``, the folders that are missing, or lack the
+    first or the last frame the line counts (the first few, with the frames the folder holds: a
+    wrong ``total_frames`` or ``filename_tmpl``); and a pipeline that opens video files
+    (``DecordInit``, ...) instead of decoding frames.
 
     In training, a sample whose frames fail to load is logged with the first damaged frame of its
     folder (missing, empty, or not an image OpenCV decodes), counted and replaced; in test mode it
@@ -60,6 +61,7 @@ class RobustRawframeDataset(RobustSamples, RawframeDataset):
         prefix = self.data_prefix.get('img')
         counts = 2 if self.with_offset else 1
         form = f'frame_dir {"offset " if self.with_offset else ""}total_frames label'
+        form += ' [label ...]' if self.multi_class else ''
         data_list = []
         for lineno, line in read_list_lines(self.ann_file):
             fields = line.split()

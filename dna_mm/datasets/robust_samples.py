@@ -1,8 +1,10 @@
 """What a checked action dataset does with its samples, whatever they are stored as (a video,
-a folder of frames): a label checked at build time, an unreadable training sample logged,
-counted (:class:`~.skipped_samples.SkippedSamplesHook`) and replaced by another, one line naming
-each when ``max_refetch + 1`` in a row fail, and in test mode an error naming it or, for
-:class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`, ``dict(unreadable=(path, reason))``.
+a folder of frames): a label checked at build time (one, or with ``multi_class`` several: each
+line's classes, which MMAction2 turns into a 0/1 target of ``num_classes``), an unreadable
+training sample logged, counted (:class:`~.skipped_samples.SkippedSamplesHook`) and replaced by
+another, one line naming each when ``max_refetch + 1`` in a row fail, and in test mode an error
+naming it or, for :class:`~dna_mm.engine.test_loop.UnreadableVideosTestLoop`,
+``dict(unreadable=(path, reason))``.
 :class:`~.video_dataset.RobustVideoDataset` and :class:`~.rawframe_dataset.RobustRawframeDataset`
 are MMAction2's datasets with this mixin first."""
 
@@ -12,6 +14,7 @@ import os
 from collections import Counter
 from typing import Any, Iterator, Optional, Union
 
+import torch
 from mmengine.logging import print_log
 
 from ..errors import ConfigError, DataError, UserError
@@ -26,10 +29,12 @@ class RobustSamples:
     in the bases.
 
     Args:
-        num_classes: Number of classes; labels must lie in ``[0, num_classes)``.
-        labels_optional: A line may hold no label (label ``-1``): a list outside the model's
-            classes (OOD evaluation). Otherwise such a line is an error: trained on, or scored
-            by a test, it would count as a sample of no class.
+        num_classes: Number of classes; labels must lie in ``[0, num_classes)``. Required with
+            ``multi_class``: the length of each line's 0/1 target.
+        labels_optional: A line may hold no label (label ``-1``; with ``multi_class``, no
+            classes: an all-zero target): a list outside the model's classes (OOD evaluation).
+            Otherwise such a line is an error: trained on, or scored by a test, it would count as
+            a sample of no class.
         check_files: Verify at build time that every listed sample is on disk.
         max_refetch: Replacement attempts for one sample before giving up (training).
         **kwargs: The MMAction2 dataset's arguments (``ann_file``, ``pipeline``, ``data_prefix``, ...).
@@ -55,6 +60,14 @@ class RobustSamples:
     ) -> None:
         if num_classes is not None and num_classes <= 0:
             raise ConfigError(f'num_classes must be positive, got {num_classes}')
+        if kwargs.get('multi_class') and num_classes is None:
+            # MMAction2's own lists assert it; without it the first sample's one-hot target fails
+            # in a loader worker (torch.zeros(None)), after the build, with no key named
+            ann_file = kwargs.get('ann_file', args[0] if args else None)
+            raise ConfigError(
+                f'{ann_file}: multi_class=True needs num_classes (the length of the 0/1 target that '
+                'each line\'s labels become), got none; set num_classes in the dataset\'s config'
+            )
         self.check_files, self.labels_optional = check_files, labels_optional
         self.skipped = SharedCounter(self.noun)
         self._failures: list[tuple[Any, str]] = []
@@ -84,8 +97,12 @@ class RobustSamples:
 
     def get_cat_ids(self, idx: int) -> list[int]:
         """The classes of sample ``idx`` (one, or a ``multi_class`` line's several; none for an
-        unlabelled one): what mmengine's ``ClassBalancedDataset`` oversamples by."""
+        unlabelled one): what mmengine's ``ClassBalancedDataset`` oversamples by. MMAction2's
+        ``get_data_info`` has made a ``multi_class`` line's labels a one-hot tensor of
+        ``num_classes``: its classes are the indices of its ones."""
         label = self.get_data_info(idx)['label']
+        if isinstance(label, torch.Tensor) and label.ndim == 1:  # multi_class: the one-hot target
+            return [int(c) for c in torch.nonzero(label).flatten()]
         labels = label if isinstance(label, (list, tuple)) else [label]
         return [int(c) for c in labels if int(c) >= 0]
 
@@ -97,11 +114,13 @@ class RobustSamples:
 
     def line_label(self, labels: list[str], lineno: int, line: str, form: str) -> Union[int, list[int]]:
         """The label of list line ``lineno`` (``line``, of the form ``form``) from its label fields
-        ``labels``: one, checked (:func:`list_label`); several with ``multi_class``; ``-1`` for none
-        with ``labels_optional``; else a :class:`~dna_mm.errors.DataError` naming ``file:line``."""
-        if self.multi_class:
+        ``labels``: one, checked (:func:`list_label`); with ``multi_class``, one or more, each
+        checked; none with ``labels_optional`` (``-1``, or ``[]`` with ``multi_class``: no class);
+        else a :class:`~dna_mm.errors.DataError` naming ``file:line``. A ``multi_class`` line
+        without a label is no exception: it would train as an all-zero target (no class)."""
+        if self.multi_class and (labels or self.labels_optional):
             return [self._label(f, lineno) for f in labels]
-        if len(labels) == 1:
+        if len(labels) == 1 and not self.multi_class:
             return self._label(labels[0], lineno)
         if labels or not self.labels_optional:
             why = (

@@ -5,12 +5,14 @@ many it skipped."""
 from __future__ import annotations
 
 import os.path as osp
+from typing import NoReturn
 
 from mmaction.datasets import VideoDataset
 from mmaction.registry import DATASETS
 
 from ..errors import DataError
 from .robust_samples import RobustSamples, read_list_lines
+from .video_files import VIDEO_SUFFIXES
 
 SHOW_MISSING = 5
 
@@ -21,9 +23,12 @@ class RobustVideoDataset(RobustSamples, VideoDataset):
 
     At build time, an error naming the list: a line that is not UTF-8 (``file:line`` and the
     byte), a line other than ``path label`` (a path may hold blanks: the label is the last
-    field), a line without a label (unless ``labels_optional``: an OOD list), a label outside
+    field; with ``multi_class``, ``path label [label ...]``, which needs ``num_classes``), a line
+    without a label (unless ``labels_optional``: an OOD list), a label outside
     ``[0, num_classes)``, videos missing on disk (the first few with their line numbers, and the
-    total).
+    total). A line of another kind of list is said to be one: ``video.mp4 1 2`` (a video file
+    and several labels) of a multi-label list read without ``multi_class``, ``frame_dir
+    total_frames label`` of a list of frame folders.
 
     In training, a video that fails to load is logged with the reason, counted
     (:class:`~.skipped_samples.SkippedSamplesHook` reports the count) and replaced by another sample;
@@ -42,6 +47,7 @@ class RobustVideoDataset(RobustSamples, VideoDataset):
         if not osp.isfile(self.ann_file):
             raise FileNotFoundError(f'annotation file {self.ann_file} does not exist')
         prefix = self.data_prefix.get('video')
+        form = 'path label [label ...]' if self.multi_class else 'path label'
         data_list = []
         for lineno, line in read_list_lines(self.ann_file):
             try:
@@ -49,13 +55,8 @@ class RobustVideoDataset(RobustSamples, VideoDataset):
             except ValueError:
                 raise DataError(f'{self.ann_file}:{lineno}: expected "path label", got {line!r}') from None
             if not self.multi_class and len(labels) == 1 and _is_int(path.rsplit(self.delimiter, 1)[-1]):
-                raise DataError(
-                    f'{self.ann_file}:{lineno}: {line!r} is a line of a list of frame folders '
-                    '("frame_dir total_frames label"); a list of videos has "path label" lines, and '
-                    "frame folders are read by type='RobustRawframeDataset' with RawFrameDecode "
-                    '(docs/datasets/rawframes.md)'
-                )
-            label = self.line_label(labels, lineno, line, 'path label')
+                self._another_list(line, lineno)
+            label = self.line_label(labels, lineno, line, form)
             filename = path if prefix is None else osp.join(prefix, path)
             data_list.append(dict(filename=filename, label=label, lineno=lineno))
         missing = [d for d in data_list if not osp.isfile(d['filename'])] if self.check_files else []
@@ -66,6 +67,26 @@ class RobustVideoDataset(RobustSamples, VideoDataset):
                 f'on disk, e.g.\n  {shown}' + ('\n  ...' if len(missing) > SHOW_MISSING else '')
             )
         return self.listed(data_list)
+
+    def _another_list(self, line: str, lineno: int) -> NoReturn:
+        """The :class:`~dna_mm.errors.DataError` for a line read without ``multi_class`` whose
+        label follows another integer: a video file and several labels (a multi-label list, whose
+        labels would be read as one path ``video.mp4 1`` and one label), or else
+        ``frame_dir total_frames label`` (a list of frame folders)."""
+        first, *rest = line.split(self.delimiter)
+        if osp.splitext(first)[1].lower() in VIDEO_SUFFIXES and all(_is_int(f) for f in rest):
+            raise DataError(
+                f'{self.ann_file}:{lineno}: {line!r} gives the video {first} {len(rest)} labels '
+                f'({" ".join(rest)}), and the dataset reads one label a video; for a multi-label list '
+                'set multi_class=True and num_classes (the number of classes) in the dataset\'s config, '
+                "and multi_class=True with loss_cls=dict(type='BCELossWithLogits') in the model's cls_head"
+            )
+        raise DataError(
+            f'{self.ann_file}:{lineno}: {line!r} is a line of a list of frame folders '
+            '("frame_dir total_frames label"); a list of videos has "path label" lines, and '
+            "frame folders are read by type='RobustRawframeDataset' with RawFrameDecode "
+            '(docs/datasets/rawframes.md)'
+        )
 
 
 def split_list_line(line: str, delimiter: str = ' ', multi_class: bool = False) -> tuple[str, list[str]]:

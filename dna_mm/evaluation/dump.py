@@ -1,6 +1,10 @@
 """``DumpPredictions``: per-video (per-image) predictions to a CSV file (name, label, prediction,
 score, top-5).
 
+The label column holds the sample's class, or with ``multi_class`` its classes in increasing
+order, separated by blanks (``0 2``): MMAction2 packs a multi-label line's labels as a one-hot
+float vector of ``num_classes``, which written as it is (``1 0 1 0``) reads as four class indices.
+
 Added by ``tools/test.py --dump preds.csv``; for MMAction2's pickle use ``--dump preds.pkl``
 (mmengine's ``DumpResults``, MMDetection's ``DumpDetResults`` for a detector, each written whole
 or not at all: :func:`dump_evaluator`).
@@ -38,6 +42,15 @@ def _field(sample: dict, *names: str) -> Tensor:
             value = sample[name]
             return value['item'] if isinstance(value, dict) else value
     raise KeyError(f'DumpPredictions: the sample has none of {list(names)} (its keys: {sorted(sample)})')
+
+
+def _classes(label: Tensor) -> list[int]:
+    """The classes of a sample's ground truth: the indices of a ``multi_class`` one-hot target
+    (MMAction2 packs it as a float vector; a class index is always an integer tensor), else the
+    labels as they are (``-1`` for an unlabelled OOD sample)."""
+    if label.is_floating_point():
+        return [int(c) for c in label.flatten().nonzero().flatten()]
+    return [int(v) for v in label.flatten()]
 
 
 #: the first column, by the kind of sample: ``(the metainfo keys that name it, in order, how to add them)``
@@ -81,7 +94,7 @@ class DumpPredictions(BaseMetric):
                     level=30,
                 )
             row = dict(
-                label=' '.join(str(int(v)) for v in label.flatten()),
+                label=' '.join(str(c) for c in _classes(label)),
                 pred=int(top.indices[0]),
                 score=round(float(top.values[0]), 6),
                 top5=' '.join(str(int(i)) for i in top.indices),
