@@ -92,6 +92,14 @@ names every bad key and its value.
   with a negative offset, assert, or stack ragged arrays, and every video would be "unreadable";
 * a head's ``average_clips`` (MMAction2's): ``'prob'`` or ``'score'`` (``'mean'`` stops the test
   after it has run; ``None`` gives one score per view, which no metric reads);
+* (``mode='train'``) ``num_clips`` > 1 in the train pipeline's ``SampleFrames`` (or a subclass)
+  for MMAction2's ``Recognizer3D`` and a head that keeps ``BaseHead``'s loss (TimeSformer's, I3D's,
+  ...): the recognizer scores each clip as a sample of its own against its video's one label, a
+  ``ValueError`` at the first iteration (``Recognizer2D`` averages its segments and is left
+  alone; the val / test pipelines may sample more clips);
+* mmengine's dataset wrappers, in every loader: a ``RepeatDataset``'s ``times`` an int > 0 (0: a
+  ``ZeroDivisionError`` in the sampler), a ``ClassBalancedDataset``'s ``oversample_thr`` > 0 (a
+  negative one: a ``math domain error`` as the dataset is built; 0 repeats nothing);
 * the keys of MMAction2's ``SampleFrames`` and its subclasses (``DenseSampleFrames``,
   ``SampleFramesBySeconds``): it takes ``**kwargs`` and drops them, so a typo (``clip_lenn``)
   would sample with the default; the closest valid name is suggested;
@@ -109,6 +117,18 @@ names every bad key and its value.
   asserts it), ``num_frames`` the pipelines' ``clip_len``, ``img_size`` the size of the frames
   where a pipeline fixes it (a last ``Resize`` to ``(w, h)`` with ``keep_ratio=False``, or a crop
   of a fixed size), and the head's ``in_channels`` its ``embed_dims``;
+* an MMAction2 head's (``model.cls_head``, a ``BaseHead``) ``loss_cls``: a dict with a ``type``
+  (one without, as ``--cfg-options model.cls_head.loss_cls.loss_weight=2.0`` makes on a base that
+  leaves the loss to the head's default, is a registry ``KeyError`` naming no key), and
+  (``mode='train'``) its ``class_weight`` one weight per class (a ``RuntimeError`` at the first
+  iteration); (``mode='train'``) its ``label_smooth_eps`` in [0, 1) (1.5 trained towards a
+  negative target without a word);
+* the data preprocessor's ``blending`` (MMAction2's ``MixupBlending`` / ``CutmixBlending``, or
+  ``RandomBatchAugment`` of them): each blending's ``alpha`` > 0 (a ``ValueError`` traceback from
+  its ``Beta`` distribution as the model is built), its ``num_classes`` given (a ``TypeError``
+  there) and (``mode='train'``) the classifying head's (a ``RuntimeError`` at the first
+  iteration); ``RandomBatchAugment``'s ``probs`` a float or a list, one per augment, with a sum <=
+  1 (MMAction2 asserts both) and (``mode='train'``) each in [0, 1];
 * ``model.test_cfg.max_testing_views`` (MMAction2's): a positive int, and then the val / test
   dataloaders' ``batch_size`` is 1 (the recognizer splits the views of one video);
 * the keys of an MMAction2 recognizer's ``model.test_cfg`` and ``model.train_cfg``: those it reads
@@ -122,9 +142,16 @@ names every bad key and its value.
 * ``default_hooks.checkpoint.rule``: ``'greater'``, ``'less'`` or None (or a list of them);
 * ``default_hooks.checkpoint.save_best``: a metric the validation reports, where the
   evaluator's keys follow from its config (MMAction2's ``AccMetric``: ``acc/top{k}`` for its
-  ``topk``, which the runs limit to k < the number of classes, and ``acc/mean1``); mmengine would
+  ``topk``, which the runs limit to k < the number of classes, ``acc/mean1``, and on multi-label
+  data ``acc/mmit_mean_average_precision`` / ``acc/mean_average_precision``); mmengine would
   stop on a ``KeyError`` after the first validation (other evaluators: ``AtomicCheckpointHook``
   names the reported keys then);
+* an ``AccMetric`` whose ``metric_list`` (its default too) holds ``top_k_accuracy`` or
+  ``mean_class_accuracy`` evaluating a multi-label dataset (``multi_class=True``; the val and
+  test splits, in ``mode='test'`` the test split): MMAction2's ``mean_class_accuracy`` stops on a
+  ``TypeError`` once every prediction is in (after a whole epoch), ``top_k_accuracy`` compares a
+  class index with the 0/1 label vector (a wrong accuracy, no error); the multi-label metrics
+  (``mmit_mean_average_precision``, ``mean_average_precision``) are named;
 * (``mode='train'``) an mmengine ``EarlyStoppingHook`` in ``custom_hooks``: its ``monitor``
   given, and a metric the validation reports where the evaluator's keys follow from its config
   (as for ``save_best``): the hook would only warn at each validation (``acc/top_1``) and never
@@ -212,6 +239,8 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
         problems += _model_problems(cfg.get(part), part)
     problems += _recognizer_problems(cfg, LOADERS[mode])
     problems += _preprocessor_problems(cfg)
+    problems += _blending_problems(cfg, mode == 'train')
+    problems += _head_problems(cfg, mode == 'train')
     if mode == 'train':
         problems += _train_problems(cfg)
     problems += _recognizer_cfg_problems(cfg.get('model'))
@@ -221,6 +250,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += _randomness_problems(cfg.get('randomness'))
     problems += _env_problems(cfg.get('env_cfg'))
     problems += _evaluator_file_problems(cfg, mode)
+    problems += _multi_label_metric_problems(cfg, mode)
     problems += _log_processor_problems(cfg.get('log_processor'))
     problems += _log_level_problems(cfg.get('log_level', 'INFO'))  # Runner.from_cfg's default
     read = {k: v for k, v in cfg.items() if mode == 'train' or k not in TRAINING_ONLY_KEYS}
@@ -546,6 +576,7 @@ def _train_problems(cfg: Config) -> list[str]:
     out += _auto_scale_lr_problems(cfg.get('auto_scale_lr'))
     out += _early_stopping_problems(cfg)
     out += _class_count_problems(cfg)
+    out += _training_clips_problems(cfg)
     return out
 
 
@@ -1107,29 +1138,82 @@ def _checkpoint_keys(hook: Any) -> list[str]:
     return out
 
 
-#: MMAction2's ``AccMetric``: its metrics whose keys follow from the config, and their defaults
+#: MMAction2's ``AccMetric``: its default ``metric_list``, the metrics of one label per sample
 ACC_METRICS = ('top_k_accuracy', 'mean_class_accuracy')
+#: its metrics of multi-label data (a 0/1 vector of the classes per sample), each reported under its
+#: own name (``acc/mmit_mean_average_precision``)
+MULTI_LABEL_METRICS = ('mmit_mean_average_precision', 'mean_average_precision')
+#: what each of :data:`ACC_METRICS` does with multi-label data (MMAction2 1.2)
+SINGLE_LABEL_FAILURES = {
+    'top_k_accuracy': 'top_k_accuracy reports a wrong accuracy without a word',
+    'mean_class_accuracy': 'mean_class_accuracy stops on a TypeError once every prediction is in',
+}
 
 
 def evaluator_keys(evaluator: Any) -> Optional[list[str]]:
     """The metric keys a validation with ``evaluator`` (a metric's config or a list of them)
     reports, when they follow from the config (every metric an ``AccMetric`` of
-    :data:`ACC_METRICS`); ``None`` otherwise."""
+    :data:`ACC_METRICS` and :data:`MULTI_LABEL_METRICS`: ``acc/top{k}`` for each of its ``topk``,
+    ``acc/mean1``, ``acc/mmit_mean_average_precision``, ``acc/mean_average_precision``, in the
+    order of its ``metric_list``, as ``AccMetric.calculate`` reports them); ``None`` otherwise."""
     keys: list[str] = []
     for metric in evaluator if isinstance(evaluator, (list, tuple)) else [evaluator]:
         if not isinstance(metric, dict) or type_name(metric.get('type')) != 'AccMetric':
             return None
         chosen = metric.get('metric_list', ACC_METRICS)
         chosen = (chosen,) if isinstance(chosen, str) else tuple(chosen)
-        if not set(chosen) <= set(ACC_METRICS):
+        if not set(chosen) <= {*ACC_METRICS, *MULTI_LABEL_METRICS}:
             return None
         prefix = metric.get('prefix') or 'acc'
-        if 'top_k_accuracy' in chosen:
-            topk = ((metric.get('metric_options') or {}).get('top_k_accuracy') or {}).get('topk', (1, 5))
-            keys += [f'{prefix}/top{k}' for k in ((topk,) if isinstance(topk, int) else topk)]
-        if 'mean_class_accuracy' in chosen:
-            keys.append(f'{prefix}/mean1')
+        for name in dict.fromkeys(chosen):
+            if name == 'top_k_accuracy':
+                options = (metric.get('metric_options') or {}).get('top_k_accuracy') or {}
+                topk = options.get('topk', (1, 5))
+                keys += [f'{prefix}/top{k}' for k in ((topk,) if isinstance(topk, int) else topk)]
+            else:
+                keys.append(f'{prefix}/mean1' if name == 'mean_class_accuracy' else f'{prefix}/{name}')
     return keys
+
+
+def _multi_label_metric_problems(cfg: Config, mode: str) -> list[str]:
+    """An ``AccMetric`` whose ``metric_list`` (its default too) holds a metric of one label per
+    sample (:data:`ACC_METRICS`) evaluating a loader whose dataset is multi-label
+    (``multi_class=True``, through dataset wrappers): the val and test splits in training, the
+    test split in a test run. MMAction2's ``mean_class_accuracy`` stops on ``TypeError: y_real
+    dtype must be np.int64`` once every prediction is in (after a whole epoch of training), and
+    ``top_k_accuracy`` compares the predicted class index with the 0/1 entries of the label
+    vector: a wrong accuracy (0.00 in the audit), without a word. The multi-label metrics
+    (:data:`MULTI_LABEL_METRICS`) are named."""
+    out = []
+    for split in ('val', 'test') if mode == 'train' else ('test',):
+        loader = cfg.get(f'{split}_dataloader')
+        dataset = loader.get('dataset') if isinstance(loader, dict) else None
+        found = (
+            at for at, inner in _datasets(dataset, f'{split}_dataloader.dataset') if inner.get('multi_class')
+        )
+        multi = next(found, None)
+        if multi is None:
+            continue
+        evaluators = cfg.get(f'{split}_evaluator')
+        listed = isinstance(evaluators, (list, tuple))
+        for i, metric in enumerate(evaluators if listed else [evaluators]):
+            if not isinstance(metric, dict) or type_name(metric.get('type')) != 'AccMetric':
+                continue
+            chosen = metric.get('metric_list', ACC_METRICS)
+            chosen = (chosen,) if isinstance(chosen, str) else tuple(chosen)
+            single = [m for m in ACC_METRICS if m in chosen]
+            if not single:
+                continue
+            key = f'{split}_evaluator' + (f'[{i}]' if listed else '')
+            default = " (AccMetric's default)" if 'metric_list' not in metric else ''
+            what = 'are metrics' if len(single) > 1 else 'is a metric'
+            out.append(
+                f"{key}.metric_list: {multi} is multi-label (multi_class=True), and AccMetric's "
+                f'{" / ".join(single)}{default} {what} of one label per sample '
+                f'({", ".join(SINGLE_LABEL_FAILURES[m] for m in single)}): use '
+                f'metric_list={MULTI_LABEL_METRICS!r}'
+            )
+    return out
 
 
 def _rule_problems(rule: Any) -> list[str]:
@@ -1229,6 +1313,220 @@ def _class_heads(node: Any, key: str) -> Iterator[tuple[str, int]]:
         yield from _class_heads(value, f'{key}.{sub}')
 
 
+def _model_class(cfg: Config, kind: Any) -> Any:
+    """The class a model part's ``type`` builds (a name registered in the config's default
+    scope, a dotted path, or the class itself); ``None`` where it cannot be told."""
+    if isinstance(kind, str):
+        registry = _registry(cfg, 'MODELS')
+        return _registered(registry, kind)[1] if registry is not None else None
+    return kind if isinstance(kind, type) else None
+
+
+def _mmaction_head(cfg: Config) -> Optional[tuple[dict, type]]:
+    """``(config, class)`` of ``model.cls_head`` where it is MMAction2's ``BaseHead`` or a
+    subclass (which builds its ``loss_cls`` and smooths its labels itself); ``None`` otherwise."""
+    try:
+        from mmaction.models.heads.base import BaseHead  # noqa: PLC0415
+    except ImportError:
+        return None
+    model = cfg.get('model')
+    head = model.get('cls_head') if isinstance(model, dict) else None
+    if not isinstance(head, dict):
+        return None
+    cls = _model_class(cfg, head.get('type'))
+    return (head, cls) if isinstance(cls, type) and issubclass(cls, BaseHead) else None
+
+
+def _head_problems(cfg: Config, train: bool) -> list[str]:
+    """An MMAction2 head's (:func:`_mmaction_head`) loss and label smoothing:
+
+    * ``loss_cls`` a dict with a ``type``: the head builds it with ``MODELS.build``, which stops on a
+      ``KeyError`` naming no key without one. A ``loss_cls`` written in a config replaces the head's
+      default loss (an argument's default, not a config key a child's dict or ``--cfg-options``
+      merges into), so ``model.cls_head.loss_cls.loss_weight=2.0`` on a base that does not write
+      ``loss_cls`` out is a loss without a type; the head's default type is named;
+    * (``train``) its ``class_weight``, a list, one weight per class (``num_classes``): torch's
+      loss stops the first iteration on a ``RuntimeError`` otherwise;
+    * (``train``) ``label_smooth_eps`` in [0, 1): ``BaseHead.loss_by_feat`` trains on targets
+      ``(1 - eps) * one_hot + eps / num_classes`` without a word, where 1 or more leaves the true
+      class's target no higher than the others' and below 0 makes the others' negative."""
+    import inspect  # noqa: PLC0415
+
+    found = _mmaction_head(cfg)
+    if found is None:
+        return []
+    head, cls = found
+    out = []
+    loss = head.get('loss_cls')
+    if isinstance(loss, dict) and 'type' not in loss:
+        default = inspect.signature(cls).parameters.get('loss_cls')
+        kind = default.default.get('type') if default and isinstance(default.default, dict) else None
+        example = f"e.g. {kind!r}, {cls.__name__}'s default" if kind else "e.g. 'CrossEntropyLoss'"
+        out.append(
+            f'model.cls_head.loss_cls has no type, got {dict(loss)!r}: a loss_cls in the config replaces '
+            f"the head's default loss whole (MMAction2 would stop on a KeyError naming no key); give "
+            f'model.cls_head.loss_cls.type with it ({example})'
+        )
+    weights = loss.get('class_weight') if isinstance(loss, dict) else None
+    classes = head.get('num_classes')
+    if train and isinstance(weights, (list, tuple)) and _size(classes) and len(weights) != classes:
+        out.append(
+            f'model.cls_head.loss_cls.class_weight has {len(weights)} weights and '
+            f"model.cls_head.num_classes is {classes}: one weight per class (torch's loss would stop the "
+            'first iteration on a RuntimeError)'
+        )
+    eps = head.get('label_smooth_eps')
+    if train and eps is not None and (not _is_number(eps) or not 0 <= eps < 1):
+        out.append(
+            f'model.cls_head.label_smooth_eps must be a number in [0, 1) (the share of each target spread '
+            'evenly over the classes: at 1 or more the true class is no longer the most likely one, below 0 '
+            f'the others are negative; MMAction2 trains on it without a word), got {eps!r}'
+        )
+    return out
+
+
+#: MMAction2's blendings of a batch (``ActionDataPreprocessor``'s ``blending``, or an item of a
+#: ``RandomBatchAugment``'s ``augments``): ``num_classes`` required, ``alpha`` their ``Beta(alpha,
+#: alpha)``'s
+BLENDINGS = ('MixupBlending', 'CutmixBlending')
+
+
+def _blending_problems(cfg: Config, train: bool) -> list[str]:
+    """The blending of the data preprocessor the runner uses (``model.data_preprocessor``, else
+    the top-level ``data_preprocessor``, which mmengine's runner gives a model without one): a
+    :data:`BLENDINGS` one (:func:`_mix_problems`), or a ``RandomBatchAugment``: its ``augments`` a
+    dict or a list of dicts, each a blending checked as one, and its ``probs``
+    (:func:`_probs_problems`). What MMAction2 asserts or raises as the model is built is named in
+    both modes; what stops the first iteration (the classes, a negative probability) with
+    ``train``."""
+    model = cfg.get('model')
+    if isinstance(model, dict) and 'data_preprocessor' in model:  # the runner's setdefault
+        key, preprocessor = 'model.data_preprocessor', model['data_preprocessor']
+    else:
+        key, preprocessor = 'data_preprocessor', cfg.get('data_preprocessor')
+    blending = preprocessor.get('blending') if isinstance(preprocessor, dict) else None
+    if not isinstance(blending, dict):
+        return []
+    key += '.blending'
+    heads = list(_class_heads(model, 'model'))
+    if type_name(blending.get('type')) != 'RandomBatchAugment':
+        return _mix_problems(blending, key, heads, train)
+    augments = blending.get('augments')
+    if augments is None:
+        return [f'{key} needs augments (RandomBatchAugment: a list of blendings, e.g. MixupBlending)']
+    listed = isinstance(augments, (list, tuple))
+    out = []
+    for i, augment in enumerate(augments if listed else [augments]):
+        at = f'{key}.augments' + (f'[{i}]' if listed else '')
+        if isinstance(augment, dict):
+            out += _mix_problems(augment, at, heads, train)
+        else:  # MMAction2 asserts it
+            out.append(
+                f'{at} must be a dict (a blending, e.g. MixupBlending, and its arguments), got {augment!r}'
+            )
+    return out + _probs_problems(blending.get('probs'), f'{key}.probs', len(augments) if listed else 1, train)
+
+
+def _mix_problems(blending: dict, key: str, heads: list[tuple[str, int]], train: bool) -> list[str]:
+    """One :data:`BLENDINGS` blending at ``key``: ``alpha`` > 0 (``Beta(alpha, alpha)`` stops the
+    build on a ``ValueError`` traceback otherwise), ``num_classes`` given (a ``TypeError`` there;
+    the heads' named) and (``train``) that of each classifying head of ``heads`` (``(key,
+    num_classes)``, :func:`_class_heads`): the labels become one-hot vectors of ``num_classes``
+    that the loss compares with the head's scores (a ``RuntimeError`` at the first iteration).
+    Another blending is its own affair."""
+    if type_name(blending.get('type')) not in BLENDINGS:
+        return []
+    kind = type_name(blending.get('type'))
+    out = _positive(blending.get('alpha'), f'{key}.alpha')
+    classes = blending.get('num_classes')
+    if 'num_classes' not in blending:
+        said = f': {", ".join(f"{k}.num_classes, {n}" for k, n in heads)}' if heads else ''
+        out.append(f"{key} needs num_classes ({kind}'s one-hot labels have that many classes{said})")
+    elif train and _size(classes):
+        out += [
+            f'{key}.num_classes ({classes}) must be {at}.num_classes ({n}): the blended labels are one-hot '
+            "vectors of num_classes classes, which the loss compares with the head's scores"
+            for at, n in heads
+            if n != classes
+        ]
+    return out
+
+
+def _probs_problems(probs: Any, key: str, augments: int, train: bool) -> list[str]:
+    """A ``RandomBatchAugment``'s ``probs`` (``None``: each augment as likely): a float or a list
+    (MMAction2 appends the chance of no blending to it: a tuple is an ``AttributeError``), one per
+    augment and a sum <= 1 (MMAction2 asserts both), and (``train``) each in [0, 1] (NumPy's
+    ``choice`` refuses a negative one at the first iteration)."""
+    if probs is None:
+        return []
+    if isinstance(probs, float):
+        probs = [probs]
+    if not isinstance(probs, list) or not all(_is_number(p) for p in probs):
+        return [
+            f'{key} must be a float or a list of floats, one per augment (None: each as likely), '
+            f'got {probs!r}'
+        ]
+    if len(probs) != augments:
+        return [
+            f'{key} has {len(probs)} probabilities for {augments} augments: one per augment '
+            '(MMAction2 asserts it)'
+        ]
+    out = []
+    if sum(probs) > 1:
+        out.append(
+            f"{key} sum to {sum(probs):g}, more than 1 (each is its augment's chance, 1 - the sum that "
+            'of no blending; MMAction2 asserts it)'
+        )
+    if train:
+        out += [
+            f'{key}[{i}] must be in [0, 1] (a probability), got {p!r}'
+            for i, p in enumerate(probs)
+            if not 0 <= p <= 1
+        ]
+    return out
+
+
+def _training_clips_problems(cfg: Config) -> list[str]:
+    """``num_clips`` > 1 in a sampling step (MMAction2's ``SampleFrames`` or a subclass) of the
+    train pipeline, for MMAction2's ``Recognizer3D`` (or a subclass that keeps its
+    ``extract_feat`` and ``loss``) with a head that keeps ``BaseHead``'s ``loss`` and
+    ``loss_by_feat`` (TimeSformer's, I3D's, SlowFast's, X3D's, MViT's, ...): the recognizer puts
+    every clip through the backbone as a sample of its own and passes the head no number of clips,
+    so the head scores ``num_clips`` clips per video against one label (the top-k accuracy it logs
+    stops the first iteration on ``ValueError: operands could not be broadcast together``).
+    ``Recognizer2D`` (TSN, TSM) averages its segments in the head and is left alone; the val and
+    test pipelines may sample more clips, which the head averages."""
+    try:
+        from mmaction.models.heads.base import BaseHead  # noqa: PLC0415
+        from mmaction.models.recognizers import Recognizer3D  # noqa: PLC0415
+        from mmaction.models.recognizers.base import BaseRecognizer  # noqa: PLC0415
+    except ImportError:
+        return []
+    model = cfg.get('model')
+    found = _mmaction_head(cfg)
+    recognizer = _model_class(cfg, model.get('type')) if isinstance(model, dict) else None
+    if found is None or not isinstance(recognizer, type) or not issubclass(recognizer, Recognizer3D):
+        return []
+    head = found[1]
+    own = (
+        recognizer.extract_feat is not Recognizer3D.extract_feat or recognizer.loss is not BaseRecognizer.loss
+    )
+    if own or head.loss is not BaseHead.loss or head.loss_by_feat is not BaseHead.loss_by_feat:
+        return []
+    loader = cfg.get('train_dataloader')
+    dataset = loader.get('dataset') if isinstance(loader, dict) else None
+    return [
+        f'{key}.num_clips ({type_name(step.get("type"))}) must be 1 for training with {recognizer.__name__} '
+        f'and {head.__name__}, got {step["num_clips"]}: the recognizer scores each clip as a sample of its '
+        'own against the one label of its video (a ValueError at the first iteration); sample more clips '
+        'in the val / test pipelines, where the head averages them'
+        for key, step in _transforms(dataset, 'train_dataloader.dataset')
+        if _sampler_arguments(step.get('type')) is not None
+        and _size(step.get('num_clips'))
+        and step['num_clips'] > 1
+    ]
+
+
 def _recognizer_cfg_problems(model: Any) -> list[str]:
     """The keys of an MMAction2 recognizer's ``model.test_cfg`` / ``model.train_cfg`` against those
     it reads (:data:`RECOGNIZER_CFG_KEYS`; its ``.get`` would drop a typo such as
@@ -1318,6 +1616,7 @@ def _loader_problems(loader: Any, name: str) -> list[str]:
             f'{name}.persistent_workers=False to load in the main process)'
         )
     out += _storage_problems(loader.get('dataset'), f'{name}.dataset')
+    out += _dataset_wrapper_problems(loader.get('dataset'), f'{name}.dataset')
     for at, pipeline in _pipelines(loader.get('dataset'), f'{name}.dataset'):
         out += _crop_problems(pipeline, at)
     for key, transform in _transforms(loader.get('dataset'), f'{name}.dataset'):
@@ -1447,6 +1746,30 @@ def _storage_problems(dataset: Any, key: str) -> list[str]:
                 f"{at}.backend_args.backend is not one of mmengine's file backends, got {backend!r} "
                 f'({hint}valid: {", ".join(backends)})'
             )
+    return out
+
+
+#: mmengine's dataset wrappers -> their required argument that must be > 0, and whether it is a count
+DATASET_WRAPPER_KEYS = {'RepeatDataset': ('times', True), 'ClassBalancedDataset': ('oversample_thr', False)}
+
+
+def _dataset_wrapper_problems(dataset: Any, key: str) -> list[str]:
+    """mmengine's dataset wrappers under ``dataset`` (:data:`DATASET_WRAPPER_KEYS`): a
+    ``RepeatDataset``'s ``times`` an int > 0 (0 is an empty dataset, whose sampler stops on a
+    ``ZeroDivisionError``, 1.5 a ``TypeError``), a ``ClassBalancedDataset``'s ``oversample_thr`` >
+    0 (its repeat factors are ``sqrt(oversample_thr / class frequency)``: a negative one is a
+    ``math domain error`` as the dataset is built, 0 repeats nothing); each given (a ``TypeError``
+    there)."""
+    out = []
+    for at, inner in _datasets(dataset, key):
+        kind = type_name(inner.get('type'))
+        if kind not in DATASET_WRAPPER_KEYS:
+            continue
+        arg, count = DATASET_WRAPPER_KEYS[kind]
+        if arg not in inner:
+            out.append(f'{at} ({kind}) needs {arg} ({"an int" if count else "a number"} > 0)')
+        else:
+            out += _positive(inner[arg], f'{at}.{arg} ({kind})', integer=count)
     return out
 
 
