@@ -376,8 +376,9 @@ class DnARunner(Runner):
         base = auto_scale_lr['base_batch_size']
         super().scale_lr(optim_wrapper, dict(auto_scale_lr, base_batch_size=base / k))
         self.logger.info(
-            f'auto_scale_lr with {k} accumulation steps: an optimizer step sees {k} x the batch, so the '
-            f'lr made for base_batch_size={base} was scaled as for {base / k:g} a batch'
+            f'auto_scale_lr: an optimizer step sees {k} accumulation steps of that batch, so the lr made '
+            f'for base_batch_size={base} is scaled by {k} x the batch / {base} (the line above counts '
+            f'one step\'s batch against {base / k:g})'
         )
 
     def build_param_scheduler(self, scheduler: Any) -> Any:
@@ -486,10 +487,10 @@ class DnARunner(Runner):
         """mmengine's, holding the work dir (:mod:`dna_mm.engine.work_dir_lock`): a work dir that
         a live run holds is a :class:`~dna_mm.engine.work_dir_lock.WorkDirBusyError`. Ends as
         the module docstring says (``Every run ends``)."""
-        lock = self._hold_work_dir()
-        self._training = True
         if not any(isinstance(h, AccumulatedScheduleHook) for h in self.hooks):
             self.register_hook(AccumulatedScheduleHook())
+        lock = self._hold_work_dir()
+        self._training = True
         try:
             return self._ending(super().train, 'train')
         finally:
