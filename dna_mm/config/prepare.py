@@ -25,7 +25,7 @@ from ..engine.distributed import (
 from ..errors import ConfigError
 from ..utils.schedule import sync_schedule
 from .build import merge_options, type_name
-from .check import iteration_loop
+from .check.schedule import iteration_loop
 
 
 def prepare_cfg(

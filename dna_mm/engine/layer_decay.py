@@ -78,7 +78,7 @@ class LayerDecayOptimizerConstructor(DefaultOptimWrapperConstructor):
     :class:`~dna_mm.errors.ConfigError`.
     """
 
-    PARAMWISE_KEYS = PARAMWISE_KEYS  # what dna_mm.config.check holds a config's paramwise_cfg to
+    PARAMWISE_KEYS = PARAMWISE_KEYS  # what dna_mm.config.check.optim holds a config's paramwise_cfg to
 
     def add_params(self, params: list[dict], module: nn.Module, **kwargs) -> None:
         cfg = self.paramwise_cfg

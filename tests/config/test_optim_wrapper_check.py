@@ -20,7 +20,7 @@ from mmengine.optim import DefaultOptimWrapperConstructor, OptimWrapper
 
 import dna_mm  # noqa: F401
 from dna_mm.config import check_config
-from dna_mm.config.check import PARAMWISE_KEYS
+from dna_mm.config.check.optim import PARAMWISE_KEYS
 from dna_mm.errors import ConfigError
 
 LSJ = str(REPO / 'configs' / 'vitdet_dna_coco_lsj.py')  # LayerDecayOptimizerConstructor

@@ -24,7 +24,7 @@ from mmengine.config import Config, DictAction
 
 import dna_mm  # noqa: F401
 from dna_mm.config import check_config
-from dna_mm.config.check import MULTI_LABEL_METRICS, evaluator_keys
+from dna_mm.config.check.evaluation import MULTI_LABEL_METRICS, evaluator_keys
 from dna_mm.config.prepare import limit_topk
 from dna_mm.errors import ConfigError
 
@@ -399,11 +399,11 @@ def test_the_clips_rule_is_recognizer3ds() -> None:
     from mmaction.models.recognizers import Recognizer3D
     from mmaction.registry import MODELS
 
-    from dna_mm.config.check import _training_clips_problems
+    from dna_mm.config.check.recognizer import training_clips_problems
 
     clips = 'train_dataloader.dataset.pipeline.1.num_clips=8'
-    assert _training_clips_problems(_cfg(clips)) == [CLIPS.format(8)]
-    assert _training_clips_problems(_cfg(clips, 'model.type=Recognizer2D')) == []
+    assert training_clips_problems(_cfg(clips)) == [CLIPS.format(8)]
+    assert training_clips_problems(_cfg(clips, 'model.type=Recognizer2D')) == []
 
     class OwnClipsRecognizer(Recognizer3D):
         def extract_feat(self, inputs, **kwargs):  # one that averages its clips, say
@@ -416,8 +416,8 @@ def test_the_clips_rule_is_recognizer3ds() -> None:
     for cls in (OwnClipsRecognizer, OwnLossHead):
         MODELS.register_module(module=cls, force=True)
     try:
-        assert _training_clips_problems(_cfg(clips, 'model.type=OwnClipsRecognizer')) == []
-        assert _training_clips_problems(_cfg(clips, 'model.cls_head.type=OwnLossHead')) == []
+        assert training_clips_problems(_cfg(clips, 'model.type=OwnClipsRecognizer')) == []
+        assert training_clips_problems(_cfg(clips, 'model.cls_head.type=OwnLossHead')) == []
     finally:
         for cls in (OwnClipsRecognizer, OwnLossHead):
             MODELS.module_dict.pop(cls.__name__)

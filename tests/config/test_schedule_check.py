@@ -29,7 +29,7 @@ from mmengine.runner import Runner
 
 import dna_mm  # noqa: F401
 from dna_mm.config import check_config
-from dna_mm.config.check import AUTO_SCALE_LR_KEYS
+from dna_mm.config.check.schedule import AUTO_SCALE_LR_KEYS
 from dna_mm.config.prepare import limit_topk
 from dna_mm.engine.runner import DnARunner
 from dna_mm.errors import ConfigError
@@ -246,14 +246,14 @@ def test_the_iteration_configs_as_they_ship_pass() -> None:
     """The shipped configs that train by iterations (the COCO ones: their loop is recognised, and
     their schedulers are by iteration) pass; the whole of configs/ and configs/imagenet/ passes in
     tests/config/test_log_processor_check.py (both modes) and test_config_values.py."""
-    from dna_mm.config.check import _epoch_scheduler_problems, iteration_loop
+    from dna_mm.config.check.schedule import epoch_scheduler_problems, iteration_loop
 
     configs = sorted((REPO / 'configs').glob('vitdet_*.py'))
     assert len(configs) >= 6
     for path in configs:
         cfg = _cfg(str(path))
         assert iteration_loop(cfg) == RESUMABLE, path
-        assert _epoch_scheduler_problems(cfg) == [], path
+        assert epoch_scheduler_problems(cfg) == [], path
         for mode in ('train', 'test'):
             check_config(cfg, mode)
 

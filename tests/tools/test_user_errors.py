@@ -17,9 +17,9 @@ from mmengine.config import Config, DictAction
 from PIL import Image
 
 from dna_mm.config import check_config, format_metrics
-from dna_mm.config.check import suggest_attention
 from dna_mm.config.prepare import limit_topk
 from dna_mm.errors import ConfigError
+from dna_mm.models.attention.builder import suggest_attention
 from dna_mm.tools.cli import DEBUG_HELP, cli_main
 
 
@@ -668,11 +668,11 @@ def test_a_step_that_needs_a_missing_package_is_one_line(tiny_video_set, tmp_pat
 def test_no_shipped_config_has_a_checkpoint_key_the_check_refuses() -> None:
     """The check of default_hooks.checkpoint's keys passes every config dna_mm ships (zoo bases
     add mmengine's ``_scope_``)."""
-    from dna_mm.config.check import _checkpoint_keys
+    from dna_mm.config.check.hooks import checkpoint_keys
 
     configs = [p for p in (REPO / 'configs').rglob('*.py') if '_base_' not in p.parts]
     refused = {
-        str(p.relative_to(REPO)): _checkpoint_keys(
+        str(p.relative_to(REPO)): checkpoint_keys(
             (Config.fromfile(str(p)).get('default_hooks') or {}).get('checkpoint')
         )
         for p in configs

@@ -1,0 +1,103 @@
+"""The checkpoint and early-stopping hooks against what the validation reports, checked before
+anything is built (:func:`dna_mm.config.check.check_config`):
+
+* ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
+  know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
+  after an epoch of training; the closest valid name is suggested;
+* ``default_hooks.checkpoint.rule``: ``'greater'``, ``'less'`` or None (or a list of them);
+* ``default_hooks.checkpoint.save_best``: a metric the validation reports, where the
+  evaluator's keys follow from its config (MMAction2's ``AccMetric``: ``acc/top{k}`` for its
+  ``topk``, which the runs limit to k < the number of classes, ``acc/mean1``, and on multi-label
+  data ``acc/mmit_mean_average_precision`` / ``acc/mean_average_precision``); mmengine would
+  stop on a ``KeyError`` after the first validation (other evaluators: ``AtomicCheckpointHook``
+  names the reported keys then);
+* (``mode='train'``) an mmengine ``EarlyStoppingHook`` in ``custom_hooks``: its ``monitor``
+  given, and a metric the validation reports where the evaluator's keys follow from its config
+  (as for ``save_best``): the hook would only warn at each validation (``acc/top_1``) and never
+  stop the run early.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from mmengine.config import Config
+
+from ..build import type_name
+from .evaluation import evaluator_keys
+
+
+def early_stopping_problems(cfg: Config) -> list[str]:
+    """Each mmengine ``EarlyStoppingHook`` in ``custom_hooks``: its ``monitor`` given (a
+    ``TypeError`` as the runner is made) and a metric the validation reports, where the
+    evaluator's keys follow from its config (:func:`evaluator_keys`, as for ``save_best``): with
+    another key the hook only warns at each validation and the run never stops early."""
+    keys = evaluator_keys(cfg.get('val_evaluator'))
+    hooks = cfg.get('custom_hooks')
+    out = []
+    for i, hook in enumerate(hooks if isinstance(hooks, (list, tuple)) else []):
+        if not isinstance(hook, dict) or type_name(hook.get('type')) != 'EarlyStoppingHook':
+            continue
+        key = f'custom_hooks[{i}](EarlyStoppingHook)'
+        monitor = hook.get('monitor')
+        if monitor is None:
+            reported = f': {", ".join(keys)}' if keys is not None else ''
+            out.append(f'{key} needs monitor (the metric it watches, one the validation reports{reported})')
+        elif keys is not None and monitor not in keys:
+            out.append(
+                f'{key}.monitor={monitor!r}: the validation reports {", ".join(keys)} (mmengine would only '
+                'warn at each validation and never stop early)'
+            )
+    return out
+
+
+def checkpoint_keys(hook: Any) -> list[str]:
+    """Keys of ``default_hooks.checkpoint`` that neither mmengine's ``CheckpointHook`` nor the
+    runner's ``save_checkpoint`` (where the hook passes the rest) takes."""
+    if not isinstance(hook, dict) or type_name(hook.get('type', 'CheckpointHook')) != 'CheckpointHook':
+        return []
+    from mmengine.hooks import CheckpointHook
+    from mmengine.runner import Runner
+
+    from ...utils.build_errors import accepted_arguments
+
+    valid = list(
+        dict.fromkeys(accepted_arguments(CheckpointHook) + accepted_arguments(Runner.save_checkpoint))
+    )
+    out = []
+    for key in sorted(
+        k for k in set(hook) - {'type', 'priority', *valid} if not k.startswith('_')
+    ):  # _scope_
+        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+        hint = (
+            f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"
+        )
+        out.append(
+            f'default_hooks.checkpoint.{key}: the hook CheckpointHook takes no argument {key!r}; {hint}'
+        )
+    return out
+
+
+def rule_problems(rule: Any) -> list[str]:
+    """``default_hooks.checkpoint.rule``: ``'greater'``, ``'less'`` or ``None`` (by the metric's
+    name), or a list of them, one per ``save_best`` key (mmengine's ``CheckpointHook`` raises a
+    ``KeyError`` as the hooks are registered)."""
+    rules = rule if isinstance(rule, (list, tuple)) else [rule]
+    wrong = [r for r in rules if r not in ('greater', 'less', None)]
+    return [
+        f"default_hooks.checkpoint.rule must be 'greater', 'less' or None (chosen by the metric's name), "
+        f'or a list of them, one per save_best key, got {r!r}'
+        for r in wrong[:1]
+    ]
+
+
+def save_best_problems(save_best: Any, evaluator: Any) -> list[str]:
+    keys = evaluator_keys(evaluator)
+    wanted = [save_best] if isinstance(save_best, str) else list(save_best or [])
+    unknown = [k for k in wanted if k != 'auto' and keys is not None and k not in keys]
+    return [
+        f'default_hooks.checkpoint.save_best={k!r}: the validation reports {", ".join(keys)} '
+        f"(or 'auto': the first of them)"
+        for k in unknown
+    ]

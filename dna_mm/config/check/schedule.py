@@ -1,0 +1,155 @@
+"""The parameter schedules and the lr scaling, checked before anything is built
+(:func:`dna_mm.config.check.check_config`):
+
+* ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``) and the
+  arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
+  is built), the closest valid name suggested;
+* (``mode='train'``) a ``param_scheduler`` entry by epoch (``by_epoch`` True, mmengine's default,
+  without ``convert_to_iter_based=True``) under an iteration-based train loop (``train_cfg.type``
+  ``IterBasedTrainLoop`` / ``ResumableIterBasedTrainLoop``, or ``max_iters`` without
+  ``max_epochs``): mmengine's ``ParamSchedulerHook`` steps it at the end of an epoch, which that
+  loop reaches only after its last iteration, so the schedule would silently never move;
+* (``mode='train'``) ``auto_scale_lr`` (mmengine's ``Runner.scale_lr``): its keys ``enable`` and
+  ``base_batch_size``, the others dropped silently (``base_batch=16`` would scale by the base
+  config's size, ``enabled=True`` would turn nothing on), the closest valid name suggested;
+  ``enable`` a bool; with it on, ``base_batch_size`` given (mmengine asserts it) and an int > 0 (0
+  would be a ``ZeroDivisionError`` after the model is built, -8 a negative lr).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from mmengine.config import Config
+
+from ..build import type_name
+from .values import closest_name, not_positive, registered_class, registered_names, registry_of, unknown_keys
+
+
+def scheduler_problems(cfg: Config) -> list[str]:
+    """Each ``param_scheduler`` entry (a list, one dict, or one of either per optimizer): its
+    ``type`` registered, its keys those its class takes (with mmengine's
+    ``convert_to_iter_based`` / ``epoch_length``; the runner gives the optimizer), the closest
+    valid name suggested: a typo would be a ``TypeError`` once the model is built."""
+    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    registry = registry_of(cfg, 'PARAM_SCHEDULERS')
+    if registry is None:
+        return []
+    out: list[str] = []
+    for key, scheduler in _scheduler_entries(cfg.get('param_scheduler')):
+        kind = scheduler.get('type')
+        if kind is None:
+            continue
+        known, cls = registered_class(registry, kind) if isinstance(kind, str) else (True, kind)
+        if not known:
+            continue
+        if cls is None:
+            suggestion = closest_name(kind, registered_names(registry))
+            out.append(f'{key}.type: unknown parameter scheduler {kind!r}; {suggestion}')
+            continue
+        valid = [a for a in accepted_arguments(cls) if a != 'optimizer']  # the runner gives it
+        valid = list(dict.fromkeys([*valid, 'convert_to_iter_based', 'epoch_length']))  # mmengine's build
+        given = {k: v for k, v in scheduler.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
+        out += unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
+    return out
+
+
+def _scheduler_entries(schedulers: Any) -> list[tuple[str, dict]]:
+    """``(key, entry)`` of each scheduler config in ``param_scheduler`` (a list, one dict, or one
+    of either per optimizer: ``param_scheduler.<name>``), keyed as the messages name it
+    (``param_scheduler[0]``)."""
+    if isinstance(schedulers, dict) and 'type' not in schedulers:  # one per optimizer
+        groups = [(f'param_scheduler.{k}', v) for k, v in schedulers.items()]
+    else:
+        groups = [('param_scheduler', schedulers)]
+    entries = []
+    for key, value in groups:
+        if isinstance(value, dict):
+            entries.append((key, value))
+        elif isinstance(value, (list, tuple)):
+            entries += [(f'{key}[{i}]', s) for i, s in enumerate(value) if isinstance(s, dict)]
+    return entries
+
+
+#: mmengine's iteration-based train loop and dna_mm's twin (a subclass registered under another
+#: name is found through the registry)
+ITERATION_LOOPS = ('IterBasedTrainLoop', 'ResumableIterBasedTrainLoop')
+
+
+def iteration_loop(cfg: Config) -> Optional[str]:
+    """How ``train_cfg`` makes mmengine's runner train by iterations, as the messages name it
+    (``train_cfg.type='IterBasedTrainLoop'``), or ``None`` for a loop by epochs: a ``type`` of
+    :data:`ITERATION_LOOPS` or a registered subclass of mmengine's ``IterBasedTrainLoop``; without
+    a ``type``, ``max_iters`` without ``max_epochs`` (what
+    :func:`dna_mm.engine.global_batch.scale_iteration_schedule` scales as iterations)."""
+    from mmengine.runner import IterBasedTrainLoop  # noqa: PLC0415
+
+    train_cfg = cfg.get('train_cfg')
+    if not isinstance(train_cfg, dict):
+        return None
+    kind = train_cfg.get('type')
+    if kind is None:
+        iterations = 'max_iters' in train_cfg and 'max_epochs' not in train_cfg
+        return 'train_cfg.max_iters without max_epochs' if iterations else None
+    cls = kind
+    if isinstance(kind, str):
+        registry = registry_of(cfg, 'LOOPS')
+        cls = registered_class(registry, kind)[1] if registry is not None else None
+    by_class = isinstance(cls, type) and issubclass(cls, IterBasedTrainLoop)
+    return f'train_cfg.type={type_name(kind)!r}' if by_class or type_name(kind) in ITERATION_LOOPS else None
+
+
+def epoch_scheduler_problems(cfg: Config) -> list[str]:
+    """A ``param_scheduler`` entry that steps by epoch (``by_epoch`` True, mmengine's default, and
+    not ``convert_to_iter_based=True``) under an iteration-based train loop
+    (:func:`iteration_loop`): mmengine's ``ParamSchedulerHook`` steps such a scheduler in
+    ``after_train_epoch`` only, which ``IterBasedTrainLoop`` calls once, after its last iteration,
+    so the schedule would never move during the run (a cosine by epoch stayed at its initial lr
+    throughout), without a word."""
+    loop = iteration_loop(cfg)
+    if loop is None:
+        return []
+    return [
+        f"{key}({type_name(s.get('type'))}) steps by epoch (by_epoch=True, mmengine's default) but the "
+        f'train loop is iteration-based ({loop}): mmengine steps it only after the last iteration, so '
+        'it would never change during the run; set by_epoch=False with its begin / end (and T_max, '
+        'milestones, ...) in iterations, or convert_to_iter_based=True'
+        for key, s in _scheduler_entries(cfg.get('param_scheduler'))
+        if s.get('by_epoch', True) and not s.get('convert_to_iter_based', False)
+    ]
+
+
+#: the keys of ``auto_scale_lr`` mmengine's ``Runner.scale_lr`` reads (0.10.x; dna_mm's runner
+#: reads the same: tests/config/test_schedule_check.py holds them to mmengine's source)
+AUTO_SCALE_LR_KEYS = ('enable', 'base_batch_size')
+
+
+def auto_scale_lr_problems(auto_scale_lr: Any) -> list[str]:
+    """``auto_scale_lr``: a dict of :data:`AUTO_SCALE_LR_KEYS` (mmengine's ``Runner.scale_lr``
+    reads those and drops the others: ``base_batch=16`` would scale by the base config's
+    ``base_batch_size``, ``enabled=True`` would turn nothing on), the closest valid name
+    suggested; ``enable`` a bool (mmengine takes its truth: ``'False'`` would scale); with
+    ``enable`` on, ``base_batch_size`` an int > 0 (mmengine asserts it is given; 0 stops the run
+    on a ``ZeroDivisionError`` after the model is built, -8 trains with a negative lr)."""
+    if auto_scale_lr is None:
+        return []
+    if not isinstance(auto_scale_lr, dict):
+        return [
+            f'auto_scale_lr must be a dict (enable=True / False, base_batch_size=...), got {auto_scale_lr!r}'
+        ]
+    given = {k: v for k, v in auto_scale_lr.items() if not str(k).startswith('_')}  # _scope_
+    out = unknown_keys(
+        given, list(AUTO_SCALE_LR_KEYS), 'auto_scale_lr', "a key mmengine's Runner.scale_lr reads"
+    )
+    enable = auto_scale_lr.get('enable', False)
+    if not isinstance(enable, bool):
+        out.append(f'auto_scale_lr.enable must be True or False, got {enable!r}')
+    elif enable and 'base_batch_size' not in auto_scale_lr:
+        out.append(
+            'auto_scale_lr needs base_batch_size with enable=True (the total batch size the lr is set '
+            'for; mmengine asserts it)'
+        )
+    elif enable:
+        out += not_positive(auto_scale_lr['base_batch_size'], 'auto_scale_lr.base_batch_size', integer=True)
+    return out

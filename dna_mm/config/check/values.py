@@ -1,0 +1,103 @@
+"""What a checked value must be, and the registry names a misspelt one is matched against: the
+helpers every topic of :func:`dna_mm.config.check.check_config` shares.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Optional
+
+from mmengine.config import Config
+
+
+def not_positive(value: Any, key: str, allow: tuple = (), integer: bool = False) -> list[str]:
+    """``value`` of ``key`` > 0 (or one of ``allow``); ``None`` leaves it to the default. With
+    ``integer`` (a count, a length, an interval) it must be an int: mmengine's loops take
+    ``int()`` of ``max_epochs`` or assert that it is one, torch's ``DataLoader`` refuses a float
+    ``batch_size``. A string (``abc``, or ``[4`` that ``--cfg-options`` could not read as a list)
+    is named either way."""
+    kind = 'an int' if integer else 'a number'
+    alt = f' (or {" / ".join(map(str, allow))})' if allow else ''
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return [f'{key} must be {kind} > 0{alt}, got {value!r}'] if integer or isinstance(value, str) else []
+    if value in allow or value > 0:
+        return []
+    return [f'{key} must be > 0{alt}, got {value}']
+
+
+def registry_of(cfg: Config, name: str) -> Any:
+    """mmengine's registry ``name`` (``'OPTIMIZERS'``, ...) of the scope ``cfg`` builds in (its
+    default scope's, whose parents are mmengine's); ``None`` where it cannot be had (a library
+    that does not import here: the build will tell)."""
+    from importlib import import_module  # noqa: PLC0415
+
+    from mmengine import registry as root  # noqa: PLC0415
+
+    from ..build import default_scope  # noqa: PLC0415
+
+    try:
+        scope = default_scope(cfg)
+        return getattr(import_module(f'{scope}.registry') if scope else root, name)
+    except Exception:  # noqa: BLE001 (an uninstalled or broken library: nothing to check against)
+        return None
+
+
+def registered_class(registry: Any, kind: str) -> tuple[bool, Any]:
+    """``(known, class)``: whether ``registry`` could be asked, and the class it (or a parent)
+    builds for ``kind`` (``None``: none)."""
+    try:
+        return True, registry.get(kind)
+    except Exception:  # noqa: BLE001 (a library whose modules do not import here: the build will tell)
+        return False, None
+
+
+def registered_names(registry: Any) -> list[str]:
+    """The names ``registry`` and its parents build (MMEngine's lookup of a plain name)."""
+    names: list[str] = []
+    while registry is not None:
+        try:
+            registry.import_from_location()
+        except ImportError:
+            pass
+        names += list(registry.module_dict)
+        registry = registry.parent
+    return list(dict.fromkeys(names))
+
+
+def closest_name(name: str, valid: list[str]) -> str:
+    """``did you mean 'X'?`` (the closest valid name), else the valid names."""
+    near = difflib.get_close_matches(name, valid, n=1)
+    return f'did you mean {near[0]!r}?' if near else f'registered: {", ".join(valid)}'
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def unknown_keys(
+    node: dict, valid: list[str], key: str, what: str, listed: Optional[str] = None
+) -> list[str]:
+    """Each key ``k`` of ``node`` not in ``valid``: ``'{key}.{k} is not {what} (did you mean ...?
+    valid: ...)'``, the closest valid name suggested (``listed``: the valid names as the message
+    gives them; default ``valid``, comma-separated)."""
+    out = []
+    for k in node:
+        if k not in valid:
+            near = difflib.get_close_matches(str(k), valid, n=1)
+            hint = f'did you mean {near[0]!r}? ' if near else ''
+            out.append(f'{key}.{k} is not {what} ({hint}valid: {listed or ", ".join(valid)})')
+    return out
+
+
+def is_size(value: Any) -> bool:
+    """``value`` is an int > 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def square_size(value: Any) -> Optional[int]:
+    """A side of ``value`` (an int > 0, or a pair of equal ones); ``None`` otherwise."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return value if is_size(value) else None
