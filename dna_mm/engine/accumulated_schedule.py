@@ -48,6 +48,8 @@ from typing import Any, Optional
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from .optim_wrappers import optim_wrappers
+
 #: the checkpoint ``meta`` key of the open window's first values
 WINDOW_KEY = 'accumulated_schedule'
 #: PyTorch's (mmengine's copy) warning of a scheduler step before the first optimizer step: by
@@ -56,11 +58,6 @@ EARLY_STEP_WARNING = r'Detected call of `scheduler\.step\(\)` before `optimizer\
 
 #: one parameter group's scheduled values: key -> value
 GroupValues = dict[str, Any]
-
-
-def _wrappers(optim_wrapper: Any) -> dict[str, Any]:
-    """Name -> ``OptimWrapper`` (``''`` for a single one)."""
-    return dict(getattr(optim_wrapper, 'optim_wrappers', None) or {'': optim_wrapper})
 
 
 def scheduled_keys(param_schedulers: Any) -> set[str]:
@@ -83,7 +80,7 @@ def fit_to_accumulation(param_schedulers: Any, optim_wrapper: Any) -> None:
         PolyParamScheduler,
     )
 
-    wrappers = _wrappers(optim_wrapper)
+    wrappers = optim_wrappers(optim_wrapper)
     named = param_schedulers.items() if isinstance(param_schedulers, dict) else [('', param_schedulers or [])]
     for name, schedulers in named:
         k = getattr(wrappers.get(name, optim_wrapper), '_accumulative_counts', 1)
@@ -129,7 +126,7 @@ class AccumulatedScheduleHook(Hook):
             self._loaded = (int(meta.get('iter', -1)), meta[WINDOW_KEY])
 
     def before_train(self, runner) -> None:
-        wrappers = _wrappers(runner.optim_wrapper)
+        wrappers = optim_wrappers(runner.optim_wrapper)
         self._steps = {n: k for n, w in wrappers.items() if (k := getattr(w, '_accumulative_counts', 1)) > 1}
         self._keys = scheduled_keys(getattr(runner, 'param_schedulers', None)) if self._steps else set()
         if not self._keys:
@@ -151,7 +148,7 @@ class AccumulatedScheduleHook(Hook):
         return len(window.get('values', ())) == len(wrappers[name].param_groups)
 
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
-        wrappers = _wrappers(runner.optim_wrapper)
+        wrappers = optim_wrappers(runner.optim_wrapper)
         for name, k in self._steps.items():
             groups = wrappers[name].param_groups
             it = wrappers[name].inner_count  # the data iterations done: this one's index
@@ -163,13 +160,13 @@ class AccumulatedScheduleHook(Hook):
                 put_values(groups, self._first[name][1])
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
-        wrappers = _wrappers(runner.optim_wrapper)
+        wrappers = optim_wrappers(runner.optim_wrapper)
         for name, values in self._held.items():
             put_values(wrappers[name].param_groups, values)
         self._held = {}
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        wrappers = _wrappers(runner.optim_wrapper)
+        wrappers = optim_wrappers(runner.optim_wrapper)
         open_windows = {
             name: dict(start=self._first[name][0], steps=k, values=self._first[name][1])
             for name, k in self._steps.items()

@@ -85,6 +85,7 @@ from mmengine.registry import HOOKS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from ..errors import CheckpointMismatchError, ConfigError
+from .optim_wrappers import optim_wrappers
 
 #: environment variable holding the number of processes, per mmengine launcher
 WORLD_SIZE_ENV = {'pytorch': 'WORLD_SIZE', 'slurm': 'SLURM_NTASKS', 'mpi': 'OMPI_COMM_WORLD_SIZE'}
@@ -306,8 +307,7 @@ class GlobalBatchHook(Hook):
 def wrapper_accumulation(optim_wrapper: Any) -> int:
     """``K``, the backward passes of an optimizer step (``accumulative_counts``): the most of a
     multi-optimizer wrapper's."""
-    wrappers = getattr(optim_wrapper, 'optim_wrappers', {'': optim_wrapper})
-    return max(getattr(w, '_accumulative_counts', 1) for w in wrappers.values())
+    return max(getattr(w, '_accumulative_counts', 1) for w in optim_wrappers(optim_wrapper).values())
 
 
 #: the checkpoint ``meta`` key of the layout the run was saved in (:class:`BatchLayout`)

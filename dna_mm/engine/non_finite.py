@@ -41,6 +41,7 @@ from mmengine.registry import HOOKS
 from ..checkpoint.loading import first_non_finite
 from ..errors import ConfigError, UserError
 from .loops import where_in_run
+from .optim_wrappers import optim_wrappers
 from .ranks import max_over_ranks
 
 
@@ -69,8 +70,7 @@ def non_finite_optimizer_state(wrapper: OptimWrapper, model: torch.nn.Module) ->
     of ``wrapper``'s optimizers (an ``OptimWrapperDict``'s too) that holds a NaN or inf, else
     ``None`` (a resumed checkpoint's state is checked with it)."""
     names = {id(p): name for name, p in model.named_parameters()}
-    wrappers = list(getattr(wrapper, 'optim_wrappers', {}).values()) or [wrapper]
-    for each in wrappers:
+    for each in optim_wrappers(wrapper).values():
         for param, state in each.optimizer.state.items():
             key = first_non_finite(state)
             if key is not None:
@@ -158,7 +158,7 @@ class NonFiniteLossHook(Hook):
 
     def before_train(self, runner) -> None:
         wrapper = runner.optim_wrapper
-        wrappers = list(getattr(wrapper, 'optim_wrappers', {}).values()) or [wrapper]  # OptimWrapperDict
+        wrappers = optim_wrappers(wrapper).values()
         self._guards = [_StepGuard(w, self, runner) for w in wrappers if isinstance(w, OptimWrapper)]
 
     def after_train(self, runner) -> None:

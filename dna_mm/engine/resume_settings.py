@@ -42,6 +42,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from .optim_wrappers import optim_wrappers
+
 #: a scheduler's state entries that count its progress, not its settings
 PROGRESS_KEYS = frozenset({'last_step', '_global_step', '_last_value', 'verbose', 'base_values'})
 #: an optimizer group's entries that are not options of the run (torch's implementation switches)
@@ -61,9 +63,7 @@ def _optimizers(optim_wrapper: Any) -> list[Any]:
     """The optim wrappers of an ``OptimWrapper`` or an ``OptimWrapperDict``: their
     ``param_groups`` are what the schedulers set (with several groups, mmengine's
     ``base_param_settings`` too, the ``base_lr`` of the log)."""
-    if hasattr(optim_wrapper, 'optim_wrappers'):
-        return list(optim_wrapper.optim_wrappers.values())
-    return [optim_wrapper]
+    return list(optim_wrappers(optim_wrapper).values())
 
 
 def _schedulers(param_schedulers: Any) -> list[Any]:
