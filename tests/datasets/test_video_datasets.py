@@ -138,6 +138,22 @@ def test_a_folder_without_a_video_of_a_split_is_named(tmp_path, protocol) -> Non
     assert (tmp_path / 'v' / 'val.txt').read_text().strip() and not (tmp_path / 'v' / 'train.txt').read_text()
 
 
+@pytest.mark.parametrize(
+    'dataset, name, given, written',
+    [
+        ('smarthome', 'Walk_p03_r00_v01_c01.mp4', 'cs', 'train.txt'),
+        ('smarthome', 'Walk_p19_r00_v05_c05.mp4', 'Cv1', 'val.txt'),
+        ('ntu60', 'S001C002P001R001A001_rgb.avi', 'XSub', 'train.txt'),
+    ],
+)
+def test_a_protocol_name_is_taken_in_any_case(tmp_path, dataset, name, given, written) -> None:
+    """``--protocol cs`` is CS (and ``XSub`` xsub): the names as the papers write them vary."""
+    root = _touch(tmp_path / 'v', [name])
+    proc = _build(dataset, root, tmp_path / 'o', given)
+    assert proc.returncode == 0, proc.stderr
+    assert name in (tmp_path / 'o' / written).read_text()
+
+
 def _clips(tiny_video_set, root: Path, names: list[str]) -> Path:
     """Real clips (the tiny set's) under ``root`` by ``names`` (relative paths)."""
     clip = next((tiny_video_set / 'videos').iterdir()).read_bytes()

@@ -23,7 +23,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
     p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')
-    p.add_argument('--protocol', required=True, choices=['xsub', 'xview'])
+    p.add_argument('--protocol', required=True, type=str.lower, choices=['xsub', 'xview'])
     p.add_argument(
         '--exclude-missing-skeletons',
         action='store_true',

@@ -22,7 +22,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument('--video-dir', required=True, help='folder with the videos (searched recursively)')
     p.add_argument('--out-dir', required=True, help='where train.txt / val.txt / test.txt go')
-    p.add_argument('--protocol', required=True, choices=['CS', 'CV1', 'CV2'])
+    p.add_argument('--protocol', required=True, type=str.upper, choices=['CS', 'CV1', 'CV2'])
     p.add_argument('--debug', action='store_true', help='print the traceback of an input error')
     return p.parse_args(argv)
 
