@@ -97,8 +97,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def test(args: argparse.Namespace) -> dict:
-    from dna_mm.config import check_config, format_metrics, prepare_cfg, shutdown_distributed, skip_unreadable
+    from dna_mm.config import (
+        check_config,
+        format_metrics,
+        make_work_dir,
+        prepare_cfg,
+        shutdown_distributed,
+        skip_unreadable,
+    )
     from dna_mm.config.build import read_config
+    from dna_mm.config.check.evaluation import multi_label_dataset
     from dna_mm.engine import build_runner
     from dna_mm.errors import ConfigError
     from dna_mm.evaluation import dump_evaluator, with_ood_evaluation
@@ -138,9 +146,10 @@ def test(args: argparse.Namespace) -> dict:
     if args.confusion_matrix is not None:
         if detector:
             raise ConfigError('--confusion-matrix is for recognizers (a detector has no class per input)')
-        if _multi_label(cfg.test_dataloader.get('dataset')):
+        multi = multi_label_dataset(cfg.test_dataloader.get('dataset'), 'test_dataloader.dataset')
+        if multi is not None:
             raise ConfigError(
-                '--confusion-matrix is for a test of one class per video: test_dataloader.dataset has '
+                f'--confusion-matrix is for a test of one class per video: {multi} has '
                 'multi_class=True (its mean average precision is the metric)'
             )
         added.append(dict(type='ConfusionMatrix'))
@@ -167,6 +176,7 @@ def test(args: argparse.Namespace) -> dict:
             *(evaluators if isinstance(evaluators, (list, tuple)) else [evaluators]),
             *added,
         ]
+    make_work_dir(cfg.work_dir)  # checked, and not made for a test refused before it starts
     try:
         runner = build_runner(cfg)
         metrics = runner.test()
@@ -179,14 +189,6 @@ def test(args: argparse.Namespace) -> dict:
     finally:
         shutdown_distributed()
     return metrics
-
-
-def _multi_label(dataset) -> bool:
-    """Whether a dataset config, or one it wraps, is multi-label (``multi_class=True``)."""
-    if not isinstance(dataset, dict):
-        return False
-    inner = [dataset.get('dataset'), *(dataset.get('datasets') or [])]
-    return bool(dataset.get('multi_class')) or any(_multi_label(d) for d in inner)
 
 
 def draw_confusion_matrix(cfg, matrix, path: str, normalize: bool) -> None:

@@ -110,7 +110,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> None:
-    from dna_mm.config import check_config, enable_tensorboard, prepare_cfg, shutdown_distributed
+    from dna_mm.config import (
+        check_config,
+        enable_tensorboard,
+        make_work_dir,
+        prepare_cfg,
+        shutdown_distributed,
+    )
     from dna_mm.config.build import read_config
     from dna_mm.engine import apply_global_batch, build_runner, refuse_busy_work_dir
     from dna_mm.engine.distributed import resume_after_restart
@@ -158,6 +164,7 @@ def train(args: argparse.Namespace) -> None:
     apply_global_batch(cfg, args.launcher, args.global_batch)
     if cfg.get('load_from'):
         user_file(cfg.load_from, '--resume' if cfg.get('resume') else 'load_from')
+    make_work_dir(cfg.work_dir)  # checked, and not made for a run refused before it starts
     try:
         refuse_busy_work_dir(cfg.work_dir)  # before the runner makes its log folder there
         build_runner(cfg).train()

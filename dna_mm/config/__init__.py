@@ -7,6 +7,7 @@ from .check import check_config
 from .prepare import (
     enable_tensorboard,
     format_metrics,
+    make_work_dir,
     prepare_cfg,
     shutdown_distributed,
     skip_unreadable,
@@ -21,6 +22,7 @@ __all__ = [
     'clear_pretrained_weights',
     'check_config',
     'prepare_cfg',
+    'make_work_dir',
     'format_metrics',
     'shutdown_distributed',
     'sync_schedule',

@@ -46,7 +46,8 @@ def prepare_cfg(
       :func:`~dna_mm.config.build.merge_options`: a misspelt top-level key refused); a new
       ``train_cfg.max_epochs`` / ``max_iters`` also moves what the config derived from it
       (:func:`~dna_mm.utils.schedule.sync_schedule`);
-    * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>``;
+    * work dir: ``work_dir`` > the config's ``work_dir`` > ``work_dirs/<config name>`` (made by
+      :func:`make_work_dir` once the run is checked);
     * without CUDA, for distributed runs: ``gloo`` instead of ``nccl``, the process group
       initialised here (mmengine's ``pytorch`` / ``slurm`` launchers would call
       ``torch.cuda.set_device``) and DDP without ``device_ids``; ``slurm``: torch's rendezvous
@@ -76,7 +77,6 @@ def prepare_cfg(
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
-    make_work_dir(cfg.work_dir)
     if launcher != 'none' and not torch.cuda.is_available():
         env_cfg = cfg.get('env_cfg') or {}  # (Config.setdefault returns a copy for a new key)
         cfg.env_cfg = {**env_cfg, 'dist_cfg': {**(env_cfg.get('dist_cfg') or {}), 'backend': 'gloo'}}
@@ -103,8 +103,9 @@ def log_metrics_by_iteration(cfg: Config) -> bool:
 
 
 def make_work_dir(path: str) -> None:
-    """Make the work dir now (mmengine's runner would, once the model is built): a path that
-    cannot be one is a :class:`~dna_mm.errors.ConfigError` naming it and why."""
+    """Make the work dir before the run is built (mmengine's runner would, once the model is
+    built), and after everything else is checked (a run refused leaves no empty folder): a path
+    that cannot be one is a :class:`~dna_mm.errors.ConfigError` naming it and why."""
     where = f"work dir {path} (--work-dir, or the config's work_dir)"
     if osp.exists(path) and not osp.isdir(path):
         raise ConfigError(f'{where} is a file, not a folder')

@@ -60,6 +60,22 @@ def nothing_built(monkeypatch: pytest.MonkeyPatch) -> None:
             ['--configs', SOFTMAX, '--cfg-options', 'model.backbone.num_frames=abc'],
             f"--configs {SOFTMAX}: model.backbone.num_frames must be an int > 0, got 'abc'",
         ),
+        (  # the preprocessor's blending: torch's Beta(0, 0) would stop the build on a traceback
+            [
+                '--configs',
+                SOFTMAX,
+                '--cfg-options',
+                'model.data_preprocessor.blending.type=MixupBlending',
+                'model.data_preprocessor.blending.alpha=0',
+                'model.data_preprocessor.blending.num_classes=400',
+            ],
+            f'--configs {SOFTMAX}: model.data_preprocessor.blending.alpha must be',
+        ),
+        (  # the head's loss: one weight per class, else a RuntimeError in the step
+            ['--configs', SOFTMAX, '--cfg-options', 'model.cls_head.loss_cls.class_weight=[1.0,2.0]'],
+            f'--configs {SOFTMAX}: model.cls_head.loss_cls.class_weight has 2 weights and '
+            'model.cls_head.num_classes is 400',
+        ),
     ],
     ids=lambda v: ' '.join(v).replace(str(REPO) + '/', '') if isinstance(v, list) else '',
 )

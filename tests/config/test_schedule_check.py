@@ -207,6 +207,42 @@ def test_a_delete_in_an_item_of_a_list_is_named(tmp_path) -> None:
     assert _refused(cfg, 'test') == f'log_processor.custom_cfg[0]._delete_: {LIST_DELETE}'  # named once
 
 
+def test_a_child_that_names_another_loop_than_its_base_is_told_to_replace_it(tmp_path) -> None:
+    """A child of the demo (an epoch loop) that names an iteration loop keeps the base's
+    ``max_epochs`` (mmengine merges the child's ``train_cfg`` into the base's), which the loop
+    takes as a ``TypeError`` once the model is built: named, with ``_delete_=True``, which passes.
+    A misspelt argument of a loop gets the closest name; ``by_epoch`` beside the base's ``type``
+    is named too (mmengine's runner takes one of them)."""
+    from mmengine.runner import IterBasedTrainLoop
+
+    text = (
+        "train_cfg = dict(type='IterBasedTrainLoop', max_iters=40, val_interval=20)\n"
+        "param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=False, begin=0, end=40)]"
+    )
+    cfg = _child(tmp_path, text)
+    assert 'max_epochs' in cfg.train_cfg  # the base's, merged in
+    assert _refused(cfg) == (
+        'train_cfg.max_epochs: the loop IterBasedTrainLoop counts its length in max_iters; a train_cfg '
+        "that names another loop than its base config's keeps the base's keys: write train_cfg = "
+        "dict(_delete_=True, type='IterBasedTrainLoop', ...) to replace it whole"
+    )
+    check_config(cfg, 'test')  # a test run builds no train loop
+    arguments = {k: v for k, v in cfg.train_cfg.items() if k != 'type'}
+    with pytest.raises(TypeError, match='max_epochs'):  # what mmengine would do with it
+        IterBasedTrainLoop(runner=None, dataloader=None, **arguments)
+    check_config(_child(tmp_path, text.replace('dict(type=', 'dict(_delete_=True, type=', 1)), 'train')
+
+    typo = _refused(_child(tmp_path, 'train_cfg = dict(val_intervl=2)'))
+    assert typo == (
+        'train_cfg.val_intervl is not an argument of the loop ResumableEpochBasedTrainLoop (did you mean '
+        "'val_interval'? valid: skip_log_interval, max_epochs, val_begin, val_interval, dynamic_intervals)"
+    )
+    assert _refused(_child(tmp_path, 'train_cfg = dict(by_epoch=True)')).startswith(
+        "train_cfg has both type and by_epoch (mmengine's runner takes one of them); a train_cfg that "
+        "names another loop than its base config's keeps the base's keys"
+    )
+
+
 def test_what_mmengine_takes_passes(tmp_path) -> None:
     """An iteration loop with ``by_epoch=False`` schedulers (the COCO configs as they ship) or
     with ``convert_to_iter_based=True``; schedulers by epoch in an epoch loop (the demo as it

@@ -377,8 +377,10 @@ def test_cli_main_catches_only_the_users_mistakes(capsys) -> None:
     ],
 )
 def test_train_cli_bad_value_is_one_line_and_status_2(opt, message, tmp_path) -> None:
-    """As a user runs it: no traceback, status 2; --debug raises the exception itself."""
-    cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--work-dir', str(tmp_path), '--cfg-options', opt]
+    """As a user runs it: no traceback, status 2; --debug raises the exception itself. The work dir
+    it names is not made for a run refused before it starts."""
+    work_dir = tmp_path / 'new'
+    cmd = [sys.executable, 'tools/train.py', DEMO_CONFIG, '--work-dir', str(work_dir), '--cfg-options', opt]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert 'Traceback' not in proc.stderr
@@ -386,6 +388,7 @@ def test_train_cli_bad_value_is_one_line_and_status_2(opt, message, tmp_path) ->
     assert ours == [f'train.py: error: {message}', 'train.py: (--debug prints the traceback)']
     with pytest.raises(ConfigError, match=re.escape(message)):  # the traceback
         _tool('train').main([*cmd[2:], '--debug'])
+    assert not work_dir.exists()
 
 
 def test_a_config_made_for_testing_cannot_train_and_says_so_in_one_line() -> None:

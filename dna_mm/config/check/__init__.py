@@ -47,7 +47,13 @@ from ...errors import ConfigError
 from .data import LOADERS, loader_problems
 from .evaluation import evaluator_file_problems, multi_label_metric_problems
 from .heads import blending_problems, class_count_problems, head_problems
-from .hooks import checkpoint_keys, early_stopping_problems, rule_problems, save_best_problems
+from .hooks import (
+    checkpoint_keys,
+    early_stopping_problems,
+    hook_argument_problems,
+    rule_problems,
+    save_best_problems,
+)
 from .log import log_level_problems, log_processor_problems
 from .model import attention_problems, model_value_problems, preprocessor_problems
 from .optim import amp_problems, wrapper_problems
@@ -64,7 +70,12 @@ from .runtime import (
     list_delete_problems,
     randomness_problems,
 )
-from .schedule import auto_scale_lr_problems, epoch_scheduler_problems, scheduler_problems
+from .schedule import (
+    auto_scale_lr_problems,
+    epoch_scheduler_problems,
+    scheduler_problems,
+    train_loop_problems,
+)
 from .values import not_positive
 
 
@@ -89,6 +100,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += evaluator_file_problems(cfg, mode)
     problems += multi_label_metric_problems(cfg, mode)
     problems += log_processor_problems(cfg.get('log_processor'))
+    problems += hook_argument_problems(cfg)  # a test run builds the hooks too
     problems += log_level_problems(cfg.get('log_level', 'INFO'))  # Runner.from_cfg's default
     read = {k: v for k, v in cfg.items() if mode == 'train' or k not in TRAINING_ONLY_KEYS}
     problems += list_delete_problems(read, '')
@@ -99,12 +111,16 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
 def model_problems(cfg: Config) -> list[str]:
     """What :func:`check_config` finds wrong in the model alone, with no data (what a tool that
     builds the model on random inputs needs: the benchmarks): its attention names, its sizes and
-    rates (``model`` and the top-level ``data_preprocessor``), and a recognizer's TimeSformer's
-    ``img_size`` against its ``patch_size`` and its head's ``in_channels``; one message each."""
+    rates (``model`` and the top-level ``data_preprocessor``), a recognizer's TimeSformer's
+    ``img_size`` against its ``patch_size`` and its head's ``in_channels``, its ``test_cfg`` /
+    ``train_cfg`` keys, an MMAction2 head's loss (its ``type``, ``class_weight`` and
+    ``label_smooth_eps``) and the preprocessor's blendings (against the heads' classes: the model
+    is built for a train step); one message each."""
     problems = list(attention_problems(cfg.get('model'), 'model'))
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
-    return problems + recognizer_problems(cfg, ())
+    problems += recognizer_problems(cfg, ()) + recognizer_cfg_problems(cfg.get('model'))
+    return problems + head_problems(cfg, train=True) + blending_problems(cfg, train=True)
 
 
 #: what mmengine's runner needs to train (it raises a ``RuntimeError`` at ``train()`` without them)
@@ -140,6 +156,7 @@ def _train_problems(cfg: Config) -> list[str]:
             out += wrapper_problems(cfg, sub, f'optim_wrapper.{name}{"." if name else ""}')
     out += scheduler_problems(cfg)
     out += epoch_scheduler_problems(cfg)
+    out += train_loop_problems(cfg)
     out += auto_scale_lr_problems(cfg.get('auto_scale_lr'))
     out += early_stopping_problems(cfg)
     out += class_count_problems(cfg)

@@ -100,6 +100,12 @@ def evaluator_keys(evaluator: Any) -> Optional[list[str]]:
     return keys
 
 
+def multi_label_dataset(dataset: Any, key: str) -> Optional[str]:
+    """The config key of ``dataset`` (at ``key``), or of the first dataset it wraps, that is
+    multi-label (``multi_class=True``); None where none is."""
+    return next((at for at, inner in iter_datasets(dataset, key) if inner.get('multi_class')), None)
+
+
 def multi_label_metric_problems(cfg: Config, mode: str) -> list[str]:
     """An ``AccMetric`` whose ``metric_list`` (its default too) holds a metric of one label per
     sample (:data:`ACC_METRICS`) evaluating a loader whose dataset is multi-label
@@ -113,12 +119,7 @@ def multi_label_metric_problems(cfg: Config, mode: str) -> list[str]:
     for split in ('val', 'test') if mode == 'train' else ('test',):
         loader = cfg.get(f'{split}_dataloader')
         dataset = loader.get('dataset') if isinstance(loader, dict) else None
-        found = (
-            at
-            for at, inner in iter_datasets(dataset, f'{split}_dataloader.dataset')
-            if inner.get('multi_class')
-        )
-        multi = next(found, None)
+        multi = multi_label_dataset(dataset, f'{split}_dataloader.dataset')
         if multi is None:
             continue
         evaluators = cfg.get(f'{split}_evaluator')

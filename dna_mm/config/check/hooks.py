@@ -1,6 +1,10 @@
-"""The checkpoint and early-stopping hooks against what the validation reports, checked before
-anything is built (:func:`dna_mm.config.check.check_config`):
+"""The hooks' arguments, and the checkpoint and early-stopping hooks against what the validation
+reports, checked before anything is built (:func:`dna_mm.config.check.check_config`):
 
+* the keys of each hook of ``custom_hooks`` and ``default_hooks``: the arguments of its class,
+  and for mmengine's ``EMAHook`` those of the averaged model it passes the others on to at the
+  start of the run (``momentm``: a ``TypeError`` traceback once the model is built), the closest
+  valid name suggested;
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
   know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
   after an epoch of training; the closest valid name is suggested;
@@ -20,12 +24,14 @@ anything is built (:func:`dna_mm.config.check.check_config`):
 from __future__ import annotations
 
 import difflib
+import inspect
 from typing import Any
 
 from mmengine.config import Config
 
 from ..build import type_name
 from .evaluation import evaluator_keys
+from .values import registered_class, registry_of, unknown_keys
 
 
 def early_stopping_problems(cfg: Config) -> list[str]:
@@ -77,6 +83,89 @@ def checkpoint_keys(hook: Any) -> list[str]:
             f'default_hooks.checkpoint.{key}: the hook CheckpointHook takes no argument {key!r}; {hint}'
         )
     return out
+
+
+#: hooks that pass the arguments they do not name on to a class they build at the start of the run:
+#: hook -> (its argument naming that class, the class's default, the registry it is built from,
+#: the arguments the hook gives it itself)
+FORWARDING_HOOKS = {'EMAHook': ('ema_type', 'ExponentialMovingAverage', 'MODELS', ('model',))}
+
+
+def hook_argument_problems(cfg: Config) -> list[str]:
+    """The keys of each hook of ``custom_hooks`` and ``default_hooks`` (but the checkpoint hook's:
+    :func:`checkpoint_keys`): the arguments of its registered class (mmengine builds it with them:
+    a ``TypeError`` as the runner is made) and, for a hook of :data:`FORWARDING_HOOKS` (mmengine's
+    ``EMAHook``), those of the class it passes the others on to at the start of the run (its
+    ``ExponentialMovingAverage``: a ``TypeError`` traceback once the model is built), the closest
+    valid name suggested. A hook that takes any other keyword is its own affair."""
+    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    hooks = cfg.get('custom_hooks')
+    listed = [
+        (f'custom_hooks[{i}]', h) for i, h in enumerate(hooks if isinstance(hooks, (list, tuple)) else [])
+    ]
+    defaults = cfg.get('default_hooks')
+    named = [(f'default_hooks.{k}', h) for k, h in (defaults.items() if isinstance(defaults, dict) else [])]
+    registry = registry_of(cfg, 'HOOKS')
+    out = []
+    for key, hook in listed + [(k, h) for k, h in named if k != 'default_hooks.checkpoint']:
+        if not isinstance(hook, dict) or registry is None:
+            continue
+        kind = hook.get('type')
+        cls = (
+            kind
+            if isinstance(kind, type)
+            else registered_class(registry, kind)[1]
+            if isinstance(kind, str)
+            else None
+        )
+        if cls is None:
+            continue
+        name = type_name(kind)
+        valid = accepted_arguments(cls)
+        what = f'an argument of {name}'
+        forward = next((f for hook_cls, f in FORWARDING_HOOKS.items() if _named(cls, hook_cls)), None)
+        if forward is not None:
+            argument, default, registry_name, given = forward
+            target = hook.get(argument, default)
+            built = registry_of(cfg, registry_name)
+            target_cls = target if isinstance(target, type) else None
+            if isinstance(target, str) and built is not None:
+                target_cls = registered_class(built, target)[1]
+            if target_cls is None:
+                continue
+            valid += [a for a in accepted_arguments(target_cls) if a not in given]
+            what = f'an argument of {name} or of its {type_name(target)}'
+        elif _takes_any_keyword(cls):
+            continue
+        keys = {k: v for k, v in hook.items() if k not in ('type', 'priority') and not str(k).startswith('_')}
+        out += unknown_keys(keys, valid, f'{key}({name})', what)
+    return out
+
+
+def _named(cls: type, name: str) -> bool:
+    """Whether ``cls`` or a class it derives from is called ``name``."""
+    return any(k.__name__ == name for k in cls.__mro__)
+
+
+def _takes_any_keyword(cls: type) -> bool:
+    """Whether the ``__init__`` chain of ``cls`` (as far as each passes ``**kwargs`` on) ends in
+    one that takes ``**kwargs`` for something else."""
+    takes = False
+    for k in cls.__mro__:
+        init = k.__dict__.get('__init__')
+        if init is None:
+            continue
+        if init is object.__init__:
+            return takes
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            return True
+        takes = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+        if not takes:
+            return False
+    return takes
 
 
 def rule_problems(rule: Any) -> list[str]:

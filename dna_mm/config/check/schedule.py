@@ -9,6 +9,10 @@
   ``IterBasedTrainLoop`` / ``ResumableIterBasedTrainLoop``, or ``max_iters`` without
   ``max_epochs``): mmengine's ``ParamSchedulerHook`` steps it at the end of an epoch, which that
   loop reaches only after its last iteration, so the schedule would silently never move;
+* (``mode='train'``) ``train_cfg``'s keys, the arguments of its loop (``type``), and ``type`` beside
+  ``by_epoch``: a child config that names another loop than its base keeps the base's keys
+  (``max_epochs`` under an ``IterBasedTrainLoop``: a ``TypeError`` once the model is built), and
+  the message says how to replace it whole;
 * (``mode='train'``) ``auto_scale_lr`` (mmengine's ``Runner.scale_lr``): its keys ``enable`` and
   ``base_batch_size``, the others dropped silently (``base_batch=16`` would scale by the base
   config's size, ``enabled=True`` would turn nothing on), the closest valid name suggested;
@@ -118,6 +122,51 @@ def epoch_scheduler_problems(cfg: Config) -> list[str]:
         for key, s in _scheduler_entries(cfg.get('param_scheduler'))
         if s.get('by_epoch', True) and not s.get('convert_to_iter_based', False)
     ]
+
+
+#: the length of a run as each kind of mmengine's train loops counts it
+LOOP_LENGTHS = ('max_epochs', 'max_iters')
+
+
+def train_loop_problems(cfg: Config) -> list[str]:
+    """``train_cfg``'s keys, the arguments of the loop it builds (its registered ``type``; mmengine
+    passes them on, a wrong one a ``TypeError`` once the model is built), the closest valid name
+    suggested; and ``type`` beside ``by_epoch`` (mmengine's runner takes one of them: a
+    ``RuntimeError`` there). Both come most often from a child config that names another loop than
+    its base: mmengine merges the base's ``train_cfg`` into the child's, so a child's
+    ``type='IterBasedTrainLoop', max_iters=...`` keeps the base's ``max_epochs``; the message says
+    how to replace it whole (``_delete_=True``)."""
+    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    train_cfg = cfg.get('train_cfg')
+    if not isinstance(train_cfg, dict) or 'type' not in train_cfg:
+        return []
+    kind = train_cfg['type']
+    replace = (
+        f"a train_cfg that names another loop than its base config's keeps the base's keys: write "
+        f'train_cfg = dict(_delete_=True, type={type_name(kind)!r}, ...) to replace it whole'
+    )
+    if 'by_epoch' in train_cfg:
+        return [f"train_cfg has both type and by_epoch (mmengine's runner takes one of them); {replace}"]
+    registry = registry_of(cfg, 'LOOPS')
+    cls = kind if isinstance(kind, type) else None
+    if isinstance(kind, str) and registry is not None:
+        cls = registered_class(registry, kind)[1]
+    if cls is None:
+        return []
+    valid = [a for a in accepted_arguments(cls) if a not in ('runner', 'dataloader')]
+    out = []
+    for key in train_cfg:
+        if key == 'type' or key in valid:
+            continue
+        length = next((k for k in LOOP_LENGTHS if k in valid and key in LOOP_LENGTHS), None)
+        if length is not None:
+            out.append(
+                f'train_cfg.{key}: the loop {type_name(kind)} counts its length in {length}; {replace}'
+            )
+        else:
+            out += unknown_keys({key: None}, valid, 'train_cfg', f'an argument of the loop {type_name(kind)}')
+    return out
 
 
 #: the keys of ``auto_scale_lr`` mmengine's ``Runner.scale_lr`` reads (0.10.x; dna_mm's runner
