@@ -130,6 +130,7 @@ from .loader_workers import (
 )
 from .loops import RESUMABLE_TWINS, ResumableLoopMixin, refuse_uneven_epochs
 from .non_finite import non_finite_optimizer_state
+from .optim_wrappers import optim_wrappers
 from .param_groups import paramwise_notes
 from .pending_grads import PENDING_KEY, PendingGradsHook
 from .preemption import PreemptionHook
@@ -369,17 +370,27 @@ class DnARunner(Runner):
         """mmengine's (``auto_scale_lr``: the lr times the batch over ``base_batch_size``), by
         the batch of an optimizer step: with gradient accumulation (``accumulative_counts = K``)
         a step sees ``W · b · K`` samples, not mmengine's ``W · b`` (which scaled the lr ``K`` times
-        too little); mmengine scales against ``base_batch_size / K`` then, and one line says so."""
+        too little); mmengine scales against ``base_batch_size / K`` then, and one line says so.
+        The ``base_lr`` of a wrapper with several parameter groups (what the log shows beside
+        ``lr``, and what the schedulers move with them) is scaled with its groups: mmengine left it
+        at the config's."""
+        wrappers = optim_wrappers(optim_wrapper).values()
+        before = [w.optimizer.param_groups[0]['lr'] for w in wrappers]
         k = wrapper_accumulation(optim_wrapper)
         if k == 1 or not (auto_scale_lr or {}).get('enable', False) or 'base_batch_size' not in auto_scale_lr:
-            return super().scale_lr(optim_wrapper, auto_scale_lr)
-        base = auto_scale_lr['base_batch_size']
-        super().scale_lr(optim_wrapper, dict(auto_scale_lr, base_batch_size=base / k))
-        self.logger.info(
-            f'auto_scale_lr: an optimizer step sees {k} accumulation steps of that batch, so the lr made '
-            f'for base_batch_size={base} is scaled by {k} x the batch / {base} (the line above counts '
-            f'one step\'s batch against {base / k:g})'
-        )
+            super().scale_lr(optim_wrapper, auto_scale_lr)
+        else:
+            base = auto_scale_lr['base_batch_size']
+            super().scale_lr(optim_wrapper, dict(auto_scale_lr, base_batch_size=base / k))
+            self.logger.info(
+                f'auto_scale_lr: an optimizer step sees {k} accumulation steps of that batch, so the lr '
+                f'made for base_batch_size={base} is scaled by {k} x the batch / {base} (the line above '
+                f"counts one step's batch against {base / k:g})"
+            )
+        for wrapper, lr in zip(wrappers, before, strict=True):
+            settings = getattr(wrapper, 'base_param_settings', None)
+            if settings is not None and lr:
+                settings['lr'] *= wrapper.optimizer.param_groups[0]['lr'] / lr
 
     def build_param_scheduler(self, scheduler: Any) -> Any:
         """mmengine's; with gradient accumulation a linear, polynomial or constant scheduler by

@@ -149,3 +149,17 @@ def test_auto_scale_lr_scales_by_the_batch_of_an_optimizer_step(tmp_path) -> Non
     runner.train()
     assert seen.steps[::2] == pytest.approx([0.1, 0.1], rel=REL)
     assert Config.fromfile(DEMO_CONFIG).auto_scale_lr.base_batch_size == 8  # the demo's lr: for its batch
+
+
+def test_auto_scale_lr_scales_the_base_lr_of_several_parameter_groups(tmp_path) -> None:
+    """With a group per parameter (``paramwise_cfg``) mmengine logs a ``base_lr`` beside ``lr``, and
+    its schedulers move it with the groups: scaled with them (batch 1, ``base_batch_size=2``: half
+    the config's 0.1, under the step schedule), where mmengine left it at the config's."""
+    runner = toy_runner(tmp_path, VALUES[:4], linear=True)
+    runner.optim_wrapper['paramwise_cfg'] = dict(custom_keys={'linear': dict(lr_mult=0.1)})
+    runner.auto_scale_lr = dict(enable=True, base_batch_size=2)
+    runner.train()
+    wrapper = runner.optim_wrapper
+    assert len(wrapper.optimizer.param_groups) == 3  # w, linear.weight, linear.bias
+    assert wrapper.optimizer.param_groups[0]['lr'] == pytest.approx(0.1 / 2 * 0.5, rel=REL)  # one step of 3
+    assert wrapper.get_lr()['base_lr'] == pytest.approx([0.1 / 2 * 0.5], rel=REL)
