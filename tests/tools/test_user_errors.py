@@ -123,6 +123,16 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
             "ignores the others) (did you mean 'clip_len'?",
         ),
         (
+            'train_dataloader.dataset.pipeline.3.keep_ratoi=False',  # a TypeError once the model is built
+            "train_dataloader.dataset.pipeline[3].keep_ratoi is not an argument of Resize (did you mean "
+            "'keep_ratio'?",
+        ),
+        (
+            'default_hooks.logger.intervl=5',  # a TypeError as the runner is made
+            "default_hooks.logger(LoggerHook).intervl is not an argument of LoggerHook (did you mean "
+            "'interval'?",
+        ),
+        (
             'test_dataloader.dataset.pipeline.3.scale=(0,32)',
             'test_dataloader.dataset.pipeline[3].scale (Resize) must be > 0 (or -1), got 0',
         ),
@@ -200,6 +210,27 @@ def test_check_config_names_the_key_and_the_value(opt, message) -> None:
     with pytest.raises(ConfigError) as err:
         check_config(_demo_cfg(opt), 'train')
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    'config, step, kind',
+    [
+        ('configs/vitdet_dna_coco.py', 1, 'Resize'),  # MMDetection's scope
+        ('configs/imagenet/dna_vit-t16_in1k.py', 1, 'ResizeEdge'),  # MMPretrain's
+    ],
+)
+def test_a_misspelt_argument_of_a_transform_is_named_in_every_scope(
+    config: str, step: int, kind: str
+) -> None:
+    """Found in the registry of the config's scope (the dataset would build the step with it: a
+    ``TypeError`` naming no key once the model is built)."""
+    cfg = Config.fromfile(str(REPO / config))
+    cfg.test_dataloader.dataset.pipeline[step]['sclae'] = 1
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'test')
+    assert str(err.value).startswith(
+        f"test_dataloader.dataset.pipeline[{step}].sclae is not an argument of {kind} (did you mean 'scale'?"
+    )
 
 
 def test_persistent_workers_without_workers_is_named() -> None:

@@ -94,7 +94,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += recognizer_cfg_problems(cfg.get('model'))
     problems += testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
-        problems += loader_problems(cfg.get(loader), loader)
+        problems += loader_problems(cfg, loader)
     problems += randomness_problems(cfg.get('randomness'))
     problems += env_problems(cfg.get('env_cfg'))
     problems += evaluator_file_problems(cfg, mode)

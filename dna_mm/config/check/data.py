@@ -19,7 +19,11 @@
   negative one: a ``math domain error`` as the dataset is built; 0 repeats nothing);
 * the keys of MMAction2's ``SampleFrames`` and its subclasses (``DenseSampleFrames``,
   ``SampleFramesBySeconds``): it takes ``**kwargs`` and drops them, so a typo (``clip_lenn``)
-  would sample with the default; the closest valid name is suggested.
+  would sample with the default; the closest valid name is suggested;
+* the keys of every other pipeline step: the arguments of its class (registered in the config's
+  scope's ``TRANSFORMS``: MMAction2's, MMDetection's, MMPretrain's), which the dataset builds it
+  with (a typo such as ``keep_ratoi`` would be a ``TypeError`` naming no key once the model is
+  built); a step that takes any keyword is its own affair.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ import difflib
 import re
 from typing import Any, Iterator, Optional
 
+from mmengine.config import Config
+
 from ..build import type_name
-from .values import is_size, not_positive, registered_class, unknown_keys
+from .values import class_arguments, is_size, not_positive, registered_class, registry_of, unknown_keys
 
 LOADERS = {'train': ('train_dataloader', 'val_dataloader', 'test_dataloader'), 'test': ('test_dataloader',)}
 # transform type -> its size arguments that must be > 0
@@ -55,9 +61,13 @@ def _loader_keys() -> list[str]:
     return list(dict.fromkeys([*torch_args, 'num_batch_per_epoch', 'disable_subprocess_warning']))
 
 
-def loader_problems(loader: Any, name: str) -> list[str]:
+def loader_problems(cfg: Config, name: str) -> list[str]:
+    """The dataloader ``name`` of ``cfg``: its keys and sizes, its datasets' storage and wrappers,
+    and each pipeline step's sizes and arguments (module docstring)."""
+    loader = cfg.get(name)
     if not isinstance(loader, dict):
         return []
+    transforms = registry_of(cfg, 'TRANSFORMS')
     out = unknown_keys(loader, _loader_keys(), name, "a key of a dataloader (mmengine's, torch's DataLoader)")
     out += not_positive(loader.get('batch_size'), f'{name}.batch_size', integer=True)
     workers = loader.get('num_workers')
@@ -84,11 +94,24 @@ def loader_problems(loader: Any, name: str) -> list[str]:
             for v in values if isinstance(values, (list, tuple)) else [values]:
                 out += not_positive(v, f'{key}.{arg} ({kind})', allow, integer)
         valid = sampler_arguments(transform.get('type'))
+        what = f'an argument of {kind} (which ignores the others)'
+        if valid is None:
+            valid, what = _transform_arguments(transforms, transform.get('type')), f'an argument of {kind}'
         if valid is not None:
             # _scope_: the registry's; _delete_: list_delete_problems names it
             given = {k: v for k, v in transform.items() if k != 'type' and not str(k).startswith('_')}
-            out += unknown_keys(given, valid, key, f'an argument of {kind} (which ignores the others)')
+            out += unknown_keys(given, valid, key, what)
     return out
+
+
+def _transform_arguments(registry: Any, kind: Any) -> Optional[list[str]]:
+    """The arguments of the transform ``kind`` names (registered in ``registry``, the config's
+    scope's ``TRANSFORMS``), which the dataset builds it with (a misspelt one: a ``TypeError`` once
+    the model is built, naming no key); ``None`` for one that takes any keyword, or is unknown."""
+    cls = kind if isinstance(kind, type) else None
+    if isinstance(kind, str) and registry is not None:
+        cls = registered_class(registry, kind)[1]
+    return class_arguments(cls) if isinstance(cls, type) else None
 
 
 def _crop_problems(pipeline: list, at: str) -> list[str]:

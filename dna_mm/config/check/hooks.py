@@ -24,14 +24,13 @@ reports, checked before anything is built (:func:`dna_mm.config.check.check_conf
 from __future__ import annotations
 
 import difflib
-import inspect
 from typing import Any
 
 from mmengine.config import Config
 
 from ..build import type_name
 from .evaluation import evaluator_keys
-from .values import registered_class, registry_of, unknown_keys
+from .values import class_arguments, registered_class, registry_of, unknown_keys
 
 
 def early_stopping_problems(cfg: Config) -> list[str]:
@@ -122,10 +121,11 @@ def hook_argument_problems(cfg: Config) -> list[str]:
         if cls is None:
             continue
         name = type_name(kind)
-        valid = accepted_arguments(cls)
+        valid = class_arguments(cls)
         what = f'an argument of {name}'
         forward = next((f for hook_cls, f in FORWARDING_HOOKS.items() if _named(cls, hook_cls)), None)
         if forward is not None:
+            valid = accepted_arguments(cls)
             argument, default, registry_name, given = forward
             target = hook.get(argument, default)
             built = registry_of(cfg, registry_name)
@@ -136,7 +136,7 @@ def hook_argument_problems(cfg: Config) -> list[str]:
                 continue
             valid += [a for a in accepted_arguments(target_cls) if a not in given]
             what = f'an argument of {name} or of its {type_name(target)}'
-        elif _takes_any_keyword(cls):
+        elif valid is None:
             continue
         keys = {k: v for k, v in hook.items() if k not in ('type', 'priority') and not str(k).startswith('_')}
         out += unknown_keys(keys, valid, f'{key}({name})', what)
@@ -146,26 +146,6 @@ def hook_argument_problems(cfg: Config) -> list[str]:
 def _named(cls: type, name: str) -> bool:
     """Whether ``cls`` or a class it derives from is called ``name``."""
     return any(k.__name__ == name for k in cls.__mro__)
-
-
-def _takes_any_keyword(cls: type) -> bool:
-    """Whether the ``__init__`` chain of ``cls`` (as far as each passes ``**kwargs`` on) ends in
-    one that takes ``**kwargs`` for something else."""
-    takes = False
-    for k in cls.__mro__:
-        init = k.__dict__.get('__init__')
-        if init is None:
-            continue
-        if init is object.__init__:
-            return takes
-        try:
-            params = inspect.signature(init).parameters.values()
-        except (TypeError, ValueError):
-            return True
-        takes = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-        if not takes:
-            return False
-    return takes
 
 
 def rule_problems(rule: Any) -> list[str]:

@@ -53,6 +53,29 @@ def registered_class(registry: Any, kind: str) -> tuple[bool, Any]:
         return False, None
 
 
+def class_arguments(cls: type) -> Optional[list[str]]:
+    """The keyword arguments ``cls`` takes (its ``__init__``'s, up the classes while each passes
+    ``**kwargs`` on: :func:`~dna_mm.utils.build_errors.accepted_arguments`), or ``None`` where
+    that chain ends in an ``__init__`` that keeps ``**kwargs`` for something else (any key then)."""
+    import inspect  # noqa: PLC0415
+
+    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    for klass in cls.__mro__:
+        init = klass.__dict__.get('__init__')
+        if init is None:
+            continue
+        if init is object.__init__:
+            return None
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return accepted_arguments(cls)
+    return None
+
+
 def registered_names(registry: Any) -> list[str]:
     """The names ``registry`` and its parents build (MMEngine's lookup of a plain name)."""
     names: list[str] = []
