@@ -128,6 +128,10 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
             "'keep_ratio'?",
         ),
         (
+            'val_evaluator.prefx=acc',  # a TypeError once the model is built
+            "val_evaluator.prefx is not an argument of AccMetric (did you mean 'prefix'?",
+        ),
+        (
             'default_hooks.logger.intervl=5',  # a TypeError as the runner is made
             "default_hooks.logger(LoggerHook).intervl is not an argument of LoggerHook (did you mean "
             "'interval'?",
@@ -230,6 +234,20 @@ def test_a_misspelt_argument_of_a_transform_is_named_in_every_scope(
         check_config(cfg, 'test')
     assert str(err.value).startswith(
         f"test_dataloader.dataset.pipeline[{step}].sclae is not an argument of {kind} (did you mean 'scale'?"
+    )
+
+
+@pytest.mark.parametrize(
+    'config, metric',
+    [('configs/vitdet_dna_coco.py', 'CocoMetric'), ('configs/imagenet/dna_vit-t16_in1k.py', 'Accuracy')],
+)
+def test_a_misspelt_argument_of_a_metric_is_named_in_every_scope(config: str, metric: str) -> None:
+    cfg = Config.fromfile(str(REPO / config))
+    cfg.test_evaluator['prefx'] = 'x'
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'test')
+    assert str(err.value).startswith(
+        f"test_evaluator.prefx is not an argument of {metric} (did you mean 'prefix'?"
     )
 
 

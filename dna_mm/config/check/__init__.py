@@ -45,7 +45,7 @@ from mmengine.config import Config
 
 from ...errors import ConfigError
 from .data import LOADERS, loader_problems
-from .evaluation import evaluator_file_problems, multi_label_metric_problems
+from .evaluation import evaluator_file_problems, metric_argument_problems, multi_label_metric_problems
 from .heads import blending_problems, class_count_problems, head_problems
 from .hooks import (
     checkpoint_keys,
@@ -99,6 +99,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += env_problems(cfg.get('env_cfg'))
     problems += evaluator_file_problems(cfg, mode)
     problems += multi_label_metric_problems(cfg, mode)
+    problems += metric_argument_problems(cfg, mode)
     problems += log_processor_problems(cfg.get('log_processor'))
     problems += hook_argument_problems(cfg)  # a test run builds the hooks too
     problems += log_level_problems(cfg.get('log_level', 'INFO'))  # Runner.from_cfg's default

@@ -9,7 +9,12 @@
   test splits, in ``mode='test'`` the test split): MMAction2's ``mean_class_accuracy`` stops on a
   ``TypeError`` once every prediction is in (after a whole epoch), ``top_k_accuracy`` compares a
   class index with the 0/1 label vector (a wrong accuracy, no error); the multi-label metrics
-  (``mmit_mean_average_precision``, ``mean_average_precision``) are named.
+  (``mmit_mean_average_precision``, ``mean_average_precision``) are named;
+* the keys of each metric of the evaluators the run uses (``val_evaluator`` and
+  ``test_evaluator`` in training, ``test_evaluator`` in a test): the arguments of its class
+  (registered in the config's scope's ``METRICS``; a typo such as ``metric_lsit`` would be a
+  ``TypeError`` naming no key once the model is built); a metric that takes any keyword is its own
+  affair.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from mmengine.config import Config
 
 from ..build import type_name
 from .data import iter_datasets
+from .values import class_arguments, registered_class, registry_of, unknown_keys
 
 
 def _dataset_file(loader: Any) -> Optional[str]:
@@ -141,4 +147,28 @@ def multi_label_metric_problems(cfg: Config, mode: str) -> list[str]:
                 f'({", ".join(SINGLE_LABEL_FAILURES[m] for m in single)}): use '
                 f'metric_list={MULTI_LABEL_METRICS!r}'
             )
+    return out
+
+
+def metric_argument_problems(cfg: Config, mode: str) -> list[str]:
+    """The keys of each metric of ``val_evaluator`` / ``test_evaluator`` (one dict or a list; in
+    ``mode='test'`` the test one) against its class's arguments (module docstring)."""
+    registry = registry_of(cfg, 'METRICS')
+    out = []
+    for split in ('val', 'test') if mode == 'train' else ('test',):
+        evaluators = cfg.get(f'{split}_evaluator')
+        listed = isinstance(evaluators, (list, tuple))
+        for i, metric in enumerate(evaluators if listed else [evaluators]):
+            if not isinstance(metric, dict) or registry is None:
+                continue
+            kind = metric.get('type')
+            cls = kind if isinstance(kind, type) else None
+            if isinstance(kind, str):
+                cls = registered_class(registry, kind)[1]
+            valid = class_arguments(cls) if isinstance(cls, type) else None
+            if valid is None:
+                continue
+            key = f'{split}_evaluator' + (f'[{i}]' if listed else '')
+            given = {k: v for k, v in metric.items() if k != 'type' and not str(k).startswith('_')}
+            out += unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
     return out
