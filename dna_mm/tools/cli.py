@@ -267,16 +267,26 @@ def _user_message(err: BaseException) -> Optional[str]:
     failed = _custom_import_failure(err)
     if failed is not None:
         why = failed.__cause__ or failed.__context__  # mmengine raises it while handling the reason
-        cause = f' ({why})' if why is not None else ''
-        return (
-            f'custom_imports: {failed}{cause}; a module of your own (an attention member) is imported by '
-            'name: put the folder of its file on PYTHONPATH'
-        )
+        wanted = _FAILED_IMPORT.search(str(failed))
+        name = getattr(why, 'name', None)
+        if why is None or (wanted and name and f'{wanted.group(1)}.'.startswith(f'{name}.')):
+            cause = f' ({why})' if why is not None else ''
+            return (
+                f'custom_imports: {failed}{cause}; a module of your own (an attention member) is imported '
+                'by name: put the folder of its file on PYTHONPATH'
+            )
+        return f'custom_imports: {failed}: {code_error(why)}'  # found, and failed inside
+    if _raised_in(err, 'import_modules_from_strings'):  # a module of one's own that raised as imported
+        return f'custom_imports: a module of your own failed as it was imported: {code_error(err)}'
     if isinstance(err, (TypeError, KeyError)) and _raised_in(err, '_merge_a_into_b'):
         return error_line(err)  # mmengine merging --cfg-options or a child config into its base
     if isinstance(err, (TypeError, ImportError, RuntimeError)):
         return config_mistake(err)
     return None
+
+
+#: mmengine's ``import_modules_from_strings`` failure: the module a config's ``custom_imports`` names
+_FAILED_IMPORT = re.compile(r'Failed to import (\S+)')
 
 
 def _custom_import_failure(err: BaseException) -> Optional[BaseException]:

@@ -92,7 +92,8 @@ def config_mistake(err: BaseException) -> Optional[str]:
 
     * an argument the part does not take (``TypeError: ... unexpected keyword argument``, raised
       where mmengine builds it from the config): the key, the part's type and the closest valid
-      names (``did you mean 'embed_dims'?``);
+      names (``did you mean 'embed_dims'?``); not one the part's ``__init__`` names, which its own
+      code passed on wrongly (a bug in it, left to its traceback);
     * a part (a pipeline step, typically) that needs a package that is not installed
       (``ImportError``, or MMAction2's ``Install X to use Y``): the part and the package.
     """
@@ -103,8 +104,10 @@ def config_mistake(err: BaseException) -> Optional[str]:
     name = getattr(cls, '__name__', str(cls))
     what = f'{_PART.get(registry, registry or "part")} {name}'
     unexpected = _UNEXPECTED_ARGUMENT.search(str(err)) if isinstance(err, TypeError) else None
-    if unexpected and unexpected.group(1) in args:
-        key, valid = unexpected.group(1), accepted_arguments(cls)
+    valid = accepted_arguments(cls) if unexpected else []
+    # a key the part does take: its own code passed it on wrongly (a bug, with its traceback)
+    if unexpected and unexpected.group(1) in args and unexpected.group(1) not in valid:
+        key = unexpected.group(1)
         close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
         hint = (
             f"did you mean {' / '.join(repr(c) for c in close)}?" if close else f"it takes {', '.join(valid)}"

@@ -131,6 +131,10 @@ def run_script(
     cmd = [sys.executable, *args]
     print('$ ' + shlex.join(cmd), flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED='1')
+    if env.get('PYTHONPATH'):  # the tool runs in repo: a folder named from here keeps its place
+        env['PYTHONPATH'] = os.pathsep.join(
+            os.path.abspath(p or os.curdir) for p in env['PYTHONPATH'].split(os.pathsep)
+        )
     lines = []
     with subprocess.Popen(
         cmd,

@@ -134,20 +134,51 @@ def test_an_import_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, spec, 
     assert 'Traceback' not in proc.stderr and not proc.stdout
 
 
-def test_a_config_importing_a_module_that_does_not_parse_is_one_line(tmp_path, monkeypatch) -> None:
-    """``custom_imports`` of a module of one's own with a syntax error: mmengine imports it as the
-    config is read; the error and its line, status 2, nothing made."""
-    (tmp_path / 'unparsed_member.py').write_text('import torch\nif torch\n')
+@pytest.mark.parametrize(
+    'name, code, line',
+    [
+        (
+            'unparsed_member',
+            'import torch\nif torch\n',
+            "a module of your own does not parse: SyntaxError: expected ':'",
+        ),
+        (  # found, and failing inside: not a PYTHONPATH matter
+            'needs_member',
+            'import not_installed_xyz\n',
+            "Failed to import needs_member: ModuleNotFoundError: No module named 'not_installed_xyz'",
+        ),
+        (
+            'relative_member',
+            'from .helpers import TAG\n',
+            'Failed to import relative_member: ImportError: attempted relative import with no known parent '
+            'package',
+        ),
+        (  # any other error as it runs: a traceback of 38 lines, status 1, before
+            'raises_member',
+            'x = 1\nundefined_here + x\n',
+            "a module of your own failed as it was imported: NameError: name 'undefined_here' is not defined",
+        ),
+    ],
+)
+def test_a_config_importing_a_module_that_fails_is_one_line(tmp_path, monkeypatch, name, code, line) -> None:
+    """``custom_imports`` of a module of one's own that fails in its own code (a syntax error, a
+    module it imports that is not installed, a relative import in a file that is no package's, an
+    error as it runs): mmengine imports it as the config is read; the error and its file and line,
+    as ``--import`` says it, status 2, nothing made."""
+    (tmp_path / f'{name}.py').write_text(code)
     config = tmp_path / 'config.py'
     config.write_text(
         f"_base_ = ['{REPO}/configs/timesformer_dna_demo.py']\n"
-        "custom_imports = dict(imports=['dna_mm', 'unparsed_member'], allow_failed_imports=False)\n"
+        f"custom_imports = dict(imports=['dna_mm', '{name}'], allow_failed_imports=False)\n"
     )
     monkeypatch.setattr(sys, 'path', [str(tmp_path), *sys.path])
-    monkeypatch.delitem(sys.modules, 'unparsed_member', raising=False)
+    monkeypatch.delitem(sys.modules, name, raising=False)
     proc = run_main(['tools/train.py', str(config), '--work-dir', str(tmp_path / 'work')], check=False)
-    line = f"custom_imports: a module of your own does not parse: SyntaxError: expected ':' ({tmp_path}/"
-    assert proc.returncode == 2 and f'train.py: error: {line}unparsed_member.py, line 2)' in proc.stderr
+    where = f'({tmp_path}/{name}.py, line {code.count(chr(10))})'
+    assert proc.returncode == 2 and f'train.py: error: custom_imports: {line} {where}' in proc.stderr, (
+        proc.stderr
+    )
+    assert 'PYTHONPATH' not in proc.stderr
     assert 'Traceback' not in proc.stderr and not (tmp_path / 'work').exists(), proc.stderr
 
 

@@ -251,6 +251,39 @@ def test_a_misspelt_argument_of_a_metric_is_named_in_every_scope(config: str, me
     )
 
 
+def test_a_wrong_call_in_a_parts_own_init_keeps_its_traceback() -> None:
+    """A part of one's own whose ``__init__`` passes an argument it takes on wrongly raises the
+    ``TypeError`` of a config typo, from its own code: a bug there, not a config mistake (it was
+    one line pointing at a key the part does take: ``takes no argument 'scale'; did you mean
+    'scale'?``); a key it does not take is still the config's."""
+    from mmengine.registry import Registry
+
+    from dna_mm.utils.build_errors import config_mistake
+
+    metrics = Registry('metric')
+
+    class Base:
+        def __init__(self, prefix: str = '') -> None:
+            self.prefix = prefix
+
+    @metrics.register_module()
+    class Scaled(Base):
+        def __init__(self, scale: float = 1.0, **kwargs) -> None:
+            super().__init__(scale=scale, **kwargs)  # the bug: Base takes no scale
+
+    @metrics.register_module()
+    class Fine(Base):
+        def __init__(self, scale: float = 1.0, **kwargs) -> None:
+            super().__init__(**kwargs)
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'scale'") as bug:
+        metrics.build(dict(type='Scaled', scale=2.0))
+    assert config_mistake(bug.value) is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'scal'") as typo:
+        metrics.build(dict(type='Fine', scal=2.0))
+    assert config_mistake(typo.value) == "the metric Fine takes no argument 'scal'; did you mean 'scale'?"
+
+
 def test_persistent_workers_without_workers_is_named() -> None:
     """torch's DataLoader refuses ``persistent_workers=True`` with ``num_workers=0`` (a
     ``ValueError`` traceback as the loop starts); the COCO configs' loaders have persistent workers,

@@ -51,3 +51,21 @@ def test_the_demo_options_point_every_split_and_the_class_names_at_the_data() ->
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         dataset = cfg[f'{split}_dataloader'].dataset
         assert dataset.ann_file == f'data/x/{ann}.txt' and dataset.data_prefix.video == 'data/x/videos'
+
+
+def test_a_tool_run_in_the_checkout_finds_a_folder_put_on_pythonpath_from_here(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """``PYTHONPATH=. demo.py --import mylab.hooks`` from a lab folder: the runs the demo starts
+    work in the checkout, where ``.`` is another folder; the entries are made absolute first (the
+    run failed on ``No module named 'mylab'`` after the demo's own import of it had passed)."""
+    from dna_mm.utils.tool_runs import run_script
+
+    lab, repo = tmp_path / 'lab', tmp_path / 'checkout'
+    (lab / 'mylab').mkdir(parents=True)
+    (lab / 'mylab' / '__init__.py').write_text("TAG = 'found'\n")
+    repo.mkdir()
+    monkeypatch.chdir(lab)
+    monkeypatch.setenv('PYTHONPATH', os.pathsep.join(['.', str(tmp_path / 'elsewhere')]))
+    out = run_script(['-c', 'import mylab; print(mylab.TAG)'], repo=repo)
+    assert out.splitlines()[-1] == 'found'
