@@ -618,8 +618,9 @@ from dna_mm.engine.distributed import _bounded, _State
 port = {port}
 serve = "import datetime, time, torch.distributed as d; "
 serve += f"s = d.TCPStore('127.0.0.1', {{port}}, 2, True, timeout=datetime.timedelta(seconds=30), "
-serve += "wait_for_workers=False); time.sleep(60)"
-server = subprocess.Popen([sys.executable, '-c', serve])
+serve += "wait_for_workers=False); print('listening', flush=True); time.sleep(60)"
+server = subprocess.Popen([sys.executable, '-c', serve], stdout=subprocess.PIPE, text=True)
+server.stdout.readline()  # a client that asked before would time out (a slow machine) and log a stack
 for _ in range(100):
     try:
         client = dist.TCPStore('127.0.0.1', port, 2, False, timeout=timedelta(seconds=5))
