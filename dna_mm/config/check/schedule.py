@@ -157,7 +157,7 @@ def train_loop_problems(cfg: Config) -> list[str]:
     valid = [a for a in accepted_arguments(cls) if a not in ('runner', 'dataloader')]
     out = []
     for key in train_cfg:
-        if key == 'type' or key in valid:
+        if key == 'type' or key in valid or str(key).startswith('_'):  # _scope_: the registry's
             continue
         length = next((k for k in LOOP_LENGTHS if k in valid and key in LOOP_LENGTHS), None)
         if length is not None:
