@@ -127,6 +127,11 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
             "train_dataloader.dataset.pipeline[3].keep_ratoi is not an argument of Resize (did you mean "
             "'keep_ratio'?",
         ),
+        ('train_cfg.val_begin=abc', "train_cfg.val_begin must be an int > 0, got 'abc'"),  # after an epoch
+        (
+            'default_hooks.checkpoin.interval=5',  # mmengine's KeyError traceback: a hook without a type
+            "default_hooks.checkpoin is not one of the runner's default hooks (did you mean 'checkpoint'?",
+        ),
         (
             'val_evaluator.prefx=acc',  # a TypeError once the model is built
             "val_evaluator.prefx is not an argument of AccMetric (did you mean 'prefix'?",
@@ -282,6 +287,25 @@ def test_a_wrong_call_in_a_parts_own_init_keeps_its_traceback() -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'scal'") as typo:
         metrics.build(dict(type='Fine', scal=2.0))
     assert config_mistake(typo.value) == "the metric Fine takes no argument 'scal'; did you mean 'scale'?"
+
+
+def test_a_misspelt_top_level_key_of_a_config_file_is_named(tmp_path) -> None:
+    """A child config's ``randomnes``, ``load_fro`` and ``resum`` were dropped without a word (the
+    run took seed 0, no weights, no resume, status 0); the file's own variables pass."""
+    child = tmp_path / 'child.py'
+    child.write_text(
+        f"_base_ = ['{DEMO_CONFIG}']\n"
+        "randomnes = dict(seed=123)\nload_fro = '/nowhere/pretrained.pth'\nresum = True\nmy_size = 32\n"
+    )
+    cfg = Config.fromfile(str(child))
+    cfg.label_map = None
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'train')
+    said = "is not a key that mmengine's runner or dna_mm reads (did you mean"
+    assert str(err.value) == '; '.join(
+        f"{key} {said} {near!r}?): its value would change nothing"
+        for key, near in (('randomnes', 'randomness'), ('load_fro', 'load_from'), ('resum', 'resume'))
+    )
 
 
 def test_persistent_workers_without_workers_is_named() -> None:
@@ -666,7 +690,7 @@ def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
             "model.backbone.embed_dim: the model part DnATimeSformer takes no argument 'embed_dim'; "
             "did you mean 'embed_dims'?",
         ),
-        (  # these two the config check names, before the model is built
+        (  # these the config check names, before the model is built (their lines end in 'valid: ')
             'train_cfg.max_epoch=2',
             "train_cfg.max_epoch is not an argument of the loop ResumableEpochBasedTrainLoop (did you mean "
             "'max_epochs'? valid: ",
@@ -681,8 +705,8 @@ def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
             "the dataset RobustVideoDataset takes no argument 'ann_fil'; did you mean 'ann_file'?",
         ),
         (
-            'optim_wrapper.optimizer.lrr=0.1',  # a class of torch's own: its arguments are read
-            "the optimizer AdamW takes no argument 'lrr'; did you mean 'lr'?",
+            'optim_wrapper.optimizer.lrr=0.1',  # a class of torch's own: its arguments are read (checked)
+            "optim_wrapper.optimizer.lrr is not an argument of AdamW (did you mean 'lr'? valid: ",
         ),
     ],
 )

@@ -26,7 +26,8 @@ Here, what training needs:
 
 * (``mode='train'``) ``train_dataloader``, ``train_cfg`` and ``optim_wrapper``, which a config
   made for testing (MMAction2's VideoMAE zoo files) lacks;
-* lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval``,
+* lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval`` /
+  ``val_begin`` (``'abc'``: a ``TypeError`` after the first epoch),
   ``default_hooks.logger.interval`` must be ints > 0 (mmengine's loop asserts on ``1.5`` and takes
   ``int('abc')`` after the model is built); ``default_hooks.checkpoint.interval`` > 0 or -1
   (mmengine's "never").
@@ -69,6 +70,7 @@ from .runtime import (
     env_problems,
     list_delete_problems,
     randomness_problems,
+    unread_key_problems,
 )
 from .schedule import (
     auto_scale_lr_problems,
@@ -95,6 +97,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
         problems += loader_problems(cfg, loader)
+    problems += unread_key_problems(cfg)
     problems += randomness_problems(cfg.get('randomness'))
     problems += env_problems(cfg.get('env_cfg'))
     problems += evaluator_file_problems(cfg, mode)
@@ -137,7 +140,7 @@ def _train_problems(cfg: Config) -> list[str]:
         ]
     out: list[str] = []
     train_cfg = cfg.get('train_cfg') or {}
-    for key in ('max_epochs', 'max_iters', 'val_interval'):
+    for key in ('max_epochs', 'max_iters', 'val_interval', 'val_begin'):
         out += not_positive(train_cfg.get(key), f'train_cfg.{key}', integer=True)
     hooks = cfg.get('default_hooks') or {}
     out += checkpoint_keys(hooks.get('checkpoint'))

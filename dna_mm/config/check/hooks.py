@@ -4,7 +4,8 @@ reports, checked before anything is built (:func:`dna_mm.config.check.check_conf
 * the keys of each hook of ``custom_hooks`` and ``default_hooks``: the arguments of its class,
   and for mmengine's ``EMAHook`` those of the averaged model it passes the others on to at the
   start of the run (``momentm``: a ``TypeError`` traceback once the model is built), the closest
-  valid name suggested;
+  valid name suggested; a ``default_hooks`` entry without a ``type`` that is none of the runner's
+  default hooks (``checkpoin``: mmengine's ``KeyError`` traceback as the runner is made);
 * ``default_hooks.checkpoint``'s keys: mmengine's ``CheckpointHook`` passes the ones it does not
   know on to the checkpoint save, where a typo (``intervl``) would fail only at the first save,
   after an epoch of training; the closest valid name is suggested;
@@ -84,6 +85,10 @@ def checkpoint_keys(hook: Any) -> list[str]:
     return out
 
 
+#: the default hooks a config's ``default_hooks`` entry without a ``type`` merges into: mmengine's
+#: runner's (0.10.x ``Runner.register_default_hooks``) and dna_mm's (``DnARunner``)
+DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
+
 #: hooks that pass the arguments they do not name on to a class they build at the start of the run:
 #: hook -> (its argument naming that class, the class's default, the registry it is built from,
 #: the arguments the hook gives it itself)
@@ -107,6 +112,16 @@ def hook_argument_problems(cfg: Config) -> list[str]:
     named = [(f'default_hooks.{k}', h) for k, h in (defaults.items() if isinstance(defaults, dict) else [])]
     registry = registry_of(cfg, 'HOOKS')
     out = []
+    for key, hook in named:  # a default hook of the runner's is merged into; another needs a type
+        name = key.removeprefix('default_hooks.')
+        if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
+            near = difflib.get_close_matches(name, DEFAULT_HOOK_NAMES, n=1)
+            hint = f'did you mean {near[0]!r}? ' if near else ''
+            names = ', '.join(DEFAULT_HOOK_NAMES)
+            out.append(
+                f"{key} is not one of the runner's default hooks ({hint}valid: {names}), and a hook of "
+                'your own needs its type'
+            )
     for key, hook in listed + [(k, h) for k, h in named if k != 'default_hooks.checkpoint']:
         if not isinstance(hook, dict) or registry is None:
             continue

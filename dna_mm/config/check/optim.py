@@ -5,7 +5,8 @@
   name it) on a machine without an accelerator it takes, where mmengine would stop on an
   assertion after building the model: ``AutoAmpOptimWrapper`` or ``OptimWrapper`` are named;
 * the optimizer (``optim_wrapper.optimizer``, and each ``optim_wrapper.<name>.optimizer`` of a
-  multi-optimizer config): ``lr`` > 0, ``weight_decay`` >= 0, ``type`` registered (mmengine's
+  multi-optimizer config): its keys the arguments of its class (``lrr``: a ``TypeError`` naming no
+  key once the model is built), ``lr`` > 0, ``weight_decay`` >= 0, ``type`` registered (mmengine's
   ``OPTIMIZERS``, the default scope's: mmengine would stop on ``None is not a callable object``),
   the closest registered name suggested; the wrapper's ``clip_grad.max_norm`` > 0, and ``dtype``
   and ``loss_scale`` what mmengine's ``AmpOptimWrapper`` takes (its ``valid_dtypes``, None or a
@@ -36,6 +37,7 @@ from mmengine.config import Config
 
 from ..build import type_name
 from .values import (
+    class_arguments,
     closest_name,
     is_number,
     not_positive,
@@ -77,6 +79,15 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     if isinstance(kind, str) and registry is not None and registered_class(registry, kind) == (True, None):
         suggestion = closest_name(kind, registered_names(registry))
         out.append(f'{at}optimizer.type: unknown optimizer {kind!r}; {suggestion}')
+    cls = kind if isinstance(kind, type) else None
+    if isinstance(kind, str) and registry is not None:
+        cls = registered_class(registry, kind)[1]
+    valid = class_arguments(cls) if isinstance(cls, type) else None
+    if valid is not None:  # a typo would be a TypeError once the model is built (naming no key)
+        given = {k: v for k, v in optimizer.items() if k != 'type' and not str(k).startswith('_')}
+        out += unknown_keys(
+            given, [a for a in valid if a != 'params'], f'{at}optimizer', f'an argument of {type_name(kind)}'
+        )
     clip = wrapper.get('clip_grad')
     max_norm = clip.get('max_norm') if isinstance(clip, dict) else None
     if max_norm is not None and (not is_number(max_norm) or max_norm <= 0):

@@ -15,6 +15,8 @@ merges, checked before anything is built (:func:`dna_mm.config.check.check_confi
 * ``compile`` (mmengine compiles ``train_step`` with it): ``True`` / ``False``, or a dict of
   ``torch.compile``'s keyword arguments (``backend``, ``mode``, ...), a misspelt one with the
   closest valid name; mmengine would stop on it with an assertion after building everything.
+* a top-level key close to one that mmengine's runner or dna_mm reads but not one of them
+  (``randomnes``, ``load_fro``, ``resum``): dropped without a word otherwise.
 """
 
 from __future__ import annotations
@@ -149,4 +151,27 @@ def compile_problems(value: Any) -> list[str]:
             near = difflib.get_close_matches(backend, backends, n=1)
             hint = f'did you mean {near[0]!r}? ' if near else ''
             out.append(f'compile.backend {backend!r} is not one of torch\'s ({hint}{", ".join(backends)})')
+    return out
+
+
+def unread_key_problems(cfg: Any) -> list[str]:
+    """Each top-level key of the config that neither mmengine's runner nor dna_mm reads and that is
+    close to one they do (:func:`dna_mm.config.options.read_keys`): a misspelt ``randomnes``,
+    ``load_fro`` or ``resum`` is dropped without a word (the run takes the default seed, no
+    weights, no resume). The config file's own variables (``data_root``, ``clip_len``) are close to
+    no read key and pass."""
+    from ..options import read_keys  # noqa: PLC0415
+
+    read = read_keys()
+    out = []
+    for key, value in dict.items(getattr(cfg, "_cfg_dict", cfg)):  # a new-style config's imports unbuilt
+        data = isinstance(value, (dict, list, tuple, str, int, float, bool)) or value is None
+        if key in read or str(key).startswith('_') or not data:  # an import of a new-style config
+            continue
+        near = difflib.get_close_matches(str(key), read, n=1, cutoff=0.8)
+        if near:
+            out.append(
+                f"{key} is not a key that mmengine's runner or dna_mm reads (did you mean {near[0]!r}?): "
+                'its value would change nothing'
+            )
     return out
