@@ -35,7 +35,15 @@ from typing import Any, Iterator, Optional
 from mmengine.config import Config
 
 from ..build import type_name
-from .values import class_arguments, is_size, not_positive, registered_class, registry_of, unknown_keys
+from .values import (
+    class_arguments,
+    is_size,
+    not_positive,
+    registered_class,
+    registry_of,
+    type_class,
+    unknown_keys,
+)
 
 LOADERS = {'train': ('train_dataloader', 'val_dataloader', 'test_dataloader'), 'test': ('test_dataloader',)}
 # transform type -> its size arguments that must be > 0
@@ -108,10 +116,8 @@ def _transform_arguments(registry: Any, kind: Any) -> Optional[list[str]]:
     """The arguments of the transform ``kind`` names (registered in ``registry``, the config's
     scope's ``TRANSFORMS``), which the dataset builds it with (a misspelt one: a ``TypeError`` once
     the model is built, naming no key); ``None`` for one that takes any keyword, or is unknown."""
-    cls = kind if isinstance(kind, type) else None
-    if isinstance(kind, str) and registry is not None:
-        cls = registered_class(registry, kind)[1]
-    return class_arguments(cls) if isinstance(cls, type) else None
+    cls = type_class(registry, kind)
+    return class_arguments(cls) if cls is not None else None
 
 
 def _crop_problems(pipeline: list, at: str) -> list[str]:

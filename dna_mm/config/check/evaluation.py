@@ -26,7 +26,7 @@ from mmengine.config import Config
 
 from ..build import type_name
 from .data import iter_datasets
-from .values import class_arguments, registered_class, registry_of, unknown_keys
+from .values import class_arguments, registry_of, type_class, unknown_keys
 
 
 def _dataset_file(loader: Any) -> Optional[str]:
@@ -162,10 +162,8 @@ def metric_argument_problems(cfg: Config, mode: str) -> list[str]:
             if not isinstance(metric, dict) or registry is None:
                 continue
             kind = metric.get('type')
-            cls = kind if isinstance(kind, type) else None
-            if isinstance(kind, str):
-                cls = registered_class(registry, kind)[1]
-            valid = class_arguments(cls) if isinstance(cls, type) else None
+            cls = type_class(registry, kind)
+            valid = class_arguments(cls) if cls is not None else None
             if valid is None:
                 continue
             key = f'{split}_evaluator' + (f'[{i}]' if listed else '')

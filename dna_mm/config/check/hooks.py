@@ -31,7 +31,7 @@ from mmengine.config import Config
 
 from ..build import type_name
 from .evaluation import evaluator_keys
-from .values import class_arguments, registered_class, registry_of, unknown_keys
+from .values import class_arguments, registry_of, type_class, unknown_keys
 
 
 def early_stopping_problems(cfg: Config) -> list[str]:
@@ -126,13 +126,7 @@ def hook_argument_problems(cfg: Config) -> list[str]:
         if not isinstance(hook, dict) or registry is None:
             continue
         kind = hook.get('type')
-        cls = (
-            kind
-            if isinstance(kind, type)
-            else registered_class(registry, kind)[1]
-            if isinstance(kind, str)
-            else None
-        )
+        cls = type_class(registry, kind)
         if cls is None:
             continue
         name = type_name(kind)
@@ -143,10 +137,7 @@ def hook_argument_problems(cfg: Config) -> list[str]:
             valid = accepted_arguments(cls)
             argument, default, registry_name, given = forward
             target = hook.get(argument, default)
-            built = registry_of(cfg, registry_name)
-            target_cls = target if isinstance(target, type) else None
-            if isinstance(target, str) and built is not None:
-                target_cls = registered_class(built, target)[1]
+            target_cls = type_class(registry_of(cfg, registry_name), target)
             if target_cls is None:
                 continue
             valid += [a for a in accepted_arguments(target_cls) if a not in given]

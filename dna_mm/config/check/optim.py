@@ -44,6 +44,7 @@ from .values import (
     registered_class,
     registered_names,
     registry_of,
+    type_class,
     unknown_keys,
 )
 
@@ -79,10 +80,8 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     if isinstance(kind, str) and registry is not None and registered_class(registry, kind) == (True, None):
         suggestion = closest_name(kind, registered_names(registry))
         out.append(f'{at}optimizer.type: unknown optimizer {kind!r}; {suggestion}')
-    cls = kind if isinstance(kind, type) else None
-    if isinstance(kind, str) and registry is not None:
-        cls = registered_class(registry, kind)[1]
-    valid = class_arguments(cls) if isinstance(cls, type) else None
+    cls = type_class(registry, kind)
+    valid = class_arguments(cls) if cls is not None else None
     if valid is not None:  # a typo would be a TypeError once the model is built (naming no key)
         given = {k: v for k, v in optimizer.items() if k != 'type' and not str(k).startswith('_')}
         out += unknown_keys(

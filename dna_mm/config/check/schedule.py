@@ -27,7 +27,15 @@ from typing import Any, Optional
 from mmengine.config import Config
 
 from ..build import type_name
-from .values import closest_name, not_positive, registered_class, registered_names, registry_of, unknown_keys
+from .values import (
+    closest_name,
+    not_positive,
+    registered_class,
+    registered_names,
+    registry_of,
+    type_class,
+    unknown_keys,
+)
 
 
 def scheduler_problems(cfg: Config) -> list[str]:
@@ -148,10 +156,7 @@ def train_loop_problems(cfg: Config) -> list[str]:
     )
     if 'by_epoch' in train_cfg:
         return [f"train_cfg has both type and by_epoch (mmengine's runner takes one of them); {replace}"]
-    registry = registry_of(cfg, 'LOOPS')
-    cls = kind if isinstance(kind, type) else None
-    if isinstance(kind, str) and registry is not None:
-        cls = registered_class(registry, kind)[1]
+    cls = type_class(registry_of(cfg, 'LOOPS'), kind)
     if cls is None:
         return []
     valid = [a for a in accepted_arguments(cls) if a not in ('runner', 'dataloader')]

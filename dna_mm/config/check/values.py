@@ -53,6 +53,17 @@ def registered_class(registry: Any, kind: str) -> tuple[bool, Any]:
         return False, None
 
 
+def type_class(registry: Any, kind: Any) -> Optional[type]:
+    """The class a config's ``type`` names: itself (a new-style config's), or the one ``registry``
+    (or a parent) builds for the name; ``None`` where none is found."""
+    if isinstance(kind, type):
+        return kind
+    if isinstance(kind, str) and registry is not None:
+        cls = registered_class(registry, kind)[1]
+        return cls if isinstance(cls, type) else None
+    return None
+
+
 def class_arguments(cls: type) -> Optional[list[str]]:
     """The keyword arguments ``cls`` takes (its ``__init__``'s, up the classes while each passes
     ``**kwargs`` on: :func:`~dna_mm.utils.build_errors.accepted_arguments`), or ``None`` where
@@ -61,11 +72,11 @@ def class_arguments(cls: type) -> Optional[list[str]]:
 
     from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
 
-    for klass in cls.__mro__:
-        init = klass.__dict__.get('__init__')
-        if init is None:
-            continue
-        if init is object.__init__:
+    owners = [k.__dict__['__init__'] for k in cls.__mro__ if '__init__' in k.__dict__]
+    for i, init in enumerate(owners):
+        # the walk of accepted_arguments: **kwargs reach no named argument past these
+        inherited = i > 0 and getattr(init, '__module__', '').startswith(('torch.', 'builtins'))
+        if inherited or init is object.__init__:
             return None
         try:
             params = inspect.signature(init).parameters.values()
