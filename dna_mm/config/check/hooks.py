@@ -86,7 +86,8 @@ def checkpoint_keys(hook: Any) -> list[str]:
 
 
 #: the default hooks a config's ``default_hooks`` entry without a ``type`` merges into: mmengine's
-#: runner's (0.10.x ``Runner.register_default_hooks``) and dna_mm's (``DnARunner``)
+#: runner's (0.10.x ``Runner.register_default_hooks``; ``dna_mm.engine.runner.MMENGINE_DEFAULT_HOOKS``,
+#: which the config package may not import); dna_mm's own default hooks are typed in its base config
 DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
 
 #: hooks that pass the arguments they do not name on to a class they build at the start of the run:

@@ -164,9 +164,9 @@ def unread_key_problems(cfg: Any) -> list[str]:
 
     read = read_keys()
     out = []
-    for key, value in dict.items(getattr(cfg, "_cfg_dict", cfg)):  # a new-style config's imports unbuilt
+    for key, value in dict.items(getattr(cfg, '_cfg_dict', cfg)):  # as written: imports unbuilt
         data = isinstance(value, (dict, list, tuple, str, int, float, bool)) or value is None
-        if key in read or str(key).startswith('_') or not data:  # an import of a new-style config
+        if key in read or str(key).startswith('_') or not data:  # not data: a new-style config's import
             continue
         near = difflib.get_close_matches(str(key), read, n=1, cutoff=0.8)
         if near:
