@@ -98,6 +98,7 @@ from ..errors import (
     error_line,
 )
 from ..models.fitting import abbreviate
+from ..utils.default_hooks import MMENGINE_DEFAULT_HOOKS
 from ..utils.files import atomic_path
 from ..utils.notices import is_library_notice
 from .accumulated_schedule import AccumulatedScheduleHook, fit_to_accumulation
@@ -150,8 +151,6 @@ from .work_dir_lock import WorkDirBusyError, WorkDirLock, holder_text, in_use, r
 STOCK_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook', CheckpointHook)
 #: the folder of the run's log folder where the ranks' results are collected (mmengine: ./.dist_test)
 COLLECT_DIR = 'dist_collect'
-#: the default hooks mmengine 0.10.7 knows by name (``None`` removes one of them)
-MMENGINE_DEFAULT_HOOKS = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
 
 # Start of each setup message that stays off the terminal (mmengine 0.10.7's wording).
 SETUP_DUMP_MARKERS = (

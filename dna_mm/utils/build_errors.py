@@ -15,6 +15,9 @@ from types import TracebackType
 from typing import Any, Optional
 
 _UNEXPECTED_ARGUMENT = re.compile(r"got an unexpected keyword argument '(\w+)'")
+_MISSING_ARGUMENTS = re.compile(
+    r"(\w+)\.__init__\(\) missing \d+ required (?:positional|keyword-only) arguments?: (.+)"
+)
 # what MMAction2 / MMDetection steps say when an optional package is missing ('Install X to use Y')
 _INSTALL_HINT = re.compile(r'\b[Ii]nstall ([\w\-.]+)')
 #: what a part built from a config is called in a message, by its mmengine registry
@@ -49,6 +52,22 @@ def accepted_arguments(obj: Any) -> list[str]:
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
             break
     return list(dict.fromkeys(names))
+
+
+def required_arguments(cls: type) -> list[str]:
+    """The arguments of ``cls``'s own ``__init__`` that have no default (a parent's required ones
+    may be given by the class itself, so only its own are read)."""
+    init = next((k.__dict__['__init__'] for k in cls.__mro__ if '__init__' in k.__dict__), None)
+    try:
+        params = inspect.signature(init).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        p.name
+        for p in params
+        if p.kind in keyword and p.default is inspect.Parameter.empty and p.name not in ('self', 'cls')
+    ]
 
 
 def _builds(tb: Optional[TracebackType]) -> list[tuple[Any, dict, str]]:
@@ -90,6 +109,9 @@ def _key_path(builds: list[tuple[Any, dict, str]]) -> str:
 def config_mistake(err: BaseException) -> Optional[str]:
     """One line for a config that builds a part wrongly, else ``None``:
 
+    * an argument the part needs and was not given (``TypeError: ... missing 1 required
+      positional argument``, typically a misspelt one that a ``**kwargs`` took): the key, and the
+      given key it was likely meant as;
     * an argument the part does not take (``TypeError: ... unexpected keyword argument``, raised
       where mmengine builds it from the config): the key, the part's type and the closest valid
       names (``did you mean 'embed_dims'?``); not one the part's ``__init__`` names, which its own
@@ -115,8 +137,27 @@ def config_mistake(err: BaseException) -> Optional[str]:
         path = _key_path(builds)
         where = f'{path}.{key}: ' if path else ''
         return f'{where}the {what} takes no argument {key!r}; {hint}'
+    missing = _MISSING_ARGUMENTS.search(str(err)) if isinstance(err, TypeError) else None
+    if missing and missing.group(1) in [k.__name__ for k in getattr(cls, '__mro__', ())]:
+        return _missing_arguments(re.findall(r"'(\w+)'", missing.group(2)), args, builds, what)
     install = _INSTALL_HINT.search(str(err))
     if isinstance(err, ImportError) or (isinstance(err, RuntimeError) and install):
         package = getattr(err, 'name', None) or (install.group(1) if install else None) or 'a package'
         return f'the {what} needs {package}, which is not installed: install it, or take the step out'
     return None
+
+
+def _missing_arguments(
+    names: list[str], args: dict, builds: list[tuple[Any, dict, str]], what: str
+) -> Optional[str]:
+    """``{path}: the {what} needs {names}``, each with the given key close to it, or ``None`` where
+    a name was given (the part's own code called it wrongly: a bug, left to its traceback)."""
+    if not names or any(n in args for n in names):
+        return None
+    path = _key_path(builds)
+    given = [str(k) for k in args if k != 'type']
+    needed = []
+    for name in names:
+        close = difflib.get_close_matches(name, given, n=1, cutoff=0.6)
+        needed.append(f'{name!r} (written {close[0]!r}?)' if close else repr(name))
+    return f'{path + ": " if path else ""}the {what} needs {", ".join(needed)}'

@@ -6,7 +6,7 @@ through dataset wrappers, before any work."""
 from __future__ import annotations
 
 import pytest
-from conftest import DEMO_CONFIG, REPO
+from conftest import REPO
 from mmengine.config import Config
 from mmengine.dataset import BaseDataset
 
@@ -30,7 +30,7 @@ def test_a_data_prefix_that_is_not_a_dict_is_named() -> None:
 
 
 def test_a_file_backend_mmengine_has_not_is_named_inside_a_wrapper() -> None:
-    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg = Config.fromfile(COCO)  # MMDetection's datasets take backend_args (MMAction2's do not)
     inner = cfg.test_dataloader.dataset
     cfg.test_dataloader.dataset = dict(
         type='RepeatDataset', times=2, dataset=dict(inner, backend_args=dict(backend='lcoal'))

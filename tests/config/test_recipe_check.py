@@ -281,7 +281,7 @@ REFUSED: list[tuple[Callable[[Path], Config], tuple[str, ...], str | dict[str, s
     (
         lambda t: _wrapped(t, "type='RepeatDataset'"),
         ('train',),
-        'train_dataloader.dataset (RepeatDataset) needs times (an int > 0)',
+        "train_dataloader.dataset (RepeatDataset) needs 'times'",
     ),
     # the audit's wrap_cb.py with oversample_thr=-0.5: a math domain error
     *[

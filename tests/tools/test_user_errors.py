@@ -702,7 +702,8 @@ def test_every_tool_that_reads_user_files_offers_debug(tool) -> None:
         ),
         (
             'train_dataloader.dataset.ann_fil=x.txt',
-            "the dataset RobustVideoDataset takes no argument 'ann_fil'; did you mean 'ann_file'?",
+            "train_dataloader.dataset.ann_fil is not an argument of RobustVideoDataset (did you mean "
+            "'ann_file'? valid: ",
         ),
         (
             'optim_wrapper.optimizer.lrr=0.1',  # a class of torch's own: its arguments are read (checked)

@@ -9,9 +9,11 @@ is checked, one topic a module (each module's docstring lists its checks):
                    ``data_preprocessor``
 ``recognizer``     an MMAction2 recognizer against its data: the TimeSformer's frames and size,
                    ``test_cfg`` / ``train_cfg`` keys, testing views, training clips
+``detector``       an MMDetection two-stage detector's ``train_cfg`` / ``test_cfg`` keys, which
+                   it reads with ``.get``
 ``heads``          the classifying heads against the data's classes, ``loss_cls``, the blendings
-``data``           the dataloaders: their keys and sizes, crops, ``SampleFrames``' keys, storage,
-                   dataset wrappers
+``data``           the dataloaders: their keys and sizes, their datasets' and samplers' arguments,
+                   ``filter_cfg``, crops, the pipeline steps' arguments, storage, dataset wrappers
 ``evaluation``     an evaluator's ``ann_file`` and its metrics against multi-label data
 ``optim``          the optimizer, its wrapper (AMP, ``clip_grad``, ``paramwise_cfg``)
 ``schedule``       ``param_scheduler`` entries, one by epoch under an iteration loop,
@@ -46,6 +48,7 @@ from mmengine.config import Config
 
 from ...errors import ConfigError
 from .data import LOADERS, loader_problems
+from .detector import detector_cfg_problems
 from .evaluation import evaluator_file_problems, metric_argument_problems, multi_label_metric_problems
 from .heads import blending_problems, class_count_problems, head_problems
 from .hooks import (
@@ -93,7 +96,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += head_problems(cfg, mode == 'train')
     if mode == 'train':
         problems += _train_problems(cfg)
-    problems += recognizer_cfg_problems(cfg.get('model'))
+    problems += recognizer_cfg_problems(cfg.get('model')) + detector_cfg_problems(cfg.get('model'))
     problems += testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
         problems += loader_problems(cfg, loader)
@@ -116,14 +119,15 @@ def model_problems(cfg: Config) -> list[str]:
     """What :func:`check_config` finds wrong in the model alone, with no data (what a tool that
     builds the model on random inputs needs: the benchmarks): its attention names, its sizes and
     rates (``model`` and the top-level ``data_preprocessor``), a recognizer's TimeSformer's
-    ``img_size`` against its ``patch_size`` and its head's ``in_channels``, its ``test_cfg`` /
-    ``train_cfg`` keys, an MMAction2 head's loss (its ``type``, ``class_weight`` and
-    ``label_smooth_eps``) and the preprocessor's blendings (against the heads' classes: the model
-    is built for a train step); one message each."""
+    ``img_size`` against its ``patch_size`` and its head's ``in_channels``, the ``test_cfg`` /
+    ``train_cfg`` keys of a recognizer or a two-stage detector, an MMAction2 head's loss (its
+    ``type``, ``class_weight`` and ``label_smooth_eps``) and the preprocessor's blendings
+    (against the heads' classes: the model is built for a train step); one message each."""
     problems = list(attention_problems(cfg.get('model'), 'model'))
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
     problems += recognizer_problems(cfg, ()) + recognizer_cfg_problems(cfg.get('model'))
+    problems += detector_cfg_problems(cfg.get('model'))
     return problems + head_problems(cfg, train=True) + blending_problems(cfg, train=True)
 
 

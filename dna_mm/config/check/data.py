@@ -5,6 +5,13 @@
   mmengine's ``build_dataloader`` reads and torch's ``DataLoader`` takes (a typo such as
   ``batchsize`` would stop the run with a ``TypeError`` after the model was built), the closest
   valid name suggested;
+* each dataset's keys and its sampler's (``sampler``, ``batch_sampler``): the arguments of their
+  classes, the closest valid name suggested, and those a dataset needs and is not given (a misspelt
+  ``ann_file`` that a ``**kwargs`` took), through dataset wrappers; in a child config, a key with
+  no close name is perhaps the base's (mmengine merges a base's dict into the child's), and the
+  message says how to replace it whole;
+* a dataset's ``filter_cfg`` against the keys its ``filter_data`` reads (MMDetection's, with
+  ``.get``: a typo keeps what it would drop), and on a dataset that filters by none of it;
 * each dataset's ``data_prefix`` a dict of folders (a string: an ``AttributeError`` as the
   dataset is built) and ``backend_args.backend`` one of mmengine's file backends (a typo: a
   ``KeyError`` there), through dataset wrappers;
@@ -23,7 +30,8 @@
 * the keys of every other pipeline step: the arguments of its class (registered in the config's
   scope's ``TRANSFORMS``: MMAction2's, MMDetection's, MMPretrain's), which the dataset builds it
   with (a typo such as ``keep_ratoi`` would be a ``TypeError`` naming no key once the model is
-  built); a step that takes any keyword is its own affair.
+  built), and MMAction2's video readers' file client's (``io_backen``: every video unreadable); a
+  step that takes any keyword is its own affair.
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ from mmengine.config import Config
 
 from ..build import type_name
 from .values import (
+    argument_problems,
     class_arguments,
+    has_base,
     is_size,
     not_positive,
     registered_class,
@@ -88,6 +98,13 @@ def loader_problems(cfg: Config, name: str) -> list[str]:
             f'{name}.persistent_workers=True needs {name}.num_workers > 0, got 0 (set '
             f'{name}.persistent_workers=False to load in the main process)'
         )
+    datasets, base = registry_of(cfg, 'DATASETS'), has_base(cfg)
+    for at, dataset in iter_datasets(loader.get('dataset'), f'{name}.dataset'):
+        out += argument_problems(datasets, dataset, at, base=base) + _filter_problems(datasets, dataset, at)
+    for part in ('sampler', 'batch_sampler'):  # mmengine's build_dataloader gives these two
+        given = ('dataset', 'seed') if part == 'sampler' else ('sampler', 'batch_size')
+        sampler = loader.get(part)
+        out += argument_problems(registry_of(cfg, 'DATA_SAMPLERS'), sampler, f'{name}.{part}', given, base)
     out += _storage_problems(loader.get('dataset'), f'{name}.dataset')
     out += _dataset_wrapper_problems(loader.get('dataset'), f'{name}.dataset')
     for at, pipeline in iter_pipelines(loader.get('dataset'), f'{name}.dataset'):
@@ -104,7 +121,7 @@ def loader_problems(cfg: Config, name: str) -> list[str]:
         valid = sampler_arguments(transform.get('type'))
         what = f'an argument of {kind} (which ignores the others)'
         if valid is None:
-            valid, what = _transform_arguments(transforms, transform.get('type')), f'an argument of {kind}'
+            valid, what = _transform_arguments(transforms, transform), f'an argument of {kind}'
         if valid is not None:
             # _scope_: the registry's; _delete_: list_delete_problems names it
             given = {k: v for k, v in transform.items() if k != 'type' and not str(k).startswith('_')}
@@ -112,12 +129,75 @@ def loader_problems(cfg: Config, name: str) -> list[str]:
     return out
 
 
-def _transform_arguments(registry: Any, kind: Any) -> Optional[list[str]]:
-    """The arguments of the transform ``kind`` names (registered in ``registry``, the config's
+def _transform_arguments(registry: Any, transform: dict) -> Optional[list[str]]:
+    """The arguments of the transform ``transform`` names (registered in ``registry``, the config's
     scope's ``TRANSFORMS``), which the dataset builds it with (a misspelt one: a ``TypeError`` once
-    the model is built, naming no key); ``None`` for one that takes any keyword, or is unknown."""
-    cls = type_class(registry, kind)
-    return class_arguments(cls) if cls is not None else None
+    the model is built, naming no key), and for MMAction2's readers those of the file client they
+    pass the others to (:func:`_file_client_arguments`); ``None`` for one that takes any keyword,
+    or is unknown."""
+    cls = type_class(registry, transform.get('type'))
+    if cls is None:
+        return None
+    valid = class_arguments(cls)
+    return valid if valid is not None else _file_client_arguments(cls, transform)
+
+
+def _file_client_arguments(cls: type, transform: dict) -> Optional[list[str]]:
+    """MMAction2's video and frame readers (``DecordInit``, ``PyAVInit``, ``RawFrameDecode``, ...:
+    ``mmaction.datasets.transforms.loading``, 1.2.0) keep the keys they do not name for mmengine's
+    ``FileClient`` of their ``io_backend``: a typo (``io_backen``) would fail on every video, each
+    "unreadable". Their arguments, the client's ``prefix`` and its backend's; ``None`` for another
+    class, or a backend registered elsewhere."""
+    import inspect  # noqa: PLC0415
+
+    from mmengine.fileio import FileClient  # noqa: PLC0415
+
+    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+
+    readers = [k for k in cls.__mro__ if k.__module__ == 'mmaction.datasets.transforms.loading']
+    names = accepted_arguments(cls)
+    if not readers or 'io_backend' not in names:
+        return None
+    default = inspect.signature(cls).parameters.get('io_backend')
+    backend = transform.get('io_backend', getattr(default, 'default', None))
+    client = FileClient._backends.get(backend) if isinstance(backend, str) else None
+    return None if client is None else [*names, 'prefix', *accepted_arguments(client)]
+
+
+#: the class whose ``filter_data`` reads a dataset's ``filter_cfg`` -> the keys it reads (mmengine
+#: 0.10.7's reads none; MMDetection 3.3.0's ``filter_data`` and ``XMLDataset._get_bbox_min_size``)
+FILTER_KEYS: dict[str, tuple[str, ...]] = {
+    'mmengine.dataset.base_dataset.BaseDataset': (),
+    'mmdet.datasets.coco.CocoDataset': ('filter_empty_gt', 'min_size'),
+    'mmdet.datasets.coco_panoptic.CocoPanopticDataset': ('filter_empty_gt', 'min_size'),
+    'mmdet.datasets.cityscapes.CityscapesDataset': ('filter_empty_gt', 'min_size'),
+    'mmdet.datasets.base_video_dataset.BaseVideoDataset': ('filter_empty_gt', 'min_size'),
+    'mmdet.datasets.xml_style.XMLDataset': ('filter_empty_gt', 'min_size', 'bbox_min_size'),
+}
+
+
+def _filter_problems(registry: Any, dataset: dict, key: str) -> list[str]:
+    """A dataset's ``filter_cfg`` against the keys its ``filter_data`` reads
+    (:data:`FILTER_KEYS`, found up its classes past dna_mm's, which call it; a class of another
+    package's own is left alone): MMDetection reads them with ``.get``, so a typo
+    (``filter_empty``) keeps the images it would drop, without a word; a dataset that keeps
+    mmengine's ``filter_data`` (MMAction2's) filters by none."""
+    filters = dataset.get('filter_cfg')
+    cls = type_class(registry, dataset.get('type')) if isinstance(filters, dict) and filters else None
+    reader = next((k for k in cls.__mro__ if 'filter_data' in vars(k)), None) if cls else None
+    while reader is not None and reader.__module__.startswith('dna_mm.'):
+        reader = next((k for k in reader.__mro__[1:] if 'filter_data' in vars(k)), None)
+    name = f'{reader.__module__}.{reader.__qualname__}' if reader is not None else ''
+    if name not in FILTER_KEYS:
+        return []
+    if not FILTER_KEYS[name]:
+        return [
+            f"{key}.filter_cfg: {cls.__name__} filters by none of it (its filter_data is mmengine's, which "
+            'keeps every sample); remove it'
+        ]
+    return unknown_keys(
+        filters, list(FILTER_KEYS[name]), f'{key}.filter_cfg', f'a key {cls.__name__} filters by'
+    )
 
 
 def _crop_problems(pipeline: list, at: str) -> list[str]:
@@ -242,18 +322,15 @@ def _dataset_wrapper_problems(dataset: Any, key: str) -> list[str]:
     ``RepeatDataset``'s ``times`` an int > 0 (0 is an empty dataset, whose sampler stops on a
     ``ZeroDivisionError``, 1.5 a ``TypeError``), a ``ClassBalancedDataset``'s ``oversample_thr`` >
     0 (its repeat factors are ``sqrt(oversample_thr / class frequency)``: a negative one is a
-    ``math domain error`` as the dataset is built, 0 repeats nothing); each given (a ``TypeError``
-    there)."""
+    ``math domain error`` as the dataset is built, 0 repeats nothing); a missing one is
+    named with the other arguments (:func:`~.values.argument_problems`)."""
     out = []
     for at, inner in iter_datasets(dataset, key):
         kind = type_name(inner.get('type'))
         if kind not in DATASET_WRAPPER_KEYS:
             continue
         arg, count = DATASET_WRAPPER_KEYS[kind]
-        if arg not in inner:
-            out.append(f'{at} ({kind}) needs {arg} ({"an int" if count else "a number"} > 0)')
-        else:
-            out += not_positive(inner[arg], f'{at}.{arg} ({kind})', integer=count)
+        out += not_positive(inner.get(arg), f'{at}.{arg} ({kind})', integer=count)
     return out
 
 

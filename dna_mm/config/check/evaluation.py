@@ -26,7 +26,7 @@ from mmengine.config import Config
 
 from ..build import type_name
 from .data import iter_datasets
-from .values import class_arguments, registry_of, type_class, unknown_keys
+from .values import class_arguments, has_base, registry_of, type_class, unknown_keys
 
 
 def _dataset_file(loader: Any) -> Optional[str]:
@@ -153,7 +153,7 @@ def multi_label_metric_problems(cfg: Config, mode: str) -> list[str]:
 def metric_argument_problems(cfg: Config, mode: str) -> list[str]:
     """The keys of each metric of ``val_evaluator`` / ``test_evaluator`` (one dict or a list; in
     ``mode='test'`` the test one) against its class's arguments (module docstring)."""
-    registry = registry_of(cfg, 'METRICS')
+    registry, base = registry_of(cfg, 'METRICS'), has_base(cfg)  # a list is replaced, a dict merged
     out = []
     for split in ('val', 'test') if mode == 'train' else ('test',):
         evaluators = cfg.get(f'{split}_evaluator')
@@ -168,5 +168,11 @@ def metric_argument_problems(cfg: Config, mode: str) -> list[str]:
                 continue
             key = f'{split}_evaluator' + (f'[{i}]' if listed else '')
             given = {k: v for k, v in metric.items() if k != 'type' and not str(k).startswith('_')}
-            out += unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
+            out += unknown_keys(
+                given,
+                valid,
+                key,
+                f'an argument of {type_name(kind)}',
+                merged=key if base and not listed else '',
+            )
     return out

@@ -29,9 +29,10 @@ from typing import Any
 
 from mmengine.config import Config
 
+from ...utils.default_hooks import MMENGINE_DEFAULT_HOOKS
 from ..build import type_name
 from .evaluation import evaluator_keys
-from .values import class_arguments, registry_of, type_class, unknown_keys
+from .values import class_arguments, has_base, registry_of, type_class, unknown_keys
 
 
 def early_stopping_problems(cfg: Config) -> list[str]:
@@ -85,11 +86,6 @@ def checkpoint_keys(hook: Any) -> list[str]:
     return out
 
 
-#: the default hooks a config's ``default_hooks`` entry without a ``type`` merges into: mmengine's
-#: runner's (0.10.x ``Runner.register_default_hooks``; ``dna_mm.engine.runner.MMENGINE_DEFAULT_HOOKS``,
-#: which the config package may not import); dna_mm's own default hooks are typed in its base config
-DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')
-
 #: hooks that pass the arguments they do not name on to a class they build at the start of the run:
 #: hook -> (its argument naming that class, the class's default, the registry it is built from,
 #: the arguments the hook gives it itself)
@@ -111,26 +107,18 @@ def hook_argument_problems(cfg: Config) -> list[str]:
     ]
     defaults = cfg.get('default_hooks')
     named = [(f'default_hooks.{k}', h) for k, h in (defaults.items() if isinstance(defaults, dict) else [])]
-    registry = registry_of(cfg, 'HOOKS')
+    registry, base = registry_of(cfg, 'HOOKS'), has_base(cfg)
     out = []
-    for key, hook in named:  # a default hook of the runner's is merged into; another needs a type
-        name = key.removeprefix('default_hooks.')
-        if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
-            near = difflib.get_close_matches(name, DEFAULT_HOOK_NAMES, n=1)
-            hint = f'did you mean {near[0]!r}? ' if near else ''
-            names = ', '.join(DEFAULT_HOOK_NAMES)
-            out.append(
-                f"{key} is not one of the runner's default hooks ({hint}valid: {names}), and a hook of "
-                'your own needs its type'
-            )
-    for key, hook in listed + [(k, h) for k, h in named if k != 'default_hooks.checkpoint']:
-        if not isinstance(hook, dict) or registry is None:
+    for key, hook in listed + named:
+        if not isinstance(hook, dict) or key == 'default_hooks.checkpoint':
             continue
-        kind = hook.get('type')
-        cls = type_class(registry, kind)
+        if key.startswith('default_hooks.') and 'type' not in hook:  # merged into the runner's, or unknown
+            out += _default_hook_problems(key)
+            continue
+        cls = type_class(registry, hook.get('type')) if registry is not None else None
         if cls is None:
             continue
-        name = type_name(kind)
+        name = type_name(hook['type'])
         valid = class_arguments(cls)
         what = f'an argument of {name}'
         forward = next((f for hook_cls, f in FORWARDING_HOOKS.items() if _named(cls, hook_cls)), None)
@@ -146,8 +134,23 @@ def hook_argument_problems(cfg: Config) -> list[str]:
         elif valid is None:
             continue
         keys = {k: v for k, v in hook.items() if k not in ('type', 'priority') and not str(k).startswith('_')}
-        out += unknown_keys(keys, valid, f'{key}({name})', what)
+        merged = key if base and key.startswith('default_hooks.') else ''  # custom_hooks: a list, replaced
+        out += unknown_keys(keys, valid, f'{key}({name})', what, merged=merged)
     return out
+
+
+def _default_hook_problems(key: str) -> list[str]:
+    """A ``default_hooks`` entry without a ``type``: one of the runner's default hooks (merged
+    into it), or a message naming the closest (mmengine's ``KeyError`` as the runner is made)."""
+    name = key.removeprefix('default_hooks.')
+    if name in MMENGINE_DEFAULT_HOOKS:
+        return []
+    near = difflib.get_close_matches(name, MMENGINE_DEFAULT_HOOKS, n=1)
+    hint = f'did you mean {near[0]!r}? ' if near else ''
+    return [
+        f"{key} is not one of the runner's default hooks ({hint}valid: {', '.join(MMENGINE_DEFAULT_HOOKS)}), "
+        'and a hook of your own needs its type'
+    ]
 
 
 def _named(cls: type, name: str) -> bool:

@@ -32,7 +32,7 @@ from typing import Any, Iterator
 from mmengine.config import Config
 
 from ...errors import ConfigError
-from ...models.attention.builder import suggest_attention
+from ...models.attention.builder import OWN_MEMBER, suggest_attention
 from ..build import type_name
 from .values import is_number, not_positive, unknown_keys
 
@@ -189,7 +189,8 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
     member = member_type(attn)
     if isinstance(attn, str) and member is None:
         where = f'{key}.type' if isinstance(value, dict) else key
-        yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}'
+        own = OWN_MEMBER if attn != attn.lower() or '.' in attn else ''  # a class's name, or a path
+        yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}{own}'
         return
     if isinstance(value, dict) and member is not None:
         for name in unknown_arguments(value):

@@ -87,6 +87,33 @@ def class_arguments(cls: type) -> Optional[list[str]]:
     return None
 
 
+def argument_problems(
+    registry: Any, node: Any, key: str, supplied: tuple[str, ...] = (), base: bool = False
+) -> list[str]:
+    """A part ``registry`` builds from the config ``node`` at ``key``: each key its class does not
+    take (:func:`class_arguments`; none checked for a class that takes any keyword), the closest
+    valid name suggested, and the arguments it needs that are not given (``supplied``: those its
+    builder passes itself; ``base``: as :func:`unknown_keys`); ``[]`` for a type ``registry`` does
+    not know. A misspelt required
+    argument would otherwise be a ``TypeError`` naming no key once the model is built."""
+    from ...utils.build_errors import required_arguments  # noqa: PLC0415
+
+    cls = type_class(registry, node.get('type')) if isinstance(node, dict) else None
+    if cls is None:
+        return []
+    name = cls.__name__
+    given = {k: v for k, v in node.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
+    valid = class_arguments(cls)
+    merged = key if base else ''
+    out = (
+        unknown_keys(given, valid, key, f'an argument of {name}', merged=merged) if valid is not None else []
+    )
+    missing = [a for a in required_arguments(cls) if a not in given and a not in supplied]
+    if missing:
+        out.append(f'{key} ({name}) needs {", ".join(repr(a) for a in missing)}')
+    return out
+
+
 def registered_names(registry: Any) -> list[str]:
     """The names ``registry`` and its parents build (MMEngine's lookup of a plain name)."""
     names: list[str] = []
@@ -111,18 +138,32 @@ def is_number(value: Any) -> bool:
 
 
 def unknown_keys(
-    node: dict, valid: list[str], key: str, what: str, listed: Optional[str] = None
+    node: dict, valid: list[str], key: str, what: str, listed: Optional[str] = None, merged: str = ''
 ) -> list[str]:
     """Each key ``k`` of ``node`` not in ``valid``: ``'{key}.{k} is not {what} (did you mean ...?
     valid: ...)'``, the closest valid name suggested (``listed``: the valid names as the message
-    gives them; default ``valid``, comma-separated)."""
+    gives them; default ``valid``, comma-separated). ``merged``: the key of ``node`` where a base
+    config's dict is merged into it (the config inherits one): a key with no close name is said to
+    be perhaps the base's, and how to replace that dict whole."""
     out = []
     for k in node:
         if k not in valid:
             near = difflib.get_close_matches(str(k), valid, n=1)
             hint = f'did you mean {near[0]!r}? ' if near else ''
-            out.append(f'{key}.{k} is not {what} ({hint}valid: {listed or ", ".join(valid)})')
+            kept = f"; kept from the base config's? give {merged} _delete_=True to replace it whole"
+            kept = kept if merged and not near else ''
+            out.append(f'{key}.{k} is not {what} ({hint}valid: {listed or ", ".join(valid)}{kept})')
     return out
+
+
+def has_base(cfg: Config) -> bool:
+    """Whether ``cfg`` was read from a file that inherits a base config (``_base_``), whose dicts
+    mmengine merges into the child's: a child that names another ``type`` keeps the base's keys."""
+    filename = getattr(cfg, 'filename', None)
+    try:
+        return bool(filename) and bool(Config._get_base_files(filename))
+    except (OSError, SyntaxError, RuntimeError, ValueError):  # a file no longer there, or not a config
+        return False
 
 
 def is_size(value: Any) -> bool:

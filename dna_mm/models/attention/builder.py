@@ -144,13 +144,14 @@ def member_type(kind: Any) -> Optional[Union[str, type]]:
     return next((name for name, member in types.items() if member is cls), None)
 
 
+#: how a member of your own is found by its name (docs/attention.md)
+OWN_MEMBER = ' (your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
+
+
 def unknown_attention(name: str, cross_forms: bool = True) -> str:
     """The line for a ``name`` no member holds: the closest valid name and the valid ones
     (:func:`suggest_attention`; without ``cross_forms``, the self-attention members only)."""
-    return (
-        f'attention type {name!r} is not registered; {suggest_attention(name, cross_forms)} '
-        '(your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
-    )
+    return f'attention type {name!r} is not registered; {suggest_attention(name, cross_forms)}{OWN_MEMBER}'
 
 
 def attention_class(cfg: AttnCfg) -> type:

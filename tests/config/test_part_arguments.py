@@ -1,0 +1,206 @@
+"""The arguments of the data's parts and of a dict a child config merges into its base's, checked
+before anything is built (:func:`dna_mm.config.check_config`): a dataset's and a sampler's keys
+against their classes (a typo was a ``TypeError`` naming no loader once the model was built), an
+argument a dataset needs and is not given (a misspelt ``ann_file`` that a ``**kwargs`` took: "missing
+1 required positional argument"), and, in a child config, how to replace a base's dict whole when
+its keys do not fit the child's ``type``. A model part that misses an argument it needs is named
+as it is built (:func:`dna_mm.utils.build_errors.config_mistake`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import DEMO_CONFIG, REPO
+from mmengine.config import Config
+
+import dna_mm  # noqa: F401
+from dna_mm.config import check_config
+from dna_mm.errors import ConfigError
+from dna_mm.utils.build_errors import config_mistake, required_arguments
+
+COCO = str(REPO / 'configs' / 'vitdet_dna_coco.py')
+
+
+def _refused(cfg: Config, mode: str = 'train') -> str:
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, mode)
+    return str(err.value)
+
+
+def _child(tmp_path: Path, text: str) -> Config:
+    """A child config of the demo's, ``text`` its own lines."""
+    path = tmp_path / 'child.py'
+    path.write_text(f'_base_ = {DEMO_CONFIG!r}\nlabel_map = None\n{text}\n')
+    return Config.fromfile(str(path))
+
+
+@pytest.mark.parametrize(
+    'loader, part, key, message',
+    [
+        (
+            'val_dataloader',
+            'dataset',
+            'start_indx',
+            "val_dataloader.dataset.start_indx is not an argument of RobustVideoDataset (did you mean "
+            "'start_index'? valid: ",
+        ),
+        (
+            'train_dataloader',
+            'sampler',
+            'shufle',
+            "train_dataloader.sampler.shufle is not an argument of DefaultSampler (did you mean 'shuffle'? "
+            'valid: dataset, shuffle, seed, round_up)',
+        ),
+    ],
+)
+def test_a_misspelt_key_of_a_dataset_or_sampler_names_its_loader(loader, part, key, message) -> None:
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.label_map = None
+    cfg[loader][part][key] = 1
+    assert _refused(cfg).startswith(message)
+    assert message.split(' is not')[0] in _refused(cfg, 'test') if loader == 'test_dataloader' else True
+
+
+def test_a_wrapped_dataset_and_a_batch_sampler_are_checked_with_what_mmengine_gives_them() -> None:
+    """The dataset a ``RepeatDataset`` wraps; a batch sampler, which mmengine gives its ``sampler``
+    and ``batch_size`` (not the config's to give), as it gives a sampler its ``dataset`` and ``seed``."""
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.label_map = None
+    inner = dict(cfg.train_dataloader.dataset, ann_fle='x.txt')
+    cfg.train_dataloader.dataset = dict(type='RepeatDataset', times=2, dataset=inner)
+    cfg.train_dataloader.batch_sampler = dict(
+        type='mmengine.dataset.sampler.DefaultSampler'
+    )  # no batch sampler
+    message = _refused(cfg)
+    assert (
+        'train_dataloader.dataset.dataset.ann_fle is not an argument of RobustVideoDataset '
+        "(did you mean 'ann_file'?" in message
+    )
+    assert "train_dataloader.batch_sampler (DefaultSampler) needs 'dataset'" in message
+    assert 'batch_sampler.' not in message  # sampler / batch_size are mmengine's to give
+    cfg.train_dataloader.pop('batch_sampler')
+    cfg.train_dataloader.dataset.dataset.pop('ann_fle')
+    check_config(cfg)
+
+
+def test_a_misspelt_required_argument_of_a_dataset_is_named_with_what_it_needs(tmp_path) -> None:
+    """``ann_fil`` for ``ann_file`` in a dataset that replaces the base's whole: MMAction2's
+    ``VideoDataset`` takes it into its ``**kwargs`` and its parent stops on "missing 1 required
+    positional argument: 'ann_file'" after the model was built."""
+    cfg = _child(
+        tmp_path,
+        'train_dataloader = dict(dataset=dict(\n'
+        "    _delete_=True, type='VideoDataset', ann_fil='t.txt', pipeline=[]))",
+    )
+    message = _refused(cfg)
+    assert (
+        "train_dataloader.dataset.ann_fil is not an argument of VideoDataset (did you mean 'ann_file'?"
+        in message
+    )
+    assert "train_dataloader.dataset (VideoDataset) needs 'ann_file'" in message
+    from mmaction.datasets import VideoDataset
+
+    assert required_arguments(VideoDataset) == ['ann_file', 'pipeline']
+
+
+def test_a_child_configs_metric_that_keeps_the_bases_keys_is_told_how_to_replace_it(tmp_path) -> None:
+    """A child's ``val_evaluator = dict(type='DumpResults', ...)`` merges into the base's
+    ``AccMetric``: its ``metric_list`` is kept, which ``DumpResults`` does not take. The line says
+    so, and how to replace the dict whole; a key with a close name gets that name instead."""
+    cfg = _child(tmp_path, "val_evaluator = dict(type='DumpResults', out_file_path='x.pkl')")
+    assert _refused(cfg) == (
+        'val_evaluator.metric_list is not an argument of DumpResults (valid: out_file_path, collect_device, '
+        "collect_dir; kept from the base config's? give val_evaluator _delete_=True to replace it whole)"
+    )
+    cfg = _child(tmp_path, "val_evaluator = dict(_delete_=True, type='DumpResults', out_file_path='x.pkl')")
+    check_config(cfg)
+    metric = dict(type='DumpResults', out_file_path='x', metric_list=1)
+    flat = Config(cfg.to_dict() | {'val_evaluator': metric})
+    assert 'kept from the base' not in _refused(flat)  # no base config: no such hint
+
+
+def test_a_default_hook_is_merged_and_a_custom_hook_list_is_not(tmp_path) -> None:
+    """``default_hooks`` entries merge into the base's (the hint), ``custom_hooks`` replaces the
+    base's list (no hint)."""
+    hooks = _refused(_child(tmp_path, 'default_hooks = dict(logger=dict(flush_every=1))'))
+    assert 'default_hooks.logger(LoggerHook).flush_every is not an argument of LoggerHook' in hooks
+    assert "kept from the base config's? give default_hooks.logger _delete_=True" in hooks
+    listed = _refused(_child(tmp_path, "custom_hooks = [dict(type='EMAHook', flush_every=1)]"))
+    assert 'custom_hooks[0](EMAHook).flush_every is not an argument' in listed
+    assert 'kept from the base' not in listed
+
+
+def test_a_model_part_missing_an_argument_it_needs_is_one_line_naming_the_misspelt_key() -> None:
+    """A model part's own ``__init__`` ``missing 1 required positional argument`` as mmengine
+    builds it: the key, the argument and the given key close to it; an argument that was given
+    (its own code called something wrongly) keeps its traceback."""
+    from mmaction.registry import MODELS
+
+    with pytest.raises(TypeError) as err:
+        MODELS.build(dict(type='TimeSformerHead', num_classe=4, in_channels=8))
+    assert config_mistake(err.value) == (
+        "model: the model part TimeSformerHead needs 'num_classes' (written 'num_classe'?)"
+    )
+    with pytest.raises(TypeError) as err:
+        MODELS.build(dict(type='TimeSformerHead', in_channels=8))
+    assert config_mistake(err.value) == "model: the model part TimeSformerHead needs 'num_classes'"
+    bug = TypeError("TimeSformerHead.__init__() missing 1 required positional argument: 'in_channels'")
+    try:
+        MODELS.build(dict(type='TimeSformerHead', num_classes=4, in_channels=8, init_std='x'))
+    except TypeError as raised:  # a wrong value inside: not the config's missing key
+        assert config_mistake(raised) is None
+    assert config_mistake(bug) is None  # raised outside a build
+
+
+@pytest.mark.parametrize(
+    'name, own', [('MyLinearAttention', True), ('mylab.attention.Linear', True), ('sofmax', False)]
+)
+def test_an_unknown_attention_class_is_told_how_a_member_of_your_own_is_found(name, own) -> None:
+    """A class's name or a dotted path that no member holds (defined, but not registered): the
+    line says how a member of your own is found, as ``tools/demo.py`` does; a misspelt short
+    name gets the closest name alone."""
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.label_map = None
+    cfg.model.backbone.attn_cfg = dict(type=name)
+    message = _refused(cfg)
+    assert message.startswith(f'model.backbone.attn_cfg.type: unknown attention {name!r}; ')
+    hint = '(your own member: subclass AttentionBase and register it in MODELS, docs/attention.md)'
+    assert message.endswith(hint) is own
+
+
+def test_a_filter_cfg_is_held_to_what_its_datasets_filter_data_reads() -> None:
+    """MMDetection reads ``filter_cfg`` with ``.get``: ``filter_empty`` would keep the images
+    without boxes it should drop; MMAction2's datasets keep mmengine's ``filter_data``, which
+    reads none of it. dna_mm's ``CheckedCocoDataset`` is held to MMDetection's keys."""
+    cfg = Config.fromfile(COCO)
+    check_config(cfg)
+    cfg.train_dataloader.dataset.filter_cfg = dict(filter_empty=True, min_size=32)
+    assert _refused(cfg) == (
+        'train_dataloader.dataset.filter_cfg.filter_empty is not a key CheckedCocoDataset filters by '
+        "(did you mean 'filter_empty_gt'? valid: filter_empty_gt, min_size)"
+    )
+    video = Config.fromfile(DEMO_CONFIG)
+    video.label_map = None
+    video.test_dataloader.dataset.filter_cfg = dict(filter_empty_gt=True)
+    assert _refused(video, 'test') == (
+        "test_dataloader.dataset.filter_cfg: RobustVideoDataset filters by none of it (its filter_data is "
+        "mmengine's, which keeps every sample); remove it"
+    )
+
+
+def test_a_video_readers_file_client_keys_are_its_backends() -> None:
+    """``DecordInit`` keeps the keys it does not name for the ``FileClient`` of its ``io_backend``:
+    ``io_backen`` (a typo) would make every video unreadable; a backend's own keys pass."""
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.label_map = None
+    step = cfg.train_dataloader.dataset.pipeline[0]
+    assert step.type == 'DecordInit'
+    step['io_backen'] = 'disk'
+    assert _refused(cfg) == (
+        "train_dataloader.dataset.pipeline[0].io_backen is not an argument of DecordInit (did you mean "
+        "'io_backend'? valid: io_backend, num_threads, prefix)"
+    )
+    step.pop('io_backen')
+    step.update(io_backend='petrel', enable_mc=True, path_mapping=None)
+    check_config(cfg)
