@@ -204,3 +204,32 @@ def test_a_video_readers_file_client_keys_are_its_backends() -> None:
     step.pop('io_backen')
     step.update(io_backend='petrel', enable_mc=True, path_mapping=None)
     check_config(cfg)
+
+
+def test_every_init_cfg_is_held_to_its_initialisers_arguments() -> None:
+    """A typo in an ``init_cfg`` was a ``TypeError`` traceback at ``init_weights``, after the
+    build; an ``override`` takes ``name`` and, with other keys, a ``type`` of its own (mmengine's
+    ``ValueError`` there otherwise); one with only a name is the parent's initialiser."""
+    cfg = Config.fromfile(COCO)
+    check_config(cfg)
+    cfg.model.backbone.init_cfg['prefx'] = 'backbone.'
+    assert _refused(cfg) == (
+        "model.backbone.init_cfg.prefx is not an argument of PretrainedInit (did you mean 'prefix'? "
+        'valid: checkpoint, prefix, map_location)'
+    )
+    cfg.model.backbone.init_cfg = [
+        dict(type='Constant', val=1, layer='Linear', override=dict(name='fc')),  # the parent's: fine
+        dict(type='Normal', std=0.01, override=[dict(name='fc', val=0), dict(type='Constant', val=0)]),
+    ]
+    assert _refused(cfg).split('; ') == [
+        'model.backbone.init_cfg[1].override[0] needs type (an override with keys beside name is an '
+        'initialiser of its own)',
+        'model.backbone.init_cfg[1].override[1] needs name (the attribute of the module it initialises)',
+    ]
+    from dna_mm.config.check import model_problems
+
+    cfg.model.backbone.init_cfg = dict(type='TruncNormal', layer='Linear', sdt=0.02)
+    assert model_problems(cfg) == [
+        "model.backbone.init_cfg.sdt is not an argument of TruncNormalInit (did you mean 'std'? valid: mean, "
+        'std, a, b, bias, bias_prob, layer)'
+    ]

@@ -5,8 +5,8 @@ names every bad key and its value, the closest valid name suggested for a misspe
 is checked, one topic a module (each module's docstring lists its checks):
 
 =================  =================================================================================
-``model``          the model's sizes and rates, its attention names and variants, a second
-                   ``data_preprocessor``
+``model``          the model's sizes and rates, its attention names and variants, its
+                   ``init_cfg``, a second ``data_preprocessor``
 ``recognizer``     an MMAction2 recognizer against its data: the TimeSformer's frames and size,
                    ``test_cfg`` / ``train_cfg`` keys, testing views, training clips
 ``detector``       an MMDetection two-stage detector's ``train_cfg`` / ``test_cfg`` keys, which
@@ -59,7 +59,7 @@ from .hooks import (
     save_best_problems,
 )
 from .log import log_level_problems, log_processor_problems
-from .model import attention_problems, model_value_problems, preprocessor_problems
+from .model import attention_problems, init_cfg_problems, model_value_problems, preprocessor_problems
 from .optim import amp_problems, wrapper_problems
 from .recognizer import (
     recognizer_cfg_problems,
@@ -91,7 +91,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
     problems += recognizer_problems(cfg, LOADERS[mode])
-    problems += preprocessor_problems(cfg)
+    problems += preprocessor_problems(cfg) + init_cfg_problems(cfg)
     problems += blending_problems(cfg, mode == 'train')
     problems += head_problems(cfg, mode == 'train')
     if mode == 'train':
@@ -120,14 +120,14 @@ def model_problems(cfg: Config) -> list[str]:
     builds the model on random inputs needs: the benchmarks): its attention names, its sizes and
     rates (``model`` and the top-level ``data_preprocessor``), a recognizer's TimeSformer's
     ``img_size`` against its ``patch_size`` and its head's ``in_channels``, the ``test_cfg`` /
-    ``train_cfg`` keys of a recognizer or a two-stage detector, an MMAction2 head's loss (its
-    ``type``, ``class_weight`` and ``label_smooth_eps``) and the preprocessor's blendings
-    (against the heads' classes: the model is built for a train step); one message each."""
+    ``train_cfg`` keys of a recognizer or a two-stage detector, its ``init_cfg``, an MMAction2
+    head's loss (its ``type``, ``class_weight`` and ``label_smooth_eps``) and the preprocessor's
+    blendings (against the heads' classes: the model is built for a train step); one message each."""
     problems = list(attention_problems(cfg.get('model'), 'model'))
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
     problems += recognizer_problems(cfg, ()) + recognizer_cfg_problems(cfg.get('model'))
-    problems += detector_cfg_problems(cfg.get('model'))
+    problems += detector_cfg_problems(cfg.get('model')) + init_cfg_problems(cfg)
     return problems + head_problems(cfg, train=True) + blending_problems(cfg, train=True)
 
 

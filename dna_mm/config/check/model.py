@@ -17,6 +17,11 @@
   ``.spatial``; and its deprecated aliases): one of dna_mm's, else the closest valid name is
   suggested (``'dnaa'`` → ``DnAAttention / dna``); a DnA ``variant`` that is not one of the
   family's, the closest one suggested (``'qpm_vmp'`` → ``'qpm_vpm'``);
+* every ``init_cfg`` under ``model`` (a dict or a list of them, and each ``override``): the
+  arguments of its initialiser (mmengine's ``WEIGHT_INITIALIZERS``: ``TruncNormal``,
+  ``Pretrained``, ...; an ``override`` its ``name`` and a ``type`` of its own where it gives other
+  keys), the closest valid name suggested: a typo (``sdt``) would be a ``TypeError`` traceback at
+  ``init_weights``, once the model is built;
 * a ``model.data_preprocessor`` beside a top-level ``data_preprocessor`` (MMPretrain's
   configs, the ImageNet ones, keep the normalisation there) that lacks the top-level one's
   ``mean`` / ``std`` / ``to_rgb``: mmengine's runner merges the top-level one only into a model
@@ -34,7 +39,7 @@ from mmengine.config import Config
 from ...errors import ConfigError
 from ...models.attention.builder import OWN_MEMBER, suggest_attention
 from ..build import type_name
-from .values import is_number, not_positive, unknown_keys
+from .values import argument_problems, is_number, not_positive, registry_of, unknown_keys
 
 #: the keyword every host takes its attention by (``dna_mm.models.attention.builder.ATTENTION_KEY``),
 #: then DnATimeSformer's deprecated aliases (removed in the next release)
@@ -215,3 +220,44 @@ def _variant_problems(variant: Any, member: Any, key: str) -> list[str]:
     except ConfigError as err:
         return [f'{key}: {err}']
     return []
+
+
+def init_cfg_problems(cfg: Config) -> list[str]:
+    """Each ``init_cfg`` under ``model`` (module docstring): its initialisers' arguments, and each
+    ``override``'s (mmengine 0.10.7's ``_initialize_override``: its ``name``, and beside it either
+    nothing, the parent's initialiser then, or a ``type`` of its own and its arguments)."""
+    registry = registry_of(cfg, 'WEIGHT_INITIALIZERS')
+    out: list[str] = []
+    for key, init in _init_cfgs(cfg.get('model'), 'model') if registry is not None else ():
+        overrides = init.get('override')
+        own = {k: v for k, v in init.items() if k != 'override'}
+        out += argument_problems(registry, own, key)
+        listed = isinstance(overrides, (list, tuple))
+        for i, override in enumerate(overrides if listed else [overrides]):
+            at = f'{key}.override' + (f'[{i}]' if listed else '')
+            own = {k: v for k, v in override.items() if k != 'name'} if isinstance(override, dict) else {}
+            if isinstance(override, dict) and 'name' not in override:
+                out.append(f'{at} needs name (the attribute of the module it initialises)')
+            if own and 'type' not in own:  # only a name: the parent's initialiser
+                out.append(
+                    f'{at} needs type (an override with keys beside name is an initialiser of its own)'
+                )
+            out += argument_problems(registry, own, at) if own else []
+    return out
+
+
+def _init_cfgs(node: Any, key: str) -> Iterator[tuple[str, dict]]:
+    """``(config key, initialiser dict)`` of every ``init_cfg`` under ``node``."""
+    if isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _init_cfgs(value, f'{key}[{i}]')
+    if not isinstance(node, dict):
+        return
+    for name, value in node.items():
+        if name != 'init_cfg':
+            yield from _init_cfgs(value, f'{key}.{name}')
+            continue
+        listed = isinstance(value, (list, tuple))
+        for i, init in enumerate(value if listed else [value]):
+            if isinstance(init, dict):
+                yield f'{key}.init_cfg' + (f'[{i}]' if listed else ''), init
