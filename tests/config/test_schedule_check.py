@@ -5,9 +5,13 @@ iteration: the lr never moves), ``auto_scale_lr``'s keys and values (``Runner.sc
 misspelt key, divides by ``base_batch_size``), a ``_delete_`` in an item of a list (mmengine
 passes it on to what the item builds: a ``TypeError`` traceback) and an ``EarlyStoppingHook``'s
 ``monitor`` (another key than the validation reports: a warning at each validation, no early
-stop). Each is one line naming the key; every shipped config passes (configs/ and
+stop), and a ``param_scheduler`` entry's values: what mmengine refuses once the model is built
+(``end`` <= ``begin``, ``LinearLR`` ``start_factor=-1``), what divides by zero mid-run
+(``ConstantLR`` ``factor=0``, ``PolyLR`` ``power`` < 0) and what it takes without a word (a
+negative ``gamma`` or ``eta_min``: a negative lr; a cosine with neither ``T_max`` nor ``end``: an
+lr that never moves). Each is one line naming the key; every shipped config passes (configs/ and
 configs/imagenet/ in both modes: tests/config/test_log_processor_check.py's
-``test_every_shipped_config_passes``)."""
+``test_every_shipped_config_passes``; their schedulers' values and configs/examples/' here)."""
 
 from __future__ import annotations
 
@@ -170,6 +174,270 @@ def test_a_schedule_or_hook_mistake_is_named(make, message) -> None:
         check_config(cfg, 'train')
     assert _refused(cfg) == message
     check_config(cfg, 'test')
+
+
+#: the demo's warm-up, ``param_scheduler[0]`` (``LinearLR`` by epoch, converted to iterations)
+DEMO_WARMUP = dict(
+    type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=1, convert_to_iter_based=True
+)
+LATER = "otherwise mmengine's {} raises a ValueError once the model is built"
+NEGATIVE_LR = 'a negative one makes the learning rate negative'
+COSINE_LATER = LATER.format('CosineAnnealingLR')
+
+
+def _second(**scheduler: Any) -> Config:
+    """The demo with ``scheduler`` as its ``param_scheduler[1]`` (its cosine's place: epochs 1 to 20)."""
+    return _cfg(param_scheduler=[DEMO_WARMUP, dict(dict(begin=1, end=20), **scheduler)])
+
+
+#: ``(the config, made when the test runs; what the error says)``: a scheduler's value that mmengine
+#: refuses once the model is built, that divides by zero mid-run, or that it takes without a word
+#: (a negative lr, a schedule that never moves)
+VALUES = [
+    # the audit's: a negative lr, silently
+    *[
+        (
+            lambda kind=kind, more=more: _second(type=kind, gamma=-1, **more),
+            'param_scheduler[1].gamma must be a number >= 0 (a negative gamma makes the learning rate '
+            'negative), got -1',
+        )
+        for kind, more in (
+            ('StepLR', dict(step_size=5)),
+            ('MultiStepLR', dict(milestones=[10])),
+            ('ExponentialLR', {}),
+        )
+    ],
+    (
+        lambda: _second(type='CosineAnnealingMomentum', T_max=19, eta_min=-0.5),
+        'param_scheduler[1].eta_min must be a number >= 0 (a negative one makes the momentum negative), '
+        'got -0.5',
+    ),
+    (
+        lambda: _cfg(options={'param_scheduler.1.eta_min': -1e-5}),
+        f'param_scheduler[1].eta_min must be a number >= 0 ({NEGATIVE_LR}), got -1e-05',
+    ),
+    (
+        lambda: _second(type='CosineAnnealingLR', eta_min_ratio=-0.1),
+        f'param_scheduler[1].eta_min_ratio must be a number >= 0 ({NEGATIVE_LR}), got -0.1',
+    ),
+    (
+        lambda: _second(type='PolyLR', eta_min=-1e-5),
+        f'param_scheduler[1].eta_min must be a number >= 0 ({NEGATIVE_LR}), got -1e-05',
+    ),
+    # the audit's: T_max=-1 swings the lr between its start and 0
+    (
+        lambda: _cfg(options={'param_scheduler.1.T_max': -1}),
+        'param_scheduler[1].T_max must be a number >= 0 (the steps of a half cosine; 0 or None: end - '
+        'begin), got -1',
+    ),
+    (  # mmengine anneals over its INF: the lr never moves
+        lambda: _cfg(param_scheduler=[DEMO_WARMUP, dict(type='CosineAnnealingLR', begin=1)]),
+        'param_scheduler[1] (CosineAnnealingLR) needs T_max or end: without either, mmengine anneals '
+        'over its INF (1000000000) steps and the learning rate would never move',
+    ),
+    # the audit's: a ValueError after the model is built, or a schedule that never runs
+    (
+        lambda: _cfg(options={'param_scheduler.1.end': -1}),
+        f'param_scheduler[1].end must be a number > its begin, 1 ({COSINE_LATER}), got -1',
+    ),
+    (
+        lambda: _cfg(options={'param_scheduler.1.end': 1}),
+        f'param_scheduler[1].end must be a number > its begin, 1 ({COSINE_LATER}), got 1',
+    ),
+    (
+        lambda: _cfg(options={'param_scheduler.0.begin': -1}),
+        'param_scheduler[0].begin must be a number >= 0 (mmengine counts the steps from 0: a negative '
+        'begin cuts short the schedule, whose length is end - begin), got -1',
+    ),
+    # the audit's: mmengine's ValueError once the model is built; 0 divides by zero
+    *[
+        (
+            lambda value=value: _cfg(options={'param_scheduler.0.start_factor': value}),
+            "param_scheduler[0].start_factor must be a number in (0, 1] (outside [0, 1], mmengine's "
+            f'LinearLR raises a ValueError once the model is built; 0 divides by zero at the first step), '
+            f'got {value}',
+        )
+        for value in (-1, 0, 2)
+    ],
+    (
+        lambda: _cfg(options={'param_scheduler.0.end_factor': 1.5}),
+        f'param_scheduler[0].end_factor must be a number in [0, 1] ({LATER.format("LinearLR")}), got 1.5',
+    ),
+    (
+        lambda: _second(type='ConstantLR', factor=0),
+        "param_scheduler[1].factor must be a number in (0, 1] (outside [0, 1], mmengine's ConstantLR "
+        'raises a ValueError once the model is built; 0 divides by zero where the schedule ends), got 0',
+    ),
+    (
+        lambda: _second(type='PolyLR', power=-1.0),
+        'param_scheduler[1].power must be a number >= 0 (a negative power divides by zero at the last '
+        'step), got -1.0',
+    ),
+    (
+        lambda: _second(type='StepLR', step_size=0),
+        'param_scheduler[1].step_size must be a number > 0 (the steps from one decay to the next: 0 '
+        'divides by zero at the first step), got 0',
+    ),
+    (
+        lambda: _second(type='CosineAnnealingLR', eta_min=0.0, eta_min_ratio=0.01),
+        'param_scheduler[1] (CosineAnnealingLR) takes eta_min or eta_min_ratio, not both (mmengine '
+        'asserts one)',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=1e-3, total_steps=0),
+        'param_scheduler[1].total_steps must be an int > 0 (None: end - begin; '
+        f'{LATER.format("OneCycleLR")}), got 0',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=1e-3, pct_start=1),
+        "param_scheduler[1].pct_start must be a float in [0, 1] (mmengine's OneCycleLR raises a "
+        'ValueError on an int once the model is built), got 1: write it as a float, '
+        'param_scheduler[1].pct_start=1.0',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=1e-3, pct_start=1.5),
+        f'param_scheduler[1].pct_start must be a number in [0, 1] ({LATER.format("OneCycleLR")}), got 1.5',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=-1e-3),
+        'param_scheduler[1].eta_max must be a number >= 0, or one per parameter group (the peak of the '
+        'learning rate: a negative one makes it negative), got -0.001',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=1e-3, div_factor=0),
+        'param_scheduler[1].div_factor must be a number > 0 (it divides the learning rate: 0 divides by '
+        'zero once the model is built, a negative one makes it negative), got 0',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=1e-3, anneal_strategy='cosine'),
+        "param_scheduler[1].anneal_strategy must be 'cos' or 'linear' "
+        f"({LATER.format('OneCycleLR')}), got 'cosine'",
+    ),
+    (
+        lambda: _second(type='ReduceOnPlateauLR', factor=2.0),
+        f'param_scheduler[1].factor must be a number < 1 ({LATER.format("ReduceOnPlateauLR")}), got 2.0',
+    ),
+    (
+        lambda: _second(type='OneCycleLR', eta_max=1e-3, final_div_factor=-1e4),
+        'param_scheduler[1].final_div_factor must be a number > 0 (it divides the learning rate: 0 divides '
+        'by zero once the model is built, a negative one makes it negative), got -10000.0',
+    ),
+    (
+        lambda: _second(type='CosineRestartLR', periods=[19], restart_weights=[1]),
+        'param_scheduler[1] (CosineRestartLR) needs eta_min or eta_min_ratio (mmengine asserts one)',
+    ),
+    (
+        lambda: _second(type='ReduceOnPlateauLR', threshold=-1e-4),
+        f'param_scheduler[1].threshold must be a number >= 0 ({LATER.format("ReduceOnPlateauLR")}), '
+        'got -0.0001',
+    ),
+    (
+        lambda: _second(type='ReduceOnPlateauLR', threshold_rule='relative'),
+        f"param_scheduler[1].threshold_rule must be 'rel' or 'abs' ({LATER.format('ReduceOnPlateauLR')}), "
+        "got 'relative'",
+    ),
+    (
+        lambda: _second(type='ReduceOnPlateauLR', rule='les'),
+        f"param_scheduler[1].rule must be 'less' or 'greater' ({LATER.format('ReduceOnPlateauLR')}), "
+        "got 'les'",
+    ),
+]
+
+
+@pytest.mark.parametrize('make, message', VALUES)
+def test_a_schedulers_value_is_named(make, message) -> None:
+    """Each alone, the whole error (one line) naming the key, its value and what it must be; a
+    test run builds no scheduler: passes."""
+    cfg = make()
+    assert _refused(cfg) == message
+    check_config(cfg, 'test')
+
+
+def _build(scheduler: dict, steps: int = 12) -> list[float]:
+    """The lr of an SGD at 0.1 after each of ``steps`` steps of mmengine's ``scheduler``."""
+    optimizer = OptimWrapper(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1))
+    built = PARAM_SCHEDULERS.build(scheduler, default_args=dict(optimizer=optimizer))
+    lrs = []
+    for _ in range(steps):
+        optimizer.step()
+        built.step()
+        lrs.append(optimizer.param_groups[0]['lr'])
+    return lrs
+
+
+@pytest.mark.filterwarnings('ignore:Detected call of `scheduler.step:UserWarning')
+@pytest.mark.parametrize(
+    'scheduler, error',
+    [
+        (dict(type='LinearLR', start_factor=-1, end=5), ValueError),
+        (dict(type='LinearLR', start_factor=0.0, end=5), ZeroDivisionError),
+        (dict(type='LinearLR', begin=0, end=-1), ValueError),
+        (dict(type='ConstantLR', factor=0.0, end=5), ZeroDivisionError),
+        (dict(type='PolyLR', power=-1.0, end=5), ZeroDivisionError),
+        (dict(type='StepLR', step_size=0, end=5), ZeroDivisionError),
+        (dict(type='OneCycleLR', eta_max=1e-3, total_steps=10, pct_start=1), ValueError),
+        (dict(type='OneCycleLR', eta_max=1e-3, total_steps=10, div_factor=0.0), ZeroDivisionError),
+        (dict(type='ReduceOnPlateauLR', factor=2.0), ValueError),
+        (dict(type='CosineAnnealingLR', T_max=5, eta_min=0.0, eta_min_ratio=0.01), AssertionError),
+        (dict(type='CosineRestartLR', periods=[5], restart_weights=[1]), AssertionError),
+        (dict(type='ReduceOnPlateauLR', threshold=-1e-4), ValueError),
+        (dict(type='ReduceOnPlateauLR', threshold_rule='relative'), ValueError),
+        (dict(type='ReduceOnPlateauLR', rule='les'), ValueError),
+        (dict(type='OneCycleLR', eta_max=1e-3, total_steps=0), ValueError),
+        (dict(type='OneCycleLR', eta_max=1e-3, total_steps=10, anneal_strategy='cosine'), ValueError),
+    ],
+)
+def test_mmengine_fails_on_what_the_value_checks_refuse(scheduler, error) -> None:
+    """The premises, on this mmengine: what the checks call an error is one, once the scheduler is
+    built or at a step."""
+    with pytest.raises(error):
+        _build(scheduler)
+
+
+@pytest.mark.filterwarnings('ignore:Detected call of `scheduler.step:UserWarning')
+def test_mmengine_takes_a_negative_or_still_lr_without_a_word() -> None:
+    """The premises of the silent ones: a negative ``gamma`` or ``eta_min`` makes the lr negative,
+    a cosine with neither ``T_max`` nor ``end`` never moves; ``T_max=0`` is mmengine's
+    ``end - begin`` (the same schedule as ``T_max=end - begin``), which passes."""
+    assert min(_build(dict(type='ExponentialLR', gamma=-1))) < 0
+    assert min(_build(dict(type='CosineAnnealingLR', T_max=5, end=10, eta_min=-0.01))) < 0
+    assert min(_build(dict(type='PolyLR', eta_min=-0.1, end=5))) < 0
+    assert _build(dict(type='CosineAnnealingLR')) == pytest.approx([0.1] * 12)  # 12 of 1e9 steps
+    assert _build(dict(type='CosineAnnealingLR', T_max=0, end=10)) == _build(
+        dict(type='CosineAnnealingLR', T_max=10, end=10)
+    )
+
+
+def test_a_schedulers_value_mmengine_takes_passes() -> None:
+    """A ``gamma`` > 1 (a warm-up by growth) or 0, ``T_max=0`` with an ``end``, the factors at the
+    ends of their ranges mmengine runs, a float ``pct_start``, ``eta_min`` 0, a ``power`` of 0, and
+    every shipped config's schedulers (configs/, configs/imagenet/, configs/examples/: their
+    values, in whatever else a config made for testing lacks)."""
+    from dna_mm.config.check.schedule import scheduler_problems
+
+    passing = [
+        _second(type='ExponentialLR', gamma=1.5),
+        _second(type='MultiStepLR', milestones=[10], gamma=0.0),
+        _cfg(options={'param_scheduler.1.T_max': 0}),
+        _cfg(options={'param_scheduler.0.start_factor': 1.0, 'param_scheduler.0.end_factor': 0.0}),
+        _second(type='ConstantLR', factor=1.0),
+        _second(type='PolyLR', eta_min=0.0, power=0.0),
+        _second(type='CosineAnnealingLR', eta_min_ratio=0.01),
+        _second(type='OneCycleLR', eta_max=[1e-3], total_steps=100, pct_start=0.0, anneal_strategy='linear'),
+        _second(type='ReduceOnPlateauLR', factor=0.5, threshold=0.0, rule='greater', threshold_rule='abs'),
+    ]
+    for cfg in passing:
+        check_config(cfg, 'train')
+    configs = sorted(
+        [
+            *(REPO / 'configs').glob('*.py'),
+            *(REPO / 'configs' / 'imagenet').glob('*.py'),
+            *(REPO / 'configs' / 'examples').glob('*.py'),
+        ]
+    )
+    assert len(configs) > 40
+    for path in configs:
+        assert scheduler_problems(Config.fromfile(str(path))) == [], path
 
 
 def test_a_delete_in_an_item_of_a_list_is_named(tmp_path) -> None:

@@ -4,6 +4,7 @@
 * ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``) and the
   arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
   is built), the closest valid name suggested;
+* ``param_scheduler`` entries' values (:mod:`.scheduler_values`);
 * (``mode='train'``) a ``param_scheduler`` entry by epoch (``by_epoch`` True, mmengine's default,
   without ``convert_to_iter_based=True``) under an iteration-based train loop (``train_cfg.type``
   ``IterBasedTrainLoop`` / ``ResumableIterBasedTrainLoop``, or ``max_iters`` without
@@ -27,6 +28,7 @@ from typing import Any, Optional
 from mmengine.config import Config
 
 from ..build import type_name
+from .scheduler_values import scheduler_value_problems
 from .values import (
     closest_name,
     not_positive,
@@ -42,7 +44,8 @@ def scheduler_problems(cfg: Config) -> list[str]:
     """Each ``param_scheduler`` entry (a list, one dict, or one of either per optimizer): its
     ``type`` registered, its keys those its class takes (with mmengine's
     ``convert_to_iter_based`` / ``epoch_length``; the runner gives the optimizer), the closest
-    valid name suggested: a typo would be a ``TypeError`` once the model is built."""
+    valid name suggested: a typo would be a ``TypeError`` once the model is built; and its values
+    (:func:`scheduler_value_problems`)."""
     from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
 
     registry = registry_of(cfg, 'PARAM_SCHEDULERS')
@@ -64,6 +67,7 @@ def scheduler_problems(cfg: Config) -> list[str]:
         valid = list(dict.fromkeys([*valid, 'convert_to_iter_based', 'epoch_length']))  # mmengine's build
         given = {k: v for k, v in scheduler.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
         out += unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
+        out += scheduler_value_problems(cls, scheduler, key)
     return out
 
 
