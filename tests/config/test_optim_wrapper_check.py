@@ -4,7 +4,10 @@ built (:func:`dna_mm.config.check_config`, ``mode='train'``): mmengine's ``Optim
 is a ``TypeError`` at the first iteration; its ``DefaultOptimWrapperConstructor`` reads the
 ``paramwise_cfg`` keys it knows and drops the others, and copies a ``custom_keys`` entry's
 options into the parameter group, where torch ignores a typo (``lr_mul``): both train silently
-without the setting. Each is one line naming the key, the closest valid name suggested."""
+without the setting; it multiplies the lr / weight decay by the ``*_mult`` values, where torch
+takes a negative product without a word. A key the wrapper does not take (``clip_gra``) is a
+``TypeError`` once the model is built, one naming no valid key from ``AutoAmpOptimWrapper``'s
+``**kwargs``. Each is one line naming the key, the closest valid name suggested."""
 
 from __future__ import annotations
 
@@ -16,11 +19,11 @@ import pytest
 import torch
 from conftest import DEMO_CONFIG, REPO
 from mmengine.config import Config
-from mmengine.optim import DefaultOptimWrapperConstructor, OptimWrapper
+from mmengine.optim import AmpOptimWrapper, DefaultOptimWrapperConstructor, OptimWrapper
 
 import dna_mm  # noqa: F401
 from dna_mm.config import check_config
-from dna_mm.config.check.optim import PARAMWISE_KEYS
+from dna_mm.config.check.optim import BUILD_KEYS, PARAMWISE_KEYS
 from dna_mm.errors import ConfigError
 
 LSJ = str(REPO / 'configs' / 'vitdet_dna_coco_lsj.py')  # LayerDecayOptimizerConstructor
@@ -105,9 +108,83 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize('wrapper, message', REFUSED)
+def _wrapper_keys(*classes: type) -> str:
+    """The keys of a wrapper of ``classes`` (its own, then its parents') as the message lists them:
+    mmengine's build keys around the arguments of their ``__init__``, of this mmengine."""
+    arguments = [
+        p for c in classes for p in inspect.signature(c.__init__).parameters if p not in ('self', 'kwargs')
+    ]
+    return ', '.join(dict.fromkeys([*BUILD_KEYS[:2], *arguments, *BUILD_KEYS[2:]]))
+
+
+#: an ``AmpOptimWrapper``'s / ``AutoAmpOptimWrapper``'s (the demo's) keys, an ``OptimWrapper``'s
+AMP_KEYS = _wrapper_keys(AmpOptimWrapper, OptimWrapper)
+WRAPPER_KEYS = _wrapper_keys(OptimWrapper)
+MULTIPLIERS = ('bias_lr_mult', 'bias_decay_mult', 'norm_decay_mult', 'dwconv_decay_mult', 'flat_decay_mult')
+
+
+def _multiplier(key: str, value: float = -1) -> str:
+    setting = 'lr' if key.endswith('lr_mult') else 'weight_decay'
+    return (
+        f"{key} must be a number >= 0 (it multiplies the optimizer's {setting}: a negative one makes the "
+        f"parameters' {setting} negative), got {value}"
+    )
+
+
+#: ``(optim_wrapper keys, what the error says)``: a value of ``paramwise_cfg`` mmengine takes
+#: without a word (a negative lr or weight decay), a wrapper key the wrapper does not take
+REFUSED_VALUES = [
+    *[(dict(paramwise_cfg={k: -1}), _multiplier(f'optim_wrapper.paramwise_cfg.{k}')) for k in MULTIPLIERS],
+    (
+        dict(paramwise_cfg=dict(dcn_offset_lr_mult=-0.5)),
+        _multiplier('optim_wrapper.paramwise_cfg.dcn_offset_lr_mult', -0.5),
+    ),
+    *[
+        (
+            dict(paramwise_cfg=dict(custom_keys={'cls_head': {k: -1}})),
+            _multiplier(f"optim_wrapper.paramwise_cfg.custom_keys['cls_head'].{k}"),
+        )
+        for k in ('lr_mult', 'decay_mult')
+    ],
+    (
+        dict(paramwise_cfg=dict(norm_decay_mult='abc')),
+        _multiplier('optim_wrapper.paramwise_cfg.norm_decay_mult', "'abc'"),
+    ),
+    # the audit's: the TypeError of the AutoAmpOptimWrapper (**kwargs) named no valid key
+    (
+        dict(clip_gra=dict(max_norm=5)),
+        "optim_wrapper.clip_gra is not a key of the optim wrapper AutoAmpOptimWrapper (did you mean "
+        f"'clip_grad'? valid: {AMP_KEYS})",
+    ),
+    (
+        dict(paramwise_cf=dict(norm_decay_mult=0.0)),
+        "optim_wrapper.paramwise_cf is not a key of the optim wrapper AutoAmpOptimWrapper (did you mean "
+        f"'paramwise_cfg'? valid: {AMP_KEYS})",
+    ),
+    (
+        dict(type='OptimWrapper', accumulative_count=2, dtype='float16'),
+        "optim_wrapper.accumulative_count is not a key of the optim wrapper OptimWrapper (did you mean "
+        f"'accumulative_counts'? valid: {WRAPPER_KEYS}); optim_wrapper.dtype is not a key of the optim "
+        'wrapper OptimWrapper (full precision): it is an argument of AmpOptimWrapper (mixed precision); '
+        "drop it, or set optim_wrapper.type='AutoAmpOptimWrapper'",
+    ),
+]
+
+
+@pytest.mark.parametrize('wrapper, message', REFUSED + REFUSED_VALUES)
 def test_a_clip_grad_or_paramwise_mistake_is_named(wrapper, message) -> None:
     assert _refused(_demo(**wrapper)) == message
+
+
+def test_a_key_of_mmengines_amp_wrapper_is_named_with_its_valid_ones() -> None:
+    """mmengine's ``AmpOptimWrapper`` (its ``__init__`` takes ``**kwargs`` for ``OptimWrapper``'s):
+    the key beside the GPU it needs (this machine's, if it has none); a test run builds no wrapper."""
+    cfg = _demo(type='AmpOptimWrapper', clip_gra=dict(max_norm=5))
+    assert _refused(cfg).split('; ')[-1] == (
+        "optim_wrapper.clip_gra is not a key of the optim wrapper AmpOptimWrapper (did you mean "
+        f"'clip_grad'? valid: {AMP_KEYS})"
+    )
+    check_config(cfg, 'test')
 
 
 def test_the_layer_decay_constructors_keys_and_custom_keys() -> None:
@@ -120,6 +197,11 @@ def test_the_layer_decay_constructors_keys_and_custom_keys() -> None:
         "reads (did you mean 'decay_rate'? valid: num_layers, decay_rate, decay_type, custom_keys); "
         "optim_wrapper.paramwise_cfg.custom_keys['backbone.pos_embed'].decay_mul is not an option of "
         f"a custom key (did you mean 'decay_mult'? valid: lr_mult, decay_mult, or AdamW's own: {ADAMW_OWN})"
+    )
+    cfg = Config.fromfile(LSJ)
+    cfg.optim_wrapper.paramwise_cfg.custom_keys = {'backbone.pos_embed': dict(decay_mult=-1.0)}
+    assert _refused(cfg) == _multiplier(
+        "optim_wrapper.paramwise_cfg.custom_keys['backbone.pos_embed'].decay_mult", -1.0
     )
     # mmengine's keys, which the layer-decay constructor does not read
     cfg = Config.fromfile(LSJ)
@@ -180,6 +262,15 @@ def test_what_mmengine_and_torch_take_passes() -> None:
         ),
         # a user's own constructor reads what it likes
         dict(constructor='MyConstructor', paramwise_cfg=dict(layer_decay=0.75, anything=1)),
+        dict(constructor='MyConstructor', my_key=1),
+        # multipliers of 0 (frozen, not decayed); the wrappers' own keys
+        dict(
+            paramwise_cfg=dict(
+                bias_lr_mult=0, dcn_offset_lr_mult=0.0, custom_keys={'cls_head': dict(lr_mult=0)}
+            )
+        ),
+        dict(dtype='float16', loss_scale='dynamic', use_fsdp=False, accumulative_counts=2),
+        dict(type='OptimWrapper', accumulative_counts=2),
     ]
     for wrapper in ok:
         check_config(_demo(**wrapper), 'train')
@@ -212,6 +303,28 @@ def test_the_mistakes_mmengine_and_torch_would_meet() -> None:
     assert group['lr'] == 0.1 and group['lr_mul'] == 10
 
 
+def test_what_mmengine_does_with_a_negative_multiplier_or_a_wrong_wrapper_key() -> None:
+    """A negative multiplier: a negative lr / weight decay in the group, which torch steps with
+    without a word; a key the wrapper does not take: a ``TypeError`` (from dna_mm's
+    ``AutoAmpOptimWrapper`` too, on this machine's device, whichever it is)."""
+    from dna_mm.engine.optim_wrapper import auto_amp_optim_wrapper
+
+    layer = torch.nn.Linear(2, 2)
+    constructor = DefaultOptimWrapperConstructor(
+        dict(optimizer=dict(type='SGD', lr=0.1, weight_decay=1e-4)),
+        dict(bias_decay_mult=-1.0, custom_keys={'weight': dict(lr_mult=-1.0)}),
+    )
+    wrapper = constructor(layer)
+    groups = {id(g['params'][0]): g for g in wrapper.optimizer.param_groups}
+    assert groups[id(layer.weight)]['lr'] == -0.1 and groups[id(layer.bias)]['weight_decay'] == -1e-4
+    layer(torch.ones(1, 2)).sum().backward()
+    wrapper.step()  # no word
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    for build in (OptimWrapper, auto_amp_optim_wrapper):
+        with pytest.raises(TypeError, match='clip_gra'):
+            build(optimizer=optimizer, clip_gra=dict(max_norm=1.0))
+
+
 def test_the_paramwise_keys_are_those_the_constructors_read() -> None:
     """mmengine's: the ``paramwise_cfg.get`` calls of its ``add_params`` (an mmengine that reads
     another key fails here); dna_mm's layer decay names its own (its class's ``PARAMWISE_KEYS``,
@@ -236,3 +349,26 @@ def test_the_example_configs_optim_wrappers_pass() -> None:
             check_config(Config.fromfile(path), 'train')
         except ConfigError as err:  # a config made for testing; AmpOptimWrapper without a GPU
             assert 'clip_grad' not in str(err) and 'paramwise_cfg' not in str(err), path
+
+
+def test_every_shipped_configs_wrapper_passes_the_key_and_multiplier_checks() -> None:
+    """configs/, configs/imagenet/ and configs/examples/ (the zoo's wrappers: MMAction2's
+    ``AmpOptimWrapper`` and constructors, MMDetection's ``OptimWrapper``): their wrapper's keys and
+    ``paramwise_cfg`` multipliers pass as they ship (a config made for testing has no wrapper)."""
+    from dna_mm.config.check.optim import wrapper_problems
+
+    configs = sorted(
+        [
+            *(REPO / 'configs').glob('*.py'),
+            *(REPO / 'configs' / 'imagenet').glob('*.py'),
+            *(REPO / 'configs' / 'examples').glob('*.py'),
+        ]
+    )
+    checked = 0
+    for path in configs:
+        cfg = Config.fromfile(str(path))
+        wrapper = cfg.get('optim_wrapper') or {}
+        if isinstance(wrapper.get('optimizer'), dict):
+            assert wrapper_problems(cfg, wrapper, 'optim_wrapper.') == [], path
+            checked += 1
+    assert checked > 40

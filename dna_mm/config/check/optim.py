@@ -14,6 +14,12 @@
   ``--cfg-options optim_wrapper.loss_scale=512`` gives it, is refused with its float named,
   ``512.0``) on any machine (``AutoAmpOptimWrapper`` drops them without a GPU: a typo would stop
   only the GPU run);
+* the wrapper's keys (``optim_wrapper``'s, which mmengine's ``build_optim_wrapper`` builds with
+  its ``DefaultOptimWrapperConstructor`` or a subclass that builds as it does): ``type``,
+  ``optimizer``, ``paramwise_cfg``, ``constructor`` and the arguments of the wrapper's class up its
+  MRO (``AmpOptimWrapper``'s and ``OptimWrapper``'s for it and for dna_mm's ``AutoAmpOptimWrapper``,
+  whose ``**kwargs`` would have the ``TypeError`` of ``clip_gra`` name no valid key once the model
+  is built), the closest valid name suggested;
 * the wrapper's ``clip_grad`` (mmengine's ``OptimWrapper`` pops its ``type``, ``'norm'`` or
   ``'value'``, and passes the rest to torch's ``clip_grad_norm_`` / ``clip_grad_value_`` at every
   step): a dict, its ``type`` one of the two, its keys the arguments of that function and its
@@ -25,7 +31,11 @@
   such as ``bias_decay_mul`` would be dropped silently), and each ``custom_keys[KEY]`` a dict of
   ``lr_mult``, ``decay_mult`` or options of the optimizer's class (mmengine copies the others into
   the parameter group, where torch ignores an unknown one: ``lr_mul=10`` would train at the base
-  lr), the closest valid name suggested.
+  lr), the closest valid name suggested; its multipliers (the ``*_mult`` keys the constructor
+  reads: ``bias_lr_mult``, ``bias_decay_mult``, ``norm_decay_mult``, ``dwconv_decay_mult``,
+  ``flat_decay_mult``, ``dcn_offset_lr_mult``; each custom key's ``lr_mult`` / ``decay_mult``)
+  numbers >= 0: the constructor multiplies the optimizer's ``lr`` / ``weight_decay`` by them, and
+  torch takes the negative product without a word.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from ..build import type_name
 from .values import (
     class_arguments,
     closest_name,
+    has_base,
     is_number,
     not_positive,
     registered_class,
@@ -69,9 +80,12 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     >= 0 and ``type`` (registered: mmengine would stop on ``None is not a callable object``), its
     ``clip_grad.max_norm`` > 0, its ``dtype`` and ``loss_scale`` what mmengine's ``AmpOptimWrapper``
     takes, its ``clip_grad``'s keys (:func:`_clip_grad_problems`) and its ``paramwise_cfg``'s
-    (:func:`_paramwise_problems`)."""
+    (:func:`_paramwise_problems`); the top-level wrapper's own keys (:func:`_wrapper_key_problems`:
+    mmengine's ``build_optim_wrapper`` builds that one; a sub-wrapper of a multi-optimizer config
+    is read by that config's own constructor)."""
     optimizer = wrapper['optimizer']
-    out = not_positive(optimizer.get('lr'), f'{at}optimizer.lr')
+    out = _wrapper_key_problems(cfg, wrapper, at) if at == 'optim_wrapper.' else []
+    out += not_positive(optimizer.get('lr'), f'{at}optimizer.lr')
     decay = optimizer.get('weight_decay')
     if decay is not None and (not is_number(decay) or decay < 0):
         out.append(f'{at}optimizer.weight_decay must be a number >= 0, got {decay!r}')
@@ -84,9 +98,9 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     valid = class_arguments(cls) if cls is not None else None
     if valid is not None:  # a typo would be a TypeError once the model is built (naming no key)
         given = {k: v for k, v in optimizer.items() if k != 'type' and not str(k).startswith('_')}
-        out += unknown_keys(
-            given, [a for a in valid if a != 'params'], f'{at}optimizer', f'an argument of {type_name(kind)}'
-        )
+        merged = f'{at}optimizer' if has_base(cfg) else ''  # SGD's momentum kept under a child's AdamW
+        what = f'an argument of {type_name(kind)}'
+        out += unknown_keys(given, [a for a in valid if a != 'params'], f'{at}optimizer', what, merged=merged)
     clip = wrapper.get('clip_grad')
     max_norm = clip.get('max_norm') if isinstance(clip, dict) else None
     if max_norm is not None and (not is_number(max_norm) or max_norm <= 0):
@@ -100,6 +114,76 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     out += _clip_grad_problems(clip, f'{at}clip_grad')
     out += not_positive(wrapper.get('accumulative_counts'), f'{at}accumulative_counts', integer=True)
     out += _paramwise_problems(cfg, wrapper, at)
+    return out
+
+
+#: the keys mmengine's ``build_optim_wrapper`` and ``DefaultOptimWrapperConstructor`` read from
+#: ``optim_wrapper`` besides the wrapper's arguments (``optimizer`` is one, passed built)
+BUILD_KEYS = ('type', 'optimizer', 'paramwise_cfg', 'constructor')
+#: the class whose arguments a registered wrapper function takes through its ``**kwargs``, by the
+#: function (module and name): dna_mm's ``AutoAmpOptimWrapper`` builds mmengine's
+#: ``AmpOptimWrapper`` on a GPU, its parent ``OptimWrapper`` without one
+WRAPPER_FUNCTIONS = {'dna_mm.engine.optim_wrapper.auto_amp_optim_wrapper': 'AmpOptimWrapper'}
+
+
+def _constructor_class(cfg: Config, wrapper: dict) -> Any:
+    """The class of the wrapper's ``constructor``, resolved as mmengine's ``build_optim_wrapper``
+    builds it (``'DefaultOptimWrapperConstructor'`` by default, in the config's default scope);
+    ``None`` where it cannot be had."""
+    constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
+    if isinstance(constructor, str):
+        registry = registry_of(cfg, 'OPTIM_WRAPPER_CONSTRUCTORS')
+        return registered_class(registry, constructor)[1] if registry is not None else None
+    return constructor
+
+
+def _wrapper_key_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
+    """The wrapper's keys: :data:`BUILD_KEYS` and the arguments of its class (``type``,
+    ``'OptimWrapper'`` by default: mmengine's constructor sets it), up its MRO while an
+    ``__init__`` passes ``**kwargs`` on (``AmpOptimWrapper``'s and ``OptimWrapper``'s; dna_mm's
+    ``AutoAmpOptimWrapper``, a function of ``**kwargs``, through :data:`WRAPPER_FUNCTIONS`): the
+    constructor passes any other key on to the wrapper, a ``TypeError`` once the model is built
+    (one that names no valid key where the wrapper takes ``**kwargs``). The closest valid name
+    suggested. Checked where the constructor is mmengine's ``DefaultOptimWrapperConstructor`` or
+    a subclass that builds the wrapper as it does (dna_mm's layer decay, MMAction2's); a wrapper
+    whose arguments cannot be told is left alone."""
+    from mmengine.optim import DefaultOptimWrapperConstructor  # noqa: PLC0415
+
+    constructor = _constructor_class(cfg, wrapper)
+    builds = isinstance(constructor, type) and issubclass(constructor, DefaultOptimWrapperConstructor)
+    if not builds or any(
+        getattr(constructor, m) is not getattr(DefaultOptimWrapperConstructor, m)
+        for m in ('__init__', '__call__')
+    ):
+        return []
+    kind = wrapper.get('type', 'OptimWrapper')
+    registry = registry_of(cfg, 'OPTIM_WRAPPERS')
+    target = kind
+    if isinstance(kind, str):
+        target = registered_class(registry, kind)[1] if registry is not None else None
+    function = WRAPPER_FUNCTIONS.get(
+        f'{getattr(target, "__module__", "")}.{getattr(target, "__qualname__", "")}'
+    )
+    if function is not None and registry is not None:
+        target = registered_class(registry, function)[1]
+    valid = class_arguments(target) if isinstance(target, type) else None
+    if valid is None:
+        return []
+    valid = list(dict.fromkeys([*BUILD_KEYS[:2], *valid, *BUILD_KEYS[2:]]))
+    given = {k: v for k, v in wrapper.items() if not str(k).startswith('_')}  # _scope_
+    what = f'a key of the optim wrapper {type_name(kind)}'
+    amp = class_arguments(registered_class(registry, 'AmpOptimWrapper')[1]) if registry is not None else None
+    out = []
+    for k in given:  # an AMP key under a full-precision wrapper (a child's type over its base's dtype)
+        if k in valid:
+            continue
+        if amp is not None and k in amp:
+            out.append(
+                f'{at}{k} is not {what} (full precision): it is an argument of AmpOptimWrapper (mixed '
+                f"precision); drop it, or set {at}type='AutoAmpOptimWrapper'"
+            )
+        else:
+            out += unknown_keys({k: given[k]}, valid, at[:-1], what)
     return out
 
 
@@ -174,11 +258,7 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     paramwise = wrapper.get('paramwise_cfg')
     if paramwise is None:
         return []
-    constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
-    cls = constructor
-    if isinstance(constructor, str):
-        registry = registry_of(cfg, 'OPTIM_WRAPPER_CONSTRUCTORS')
-        cls = registered_class(registry, constructor)[1] if registry is not None else None
+    cls = _constructor_class(cfg, wrapper)
     valid = getattr(cls, 'PARAMWISE_KEYS', None) or PARAMWISE_KEYS.get(
         f'{getattr(cls, "__module__", "")}.{getattr(cls, "__qualname__", "")}'
     )
@@ -189,6 +269,9 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
         return [f'{key} must be a dict of the keys {name} reads ({", ".join(valid)}), got {paramwise!r}']
     owner = 'dna_mm' if cls.__module__.startswith('dna_mm.') else 'mmengine'
     out = unknown_keys(paramwise, list(valid), key, f"a key {owner}'s {name} reads")
+    out += [
+        p for k in valid if k.endswith('_mult') for p in _multiplier_problems(paramwise.get(k), f'{key}.{k}')
+    ]
     custom = paramwise.get('custom_keys')
     if custom is None or 'custom_keys' not in valid:
         return out
@@ -208,12 +291,28 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
         if not isinstance(value, dict):
             out.append(f'{where} must be a dict of options (lr_mult, decay_mult, ...), got {value!r}')
             continue
+        out += [p for k in CUSTOM_KEY_OPTIONS for p in _multiplier_problems(value.get(k), f'{where}.{k}')]
         if options is None:
             continue
         valid_options = list(dict.fromkeys([*CUSTOM_KEY_OPTIONS, *options]))
         own = f"{', '.join(CUSTOM_KEY_OPTIONS)}, or {optimizer_cls.__name__}'s own: {', '.join(options)}"
         out += unknown_keys(value, valid_options, where, 'an option of a custom key', own)
     return out
+
+
+def _multiplier_problems(value: Any, key: str) -> list[str]:
+    """A ``paramwise_cfg`` multiplier (``..._lr_mult``, ``..._decay_mult``, a custom key's
+    ``lr_mult`` / ``decay_mult``): a number >= 0 (0 freezes the parameters or leaves them
+    undecayed); mmengine's constructor sets the group's ``lr`` / ``weight_decay`` to the
+    optimizer's times it (``param_group['lr'] = self.base_lr * lr_mult``), where torch takes a
+    negative one without a word. ``None`` leaves it to the default."""
+    if value is None or (is_number(value) and value >= 0):
+        return []
+    setting = 'lr' if 'lr_mult' in key.rsplit('.', 1)[-1] else 'weight_decay'
+    return [
+        f"{key} must be a number >= 0 (it multiplies the optimizer's {setting}: a negative one makes the "
+        f"parameters' {setting} negative), got {value!r}"
+    ]
 
 
 def _optimizer_options(optimizer: type) -> Optional[list[str]]:
