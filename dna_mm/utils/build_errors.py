@@ -9,6 +9,7 @@ which arguments, from which registry (:func:`config_mistake`). Used by the tools
 from __future__ import annotations
 
 import difflib
+import dis
 import inspect
 import re
 from types import TracebackType
@@ -33,7 +34,8 @@ _PART = {
 def accepted_arguments(obj: Any) -> list[str]:
     """The keyword arguments ``obj`` (a class or a function) takes: its ``__init__``'s, and up the
     MRO while an ``__init__`` passes ``**kwargs`` on (an ``__init__`` of torch's, such as
-    ``Module``'s, ends the walk; a class of torch's own, such as an optimizer, is read)."""
+    ``Module``'s, ends the walk, as one that drops them does: :func:`keywords_dropped`; a class of
+    torch's own, such as an optimizer, is read)."""
     if not inspect.isclass(obj):
         owners = [obj]
     else:
@@ -49,9 +51,64 @@ def accepted_arguments(obj: Any) -> list[str]:
             break
         keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         names += [p.name for p in params if p.kind in keyword and p.name not in ('self', 'cls')]
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params) or keywords_dropped(fn):
             break
     return list(dict.fromkeys(names))
+
+
+def keywords_dropped(fn: Any) -> bool:
+    """Whether ``fn`` takes ``**kwargs`` and never reads them (MMDetection's ``BaseBBoxCoder``,
+    MMAction2's ``SampleFrames``): a key passed there is lost without a word
+    (:func:`keyword_use`)."""
+    return keyword_use(fn) == 'dropped'
+
+
+#: what a function does next with its ``**kwargs`` dict: passes it on whole (``f(**kwargs)``), or
+#: looks into it without taking a key out (``kwargs.get('rng')``, ``'x' in kwargs``)
+_PASSES = ('DICT_MERGE', 'DICT_UPDATE', 'CALL_FUNCTION_EX')
+_LOOKS = ('get', 'keys', 'items', 'values')
+
+
+def keyword_use(fn: Any) -> Optional[str]:
+    """What ``fn`` does with its ``**kwargs``, read from its bytecode: ``'dropped'`` (never read),
+    ``'passed'`` (only passed on whole, ``f(**kwargs)``), ``'looked'`` (besides, only looked into:
+    ``kwargs.get('rng')``, ``kwargs['x']``, ``'x' in kwargs``), ``'read'`` (anything else: a key
+    taken out, ``locals()``); ``None`` without them (or without bytecode)."""
+    code = getattr(inspect.unwrap(fn), '__code__', None)
+    if code is None or not code.co_flags & inspect.CO_VARKEYWORDS:
+        return None
+    name = code.co_varnames[
+        code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS)
+    ]
+    if name in code.co_cellvars or {'locals', 'vars'} & set(code.co_names):
+        return 'read'
+    ins = [i for i in dis.get_instructions(code) if i.opname not in ('CACHE', 'PRECALL', 'NOP')]
+    uses = [
+        (ins[i + 1] if i + 1 < len(ins) else None, ins[i + 2] if i + 2 < len(ins) else None)
+        for i, at in enumerate(ins)
+        if at.opname.startswith('LOAD')
+        and name in (at.argval if isinstance(at.argval, tuple) else (at.argval,))
+    ]  # 3.13's LOAD_FAST_LOAD_FAST holds two names
+    kinds = {_use(after, then) for after, then in uses}
+    if not kinds:
+        return 'dropped'
+    return 'read' if 'read' in kinds else 'looked' if 'looked' in kinds else 'passed'
+
+
+def _use(after: Any, then: Any) -> str:
+    """What the two instructions after a load of ``**kwargs`` do with it (:func:`keyword_use`)."""
+    if after is None:
+        return 'read'
+    if after.opname in _PASSES:
+        return 'passed'
+    if (
+        after.opname in ('LOAD_METHOD', 'LOAD_ATTR')
+        and after.argval in _LOOKS
+        or after.opname == 'CONTAINS_OP'
+    ):
+        return 'looked'
+    looked_up = after.opname == 'LOAD_CONST' and then is not None and then.opname in ('BINARY_SUBSCR',)
+    return 'looked' if looked_up else 'read'
 
 
 def required_arguments(cls: type) -> list[str]:

@@ -101,3 +101,26 @@ def test_check_config_and_model_problems_name_it_in_both_modes(mode: str) -> Non
     with pytest.raises(ConfigError, match=r"model\.test_cfg\.rpn\.nms_pr is not a key"):
         check_config(cfg, mode)
     assert any('model.test_cfg.rpn.nms_pr' in p for p in model_problems(cfg))
+
+
+def test_a_box_coders_misspelt_argument_is_named_since_mmdetection_drops_it() -> None:
+    """``BaseBBoxCoder`` takes ``**kwargs`` and never reads them: ``target_std`` for
+    ``target_stds`` trained with the default stds (1, 1, 1, 1), without a word."""
+    from mmdet.models.task_modules.coders import DeltaXYWHBBoxCoder
+
+    from dna_mm.config.check import check_config
+    from dna_mm.config.check.detector import task_util_problems
+    from dna_mm.errors import ConfigError
+
+    cfg = Config.fromfile(COCO)
+    assert task_util_problems(cfg) == []
+    coder = cfg.model.roi_head.bbox_head.bbox_coder
+    coder['target_std'] = coder.pop('target_stds')
+    assert DeltaXYWHBBoxCoder(target_std=(0.1, 0.1, 0.2, 0.2)).stds == (1.0, 1.0, 1.0, 1.0)  # what it did
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, 'test')
+    assert str(err.value) == (
+        "model.roi_head.bbox_head.bbox_coder.target_std is not an argument of DeltaXYWHBBoxCoder (did you "
+        "mean 'target_stds'? valid: target_means, target_stds, clip_border, add_ctr_clamp, ctr_clamp, "
+        'use_box_type)'
+    )

@@ -233,3 +233,23 @@ def test_every_init_cfg_is_held_to_its_initialisers_arguments() -> None:
         "model.backbone.init_cfg.sdt is not an argument of TruncNormalInit (did you mean 'std'? valid: mean, "
         'std, a, b, bias, bias_prob, layer)'
     ]
+
+
+def test_a_child_that_names_another_optimizer_is_told_the_bases_arguments_stay(tmp_path) -> None:
+    """A base's ``SGD(momentum=0.9)`` under a child's ``optimizer=dict(type='AdamW', ...)``:
+    mmengine merges ``momentum`` into it, which ``AdamW`` does not take."""
+    base = tmp_path / 'base.py'
+    base.write_text(
+        f'_base_ = {DEMO_CONFIG!r}\n'
+        "optim_wrapper = dict(optimizer=dict(_delete_=True, type='SGD', lr=0.1, momentum=0.9))\n"
+    )
+    child = tmp_path / 'child.py'
+    child.write_text(
+        "_base_ = './base.py'\nlabel_map = None\noptim_wrapper = dict(optimizer=dict(type='AdamW'))\n"
+    )
+    assert _refused(Config.fromfile(str(child))).startswith(
+        'optim_wrapper.optimizer.momentum is not an argument of AdamW (valid: lr, betas, eps, weight_decay, '
+    )
+    assert _refused(Config.fromfile(str(child))).endswith(
+        "kept from the base config's? give optim_wrapper.optimizer _delete_=True to replace it whole)"
+    )

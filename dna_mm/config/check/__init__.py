@@ -4,25 +4,34 @@ names every bad key and its value, the closest valid name suggested for a misspe
 :func:`check_config` runs every check of a mode; :func:`model_problems` the model's alone. What
 is checked, one topic a module (each module's docstring lists its checks):
 
-=================  =================================================================================
-``model``          the model's sizes and rates, its attention names and variants, its
-                   ``init_cfg``, a second ``data_preprocessor``
-``recognizer``     an MMAction2 recognizer against its data: the TimeSformer's frames and size,
-                   ``test_cfg`` / ``train_cfg`` keys, testing views, training clips
-``detector``       an MMDetection two-stage detector's ``train_cfg`` / ``test_cfg`` keys, which
-                   it reads with ``.get``
-``heads``          the classifying heads against the data's classes, ``loss_cls``, the blendings
-``data``           the dataloaders: their keys and sizes, their datasets' and samplers' arguments,
-                   ``filter_cfg``, crops, the pipeline steps' arguments, storage, dataset wrappers
-``evaluation``     an evaluator's ``ann_file`` and its metrics against multi-label data
-``optim``          the optimizer, its wrapper (AMP, ``clip_grad``, ``paramwise_cfg``)
-``schedule``       ``param_scheduler`` entries, one by epoch under an iteration loop,
-                   ``auto_scale_lr``
-``hooks``          the checkpoint hook's keys, ``rule`` and ``save_best``; ``EarlyStoppingHook``
-``log``            ``log_processor`` and ``log_level``
-``runtime``        ``randomness``, ``env_cfg``, ``compile``, ``_delete_`` inside a list
-``values``         the helpers they share: what a number must be, the registries' names
-=================  =================================================================================
+======================  ============================================================================
+``model``               the model's sizes and rates, its attention names and variants, its
+                        ``init_cfg``, a second ``data_preprocessor``
+``recognizer``          an MMAction2 recognizer against its data: the TimeSformer's frames and size,
+                        ``test_cfg`` / ``train_cfg`` keys, testing views, training clips
+``detector``            an MMDetection two-stage detector's ``train_cfg`` / ``test_cfg`` keys, which
+                        it reads with ``.get``; its box coders' and other task utilities' arguments
+``heads``               the classifying heads against the data's classes, ``loss_cls``, the
+                        blendings
+``data``                the dataloaders: their keys and sizes, their datasets' and samplers'
+                        arguments, ``filter_cfg``, crops, the pipeline steps' arguments, storage,
+                        dataset wrappers
+``evaluation``          an evaluator's ``ann_file``, its metrics' arguments, and its metrics against
+                        multi-label data
+``optim``               the optimizer, its wrapper's keys (AMP, ``clip_grad``, ``paramwise_cfg`` and
+                        its multipliers)
+``schedule``            ``param_scheduler`` entries, one by epoch under an iteration loop, the train
+                        loop's keys, ``auto_scale_lr``
+``scheduler_values``    the values of a ``param_scheduler`` entry (what mmengine refuses, divides by
+                        zero, or takes to make the learning rate negative)
+``hooks``               the hooks' arguments, the checkpoint hook's keys, ``rule`` and
+                        ``save_best``; ``EarlyStoppingHook``
+``log``                 ``log_processor`` and ``log_level``
+``runtime``             ``randomness``, ``env_cfg``, ``compile``, ``_delete_`` inside a list, a
+                        misspelt top-level key
+``values``              the helpers they share: what a number must be, the registries' names, a
+                        class's arguments
+======================  ============================================================================
 
 Here, what training needs:
 
@@ -48,7 +57,7 @@ from mmengine.config import Config
 
 from ...errors import ConfigError
 from .data import LOADERS, loader_problems
-from .detector import detector_cfg_problems
+from .detector import detector_cfg_problems, task_util_problems
 from .evaluation import evaluator_file_problems, metric_argument_problems, multi_label_metric_problems
 from .heads import blending_problems, class_count_problems, head_problems
 from .hooks import (
@@ -97,6 +106,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     if mode == 'train':
         problems += _train_problems(cfg)
     problems += recognizer_cfg_problems(cfg.get('model')) + detector_cfg_problems(cfg.get('model'))
+    problems += task_util_problems(cfg)
     problems += testing_views_problems(cfg, LOADERS[mode][1:] if mode == 'train' else LOADERS[mode])
     for loader in LOADERS[mode]:
         problems += loader_problems(cfg, loader)
@@ -127,7 +137,7 @@ def model_problems(cfg: Config) -> list[str]:
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
     problems += recognizer_problems(cfg, ()) + recognizer_cfg_problems(cfg.get('model'))
-    problems += detector_cfg_problems(cfg.get('model')) + init_cfg_problems(cfg)
+    problems += detector_cfg_problems(cfg.get('model')) + task_util_problems(cfg) + init_cfg_problems(cfg)
     return problems + head_problems(cfg, train=True) + blending_problems(cfg, train=True)
 
 

@@ -17,16 +17,23 @@ top 1000 before NMS, not 2000). Each key not read is named with the closest vali
   ``RandomSampler`` and the other samplers take any other key into ``**kwargs``
   (``add_gt_as_proposal``), plus ``rng``, which ``RandomSampler`` reads from them.
 
+* the parts of the model MMDetection builds from its ``TASK_UTILS`` (a head's ``bbox_coder``,
+  ``prior_generator``, ...; those of ``train_cfg`` / ``test_cfg`` above) whose class drops the
+  keys it does not name (``BaseBBoxCoder``: ``target_std`` for ``target_stds`` would train with
+  the default stds, without a word): their arguments.
+
 The ``nms`` dicts are left alone: mmcv's ``batched_nms`` pops ``class_agnostic`` and ``split_thr``
 and passes the rest to the op (``nms``, ``soft_nms``, ...), which refuses an unknown key.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+from mmengine.config import Config
 
 from ..build import type_name
-from .values import type_class, unknown_keys
+from .values import class_arguments, registry_of, type_class, unknown_keys
 
 # The keys each part reads (mmdet 3.3.0). The detector: TwoStageDetector.__init__ (train_cfg.rpn,
 # .rcnn, test_cfg.rpn, .rcnn) and .loss (train_cfg.get('rpn_proposal', test_cfg.rpn));
@@ -153,3 +160,34 @@ def _task_problems(registry: Any, stage: Any, key: str) -> list[str]:
             given, valid, f'{key}.{name}', f'an argument of {type_name(node["type"]) or cls.__name__}'
         )
     return out
+
+
+def task_util_problems(cfg: Config) -> list[str]:
+    """The keys of each part under ``model`` (but its ``train_cfg`` / ``test_cfg``) that the
+    config's scope builds from ``TASK_UTILS`` and not from ``MODELS``, whose class drops the keys
+    it does not name (:func:`~.values.class_arguments`: a class that passes them on, or reads
+    some, is left to its build)."""
+    utils, models = registry_of(cfg, 'TASK_UTILS'), registry_of(cfg, 'MODELS')
+    out: list[str] = []
+    for key, node in _typed_parts(cfg.get('model'), 'model') if utils is not None else ():
+        cls = type_class(utils, node['type'])
+        if cls is None or type_class(models, node['type']) is not None:
+            continue
+        valid = class_arguments(cls)
+        given = {k: v for k, v in node.items() if k != 'type' and not str(k).startswith('_')}
+        out += unknown_keys(given, valid, key, f'an argument of {cls.__name__}') if valid is not None else []
+    return out
+
+
+def _typed_parts(node: Any, key: str) -> Iterator[tuple[str, dict]]:
+    """``(config key, dict)`` of each dict with a string ``type`` under ``node``, but in a
+    ``train_cfg`` / ``test_cfg``."""
+    if isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _typed_parts(value, f'{key}[{i}]')
+    elif isinstance(node, dict):
+        if isinstance(node.get('type'), str):
+            yield key, node
+        for name, value in node.items():
+            if name not in ('train_cfg', 'test_cfg'):
+                yield from _typed_parts(value, f'{key}.{name}')

@@ -66,13 +66,16 @@ def type_class(registry: Any, kind: Any) -> Optional[type]:
 
 def class_arguments(cls: type) -> Optional[list[str]]:
     """The keyword arguments ``cls`` takes (its ``__init__``'s, up the classes while each passes
-    ``**kwargs`` on: :func:`~dna_mm.utils.build_errors.accepted_arguments`), or ``None`` where
-    that chain ends in an ``__init__`` that keeps ``**kwargs`` for something else (any key then)."""
+    ``**kwargs`` on: :func:`~dna_mm.utils.build_errors.accepted_arguments`; one that drops them
+    ends the walk), or ``None`` where an ``__init__`` on the way takes some of them out, or looks
+    at some that one after it drops (``RandomSampler``'s ``rng``), or the chain ends in one that
+    keeps them for something else (any key then)."""
     import inspect  # noqa: PLC0415
 
-    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+    from ...utils.build_errors import accepted_arguments, keyword_use  # noqa: PLC0415
 
     owners = [k.__dict__['__init__'] for k in cls.__mro__ if '__init__' in k.__dict__]
+    looked = False
     for i, init in enumerate(owners):
         # the walk of accepted_arguments: **kwargs reach no named argument past these
         inherited = i > 0 and getattr(init, '__module__', '').startswith(('torch.', 'builtins'))
@@ -82,8 +85,14 @@ def class_arguments(cls: type) -> Optional[list[str]]:
             params = inspect.signature(init).parameters.values()
         except (TypeError, ValueError):
             return None
+        use = keyword_use(init)
+        looked = looked or use == 'looked'
+        if use == 'read':  # takes some of them out: which, its code says
+            return None
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
             return accepted_arguments(cls)
+        if use == 'dropped':  # the keys one on the way looked at are taken, and not named
+            return None if looked else accepted_arguments(cls)
     return None
 
 
