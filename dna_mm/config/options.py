@@ -44,6 +44,9 @@ RUNNER_KEYS = (
     'efficient_conv_bn_eval',
     'runner_type',
 )
+#: top-level keys the OpenMMLab packages' own tools read (MMDetection's and MMPretrain's
+#: ``tools/test.py --tta``), which a config written for them keeps: taken, not suggested
+STOCK_TOOL_KEYS = ('tta_model', 'tta_pipeline')
 #: top-level keys dna_mm's runner and tools read
 DNA_MM_KEYS = (
     'custom_imports',
@@ -59,7 +62,9 @@ _NEW = object()
 
 
 def read_keys() -> list[str]:
-    """The top-level config keys that code reads: mmengine's runner and dna_mm's."""
+    """The top-level config keys that code reads: mmengine's runner and dna_mm's (and
+    :data:`STOCK_TOOL_KEYS`, taken but never suggested: ``val_pipeline`` is as close to
+    ``tta_pipeline`` as a typo)."""
     import inspect
 
     from mmengine.runner import Runner
@@ -85,7 +90,7 @@ def option_problems(cfg: Config, options: dict) -> tuple[list[str], list[str]]:
     errors, notes = [], []
     for option in options:
         top = option.split('.', 1)[0]
-        if top in read or top.startswith('_'):
+        if top in read or top in STOCK_TOOL_KEYS or top.startswith('_'):
             continue
         new = top not in cfg
         near = difflib.get_close_matches(top, [*read, *cfg.keys()], n=1, cutoff=0.75) if new else []

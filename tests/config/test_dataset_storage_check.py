@@ -45,3 +45,25 @@ def test_a_file_backend_mmengine_has_not_is_named_inside_a_wrapper() -> None:
         check_config(cfg, 'test')
     cfg.test_dataloader.dataset.dataset.backend_args.backend = 'local'
     check_config(cfg, 'test')
+
+
+def test_a_text_data_prefix_passes_where_the_dataset_takes_one() -> None:
+    """MMPretrain's datasets take a string ``data_prefix`` (their image folder: its zoo's BLIP
+    configs write ``data_prefix='train2014'``); MMDetection's, mmengine's, do not."""
+    from mmpretrain.datasets import ImageNet
+
+    cfg = Config.fromfile(str(REPO / 'configs' / 'imagenet' / 'vit-b16_softmax_in1k.py'))
+    cfg.test_dataloader.dataset.data_prefix = 'val'
+    check_config(cfg, 'test')
+    assert ImageNet(data_root='/none', data_prefix='val', lazy_init=True).data_prefix == {
+        'img_path': '/none/val'
+    }
+    from mmpretrain.datasets.refcoco import RefCOCO  # names data_prefix with no default, makes a dict of it
+
+    from dna_mm.config.check.data import _text_prefix
+
+    assert _text_prefix(RefCOCO) and not _text_prefix(type(None))
+    det = Config.fromfile(COCO)
+    det.test_dataloader.dataset.data_prefix = 'val2017/'
+    with pytest.raises(ConfigError, match=r'^test_dataloader\.dataset\.data_prefix must be a dict'):
+        check_config(det, 'test')

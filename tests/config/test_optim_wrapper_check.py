@@ -372,3 +372,40 @@ def test_every_shipped_configs_wrapper_passes_the_key_and_multiplier_checks() ->
             assert wrapper_problems(cfg, wrapper, 'optim_wrapper.') == [], path
             checked += 1
     assert checked > 40
+
+
+def test_a_custom_keys_option_of_its_own_passes() -> None:
+    """A key of a custom key that is close to no option and is no option of torch's optimizers is
+    the parameter group's own, which a hook or the optimizer reads from it (MMPretrain's LARS its
+    ``lars_exclude``, its ``SimSiamHook`` ``fix_lr``); SGD's ``momentum`` under AdamW is named."""
+    cfg = _demo(paramwise_cfg=dict(custom_keys={'cls_head': dict(lars_exclude=True, fix_lr=True)}))
+    cfg.label_map = None
+    check_config(cfg, 'train')
+    cfg.optim_wrapper.paramwise_cfg.custom_keys.cls_head['momentum'] = 0.9
+    assert _refused(cfg).startswith("optim_wrapper.paramwise_cfg.custom_keys['cls_head'].momentum is not an")
+
+
+@pytest.mark.parametrize(
+    'paramwise, named',
+    [
+        (dict(norm_decay_mult=0.0), 'optim_wrapper.paramwise_cfg.norm_decay_mult'),
+        (
+            dict(custom_keys={'cls_head': dict(decay_mult=0.0)}),
+            "optim_wrapper.paramwise_cfg.custom_keys['cls_head'].decay_mult",
+        ),
+    ],
+)
+def test_a_decay_multiplier_without_the_optimizers_weight_decay_is_named(paramwise, named) -> None:
+    """mmengine's constructor multiplies the config's ``weight_decay`` (not the optimizer's own
+    default): without it, ``ValueError: base_wd should not be None`` once the model is built."""
+    cfg = _demo(paramwise_cfg=paramwise)
+    cfg.label_map = None
+    check_config(cfg, 'train')  # the demo gives weight_decay
+    cfg.optim_wrapper.optimizer.pop('weight_decay')
+    assert _refused(cfg) == (
+        f'{named} multiplies optim_wrapper.optimizer.weight_decay, which the config does not give '
+        "(mmengine's DefaultOptimWrapperConstructor raises \"base_wd should not be None\" once the model "
+        'is built): set it'
+    )
+    with pytest.raises(ValueError, match='base_wd should not be None'):
+        DefaultOptimWrapperConstructor(dict(cfg.optim_wrapper), cfg.optim_wrapper.paramwise_cfg)

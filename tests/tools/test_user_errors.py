@@ -1048,3 +1048,21 @@ def test_a_save_best_metric_of_another_evaluator_is_named_at_the_first_validatio
         "default_hooks.checkpoint.save_best='coco/bbox_mAP': the validation reports coco/bbox_map, "
         "coco/segm_mAP (or 'auto'"
     )
+
+
+def test_a_variable_the_config_file_uses_inside_another_key_is_not_a_misspelt_key(tmp_path) -> None:
+    """MMAction2's omnisource config keeps ``image_dataloader`` at the top level (close to
+    ``val_dataloader``) and uses it inside ``train_cfg``: a variable, not a typo. One that only
+    repeats a key's value at the top level is still named."""
+    child = tmp_path / 'child.py'
+    child.write_text(
+        f"_base_ = ['{DEMO_CONFIG}']\n"
+        "image_dataloader = dict(batch_size=2, dataset=dict(type='RepeatDataset', times=1))\n"
+        'my_loaders = [image_dataloader]\n'
+    )
+    cfg = Config.fromfile(str(child))
+    cfg.label_map = None
+    check_config(cfg, 'train')
+    child.write_text(f"_base_ = ['{DEMO_CONFIG}']\nrandomnes = dict(seed=0)\n")  # the demo's randomness
+    with pytest.raises(ConfigError, match="^randomnes is not a key that mmengine's runner or dna_mm reads"):
+        check_config(Config.fromfile(str(child)), 'train')

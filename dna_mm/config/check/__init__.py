@@ -38,10 +38,10 @@ Here, what training needs:
 * (``mode='train'``) ``train_dataloader``, ``train_cfg`` and ``optim_wrapper``, which a config
   made for testing (MMAction2's VideoMAE zoo files) lacks;
 * lengths and intervals: ``train_cfg.max_epochs`` / ``max_iters``, ``train_cfg.val_interval`` /
-  ``val_begin`` (``'abc'``: a ``TypeError`` after the first epoch),
-  ``default_hooks.logger.interval`` must be ints > 0 (mmengine's loop asserts on ``1.5`` and takes
-  ``int('abc')`` after the model is built); ``default_hooks.checkpoint.interval`` > 0 or -1
-  (mmengine's "never").
+  ``val_begin`` (``'abc'``: a ``TypeError`` after the first epoch; a whole float such as
+  ``57300.0`` is one), ``default_hooks.logger.interval`` must be ints > 0 (mmengine's loop
+  asserts on ``1.5`` and takes ``int('abc')`` after the model is built);
+  ``default_hooks.checkpoint.interval`` > 0 or -1 (mmengine's "never").
 
 ``mode='test'`` checks only what a test / inference run uses (the model and the test
 dataloader; not the classes, which the checkpoint fixes, and which inference names from the
@@ -155,7 +155,9 @@ def _train_problems(cfg: Config) -> list[str]:
     out: list[str] = []
     train_cfg = cfg.get('train_cfg') or {}
     for key in ('max_epochs', 'max_iters', 'val_interval', 'val_begin'):
-        out += not_positive(train_cfg.get(key), f'train_cfg.{key}', integer=True)
+        value = train_cfg.get(key)  # a whole float mmengine takes (MMDetection's V3Det: 57300.0)
+        value = int(value) if isinstance(value, float) and value.is_integer() else value
+        out += not_positive(value, f'train_cfg.{key}', integer=True)
     hooks = cfg.get('default_hooks') or {}
     out += checkpoint_keys(hooks.get('checkpoint'))
     out += save_best_problems((hooks.get('checkpoint') or {}).get('save_best'), cfg.get('val_evaluator'))

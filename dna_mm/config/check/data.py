@@ -11,7 +11,7 @@
   no close name is perhaps the base's (mmengine merges a base's dict into the child's), and the
   message says how to replace it whole;
 * a dataset's ``filter_cfg`` against the keys its ``filter_data`` reads (MMDetection's, with
-  ``.get``: a typo keeps what it would drop), and on a dataset that filters by none of it;
+  ``.get``: a typo keeps what it would drop);
 * each dataset's ``data_prefix`` a dict of folders (a string: an ``AttributeError`` as the
   dataset is built) and ``backend_args.backend`` one of mmengine's file backends (a typo: a
   ``KeyError`` there), through dataset wrappers;
@@ -105,7 +105,7 @@ def loader_problems(cfg: Config, name: str) -> list[str]:
         given = ('dataset', 'seed') if part == 'sampler' else ('sampler', 'batch_size')
         sampler = loader.get(part)
         out += argument_problems(registry_of(cfg, 'DATA_SAMPLERS'), sampler, f'{name}.{part}', given, base)
-    out += _storage_problems(loader.get('dataset'), f'{name}.dataset')
+    out += _storage_problems(loader.get('dataset'), f'{name}.dataset', datasets)
     out += _dataset_wrapper_problems(loader.get('dataset'), f'{name}.dataset')
     for at, pipeline in iter_pipelines(loader.get('dataset'), f'{name}.dataset'):
         out += _crop_problems(pipeline, at)
@@ -164,10 +164,10 @@ def _file_client_arguments(cls: type, transform: dict) -> Optional[list[str]]:
     return None if client is None else [*names, 'prefix', *accepted_arguments(client)]
 
 
-#: the class whose ``filter_data`` reads a dataset's ``filter_cfg`` -> the keys it reads (mmengine
-#: 0.10.7's reads none; MMDetection 3.3.0's ``filter_data`` and ``XMLDataset._get_bbox_min_size``)
+#: the class whose ``filter_data`` reads a dataset's ``filter_cfg`` -> the keys it reads
+#: (MMDetection 3.3.0's ``filter_data`` and ``XMLDataset._get_bbox_min_size``; mmengine's reads none,
+#: which MMDetection's own ODVG and CrowdHuman configs give a ``filter_cfg`` anyway: left alone)
 FILTER_KEYS: dict[str, tuple[str, ...]] = {
-    'mmengine.dataset.base_dataset.BaseDataset': (),
     'mmdet.datasets.coco.CocoDataset': ('filter_empty_gt', 'min_size'),
     'mmdet.datasets.coco_panoptic.CocoPanopticDataset': ('filter_empty_gt', 'min_size'),
     'mmdet.datasets.cityscapes.CityscapesDataset': ('filter_empty_gt', 'min_size'),
@@ -180,8 +180,7 @@ def _filter_problems(registry: Any, dataset: dict, key: str) -> list[str]:
     """A dataset's ``filter_cfg`` against the keys its ``filter_data`` reads
     (:data:`FILTER_KEYS`, found up its classes past dna_mm's, which call it; a class of another
     package's own is left alone): MMDetection reads them with ``.get``, so a typo
-    (``filter_empty``) keeps the images it would drop, without a word; a dataset that keeps
-    mmengine's ``filter_data`` (MMAction2's) filters by none."""
+    (``filter_empty``) keeps the images it would drop, without a word."""
     filters = dataset.get('filter_cfg')
     cls = type_class(registry, dataset.get('type')) if isinstance(filters, dict) and filters else None
     reader = next((k for k in cls.__mro__ if 'filter_data' in vars(k)), None) if cls else None
@@ -190,11 +189,6 @@ def _filter_problems(registry: Any, dataset: dict, key: str) -> list[str]:
     name = f'{reader.__module__}.{reader.__qualname__}' if reader is not None else ''
     if name not in FILTER_KEYS:
         return []
-    if not FILTER_KEYS[name]:
-        return [
-            f"{key}.filter_cfg: {cls.__name__} filters by none of it (its filter_data is mmengine's, which "
-            'keeps every sample); remove it'
-        ]
     return unknown_keys(
         filters, list(FILTER_KEYS[name]), f'{key}.filter_cfg', f'a key {cls.__name__} filters by'
     )
@@ -287,17 +281,20 @@ def iter_pipelines(dataset: Any, key: str) -> Iterator[tuple[str, list]]:
             yield f'{at}.pipeline', list(inner['pipeline'])
 
 
-def _storage_problems(dataset: Any, key: str) -> list[str]:
+def _storage_problems(dataset: Any, key: str, registry: Any) -> list[str]:
     """Where a dataset (and each it wraps) reads its files from: ``data_prefix`` a dict of folders
     by kind (mmengine's ``BaseDataset`` joins each to ``data_root``: a string is an
-    ``AttributeError`` traceback as the dataset is built), ``backend_args.backend`` one of
-    mmengine's file backends (a typo, ``'lcoal'``, is a ``KeyError`` there)."""
+    ``AttributeError`` traceback as the dataset is built; MMPretrain's, whose default is a string,
+    take one as their image folder), ``backend_args.backend`` one of mmengine's file backends (a
+    typo, ``'lcoal'``, is a ``KeyError`` there)."""
     from mmengine.fileio.backends import backends
 
     out = []
     for at, inner in iter_datasets(dataset, key):
         prefix = inner.get('data_prefix')
-        if prefix is not None and not isinstance(prefix, dict):
+        cls = type_class(registry, inner.get('type')) if isinstance(prefix, str) else None
+        text = isinstance(prefix, str) and (cls is None or _text_prefix(cls))  # None: its build will say
+        if prefix is not None and not isinstance(prefix, dict) and not text:
             out.append(
                 f"{at}.data_prefix must be a dict of folders by kind (e.g. dict(img='train2017/'), "
                 f"dict(video='videos/')), got {prefix!r}"
@@ -311,6 +308,24 @@ def _storage_problems(dataset: Any, key: str) -> list[str]:
                 f'({hint}valid: {", ".join(backends)})'
             )
     return out
+
+
+def _text_prefix(cls: Optional[type]) -> bool:
+    """Whether the dataset class ``cls`` takes a string ``data_prefix``: where the first
+    ``__init__`` up its classes that names it gives no dict default or type (MMPretrain's
+    ``BaseDataset`` a string default, its ``RefCOCO`` neither: each makes ``dict(img_path=...)`` of
+    it), not where it reaches mmengine's ``BaseDataset`` as it is (MMDetection's, MMAction2's)."""
+    import inspect  # noqa: PLC0415
+
+    for owner in (k.__dict__['__init__'] for k in (cls.__mro__ if cls else ()) if '__init__' in k.__dict__):
+        try:
+            found = inspect.signature(owner).parameters.get('data_prefix')
+        except (TypeError, ValueError):
+            return False
+        if found is not None:
+            typed = str(found.annotation)
+            return not isinstance(found.default, dict) and ('dict' not in typed or 'str' in typed)
+    return False
 
 
 #: mmengine's dataset wrappers -> their required argument that must be > 0, and whether it is a count

@@ -44,7 +44,9 @@ def class_count_problems(cfg: Config) -> list[str]:
     ``classes`` (MMDetection's, MMPretrain's), through dataset wrappers, and the names in the
     config's ``label_map`` file where it exists (a label map shipped with dna_mm, named without a
     file, is the datasets' affair). Fewer would stop the first iteration on a label
-    out of range; more would train on classes no sample has (and a trivial top-5)."""
+    out of range; more would train on classes no sample has (and a trivial top-5). A detector that
+    reads its classes from text (a ``language_model``: MMDetection's GLIP, Grounding DINO) is left
+    alone: its head's ``num_classes`` is the text's length."""
     counts: dict[int, list[str]] = {}
     for name in LOADERS['train']:
         loader = cfg.get(name)
@@ -61,7 +63,10 @@ def class_count_problems(cfg: Config) -> list[str]:
         if names:
             counts.setdefault(len(names), []).append(f'the class names of label_map {label_map!r}')
     out = []
-    for key, num in _class_heads(cfg.get('model'), 'model'):
+    model = cfg.get('model')
+    if isinstance(model, dict) and 'language_model' in model:  # GLIP, Grounding DINO: classes named in text
+        return []
+    for key, num in _class_heads(model, 'model'):
         wrong = [f'{n} ({", ".join(where)})' for n, where in counts.items() if n != num]
         if wrong:
             out.append(

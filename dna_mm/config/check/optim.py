@@ -31,11 +31,15 @@
   such as ``bias_decay_mul`` would be dropped silently), and each ``custom_keys[KEY]`` a dict of
   ``lr_mult``, ``decay_mult`` or options of the optimizer's class (mmengine copies the others into
   the parameter group, where torch ignores an unknown one: ``lr_mul=10`` would train at the base
-  lr), the closest valid name suggested; its multipliers (the ``*_mult`` keys the constructor
-  reads: ``bias_lr_mult``, ``bias_decay_mult``, ``norm_decay_mult``, ``dwconv_decay_mult``,
-  ``flat_decay_mult``, ``dcn_offset_lr_mult``; each custom key's ``lr_mult`` / ``decay_mult``)
-  numbers >= 0: the constructor multiplies the optimizer's ``lr`` / ``weight_decay`` by them, and
-  torch takes the negative product without a word.
+  lr, SGD's ``momentum`` under AdamW changes nothing), the closest valid name suggested; a key
+  close to none of them and no option of torch's optimizers is the group's own, which a hook or
+  the optimizer may read (MMPretrain's ``lars_exclude``, ``fix_lr``); its multipliers (the
+  ``*_mult`` keys the constructor reads: ``bias_lr_mult``, ``bias_decay_mult``,
+  ``norm_decay_mult``, ``dwconv_decay_mult``, ``flat_decay_mult``, ``dcn_offset_lr_mult``; each
+  custom key's ``lr_mult`` / ``decay_mult``) numbers >= 0: the constructor multiplies the
+  optimizer's ``lr`` / ``weight_decay`` by them, and torch takes the negative product without a
+  word; a decay multiplier needs the optimizer's ``weight_decay`` in the config (mmengine's
+  ``base_wd should not be None`` once the model is built).
 """
 
 from __future__ import annotations
@@ -254,7 +258,10 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     default, in the config's default scope): its keys those the constructor reads
     (:data:`PARAMWISE_KEYS`; a constructor not there, a user's own, is left alone), and each
     ``custom_keys[KEY]`` a dict of :data:`CUSTOM_KEY_OPTIONS` or options of the optimizer's class
-    (:func:`_optimizer_options`; not checked where the class cannot be had)."""
+    (:func:`_optimizer_options`; not checked where the class cannot be had): a key close to one of
+    them, or an option of another of torch's optimizers (SGD's ``momentum`` under AdamW), is named;
+    any other is the group's own, which a hook or the optimizer may read (MMPretrain's LARS its
+    ``lars_exclude``, its ``SimSiamHook`` ``fix_lr``)."""
     paramwise = wrapper.get('paramwise_cfg')
     if paramwise is None:
         return []
@@ -272,6 +279,7 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     out += [
         p for k in valid if k.endswith('_mult') for p in _multiplier_problems(paramwise.get(k), f'{key}.{k}')
     ]
+    out += _decay_without_base(cls, wrapper, key)
     custom = paramwise.get('custom_keys')
     if custom is None or 'custom_keys' not in valid:
         return out
@@ -296,8 +304,61 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
             continue
         valid_options = list(dict.fromkeys([*CUSTOM_KEY_OPTIONS, *options]))
         own = f"{', '.join(CUSTOM_KEY_OPTIONS)}, or {optimizer_cls.__name__}'s own: {', '.join(options)}"
-        out += unknown_keys(value, valid_options, where, 'an option of a custom key', own)
+        wrong = {  # another key is the group's own, which a hook or the optimizer may read
+            k: v
+            for k, v in value.items()
+            if k not in valid_options
+            and (k in _torch_options() or difflib.get_close_matches(str(k), valid_options, n=1))
+        }
+        out += unknown_keys(wrong, valid_options, where, 'an option of a custom key', own)
     return out
+
+
+#: the multipliers of mmengine's constructor that need the optimizer's ``weight_decay`` given
+#: (0.10.7 ``DefaultOptimWrapperConstructor._validate_cfg``; a custom key's ``decay_mult`` too)
+DECAY_MULTS = ('bias_decay_mult', 'norm_decay_mult', 'dwconv_decay_mult')
+
+
+def _decay_without_base(cls: type, wrapper: dict, key: str) -> list[str]:
+    """A decay multiplier of ``paramwise_cfg`` (``key``) without ``optimizer.weight_decay`` in the
+    config, for a constructor that validates as mmengine's does: it raises ``ValueError: base_wd
+    should not be None`` once the model is built (the optimizer's own default, AdamW's 0.01, is
+    not read)."""
+    from mmengine.optim import DefaultOptimWrapperConstructor  # noqa: PLC0415
+
+    optimizer, paramwise = wrapper.get('optimizer') or {}, wrapper['paramwise_cfg']
+    validates = getattr(cls, '_validate_cfg', None) is DefaultOptimWrapperConstructor._validate_cfg
+    if not validates or optimizer.get('weight_decay') is not None:
+        return []
+    custom = paramwise.get('custom_keys')
+    given = [f'{key}.{k}' for k in DECAY_MULTS if k in paramwise]
+    given += [
+        f'{key}.custom_keys[{part!r}].decay_mult'
+        for part, value in (custom.items() if isinstance(custom, dict) else ())
+        if isinstance(value, dict) and 'decay_mult' in value
+    ]
+    at = key.removesuffix('paramwise_cfg')
+    return [
+        f"{g} multiplies {at}optimizer.weight_decay, which the config does not give (mmengine's "
+        f'{cls.__name__} raises "base_wd should not be None" once the model is built): set it'
+        for g in given[:1]
+    ]
+
+
+def _torch_options() -> set[str]:
+    """The options of torch's optimizers' parameter groups (SGD's ``momentum``, Adam's
+    ``betas``, ...): one of them in a custom key of another optimizer is ignored by it."""
+    import torch  # noqa: PLC0415
+
+    found: set[str] = set()
+    for cls in vars(torch.optim).values():
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, torch.optim.Optimizer)
+            and cls is not torch.optim.Optimizer
+        ):
+            found.update(_optimizer_options(cls) or ())
+    return found
 
 
 def _multiplier_problems(value: Any, key: str) -> list[str]:

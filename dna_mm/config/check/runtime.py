@@ -159,19 +159,39 @@ def unread_key_problems(cfg: Any) -> list[str]:
     close to one they do (:func:`dna_mm.config.options.read_keys`): a misspelt ``randomnes``,
     ``load_fro`` or ``resum`` is dropped without a word (the run takes the default seed, no
     weights, no resume). The config file's own variables (``data_root``, ``clip_len``) are close to
-    no read key and pass."""
-    from ..options import read_keys  # noqa: PLC0415
+    no read key and pass, as does a dict or list the file uses inside another key (MMAction2's
+    omnisource ``image_dataloader``, in its ``train_cfg``)."""
+    from ..options import STOCK_TOOL_KEYS, read_keys  # noqa: PLC0415
 
     read = read_keys()
+    written = dict(dict.items(getattr(cfg, '_cfg_dict', cfg)))  # as written: imports unbuilt
     out = []
-    for key, value in dict.items(getattr(cfg, '_cfg_dict', cfg)):  # as written: imports unbuilt
+    for key, value in written.items():
         data = isinstance(value, (dict, list, tuple, str, int, float, bool)) or value is None
-        if key in read or str(key).startswith('_') or not data:  # not data: a new-style config's import
+        taken = key in read or key in STOCK_TOOL_KEYS or str(key).startswith('_')
+        if taken or not data:  # not data: a new-style config's import
             continue
         near = difflib.get_close_matches(str(key), read, n=1, cutoff=0.8)
-        if near:
-            out.append(
+        inside = [c for k, v in written.items() if k != key for c in _children(v)]  # not a twin of a key
+        if near and not (isinstance(value, (dict, list, tuple)) and value and _held(value, inside)):
+            out.append(  # (one the file uses inside another key is a variable: MMAction2's image_dataloader)
                 f"{key} is not a key that mmengine's runner or dna_mm reads (did you mean {near[0]!r}?): "
                 'its value would change nothing'
             )
     return out
+
+
+def _children(node: Any) -> list:
+    """The values of a dict, the items of a list; none for anything else."""
+    return (
+        list(node.values())
+        if isinstance(node, dict)
+        else list(node)
+        if isinstance(node, (list, tuple))
+        else []
+    )
+
+
+def _held(value: Any, nodes: list) -> bool:
+    """Whether ``value`` is one of ``nodes`` or inside one of them (dicts and lists, at any depth)."""
+    return any(node == value or _held(value, _children(node)) for node in nodes)

@@ -12,11 +12,11 @@ entry (``*LR``, ``*Momentum``, a subclass), one message a key:
   ``PolyLR``'s ``power`` < 0, ``OneCycleLR``'s ``div_factor`` / ``final_div_factor`` 0;
 * what makes the scheduled value negative without a word: ``gamma``, ``eta_min``,
   ``eta_min_ratio``, ``eta_max`` < 0;
-* what keeps it still or cuts it short: a ``CosineAnnealingLR`` with neither ``T_max`` nor
-  ``end``, ``T_max`` < 0, ``begin`` < 0.
+* what cuts it short: ``T_max`` < 0, ``begin`` < 0.
 
 What mmengine runs passes: a ``gamma`` > 1 (a warm-up by growth), ``T_max=0`` (mmengine's
-``end - begin``).
+``end - begin``), no ``end`` (mmengine's runner sets the train loop's ``max_epochs`` /
+``max_iters``).
 """
 
 from __future__ import annotations
@@ -97,13 +97,8 @@ def scheduler_value_problems(cls: type, scheduler: dict, key: str) -> list[str]:
         why = 'the steps from one decay to the next: 0 divides by zero at the first step'
         out += _bound(get('step_size'), f'{key}.step_size', 0, open_low=True, why=why)
     if issubclass(cls, ps.CosineAnnealingParamScheduler):  # `self.T_max = T_max or (end - begin)`
-        t_max = get('T_max')
-        out += _bound(t_max, f'{key}.T_max', 0, why='the steps of a half cosine; 0 or None: end - begin')
-        if t_max in (None, 0) and end is None:
-            out.append(
-                f"{key} ({name}) needs T_max or end: without either, mmengine anneals over its INF "
-                f'({ps.INF}) steps and {what} would never move'
-            )
+        why = 'the steps of a half cosine; 0 or None: end - begin'  # no end: the runner's max_epochs / iters
+        out += _bound(get('T_max'), f'{key}.T_max', 0, why=why)
     if issubclass(
         cls, (ps.CosineAnnealingParamScheduler, ps.CosineRestartParamScheduler, ps.PolyParamScheduler)
     ):
