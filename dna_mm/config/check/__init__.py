@@ -1,8 +1,9 @@
 """Config values checked before anything is built: one :class:`~dna_mm.errors.ConfigError` that
 names every bad key and its value, the closest valid name suggested for a misspelt one.
 
-:func:`check_config` runs every check of a mode; :func:`model_problems` the model's alone. What
-is checked, one topic a module (each module's docstring lists its checks):
+:func:`check_config` runs every check of a mode (:func:`config_problems`, one message each);
+:func:`model_problems` the model's alone. What is checked, one topic a module (each module's
+docstring lists its checks):
 
 ======================  ============================================================================
 ``model``               the model's sizes and rates, its attention names and variants, its
@@ -96,6 +97,13 @@ from .values import not_positive
 def check_config(cfg: Config, mode: str = 'train') -> None:
     """Raise a :class:`ConfigError` listing every value that cannot work (see the module
     docstring); return quietly otherwise."""
+    problems = config_problems(cfg, mode)
+    if problems:
+        raise ConfigError('; '.join(problems))
+
+
+def config_problems(cfg: Config, mode: str = 'train') -> list[str]:
+    """What :func:`check_config` finds wrong, one message each."""
     problems = list(attention_problems(cfg.get('model'), 'model'))
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
@@ -120,9 +128,7 @@ def check_config(cfg: Config, mode: str = 'train') -> None:
     problems += hook_argument_problems(cfg)  # a test run builds the hooks too
     problems += log_level_problems(cfg.get('log_level', 'INFO'))  # Runner.from_cfg's default
     read = {k: v for k, v in cfg.items() if mode == 'train' or k not in TRAINING_ONLY_KEYS}
-    problems += list_delete_problems(read, '')
-    if problems:
-        raise ConfigError('; '.join(problems))
+    return problems + list(list_delete_problems(read, ''))
 
 
 def model_problems(cfg: Config) -> list[str]:
