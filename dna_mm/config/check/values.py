@@ -103,8 +103,8 @@ def argument_problems(
     take (:func:`class_arguments`; none checked for a class that takes any keyword), the closest
     valid name suggested, and the arguments it needs that are not given (``supplied``: those its
     builder passes itself; ``base``: as :func:`unknown_keys`); ``[]`` for a type ``registry`` does
-    not know. A misspelt required
-    argument would otherwise be a ``TypeError`` naming no key once the model is built."""
+    not know. A misspelt required argument would otherwise be a ``TypeError`` naming no key once
+    the model is built."""
     from ...utils.build_errors import required_arguments  # noqa: PLC0415
 
     cls = type_class(registry, node.get('type')) if isinstance(node, dict) else None
