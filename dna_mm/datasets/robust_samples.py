@@ -69,6 +69,8 @@ class RobustSamples:
                 'each line\'s labels become), got none; set num_classes in the dataset\'s config'
             )
         self.check_files, self.labels_optional = check_files, labels_optional
+        #: ``(label, line number)`` of the largest label the list holds (:func:`largest_label`), once read
+        self.largest_label: Optional[tuple[int, Optional[int]]] = None
         self.skipped = SharedCounter(self.noun)
         self._failures: list[tuple[Any, str]] = []
         self._bugs = 0  # failures of the last __getitem__ that are not the files' (a transform's bug)
@@ -80,7 +82,9 @@ class RobustSamples:
         it (mmengine would stop on it with no file named), as is one whose ``classes.txt`` (written
         beside it by the annotation builders, ``tools/data/*/build_annotations.py``) names another
         number of classes than ``num_classes``: a list of another protocol, whose labels would
-        train and score other classes (Smarthome's cross-view lists have 19, cross-subject 31)."""
+        train and score other classes (Smarthome's cross-view lists have 19, cross-subject 31).
+        Its largest label is kept (:attr:`largest_label`): the runner holds it against the model's
+        head (:mod:`dna_mm.engine.label_bounds`)."""
         if not data_list:
             raise DataError(f'{self.ann_file}: the list holds no {self.noun}s: nothing to train or test on')
         classes = os.path.join(os.path.dirname(self.ann_file), CLASSES_FILE)
@@ -93,6 +97,7 @@ class RobustSamples:
                     f'{self.num_classes}: the list was made for another protocol than this config\'s '
                     f'(its labels would stand for other classes); use the config of the list\'s protocol'
                 )
+        self.largest_label = largest_label(data_list)
         return data_list
 
     def get_cat_ids(self, idx: int) -> list[int]:
@@ -208,6 +213,19 @@ def read_list_lines(ann_file: str) -> Iterator[tuple[int, str]]:
             ) from None
         if line:
             yield lineno, line
+
+
+def largest_label(data_list: list[dict]) -> Optional[tuple[int, Optional[int]]]:
+    """``(label, line number)`` of the largest label of a list's data infos (each ``label`` an
+    ``int``, ``-1`` for none, or a ``multi_class`` line's list of them; ``lineno`` its line), the
+    first line that holds it; ``None`` for a list without labels."""
+    found: Optional[tuple[int, Optional[int]]] = None
+    for info in data_list:
+        label = info.get('label')
+        top = max(label, default=-1) if isinstance(label, (list, tuple)) else label
+        if isinstance(top, int) and top >= 0 and (found is None or top > found[0]):
+            found = (top, info.get('lineno'))
+    return found
 
 
 def list_label(text: str, num_classes: Optional[int]) -> int:

@@ -30,7 +30,9 @@ exact resume and a terminal that starts with the run, not with the setup dump.
   COCO folder or annotation file not prepared) is a :class:`~dna_mm.errors.MissingFileError`
   naming the dataset's type and ``data_root`` beside the file, and an image folder without the
   class folders or images it should hold (ImageNet extracted in part) a
-  :class:`~dna_mm.errors.DataError` (:func:`missing_data`).
+  :class:`~dna_mm.errors.DataError` (:func:`missing_data`). A list with a label beyond the
+  model's classifying head is a :class:`~dna_mm.errors.ConfigError` naming its line and the head,
+  as its loop is built (:mod:`dna_mm.engine.label_bounds`).
 * **Quiet setup.** mmengine's environment, config, hook-order and parameter-option dumps, and
   its deprecation notices about MMAction2's own file reading, go to the log file only, unless
   ``log_setup_to_console = True`` (tools: ``--verbose``).
@@ -120,6 +122,7 @@ from .global_batch import (
     ema_accumulation_note,
     wrapper_accumulation,
 )
+from .label_bounds import refuse_labels_beyond_head
 from .loader_workers import (
     describe_lost_worker,
     drop_persistent_workers,
@@ -285,11 +288,13 @@ class DnARunner(Runner):
         exactly (not :mod:`dna_mm.engine.loops`' loops with an ``RNGStateHook`` and a
         ``PendingGradsHook``). An epoch-based loop whose ranks' epochs differ in length, which
         would hang, is a :class:`~dna_mm.errors.ConfigError`
-        (:func:`~dna_mm.engine.loops.refuse_uneven_epochs`)."""
+        (:func:`~dna_mm.engine.loops.refuse_uneven_epochs`), as is data with a label beyond the
+        model's head (:func:`~dna_mm.engine.label_bounds.refuse_labels_beyond_head`)."""
         if isinstance(loop, dict):
             self._train_loop_cfg = dict(loop)  # (a resume may build its resumable twin)
         built = super().build_train_loop(loop)
         refuse_uneven_epochs(built, self.world_size)
+        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), 'train_dataloader', True)
         missing = [
             kind.__name__
             for kind in (RNGStateHook, PendingGradsHook)
@@ -320,6 +325,22 @@ class DnARunner(Runner):
                 "one with dna_mm's resumable loop, RNGStateHook and PendingGradsHook "
                 '(configs/_base_/ name them)'
             )
+        return built
+
+    def build_val_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """mmengine's; data with a label beyond the model's head is a
+        :class:`~dna_mm.errors.ConfigError`
+        (:func:`~dna_mm.engine.label_bounds.refuse_labels_beyond_head`)."""
+        built = super().build_val_loop(loop)
+        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), 'val_dataloader', False)
+        return built
+
+    def build_test_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """mmengine's; data with a label beyond the model's head is a
+        :class:`~dna_mm.errors.ConfigError`
+        (:func:`~dna_mm.engine.label_bounds.refuse_labels_beyond_head`)."""
+        built = super().build_test_loop(loop)
+        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), 'test_dataloader', False)
         return built
 
     def build_logger(
