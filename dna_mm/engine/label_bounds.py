@@ -5,15 +5,17 @@ larger label stops training at its first iteration on torch's ``IndexError: Targ
 bounds`` traceback (on a GPU, a device-side assert that names nothing), and in a validation or
 test scores that sample as a wrong prediction without a word. The config check
 (:mod:`dna_mm.config.check.heads`) compares the head with the classes a config states; a config
-that states none (no dataset ``num_classes``, no ``label_map``) is caught here, from the labels
-the lists hold, before the first iteration: one :class:`~dna_mm.errors.ConfigError` naming the
-list's line and the head's key.
+that states none (no dataset ``num_classes``, no ``label_map``; an image folder per class) is
+caught here, from the labels the data holds, before the first iteration: one
+:class:`~dna_mm.errors.ConfigError` naming the sample (a list's line) and the head's key.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
+import torch
 from mmengine.model import BaseTTAModel, is_model_wrapper
 from torch import nn
 
@@ -37,22 +39,59 @@ def head_classes(model: nn.Module) -> Optional[tuple[str, int]]:
 
 
 def largest_data_label(dataset: Any) -> Optional[tuple[int, str]]:
-    """``(label, 'list:line')`` of the largest label of ``dataset``: a dna_mm list dataset's
-    (:attr:`~dna_mm.datasets.robust_samples.RobustSamples.largest_label`), or the largest of those
-    under a dataset wrapper (mmengine's ``ConcatDataset`` ``datasets``, ``RepeatDataset`` /
-    ``ClassBalancedDataset`` ``dataset``); ``None`` where none is known (another dataset)."""
+    """``(label, where)`` of the largest label of ``dataset``, ``where`` naming its sample: a
+    dna_mm list dataset's, kept as it read its list (``'list:line'``,
+    :attr:`~dna_mm.datasets.robust_samples.RobustSamples.largest_label`); another dataset's
+    (MMPretrain's ``gt_label``, MMAction2's ``label``), read from its data infos (a few
+    microseconds a sample: seconds for ImageNet's 1.28 M, once); the largest of those under a
+    dataset wrapper (mmengine's ``ConcatDataset`` ``datasets``, ``RepeatDataset`` /
+    ``ClassBalancedDataset`` ``dataset``). ``None`` where none is known (no labels, a dataset not
+    yet read: ``lazy_init``)."""
     inner = getattr(dataset, 'datasets', None)
     if inner is None and getattr(dataset, 'dataset', None) is not None:
         inner = [dataset.dataset]
     if inner is not None:
         found = [f for f in map(largest_data_label, inner) if f is not None]
         return max(found, key=lambda f: f[0]) if found else None
-    largest = getattr(dataset, 'largest_label', None)
-    if not isinstance(largest, tuple):
+    if hasattr(dataset, 'largest_label'):  # a dna_mm list dataset
+        if dataset.largest_label is None:
+            return None
+        label, lineno = dataset.largest_label
+        return label, f'{dataset.ann_file}:{lineno}' if lineno is not None else str(dataset.ann_file)
+    if not getattr(dataset, '_fully_initialized', False) or not hasattr(dataset, 'get_data_info'):
         return None
-    label, lineno = largest
-    where = getattr(dataset, 'ann_file', None) or type(dataset).__name__
-    return label, f'{where}:{lineno}' if lineno is not None else str(where)
+    found = None
+    for i in range(len(dataset)):
+        info = dataset.get_data_info(i)
+        top = _top_label(info.get('gt_label', info.get('label')))
+        if top is not None and (found is None or top > found[0]):
+            found = (top, i, info)
+    if found is None:
+        return None
+    top, i, info = found
+    path = next((info[k] for k in SAMPLE_PATH_KEYS if info.get(k)), None)
+    return top, f'{type(dataset).__name__} sample {i}' + (f' ({path})' if path else '')
+
+
+#: the keys of a data info that name its sample's file (MMPretrain's, MMAction2's)
+SAMPLE_PATH_KEYS = ('img_path', 'filename', 'frame_dir')
+
+
+def _top_label(label: Any) -> Optional[int]:
+    """The largest class of a data info's label: an ``int`` (``-1``: none), a list or array of
+    them (a multi-label sample), or MMAction2's ``multi_class`` one-hot (a float tensor); ``None``
+    for no class."""
+    if isinstance(label, torch.Tensor) and label.is_floating_point():  # a one-hot target
+        hot = torch.nonzero(label).flatten()
+        return int(hot.max()) if len(hot) else None
+    try:
+        values = np.asarray(label).reshape(-1)
+    except (TypeError, ValueError):
+        return None
+    if not np.issubdtype(values.dtype, np.integer):
+        return None
+    values = values[values >= 0]
+    return int(values.max()) if values.size else None
 
 
 def refuse_labels_beyond_head(model: nn.Module, dataloader: Any, key: str, train: bool) -> None:
@@ -60,7 +99,8 @@ def refuse_labels_beyond_head(model: nn.Module, dataloader: Any, key: str, train
     ``key``, ``'train_dataloader'``) holds a label the model's head does not score
     (:func:`head_classes`, :func:`largest_data_label`); what it would do otherwise (``train``:
     stop at the first iteration; else: score as wrong) is said."""
-    head, found = head_classes(model), largest_data_label(getattr(dataloader, 'dataset', None))
+    head = head_classes(model)
+    found = largest_data_label(getattr(dataloader, 'dataset', None)) if head is not None else None
     if head is None or found is None or found[0] < head[1]:
         return
     (at, classes), (label, where) = head, found

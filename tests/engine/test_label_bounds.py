@@ -11,7 +11,7 @@ from mmengine.dataset import ConcatDataset, RepeatDataset
 from mmengine.registry import init_default_scope
 
 from dna_mm.datasets.robust_samples import largest_label
-from dna_mm.engine.label_bounds import largest_data_label
+from dna_mm.engine.label_bounds import _top_label, largest_data_label
 
 #: no number of classes in the config: the demo's label map and its datasets' num_classes dropped
 NO_CLASSES = [
@@ -99,3 +99,23 @@ def test_testing_on_labels_beyond_the_head_is_one_line(tiny_video_set, tmp_path,
     assert f'test.py: error: {tiny_video_set}/test.txt:' in err
     assert "beyond model.cls_head.num_classes (2: labels 0 to 1); its samples would count as wrong" in err
     assert 'give test_dataloader a list of the model\'s classes' in err
+
+
+def test_another_datasets_labels_are_read_from_its_data_infos(tmp_path) -> None:
+    """An MMPretrain ``CustomDataset`` of class folders (its labels the folders' order), and
+    MMAction2's ``multi_class`` one-hot targets; a dataset not yet read (``lazy_init``) is left
+    alone."""
+    import cv2
+    import numpy as np
+    from mmpretrain.datasets import CustomDataset
+
+    for c in ('ant', 'bee', 'cat'):
+        (tmp_path / c).mkdir()
+        cv2.imwrite(str(tmp_path / c / f'{c}.png'), np.zeros((4, 4, 3), np.uint8))
+    images = CustomDataset(data_root=str(tmp_path), pipeline=[])
+    assert largest_data_label(images) == (2, f'CustomDataset sample 2 ({tmp_path / "cat" / "cat.png"})')
+    assert largest_data_label(CustomDataset(data_root=str(tmp_path), pipeline=[], lazy_init=True)) is None
+    assert _top_label(torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0])) == 3
+    assert _top_label(torch.zeros(4)) is None
+    assert _top_label([1, 7, 2]) == 7 and _top_label(np.array([4])) == 4
+    assert _top_label(-1) is None and _top_label([]) is None
