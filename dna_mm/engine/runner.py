@@ -294,7 +294,7 @@ class DnARunner(Runner):
             self._train_loop_cfg = dict(loop)  # (a resume may build its resumable twin)
         built = super().build_train_loop(loop)
         refuse_uneven_epochs(built, self.world_size)
-        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), 'train_dataloader', True)
+        self._held_to_head(built, 'train_dataloader', train=True)
         missing = [
             kind.__name__
             for kind in (RNGStateHook, PendingGradsHook)
@@ -328,19 +328,18 @@ class DnARunner(Runner):
         return built
 
     def build_val_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """mmengine's; data with a label beyond the model's head is a
-        :class:`~dna_mm.errors.ConfigError`
-        (:func:`~dna_mm.engine.label_bounds.refuse_labels_beyond_head`)."""
-        built = super().build_val_loop(loop)
-        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), 'val_dataloader', False)
-        return built
+        """mmengine's, its data's labels held against the model's head (:meth:`_held_to_head`)."""
+        return self._held_to_head(super().build_val_loop(loop), 'val_dataloader')
 
     def build_test_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """mmengine's; data with a label beyond the model's head is a
-        :class:`~dna_mm.errors.ConfigError`
-        (:func:`~dna_mm.engine.label_bounds.refuse_labels_beyond_head`)."""
-        built = super().build_test_loop(loop)
-        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), 'test_dataloader', False)
+        """mmengine's, its data's labels held against the model's head (:meth:`_held_to_head`)."""
+        return self._held_to_head(super().build_test_loop(loop), 'test_dataloader')
+
+    def _held_to_head(self, built: BaseLoop, key: str, train: bool = False) -> BaseLoop:
+        """``built``, once its data (the config's ``key``) is known to hold no label beyond the
+        model's head (else a :class:`~dna_mm.errors.ConfigError`:
+        :func:`~dna_mm.engine.label_bounds.refuse_labels_beyond_head`)."""
+        refuse_labels_beyond_head(self.model, getattr(built, 'dataloader', None), key, train)
         return built
 
     def build_logger(
