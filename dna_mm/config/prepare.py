@@ -208,24 +208,29 @@ def skip_unreadable(cfg: Config) -> Config:
 
 
 def format_metrics(metrics: dict) -> str:
-    """``acc/top{k}``, ``acc/mean1`` (recognition), ``accuracy/top{k}`` (image classification,
-    MMPretrain) and COCO's bbox / segm AP, AP50,
-    AP75, AP_S / AP_M / AP_L (detection) → one readable line, every accuracy and AP in %
-    (COCO's -1 for a size range without objects as ``n/a``); other metrics appended as they are."""
+    """``acc/top{k}``, ``acc/mean1``, ``acc/mean_average_precision`` / ``acc/mmit_mean_average_precision``
+    (recognition, multi-label too), ``accuracy/top{k}`` / ``multi-label/mAP`` (image classification,
+    MMPretrain) and COCO's bbox / segm AP, AP50, AP75, AP_S / AP_M / AP_L (detection) → one readable
+    line, every accuracy and AP in % (COCO's -1 for a size range without objects as ``n/a``); other
+    metrics appended, a float to 6 significant digits."""
     topk = sorted({int(m[1]) for key in metrics if (m := re.fullmatch(r'(?:acc|accuracy)/top(\d+)', key))})
     names = {f'acc/top{k}': f'top-{k}' for k in topk} | {'acc/mean1': 'mCA'}
+    names |= {'acc/mean_average_precision': 'mAP', 'acc/mmit_mean_average_precision': 'mmit mAP'}
     names |= {f'accuracy/top{k}': f'top-{k}' for k in topk}  # MMPretrain's Accuracy (in %)
+    names |= {'multi-label/mAP': 'mAP'}  # MMPretrain's AveragePrecision (in %)
     for task in ('bbox', 'segm'):  # MMDetection's CocoMetric
         for sfx, label in (('', ''), ('_50', '50'), ('_75', '75'), ('_s', '_S'), ('_m', '_M'), ('_l', '_L')):
             names[f'coco/{task}_mAP{sfx}'] = f'{task} AP{label}'
-    percent = {k for k in names if k.startswith('accuracy/')}  # already in %, not a fraction
+    percent = {k for k in names if k.startswith(('accuracy/', 'multi-label/'))}  # in %, not a fraction
 
     def shown(key: str) -> str:
         value = metrics[key]
         return 'n/a' if value < 0 else f'{value if key in percent else 100 * value:.2f}'
 
     parts = [f'{label}: {shown(key)}' for key, label in names.items() if key in metrics]
-    parts += [f'{k}: {v}' for k, v in metrics.items() if k not in names]
+    parts += [
+        f'{k}: {v:.6g}' if isinstance(v, float) else f'{k}: {v}' for k, v in metrics.items() if k not in names
+    ]
     return 'Test results: ' + '  '.join(parts)
 
 

@@ -230,3 +230,16 @@ def test_every_top_k_accuracy_is_printed_in_percent() -> None:
         format_metrics({'accuracy/top1': 80.0, 'accuracy/top3': 95.5})
         == 'Test results: top-1: 80.00  top-3: 95.50'
     )
+
+
+def test_a_multi_label_map_is_printed_in_percent_and_other_floats_shortly() -> None:
+    """MMAction2's ``AccMetric`` mAP (a fraction) and MMPretrain's ``AveragePrecision`` (in %)
+    as ``mAP`` in %; a metric of another name keeps its key, a float to 6 significant digits."""
+    from dna_mm.config import format_metrics
+
+    line = format_metrics({'acc/mean_average_precision': 0.34644342452277477, 'ood/auroc': 0.8123456789})
+    assert line == 'Test results: mAP: 34.64  ood/auroc: 0.812346'
+    assert (
+        format_metrics({'multi-label/mAP': 70.83333587646484, 'count': 3})
+        == 'Test results: mAP: 70.83  count: 3'
+    )
