@@ -326,6 +326,15 @@ REFUSED: list[tuple[Callable[[Path], Config], tuple[str, ...], str | dict[str, s
         "default_hooks.checkpoint.save_best='acc/top1': the validation reports "
         "acc/mmit_mean_average_precision, acc/mean_average_precision (or 'auto': the first of them)",
     ),
+    # session 27's ml.py: a multi-label head left at 'prob' tested with a softmax over the classes
+    (
+        lambda t: _child(t, MULTI_LABEL + MAP_EVALUATOR, "model.cls_head.average_clips='prob'"),
+        ('train', 'test'),
+        "model.cls_head.average_clips is 'prob' with multi_class=True: a test would score each video with "
+        'a softmax over the classes, one distribution that its classes share, where a multi-label head '
+        'scores each class on its own (a sigmoid loss), and the mAP would rank the videos by those shares; '
+        "set model.cls_head.average_clips='score'",
+    ),
 ]
 
 

@@ -13,7 +13,8 @@ checked before anything is built (:func:`dna_mm.config.check.check_config`):
   leaves the loss to the head's default, is a registry ``KeyError`` naming no key), and
   (``mode='train'``) its ``class_weight`` one weight per class (a ``RuntimeError`` at the first
   iteration); (``mode='train'``) its ``label_smooth_eps`` in [0, 1) (1.5 trained towards a
-  negative target without a word);
+  negative target without a word); with ``multi_class``, its ``average_clips`` not ``'prob'`` (a
+  softmax over the classes that a multi-label video's classes share, ranked by the mAP);
 * the data preprocessor's ``blending`` (MMAction2's ``MixupBlending`` / ``CutmixBlending``, or
   ``RandomBatchAugment`` of them): each blending's ``alpha`` > 0 (a ``ValueError`` traceback from
   its ``Beta`` distribution as the model is built), its ``num_classes`` given (a ``TypeError``
@@ -145,6 +146,9 @@ def head_problems(cfg: Config, train: bool) -> list[str]:
       ``loss_cls`` out is a loss without a type; the head's default type is named;
     * (``train``) its ``class_weight``, a list, one weight per class (``num_classes``): torch's
       loss stops the first iteration on a ``RuntimeError`` otherwise;
+    * a ``multi_class`` head's ``average_clips`` not ``'prob'`` (``BaseHead``'s default): its test
+      scores would be a softmax over the classes, which a multi-label video's classes share, and
+      the mAP would rank the videos by those shares (MMAction2 tests it without a word);
     * (``train``) ``label_smooth_eps`` in [0, 1): ``BaseHead.loss_by_feat`` trains on targets
       ``(1 - eps) * one_hot + eps / num_classes`` without a word, where 1 or more leaves the true
       class's target no higher than the others' and below 0 makes the others' negative."""
@@ -155,9 +159,10 @@ def head_problems(cfg: Config, train: bool) -> list[str]:
         return []
     head, cls = found
     out = []
+    signature = inspect.signature(cls).parameters
     loss = head.get('loss_cls')
     if isinstance(loss, dict) and 'type' not in loss:
-        default = inspect.signature(cls).parameters.get('loss_cls')
+        default = signature.get('loss_cls')
         kind = default.default.get('type') if default and isinstance(default.default, dict) else None
         example = f"e.g. {kind!r}, {cls.__name__}'s default" if kind else "e.g. 'CrossEntropyLoss'"
         out.append(
@@ -172,6 +177,15 @@ def head_problems(cfg: Config, train: bool) -> list[str]:
             f'model.cls_head.loss_cls.class_weight has {len(weights)} weights and '
             f"model.cls_head.num_classes is {classes}: one weight per class (torch's loss would stop the "
             'first iteration on a RuntimeError)'
+        )
+    clips = head.get('average_clips', getattr(signature.get('average_clips'), 'default', None))
+    if head.get('multi_class') and clips == 'prob':
+        said = '' if 'average_clips' in head else f" ({cls.__name__}'s default)"
+        out.append(
+            f"model.cls_head.average_clips is 'prob'{said} with multi_class=True: a test would score each "
+            'video with a softmax over the classes, one distribution that its classes share, where a '
+            'multi-label head scores each class on its own (a sigmoid loss), and the mAP would rank the '
+            "videos by those shares; set model.cls_head.average_clips='score'"
         )
     eps = head.get('label_smooth_eps')
     if train and eps is not None and (not is_number(eps) or not 0 <= eps < 1):
