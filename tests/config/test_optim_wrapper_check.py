@@ -23,7 +23,8 @@ from mmengine.optim import AmpOptimWrapper, DefaultOptimWrapperConstructor, Opti
 
 import dna_mm  # noqa: F401
 from dna_mm.config import check_config
-from dna_mm.config.check.optim import BUILD_KEYS, PARAMWISE_KEYS
+from dna_mm.config.check.optim import PARAMWISE_KEYS
+from dna_mm.config.check.optim_wrapper import BUILD_KEYS
 from dna_mm.errors import ConfigError
 
 LSJ = str(REPO / 'configs' / 'vitdet_dna_coco_lsj.py')  # LayerDecayOptimizerConstructor

@@ -293,10 +293,21 @@ VALUES = [
         lambda: _second(type='OneCycleLR', eta_max=1e-3, pct_start=1.5),
         f'param_scheduler[1].pct_start must be a number in [0, 1] ({LATER.format("OneCycleLR")}), got 1.5',
     ),
+    *[
+        (
+            lambda value=value: _second(type='OneCycleLR', eta_max=value),
+            'param_scheduler[1].eta_max is the peak lr: it must be a number > 0, or one per parameter '
+            'group (0 keeps the learning rate at 0 the whole run, a negative one makes it negative), '
+            f'got {value!r}',
+        )
+        for value in (-1e-3, 0, [0.0])
+    ],
+    # the lr stayed 0 the whole run: mmengine's default eta_max, 0, is the peak itself
     (
-        lambda: _second(type='OneCycleLR', eta_max=-1e-3),
-        'param_scheduler[1].eta_max must be a number >= 0, or one per parameter group (the peak of the '
-        'learning rate: a negative one makes it negative), got -0.001',
+        lambda: _second(type='OneCycleLR', total_steps=100),
+        "param_scheduler[1].eta_max is the peak lr: OneCycleLR's default 0 keeps the learning rate at 0 "
+        "the whole run (it rises from eta_max / div_factor to eta_max and falls; the optimizer's lr is "
+        'not read); set it',
     ),
     (
         lambda: _second(type='OneCycleLR', eta_max=1e-3, div_factor=0),
@@ -320,6 +331,30 @@ VALUES = [
     (
         lambda: _second(type='CosineRestartLR', periods=[19], restart_weights=[1]),
         'param_scheduler[1] (CosineRestartLR) needs eta_min or eta_min_ratio (mmengine asserts one)',
+    ),
+    # a 0 period was skipped with its restart weight, a negative one moved the restarts after it
+    *[
+        (
+            lambda periods=periods: _second(
+                type='CosineRestartLR', periods=periods, restart_weights=[1, 1, 0.5], eta_min=0.0
+            ),
+            'param_scheduler[1].periods must be a non-empty list of numbers > 0 (the steps of each cosine '
+            "cycle: mmengine's CosineRestartLR skips a 0 one and its restart weight, and a negative one "
+            f'moves or drops the restarts after it, without a word), got {periods!r}',
+        )
+        for periods in ([9, 0, 10], [9, -5, 15])
+    ],
+    # an AssertionError once the model is built: the default restart_weights, [1], fits one period
+    (
+        lambda: _second(type='CosineRestartLR', periods=[10, 9], eta_min=0.0),
+        'param_scheduler[1].restart_weights must give one weight per period, 2 (its default, [1], fits one '
+        "period: mmengine's CosineRestartLR asserts it once the model is built); set it, e.g. "
+        'restart_weights=[1, 1]',
+    ),
+    (
+        lambda: _second(type='CosineRestartLR', periods=[10, 9], restart_weights=[1, 0.5, 0.25], eta_min=0.0),
+        "param_scheduler[1].restart_weights must give one weight per period, 2 (mmengine's CosineRestartLR "
+        'asserts it once the model is built), got [1, 0.5, 0.25]',
     ),
     (
         lambda: _second(type='ReduceOnPlateauLR', threshold=-1e-4),
@@ -375,6 +410,11 @@ def _build(scheduler: dict, steps: int = 12) -> list[float]:
         (dict(type='ReduceOnPlateauLR', factor=2.0), ValueError),
         (dict(type='CosineAnnealingLR', T_max=5, eta_min=0.0, eta_min_ratio=0.01), AssertionError),
         (dict(type='CosineRestartLR', periods=[5], restart_weights=[1]), AssertionError),
+        (dict(type='CosineRestartLR', periods=[5, 5], eta_min=0.0), AssertionError),
+        (
+            dict(type='CosineRestartLR', periods=[5, 5], restart_weights=[1, 1, 1], eta_min=0.0),
+            AssertionError,
+        ),
         (dict(type='ReduceOnPlateauLR', threshold=-1e-4), ValueError),
         (dict(type='ReduceOnPlateauLR', threshold_rule='relative'), ValueError),
         (dict(type='ReduceOnPlateauLR', rule='les'), ValueError),
@@ -402,6 +442,22 @@ def test_mmengine_takes_a_negative_or_still_lr_without_a_word() -> None:
     )
 
 
+@pytest.mark.filterwarnings('ignore:Detected call of `scheduler.step:UserWarning')
+def test_mmengine_skips_a_restart_or_keeps_the_lr_at_0_without_a_word() -> None:
+    """The premises of the silent ones: ``OneCycleLR``'s ``eta_max`` is the peak itself (its default
+    0 keeps the lr at 0, the optimizer's 0.1 not read); ``CosineRestartLR`` skips a 0 period with its
+    restart weight (the schedule of the periods without it), and after a negative one it does not
+    restart (the restart at step 4 of ``[4, 4]``, to 0.1 * 0.5, is missing)."""
+    assert set(_build(dict(type='OneCycleLR', total_steps=20))) == {0.0}
+    assert max(_build(dict(type='OneCycleLR', eta_max=1e-3, total_steps=20))) == pytest.approx(1e-3)
+    restart = dict(type='CosineRestartLR', eta_min=0.0)
+    skipped = _build(dict(restart, periods=[4, 0, 4], restart_weights=[1, 1, 0.5]))
+    assert skipped == _build(dict(restart, periods=[4, 4], restart_weights=[1, 0.5]))
+    assert _build(dict(restart, periods=[4, 4], restart_weights=[1, 0.5]))[3] == pytest.approx(0.05)
+    moved = _build(dict(restart, periods=[4, -2, 4], restart_weights=[1, 1, 0.5]))
+    assert moved[3] < 0.01  # still falling from the first period's end
+
+
 def test_a_schedulers_value_mmengine_takes_passes() -> None:
     """A ``gamma`` > 1 (a warm-up by growth) or 0, ``T_max=0`` with an ``end``, a cosine with neither
     (the runner ends it at the train loop's end, as MMPretrain's configs have it), the factors at the
@@ -421,6 +477,8 @@ def test_a_schedulers_value_mmengine_takes_passes() -> None:
         # no end: mmengine's runner sets its train loop's max_epochs (Runner._build_param_scheduler)
         _cfg(param_scheduler=[DEMO_WARMUP, dict(type='CosineAnnealingLR', begin=1)]),
         _second(type='OneCycleLR', eta_max=[1e-3], total_steps=100, pct_start=0.0, anneal_strategy='linear'),
+        _second(type='CosineRestartLR', periods=[10, 9], restart_weights=[1, 0.5], eta_min_ratio=0.01),
+        _second(type='CosineRestartLR', periods=[19], eta_min=0.0),  # one period: the default weight, [1]
         _second(type='ReduceOnPlateauLR', factor=0.5, threshold=0.0, rule='greater', threshold_rule='abs'),
     ]
     for cfg in passing:

@@ -19,8 +19,9 @@ docstring lists its checks):
                         dataset wrappers
 ``evaluation``          an evaluator's ``ann_file``, its metrics' arguments, and its metrics against
                         multi-label data
-``optim``               the optimizer, its wrapper's keys (AMP, ``clip_grad``, ``paramwise_cfg`` and
-                        its multipliers)
+``optim``               the optimizer, its wrapper (AMP, ``clip_grad``, ``paramwise_cfg`` and its
+                        multipliers)
+``optim_wrapper``       the optim wrapper's own keys against the arguments of its class
 ``schedule``            ``param_scheduler`` entries, one by epoch under an iteration loop, the train
                         loop's keys, ``auto_scale_lr``
 ``scheduler_values``    the values of a ``param_scheduler`` entry (what mmengine refuses, divides by

@@ -14,12 +14,8 @@
   ``--cfg-options optim_wrapper.loss_scale=512`` gives it, is refused with its float named,
   ``512.0``) on any machine (``AutoAmpOptimWrapper`` drops them without a GPU: a typo would stop
   only the GPU run);
-* the wrapper's keys (``optim_wrapper``'s, which mmengine's ``build_optim_wrapper`` builds with
-  its ``DefaultOptimWrapperConstructor`` or a subclass that builds as it does): ``type``,
-  ``optimizer``, ``paramwise_cfg``, ``constructor`` and the arguments of the wrapper's class up its
-  MRO (``AmpOptimWrapper``'s and ``OptimWrapper``'s for it and for dna_mm's ``AutoAmpOptimWrapper``,
-  whose ``**kwargs`` would have the ``TypeError`` of ``clip_gra`` name no valid key once the model
-  is built), the closest valid name suggested;
+* the wrapper's own keys against the arguments of its class (``clip_gra``; an AMP key under a
+  full-precision wrapper): :mod:`.optim_wrapper`;
 * the wrapper's ``clip_grad`` (mmengine's ``OptimWrapper`` pops its ``type``, ``'norm'`` or
   ``'value'``, and passes the rest to torch's ``clip_grad_norm_`` / ``clip_grad_value_`` at every
   step): a dict, its ``type`` one of the two, its keys the arguments of that function and its
@@ -45,11 +41,13 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any, Optional
 
 from mmengine.config import Config
 
 from ..build import type_name
+from .optim_wrapper import constructor_class, wrapper_key_problems
 from .values import (
     class_arguments,
     closest_name,
@@ -84,11 +82,11 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     >= 0 and ``type`` (registered: mmengine would stop on ``None is not a callable object``), its
     ``clip_grad.max_norm`` > 0, its ``dtype`` and ``loss_scale`` what mmengine's ``AmpOptimWrapper``
     takes, its ``clip_grad``'s keys (:func:`_clip_grad_problems`) and its ``paramwise_cfg``'s
-    (:func:`_paramwise_problems`); the top-level wrapper's own keys (:func:`_wrapper_key_problems`:
+    (:func:`_paramwise_problems`); the top-level wrapper's own keys (:func:`.wrapper_key_problems`:
     mmengine's ``build_optim_wrapper`` builds that one; a sub-wrapper of a multi-optimizer config
     is read by that config's own constructor)."""
     optimizer = wrapper['optimizer']
-    out = _wrapper_key_problems(cfg, wrapper, at) if at == 'optim_wrapper.' else []
+    out = wrapper_key_problems(cfg, wrapper, at) if at == 'optim_wrapper.' else []
     out += not_positive(optimizer.get('lr'), f'{at}optimizer.lr')
     decay = optimizer.get('weight_decay')
     if decay is not None and (not is_number(decay) or decay < 0):
@@ -118,76 +116,6 @@ def wrapper_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     out += _clip_grad_problems(clip, f'{at}clip_grad')
     out += not_positive(wrapper.get('accumulative_counts'), f'{at}accumulative_counts', integer=True)
     out += _paramwise_problems(cfg, wrapper, at)
-    return out
-
-
-#: the keys mmengine's ``build_optim_wrapper`` and ``DefaultOptimWrapperConstructor`` read from
-#: ``optim_wrapper`` besides the wrapper's arguments (``optimizer`` is one, passed built)
-BUILD_KEYS = ('type', 'optimizer', 'paramwise_cfg', 'constructor')
-#: the class whose arguments a registered wrapper function takes through its ``**kwargs``, by the
-#: function (module and name): dna_mm's ``AutoAmpOptimWrapper`` builds mmengine's
-#: ``AmpOptimWrapper`` on a GPU, its parent ``OptimWrapper`` without one
-WRAPPER_FUNCTIONS = {'dna_mm.engine.optim_wrapper.auto_amp_optim_wrapper': 'AmpOptimWrapper'}
-
-
-def _constructor_class(cfg: Config, wrapper: dict) -> Any:
-    """The class of the wrapper's ``constructor``, resolved as mmengine's ``build_optim_wrapper``
-    builds it (``'DefaultOptimWrapperConstructor'`` by default, in the config's default scope);
-    ``None`` where it cannot be had."""
-    constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
-    if isinstance(constructor, str):
-        registry = registry_of(cfg, 'OPTIM_WRAPPER_CONSTRUCTORS')
-        return registered_class(registry, constructor)[1] if registry is not None else None
-    return constructor
-
-
-def _wrapper_key_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
-    """The wrapper's keys: :data:`BUILD_KEYS` and the arguments of its class (``type``,
-    ``'OptimWrapper'`` by default: mmengine's constructor sets it), up its MRO while an
-    ``__init__`` passes ``**kwargs`` on (``AmpOptimWrapper``'s and ``OptimWrapper``'s; dna_mm's
-    ``AutoAmpOptimWrapper``, a function of ``**kwargs``, through :data:`WRAPPER_FUNCTIONS`): the
-    constructor passes any other key on to the wrapper, a ``TypeError`` once the model is built
-    (one that names no valid key where the wrapper takes ``**kwargs``). The closest valid name
-    suggested. Checked where the constructor is mmengine's ``DefaultOptimWrapperConstructor`` or
-    a subclass that builds the wrapper as it does (dna_mm's layer decay, MMAction2's); a wrapper
-    whose arguments cannot be told is left alone."""
-    from mmengine.optim import DefaultOptimWrapperConstructor  # noqa: PLC0415
-
-    constructor = _constructor_class(cfg, wrapper)
-    builds = isinstance(constructor, type) and issubclass(constructor, DefaultOptimWrapperConstructor)
-    if not builds or any(
-        getattr(constructor, m) is not getattr(DefaultOptimWrapperConstructor, m)
-        for m in ('__init__', '__call__')
-    ):
-        return []
-    kind = wrapper.get('type', 'OptimWrapper')
-    registry = registry_of(cfg, 'OPTIM_WRAPPERS')
-    target = kind
-    if isinstance(kind, str):
-        target = registered_class(registry, kind)[1] if registry is not None else None
-    function = WRAPPER_FUNCTIONS.get(
-        f'{getattr(target, "__module__", "")}.{getattr(target, "__qualname__", "")}'
-    )
-    if function is not None and registry is not None:
-        target = registered_class(registry, function)[1]
-    valid = class_arguments(target) if isinstance(target, type) else None
-    if valid is None:
-        return []
-    valid = list(dict.fromkeys([*BUILD_KEYS[:2], *valid, *BUILD_KEYS[2:]]))
-    given = {k: v for k, v in wrapper.items() if not str(k).startswith('_')}  # _scope_
-    what = f'a key of the optim wrapper {type_name(kind)}'
-    amp = class_arguments(registered_class(registry, 'AmpOptimWrapper')[1]) if registry is not None else None
-    out = []
-    for k in given:  # an AMP key under a full-precision wrapper (a child's type over its base's dtype)
-        if k in valid:
-            continue
-        if amp is not None and k in amp:
-            out.append(
-                f'{at}{k} is not {what} (full precision): it is an argument of AmpOptimWrapper (mixed '
-                f"precision); drop it, or set {at}type='AutoAmpOptimWrapper'"
-            )
-        else:
-            out += unknown_keys({k: given[k]}, valid, at[:-1], what)
     return out
 
 
@@ -265,7 +193,7 @@ def _paramwise_problems(cfg: Config, wrapper: dict, at: str) -> list[str]:
     paramwise = wrapper.get('paramwise_cfg')
     if paramwise is None:
         return []
-    cls = _constructor_class(cfg, wrapper)
+    cls = constructor_class(cfg, wrapper)
     valid = getattr(cls, 'PARAMWISE_KEYS', None) or PARAMWISE_KEYS.get(
         f'{getattr(cls, "__module__", "")}.{getattr(cls, "__qualname__", "")}'
     )
@@ -345,9 +273,11 @@ def _decay_without_base(cls: type, wrapper: dict, key: str) -> list[str]:
     ]
 
 
-def _torch_options() -> set[str]:
+@functools.cache
+def _torch_options() -> frozenset[str]:
     """The options of torch's optimizers' parameter groups (SGD's ``momentum``, Adam's
-    ``betas``, ...): one of them in a custom key of another optimizer is ignored by it."""
+    ``betas``, ...): one of them in a custom key of another optimizer is ignored by it. Read once
+    (the signatures of the optimizers torch has), then asked once per custom key's option."""
     import torch  # noqa: PLC0415
 
     found: set[str] = set()
@@ -358,7 +288,7 @@ def _torch_options() -> set[str]:
             and cls is not torch.optim.Optimizer
         ):
             found.update(_optimizer_options(cls) or ())
-    return found
+    return frozenset(found)
 
 
 def _multiplier_problems(value: Any, key: str) -> list[str]:

@@ -7,12 +7,16 @@ entry (``*LR``, ``*Momentum``, a subclass), one message a key:
   ``total_steps`` not an int > 0, ``pct_start`` not a float in [0, 1], an unknown
   ``anneal_strategy``; ``ReduceOnPlateauLR``'s ``factor`` >= 1, ``threshold`` < 0, an unknown
   ``rule`` / ``threshold_rule``; both ``eta_min`` and ``eta_min_ratio``, or ``CosineRestartLR``
-  with neither;
+  with neither, or with ``restart_weights`` (default ``[1]``) not one per period;
 * what divides by zero mid-run: ``start_factor`` / ``factor`` 0, ``StepLR``'s ``step_size`` 0,
   ``PolyLR``'s ``power`` < 0, ``OneCycleLR``'s ``div_factor`` / ``final_div_factor`` 0;
 * what makes the scheduled value negative without a word: ``gamma``, ``eta_min``,
   ``eta_min_ratio``, ``eta_max`` < 0;
-* what cuts it short: ``T_max`` < 0, ``begin`` < 0.
+* what keeps it at 0 without a word: ``OneCycleLR``'s ``eta_max`` (the peak lr, not a factor of
+  the optimizer's) 0 or not given (mmengine's default 0);
+* what cuts it short or moves it: ``T_max`` < 0, ``begin`` < 0, a ``CosineRestartLR`` period <= 0
+  (a 0 one skipped with its restart weight, a negative one moving or dropping the restarts after
+  it).
 
 What mmengine runs passes: a ``gamma`` > 1 (a warm-up by growth), ``T_max=0`` (mmengine's
 ``end - begin``), no ``end`` (mmengine's runner sets the train loop's ``max_epochs`` /
@@ -111,6 +115,8 @@ def scheduler_value_problems(cls: type, scheduler: dict, key: str) -> list[str]:
             out.append(f'{key} ({name}) takes eta_min or eta_min_ratio, not both (mmengine asserts one)')
         elif not given and issubclass(cls, ps.CosineRestartParamScheduler):
             out.append(f'{key} ({name}) needs eta_min or eta_min_ratio (mmengine asserts one)')
+    if issubclass(cls, ps.CosineRestartParamScheduler):
+        out += _cosine_restart_problems(scheduler, key, name)
     outside = f"outside [0, 1], mmengine's {name} raises a ValueError once the model is built"
     if issubclass(cls, ps.LinearParamScheduler):  # 0: `... / (self.total_iters * self.start_factor + ...)`
         why = f'{outside}; 0 divides by zero at the first step'
@@ -154,17 +160,59 @@ def _one_cycle_problems(scheduler: dict, key: str, name: str, what: str) -> list
     strategy = get('anneal_strategy')
     if strategy is not None and strategy not in ('cos', 'linear'):
         out.append(f"{key}.anneal_strategy must be 'cos' or 'linear' ({later}), got {strategy!r}")
-    peak = get('eta_max')
+    peak = get('eta_max')  # the peak itself: the schedule starts at eta_max / div_factor
     peaks = peak if isinstance(peak, (list, tuple)) else [peak]
-    if any(p is not None and not (is_number(p) and p >= 0) for p in peaks):
+    if peak is None:
         out.append(
-            f'{key}.eta_max must be a number >= 0, or one per parameter group (the peak of {what}: a '
-            f'negative one makes it negative), got {peak!r}'
+            f"{key}.eta_max is the peak lr: {name}'s default 0 keeps {what} at 0 the whole run (it rises "
+            "from eta_max / div_factor to eta_max and falls; the optimizer's lr is not read); set it"
+        )
+    elif not peaks or not all(is_number(p) and p >= 0 for p in peaks) or not any(p > 0 for p in peaks):
+        out.append(
+            f'{key}.eta_max is the peak lr: it must be a number > 0, or one per parameter group (0 keeps '
+            f'{what} at 0 the whole run, a negative one makes it negative), got {peak!r}'
         )
     why = f'it divides {what}: 0 divides by zero once the model is built, a negative one makes it negative'
     for factor in ('div_factor', 'final_div_factor'):
         out += _bound(get(factor), f'{key}.{factor}', 0, open_low=True, why=why)
     return out
+
+
+def _cosine_restart_problems(scheduler: dict, key: str, name: str) -> list[str]:
+    """``CosineRestartParamScheduler`` (mmengine 0.10.x): ``periods`` a non-empty list of numbers
+    > 0 (it looks a step up in their running sums, ``cumulative_periods``: a 0 period is never
+    reached, its restart weight skipped, and a negative one makes a later sum smaller, which moves
+    or drops the restarts after it and can end the schedule early, all without a word), and
+    ``restart_weights`` (default ``(1,)``) one per period (its ``AssertionError`` once the model is
+    built)."""
+    periods = scheduler.get('periods')
+    if periods is None:  # required: mmengine's TypeError names it
+        return []
+    if (
+        not isinstance(periods, (list, tuple))
+        or not periods
+        or not all(is_number(p) and p > 0 for p in periods)
+    ):
+        return [
+            f'{key}.periods must be a non-empty list of numbers > 0 (the steps of each cosine cycle: '
+            f"mmengine's {name} skips a 0 one and its restart weight, and a negative one moves or drops "
+            f'the restarts after it, without a word), got {periods!r}'
+        ]
+    weights = scheduler.get('restart_weights')
+    if weights is None:
+        if len(periods) == 1:
+            return []
+        return [
+            f'{key}.restart_weights must give one weight per period, {len(periods)} (its default, [1], '
+            f"fits one period: mmengine's {name} asserts it once the model is built); set it, e.g. "
+            f'restart_weights={[1] * len(periods)!r}'
+        ]
+    if isinstance(weights, (list, tuple)) and len(weights) == len(periods):
+        return []
+    return [
+        f"{key}.restart_weights must give one weight per period, {len(periods)} (mmengine's {name} "
+        f'asserts it once the model is built), got {weights!r}'
+    ]
 
 
 def _plateau_problems(scheduler: dict, key: str, later: str) -> list[str]:

@@ -5,6 +5,8 @@ helpers every topic of :func:`dna_mm.config.check.check_config` shares.
 from __future__ import annotations
 
 import difflib
+import functools
+from pathlib import Path
 from typing import Any, Optional
 
 from mmengine.config import Config
@@ -167,10 +169,26 @@ def unknown_keys(
 
 def has_base(cfg: Config) -> bool:
     """Whether ``cfg`` was read from a file that inherits a base config (``_base_``), whose dicts
-    mmengine merges into the child's: a child that names another ``type`` keeps the base's keys."""
+    mmengine merges into the child's: a child that names another ``type`` keeps the base's keys.
+    A check asks it once per part (each loader, the evaluators, the hooks, the optimizer): the
+    file is parsed once for its text (:func:`_inherits`), read again where it was rewritten."""
     filename = getattr(cfg, 'filename', None)
+    if not filename:
+        return False
     try:
-        return bool(filename) and bool(Config._get_base_files(filename))
+        text = Path(filename).read_bytes()
+    except OSError:  # a file no longer there
+        return False
+    return _inherits(str(filename), text)
+
+
+@functools.lru_cache(maxsize=32)
+def _inherits(filename: str, text: bytes) -> bool:
+    """Whether the config file ``filename``, whose content is ``text`` (the key of the cache: it
+    is not parsed again while it stays the same), names a ``_base_`` (mmengine's
+    ``Config._get_base_files`` parses it)."""
+    try:
+        return bool(Config._get_base_files(filename))
     except (OSError, SyntaxError, RuntimeError, ValueError):  # a file no longer there, or not a config
         return False
 
