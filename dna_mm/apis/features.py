@@ -39,8 +39,7 @@ import torch.nn as nn
 from torch.utils.data import Dataset
 
 from ..errors import ConfigError
-from ..over_time.predictor import OverTimePredictor
-from ..over_time.windows import Window
+from ..over_time.predictor import Decoded, OverTimePredictor
 from ..utils.files import atomic_path, write_json_atomic, write_text_atomic
 from ..utils.parent_death import die_with_parent
 
@@ -119,25 +118,32 @@ def window_features(
     """The model's clip slid along ``video`` every ``stride`` seconds (default: half a window),
     the windows ``tools/infer.py --over-time`` scores (:class:`OverTimePredictor`; none across a
     gap of damaged data): ``[W, ...]`` features (:func:`extract_batch`, ``predictor.batch_size``
-    windows a forward pass) and ``[W, 2]`` each window's start and end in seconds."""
+    windows a forward pass) and ``[W, 2]`` each window's start and end in seconds.
+
+    The windows are decoded and packed ahead in a second thread, as ``tools/infer.py --over-time``
+    decodes them (:meth:`OverTimePredictor.decoding`: at most ``2 × batch_size`` windows ahead),
+    while the model takes the features of those before; the thread ends and the file is closed
+    however this ends (an error in either thread, Ctrl-C). A batch may hold windows from both
+    sides of a gap: each window's features are its own."""
     from mmengine.dataset import pseudo_collate
 
     feats: list[np.ndarray] = []
     times: list[tuple[float, float]] = []
-    batch: list[Window] = []
+    batch: list[Decoded] = []
 
     def flush() -> None:
-        data = model.data_preprocessor(pseudo_collate([predictor.sample(w, video) for w in batch]), False)
+        data = model.data_preprocessor(pseudo_collate([d.sample for d in batch]), False)
         feats.append(extract_batch(model, data['inputs'], level, per))
-        times.extend((w.start, w.end) for w in batch)
+        times.extend((d.window.start, d.window.end) for d in batch)
         batch.clear()
 
     stream, stride = predictor.open(video, stride)
-    with stream:
-        for window in predictor.windows(stream, stride):
-            batch.append(window)
-            if len(batch) == predictor.batch_size:
-                flush()
+    with predictor.decoding(stream, stride) as ahead:  # ends the thread, closes the stream
+        for item in ahead:
+            if isinstance(item, Decoded):  # not a gap
+                batch.append(item)
+                if len(batch) == predictor.batch_size:
+                    flush()
         if batch:
             flush()
     return np.concatenate(feats), np.asarray(times, dtype=np.float64).reshape(-1, 2)
@@ -453,7 +459,7 @@ def run_extraction(
     ``store``, with mmengine's progress bar on rank 0: each video's test views, decoded by
     ``workers`` dataloader processes (they end with this process, however it ends:
     :func:`~dna_mm.utils.parent_death.die_with_parent`), or with ``windows`` the model's clip slid
-    along it every ``stride`` seconds (:func:`window_features`, decoded here)."""
+    along it every ``stride`` seconds (:func:`window_features`, decoded here, on a second thread)."""
     import sys
 
     from mmengine.dataset import pseudo_collate

@@ -10,7 +10,11 @@ and runs it on windows instead of on the whole file::
 
 Decoding and the pipeline run in a second thread that hands windows on through a queue of
 ``2 × batch_size``, so decoding overlaps the model and memory stays bounded: the frames the
-open windows sample, the queued windows, one batch. The scores are the head's output per
+open windows sample, the queued windows, one batch. That thread is
+:meth:`OverTimePredictor.decoding`, a context manager that ends it and closes the stream however
+its consumer ends (its end, an error, Ctrl-C): :meth:`~OverTimePredictor.run` scores what it
+hands on, ``tools/extract_features.py --over-time`` takes its features
+(:func:`dna_mm.apis.features.window_features`). The scores are the head's output per
 window (class probabilities for heads that average views by ``'prob'``, the configs' choice),
 averaged over the window's views (crops) as in ``tools/test.py``.
 
@@ -24,8 +28,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
@@ -133,6 +138,42 @@ class OverTime:
                 pieces.append((begin, max(end, self.windows[stop - 1].end), first, stop))
             first = stop
         return pieces
+
+
+#: the name of the thread that decodes ahead of the model (:meth:`OverTimePredictor.decoding`)
+DECODING_THREAD = 'over-time decoding'
+
+
+class Decoded(NamedTuple):
+    """One window as the decoding thread hands it on: the ``window`` (its frames and times), its
+    ``sample`` packed by the pipeline's steps after decoding (:meth:`OverTimePredictor.sample`),
+    and ``at``, the ``time.perf_counter()`` when it was ready (a live window's latency runs from
+    there)."""
+
+    window: Window
+    sample: dict
+    at: float
+
+
+class Ahead:
+    """What :meth:`OverTimePredictor.decoding` hands its consumer. Iterate over it once: the
+    :class:`Decoded` windows and the :class:`~.frame_stream.Gap` s among them, in time order, as
+    the decoding thread hands them on; an error of that thread (a file that cannot be read at
+    all, ...) is raised here, in the consumer's thread."""
+
+    def __init__(self, handoff: queue.Queue, done: object) -> None:
+        self._handoff, self._done = handoff, done
+
+    def __iter__(self) -> Iterator[Union[Decoded, Gap]]:
+        while (item := self._handoff.get()) is not self._done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def ready(self) -> bool:
+        """Whether the next item is decoded already: when not, the consumer would wait for it
+        (a live stream's batch is then scored rather than kept waiting to fill)."""
+        return not self._handoff.empty()
 
 
 def _score_of(sample) -> torch.Tensor:
@@ -251,12 +292,50 @@ class OverTimePredictor:
                 duration=0.0 if last is None else last.time + 1 / stream.info.fps,
             )
 
-    def _windows(
-        self, stream: FrameStream, stride: float, stop: threading.Event, state: dict, on_gap: Callable
-    ) -> Iterator:
-        """``(window, packed sample)`` in time order (runs in the decoding thread)."""
-        for window in self.windows(stream, stride, stop, state, on_gap):
-            yield window, self.sample(window, stream.name), time.perf_counter()
+    @contextmanager
+    def decoding(self, stream: FrameStream, stride: float, state: Optional[dict] = None) -> Iterator[Ahead]:
+        """The windows of ``stream`` every ``stride`` seconds (:meth:`windows`) packed for the
+        model (:meth:`sample`), decoded ahead in a second thread (:data:`DECODING_THREAD`) while
+        the consumer works on those before: an :class:`Ahead` to iterate over, which hands on at
+        most ``2 × batch_size`` windows ahead, each gap of damaged data in its place among them.
+        ``state``: as :meth:`windows` fills it.
+
+        On leaving the block, however (the windows' end, an error, a ``break``, Ctrl-C), the
+        thread is told to stop and joined, then ``stream`` is closed. After a Ctrl-C the join
+        waits 2 s at most: a thread still in a live stream's read (up to its ``timeout``) is left
+        to the process's exit, and the stream open under it (closing it would pull the data out
+        from under that read)."""
+        handoff: queue.Queue = queue.Queue(maxsize=2 * self.batch_size)
+        stop, done = threading.Event(), object()
+
+        def put(item) -> None:  # gives up once the consumer stopped (an error, Ctrl-C)
+            while not stop.is_set():
+                try:
+                    return handoff.put(item, timeout=0.1)
+                except queue.Full:
+                    continue
+
+        def produce() -> None:
+            try:
+                for window in self.windows(stream, stride, stop, state, put):
+                    put(Decoded(window, self.sample(window, stream.name), time.perf_counter()))
+                put(done)
+            except BaseException as err:  # noqa: BLE001 (handed to the consumer's thread)
+                put(err)
+
+        worker = threading.Thread(target=produce, name=DECODING_THREAD, daemon=True)
+        worker.start()
+        interrupted = False
+        try:
+            yield Ahead(handoff, done)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            stop.set()
+            worker.join(timeout=2 if interrupted else None)
+            if not worker.is_alive():  # else still in a read of a live stream: left to the exit
+                stream.close()
 
     def run(
         self,
@@ -284,59 +363,39 @@ class OverTimePredictor:
         )  # fmt: skip
         if on_start is not None:
             on_start(result)
-        handoff: queue.Queue = queue.Queue(maxsize=2 * self.batch_size)
-        stop, state, done = threading.Event(), {}, object()
+        state: dict = {}
 
-        def put(item) -> None:  # gives up once the caller stopped (an error, Ctrl-C)
-            while not stop.is_set():
-                try:
-                    return handoff.put(item, timeout=0.1)
-                except queue.Full:
-                    continue
+        def score(batch: list[Decoded]) -> None:
+            if not batch:
+                return
+            scores = self.scores([d.sample for d in batch])
+            at = time.perf_counter()
+            scored = [
+                WindowScores(w.start, w.end, w.first, s, at - t if stream.live else None)
+                for (w, _, t), s in zip(batch, scores, strict=True)
+            ]
+            result.windows += scored
+            if on_windows is not None:
+                on_windows(scored)
 
-        def produce() -> None:
-            try:
-                for item in self._windows(stream, stride, stop, state, put):
-                    put(item)
-                put(done)
-            except BaseException as err:  # noqa: BLE001 (handed to the caller's thread)
-                put(err)
-
-        worker = threading.Thread(target=produce, name='over-time decoding', daemon=True)
-        worker.start()
         try:
-            batch, finished = [], False
-            while not finished:
-                item = handoff.get()
-                finished = item is done
-                if isinstance(item, BaseException):
-                    raise item
-                gap = item if isinstance(item, Gap) else None
-                if not finished and gap is None:
+            with self.decoding(stream, stride, state) as ahead:  # ends the thread, closes the stream
+                batch: list[Decoded] = []
+                for item in ahead:
+                    if isinstance(item, Gap):  # the windows before it first
+                        score(batch)
+                        batch = []
+                        result.gaps.append(item)
+                        if on_gap is not None:
+                            on_gap(item)
+                        continue
                     batch.append(item)
-                now = finished or gap is not None or len(batch) == self.batch_size
-                if batch and (now or (stream.live and handoff.empty())):
-                    scores = self.scores([s for _, s, _ in batch])
-                    at = time.perf_counter()
-                    scored = [
-                        WindowScores(w.start, w.end, w.first, s, at - t if stream.live else None)
-                        for (w, _, t), s in zip(batch, scores, strict=True)
-                    ]
-                    result.windows += scored
-                    if on_windows is not None:
-                        on_windows(scored)
-                    batch = []
-                if gap is not None:
-                    result.gaps.append(gap)
-                    if on_gap is not None:
-                        on_gap(gap)
+                    if len(batch) == self.batch_size or (stream.live and not ahead.ready()):
+                        score(batch)
+                        batch = []
+                score(batch)
         except KeyboardInterrupt:
             result.ended, result.interrupted = 'stopped by Ctrl-C', True
-        finally:
-            stop.set()
-            worker.join(timeout=None if result.ended is None else 2)
-            if not worker.is_alive():  # else still in a read of a live stream: left to the exit
-                stream.close()
         last = result.windows[-1] if result.windows else None
         if result.interrupted:  # what the scored windows cover
             result.frames = last.first + self.sampling.span if last is not None else 0
