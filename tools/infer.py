@@ -26,8 +26,10 @@ line and exit status 2; ``--debug`` prints its traceback.
 
 A video longer than four of the pipeline's clips gets a note that one clip classified it.
 A labelled list (MMAction2's ``path label`` lines) also prints each video's true class and the
-top-1 over the list. ``--out x.csv`` writes one row per video and rank:
-``video,rank,class_index,class_name,score``, plus ``true_index,true_name`` for a labelled list.
+top-1 over the list; for a multi-label model (``cls_head.multi_class``) its lines are
+``path label [label ...]``, and a top-1 among the video's classes counts as correct. ``--out
+x.csv`` writes one row per video and rank: ``video,rank,class_index,class_name,score``, plus
+``true_index,true_name`` for a labelled list (a multi-label video's classes joined by ``;``).
 
 ``--over-time`` (one video) slides the model's clip over the whole video: a window is the span
 the config's ``SampleFrames`` samples one clip from (``clip_len x frame_interval`` frames; its
@@ -162,29 +164,43 @@ def _name(index: int, names: list[str] | None, width: int = 0) -> str:
     return names[index] if names is not None else f'class {index:>{width}}'
 
 
-def format_block(pred, names: list[str] | None, label: int | None = None) -> str:
+def _classes(label: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    """A video's true classes: its label, or a multi-label video's labels (none: no label)."""
+    return () if label is None else label if isinstance(label, tuple) else (label,)
+
+
+def top1_right(pred, label: int | tuple[int, ...] | None) -> bool:
+    """Whether ``pred``'s top-1 is the video's class (one of them, for a multi-label video)."""
+    return pred.indices[0] in _classes(label)
+
+
+def format_block(pred, names: list[str] | None, label: int | tuple[int, ...] | None = None) -> str:
     """One video's block: its path, then one ``score  class`` line per rank, then its true class
-    (when the list gave one)."""
-    width = len(str(max([*pred.indices, label or 0]))) if names is None else 0
+    (when the list gave one; a multi-label list's classes, the top-1 right when it is one of them)."""
+    truth = _classes(label)
+    width = len(str(max([*pred.indices, *truth]))) if names is None else 0
     lines = [pred.video]
     for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
         lines.append(f'  {rank}. {score:.4f}  {_name(index, names, width)}')
-    if label is not None:
-        mark = 'correct' if pred.indices[0] == label else 'wrong'
-        lines.append(f'  true: {_name(label, names, width)} (top-1 {mark})')
+    if truth:
+        mark = 'correct' if top1_right(pred, label) else 'wrong'
+        lines.append(f'  true: {", ".join(_name(c, names, width) for c in truth)} (top-1 {mark})')
     return '\n'.join(lines)
 
 
-def write_csv(path: str, preds: list, names: list[str] | None, labels: dict[str, int | None]) -> None:
-    """One row per video and rank; ``true_index`` / ``true_name`` columns when the input had labels."""
+def write_csv(
+    path: str, preds: list, names: list[str] | None, labels: dict[str, int | tuple[int, ...] | None]
+) -> None:
+    """One row per video and rank; ``true_index`` / ``true_name`` columns when the input had labels
+    (a multi-label video's classes joined by ``;``)."""
     labelled = any(v is not None for v in labels.values())
     with open(path, 'w', newline='', encoding='utf-8') as f:
         writer = csv.writer(f)
         truth = ['true_index', 'true_name'] if labelled else []
         writer.writerow(['video', 'rank', 'class_index', 'class_name', 'score', *truth])
         for pred in preds:
-            label = labels.get(pred.video)
-            true = ['' if label is None else label, '' if label is None or not names else names[label]]
+            classes = _classes(labels.get(pred.video))
+            true = [';'.join(map(str, classes)), ';'.join(names[c] for c in classes) if names else '']
             for rank, (index, score) in enumerate(zip(pred.indices, pred.scores, strict=True), 1):
                 row = [pred.video, rank, index, names[index] if names else '', f'{score:.6f}']
                 writer.writerow(row + (true if labelled else []))
@@ -220,13 +236,14 @@ def infer(args: argparse.Namespace) -> int:
         not_an_input(getattr(args, flag[2:].replace('-', '_')), flag, inputs)
     if live and args.out_video:
         raise DataError(f'--out-video reads the video twice: give a file, not the stream {args.input}')
-    labels = {args.input: None} if live else collect_labelled_videos(args.input, args.video_root)
+    cfg = read_config(args.config, args.cfg_options)
+    check_recognizer_config(cfg)
+    multi_class = bool(cfg.model.cls_head.get('multi_class', False))  # a list's lines: several labels
+    labels = {args.input: None} if live else collect_labelled_videos(args.input, args.video_root, multi_class)
     one = len(labels) == 1 and next(iter(labels.values())) is None and not Path(args.input).is_dir()
     if args.over_time and not one:
         what = 'a folder' if Path(args.input).is_dir() else f'a list of {len(labels)} videos'
         raise DataError(f'--over-time takes one video file or stream, got {args.input} ({what})')
-    cfg = read_config(args.config, args.cfg_options)
-    check_recognizer_config(cfg)
     check_config(cfg, 'test')
     pipeline = test_pipeline_of(cfg, args.cfg_options)
     user_file(args.checkpoint, 'checkpoint')
@@ -240,7 +257,7 @@ def infer(args: argparse.Namespace) -> int:
         else:
             why = f'no label map used: {why} (set --label-map to a map of {num_classes} class names)'
         print(f'note: {why}: printing class indices', flush=True)
-    wrong = {v: y for v, y in labels.items() if y is not None and not 0 <= y < num_classes}
+    wrong = {v: c for v, y in labels.items() for c in _classes(y) if not 0 <= c < num_classes}
     if wrong:
         video, label = next(iter(wrong.items()))
         raise DataError(
@@ -286,9 +303,11 @@ def infer(args: argparse.Namespace) -> int:
             )
     scored = [p for p in preds if labels[p.video] is not None]
     if scored:
-        right = sum(p.indices[0] == labels[p.video] for p in scored)
+        right = sum(top1_right(p, labels[p.video]) for p in scored)
+        among = ": a top-1 among the video's classes" if multi_class else ''
         print(
-            f'top-1 on the {len(scored)} labelled videos: {100 * right / len(scored):.2f} ({right} correct)'
+            f'top-1 on the {len(scored)} labelled videos: {100 * right / len(scored):.2f} '
+            f'({right} correct{among})'
         )
     if args.out is not None and preds:
         write_csv(args.out, preds, names, labels)

@@ -40,9 +40,12 @@ def collect_videos(source: str, video_root: Optional[str] = None) -> list[str]:
     return list(collect_labelled_videos(source, video_root))
 
 
-def collect_labelled_videos(source: str, video_root: Optional[str] = None) -> dict[str, Optional[int]]:
+def collect_labelled_videos(
+    source: str, video_root: Optional[str] = None, multi_class: bool = False
+) -> dict[str, Optional[Labels]]:
     """:func:`collect_videos` with each video's label: the list's (MMAction2's ``path label``
-    lines), ``None`` for a file, a folder or an unlabelled line."""
+    lines; with ``multi_class``, ``path label [label ...]`` lines, whose labels are a tuple:
+    :func:`list_entry`), ``None`` for a file, a folder or an unlabelled line."""
     path = Path(source)
     if path.is_dir():
         videos = [str(p) for p in list_videos(path)]
@@ -60,7 +63,13 @@ def collect_labelled_videos(source: str, video_root: Optional[str] = None) -> di
         entries = csv_entries(path)
     else:
         lines = path.read_text(encoding='utf-8').splitlines()
-        entries = [list_entry(ln) for ln in lines if ln.strip() and not ln.lstrip().startswith('#')]
+        entries = []
+        for lineno, line in enumerate(lines, 1):
+            if line.strip() and not line.lstrip().startswith('#'):
+                try:
+                    entries.append(list_entry(line, multi_class))
+                except ValueError as err:
+                    raise DataError(f'{source}:{lineno}: {err}') from None
     labelled = {str(root / video): label for video, label in entries}  # an absolute entry stays absolute
     videos = list(labelled)
     if not videos:
@@ -75,10 +84,22 @@ def collect_labelled_videos(source: str, video_root: Optional[str] = None) -> di
     return labelled
 
 
-def list_entry(line: str) -> tuple[str, Optional[int]]:
+#: a video's label: one class, or a multi-label video's classes
+Labels = Union[int, tuple[int, ...]]
+
+
+def list_entry(line: str, multi_class: bool = False) -> tuple[str, Optional[Labels]]:
     """The video of a list line and its label: the line and ``None``, or the text before its last
-    field and that field when it is an integer (a label; the path itself may hold blanks)."""
+    field and that field when it is an integer (a label; the path itself may hold blanks). With
+    ``multi_class`` (a multi-label model's list, MMAction2's ``path label [label ...]``), the first
+    field and the integers after it, a tuple (``None`` for none; another field: a ``ValueError``)."""
     line = line.strip()
+    if multi_class:
+        path, *fields = line.split()
+        labels = tuple(int(f) for f in fields if re.fullmatch(r'-?\d+', f))
+        if len(labels) < len(fields):
+            raise ValueError(f'expected "path label [label ...]" (a multi-label list), got {line!r}')
+        return path, labels or None
     labelled = re.fullmatch(r'(.+?)\s+(-?\d+)', line)
     return (labelled.group(1), int(labelled.group(2))) if labelled else (line, None)
 
