@@ -371,6 +371,20 @@ VALUES = [
         f"param_scheduler[1].rule must be 'less' or 'greater' ({LATER.format('ReduceOnPlateauLR')}), "
         "got 'les'",
     ),
+    # what a scheduler needs, not given: a TypeError naming no key once the model is built
+    *[
+        (
+            lambda kind=kind, more=more: _second(type=kind, **more),
+            f'param_scheduler[1] ({kind}) needs {needs}',
+        )
+        for kind, more, needs in (
+            ('StepLR', {}, "'step_size'"),
+            ('MultiStepMomentum', {}, "'milestones'"),
+            ('CosineRestartLR', dict(eta_min=0.0), "'periods'"),
+            ('ExponentialLR', {}, "'gamma'"),
+            ('StepParamScheduler', dict(step_size=5), "'param_name'"),  # no mixin gives it
+        )
+    ],
 ]
 
 
@@ -420,6 +434,11 @@ def _build(scheduler: dict, steps: int = 12) -> list[float]:
         (dict(type='ReduceOnPlateauLR', rule='les'), ValueError),
         (dict(type='OneCycleLR', eta_max=1e-3, total_steps=0), ValueError),
         (dict(type='OneCycleLR', eta_max=1e-3, total_steps=10, anneal_strategy='cosine'), ValueError),
+        (dict(type='StepLR', end=5), TypeError),
+        (dict(type='MultiStepMomentum'), TypeError),
+        (dict(type='CosineRestartLR', eta_min=0.0), TypeError),
+        (dict(type='ExponentialLR'), TypeError),
+        (dict(type='StepParamScheduler', step_size=5), TypeError),
     ],
 )
 def test_mmengine_fails_on_what_the_value_checks_refuse(scheduler, error) -> None:
