@@ -41,7 +41,8 @@ def head_classes(model: nn.Module) -> Optional[tuple[str, int]]:
 def largest_data_label(dataset: Any) -> Optional[tuple[int, str]]:
     """``(label, where)`` of the largest label of ``dataset``, ``where`` naming its sample: a
     dna_mm list dataset's, kept as it read its list (``'list:line'``,
-    :attr:`~dna_mm.datasets.robust_samples.RobustSamples.largest_label`); another dataset's
+    :attr:`~dna_mm.datasets.robust_samples.RobustSamples.largest_label`; a subset of it, mmengine's
+    ``indices``, is read as another dataset is, its lines named); another dataset's
     (MMPretrain's ``gt_label``, MMAction2's ``label``), read from its data infos (a few
     microseconds a sample: seconds for ImageNet's 1.28 M, once); the largest of those under a
     dataset wrapper (mmengine's ``ConcatDataset`` ``datasets``, ``RepeatDataset`` /
@@ -53,7 +54,7 @@ def largest_data_label(dataset: Any) -> Optional[tuple[int, str]]:
     if inner is not None:
         found = [f for f in map(largest_data_label, inner) if f is not None]
         return max(found, key=lambda f: f[0]) if found else None
-    if hasattr(dataset, 'largest_label'):  # a dna_mm list dataset
+    if hasattr(dataset, 'largest_label') and getattr(dataset, '_indices', None) is None:  # a whole list
         if dataset.largest_label is None:
             return None
         label, lineno = dataset.largest_label
@@ -69,6 +70,8 @@ def largest_data_label(dataset: Any) -> Optional[tuple[int, str]]:
     if found is None:
         return None
     top, i, info = found
+    if info.get('lineno') is not None and getattr(dataset, 'ann_file', None):  # a subset of a dna_mm list
+        return top, f'{dataset.ann_file}:{info["lineno"]}'
     path = next((info[k] for k in SAMPLE_PATH_KEYS if info.get(k)), None)
     return top, f'{type(dataset).__name__} sample {i}' + (f' ({path})' if path else '')
 

@@ -31,7 +31,7 @@ def test_largest_label_of_single_multi_and_unlabelled_lines() -> None:
     assert largest_label([dict(label=-1, lineno=1), dict(label=[], lineno=2)]) is None
 
 
-def _dataset(root, ann: str, videos=None):
+def _dataset(root, ann: str, videos=None, **more):
     from mmaction.registry import DATASETS
 
     init_default_scope('mmaction')
@@ -41,6 +41,7 @@ def _dataset(root, ann: str, videos=None):
             ann_file=str(root / ann),
             data_prefix=dict(video=str(videos or root / 'videos')),
             pipeline=[],
+            **more,
         )
     )
 
@@ -54,6 +55,13 @@ def test_the_largest_label_is_found_through_dataset_wrappers(tiny_video_set, tmp
     assert largest_data_label(train)[0] == top
     assert largest_data_label(RepeatDataset(train, times=2))[0] == top
     assert largest_data_label(ConcatDataset([test, wide])) == (6, f'{small}:1')
+    lines = (tiny_video_set / 'train.txt').read_text().splitlines()
+    first = min(range(len(lines)), key=lambda i: int(lines[i].split()[-1]))  # a line of the smallest label
+    subset = _dataset(tiny_video_set, 'train.txt', indices=[first])  # mmengine's subset of the list
+    assert largest_data_label(subset) == (
+        int(lines[first].split()[-1]),
+        f'{tiny_video_set}/train.txt:{first + 1}',
+    )
 
 
 def test_training_on_labels_beyond_the_head_is_one_line(tiny_video_set, tmp_path, capsys) -> None:
