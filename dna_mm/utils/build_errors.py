@@ -8,10 +8,13 @@ which arguments, from which registry (:func:`config_mistake`). Used by the tools
 
 from __future__ import annotations
 
+import ast
 import difflib
 import dis
+import functools
 import inspect
 import re
+import textwrap
 from types import TracebackType
 from typing import Any, Optional
 
@@ -112,19 +115,49 @@ def _use(after: Any, then: Any) -> str:
 
 
 def required_arguments(cls: type) -> list[str]:
-    """The arguments of ``cls``'s own ``__init__`` that have no default (a parent's required ones
-    may be given by the class itself, so only its own are read)."""
-    init = next((k.__dict__['__init__'] for k in cls.__mro__ if '__init__' in k.__dict__), None)
-    try:
-        params = inspect.signature(init).parameters.values()
-    except (TypeError, ValueError):
-        return []
+    """The arguments a config of ``cls`` must give: those without a default of its ``__init__``,
+    and, while an ``__init__`` takes ``*args`` and passes them on to the next one up the MRO
+    (``super().__init__(x, 'lr', *args, **kwargs)``), that one's less those the call fills
+    (mmengine's ``LRSchedulerMixin`` gives ``param_name``; dna_mm's list datasets pass MMAction2's
+    ``ann_file`` on). An ``__init__`` without ``*args`` ends the walk: a parent's required ones may
+    be given by the class itself, so only its own are read."""
     keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [
-        p.name
-        for p in params
-        if p.kind in keyword and p.default is inspect.Parameter.empty and p.name not in ('self', 'cls')
-    ]
+    required: list[str] = []
+    call: tuple[int, set[str]] = (0, set())  # what the __init__ before fills of the next one's
+    for init in [k.__dict__['__init__'] for k in cls.__mro__ if '__init__' in k.__dict__]:
+        try:
+            params = [p for p in inspect.signature(init).parameters.values() if p.name not in ('self', 'cls')]
+        except (TypeError, ValueError):
+            break
+        named = [p for p in params if p.kind in keyword]
+        filled = {p.name for p in named[: call[0]]} | call[1]
+        required += [p.name for p in named if p.default is p.empty and p.name not in filled]
+        passed = _parent_init_call(init) if any(p.kind is p.VAR_POSITIONAL for p in params) else None
+        if passed is None:
+            break
+        call = passed
+    return list(dict.fromkeys(required))
+
+
+@functools.lru_cache(maxsize=None)
+def _parent_init_call(init: Any) -> Optional[tuple[int, set[str]]]:
+    """``(the positional arguments before *args, the keyword names)`` of the parent ``__init__`` call
+    in ``init``'s source (``super().__init__(x, 'lr', *args, k=v, **kwargs)``: ``(2, {'k'})``;
+    ``Parent.__init__(self, ...)``: ``self`` not counted); ``None`` without source or such a call."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(init))))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr != '__init__' or not any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        before = next(i for i, a in enumerate(node.args) if isinstance(a, ast.Starred))
+        owner = node.func.value
+        bound = isinstance(owner, ast.Call) and getattr(owner.func, 'id', '') == 'super'
+        return before - (not bound), {k.arg for k in node.keywords if k.arg is not None}
+    return None
 
 
 def _builds(tb: Optional[TracebackType]) -> list[tuple[Any, dict, str]]:

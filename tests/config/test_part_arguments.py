@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DEMO_CONFIG, REPO
+from mmaction.registry import DATASETS
 from mmengine.config import Config
 
 import dna_mm  # noqa: F401
@@ -84,24 +85,58 @@ def test_a_wrapped_dataset_and_a_batch_sampler_are_checked_with_what_mmengine_gi
     check_config(cfg)
 
 
-def test_a_misspelt_required_argument_of_a_dataset_is_named_with_what_it_needs(tmp_path) -> None:
+@pytest.mark.parametrize('dataset', ['VideoDataset', 'RobustVideoDataset'])
+def test_a_misspelt_required_argument_of_a_dataset_is_named_with_what_it_needs(tmp_path, dataset) -> None:
     """``ann_fil`` for ``ann_file`` in a dataset that replaces the base's whole: MMAction2's
     ``VideoDataset`` takes it into its ``**kwargs`` and its parent stops on "missing 1 required
-    positional argument: 'ann_file'" after the model was built."""
+    positional argument: 'ann_file'" after the model was built. dna_mm's ``RobustVideoDataset``
+    passes its ``*args`` on to ``VideoDataset``'s: what that needs, it needs."""
     cfg = _child(
         tmp_path,
         'train_dataloader = dict(dataset=dict(\n'
-        "    _delete_=True, type='VideoDataset', ann_fil='t.txt', pipeline=[]))",
+        f"    _delete_=True, type='{dataset}', ann_fil='t.txt', pipeline=[]))",
     )
     message = _refused(cfg)
     assert (
-        "train_dataloader.dataset.ann_fil is not an argument of VideoDataset (did you mean 'ann_file'?"
+        f"train_dataloader.dataset.ann_fil is not an argument of {dataset} (did you mean 'ann_file'?"
         in message
     )
-    assert "train_dataloader.dataset (VideoDataset) needs 'ann_file'" in message
-    from mmaction.datasets import VideoDataset
+    assert f"train_dataloader.dataset ({dataset}) needs 'ann_file'" in message
+    assert required_arguments(DATASETS.get(dataset)) == ['ann_file', 'pipeline']
 
-    assert required_arguments(VideoDataset) == ['ann_file', 'pipeline']
+
+class _Part:
+    def __init__(self, x: int, y: int, z: int = 1) -> None:
+        self.xyz = (x, y, z)
+
+
+class _GivesX(_Part):
+    def __init__(self, *args, **kwargs) -> None:
+        _Part.__init__(self, 5, *args, **kwargs)
+
+
+class _GivesY(_Part):
+    def __init__(self, w: int, *args, **kwargs) -> None:
+        super().__init__(*args, y=w, **kwargs)
+
+
+class _Own(_Part):
+    def __init__(self, w: int, **kwargs) -> None:
+        super().__init__(1, 2, **kwargs)
+
+
+def test_required_arguments_follow_args_passed_on_less_what_the_call_fills() -> None:
+    """An ``__init__`` taking ``*args`` needs what the next one up needs, less the arguments its call
+    gives (positionally before ``*args``: mmengine's ``LRSchedulerMixin`` gives ``param_name``; by
+    keyword); one without ``*args`` needs only its own."""
+    assert required_arguments(_Part) == ['x', 'y']
+    assert required_arguments(_GivesX) == ['y']
+    assert required_arguments(_GivesY) == ['w', 'x']
+    assert required_arguments(_Own) == ['w']
+    from mmengine.optim.scheduler import StepLR, StepParamScheduler
+
+    assert required_arguments(StepLR) == ['optimizer', 'step_size']
+    assert required_arguments(StepParamScheduler) == ['optimizer', 'param_name', 'step_size']
 
 
 def test_a_child_configs_metric_that_keeps_the_bases_keys_is_told_how_to_replace_it(tmp_path) -> None:

@@ -4,7 +4,7 @@
 * ``param_scheduler`` entries: a registered ``type`` (mmengine's ``PARAM_SCHEDULERS``), the
   arguments its class takes (a typo such as ``start_factr`` would be a ``TypeError`` once the model
   is built), the closest valid name suggested, and those it needs (``StepLR``'s ``step_size``:
-  :func:`scheduler_required`);
+  :func:`~dna_mm.utils.build_errors.required_arguments`, less the ``optimizer`` the runner gives);
 * ``param_scheduler`` entries' values (:mod:`.scheduler_values`);
 * (``mode='train'``) a ``param_scheduler`` entry by epoch (``by_epoch`` True, mmengine's default,
   without ``convert_to_iter_based=True``) under an iteration-based train loop (``train_cfg.type``
@@ -47,7 +47,7 @@ def scheduler_problems(cfg: Config) -> list[str]:
     ``convert_to_iter_based`` / ``epoch_length``; the runner gives the optimizer), the closest
     valid name suggested: a typo would be a ``TypeError`` once the model is built; and its values
     (:func:`scheduler_value_problems`)."""
-    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
+    from ...utils.build_errors import accepted_arguments, required_arguments  # noqa: PLC0415
 
     registry = registry_of(cfg, 'PARAM_SCHEDULERS')
     if registry is None:
@@ -68,40 +68,11 @@ def scheduler_problems(cfg: Config) -> list[str]:
         valid = list(dict.fromkeys([*valid, 'convert_to_iter_based', 'epoch_length']))  # mmengine's build
         given = {k: v for k, v in scheduler.items() if k != 'type' and not str(k).startswith('_')}  # _scope_
         out += unknown_keys(given, valid, key, f'an argument of {type_name(kind)}')
-        missing = [a for a in scheduler_required(cls) if a not in given]
+        missing = [a for a in required_arguments(cls) if a not in given and a != 'optimizer']
         if missing:  # a TypeError naming no key once the model is built
             out.append(f'{key} ({type_name(kind)}) needs {", ".join(repr(a) for a in missing)}')
         out += scheduler_value_problems(cls, scheduler, key)
     return out
-
-
-def scheduler_required(cls: type) -> list[str]:
-    """The arguments a ``param_scheduler`` entry of class ``cls`` must give (``StepLR``'s
-    ``step_size``, ``MultiStepLR``'s ``milestones``, ``CosineRestartLR``'s ``periods``): those
-    without a default of the first ``__init__`` up its MRO that does not pass ``*args`` on (mmengine's
-    ``LRSchedulerMixin`` / ``MomentumSchedulerMixin`` pass them to their ``*ParamScheduler``), less
-    the ``optimizer`` the runner gives and, behind a mixin, the ``param_name`` it gives."""
-    import inspect  # noqa: PLC0415
-
-    given = ['self', 'optimizer']
-    for owner in cls.__mro__:
-        init = owner.__dict__.get('__init__')
-        if init is None:
-            continue
-        try:
-            params = inspect.signature(init).parameters.values()
-        except (TypeError, ValueError):
-            return []
-        if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-            given.append('param_name')  # a mixin: its parent's arguments, its param_name
-            continue
-        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        return [
-            p.name
-            for p in params
-            if p.kind in keyword and p.default is inspect.Parameter.empty and p.name not in given
-        ]
-    return []
 
 
 def _scheduler_entries(schedulers: Any) -> list[tuple[str, dict]]:
