@@ -27,7 +27,9 @@ line and exit status 2; ``--debug`` prints its traceback.
 A video longer than four of the pipeline's clips gets a note that one clip classified it.
 A labelled list (MMAction2's ``path label`` lines) also prints each video's true class and the
 top-1 over the list; for a multi-label model (``cls_head.multi_class``) its lines are
-``path label [label ...]``, and a top-1 among the video's classes counts as correct. ``--out
+``path label [label ...]``, its scores are each class's own probability (the sigmoid of the
+head's mean logit, as its ``BCELossWithLogits`` trained it: they need not sum to 1), and a top-1
+among the video's classes counts as correct. ``--out
 x.csv`` writes one row per video and rank: ``video,rank,class_index,class_name,score``, plus
 ``true_index,true_name`` for a labelled list (a multi-label video's classes joined by ``;``).
 

@@ -296,7 +296,8 @@ class UnreadableVideo(Exception):
 def predict(model: nn.Module, video: str, topk: int = 5, pipeline: Optional[list[dict]] = None) -> Prediction:
     """The ``topk`` classes of ``video`` through the config's test pipeline (``pipeline``,
     default :func:`test_pipeline_of` the model's config; MMAction2's ``inference_recognizer``;
-    the scores are the head's class probabilities, averaged over the pipeline's clips and crops).
+    the scores are the head's class probabilities, averaged over the pipeline's clips and crops;
+    a multi-label head's, each class's own: :func:`~dna_mm.over_time.predictor.class_scores`).
 
     Raises:
         UnreadableVideo: the pipeline failed on ``video`` (the model's own errors are raised as
@@ -305,11 +306,13 @@ def predict(model: nn.Module, video: str, topk: int = 5, pipeline: Optional[list
     from mmaction.apis import inference_recognizer  # noqa: PLC0415
     from mmengine.dataset import Compose
 
+    from ..over_time.predictor import class_scores
+
     steps = Compose(pipeline if pipeline is not None else test_pipeline_of(model.cfg))
     try:
         sample = steps(dict(filename=video, label=-1, start_index=0, modality='RGB'))  # as MMAction2's
     except Exception as err:  # noqa: BLE001  (decord, PyAV, a transform: the video's)
         raise UnreadableVideo(video) from err
-    scores = inference_recognizer(model, sample, Compose([])).pred_scores.item.float().cpu()  # [num_classes]
+    scores = class_scores(model, inference_recognizer(model, sample, Compose([]))).cpu()  # [num_classes]
     top = scores.topk(min(topk, scores.numel()))
     return Prediction(video, top.indices.tolist(), top.values.tolist())

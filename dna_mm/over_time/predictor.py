@@ -176,11 +176,17 @@ class Ahead:
         return not self._handoff.empty()
 
 
-def _score_of(sample) -> torch.Tensor:
-    """The class scores of one ``ActionDataSample`` (MMAction2 1.1's ``pred_scores.item``, 1.2's
-    ``pred_score``)."""
+def class_scores(model: nn.Module, sample) -> torch.Tensor:
+    """``[num_classes]``, the class scores of one ``ActionDataSample`` that ``model`` predicted
+    (MMAction2 1.1's ``pred_scores.item``, 1.2's ``pred_score``), as a user reads them: the head's
+    clips averaged as its ``average_clips`` says (``'prob'``: softmax probabilities that sum to 1);
+    a multi-label head's (``multi_class``, ``average_clips='score'``: mean logits ``s``) each class's
+    own probability, ``σ(s) = 1 / (1 + e^{-s})``, as its ``BCELossWithLogits`` trained it."""
     score = getattr(sample, 'pred_score', None)
-    return score if score is not None else sample.pred_scores.item
+    score = (score if score is not None else sample.pred_scores.item).float()
+    head = getattr(model, 'cls_head', None)
+    multi_label = getattr(head, 'multi_class', False) and getattr(head, 'average_clips', None) == 'score'
+    return score.sigmoid() if multi_label else score
 
 
 class OverTimePredictor:
@@ -258,7 +264,7 @@ class OverTimePredictor:
         from mmengine.dataset import pseudo_collate
 
         out = self.model.test_step(pseudo_collate(samples))
-        return torch.stack([_score_of(s).float().cpu() for s in out]).numpy()
+        return torch.stack([class_scores(self.model, s).cpu() for s in out]).numpy()
 
     def windows(
         self,

@@ -86,3 +86,33 @@ def test_a_multi_label_line_with_another_field_is_one_line(multi_label_run, tmp_
     err = capsys.readouterr().err
     assert done.value.code == 2 and 'Traceback' not in err
     assert f'infer.py: error: {bad}:2: expected "path label [label ...]" (a multi-label list), got ' in err
+
+
+def test_a_multi_label_models_scores_are_each_classs_probability(multi_label_run, tiny_video_set) -> None:
+    """A multi-label head's mean logits ``s`` (``average_clips='score'``) are shown as each class's
+    own probability ``σ(s)`` (they were printed raw: some negative, none a probability); the
+    over-time scores as well."""
+    from mmaction.apis import inference_recognizer
+    from mmengine.dataset import Compose
+
+    from dna_mm.apis.inference import load_recognizer, predict, test_pipeline_of
+    from dna_mm.over_time.predictor import class_scores
+
+    opts, checkpoint, listed = multi_label_run
+    cfg = Config.fromfile(DEMO_CONFIG)
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--o', nargs='+', action=DictAction)
+    cfg.merge_from_dict(parser.parse_args(['--o', *opts]).o)
+    model = load_recognizer(cfg, str(checkpoint)).eval()
+    video = str(tiny_video_set / 'videos' / listed.read_text().split()[0])
+    pred = predict(model, video, topk=4)
+    steps = Compose(test_pipeline_of(cfg))
+    sample = steps(dict(filename=video, label=-1, start_index=0, modality='RGB'))
+    logits = inference_recognizer(model, sample, Compose([])).pred_scores.item.float()  # [4]
+    expected = logits.sigmoid()[pred.indices]
+    torch.testing.assert_close(torch.tensor(pred.scores), expected)  # float32's tolerance
+    assert pred.indices == logits.argsort(descending=True).tolist()
+    out = inference_recognizer(model, sample, Compose([]))
+    torch.testing.assert_close(class_scores(model, out), logits.sigmoid())
+    model.cls_head.multi_class = False  # a single-label head's scores are as it gives them
+    torch.testing.assert_close(class_scores(model, out), logits)
