@@ -356,6 +356,13 @@ VALUES = [
         "param_scheduler[1].restart_weights must give one weight per period, 2 (mmengine's CosineRestartLR "
         'asserts it once the model is built), got [1, 0.5, 0.25]',
     ),
+    # a negative restart weight: the lr of that cycle negative, the loss climbed without a word
+    (
+        lambda: _second(type='CosineRestartLR', periods=[10, 9], restart_weights=[1, -0.5], eta_min=0.0),
+        'param_scheduler[1].restart_weights must be numbers >= 0 (each cycle starts at its weight times '
+        'the base value: a negative one makes the learning rate negative, which climbs the loss, without '
+        'a word), got [1, -0.5]',
+    ),
     (
         lambda: _second(type='ReduceOnPlateauLR', threshold=-1e-4),
         f'param_scheduler[1].threshold must be a number >= 0 ({LATER.format("ReduceOnPlateauLR")}), '
@@ -475,6 +482,7 @@ def test_mmengine_skips_a_restart_or_keeps_the_lr_at_0_without_a_word() -> None:
     assert _build(dict(restart, periods=[4, 4], restart_weights=[1, 0.5]))[3] == pytest.approx(0.05)
     moved = _build(dict(restart, periods=[4, -2, 4], restart_weights=[1, 1, 0.5]))
     assert moved[3] < 0.01  # still falling from the first period's end
+    assert _build(dict(restart, periods=[4, 4], restart_weights=[1, -0.5]))[3] == pytest.approx(-0.05)
 
 
 def test_a_schedulers_value_mmengine_takes_passes() -> None:

@@ -184,7 +184,7 @@ def _cosine_restart_problems(scheduler: dict, key: str, name: str) -> list[str]:
     reached, its restart weight skipped, and a negative one makes a later sum smaller, which moves
     or drops the restarts after it and can end the schedule early, all without a word), and
     ``restart_weights`` (default ``(1,)``) one per period (its ``AssertionError`` once the model is
-    built)."""
+    built), each >= 0 (a cycle starts at its weight times the base value)."""
     periods = scheduler.get('periods')
     if periods is None:  # required: mmengine's TypeError names it
         return []
@@ -208,7 +208,13 @@ def _cosine_restart_problems(scheduler: dict, key: str, name: str) -> list[str]:
             f'restart_weights={[1] * len(periods)!r}'
         ]
     if isinstance(weights, (list, tuple)) and len(weights) == len(periods):
-        return []
+        if all(is_number(w) and w >= 0 for w in weights):
+            return []
+        return [
+            f'{key}.restart_weights must be numbers >= 0 (each cycle starts at its weight times the '
+            "base value: a negative one makes the learning rate negative, which climbs the loss, without "
+            f'a word), got {weights!r}'
+        ]
     return [
         f"{key}.restart_weights must give one weight per period, {len(periods)} (mmengine's {name} "
         f'asserts it once the model is built), got {weights!r}'
