@@ -308,16 +308,26 @@ REFUSED: list[tuple[Callable[[Path], Config], tuple[str, ...], str | dict[str, s
             'test': _single_label_metrics('test', 'top_k_accuracy'),
         },
     ),
-    (  # AccMetric's default metric_list, in a list of evaluators; the val split is single-label
+    (  # AccMetric's default metric_list, in a list of evaluators; the val split is single-label,
+        # which a multi-label head does not fit (a test run reads the test split alone)
         lambda t: _child(
             t,
             MULTI_LABEL + "val_dataloader = dict(dataset=dict(multi_class=False))\n"
             "test_evaluator = [dict(type='AccMetric')]",
         ),
         ('train', 'test'),
-        _single_label_metrics(
-            'test', 'top_k_accuracy / mean_class_accuracy', " (AccMetric's default)", 'test_evaluator[0]'
-        ),
+        {
+            'train': 'val_dataloader.dataset is single-label (no multi_class=True: one class a video) and '
+            'model.cls_head is multi-label (multi_class=True and loss_cls BCELossWithLogits); give the '
+            'datasets multi_class=True and num_classes for lists of several labels a video, or make the head '
+            "single-label (no multi_class, a softmax loss such as loss_cls=dict(type='CrossEntropyLoss')); "
+            + _single_label_metrics(
+                'test', 'top_k_accuracy / mean_class_accuracy', " (AccMetric's default)", 'test_evaluator[0]'
+            ),
+            'test': _single_label_metrics(
+                'test', 'top_k_accuracy / mean_class_accuracy', " (AccMetric's default)", 'test_evaluator[0]'
+            ),
+        },
     ),
     # the audit's f_mlbestbad: refused by the hook only after a whole epoch
     (
@@ -358,8 +368,8 @@ def test_what_mmaction2_takes_passes(tmp_path) -> None:
     class; mixup / cutmix with alpha > 0 and the head's classes, ``RandomBatchAugment`` with
     probabilities (a list, a float) or without; more clips in the val / test pipelines; mmengine's
     wrappers with a positive ``times`` / ``oversample_thr``; a multi-label config with the mAP
-    metrics (``save_best`` on either key or ``'auto'``), and one whose train split alone is
-    multi-label (the metrics read the val split)."""
+    metrics (``save_best`` on either key or ``'auto'``), and one whose head trains a softmax on the
+    lists' several labels on purpose (``multi_class=True`` with ``CrossEntropyLoss``: soft labels)."""
     multi_label = _child(tmp_path, MULTI_LABEL + MAP_EVALUATOR)
     passing = [
         _cfg(),
@@ -386,7 +396,7 @@ def test_what_mmaction2_takes_passes(tmp_path) -> None:
         _wrapped(tmp_path, "type='ClassBalancedDataset', oversample_thr=0.3"),
         multi_label,
         _child(tmp_path, MULTI_LABEL + MAP_EVALUATOR, "default_hooks.checkpoint.save_best='auto'"),
-        _child(tmp_path, "train_dataloader = dict(dataset=dict(multi_class=True))"),
+        _child(tmp_path, MULTI_LABEL + MAP_EVALUATOR, "model.cls_head.loss_cls.type='CrossEntropyLoss'"),
         _with(_child(tmp_path, MULTI_LABEL + MAP_EVALUATOR), MIXUP),
     ]
     for key in ('acc/mmit_mean_average_precision', 'acc/mean_average_precision'):

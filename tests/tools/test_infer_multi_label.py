@@ -14,11 +14,18 @@ from conftest import DEMO_CONFIG, load_tool, tiny_run_options
 from mmengine.config import Config, DictAction
 from mmengine.registry import init_default_scope
 
-#: the demo made a multi-label model: each class scored on its own
+#: the demo made a multi-label model: each class scored on its own, its lists of several labels
 MULTI_LABEL = [
     'model.cls_head.multi_class=True',
     'model.cls_head.loss_cls.type=BCELossWithLogits',
     'model.cls_head.average_clips=score',
+    *[
+        f'{split}_dataloader.dataset.{k}'
+        for split in ('train', 'val', 'test')
+        for k in ('multi_class=True', 'num_classes=4')
+    ],
+    'val_evaluator.metric_list=mean_average_precision',
+    'test_evaluator.metric_list=mean_average_precision',
 ]
 
 

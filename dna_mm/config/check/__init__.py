@@ -61,7 +61,7 @@ from ...errors import ConfigError
 from .data import LOADERS, loader_problems
 from .detector import detector_cfg_problems, task_util_problems
 from .evaluation import evaluator_file_problems, metric_argument_problems, multi_label_metric_problems
-from .heads import blending_problems, class_count_problems, head_problems
+from .heads import blending_problems, class_count_problems, head_problems, multi_label_problems
 from .hooks import (
     checkpoint_keys,
     early_stopping_problems,
@@ -111,7 +111,7 @@ def config_problems(cfg: Config, mode: str = 'train') -> list[str]:
     problems += recognizer_problems(cfg, LOADERS[mode])
     problems += preprocessor_problems(cfg) + init_cfg_problems(cfg)
     problems += blending_problems(cfg, mode == 'train')
-    problems += head_problems(cfg, mode == 'train')
+    problems += head_problems(cfg, mode == 'train') + multi_label_problems(cfg, LOADERS[mode])
     if mode == 'train':
         problems += _train_problems(cfg)
     problems += recognizer_cfg_problems(cfg.get('model')) + detector_cfg_problems(cfg.get('model'))

@@ -15,6 +15,9 @@ checked before anything is built (:func:`dna_mm.config.check.check_config`):
   iteration); (``mode='train'``) its ``label_smooth_eps`` in [0, 1) (1.5 trained towards a
   negative target without a word); with ``multi_class``, its ``average_clips`` not ``'prob'`` (a
   softmax over the classes that a multi-label video's classes share, ranked by the mAP);
+* an MMAction2 head against its loaders' video datasets: multi-label (``multi_class=True``, or a
+  sigmoid loss) on single-label lists (a sigmoid loss stops the first iteration), or single-label
+  on multi-label lists (a softmax loss trains on targets of several ones without a word);
 * the data preprocessor's ``blending`` (MMAction2's ``MixupBlending`` / ``CutmixBlending``, or
   ``RandomBatchAugment`` of them): each blending's ``alpha`` > 0 (a ``ValueError`` traceback from
   its ``Beta`` distribution as the model is built), its ``num_classes`` given (a ``TypeError``
@@ -31,8 +34,8 @@ from typing import Any, Iterator, Optional
 from mmengine.config import Config
 
 from ..build import type_name
-from .data import LOADERS
-from .values import is_number, is_size, not_positive, registered_class, registry_of
+from .data import LOADERS, iter_datasets
+from .values import is_number, is_size, not_positive, registered_class, registry_of, type_class
 
 #: heads whose ``num_classes`` is not the data's (MMDetection's ``NumClassCheckHook`` skips them:
 #: an RPN's is 1, a semantic head's the stuff classes)
@@ -195,6 +198,83 @@ def head_problems(cfg: Config, train: bool) -> list[str]:
             f'the others are negative; MMAction2 trains on it without a word), got {eps!r}'
         )
     return out
+
+
+#: MMAction2's losses that take a 0/1 target per class: a multi-label dataset's (``multi_class``)
+MULTI_LABEL_LOSSES = ('BCELossWithLogits',)
+
+
+def multi_label_problems(cfg: Config, loaders: tuple[str, ...]) -> list[str]:
+    """An MMAction2 head (:func:`mmaction_head`) and the video datasets of ``loaders`` (through
+    dataset wrappers) that disagree on how many labels a video has. A dataset with
+    ``multi_class=True`` gives each video a 0/1 target over the classes; without it, one class.
+    A head is multi-label by its ``multi_class`` (which dna_mm's tools read: ``tools/infer.py``'s
+    lists and scores) or its loss (:data:`MULTI_LABEL_LOSSES`). A sigmoid loss on single-label data
+    stops training at its first iteration (a target of another size than the scores); a softmax
+    loss on multi-label data trains on targets that hold several ones without a word. One message
+    for the datasets that disagree alike."""
+    found = mmaction_head(cfg)
+    if found is None:
+        return []
+    from mmaction.datasets import BaseActionDataset  # noqa: PLC0415
+
+    head, cls = found
+    loss = head.get('loss_cls', _default(cls, 'loss_cls'))
+    loss_name = type_name(loss.get('type')) if isinstance(loss, dict) else None
+    flag, sigmoid = bool(head.get('multi_class')), loss_name in MULTI_LABEL_LOSSES
+    registry = registry_of(cfg, 'DATASETS')
+    single, multi = [], []
+    for loader in loaders:
+        node = cfg.get(loader)
+        dataset = node.get('dataset') if isinstance(node, dict) else None
+        for at, inner in iter_datasets(dataset, f'{loader}.dataset'):
+            kind = type_class(registry, inner.get('type')) if registry is not None else None
+            if isinstance(kind, type) and issubclass(kind, BaseActionDataset):
+                (multi if inner.get('multi_class') else single).append(at)
+    out = []
+    if single and (flag or sigmoid):
+        said = ' and '.join(
+            [*(['multi_class=True'] if flag else []), *([f'loss_cls {loss_name}'] if sigmoid else [])]
+        )
+        stops = (
+            ': training would stop at its first iteration on a target of another size than the scores'
+            if sigmoid and single[0].startswith('train_dataloader')
+            else ''
+        )
+        out.append(
+            f'{_listed(single)} single-label (no multi_class=True: one class a video) and model.cls_head '
+            f'is multi-label ({said}){stops}; give the datasets multi_class=True and num_classes for lists '
+            'of several labels a video, or make the head single-label (no multi_class, a softmax loss such '
+            "as loss_cls=dict(type='CrossEntropyLoss'))"
+        )
+    if multi and not flag:
+        effect = (
+            "dna_mm's tools would read the model as single-label (tools/infer.py: its lists, its scores)"
+            if sigmoid
+            else f'its softmax loss ({loss_name}) would train on targets that hold several ones, '
+            'without a word'
+        )
+        out.append(
+            f'{_listed(multi)} multi-label (multi_class=True) and model.cls_head is not (no multi_class): '
+            f'{effect}; set model.cls_head.multi_class=True'
+            + ("" if sigmoid else ", loss_cls=dict(type='BCELossWithLogits') and average_clips='score'")
+        )
+    return out
+
+
+def _default(cls: type, name: str) -> Any:
+    """The default of ``cls``'s argument ``name``; ``None`` without one."""
+    import inspect  # noqa: PLC0415
+
+    default = inspect.signature(cls).parameters.get(name)
+    return None if default is None or default.default is inspect.Parameter.empty else default.default
+
+
+def _listed(keys: list[str]) -> str:
+    """``'a is'``, ``'a and b are'``, ``'a, b and c are'``."""
+    if len(keys) == 1:
+        return f'{keys[0]} is'
+    return f'{", ".join(keys[:-1])} and {keys[-1]} are'
 
 
 #: MMAction2's blendings of a batch (``ActionDataPreprocessor``'s ``blending``, or an item of a
