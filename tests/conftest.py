@@ -231,6 +231,22 @@ def tiny_checkpoint(tiny_video_set, tmp_path_factory) -> Path:
     return path
 
 
+#: ``--cfg-options`` that make the demo a multi-label model: each class scored on its own (a sigmoid
+#: head, its clips' logits averaged), its lists of several labels, the mAP metrics
+MULTI_LABEL_OPTIONS = [
+    'model.cls_head.multi_class=True',
+    'model.cls_head.loss_cls.type=BCELossWithLogits',
+    'model.cls_head.average_clips=score',
+    *[
+        f'{split}_dataloader.dataset.{k}'
+        for split in ('train', 'val', 'test')
+        for k in ('multi_class=True', 'num_classes=4')
+    ],
+    'val_evaluator.metric_list=mean_average_precision',
+    'test_evaluator.metric_list=mean_average_precision',
+]
+
+
 #: the demo config made tiny: one block, 32 channels (the demo's clip: 8 frames every 2, 32x32)
 TINY_DEMO_CFG = {
     'model.backbone.embed_dims': 32,

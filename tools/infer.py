@@ -5,8 +5,8 @@ video over time.
     python tools/infer.py CONFIG CHECKPOINT INPUT [--topk 5] [--label-map FILE] [--out preds.csv]
         [--video-root DIR] [--device cpu|cuda:0] [--partial-load] [--cfg-options k=v ...] [--debug]
     python tools/infer.py CONFIG CHECKPOINT VIDEO --over-time [--stride SECONDS] [--batch-size 8]
-        [--smooth 5] [--min-segment SECONDS] [--out timeline.json|.csv] [--out-video annotated.mp4]
-        [--relevance both|pos|neg] [--stream-timeout 10]
+        [--smooth 5] [--min-segment SECONDS] [--threshold 0.5] [--out timeline.json|.csv]
+        [--out-video annotated.mp4] [--relevance both|pos|neg] [--stream-timeout 10]
     python tools/infer.py CONFIG CHECKPOINT - --over-time < stream.ts     # or udp://..., /dev/video0
 
 INPUT is a video file, a folder (its videos, recursively) or a ``.txt`` list (one path per
@@ -38,10 +38,12 @@ the config's ``SampleFrames`` samples one clip from (``clip_len x frame_interval
 length in seconds at the video's rate), one every ``--stride`` seconds (default half a
 window), ``--batch-size`` windows a forward pass. Each window's top-k is printed as it is
 scored; then the segments (runs of one class after averaging the scores over ``--smooth``
-windows; a segment shorter than ``--min-segment`` seconds joins a neighbour) and the speed as a
-real-time factor. The video is decoded in sequence, holding only the frames of the windows
-that overlap: memory does not grow with its length. ``--out x.json`` (or ``.csv``) writes every
-window (start, end, top-k) and the segments (dna_mm/over_time/timeline_files.py).
+windows; a segment shorter than ``--min-segment`` seconds joins a neighbour; a multi-label
+model's: each class's runs at or above ``--threshold``, which may overlap, a shorter run
+dropped) and the speed as a real-time factor. The video is decoded in sequence, holding only
+the frames of the windows that overlap: memory does not grow with its length. ``--out x.json``
+(or ``.csv``) writes every window (start, end, top-k) and the segments
+(dna_mm/over_time/timeline_files.py).
 With ``--over-time`` the input may be a stream: ``-`` (a container such as MPEG-TS on standard
 input), a URL FFmpeg reads (``udp://``, ``rtsp://``, ``http://``) or a camera (``/dev/video0``):
 each window is printed as it completes, with its latency; the run stops cleanly at the stream's
@@ -112,7 +114,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--min-segment',
         type=float,
         default=0.0,
-        help='seconds: a shorter segment joins its neighbour (default 0: none)',
+        help='seconds: a shorter segment joins its neighbour (default 0: none; a multi-label '
+        "model's is dropped)",
+    )
+    t.add_argument(
+        '--threshold',
+        type=float,
+        default=0.5,
+        help="a multi-label model's segments: each class's runs at or above this probability (default 0.5)",
     )
     t.add_argument('--out-video', help='write the annotated video (.mp4 .m4v .mov .mkv); implies --over-time')
     t.add_argument(
@@ -159,6 +168,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f'--smooth must be an odd number of windows >= 1, got {args.smooth}')
     if not args.min_segment >= 0:
         p.error(f'--min-segment must be >= 0 seconds, got {args.min_segment}')
+    if not 0 < args.threshold < 1:
+        p.error(f'--threshold must be a probability between 0 and 1, got {args.threshold}')
     return args
 
 
@@ -269,14 +280,15 @@ def infer(args: argparse.Namespace) -> int:
         from dna_mm.over_time.video_timeline import TimelineOptions
 
         options = TimelineOptions(
-            args.stride,
-            args.batch_size,
-            args.topk,
-            args.smooth,
-            args.min_segment,
-            args.out,
-            args.out_video,
-            args.stream_timeout,
+            stride=args.stride,
+            batch_size=args.batch_size,
+            topk=args.topk,
+            smooth=args.smooth,
+            min_segment=args.min_segment,
+            threshold=args.threshold,
+            out=args.out,
+            out_video=args.out_video,
+            timeout=args.stream_timeout,
         )
         relevance = None
         if args.relevance is not None:

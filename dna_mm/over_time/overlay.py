@@ -5,7 +5,8 @@ segments, and where the model looks (optional). Pure drawing on ``[H, W, 3]`` ui
 * top left, on a dark translucent panel: one line per class, ``score  name`` over a bar as long
   as the score, in the class's colour;
 * bottom: a strip as wide as the frame, one block per segment in its class's colour (its name
-  inside where it fits), a white cursor at the current time, the time and the video's length;
+  inside where it fits; a multi-label model's segments, which overlap, in a lane a class), a
+  white cursor at the current time, the time and the video's length;
 * ``relevance``: a heat map blended over the frame (positive branch orange, negative blue:
   the colours of the analyses' figures, :mod:`dna_mm.analysis.plots.relevance_maps`), the
   branches side by side when there are two.
@@ -186,21 +187,29 @@ def draw_topk(
 def strip_image(
     width: int, layout: Layout, segments: Sequence[Segment], duration: float, names=None
 ) -> np.ndarray:
-    """``[strip, width, 3]``: the segments as coloured blocks, names inside where they fit."""
+    """``[strip, width, 3]``: the segments as coloured blocks, names inside where they fit;
+    segments that overlap (a multi-label model's) in lanes, one a class, the strip's height
+    shared."""
     import cv2
 
     strip = np.full((layout.strip, width, 3), 40, np.uint8)
-    font = max(0.25, layout.strip / 40)
+    ordered = sorted(segments, key=lambda seg: seg.start)
+    overlap = any(b.start < a.end for a, b in zip(ordered, ordered[1:], strict=False))
+    lanes = sorted({seg.label for seg in segments}) if overlap else []
+    height = layout.strip // max(1, len(lanes))  # a lane's rows
+    font = max(0.25, height / 40)
     for seg in segments:
         x0 = int(round(seg.start / duration * width)) if duration > 0 else 0
         x1 = int(round(seg.end / duration * width)) if duration > 0 else width
-        cv2.rectangle(strip, (x0, 0), (max(x0, x1 - 1), layout.strip - 1), colour(seg.label), -1)
+        y0 = lanes.index(seg.label) * height if lanes else 0
+        y1 = y0 + height - 1
+        cv2.rectangle(strip, (x0, y0), (max(x0, x1 - 1), y1), colour(seg.label), -1)
         if x1 - x0 > 2:
-            cv2.line(strip, (x1 - 1, 0), (x1 - 1, layout.strip - 1), (20, 20, 20), 1)
+            cv2.line(strip, (x1 - 1, y0), (x1 - 1, y1), (20, 20, 20), 1)
         name = names[seg.label] if names else str(seg.label)
         (tw, th), _ = cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, font, 1)
-        if tw + 6 < x1 - x0 and th + 2 < layout.strip:
-            y = (layout.strip + th) // 2
+        if tw + 6 < x1 - x0 and th + 2 < height:
+            y = y0 + (height + th) // 2
             cv2.putText(strip, name, (x0 + 3, y), cv2.FONT_HERSHEY_SIMPLEX, font, (0, 0, 0), 1, cv2.LINE_AA)
     return strip
 

@@ -38,7 +38,7 @@ import torch.nn as nn
 
 from ..errors import ConfigError
 from .frame_stream import LIVE_TIMEOUT, FrameStream, Gap, StreamInfo
-from .segments import Segment, find_segments
+from .segments import Segment, find_class_segments, find_segments
 from .windows import SlidingWindows, Window, WindowSampling, split_pipeline, window_sampling
 
 
@@ -107,12 +107,15 @@ class OverTime:
         """Seconds of video per second of the pass (above 1: faster than real time)."""
         return self.duration / self.seconds if self.seconds > 0 else float('inf')
 
-    def segments(self, width: int = 1, min_length: float = 0.0) -> list[Segment]:
-        """Runs of one class after smoothing over ``width`` windows (:mod:`.segments`), found
-        on each side of every gap apart: none covers a gap, no smoothing crosses one."""
+    def segments(
+        self, width: int = 1, min_length: float = 0.0, threshold: Optional[float] = None
+    ) -> list[Segment]:
+        """Runs of one class after smoothing over ``width`` windows (:mod:`.segments`); with a
+        ``threshold`` (a multi-label model's), each class's runs at or above it, which may
+        overlap. Found on each side of every gap apart: none covers a gap, no smoothing crosses one."""
         segments = []
         for begin, end, first, last in self.pieces():
-            found = find_segments(
+            args = (
                 [w.start for w in self.windows[first:last]],
                 [w.end for w in self.windows[first:last]],
                 self.scores[first:last],
@@ -121,6 +124,7 @@ class OverTime:
                 end,
                 begin,
             )
+            found = find_segments(*args) if threshold is None else find_class_segments(*args, threshold)
             segments += [replace(s, first=s.first + first, last=s.last + first) for s in found]
         return segments
 
@@ -184,9 +188,14 @@ def class_scores(model: nn.Module, sample) -> torch.Tensor:
     own probability, ``σ(s) = 1 / (1 + e^{-s})``, as its ``BCELossWithLogits`` trained it."""
     score = getattr(sample, 'pred_score', None)
     score = (score if score is not None else sample.pred_scores.item).float()
+    return score.sigmoid() if multi_label(model) else score
+
+
+def multi_label(model: nn.Module) -> bool:
+    """Whether ``model``'s head scores each class on its own: ``multi_class`` with its clips'
+    logits averaged (``average_clips='score'``)."""
     head = getattr(model, 'cls_head', None)
-    multi_label = getattr(head, 'multi_class', False) and getattr(head, 'average_clips', None) == 'score'
-    return score.sigmoid() if multi_label else score
+    return bool(getattr(head, 'multi_class', False)) and getattr(head, 'average_clips', None) == 'score'
 
 
 class OverTimePredictor:

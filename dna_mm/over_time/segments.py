@@ -6,13 +6,20 @@ With ``N`` windows in time order and their scores ``S [N, K]`` (class probabilit
     y_i = argmax_k S̄[i, k]
     segments = runs of equal y_i; each covers its windows' cells, scored by mean S̄[run, y]
 
+A multi-label model scores each class on its own (``S`` each class's probability), and
+several actions may run at once; its segments are each class's runs above a threshold ``τ``,
+which may overlap (:func:`find_class_segments`)::
+
+    segments = for each class k, the runs of S̄[i, k] >= τ; each scored by mean S̄[run, k]
+
 A window's *cell* is the part of the video nearer its centre than any other window's: cells
 meet half-way between two windows' centres, the first starts at 0 (or ``begin``) and the last
 ends with the video, so the segments tile the video without gap or overlap, whatever the
 stride. (A video with gaps of damaged data is segmented in its pieces between them:
 :meth:`~dna_mm.over_time.predictor.OverTime.segments`.) Then, while
 a segment is shorter than ``min_length`` seconds (and there are two or more), the shortest one
-joins the neighbour whose class scores higher over its windows.
+joins the neighbour whose class scores higher over its windows; a multi-label model's shorter
+run is dropped (its class is taken as absent there).
 """
 
 from __future__ import annotations
@@ -106,3 +113,40 @@ def find_segments(
         Segment(label, float(bounds[a]), float(bounds[b + 1]), float(smoothed[a : b + 1, label].mean()), a, b)
         for label, a, b in runs
     ]
+
+
+def find_class_segments(
+    starts: Sequence[float],
+    ends: Sequence[float],
+    scores: np.ndarray,
+    width: int = 1,
+    min_length: float = 0.0,
+    duration: Optional[float] = None,
+    begin: float = 0.0,
+    threshold: float = 0.5,
+) -> list[Segment]:
+    """A multi-label model's segments (module docstring): each class's runs of windows whose
+    smoothed score is at least ``threshold``, a run shorter than ``min_length`` seconds dropped;
+    they may overlap, and are ordered by start, then class. Arguments as :func:`find_segments`."""
+    if len(starts) == 0:
+        return []
+    smoothed = smooth_scores(scores, width)  # [N, K]
+    bounds = cell_bounds(starts, ends, duration, begin)  # [N + 1]
+    above = np.pad(smoothed >= threshold, ((1, 1), (0, 0)))  # [N + 2, K], False at both ends
+    edges = np.diff(above.astype(np.int8), axis=0)  # [N + 1, K]: +1 a run's first window, -1 past its last
+    segments = []
+    for k in range(smoothed.shape[1]):
+        firsts, stops = np.flatnonzero(edges[:, k] == 1), np.flatnonzero(edges[:, k] == -1)
+        for a, stop in zip(firsts.tolist(), stops.tolist(), strict=True):
+            if bounds[stop] - bounds[a] >= min_length:
+                segments.append(
+                    Segment(
+                        k,
+                        float(bounds[a]),
+                        float(bounds[stop]),
+                        float(smoothed[a:stop, k].mean()),
+                        a,
+                        stop - 1,
+                    )
+                )
+    return sorted(segments, key=lambda s: (s.start, s.label))

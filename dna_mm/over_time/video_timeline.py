@@ -13,6 +13,15 @@ Printed, for a video ``v.mp4``::
        0:00.0 -  1:00.2   still  0.88
        ...
     240.0 s of video in 31.5 s: 7.6x real time (751 windows; at most 16 decoded frames held)
+
+A multi-label model (``cls_head.multi_class``, ``average_clips='score'``) scores each class's own
+probability, and its segments are each class's runs at or above ``--threshold`` (0.5), which may
+overlap, in order of start::
+
+    segments (smoothed over 5 windows; each class at or above 0.50):
+       0:00.0 -  0:41.3   still  0.81
+       0:12.6 -  0:20.1   horizontal  0.64
+       ...
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import torch.nn as nn
 
 from .frame_stream import Gap
 from .overlay import clock
-from .predictor import OverTime, OverTimePredictor, WindowScores
+from .predictor import OverTime, OverTimePredictor, WindowScores, multi_label
 from .segments import Segment
 
 
@@ -38,7 +47,8 @@ class TimelineOptions:
         batch_size: Windows a forward pass.
         topk: Classes per window (printed, written, drawn).
         smooth: Windows the scores are averaged over before the segments (odd).
-        min_segment: Seconds: a shorter segment joins a neighbour.
+        min_segment: Seconds: a shorter segment joins a neighbour (a multi-label model's is dropped).
+        threshold: A multi-label model's segments: each class's runs at or above this probability.
         out: ``.json`` / ``.csv`` timeline file, or ``None``.
         out_video: Annotated video, or ``None``.
         timeout: Seconds without data after which a live stream counts as ended.
@@ -49,6 +59,7 @@ class TimelineOptions:
     topk: int = 5
     smooth: int = 5
     min_segment: float = 0.0
+    threshold: float = 0.5
     out: Optional[str] = None
     out_video: Optional[str] = None
     timeout: float = 10.0
@@ -134,8 +145,10 @@ def timeline(
             f'note: the stride ({result.stride:g} s) is longer than the video ({result.duration:.1f} s): '
             'one window classifies it'
         )
-    segments = result.segments(options.smooth, options.min_segment)
-    echo(f'segments (smoothed over {options.smooth} window{"s" if options.smooth > 1 else ""}):')
+    threshold = options.threshold if multi_label(model) else None
+    segments = result.segments(options.smooth, options.min_segment, threshold)
+    each = f'; each class at or above {threshold:.2f}' if threshold is not None else ''
+    echo(f'segments (smoothed over {options.smooth} window{"s" if options.smooth > 1 else ""}{each}):')
     for seg in segments:
         echo(format_segment(seg, names))
     echo(
@@ -149,7 +162,11 @@ def timeline(
             segments,
             options.topk,
             names,
-            dict(windows=options.smooth, min_segment=options.min_segment),
+            dict(
+                windows=options.smooth,
+                min_segment=options.min_segment,
+                **({} if threshold is None else {'threshold': threshold}),
+            ),
             predictor.sampling.offsets,
         )
         path = write_timeline(options.out, data, result, segments, options.topk, names)

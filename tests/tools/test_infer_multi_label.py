@@ -10,23 +10,9 @@ import csv
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, load_tool, tiny_run_options
+from conftest import DEMO_CONFIG, MULTI_LABEL_OPTIONS, load_tool, tiny_run_options
 from mmengine.config import Config, DictAction
 from mmengine.registry import init_default_scope
-
-#: the demo made a multi-label model: each class scored on its own, its lists of several labels
-MULTI_LABEL = [
-    'model.cls_head.multi_class=True',
-    'model.cls_head.loss_cls.type=BCELossWithLogits',
-    'model.cls_head.average_clips=score',
-    *[
-        f'{split}_dataloader.dataset.{k}'
-        for split in ('train', 'val', 'test')
-        for k in ('multi_class=True', 'num_classes=4')
-    ],
-    'val_evaluator.metric_list=mean_average_precision',
-    'test_evaluator.metric_list=mean_average_precision',
-]
 
 
 @pytest.fixture(scope='module')
@@ -35,7 +21,7 @@ def multi_label_run(tiny_video_set, tmp_path_factory):
     the test list with a second class on every other line."""
     from mmaction.registry import MODELS
 
-    opts = [*tiny_run_options(tiny_video_set), *MULTI_LABEL]
+    opts = [*tiny_run_options(tiny_video_set), *MULTI_LABEL_OPTIONS]
     parser = argparse.ArgumentParser()
     parser.add_argument('--o', nargs='+', action=DictAction)
     cfg = Config.fromfile(DEMO_CONFIG)
