@@ -6,7 +6,8 @@ The exported graph::
     inputs  float32 [B, C, T, H, W] (recognizer: one clip)  or  [B, C, H, W] (image)
             normalised as the config's data_preprocessor / timm's eval transform does
             (``(pixels - mean) / std``; both are written into the file's metadata)
-    logits  float32 [B, K]  class scores before the softmax
+    logits  float32 [B, K]  class scores before the softmax (a multi-label model's,
+            ``cls_head.multi_class``: before a sigmoid each; the metadata says which)
 
 ``B`` is fixed at export, or symbolic (``dynamic_batch``). The graph is what the model's
 inference path computes: attention on its fast path (SDPA calls; DnA's two of them), MMAction2's
@@ -36,6 +37,10 @@ from ..utils.held_output import held_output
 
 #: opset of the TorchScript exporter's default
 DEFAULT_OPSET = 17
+#: what a multi-label recognizer's (``cls_head.multi_class``) output is, in the file's metadata
+MULTI_LABEL_OUTPUT = (
+    "logits [B, K] (before a sigmoid each: a multi-label model's classes are scored on their own)"
+)
 
 
 class ExportError(UnsupportedModelError):
@@ -137,6 +142,8 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
         source = config if '::' in config else osp.abspath(config)  # a package's (dna_mm::…): its name
         meta = {'dna_mm.source': source, 'dna_mm.pixel_range': '255'}
         meta.update(label_map_metadata(cfg.get('label_map'), int(model.cls_head.num_classes)))
+        if getattr(model.cls_head, 'multi_class', False):  # trained with a sigmoid a class
+            meta['dna_mm.output'] = MULTI_LABEL_OUTPUT
         exportable = Exportable(
             RecognizerLogits(model),
             (1, bb.get('in_channels', 3), int(bb.num_frames), *size),
@@ -209,7 +216,7 @@ def export(
         'dna_mm.input': 'inputs [B, C, T, H, W]' if len(ex.input_shape) == 5 else 'inputs [B, C, H, W]',
         'dna_mm.mean': json.dumps(ex.mean),
         'dna_mm.std': json.dumps(ex.std),
-        'dna_mm.output': 'logits [B, K] (before softmax)',
+        'dna_mm.output': ex.metadata.get('dna_mm.output', 'logits [B, K] (before softmax)'),
     }
     for key, value in meta.items():
         entry = proto.metadata_props.add()

@@ -15,7 +15,7 @@ pytest.importorskip('onnxruntime')
 import onnx  # noqa: E402
 
 from dna_mm.deployment import ExportError, export, load_exportable, verify  # noqa: E402
-from dna_mm.deployment.onnx import example_input  # noqa: E402
+from dna_mm.deployment.onnx import MULTI_LABEL_OUTPUT, example_input  # noqa: E402
 from dna_mm.errors import ConfigError  # noqa: E402
 
 TINY = {
@@ -194,3 +194,16 @@ def test_dynamo_exporter_opset_18(attn, tmp_path) -> None:
     _randomise(ex.model)
     path = export(ex, str(tmp_path / 'm.onnx'), dynamic_batch=True, opset=18, dynamo=True)
     assert max(verify(ex, path, (1, 3)).values()) <= _allowed(ex, (1, 3))
+
+
+def test_a_multi_label_models_output_says_a_sigmoid_each(tmp_path) -> None:
+    """A multi-label recognizer (``cls_head.multi_class``: a sigmoid a class) says so in the file's
+    metadata: its logits are not for a softmax; a single-label one's are."""
+    options = {**_tiny('dna'), 'model.cls_head.multi_class': True}
+    path = export(load_exportable(DEMO_CONFIG, None, options), str(tmp_path / 'multi.onnx'))
+    meta = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert meta['dna_mm.output'] == MULTI_LABEL_OUTPUT
+    single = export(load_exportable(DEMO_CONFIG, None, _tiny('dna')), str(tmp_path / 'single.onnx'))
+    assert {p.key: p.value for p in onnx.load(single).metadata_props}['dna_mm.output'] == (
+        'logits [B, K] (before softmax)'
+    )
