@@ -169,7 +169,9 @@ def test(args: argparse.Namespace) -> dict:
                 metric.outfile_prefix = args.dump[: -len('.json')]
             args.dump = None
     if args.dump is not None:
-        added.append(dump_evaluator(args.dump, detector))
+        head = cfg.model.get('cls_head') or {}
+        multi_label = bool(head.get('multi_class')) and head.get('average_clips') == 'score'
+        added.append(dump_evaluator(args.dump, detector, multi_label))
     if added:
         evaluators = cfg.test_evaluator
         cfg.test_evaluator = [

@@ -66,20 +66,24 @@ NAMES = {
 @METRICS.register_module()
 class DumpPredictions(BaseMetric):
     """Write one CSV row per video or image to ``out_file_path`` (``.csv``): ``video`` (or
-    ``image``), ``label, pred, score, top5``."""
+    ``image``), ``label, pred, score, top5``. ``multi_label``: the scores are a multi-label
+    head's mean logits ``s`` (``multi_class``, ``average_clips='score'``), written as each class's
+    own probability ``σ(s)``."""
 
     default_prefix = 'dump'  # it returns no metric; named so that mmengine does not warn
 
-    def __init__(self, out_file_path: str, collect_device: str = 'cpu') -> None:
+    def __init__(self, out_file_path: str, collect_device: str = 'cpu', multi_label: bool = False) -> None:
         super().__init__(collect_device=collect_device)
         if not out_file_path.endswith('.csv'):
             raise ValueError(f'DumpPredictions writes CSV; got out_file_path={out_file_path!r}')
         self.out_file_path = out_file_path
+        self.multi_label = multi_label
         self._warned = False
 
     def process(self, data_batch: Any, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
             score = _field(sample, 'pred_scores', 'pred_score').float().cpu()  # [num_classes]
+            score = score.sigmoid() if self.multi_label else score
             top = score.topk(min(5, score.numel()))
             label = _field(sample, 'gt_labels', 'gt_label')
             column = 'image' if 'img_path' in sample else 'video'  # MMPretrain's PackInputs keeps it
@@ -129,10 +133,11 @@ class DumpResultsWhole(WrittenWhole, DumpResults):
     """mmengine's ``DumpResults`` (MMAction2's pickle of the predictions), written whole."""
 
 
-def dump_evaluator(out_file_path: str, detector: bool) -> dict:
+def dump_evaluator(out_file_path: str, detector: bool, multi_label: bool = False) -> dict:
     """The evaluator of ``tools/test.py --dump FILE``: :class:`DumpPredictions` for ``.csv``
-    (recognizers), the predictions' pickle for ``.pkl`` / ``.pickle`` (MMDetection's
-    ``DumpDetResults``, masks as RLE, for a detector), written whole."""
+    (recognizers; ``multi_label``: a multi-label head's scores, written as probabilities), the
+    predictions' pickle for ``.pkl`` / ``.pickle`` (MMDetection's ``DumpDetResults``, masks as RLE,
+    for a detector), written whole."""
     if out_file_path.endswith(('.pkl', '.pickle')):
         if not detector:
             return dict(type='DumpResultsWhole', out_file_path=out_file_path)
@@ -140,6 +145,6 @@ def dump_evaluator(out_file_path: str, detector: bool) -> dict:
 
         return dict(type='DumpDetResultsWhole', out_file_path=out_file_path)
     if out_file_path.endswith('.csv') and not detector:
-        return dict(type='DumpPredictions', out_file_path=out_file_path)
+        return dict(type='DumpPredictions', out_file_path=out_file_path, multi_label=multi_label)
     expected = 'for a detector must end in .pkl or .json' if detector else 'must end in .csv or .pkl'
     raise ConfigError(f'--dump {expected}, got {out_file_path}')

@@ -177,6 +177,7 @@ test_evaluator = val_evaluator
     )
     for r in rows:
         assert sorted(r['top5'].split()) == ['0', '1', '2', '3'] and r['pred'] == r['top5'].split()[0]
+        assert 0 < float(r['score']) < 1  # its class's own probability (test_a_multi_label_dump_...)
 
 
 def test_a_single_label_dump_is_as_it_was(tmp_path) -> None:
@@ -201,3 +202,19 @@ def test_a_single_label_dump_is_as_it_was(tmp_path) -> None:
     metric.process({}, samples[2:])
     metric.compute_metrics(metric.results)
     assert path.read_bytes() == b'image,label,pred,score,top5\r\nc.jpg,0 3,1,0.6,1 2 0 3\r\n'
+
+
+def test_a_multi_label_dump_writes_each_classs_probability(tmp_path) -> None:
+    """A multi-label head's scores are its mean logits (``average_clips='score'``): the dump writes
+    the top class's own probability, their sigmoid (it wrote the logit: 2.0, -0.4), ranked as
+    before; ``tools/test.py --dump`` asks it of a multi-label head's config."""
+    from dna_mm.evaluation.dump import dump_evaluator
+
+    logits = torch.tensor([2.0, -1.0, 0.5, -3.0])
+    path = tmp_path / 'preds.csv'
+    metric = DumpPredictions(out_file_path=str(path), multi_label=True)
+    one_hot = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    metric.process({}, [dict(filename='a.mp4', pred_scores=dict(item=logits), gt_labels=dict(item=one_hot))])
+    metric.compute_metrics(metric.results)
+    assert path.read_bytes() == b'video,label,pred,score,top5\r\na.mp4,0 2,0,0.880797,0 2 1 3\r\n'
+    assert dump_evaluator('x.csv', False, multi_label=True)['multi_label'] is True
