@@ -285,3 +285,19 @@ def test_a_child_that_names_another_optimizer_is_told_the_bases_arguments_stay(t
     assert _refused(Config.fromfile(str(child))).endswith(
         "kept from the base config's? give optim_wrapper.optimizer _delete_=True to replace it whole)"
     )
+
+
+def test_a_frame_sampler_takes_only_its_own_arguments() -> None:
+    """MMAction2's ``SampleAVAFrames`` subclasses ``SampleFrames`` but takes only ``clip_len``,
+    ``frame_interval`` and ``test_mode`` (no ``**kwargs``): a ``num_clips`` was let through as a
+    ``SampleFrames`` argument, then a ``TypeError`` naming no key as the dataset was built."""
+    from mmaction.registry import TRANSFORMS
+
+    with pytest.raises(TypeError, match='num_clips'):
+        TRANSFORMS.build(dict(type='SampleAVAFrames', clip_len=8, num_clips=2))
+    cfg = Config.fromfile(DEMO_CONFIG)
+    cfg.label_map = None
+    cfg.test_dataloader.dataset.pipeline[1] = dict(type='SampleAVAFrames', clip_len=8, num_clips=2)
+    assert _refused(cfg, 'test').startswith(
+        'test_dataloader.dataset.pipeline[1].num_clips is not an argument of SampleAVAFrames'
+    )

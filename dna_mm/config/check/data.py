@@ -233,9 +233,10 @@ def _crop_problems(pipeline: list, at: str) -> list[str]:
 def sampler_arguments(kind: Any) -> Any:
     """The arguments of MMAction2's ``SampleFrames`` or a subclass ``kind`` names (a step's
     ``type``: its registered name, dotted path or class; its ``__init__`` and those it passes
-    ``**kwargs`` on to, up to ``SampleFrames``, which drops the rest); ``None`` for any other
-    transform (its unknown keys are its own affair)."""
-    import inspect
+    ``**kwargs`` on to, up to ``SampleFrames``, which drops the rest:
+    :func:`~dna_mm.utils.build_errors.accepted_arguments`); ``None`` for any other transform (its
+    unknown keys are its own affair)."""
+    from ...utils.build_errors import accepted_arguments  # noqa: PLC0415
 
     try:
         from mmaction.datasets.transforms import SampleFrames
@@ -245,14 +246,7 @@ def sampler_arguments(kind: Any) -> Any:
     cls = registered_class(TRANSFORMS, kind)[1] if isinstance(kind, str) else kind
     if not (isinstance(cls, type) and issubclass(cls, SampleFrames)):
         return None
-    names: list[str] = []
-    for klass in cls.__mro__[: cls.__mro__.index(SampleFrames) + 1]:
-        if '__init__' in vars(klass):
-            params = inspect.signature(klass.__init__).parameters.values()
-            names += [
-                p.name for p in params if p.name != 'self' and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-            ]
-    return list(dict.fromkeys(names))
+    return accepted_arguments(cls)
 
 
 def iter_transforms(dataset: Any, key: str) -> Iterator[tuple[str, dict]]:
