@@ -8,7 +8,7 @@ import csv
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, MULTI_LABEL_OPTIONS, run_main, tiny_run_options
 from mmengine.config import Config, DictAction
 
 
@@ -67,11 +67,7 @@ def test_a_multi_label_test_is_refused_before_it_runs(tiny_ckpt, tiny_video_set,
     """MMAction2's ConfusionMatrix takes one class per video: on a multi-label test it failed after
     the whole test (``The size of pred (16) doesn't match the target (64)``), its metrics lost."""
     work = tmp_path / 'work'
-    multi = [
-        'test_dataloader.dataset.multi_class=True',
-        'test_dataloader.dataset.num_classes=4',
-        'test_evaluator.metric_list=(mmit_mean_average_precision,mean_average_precision)',
-    ]
+    multi = MULTI_LABEL_OPTIONS  # a multi-label head, its lists, the mAP
     done = _test(tiny_ckpt, tiny_video_set, work, '--confusion-matrix', str(tmp_path / 'cm.png'))
     assert done.returncode == 0, done.stderr[-3000:]  # the same test, one class per video
     args = ['tools/test.py', DEMO_CONFIG, str(tiny_ckpt), '--work-dir', str(work)]
