@@ -38,7 +38,7 @@ import torch.nn as nn
 
 from ..errors import ConfigError
 from .frame_stream import LIVE_TIMEOUT, FrameStream, Gap, StreamInfo
-from .segments import Segment, find_class_segments, find_segments
+from .segments import Segment, find_segments
 from .windows import SlidingWindows, Window, WindowSampling, split_pipeline, window_sampling
 
 
@@ -115,7 +115,7 @@ class OverTime:
         overlap. Found on each side of every gap apart: none covers a gap, no smoothing crosses one."""
         segments = []
         for begin, end, first, last in self.pieces():
-            args = (
+            found = find_segments(
                 [w.start for w in self.windows[first:last]],
                 [w.end for w in self.windows[first:last]],
                 self.scores[first:last],
@@ -123,8 +123,8 @@ class OverTime:
                 min_length,
                 end,
                 begin,
+                threshold,
             )
-            found = find_segments(*args) if threshold is None else find_class_segments(*args, threshold)
             segments += [replace(s, first=s.first + first, last=s.last + first) for s in found]
         return segments
 

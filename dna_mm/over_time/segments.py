@@ -8,7 +8,7 @@ With ``N`` windows in time order and their scores ``S [N, K]`` (class probabilit
 
 A multi-label model scores each class on its own (``S`` each class's probability), and
 several actions may run at once; its segments are each class's runs above a threshold ``τ``,
-which may overlap (:func:`find_class_segments`)::
+which may overlap (:func:`find_segments` with a ``threshold``)::
 
     segments = for each class k, the runs of S̄[i, k] >= τ; each scored by mean S̄[run, k]
 
@@ -78,15 +78,19 @@ def find_segments(
     min_length: float = 0.0,
     duration: Optional[float] = None,
     begin: float = 0.0,
+    threshold: Optional[float] = None,
 ) -> list[Segment]:
     """The segments of windows ``[starts[i], ends[i])`` with scores ``[N, K]`` (module
     docstring); ``duration``: the video's length in seconds (the last cell's end), ``begin``:
-    the first cell's start."""
+    the first cell's start; ``threshold``: a multi-label model's, each class's runs at or above
+    it (:func:`_class_runs`)."""
     if len(starts) == 0:
         return []
     smoothed = smooth_scores(scores, width)
-    labels = smoothed.argmax(axis=1)
     bounds = cell_bounds(starts, ends, duration, begin)
+    if threshold is not None:
+        return _class_runs(smoothed, bounds, min_length, threshold)
+    labels = smoothed.argmax(axis=1)
     runs, first = [], 0  # [first, last] window ranges of one label
     for i in range(1, len(labels) + 1):
         if i == len(labels) or labels[i] != labels[first]:
@@ -115,23 +119,13 @@ def find_segments(
     ]
 
 
-def find_class_segments(
-    starts: Sequence[float],
-    ends: Sequence[float],
-    scores: np.ndarray,
-    width: int = 1,
-    min_length: float = 0.0,
-    duration: Optional[float] = None,
-    begin: float = 0.0,
-    threshold: float = 0.5,
+def _class_runs(
+    smoothed: np.ndarray, bounds: np.ndarray, min_length: float, threshold: float
 ) -> list[Segment]:
-    """A multi-label model's segments (module docstring): each class's runs of windows whose
-    smoothed score is at least ``threshold``, a run shorter than ``min_length`` seconds dropped;
-    they may overlap, and are ordered by start, then class. Arguments as :func:`find_segments`."""
-    if len(starts) == 0:
-        return []
-    smoothed = smooth_scores(scores, width)  # [N, K]
-    bounds = cell_bounds(starts, ends, duration, begin)  # [N + 1]
+    """A multi-label model's segments (module docstring) from its smoothed scores ``[N, K]`` and the
+    cells' bounds ``[N + 1]``: each class's runs of windows at or above ``threshold``, a run
+    shorter than ``min_length`` seconds dropped; they may overlap, and are ordered by start, then
+    class."""
     above = np.pad(smoothed >= threshold, ((1, 1), (0, 0)))  # [N + 2, K], False at both ends
     edges = np.diff(above.astype(np.int8), axis=0)  # [N + 1, K]: +1 a run's first window, -1 past its last
     segments = []
@@ -139,14 +133,6 @@ def find_class_segments(
         firsts, stops = np.flatnonzero(edges[:, k] == 1), np.flatnonzero(edges[:, k] == -1)
         for a, stop in zip(firsts.tolist(), stops.tolist(), strict=True):
             if bounds[stop] - bounds[a] >= min_length:
-                segments.append(
-                    Segment(
-                        k,
-                        float(bounds[a]),
-                        float(bounds[stop]),
-                        float(smoothed[a:stop, k].mean()),
-                        a,
-                        stop - 1,
-                    )
-                )
+                score = float(smoothed[a:stop, k].mean())
+                segments.append(Segment(k, float(bounds[a]), float(bounds[stop]), score, a, stop - 1))
     return sorted(segments, key=lambda s: (s.start, s.label))

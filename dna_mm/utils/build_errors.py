@@ -123,7 +123,7 @@ def required_arguments(cls: type) -> list[str]:
     be given by the class itself, so only its own are read."""
     keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     required: list[str] = []
-    call: tuple[int, set[str]] = (0, set())  # what the __init__ before fills of the next one's
+    call: tuple[int, frozenset[str]] = (0, frozenset())  # what the __init__ before fills of the next one's
     for init in [k.__dict__['__init__'] for k in cls.__mro__ if '__init__' in k.__dict__]:
         try:
             params = [p for p in inspect.signature(init).parameters.values() if p.name not in ('self', 'cls')]
@@ -140,7 +140,7 @@ def required_arguments(cls: type) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _parent_init_call(init: Any) -> Optional[tuple[int, set[str]]]:
+def _parent_init_call(init: Any) -> Optional[tuple[int, frozenset[str]]]:
     """``(the positional arguments before *args, the keyword names)`` of the parent ``__init__`` call
     in ``init``'s source (``super().__init__(x, 'lr', *args, k=v, **kwargs)``: ``(2, {'k'})``;
     ``Parent.__init__(self, ...)``: ``self`` not counted); ``None`` without source or such a call."""
@@ -156,7 +156,7 @@ def _parent_init_call(init: Any) -> Optional[tuple[int, set[str]]]:
         before = next(i for i, a in enumerate(node.args) if isinstance(a, ast.Starred))
         owner = node.func.value
         bound = isinstance(owner, ast.Call) and getattr(owner.func, 'id', '') == 'super'
-        return before - (not bound), {k.arg for k in node.keywords if k.arg is not None}
+        return before - (not bound), frozenset(k.arg for k in node.keywords if k.arg is not None)
     return None
 
 

@@ -13,7 +13,7 @@ from conftest import MULTI_LABEL_OPTIONS
 from test_over_time import run, ten_seconds, tiny  # noqa: F401  (the module's fixtures)
 
 from dna_mm.over_time.overlay import PALETTE, Layout, strip_image
-from dna_mm.over_time.segments import Segment, find_class_segments
+from dna_mm.over_time.segments import Segment, find_segments
 
 
 def test_each_class_has_its_runs_above_the_threshold_which_may_overlap() -> None:
@@ -23,23 +23,21 @@ def test_each_class_has_its_runs_above_the_threshold_which_may_overlap() -> None
     scores[0:6, 0] = 0.9  # class 0 from 0 s to 6 s
     scores[3:8, 1] = 0.7  # class 1 from 3 s to 8 s, beside it
     scores[9, 2] = 0.6  # one window of class 2: shorter than min_length
-    found = find_class_segments(starts, ends, scores, duration=10.0, threshold=0.5)
+    multi = dict(duration=10.0, threshold=0.5)
+    found = find_segments(starts, ends, scores, **multi)
     assert [(s.label, s.start, s.end, s.first, s.last) for s in found] == [
         (0, 0.0, 6.0, 0, 5),
         (1, 3.0, 8.0, 3, 7),
         (2, 9.0, 10.0, 9, 9),
     ]
     assert found[0].score == pytest.approx(0.9) and found[1].score == pytest.approx(0.7)
-    assert [s.label for s in find_class_segments(starts, ends, scores, min_length=1.5, duration=10.0)] == [
-        0,
-        1,
-    ]
-    assert [s.label for s in find_class_segments(starts, ends, scores, duration=10.0, threshold=0.8)] == [0]
+    assert [s.label for s in find_segments(starts, ends, scores, min_length=1.5, **multi)] == [0, 1]
+    assert [s.label for s in find_segments(starts, ends, scores, duration=10.0, threshold=0.8)] == [0]
     # smoothing over 3 windows: class 2's lone window (0.6 + 0.1) / 2 at the end falls below 0.5
-    assert [s.label for s in find_class_segments(starts, ends, scores, width=3, duration=10.0)] == [0, 1]
+    assert [s.label for s in find_segments(starts, ends, scores, width=3, **multi)] == [0, 1]
     gapped = scores.copy()
     gapped[2, 0] = 0.2  # class 0 twice
-    assert [(s.label, s.first, s.last) for s in find_class_segments(starts, ends, gapped)][:2] == [
+    assert [(s.label, s.first, s.last) for s in find_segments(starts, ends, gapped, threshold=0.5)][:2] == [
         (0, 0, 1),
         (0, 3, 5),
     ]
@@ -71,7 +69,7 @@ def test_over_time_with_a_multi_label_model_segments_each_class(tiny, ten_second
             scores[i, top['class']] = top['score']
     assert ((scores > 0) & (scores < 1)).all()  # each class's own probability, not a softmax's share
     assert not np.allclose(scores.sum(axis=1), 1.0, atol=0.01)
-    expected = find_class_segments(
+    expected = find_segments(
         [w['start'] for w in data['windows']],
         [w['end'] for w in data['windows']],
         scores,
