@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,7 @@ class CocoReport:
             )
         raise DataError(
             f'{self.ann_file}: {"; ".join(parts)} (python tools/data/coco/check_annotations.py '
-            f'--ann-file {self.ann_file} lists every problem)'
+            f'--ann-file {shlex.quote(str(self.ann_file))} lists every problem)'
         )
 
     def format(self, max_examples: int = 5) -> str:

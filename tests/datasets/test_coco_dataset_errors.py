@@ -8,6 +8,7 @@ counted, in a real training run too."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -40,7 +41,8 @@ def coco(tmp_path_factory) -> Path:
 def _broken(coco: Path, tmp_path: Path, edit) -> Path:
     data = json.loads((coco / 'annotations' / 'instances_test.json').read_text())
     edit(data)
-    path = tmp_path / 'broken.json'
+    path = tmp_path / 'my annotations' / 'broken.json'
+    path.parent.mkdir()
     path.write_text(json.dumps(data))
     return path
 
@@ -81,6 +83,9 @@ def test_a_malformed_annotation_file_is_one_error_naming_it(coco, tmp_path, edit
         )
     message = str(err.value)
     assert message.startswith(f'{ann}: ') and '\n' not in message, message
+    # the checker it proposes runs as pasted: the folder's blank quoted
+    command = message[message.rindex('(python ') + 1 : message.rindex(' lists every problem)')]
+    assert shlex.split(command)[1:] == ['tools/data/coco/check_annotations.py', '--ann-file', str(ann)]
 
 
 def _test_split(root: Path, classes: tuple, pipeline: list, **kwargs):

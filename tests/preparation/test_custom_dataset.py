@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import math
 import pickle
+import shlex
 import shutil
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def _lines(path: Path) -> list[tuple[str, int]]:
 
 
 def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
-    out = tmp_path / 'built'
+    out = tmp_path / 'built lists'
     (tree / 'empty class').mkdir()
     args = [str(tree), '--out', str(out), '--base', DEMO_BASE, '--load-from', 'none', '--workers', '1']
     with pytest.raises(SystemExit) as done:
@@ -78,6 +79,10 @@ def test_folder_to_lists_label_map_and_config(tree, tmp_path, capsys) -> None:
         f'{broken}\t'
     )
     assert (out / 'classes.txt').read_text(encoding='utf-8').splitlines() == sorted(NAMES)
+    # the command it proposes runs as pasted: the folder's blank quoted
+    proposed = next(line for line in printed.splitlines() if line.startswith('next: '))
+    command = shlex.split(proposed.removeprefix('next: '))
+    assert command == ['python', 'tools/train.py', str(out / 'config.py')]
     train, val = _lines(out / 'train.txt'), _lines(out / 'val.txt')
     assert not (out / 'test.txt').exists()
     assert len(train) == 8 and len(val) == 4 and not {p for p, _ in train} & {p for p, _ in val}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,5 +251,5 @@ def build_dataset(request: BuildRequest, repo: Path, echo: Echo) -> int:
     echo(recipe.describe(len(splits['train'])))
     echo(f'initialisation: {init_note}')
     echo(f'wrote {out}/: {", ".join(f"{s}.txt" for s in splits)}, classes.txt, config.py')
-    echo(f'next: python tools/train.py {out / "config.py"}')
+    echo('next: ' + shlex.join(['python', 'tools/train.py', str(out / 'config.py')]))  # blanks quoted
     return 0
