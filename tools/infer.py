@@ -5,7 +5,7 @@ video over time.
     python tools/infer.py CONFIG CHECKPOINT INPUT [--topk 5] [--label-map FILE] [--out preds.csv]
         [--video-root DIR] [--device cpu|cuda:0] [--partial-load] [--cfg-options k=v ...] [--debug]
     python tools/infer.py CONFIG CHECKPOINT VIDEO --over-time [--stride SECONDS] [--batch-size 8]
-        [--smooth 5] [--min-segment SECONDS] [--threshold 0.5] [--out timeline.json|.csv]
+        [--smooth 5] [--min-segment SECONDS] [--threshold P] [--out timeline.json|.csv]
         [--out-video annotated.mp4] [--relevance both|pos|neg] [--stream-timeout 10]
     python tools/infer.py CONFIG CHECKPOINT - --over-time < stream.ts     # or udp://..., /dev/video0
 
@@ -39,10 +39,11 @@ length in seconds at the video's rate), one every ``--stride`` seconds (default 
 window), ``--batch-size`` windows a forward pass. Each window's top-k is printed as it is
 scored; then the segments (runs of one class after averaging the scores over ``--smooth``
 windows; a segment shorter than ``--min-segment`` seconds joins a neighbour; a multi-label
-model's: each class's runs at or above ``--threshold``, which may overlap, a shorter run
-dropped) and the speed as a real-time factor. The video is decoded in sequence, holding only
-the frames of the windows that overlap: memory does not grow with its length. ``--out x.json``
-(or ``.csv``) writes every window (start, end, top-k) and the segments
+model's: each class's runs at or above ``--threshold``, default 0.5, which may overlap, a
+shorter run dropped; a single-label model's with ``--threshold``: its best class's runs where it
+reaches it, the rest left out) and the speed as a real-time factor. The video is decoded in
+sequence, holding only the frames of the windows that overlap: memory does not grow with its
+length. ``--out x.json`` (or ``.csv``) writes every window (start, end, top-k) and the segments
 (dna_mm/over_time/timeline_files.py).
 With ``--over-time`` the input may be a stream: ``-`` (a container such as MPEG-TS on standard
 input), a URL FFmpeg reads (``udp://``, ``rtsp://``, ``http://``) or a camera (``/dev/video0``):
@@ -114,14 +115,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '--min-segment',
         type=float,
         default=0.0,
-        help='seconds: a shorter segment joins its neighbour (default 0: none; a multi-label '
-        "model's is dropped)",
+        help='seconds: a shorter segment joins its neighbour (default 0: none; with a threshold, '
+        "a multi-label model's always: it is dropped)",
     )
     t.add_argument(
         '--threshold',
         type=float,
-        default=0.5,
-        help="a multi-label model's segments: each class's runs at or above this probability (default 0.5)",
+        help="segments only where a class's probability reaches this: a multi-label model's, each "
+        "class's runs (default 0.5); a single-label model's, its best class's (default: none, the "
+        'segments tile the video)',
     )
     t.add_argument('--out-video', help='write the annotated video (.mp4 .m4v .mov .mkv); implies --over-time')
     t.add_argument(
@@ -168,7 +170,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f'--smooth must be an odd number of windows >= 1, got {args.smooth}')
     if not args.min_segment >= 0:
         p.error(f'--min-segment must be >= 0 seconds, got {args.min_segment}')
-    if not 0 < args.threshold < 1:
+    if args.threshold is not None and not 0 < args.threshold < 1:
         p.error(f'--threshold must be a probability between 0 and 1, got {args.threshold}')
     return args
 

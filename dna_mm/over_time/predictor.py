@@ -108,11 +108,16 @@ class OverTime:
         return self.duration / self.seconds if self.seconds > 0 else float('inf')
 
     def segments(
-        self, width: int = 1, min_length: float = 0.0, threshold: Optional[float] = None
+        self,
+        width: int = 1,
+        min_length: float = 0.0,
+        threshold: Optional[float] = None,
+        top_only: bool = False,
     ) -> list[Segment]:
         """Runs of one class after smoothing over ``width`` windows (:mod:`.segments`); with a
-        ``threshold`` (a multi-label model's), each class's runs at or above it, which may
-        overlap. Found on each side of every gap apart: none covers a gap, no smoothing crosses one."""
+        ``threshold``, each class's runs at or above it, which may overlap (a multi-label
+        model's), or with ``top_only`` the best class's runs where it reaches it (a single-label
+        model's). Found on each side of every gap apart: none covers a gap, no smoothing crosses one."""
         segments = []
         for begin, end, first, last in self.pieces():
             found = find_segments(
@@ -124,6 +129,7 @@ class OverTime:
                 end,
                 begin,
                 threshold,
+                top_only,
             )
             segments += [replace(s, first=s.first + first, last=s.last + first) for s in found]
         return segments

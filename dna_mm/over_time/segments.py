@@ -12,14 +12,21 @@ which may overlap (:func:`find_segments` with a ``threshold``)::
 
     segments = for each class k, the runs of S̄[i, k] >= τ; each scored by mean S̄[run, k]
 
+A threshold on a single-label model's scores leaves out what it is unsure of (``top_only``):
+a window belongs to its best class's run only where that class's smoothed probability
+reaches ``τ``; the stretches below it, where no action is sure (a long video's moments between
+actions), are in no segment::
+
+    segments = runs of equal y_i among the windows where S̄[i, y_i] >= τ
+
 A window's *cell* is the part of the video nearer its centre than any other window's: cells
 meet half-way between two windows' centres, the first starts at 0 (or ``begin``) and the last
 ends with the video, so the segments tile the video without gap or overlap, whatever the
-stride. (A video with gaps of damaged data is segmented in its pieces between them:
-:meth:`~dna_mm.over_time.predictor.OverTime.segments`.) Then, while
-a segment is shorter than ``min_length`` seconds (and there are two or more), the shortest one
-joins the neighbour whose class scores higher over its windows; a multi-label model's shorter
-run is dropped (its class is taken as absent there).
+stride (with a threshold: but for what none reaches). (A video with gaps of damaged data is
+segmented in its pieces between them: :meth:`~dna_mm.over_time.predictor.OverTime.segments`.)
+Then, while a segment is shorter than ``min_length`` seconds (and there are two or more), the
+shortest one joins the neighbour whose class scores higher over its windows; with a threshold, a
+shorter run is dropped instead (its class is taken as absent there).
 """
 
 from __future__ import annotations
@@ -79,16 +86,22 @@ def find_segments(
     duration: Optional[float] = None,
     begin: float = 0.0,
     threshold: Optional[float] = None,
+    top_only: bool = False,
 ) -> list[Segment]:
     """The segments of windows ``[starts[i], ends[i])`` with scores ``[N, K]`` (module
     docstring); ``duration``: the video's length in seconds (the last cell's end), ``begin``:
-    the first cell's start; ``threshold``: a multi-label model's, each class's runs at or above
-    it (:func:`_class_runs`)."""
+    the first cell's start; ``threshold``: each class's runs at or above it (:func:`_class_runs`),
+    with ``top_only`` (a single-label model's) a window counting for its best class alone."""
     if len(starts) == 0:
         return []
     smoothed = smooth_scores(scores, width)
     bounds = cell_bounds(starts, ends, duration, begin)
     if threshold is not None:
+        if top_only:  # the best class keeps its score, the others 0: below τ wherever τ > 0
+            best = smoothed.argmax(axis=1)  # [N]
+            rows = np.arange(len(best))
+            smoothed, kept = np.zeros_like(smoothed), smoothed
+            smoothed[rows, best] = kept[rows, best]
         return _class_runs(smoothed, bounds, min_length, threshold)
     labels = smoothed.argmax(axis=1)
     runs, first = [], 0  # [first, last] window ranges of one label
@@ -122,7 +135,7 @@ def find_segments(
 def _class_runs(
     smoothed: np.ndarray, bounds: np.ndarray, min_length: float, threshold: float
 ) -> list[Segment]:
-    """A multi-label model's segments (module docstring) from its smoothed scores ``[N, K]`` and the
+    """The segments at or above a threshold (module docstring) from the smoothed scores ``[N, K]`` and the
     cells' bounds ``[N + 1]``: each class's runs of windows at or above ``threshold``, a run
     shorter than ``min_length`` seconds dropped; they may overlap, and are ordered by start, then
     class."""

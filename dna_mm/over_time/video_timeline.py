@@ -22,6 +22,10 @@ overlap, in order of start::
        0:00.0 -  0:41.3   still  0.81
        0:12.6 -  0:20.1   horizontal  0.64
        ...
+
+A single-label model's segments tile the video; with ``--threshold`` they leave out where its
+best class stays below it (``segments (smoothed over 5 windows; the best class at or above
+0.80):``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from .overlay import clock
 from .predictor import OverTime, OverTimePredictor, WindowScores, multi_label
 from .segments import Segment
 
+#: a multi-label model's segments without ``--threshold``: where a class is more likely present than not
+MULTI_LABEL_THRESHOLD = 0.5
+
 
 @dataclass
 class TimelineOptions:
@@ -47,8 +54,10 @@ class TimelineOptions:
         batch_size: Windows a forward pass.
         topk: Classes per window (printed, written, drawn).
         smooth: Windows the scores are averaged over before the segments (odd).
-        min_segment: Seconds: a shorter segment joins a neighbour (a multi-label model's is dropped).
-        threshold: A multi-label model's segments: each class's runs at or above this probability.
+        min_segment: Seconds: a shorter segment joins a neighbour (with a threshold: is dropped).
+        threshold: Segments only where a class's probability is at or above it: a multi-label
+            model's, each class's runs (``None``: 0.5); a single-label model's, its best class's
+            (``None``: none, the segments tile the video).
         out: ``.json`` / ``.csv`` timeline file, or ``None``.
         out_video: Annotated video, or ``None``.
         timeout: Seconds without data after which a live stream counts as ended.
@@ -59,7 +68,7 @@ class TimelineOptions:
     topk: int = 5
     smooth: int = 5
     min_segment: float = 0.0
-    threshold: float = 0.5
+    threshold: Optional[float] = None
     out: Optional[str] = None
     out_video: Optional[str] = None
     timeout: float = 10.0
@@ -145,9 +154,11 @@ def timeline(
             f'note: the stride ({result.stride:g} s) is longer than the video ({result.duration:.1f} s): '
             'one window classifies it'
         )
-    threshold = options.threshold if multi_label(model) else None
-    segments = result.segments(options.smooth, options.min_segment, threshold)
-    each = f'; each class at or above {threshold:.2f}' if threshold is not None else ''
+    several = multi_label(model)
+    threshold = MULTI_LABEL_THRESHOLD if several and options.threshold is None else options.threshold
+    segments = result.segments(options.smooth, options.min_segment, threshold, top_only=not several)
+    which = 'each class' if several else 'the best class'
+    each = f'; {which} at or above {threshold:.2f}' if threshold is not None else ''
     echo(f'segments (smoothed over {options.smooth} window{"s" if options.smooth > 1 else ""}{each}):')
     for seg in segments:
         echo(format_segment(seg, names))

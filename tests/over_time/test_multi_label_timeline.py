@@ -57,7 +57,7 @@ def test_overlapping_segments_are_drawn_in_a_lane_a_class() -> None:
 
 def test_over_time_with_a_multi_label_model_segments_each_class(tiny, ten_seconds, tmp_path, capsys) -> None:  # noqa: F811
     out, video = tmp_path / 'timeline.json', tmp_path / 'annotated.mp4'
-    extra = ['--over-time', '--stride', '0.5', '--topk', '4', '--threshold', '0.5', '--out', str(out)]
+    extra = ['--over-time', '--stride', '0.5', '--topk', '4', '--out', str(out)]  # the threshold's default
     assert run(tiny, ten_seconds, *extra, '--out-video', str(video), cfg=tuple(MULTI_LABEL_OPTIONS)) == 0
     printed = capsys.readouterr().out
     assert 'segments (smoothed over 5 windows; each class at or above 0.50):' in printed

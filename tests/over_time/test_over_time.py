@@ -135,6 +135,34 @@ def test_segments_tile_the_video_and_smoothing_removes_a_blip() -> None:
     assert cell_bounds([0, 1], [2, 3], 3.5).tolist() == [0, 1.5, 3.5]
 
 
+def test_a_threshold_leaves_out_where_the_best_class_is_unsure() -> None:
+    """A single-label model's segments with a threshold: its best class's runs where that class
+    reaches it; the stretch between two actions, where no class does, is in no segment."""
+    starts = np.arange(12) * 1.0
+    ends = starts + 1.0
+    scores = np.zeros((12, 3))
+    scores[0:4] = [0.9, 0.05, 0.05]  # class 0, sure
+    scores[4:7] = [0.45, 0.4, 0.15]  # unsure: class 0 first, class 1 close
+    scores[7:11] = [0.1, 0.1, 0.8]  # class 2, sure
+    scores[11] = [0.7, 0.2, 0.1]  # class 0 again, one window
+    sure = find_segments(starts, ends, scores, duration=12.0, threshold=0.6, top_only=True)
+    assert [(s.label, s.start, s.end, s.first, s.last) for s in sure] == [
+        (0, 0.0, 4.0, 0, 3),
+        (2, 7.0, 11.0, 7, 10),
+        (0, 11.0, 12.0, 11, 11),
+    ]
+    assert sure[1].score == pytest.approx(0.8)
+    # a lower threshold takes the unsure stretch in, for its best class alone (each class's runs
+    # would give class 1 a segment over it too)
+    low = find_segments(starts, ends, scores, duration=12.0, threshold=0.3, top_only=True)
+    assert [(s.label, s.first, s.last) for s in low] == [(0, 0, 6), (2, 7, 10), (0, 11, 11)]
+    each = find_segments(starts, ends, scores, duration=12.0, threshold=0.3)
+    assert (1, 4, 6) in [(s.label, s.first, s.last) for s in each]
+    # a run shorter than min_length is dropped, not joined to a neighbour
+    kept = find_segments(starts, ends, scores, min_length=2.0, duration=12.0, threshold=0.6, top_only=True)
+    assert [(s.label, s.first, s.last) for s in kept] == [(0, 0, 3), (2, 7, 10)]
+
+
 # -- the streaming reader -------------------------------------------------------------------
 def test_the_stream_gives_the_readers_frames_upright(tmp_path) -> None:
     """Frame i of the stream is frame i of the keyframe reader (an H.264 file with B-frames,
@@ -189,6 +217,36 @@ def test_over_time_prints_the_timeline_and_writes_json_and_csv(tiny, ten_seconds
     rows = list(csv.DictReader(table.open()))
     assert len([r for r in rows if r['kind'] == 'window']) == 2 * 20
     assert [r['class_name'] for r in rows if r['kind'] == 'segment'] == [s['name'] for s in segments]
+
+
+def test_a_threshold_leaves_a_single_label_models_unsure_out(tiny, ten_seconds, tmp_path, capsys) -> None:
+    """``--threshold`` on a single-label model: segments only where its best class reaches the
+    threshold (here the median of the windows' smoothed best scores, so that some are below)."""
+    first, out = tmp_path / 'all.json', tmp_path / 'sure.json'
+    common = ['--over-time', '--stride', '0.5', '--topk', '4']
+    assert run(tiny, ten_seconds, *common, '--out', str(first)) == 0
+    assert 'threshold' not in json.loads(first.read_text())['smoothing']  # none unless asked
+    data = json.loads(first.read_text())
+    scores = np.zeros((len(data['windows']), 4))
+    for i, w in enumerate(data['windows']):
+        for top in w['top']:
+            scores[i, top['class']] = top['score']
+    threshold = round(float(np.median(smooth_scores(scores, 5).max(axis=1))), 4)
+    capsys.readouterr()
+    assert run(tiny, ten_seconds, *common, '--threshold', str(threshold), '--out', str(out)) == 0
+    assert f'segments (smoothed over 5 windows; the best class at or above {threshold:.2f}):' in (
+        capsys.readouterr().out
+    )
+    sure = json.loads(out.read_text())
+    assert sure['smoothing'] == dict(windows=5, min_segment=0.0, threshold=threshold)
+    starts, ends = [w['start'] for w in data['windows']], [w['end'] for w in data['windows']]
+    expected = find_segments(starts, ends, scores, 5, duration=10.0, threshold=threshold, top_only=True)
+    assert [(s['class'], s['start'], s['end']) for s in sure['segments']] == [
+        (e.label, round(e.start, 3), round(e.end, 3)) for e in expected
+    ]
+    covered = sum(s['end'] - s['start'] for s in sure['segments'])
+    assert 0 < covered < 10.0 - 0.25  # some of the video left out, not all
+    assert all(a['end'] <= b['start'] for a, b in zip(sure['segments'], sure['segments'][1:], strict=False))
 
 
 def test_a_file_cut_off_is_scored_to_where_its_frames_end_and_said(tiny, tmp_path, capsys) -> None:
