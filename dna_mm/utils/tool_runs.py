@@ -166,6 +166,15 @@ def import_options(imports: Sequence[str]) -> list[str]:
     return [f'custom_imports.imports=[dna_mm,{",".join(imports)}]'] if imports else []
 
 
+def attention_options(member: str, settings: Optional[Mapping[str, Any]] = None) -> list[str]:
+    """``--cfg-options`` putting attention ``member`` in every attention of a demo's backbone
+    (``model.backbone.attn_cfg``) with ``settings`` (:func:`~dna_mm.family.method_attention`'s:
+    ``{'variant': 'apm', 'gated': True}`` → ``attn_cfg.variant=apm attn_cfg.gated=True``, merged
+    into the dict ``member`` names: :func:`dna_mm.config.build.merge_options`)."""
+    opts = [f'model.backbone.attn_cfg={member}']
+    return opts + [f'model.backbone.attn_cfg.{key}={value}' for key, value in (settings or {}).items()]
+
+
 def demo_options(
     attn: str,
     data_root: str,
@@ -173,9 +182,8 @@ def demo_options(
     imports: Sequence[str] = (),
     settings: Optional[Mapping[str, Any]] = None,
 ) -> list[str]:
-    """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention
-    (``model.backbone.attn_cfg``) with ``settings`` (``{'gated': True}``: ``attn_cfg.gated=True``,
-    merged into the dict ``attn`` names: :func:`dna_mm.config.build.merge_options`), the clips of
+    """``--cfg-options`` of a run of the video demo's config: ``attn`` in every attention with
+    ``settings`` (:func:`attention_options`), the clips of
     ``data_root`` (``train.txt``; ``test.txt`` for validation and test) and their class names
     (``classes.txt``: the config's ``label_map``, which the saved config gives ``tools/infer.py``),
     ``epochs`` (the schedule's end, validation and checkpoint intervals move with it; ``None``:
@@ -185,8 +193,7 @@ def demo_options(
         ConfigError: ``epochs`` below 1 (:func:`at_least`).
     """
     at_least({'--epochs': epochs})
-    opts = [f'model.backbone.attn_cfg={attn}']
-    opts += [f'model.backbone.attn_cfg.{key}={value}' for key, value in (settings or {}).items()]
+    opts = attention_options(attn, settings)
     opts += [f'label_map={data_root}/classes.txt', *import_options(imports)]
     for split, ann in (('train', 'train'), ('val', 'test'), ('test', 'test')):
         opts += [

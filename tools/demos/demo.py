@@ -6,8 +6,9 @@
     python tools/demos/demo.py --attn relu dna --import docs/attention/relu_attention.py
 
 ``--attn`` takes any registered attention member, by short name (``softmax``, ``dna``, ``diff``,
-``cog``) or registered type (``DnAAttention``), and ``NAME+gated`` for that member with the gate
-of gated attention (``dna+gated``: ``gated=True``, as the study's ``--methods`` take it);
+``cog``) or registered type (``DnAAttention``), ``NAME:VARIANT`` for one of DnA's variants
+(``dna:apm``, or the paper's name: ``dna:A±``, ``A±``) and ``NAME+gated`` for that member with
+the gate of gated attention (``dna+gated``: ``gated=True``), as the study's ``--methods`` take them;
 ``--import`` imports a member of your own first (a module on the Python path, or a ``.py``
 file), and the runs import it too. ``--cfg-options`` set keys of the member's config too
 (``model.backbone.attn_cfg.variant=apm``).
@@ -44,7 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=['dna'],
         metavar='NAME',
         help='attention(s) to train and test (temporal and spatial): any registered member, by short '
-        'name or registered type; NAME+gated: that member gated (dna+gated, as the study takes it)',
+        'name or registered type; NAME:VARIANT (dna:apm), NAME+gated (dna+gated): that member so '
+        'set, as the study takes them',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--data-root', default='data/demo')

@@ -6,12 +6,15 @@ R-CNN on it, test it, report COCO bbox and segm AP.
     python tools/demos/demo_det.py --attn dna softmax     # and the softmax baseline, same data
     python tools/demos/demo_det.py --baseline             # also test the untrained model (AP floor)
     python tools/demos/demo_det.py --attn relu --import docs/attention/relu_attention.py
+    python tools/demos/demo_det.py --attn dna dna:apm dna+gated   # DnA's variants, with the gate
 
 ``--attn`` takes any registered attention member, by short name (``softmax``, ``dna``, ``diff``,
-``cog``) or registered type (``DnAAttention``); ``--import`` imports a member of your own first
-(a module on the Python path, or a ``.py`` file), and the runs import it too. A member that takes
-no position bias (``takes_position_bias = False``: Diff, Cog) runs without ViTDet's relative
-positions.
+``cog``) or registered type (``DnAAttention``), ``NAME:VARIANT`` for one of DnA's variants
+(``dna:apm``, or the paper's name: ``dna:A±``, ``A±``) and ``NAME+gated`` for that member with
+the gate of gated attention (``gated=True``), as the video demo and the study take them;
+``--import`` imports a member of your own first (a module on the Python path, or a ``.py``
+file), and the runs import it too. A member that takes no position bias
+(``takes_position_bias = False``: Diff, Cog) runs without ViTDet's relative positions.
 
 Each run goes through ``tools/train.py`` and ``tools/test.py`` with
 ``configs/vitdet_dna_demo.py`` (the commands are printed, their progress lines shown as they
@@ -73,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=['dna'],
         metavar='NAME',
         help='backbone attention(s) to train and test: any registered member, by short name or '
-        'registered type',
+        'registered type; NAME:VARIANT (dna:apm), NAME+gated (dna+gated): that member so set',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--data-root', default='data/demo_coco')
@@ -114,10 +117,12 @@ def demo(args: argparse.Namespace) -> dict:
     if not has_ops():  # Mask R-CNN's RoI ops: one line before anything is built
         raise UserError(missing_ops_line('The detector demo (Mask R-CNN)'))
     from dna_mm.config import format_metrics
+    from dna_mm.family import distinct_methods, method_attention
     from dna_mm.models.attention.builder import self_attention_class
     from dna_mm.synthetic.coco_shapes import COCO_CLASSES, ensure_coco_dataset
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import (
+        attention_options,
         import_options,
         read_test_metrics,
         run_script,
@@ -127,7 +132,9 @@ def demo(args: argparse.Namespace) -> dict:
         train_then_test,
     )
 
-    members = dict(zip(args.attn, known_names('--attn', args.attn, self_attention_class), strict=True))
+    given = distinct_methods('--attn', args.attn)  # {canonical name: as given}, each model once
+    methods = {m: method_attention(m) for m in given}  # 'dna+gated': ('dna', {'gated': True})
+    classes = known_names('--attn', [member for member, _ in methods.values()], self_attention_class)
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
     config = shipped_config(CONFIG, home)
@@ -140,12 +147,12 @@ def demo(args: argparse.Namespace) -> dict:
     ]
     common += import_options(args.imports)
     results = {}
-    for attn in args.attn:
-        work_dir = f'{args.work_dir}/{attn}'
-        opts = common + [f'model.backbone.attn_cfg={attn}']
+    for (method, (member, settings)), member_class in zip(methods.items(), classes, strict=True):
+        attn, work_dir = given[method], f'{args.work_dir}/{method}'  # A± in dna:apm
+        opts = common + attention_options(member, settings)
         if args.iters is not None:  # the schedule's end, cosine and the val / checkpoint intervals follow
             opts += [f'train_cfg.max_iters={args.iters}']
-        if not members[attn].takes_position_bias:  # the member says (Diff, Cog: no rel-pos)
+        if not member_class.takes_position_bias:  # the member says (Diff, Cog: no rel-pos)
             opts += ['model.backbone.use_rel_pos=False']
         opts += args.run_options
         if args.baseline:
