@@ -80,6 +80,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'engine': ('errors', 'utils', 'converters', 'checkpoint', 'datasets', 'models'),
     'benchmarks': (
         'errors',
+        'family',  # a method's member and settings (dna:apm, dna+gated), as the demos read them
         'utils',
         'ops',
         'models',

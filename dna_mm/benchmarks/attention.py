@@ -26,6 +26,7 @@ from mmengine.registry import MODELS
 from mmengine.utils import import_modules_from_strings
 
 from ..errors import ConfigError
+from ..family import method_attention
 from ..models.attention import AttentionBase, attention_cfg, attention_types, short_names
 from ..models.attention.builder import member_names, self_attention_class
 from ..ops import kernel_available, kernel_unusable_reason
@@ -76,22 +77,26 @@ def dims(tiny: bool = False) -> tuple[int, int, dict[str, tuple[int, int]]]:
 
 def method_config(method: str) -> dict:
     """The config ``method`` builds: a route's (:data:`ROUTES`), or a registered self-attention
-    member's (a short name or a registered type; its defaults).
+    member's (a short name or a registered type; its defaults), with the settings a method adds
+    as the demos and the study take them (:func:`~dna_mm.family.method_attention`: ``dna:apm``,
+    a DnA variant; ``dna+gated``, the output gate).
 
     Raises:
-        ValueError: neither (the message names the self-attention members and the routes), or a
-            member's cross form (:func:`~dna_mm.models.attention.self_attention_class`).
+        ValueError: neither (the message names the self-attention members and the routes), an
+            unknown variant, or a member's cross form
+            (:func:`~dna_mm.models.attention.self_attention_class`).
     """
     if method in ROUTES:
         return dict(ROUTES[method])
-    if method not in short_names() and method not in attention_types():
+    member, settings = method_attention(method)
+    if member not in short_names() and member not in attention_types():
         shorts, types = member_names(cross_forms=False)
         members = ', '.join([*shorts, *types])
         raise ValueError(
-            f'{method!r} is no registered attention member ({members}) nor a route ({", ".join(ROUTES)})'
+            f'{member!r} is no registered attention member ({members}) nor a route ({", ".join(ROUTES)})'
         )
-    self_attention_class(method)  # a cross form: refused
-    return attention_cfg(method)
+    self_attention_class(member)  # a cross form: refused
+    return {**attention_cfg(member), **settings}
 
 
 def ordered(methods: list[str]) -> list[str]:

@@ -40,6 +40,23 @@ def test_the_tables_keep_their_order() -> None:
         bench.ordered(['dnaa'])
 
 
+def test_a_method_takes_a_variant_and_the_gate_as_the_demos_do() -> None:
+    """``dna:A±+gated`` measures DnA's A± variant with the output gate (module scope: the gate's
+    projection runs in the step), in its registry place; an unknown variant or member in such a
+    name is the one-line refusal."""
+    assert bench.method_config('dna:A±+gated') == dict(type='DnAAttention', variant='apm', gated=True)
+    assert bench.method_config('softmax+gated') == dict(type='SoftmaxAttention', gated=True)
+    assert bench.ordered(['cog', 'dna+gated']) == ['softmax', 'dna_fast', 'dna+gated', 'cog']
+    step = bench.build_step('cpu', 'spatial', 'dna:apm+gated', 'float32', 'module', tiny=True)
+    assert step.module.variant == 'apm' and step.module.gated
+    step()
+    assert step.module.gate.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match=r"unknown DnA variant 'xx'"):
+        bench.method_config('dna:xx')
+    with pytest.raises(ValueError, match=r"^'nope' is no registered attention member"):
+        bench.method_config('nope+gated')
+
+
 def test_a_cross_form_is_no_method_and_the_choices_name_none() -> None:
     """Its module needs a context, which the benchmark's step does not give: refused by name,
     its self-attention named; the members an unknown name lists are self-attentions only."""

@@ -17,7 +17,8 @@ model pays).
 Methods: softmax (SDPA), DnA Q±V± fast (the module's fused route: two SDPA calls, the softmin
 sign and α as passes over the activations), DnA eager (explicit maps, the authors'
 formulation), Diff (SDPA), Cog (explicit: no SDPA form). ``--methods`` takes any registered
-attention member by short name or registered type (its defaults; a member of your own after
+attention member by short name or registered type (its defaults; ``dna:apm``, ``dna+gated``: a
+DnA variant, the output gate, as the demos take them; a member of your own after
 ``--import`` of its module, a module on the Python path or a ``.py`` file: ``--methods softmax
 dna_fast relu --import docs/attention/relu_attention.py``), and DnA's other routes by name:
 ``dna_folded`` = the fused route with the sign and α folded into the ``Q-`` / ``V-``
@@ -92,8 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs='+',
         default=DEFAULT_METHODS,
         metavar='NAME',
-        help='any registered attention member (short name or registered type) or a route: '
-        f'{", ".join(ROUTES)}; softmax and dna_fast are always measured (the ratios need them)',
+        help='any registered attention member (short name or registered type; NAME:VARIANT, '
+        f'NAME+gated: so set, as the demos take them) or a route: {", ".join(ROUTES)}; softmax and '
+        'dna_fast are always measured (the ratios need them)',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument(
