@@ -6,7 +6,8 @@ from the ``mmaction`` and ``mmdet`` scopes), the TimeSformer backbone in MMActio
 ``type`` that a config dna_mm ships, writes or saves names. It also makes every mmengine
 checkpoint load a ``weights_only`` load (:mod:`dna_mm.checkpoint.sources`) and lets mmengine
 read ``mmaction::`` bases and ``dna_mm::`` ones (the shipped configs)
-(:mod:`dna_mm.utils.mim_compat`); ``docs/checkpoint_safety.md`` lists each change.
+(:mod:`dna_mm.utils.mim_compat`) and merge a child config's keys into an attention its base gives
+by name (:mod:`dna_mm.config.inheritance`); ``docs/checkpoint_safety.md`` lists each change.
 """
 
 # Order matters: mmcv checked first (it is not an install_requires: dna_mm/utils/mmcv_ops.py) and
@@ -32,6 +33,9 @@ if _find_spec('mmdet') is not None:  # mmdet's OPTIM_WRAPPER_CONSTRUCTORS
     from .engine import layer_decay  # noqa: E402,F401  (LayerDecayOptimizerConstructor)
 
 from . import config  # noqa: E402
+from .config.inheritance import install as _attention_names_in_bases  # noqa: E402
+
+_attention_names_in_bases()  # a child config sets keys of an attention its base names by name
 from ._moved import install as _keep_old_import_paths  # noqa: E402
 
 _keep_old_import_paths()  # dna_mm.apis.runner and the other paths of 0.1.0, for one release
