@@ -140,11 +140,17 @@ def method_attention(method: str) -> tuple[str, dict]:
     ``'dna:apm+gated'`` or ``'dna+gated:apm'``).
 
     Raises:
-        ConfigError: an unknown variant (:func:`canonical_variant`).
+        ConfigError: an unknown variant (:func:`canonical_variant`), or a setting other than
+            ``+gated``.
     """
     name, sep, variant = method.partition(VARIANT)
     gated = name.endswith(GATED) or (bool(sep) and variant.endswith(GATED))
     name, variant = name.removesuffix(GATED), variant.removesuffix(GATED)
+    other = next((part.partition('+')[2] for part in (name, variant) if '+' in part), None)
+    if other is not None:  # a setting other than the gate: dna+gatd
+        raise ConfigError(
+            f"{method!r}: unknown setting '+{other}' (NAME+gated: the member with the output gate)"
+        )
     if not sep and name in DNA_VARIANT_ALIASES:
         name, sep, variant = 'dna', VARIANT, name
     settings: dict = {}

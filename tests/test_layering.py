@@ -44,6 +44,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'config.new_style': ('errors', 'utils'),  # new-style configs' mistakes in one line
     'config.build': (
         'errors',
+        'family',  # an attention's name with a method's settings (dna:apm+gated)
         'utils',
         'models.scopes',
         'models.attention',

@@ -134,18 +134,23 @@ def attention_named(
     name: str, cfg: Optional[Config] = None, cfg_options: Optional[dict] = None
 ) -> Union[dict, str]:
     """``{'type': <registered name>}`` of the attention member ``name`` names (a short name,
-    ``'dna'``, or a registered name), or what a name there should be, for a message (the closest
-    member's name, else the valid ones). A name no member holds yet is looked up again after the
-    ``custom_imports`` of ``cfg`` with ``cfg_options`` merged are imported (a member of the user's
-    own registers itself there)."""
+    ``'dna'``, or a registered name; a method's settings, ``'dna:apm'``, are keys of it too), or
+    what a name there should be, for a message (the closest member's name, else the valid ones).
+    A name no member holds yet is looked up again after the ``custom_imports`` of ``cfg`` with
+    ``cfg_options`` merged are imported (a member of the user's own registers itself there)."""
+    from ..family import method_attention
     from ..models.attention.builder import attention_types, member_names, short_names, suggest_attention
 
-    kind = short_names().get(name, name)
+    try:  # a name with a method's settings: 'dna:apm+gated' (attention_cfg)
+        member, settings = method_attention(name)
+    except ConfigError as err:
+        return f"a dict, or an attention member's name ({err})"
+    kind = short_names().get(member, member)
     if kind not in attention_types() and cfg is not None and _import_custom(cfg, cfg_options or {}):
-        kind = short_names().get(name, name)
+        kind = short_names().get(member, member)
     if kind in attention_types():
-        return {'type': kind}
-    hint = suggest_attention(name)
+        return {'type': kind, **settings}
+    hint = suggest_attention(member)
     hint = hint[: hint.index('?') + 1] if hint.startswith('did you mean') else ', '.join(member_names()[0])
     return f"a dict, or an attention member's name ({hint})"
 

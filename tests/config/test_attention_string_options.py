@@ -16,6 +16,7 @@ import pytest
 from conftest import DEMO_CONFIG, REPO, load_tool, run_main, tiny_run_options
 
 from dna_mm.config.build import build_part, read_config
+from dna_mm.config.check import config_problems as check_problems
 from dna_mm.errors import ConfigError
 from dna_mm.models.attention import AttentionBase
 from dna_mm.tools.cli import cfg_options
@@ -202,3 +203,41 @@ def test_the_demo_trains_and_tests_the_variant_its_cfg_options_set(
     assert set(results) == {'dna'} and 'acc/top1' in results['dna'][0], out[-3000:]
     saved = (work / 'dna' / Path(CONFIG).name).read_text()  # the config the runs used (mmengine's dump)
     assert re.search(r"attn_cfg=dict\(\s*type='DnAAttention',\s*variant='apm'\)", saved), saved
+
+
+@pytest.mark.parametrize(
+    'name, expected',
+    [
+        ('dna:apm+gated', {'type': 'DnAAttention', 'variant': 'apm', 'gated': True}),
+        ('A±', {'type': 'DnAAttention', 'variant': 'apm'}),
+        ('softmax+gated', {'type': 'SoftmaxAttention', 'gated': True}),
+    ],
+)
+def test_a_config_names_its_attention_as_the_tools_methods_do(name: str, expected: dict, tmp_path) -> None:
+    """``attn_cfg='dna:apm+gated'`` (a config, or ``--cfg-options``) is the attention the tools'
+    ``--attn`` / ``--methods`` take by that name; its keys can be set below it, and the built
+    attentions are that member, variant and gate."""
+    cfg, model = _model(CONFIG, *TINY, f'model.backbone.attn_cfg={name}')
+    assert not check_problems(cfg), check_problems(cfg)
+    found = _attentions(model)
+    assert len(found) == 2 and {type(m).__name__ for m in found} == {expected['type']}
+    assert all(getattr(m, 'variant', None) == expected.get('variant') for m in found)
+    assert all(m.gated == expected.get('gated', False) for m in found)
+    child = tmp_path / 'child.py'
+    child.write_text(f"_base_ = [{DEMO_CONFIG!r}]\nmodel = dict(backbone=dict(attn_cfg={name!r}))\n")
+    cfg = read_config(str(child), cfg_options(['model.backbone.attn_cfg.proj_drop=0.1']))
+    assert cfg.model.backbone.attn_cfg == {**expected, 'proj_drop': 0.1}
+
+
+@pytest.mark.parametrize(
+    'name, line',
+    [
+        ('dna:apn', "model.backbone.attn_cfg: unknown DnA variant 'apn'; did you mean 'apm'?"),
+        ('dna+gatd', "model.backbone.attn_cfg: 'dna+gatd': unknown setting '+gatd' (NAME+gated: "),
+        ('softmax:apm', "model.backbone.attn_cfg.variant: SoftmaxAttention takes no argument 'variant'"),
+    ],
+)
+def test_a_wrong_setting_in_a_configs_attention_name_is_one_line_naming_the_key(name: str, line: str) -> None:
+    cfg = read_config(str(REPO / CONFIG), cfg_options([f'model.backbone.attn_cfg={name}']))
+    problems = check_problems(cfg)
+    assert len(problems) == 1 and problems[0].startswith(line), problems

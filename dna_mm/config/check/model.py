@@ -188,8 +188,18 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
     config without a type: a ``dna_vit_*`` model's DnA), the closest valid name suggested. The
     member is named as a config names it: a short or registered name, a dotted path to it or its
     class (:func:`~dna_mm.models.attention.builder.member_type`)."""
+    from ...family import method_attention  # noqa: PLC0415
     from ...models.attention.builder import member_type, unknown_arguments  # noqa: PLC0415
 
+    if isinstance(value, str):  # a name with a method's settings: 'dna:apm+gated' (attention_cfg)
+        try:
+            member, settings = method_attention(value)
+        except ConfigError as err:
+            yield f'{key}: {err}'
+            return
+        if settings:
+            yield from _unknown_attention(dict(type=member, **settings), key)
+            return
     attn = value.get('type') if isinstance(value, dict) else value
     member = member_type(attn)
     if isinstance(attn, str) and member is None:

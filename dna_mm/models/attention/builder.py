@@ -31,6 +31,7 @@ from mmengine.utils import get_object_from_string
 from torch import nn
 
 from ...errors import ConfigError
+from ...family import method_attention
 from ..scopes import current_registry
 from .base import AttentionBase, CrossAttentionMixin, check_formula
 from .registration import short_name_owner
@@ -105,14 +106,20 @@ def self_attention_class(name: str) -> type:
 
 def attention_cfg(cfg: AttnCfg) -> dict:
     """Normalise ``'dna'`` / ``dict(type='dna', ...)`` to ``dict(type='DnAAttention', ...)`` (a
-    dotted path to a member too; a member's class, or a dict of one, keeps it).
+    dotted path to a member too; a member's class, or a dict of one, keeps it). A name may carry
+    the settings the tools' methods do (:func:`~dna_mm.family.method_attention`): ``'dna:apm+gated'``
+    → ``dict(type='DnAAttention', variant='apm', gated=True)``, ``'A±'`` → DnA's A± variant.
 
     Raises:
         NoTypeError: a config without ``type`` (a :class:`~dna_mm.errors.ConfigError` and a
             ``KeyError``).
-        ConfigError: a type that is not a registered member (the message lists them).
+        ConfigError: a type that is not a registered member (the message lists them), an unknown
+            variant or setting in a name.
     """
-    cfg = dict(type=cfg) if isinstance(cfg, str) or inspect.isclass(cfg) else copy.deepcopy(dict(cfg))
+    if isinstance(cfg, str):
+        member, settings = method_attention(cfg)
+        cfg = dict(type=member, **settings)
+    cfg = dict(type=cfg) if inspect.isclass(cfg) else copy.deepcopy(dict(cfg))
     if 'type' not in cfg:
         raise NoTypeError(f'attention config {cfg} has no "type"')
     if isinstance(cfg['type'], str):  # a class stays as it is
