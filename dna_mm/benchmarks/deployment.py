@@ -35,14 +35,19 @@ def check_models(models: Sequence[str]) -> None:
             check_timm_name(name)
 
 
-def model_variants(model: str, attentions: Sequence[str]) -> list[tuple[str, Optional[dict]]]:
+def model_variants(
+    model: str, attentions: Optional[Sequence[str]] = None
+) -> list[tuple[str, Optional[dict]]]:
     """The rows of one model: ``(label, --cfg-options)``; a config once per attention of
-    ``attentions`` (its backbone's ``attn_cfg``; labelled by its file name, a package's
-    ``dna_mm::NAME.py`` too), a ``timm:`` model once."""
+    ``attentions`` (its backbone's ``attn_cfg``, a name with a method's settings too:
+    ``'dna:apm+gated'``; labelled by its file name, a package's ``dna_mm::NAME.py`` too), or once as
+    it is written (``None``); a ``timm:`` model once."""
     name = timm_name(model)
     if name is not None:
         return [(name, None)]
     stem = os.path.splitext(os.path.basename(model.rpartition('::')[2]))[0]
+    if attentions is None:
+        return [(stem, None)]
     return [(f'{stem} ({attn})', {'model.backbone.attn_cfg': attn}) for attn in attentions]
 
 
@@ -83,15 +88,15 @@ def latency_rows(
 
 def benchmark(
     models: Sequence[str],
-    attentions: Sequence[str],
+    attentions: Optional[Sequence[str]],
     batches: Sequence[int],
     threads: Sequence[int],
     reps: int,
     echo: Callable[..., None] = print,
 ) -> str:
     """The markdown table of every model (a config: one row set per attention of ``attentions``,
-    set as its backbone's ``attn_cfg``; ``timm:<name>``: one), said through ``echo`` as it
-    comes; returns it whole. A model that names none is an error before the table
+    set as its backbone's ``attn_cfg``, or one as written for ``None``; ``timm:<name>``: one),
+    said through ``echo`` as it comes; returns it whole. A model that names none is an error before the table
     (:func:`check_models`)."""
     check_models(models)
     header = [

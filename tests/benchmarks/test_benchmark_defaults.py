@@ -43,6 +43,43 @@ def test_benchmark_onnx_defaults_run_from_any_folder(tmp_path, monkeypatch, caps
     ], table
 
 
+def test_benchmark_onnx_measures_a_given_config_as_written_and_takes_a_methods_name(
+    tmp_path, monkeypatch, capsys, threads
+) -> None:
+    """A config given without ``--attn``: one row, its own attention (a variant with the gate
+    stays one, not DnA's default put in its place); ``--attn dna:apm+gated``: that attention in the
+    config's place, labelled so; a misspelt setting: one line before anything is measured."""
+    pytest.importorskip('onnxruntime')
+    from dna_mm.benchmarks.deployment import model_variants
+    from dna_mm.deployment import load_exportable
+    from dna_mm.models.attention import AttentionBase
+
+    monkeypatch.chdir(tmp_path)
+    child = tmp_path / 'apm_gated.py'
+    child.write_text(
+        "_base_ = ['dna_mm::timesformer_dna_demo.py']\n"
+        "model = dict(backbone=dict(num_transformer_layers=1, attn_cfg=dict(variant='apm', gated=True)))\n"
+    )
+    assert model_variants(str(child)) == [('apm_gated', None)]
+    attentions = [
+        m for m in load_exportable(str(child), None).model.modules() if isinstance(m, AttentionBase)
+    ]
+    assert attentions and all(m.variant == 'apm' and m.gated for m in attentions)
+    tool = load_tool('tools/benchmarks/benchmark_onnx.py')
+    fast = ['--batches', '1', '--threads', '1', '--reps', '1']
+    table = tool.main(['--models', str(child), *fast])
+    rows = [ln.split('|')[1].strip() for ln in table.splitlines() if ln.startswith('| ') and '---' not in ln]
+    assert rows[1:] == ['apm_gated'], table
+    table = tool.main(['--models', str(child), '--attn', 'dna:apm+gated', 'softmax', *fast])
+    rows = [ln.split('|')[1].strip() for ln in table.splitlines() if ln.startswith('| ') and '---' not in ln]
+    assert rows[1:] == ['apm_gated (dna:apm+gated)', 'apm_gated (softmax)'], table
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main(['--models', str(child), '--attn', 'dna+gatd', *fast])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and "unknown setting '+gatd'" in err[0], err
+
+
 @pytest.mark.parametrize(
     'model, expected',
     [

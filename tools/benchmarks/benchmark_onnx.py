@@ -11,8 +11,10 @@ and onnxruntime's ``intra_op_num_threads``, one inter-op thread) and batch size 
 turn, ``--reps`` rounds after three warm-up calls each, the order alternating every round so
 that load drifting on a shared machine hits both alike; each figure is the median time of one
 call (``torch.inference_mode`` for PyTorch). ``--attn`` sets the temporal and spatial attention
-of recognizer configs (one row each). Prints a Markdown table (and writes it to ``--out``).
-The work: ``dna_mm/benchmarks/deployment.py``.
+of recognizer configs (one row each; a member's name with its settings as the demos take it,
+``dna:apm``, ``dna+gated``); without it a config given is measured as it is written (its own
+attention, variant and gate), the default models with DnA and softmax. Prints a Markdown table
+(and writes it to ``--out``). The work: ``dna_mm/benchmarks/deployment.py``.
 
 The default models are the demo TimeSformer and timm's ``dna_vit_tiny_patch16_224``: the shipped
 config, found from any folder (``configs/NAME`` where the current folder has it, a checkout;
@@ -30,6 +32,8 @@ IMPORT_HELP = (
     'import these first: a module on the Python path (dotted name) or a .py file; what they '
     'register (an attention member of your own) can then be named'
 )
+#: ``--attn``'s default for the default models (a model given is measured as its config writes it)
+DEFAULT_ATTN = ['dna', 'softmax']
 #: ``--models``' default: a config as a checkout names it (found from any folder: :func:`default_models`)
 DEFAULT_MODELS = ['configs/timesformer_dna_demo.py', 'timm:dna_vit_tiny_patch16_224']
 
@@ -57,9 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         '--attn',
         nargs='+',
-        default=['dna', 'softmax'],
+        default=None,
         metavar='NAME',
-        help='attentions of recognizer configs: any registered attention member',
+        help="attentions a recognizer config is measured with, each in place of its attn_cfg: any "
+        'registered attention member (NAME:VARIANT, NAME+gated: so set); default: the config as '
+        f'written ({" and ".join(DEFAULT_ATTN)} for the default models)',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--batches', nargs='+', type=int, default=[1, 8])
@@ -73,13 +79,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def measure(args: argparse.Namespace) -> str:
     """The table of :func:`main`'s arguments (written to ``--out`` too)."""
     from dna_mm.benchmarks.deployment import benchmark
+    from dna_mm.family import distinct_methods, method_attention
     from dna_mm.models.attention import self_attention_class
     from dna_mm.tools.cli import known_names, output_file
     from dna_mm.utils.files import write_text_atomic
 
-    known_names('--attn', args.attn, self_attention_class)
+    attn = args.attn if args.attn is not None or args.models else DEFAULT_ATTN
+    if attn is not None:  # each model once; 'dna:apm+gated': DnA's A± with the gate
+        attn = list(distinct_methods('--attn', attn).values())
+        known_names('--attn', [method_attention(a)[0] for a in attn], self_attention_class)
     output_file(args.out, '--out')
-    table = benchmark(args.models or default_models(), args.attn, args.batches, args.threads, args.reps)
+    table = benchmark(args.models or default_models(), attn, args.batches, args.threads, args.reps)
     if args.out:
         write_text_atomic(args.out, table)
         print(f'wrote {args.out}', file=sys.stderr)
