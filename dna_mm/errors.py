@@ -25,6 +25,11 @@ class ConfigError(UserError, ValueError):
     """A config value that cannot work (a length or size <= 0, an unknown attention name)."""
 
 
+class SettingError(ConfigError):
+    """A member's setting that cannot be: an unknown DnA variant, a setting other than
+    ``+gated`` in a method's name (``dna+gatd``), a variant of a member without variants."""
+
+
 class MemberError(ConfigError):
     """An attention member that breaks the member contract (docs/attention.md): a short name or
     class name another member holds, no ``attend`` of its own, an ``attend`` output of the wrong

@@ -21,7 +21,7 @@ from typing import Optional, Sequence, Union
 
 from torch import Tensor
 
-from .errors import ConfigError
+from .errors import ConfigError, SettingError
 
 #: canonical DnA variant name → (separate ``Q-`` (``q_neg``), separate ``V-`` (``v_neg``),
 #: learnable ``α`` (``alpha``)): the keys each variant has (``DnAAttention`` reads this table)
@@ -98,7 +98,7 @@ def canonical_variant(variant: str) -> str:
         valid = [*DNA_VARIANTS, *DNA_VARIANT_ALIASES]
         near = difflib.get_close_matches(variant, valid, n=1) if isinstance(variant, str) else []
         valid = f'expected one of {sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
-        raise ConfigError(
+        raise SettingError(
             f'unknown DnA variant {variant!r}; ' + (f'did you mean {near[0]!r}? ({valid})' if near else valid)
         )
     return name
@@ -148,7 +148,7 @@ def method_attention(method: str) -> tuple[str, dict]:
     name, variant = name.removesuffix(GATED), variant.removesuffix(GATED)
     other = next((part.partition('+')[2] for part in (name, variant) if '+' in part), None)
     if other is not None:  # a setting other than the gate: dna+gatd
-        raise ConfigError(
+        raise SettingError(
             f"{method!r}: unknown setting '+{other}' (NAME+gated: the member with the output gate)"
         )
     if not sep and name in DNA_VARIANT_ALIASES:

@@ -16,6 +16,7 @@ routes a device leaves out.
 from __future__ import annotations
 
 import contextlib
+import math
 import platform
 import resource
 from typing import Callable, Optional, Sequence
@@ -25,10 +26,10 @@ import torch.nn.functional as F
 from mmengine.registry import MODELS
 from mmengine.utils import import_modules_from_strings
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SettingError
 from ..family import method_attention
 from ..models.attention import AttentionBase, attention_cfg, attention_types, short_names
-from ..models.attention.builder import member_names, self_attention_class
+from ..models.attention.builder import check_settings, member_names, self_attention_class
 from ..ops import kernel_available, kernel_unusable_reason
 from ..utils.tool_runs import at_least
 from .timing import in_fresh_process, median_ms, time_in_turns
@@ -89,6 +90,9 @@ def method_config(method: str) -> dict:
     if method in ROUTES:
         return dict(ROUTES[method])
     member, settings = method_attention(method)
+    if member in ROUTES:
+        raise SettingError(f"a route ({member}) takes no settings; a member's name does (dna:apm, dna+gated)")
+
     if member not in short_names() and member not in attention_types():
         shorts, types = member_names(cross_forms=False)
         members = ', '.join([*shorts, *types])
@@ -96,6 +100,7 @@ def method_config(method: str) -> dict:
             f'{member!r} is no registered attention member ({members}) nor a route ({", ".join(ROUTES)})'
         )
     self_attention_class(member)  # a cross form: refused
+    check_settings(member, settings)
     return {**attention_cfg(member), **settings}
 
 
@@ -392,10 +397,12 @@ def table(
         cells = []
         for m in methods:
             if m == 'softmax':
-                cells.append(f"1.00× [{ref['ms']:.1f} ms, {ref['peak_mb']:.0f} MB]")
+                cells.append(f"1.00× [{ref['ms']:.1f} ms, {_mb(ref['peak_mb'])}]")
             else:
                 mem = res[m]['peak_mb'] / ref['peak_mb'] if ref['peak_mb'] > 0 else float('nan')
-                cells.append(f"{res[m]['ms'] / ref['ms']:.2f}× / {mem:.2f}× mem")
+                cells.append(
+                    f"{res[m]['ms'] / ref['ms']:.2f}× / {'n/a' if math.isnan(mem) else f'{mem:.2f}×'} mem"
+                )
         cells += [f"{res[m]['ms'] / res['dna_fast']['ms']:.2f}×" for m in versus]
         if same_kernel[1]:
             cells.append(f"{res['dna_triton']['ms'] / res['softmax_triton']['ms']:.2f}×")
@@ -403,6 +410,11 @@ def table(
         label = f'{shape} {[b * clips, n, c]}' + (' + rel-pos bias' if shape in BIASED_SHAPES else '')
         lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
+
+
+def _mb(peak_mb: float, width: int = 0) -> str:
+    """``'12 MB'``, or ``'n/a'`` where no memory was measured (``--tiny`` on the CPU: NaN)."""
+    return f'{"n/a":>{width}}' if math.isnan(peak_mb) else f'{peak_mb:{width}.{1 if width else 0}f} MB'
 
 
 def device_name(device: str) -> str:
@@ -456,7 +468,7 @@ def benchmark(
                 for method, r in rows[shape].items():
                     echo(
                         f'  {device:4s} {scope:6s} {shape:8s} {method:16s} {r["ms"]:9.2f} ms  '
-                        f'{r["peak_mb"]:8.1f} MB',
+                        f'{_mb(r["peak_mb"], 8)}',
                         flush=True,
                     )
             tables.append(table(device, rows, scope_methods, dtype, scope, clips, tiny))

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 from urllib.error import URLError
 
-from ..errors import ConfigError, MissingFileError, RunStopped, UserError, error_line
+from ..errors import ConfigError, MissingFileError, RunStopped, SettingError, UserError, error_line
 from ..utils.build_errors import config_mistake
 from ..utils.files import not_an_input  # noqa: F401  (the tools' check of an output, where they import it)
 from ..utils.mmcv_ops import missing_ops_line
@@ -226,9 +226,9 @@ def known_names(flag: str, names: Sequence[str], lookup: Callable[[str], Any]) -
         try:
             found.append(lookup(name))
         except (ValueError, KeyError) as err:
-            raise ConfigError(
-                f'{flag} {name}: {error_line(err)}; a member of your own: {IMPORT_FLAG} its module'
-            ) from None
+            # a member's setting (a variant, +gated) is no name a module of your own would register
+            own = '' if isinstance(err, SettingError) else f'; a member of your own: {IMPORT_FLAG} its module'
+            raise ConfigError(f'{flag} {name}: {error_line(err)}{own}') from None
     return found
 
 

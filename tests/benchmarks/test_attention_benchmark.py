@@ -55,6 +55,30 @@ def test_a_method_takes_a_variant_and_the_gate_as_the_demos_do() -> None:
         bench.method_config('dna:xx')
     with pytest.raises(ValueError, match=r"^'nope' is no registered attention member"):
         bench.method_config('nope+gated')
+    with pytest.raises(ValueError, match=r"^a route \(dna_fast\) takes no settings; a member's name does"):
+        bench.method_config('dna_fast+gated')
+    with pytest.raises(ValueError, match=r"^softmax has no variants; a variant is a DnA attention's"):
+        bench.method_config('softmax:apm')  # before any work, not at the build
+
+
+def test_the_tool_measures_each_model_once_and_says_a_settings_mistake_in_one_line(capsys) -> None:
+    """``A±`` and ``dna:apm`` are one model: one column, the first name; a variant's typo or a
+    member without variants: one line, without the hint meant for an unknown member's name."""
+    tool = load_tool('tools/benchmarks/benchmark_attention.py')
+    common = ['--tiny', '--device', 'cpu', '--reps', '1', '--shapes', 'spatial', '--scope', 'core']
+    (table,) = tool.main([*common, '--methods', 'A±', 'dna:apm', 'dna+gated'])
+    assert '| shape | softmax | dna_fast | A± | dna+gated |' in table, table
+    assert '[0.' in table and 'n/a' in table and 'nan' not in table  # --tiny: no memory figure
+    assert 'note: --methods dna:apm is A± (the same model): run once' in capsys.readouterr().err
+    for method, line in [
+        ('dna:apn', "--methods dna:apn: unknown DnA variant 'apn'; did you mean 'apm'?"),
+        ('softmax:apm', "--methods softmax:apm: softmax has no variants; a variant is a DnA attention's"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            tool.main([*common, '--methods', method])
+        err = capsys.readouterr().err.splitlines()
+        assert exit_info.value.code == 2 and err[0].startswith(f'benchmark_attention.py: error: {line}'), err
+        assert 'a member of your own' not in err[0]
 
 
 def test_a_cross_form_is_no_method_and_the_choices_name_none() -> None:

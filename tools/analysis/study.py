@@ -118,7 +118,7 @@ def check_args(args: argparse.Namespace) -> None:
     from dna_mm.errors import ConfigError
     from dna_mm.family import distinct_methods, method_attention
     from dna_mm.models.attention import self_attention_class
-    from dna_mm.models.attention.builder import accepted_arguments
+    from dna_mm.models.attention.builder import check_settings
     from dna_mm.tools.cli import known_names
     from dna_mm.utils.tool_runs import at_least
 
@@ -128,11 +128,7 @@ def check_args(args: argparse.Namespace) -> None:
         known_names('--methods', [method_attention(m)[0] for m in methods], self_attention_class)
         for method, name in given.items():
             member, settings = method_attention(method)
-            if 'variant' in settings and 'variant' not in accepted_arguments(self_attention_class(member)):
-                raise ConfigError(
-                    f'--methods {name}: {member} has no variants; a variant is a DnA attention\'s '
-                    f'(dna:apm, dna:A±, A±)'
-                )
+            check_settings(member, settings, f'--methods {name}: ')
     at_least({'--seeds': args.seeds, '--epochs': args.epochs, '--heldout-per-class': args.heldout_per_class})
     seeded = [o for o in args.run_options if o.split('=', 1)[0].strip() in ('randomness.seed', 'randomness')]
     if seeded:

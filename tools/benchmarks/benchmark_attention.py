@@ -115,9 +115,11 @@ def run(args: argparse.Namespace) -> list[str]:
     import torch
 
     from dna_mm.benchmarks.attention import benchmark, dims, method_config
+    from dna_mm.family import distinct_methods
     from dna_mm.tools.cli import known_names, output_file
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
+    args.methods = list(distinct_methods('--methods', args.methods).values())  # each model once
     known_names('--methods', args.methods, method_config)
     output_file(args.out, '--out')
     output_file(args.json, '--json')

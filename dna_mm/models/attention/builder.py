@@ -30,7 +30,7 @@ from mmengine.registry import MODELS
 from mmengine.utils import get_object_from_string
 from torch import nn
 
-from ...errors import ConfigError
+from ...errors import ConfigError, SettingError
 from ...family import method_attention
 from ..scopes import current_registry
 from .base import AttentionBase, CrossAttentionMixin, check_formula
@@ -102,6 +102,21 @@ def self_attention_class(name: str) -> type:
         )
     check_formula(cls)  # a member of no formula (one registered without a short name): before any work
     return cls
+
+
+def check_settings(member: str, settings: dict, where: str = '') -> None:
+    """Refuse a method's ``settings`` (:func:`~dna_mm.family.method_attention`) that the
+    self-attention member ``member`` names does not take: a variant of a member without DnA's
+    variants (``softmax:apm``); ``where`` begins the message (a tool's flag and value).
+
+    Raises:
+        SettingError: what a variant is.
+        ConfigError: no such member, or a cross form (:func:`self_attention_class`).
+    """
+    if 'variant' in settings and 'variant' not in accepted_arguments(self_attention_class(member)):
+        raise SettingError(
+            f"{where}{member} has no variants; a variant is a DnA attention's (dna:apm, dna:A±, A±)"
+        )
 
 
 def attention_cfg(cfg: AttnCfg) -> dict:
