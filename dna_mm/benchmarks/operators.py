@@ -37,6 +37,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import ConfigError
+from ..family import method_attention
 from ..models.attention import DNA_VARIANTS, DnAAttention, attention_cfg, attention_types
 from ..models.attention import functional as AF
 from ..models.attention.builder import accepted_arguments, is_cross_form, self_attention_class
@@ -159,10 +160,11 @@ def module_cases(
     """Label → ``(module, its call on x)``: the self-attention members ``members`` (short or
     registered names; default every registered one, a member of your own included once its module
     is imported) and :data:`REFERENCES`, in the registry's order, each with its defaults (a member
-    that takes ``variant``, DnA's, once per variant), then two forms of DnA's default: its
-    projections called as modules (a no-op forward pre-hook on ``qkv``: the route a hook or a
-    LoRA layer takes, and every call's before the lean projection) and with the sign and ``α``
-    folded into the weights (:func:`folded_forward`).
+    that takes ``variant``, DnA's, once per variant), a name of ``members`` with the gate
+    (``dna+gated``, ``dna:apm+gated``: :func:`~dna_mm.family.method_attention`) by that name,
+    then two forms of DnA's default: its projections called as modules (a no-op forward pre-hook
+    on ``qkv``: the route a hook or a LoRA layer takes, and every call's before the lean
+    projection) and with the sign and ``α`` folded into the weights (:func:`folded_forward`).
 
     Raises:
         ValueError: a name that is no registered member, or a cross form's
@@ -172,7 +174,7 @@ def module_cases(
 
     torch.manual_seed(0)
     for name in members or ():
-        self_attention_class(name)  # a cross form: refused, not left out
+        self_attention_class(method_attention(name)[0])  # a cross form: refused, not left out
     chosen = None if members is None else {*REFERENCES, *(attention_cfg(m)['type'] for m in members)}
     cases: dict[str, tuple[nn.Module, Callable[[Tensor], Tensor]]] = {}
     dims = dict(embed_dims=embed_dims, num_heads=num_heads)
@@ -184,6 +186,10 @@ def module_cases(
             extra = {} if variant is None else dict(variant=variant)
             module = MODELS.build(dict(type=name, **dims, **extra))
             cases[name if variant is None else f'{name} {variant}'] = (module, module)
+    for method in members or ():  # a member with the output gate: 'dna+gated', 'dna:apm+gated'
+        if method_attention(method)[1].get('gated'):
+            module = MODELS.build(dict(attention_cfg(method), **dims))
+            cases[method] = (module, module)
     hooked = DnAAttention(**dims)
     hooked.qkv.register_forward_pre_hook(lambda *_: None)
     cases[MODULES_ROUTE] = (hooked, hooked)

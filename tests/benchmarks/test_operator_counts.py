@@ -7,6 +7,7 @@ refused, not left out)."""
 from __future__ import annotations
 
 import pytest
+from conftest import load_tool
 
 from dna_mm.benchmarks.operators import TRAIN_CONFIGS, config_source, module_cases, train_step_counts
 
@@ -46,3 +47,23 @@ def test_the_shipped_configs_are_found_from_another_folder(tmp_path, monkeypatch
 def test_a_cross_form_is_refused_not_left_out() -> None:
     with pytest.raises(ValueError, match=r'^DnACrossAttention is a cross form \(query and context\)'):
         module_cases(32, 2, ['softmax', 'DnACrossAttention'])
+
+
+def test_a_member_with_the_gate_is_counted_by_its_name(capsys) -> None:
+    """``--attn dna+gated dna:apm+gated``: each a module with the gate (its ``gate`` projection),
+    counted in a row of that name beside every DnA variant; a misspelt setting: one line."""
+    cases = module_cases(32, 2, ['dna+gated', 'dna:apm+gated'])
+    gated, apm_gated = cases['dna+gated'][0], cases['dna:apm+gated'][0]
+    assert gated.gated and gated.variant == 'qpm_vpm' and apm_gated.gated and apm_gated.variant == 'apm'
+    assert not cases['DnAAttention qpm_vpm'][0].gated
+    tool = load_tool('tools/benchmarks/benchmark_operators.py')
+    tables = tool.main(['--no-train-step', '--shape', '1', '8', '32', '--heads', '2', '--attn', 'dna+gated'])
+    rows = {ln.split('|')[1].strip(): ln for ln in tables[0].splitlines() if ln.startswith('| ')}
+    assert 'dna+gated' in rows and 'DnAAttention qpm_vpm' in rows, tables[0]
+    operators = lambda label: int(rows[label].split('|')[2])  # noqa: E731
+    assert operators('dna+gated') > operators('DnAAttention qpm_vpm')  # the gate's projection and product
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main(['--no-train-step', '--attn', 'dna+gatd'])
+    err = capsys.readouterr().err.splitlines()
+    assert exit_info.value.code == 2 and "--attn dna+gatd: 'dna+gatd': unknown setting '+gatd'" in err[0], err

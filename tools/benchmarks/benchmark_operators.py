@@ -15,7 +15,8 @@ every registered self-attention member with its defaults (each DnA variant), plu
 DnA Q±V±: its projections called as modules (a no-op hook on ``qkv``: what a hook or a LoRA
 layer gets) and the softmin sign and α folded into the weights (the alternative its route
 does not take). Ratios are to softmax. ``--attn`` counts the members it names (by short name or
-registered type) and softmax and DnA, which the tables compare to; a member of your own is
+registered type; ``dna+gated``: DnA with the output gate too, by that name) and softmax and DnA,
+which the tables compare to; a member of your own is
 counted after ``--import`` of its module (a module on the Python path or a ``.py`` file:
 ``--attn relu --import docs/attention/relu_attention.py``). Train step:
 ``configs/timesformer_{softmax,dna}_k400.py`` at the demo's sizes (3 blocks of width 96, 4 heads,
@@ -55,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar='NAME',
         help='the attention members to count, by short name or registered type (softmax and DnA '
-        'always; default: every registered one)',
+        'always; default: every registered one); NAME+gated: that member with the gate too',
     )
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
     p.add_argument('--out', help='also write the tables (markdown) here')
@@ -70,11 +71,14 @@ def run(args: argparse.Namespace) -> list[str]:
     import torch
 
     from dna_mm.benchmarks.operators import benchmark
+    from dna_mm.family import distinct_methods, method_attention
     from dna_mm.models.attention import self_attention_class
     from dna_mm.tools.cli import known_names, output_file
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
-    known_names('--attn', args.attn or [], self_attention_class)
+    if args.attn is not None:  # each model once; 'dna+gated': DnA with the gate, counted by that name
+        args.attn = list(distinct_methods('--attn', args.attn).values())
+        known_names('--attn', [method_attention(a)[0] for a in args.attn], self_attention_class)
     output_file(args.out, '--out')
     output_file(args.json, '--json')
     tables, figures = benchmark(
