@@ -196,7 +196,8 @@ def extraction_settings(
     """What makes features the same, for :class:`FeatureStore`: a digest of the ``model`` config
     and the test ``pipeline``, the checkpoint file's (sha256: the same weights by any path), the
     videos' folder, ``level``, ``per`` and ``windows`` (the stride, or ``None``); the ``config``
-    and ``checkpoint`` paths as given, recorded for the reader (:data:`AS_GIVEN`)."""
+    and ``checkpoint`` files, recorded for the reader (:data:`AS_GIVEN`): absolute paths (a
+    checkpoint's URL as given)."""
     text = json.dumps([model, pipeline], sort_keys=True, default=repr)
     weights = checkpoint
     if os.path.isfile(checkpoint):
@@ -207,7 +208,7 @@ def extraction_settings(
         weights = f'sha256:{sha.hexdigest()}'
     return dict(
         config=str(Path(config).resolve()),
-        checkpoint=checkpoint,
+        checkpoint=str(Path(checkpoint).resolve()) if os.path.isfile(checkpoint) else checkpoint,
         model=f'sha256:{hashlib.sha256(text.encode()).hexdigest()}',
         weights=weights,
         videos=os.path.abspath(root),

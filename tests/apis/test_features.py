@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import csv
 import functools
+import json
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,6 +100,18 @@ def test_features_are_the_recognizers_pre_head_activations(demo_model, tmp_path,
     # other settings into the same folder are refused, naming them
     with pytest.raises(SystemExit, match="'per': \\('clip', 'video'\\)"):
         extract.main(args[:-2])
+
+
+def test_the_settings_file_names_the_files_from_any_folder(demo_model, tmp_path, monkeypatch) -> None:
+    """``features.json`` names the config and the checkpoint by absolute paths, given relative
+    ones: its reader need not know the folder the extraction ran in."""
+    ckpt, videos = demo_model
+    monkeypatch.chdir(ckpt.parent)
+    out = tmp_path / 'named'
+    args = [DEMO_CONFIG, ckpt.name, '--videos', str(videos / 'sub'), '--out', str(out), '--workers', '0']
+    assert extract.main(args) == 0
+    record = json.loads((out / 'features.json').read_text())
+    assert record['checkpoint'] == str(ckpt) and record['config'] == str(Path(DEMO_CONFIG).resolve())
 
 
 def test_one_file_with_an_index_and_tokens(demo_model, tmp_path, capsys) -> None:
