@@ -70,6 +70,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'evaluation': ('errors', 'utils', 'datasets', 'preparation.imagenet'),  # imagenet_variants: its folders
     'deployment': (
         'errors',
+        'family',  # the attentions named in the file's metadata as the tools name them
         'utils',
         'models',
         'checkpoint',

@@ -106,6 +106,22 @@ def label_map_metadata(label_map: Optional[str], num_classes: int) -> dict[str, 
     return meta
 
 
+def attention_methods(model: nn.Module) -> list[str]:
+    """The attentions of ``model``, each once in the order they run, by the name the tools take
+    (``'dna:qpm_vpm'``, ``'dna:apm+gated'``, ``'softmax'``: :func:`~dna_mm.family.method_of`)."""
+    from ..family import method_of
+    from ..models.attention import AttentionBase
+
+    found = [
+        method_of(
+            type(m).short_name or type(m).__name__, dict(variant=getattr(m, 'variant', None), gated=m.gated)
+        )
+        for m in model.modules()
+        if isinstance(m, AttentionBase)
+    ]
+    return list(dict.fromkeys(found))
+
+
 def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optional[dict] = None) -> Exportable:
     """The model of ``config`` (an OpenMMLab recognizer config, or ``timm:<name>`` with
     ``cfg_options`` as ``create_model`` arguments) with ``checkpoint``'s weights (``None``:
@@ -218,6 +234,9 @@ def export(
         'dna_mm.std': json.dumps(ex.std),
         'dna_mm.output': ex.metadata.get('dna_mm.output', 'logits [B, K] (before softmax)'),
     }
+    attentions = attention_methods(ex.model)
+    if attentions:
+        meta['dna_mm.attention'] = json.dumps(attentions, ensure_ascii=False)
     for key, value in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value

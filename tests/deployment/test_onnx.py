@@ -90,6 +90,15 @@ def test_dynamic_batch_and_metadata(tmp_path) -> None:
         and len(ex.mean) == 3
         and meta['dna_mm.pixel_range'] == '255'
     )
+    assert json.loads(meta['dna_mm.attention']) == ['dna:qpm_vpm']  # the attention the file computes
+
+
+def test_the_metadata_names_a_variant_and_the_gate(tmp_path) -> None:
+    """A model of a DnA variant with the gate says so (a name the tools take), each attention once."""
+    options = {**_tiny('dna:apm+gated')}
+    path = export(load_exportable(DEMO_CONFIG, None, options), str(tmp_path / 'apm.onnx'))
+    meta = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert json.loads(meta['dna_mm.attention']) == ['dna:apm+gated']
 
 
 def test_fixed_batch_graph_refuses_another_batch(tmp_path) -> None:
