@@ -175,7 +175,8 @@ PIPES = ('train_dataloader', 'val_dataloader', 'test_dataloader')
         ),
         (
             ['model.backbone.attn_cfg.update(varaint=1)'],
-            "model.backbone.attn_cfg.varaint: DnAAttention takes no argument 'varaint'",
+            "model.backbone.attn_cfg.varaint: DnAAttention takes no argument 'varaint'; did you mean "
+            "'variant'?",
         ),
     ],
     ids=[

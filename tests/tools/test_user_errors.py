@@ -170,7 +170,7 @@ def test_diff_rank_seed_leaves_room_for_every_ranks_seed(monkeypatch) -> None:
         ),
         (
             'model.backbone.attn_cfg.kernal=sdpa',
-            "model.backbone.attn_cfg.kernal: DnAAttention takes no argument 'kernal'",
+            "model.backbone.attn_cfg.kernal: DnAAttention takes no argument 'kernal'; did you mean 'kernel'?",
         ),
         (
             'train_dataloader.batchsize=4',  # torch's DataLoader would refuse it once the model is built

@@ -189,7 +189,12 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
     member is named as a config names it: a short or registered name, a dotted path to it or its
     class (:func:`~dna_mm.models.attention.builder.member_type`)."""
     from ...family import method_attention  # noqa: PLC0415
-    from ...models.attention.builder import member_type, unknown_arguments  # noqa: PLC0415
+    from ...models.attention.builder import (  # noqa: PLC0415
+        accepted_arguments,
+        attention_class,
+        member_type,
+        unknown_arguments,
+    )
 
     if isinstance(value, str):  # a name with a method's settings: 'dna:apm+gated' (attention_cfg)
         try:
@@ -208,10 +213,18 @@ def _unknown_attention(value: Any, key: str) -> Iterator[str]:
         yield f'{where}: unknown attention {attn!r}; {suggest_attention(attn)}{own}'
         return
     if isinstance(value, dict) and member is not None:
+        takes = sorted(accepted_arguments(attention_class(member)))
         for name in unknown_arguments(value):
             step = key.endswith('attn_cfg') and difflib.get_close_matches(name, STEP_KEYS)
-            hint = ' (one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))'
-            yield f'{key}.{name}: {type_name(member)} takes no argument {name!r}{hint if step else ""}'
+            near = difflib.get_close_matches(name, takes, n=1)
+            hint = (
+                ' (one attention per step: attn_cfg=dict(_delete_=True, temporal=..., spatial=...))'
+                if step
+                else f'; did you mean {near[0]!r}?'
+                if near
+                else ''
+            )
+            yield f'{key}.{name}: {type_name(member)} takes no argument {name!r}{hint}'
     if isinstance(value, dict) and 'variant' in value and (attn is None or member is not None):
         yield from _variant_problems(value['variant'], member, f'{key}.variant')
 
