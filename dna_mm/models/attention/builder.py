@@ -221,8 +221,11 @@ def build_attention(
     cfg = _class_of(cfg['type']).layer_config(cfg, layer_index, num_layers)
     cls = _class_of(cfg.pop('type'))
     unknown = sorted(set(cfg) - accepted_arguments(cls))
-    if unknown:
-        raise ConfigError(f'{cls.__name__} takes no argument {", ".join(map(repr, unknown))}')
+    if unknown:  # the closest argument it takes, else all of them (a tool that builds unchecked)
+        takes = sorted(accepted_arguments(cls))
+        near = difflib.get_close_matches(unknown[0], takes, n=1)
+        hint = f'did you mean {near[0]!r}?' if near else f'it takes {", ".join(takes)}'
+        raise ConfigError(f'{cls.__name__} takes no argument {", ".join(map(repr, unknown))}; {hint}')
     cfg = dict(embed_dims=embed_dims, num_heads=num_heads, **default_args) | cfg
     return cls(**cfg)
 

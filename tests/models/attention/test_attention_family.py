@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from tolerance import REORDERED, ROUNDING, SUMMED, assert_close_as
 
+from dna_mm.errors import ConfigError
 from dna_mm.models import (
     CogAttention,
     DiffAttention,
@@ -688,3 +689,16 @@ def test_one_call_drops_each_branch_map_independently(kernel: str) -> None:
         m.qkv.weight[2 * C :].zero_()
         m.qkv.bias[2 * C :].zero_()
     assert torch.stack([m(x) for _ in range(20)]).std(0).mean() > 1e-4
+
+
+def test_an_argument_a_member_does_not_take_is_named_with_what_it_takes() -> None:
+    """Built unchecked (a tool's build, without the config check): a misspelt argument names the
+    closest one, one no member of its kind has (a variant of softmax) lists what it takes."""
+    with pytest.raises(
+        ConfigError, match=r"^DnAAttention takes no argument 'varaint'; did you mean 'variant'\?$"
+    ):
+        build_attention(dict(type='dna', varaint='apm'), C, H)
+    with pytest.raises(
+        ConfigError, match=r"^SoftmaxAttention takes no argument 'variant'; it takes .*embed_dims"
+    ):
+        build_attention('softmax:apm', C, H)
