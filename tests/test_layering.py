@@ -109,7 +109,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     'over_time': ('errors', 'utils', 'datasets', 'synthetic', 'analysis'),
     'launch': ('',),  # the package's entry points: anything
     # python -m dna_mm.tools (the shipped tools/ scripts) and the tools' plumbing (cli, torchrun)
-    'tools': ('errors', 'utils', '_moved'),
+    'tools': (
+        'errors',
+        'utils',
+        'family',  # the attentions a tool's flag names (dna:apm+gated): read once for every tool
+        'models.attention.builder',
+        '_moved',
+    ),
     '_moved': ('',),  # the old import paths, for one release
     '__init__': ('',),
 }

@@ -33,7 +33,8 @@ A tool that takes an attention member by name (the demos, the study, the benchma
 registered one, a member of the user's own too, and declares :data:`IMPORT_FLAG` to import its
 module first (``dest='imports'``, ``nargs='+'``, :data:`IMPORT_HELP` written out in the tool);
 :func:`run_tool` imports them (:func:`import_modules`) before the work starts, and a name the
-registry does not know is one line (:func:`known_names`)::
+registry does not know is one line (:func:`known_names`; a method name with its settings,
+``dna:apm+gated``: :func:`known_methods`)::
 
     p.add_argument('--import', dest='imports', nargs='+', default=[], metavar='MODULE', help=IMPORT_HELP)
 """
@@ -49,7 +50,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 from urllib.error import URLError
 
 from ..errors import ConfigError, MissingFileError, RunStopped, SettingError, UserError, error_line
@@ -230,6 +231,37 @@ def known_names(flag: str, names: Sequence[str], lookup: Callable[[str], Any]) -
             own = '' if isinstance(err, SettingError) else f'; a member of your own: {IMPORT_FLAG} its module'
             raise ConfigError(f'{flag} {name}: {error_line(err)}{own}') from None
     return found
+
+
+class KnownMethod(NamedTuple):
+    """A method of a tool's flag (:func:`known_methods`): ``'A±+gated'`` →
+    ``KnownMethod('A±+gated', 'dna', {'variant': 'apm', 'gated': True}, DnAAttention)``."""
+
+    given: str  # as the user wrote it (a run's label)
+    member: str  # the member's name (dna)
+    settings: dict  # what the name adds to its config (variant, gated)
+    cls: type  # the member's self-attention class
+
+
+def known_methods(flag: str, names: Sequence[str]) -> dict[str, KnownMethod]:
+    """``{canonical name: KnownMethod}`` for the methods a tool's ``flag`` names (the demos'
+    ``--attn``, the study's ``--methods``: :func:`~dna_mm.family.method_attention`'s ``dna:apm``,
+    ``A±``, ``NAME+gated``), each model once (:func:`~dna_mm.family.distinct_methods`: ``A±`` and
+    ``dna:apm`` run once), read before any work: a member that is not registered, a cross form,
+    or a setting its member does not take (``softmax:apm``:
+    :func:`~dna_mm.models.attention.builder.check_settings`) is one
+    :class:`~dna_mm.errors.ConfigError` naming ``flag`` and the value (:func:`known_names`)."""
+    from ..family import distinct_methods, method_attention
+    from ..models.attention.builder import check_settings, self_attention_class
+
+    def lookup(name: str) -> KnownMethod:
+        member, settings = method_attention(name)  # 'dna+gated': ('dna', {'gated': True})
+        cls = self_attention_class(member)
+        check_settings(member, settings)
+        return KnownMethod(name, member, settings, cls)
+
+    given = distinct_methods(flag, names)  # {canonical: as given}
+    return dict(zip(given, known_names(flag, list(given.values()), lookup), strict=True))
 
 
 #: what the machine's storage refuses, not a fault of the code: a full disk, a quota, a read-only

@@ -9,10 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEMO_CONFIG, REPO, load_tool, run_main, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, load_tool, refused_line, run_main, tiny_run_options
 from mmengine.config import Config, DictAction
 from PIL import Image
 
@@ -891,6 +892,27 @@ def test_a_cross_form_is_one_line_and_no_tool_lists_one(tool, tmp_path) -> None:
     line = _error_line(run_main([tool, flag, 'GatedCrossAtention', *out], check=False))
     valid = line.rsplit('GatedCrossAtention', 1)[1]  # after the value: the names the tool takes
     assert 'GatedAttention' in valid and 'Cross' not in valid, line
+
+
+@pytest.mark.parametrize(
+    'method, said',
+    [
+        ('softmax:apm', "softmax has no variants; a variant is a DnA attention's (dna:apm, dna:A±, A±)"),
+        ('dna+gatd', "'dna+gatd': unknown setting '+gatd' (NAME+gated: the member with the output gate)"),
+    ],
+)
+@pytest.mark.parametrize('tool', sorted({**MEMBER_TOOLS, 'tools/benchmarks/benchmark_onnx.py': '--attn'}))
+def test_a_setting_its_member_does_not_take_is_one_line_before_any_work(
+    tool: str, method: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every tool that reads a method by name (``dna:apm+gated``) refuses a setting its member does
+    not take before any work: a line naming the flag and the value, no hint to import a member of
+    your own, no folder written (not a build error in the run a demo starts)."""
+    out = tmp_path / 'out'
+    flag = MEMBER_TOOLS.get(tool, '--attn')
+    where = ['--work-dir', str(out)] if 'demo' in tool else ['--out', str(out)]
+    assert refused_line(tool, [flag, 'dna', method, *where], capsys) == f'{flag} {method}: {said}'
+    assert not out.exists()
 
 
 def test_a_host_given_a_cross_form_by_config_is_a_config_error() -> None:

@@ -116,19 +116,12 @@ def check_args(args: argparse.Namespace) -> None:
     ``args.reference`` become their canonical names (``A±`` → ``dna:apm``, ``dna:Q±V±`` → ``dna``:
     the runs' folders), a model named twice run once."""
     from dna_mm.errors import ConfigError
-    from dna_mm.family import distinct_methods, method_attention
-    from dna_mm.models.attention import self_attention_class
-    from dna_mm.models.attention.builder import check_settings
-    from dna_mm.tools.cli import known_names
+    from dna_mm.family import distinct_methods
+    from dna_mm.tools.cli import known_methods
     from dna_mm.utils.tool_runs import at_least
 
-    given = distinct_methods('--methods', args.methods)  # {canonical: as given}
-    methods = list(given)
-    if not args.report_only:
-        known_names('--methods', [method_attention(m)[0] for m in methods], self_attention_class)
-        for method, name in given.items():
-            member, settings = method_attention(method)
-            check_settings(member, settings, f'--methods {name}: ')
+    # {canonical: ...}; a report of runs made reads their names only (a member of yours need not import)
+    methods = list((distinct_methods if args.report_only else known_methods)('--methods', args.methods))
     at_least({'--seeds': args.seeds, '--epochs': args.epochs, '--heldout-per-class': args.heldout_per_class})
     seeded = [o for o in args.run_options if o.split('=', 1)[0].strip() in ('randomness.seed', 'randomness')]
     if seeded:

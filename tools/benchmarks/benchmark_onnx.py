@@ -79,15 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def measure(args: argparse.Namespace) -> str:
     """The table of :func:`main`'s arguments (written to ``--out`` too)."""
     from dna_mm.benchmarks.deployment import benchmark
-    from dna_mm.family import distinct_methods, method_attention
-    from dna_mm.models.attention import self_attention_class
-    from dna_mm.tools.cli import known_names, output_file
+    from dna_mm.tools.cli import known_methods, output_file
     from dna_mm.utils.files import write_text_atomic
 
     attn = args.attn if args.attn is not None or args.models else DEFAULT_ATTN
     if attn is not None:  # each model once; 'dna:apm+gated': DnA's A± with the gate
-        attn = list(distinct_methods('--attn', attn).values())
-        known_names('--attn', [method_attention(a)[0] for a in attn], self_attention_class)
+        attn = [known.given for known in known_methods('--attn', attn).values()]
     output_file(args.out, '--out')
     table = benchmark(args.models or default_models(), attn, args.batches, args.threads, args.reps)
     if args.out:

@@ -71,14 +71,11 @@ def run(args: argparse.Namespace) -> list[str]:
     import torch
 
     from dna_mm.benchmarks.operators import benchmark
-    from dna_mm.family import distinct_methods, method_attention
-    from dna_mm.models.attention import self_attention_class
-    from dna_mm.tools.cli import known_names, output_file
+    from dna_mm.tools.cli import known_methods, output_file
     from dna_mm.utils.files import write_json_atomic, write_text_atomic
 
     if args.attn is not None:  # each model once; 'dna+gated': DnA with the gate, counted by that name
-        args.attn = list(distinct_methods('--attn', args.attn).values())
-        known_names('--attn', [method_attention(a)[0] for a in args.attn], self_attention_class)
+        args.attn = [known.given for known in known_methods('--attn', args.attn).values()]
     output_file(args.out, '--out')
     output_file(args.json, '--json')
     tables, figures = benchmark(

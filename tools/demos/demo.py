@@ -75,15 +75,11 @@ def demo(args: argparse.Namespace) -> dict:
     """Each ``--attn`` trained and tested on the demo set: ``{attn: (metrics, seconds)}``. A
     member or a count the demo cannot take is one line before any work."""
     from dna_mm.config import format_metrics
-    from dna_mm.family import distinct_methods, method_attention
-    from dna_mm.models.attention import self_attention_class
     from dna_mm.synthetic.motion_clips import CLASSES, ensure_motion_dataset
-    from dna_mm.tools.cli import known_names
+    from dna_mm.tools.cli import known_methods
     from dna_mm.utils.tool_runs import at_least, demo_options, runs_home, shipped_config, train_then_test
 
-    given = distinct_methods('--attn', args.attn)  # {canonical name: as given}, each model once
-    methods = {m: method_attention(m) for m in given}  # 'dna+gated': ('dna', {'gated': True})
-    known_names('--attn', [member for member, _ in methods.values()], self_attention_class)
+    methods = known_methods('--attn', args.attn)  # {canonical name: its member, settings}, each model once
     at_least({'--epochs': args.epochs})
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
@@ -91,10 +87,11 @@ def demo(args: argparse.Namespace) -> dict:
     root = ensure_motion_dataset(home / args.data_root)
     print(f'demo data: {root} ({len(CLASSES)} classes, chance = {100 / len(CLASSES):.0f}%)')
     results = {}
-    for method, (member, settings) in methods.items():
-        attn, work_dir = given[method], f'{args.work_dir}/{method}'  # A± in dna:apm
+    for method, known in methods.items():
+        attn, work_dir = known.given, f'{args.work_dir}/{method}'  # A± in dna:apm
         # the clips by their absolute path: the config the run saves reads them from any folder
-        opts = demo_options(member, str(root), args.epochs, args.imports, settings) + args.run_options
+        opts = demo_options(known.member, str(root), args.epochs, args.imports, known.settings)
+        opts += args.run_options
         metrics, secs = train_then_test(config, work_dir, opts, f'{work_dir}/predictions.csv', home)
         results[attn] = (metrics, secs)
         print(f'[{attn}] {format_metrics(metrics)}  ({secs:.0f} s)', flush=True)

@@ -117,10 +117,8 @@ def demo(args: argparse.Namespace) -> dict:
     if not has_ops():  # Mask R-CNN's RoI ops: one line before anything is built
         raise UserError(missing_ops_line('The detector demo (Mask R-CNN)'))
     from dna_mm.config import format_metrics
-    from dna_mm.family import distinct_methods, method_attention
-    from dna_mm.models.attention.builder import self_attention_class
     from dna_mm.synthetic.coco_shapes import COCO_CLASSES, ensure_coco_dataset
-    from dna_mm.tools.cli import known_names
+    from dna_mm.tools.cli import known_methods
     from dna_mm.utils.tool_runs import (
         attention_options,
         import_options,
@@ -132,9 +130,7 @@ def demo(args: argparse.Namespace) -> dict:
         train_then_test,
     )
 
-    given = distinct_methods('--attn', args.attn)  # {canonical name: as given}, each model once
-    methods = {m: method_attention(m) for m in given}  # 'dna+gated': ('dna', {'gated': True})
-    classes = known_names('--attn', [member for member, _ in methods.values()], self_attention_class)
+    methods = known_methods('--attn', args.attn)  # {canonical name: its member, settings}, each model once
     t0 = time.time()
     home = runs_home(REPO)  # the runs' commands run here (config-relative paths)
     config = shipped_config(CONFIG, home)
@@ -147,12 +143,12 @@ def demo(args: argparse.Namespace) -> dict:
     ]
     common += import_options(args.imports)
     results = {}
-    for (method, (member, settings)), member_class in zip(methods.items(), classes, strict=True):
-        attn, work_dir = given[method], f'{args.work_dir}/{method}'  # A± in dna:apm
-        opts = common + attention_options(member, settings)
+    for method, known in methods.items():
+        attn, work_dir = known.given, f'{args.work_dir}/{method}'  # A± in dna:apm
+        opts = common + attention_options(known.member, known.settings)
         if args.iters is not None:  # the schedule's end, cosine and the val / checkpoint intervals follow
             opts += [f'train_cfg.max_iters={args.iters}']
-        if not member_class.takes_position_bias:  # the member says (Diff, Cog: no rel-pos)
+        if not known.cls.takes_position_bias:  # the member says (Diff, Cog: no rel-pos)
             opts += ['model.backbone.use_rel_pos=False']
         opts += args.run_options
         if args.baseline:

@@ -104,19 +104,17 @@ def self_attention_class(name: str) -> type:
     return cls
 
 
-def check_settings(member: str, settings: dict, where: str = '') -> None:
+def check_settings(member: str, settings: dict) -> None:
     """Refuse a method's ``settings`` (:func:`~dna_mm.family.method_attention`) that the
     self-attention member ``member`` names does not take: a variant of a member without DnA's
-    variants (``softmax:apm``); ``where`` begins the message (a tool's flag and value).
+    variants (``softmax:apm``).
 
     Raises:
         SettingError: what a variant is.
         ConfigError: no such member, or a cross form (:func:`self_attention_class`).
     """
     if 'variant' in settings and 'variant' not in accepted_arguments(self_attention_class(member)):
-        raise SettingError(
-            f"{where}{member} has no variants; a variant is a DnA attention's (dna:apm, dna:A±, A±)"
-        )
+        raise SettingError(f"{member} has no variants; a variant is a DnA attention's (dna:apm, dna:A±, A±)")
 
 
 def attention_cfg(cfg: AttnCfg) -> dict:
