@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -39,6 +40,11 @@ if not torch.cuda.is_available():
     # variable when it is first imported, which any earlier test module may do (torch.compile,
     # timm), so it is set here, before every test module.
     os.environ.setdefault('TRITON_INTERPRET', '1')
+    # and the kernels built for it now: dna_mm.ops builds them for the interpreter only when the
+    # variable is set at their first import, and a test that unsets it for a while (a CPU without
+    # the interpreter) must not be that first import, whichever order the tests run in
+    with contextlib.suppress(ImportError):
+        import dna_mm.ops.triton_dna  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
