@@ -65,6 +65,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'synthetic',
         'evaluation',
         'config.build',
+        'config.model',  # a model it does not train, its values checked first
         'config.timm_models',
     ),
     'evaluation': ('errors', 'utils', 'datasets', 'preparation.imagenet'),  # imagenet_variants: its folders
@@ -76,6 +77,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'checkpoint',
         'datasets',
         'config.build',
+        'config.model',
         'config.timm_models',
     ),
     # the training runtime: the runner, its ranks and global batch, loops, hooks
@@ -103,6 +105,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         'datasets',
         'preparation.runner',
         'config.build',
+        'config.model',
         'over_time',
         '_moved',
     ),

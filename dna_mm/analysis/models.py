@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ..checkpoint import load_whole_model
-from ..config.build import model_from_config
+from ..config.model import model_from_config
 from ..config.timm_models import create_timm_model
 from ..errors import ConfigError, DataError, MissingFileError, UnsupportedModelError, UserError
 from ..family import DNA_VARIANTS

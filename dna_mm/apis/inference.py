@@ -16,7 +16,8 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from ..checkpoint import load_whole_model
-from ..config.build import model_from_config, type_name
+from ..config.build import type_name
+from ..config.model import model_from_config
 from ..datasets.protocols import read_label_map
 from ..datasets.video_files import VIDEO_SUFFIXES, list_videos
 from ..errors import ConfigError, DataError
@@ -189,7 +190,7 @@ def load_recognizer(
     device: Union[str, torch.device] = 'cpu',
     partial: bool = False,
 ) -> nn.Module:
-    """Build the config's recognizer (:func:`~dna_mm.config.build.model_from_config`; pretrained weights
+    """Build the config's recognizer (:func:`~dna_mm.config.model.model_from_config`; pretrained weights
     cleared: the checkpoint holds the whole model; ``model.cfg`` the config, as MMAction2's
     ``init_recognizer`` sets it) and load ``checkpoint`` (file, URL or mmengine prefix;
     ``weights_only``) into it; a mismatch is a ``CheckpointMismatchError`` unless ``partial``

@@ -2,8 +2,9 @@
 prepared for the tools' flags (:mod:`.prepare`: work dir, AMP, schedule, TensorBoard, the metrics
 line) and checked before anything is built (:mod:`.check`: one line per problem, naming its key)."""
 
-from .build import build_part, clear_pretrained_weights, default_scope, model_from_config, read_config
+from .build import build_part, clear_pretrained_weights, default_scope, read_config
 from .check import check_config
+from .model import model_from_config
 from .prepare import (
     enable_tensorboard,
     format_metrics,

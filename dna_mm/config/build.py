@@ -2,13 +2,16 @@
 ``--cfg-options`` merged, its default scope set, its pretrained weights cleared when asked, and
 its model, or a part of the model, built as MMEngine's runner builds it.
 
-    cfg, model = model_from_config('dna_mm::timesformer_dna_demo.py', {'model.backbone.attn_cfg': 'softmax'})
+    cfg = read_config('dna_mm::timesformer_dna_demo.py', {'model.backbone.attn_cfg': 'softmax'})
+    model = build_part(cfg)
     cfg = read_config('configs/vitdet_dna_demo.py', clear_pretrained=True)
     backbone, neck = build_part(cfg, 'backbone'), build_part(cfg, 'neck')
 
 Every tool and module that reads a config or builds its model goes through here: the train, test
 and inference tools, the analyses, the ONNX export, FLOPs, the benchmarks, the demos and the
-checkpoint converter's ``--config``.
+checkpoint converter's ``--config``. A tool that builds a model it does not train reads the config
+through :func:`dna_mm.config.model.model_from_config`, which checks the model's values between the
+two (a run checks the whole config: ``tools/train.py``).
 
 A config is named by its file or as a package's: ``dna_mm::timesformer_dna_demo.py`` (the
 configs dna_mm ships, :func:`~dna_mm.utils.mim_compat.packaged_config`) or an OpenMMLab zoo config,
@@ -216,19 +219,6 @@ def part_scope(cfg: Config, part: str = 'model') -> Optional[str]:
     if part != 'model' and scope == 'mmdet' and root:
         return detection_parts_scope()
     return scope
-
-
-def model_from_config(
-    config: ConfigSource,
-    cfg_options: Optional[dict] = None,
-    *,
-    part: str = 'model',
-    clear_pretrained: bool = False,
-) -> tuple[Config, nn.Module]:
-    """``(config, its model or part)``: :func:`read_config` then :func:`build_part` (see both for
-    the arguments)."""
-    cfg = read_config(config, cfg_options, clear_pretrained=clear_pretrained)
-    return cfg, build_part(cfg, part)
 
 
 def default_scope(cfg: Config) -> Optional[str]:

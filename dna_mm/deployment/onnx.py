@@ -128,7 +128,7 @@ def load_exportable(config: str, checkpoint: Optional[str], cfg_options: Optiona
     the initialisation, for benchmarks). A model with no class scores (a detector) is an
     ``ExportError``."""
     from ..checkpoint import load_whole_model
-    from ..config.build import model_from_config
+    from ..config.model import model_from_config
 
     name = timm_name(config)
     if name is not None:

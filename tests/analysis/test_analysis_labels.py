@@ -26,7 +26,7 @@ STEM = Path(DEMO_CONFIG).stem  # timesformer_dna_demo
 def work_dirs(tiny_video_set, tmp_path_factory) -> dict[str, tuple[str, str]]:
     """name → (config, checkpoint) of a demo work dir ``<name>/timesformer_dna_demo.py``,
     ``<name>/epoch_1.pth``: softmax, a second softmax, Diff, DnA Q±V± and A± (random weights)."""
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.tools.cli import cfg_options
 
     root = tmp_path_factory.mktemp('label_runs')

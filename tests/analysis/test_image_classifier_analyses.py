@@ -49,7 +49,7 @@ def _tiny_options(root: Path) -> dict:
 def runs(tmp_path_factory) -> dict:
     """``{'dna' | 'softmax': (config file, checkpoint)}`` of the tiny ImageNet models (each config
     written whole, as in a work dir), the image folder under ``'images'``."""
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
 
     tmp = tmp_path_factory.mktemp('imagenet_runs')
     images = _images(tmp / 'imagenet')
@@ -73,7 +73,7 @@ def _analyse(runs: dict, out: Path, *compare: str, check: bool = True, analyses=
 def test_the_softmax_baseline_reads_as_the_family_softmax_with_the_same_logits(runs) -> None:
     from dna_mm.analysis.models import family_view
     from dna_mm.checkpoint import load_whole_model
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.models.sites import find_attention_sites
 
     config, checkpoint = runs['softmax']

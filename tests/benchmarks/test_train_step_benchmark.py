@@ -89,7 +89,7 @@ def test_an_imagenet_classifier_steps_with_its_own_recipe(part: str) -> None:
 
 def test_an_image_classifiers_batch_is_preprocessed_as_in_training() -> None:
     """The classifier's inputs: normalised images and the batch augments' soft labels."""
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
 
     cfg, model = model_from_config(IMAGE_CONFIGS[1], dict(IMAGE_TINY), clear_pretrained=True)
     assert bench.image_size(cfg.model.backbone) == 32

@@ -9,13 +9,8 @@ from conftest import DEMO_CONFIG, REPO
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from dna_mm.config.build import (
-    build_part,
-    clear_pretrained_weights,
-    default_scope,
-    model_from_config,
-    read_config,
-)
+from dna_mm.config.build import build_part, clear_pretrained_weights, default_scope, read_config
+from dna_mm.config.model import model_from_config
 from dna_mm.errors import ConfigError, MissingFileError
 from dna_mm.models.backbones.timesformer import DnATimeSformer
 

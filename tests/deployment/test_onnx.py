@@ -125,7 +125,7 @@ def test_detector_is_refused_by_name() -> None:
 @pytest.mark.integration
 def test_export_cli_with_a_checkpoint(tmp_path) -> None:
     """The tool as a user runs it: a whole-model checkpoint of the config, dynamic batch, --verify."""
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
 
     opts = _tiny('dna')
     _, model = model_from_config(DEMO_CONFIG, opts)
@@ -208,7 +208,7 @@ def test_dynamo_exporter_opset_18(attn, tmp_path) -> None:
 def test_a_multi_label_models_output_says_a_sigmoid_each(tmp_path) -> None:
     """A multi-label recognizer (``cls_head.multi_class``: a sigmoid a class) says so in the file's
     metadata: its logits are not for a softmax; a single-label one's are."""
-    options = {**_tiny('dna'), 'model.cls_head.multi_class': True}
+    options = {**_tiny('dna'), 'model.cls_head.multi_class': True, 'model.cls_head.average_clips': 'score'}
     path = export(load_exportable(DEMO_CONFIG, None, options), str(tmp_path / 'multi.onnx'))
     meta = {p.key: p.value for p in onnx.load(path).metadata_props}
     assert meta['dna_mm.output'] == MULTI_LABEL_OUTPUT

@@ -10,7 +10,7 @@ import torch
 from conftest import DEMO_CONFIG, REPO, run_main, tiny_run_options
 
 from dna_mm.checkpoint.sources import read_checkpoint
-from dna_mm.config.build import model_from_config
+from dna_mm.config.model import model_from_config
 from dna_mm.engine.param_groups import custom_key_notes
 
 TINY = {

@@ -14,7 +14,7 @@ import torch
 from conftest import DEMO_CONFIG, REPO, TINY_MASK_RCNN, tiny_run_options
 from mmengine.optim import build_optim_wrapper
 
-from dna_mm.config.build import model_from_config
+from dna_mm.config.model import model_from_config
 from dna_mm.engine.step_by_options import (
     merged_groups,
     options_key,

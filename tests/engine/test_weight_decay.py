@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, TINY_MASK_RCNN
 from mmengine.optim import build_optim_wrapper
 
-from dna_mm.config.build import model_from_config
+from dna_mm.config.model import model_from_config
 
 TINY_VIDEO = {
     'model.backbone.embed_dims': 32,

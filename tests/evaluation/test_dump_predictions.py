@@ -17,7 +17,7 @@ from conftest import REPO, WNIDS, run_main, tiny_imagenet_options
 def test_an_image_classifiers_test_dumps_one_row_per_image(tmp_path) -> None:
     import cv2
 
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.tools.cli import cfg_options
 
     root = tmp_path / 'imagenet'

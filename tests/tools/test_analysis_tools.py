@@ -223,7 +223,7 @@ def test_analyze_attention_cli_on_a_vitdet_detector(tmp_path) -> None:
     import torch
     from conftest import REPO
 
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.synthetic.coco_shapes import CocoDatasetSpec, ensure_coco_dataset
 
     root = ensure_coco_dataset(tmp_path / 'coco', CocoDatasetSpec(train_images=2, test_images=3))

@@ -35,7 +35,7 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     classes) and ``imagenet_a`` (``<wnid>/*.jpg`` of 2 classes, 3 images each)."""
     import cv2
 
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.tools.cli import cfg_options
 
     root = tmp_path_factory.mktemp('variants')

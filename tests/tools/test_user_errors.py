@@ -1012,6 +1012,28 @@ def test_a_wrong_attend_shape_is_one_line_in_the_attention_benchmark(tiny, shape
 
 
 @pytest.mark.parametrize(
+    'tool, args',
+    [
+        ('tools/analysis/get_flops.py', []),
+        ('tools/infer.py', ['ckpt', 'clip.mp4']),
+        ('tools/deployment/export_onnx.py', ['ckpt', '--out', 'out.onnx']),
+        ('tools/analysis/analyze_attention.py', ['ckpt', '--out', 'out']),
+        ('tools/analysis/relevance_maps.py', ['ckpt', '--input', 'clip.mp4', '--out', 'out']),
+    ],
+)
+def test_a_tool_that_builds_a_model_it_does_not_train_names_the_key(tool, args, tmp_path, capsys) -> None:
+    """The tools that build a config's model without training it check the model's values first
+    (``dna_mm.config.model.model_from_config``), so a wrong one is named by its key as
+    ``tools/train.py`` names it, where the build alone names only the class."""
+    for name in ('ckpt', 'clip.mp4'):
+        (tmp_path / name).write_bytes(b'')  # files: the model is built before they are read
+    options = ['model.backbone.attn_cfg.type=softmax', 'model.backbone.attn_cfg.variant=apm']
+    argv = [DEMO_CONFIG, *(str(tmp_path / a) if a in ('ckpt', 'clip.mp4') else a for a in args)]
+    line = refused_line(tool, [*argv, '--cfg-options', *options], capsys)
+    assert line == "model.backbone.attn_cfg.variant: SoftmaxAttention takes no argument 'variant'", line
+
+
+@pytest.mark.parametrize(
     'tool, args, line',
     [
         (

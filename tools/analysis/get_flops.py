@@ -69,7 +69,7 @@ def from_config(
     """The config's model (a file or a zoo config: mmaction::recognition/timesformer/...), its
     input shape, what is traced (in words) and how, and the model's own input shape (``None``
     where the config and the module name no ``img_size``)."""
-    from dna_mm.config.build import model_from_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.errors import ConfigError
 
     cfg, model = model_from_config(path, options, clear_pretrained=True)  # no weights are needed to count

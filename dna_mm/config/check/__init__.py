@@ -132,20 +132,21 @@ def config_problems(cfg: Config, mode: str = 'train') -> list[str]:
     return problems + list(list_delete_problems(read, ''))
 
 
-def model_problems(cfg: Config) -> list[str]:
+def model_problems(cfg: Config, train: bool = True) -> list[str]:
     """What :func:`check_config` finds wrong in the model alone, with no data (what a tool that
-    builds the model on random inputs needs: the benchmarks): its attention names, its sizes and
+    builds the model on random inputs needs: the benchmarks, which step it (``train``); inference,
+    the export and the analyses, which do not): its attention names, its sizes and
     rates (``model`` and the top-level ``data_preprocessor``), a recognizer's TimeSformer's
     ``img_size`` against its ``patch_size`` and its head's ``in_channels``, the ``test_cfg`` /
     ``train_cfg`` keys of a recognizer or a two-stage detector, its ``init_cfg``, an MMAction2
-    head's loss (its ``type``, ``class_weight`` and ``label_smooth_eps``) and the preprocessor's
-    blendings (against the heads' classes: the model is built for a train step); one message each."""
+    head's loss (its ``type``; with ``train``, ``class_weight`` and ``label_smooth_eps``) and the
+    preprocessor's blendings (with ``train``, against the heads' classes); one message each."""
     problems = list(attention_problems(cfg.get('model'), 'model'))
     for part in ('model', 'data_preprocessor'):
         problems += model_value_problems(cfg.get(part), part)
     problems += recognizer_problems(cfg, ()) + recognizer_cfg_problems(cfg.get('model'))
     problems += detector_cfg_problems(cfg.get('model')) + task_util_problems(cfg) + init_cfg_problems(cfg)
-    return problems + head_problems(cfg, train=True) + blending_problems(cfg, train=True)
+    return problems + head_problems(cfg, train=train) + blending_problems(cfg, train=train)
 
 
 #: what mmengine's runner needs to train (it raises a ``RuntimeError`` at ``train()`` without them)
