@@ -78,7 +78,7 @@ def evaluate(args: argparse.Namespace) -> dict:
 
     from dna_mm.analysis.models import mismatch_advice
     from dna_mm.checkpoint import load_whole_model
-    from dna_mm.config.build import build_part, read_config
+    from dna_mm.config.model import model_from_config
     from dna_mm.evaluation.imagenet_variants import list_sets, score_sets
     from dna_mm.preparation.imagenet import class_ids
     from dna_mm.tools.cli import user_file
@@ -86,7 +86,7 @@ def evaluate(args: argparse.Namespace) -> dict:
 
     check_out(args, [])
     user_file(args.checkpoint, 'checkpoint')
-    cfg = read_config(args.config, args.cfg_options)
+    cfg, model = model_from_config(args.config, args.cfg_options)  # its values checked first
     wnids = class_ids(Path(args.train_root or cfg.test_dataloader.dataset.data_root))
     path = lambda x: Path(x) if x else None  # noqa: E731
     sets = list_sets(
@@ -98,7 +98,6 @@ def evaluate(args: argparse.Namespace) -> dict:
         args.beta,
     )
     check_out(args, sets.images())
-    model = build_part(cfg)
     device = args.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     load_whole_model(model, args.checkpoint, advice=mismatch_advice(args.config))
     model.to(device).eval()
