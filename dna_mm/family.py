@@ -42,6 +42,8 @@ DNA_VARIANT_ALIASES: dict[str, str] = {
     'QV±': 'q_vpm',
     'Q±V±': 'qpm_vpm',
 }
+#: ``±`` as a keyboard without it writes it: ``A+-`` is ``A±`` wherever a variant is named
+ASCII_PM = '+-'
 
 #: the keys of a DnA attention's negative branch (relative to its prefix)
 NEGATIVE_KEYS = ('alpha', 'q_neg.weight', 'q_neg.bias', 'v_neg.weight', 'v_neg.bias')
@@ -90,14 +92,16 @@ BiasArg = Union[Tensor, tuple[Tensor, Tensor], None]
 
 
 def canonical_variant(variant: str) -> str:
-    """``'Q±V±'`` / ``'qpm_vpm'`` → ``'qpm_vpm'``; anything else is a
+    """``'Q±V±'`` / ``'Q+-V+-'`` (:data:`ASCII_PM`) / ``'qpm_vpm'`` → ``'qpm_vpm'``; anything else is a
     :class:`~dna_mm.errors.ConfigError` (a ``ValueError``: a variant is always the user's value, a
     config's or a tool's option) naming the closest valid name and the valid ones."""
+    if isinstance(variant, str):
+        variant = variant.replace(ASCII_PM, '±')
     name = DNA_VARIANT_ALIASES.get(variant, variant) if isinstance(variant, str) else variant
     if not isinstance(name, str) or name not in DNA_VARIANTS:
         valid = [*DNA_VARIANTS, *DNA_VARIANT_ALIASES]
         near = difflib.get_close_matches(variant, valid, n=1) if isinstance(variant, str) else []
-        valid = f'expected one of {sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)}'
+        valid = f'expected one of {sorted(DNA_VARIANTS)} or {sorted(DNA_VARIANT_ALIASES)} (± or {ASCII_PM})'
         raise SettingError(
             f'unknown DnA variant {variant!r}; ' + (f'did you mean {near[0]!r}? ({valid})' if near else valid)
         )
@@ -136,14 +140,14 @@ def method_attention(method: str) -> tuple[str, dict]:
     settings it adds to that member's config: ``'dna'`` → ``('dna', {})``; ``'dna+gated'`` →
     ``('dna', {'gated': True})``, the gate of gated attention (Qiu et al., 2025) on DnA;
     ``'dna:apm'``, ``'dna:A±'`` or the paper's name alone, ``'A±'`` →
-    ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`DNA_VARIANTS`; both:
-    ``'dna:apm+gated'`` or ``'dna+gated:apm'``).
+    ``('dna', {'variant': 'apm'})``, a DnA variant (:data:`DNA_VARIANTS`; ``±`` written ``+-``
+    too: ``'A+-'``; both: ``'dna:apm+gated'`` or ``'dna+gated:apm'``).
 
     Raises:
         ConfigError: an unknown variant (:func:`canonical_variant`), or a setting other than
             ``+gated``.
     """
-    name, sep, variant = method.partition(VARIANT)
+    name, sep, variant = method.replace(ASCII_PM, '±').partition(VARIANT)
     gated = name.endswith(GATED) or (bool(sep) and variant.endswith(GATED))
     name, variant = name.removesuffix(GATED), variant.removesuffix(GATED)
     other = next((part.partition('+')[2] for part in (name, variant) if '+' in part), None)

@@ -210,6 +210,8 @@ def test_the_demo_trains_and_tests_the_variant_its_cfg_options_set(
     [
         ('dna:apm+gated', {'type': 'DnAAttention', 'variant': 'apm', 'gated': True}),
         ('A±', {'type': 'DnAAttention', 'variant': 'apm'}),
+        ('A+-', {'type': 'DnAAttention', 'variant': 'apm'}),  # ± as a keyboard without it writes it
+        ('dna:Q+-V+gated', {'type': 'DnAAttention', 'variant': 'qpm_v', 'gated': True}),
         ('softmax+gated', {'type': 'SoftmaxAttention', 'gated': True}),
     ],
 )

@@ -171,7 +171,7 @@ PIPES = ('train_dataloader', 'val_dataloader', 'test_dataloader')
             ["model.backbone.attn_cfg.update(variant='qpm_vmp')"],
             "model.backbone.attn_cfg.variant: unknown DnA variant 'qpm_vmp'; did you mean 'qpm_vpm'? "
             "(expected one of ['apm', 'apm_alpha', 'q_vpm', 'qpm_v', 'qpm_vpm'] or ['A±', 'QV±', 'Q±V', "
-            "'Q±V±', 'Â±'])",
+            "'Q±V±', 'Â±'] (± or +-))",
         ),
         (
             ['model.backbone.attn_cfg.update(varaint=1)'],

@@ -106,6 +106,12 @@ def test_dna_variants_match_formula(variant: str) -> None:
 
 def test_paper_aliases_and_bad_variant() -> None:
     assert DnAAttention(C, H, variant='Q±V').variant == 'qpm_v'
+    # ± as a keyboard without it writes it
+    assert [DnAAttention(C, H, variant=v).variant for v in ('A+-', 'Q+-V+-', 'QV+-')] == [
+        'apm',
+        'qpm_vpm',
+        'q_vpm',
+    ]
     with pytest.raises(ValueError, match='unknown DnA variant'):
         DnAAttention(C, H, variant='q+v+')
     with pytest.raises(ValueError, match='multiple of num_heads'):
