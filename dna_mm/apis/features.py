@@ -40,7 +40,7 @@ from torch.utils.data import Dataset
 
 from ..errors import ConfigError
 from ..over_time.predictor import Decoded, OverTimePredictor
-from ..utils.files import atomic_path, write_json_atomic, write_text_atomic
+from ..utils.files import atomic_path, recorded_path, write_json_atomic, write_text_atomic
 from ..utils.parent_death import die_with_parent
 
 LEVELS = ('pooled', 'pre-head', 'tokens')
@@ -196,8 +196,8 @@ def extraction_settings(
     """What makes features the same, for :class:`FeatureStore`: a digest of the ``model`` config
     and the test ``pipeline``, the checkpoint file's (sha256: the same weights by any path), the
     videos' folder, ``level``, ``per`` and ``windows`` (the stride, or ``None``); the ``config``
-    and ``checkpoint`` files, recorded for the reader (:data:`AS_GIVEN`): absolute paths (a
-    checkpoint's URL as given)."""
+    and ``checkpoint``, recorded for the reader (:data:`AS_GIVEN`): files by absolute paths (a URL,
+    a ``dna_mm::`` config as given: :func:`~dna_mm.utils.files.recorded_path`)."""
     text = json.dumps([model, pipeline], sort_keys=True, default=repr)
     weights = checkpoint
     if os.path.isfile(checkpoint):
@@ -207,8 +207,8 @@ def extraction_settings(
                 sha.update(block)
         weights = f'sha256:{sha.hexdigest()}'
     return dict(
-        config=str(Path(config).resolve()),
-        checkpoint=str(Path(checkpoint).resolve()) if os.path.isfile(checkpoint) else checkpoint,
+        config=recorded_path(config),
+        checkpoint=recorded_path(checkpoint),
         model=f'sha256:{hashlib.sha256(text.encode()).hexdigest()}',
         weights=weights,
         videos=os.path.abspath(root),

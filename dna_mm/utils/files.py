@@ -75,6 +75,13 @@ def write_json_atomic(path: PathLike, data: Any, unique: bool = False, indent: i
     return write_text_atomic(path, json.dumps(data, indent=indent), unique)
 
 
+def recorded_path(source: str) -> str:
+    """``source`` (a tool's input) as a file a run writes records it, for a reader in any folder:
+    a file or folder that exists by its absolute path; anything else (a URL, a ``package::``
+    config, a ``timm:`` model, a stream) as given."""
+    return os.path.abspath(source) if os.path.exists(source) else source
+
+
 def _same_file(a: str, b: str) -> bool:
     if os.path.exists(a) and os.path.exists(b):
         return os.path.samefile(a, b)  # a link or another spelling of the same file too

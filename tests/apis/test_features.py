@@ -112,6 +112,10 @@ def test_the_settings_file_names_the_files_from_any_folder(demo_model, tmp_path,
     assert extract.main(args) == 0
     record = json.loads((out / 'features.json').read_text())
     assert record['checkpoint'] == str(ckpt) and record['config'] == str(Path(DEMO_CONFIG).resolve())
+    shipped = 'dna_mm::timesformer_dna_demo.py'  # a shipped config by its name: as given, no path
+    args[0], args[5] = shipped, str(tmp_path / 'n')  # --out
+    assert extract.main(args) == 0
+    assert json.loads((tmp_path / 'n' / 'features.json').read_text())['config'] == shipped
 
 
 def test_one_file_with_an_index_and_tokens(demo_model, tmp_path, capsys) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DEMO_CONFIG, load_tool, run_tool, tiny_run_options
+from conftest import DEMO_CONFIG, REPO, load_tool, run_tool, tiny_run_options
 
 from dna_mm.analysis import aurra, ood_measures, rms_calibration_error
 
@@ -62,8 +63,8 @@ def test_analyze_attention_cli_compare(checkpoints, tmp_path) -> None:
             'DnA',
             '--compare',
             'softmax',
-            cfg_s,
-            ckpt_s,
+            os.path.relpath(cfg_s, REPO),  # recorded by absolute paths
+            os.path.relpath(ckpt_s, REPO),
             '--num-samples',
             '3',
             '--sigmas',
@@ -78,6 +79,7 @@ def test_analyze_attention_cli_compare(checkpoints, tmp_path) -> None:
     assert report['schema'] == 'dna_mm.analysis/1'
     dna, soft = report['runs']
     assert (dna['label'], soft['label'], dna['num_samples']) == ('DnA', 'softmax', 3)
+    assert (soft['config'], soft['checkpoint']) == (cfg_s, ckpt_s)
     assert [(s['layer'], s['group'], s['kind']) for s in dna['sites']] == [
         (0, 'temporal', 'dna'),
         (0, 'spatial', 'dna'),
@@ -99,24 +101,19 @@ def test_analyze_attention_cli_compare(checkpoints, tmp_path) -> None:
 
 
 def test_relevance_maps_cli_on_a_video(checkpoints, tiny_video_set, tmp_path) -> None:
+    """The maps, and a summary that names its files by absolute paths, given relative ones (the
+    tool runs in the repository: its reader need not know that folder)."""
     cfg, ckpt = checkpoints['dna']
     video = sorted(Path(tiny_video_set, 'videos').glob('test_*.mp4'))[0]
-    run_tool(
-        [
-            'tools/analysis/relevance_maps.py',
-            cfg,
-            ckpt,
-            '--input',
-            str(video),
-            '--out',
-            str(tmp_path),
-            '--target',
-            '1',
-        ]
-    )
+    relative = [os.path.relpath(p, REPO) for p in (cfg, ckpt, video, tmp_path)]
+    args = ['tools/analysis/relevance_maps.py', *relative[:2], '--input', relative[2], '--out', relative[3]]
+    run_tool([*args, '--target', '1'])
     stem = tmp_path / f'{video.stem}_relevance'
     summary = json.loads(stem.with_suffix('.json').read_text())
     assert summary['target'] == 1 and summary['branches'] == ['pos', 'neg']
+    files = [summary[k] for k in ('config', 'checkpoint', 'input', 'png', 'npz')]
+    assert files == [cfg, ckpt, str(video), str(stem) + '.png', str(stem) + '.npz'], files
+    assert summary['model'] == 'DnA (Q±V±)', summary['model']  # its attention's name, as the title's
     idx = summary['frame_indices']  # source frames: 8 sampled every 2nd
     assert len(idx) == 8 and {b - a for a, b in zip(idx, idx[1:], strict=False)} == {2}
     assert summary['shape'] == [8, 32, 32]  # frames × the pipeline's 32×32 crop

@@ -225,6 +225,7 @@ def write_results(reports: list[dict], args: argparse.Namespace) -> None:
 def analyze_runs(args: argparse.Namespace) -> dict:
     from dna_mm.analysis.models import out_folder
     from dna_mm.analysis.report import SCHEMA, analyze
+    from dna_mm.utils.files import recorded_path
 
     out_folder(args.out, make=False)  # a file named by --out: one line, before any model is loaded
     runs = load_runs(args)
@@ -242,7 +243,7 @@ def analyze_runs(args: argparse.Namespace) -> dict:
             start = time.time()
             print(f'[{label}] {config}: {", ".join(args.analyses)}', flush=True)
             rep = analyze(am, **options, label=label, progress=True)
-            rep.update(config=config, checkpoint=checkpoint)
+            rep.update(config=recorded_path(config), checkpoint=recorded_path(checkpoint))  # any folder
             reports.append(rep)
             print(f'{describe(rep)}  ({time.time() - start:.0f} s)', flush=True)
     except BaseException:

@@ -12,9 +12,10 @@ are ``create_model`` arguments). The gradients are those of the class ``--target
 prediction); classes are named from ``--label-map`` or the config's ``label_map``, the model by
 ``--label``, else by its attention (``softmax``, ``Diff``, ``DnA (A±)``; the config's name where
 its members are mixed). Each branch's map is min–max normalised over the whole clip. Writes, per
-input, ``DIR/<input name>_relevance`` ``.png`` (the figure), ``.json`` (class, score, branches,
-frame indices) and ``.npz`` (the normalised maps ``[T, H, W]`` per branch); a progress bar with
-the ETA runs over the inputs. An input that cannot be decoded is named with the reason and
+input, ``DIR/<input name>_relevance`` ``.png`` (the figure), ``.json`` (the model's label, class,
+score, branches, frame indices; the input, config, checkpoint and outputs by absolute paths)
+and ``.npz`` (the normalised maps ``[T, H, W]`` per branch); a progress bar with the ETA runs
+over the inputs. An input that cannot be decoded is named with the reason and
 skipped (exit status 1 at the end). The rule, and how it runs through divided space-time
 attention: ``dna_mm/analysis/relevance.py``.
 """
@@ -22,7 +23,6 @@ attention: ``dna_mm/analysis/relevance.py``.
 from __future__ import annotations
 
 import argparse
-import json
 import os.path as osp
 import sys
 import time
@@ -86,6 +86,7 @@ def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) ->
 
     from dna_mm.analysis.plots import plot_relevance
     from dna_mm.analysis.relevance import relevance_maps, source_frame_indices
+    from dna_mm.utils.files import recorded_path, write_json_atomic
 
     rel = relevance_maps(am, inputs, args.target)
     stem = osp.join(args.out, osp.splitext(osp.basename(path))[0] + '_relevance')
@@ -105,10 +106,11 @@ def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) ->
     maps = {k: v.numpy() for k, v in rel.maps.items()}
     png = plot_relevance(frames.numpy(), maps, stem + '.png', title, indices, NOTE.format(what=what))
     np.savez_compressed(stem + '.npz', **maps)
-    summary = dict(
-        input=path,
-        config=args.config,
-        checkpoint=args.checkpoint,
+    summary = dict(  # the files by absolute paths: a reader in any folder finds them
+        input=recorded_path(path),
+        config=recorded_path(args.config),
+        checkpoint=recorded_path(args.checkpoint),
+        model=model,
         target=rel.target,
         class_name=name,
         score=rel.score,
@@ -117,11 +119,10 @@ def explain(am, path: str, inputs, args: argparse.Namespace, names, pipeline) ->
         shape=list(next(iter(rel.maps.values())).shape),
         frame_indices=indices,
         normalisation='min-max per branch over the whole input',
-        png=png,
-        npz=stem + '.npz',
+        png=recorded_path(png),
+        npz=recorded_path(stem + '.npz'),
     )
-    with open(stem + '.json', 'w') as f:
-        json.dump(summary, f, indent=1)
+    write_json_atomic(stem + '.json', summary)
     return summary
 
 
