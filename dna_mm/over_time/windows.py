@@ -19,7 +19,9 @@ and hands a window on once its span has passed::
 so it holds at most the frames of the windows that overlap, whatever the video's length
 (:attr:`SlidingWindows.peak_frames`). At the end of the video the first window still open (the
 tail, or the whole of a video shorter than one span) is handed on with its missing frames
-repeating the last one, as ``SampleFrames(out_of_bound_opt='repeat_last')`` does. A gap of
+repeating the last one, as ``SampleFrames(out_of_bound_opt='repeat_last')`` does, where it holds
+frames no window handed on held: a video that ends where a window's span ends (2 s of windows
+of 2 s) has no tail, whose frames would all be that window's second half. A gap of
 damaged data (:class:`~dna_mm.over_time.frame_stream.Gap`) is an end of the same kind
 (:meth:`SlidingWindows.break_at_gap`): no window holds frames from both of its sides, and the
 first frame after it opens a window, the later ones keeping to the stride's multiples.
@@ -130,6 +132,7 @@ class SlidingWindows:
         self._next_start = 0.0
         self._resume = False  # after a gap: the next frame opens a window
         self._last = None  # the newest frame
+        self._spanned = -1  # the last frame index a window handed on spans
         self.peak_frames = 0  # most frames held at once
 
     def push(self, frame) -> Iterator[Window]:
@@ -150,9 +153,10 @@ class SlidingWindows:
 
     def finish(self) -> Iterator[Window]:
         """At the end of the video: the first window still open, its missing frames the last
-        frame repeated (none when every window closed)."""
-        if self._open:
-            window, self._open = self._open[0], []
+        frame repeated (none when every window closed, or when the windows handed on span the
+        last frame: the open ones' frames are all theirs)."""
+        window, self._open = (self._open[0] if self._open else None), []
+        if window is not None and self._last.index > self._spanned:
             yield self._close(window, self._last.time + self.frame_seconds, self._last.rgb())
 
     def break_at_gap(self) -> Iterator[Window]:
@@ -166,4 +170,5 @@ class SlidingWindows:
         frames = [self._kept.get(n, last) for n in window.needs]
         still = {n for w in self._open for n in w.needs}
         self._kept = {n: f for n, f in self._kept.items() if n in still}
+        self._spanned = max(self._spanned, min(window.first + self.sampling.span - 1, self._last.index))
         return Window(window.first, window.start, end, frames)

@@ -115,6 +115,16 @@ def test_a_video_shorter_than_a_window_gives_one_window() -> None:
     assert got[0].end == pytest.approx(5 / 25)
 
 
+@pytest.mark.parametrize('frames, starts', [(50, [0.0]), (51, [0.0, 1.0])])
+def test_a_tail_is_handed_on_only_with_frames_no_window_held(frames: int, starts: list[float]) -> None:
+    """2 s windows every second: a 2 s video (50 frames at 25 fps) is one window, the one open at
+    its end being that window's second half; a frame more, and that tail holds it."""
+    slider = SlidingWindows(WindowSampling(50, tuple(range(0, 50, 5)), {}), stride=1.0, fps=25)
+    got = [w for i in range(frames) for w in slider.push(FakeFrame(i, i / 25))] + list(slider.finish())
+    assert [w.start for w in got] == pytest.approx(starts)
+    assert [int(f[0, 0, 0]) for f in got[-1].frames][-1] == (45 if frames == 50 else 50)
+
+
 # -- segments -------------------------------------------------------------------------------
 def test_segments_tile_the_video_and_smoothing_removes_a_blip() -> None:
     starts = np.arange(20) * 0.5
