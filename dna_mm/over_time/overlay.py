@@ -9,7 +9,8 @@ segments, and where the model looks (optional). Pure drawing on ``[H, W, 3]`` ui
   white cursor at the current time, the time and the video's length;
 * ``relevance``: a heat map blended over the frame (positive branch orange, negative blue:
   the colours of the analyses' figures, :mod:`dna_mm.analysis.plots.relevance_maps`), the
-  branches side by side when there are two.
+  branches side by side when there are two, each on the frame at half its size (its shape kept),
+  between dark bands that the top-k and the strip are drawn in.
 
 Colours are the Okabe–Ito palette (colour-blind safe), class ``c`` taking colour ``c mod 8``.
 Text and strip scale with the frame's height (readable from 240 to 2160 lines), the text made
@@ -229,9 +230,9 @@ def draw_strip(img: np.ndarray, strip: np.ndarray, t: float, duration: float, la
 
 def blend_relevance(img: np.ndarray, maps: dict[str, np.ndarray], opacity: float = 0.6) -> np.ndarray:
     """``img`` with relevance ``maps`` (branch → ``[H, W]`` in ``[0, 1]``, at the frame's size)
-    blended in: one branch over the whole frame; two (``pos``, ``neg``) side by side, each half
-    of the frame's width over its own copy of the frame (the frame is squeezed to half width).
-    Returns a new array of ``img``'s size."""
+    blended in: one branch over the whole frame; ``n`` (``pos``, ``neg``) side by side, each over
+    its own copy of the frame scaled by ``1/n`` (width and height: a square stays square),
+    centred in height between black bands. Returns a new array of ``img``'s size."""
     import cv2
 
     h, w = img.shape[:2]
@@ -239,14 +240,15 @@ def blend_relevance(img: np.ndarray, maps: dict[str, np.ndarray], opacity: float
     if not branches:
         return img
     cols = len(branches)
-    width = w // cols
-    out = img.copy()
+    width, height = w // cols, h // cols  # each copy [height, width]: the frame's shape
+    top = (h - height) // 2
+    out = img.copy() if cols == 1 else np.zeros_like(img)
+    base = img if cols == 1 else cv2.resize(img, (width, height), interpolation=cv2.INTER_AREA)
     for k, branch in enumerate(branches):
-        base = cv2.resize(img, (width, h), interpolation=cv2.INTER_AREA) if cols > 1 else img
-        rel = cv2.resize(maps[branch].astype(np.float32), (width, h), interpolation=cv2.INTER_LINEAR)
+        rel = cv2.resize(maps[branch].astype(np.float32), (width, height), interpolation=cv2.INTER_LINEAR)
         a = (opacity * np.clip(rel, 0, 1))[..., None]
         tint = np.asarray(RELEVANCE_RGB[branch], np.float32)
-        out[:, k * width : (k + 1) * width] = (base * (1 - a) + tint * a).astype(np.uint8)
+        out[top : top + height, k * width : (k + 1) * width] = (base * (1 - a) + tint * a).astype(np.uint8)
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from conftest import DEMO_CONFIG
@@ -194,8 +195,9 @@ def test_the_overlay_draws_the_segments_in_their_colours() -> None:
 
 def test_relevance_is_drawn_per_branch(tiny, tmp_path, capsys) -> None:  # noqa: F811
     """--relevance: the relevance maps of each window blended in (DnA: the positive branch
-    orange on the left half, the negative blue on the right with ``both``); a branch the model
-    does not have is one line."""
+    orange on the left, the negative blue on the right with ``both``, each on the frame at half
+    its size, its shape kept, between black bands); a branch the model does not have is one
+    line."""
     src = write_with_audio(tmp_path / 'clip.mp4', moving_box(96, 64, 40), audio=None)
     plain, both = tmp_path / 'plain.mp4', tmp_path / 'both.mp4'
     assert run(tiny, src, '--out-video', str(plain)) == 0
@@ -203,10 +205,13 @@ def test_relevance_is_drawn_per_branch(tiny, tmp_path, capsys) -> None:  # noqa:
     assert 'relevance maps of the' in capsys.readouterr().out
     a, b = np.stack(probe(plain)['frames']).astype(int), np.stack(probe(both)['frames']).astype(int)
     assert a.shape[1:3] == b.shape[1:3] == (256, 384)  # 4x
-    middle = slice(80, 200)  # below the top-k panel, above the strip
-    left, right = b[:, middle, :192] - a[:, middle, :192], b[:, middle, 192:] - a[:, middle, 192:]
+    # each branch on the frame at half its size ([128, 192]: rows 64-192), side by side
+    half = np.stack([cv2.resize(f.astype(np.uint8), (192, 128), interpolation=cv2.INTER_AREA) for f in a])
+    left, right = b[:, 64:192, :192] - half, b[:, 64:192, 192:] - half
     assert (left[..., 0] - left[..., 2]).mean() > 10  # orange, where the positive branch looks
     assert (right[..., 2] - right[..., 0]).max() > 40  # blue, where the negative branch looks
+    assert b[:, 196:210].max() < 24  # the band below them: black (above the clock and the strip)
+    middle = slice(80, 200)  # below the top-k panel, above the strip
     # softmax (the DnA checkpoint's shared weights): its one map is drawn as the positive branch;
     # a negative one is refused before any window is scored
     softmax = ('--partial-load',)
