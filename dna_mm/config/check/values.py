@@ -104,9 +104,10 @@ def argument_problems(
     """A part ``registry`` builds from the config ``node`` at ``key``: each key its class does not
     take (:func:`class_arguments`; none checked for a class that takes any keyword), the closest
     valid name suggested, and the arguments it needs that are not given (``supplied``: those its
-    builder passes itself; ``base``: as :func:`unknown_keys`); ``[]`` for a type ``registry`` does
-    not know. A misspelt required argument would otherwise be a ``TypeError`` naming no key once
-    the model is built."""
+    builder passes itself; ``base``: as :func:`unknown_keys`), but for one a given key's
+    suggestion names already (``ann_fil``: one message, "did you mean 'ann_file'?"); ``[]`` for a
+    type ``registry`` does not know. A misspelt required argument would otherwise be a
+    ``TypeError`` naming no key once the model is built."""
     from ...utils.build_errors import required_arguments  # noqa: PLC0415
 
     cls = type_class(registry, node.get('type')) if isinstance(node, dict) else None
@@ -119,7 +120,9 @@ def argument_problems(
     out = (
         unknown_keys(given, valid, key, f'an argument of {name}', merged=merged) if valid is not None else []
     )
-    missing = [a for a in required_arguments(cls) if a not in given and a not in supplied]
+    unknown = [str(k) for k in given if k not in valid] if valid is not None else []
+    meant = {near for k in unknown for near in difflib.get_close_matches(k, valid, n=1)}  # as suggested
+    missing = [a for a in required_arguments(cls) if a not in given and a not in supplied and a not in meant]
     if missing:
         out.append(f'{key} ({name}) needs {", ".join(repr(a) for a in missing)}')
     return out
